@@ -7,12 +7,17 @@ work on, so they are collected by default.
 from __future__ import annotations
 
 import hashlib
+import numbers
+import warnings
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from tqdm.auto import tqdm
+
+from mlflow_recsys.metrics import RankingMetric, hit_matrix, metric_from_key
 
 
 @dataclass(frozen=True)
@@ -177,3 +182,258 @@ def targets_fingerprint(source: sp.spmatrix, targets: sp.spmatrix, sample_ids: n
         h.update(np.asarray(csr.indptr, dtype=np.int64).tobytes())
         h.update(np.asarray(csr.indices, dtype=np.int64).tobytes())
     return h.hexdigest()
+
+
+MetricSpec = RankingMetric | str
+
+
+def _resolve_metrics(metrics: MetricSpec | Sequence[MetricSpec]) -> list[RankingMetric]:
+    if isinstance(metrics, (str, RankingMetric)):
+        metrics = [metrics]
+    resolved: list[RankingMetric] = []
+    seen: set[str] = set()
+    for item in metrics:
+        if isinstance(item, str):
+            item = metric_from_key(item)
+        elif not isinstance(item, RankingMetric):
+            raise ValueError(
+                "metrics: expected metric objects or keys like 'ndcg@100', "
+                f"found {type(item).__name__}"
+            )
+        repeated = seen.intersection(item.keys)
+        if repeated:
+            # two objects producing one key would silently overwrite each other
+            raise ValueError(f"metrics: expected each key once, found {sorted(repeated)} twice")
+        seen.update(item.keys)
+        resolved.append(item)
+    if not resolved:
+        raise ValueError("metrics: expected at least one metric, found none")
+    return resolved
+
+
+def _require_sparse(matrix: Any, name: str) -> sp.csr_matrix:
+    if not sp.issparse(matrix) or matrix.ndim != 2:
+        found = getattr(matrix, "shape", None) if sp.issparse(matrix) else type(matrix).__name__
+        raise ValueError(f"{name}: expected a 2-D scipy.sparse CSR matrix, found {found}")
+    csr = sp.csr_matrix(matrix)
+    if not csr.has_canonical_format:
+        csr = csr.copy()
+        csr.sum_duplicates()
+    return csr
+
+
+def _resolve_sample_ids(sample_ids: np.ndarray | None, n_rows: int) -> np.ndarray:
+    if sample_ids is None:
+        return np.arange(n_rows, dtype=np.int64)
+    ids = np.asarray(sample_ids)
+    if ids.shape != (n_rows,):
+        raise ValueError(
+            f"sample_ids: expected shape ({n_rows},), one id per row of targets, found {ids.shape}"
+        )
+    return ids
+
+
+def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
+    kept = np.flatnonzero(n_relevant > 0)
+    n_left_out = n_relevant.shape[0] - kept.shape[0]
+    if kept.size == 0:
+        raise ValueError(
+            f"targets: expected at least one row with a target, found {n_relevant.shape[0]} "
+            "empty rows"
+        )
+    if n_left_out:
+        # stacklevel 3: point at the caller of evaluate_*
+        warnings.warn(
+            f"{n_left_out} of {n_relevant.shape[0]} evaluation rows have no targets "
+            "and were left out (with their sample ids)",
+            UserWarning,
+            stacklevel=3,
+        )
+    return kept
+
+
+def _result(
+    metrics: list[RankingMetric],
+    per_user: dict[str, np.ndarray],
+    sample_ids: np.ndarray,
+    fingerprint: str | None,
+    collect_per_user: bool,
+) -> EvaluationResult:
+    definitions: dict[str, str] = {}
+    for metric in metrics:
+        definitions.update(metric.definitions)
+    return EvaluationResult(
+        metrics={key: float(np.mean(values)) for key, values in per_user.items()},
+        per_user=per_user if collect_per_user else None,
+        sample_ids=sample_ids,
+        targets_fingerprint=fingerprint,
+        definitions=definitions,
+    )
+
+
+def evaluate_rankings(
+    rankings: np.ndarray,
+    *,
+    targets: sp.spmatrix,
+    metrics: MetricSpec | Sequence[MetricSpec],
+    sample_ids: np.ndarray | None = None,
+    source: sp.spmatrix | None = None,
+) -> EvaluationResult:
+    """Evaluate precomputed rankings against target items.
+
+    Rows whose targets row is empty have no defined metric value; they are left
+    out of the result together with their sample ids, and a ``UserWarning``
+    reports how many.
+
+    Parameters
+    ----------
+    rankings:
+        Integer array of shape ``(n, >= max_k)``: item indices best first,
+        ``-1`` padding (never a hit); ``max_k`` is the largest cutoff in
+        ``metrics``.
+    targets:
+        Sparse matrix (CSR) of shape ``(n, n_items)``; stored nonzeros are the
+        relevant items.
+    metrics:
+        Metric objects from :mod:`mlflow_recsys.metrics` and/or keys such as
+        ``"ndcg@100"``, or a single one of them. Result keys follow this order.
+    sample_ids:
+        Array of shape ``(n,)``, the user id of each row; default ``0..n-1``
+        (int64).
+    source:
+        Fold-in matrix of shape ``(n, n_items)``, only used for the targets
+        fingerprint; without it the fingerprint is ``None``.
+
+    Returns
+    -------
+    EvaluationResult
+        Means and per-row float64 values over the rows with targets.
+
+    Raises
+    ------
+    ValueError
+        If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not
+        a 2-D integer array with at least ``max_k`` columns and valid item
+        indices; ``targets`` or ``source`` is not a sparse matrix of matching
+        shape; ``sample_ids`` has the wrong length; or no row has targets.
+    """
+    metric_objs = _resolve_metrics(metrics)
+    max_k = max(m.max_k for m in metric_objs)
+    arr = np.asarray(rankings)
+    if arr.ndim != 2:
+        raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
+    csr = _require_sparse(targets, "targets")
+    if csr.shape[0] != arr.shape[0]:
+        raise ValueError(
+            f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}"
+        )
+    ids = _resolve_sample_ids(sample_ids, csr.shape[0])
+    fingerprint = None
+    if source is not None:
+        src = _require_sparse(source, "source")
+        if src.shape != csr.shape:
+            raise ValueError(
+                f"source: expected shape {csr.shape} like targets, found {src.shape}"
+            )
+        fingerprint = targets_fingerprint(source, targets, ids)
+    hits = hit_matrix(arr, csr, max_k)
+    n_relevant = np.asarray((csr != 0).sum(axis=1)).ravel().astype(np.int64)
+    kept = _kept_rows(n_relevant)
+    per_user: dict[str, np.ndarray] = {}
+    for metric in metric_objs:
+        per_user.update(metric.from_hits(hits[kept], n_relevant[kept]))
+    return _result(metric_objs, per_user, ids[kept], fingerprint, collect_per_user=True)
+
+
+def evaluate_recommender(
+    model: Any,
+    *,
+    source: sp.spmatrix,
+    targets: sp.spmatrix,
+    metrics: MetricSpec | Sequence[MetricSpec],
+    sample_ids: np.ndarray | None = None,
+    batch_size: int = 1024,
+    collect_per_user: bool = True,
+) -> EvaluationResult:
+    """Rank items for held-out rows in batches and evaluate the rankings.
+
+    For each batch of rows, ``model.recommend(source_rows, max_k)`` gives the
+    top ``max_k`` item indices (fold-in items excluded by the model); rows are
+    independent, so the result does not depend on ``batch_size``. Rows whose
+    targets row is empty are skipped before ranking and left out of the result
+    with their sample ids; a ``UserWarning`` reports how many, if any.
+
+    Parameters
+    ----------
+    model:
+        Fitted model with ``recommend(source_rows: csr, k: int) -> (item
+        indices int64 (rows, k) with -1 padding, scores (rows, k))``.
+    source:
+        Fold-in interactions, sparse CSR of shape ``(n, n_items)``.
+    targets:
+        Held-out target items, sparse CSR of shape ``(n, n_items)``.
+    metrics:
+        Metric objects and/or keys like ``"recall@20"`` (or a single one).
+    sample_ids:
+        Array of shape ``(n,)``: user id of each row; default ``0..n-1`` (int64).
+    batch_size:
+        Rows per ``recommend`` call (positive int, default 1024); bounds memory
+        of dense score matrices.
+    collect_per_user:
+        Keep per-row values (default True, needed for paired comparisons);
+        False gives ``per_user=None`` with the same means.
+
+    Returns
+    -------
+    EvaluationResult
+        With ``targets_fingerprint = targets_fingerprint(source, targets,
+        sample_ids)`` of the inputs as given (before empty rows are dropped).
+
+    Raises
+    ------
+    ValueError
+        If ``metrics`` is empty, unknown or repeats a key; ``source`` or
+        ``targets`` is not sparse or their shapes differ; the model's
+        ``n_items`` differs from the number of columns; ``sample_ids`` has the
+        wrong length; ``batch_size`` is not a positive int; no row has targets;
+        or ``model.recommend`` returns rankings of the wrong shape or with
+        invalid item indices.
+    """
+    metric_objs = _resolve_metrics(metrics)
+    max_k = max(m.max_k for m in metric_objs)
+    src = _require_sparse(source, "source")
+    tgt = _require_sparse(targets, "targets")
+    if src.shape != tgt.shape:
+        raise ValueError(f"targets: expected shape {src.shape} like source, found {tgt.shape}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"batch_size: expected a positive int, found {batch_size!r}")
+    n_items = getattr(model, "n_items", None)
+    if n_items is not None and int(n_items) != src.shape[1]:
+        raise ValueError(
+            f"source: expected {int(n_items)} columns (the model's n_items), found {src.shape[1]}"
+        )
+    ids = _resolve_sample_ids(sample_ids, src.shape[0])
+    fingerprint = targets_fingerprint(source, targets, ids)
+
+    n_relevant = np.asarray((tgt != 0).sum(axis=1)).ravel().astype(np.int64)
+    kept = _kept_rows(n_relevant)
+    chunks: dict[str, list[np.ndarray]] = {key: [] for m in metric_objs for key in m.keys}
+    starts = range(0, kept.shape[0], int(batch_size))
+    for start in tqdm(starts, desc="evaluate", unit="batch", disable=None, leave=False):
+        rows = kept[start : start + int(batch_size)]
+        indices, _ = model.recommend(src[rows], max_k)
+        indices = np.asarray(indices)
+        if indices.ndim != 2 or indices.shape[0] != rows.shape[0]:
+            raise ValueError(
+                f"model: expected recommend(source_rows, {max_k}) to return item indices of "
+                f"shape ({rows.shape[0]}, {max_k}), found {indices.shape}"
+            )
+        try:
+            hits = hit_matrix(indices, tgt[rows], max_k)
+        except ValueError as err:
+            raise ValueError(f"model: recommend(source_rows, {max_k}) output is invalid: {err}") from err
+        for metric in metric_objs:
+            for key, values in metric.from_hits(hits, n_relevant[rows]).items():
+                chunks[key].append(values)
+    per_user = {key: np.concatenate(parts) for key, parts in chunks.items()}
+    return _result(metric_objs, per_user, ids[kept], fingerprint, collect_per_user)

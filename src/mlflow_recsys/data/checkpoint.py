@@ -1,0 +1,383 @@
+"""Build, read and load a recommendation split checkpoint (one zip file).
+
+The zip holds ``manifest.json`` and one member per array: sparse matrices as
+``.npz`` in the layout of :func:`scipy.sparse.save_npz` (so
+:func:`scipy.sparse.load_npz` reads them) and id arrays as ``.npy``. Every zip
+entry, the inner ``.npz`` ones included, carries a fixed timestamp and the
+manifest holds no clock time, so the same inputs and seed give a
+byte-identical file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlflow_recsys.data.datasets import (
+    column_bytes,
+    get_dataset_spec,
+    interactions_digest,
+    load_interactions,
+)
+from mlflow_recsys.data.preprocess import binarise, kcore_prune
+from mlflow_recsys.data.split import UserSplit, user_split
+
+CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
+SCHEMA_VERSION = 1
+SPLIT_MODES = ("user_split",)
+MANIFEST_NAME = "manifest.json"
+
+# Members in the order they are written and hashed into split_digest.
+MATRIX_KEYS = (
+    "x_train",
+    "test_source_matrix",
+    "test_target_matrix",
+    "val_source_matrix",
+    "val_target_matrix",
+)
+ID_KEYS = ("train_user_ids", "item_ids", "test_eval_user_ids", "val_eval_user_ids")
+ARRAY_KEYS = MATRIX_KEYS + ID_KEYS
+
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def build_recsys_checkpoint(
+    dataset: str,
+    data_dir: str | os.PathLike | None = None,
+    checkpoint_path: str | os.PathLike | None = None,
+    split_mode: str = "user_split",
+    eval_draws: int = 1,
+    seed: int = 42,
+    eval_holdout_frac: float = 0.2,
+    test_frac: float = 0.2,
+    val_frac: float = 0.1,
+    min_rating: float | None = 4.0,
+    min_user_interactions: int = 5,
+    min_item_interactions: int = 1,
+) -> Path:
+    """Load a dataset, preprocess it, split it and write the checkpoint zip.
+
+    Pipeline: :func:`~mlflow_recsys.data.datasets.load_interactions` ->
+    :func:`~mlflow_recsys.data.preprocess.binarise` (``min_rating``) ->
+    :func:`~mlflow_recsys.data.preprocess.kcore_prune` ->
+    :func:`~mlflow_recsys.data.split.user_split`. See those functions for the
+    meaning and defaults of the parameters.
+
+    Parameters
+    ----------
+    dataset:
+        Registered dataset name, e.g. ``"movielens-100k"``.
+    data_dir:
+        Cache folder for downloaded archives (see ``load_interactions``).
+    checkpoint_path:
+        Output zip. Default ``checkpoints/<dataset>-<split_mode>-seed<seed>.zip``
+        relative to the working directory. Parent folders are created; the file
+        is written under a temporary name in the same folder and renamed.
+    split_mode:
+        Only ``"user_split"`` (strong generalisation) for now.
+
+    Returns
+    -------
+    pathlib.Path
+        The checkpoint path.
+
+    Raises
+    ------
+    ValueError
+        Unknown dataset or split mode, or invalid split/preprocessing parameters.
+    """
+    spec = get_dataset_spec(dataset)
+    if split_mode not in SPLIT_MODES:
+        raise ValueError(f"split_mode: expected one of {list(SPLIT_MODES)}, found {split_mode!r}")
+    if checkpoint_path is None:
+        checkpoint_path = Path("checkpoints") / f"{dataset}-{split_mode}-seed{seed}.zip"
+    checkpoint_path = Path(checkpoint_path)
+
+    raw = load_interactions(dataset, data_dir)
+    positives = binarise(raw, min_rating=min_rating)
+    pruned, report = kcore_prune(
+        positives,
+        min_user_interactions=min_user_interactions,
+        min_item_interactions=min_item_interactions,
+    )
+    split = user_split(
+        pruned,
+        seed=seed,
+        test_frac=test_frac,
+        val_frac=val_frac,
+        eval_holdout_frac=eval_holdout_frac,
+        eval_draws=eval_draws,
+    )
+    arrays = split_arrays(split)
+    manifest = {
+        "format": CHECKPOINT_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "dataset": {
+            "name": spec.name,
+            "url": spec.url,
+            "archive_sha256": spec.sha256,
+            "interactions_sha256": interactions_digest(raw),
+            "citation": spec.citation,
+            "licence": spec.licence,
+        },
+        "parameters": {
+            "split_mode": split_mode,
+            "seed": int(seed),
+            "eval_draws": int(eval_draws),
+            "eval_holdout_frac": float(eval_holdout_frac),
+            "test_frac": float(test_frac),
+            "val_frac": float(val_frac),
+            "min_rating": None if min_rating is None else float(min_rating),
+            "min_user_interactions": int(min_user_interactions),
+            "min_item_interactions": int(min_item_interactions),
+        },
+        "counts": _counts(raw, positives, report, split),
+        "files": {},
+        "split_digest": split_digest(arrays),
+    }
+    members: dict[str, bytes] = {}
+    for key in ARRAY_KEYS:
+        name = _member_name(key)
+        members[name] = _npz_bytes(arrays[key]) if key in MATRIX_KEYS else _npy_bytes(arrays[key])
+        manifest["files"][name] = hashlib.sha256(members[name]).hexdigest()
+    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
+    return checkpoint_path
+
+
+def split_arrays(split: UserSplit) -> dict[str, Any]:
+    """Arrays of a split under their checkpoint keys (see :data:`ARRAY_KEYS`)."""
+    return {
+        "x_train": split.x_train,
+        "test_source_matrix": split.test.source,
+        "test_target_matrix": split.test.target,
+        "val_source_matrix": split.val.source,
+        "val_target_matrix": split.val.target,
+        "train_user_ids": split.train_user_ids,
+        "item_ids": split.item_ids,
+        "test_eval_user_ids": split.test.user_ids,
+        "val_eval_user_ids": split.val.user_ids,
+    }
+
+
+def split_digest(arrays: dict[str, Any]) -> str:
+    """SHA-256 hex digest over all split arrays in :data:`ARRAY_KEYS` order.
+
+    Matrices contribute their shape, int64 indptr and indices and float32 data
+    (canonical CSR with sorted indices); id arrays their canonical bytes.
+    """
+    h = hashlib.sha256()
+    for key in ARRAY_KEYS:
+        h.update(f"{key}:".encode())
+        value = arrays[key]
+        if key in MATRIX_KEYS:
+            m = sp.csr_matrix(value, dtype=np.float32, copy=True)
+            m.sum_duplicates()
+            m.sort_indices()
+            h.update(f"{m.shape[0]}x{m.shape[1]}".encode())
+            h.update(np.asarray(m.indptr, dtype=np.int64).tobytes())
+            h.update(np.asarray(m.indices, dtype=np.int64).tobytes())
+            h.update(np.asarray(m.data, dtype=np.float32).tobytes())
+        else:
+            h.update(column_bytes(np.asarray(value)))
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
+    """Extract a checkpoint zip into a temporary folder for the duration of a ``with``.
+
+    Yields the folder (holding ``manifest.json`` and the array files); it is
+    deleted on exit.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist (the message names it).
+    ValueError
+        If ``path`` is not a zip, has no valid manifest, has another format
+        name, or a schema version other than 1.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint not found: {path}")
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: expected a checkpoint zip file, found a file that is not a zip")
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        if MANIFEST_NAME not in names:
+            raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
+        _check_manifest(_parse_manifest(zf.read(MANIFEST_NAME), path), path)
+        with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
+            zf.extractall(tmp)
+            yield Path(tmp)
+
+
+def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
+    """Load the split arrays and manifest from an extracted checkpoint (or the zip itself).
+
+    Parameters
+    ----------
+    root:
+        Folder yielded by :func:`read_checkpoint`, or a checkpoint zip path.
+
+    Returns
+    -------
+    dict
+        ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids``
+        (n_train_users,); ``item_ids`` (n_items,); ``test_source_matrix`` and
+        ``test_target_matrix`` csr float32 (n_test_rows, n_items);
+        ``test_eval_user_ids`` (n_test_rows,); the same three for ``val_``;
+        ``manifest`` (dict); ``split_digest`` (str). Ids are int64 for integer
+        raw ids, else str.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``root`` or a member file is missing.
+    ValueError
+        If the manifest is not a version-1 checkpoint manifest, or the arrays do
+        not match the manifest's ``split_digest``.
+    """
+    root = Path(root)
+    if root.is_file():
+        with read_checkpoint(root) as extracted:
+            return load_recsys_split(extracted)
+    if not root.is_dir():
+        raise FileNotFoundError(f"checkpoint not found: {root}")
+    manifest_path = root / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"checkpoint manifest not found: {manifest_path}")
+    manifest = _parse_manifest(manifest_path.read_bytes(), manifest_path)
+    _check_manifest(manifest, manifest_path)
+    out: dict[str, Any] = {}
+    for key in ARRAY_KEYS:
+        file = root / _member_name(key)
+        if not file.is_file():
+            raise FileNotFoundError(f"checkpoint array file not found: {file}")
+        if key in MATRIX_KEYS:
+            m = sp.csr_matrix(sp.load_npz(file), dtype=np.float32)
+            m.sort_indices()
+            out[key] = m
+        else:
+            out[key] = np.load(file, allow_pickle=False)
+    digest = split_digest(out)
+    if digest != manifest["split_digest"]:
+        raise ValueError(
+            f"{root}: expected arrays with split_digest {manifest['split_digest']}, "
+            f"found {digest} (the checkpoint is damaged or was edited)"
+        )
+    out["manifest"] = manifest
+    out["split_digest"] = digest
+    return out
+
+
+def _counts(raw, positives, report, split: UserSplit) -> dict[str, int]:
+    return {
+        "n_raw_interactions": int(len(raw)),
+        "n_raw_users": int(raw["user"].nunique()),
+        "n_raw_items": int(raw["item"].nunique()),
+        "n_positive_interactions": int(len(positives)),
+        "kcore_iterations": int(report.iterations),
+        "n_interactions": int(report.n_interactions_after),
+        "n_users": int(report.n_users_after),
+        "n_items_after_pruning": int(report.n_items_after),
+        "n_items": int(len(split.item_ids)),
+        "n_train_users": int(split.x_train.shape[0]),
+        "n_train_interactions": int(split.x_train.nnz),
+        "n_test_users": int(len(np.unique(split.test.user_ids))),
+        "n_test_rows": int(split.test.source.shape[0]),
+        "n_test_source_interactions": int(split.test.source.nnz),
+        "n_test_target_interactions": int(split.test.target.nnz),
+        "n_test_users_dropped": int(split.test.n_users_dropped),
+        "n_val_users": int(len(np.unique(split.val.user_ids))),
+        "n_val_rows": int(split.val.source.shape[0]),
+        "n_val_source_interactions": int(split.val.source.nnz),
+        "n_val_target_interactions": int(split.val.target.nnz),
+        "n_val_users_dropped": int(split.val.n_users_dropped),
+    }
+
+
+def _member_name(key: str) -> str:
+    return f"{key}.npz" if key in MATRIX_KEYS else f"{key}.npy"
+
+
+def _parse_manifest(raw: bytes, where: Path) -> dict:
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{where}: expected a JSON manifest, found unreadable content ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{where}: expected a JSON object manifest, found {type(manifest).__name__}")
+    return manifest
+
+
+def _check_manifest(manifest: dict, where: Path) -> None:
+    if manifest.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{where}: expected manifest format {CHECKPOINT_FORMAT!r}, "
+            f"found {manifest.get('format')!r}; this is not an mlflow-recsys checkpoint"
+        )
+    version = manifest.get("schema_version")
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
+        raise ValueError(
+            f"{where}: expected checkpoint schema_version {SCHEMA_VERSION}, found {version!r}"
+        )
+    if not isinstance(manifest.get("split_digest"), str):
+        raise ValueError(f"{where}: expected a split_digest string in the manifest, found none")
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(array), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _npz_bytes(matrix: sp.spmatrix) -> bytes:
+    # scipy.sparse.save_npz stamps zip entries with the current time; writing
+    # the same keys ourselves with a fixed time keeps the bytes reproducible.
+    m = sp.csr_matrix(matrix)
+    m.sort_indices()
+    parts = {
+        "indices": m.indices,
+        "indptr": m.indptr,
+        "format": np.array(b"csr"),
+        "shape": np.asarray(m.shape, dtype=np.int64),
+        "data": m.data,
+    }
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, value in parts.items():
+            _add_member(zf, f"{name}.npy", _npy_bytes(value), zipfile.ZIP_STORED)
+    return buf.getvalue()
+
+
+def _add_member(zf: zipfile.ZipFile, name: str, payload: bytes, compression: int) -> None:
+    info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
+    info.compress_type = compression
+    info.create_system = 3
+    info.external_attr = 0o644 << 16
+    zf.writestr(info, payload, compress_type=compression, compresslevel=6 if compression else None)
+
+
+def _write_zip(path: Path, members: dict[str, bytes]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w") as zf:
+            for name, payload in members.items():
+                _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,534 @@
+"""Top-N ranking metrics with binary relevance, computed per evaluation row.
+
+Every metric works from one boolean *hit matrix*: ``hits[i, r]`` says whether
+the item at rank ``r + 1`` of row ``i`` is one of that row's target items.
+Building it once and deriving all metrics from it keeps the metrics consistent
+with each other and lets :mod:`mlflow_recsys.evaluation` share the work between
+metrics.
+
+Notation used in the definitions: ``R_u`` is the set of target items of a row,
+``r`` a 1-based rank, ``hits@k`` the number of target items among the top ``k``.
+Rows with no targets have no defined value; ``compute`` returns NaN for them and
+the evaluation leaves them out.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+from typing import ClassVar, Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "CalibratedRecall",
+    "HitRate",
+    "MAP",
+    "METRIC_CLASSES",
+    "MRR",
+    "NDCG",
+    "Precision",
+    "RankingMetric",
+    "Recall",
+    "hit_matrix",
+    "metric_from_key",
+    "parse_metric_keys",
+    "relevant_counts",
+]
+
+_KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
+
+
+def _validate_k(k: object) -> int:
+    # bool is an int subclass, but a cutoff of True is certainly a mistake
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < 1:
+        raise ValueError(f"k: expected a positive int, found {k!r}")
+    return int(k)
+
+
+def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
+    if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+        return (_validate_k(k),)
+    if isinstance(k, (str, bytes)) or not isinstance(k, Iterable):
+        raise ValueError(f"k: expected a positive int or a sequence of them, found {k!r}")
+    ks: list[int] = []
+    for value in k:
+        value = _validate_k(value)
+        if value not in ks:
+            ks.append(value)
+    if not ks:
+        raise ValueError("k: expected at least one cutoff, found an empty sequence")
+    return tuple(ks)
+
+
+def _canonical_targets(targets: object, n_rows: int | None = None) -> sp.csr_matrix:
+    if not sp.issparse(targets):
+        raise ValueError(
+            f"targets: expected a scipy.sparse matrix (CSR), found {type(targets).__name__}"
+        )
+    if targets.ndim != 2:
+        raise ValueError(f"targets: expected a 2-D sparse matrix, found shape {targets.shape}")
+    # copy: canonicalising in place would modify the caller's matrix
+    csr = sp.csr_matrix(targets, copy=True)
+    csr.sum_duplicates()
+    csr.eliminate_zeros()
+    csr.sort_indices()
+    if n_rows is not None and csr.shape[0] != n_rows:
+        raise ValueError(
+            f"targets: expected {n_rows} rows to match rankings, found {csr.shape[0]}"
+        )
+    return csr
+
+
+def _validate_rankings(rankings: object, min_columns: int, n_items: int) -> np.ndarray:
+    arr = np.asarray(rankings)
+    if arr.ndim != 2:
+        raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"rankings: expected an integer array, found dtype {arr.dtype}")
+    if arr.shape[1] < min_columns:
+        raise ValueError(
+            f"rankings: expected at least {min_columns} columns (the largest k), "
+            f"found {arr.shape[1]}"
+        )
+    arr = arr[:, :min_columns].astype(np.int64, copy=False)
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < -1 or hi >= n_items:
+            raise ValueError(
+                f"rankings: expected item indices in [0, {n_items}) or -1 padding, "
+                f"found values in [{lo}, {hi}]"
+            )
+        # a repeated item would be counted as several hits and push recall above 1
+        ordered = np.sort(arr, axis=1)
+        repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
+        if repeated.any():
+            row = int(np.flatnonzero(repeated.any(axis=1))[0])
+            raise ValueError(
+                f"rankings: expected distinct items within each row, found a repeated "
+                f"item in row {row}"
+            )
+    return arr
+
+
+def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
+    """Number of target items per row, ``|R_u|``.
+
+    Parameters
+    ----------
+    targets:
+        Sparse matrix of shape ``(n, n_items)``; every stored nonzero is a target.
+
+    Returns
+    -------
+    np.ndarray
+        int64 array of shape ``(n,)``.
+
+    Raises
+    ------
+    ValueError
+        If ``targets`` is not a 2-D scipy sparse matrix.
+    """
+    csr = _canonical_targets(targets)
+    return np.diff(csr.indptr).astype(np.int64)
+
+
+def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray:
+    """Boolean matrix saying which of the top ``k`` ranked items are targets.
+
+    Membership is looked up without a per-row Python loop: each (row, item)
+    pair is encoded as ``row * n_items + item``; the encoded target pairs of a
+    canonical CSR matrix are already sorted, so ``np.searchsorted`` finds every
+    ranked pair at once.
+
+    Parameters
+    ----------
+    rankings:
+        Integer array of shape ``(n, >= k)``; entry ``[i, r]`` is the item index
+        at rank ``r + 1`` for row ``i``, ``-1`` is padding and never a hit.
+    targets:
+        Sparse matrix of shape ``(n, n_items)``; stored nonzeros are targets.
+    k:
+        Positive number of leading ranks to look at.
+
+    Returns
+    -------
+    np.ndarray
+        bool array of shape ``(n, k)``.
+
+    Raises
+    ------
+    ValueError
+        If ``k`` is not a positive int, ``rankings`` is not a 2-D integer array
+        with at least ``k`` columns, holds indices outside ``[-1, n_items)`` or
+        repeats an item within a row, or ``targets`` is not a sparse matrix with
+        as many rows as ``rankings``.
+    """
+    k = _validate_k(k)
+    arr = np.asarray(rankings)
+    if arr.ndim != 2:
+        raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
+    csr = _canonical_targets(targets, n_rows=arr.shape[0])
+    return _hits(_validate_rankings(arr, k, csr.shape[1]), csr)
+
+
+def _hits(rankings: np.ndarray, csr: sp.csr_matrix) -> np.ndarray:
+    n, n_items = csr.shape
+    hits = np.zeros(rankings.shape, dtype=bool)
+    if csr.nnz == 0 or rankings.size == 0:
+        return hits
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(csr.indptr))
+    target_keys = rows * n_items + csr.indices.astype(np.int64)
+    valid = rankings >= 0
+    query = np.arange(n, dtype=np.int64)[:, None] * n_items + np.where(valid, rankings, 0)
+    pos = np.minimum(np.searchsorted(target_keys, query), target_keys.size - 1)
+    hits[...] = valid & (target_keys[pos] == query)
+    return hits
+
+
+def _row_sums(values: np.ndarray) -> np.ndarray:
+    # A running sum adds each row left to right, so a row's value does not depend
+    # on how many rows are evaluated together; BLAS products and pairwise sums
+    # may reorder the additions with the batch shape and change the last bit.
+    return np.cumsum(values, axis=1)[:, -1]
+
+
+class RankingMetric:
+    """Base class: a ranking metric evaluated at one or more cutoffs ``k``.
+
+    Subclasses set ``name`` and implement ``_values`` (per-row values for one
+    cutoff from the hit matrix) and ``_definition``.
+
+    Parameters
+    ----------
+    k:
+        A positive int or a sequence of them; duplicates are dropped, order kept.
+
+    Raises
+    ------
+    ValueError
+        If ``k`` is not a positive int or a non-empty sequence of positive ints.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, k: int | Sequence[int]):
+        self.ks: tuple[int, ...] = _validate_ks(k)
+
+    @property
+    def keys(self) -> list[str]:
+        """Metric keys, one per cutoff, e.g. ``["recall@20", "recall@50"]``."""
+        return [f"{self.name}@{k}" for k in self.ks]
+
+    @property
+    def max_k(self) -> int:
+        """Largest cutoff: the number of ranked columns ``compute`` needs."""
+        return max(self.ks)
+
+    @property
+    def definitions(self) -> dict[str, str]:
+        """Metric key -> one-line exact definition including its source."""
+        return {f"{self.name}@{k}": self._definition(k) for k in self.ks}
+
+    def compute(self, rankings: np.ndarray, targets: sp.spmatrix) -> dict[str, np.ndarray]:
+        """Per-row metric values for every cutoff.
+
+        Parameters
+        ----------
+        rankings:
+            Integer array of shape ``(n, >= max_k)``, item indices best first,
+            ``-1`` padding (never a hit). Extra columns are ignored.
+        targets:
+            Sparse matrix of shape ``(n, n_items)``; stored nonzeros are the
+            relevant items (binary relevance).
+
+        Returns
+        -------
+        dict[str, np.ndarray]
+            Metric key -> float64 array of shape ``(n,)``; NaN for rows without
+            targets.
+
+        Raises
+        ------
+        ValueError
+            If ``rankings`` is not a 2-D integer array with at least ``max_k``
+            columns, holds indices outside ``[-1, n_items)`` or repeats an item
+            within a row, or ``targets`` is not a sparse matrix with as many rows.
+        """
+        arr = np.asarray(rankings)
+        if arr.ndim != 2:
+            raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
+        csr = _canonical_targets(targets, n_rows=arr.shape[0])
+        hits = _hits(_validate_rankings(arr, self.max_k, csr.shape[1]), csr)
+        return self.from_hits(hits, np.diff(csr.indptr))
+
+    def from_hits(self, hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
+        """Per-row metric values from a precomputed hit matrix.
+
+        Parameters
+        ----------
+        hits:
+            bool array of shape ``(n, >= max_k)`` as returned by :func:`hit_matrix`.
+        n_relevant:
+            int array of shape ``(n,)``: ``|R_u|`` per row.
+
+        Returns
+        -------
+        dict[str, np.ndarray]
+            Metric key -> float64 array of shape ``(n,)``; NaN where
+            ``n_relevant`` is 0.
+
+        Raises
+        ------
+        ValueError
+            If ``hits`` is not 2-D with at least ``max_k`` columns or
+            ``n_relevant`` does not have one entry per row.
+        """
+        hits = np.asarray(hits, dtype=bool)
+        n_relevant = np.asarray(n_relevant, dtype=np.int64)
+        if hits.ndim != 2 or hits.shape[1] < self.max_k:
+            raise ValueError(
+                f"hits: expected a 2-D array with at least {self.max_k} columns, "
+                f"found shape {hits.shape}"
+            )
+        if n_relevant.shape != (hits.shape[0],):
+            raise ValueError(
+                f"n_relevant: expected shape ({hits.shape[0]},), found {n_relevant.shape}"
+            )
+        empty = n_relevant == 0
+        out: dict[str, np.ndarray] = {}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for key, k in zip(self.keys, self.ks):
+                values = np.asarray(self._values(hits[:, :k], n_relevant, k), dtype=np.float64)
+                values[empty] = np.nan
+                out[key] = values
+        return out
+
+    def _values(self, hits: np.ndarray, n_relevant: np.ndarray, k: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _definition(self, k: int) -> str:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self.ks == other.ks  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.ks))
+
+    def __repr__(self) -> str:
+        k = self.ks[0] if len(self.ks) == 1 else list(self.ks)
+        return f"{type(self).__name__}({k!r})"
+
+
+_HITS_AT = "hits@{k} = number of R_u items in the top {k}"
+
+
+class Recall(RankingMetric):
+    """Recall at k: ``hits@k / |R_u|`` (standard IR; Manning, Raghavan & Schütze 2008).
+
+    Can stay below 1 even for a perfect ranking when ``|R_u| > k``; see
+    :class:`CalibratedRecall` for the variant that cannot.
+    """
+
+    name = "recall"
+
+    def _values(self, hits, n_relevant, k):
+        return hits.sum(axis=1) / n_relevant
+
+    def _definition(self, k):
+        return (
+            f"recall@{k}: hits@{k} / |R_u|, {_HITS_AT.format(k=k)}; binary relevance "
+            "(standard IR recall; Manning, Raghavan & Schütze 2008)"
+        )
+
+
+class CalibratedRecall(RankingMetric):
+    """Recall at k normalised by what is reachable: ``hits@k / min(k, |R_u|)``.
+
+    Source: Liang, Krishnan, Hoffman & Jebara 2018, "Variational Autoencoders
+    for Collaborative Filtering" (WWW). A perfect ranking scores 1.
+    """
+
+    name = "calibrated_recall"
+
+    def _values(self, hits, n_relevant, k):
+        return hits.sum(axis=1) / np.minimum(k, n_relevant)
+
+    def _definition(self, k):
+        return (
+            f"calibrated_recall@{k}: hits@{k} / min({k},|R_u|), {_HITS_AT.format(k=k)}; "
+            "binary relevance (Liang et al. 2018, VAE-CF)"
+        )
+
+
+class Precision(RankingMetric):
+    """Precision at k: ``hits@k / k`` (standard IR; Manning, Raghavan & Schütze 2008).
+
+    The denominator is ``k`` even when the ranking is padded with ``-1``.
+    """
+
+    name = "precision"
+
+    def _values(self, hits, n_relevant, k):
+        return hits.sum(axis=1) / float(k)
+
+    def _definition(self, k):
+        return (
+            f"precision@{k}: hits@{k} / {k}, {_HITS_AT.format(k=k)}; binary relevance "
+            "(standard IR precision; Manning, Raghavan & Schütze 2008)"
+        )
+
+
+class HitRate(RankingMetric):
+    """Hit rate at k: 1 if any target is in the top k, else 0.
+
+    Source: Deshpande & Karypis 2004, "Item-based top-N recommendation
+    algorithms" (ACM TOIS).
+    """
+
+    name = "hit_rate"
+
+    def _values(self, hits, n_relevant, k):
+        return hits.any(axis=1).astype(np.float64)
+
+    def _definition(self, k):
+        return (
+            f"hit_rate@{k}: 1 if hits@{k} >= 1 else 0, {_HITS_AT.format(k=k)}; "
+            "binary relevance (Deshpande & Karypis 2004)"
+        )
+
+
+class NDCG(RankingMetric):
+    """Normalised discounted cumulative gain at k with binary relevance.
+
+    ``DCG = sum_{r<=k, hit} 1/log2(r+1)``; the ideal DCG puts
+    ``min(k, |R_u|)`` targets at the top, so ``IDCG = sum_{r<=min(k,|R_u|)}
+    1/log2(r+1)`` and a perfect ranking scores 1. Source: Järvelin &
+    Kekäläinen 2002, "Cumulated gain-based evaluation of IR techniques" (ACM TOIS).
+    """
+
+    name = "ndcg"
+
+    def _values(self, hits, n_relevant, k):
+        discounts = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
+        dcg = _row_sums(np.where(hits, discounts, 0.0))
+        ideal_by_count = np.concatenate(([0.0], np.cumsum(discounts)))
+        return dcg / ideal_by_count[np.minimum(k, n_relevant)]
+
+    def _definition(self, k):
+        return (
+            f"ndcg@{k}: sum_{{r<={k}, hit}} 1/log2(r+1) / sum_{{r<=min({k},|R_u|)}} "
+            "1/log2(r+1); binary relevance (Järvelin & Kekäläinen 2002)"
+        )
+
+
+class MRR(RankingMetric):
+    """Reciprocal rank of the first hit within the top k, 0 without a hit.
+
+    Averaged over rows this is the mean reciprocal rank. Source: Voorhees 1999,
+    "The TREC-8 Question Answering Track Report" (TREC-8).
+    """
+
+    name = "mrr"
+
+    def _values(self, hits, n_relevant, k):
+        first = hits.argmax(axis=1)
+        return np.where(hits.any(axis=1), 1.0 / (first + 1.0), 0.0)
+
+    def _definition(self, k):
+        return (
+            f"mrr@{k}: 1/r for the smallest hit rank r<={k}, 0 if no hit; binary relevance "
+            "(Voorhees 1999, TREC-8 QA)"
+        )
+
+
+class MAP(RankingMetric):
+    """Average precision truncated at k, normalised by ``min(k, |R_u|)``.
+
+    ``AP@k = sum_{r<=k, hit} (hits@r / r) / min(k, |R_u|)``; the ``min`` makes a
+    perfect ranking score 1 when ``|R_u| > k``. Averaged over rows this is
+    MAP@k. Source: average precision as in Manning, Raghavan & Schütze 2008,
+    "Introduction to Information Retrieval", ch. 8, truncated at k.
+    """
+
+    name = "map"
+
+    def _values(self, hits, n_relevant, k):
+        hit_float = hits.astype(np.float64)
+        precision_at_r = np.cumsum(hit_float, axis=1) / np.arange(1, k + 1, dtype=np.float64)
+        return _row_sums(precision_at_r * hit_float) / np.minimum(k, n_relevant)
+
+    def _definition(self, k):
+        return (
+            f"map@{k}: sum_{{r<={k}, hit}} (hits@r / r) / min({k},|R_u|), "
+            "hits@r = number of R_u items in the top r; binary relevance "
+            "(truncated average precision; Manning, Raghavan & Schütze 2008)"
+        )
+
+
+METRIC_CLASSES: dict[str, type[RankingMetric]] = {
+    cls.name: cls for cls in (Recall, CalibratedRecall, NDCG, MRR, MAP, Precision, HitRate)
+}
+"""Metric name (the part of a key before ``@``) -> metric class."""
+
+
+def _split_key(key: object) -> tuple[type[RankingMetric], int]:
+    if not isinstance(key, str):
+        raise ValueError(f"key: expected a string of the form 'name@k', found {key!r}")
+    match = _KEY_PATTERN.match(key)
+    if match is None:
+        raise ValueError(
+            f"key: expected the form 'name@k' (e.g. 'ndcg@100'), found {key!r}"
+        )
+    name, k = match.group(1), int(match.group(2))
+    if name not in METRIC_CLASSES:
+        raise ValueError(
+            f"key: unknown metric name {name!r} in {key!r}; known names: "
+            f"{', '.join(sorted(METRIC_CLASSES))}"
+        )
+    return METRIC_CLASSES[name], _validate_k(k)
+
+
+def metric_from_key(key: str) -> RankingMetric:
+    """Metric object for one key, e.g. ``metric_from_key("ndcg@100") == NDCG(100)``.
+
+    Raises
+    ------
+    ValueError
+        If ``key`` is not of the form ``"name@k"``, the name is unknown (the
+        message lists the known names) or ``k`` is not positive.
+    """
+    cls, k = _split_key(key)
+    return cls(k)
+
+
+def parse_metric_keys(keys: str | Iterable[str]) -> list[RankingMetric]:
+    """Metric objects for a list of keys, one object per metric class.
+
+    Keys of the same class are grouped into one object (so its hit matrix
+    columns are shared); classes appear in order of their first key, cutoffs
+    in the order given; duplicate keys are dropped. A single string is treated
+    as one key.
+
+    Example: ``["ndcg@100", "recall@20", "ndcg@10"]`` -> ``[NDCG([100, 10]),
+    Recall(20)]``.
+
+    Raises
+    ------
+    ValueError
+        If ``keys`` is empty or any key is malformed or unknown (see
+        :func:`metric_from_key`).
+    """
+    if isinstance(keys, str):
+        keys = [keys]
+    grouped: dict[type[RankingMetric], list[int]] = {}
+    for key in keys:
+        cls, k = _split_key(key)
+        ks = grouped.setdefault(cls, [])
+        if k not in ks:
+            ks.append(k)
+    if not grouped:
+        raise ValueError("keys: expected at least one metric key, found none")
+    return [cls(ks) for cls, ks in grouped.items()]

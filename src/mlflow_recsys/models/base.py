@@ -1,0 +1,94 @@
+"""Behaviour common to all recommenders: batched top-k recommendation with fold-in exclusion."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlflow_recsys.models._checks import as_interactions, positive_int
+from mlflow_recsys.models.ranking import top_k
+
+
+class Recommender:
+    """Base class; subclasses implement ``fit``, ``_score_checked``, ``save`` and ``load``."""
+
+    name: str = ""
+    n_items: int | None = None
+
+    def _require_fitted(self) -> int:
+        if self.n_items is None:
+            raise RuntimeError(f"{self.name} model is not fitted: call fit() or load() first")
+        return self.n_items
+
+    def score(self, source_rows: sp.spmatrix) -> np.ndarray:
+        """Scores of every catalogue item for each row of ``source_rows``.
+
+        Parameters
+        ----------
+        source_rows:
+            scipy sparse matrix ``(n_rows, n_items)``, the users' fold-in
+            interactions (binary).
+
+        Returns
+        -------
+        float32 array ``(n_rows, n_items)``; higher means more recommended.
+        Fold-in items are *not* masked here (see :meth:`recommend`).
+
+        Raises
+        ------
+        RuntimeError
+            If the model is not fitted.
+        TypeError, ValueError
+            If ``source_rows`` is not a sparse matrix with ``n_items`` columns
+            and finite non-negative values.
+        """
+        n_items = self._require_fitted()
+        x = as_interactions(source_rows, "source_rows", n_items=n_items)
+        return self._score_checked(x)
+
+    def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        raise NotImplementedError
+
+    def recommend(
+        self, source_rows: sp.spmatrix, k: int, *, batch_size: int = 1024
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` items per row, never recommending the row's own fold-in items.
+
+        Parameters
+        ----------
+        source_rows:
+            scipy sparse matrix ``(n_rows, n_items)`` of fold-in interactions.
+        k:
+            Items per row, integer >= 1.
+        batch_size:
+            Rows scored at once (bounds memory to ``batch_size * n_items``
+            float32 scores), default 1024.
+
+        Returns
+        -------
+        indices:
+            int64 ``(n_rows, k)``, best first; ties by item index ascending;
+            ``-1`` where fewer than ``k`` candidate items exist.
+        scores:
+            float32 ``(n_rows, k)``; ``-inf`` at padded positions.
+
+        Raises
+        ------
+        RuntimeError
+            If the model is not fitted.
+        TypeError, ValueError
+            On an invalid ``source_rows``, ``k`` or ``batch_size``.
+        """
+        n_items = self._require_fitted()
+        x = as_interactions(source_rows, "source_rows", n_items=n_items)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k: expected an integer >= 1, found {k!r}")
+        batch_size = positive_int(batch_size, "batch_size")
+        indices = np.empty((x.shape[0], int(k)), dtype=np.int64)
+        scores = np.empty((x.shape[0], int(k)), dtype=np.float32)
+        for start in range(0, x.shape[0], batch_size):
+            batch = x[start : start + batch_size]
+            idx, val = top_k(self._score_checked(batch), int(k), exclude=batch)
+            indices[start : start + batch_size] = idx
+            scores[start : start + batch_size] = val
+        return indices, scores

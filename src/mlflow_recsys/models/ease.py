@@ -1,0 +1,186 @@
+"""EASE: closed-form item-item linear autoencoder.
+
+Source: H. Steck, "Embarrassingly Shallow Autoencoders for Sparse Data",
+The Web Conference (WWW) 2019.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from mlflow_recsys.models._checks import as_interactions, positive_float
+from mlflow_recsys.models._io import load_model_dir, save_model_dir
+from mlflow_recsys.models.base import Recommender
+
+_DTYPES = ("float32", "float64")
+# Rows of the Gram matrix built per sparse product; bounds the temporary sparse
+# block (at most this many x n_items entries) well below the dense matrix.
+_GRAM_BLOCK_ROWS = 512
+
+
+@dataclass(frozen=True)
+class EASEConfig:
+    """Hyper-parameters of :class:`EASE`.
+
+    Attributes
+    ----------
+    l2:
+        L2 penalty lambda added to the diagonal of the Gram matrix, finite
+        and > 0 (default 500.0, the magnitude Steck 2019 reports for
+        MovieLens-20M/Netflix).
+    dtype:
+        Floating type of the Gram matrix, its Cholesky factor and the weights:
+        ``"float32"`` (default; half the memory) or ``"float64"``.
+
+    Raises
+    ------
+    ValueError
+        If a field is out of range.
+    """
+
+    l2: float = 500.0
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "l2", positive_float(self.l2, "l2"))
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype: expected one of {list(_DTYPES)}, found {self.dtype!r}")
+
+
+def gram_matrix(x: sp.csr_matrix, dtype: np.dtype) -> np.ndarray:
+    """Dense ``X^T X`` of shape ``(n_items, n_items)`` computed from sparse products.
+
+    ``x`` is never densified: the Gram matrix is filled one block of rows at a
+    time from sparse-sparse products written straight into it.
+    """
+    n_items = x.shape[1]
+    x = x.astype(dtype)
+    xt = x.T.tocsr()
+    gram = np.zeros((n_items, n_items), dtype=dtype)
+    for start in range(0, n_items, _GRAM_BLOCK_ROWS):
+        stop = min(start + _GRAM_BLOCK_ROWS, n_items)
+        block = (xt[start:stop] @ x).tocsr()
+        block.sum_duplicates()
+        # Row slices of a C-ordered array are contiguous, so toarray can fill them in place.
+        block.toarray(out=gram[start:stop])
+    return gram
+
+
+class EASE(Recommender):
+    """EASE recommender (Steck, WWW 2019).
+
+    Fitting solves ``min_B ||X - X B||_F^2 + l2 ||B||_F^2`` subject to
+    ``diag(B) = 0``, whose solution is ``P = (X^T X + l2 I)^{-1}`` and
+    ``B_ij = -P_ij / P_jj`` for ``i != j``, ``B_jj = 0``. Scores are ``X_src B``.
+
+    Attributes
+    ----------
+    config:
+        :class:`EASEConfig`.
+    weights:
+        ``B``, array ``(n_items, n_items)`` of ``config.dtype`` after fit.
+    n_items:
+        Catalogue size after fit, else None.
+    """
+
+    name = "EASE"
+
+    def __init__(self, config: EASEConfig | None = None) -> None:
+        if config is None:
+            config = EASEConfig()
+        if not isinstance(config, EASEConfig):
+            raise TypeError(f"config: expected an EASEConfig, found {type(config).__name__}")
+        self.config = config
+        self.weights: np.ndarray | None = None
+        self.n_items: int | None = None
+
+    def fit(self, x_train: sp.spmatrix) -> "EASE":
+        """Fit the item-item weights ``B`` on ``x_train``.
+
+        Parameters
+        ----------
+        x_train:
+            scipy sparse ``(n_users, n_items)`` binary interactions, n_items >= 1.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``x_train`` is not a valid interaction matrix.
+        numpy.linalg.LinAlgError
+            If the Cholesky factorisation fails (only possible through
+            round-off with a tiny ``l2`` in float32).
+
+        Memory is about two dense ``n_items x n_items`` matrices of
+        ``config.dtype`` at peak (the factor and the inverse).
+        """
+        x = as_interactions(x_train, "x_train")
+        if x.shape[1] < 1:
+            raise ValueError(f"x_train: expected at least one item column, found shape {x.shape}")
+        dtype = np.dtype(self.config.dtype)
+        n_items = x.shape[1]
+        gram = gram_matrix(x, dtype)
+        gram[np.diag_indices(n_items)] += dtype.type(self.config.l2)
+        # LAPACK works in Fortran order; G is symmetric, so its transpose is the same
+        # matrix already in Fortran order and is factorised in place without a copy.
+        factor = scipy.linalg.cho_factor(gram.T, lower=True, overwrite_a=True, check_finite=False)
+        del gram
+        # cho_solve on the identity yields the inverse; overwrite_b lets it reuse that buffer.
+        identity = np.eye(n_items, dtype=dtype, order="F")
+        inverse = scipy.linalg.cho_solve(factor, identity, overwrite_b=True, check_finite=False)
+        del factor, identity
+        diagonal = np.diag(inverse).copy()
+        inverse /= -diagonal[None, :]
+        inverse[np.diag_indices(n_items)] = 0.0
+        self.weights = inverse.astype(dtype, copy=False)
+        self.n_items = n_items
+        return self
+
+    def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        return np.asarray(x.astype(self.weights.dtype) @ self.weights, dtype=np.float32)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``config.json`` and ``B.npy`` into directory ``path``; returns it.
+
+        Raises
+        ------
+        RuntimeError
+            If the model is not fitted.
+        """
+        n_items = self._require_fitted()
+        return save_model_dir(
+            path,
+            model_name=self.name,
+            config=dataclasses.asdict(self.config),
+            state={"n_items": n_items},
+            arrays={"B": self.weights},
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "EASE":
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            If ``path`` is not a saved EASE model or its files are inconsistent.
+        """
+        config, state, arrays = load_model_dir(path, cls.name)
+        model = cls(EASEConfig(**config))
+        weights = arrays["B"]
+        n_items = int(state["n_items"])
+        if weights.shape != (n_items, n_items):
+            raise ValueError(f"path: expected B of shape ({n_items}, {n_items}), found {weights.shape}")
+        model.weights = weights
+        model.n_items = n_items
+        return model

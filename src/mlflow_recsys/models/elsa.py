@@ -1,0 +1,296 @@
+"""ELSA: scalable linear shallow autoencoder, a low-rank item-item model trained by gradient descent.
+
+Source: V. Vančura, R. Alves, P. Kasalický, P. Kordík, "Scalable Linear Shallow
+Autoencoder for Collaborative Filtering", RecSys 2022.
+
+The item-item weights are ``Â Âᵀ - I`` with ``Â`` the row-wise L2-normalised
+``A ∈ R^(n_items x latent_dim)``; subtracting the identity removes each item's
+trivial self-reconstruction, the low-rank form keeps memory linear in items.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from mlflow_recsys.models._checks import as_interactions, non_negative_float, positive_float, positive_int
+from mlflow_recsys.models._io import load_model_dir, save_model_dir
+from mlflow_recsys.models.base import Recommender
+
+# Normalising a zero row must give zero, not NaN; F.normalize's default eps does that.
+_NORM_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class ELSAConfig:
+    """Hyper-parameters of ELSA training.
+
+    Attributes
+    ----------
+    latent_dim:
+        Columns of ``A`` (rank of the item model), integer >= 1, default 256.
+    batch_size:
+        Users per optimisation step, integer >= 1, default 1024.
+    epochs:
+        Passes over the training users, integer >= 1, default 10.
+    lr:
+        NAdam learning rate, finite > 0, default 0.01.
+    weight_decay:
+        NAdam L2 weight decay, finite >= 0, default 0.0.
+    device:
+        torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``,
+        ``"cuda:1"``. Scoring always runs on the CPU with numpy.
+    seed:
+        Integer seeding the weight initialisation and the per-epoch user
+        shuffles, default 0.
+
+    Raises
+    ------
+    ValueError
+        If a field is out of range or ``device`` is not a torch device string.
+    """
+
+    latent_dim: int = 256
+    batch_size: int = 1024
+    epochs: int = 10
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    device: str = "cpu"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "latent_dim", positive_int(self.latent_dim, "latent_dim"))
+        object.__setattr__(self, "batch_size", positive_int(self.batch_size, "batch_size"))
+        object.__setattr__(self, "epochs", positive_int(self.epochs, "epochs"))
+        object.__setattr__(self, "lr", positive_float(self.lr, "lr"))
+        object.__setattr__(self, "weight_decay", non_negative_float(self.weight_decay, "weight_decay"))
+        if not isinstance(self.device, str):
+            raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}")
+        try:
+            torch.device(self.device)
+        except (RuntimeError, ValueError) as exc:
+            raise ValueError(
+                f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}"
+            ) from exc
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, found {self.seed!r}")
+        object.__setattr__(self, "seed", int(self.seed))
+
+
+def normalized_distance_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Mean over rows of ``|| p/||p|| - t/||t|| ||^2`` (the ELSA training loss).
+
+    ``prediction`` and ``target`` are float tensors ``(batch, n_items)``; an
+    all-zero row normalises to zero. Returns a scalar tensor.
+    """
+    diff = F.normalize(prediction, dim=1, eps=_NORM_EPS) - F.normalize(target, dim=1, eps=_NORM_EPS)
+    return diff.pow(2).sum(dim=1).mean()
+
+
+def elsa_forward(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """ELSA prediction ``ReLU(x Â Âᵀ - x)`` for dense ``x`` ``(batch, n_items)``, ``a`` ``(n_items, d)``."""
+    a_hat = F.normalize(a, dim=1, eps=_NORM_EPS)
+    return torch.relu((x @ a_hat) @ a_hat.T - x)
+
+
+class _DeterministicAlgorithms:
+    """Turns on torch deterministic algorithms for a block and restores the caller's setting."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def __enter__(self) -> None:
+        self.previous = torch.are_deterministic_algorithms_enabled()
+        self.previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+        if self.device.type == "cuda":
+            # cuBLAS is only reproducible with a fixed workspace; torch raises without it.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+
+    def __exit__(self, *exc) -> None:
+        torch.use_deterministic_algorithms(self.previous, warn_only=self.previous_warn_only)
+
+
+class ELSA(Recommender):
+    """Fitted ELSA model (Vančura et al., RecSys 2022).
+
+    Attributes
+    ----------
+    config:
+        :class:`ELSAConfig` used for training.
+    weights:
+        ``A``, float32 array ``(n_items, latent_dim)`` (unnormalised) after fit.
+    loss_history:
+        Mean training loss of each epoch (float), in order.
+    n_items:
+        Catalogue size after fit, else None.
+    """
+
+    name = "ELSA"
+
+    def __init__(self, config: ELSAConfig | None = None) -> None:
+        if config is None:
+            config = ELSAConfig()
+        if not isinstance(config, ELSAConfig):
+            raise TypeError(f"config: expected an ELSAConfig, found {type(config).__name__}")
+        self.config = config
+        self.weights: np.ndarray | None = None
+        self.loss_history: list[float] = []
+        self.n_items: int | None = None
+        self._normalized: np.ndarray | None = None
+
+    def fit(
+        self, x_train: sp.spmatrix, on_epoch_end: Callable[[int, float], None] | None = None
+    ) -> "ELSA":
+        """Train with :class:`ELSATrainer` using ``self.config``; returns self.
+
+        See :meth:`ELSATrainer.fit` for parameters and exceptions.
+        """
+        trained = ELSATrainer(self.config).fit(x_train, on_epoch_end=on_epoch_end)
+        self._set_weights(trained.weights)
+        self.loss_history = list(trained.loss_history)
+        return self
+
+    def _set_weights(self, weights: np.ndarray) -> None:
+        weights = np.ascontiguousarray(weights, dtype=np.float32)
+        self.weights = weights
+        norms = np.linalg.norm(weights, axis=1, keepdims=True)
+        self._normalized = weights / np.maximum(norms, np.float32(_NORM_EPS))
+        self.n_items = weights.shape[0]
+
+    def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        a_hat = self._normalized
+        # Sparse x times Â first keeps the cost at O(nnz * d + n * d * n_items).
+        scores = np.asarray(x @ a_hat, dtype=np.float32) @ a_hat.T
+        scores -= x.toarray()
+        np.maximum(scores, 0.0, out=scores)
+        return scores.astype(np.float32, copy=False)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``config.json`` (config, n_items, loss history) and ``A.npy`` into ``path``; returns it.
+
+        Raises
+        ------
+        RuntimeError
+            If the model is not fitted.
+        """
+        n_items = self._require_fitted()
+        return save_model_dir(
+            path,
+            model_name=self.name,
+            config=dataclasses.asdict(self.config),
+            state={"n_items": n_items, "loss_history": [float(v) for v in self.loss_history]},
+            arrays={"A": self.weights},
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "ELSA":
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            If ``path`` is not a saved ELSA model or its files are inconsistent.
+        """
+        config, state, arrays = load_model_dir(path, cls.name)
+        model = cls(ELSAConfig(**config))
+        weights = arrays["A"]
+        n_items = int(state["n_items"])
+        if weights.ndim != 2 or weights.shape[0] != n_items:
+            raise ValueError(f"path: expected A with {n_items} rows, found shape {weights.shape}")
+        model._set_weights(weights)
+        model.loss_history = [float(v) for v in state.get("loss_history", [])]
+        return model
+
+
+class ELSATrainer:
+    """Trains :class:`ELSA` by minibatch NAdam on the normalised-distance loss.
+
+    Users without any training interaction carry no signal and are skipped.
+    Same data + same config on the same device and torch build -> bit-identical
+    weights (deterministic algorithms are enforced during fit).
+    """
+
+    def __init__(self, config: ELSAConfig | None = None) -> None:
+        if config is None:
+            config = ELSAConfig()
+        if not isinstance(config, ELSAConfig):
+            raise TypeError(f"config: expected an ELSAConfig, found {type(config).__name__}")
+        self.config = config
+
+    def fit(
+        self, x_train: sp.spmatrix, on_epoch_end: Callable[[int, float], None] | None = None
+    ) -> ELSA:
+        """Train a new ELSA model.
+
+        Parameters
+        ----------
+        x_train:
+            scipy sparse ``(n_users, n_items)`` binary interactions; at least
+            one row must have an interaction.
+        on_epoch_end:
+            Optional ``callback(epoch, loss)`` called after each epoch with the
+            1-based epoch number and that epoch's mean loss over users.
+
+        Returns
+        -------
+        ELSA
+            Fitted model with ``loss_history`` of length ``config.epochs``.
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``x_train`` is invalid or has no interactions.
+        RuntimeError
+            From torch if ``config.device`` is unavailable.
+        """
+        cfg = self.config
+        x = as_interactions(x_train, "x_train")
+        active = np.flatnonzero(np.diff(x.indptr) > 0)
+        if active.size == 0:
+            raise ValueError(f"x_train: expected at least one interaction, found none in shape {x.shape}")
+        x = x[active]
+        n_users, n_items = x.shape
+        device = torch.device(cfg.device)
+
+        with _DeterministicAlgorithms(device):
+            generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
+            initial = torch.empty((n_items, cfg.latent_dim), dtype=torch.float32)
+            torch.nn.init.xavier_uniform_(initial, generator=generator)
+            a = torch.nn.Parameter(initial.to(device))
+            optimizer = torch.optim.NAdam([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+            history: list[float] = []
+            progress = tqdm(range(1, cfg.epochs + 1), desc="ELSA", unit="epoch", disable=None)
+            for epoch in progress:
+                order = torch.randperm(n_users, generator=generator).numpy()
+                total = 0.0
+                for start in range(0, n_users, cfg.batch_size):
+                    rows = order[start : start + cfg.batch_size]
+                    batch = torch.from_numpy(x[rows].toarray()).to(device)
+                    loss = normalized_distance_loss(elsa_forward(batch, a), batch)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    total += float(loss.detach()) * len(rows)
+                epoch_loss = total / n_users
+                history.append(epoch_loss)
+                progress.set_postfix(loss=f"{epoch_loss:.5f}")
+                if on_epoch_end is not None:
+                    on_epoch_end(epoch, epoch_loss)
+
+            weights = a.detach().cpu().numpy().copy()
+
+        model = ELSA(cfg)
+        model._set_weights(weights)
+        model.loss_history = history
+        return model

@@ -1,0 +1,88 @@
+"""Most-popular baseline: every user gets the items with the most training interactions.
+
+A standard non-personalised reference point; see e.g. P. Cremonesi, Y. Koren,
+R. Turrin, "Performance of Recommender Algorithms on Top-N Recommendation
+Tasks", RecSys 2010.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from mlflow_recsys.models._checks import as_interactions
+from mlflow_recsys.models._io import load_model_dir, save_model_dir
+from mlflow_recsys.models.base import Recommender
+
+
+class Popularity(Recommender):
+    """Scores each item by its number of training interactions, identically for every row.
+
+    Attributes
+    ----------
+    config:
+        Always None (no hyper-parameters).
+    counts:
+        float32 array ``(n_items,)`` after fit: number of training rows with a
+        nonzero entry in each item column.
+    n_items:
+        Catalogue size after fit, else None.
+    """
+
+    name = "Popularity"
+
+    def __init__(self) -> None:
+        self.config = None
+        self.counts: np.ndarray | None = None
+        self.n_items: int | None = None
+
+    def fit(self, x_train: sp.spmatrix) -> "Popularity":
+        """Count interactions per item in ``x_train`` (scipy sparse ``(n_users, n_items)``).
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``x_train`` is not a valid interaction matrix.
+        """
+        x = as_interactions(x_train, "x_train")
+        self.counts = np.bincount(x.indices, minlength=x.shape[1]).astype(np.float32)
+        self.n_items = x.shape[1]
+        return self
+
+    def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        return np.tile(self.counts, (x.shape[0], 1))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``config.json`` and ``counts.npy`` into directory ``path``; returns it.
+
+        Raises
+        ------
+        RuntimeError
+            If the model is not fitted.
+        """
+        n_items = self._require_fitted()
+        return save_model_dir(
+            path, model_name=self.name, config=None, state={"n_items": n_items}, arrays={"counts": self.counts}
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Popularity":
+        """Read a model written by :meth:`save`.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            If ``path`` is not a saved Popularity model or its files are inconsistent.
+        """
+        _, state, arrays = load_model_dir(path, cls.name)
+        model = cls()
+        counts = arrays["counts"]
+        n_items = int(state["n_items"])
+        if counts.shape != (n_items,):
+            raise ValueError(f"path: expected counts of shape ({n_items},), found {counts.shape}")
+        model.counts = counts.astype(np.float32, copy=False)
+        model.n_items = n_items
+        return model

@@ -1,0 +1,40 @@
+"""Paired statistical comparison of recommenders evaluated on the same users.
+
+Import-light on purpose: neither torch nor mlflow is imported here.
+"""
+
+from mlflow_recsys.stats.comparison import (
+    COLUMNS,
+    ComparisonReport,
+    PairwiseComparison,
+    compare_models,
+    compare_pair,
+)
+from mlflow_recsys.stats.corrections import adjust_p_values
+from mlflow_recsys.stats.reporting import references_bibtex
+from mlflow_recsys.stats.seeds import SEED_COLUMNS, SeedSpread, seed_spread
+from mlflow_recsys.stats.warnings import (
+    ComparisonWarning,
+    FewNonzeroUnitsWarning,
+    FewSeedsWarning,
+    LowResamplesWarning,
+    UnverifiedPairingWarning,
+)
+
+__all__ = [
+    "COLUMNS",
+    "SEED_COLUMNS",
+    "ComparisonReport",
+    "ComparisonWarning",
+    "FewNonzeroUnitsWarning",
+    "FewSeedsWarning",
+    "LowResamplesWarning",
+    "PairwiseComparison",
+    "SeedSpread",
+    "UnverifiedPairingWarning",
+    "adjust_p_values",
+    "compare_models",
+    "compare_pair",
+    "references_bibtex",
+    "seed_spread",
+]

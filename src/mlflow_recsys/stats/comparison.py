@@ -1,0 +1,659 @@
+"""Paired comparison of recommenders evaluated on the same users.
+
+Every hypothesis works on per-unit differences ``d_u = mean(candidate rows of u)
+- mean(baseline rows of u)``: the effect is their mean, the interval is a paired
+percentile bootstrap over units (Efron 1979), and the default test is a paired
+sign-flip randomization test (Fisher 1935; Smucker, Allan & Carterette 2007)
+with the Monte Carlo p-value ``(1 + #extreme) / (B + 1)`` (Davison & Hinkley
+1997; Phipson & Smyth 2010). p-values of one call are adjusted together (Holm
+1979 by default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+from typing import Literal, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import reporting
+from mlflow_recsys.stats.corrections import CORRECTIONS, Correction, adjust_p_values
+from mlflow_recsys.stats.resampling import (
+    MAX_EXACT_UNITS,
+    bootstrap_means,
+    exact_sign_flip_means,
+    sign_flip_means,
+)
+from mlflow_recsys.stats.units import Units
+from mlflow_recsys.stats.warnings import (
+    FewNonzeroUnitsWarning,
+    LowResamplesWarning,
+    UnverifiedPairingWarning,
+    warn,
+)
+
+Alternative = Literal["two-sided", "greater", "less"]
+TestMethod = Literal["randomization", "bootstrap", "t"]
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+TEST_METHODS = ("randomization", "bootstrap", "t")
+
+#: Below this many non-zero units the null distribution is too coarse to trust quietly.
+MIN_NONZERO_UNITS = 30
+
+#: The columns of :meth:`PairwiseComparison.to_frame`, in order.
+COLUMNS = (
+    "metric",
+    "baseline",
+    "candidate",
+    "n_samples",
+    "n_units",
+    "n_nonzero",
+    "tie_rate",
+    "baseline_mean",
+    "candidate_mean",
+    "difference",
+    "relative_difference",
+    "ci_low",
+    "ci_high",
+    "confidence_level",
+    "bootstrap_standard_error",
+    "p_value",
+    "adjusted_p_value",
+    "significant",
+    "direction",
+    "alternative",
+    "test_method",
+    "interval_method",
+    "n_resamples",
+    "random_state",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class PairwiseComparison:
+    """One hypothesis: ``candidate`` against ``baseline`` on one metric.
+
+    ``difference`` is candidate minus baseline (positive favours the candidate).
+    The frame columns are :data:`COLUMNS`; the raw material of the resampling is
+    kept so a user can recompute with another convention.
+
+    Attributes (beyond the columns)
+    -------------------------------
+    unit_differences:
+        float64 ``(n_units,)``: the per-unit differences every procedure used.
+    null_distribution:
+        float64: the test's null replicates of the mean difference (all ``2**n_nonzero``
+        of them for an exact test), or ``None`` for the t-test.
+    bootstrap_distribution:
+        float64 ``(n_resamples,)``: bootstrap replicates of the mean difference.
+    """
+
+    metric: str
+    baseline: str
+    candidate: str
+    n_samples: int
+    n_units: int
+    n_nonzero: int
+    tie_rate: float
+    baseline_mean: float
+    candidate_mean: float
+    difference: float
+    relative_difference: float
+    ci_low: float
+    ci_high: float
+    confidence_level: float
+    bootstrap_standard_error: float
+    p_value: float
+    adjusted_p_value: float
+    significant: bool
+    direction: str
+    alternative: str
+    test_method: str
+    interval_method: str
+    n_resamples: int
+    random_state: int | None
+    unit_differences: np.ndarray = field(repr=False)
+    null_distribution: np.ndarray | None = field(repr=False)
+    bootstrap_distribution: np.ndarray = field(repr=False)
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence_level
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row holding :data:`COLUMNS`."""
+        return pd.DataFrame([{c: getattr(self, c) for c in COLUMNS}], columns=list(COLUMNS))
+
+
+@dataclass(frozen=True, eq=False)
+class ComparisonReport:
+    """Every hypothesis of one :func:`compare_models` call, adjusted as one family."""
+
+    comparisons: tuple[PairwiseComparison, ...]
+    correction: str | None
+    reference: str | None
+
+    @property
+    def family_size(self) -> int:
+        """Number of hypotheses J adjusted together."""
+        return len(self.comparisons)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (pair, metric), columns :data:`COLUMNS`."""
+        return pd.DataFrame(
+            [{c: getattr(cmp, c) for c in COLUMNS} for cmp in self.comparisons], columns=list(COLUMNS)
+        )
+
+    def get(self, metric: str, candidate: str, baseline: str | None = None) -> PairwiseComparison:
+        """The hypothesis for ``metric`` and ``candidate`` (and ``baseline`` when ambiguous).
+
+        Raises
+        ------
+        KeyError
+            If no such hypothesis is in the report, listing those that are.
+        """
+        found = [
+            c
+            for c in self.comparisons
+            if c.metric == metric and c.candidate == candidate and (baseline is None or c.baseline == baseline)
+        ]
+        if len(found) != 1:
+            have = [(c.baseline, c.candidate, c.metric) for c in self.comparisons]
+            raise KeyError(
+                f"expected one comparison for metric={metric!r}, candidate={candidate!r}, "
+                f"baseline={baseline!r}; found {len(found)} among (baseline, candidate, metric) {have}"
+            )
+        return found[0]
+
+    def to_markdown(self) -> str:
+        """The report as a GitHub-flavoured markdown table."""
+        return reporting.report_markdown(self)
+
+    def to_latex(self) -> str:
+        """The report as a LaTeX ``tabular``."""
+        return reporting.report_latex(self)
+
+    def methods_text(self) -> str:
+        """A Methods paragraph stating exactly the settings used."""
+        return reporting.methods_text(self)
+
+    def results_text(self, metric: str, candidate: str, baseline: str | None = None) -> str:
+        """One sentence reporting the hypothesis for ``metric`` and ``candidate``."""
+        return reporting.results_text(self, self.get(metric, candidate, baseline))
+
+
+def compare_pair(
+    baseline: EvaluationResult,
+    candidate: EvaluationResult,
+    *,
+    metric: str,
+    baseline_name: str = "baseline",
+    candidate_name: str = "candidate",
+    confidence_level: float = 0.95,
+    n_resamples: int = 9999,
+    alternative: Alternative = "two-sided",
+    test_method: TestMethod = "randomization",
+    random_state: int | None = 0,
+) -> PairwiseComparison:
+    """Compare two models on one metric: a single hypothesis, not adjusted.
+
+    Parameters are those of :func:`compare_models`; ``baseline_name`` and
+    ``candidate_name`` label the rows and seed the random stream, so the numbers
+    equal those of the same pair inside a :func:`compare_models` call with the
+    same settings (before adjustment).
+
+    Returns
+    -------
+    PairwiseComparison
+        With ``adjusted_p_value == p_value``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`compare_models`.
+    """
+    if baseline_name == candidate_name:
+        raise ValueError(
+            f"candidate_name: expected a name different from baseline_name, found {candidate_name!r} for both"
+        )
+    if not isinstance(metric, str):
+        raise TypeError(f"metric: expected one metric key (str), found {type(metric).__name__}")
+    report = compare_models(
+        {baseline_name: baseline, candidate_name: candidate},
+        metrics=[metric],
+        reference=baseline_name,
+        correction=None,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        test_method=test_method,
+        random_state=random_state,
+    )
+    return report.comparisons[0]
+
+
+def compare_models(
+    results: Mapping[str, EvaluationResult],
+    *,
+    metrics: str | Sequence[str],
+    reference: str | None = None,
+    correction: Correction = "holm",
+    confidence_level: float = 0.95,
+    n_resamples: int = 9999,
+    alternative: Alternative = "two-sided",
+    test_method: TestMethod = "randomization",
+    random_state: int | None = 0,
+) -> ComparisonReport:
+    """Compare several models pairwise on several metrics, adjusting p-values as one family.
+
+    Parameters
+    ----------
+    results:
+        Model name -> :class:`~mlflow_recsys.evaluation.EvaluationResult`, at least two,
+        all evaluated on the same sample ids in the same order, with per-user values.
+    metrics:
+        One metric key or a list of keys (e.g. ``["ndcg@100", "recall@20"]``).
+    reference:
+        Name of the baseline every other model is compared against. ``None``
+        compares every pair, the earlier model in ``results`` as baseline.
+    correction:
+        ``"holm"`` (default), ``"bonferroni"`` or ``None``. The family is every
+        (pair, metric) hypothesis of this call.
+    confidence_level:
+        Level of the bootstrap interval, default 0.95; ``alpha = 1 -
+        confidence_level`` is also the significance level.
+    n_resamples:
+        Sign assignments and bootstrap replicates B, default 9999. The smallest
+        attainable Monte Carlo p-value is ``1 / (B + 1)``.
+    alternative:
+        ``"two-sided"`` (default), ``"greater"`` (candidate better) or
+        ``"less"``; the interval is one-sided to match.
+    test_method:
+        ``"randomization"`` (default; sign flips of unit differences, enumerated
+        exactly when ``2**n_nonzero <= n_resamples`` and then reported as
+        ``"randomization-exact"``), ``"bootstrap"`` (null-centred, reusing the
+        interval's replicates) or ``"t"`` (one-sample t-test of the unit
+        differences, ``scipy.stats.ttest_1samp``).
+    random_state:
+        Non-negative int (default 0) or ``None`` for fresh entropy. Each model
+        pair draws from its own stream derived from this seed and the two
+        names, so a hypothesis' numbers do not depend on the other models or
+        metrics in the call.
+
+    Returns
+    -------
+    ComparisonReport
+
+    Raises
+    ------
+    TypeError
+        If ``results`` is not a mapping of EvaluationResult.
+    ValueError
+        If fewer than two results; a result lacks per-user values; sample ids
+        differ in length, content or order; targets fingerprints differ; a
+        metric was not evaluated; per-user values are not finite; fewer than
+        two units; a one-sided alternative without ``reference``; or a setting
+        is out of range.
+
+    Warns
+    -----
+    UnverifiedPairingWarning
+        When a result has no targets fingerprint.
+    LowResamplesWarning
+        When ``n_resamples < 999`` with a resampling test.
+    FewNonzeroUnitsWarning
+        When fewer than 30 units differ for a hypothesis.
+    """
+    metrics = _metrics_iv(metrics)
+    _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state)
+    names = _results_iv(results, metrics)
+    pairs = _pairs(names, reference, alternative)
+
+    if n_resamples < 999 and test_method != "t":
+        family = len(pairs) * len(metrics)
+        warn(
+            f"n_resamples={n_resamples} is below 999: the smallest Monte Carlo p-value is "
+            f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {family} hypotheses adjusted together "
+            f"the smallest adjusted p-value is J/(B+1) = {family / (n_resamples + 1):.4g} "
+            f"(alpha = {1 - confidence_level:.4g})",
+            LowResamplesWarning,
+        )
+
+    first = results[names[0]]
+    units = Units.from_sample_ids(first.sample_ids)
+    if units.n_units < 2:
+        raise ValueError(
+            f"results: expected at least 2 distinct users (units) to estimate variation across users, "
+            f"found {units.n_units} (from {units.n_samples} rows)"
+        )
+
+    comparisons: list[PairwiseComparison] = []
+    for base_name, cand_name in pairs:
+        base = np.column_stack([results[base_name].per_user[m] for m in metrics])
+        cand = np.column_stack([results[cand_name].per_user[m] for m in metrics])
+        base_units = units.means(base)
+        cand_units = units.means(cand)
+        comparisons.extend(
+            _compare_one_pair(
+                base_name,
+                cand_name,
+                metrics,
+                base_units,
+                cand_units,
+                units,
+                confidence_level=confidence_level,
+                n_resamples=n_resamples,
+                alternative=alternative,
+                test_method=test_method,
+                random_state=random_state,
+            )
+        )
+
+    adjusted = adjust_p_values(np.array([c.p_value for c in comparisons]), correction)
+    alpha = 1.0 - confidence_level
+    final = tuple(
+        dataclasses.replace(
+            c,
+            adjusted_p_value=float(p),
+            significant=bool(p <= alpha),
+            direction=_direction(c.difference, p <= alpha),
+        )
+        for c, p in zip(comparisons, adjusted)
+    )
+    return ComparisonReport(comparisons=final, correction=correction, reference=reference)
+
+
+# -- the algorithm, on clean input -------------------------------------------------
+
+
+def _compare_one_pair(
+    base_name: str,
+    cand_name: str,
+    metrics: list[str],
+    base_units: np.ndarray,
+    cand_units: np.ndarray,
+    units: Units,
+    *,
+    confidence_level: float,
+    n_resamples: int,
+    alternative: str,
+    test_method: str,
+    random_state: int | None,
+) -> list[PairwiseComparison]:
+    # Column-major so each metric's column is contiguous and reduces exactly as it would alone.
+    base_units = np.asfortranarray(base_units)
+    cand_units = np.asfortranarray(cand_units)
+    d = np.asfortranarray(cand_units - base_units)
+    sign_rng, boot_rng = _pair_generators(random_state, base_name, cand_name)
+    alpha = 1.0 - confidence_level
+    n_nonzero = (d != 0).sum(axis=0)
+
+    boot = bootstrap_means(d, n_resamples, boot_rng)
+    needs_monte_carlo = test_method == "randomization" and not all(_exact(nz, n_resamples) for nz in n_nonzero)
+    flips = sign_flip_means(d, n_resamples, sign_rng) if needs_monte_carlo else None
+
+    out = []
+    for j, metric in enumerate(metrics):
+        dj = d[:, j]
+        observed = float(dj.mean())
+        nz = int(n_nonzero[j])
+        if nz < MIN_NONZERO_UNITS:
+            warn(
+                f"{cand_name} vs {base_name} on {metric}: only {nz} of {units.n_units} users differ; "
+                "the resampled differences take few distinct values, so the interval and the p-value "
+                "are coarse (the estimate still uses every user)",
+                FewNonzeroUnitsWarning,
+            )
+        scale = float(np.abs(dj).mean())
+        method = test_method
+        if test_method == "randomization":
+            if _exact(nz, n_resamples):
+                null = exact_sign_flip_means(dj)
+                p = _p_value(null, observed, alternative, scale, monte_carlo=False)
+                method = "randomization-exact"
+            else:
+                null = flips[:, j].copy()
+                p = _p_value(null, observed, alternative, scale, monte_carlo=True)
+        elif test_method == "bootstrap":
+            # Shifting the replicates to mean zero imposes the null (Efron & Tibshirani 1993, sec. 16.4).
+            null = boot[:, j] - observed
+            p = _p_value(null, observed, alternative, scale, monte_carlo=True)
+        else:
+            null = None
+            p = _t_test_p_value(dj, alternative)
+
+        low, high = _percentile_interval(boot[:, j], alpha, alternative)
+        base_mean = float(base_units[:, j].mean())
+        cand_mean = float(cand_units[:, j].mean())
+        out.append(
+            PairwiseComparison(
+                metric=metric,
+                baseline=base_name,
+                candidate=cand_name,
+                n_samples=units.n_samples,
+                n_units=units.n_units,
+                n_nonzero=nz,
+                tie_rate=1.0 - nz / units.n_units,
+                baseline_mean=base_mean,
+                candidate_mean=cand_mean,
+                difference=observed,
+                relative_difference=observed / base_mean if base_mean != 0 else float("nan"),
+                ci_low=low,
+                ci_high=high,
+                confidence_level=float(confidence_level),
+                bootstrap_standard_error=float(np.std(boot[:, j], ddof=1)) if n_resamples > 1 else float("nan"),
+                p_value=p,
+                adjusted_p_value=p,
+                significant=bool(p <= alpha),
+                direction=_direction(observed, p <= alpha),
+                alternative=alternative,
+                test_method=method,
+                interval_method="percentile",
+                n_resamples=int(n_resamples),
+                random_state=random_state,
+                unit_differences=dj.copy(),
+                null_distribution=null,
+                bootstrap_distribution=boot[:, j].copy(),
+            )
+        )
+    return out
+
+
+def _exact(n_nonzero: int, n_resamples: int) -> bool:
+    """Enumerate every sign pattern when there are no more of them than resamples."""
+    return n_nonzero <= MAX_EXACT_UNITS and 2**int(n_nonzero) <= n_resamples
+
+
+def _pair_generators(random_state: int | None, base_name: str, cand_name: str):
+    """Two independent generators (signs, bootstrap) for one ordered model pair."""
+    digest = hashlib.sha256(f"{base_name}\x00{cand_name}".encode()).digest()
+    words = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
+    entropy = random_state if random_state is not None else np.random.SeedSequence().entropy
+    return tuple(
+        np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=words + (stream,))))
+        for stream in (0, 1)
+    )
+
+
+def _p_value(null: np.ndarray, observed: float, alternative: str, scale: float, *, monte_carlo: bool) -> float:
+    """Share of null replicates at least as extreme as ``observed``.
+
+    Monte Carlo: ``(1 + #extreme) / (B + 1)``, which counts the observed data
+    among the possibilities and so is never zero (Phipson & Smyth 2010). Exact
+    enumeration already contains the observed arrangement: ``#extreme / 2**k``.
+    A tolerance of 100 ulps of the data's scale keeps the observed arrangement,
+    recomputed in another order, from missing its own tie.
+    """
+    gamma = 100 * np.finfo(np.float64).eps * max(abs(observed), scale)
+    if alternative == "two-sided":
+        extreme = np.abs(null) >= abs(observed) - gamma
+    elif alternative == "greater":
+        extreme = null >= observed - gamma
+    else:
+        extreme = null <= observed + gamma
+    count = int(extreme.sum())
+    if monte_carlo:
+        return (1 + count) / (null.shape[0] + 1)
+    return count / null.shape[0]
+
+
+def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
+    """Paired t-test as a one-sample t-test of the unit differences (Student 1908)."""
+    if np.all(d == d[0]):
+        # No spread: the t statistic is 0/0 or +-inf; take its limit instead of NaN.
+        if d[0] == 0:
+            return 1.0
+        return 0.0 if (alternative == "two-sided" or (alternative == "greater") == (d[0] > 0)) else 1.0
+    return float(scipy.stats.ttest_1samp(d, 0.0, alternative=alternative).pvalue)
+
+
+def _percentile_interval(replicates: np.ndarray, alpha: float, alternative: str) -> tuple[float, float]:
+    """Percentile bootstrap interval (Efron 1979), one-sided when the test is."""
+    if alternative == "two-sided":
+        low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
+        return float(low), float(high)
+    if alternative == "greater":
+        return float(np.quantile(replicates, alpha)), float("inf")
+    return float("-inf"), float(np.quantile(replicates, 1 - alpha))
+
+
+def _direction(difference: float, significant: bool) -> str:
+    if significant and difference > 0:
+        return "better"
+    if significant and difference < 0:
+        return "worse"
+    return "inconclusive"
+
+
+# -- input validation --------------------------------------------------------------
+
+
+def _metrics_iv(metrics) -> list[str]:
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    try:
+        metrics = list(metrics)
+    except TypeError:
+        raise TypeError(f"metrics: expected a metric key or a list of keys, found {type(metrics).__name__}") from None
+    if not metrics:
+        raise ValueError("metrics: expected at least one metric key, found none")
+    bad = [m for m in metrics if not isinstance(m, str)]
+    if bad:
+        raise TypeError(f"metrics: expected metric keys (str), found {bad!r}")
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics: expected distinct keys, found duplicates in {metrics}")
+    return metrics
+
+
+def _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state) -> None:
+    if isinstance(confidence_level, bool) or not isinstance(confidence_level, Real) or not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level: expected a number strictly between 0 and 1, found {confidence_level!r}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, Integral) or n_resamples < 1:
+        raise ValueError(f"n_resamples: expected an integer >= 1, found {n_resamples!r}")
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative: expected one of {ALTERNATIVES}, found {alternative!r}")
+    if test_method not in TEST_METHODS:
+        raise ValueError(f"test_method: expected one of {TEST_METHODS}, found {test_method!r}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction: expected one of 'holm', 'bonferroni' or None, found {correction!r}")
+    if random_state is not None and (
+        isinstance(random_state, bool) or not isinstance(random_state, Integral) or random_state < 0
+    ):
+        raise ValueError(f"random_state: expected a non-negative integer or None, found {random_state!r}")
+
+
+def _results_iv(results, metrics: list[str]) -> list[str]:
+    if not isinstance(results, Mapping):
+        raise TypeError(f"results: expected a mapping of model name -> EvaluationResult, found {type(results).__name__}")
+    names = list(results)
+    if len(names) < 2:
+        raise ValueError(f"results: expected at least two models to compare, found {len(names)}: {names}")
+    for name in names:
+        res = results[name]
+        if not isinstance(res, EvaluationResult):
+            raise TypeError(f"results[{name!r}]: expected an EvaluationResult, found {type(res).__name__}")
+        if res.per_user is None:
+            raise ValueError(
+                f"results[{name!r}]: holds no per-user values (evaluated with collect_per_user=False); "
+                "re-evaluate with collect_per_user=True to compare it"
+            )
+        missing = [m for m in metrics if m not in res.per_user]
+        if missing:
+            raise ValueError(
+                f"metrics: {missing} not evaluated for {name!r}; available: {sorted(res.per_user)}"
+            )
+        for m in metrics:
+            values = np.asarray(res.per_user[m], dtype=np.float64)
+            bad = ~np.isfinite(values)
+            if bad.any():
+                first = np.asarray(res.sample_ids)[np.argmax(bad)].item()
+                raise ValueError(
+                    f"results[{name!r}]: expected finite per-user values of {m!r}, found {int(bad.sum())} "
+                    f"non-finite (first at sample id {first!r})"
+                )
+    _same_users_iv(results, names)
+    _fingerprints_iv(results, names)
+    return names
+
+
+def _same_users_iv(results, names) -> None:
+    ref_name = names[0]
+    ref = np.asarray(results[ref_name].sample_ids)
+    for name in names[1:]:
+        ids = np.asarray(results[name].sample_ids)
+        if ids.shape != ref.shape:
+            raise ValueError(
+                f"sample ids differ: {ref_name!r} has {ref.shape[0]} rows, {name!r} has {ids.shape[0]}; "
+                "paired comparison needs the same users in the same order"
+            )
+        if np.array_equal(ids, ref):
+            continue
+        if set(ids.tolist()) != set(ref.tolist()):
+            only_ref = sorted(set(ref.tolist()) - set(ids.tolist()), key=str)[:5]
+            only_new = sorted(set(ids.tolist()) - set(ref.tolist()), key=str)[:5]
+            raise ValueError(
+                f"sample ids differ in content between {ref_name!r} and {name!r}: only in {ref_name!r} "
+                f"(first 5) {only_ref}, only in {name!r} {only_new}"
+            )
+        pos = int(np.argmax(ids != ref))
+        raise ValueError(
+            f"sample ids of {ref_name!r} and {name!r} hold the same users in a different order "
+            f"(first at row {pos}: {ref[pos]!r} vs {ids[pos]!r}); evaluate both with the same sample_ids"
+        )
+
+
+def _fingerprints_iv(results, names) -> None:
+    prints = {name: results[name].targets_fingerprint for name in names}
+    unknown = [n for n, fp in prints.items() if fp is None]
+    if unknown:
+        warn(
+            f"results {unknown} carry no targets fingerprint, so it cannot be verified that every "
+            "model was scored on the same fold-in items and targets",
+            UnverifiedPairingWarning,
+        )
+    known = {n: fp for n, fp in prints.items() if fp is not None}
+    if len(set(known.values())) > 1:
+        listing = ", ".join(f"{n}: {fp[:12]}" for n, fp in known.items())
+        raise ValueError(
+            f"targets fingerprints differ, so the models were not scored on the same users and targets ({listing})"
+        )
+
+
+def _pairs(names: list[str], reference: str | None, alternative: str) -> list[tuple[str, str]]:
+    if reference is None:
+        if alternative != "two-sided":
+            raise ValueError(
+                f"reference: a one-sided alternative ({alternative!r}) needs a reference model "
+                "to say which side is the candidate, found None"
+            )
+        return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    if reference not in names:
+        raise ValueError(f"reference: expected one of the compared models {names}, found {reference!r}")
+    return [(reference, n) for n in names if n != reference]

@@ -1,0 +1,240 @@
+"""Text, tables and citations for comparison reports.
+
+Functions here only format; they compute nothing a reader could not recompute
+from the report's columns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
+
+_TEST_WORDS = {
+    "randomization": "a paired sign-flip randomization test",
+    "randomization-exact": "an exact paired sign-flip randomization test (all sign patterns enumerated)",
+    "bootstrap": "a paired null-centred bootstrap test",
+    "t": "a paired t-test on the per-user differences",
+}
+
+
+def display_frame(report: "ComparisonReport") -> pd.DataFrame:
+    """The columns a reader needs first, formatted as strings."""
+    frame = report.to_frame()
+    out = pd.DataFrame(
+        {
+            "metric": frame["metric"],
+            "baseline": frame["baseline"],
+            "candidate": frame["candidate"],
+            "n_units": frame["n_units"],
+            "n_nonzero": frame["n_nonzero"],
+            "tie_rate": frame["tie_rate"].map(lambda v: f"{v:.1%}"),
+            "baseline_mean": frame["baseline_mean"].map(lambda v: f"{v:.6f}"),
+            "candidate_mean": frame["candidate_mean"].map(lambda v: f"{v:.6f}"),
+            "difference": frame["difference"].map(lambda v: f"{v:.6f}"),
+            "relative": frame["relative_difference"].map(lambda v: f"{v:.2%}"),
+            "ci_low": frame["ci_low"].map(lambda v: f"{v:.6f}"),
+            "ci_high": frame["ci_high"].map(lambda v: f"{v:.6f}"),
+            "p_value": frame["p_value"].map(_format_p),
+            "adjusted_p": frame["adjusted_p_value"].map(_format_p),
+            "direction": frame["direction"],
+        }
+    )
+    return out
+
+
+def report_markdown(report: "ComparisonReport") -> str:
+    """The display frame as a markdown table (via ``tabulate``)."""
+    return display_frame(report).to_markdown(index=False)
+
+
+def report_latex(report: "ComparisonReport") -> str:
+    """The display frame as a LaTeX ``tabular`` (via pandas' Styler)."""
+    frame = display_frame(report)
+    return frame.to_latex(index=False)
+
+
+def _sentence_case(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _format_p(p: float) -> str:
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.2e}"
+
+
+def _correction_words(report: "ComparisonReport") -> str:
+    J = report.family_size
+    if report.correction is None:
+        return "p-values were not adjusted for multiple comparisons"
+    if report.correction == "holm":
+        return (
+            f"p-values of all {J} hypotheses (every model pair and metric) were adjusted together with "
+            "Holm's step-down procedure, which controls the family-wise error rate under arbitrary "
+            "dependence (Holm, 1979)"
+        )
+    return (
+        f"p-values of all {J} hypotheses (every model pair and metric) were multiplied by {J} "
+        "(Bonferroni), which controls the family-wise error rate under arbitrary dependence"
+    )
+
+
+def methods_text(report: "ComparisonReport") -> str:
+    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family."""
+    first = report.comparisons[0]
+    methods = sorted({c.test_method for c in report.comparisons})
+    B = first.n_resamples
+    level = first.confidence_level
+    alpha = 1 - level
+    side = {"two-sided": "two-sided", "greater": "one-sided (candidate better)", "less": "one-sided (candidate worse)"}[
+        first.alternative
+    ]
+    tests = " and ".join(_TEST_WORDS[m] for m in methods)
+    units = (
+        "Each user's rows were first averaged, so every user counts once. "
+        if any(c.n_units != c.n_samples for c in report.comparisons)
+        else ""
+    )
+    mc = ""
+    if any(m in ("randomization", "bootstrap") for m in methods):
+        mc = (
+            f" With B = {B:,} resamples the Monte Carlo p-value is (1 + number of resamples at least as "
+            f"extreme as observed) / (B + 1), so it is never below {1 / (B + 1):.2g} "
+            "(Davison & Hinkley, 1997; Phipson & Smyth, 2010)."
+        )
+    return (
+        "For every user we computed each ranking metric and compared models through paired per-user "
+        f"differences (candidate minus baseline), reporting their mean as the effect. {units}"
+        f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
+        f"The uncertainty of each effect is a {level:.0%} percentile interval from a paired bootstrap "
+        f"over users with B = {B:,} replicates (Efron, 1979). {_sentence_case(_correction_words(report))}; "
+        f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
+        "are not adjusted: each describes one comparison on its own. They describe variation across "
+        "evaluation users for the trained model instances compared; variation across training seeds is "
+        "reported separately."
+    )
+
+
+def results_text(report: "ComparisonReport", c: "PairwiseComparison") -> str:
+    """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n."""
+    verb = "improved" if c.difference > 0 else "lowered" if c.difference < 0 else "did not change"
+    J = report.family_size
+    B = c.n_resamples
+    p = c.adjusted_p_value
+    if c.test_method == "randomization" or c.test_method == "bootstrap":
+        floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
+        test = f"paired {c.test_method} test with {B:,} resamples"
+        at_floor = abs(p - min(1.0, floor)) <= 1e-12
+        p_words = f"{_p_label(report)} = {_format_p(p)}" + (
+            f", the smallest attainable with {B:,} resamples and {J} hypotheses" if at_floor and J > 1 else
+            f", the smallest attainable with {B:,} resamples" if at_floor else ""
+        )
+    elif c.test_method == "randomization-exact":
+        test = "exact paired randomization test over all sign patterns"
+        p_words = f"{_p_label(report)} = {_format_p(p)}"
+    else:
+        test = "paired t-test"
+        p_words = f"{_p_label(report)} = {_format_p(p)}"
+    level = f"{c.confidence_level:.0%}"
+    interval = (
+        f"[{c.ci_low:.4f}, {c.ci_high:.4f}]" if c.alternative == "two-sided"
+        else f"[{c.ci_low:.4f}, inf)" if c.alternative == "greater" else f"(-inf, {c.ci_high:.4f}]"
+    )
+    verdict = {
+        "better": "significant in favour of the candidate",
+        "worse": "significant against the candidate",
+        "inconclusive": "not significant",
+    }[c.direction]
+    return (
+        f"{c.candidate} {verb} {c.metric} over {c.baseline} by {c.difference:+.4f} "
+        f"({level} paired-bootstrap interval {interval}, a relative change of {c.relative_difference:+.1%}; "
+        f"{test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom {c.n_nonzero:,} scored differently)."
+    )
+
+
+def _p_label(report: "ComparisonReport") -> str:
+    return {"holm": "Holm-adjusted p", "bonferroni": "Bonferroni-adjusted p", None: "p"}[report.correction]
+
+
+_BIBTEX = r"""@article{efron1979bootstrap,
+  author  = {Efron, Bradley},
+  title   = {Bootstrap Methods: Another Look at the Jackknife},
+  journal = {The Annals of Statistics},
+  volume  = {7},
+  number  = {1},
+  pages   = {1--26},
+  year    = {1979},
+  doi     = {10.1214/aos/1176344552}
+}
+
+@inproceedings{liang2018vae,
+  author    = {Liang, Dawen and Krishnan, Rahul G. and Hoffman, Matthew D. and Jebara, Tony},
+  title     = {Variational Autoencoders for Collaborative Filtering},
+  booktitle = {Proceedings of the 2018 World Wide Web Conference},
+  pages     = {689--698},
+  year      = {2018},
+  doi       = {10.1145/3178876.3186150}
+}
+
+@inproceedings{smucker2007comparison,
+  author    = {Smucker, Mark D. and Allan, James and Carterette, Ben},
+  title     = {A Comparison of Statistical Significance Tests for Information Retrieval Evaluation},
+  booktitle = {Proceedings of the Sixteenth ACM Conference on Information and Knowledge Management},
+  pages     = {623--632},
+  year      = {2007},
+  doi       = {10.1145/1321440.1321528}
+}
+
+@article{phipson2010permutation,
+  author  = {Phipson, Belinda and Smyth, Gordon K.},
+  title   = {Permutation P-values Should Never Be Zero: Calculating Exact P-values When Permutations Are Randomly Drawn},
+  journal = {Statistical Applications in Genetics and Molecular Biology},
+  volume  = {9},
+  number  = {1},
+  year    = {2010},
+  doi     = {10.2202/1544-6115.1585}
+}
+
+@article{holm1979simple,
+  author  = {Holm, Sture},
+  title   = {A Simple Sequentially Rejective Multiple Test Procedure},
+  journal = {Scandinavian Journal of Statistics},
+  volume  = {6},
+  number  = {2},
+  pages   = {65--70},
+  year    = {1979}
+}
+
+@book{davison1997bootstrap,
+  author    = {Davison, A. C. and Hinkley, D. V.},
+  title     = {Bootstrap Methods and their Application},
+  publisher = {Cambridge University Press},
+  year      = {1997},
+  doi       = {10.1017/CBO9780511802843}
+}
+
+@inproceedings{steck2019ease,
+  author    = {Steck, Harald},
+  title     = {Embarrassingly Shallow Autoencoders for Sparse Data},
+  booktitle = {The World Wide Web Conference},
+  pages     = {3251--3257},
+  year      = {2019},
+  doi       = {10.1145/3308558.3313710}
+}
+
+@inproceedings{vancura2022elsa,
+  author    = {Van\v{c}ura, Vojt\v{e}ch and Alves, Rodrigo and Kasalick\'{y}, Petr and Kord\'{i}k, Pavel},
+  title     = {Scalable Linear Shallow Autoencoder for Collaborative Filtering},
+  booktitle = {Proceedings of the 16th ACM Conference on Recommender Systems},
+  pages     = {604--609},
+  year      = {2022},
+  doi       = {10.1145/3523227.3551482}
+}
+"""
+
+
+def references_bibtex() -> str:
+    """BibTeX entries for the methods and models the reports rely on."""
+    return _BIBTEX

@@ -1,0 +1,303 @@
+"""Spread of a comparison across training seeds, beside its spread across users.
+
+The bootstrap interval of :func:`~mlflow_recsys.stats.compare_pair` resamples
+users for fixed trained models. Retraining a stochastic model under another seed
+moves the difference too; this module measures that second source and puts it
+on the same scale: both are standard deviations of the same estimated
+difference. Independent sources add in quadrature (variances add).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Literal, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats.comparison import _metrics_iv, compare_models
+from mlflow_recsys.stats.units import Units
+from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
+
+Side = EvaluationResult | Mapping[object, EvaluationResult]
+Protocol = Literal["one-side-seeded", "paired-seeds", "independent-seeds"]
+
+#: Columns of :meth:`SeedSpread.to_frame`, in order.
+SEED_COLUMNS = (
+    "metric",
+    "baseline",
+    "candidate",
+    "n_seeds",
+    "protocol",
+    "mean_difference",
+    "min_difference",
+    "max_difference",
+    "sd_users",
+    "sd_retraining",
+    "ratio",
+    "widens_by",
+    "sign_reversals",
+    "notes",
+)
+
+#: Columns of :meth:`SeedSpread.per_seed_frame`, in order.
+PER_SEED_COLUMNS = (
+    "metric",
+    "baseline_seed",
+    "candidate_seed",
+    "baseline_mean",
+    "candidate_mean",
+    "difference",
+    "bootstrap_standard_error",
+)
+
+#: Seeds needed before a ratio near 1 can be read as one source or the other.
+MIN_SEEDS_TO_SEPARATE = 10
+
+
+@dataclass(frozen=True, eq=False)
+class SeedSpread:
+    """Retraining spread beside user spread, per metric."""
+
+    summary: pd.DataFrame
+    per_seed: pd.DataFrame
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per metric with :data:`SEED_COLUMNS`."""
+        return self.summary.copy()
+
+    def per_seed_frame(self) -> pd.DataFrame:
+        """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`."""
+        return self.per_seed.copy()
+
+    def results_text(self, metric: str) -> str:
+        """One sentence on the seed spread of ``metric``.
+
+        Raises
+        ------
+        KeyError
+            If ``metric`` is not in the table, listing those that are.
+        """
+        rows = self.summary[self.summary["metric"] == metric]
+        if rows.empty:
+            raise KeyError(f"metric: expected one of {self.summary['metric'].tolist()}, found {metric!r}")
+        r = rows.iloc[0]
+        reversals = (
+            "no seed reversed the sign"
+            if r.sign_reversals == 0
+            else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
+        )
+        text = (
+            f"Over {r.n_seeds} seeds ({r.protocol}), {r.candidate} minus {r.baseline} on {metric} averaged "
+            f"{r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); its SD across "
+            f"retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its SD across users, {r.sd_users:.4f}, "
+            f"so allowing for retraining widens the interval by {r.widens_by:.1%}, and {reversals}."
+        )
+        if r.notes:
+            text += f" Note: {r.notes}."
+        return text
+
+
+def seed_spread(
+    baseline: Side,
+    candidate: Side,
+    *,
+    metrics: str | Sequence[str],
+    baseline_name: str = "baseline",
+    candidate_name: str = "candidate",
+    paired_seeds: bool = False,
+    confidence_level: float = 0.95,
+    n_resamples: int = 9999,
+    random_state: int | None = 0,
+) -> SeedSpread:
+    """Measure how much retraining moves the difference, beside how much users do.
+
+    Parameters
+    ----------
+    baseline, candidate:
+        Either one :class:`EvaluationResult` (a deterministic model such as EASE)
+        or a mapping seed -> EvaluationResult (a stochastic model), all scored on
+        the same users and targets.
+    metrics:
+        One metric key or a list of keys.
+    baseline_name, candidate_name:
+        Labels; they also seed the bootstrap exactly as in :func:`compare_pair`.
+    paired_seeds:
+        Only when both sides have seeds: pair runs by seed, for seeds that
+        control randomness both models share (e.g. batch order). Default False:
+        each model's own spread, added in quadrature.
+    confidence_level, n_resamples, random_state:
+        Settings of the per-seed bootstrap, as in :func:`compare_pair`.
+
+    Protocols (recorded in the ``protocol`` column)
+    ------------------------------------------------
+    ``one-side-seeded``: one side deterministic; ``sd_retraining`` is the SD
+    (ddof=1) of the per-seed differences. ``paired-seeds``: both seeded and
+    paired by seed; SD (ddof=1) of the paired differences. ``independent-seeds``:
+    both seeded, independent; ``sqrt(sd_b**2 + sd_c**2)`` of each model's own
+    aggregate over its seeds (never all cross pairs); the per-seed table then
+    matches seeds by sorted order only to show individual differences.
+
+    ``sd_users`` is the mean over seed pairs of the bootstrap standard error of
+    the difference; ``ratio = sd_retraining / sd_users``; ``widens_by =
+    hypot(sd_users, sd_retraining) / sd_users - 1``; ``sign_reversals`` counts
+    seed pairs whose difference has the sign opposite to ``mean_difference``.
+
+    Returns
+    -------
+    SeedSpread
+
+    Raises
+    ------
+    ValueError
+        If neither side has seeds, a seeded side has fewer than 2 seeds,
+        ``paired_seeds`` is set without seeds on both sides or with different
+        seed sets, or the results cannot be compared (see :func:`compare_models`).
+
+    Warns
+    -----
+    FewSeedsWarning
+        With 2 to 4 seeds on a seeded side.
+    """
+    metrics = _metrics_iv(metrics)
+    base_seeds = _side_iv(baseline, "baseline")
+    cand_seeds = _side_iv(candidate, "candidate")
+    if base_seeds is None and cand_seeds is None:
+        raise ValueError(
+            "baseline, candidate: expected at least one side to be a mapping seed -> EvaluationResult, "
+            "found a single EvaluationResult on both sides (there is no retraining spread to measure)"
+        )
+    if paired_seeds and (base_seeds is None or cand_seeds is None):
+        raise ValueError("paired_seeds: True needs seeds on both sides, found one side deterministic")
+
+    if base_seeds is None or cand_seeds is None:
+        protocol = "one-side-seeded"
+        if base_seeds is None:
+            pairs = [(None, s, baseline, candidate[s]) for s in cand_seeds]
+        else:
+            pairs = [(s, None, baseline[s], candidate) for s in base_seeds]
+    elif paired_seeds:
+        protocol = "paired-seeds"
+        if set(base_seeds) != set(cand_seeds):
+            raise ValueError(
+                "paired_seeds: expected the same seeds on both sides, found baseline seeds "
+                f"{base_seeds} and candidate seeds {cand_seeds}"
+            )
+        pairs = [(s, s, baseline[s], candidate[s]) for s in base_seeds]
+    else:
+        protocol = "independent-seeds"
+        pairs = [(b, c, baseline[b], candidate[c]) for b, c in zip(base_seeds, cand_seeds)]
+
+    rows = []
+    with warnings.catch_warnings():
+        # The main comparison already raised these; repeating them once per seed adds noise, not information.
+        warnings.simplefilter("ignore", ComparisonWarning)
+        for b_seed, c_seed, b_res, c_res in pairs:
+            report = compare_models(
+                {baseline_name: b_res, candidate_name: c_res},
+                metrics=metrics,
+                reference=baseline_name,
+                correction=None,
+                confidence_level=confidence_level,
+                n_resamples=n_resamples,
+                test_method="bootstrap",  # reuses the interval's replicates: no extra draws
+                random_state=random_state,
+            )
+            for c in report.comparisons:
+                rows.append(
+                    {
+                        "metric": c.metric,
+                        "baseline_seed": b_seed,
+                        "candidate_seed": c_seed,
+                        "baseline_mean": c.baseline_mean,
+                        "candidate_mean": c.candidate_mean,
+                        "difference": c.difference,
+                        "bootstrap_standard_error": c.bootstrap_standard_error,
+                    }
+                )
+    per_seed = pd.DataFrame(rows, columns=list(PER_SEED_COLUMNS))
+
+    summary = []
+    for metric in metrics:
+        m = per_seed[per_seed["metric"] == metric]
+        diffs = m["difference"].to_numpy()
+        sd_users = float(m["bootstrap_standard_error"].mean())
+        notes = []
+        if protocol == "independent-seeds":
+            base_aggs = _unit_means(baseline, metric)
+            cand_aggs = _unit_means(candidate, metric)
+            mean_difference = float(cand_aggs.mean() - base_aggs.mean())
+            sd_retraining = float(math.hypot(np.std(base_aggs, ddof=1), np.std(cand_aggs, ddof=1)))
+            n_seeds = int(min(len(base_aggs), len(cand_aggs)))
+            notes.append(
+                f"independent seeds ({len(base_aggs)} baseline, {len(cand_aggs)} candidate): sd_retraining "
+                "adds each model's own spread; min/max and reversals match seeds by sorted order"
+            )
+        else:
+            mean_difference = float(diffs.mean())
+            sd_retraining = float(np.std(diffs, ddof=1))
+            n_seeds = int(len(diffs))
+        ratio = sd_retraining / sd_users if sd_users > 0 else float("nan")
+        widens_by = math.hypot(sd_users, sd_retraining) / sd_users - 1 if sd_users > 0 else float("nan")
+        if n_seeds < MIN_SEEDS_TO_SEPARATE and 0.7 <= ratio <= 1.4:
+            rel_error = 1 / math.sqrt(2 * (n_seeds - 1))
+            notes.append(
+                f"with {n_seeds} seeds the retraining SD has about {rel_error:.0%} relative error, too much to "
+                f"tell a ratio of {ratio:.2f} from 1; run more seeds to separate the two sources"
+            )
+        summary.append(
+            {
+                "metric": metric,
+                "baseline": baseline_name,
+                "candidate": candidate_name,
+                "n_seeds": n_seeds,
+                "protocol": protocol,
+                "mean_difference": mean_difference,
+                "min_difference": float(diffs.min()),
+                "max_difference": float(diffs.max()),
+                "sd_users": sd_users,
+                "sd_retraining": sd_retraining,
+                "ratio": ratio,
+                "widens_by": widens_by,
+                "sign_reversals": int(np.sum(diffs * np.sign(mean_difference) < 0)),
+                "notes": "; ".join(notes),
+            }
+        )
+    return SeedSpread(summary=pd.DataFrame(summary, columns=list(SEED_COLUMNS)), per_seed=per_seed)
+
+
+def _side_iv(side, name: str) -> list | None:
+    """Sorted seeds of a seeded side, or None for a single result."""
+    if isinstance(side, EvaluationResult):
+        return None
+    if not isinstance(side, Mapping):
+        raise TypeError(
+            f"{name}: expected an EvaluationResult or a mapping seed -> EvaluationResult, "
+            f"found {type(side).__name__}"
+        )
+    for seed, res in side.items():
+        if not isinstance(res, EvaluationResult):
+            raise TypeError(f"{name}[{seed!r}]: expected an EvaluationResult, found {type(res).__name__}")
+    if len(side) < 2:
+        raise ValueError(
+            f"{name}: expected at least 2 seeds to estimate a retraining spread, found {len(side)}"
+        )
+    if len(side) < 5:
+        warn(
+            f"{name}: only {len(side)} seeds; a standard deviation from so few runs is very uncertain "
+            f"(about {1 / math.sqrt(2 * (len(side) - 1)):.0%} relative error)",
+            FewSeedsWarning,
+        )
+    return sorted(side, key=lambda s: (str(type(s)), s))
+
+
+def _unit_means(side: Mapping[object, EvaluationResult], metric: str) -> np.ndarray:
+    """Each seed's aggregate over users (each user's rows averaged first)."""
+    out = []
+    for res in side.values():
+        units = Units.from_sample_ids(res.sample_ids)
+        out.append(float(units.means(res.per_user[metric]).mean()))
+    return np.asarray(out)

@@ -1,0 +1,130 @@
+import hashlib
+import http.server
+import io
+import socket
+import threading
+import zipfile
+from functools import partial
+
+import pandas as pd
+import pytest
+
+from mlflow_recsys.data import DATASETS, DatasetSpec, DownloadError, download, load_interactions
+
+U_DATA = "7\t3\t5\t881250949\n7\t4\t2\t881250950\n9\t3\t4\t881250951\n"
+
+
+def make_zip(path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("tiny/u.data", U_DATA)
+        zf.writestr("tiny/README", "test archive")
+    path.write_bytes(buf.getvalue())
+    return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server(tmp_path):
+    root = tmp_path / "served"
+    root.mkdir()
+    digest = make_zip(root / "tiny.zip")
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(QuietHandler, directory=str(root))
+    )
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}/tiny.zip"
+    try:
+        yield httpd, url, digest
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+def closed_port_url():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/tiny.zip"
+
+
+def test_download_with_good_checksum_places_file_and_reuses_it_offline(server, tmp_path):
+    httpd, url, digest = server
+    dest = tmp_path / "cache" / "tiny.zip"
+    assert download(url, dest, digest, progress=False) == dest
+    assert hashlib.sha256(dest.read_bytes()).hexdigest() == digest
+    httpd.shutdown()  # a second call must not need the server
+    assert download(url, dest, digest.upper(), progress=False) == dest
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["tiny.zip"]
+
+
+def test_download_with_bad_checksum_names_both_digests_and_leaves_no_file(server, tmp_path):
+    _, url, digest = server
+    wrong = "0" * 64
+    dest = tmp_path / "cache" / "tiny.zip"
+    with pytest.raises(ValueError) as err:
+        download(url, dest, wrong, progress=False)
+    assert digest in str(err.value) and wrong in str(err.value)
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_download_from_unreachable_server_says_where_to_place_the_file(tmp_path):
+    dest = tmp_path / "tiny.zip"
+    with pytest.raises(DownloadError) as err:
+        download(closed_port_url(), dest, "a" * 64, timeout=5, progress=False)
+    assert str(dest) in str(err.value) and "a" * 64 in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_of_missing_url_is_a_download_error(server, tmp_path):
+    _, url, digest = server
+    with pytest.raises(DownloadError, match="HTTP 404"):
+        download(url.replace("tiny.zip", "absent.zip"), tmp_path / "x.zip", digest, progress=False)
+
+
+@pytest.mark.parametrize("bad", [None, "abc", "g" * 64])
+def test_download_refuses_to_run_without_a_valid_sha256(tmp_path, bad):
+    with pytest.raises(ValueError, match="sha256"):
+        download("http://127.0.0.1:1/x", tmp_path / "x", bad)
+
+
+def test_existing_file_with_wrong_digest_is_reported_and_kept(tmp_path):
+    dest = tmp_path / "tiny.zip"
+    dest.write_bytes(b"not the archive")
+    found = hashlib.sha256(b"not the archive").hexdigest()
+    with pytest.raises(ValueError, match=found):
+        download(closed_port_url(), dest, "b" * 64, progress=False)
+    assert dest.read_bytes() == b"not the archive"
+
+
+def test_load_interactions_downloads_and_parses_a_registered_archive(server, tmp_path, monkeypatch):
+    _, url, digest = server
+    spec = DatasetSpec(
+        name="tiny",
+        description="three ratings",
+        homepage=url,
+        url=url,
+        sha256=digest,
+        size_bytes=0,
+        archive_member="tiny/u.data",
+        licence="test",
+        citation="test",
+    )
+    monkeypatch.setitem(DATASETS, "tiny", spec)
+    out = load_interactions("tiny", data_dir=tmp_path / "data", progress=False)
+    expected = pd.DataFrame(
+        {
+            "user": [7, 7, 9],
+            "item": [3, 4, 3],
+            "value": [5.0, 2.0, 4.0],
+            "timestamp": [881250949, 881250950, 881250951],
+        }
+    )
+    pd.testing.assert_frame_equal(out, expected)
+    assert (tmp_path / "data" / "tiny.zip").is_file()

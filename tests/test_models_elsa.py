@@ -1,0 +1,143 @@
+"""ELSA (Vančura et al., RecSys 2022): forward pass, loss, seeding, learning, persistence."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from mlflow_recsys.models import ELSA, ELSAConfig, ELSATrainer
+from mlflow_recsys.models.elsa import normalized_distance_loss
+
+N_BLOCKS, BLOCK_ITEMS = 4, 10
+
+
+def block_users(n_users=160, seed=0):
+    """Each user draws items only from its own block of items, so co-occurrence has structure."""
+    rng = np.random.default_rng(seed)
+    n_items = N_BLOCKS * BLOCK_ITEMS
+    dense = np.zeros((n_users, n_items), dtype=np.float32)
+    blocks = rng.integers(0, N_BLOCKS, size=n_users)
+    for user, block in enumerate(blocks):
+        chosen = rng.choice(BLOCK_ITEMS, size=4, replace=False) + block * BLOCK_ITEMS
+        dense[user, chosen] = 1.0
+    return sp.csr_matrix(dense), blocks
+
+
+SMALL = ELSAConfig(latent_dim=8, batch_size=32, epochs=3, lr=0.05, seed=0)
+
+
+def test_same_seed_gives_bit_identical_weights_and_losses():
+    x, _ = block_users()
+    first = ELSATrainer(SMALL).fit(x)
+    second = ELSATrainer(SMALL).fit(x)
+    assert first.weights.tobytes() == second.weights.tobytes()
+    assert first.loss_history == second.loss_history
+
+
+def test_different_seed_gives_different_weights():
+    x, _ = block_users()
+    first = ELSATrainer(SMALL).fit(x)
+    other = ELSATrainer(dataclasses.replace(SMALL, seed=1)).fit(x)
+    assert not np.array_equal(first.weights, other.weights)
+
+
+def test_loss_decreases_and_same_block_items_are_recommended():
+    x, blocks = block_users()
+    config = dataclasses.replace(SMALL, epochs=15)
+    model = ELSATrainer(config).fit(x)
+    assert len(model.loss_history) == 15
+    assert model.loss_history[-1] < 0.8 * model.loss_history[0]
+    indices, _ = model.recommend(x, 3)
+    recommended_blocks = indices // BLOCK_ITEMS
+    # With 4 blocks a random recommender would be in-block a quarter of the time.
+    assert np.mean(recommended_blocks == blocks[:, None]) > 0.9
+
+
+def test_scores_equal_relu_of_normalised_low_rank_reconstruction_minus_input():
+    x, _ = block_users(40)
+    model = ELSATrainer(dataclasses.replace(SMALL, epochs=1)).fit(x)
+    a = model.weights.astype(np.float64)
+    a_hat = a / np.linalg.norm(a, axis=1, keepdims=True)
+    dense = x.toarray().astype(np.float64)
+    expected = np.maximum(dense @ a_hat @ a_hat.T - dense, 0.0)
+    scores = model.score(x)
+    assert scores.dtype == np.float32 and scores.shape == x.shape
+    np.testing.assert_allclose(scores, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_loss_is_mean_squared_distance_of_unit_rows():
+    prediction = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, 0.0]])
+    target = torch.tensor([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+    # Row 1: (0.6, 0.8, 0) vs (1, 0, 0) -> 0.16 + 0.64 = 0.8; row 2: 0 vs (0, 1, 0) -> 1.
+    assert normalized_distance_loss(prediction, target).item() == pytest.approx(0.9)
+
+
+def test_callback_receives_each_epoch_and_its_loss():
+    x, _ = block_users(64)
+    seen = []
+    model = ELSATrainer(SMALL).fit(x, on_epoch_end=lambda epoch, loss: seen.append((epoch, loss)))
+    assert [e for e, _ in seen] == [1, 2, 3]
+    assert [loss for _, loss in seen] == model.loss_history
+
+
+def test_deterministic_algorithm_setting_is_restored_after_fit():
+    x, _ = block_users(32)
+    before = torch.are_deterministic_algorithms_enabled()
+    try:
+        torch.use_deterministic_algorithms(False)
+        ELSATrainer(SMALL).fit(x)
+        assert torch.are_deterministic_algorithms_enabled() is False
+    finally:
+        torch.use_deterministic_algorithms(before)
+
+
+def test_users_without_interactions_do_not_change_training():
+    x, _ = block_users(48)
+    padded = sp.vstack([x, sp.csr_matrix((5, x.shape[1]), dtype=np.float32)]).tocsr()
+    assert ELSATrainer(SMALL).fit(padded).weights.tobytes() == ELSATrainer(SMALL).fit(x).weights.tobytes()
+
+
+def test_matrix_without_interactions_raises():
+    with pytest.raises(ValueError, match="x_train: expected at least one interaction"):
+        ELSATrainer(SMALL).fit(sp.csr_matrix((3, 4), dtype=np.float32))
+
+
+def test_model_fit_equals_trainer_fit():
+    x, _ = block_users(48)
+    assert ELSA(SMALL).fit(x).weights.tobytes() == ELSATrainer(SMALL).fit(x).weights.tobytes()
+
+
+def test_save_load_round_trip_gives_identical_scores(tmp_path):
+    x, _ = block_users(48)
+    model = ELSATrainer(SMALL).fit(x)
+    model.save(tmp_path / "elsa")
+    loaded = ELSA.load(tmp_path / "elsa")
+    assert loaded.config == model.config and loaded.loss_history == model.loss_history
+    np.testing.assert_array_equal(loaded.weights, model.weights)
+    np.testing.assert_array_equal(loaded.score(x), model.score(x))
+
+
+@pytest.mark.parametrize(
+    "field, value, expectation",
+    [
+        ("latent_dim", 0, "an integer >= 1"),
+        ("latent_dim", 2.5, "an integer >= 1"),
+        ("batch_size", -4, "an integer >= 1"),
+        ("epochs", 0, "an integer >= 1"),
+        ("lr", 0.0, "a finite number > 0"),
+        ("lr", float("nan"), "a finite number > 0"),
+        ("weight_decay", -0.1, "a finite number >= 0"),
+        ("device", "gpu-please", "a torch device string"),
+        ("device", 0, "a torch device string"),
+        ("seed", -1, "an integer >= 0"),
+        ("seed", 1.5, "an integer >= 0"),
+    ],
+)
+def test_invalid_config_raises_naming_field_expectation_and_value(field, value, expectation):
+    with pytest.raises(ValueError) as info:
+        ELSAConfig(**{field: value})
+    message = str(info.value)
+    assert message.startswith(f"{field}: expected {expectation}")
+    assert repr(value) in message
