@@ -120,3 +120,21 @@ def test_exclude_with_wrong_shape_raises():
 def test_dense_exclude_raises_type_error():
     with pytest.raises(TypeError, match="exclude: expected a scipy sparse matrix"):
         top_k(np.zeros((2, 3), dtype=np.float32), 1, exclude=np.zeros((2, 3)))
+
+
+def test_matches_brute_force_with_minus_inf_candidates_and_short_rows():
+    rng = np.random.default_rng(7)
+    scores = rng.integers(-2, 3, size=(60, 9)).astype(np.float32)
+    scores[rng.random(scores.shape) < 0.25] = -np.inf
+    excluded = rng.random(scores.shape) < 0.5
+    for k in (1, 3, 6, 9, 12):
+        indices, values = top_k(scores, k, exclude=sp.csr_matrix(excluded.astype(np.float32)))
+        ref_indices, ref_values = brute_force_top_k(scores, k, excluded)
+        np.testing.assert_array_equal(indices, ref_indices)
+        np.testing.assert_array_equal(values, ref_values)
+
+
+def test_input_scores_are_not_modified():
+    scores = np.array([[1.0, 2.0, 3.0]], dtype=np.float32)
+    top_k(scores, 2, exclude=sp.csr_matrix(np.array([[0, 1, 0]], dtype=np.float32)))
+    np.testing.assert_array_equal(scores, [[1.0, 2.0, 3.0]])

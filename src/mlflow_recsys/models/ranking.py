@@ -1,7 +1,7 @@
 """Top-k selection shared by every model, with fold-in exclusion and a fixed tie rule.
 
-Ranking is the one place where nondeterminism could creep in (``argpartition``
-and unstable sorts order tied scores arbitrarily), so every model goes through
+Ranking is where nondeterminism would creep in (partition-based selection and
+unstable sorts order tied scores arbitrarily), so every model goes through
 :func:`top_k` and inherits the same rule: score descending, then item index
 ascending.
 """
@@ -12,10 +12,6 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-
-_INDEX_BITS = 32
-_INDEX_MASK = np.uint64((1 << _INDEX_BITS) - 1)
-_EXCLUDED_KEY = np.uint64(np.iinfo(np.uint64).max)
 
 
 def top_k(
@@ -30,7 +26,8 @@ def top_k(
     scores:
         Array of shape ``(n_rows, n_items)``, real dtype; higher is better.
         ``-inf`` is allowed (the item stays a candidate, ranked last); NaN is not.
-        float32 input is ranked as is; any other real dtype is ranked in float64.
+        float16/float32 input is compared in float32, any other real dtype in
+        float64.
     k:
         Number of items to return per row, an integer >= 1. May exceed
         ``n_items``; the surplus positions are padding.
@@ -54,9 +51,8 @@ def top_k(
     TypeError
         If ``exclude`` is neither None nor a scipy sparse matrix.
     ValueError
-        If ``scores`` is not a 2-D real array, contains NaN, has 2**32 or more
-        columns, if ``k`` is not an integer >= 1, or if ``exclude`` has a
-        different shape from ``scores``.
+        If ``scores`` is not a 2-D real array or contains NaN, if ``k`` is not
+        an integer >= 1, or if ``exclude`` has a different shape from ``scores``.
     """
     scores = np.asarray(scores)
     if scores.ndim != 2:
@@ -67,25 +63,57 @@ def top_k(
         raise ValueError(f"k: expected an integer >= 1, found {k!r}")
     k = int(k)
     n_rows, n_items = scores.shape
-    if n_items >= (1 << _INDEX_BITS) - 1:
-        raise ValueError(f"scores: expected fewer than 2**32 - 1 columns, found {n_items}")
     if np.issubdtype(scores.dtype, np.floating) and np.isnan(scores).any():
         raise ValueError("scores: expected no NaN values, found at least one")
 
+    work_dtype = np.float32 if scores.dtype in (np.float16, np.float32) else np.float64
+    # Ranking ascending on the negated scores; NaN marks excluded items because
+    # numpy's partition and sort place NaN after every number, -inf scores included.
+    keys = -np.asarray(scores, dtype=work_dtype)
     excluded_rows, excluded_cols = _excluded_positions(exclude, scores.shape)
+    keys[excluded_rows, excluded_cols] = np.nan
 
-    if scores.dtype == np.float32:
-        indices = _rank_float32(scores, k, excluded_rows, excluded_cols)
-    else:
-        indices = _rank_generic(scores.astype(np.float64, copy=False), k, excluded_rows, excluded_cols)
+    take = min(k, n_items)
+    indices = np.full((n_rows, k), -1, dtype=np.int64)
+    top_scores = np.full((n_rows, k), -np.inf, dtype=np.float32)
+    if take == 0 or n_rows == 0:
+        return indices, top_scores
 
+    selected = _select_k_smallest(keys, take)
+    rows, cols = np.nonzero(selected)
+    counts = np.bincount(rows, minlength=n_rows)
+    slot = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
+
+    chosen = np.full((n_rows, take), -1, dtype=np.int64)
+    chosen_keys = np.full((n_rows, take), np.nan, dtype=work_dtype)
+    chosen[rows, slot] = cols
+    chosen_keys[rows, slot] = keys[rows, cols]
+    # np.nonzero lists each row's columns in ascending order, so a stable sort
+    # leaves tied scores in item index order; padding (NaN) goes last.
+    order = np.argsort(chosen_keys, axis=1, kind="stable")
+    indices[:, :take] = np.take_along_axis(chosen, order, axis=1)
     padded = indices < 0
-    safe = np.where(padded, 0, indices)
-    top_scores = np.take_along_axis(scores, safe, axis=1).astype(np.float32, copy=False) if n_items else (
-        np.zeros(safe.shape, dtype=np.float32)
-    )
-    top_scores = np.where(padded, np.float32(-np.inf), top_scores).astype(np.float32, copy=False)
+    top_scores[:, :take] = np.take_along_axis(scores, np.where(padded[:, :take], 0, indices[:, :take]), axis=1)
+    top_scores[padded] = -np.inf
     return indices, top_scores
+
+
+def _select_k_smallest(keys: np.ndarray, take: int) -> np.ndarray:
+    """Boolean mask of each row's ``take`` smallest non-NaN keys, ties resolved toward lower columns.
+
+    Rows with fewer than ``take`` non-NaN keys get all of them. ``argpartition``
+    alone would pick an arbitrary subset of the items tied at the cut, so the
+    cut value is found first and tied items are admitted in column order.
+    """
+    cut = np.partition(keys, take - 1, axis=1)[:, take - 1 : take]
+    short_rows = np.isnan(cut[:, 0])
+    below = keys < cut
+    at_cut = keys == cut
+    missing = take - below.sum(axis=1, keepdims=True)
+    selected = below | (at_cut & (np.cumsum(at_cut, axis=1, dtype=np.int32) <= missing))
+    if short_rows.any():
+        selected[short_rows] = ~np.isnan(keys[short_rows])
+    return selected
 
 
 def _excluded_positions(exclude, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -98,50 +126,3 @@ def _excluded_positions(exclude, shape: tuple[int, int]) -> tuple[np.ndarray, np
         raise ValueError(f"exclude: expected shape {shape} like scores, found {exclude.shape}")
     rows, cols = sp.coo_matrix(exclude).nonzero()
     return rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False)
-
-
-def _rank_float32(scores: np.ndarray, k: int, ex_rows: np.ndarray, ex_cols: np.ndarray) -> np.ndarray:
-    """Rank by one unique uint64 key per entry so that ``argpartition`` cannot reorder ties.
-
-    The high 32 bits are an order-reversing image of the float32 score, the low
-    32 bits the item index, hence ascending key = score descending, index
-    ascending, and all keys of a row are distinct.
-    """
-    n_rows, n_items = scores.shape
-    # Adding +0.0 turns -0.0 into +0.0 so the two zeros tie, as they compare equal.
-    bits = (scores + np.float32(0.0)).view(np.uint32)
-    negative = (bits >> np.uint32(31)).astype(bool)
-    ascending = np.where(negative, ~bits, bits | np.uint32(0x80000000))
-    descending = (~ascending).astype(np.uint64)
-    keys = (descending << np.uint64(_INDEX_BITS)) | np.arange(n_items, dtype=np.uint64)[None, :]
-    if ex_rows.size:
-        keys[ex_rows, ex_cols] = _EXCLUDED_KEY
-
-    take = min(k, n_items)
-    if take < n_items:
-        chosen = np.partition(keys, take - 1, axis=1)[:, :take]
-    else:
-        chosen = keys
-    chosen = np.sort(chosen, axis=1)
-
-    indices = np.full((n_rows, k), -1, dtype=np.int64)
-    idx = (chosen & _INDEX_MASK).astype(np.int64)
-    indices[:, :take] = np.where(chosen == _EXCLUDED_KEY, -1, idx)
-    return indices
-
-
-def _rank_generic(scores: np.ndarray, k: int, ex_rows: np.ndarray, ex_cols: np.ndarray) -> np.ndarray:
-    """Full stable sort: slower, but exact for float64 where the packed key does not fit."""
-    n_rows, n_items = scores.shape
-    negated = -(scores + 0.0)
-    excluded = np.zeros(scores.shape, dtype=bool)
-    if ex_rows.size:
-        excluded[ex_rows, ex_cols] = True
-    # lexsort is stable and sorts by the last key first: excluded last, then score
-    # descending; equal keys keep column order, i.e. index ascending.
-    order = np.lexsort((negated, excluded), axis=1) if n_items else np.zeros((n_rows, 0), dtype=np.int64)
-    take = min(k, n_items)
-    order = order[:, :take]
-    indices = np.full((n_rows, k), -1, dtype=np.int64)
-    indices[:, :take] = np.where(np.take_along_axis(excluded, order, axis=1), -1, order)
-    return indices

@@ -119,7 +119,12 @@ def methods_text(report: "ComparisonReport") -> str:
 
 def results_text(report: "ComparisonReport", c: "PairwiseComparison") -> str:
     """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n."""
-    verb = "improved" if c.difference > 0 else "lowered" if c.difference < 0 else "did not change"
+    if c.difference > 0:
+        effect = f"{c.candidate} improved {c.metric} over {c.baseline} by {c.difference:.4f}"
+    elif c.difference < 0:
+        effect = f"{c.candidate} scored {-c.difference:.4f} lower than {c.baseline} on {c.metric}"
+    else:
+        effect = f"{c.candidate} and {c.baseline} scored the same mean {c.metric}"
     J = report.family_size
     B = c.n_resamples
     p = c.adjusted_p_value
@@ -148,8 +153,7 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison") -> str:
         "inconclusive": "not significant",
     }[c.direction]
     return (
-        f"{c.candidate} {verb} {c.metric} over {c.baseline} by {c.difference:+.4f} "
-        f"({level} paired-bootstrap interval {interval}, a relative change of {c.relative_difference:+.1%}; "
+        f"{effect} ({level} paired-bootstrap interval {interval}, a relative change of {c.relative_difference:+.1%}; "
         f"{test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom {c.n_nonzero:,} scored differently)."
     )
 

@@ -163,8 +163,8 @@ def seed_spread(
         With 2 to 4 seeds on a seeded side.
     """
     metrics = _metrics_iv(metrics)
-    base_seeds = _side_iv(baseline, "baseline")
-    cand_seeds = _side_iv(candidate, "candidate")
+    base_seeds = _side_iv(baseline, "baseline", baseline_name)
+    cand_seeds = _side_iv(candidate, "candidate", candidate_name)
     if base_seeds is None and cand_seeds is None:
         raise ValueError(
             "baseline, candidate: expected at least one side to be a mapping seed -> EvaluationResult, "
@@ -269,7 +269,7 @@ def seed_spread(
     return SeedSpread(summary=pd.DataFrame(summary, columns=list(SEED_COLUMNS)), per_seed=per_seed)
 
 
-def _side_iv(side, name: str) -> list | None:
+def _side_iv(side, name: str, label: str) -> list | None:
     """Sorted seeds of a seeded side, or None for a single result."""
     if isinstance(side, EvaluationResult):
         return None
@@ -287,7 +287,7 @@ def _side_iv(side, name: str) -> list | None:
         )
     if len(side) < 5:
         warn(
-            f"{name}: only {len(side)} seeds; a standard deviation from so few runs is very uncertain "
+            f"{name} ({label}): only {len(side)} seeds; a standard deviation from so few runs is very uncertain "
             f"(about {1 / math.sqrt(2 * (len(side) - 1)):.0%} relative error)",
             FewSeedsWarning,
         )

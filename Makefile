@@ -1,0 +1,37 @@
+# The two commands of the README: `make demo` (the main job) and `make test` (the suite).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STORE := sqlite:///mlruns.db
+EXPERIMENT ?= mlflow-recsys-demo
+
+.PHONY: install demo test validate clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch first and pinned: the CPU wheel; a bare `torch` could pull a multi-GB CUDA build.
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e ".[test]"
+	# The recbole wheel ships MovieLens-100k; --no-deps keeps its own heavy requirements out.
+	$(PY) -m pip install --quiet --no-deps recbole==1.2.1
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	@# The experiment keeps its artifacts under ./mlartifacts beside the SQLite store.
+	@MLFLOW_TRACKING_URI=$(STORE) $(PY) -c "import mlflow, pathlib; \
+	mlflow.get_experiment_by_name('$(EXPERIMENT)') or mlflow.create_experiment('$(EXPERIMENT)', \
+	artifact_location=pathlib.Path('mlartifacts').resolve().as_uri())"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" MLFLOW_TRACKING_URI=$(STORE) \
+		$(VENV)/bin/mlflow run . --env-manager local --experiment-name $(EXPERIMENT)
+
+test: install
+	$(PY) -m pytest
+
+validate: install
+	$(PY) -m pytest -m validation
+
+clean:
+	rm -rf mlruns.db mlartifacts mlruns

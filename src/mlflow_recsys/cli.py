@@ -1,0 +1,194 @@
+"""Command line: ``mlflow-recsys split | train | compare | main | datasets``.
+
+Thin on purpose: every command calls the same functions a Python user would,
+and turns the errors they raise into one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+
+import click
+
+METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
+
+
+def _friendly_errors(func):
+    """Report bad input as ``Error: <message>`` (exit 1) rather than a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, TypeError, KeyError, OSError, RuntimeError) as exc:
+            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+            raise click.ClickException(f"{type(exc).__name__}: {message}") from None
+
+    return wrapper
+
+
+def _none_if_empty(value: str | None) -> str | None:
+    return value if value not in (None, "", "None", "none") else None
+
+
+def _split_list(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+@click.group()
+@click.version_option(package_name="mlflow-recsys")
+def cli():
+    """Train, evaluate and statistically compare top-N recommenders as MLflow runs."""
+    # One progress bar per step is ours; MLflow's per-file download bars only add noise.
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+
+@cli.command()
+def datasets():
+    """List the registered datasets."""
+    from mlflow_recsys.data import DATASETS
+
+    for name, spec in DATASETS.items():
+        click.echo(f"{name}: {spec.description}\n  url: {spec.url}\n  licence: {spec.licence}\n  cite: {spec.citation}")
+
+
+@cli.command()
+@click.option("--dataset", default="movielens-100k", show_default=True, help="registered dataset name")
+@click.option("--seed", default=42, show_default=True, type=int, help="seed of the user split")
+@click.option("--eval-draws", default=1, show_default=True, type=int, help="fold-in/target draws per held-out user")
+@click.option("--eval-holdout-frac", default=0.2, show_default=True, type=float, help="share of a held-out user's items scored")
+@click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
+@_friendly_errors
+def split(dataset, seed, eval_draws, eval_holdout_frac, data_dir):
+    """Build a user split and log it as a split run (artifact checkpoint.zip)."""
+    from mlflow_recsys.tracking.training import run_split
+
+    run_id = run_split(dataset=dataset, seed=seed, eval_draws=eval_draws, data_dir=_none_if_empty(data_dir),
+                       eval_holdout_frac=eval_holdout_frac)
+    click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
+
+
+@cli.command()
+@click.option("--checkpoint", required=True, help="checkpoint zip path or artifact URI (runs:/<id>/checkpoint.zip)")
+@click.option("--model", required=True, type=click.Choice(["EASE", "ELSA", "Popularity"]))
+@click.option("--seed", default=0, show_default=True, type=int, help="training seed (ignored by EASE, Popularity)")
+@click.option("--l2", default=500.0, show_default=True, type=float, help="EASE: L2 regularisation")
+@click.option("--latent-dim", default=24, show_default=True, type=int, help="ELSA: latent dimension")
+@click.option("--batch-size", default=64, show_default=True, type=int, help="ELSA: users per batch")
+@click.option("--epochs", default=20, show_default=True, type=int, help="ELSA: training epochs")
+@click.option("--lr", default=0.01, show_default=True, type=float, help="ELSA: learning rate")
+@click.option("--weight-decay", default=0.0, show_default=True, type=float, help="ELSA: weight decay")
+@click.option("--device", default="cpu", show_default=True, help="ELSA: torch device")
+@click.option("--metrics", default=None, help=METRICS_HELP + " (default: the standard set)")
+@_friendly_errors
+def train(checkpoint, model, seed, l2, latent_dim, batch_size, epochs, lr, weight_decay, device, metrics):
+    """Fit one model, evaluate it on the test users and log a train run."""
+    from mlflow_recsys.tracking.training import DEFAULT_METRICS, run_train
+
+    run_id = run_train(checkpoint=checkpoint, model=model, seed=seed, l2=l2, latent_dim=latent_dim,
+                       batch_size=batch_size, epochs=epochs, lr=lr, weight_decay=weight_decay, device=device,
+                       metrics=_split_list(metrics) or DEFAULT_METRICS)
+    click.echo(f"train run {run_id} ({model})")
+
+
+def _comparison_options(func):
+    options = [
+        click.option("--reference", default=None, help="baseline model every other model is compared with"),
+        click.option("--metrics", default=None, help=METRICS_HELP + " (default: every key all runs share)"),
+        click.option("--primary", default=None, help="metric declared primary in advance"),
+        click.option("--n-resamples", default=9999, show_default=True, type=int),
+        click.option("--confidence-level", default=0.95, show_default=True, type=float),
+        click.option("--alternative", default="two-sided", show_default=True,
+                     type=click.Choice(["two-sided", "greater", "less"])),
+        click.option("--test-method", default="randomization", show_default=True,
+                     type=click.Choice(["randomization", "bootstrap", "t"])),
+        click.option("--correction", default="holm", show_default=True,
+                     type=click.Choice(["holm", "bonferroni", "none"])),
+        click.option("--random-state", default=0, show_default=True, type=int),
+        click.option("--paired-seeds/--independent-seeds", default=False, show_default=True,
+                     help="when both models have seeds: pair runs by seed (shared randomness) or not"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@cli.command()
+@click.argument("run_ids", nargs=-1)
+@click.option("--run-ids", "run_ids_csv", default=None, help="comma-separated run ids (alternative to arguments)")
+@click.option("--compare-url", default=None, help="a pasted MLflow UI compare-runs URL")
+@click.option("--experiment", default=None, help="experiment name or id to select runs from")
+@click.option("--filter", "filter_string", default=None, help="MLflow filter string, with --experiment")
+@click.option("--output-experiment", default=None, help="experiment for the comparison run (default: the sources')")
+@_comparison_options
+@_friendly_errors
+def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, reference, metrics,
+            primary, n_resamples, confidence_level, alternative, test_method, correction, random_state,
+            paired_seeds):
+    """Compare training runs and log the report as a comparison run."""
+    from mlflow_recsys.tracking.comparison import compare_runs
+
+    ids = list(run_ids) + _split_list(run_ids_csv)
+    outcome = compare_runs(
+        run_ids=ids or None, compare_url=_none_if_empty(compare_url), experiment=_none_if_empty(experiment),
+        filter_string=_none_if_empty(filter_string), reference=_none_if_empty(reference),
+        metrics=_split_list(metrics) or None, primary=_none_if_empty(primary),
+        correction=None if correction == "none" else correction, confidence_level=confidence_level,
+        n_resamples=n_resamples, alternative=alternative, test_method=test_method, random_state=random_state,
+        paired_seeds=paired_seeds, output_experiment=_none_if_empty(output_experiment),
+    )
+    _print_comparison(outcome, _none_if_empty(primary))
+
+
+def _print_comparison(outcome, primary):
+    from mlflow_recsys.stats.reporting import display_frame
+
+    report = outcome.report
+    click.echo("\nPaired comparison (one trained instance per model: its lowest seed)\n")
+    click.echo(display_frame(report).to_string(index=False))
+    seeds = outcome.seed_frame()
+    if not seeds.empty:
+        click.echo("\nSpread across training seeds beside spread across users\n")
+        cols = ["metric", "baseline", "candidate", "n_seeds", "mean_difference", "min_difference", "max_difference",
+                "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"]
+        click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
+    if primary:
+        click.echo("")
+        for c in report.comparisons:
+            if c.metric == primary:
+                click.echo(report.results_text(primary, c.candidate, c.baseline))
+        for spread in outcome.seed_spreads.values():
+            click.echo(spread.results_text(primary))
+    click.echo(f"\ncomparison run {outcome.run_id}")
+
+
+@cli.command()
+@click.option("--dataset", default="movielens-100k", show_default=True)
+@click.option("--split-seed", default=42, show_default=True, type=int)
+@click.option("--seeds", default="0,1,2", show_default=True, help="ELSA training seeds, comma-separated")
+@click.option("--l2", default=500.0, show_default=True, type=float, help="EASE: L2 regularisation")
+@click.option("--latent-dim", default=24, show_default=True, type=int, help="ELSA: latent dimension")
+@click.option("--batch-size", default=64, show_default=True, type=int, help="ELSA: users per batch")
+@click.option("--epochs", default=20, show_default=True, type=int, help="ELSA: training epochs")
+@click.option("--lr", default=0.01, show_default=True, type=float, help="ELSA: learning rate")
+@click.option("--metrics", default="ndcg@100,calibrated_recall@20,recall@20,mrr@20", show_default=True,
+              help=METRICS_HELP + " compared")
+@click.option("--primary", default="ndcg@100", show_default=True)
+@click.option("--n-resamples", default=9999, show_default=True, type=int)
+@click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
+@_friendly_errors
+def main(dataset, split_seed, seeds, l2, latent_dim, batch_size, epochs, lr, metrics, primary, n_resamples,
+         project_uri):
+    """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run."""
+    from mlflow_recsys.tracking.study import run_study
+
+    run_study(dataset=dataset, split_seed=split_seed, seeds=[int(s) for s in _split_list(seeds)], l2=l2,
+              latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, metrics=metrics,
+              primary=primary, n_resamples=n_resamples, project_uri=project_uri, echo=click.echo)
+
+
+if __name__ == "__main__":  # `python -m mlflow_recsys.cli` (the MLproject commands)
+    cli()

@@ -1,0 +1,293 @@
+"""Compare training runs and log the report back to MLflow as a comparison run."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import mlflow
+import pandas as pd
+from mlflow.entities import Run
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
+from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
+from mlflow_recsys.tracking.context import log_params_once
+from mlflow_recsys.tracking.naming import mlflow_metric_name, safe_name
+from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """What :func:`compare_runs` produced.
+
+    Attributes
+    ----------
+    report:
+        The paired comparison (one trained instance per model: the lowest seed).
+    seed_spreads:
+        Candidate name -> :class:`SeedSpread` for every pair where a side has seeds.
+    run_id:
+        The comparison run's id.
+    source_runs:
+        Model name -> {seed tag -> run id} of the runs compared.
+    """
+
+    report: ComparisonReport
+    seed_spreads: dict[str, SeedSpread]
+    run_id: str
+    source_runs: dict[str, dict[str, str]]
+
+    def seed_frame(self) -> pd.DataFrame:
+        """All seed-spread rows in one frame (empty if no model had seeds)."""
+        frames = [s.to_frame() for s in self.seed_spreads.values()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def compare_runs(
+    *,
+    run_ids: Sequence[str] | None = None,
+    compare_url: str | None = None,
+    experiment: str | None = None,
+    filter_string: str | None = None,
+    reference: str | None = None,
+    metrics: Sequence[str] | None = None,
+    primary: str | None = None,
+    correction: str | None = "holm",
+    confidence_level: float = 0.95,
+    n_resamples: int = 9999,
+    alternative: str = "two-sided",
+    test_method: str = "randomization",
+    random_state: int = 0,
+    paired_seeds: bool = False,
+    output_experiment: str | None = None,
+) -> RunComparison:
+    """Select training runs, verify they are comparable, compare them and log a comparison run.
+
+    Runs are grouped by the ``recsys.model`` and ``recsys.seed`` tags. The
+    paired report compares one trained instance per model (its lowest seed);
+    for every model with two or more seeds, a seed-spread table puts the
+    retraining spread beside the spread across users.
+
+    The comparison run goes to ``output_experiment`` or, by default, the
+    experiment of the first source run. When called inside an active run (the
+    ``compare`` entry point of ``mlflow run``) that run is used.
+
+    Raises
+    ------
+    RunSelectionError
+        If the selection is invalid, runs were scored on different splits,
+        targets or users (naming each run and its value), two runs share a model
+        and seed, or ``reference`` / ``primary`` / ``metrics`` name nothing compared.
+    ArtifactError
+        If a run's per-user artifacts are missing or malformed.
+    """
+    runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
+                       experiment=experiment, filter_string=filter_string)
+    artifacts = load_many([r.info.run_id for r in runs])
+    _verify_same_evaluation(runs, artifacts)
+    groups = _group(runs, artifacts)
+    metric_keys = _metric_keys(metrics, artifacts)
+    if primary is not None and primary not in metric_keys:
+        raise RunSelectionError(f"primary: expected one of the compared metrics {metric_keys}, found {primary!r}")
+    if reference is not None and reference not in groups:
+        raise RunSelectionError(f"reference: expected one of the compared models {sorted(groups)}, found {reference!r}")
+    if len(groups) < 2:
+        raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
+
+    instances = {model: seeds[_first_seed(seeds)][1] for model, seeds in groups.items()}
+    if reference is not None:
+        instances = {reference: instances[reference], **{m: r for m, r in instances.items() if m != reference}}
+    report = compare_models(
+        instances, metrics=metric_keys, reference=reference, correction=correction,
+        confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+        test_method=test_method, random_state=random_state,
+    )
+    spreads = {}
+    for c in {(c.baseline, c.candidate) for c in report.comparisons}:
+        base, cand = c
+        if len(groups[base]) < 2 and len(groups[cand]) < 2:
+            continue
+        spreads[f"{cand} vs {base}"] = seed_spread(
+            _side(groups[base]), _side(groups[cand]), metrics=metric_keys, baseline_name=base,
+            candidate_name=cand, paired_seeds=paired_seeds and len(groups[base]) > 1 and len(groups[cand]) > 1,
+            confidence_level=confidence_level, n_resamples=n_resamples, random_state=random_state,
+        )
+    spreads = dict(sorted(spreads.items()))
+    source_runs = {
+        model: {seed: run_id for seed, (run_id, _) in seeds.items()} for model, seeds in groups.items()
+    }
+    settings = {
+        "reference": reference, "metrics": ",".join(metric_keys), "primary_metric": primary,
+        "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
+        "alternative": alternative, "test_method": test_method, "random_state": random_state,
+        "paired_seeds": paired_seeds, "report_instance": "lowest seed of each model",
+    }
+    run_id = _log_comparison_run(report, spreads, runs, source_runs, settings, primary, output_experiment)
+    return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=source_runs)
+
+
+# -- verifying and grouping ---------------------------------------------------------
+
+
+def _verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtifacts]) -> None:
+    def check(label: str, values: dict[str, object]) -> None:
+        if len(set(map(str, values.values()))) > 1:
+            listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
+            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
+
+    check("split (split digest)", {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
+    check("users and targets (targets fingerprint)",
+          {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs})
+    first = runs[0].info.run_id
+    ids = artifacts[first].result.sample_ids
+    for r in runs[1:]:
+        other = artifacts[r.info.run_id].result.sample_ids
+        if len(other) != len(ids) or not (other == ids).all():
+            raise RunSelectionError(f"runs {first} and {r.info.run_id} hold different sample ids")
+
+
+def _group(runs: list[Run], artifacts) -> dict[str, dict[str, tuple[str, EvaluationResult]]]:
+    groups: dict[str, dict[str, tuple[str, EvaluationResult]]] = {}
+    for r in runs:
+        model = r.data.tags.get(tags.MODEL)
+        seed = r.data.tags.get(tags.SEED, tags.NO_SEED)
+        if not model:
+            raise RunSelectionError(f"run {r.info.run_id}: expected a {tags.MODEL} tag, found none")
+        seeds = groups.setdefault(model, {})
+        if seed in seeds:
+            raise RunSelectionError(
+                f"runs {seeds[seed][0]} and {r.info.run_id} are both {model} with seed {seed}; select one"
+            )
+        seeds[seed] = (r.info.run_id, artifacts[r.info.run_id].result)
+    return groups
+
+
+def _first_seed(seeds: dict) -> str:
+    return sorted(seeds, key=lambda s: (not s.lstrip("-").isdigit(), int(s) if s.lstrip("-").isdigit() else 0, s))[0]
+
+
+def _side(seeds: dict[str, tuple[str, EvaluationResult]]):
+    if len(seeds) == 1:
+        return next(iter(seeds.values()))[1]
+    return {int(s) if s.lstrip("-").isdigit() else s: res for s, (_, res) in seeds.items()}
+
+
+def _metric_keys(metrics, artifacts) -> list[str]:
+    common = None
+    for art in artifacts.values():
+        keys = list(art.result.per_user)
+        common = keys if common is None else [k for k in common if k in keys]
+    if not metrics:
+        if not common:
+            raise RunSelectionError("metrics: the runs share no metric key")
+        return common
+    missing = [m for m in metrics if m not in common]
+    if missing:
+        raise RunSelectionError(f"metrics: {missing} were not evaluated by every run; available: {common}")
+    return list(metrics)
+
+
+# -- logging back ---------------------------------------------------------------------
+
+
+def _metric_prefix(c, reference: str | None) -> str:
+    who = c.candidate if reference is not None else f"{c.candidate}_vs_{c.baseline}"
+    return f"{safe_name(who)}.{mlflow_metric_name(c.metric)}"
+
+
+def _note(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None) -> str:
+    lines = ["## Paired comparison", ""]
+    if primary is not None:
+        lines.append(f"Primary metric, declared in advance: **{primary}**.")
+        for c in report.comparisons:
+            if c.metric == primary:
+                lines += ["", report.results_text(primary, c.candidate, c.baseline)]
+        lines.append("")
+    lines += [report.to_markdown(), ""]
+    for name, spread in spreads.items():
+        key = primary or spread.to_frame()["metric"].iloc[0]
+        lines += [f"**Seeds ({name})**: {spread.results_text(key)}", ""]
+    return "\n".join(lines)
+
+
+def _log_comparison_run(report, spreads, runs, source_runs, settings, primary, output_experiment) -> str:
+    models = [report.reference] if report.reference else []
+    models += [m for m in source_runs if m not in models]
+    run_name = f"compare {' vs '.join(models)}"
+    with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
+        out = Path(tmp)
+        # Everything is written first and logged in one go, so a failure leaves no partial artifact set.
+        frame = report.to_frame()
+        frame.to_csv(out / "report.csv", index=False)
+        frame.to_parquet(out / "report.parquet", index=False)
+        (out / "report.md").write_text(report.to_markdown() + "\n")
+        (out / "methods.md").write_text(report.methods_text() + "\n")
+        (out / "references.bib").write_text(references_bibtex())
+        seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True) if spreads else None
+        if seed_frame is not None:
+            seed_frame.to_csv(out / "seed_spread.csv", index=False)
+            pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()],
+                      ignore_index=True).to_csv(out / "seed_spread_per_seed.csv", index=False)
+
+        active = mlflow.active_run()
+        if active is None and os.environ.get("MLFLOW_RUN_ID"):
+            # Launched as the `compare` entry point: log into the run `mlflow run` created.
+            context = mlflow.start_run()
+        elif active is None:
+            experiment_id = runs[0].info.experiment_id
+            if output_experiment is not None:
+                exp = mlflow.get_experiment_by_name(output_experiment)
+                experiment_id = exp.experiment_id if exp else mlflow.create_experiment(output_experiment)
+            context = mlflow.start_run(experiment_id=experiment_id, run_name=run_name)
+        else:
+            context = _Active(active)
+        with context as run:
+            first = runs[0].data.tags
+            mlflow.set_tags({
+                tags.ROLE: tags.ROLE_COMPARISON,
+                tags.SOURCE_RUNS: ",".join(r.info.run_id for r in runs),
+                tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
+                tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+                tags.PRIMARY_METRIC: primary or "",
+                "mlflow.runName": run_name,
+                "mlflow.note.content": _note(report, spreads, primary),
+            })
+            log_params_once(settings)
+            metrics = {}
+            for c in report.comparisons:
+                prefix = _metric_prefix(c, report.reference)
+                for field in ("difference", "relative_difference", "ci_low", "ci_high", "p_value", "adjusted_p_value"):
+                    value = getattr(c, field)
+                    if pd.notna(value) and abs(value) != float("inf"):
+                        metrics[f"{prefix}.{field}"] = float(value)
+            for name, spread in spreads.items():
+                for row in spread.to_frame().itertuples():
+                    prefix = f"{safe_name(row.candidate)}.{mlflow_metric_name(row.metric)}.seeds"
+                    for field in ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"):
+                        value = getattr(row, field)
+                        if pd.notna(value):
+                            metrics[f"{prefix}.{field}"] = float(value)
+            mlflow.log_metrics(metrics)
+            mlflow.log_artifacts(str(out))
+            mlflow.log_table(frame, artifact_file="report_table.json")
+            if seed_frame is not None:
+                mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
+            return run.info.run_id
+
+
+class _Active:
+    """Context wrapper for a run that someone else started (``mlflow run``) and will end."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def __enter__(self):
+        return self.run
+
+    def __exit__(self, *exc):
+        return False

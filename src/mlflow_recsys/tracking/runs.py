@@ -1,0 +1,177 @@
+"""Select training runs the way MLflow users pick them, and load their per-user results."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import mlflow
+from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from tqdm.auto import tqdm
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.artifacts import (
+    EVALUATION_FILE,
+    PER_USER_FILE,
+    EvaluationArtifacts,
+    read_evaluation_artifacts,
+)
+
+
+class RunSelectionError(ValueError):
+    """The selected runs cannot be compared; the message names the runs and why."""
+
+
+def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
+    """Run ids and experiment ids from a pasted MLflow UI compare URL.
+
+    The URL looks like ``http://host/#/compare-runs?runs=["a","b"]&experiments=["1"]``
+    and may be percent-encoded any number of times; it is decoded until stable.
+
+    Raises
+    ------
+    ValueError
+        If the URL holds no ``runs=`` list of strings.
+    """
+    decoded, previous = url.strip(), None
+    while decoded != previous:
+        previous, decoded = decoded, unquote(decoded)
+    fragment = urlsplit(decoded).fragment or decoded
+    query = fragment.split("?", 1)[1] if "?" in fragment else fragment
+    fields = parse_qs(query, keep_blank_values=True)
+    lists = {}
+    for name in ("runs", "experiments"):
+        raw = fields.get(name, ["[]"])[0]
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ValueError(f"compare_url: expected {name}=[...] to be a JSON list, found {raw!r}") from None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ValueError(f"compare_url: expected {name}=[...] to list strings, found {raw!r}")
+        lists[name] = value
+    if not lists["runs"]:
+        raise ValueError(f"compare_url: expected a compare-runs URL with runs=[...], found {url!r}")
+    return lists["runs"], lists["experiments"]
+
+
+def select_runs(
+    *,
+    run_ids: list[str] | None = None,
+    compare_url: str | None = None,
+    experiment: str | None = None,
+    filter_string: str | None = None,
+    client: MlflowClient | None = None,
+) -> list[Run]:
+    """Training runs chosen by ids, by a compare URL, or by experiment plus filter.
+
+    Exactly one of ``run_ids``, ``compare_url`` or ``experiment`` (a name or an
+    id) must be given; ``filter_string`` is an MLflow search filter used with
+    ``experiment``. Only runs tagged ``recsys.role=train`` are training runs.
+
+    Raises
+    ------
+    RunSelectionError
+        If the selection is ambiguous or empty, a run or experiment does not
+        exist, a run is not a training run, or a run is not FINISHED (the
+        message lists every such run with its state).
+    """
+    client = client or MlflowClient()
+    given = [x is not None and x != [] for x in (run_ids, compare_url, experiment)]
+    if sum(given) != 1:
+        raise RunSelectionError(
+            "runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), "
+            f"found {sum(given)}"
+        )
+    if filter_string and experiment is None:
+        raise RunSelectionError("filter_string: only applies with an experiment, found no experiment")
+    if compare_url is not None:
+        run_ids, _ = parse_compare_url(compare_url)
+    if run_ids:
+        runs = []
+        for run_id in run_ids:
+            try:
+                runs.append(client.get_run(run_id))
+            except MlflowException:
+                raise RunSelectionError(
+                    f"run {run_id!r} was not found in tracking store {mlflow.get_tracking_uri()}"
+                ) from None
+    else:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            try:
+                exp = client.get_experiment(experiment)
+            except MlflowException:
+                exp = None
+        if exp is None:
+            raise RunSelectionError(
+                f"experiment: expected an experiment name or id in {mlflow.get_tracking_uri()}, found {experiment!r}"
+            )
+        clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}'"
+        query = f"{clause} and {filter_string}" if filter_string else clause
+        try:
+            runs = client.search_runs([exp.experiment_id], filter_string=query, max_results=10_000)
+        except MlflowException as exc:
+            raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+        if not runs:
+            raise RunSelectionError(
+                f"no training runs in experiment {exp.name!r} match filter {filter_string!r}"
+            )
+    _require_training_runs(runs)
+    return runs
+
+
+def _require_training_runs(runs: list[Run]) -> None:
+    ids = [r.info.run_id for r in runs]
+    if len(set(ids)) != len(ids):
+        raise RunSelectionError(f"runs: expected distinct run ids, found duplicates in {ids}")
+    not_train = [(r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN]
+    if not_train:
+        listing = ", ".join(f"{i} ({tags.ROLE}={role})" for i, role in not_train)
+        raise RunSelectionError(f"expected training runs only, found {listing}")
+    unfinished = [(r.info.run_id, r.info.status) for r in runs if r.info.status != "FINISHED"]
+    if unfinished:
+        listing = ", ".join(f"{i} ({s})" for i, s in unfinished)
+        raise RunSelectionError(
+            f"expected FINISHED runs only, found {listing}; a run left RUNNING usually means its "
+            "`mlflow run` was interrupted or missing a parameter"
+        )
+
+
+def load_evaluation_artifacts(run_id: str) -> EvaluationArtifacts:
+    """Download and validate the per-user artifacts of one training run.
+
+    Raises
+    ------
+    ArtifactError
+        If ``per_user.parquet`` or ``evaluation.json`` is missing or malformed,
+        naming the run.
+    """
+    from mlflow_recsys.tracking.artifacts import ArtifactError
+
+    with tempfile.TemporaryDirectory(prefix="mlflow-recsys-") as tmp:
+        for name in (PER_USER_FILE, EVALUATION_FILE):
+            try:
+                mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp)
+            except (MlflowException, OSError) as exc:
+                raise ArtifactError(f"run {run_id}: expected artifact {name}, could not download it ({exc})") from None
+        return read_evaluation_artifacts(tmp, origin=f"run {run_id}")
+
+
+def load_evaluation(run_id: str) -> EvaluationResult:
+    """The :class:`EvaluationResult` a training run logged, rebuilt from its artifacts."""
+    return load_evaluation_artifacts(run_id).result
+
+
+def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, EvaluationArtifacts]:
+    """Download several runs' artifacts with a few threads and a progress bar."""
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(run_ids)))) as pool:
+        loaded = list(
+            tqdm(pool.map(load_evaluation_artifacts, run_ids), total=len(run_ids), desc="per-user artifacts",
+                 unit="run", disable=None)
+        )
+    return dict(zip(run_ids, loaded))

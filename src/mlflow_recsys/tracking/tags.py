@@ -1,0 +1,18 @@
+"""Run tags of the ``recsys.`` namespace, named once."""
+
+ROLE = "recsys.role"
+MODEL = "recsys.model"
+SEED = "recsys.seed"
+SPLIT_DIGEST = "recsys.split_digest"
+TARGETS_FINGERPRINT = "recsys.targets_fingerprint"
+SOURCE_RUNS = "recsys.source_runs"
+PRIMARY_METRIC = "recsys.primary_metric"
+DATASET = "recsys.dataset"
+
+ROLE_SPLIT = "split"
+ROLE_TRAIN = "train"
+ROLE_COMPARISON = "comparison"
+ROLE_MAIN = "main"
+
+#: Seed tag value of a deterministic model (no seed).
+NO_SEED = "none"

@@ -1,0 +1,183 @@
+"""The ``split`` and ``train`` steps as MLflow runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+import mlflow
+
+from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_checkpoint
+from mlflow_recsys.evaluation import evaluate_recommender
+from mlflow_recsys.metrics import parse_metric_keys
+from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
+from mlflow_recsys.tracking.context import entry_point_run, log_params_once
+from mlflow_recsys.tracking.model_logging import log_recommender
+from mlflow_recsys.tracking.naming import mlflow_metric_name
+
+#: Metric keys evaluated by default: the guide's four plus the rest of the family.
+DEFAULT_METRICS = (
+    "ndcg@100",
+    "calibrated_recall@20",
+    "recall@20",
+    "mrr@20",
+    "map@20",
+    "precision@20",
+    "hit_rate@20",
+    "calibrated_recall@50",
+    "recall@50",
+)
+
+MODELS = ("EASE", "ELSA", "Popularity")
+#: Models whose fit uses no randomness: their runs carry ``recsys.seed=none``.
+DETERMINISTIC = ("EASE", "Popularity")
+
+
+def run_split(
+    *,
+    dataset: str,
+    seed: int = 42,
+    eval_draws: int = 1,
+    data_dir: str | None = None,
+    eval_holdout_frac: float = 0.2,
+) -> str:
+    """Build a user split and log it as a ``split`` run; return the run id.
+
+    The checkpoint is logged as the artifact ``checkpoint.zip``; training runs
+    take it as ``runs:/<run id>/checkpoint.zip``.
+    """
+    with entry_point_run(f"split {dataset} seed {seed}") as run, tempfile.TemporaryDirectory() as tmp:
+        path = build_recsys_checkpoint(
+            dataset=dataset, data_dir=data_dir, checkpoint_path=Path(tmp) / "checkpoint.zip",
+            split_mode="user_split", eval_draws=eval_draws, seed=seed, eval_holdout_frac=eval_holdout_frac,
+        )
+        with read_checkpoint(path) as root:
+            split = load_recsys_split(root)
+        manifest = split["manifest"]
+        mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"], tags.DATASET: dataset})
+        log_params_once({"dataset": dataset, **manifest["parameters"]})
+        mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
+        mlflow.log_artifact(str(path))
+        mlflow.log_dict(manifest, "manifest.json")
+        return run.info.run_id
+
+
+def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
+    """A local path to the checkpoint: the path itself, or a download of an artifact URI.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``checkpoint`` is neither an existing file nor a downloadable URI.
+    """
+    local = Path(checkpoint)
+    if local.is_file():
+        return local
+    if "://" in checkpoint or checkpoint.startswith("runs:/"):
+        try:
+            return Path(mlflow.artifacts.download_artifacts(artifact_uri=checkpoint, dst_path=dst))
+        except Exception as exc:  # MLflow raises several types for a missing artifact
+            raise FileNotFoundError(f"checkpoint: could not download {checkpoint!r} ({exc})") from None
+    raise FileNotFoundError(
+        f"checkpoint: expected an existing checkpoint zip or an artifact URI (runs:/<id>/checkpoint.zip), "
+        f"found {checkpoint!r}"
+    )
+
+
+def build_model(model: str, *, seed: int, l2: float, latent_dim: int, batch_size: int, epochs: int,
+                lr: float, weight_decay: float, device: str):
+    """An unfitted model (or trainer) named ``model`` with the given hyper-parameters.
+
+    Raises
+    ------
+    ValueError
+        If ``model`` is not one of :data:`MODELS`, or a hyper-parameter is invalid.
+    """
+    from mlflow_recsys.models import EASE, EASEConfig, ELSAConfig, ELSATrainer, Popularity
+
+    if model == "EASE":
+        return EASE(EASEConfig(l2=l2))
+    if model == "ELSA":
+        return ELSATrainer(ELSAConfig(latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr,
+                                      weight_decay=weight_decay, device=device, seed=seed))
+    if model == "Popularity":
+        return Popularity()
+    raise ValueError(f"model: expected one of {MODELS}, found {model!r}")
+
+
+def run_train(
+    *,
+    checkpoint: str,
+    model: str,
+    seed: int = 0,
+    l2: float = 500.0,
+    latent_dim: int = 24,
+    batch_size: int = 64,
+    epochs: int = 20,
+    lr: float = 0.01,
+    weight_decay: float = 0.0,
+    device: str = "cpu",
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    log_model: bool = True,
+) -> str:
+    """Fit one model on the checkpoint's training users, evaluate it on the test users, log a ``train`` run.
+
+    Logged: params (model, seed, hyper-parameters, checkpoint), the ``recsys.``
+    tags, aggregate test metrics (MLflow-safe names, e.g. ``ndcg_at_100``), the
+    training loss per epoch (ELSA), ``per_user.parquet`` + ``evaluation.json``,
+    and the model. Returns the run id.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the checkpoint cannot be found.
+    ValueError
+        For an unknown model or metric key, or an invalid hyper-parameter.
+    """
+    metric_objects = parse_metric_keys(list(metrics))
+    trainer = build_model(model, seed=seed, l2=l2, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs,
+                          lr=lr, weight_decay=weight_decay, device=device)
+    seeded = model not in DETERMINISTIC
+    with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
+        local = resolve_checkpoint(checkpoint, tmp)
+        with read_checkpoint(local) as root:
+            split = load_recsys_split(root)
+        run_name = f"{model} seed {seed}" if seeded else model
+        with entry_point_run(run_name) as run:
+            config = getattr(trainer, "config", None)
+            params = {"model": model, "seed": seed if seeded else "none", "checkpoint": checkpoint,
+                      "metrics": ",".join(m for obj in metric_objects for m in obj.keys)}
+            if config is not None:
+                params.update(dataclasses.asdict(config))
+            log_params_once(params)
+            mlflow.set_tags({tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: model,
+                             tags.SEED: str(seed) if seeded else tags.NO_SEED,
+                             tags.SPLIT_DIGEST: split["split_digest"],
+                             tags.DATASET: split["manifest"]["dataset"]["name"]})
+            started = time.perf_counter()
+            if model == "ELSA":
+                fitted = trainer.fit(
+                    split["x_train"],
+                    on_epoch_end=lambda epoch, loss: mlflow.log_metric("train_loss", loss, step=epoch),
+                )
+            else:
+                fitted = trainer.fit(split["x_train"])
+            fit_seconds = time.perf_counter() - started
+            result = evaluate_recommender(
+                fitted, source=split["test_source_matrix"], targets=split["test_target_matrix"],
+                metrics=metric_objects, sample_ids=split["test_eval_user_ids"],
+            )
+            mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
+            mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
+            mlflow.log_metrics({"fit_seconds": fit_seconds, "n_eval_users": result.n_units,
+                                "n_eval_rows": result.n_samples})
+            out = Path(tmp) / "evaluation"
+            write_evaluation_artifacts(result, out, split_digest=split["split_digest"])
+            mlflow.log_artifacts(str(out))
+            if log_model:
+                log_recommender(fitted)
+            return run.info.run_id

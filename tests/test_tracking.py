@@ -1,0 +1,187 @@
+"""Train and compare runs in a real temporary SQLite store, on MovieLens-100k."""
+
+import json
+import urllib.parse
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.cli import cli
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import FewSeedsWarning
+from mlflow_recsys.tracking import (
+    ArtifactError,
+    RunSelectionError,
+    compare_runs,
+    load_evaluation,
+    metric_key,
+    mlflow_metric_name,
+    parse_compare_url,
+    read_evaluation_artifacts,
+    run_split,
+    run_train,
+    write_evaluation_artifacts,
+)
+
+FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
+METRICS = ("ndcg@100", "recall@20", "mrr@20")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("store")
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    experiment_id = mlflow.create_experiment("tests", artifact_location=(root / "artifacts").as_uri())
+    mlflow.set_experiment(experiment_id=experiment_id)
+    yield root
+    mlflow.set_tracking_uri(previous)
+
+
+@pytest.fixture(scope="module")
+def study(store):
+    split_id = run_split(dataset="movielens-100k", seed=42)
+    checkpoint = f"runs:/{split_id}/checkpoint.zip"
+    ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS)
+    elsa = {s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, log_model=s == 0, **FAST_ELSA)
+            for s in (0, 1, 2)}
+    return {"split": split_id, "checkpoint": checkpoint, "ease": ease, "elsa": elsa}
+
+
+def test_metric_names_round_trip_and_reject_bad_keys():
+    assert mlflow_metric_name("ndcg@100") == "ndcg_at_100"
+    assert metric_key("calibrated_recall_at_20") == "calibrated_recall@20"
+    with pytest.raises(ValueError, match="key"):
+        mlflow_metric_name("ndcg100")
+
+
+def test_compare_url_is_decoded_until_stable():
+    url = 'http://127.0.0.1:5000/#/compare-runs?runs=["a1","b2"]&experiments=["3"]'
+    once = urllib.parse.quote(url, safe=":/#?&=")
+    twice = urllib.parse.quote(once, safe="")
+    for text in (url, once, twice):
+        assert parse_compare_url(text) == (["a1", "b2"], ["3"])
+    with pytest.raises(ValueError, match="runs="):
+        parse_compare_url("http://127.0.0.1:5000/#/experiments/1")
+
+
+def test_artifacts_round_trip_and_refuse_malformed_files(tmp_path):
+    result = EvaluationResult.from_per_user({"ndcg@10": np.array([0.1, 0.5, 1.0])}, sample_ids=np.array([4, 9, 2]),
+                                            targets_fingerprint="abc")
+    write_evaluation_artifacts(result, tmp_path, split_digest="s1")
+    back = read_evaluation_artifacts(tmp_path, origin="run x")
+    np.testing.assert_array_equal(back.result.per_user["ndcg@10"], result.per_user["ndcg@10"])
+    np.testing.assert_array_equal(back.result.sample_ids, result.sample_ids)
+    assert back.split_digest == "s1" and back.result.targets_fingerprint == "abc"
+
+    meta = json.loads((tmp_path / "evaluation.json").read_text())
+    (tmp_path / "evaluation.json").write_text(json.dumps({**meta, "schema_version": 99}))
+    with pytest.raises(ArtifactError, match="run x.*version 99"):
+        read_evaluation_artifacts(tmp_path, origin="run x")
+    (tmp_path / "evaluation.json").write_text(json.dumps(meta))
+    pd.DataFrame({"sample_id": [4, 9, 2], "ndcg@10": [0.1, np.nan, 1.0]}).to_parquet(tmp_path / "per_user.parquet")
+    with pytest.raises(ArtifactError, match="'ndcg@10'.*1 NaN"):
+        read_evaluation_artifacts(tmp_path)
+    pd.DataFrame({"sample_id": [4, 9, 2]}).to_parquet(tmp_path / "per_user.parquet")
+    with pytest.raises(ArtifactError, match="expected columns"):
+        read_evaluation_artifacts(tmp_path)
+
+
+def test_train_run_logs_tags_metrics_and_per_user_artifacts(study):
+    client = MlflowClient()
+    run = client.get_run(study["elsa"][1])
+    assert run.data.tags["recsys.role"] == "train"
+    assert run.data.tags["recsys.model"] == "ELSA" and run.data.tags["recsys.seed"] == "1"
+    split_run = client.get_run(study["split"])
+    assert run.data.tags["recsys.split_digest"] == split_run.data.tags["recsys.split_digest"]
+    result = load_evaluation(study["elsa"][1])
+    assert run.data.tags["recsys.targets_fingerprint"] == result.targets_fingerprint
+    for key in METRICS:
+        assert run.data.metrics[mlflow_metric_name(key)] == pytest.approx(result.per_user[key].mean())
+    assert len(client.get_metric_history(run.info.run_id, "train_loss")) == FAST_ELSA["epochs"]
+    assert client.get_run(study["ease"]).data.tags["recsys.seed"] == "none"
+
+
+def test_logged_model_loads_without_pickle_and_never_recommends_fold_in(study):
+    model = mlflow.pyfunc.load_model(f"runs:/{study['elsa'][0]}/model")
+    out = model.predict(pd.DataFrame({"items": [[0, 1, 2], [5]], "k": [10, 10]}))
+    assert [len(r) for r in out["items"]] == [10, 10]
+    assert not set(out["items"][0]) & {0, 1, 2} and 5 not in out["items"][1]
+    assert all(np.diff(s).max() <= 0 for s in out["scores"])
+
+
+def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(study):
+    ids = [study["ease"], *study["elsa"].values()]
+    with pytest.warns(FewSeedsWarning):
+        outcome = compare_runs(run_ids=ids, reference="EASE", metrics=list(METRICS), primary="ndcg@100",
+                               n_resamples=999)
+    ease = load_evaluation(study["ease"])
+    elsa = {s: load_evaluation(r) for s, r in study["elsa"].items()}
+    # The report compares the lowest seed; its difference is the mean per-user difference.
+    row = outcome.report.get("ndcg@100", "ELSA")
+    assert row.difference == pytest.approx(np.mean(elsa[0].per_user["ndcg@100"] - ease.per_user["ndcg@100"]))
+    diffs = [np.mean(elsa[s].per_user["ndcg@100"] - ease.per_user["ndcg@100"]) for s in (0, 1, 2)]
+    seeds = outcome.seed_frame().set_index("metric").loc["ndcg@100"]
+    assert seeds.sd_retraining == pytest.approx(np.std(diffs, ddof=1))
+    assert seeds.mean_difference == pytest.approx(np.mean(diffs))
+
+    client = MlflowClient()
+    run = client.get_run(outcome.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["recsys.role"] == "comparison"
+    assert set(run.data.tags["recsys.source_runs"].split(",")) == set(ids)
+    assert run.data.tags["recsys.primary_metric"] == "ndcg@100"
+    assert "ELSA" in run.data.tags["mlflow.note.content"]
+    assert run.data.params["n_resamples"] == "999" and run.data.params["correction"] == "holm"
+    assert run.data.metrics["ELSA.ndcg_at_100.difference"] == pytest.approx(row.difference)
+    assert run.data.metrics["ELSA.ndcg_at_100.seeds.sd_retraining"] == pytest.approx(seeds.sd_retraining)
+    names = {a.path for a in client.list_artifacts(outcome.run_id)}
+    assert {"report.csv", "report.md", "report.parquet", "seed_spread.csv", "methods.md", "references.bib",
+            "report_table.json", "seed_spread_table.json"} <= names
+
+
+def test_compare_refuses_runs_that_are_not_finished(study):
+    client = MlflowClient()
+    exp = client.get_run(study["ease"]).info.experiment_id
+    stuck = client.create_run(exp, tags={"recsys.role": "train", "recsys.model": "ELSA", "recsys.seed": "9"})
+    with pytest.raises(RunSelectionError, match=rf"{stuck.info.run_id} \(RUNNING\)"):
+        compare_runs(run_ids=[study["ease"], stuck.info.run_id])
+    client.set_terminated(stuck.info.run_id, "KILLED")
+
+
+def test_compare_refuses_runs_from_different_splits_naming_them(study):
+    other_split = run_split(dataset="movielens-100k", seed=7)
+    other = run_train(checkpoint=f"runs:/{other_split}/checkpoint.zip", model="Popularity", metrics=METRICS,
+                      log_model=False)
+    with pytest.raises(RunSelectionError, match=rf"same split.*{study['ease']}.*{other}"):
+        compare_runs(run_ids=[study["ease"], other])
+
+
+def test_compare_refuses_a_metric_that_was_not_evaluated(study):
+    with pytest.raises(RunSelectionError, match=r"\['map@20'\].*available"):
+        compare_runs(run_ids=[study["ease"], study["elsa"][0]], metrics=["map@20"])
+
+
+def test_compare_by_experiment_and_filter(study):
+    client = MlflowClient()
+    run = client.get_run(study["ease"])
+    digest = run.data.tags["recsys.split_digest"]
+    with pytest.warns(FewSeedsWarning):
+        outcome = compare_runs(experiment=run.info.experiment_id, filter_string=f"tags.`recsys.split_digest` = '{digest}'",
+                               reference="EASE", n_resamples=999)
+    assert {c.candidate for c in outcome.report.comparisons} == {"ELSA"}
+    assert set(outcome.source_runs["ELSA"]) == {"0", "1", "2"}
+
+
+def test_cli_reports_bad_input_in_one_line(study, tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(cli, ["split", "--dataset", "movielens-1b"])
+    assert res.exit_code == 1 and "movielens-100k" in res.output and "Traceback" not in res.output
+    res = runner.invoke(cli, ["train", "--checkpoint", str(tmp_path / "missing.zip"), "--model", "EASE"])
+    assert res.exit_code == 1 and "missing.zip" in res.output
+    res = runner.invoke(cli, ["compare", study["ease"], study["elsa"][0], "--metrics", "ndcg@7"])
+    assert res.exit_code == 1 and "ndcg@7" in res.output and "available" in res.output
