@@ -391,13 +391,13 @@ def _compare_one_pair(
     base_units = np.asfortranarray(base_units)
     cand_units = np.asfortranarray(cand_units)
     d = np.asfortranarray(cand_units - base_units)
-    sign_rng, boot_rng = _pair_generators(random_state, base_name, cand_name)
+    sign_seeds, boot_seeds = _pair_seed_sequences(random_state, base_name, cand_name)
     alpha = 1.0 - confidence_level
     n_nonzero = (d != 0).sum(axis=0)
 
-    boot = bootstrap_means(d, n_resamples, boot_rng)
+    boot = bootstrap_means(d, n_resamples, boot_seeds)
     needs_monte_carlo = test_method == "randomization" and not all(_exact(nz, n_resamples) for nz in n_nonzero)
-    flips = sign_flip_means(d, n_resamples, sign_rng) if needs_monte_carlo else None
+    flips = sign_flip_means(d, n_resamples, sign_seeds) if needs_monte_carlo else None
 
     out = []
     for j, metric in enumerate(metrics):
@@ -471,15 +471,12 @@ def _exact(n_nonzero: int, n_resamples: int) -> bool:
     return n_nonzero <= MAX_EXACT_UNITS and 2**int(n_nonzero) <= n_resamples
 
 
-def _pair_generators(random_state: int | None, base_name: str, cand_name: str):
-    """Two independent generators (signs, bootstrap) for one ordered model pair."""
+def _pair_seed_sequences(random_state: int | None, base_name: str, cand_name: str):
+    """Two independent seed sequences (signs, bootstrap) for one ordered model pair."""
     digest = hashlib.sha256(f"{base_name}\x00{cand_name}".encode()).digest()
     words = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
     entropy = random_state if random_state is not None else np.random.SeedSequence().entropy
-    return tuple(
-        np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy, spawn_key=words + (stream,))))
-        for stream in (0, 1)
-    )
+    return tuple(np.random.SeedSequence(entropy, spawn_key=words + (stream,)) for stream in (0, 1))
 
 
 def _p_value(null: np.ndarray, observed: float, alternative: str, scale: float, *, monte_carlo: bool) -> float:

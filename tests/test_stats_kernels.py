@@ -1,0 +1,96 @@
+"""Compiled resampling kernels against plain-Python and NumPy references."""
+
+import numba
+import numpy as np
+import pytest
+import scipy.stats
+
+from mlflow_recsys.stats import kernels
+from mlflow_recsys.stats.resampling import (
+    block_seeds,
+    bootstrap_means,
+    bootstrap_means_reference,
+    exact_sign_flip_means,
+    sign_flip_means,
+    sign_flip_means_reference,
+)
+
+MASK = (1 << 64) - 1
+
+
+def xoshiro256starstar(state, count):
+    """The generator written out in plain Python integers, from its published definition."""
+    s = [int(x) for x in state]
+    rotl = lambda x, k: ((x << k) | (x >> (64 - k))) & MASK  # noqa: E731
+    out = []
+    for _ in range(count):
+        out.append(rotl((s[1] * 5) & MASK, 7) * 9 & MASK)
+        t = (s[1] << 17) & MASK
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+    return out
+
+
+def test_generator_matches_a_plain_python_xoshiro256starstar():
+    seed = np.array([1, 2, 3, 4], dtype=np.uint64)
+    ours = kernels.xoshiro_words(seed, 50).tolist()
+    assert ours == xoshiro256starstar([1, 2, 3, 4], 50)
+    seed = np.random.SeedSequence(5).generate_state(4, dtype=np.uint64)
+    assert kernels.xoshiro_words(seed, 20).tolist() == xoshiro256starstar(seed.tolist(), 20)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 63, 64, 65, 130, 1000])
+def test_kernels_equal_numpy_reference_on_the_same_draws(n):
+    rng = np.random.default_rng(n)
+    d = rng.normal(size=(n, 3))
+    ss = np.random.SeedSequence(11)
+    seeds = block_seeds(ss, 300)
+    signs = kernels.draw_signs(seeds, n, 300)
+    indices = kernels.draw_indices(seeds, n, 300)
+    np.testing.assert_allclose(sign_flip_means(d, 300, ss), sign_flip_means_reference(d, signs), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(bootstrap_means(d, 300, ss), bootstrap_means_reference(d, indices), rtol=0, atol=1e-13)
+
+
+def test_signs_and_indices_are_uniform():
+    seeds = block_seeds(np.random.SeedSequence(3), 2000)
+    signs = kernels.draw_signs(seeds, 50, 2000)
+    assert scipy.stats.binomtest(int(signs.sum()), signs.size).pvalue > 1e-3
+    indices = kernels.draw_indices(seeds, 37, 2000)
+    counts = np.bincount(indices.ravel(), minlength=37)
+    assert scipy.stats.chisquare(counts).pvalue > 1e-3
+    assert indices.min() == 0 and indices.max() == 36
+
+
+def test_results_do_not_depend_on_the_number_of_threads():
+    d = np.random.default_rng(0).normal(size=(500, 2))
+    ss = np.random.SeedSequence(1)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = (sign_flip_means(d, 999, ss), bootstrap_means(d, 999, ss))
+        numba.set_num_threads(before)
+        many = (sign_flip_means(d, 999, ss), bootstrap_means(d, 999, ss))
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(one[0], many[0])
+    np.testing.assert_array_equal(one[1], many[1])
+
+
+def test_a_metrics_replicates_ignore_the_other_columns():
+    d = np.random.default_rng(2).normal(size=(300, 3))
+    ss = np.random.SeedSequence(4)
+    for kernel in (sign_flip_means, bootstrap_means):
+        together = kernel(d, 500, ss)
+        alone = kernel(d[:, [1]], 500, ss)
+        np.testing.assert_array_equal(together[:, 1], alone[:, 0])
+
+
+def test_exact_enumeration_lists_every_sign_pattern():
+    d = np.array([0.5, 0.0, -0.25, 1.0])
+    null = np.sort(exact_sign_flip_means(d))
+    expected = np.sort([(a * 0.5 + b * -0.25 + c * 1.0) / 4 for a in (1, -1) for b in (1, -1) for c in (1, -1)])
+    np.testing.assert_allclose(null, expected)
