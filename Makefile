@@ -31,7 +31,7 @@ test: install
 	$(PY) -m pytest
 
 validate: install
-	$(PY) -m pytest -m validation
+	$(PY) -m pytest -m validation -s -q
 
 clean:
 	rm -rf mlruns.db mlartifacts mlruns

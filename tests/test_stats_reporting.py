@@ -1,0 +1,84 @@
+"""Report text, tables and citations say exactly what was computed."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import FewNonzeroUnitsWarning, compare_models, compare_pair, references_bibtex
+
+
+@pytest.fixture(scope="module")
+def report():
+    rng = np.random.default_rng(0)
+    base = {k: rng.random(600) for k in ("ndcg@100", "recall@20")}
+    results = {
+        "EASE": EvaluationResult.from_per_user(base, targets_fingerprint="x"),
+        "ELSA": EvaluationResult.from_per_user({k: v + rng.normal(0.2, 0.05, 600) for k, v in base.items()},
+                                               targets_fingerprint="x"),
+        "Pop": EvaluationResult.from_per_user({k: v + rng.normal(0.0, 0.2, 600) for k, v in base.items()},
+                                              targets_fingerprint="x"),
+    }
+    return compare_models(results, metrics=["ndcg@100", "recall@20"], reference="EASE", n_resamples=999)
+
+
+def test_results_text_names_effect_interval_test_floor_and_counts(report):
+    c = report.get("ndcg@100", "ELSA")
+    text = report.results_text("ndcg@100", "ELSA")
+    assert f"{c.difference:.4f}" in text and f"[{c.ci_low:.4f}, {c.ci_high:.4f}]" in text
+    assert "999 resamples" in text and "Holm-adjusted p = 0.0040" in text
+    # 4 hypotheses at B = 999: the smallest adjusted p is 4 / 1000.
+    assert c.adjusted_p_value == pytest.approx(4 / 1000)
+    assert "smallest attainable with 999 resamples and 4 hypotheses" in text
+    assert "n = 600 users, of whom 600 scored differently" in text
+
+
+def test_results_text_of_an_inconclusive_hypothesis_says_so(report):
+    text = report.results_text("recall@20", "Pop")
+    assert "not significant" in text and "smallest attainable" not in text
+
+
+def test_methods_text_states_every_setting(report):
+    text = report.methods_text()
+    for needle in ("randomization test", "B = 999", "95% percentile interval", "paired bootstrap", "Holm",
+                   "all 4 hypotheses", "at most 0.05", "Phipson & Smyth", "Efron, 1979"):
+        assert needle in text
+
+
+def test_markdown_and_latex_tables_hold_every_hypothesis(report):
+    md = report.to_markdown()
+    assert md.count("\n") == 1 + report.family_size  # header, rule, one line per hypothesis
+    latex = report.to_latex()
+    assert r"\begin{tabular}" in latex and latex.count(r"\\") >= report.family_size + 1
+
+
+def test_bootstrap_test_p_value_is_recomputable_from_the_kept_replicates():
+    rng = np.random.default_rng(3)
+    d = rng.normal(0.01, 0.1, 400)
+    base = EvaluationResult.from_per_user({"m": np.full(400, 0.5)}, targets_fingerprint="x")
+    cand = EvaluationResult.from_per_user({"m": 0.5 + d}, targets_fingerprint="x")
+    c = compare_pair(base, cand, metric="m", test_method="bootstrap", n_resamples=999)
+    extreme = np.sum(np.abs(c.bootstrap_distribution - c.difference) >= abs(c.difference))
+    assert c.p_value == pytest.approx((1 + extreme) / 1000)
+
+
+def test_references_cover_methods_and_models():
+    bib = references_bibtex()
+    keys = re.findall(r"@\w+\{(\w+),", bib)
+    assert keys == ["efron1979bootstrap", "liang2018vae", "smucker2007comparison", "phipson2010permutation",
+                    "holm1979simple", "davison1997bootstrap", "steck2019ease", "vancura2022elsa"]
+
+
+def test_exact_test_is_named_in_the_report():
+    d = np.zeros(40)
+    d[:5] = [0.1, 0.2, -0.1, 0.3, 0.2]
+    base = EvaluationResult.from_per_user({"m": np.full(40, 0.5)}, targets_fingerprint="x")
+    cand = EvaluationResult.from_per_user({"m": 0.5 + d}, targets_fingerprint="x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FewNonzeroUnitsWarning)
+        report = compare_models({"A": base, "B": cand}, metrics=["m"], reference="A")
+    assert report.comparisons[0].test_method == "randomization-exact"
+    assert "exact paired sign-flip randomization test" in report.methods_text()
+    assert "exact paired randomization test over all sign patterns" in report.results_text("m", "B")

@@ -1,0 +1,102 @@
+"""Statistical calibration: size of the tests, coverage of the interval, family-wise error.
+
+Slow, so not part of the default run: ``make validate`` runs them and prints the figures.
+Simulated data imitate ranking-metric differences: most users tied exactly, the rest
+drawn from skewed, bounded per-model scores with heavy-tailed differences.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import ComparisonWarning, compare_models, compare_pair
+
+pytestmark = pytest.mark.validation
+ALPHA = 0.05
+B = 999  # alpha * (B + 1) is an integer, so a valid Monte Carlo test has size exactly alpha
+
+
+def as_results(base: np.ndarray, cand: np.ndarray, keys=("m",)):
+    base = np.atleast_2d(base.T).T if base.ndim == 1 else base
+    cand = np.atleast_2d(cand.T).T if cand.ndim == 1 else cand
+    ids = np.arange(base.shape[0])
+    make = lambda v: EvaluationResult.from_per_user(  # noqa: E731
+        {k: v[:, i] for i, k in enumerate(keys)}, sample_ids=ids, targets_fingerprint="sim")
+    return make(base), make(cand)
+
+
+def exchangeable_pair(rng, n, tie_rate=0.6):
+    """Scores of two interchangeable models: the label of each user's pair is a coin flip."""
+    a = rng.beta(0.4, 2.0, n)  # skewed towards 0 with a long right tail, like MRR or recall
+    b = rng.beta(0.4, 2.0, n)
+    tied = rng.random(n) < tie_rate
+    b[tied] = a[tied]
+    return a, b
+
+
+def rejection_rate(n, test_method, n_sims, seed):
+    rng = np.random.default_rng(seed)
+    rejections = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        for sim in range(n_sims):
+            base, cand = as_results(*exchangeable_pair(rng, n))
+            c = compare_pair(base, cand, metric="m", n_resamples=B, test_method=test_method, random_state=sim)
+            rejections += c.p_value <= ALPHA
+    return rejections / n_sims
+
+
+@pytest.mark.parametrize("n", [100, 2500])
+def test_type_one_error_of_each_test_under_an_exchangeable_null(n):
+    n_sims = 4000
+    rates = {method: rejection_rate(n, method, n_sims, seed=n) for method in ("randomization", "bootstrap", "t")}
+    se = np.sqrt(ALPHA * (1 - ALPHA) / n_sims)
+    print(f"\ntype-I error at alpha={ALPHA}, n={n}, {n_sims} null data sets (MC s.e. {se:.4f}): "
+          + ", ".join(f"{m} {r:.4f}" for m, r in rates.items()))
+    assert 0.04 <= rates["randomization"] <= 0.06
+    assert 0.03 <= rates["t"] <= 0.07
+    assert 0.03 <= rates["bootstrap"] <= 0.08
+
+
+def test_bootstrap_interval_covers_the_true_difference_95_percent_of_the_time():
+    n, n_sims = 2500, 2000
+    rng = np.random.default_rng(7)
+    # Candidate scores beta(0.5, 2) against baseline beta(0.4, 2); both equal for 60% of users.
+    true_difference = 0.4 * (0.5 / 2.5 - 0.4 / 2.4)
+    covered = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        for sim in range(n_sims):
+            a = rng.beta(0.4, 2.0, n)
+            b = rng.beta(0.5, 2.0, n)
+            tied = rng.random(n) < 0.6
+            b[tied] = a[tied]
+            c = compare_pair(*as_results(a, b), metric="m", n_resamples=B, test_method="t", random_state=sim)
+            covered += c.ci_low <= true_difference <= c.ci_high
+    rate = covered / n_sims
+    print(f"\ncoverage of the 95% percentile bootstrap interval, n={n}, {n_sims} data sets: {rate:.4f}")
+    assert 0.93 <= rate <= 0.97
+
+
+@pytest.mark.parametrize("correction", ["holm", "bonferroni"])
+def test_family_wise_error_under_a_global_null_with_four_correlated_metrics(correction):
+    n, n_sims = 500, 2000
+    rng = np.random.default_rng(11)
+    keys = ("ndcg@100", "recall@20", "mrr@20", "map@20")
+    any_rejection = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        for sim in range(n_sims):
+            # One latent quality per user and model, seen by every metric through its own noise:
+            # the metrics are correlated, and the two models stay interchangeable for each user.
+            latent_a, latent_b = exchangeable_pair(rng, n)
+            base = np.column_stack([np.clip(latent_a + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
+            cand = np.column_stack([np.clip(latent_b + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
+            report = compare_models(dict(zip(("A", "B"), as_results(base, cand, keys))), metrics=list(keys),
+                                    reference="A", correction=correction, n_resamples=B, random_state=sim)
+            any_rejection += any(c.significant for c in report.comparisons)
+    fwer = any_rejection / n_sims
+    print(f"\nfamily-wise error with {correction}, 4 correlated metrics, {n_sims} global-null data sets: {fwer:.4f}")
+    assert fwer <= ALPHA
