@@ -141,7 +141,7 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.metrics["ELSA.ndcg_at_100.seeds.sd_retraining"] == pytest.approx(seeds.sd_retraining)
     names = {a.path for a in client.list_artifacts(outcome.run_id)}
     assert {"report.csv", "report.md", "report.parquet", "seed_spread.csv", "methods.md", "references.bib",
-            "report_table.json", "seed_spread_table.json"} <= names
+            "report_table.json", "seed_spread_table.json", "forest.png", "seed_spread.png"} <= names
 
 
 def test_compare_refuses_runs_that_are_not_finished(study):
@@ -185,3 +185,21 @@ def test_cli_reports_bad_input_in_one_line(study, tmp_path):
     assert res.exit_code == 1 and "missing.zip" in res.output
     res = runner.invoke(cli, ["compare", study["ease"], study["elsa"][0], "--metrics", "ndcg@7"])
     assert res.exit_code == 1 and "ndcg@7" in res.output and "available" in res.output
+
+
+def test_report_seed_picks_the_representative_run(study):
+    ids = [study["ease"], *study["elsa"].values()]
+    with pytest.warns(FewSeedsWarning):
+        outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], seed="2", n_resamples=999)
+    ease, elsa2 = load_evaluation(study["ease"]), load_evaluation(study["elsa"][2])
+    expected = np.mean(elsa2.per_user["ndcg@100"] - ease.per_user["ndcg@100"])
+    assert outcome.report.get("ndcg@100", "ELSA").difference == pytest.approx(expected)
+    with pytest.raises(RunSelectionError, match="seed.*'7'"):
+        compare_runs(run_ids=ids, reference="EASE", seed="7", n_resamples=999)
+
+
+def test_runs_of_one_model_with_different_hyperparameters_are_not_pooled(study):
+    other = run_train(checkpoint=study["checkpoint"], model="ELSA", seed=5, metrics=METRICS, log_model=False,
+                      **{**FAST_ELSA, "latent_dim": 4})
+    with pytest.raises(RunSelectionError, match=r"ELSA differ in hyper-parameters.*latent_dim.*latent_dim=4"):
+        compare_runs(run_ids=[study["ease"], study["elsa"][0], other], reference="EASE")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -44,6 +44,8 @@ def cli():
     """Train, evaluate and statistically compare top-N recommenders as MLflow runs."""
     # One progress bar per step is ours; MLflow's per-file download bars only add noise.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    # On the command line a warning's source line is click's, which helps nobody: print the message only.
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {message}\n"
 
 
 @cli.command()
@@ -99,15 +101,20 @@ def _comparison_options(func):
         click.option("--reference", default=None, help="baseline model every other model is compared with"),
         click.option("--metrics", default=None, help=METRICS_HELP + " (default: every key all runs share)"),
         click.option("--primary", default=None, help="metric declared primary in advance"),
-        click.option("--n-resamples", default=9999, show_default=True, type=int),
-        click.option("--confidence-level", default=0.95, show_default=True, type=float),
+        click.option("--n-resamples", default=9999, show_default=True, type=int,
+                     help="sign flips and bootstrap replicates B; the smallest p-value is 1/(B+1)"),
+        click.option("--confidence-level", default=0.95, show_default=True, type=float,
+                     help="interval level; 1 - level is also the significance level"),
         click.option("--alternative", default="two-sided", show_default=True,
-                     type=click.Choice(["two-sided", "greater", "less"])),
+                     type=click.Choice(["two-sided", "greater", "less"]),
+                     help="one-sided only if the direction was fixed before seeing the data"),
         click.option("--test-method", default="randomization", show_default=True,
-                     type=click.Choice(["randomization", "bootstrap", "t"])),
+                     type=click.Choice(["randomization", "bootstrap", "t"]), help="the paired test"),
         click.option("--correction", default="holm", show_default=True,
-                     type=click.Choice(["holm", "bonferroni", "none"])),
-        click.option("--random-state", default=0, show_default=True, type=int),
+                     type=click.Choice(["holm", "bonferroni", "none"]),
+                     help="family-wise adjustment over every pair and metric"),
+        click.option("--random-state", default=0, show_default=True, type=int,
+                     help="seed of the resampling; same seed, same numbers"),
         click.option("--paired-seeds/--independent-seeds", default=False, show_default=True,
                      help="when both models have seeds: pair runs by seed (shared randomness) or not"),
     ]
@@ -123,10 +130,13 @@ def _comparison_options(func):
 @click.option("--experiment", default=None, help="experiment name or id to select runs from")
 @click.option("--filter", "filter_string", default=None, help="MLflow filter string, with --experiment")
 @click.option("--output-experiment", default=None, help="experiment for the comparison run (default: the sources')")
+@click.option("--seed", "report_seed", default=None,
+              help="seed of the run that represents each seeded model in the report (default: its lowest)")
+@click.option("--model-tag", default="recsys.model", show_default=True, help="run tag that names the model")
 @_comparison_options
 @_friendly_errors
-def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, reference, metrics,
-            primary, n_resamples, confidence_level, alternative, test_method, correction, random_state,
+def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, report_seed, model_tag,
+            reference, metrics, primary, n_resamples, confidence_level, alternative, test_method, correction, random_state,
             paired_seeds):
     """Compare training runs and log the report as a comparison run."""
     from mlflow_recsys.tracking.comparison import compare_runs
@@ -138,7 +148,8 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
         metrics=_split_list(metrics) or None, primary=_none_if_empty(primary),
         correction=None if correction == "none" else correction, confidence_level=confidence_level,
         n_resamples=n_resamples, alternative=alternative, test_method=test_method, random_state=random_state,
-        paired_seeds=paired_seeds, output_experiment=_none_if_empty(output_experiment),
+        paired_seeds=paired_seeds, seed=_none_if_empty(report_seed), model_tag=model_tag,
+        output_experiment=_none_if_empty(output_experiment),
     )
     _print_comparison(outcome, _none_if_empty(primary))
 
@@ -147,7 +158,7 @@ def _print_comparison(outcome, primary):
     from mlflow_recsys.stats.reporting import display_frame
 
     report = outcome.report
-    click.echo("\nPaired comparison (one trained instance per model: its lowest seed)\n")
+    click.echo("\nPaired comparison (one trained run per model: " + outcome.report_seed_rule + ")\n")
     click.echo(display_frame(report).to_string(index=False))
     seeds = outcome.seed_frame()
     if not seeds.empty:

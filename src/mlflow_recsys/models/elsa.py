@@ -76,11 +76,16 @@ class ELSAConfig:
         if not isinstance(self.device, str):
             raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}")
         try:
-            torch.device(self.device)
+            kind = torch.device(self.device).type
         except (RuntimeError, ValueError) as exc:
             raise ValueError(
                 f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}"
             ) from exc
+        if kind == "cuda" and not torch.cuda.is_available():
+            raise ValueError(
+                f"device: expected a device this machine has, found {self.device!r} but torch "
+                f"{torch.__version__} sees no CUDA GPU; use device='cpu'"
+            )
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, found {self.seed!r}")
         object.__setattr__(self, "seed", int(self.seed))

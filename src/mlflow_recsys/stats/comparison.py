@@ -320,7 +320,8 @@ def compare_models(
         family = len(pairs) * len(metrics)
         warn(
             f"n_resamples={n_resamples} is below 999: the smallest Monte Carlo p-value is "
-            f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {family} hypotheses adjusted together "
+            f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {family} hypothes{'is' if family == 1 else 'es'} "
+            "adjusted together "
             f"the smallest adjusted p-value is J/(B+1) = {family / (n_resamples + 1):.4g} "
             f"(alpha = {1 - confidence_level:.4g})",
             LowResamplesWarning,
@@ -622,7 +623,8 @@ def _same_users_iv(results, names) -> None:
         pos = int(np.argmax(ids != ref))
         raise ValueError(
             f"sample ids of {ref_name!r} and {name!r} hold the same users in a different order "
-            f"(first at row {pos}: {ref[pos]!r} vs {ids[pos]!r}); evaluate both with the same sample_ids"
+            f"(first at row {pos}: {ref[pos].item()!r} vs {ids[pos].item()!r}); evaluate both with the same "
+            "sample_ids in the same order"
         )
 
 

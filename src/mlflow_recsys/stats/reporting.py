@@ -69,6 +69,8 @@ def _correction_words(report: "ComparisonReport") -> str:
     J = report.family_size
     if report.correction is None:
         return "p-values were not adjusted for multiple comparisons"
+    if J == 1:
+        return f"only one hypothesis was tested, so the {report.correction} adjustment leaves its p-value unchanged"
     if report.correction == "holm":
         return (
             f"p-values of all {J} hypotheses (every model pair and metric) were adjusted together with "
@@ -159,6 +161,8 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison") -> str:
 
 
 def _p_label(report: "ComparisonReport") -> str:
+    if report.family_size == 1:
+        return "p"
     return {"holm": "Holm-adjusted p", "bonferroni": "Bonferroni-adjusted p", None: "p"}[report.correction]
 
 

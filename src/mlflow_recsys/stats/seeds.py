@@ -51,6 +51,8 @@ PER_SEED_COLUMNS = (
     "baseline_mean",
     "candidate_mean",
     "difference",
+    "ci_low",
+    "ci_high",
     "bootstrap_standard_error",
 )
 
@@ -90,8 +92,13 @@ class SeedSpread:
             if r.sign_reversals == 0
             else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
         )
+        retrained = {
+            "one-side-seeded": "only one model retrained",
+            "paired-seeds": "both models retrained, paired by seed",
+            "independent-seeds": "both models retrained independently",
+        }[r.protocol]
         text = (
-            f"Over {r.n_seeds} seeds ({r.protocol}), {r.candidate} minus {r.baseline} on {metric} averaged "
+            f"Over {r.n_seeds} seeds ({retrained}), {r.candidate} minus {r.baseline} on {metric} averaged "
             f"{r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); its SD across "
             f"retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its SD across users, {r.sd_users:.4f}, "
             f"so allowing for retraining widens the interval by {r.widens_by:.1%}, and {reversals}."
@@ -215,6 +222,8 @@ def seed_spread(
                         "baseline_mean": c.baseline_mean,
                         "candidate_mean": c.candidate_mean,
                         "difference": c.difference,
+                        "ci_low": c.ci_low,
+                        "ci_high": c.ci_high,
                         "bootstrap_standard_error": c.bootstrap_standard_error,
                     }
                 )

@@ -14,6 +14,7 @@ from mlflow.entities import Run
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
+from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import log_params_once
@@ -41,6 +42,12 @@ class RunComparison:
     seed_spreads: dict[str, SeedSpread]
     run_id: str
     source_runs: dict[str, dict[str, str]]
+    report_seed: str | None = None
+
+    @property
+    def report_seed_rule(self) -> str:
+        """Which run represented each seeded model in the report."""
+        return f"seed {self.report_seed}" if self.report_seed is not None else "its lowest seed"
 
     def seed_frame(self) -> pd.DataFrame:
         """All seed-spread rows in one frame (empty if no model had seeds)."""
@@ -64,14 +71,19 @@ def compare_runs(
     test_method: str = "randomization",
     random_state: int = 0,
     paired_seeds: bool = False,
+    seed: str | None = None,
+    model_tag: str = tags.MODEL,
     output_experiment: str | None = None,
 ) -> RunComparison:
     """Select training runs, verify they are comparable, compare them and log a comparison run.
 
-    Runs are grouped by the ``recsys.model`` and ``recsys.seed`` tags. The
-    paired report compares one trained instance per model (its lowest seed);
-    for every model with two or more seeds, a seed-spread table puts the
-    retraining spread beside the spread across users.
+    Runs are grouped by model (the ``model_tag`` tag, ``recsys.model`` by
+    default) and seed (``recsys.seed``). Runs of one model must agree on every
+    hyper-parameter but the seed. The paired report compares one trained
+    instance per model, its lowest seed unless ``seed`` names another, so its
+    family stays pairs x metrics; for every pair where a model has two or more
+    seeds, a seed-spread table (descriptive, no p-values) puts the retraining
+    spread beside the spread across users.
 
     The comparison run goes to ``output_experiment`` or, by default, the
     experiment of the first source run. When called inside an active run (the
@@ -90,7 +102,8 @@ def compare_runs(
                        experiment=experiment, filter_string=filter_string)
     artifacts = load_many([r.info.run_id for r in runs])
     _verify_same_evaluation(runs, artifacts)
-    groups = _group(runs, artifacts)
+    groups = _group(runs, artifacts, model_tag)
+    _same_hyperparameters(runs, model_tag)
     metric_keys = _metric_keys(metrics, artifacts)
     if primary is not None and primary not in metric_keys:
         raise RunSelectionError(f"primary: expected one of the compared metrics {metric_keys}, found {primary!r}")
@@ -99,7 +112,7 @@ def compare_runs(
     if len(groups) < 2:
         raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
 
-    instances = {model: seeds[_first_seed(seeds)][1] for model, seeds in groups.items()}
+    instances = {model: seeds[_representative_seed(model, seeds, seed)][1] for model, seeds in groups.items()}
     if reference is not None:
         instances = {reference: instances[reference], **{m: r for m, r in instances.items() if m != reference}}
     report = compare_models(
@@ -125,10 +138,12 @@ def compare_runs(
         "reference": reference, "metrics": ",".join(metric_keys), "primary_metric": primary,
         "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
         "alternative": alternative, "test_method": test_method, "random_state": random_state,
-        "paired_seeds": paired_seeds, "report_instance": "lowest seed of each model",
+        "paired_seeds": paired_seeds, "model_tag": model_tag,
+        "report_seed": seed if seed is not None else "lowest seed of each model",
     }
     run_id = _log_comparison_run(report, spreads, runs, source_runs, settings, primary, output_experiment)
-    return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=source_runs)
+    return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=source_runs,
+                         report_seed=seed)
 
 
 # -- verifying and grouping ---------------------------------------------------------
@@ -151,13 +166,13 @@ def _verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArti
             raise RunSelectionError(f"runs {first} and {r.info.run_id} hold different sample ids")
 
 
-def _group(runs: list[Run], artifacts) -> dict[str, dict[str, tuple[str, EvaluationResult]]]:
+def _group(runs: list[Run], artifacts, model_tag: str) -> dict[str, dict[str, tuple[str, EvaluationResult]]]:
     groups: dict[str, dict[str, tuple[str, EvaluationResult]]] = {}
     for r in runs:
-        model = r.data.tags.get(tags.MODEL)
+        model = r.data.tags.get(model_tag)
         seed = r.data.tags.get(tags.SEED, tags.NO_SEED)
         if not model:
-            raise RunSelectionError(f"run {r.info.run_id}: expected a {tags.MODEL} tag, found none")
+            raise RunSelectionError(f"run {r.info.run_id}: expected a {model_tag!r} tag naming its model, found none")
         seeds = groups.setdefault(model, {})
         if seed in seeds:
             raise RunSelectionError(
@@ -167,8 +182,39 @@ def _group(runs: list[Run], artifacts) -> dict[str, dict[str, tuple[str, Evaluat
     return groups
 
 
-def _first_seed(seeds: dict) -> str:
-    return sorted(seeds, key=lambda s: (not s.lstrip("-").isdigit(), int(s) if s.lstrip("-").isdigit() else 0, s))[0]
+#: Params that may differ between runs of one model: the seed, and how the same split was referred to.
+_SEED_LIKE_PARAMS = {"seed", "checkpoint", "metrics"}
+
+
+def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
+    """Refuse to pool runs of one model trained with different hyper-parameters."""
+    by_model: dict[str, list[Run]] = {}
+    for r in runs:
+        by_model.setdefault(r.data.tags[model_tag], []).append(r)
+    for model, members in by_model.items():
+        keys = set().union(*(r.data.params for r in members)) - _SEED_LIKE_PARAMS
+        differing = sorted(k for k in keys if len({r.data.params.get(k) for r in members}) > 1)
+        if differing:
+            listing = "; ".join(
+                f"run {r.info.run_id}: " + ", ".join(f"{k}={r.data.params.get(k)}" for k in differing) for r in members
+            )
+            raise RunSelectionError(
+                f"runs of {model} differ in hyper-parameters other than the seed ({differing}), so their seeds "
+                f"cannot be pooled: {listing}"
+            )
+
+
+def _seed_order(seed: str):
+    numeric = seed.lstrip("-").isdigit()
+    return (not numeric, int(seed) if numeric else 0, seed)
+
+
+def _representative_seed(model: str, seeds: dict, wanted: str | None) -> str:
+    if len(seeds) == 1 or wanted is None:
+        return sorted(seeds, key=_seed_order)[0]
+    if wanted not in seeds:
+        raise RunSelectionError(f"seed: expected one of {model}'s seeds {sorted(seeds, key=_seed_order)}, found {wanted!r}")
+    return wanted
 
 
 def _side(seeds: dict[str, tuple[str, EvaluationResult]]):
@@ -186,6 +232,9 @@ def _metric_keys(metrics, artifacts) -> list[str]:
         if not common:
             raise RunSelectionError("metrics: the runs share no metric key")
         return common
+    malformed = [m for m in metrics if "@" not in m]
+    if malformed:
+        raise RunSelectionError(f"metrics: expected keys of the form 'name@k' (e.g. 'ndcg@100'), found {malformed}")
     missing = [m for m in metrics if m not in common]
     if missing:
         raise RunSelectionError(f"metrics: {missing} were not evaluated by every run; available: {common}")
@@ -228,11 +277,14 @@ def _log_comparison_run(report, spreads, runs, source_runs, settings, primary, o
         (out / "report.md").write_text(report.to_markdown() + "\n")
         (out / "methods.md").write_text(report.methods_text() + "\n")
         (out / "references.bib").write_text(references_bibtex())
+        forest_plot(report, out / "forest.png")
         seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True) if spreads else None
         if seed_frame is not None:
             seed_frame.to_csv(out / "seed_spread.csv", index=False)
-            pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()],
-                      ignore_index=True).to_csv(out / "seed_spread_per_seed.csv", index=False)
+            per_seed = pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()],
+                                 ignore_index=True)
+            per_seed.to_csv(out / "seed_spread_per_seed.csv", index=False)
+            seed_spread_plot(per_seed, out / "seed_spread.png")
 
         active = mlflow.active_run()
         if active is None and os.environ.get("MLFLOW_RUN_ID"):

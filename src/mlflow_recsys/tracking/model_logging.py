@@ -7,10 +7,16 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import mlflow
+import pandas as pd
+from mlflow.models import ModelSignature
+from mlflow.types import ColSpec, DataType, Schema
+from mlflow.types.schema import Array
 
 import mlflow_recsys
 
 _CODE_FILE = Path(__file__).with_name("pyfunc_model.py")
+#: One user who has seen item 0, asking for five items: the logged input example.
+_EXAMPLE = pd.DataFrame({"items": [[0]], "k": [5]})
 _RUNTIME = ("mlflow", "numpy", "scipy", "pandas", "torch", "pyarrow")
 
 
@@ -41,4 +47,14 @@ def log_recommender(model, *, name: str = "model"):
             artifacts={"weights": str(weights)},
             code_paths=[str(Path(mlflow_recsys.__file__).parent)],
             pip_requirements=_requirements(),
+            signature=_signature(),
+            input_example=_EXAMPLE,
         )
+
+
+def _signature() -> ModelSignature:
+    """Input ``items`` (fold-in item indices) and optional ``k``; output ``items`` and ``scores``."""
+    return ModelSignature(
+        inputs=Schema([ColSpec(Array(DataType.long), "items"), ColSpec(DataType.long, "k", required=False)]),
+        outputs=Schema([ColSpec(Array(DataType.long), "items"), ColSpec(Array(DataType.double), "scores")]),
+    )

@@ -81,14 +81,14 @@ def select_runs(
         message lists every such run with its state).
     """
     client = client or MlflowClient()
+    if filter_string and experiment is None:
+        raise RunSelectionError("filter_string: a filter selects runs within an experiment; give the experiment too")
     given = [x is not None and x != [] for x in (run_ids, compare_url, experiment)]
     if sum(given) != 1:
         raise RunSelectionError(
             "runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), "
             f"found {sum(given)}"
         )
-    if filter_string and experiment is None:
-        raise RunSelectionError("filter_string: only applies with an experiment, found no experiment")
     if compare_url is not None:
         run_ids, _ = parse_compare_url(compare_url)
     if run_ids:
@@ -136,10 +136,11 @@ def _require_training_runs(runs: list[Run]) -> None:
     unfinished = [(r.info.run_id, r.info.status) for r in runs if r.info.status != "FINISHED"]
     if unfinished:
         listing = ", ".join(f"{i} ({s})" for i, s in unfinished)
-        raise RunSelectionError(
-            f"expected FINISHED runs only, found {listing}; a run left RUNNING usually means its "
-            "`mlflow run` was interrupted or missing a parameter"
+        hint = (
+            "; a run left RUNNING usually means its `mlflow run` was interrupted or missing a parameter"
+            if any(s == "RUNNING" for _, s in unfinished) else ""
         )
+        raise RunSelectionError(f"expected FINISHED runs only, found {listing}{hint}")
 
 
 def load_evaluation_artifacts(run_id: str) -> EvaluationArtifacts:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -85,11 +84,9 @@ def run_study(
         })
         mlflow.set_tag("recsys.comparison_run", compare_id)
 
-        with tempfile.TemporaryDirectory() as tmp:
-            report = Path(mlflow.artifacts.download_artifacts(run_id=compare_id, artifact_path="report.md", dst_path=tmp))
-            table = report.read_text()
-        echo("\n== Comparison report (also in the comparison run's artifacts) ==\n")
-        echo(table)
+        note = client.get_run(compare_id).data.tags.get("mlflow.note.content", "")
+        echo("\n== Result (the comparison run's notes) ==\n")
+        echo(note)
         echo(_ui_hint(compare_id, experiment_id))
         return compare_id
 

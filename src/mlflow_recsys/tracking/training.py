@@ -50,7 +50,8 @@ def run_split(
     The checkpoint is logged as the artifact ``checkpoint.zip``; training runs
     take it as ``runs:/<run id>/checkpoint.zip``.
     """
-    with entry_point_run(f"split {dataset} seed {seed}") as run, tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
+        # Built before the run starts: bad input fails here and leaves no run behind.
         path = build_recsys_checkpoint(
             dataset=dataset, data_dir=data_dir, checkpoint_path=Path(tmp) / "checkpoint.zip",
             split_mode="user_split", eval_draws=eval_draws, seed=seed, eval_holdout_frac=eval_holdout_frac,
@@ -58,12 +59,14 @@ def run_split(
         with read_checkpoint(path) as root:
             split = load_recsys_split(root)
         manifest = split["manifest"]
-        mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"], tags.DATASET: dataset})
-        log_params_once({"dataset": dataset, **manifest["parameters"]})
-        mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
-        mlflow.log_artifact(str(path))
-        mlflow.log_dict(manifest, "manifest.json")
-        return run.info.run_id
+        with entry_point_run(f"split {dataset} seed {seed}") as run:
+            mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"],
+                             tags.DATASET: dataset})
+            log_params_once({"dataset": dataset, **manifest["parameters"]})
+            mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
+            mlflow.log_artifact(str(path))
+            mlflow.log_dict(manifest, "manifest.json")
+            return run.info.run_id
 
 
 def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
@@ -138,7 +141,10 @@ def run_train(
     ValueError
         For an unknown model or metric key, or an invalid hyper-parameter.
     """
-    metric_objects = parse_metric_keys(list(metrics))
+    try:
+        metric_objects = parse_metric_keys(list(metrics))
+    except ValueError as exc:
+        raise ValueError(f"metrics: {exc}") from None
     trainer = build_model(model, seed=seed, l2=l2, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs,
                           lr=lr, weight_decay=weight_decay, device=device)
     seeded = model not in DETERMINISTIC
