@@ -48,8 +48,9 @@ def test_methods_text_states_every_setting(report):
 
 
 def test_markdown_and_latex_tables_hold_every_hypothesis(report):
-    md = report.to_markdown()
-    assert md.count("\n") == 1 + report.family_size  # header, rule, one line per hypothesis
+    settings, table = report.to_markdown().split("\n\n", 1)
+    assert "95% paired percentile bootstrap interval" in settings and "Holm adjustment over 4 hypotheses" in settings
+    assert table.count("\n") == 1 + report.family_size  # header, rule, one line per hypothesis
     latex = report.to_latex()
     assert r"\begin{tabular}" in latex and latex.count(r"\\") >= report.family_size + 1
 

@@ -41,9 +41,12 @@ def forest_plot(report: "ComparisonReport", path: str | os.PathLike) -> None:
     ax.errorbar(frame["difference"], y, xerr=[frame["difference"] - low, high - frame["difference"]], fmt="none",
                 ecolor="0.3", capsize=3)
     significant = frame["significant"].to_numpy(dtype=bool)
-    ax.scatter(frame["difference"][significant], y[significant], color="C0", zorder=3, label="significant")
-    ax.scatter(frame["difference"][~significant], y[~significant], facecolor="white", edgecolor="C0", zorder=3,
-               label="not significant")
+    if significant.any():
+        ax.scatter(frame["difference"][significant], y[significant], color="C0", zorder=3,
+                   label="significant (adjusted)")
+    if (~significant).any():
+        ax.scatter(frame["difference"][~significant], y[~significant], facecolor="white", edgecolor="C0",
+                   zorder=3, label="not significant")
     ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
     ax.set_yticks(y, labels, fontsize=8)
     level = frame["confidence_level"].iloc[0]
@@ -81,6 +84,7 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
         ax.set_title(metric, fontsize=9)
         ax.set_xlabel("seed")
     axes[0][0].set_ylabel("difference (candidate - baseline)")
+    fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds", fontsize=9)
     if per_seed["comparison"].nunique() > 1 or per_seed["comparison"].iloc[0]:
         axes[0][-1].legend(fontsize=7)
     fig.tight_layout()

@@ -47,8 +47,15 @@ def display_frame(report: "ComparisonReport") -> pd.DataFrame:
 
 
 def report_markdown(report: "ComparisonReport") -> str:
-    """The display frame as a markdown table (via ``tabulate``)."""
-    return display_frame(report).to_markdown(index=False)
+    """The display frame as a markdown table (via ``tabulate``), under a line stating the settings."""
+    first = report.comparisons[0]
+    correction = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}[report.correction]
+    settings = (
+        f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired percentile "
+        f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
+        f"{correction} adjustment over {report.family_size} hypotheses."
+    )
+    return settings + "\n\n" + display_frame(report).to_markdown(index=False)
 
 
 def report_latex(report: "ComparisonReport") -> str:

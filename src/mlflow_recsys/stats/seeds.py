@@ -62,7 +62,48 @@ MIN_SEEDS_TO_SEPARATE = 10
 
 @dataclass(frozen=True, eq=False)
 class SeedSpread:
-    """Retraining spread beside user spread, per metric."""
+    """Retraining spread beside user spread, per metric.
+
+    Both spreads are standard deviations of the same quantity, the estimated
+    difference (candidate minus baseline): one under resampling users for fixed
+    trained models, the other under retraining with another seed. Because they
+    measure one number, their ratio is meaningful; because the two sources are
+    roughly independent, they add in quadrature.
+
+    Columns of :meth:`to_frame`:
+
+    ``metric``, ``baseline``, ``candidate``
+        The hypothesis.
+    ``n_seeds``
+        Seed pairs measured (the seeded side's runs; with independent seeds,
+        the smaller side's count).
+    ``protocol``
+        ``one-side-seeded``, ``paired-seeds`` or ``independent-seeds`` (see
+        :func:`seed_spread`).
+    ``mean_difference``
+        Mean over seeds of the difference.
+    ``min_difference``, ``max_difference``
+        Extremes of the per-seed differences.
+    ``sd_users``
+        Mean over seeds of the bootstrap standard error of the difference: the
+        spread a different sample of users would cause.
+    ``sd_retraining``
+        Standard deviation (ddof=1) of the difference across retraining: the
+        spread one more training run would cause.
+    ``ratio``
+        ``sd_retraining / sd_users``. Well below 1: users are the larger
+        unknown and the interval carries most of the uncertainty. Near or above
+        1: the interval describes the trained model more than the method.
+    ``widens_by``
+        ``hypot(sd_users, sd_retraining) / sd_users - 1``: how much an interval
+        allowing for retraining would be wider.
+    ``sign_reversals``
+        Seed pairs whose difference has the opposite sign to the mean: a
+        check that needs no distributional assumption.
+    ``notes``
+        Caveats, e.g. that a ratio near 1 cannot be told from 1 with few seeds
+        (the SD of ``k`` runs has about ``1/sqrt(2(k-1))`` relative error).
+    """
 
     summary: pd.DataFrame
     per_seed: pd.DataFrame
@@ -100,7 +141,8 @@ class SeedSpread:
         text = (
             f"Over {r.n_seeds} seeds ({retrained}), {r.candidate} minus {r.baseline} on {metric} averaged "
             f"{r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); its SD across "
-            f"retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its SD across users, {r.sd_users:.4f}, "
+            f"retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap standard error over users, "
+            f"{r.sd_users:.4f}, "
             f"so allowing for retraining widens the interval by {r.widens_by:.1%}, and {reversals}."
         )
         if r.notes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from dataclasses import dataclass
@@ -112,7 +113,8 @@ def compare_runs(
     if len(groups) < 2:
         raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
 
-    instances = {model: seeds[_representative_seed(model, seeds, seed)][1] for model, seeds in groups.items()}
+    # Without a reference every pair is compared, the earlier name as baseline: sorted, not in run order.
+    instances = {model: groups[model][_representative_seed(model, groups[model], seed)][1] for model in sorted(groups)}
     if reference is not None:
         instances = {reference: instances[reference], **{m: r for m, r in instances.items() if m != reference}}
     report = compare_models(
@@ -135,7 +137,7 @@ def compare_runs(
         model: {seed: run_id for seed, (run_id, _) in seeds.items()} for model, seeds in groups.items()
     }
     settings = {
-        "reference": reference, "metrics": ",".join(metric_keys), "primary_metric": primary,
+        "reference": reference, "metrics": ",".join(metric_keys), "primary": primary,
         "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
         "alternative": alternative, "test_method": test_method, "random_state": random_state,
         "paired_seeds": paired_seeds, "model_tag": model_tag,
@@ -176,27 +178,25 @@ def _group(runs: list[Run], artifacts, model_tag: str) -> dict[str, dict[str, tu
         seeds = groups.setdefault(model, {})
         if seed in seeds:
             raise RunSelectionError(
-                f"runs {seeds[seed][0]} and {r.info.run_id} are both {model} with seed {seed}; select one"
+                f"runs {seeds[seed][0]} and {r.info.run_id} are both {model} with seed {seed}; select one, "
+                "e.g. by run ids or by adding to the filter tags.mlflow.parentRunId = '<the study run id>'"
             )
         seeds[seed] = (r.info.run_id, artifacts[r.info.run_id].result)
     return groups
 
 
-#: Params that may differ between runs of one model: the seed, and how the same split was referred to.
-_SEED_LIKE_PARAMS = {"seed", "checkpoint", "metrics"}
-
-
 def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
-    """Refuse to pool runs of one model trained with different hyper-parameters."""
+    """Refuse to pool runs of one model trained with different hyper-parameters (the ``recsys.config`` tag)."""
     by_model: dict[str, list[Run]] = {}
     for r in runs:
         by_model.setdefault(r.data.tags[model_tag], []).append(r)
     for model, members in by_model.items():
-        keys = set().union(*(r.data.params for r in members)) - _SEED_LIKE_PARAMS
-        differing = sorted(k for k in keys if len({r.data.params.get(k) for r in members}) > 1)
+        configs = {r.info.run_id: json.loads(r.data.tags.get(tags.CONFIG, "{}")) for r in members}
+        keys = set().union(*configs.values())
+        differing = sorted(k for k in keys if len({json.dumps(c.get(k)) for c in configs.values()}) > 1)
         if differing:
             listing = "; ".join(
-                f"run {r.info.run_id}: " + ", ".join(f"{k}={r.data.params.get(k)}" for k in differing) for r in members
+                f"run {rid}: " + ", ".join(f"{k}={c.get(k)}" for k in differing) for rid, c in configs.items()
             )
             raise RunSelectionError(
                 f"runs of {model} differ in hyper-parameters other than the seed ({differing}), so their seeds "
@@ -265,9 +265,10 @@ def _note(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str
 
 
 def _log_comparison_run(report, spreads, runs, source_runs, settings, primary, output_experiment) -> str:
-    models = [report.reference] if report.reference else []
-    models += [m for m in source_runs if m not in models]
-    run_name = f"compare {' vs '.join(models)}"
+    if report.reference:
+        run_name = f"{', '.join(m for m in source_runs if m != report.reference)} vs {report.reference}"
+    else:
+        run_name = "compare " + ", ".join(sorted(source_runs))
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
         # Everything is written first and logged in one go, so a failure leaves no partial artifact set.

@@ -89,8 +89,12 @@ def select_runs(
             "runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), "
             f"found {sum(given)}"
         )
+    hint = ""
     if compare_url is not None:
         run_ids, _ = parse_compare_url(compare_url)
+        host = urlsplit(unquote(unquote(compare_url))).netloc
+        if host:
+            hint = f"; the URL came from {host}: set MLFLOW_TRACKING_URI to that server if it is another store"
     if run_ids:
         runs = []
         for run_id in run_ids:
@@ -98,7 +102,7 @@ def select_runs(
                 runs.append(client.get_run(run_id))
             except MlflowException:
                 raise RunSelectionError(
-                    f"run {run_id!r} was not found in tracking store {mlflow.get_tracking_uri()}"
+                    f"run {run_id!r} was not found in tracking store {mlflow.get_tracking_uri()}{hint}"
                 ) from None
     else:
         exp = client.get_experiment_by_name(experiment)

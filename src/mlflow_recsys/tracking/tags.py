@@ -8,6 +8,8 @@ TARGETS_FINGERPRINT = "recsys.targets_fingerprint"
 SOURCE_RUNS = "recsys.source_runs"
 PRIMARY_METRIC = "recsys.primary_metric"
 DATASET = "recsys.dataset"
+#: JSON of the model's hyper-parameters except the seed: what runs of one model must share to be pooled.
+CONFIG = "recsys.config"
 
 ROLE_SPLIT = "split"
 ROLE_TRAIN = "train"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -160,7 +161,9 @@ def run_train(
             if config is not None:
                 params.update(dataclasses.asdict(config))
             log_params_once(params)
+            hyper = {k: v for k, v in (dataclasses.asdict(config) if config is not None else {}).items() if k != "seed"}
             mlflow.set_tags({tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: model,
+                             tags.CONFIG: json.dumps(hyper, sort_keys=True),
                              tags.SEED: str(seed) if seeded else tags.NO_SEED,
                              tags.SPLIT_DIGEST: split["split_digest"],
                              tags.DATASET: split["manifest"]["dataset"]["name"]})
