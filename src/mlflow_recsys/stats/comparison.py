@@ -337,17 +337,24 @@ def compare_models(
 
     comparisons: list[PairwiseComparison] = []
     for base_name, cand_name in pairs:
-        base = np.column_stack([results[base_name].per_user[m] for m in metrics])
-        cand = np.column_stack([results[cand_name].per_user[m] for m in metrics])
-        base_units = units.means(base)
-        cand_units = units.means(cand)
+        # Column-major, one metric at a time: each column is contiguous and reduces exactly as it would
+        # alone, and no (rows x metrics) copy of the inputs is ever made.
+        d = np.empty((units.n_units, len(metrics)), dtype=np.float64, order="F")
+        base_means = np.empty(len(metrics))
+        cand_means = np.empty(len(metrics))
+        for j, metric in enumerate(metrics):
+            base_col = units.means(results[base_name].per_user[metric])
+            cand_col = units.means(results[cand_name].per_user[metric])
+            base_means[j], cand_means[j] = base_col.mean(), cand_col.mean()
+            np.subtract(cand_col, base_col, out=d[:, j])
         comparisons.extend(
             _compare_one_pair(
                 base_name,
                 cand_name,
                 metrics,
-                base_units,
-                cand_units,
+                d,
+                base_means,
+                cand_means,
                 units,
                 confidence_level=confidence_level,
                 n_resamples=n_resamples,
@@ -378,8 +385,9 @@ def _compare_one_pair(
     base_name: str,
     cand_name: str,
     metrics: list[str],
-    base_units: np.ndarray,
-    cand_units: np.ndarray,
+    d: np.ndarray,
+    base_means: np.ndarray,
+    cand_means: np.ndarray,
     units: Units,
     *,
     confidence_level: float,
@@ -388,10 +396,6 @@ def _compare_one_pair(
     test_method: str,
     random_state: int | None,
 ) -> list[PairwiseComparison]:
-    # Column-major so each metric's column is contiguous and reduces exactly as it would alone.
-    base_units = np.asfortranarray(base_units)
-    cand_units = np.asfortranarray(cand_units)
-    d = np.asfortranarray(cand_units - base_units)
     sign_seeds, boot_seeds = _pair_seed_sequences(random_state, base_name, cand_name)
     alpha = 1.0 - confidence_level
     n_nonzero = (d != 0).sum(axis=0)
@@ -431,8 +435,8 @@ def _compare_one_pair(
             p = _t_test_p_value(dj, alternative)
 
         low, high = _percentile_interval(boot[:, j], alpha, alternative)
-        base_mean = float(base_units[:, j].mean())
-        cand_mean = float(cand_units[:, j].mean())
+        base_mean = float(base_means[j])
+        cand_mean = float(cand_means[j])
         out.append(
             PairwiseComparison(
                 metric=metric,

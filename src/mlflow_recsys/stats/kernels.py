@@ -77,7 +77,7 @@ def _fill_indices(s, spare, idx):
         m = _next32(s, spare) * n64
         while (m & _MASK32) < threshold:
             m = _next32(s, spare) * n64
-        idx[j] = np.int64(m >> np.uint64(32))
+        idx[j] = m >> np.uint64(32)
 
 
 @numba.njit(cache=True)
@@ -107,7 +107,7 @@ def draw_signs(seeds, n, n_resamples):
 def draw_indices(seeds, n, n_resamples):
     """The unit indices :func:`bootstrap_sums` uses: int64 ``(B, n)``."""
     out = np.empty((n_resamples, n), dtype=np.int64)
-    idx = np.empty(n, dtype=np.int64)
+    idx = np.empty(n, dtype=np.int32)
     for block in range(seeds.shape[0]):
         s = seeds[block].copy()
         spare = np.zeros(2, dtype=np.uint64)
@@ -173,7 +173,7 @@ def bootstrap_sums(dt, seeds, n_resamples):
     for block in numba.prange(seeds.shape[0]):
         s = seeds[block].copy()
         spare = np.zeros(2, dtype=np.uint64)
-        idx = np.empty(n, dtype=np.int64)
+        idx = np.empty(n, dtype=np.int32)
         counts = np.empty(n, dtype=np.float64)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
             _fill_indices(s, spare, idx)

@@ -30,6 +30,7 @@ class Units:
     codes: np.ndarray
     ids: np.ndarray
     counts: np.ndarray
+    _one_row_each: bool = False
 
     @property
     def n_units(self) -> int:
@@ -44,11 +45,13 @@ class Units:
         codes, ids = pd.factorize(np.asarray(sample_ids), sort=False)
         codes = codes.astype(np.int64)
         counts = np.bincount(codes, minlength=len(ids)).astype(np.float64)
-        return cls(codes=codes, ids=np.asarray(ids), counts=counts)
+        # factorize numbers units by first appearance, so one row each means codes == 0..n-1.
+        one_row_each = len(ids) == len(codes)
+        return cls(codes=codes, ids=np.asarray(ids), counts=counts, _one_row_each=one_row_each)
 
     def means(self, values: np.ndarray) -> np.ndarray:
-        """Per-unit means of ``values`` (shape ``(n_samples,)`` or ``(n_samples, m)``)."""
+        """Per-unit means of ``values``, float64 ``(n_units,)`` from ``(n_samples,)``."""
         values = np.asarray(values, dtype=np.float64)
-        if values.ndim == 1:
-            return np.bincount(self.codes, weights=values, minlength=self.n_units) / self.counts
-        return np.stack([self.means(values[:, j]) for j in range(values.shape[1])], axis=1)
+        if self._one_row_each:
+            return values
+        return np.bincount(self.codes, weights=values, minlength=self.n_units) / self.counts
