@@ -42,6 +42,9 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
         assert roles == [("comparison", ""), ("main", ""), ("split", ""), ("train", "EASE"), ("train", "ELSA"),
                          ("train", "ELSA")]
         assert all(r.info.status == "FINISHED" for r in runs)
+        from mlflow_recsys import __version__
+
+        assert {r.data.tags.get("recsys.package_version") for r in runs} == {__version__}
     finally:
         mlflow.set_tracking_uri(None)
 

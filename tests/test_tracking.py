@@ -2,6 +2,7 @@
 
 import json
 import urllib.parse
+from pathlib import Path
 
 import mlflow
 import numpy as np
@@ -177,7 +178,8 @@ def test_compare_by_experiment_and_filter(study):
     assert set(outcome.source_runs["ELSA"]) == {"0", "1", "2"}
 
 
-def test_cli_reports_bad_input_in_one_line(study, tmp_path):
+def test_cli_reports_bad_input_in_one_line(study, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")  # the CLI sets it; monkeypatch restores it afterwards
     runner = CliRunner()
     res = runner.invoke(cli, ["split", "--dataset", "movielens-1b"])
     assert res.exit_code == 1 and "movielens-100k" in res.output and "Traceback" not in res.output
@@ -203,3 +205,80 @@ def test_runs_of_one_model_with_different_hyperparameters_are_not_pooled(study):
                       **{**FAST_ELSA, "latent_dim": 4})
     with pytest.raises(RunSelectionError, match=r"ELSA differ in hyper-parameters.*latent_dim.*latent_dim=4"):
         compare_runs(run_ids=[study["ease"], study["elsa"][0], other], reference="EASE")
+
+
+def _copy_of_run(source_run_id, tmp_path, *, model, edit_meta=None, edit_frame=None):
+    """A FINISHED training run whose per-user artifacts are a (possibly edited) copy of another run's."""
+    client = MlflowClient()
+    source = client.get_run(source_run_id)
+    folder = tmp_path / model
+    folder.mkdir()
+    for name in ("per_user.parquet", "evaluation.json"):
+        mlflow.artifacts.download_artifacts(run_id=source_run_id, artifact_path=name, dst_path=str(folder))
+    if edit_meta is not None:
+        meta = json.loads((folder / "evaluation.json").read_text())
+        (folder / "evaluation.json").write_text(json.dumps(edit_meta(meta)))
+    if edit_frame is not None:
+        frame = pd.read_parquet(folder / "per_user.parquet")
+        edit_frame(frame).to_parquet(folder / "per_user.parquet", index=False)
+    run_tags = {k: v for k, v in source.data.tags.items() if k.startswith("recsys.")}
+    run = client.create_run(source.info.experiment_id, tags={**run_tags, "recsys.model": model})
+    client.log_artifacts(run.info.run_id, str(folder))
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
+def _failed_comparisons(experiment_id):
+    return MlflowClient().search_runs(
+        [experiment_id], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'")
+
+
+def test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason(study, tmp_path):
+    exp = MlflowClient().get_run(study["ease"]).info.experiment_id
+    before = len(_failed_comparisons(exp))
+    fake = _copy_of_run(study["ease"], tmp_path, model="Other",
+                        edit_meta=lambda m: {**m, "targets_fingerprint": "deadbeef" * 8})
+    with pytest.raises(RunSelectionError, match=r"users and targets.*deadbeef"):
+        compare_runs(run_ids=[study["ease"], fake], reference="EASE", n_resamples=999)
+    failed = _failed_comparisons(exp)
+    assert len(failed) == before + 1
+    assert "targets fingerprint" in failed[0].data.tags["recsys.error"]
+    assert not MlflowClient().list_artifacts(failed[0].info.run_id)
+
+
+def test_corrupted_per_user_artifact_is_refused_naming_the_run(study, tmp_path):
+    def poison(frame):
+        frame.loc[3, "ndcg@100"] = np.nan
+        return frame
+
+    fake = _copy_of_run(study["ease"], tmp_path, model="Broken", edit_frame=poison)
+    with pytest.raises(ArtifactError, match=rf"run {fake}.*'ndcg@100'.*NaN"):
+        compare_runs(run_ids=[study["ease"], fake], reference="EASE", n_resamples=999)
+
+
+def test_comparison_run_holds_a_self_contained_html_report(study, tmp_path):
+    with pytest.warns(FewSeedsWarning):
+        outcome = compare_runs(run_ids=[study["ease"], *study["elsa"].values()], reference="EASE",
+                               metrics=["ndcg@100"], primary="ndcg@100", n_resamples=999)
+    page = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.html",
+                                                    dst_path=str(tmp_path))).read_text()
+    assert 'id="report-table"' in page and page.count("data:image/png;base64,") == 2
+    assert outcome.report.results_text("ndcg@100", "ELSA").split(" (")[0] in page
+    assert "Holm" in page and "@inproceedings{steck2019ease" in page
+    assert "src=\"http" not in page  # nothing fetched from elsewhere
+
+
+def test_run_context_provider_tags_runs_started_inside_a_command(store, monkeypatch):
+    from mlflow.tracking.context.registry import _run_context_provider_registry
+
+    from mlflow_recsys import __version__
+
+    assert "RecsysRunContext" in [type(p).__name__ for p in _run_context_provider_registry]
+    with mlflow.start_run() as outside:
+        pass
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "compare")
+    with mlflow.start_run() as inside:
+        pass
+    assert "recsys.package_version" not in MlflowClient().get_run(outside.info.run_id).data.tags
+    run_tags = MlflowClient().get_run(inside.info.run_id).data.tags
+    assert run_tags["recsys.package_version"] == __version__ and run_tags["recsys.command"] == "compare"

@@ -40,12 +40,15 @@ def _split_list(value: str | None) -> list[str]:
 
 @click.group()
 @click.version_option(package_name="mlflow-recsys")
-def cli():
+@click.pass_context
+def cli(ctx):
     """Train, evaluate and statistically compare top-N recommenders as MLflow runs."""
     # One progress bar per step is ours; MLflow's per-file download bars only add noise.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # On the command line a warning's source line is click's, which helps nobody: print the message only.
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {message}\n"
+    # Lets the run context provider (mlflow_recsys.tracking.plugin) tag the runs this command makes.
+    os.environ["MLFLOW_RECSYS_COMMAND"] = ctx.invoked_subcommand or ""
 
 
 @cli.command()

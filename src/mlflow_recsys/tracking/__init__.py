@@ -1,28 +1,36 @@
-"""The only door to MLflow: runs, artifacts, run selection and comparison runs."""
+"""The only door to MLflow: runs, artifacts, run selection and comparison runs.
 
-from mlflow_recsys.tracking.artifacts import ArtifactError, read_evaluation_artifacts, write_evaluation_artifacts
-from mlflow_recsys.tracking.comparison import RunComparison, compare_runs
-from mlflow_recsys.tracking.naming import metric_key, mlflow_metric_name
-from mlflow_recsys.tracking.runs import (
-    RunSelectionError,
-    load_evaluation,
-    parse_compare_url,
-    select_runs,
-)
-from mlflow_recsys.tracking.training import run_split, run_train
+Names are loaded on first use: MLflow imports this package's plugin module
+(:mod:`mlflow_recsys.tracking.plugin`) while MLflow itself is still being
+imported, so nothing here may import MLflow eagerly.
+"""
 
-__all__ = [
-    "ArtifactError",
-    "RunComparison",
-    "RunSelectionError",
-    "compare_runs",
-    "load_evaluation",
-    "metric_key",
-    "mlflow_metric_name",
-    "parse_compare_url",
-    "read_evaluation_artifacts",
-    "run_split",
-    "run_train",
-    "select_runs",
-    "write_evaluation_artifacts",
-]
+import importlib
+
+_EXPORTS = {
+    "ArtifactError": "artifacts",
+    "read_evaluation_artifacts": "artifacts",
+    "write_evaluation_artifacts": "artifacts",
+    "RunComparison": "comparison",
+    "compare_runs": "comparison",
+    "metric_key": "naming",
+    "mlflow_metric_name": "naming",
+    "RunSelectionError": "runs",
+    "load_evaluation": "runs",
+    "parse_compare_url": "runs",
+    "select_runs": "runs",
+    "run_split": "training",
+    "run_train": "training",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
+
+def __dir__():
+    return __all__

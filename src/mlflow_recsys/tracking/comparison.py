@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -12,13 +13,15 @@ from typing import Sequence
 import mlflow
 import pandas as pd
 from mlflow.entities import Run
+from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
 from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
+from mlflow_recsys.stats.reporting import report_html
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
-from mlflow_recsys.tracking.context import log_params_once
+from mlflow_recsys.tracking.context import entry_point_run, log_params_once
 from mlflow_recsys.tracking.naming import mlflow_metric_name, safe_name
 from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
 
@@ -101,51 +104,86 @@ def compare_runs(
     """
     runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
                        experiment=experiment, filter_string=filter_string)
-    artifacts = load_many([r.info.run_id for r in runs])
-    _verify_same_evaluation(runs, artifacts)
-    groups = _group(runs, artifacts, model_tag)
-    _same_hyperparameters(runs, model_tag)
-    metric_keys = _metric_keys(metrics, artifacts)
-    if primary is not None and primary not in metric_keys:
-        raise RunSelectionError(f"primary: expected one of the compared metrics {metric_keys}, found {primary!r}")
-    if reference is not None and reference not in groups:
-        raise RunSelectionError(f"reference: expected one of the compared models {sorted(groups)}, found {reference!r}")
-    if len(groups) < 2:
-        raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
+    # The run exists from here on: whatever fails below leaves it FAILED with the reason in a tag.
+    with _comparison_run(runs, output_experiment) as run:
+        mlflow.set_tags({tags.ROLE: tags.ROLE_COMPARISON, tags.SOURCE_RUNS: ",".join(r.info.run_id for r in runs)})
+        artifacts = load_many([r.info.run_id for r in runs])
+        _verify_same_evaluation(runs, artifacts)
+        groups = _group(runs, artifacts, model_tag)
+        _same_hyperparameters(runs, model_tag)
+        metric_keys = _metric_keys(metrics, artifacts)
+        if primary is not None and primary not in metric_keys:
+            raise RunSelectionError(f"primary: expected one of the compared metrics {metric_keys}, found {primary!r}")
+        if reference is not None and reference not in groups:
+            raise RunSelectionError(
+                f"reference: expected one of the compared models {sorted(groups)}, found {reference!r}"
+            )
+        if len(groups) < 2:
+            raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
 
-    # Without a reference every pair is compared, the earlier name as baseline: sorted, not in run order.
-    instances = {model: groups[model][_representative_seed(model, groups[model], seed)][1] for model in sorted(groups)}
-    if reference is not None:
-        instances = {reference: instances[reference], **{m: r for m, r in instances.items() if m != reference}}
-    report = compare_models(
-        instances, metrics=metric_keys, reference=reference, correction=correction,
-        confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-        test_method=test_method, random_state=random_state,
-    )
-    spreads = {}
-    for c in {(c.baseline, c.candidate) for c in report.comparisons}:
-        base, cand = c
-        if len(groups[base]) < 2 and len(groups[cand]) < 2:
-            continue
-        spreads[f"{cand} vs {base}"] = seed_spread(
-            _side(groups[base]), _side(groups[cand]), metrics=metric_keys, baseline_name=base,
-            candidate_name=cand, paired_seeds=paired_seeds and len(groups[base]) > 1 and len(groups[cand]) > 1,
-            confidence_level=confidence_level, n_resamples=n_resamples, random_state=random_state,
+        # Without a reference every pair is compared, the earlier name as baseline: sorted, not in run order.
+        instances = {m: groups[m][_representative_seed(m, groups[m], seed)][1] for m in sorted(groups)}
+        if reference is not None:
+            instances = {reference: instances[reference], **{m: r for m, r in instances.items() if m != reference}}
+        report = compare_models(
+            instances, metrics=metric_keys, reference=reference, correction=correction,
+            confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+            test_method=test_method, random_state=random_state,
         )
-    spreads = dict(sorted(spreads.items()))
-    source_runs = {
-        model: {seed: run_id for seed, (run_id, _) in seeds.items()} for model, seeds in groups.items()
-    }
-    settings = {
-        "reference": reference, "metrics": ",".join(metric_keys), "primary": primary,
-        "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
-        "alternative": alternative, "test_method": test_method, "random_state": random_state,
-        "paired_seeds": paired_seeds, "model_tag": model_tag,
-        "report_seed": seed if seed is not None else "lowest seed of each model",
-    }
-    run_id = _log_comparison_run(report, spreads, runs, source_runs, settings, primary, output_experiment)
-    return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=source_runs,
-                         report_seed=seed)
+        spreads = {}
+        for base, cand in {(c.baseline, c.candidate) for c in report.comparisons}:
+            if len(groups[base]) < 2 and len(groups[cand]) < 2:
+                continue
+            spreads[f"{cand} vs {base}"] = seed_spread(
+                _side(groups[base]), _side(groups[cand]), metrics=metric_keys, baseline_name=base,
+                candidate_name=cand, paired_seeds=paired_seeds and len(groups[base]) > 1 and len(groups[cand]) > 1,
+                confidence_level=confidence_level, n_resamples=n_resamples, random_state=random_state,
+            )
+        spreads = dict(sorted(spreads.items()))
+        source_runs = {
+            model: {s: run_id for s, (run_id, _) in seeds.items()} for model, seeds in groups.items()
+        }
+        settings = {
+            "reference": reference, "metrics": ",".join(metric_keys), "primary": primary,
+            "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
+            "alternative": alternative, "test_method": test_method, "random_state": random_state,
+            "paired_seeds": paired_seeds, "model_tag": model_tag,
+            "report_seed": seed if seed is not None else "lowest seed of each model",
+        }
+        _log_comparison(report, spreads, runs, source_runs, settings, primary)
+        return RunComparison(report=report, seed_spreads=spreads, run_id=run.info.run_id, source_runs=source_runs,
+                             report_seed=seed)
+
+
+@contextmanager
+def _comparison_run(runs: list[Run], output_experiment: str | None):
+    """The comparison run: the caller's active run, the entry point's run, or a new one.
+
+    On an exception the reason goes into the ``recsys.error`` tag and a run
+    started here ends FAILED, so no half-made comparison looks FINISHED.
+    """
+    active = mlflow.active_run()
+    owned = active is None
+    if active is not None:
+        run = active
+    elif os.environ.get("MLFLOW_RUN_ID"):
+        run = entry_point_run("comparison")  # the run `mlflow run -e compare` created
+    else:
+        experiment_id = runs[0].info.experiment_id
+        if output_experiment is not None:
+            exp = mlflow.get_experiment_by_name(output_experiment)
+            experiment_id = exp.experiment_id if exp else mlflow.create_experiment(output_experiment)
+        run = mlflow.start_run(experiment_id=experiment_id, run_name="comparison")
+    try:
+        yield run
+    except BaseException as exc:
+        MlflowClient().set_tag(run.info.run_id, tags.ERROR, f"{type(exc).__name__}: {exc}"[:5000])
+        if owned:
+            mlflow.end_run(status="FAILED")
+        raise
+    else:
+        if owned:
+            mlflow.end_run()
 
 
 # -- verifying and grouping ---------------------------------------------------------
@@ -264,14 +302,14 @@ def _note(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str
     return "\n".join(lines)
 
 
-def _log_comparison_run(report, spreads, runs, source_runs, settings, primary, output_experiment) -> str:
+def _log_comparison(report, spreads, runs, source_runs, settings, primary) -> None:
+    """Render every artifact to a temporary folder, then log tags, params, metrics and artifacts."""
     if report.reference:
         run_name = f"{', '.join(m for m in source_runs if m != report.reference)} vs {report.reference}"
     else:
         run_name = "compare " + ", ".join(sorted(source_runs))
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
-        # Everything is written first and logged in one go, so a failure leaves no partial artifact set.
         frame = report.to_frame()
         frame.to_csv(out / "report.csv", index=False)
         frame.to_parquet(out / "report.parquet", index=False)
@@ -286,61 +324,38 @@ def _log_comparison_run(report, spreads, runs, source_runs, settings, primary, o
                                  ignore_index=True)
             per_seed.to_csv(out / "seed_spread_per_seed.csv", index=False)
             seed_spread_plot(per_seed, out / "seed_spread.png")
+        (out / "report.html").write_text(report_html(
+            report, spreads, primary=primary, title=run_name, forest_png=(out / "forest.png").read_bytes(),
+            seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
+        ))
 
-        active = mlflow.active_run()
-        if active is None and os.environ.get("MLFLOW_RUN_ID"):
-            # Launched as the `compare` entry point: log into the run `mlflow run` created.
-            context = mlflow.start_run()
-        elif active is None:
-            experiment_id = runs[0].info.experiment_id
-            if output_experiment is not None:
-                exp = mlflow.get_experiment_by_name(output_experiment)
-                experiment_id = exp.experiment_id if exp else mlflow.create_experiment(output_experiment)
-            context = mlflow.start_run(experiment_id=experiment_id, run_name=run_name)
-        else:
-            context = _Active(active)
-        with context as run:
-            first = runs[0].data.tags
-            mlflow.set_tags({
-                tags.ROLE: tags.ROLE_COMPARISON,
-                tags.SOURCE_RUNS: ",".join(r.info.run_id for r in runs),
-                tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
-                tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
-                tags.PRIMARY_METRIC: primary or "",
-                "mlflow.runName": run_name,
-                "mlflow.note.content": _note(report, spreads, primary),
-            })
-            log_params_once(settings)
-            metrics = {}
-            for c in report.comparisons:
-                prefix = _metric_prefix(c, report.reference)
-                for field in ("difference", "relative_difference", "ci_low", "ci_high", "p_value", "adjusted_p_value"):
-                    value = getattr(c, field)
-                    if pd.notna(value) and abs(value) != float("inf"):
+        first = runs[0].data.tags
+        mlflow.set_tags({
+            tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
+            tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+            tags.PRIMARY_METRIC: primary or "",
+            "mlflow.runName": run_name,
+            "mlflow.note.content": _note(report, spreads, primary),
+        })
+        log_params_once(settings)
+        metrics = {}
+        for c in report.comparisons:
+            prefix = _metric_prefix(c, report.reference)
+            for field in ("difference", "relative_difference", "ci_low", "ci_high", "p_value", "adjusted_p_value"):
+                value = getattr(c, field)
+                if pd.notna(value) and abs(value) != float("inf"):
+                    metrics[f"{prefix}.{field}"] = float(value)
+        for spread in spreads.values():
+            for row in spread.to_frame().itertuples():
+                prefix = f"{safe_name(row.candidate)}.{mlflow_metric_name(row.metric)}.seeds"
+                for field in ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"):
+                    value = getattr(row, field)
+                    if pd.notna(value):
                         metrics[f"{prefix}.{field}"] = float(value)
-            for name, spread in spreads.items():
-                for row in spread.to_frame().itertuples():
-                    prefix = f"{safe_name(row.candidate)}.{mlflow_metric_name(row.metric)}.seeds"
-                    for field in ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"):
-                        value = getattr(row, field)
-                        if pd.notna(value):
-                            metrics[f"{prefix}.{field}"] = float(value)
-            mlflow.log_metrics(metrics)
-            mlflow.log_artifacts(str(out))
-            mlflow.log_table(frame, artifact_file="report_table.json")
-            if seed_frame is not None:
-                mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
-            return run.info.run_id
+        mlflow.log_metrics(metrics)
+        mlflow.log_artifacts(str(out))
+        mlflow.log_table(frame, artifact_file="report_table.json")
+        if seed_frame is not None:
+            mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
 
 
-class _Active:
-    """Context wrapper for a run that someone else started (``mlflow run``) and will end."""
-
-    def __init__(self, run):
-        self.run = run
-
-    def __enter__(self):
-        return self.run
-
-    def __exit__(self, *exc):
-        return False

@@ -15,8 +15,12 @@ def entry_point_run(run_name: str, *, experiment_id: str | None = None):
     exception inside marks the run FAILED.
     """
     if os.environ.get("MLFLOW_RUN_ID"):
+        # `mlflow run` created this run without asking context providers, so add their tags here.
+        from mlflow_recsys.tracking.plugin import RecsysRunContext
+
         run = mlflow.start_run()
-        mlflow.set_tag("mlflow.runName", run_name)
+        provider = RecsysRunContext()
+        mlflow.set_tags({"mlflow.runName": run_name, **(provider.tags() if provider.in_context() else {})})
         return run
     return mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
 

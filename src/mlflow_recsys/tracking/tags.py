@@ -18,3 +18,5 @@ ROLE_MAIN = "main"
 
 #: Seed tag value of a deterministic model (no seed).
 NO_SEED = "none"
+#: Why a comparison run FAILED.
+ERROR = "recsys.error"
