@@ -1,28 +1,23 @@
 """The real thing end to end: `mlflow run` entry points, and a real `mlflow server` over HTTP."""
 
-import os
-import socket
+import json
 import subprocess
-import sys
-import time
-import urllib.request
+import urllib.parse
 from pathlib import Path
 
 import mlflow
+import numpy as np
 import pytest
+from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from mlflow_recsys import __version__
+from mlflow_recsys.stats import FewSeedsWarning
+from mlflow_recsys.tracking import ArtifactError, RunSelectionError, compare_runs, run_split, run_train
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-
-
-def _env(tracking_uri):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    env.update(MLFLOW_TRACKING_URI=tracking_uri, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
-    return env
+METRICS = ("ndcg@100", "recall@20")
 
 
 def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
@@ -33,7 +28,7 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
         proc = subprocess.run(
             [str(BIN / "mlflow"), "run", str(PROJECT), "--env-manager", "local", "--experiment-name", "study",
              "-P", "seeds=0,1", "-P", "epochs=2", "-P", "n_resamples=999"],
-            env=_env(uri), capture_output=True, text=True, timeout=600,
+            env=clean_env(uri), capture_output=True, text=True, timeout=600,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "| ndcg@100" in proc.stdout and "mlflow ui --backend-store-uri" in proc.stdout
@@ -42,57 +37,79 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
         assert roles == [("comparison", ""), ("main", ""), ("split", ""), ("train", "EASE"), ("train", "ELSA"),
                          ("train", "ELSA")]
         assert all(r.info.status == "FINISHED" for r in runs)
-        from mlflow_recsys import __version__
-
         assert {r.data.tags.get("recsys.package_version") for r in runs} == {__version__}
     finally:
         mlflow.set_tracking_uri(None)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def mlflow_server(tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp_path}/server.db", "--artifacts-destination",
-         str(tmp_path / "server-artifacts")],
-        env=_env(""), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"mlflow server did not start: {proc.stderr.read()[-2000:]}")
-            time.sleep(0.5)
+@pytest.fixture(scope="module")
+def served(mlflow_server):
+    """A split, EASE, Popularity and two ELSA seeds, logged to the live server."""
     previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(url)
-    yield url
-    mlflow.set_tracking_uri(previous)
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
-def test_train_and_compare_against_a_live_tracking_server(mlflow_server):
-    mlflow.set_experiment("over-http")
+    mlflow.set_tracking_uri(mlflow_server)
+    experiment_id = mlflow.set_experiment("over-http").experiment_id
     split = run_split(dataset="movielens-100k", seed=3)
     checkpoint = f"runs:/{split}/checkpoint.zip"
-    metrics = ("ndcg@100", "recall@20")
-    ease = run_train(checkpoint=checkpoint, model="EASE", metrics=metrics, log_model=False)
-    pop = run_train(checkpoint=checkpoint, model="Popularity", metrics=metrics, log_model=False)
-    outcome = compare_runs(run_ids=[pop, ease], reference="Popularity", n_resamples=999)
+    runs = {
+        "EASE": run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False),
+        "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
+    }
+    for seed in (0, 1):
+        runs[f"ELSA{seed}"] = run_train(checkpoint=checkpoint, model="ELSA", seed=seed, metrics=METRICS,
+                                        log_model=False, latent_dim=8, batch_size=128, epochs=2)
+    yield {"url": mlflow_server, "experiment_id": experiment_id, **runs}
+    mlflow.set_tracking_uri(previous)
+
+
+def test_compare_by_ids_over_http_logs_to_the_server(served):
+    outcome = compare_runs(run_ids=[served["Popularity"], served["EASE"]], reference="Popularity", n_resamples=999)
     row = outcome.report.get("ndcg@100", "EASE")
     assert row.difference > 0 and row.direction == "better"
     run = MlflowClient().get_run(outcome.run_id)
-    assert run.info.artifact_uri.startswith("mlflow-artifacts:")
-    assert {a.path for a in MlflowClient().list_artifacts(outcome.run_id)} >= {"report.csv", "methods.md"}
+    assert run.info.status == "FINISHED" and run.info.artifact_uri.startswith("mlflow-artifacts:")
+    assert {a.path for a in MlflowClient().list_artifacts(outcome.run_id)} >= {"report.csv", "report.html"}
+
+
+def test_compare_by_a_pasted_ui_url_percent_encoded(served):
+    runs = json.dumps([served["EASE"], served["ELSA0"], served["ELSA1"]])
+    url = f"{served['url']}/#/compare-runs?runs={runs}&experiments={json.dumps([served['experiment_id']])}"
+    pasted = urllib.parse.quote(urllib.parse.quote(url, safe=""), safe="")
+    with pytest.warns(FewSeedsWarning):  # two seeds only
+        outcome = compare_runs(compare_url=pasted, reference="EASE", n_resamples=999)
+    assert set(outcome.source_runs) == {"EASE", "ELSA"} and set(outcome.source_runs["ELSA"]) == {"0", "1"}
+    assert not outcome.seed_frame().empty
+
+
+def test_compare_by_experiment_and_filter_over_http(served):
+    outcome = compare_runs(experiment="over-http", filter_string="tags.`recsys.seed` = 'none'",
+                           reference="Popularity", n_resamples=999)
+    assert set(outcome.source_runs) == {"EASE", "Popularity"}
+
+
+def test_a_running_run_is_refused_over_http(served):
+    client = MlflowClient()
+    stuck = client.create_run(served["experiment_id"], tags={"recsys.role": "train", "recsys.model": "X"})
+    try:
+        with pytest.raises(RunSelectionError, match=rf"{stuck.info.run_id} \(RUNNING\)"):
+            compare_runs(run_ids=[served["EASE"], stuck.info.run_id])
+    finally:
+        client.set_terminated(stuck.info.run_id, "KILLED")
+
+
+def test_mismatched_fingerprints_over_http_end_the_comparison_run_failed(served, tmp_path, copy_run):
+    fake = copy_run(served["EASE"], tmp_path, model="Other", edit_meta=lambda m: {**m, "targets_fingerprint": "0" * 64})
+    with pytest.raises(RunSelectionError, match="targets fingerprint"):
+        compare_runs(run_ids=[served["EASE"], fake], reference="EASE", n_resamples=999)
+    failed = MlflowClient().search_runs(
+        [served["experiment_id"]], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'")
+    assert failed and "targets fingerprint" in failed[0].data.tags["recsys.error"]
+
+
+def test_corrupted_artifact_over_http_is_refused_naming_the_run(served, tmp_path, copy_run):
+    def poison(frame):
+        frame["recall@20"] = np.inf
+        return frame
+
+    fake = copy_run(served["EASE"], tmp_path, model="Broken", edit_frame=poison)
+    with pytest.raises(ArtifactError, match=rf"run {fake}.*'recall@20'"):
+        compare_runs(run_ids=[served["EASE"], fake], reference="EASE", n_resamples=999)

@@ -207,36 +207,15 @@ def test_runs_of_one_model_with_different_hyperparameters_are_not_pooled(study):
         compare_runs(run_ids=[study["ease"], study["elsa"][0], other], reference="EASE")
 
 
-def _copy_of_run(source_run_id, tmp_path, *, model, edit_meta=None, edit_frame=None):
-    """A FINISHED training run whose per-user artifacts are a (possibly edited) copy of another run's."""
-    client = MlflowClient()
-    source = client.get_run(source_run_id)
-    folder = tmp_path / model
-    folder.mkdir()
-    for name in ("per_user.parquet", "evaluation.json"):
-        mlflow.artifacts.download_artifacts(run_id=source_run_id, artifact_path=name, dst_path=str(folder))
-    if edit_meta is not None:
-        meta = json.loads((folder / "evaluation.json").read_text())
-        (folder / "evaluation.json").write_text(json.dumps(edit_meta(meta)))
-    if edit_frame is not None:
-        frame = pd.read_parquet(folder / "per_user.parquet")
-        edit_frame(frame).to_parquet(folder / "per_user.parquet", index=False)
-    run_tags = {k: v for k, v in source.data.tags.items() if k.startswith("recsys.")}
-    run = client.create_run(source.info.experiment_id, tags={**run_tags, "recsys.model": model})
-    client.log_artifacts(run.info.run_id, str(folder))
-    client.set_terminated(run.info.run_id, "FINISHED")
-    return run.info.run_id
-
-
 def _failed_comparisons(experiment_id):
     return MlflowClient().search_runs(
         [experiment_id], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'")
 
 
-def test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason(study, tmp_path):
+def test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason(study, tmp_path, copy_run):
     exp = MlflowClient().get_run(study["ease"]).info.experiment_id
     before = len(_failed_comparisons(exp))
-    fake = _copy_of_run(study["ease"], tmp_path, model="Other",
+    fake = copy_run(study["ease"], tmp_path, model="Other",
                         edit_meta=lambda m: {**m, "targets_fingerprint": "deadbeef" * 8})
     with pytest.raises(RunSelectionError, match=r"users and targets.*deadbeef"):
         compare_runs(run_ids=[study["ease"], fake], reference="EASE", n_resamples=999)
@@ -246,12 +225,12 @@ def test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason
     assert not MlflowClient().list_artifacts(failed[0].info.run_id)
 
 
-def test_corrupted_per_user_artifact_is_refused_naming_the_run(study, tmp_path):
+def test_corrupted_per_user_artifact_is_refused_naming_the_run(study, tmp_path, copy_run):
     def poison(frame):
         frame.loc[3, "ndcg@100"] = np.nan
         return frame
 
-    fake = _copy_of_run(study["ease"], tmp_path, model="Broken", edit_frame=poison)
+    fake = copy_run(study["ease"], tmp_path, model="Broken", edit_frame=poison)
     with pytest.raises(ArtifactError, match=rf"run {fake}.*'ndcg@100'.*NaN"):
         compare_runs(run_ids=[study["ease"], fake], reference="EASE", n_resamples=999)
 
