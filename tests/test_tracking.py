@@ -261,3 +261,43 @@ def test_run_context_provider_tags_runs_started_inside_a_command(store, monkeypa
     assert "recsys.package_version" not in MlflowClient().get_run(outside.info.run_id).data.tags
     run_tags = MlflowClient().get_run(inside.info.run_id).data.tags
     assert run_tags["recsys.package_version"] == __version__ and run_tags["recsys.command"] == "compare"
+
+
+def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study, tmp_path):
+    from mlflow_recsys import load_recsys_split, read_checkpoint
+    from mlflow_recsys.evaluation import evaluate_recommender
+    from mlflow_recsys.models import ELSA
+    from mlflow_recsys.tracking.training import resolve_checkpoint
+
+    with read_checkpoint(resolve_checkpoint(study["checkpoint"], str(tmp_path))) as root:
+        split = load_recsys_split(root)
+    source, targets, ids = split["test_source_matrix"], split["test_target_matrix"], split["test_eval_user_ids"]
+    frame = pd.DataFrame({
+        "sample_id": ids,
+        "items": [source.indices[source.indptr[i]:source.indptr[i + 1]].tolist() for i in range(source.shape[0])],
+        "targets": [targets.indices[targets.indptr[i]:targets.indptr[i + 1]].tolist() for i in range(targets.shape[0])],
+    })
+    model_uri = f"runs:/{study['elsa'][0]}/model"
+    with mlflow.start_run() as run:
+        out = mlflow.models.evaluate(model_uri, data=frame, targets="targets", model_type="recommender",
+                                     evaluators="recsys", evaluator_config={"metrics": ["ndcg@100", "recall@20"],
+                                                                            "model_name": "ELSA-served", "seed": 0,
+                                                                            "n_items": source.shape[1]})
+    # The same model evaluated directly, without MLflow in between.
+    weights = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/weights", dst_path=str(tmp_path / "w"))
+    direct = evaluate_recommender(ELSA.load(weights), source=source, targets=targets, metrics=["ndcg@100", "recall@20"],
+                                  sample_ids=ids)
+    assert out.metrics["ndcg_at_100"] == pytest.approx(direct.metrics["ndcg@100"])
+    logged = load_evaluation(run.info.run_id)
+    np.testing.assert_allclose(logged.per_user["recall@20"], direct.per_user["recall@20"])
+    run_tags = MlflowClient().get_run(run.info.run_id).data.tags
+    assert run_tags["recsys.role"] == "train" and run_tags["recsys.model"] == "ELSA-served"
+    assert run_tags["recsys.targets_fingerprint"] == direct.targets_fingerprint
+
+
+def test_recsys_evaluator_never_volunteers_for_other_model_types():
+    from mlflow_recsys.tracking.evaluator import RecsysEvaluator
+
+    assert RecsysEvaluator.can_evaluate(model_type="recommender", evaluator_config={})
+    for other in ("classifier", "regressor", "retriever", None):
+        assert not RecsysEvaluator.can_evaluate(model_type=other, evaluator_config={})
