@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STORE := sqlite:///mlruns.db
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test validate clean
+.PHONY: install demo test validate ui-check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ test: install
 
 validate: install
 	$(PY) -m pytest -m validation -s -q
+
+ui-check: install
+	@# Debian's chromium renders the MLflow UI headless; install it if this machine lacks it.
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(PY) scripts/ui_check.py
 
 clean:
 	rm -rf mlruns.db mlartifacts mlruns
