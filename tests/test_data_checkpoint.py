@@ -190,3 +190,33 @@ def test_build_leaves_only_the_checkpoint_in_its_folder(tmp_path):
     out = tmp_path / "deep" / "ck.zip"
     build_recsys_checkpoint("movielens-100k", checkpoint_path=out, seed=1)
     assert [p.name for p in out.parent.iterdir()] == ["ck.zip"]
+
+
+@pytest.mark.parametrize("member", ["../escape.npy", "/etc/escape.npy", "a/../../escape.npy"])
+def test_zip_slip_members_are_refused(built, tmp_path, member):
+    evil = tmp_path / "evil.zip"
+    rewrite(built, evil, lambda name, data: data)
+    with zipfile.ZipFile(evil, "a") as zf:
+        zf.writestr(member, b"x")
+    with pytest.raises(ValueError, match="points outside the checkpoint folder"):
+        with read_checkpoint(evil):
+            pass
+    assert not (tmp_path.parent / "escape.npy").exists()
+
+
+def test_truncated_zip_is_refused_naming_the_file(built, tmp_path):
+    data = built.read_bytes()
+    truncated = tmp_path / "truncated.zip"
+    truncated.write_bytes(data[: len(data) // 2] + data[-200:])  # keeps an end record, loses members
+    with pytest.raises(ValueError, match="truncated.zip"):
+        with read_checkpoint(truncated) as root:
+            load_recsys_split(root)
+
+
+def test_oversized_archive_is_refused(built, tmp_path, monkeypatch):
+    import mlflow_recsys.data.checkpoint as checkpoint
+
+    monkeypatch.setattr(checkpoint, "MAX_UNCOMPRESSED_BYTES", 1000)
+    with pytest.raises(ValueError, match="at most 1,000 bytes uncompressed"):
+        with read_checkpoint(built):
+            pass

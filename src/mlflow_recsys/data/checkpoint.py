@@ -213,14 +213,37 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
         raise FileNotFoundError(f"checkpoint not found: {path}")
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: expected a checkpoint zip file, found a file that is not a zip")
-    with zipfile.ZipFile(path) as zf:
-        names = zf.namelist()
-        if MANIFEST_NAME not in names:
-            raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
-        _check_manifest(_parse_manifest(zf.read(MANIFEST_NAME), path), path)
-        with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
-            zf.extractall(tmp)
-            yield Path(tmp)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            if MANIFEST_NAME not in names:
+                raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
+            _check_members(zf, path)
+            _check_manifest(_parse_manifest(zf.read(MANIFEST_NAME), path), path)
+            with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
+                zf.extractall(tmp)
+                yield Path(tmp)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
+        raise ValueError(f"{path}: the checkpoint zip is truncated or corrupted ({exc})") from None
+
+
+#: Largest total uncompressed size a checkpoint may unpack to (a zip bomb guard).
+MAX_UNCOMPRESSED_BYTES = 16 * 1024**3
+
+
+def _check_members(zf: zipfile.ZipFile, path: Path) -> None:
+    """Refuse members that would land outside the folder (zip-slip) and archives that unpack too large."""
+    total = 0
+    for info in zf.infolist():
+        name = info.filename
+        parts = Path(name).parts
+        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+            raise ValueError(f"{path}: refusing zip member {name!r}: it points outside the checkpoint folder")
+        total += info.file_size
+    if total > MAX_UNCOMPRESSED_BYTES:
+        raise ValueError(
+            f"{path}: expected at most {MAX_UNCOMPRESSED_BYTES:,} bytes uncompressed, found {total:,}"
+        )
 
 
 def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
