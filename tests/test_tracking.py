@@ -105,6 +105,10 @@ def test_train_run_logs_tags_metrics_and_per_user_artifacts(study):
         assert run.data.metrics[mlflow_metric_name(key)] == pytest.approx(result.per_user[key].mean())
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == FAST_ELSA["epochs"]
     assert client.get_run(study["ease"]).data.tags["recsys.seed"] == "none"
+    # Lineage: the split run and the train run name the same dataset (the split) as their input.
+    split_input = split_run.inputs.dataset_inputs[0].dataset
+    train_input = run.inputs.dataset_inputs[0].dataset
+    assert split_input.digest == train_input.digest == split_run.data.tags["recsys.split_digest"][:36]
 
 
 def test_logged_model_loads_without_pickle_and_never_recommends_fold_in(study):

@@ -67,7 +67,19 @@ def run_split(
             mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
             mlflow.log_artifact(str(path))
             mlflow.log_dict(manifest, "manifest.json")
+            mlflow.log_input(split_dataset(manifest, split["split_digest"]), context="split")
             return run.info.run_id
+
+
+def split_dataset(manifest: dict, split_digest: str):
+    """The split as an MLflow dataset, so the UI links split, train and comparison runs by one digest."""
+    from mlflow.data.http_dataset_source import HTTPDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+
+    params = manifest["parameters"]
+    name = f"{manifest['dataset']['name']} {params['split_mode']} seed {params['seed']}"
+    # MLflow stores at most 36 characters of a dataset digest.
+    return MetaDataset(source=HTTPDatasetSource(manifest["dataset"]["url"]), name=name, digest=split_digest[:36])
 
 
 def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
@@ -181,6 +193,7 @@ def run_train(
                 metrics=metric_objects, sample_ids=split["test_eval_user_ids"],
             )
             mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
+            mlflow.log_input(split_dataset(split["manifest"], split["split_digest"]), context="training")
             mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
             mlflow.log_metrics({"fit_seconds": fit_seconds, "n_eval_users": result.n_units,
                                 "n_eval_rows": result.n_samples})
