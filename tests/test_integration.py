@@ -113,3 +113,21 @@ def test_corrupted_artifact_over_http_is_refused_naming_the_run(served, tmp_path
     fake = copy_run(served["EASE"], tmp_path, model="Broken", edit_frame=poison)
     with pytest.raises(ArtifactError, match=rf"run {fake}.*'recall@20'"):
         compare_runs(run_ids=[served["EASE"], fake], reference="EASE", n_resamples=999)
+
+
+def test_compare_entry_point_with_a_bad_selection_fails_its_run_with_the_reason(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    mlflow.set_tracking_uri(uri)
+    try:
+        experiment_id = mlflow.create_experiment("bad", artifact_location=(tmp_path / "artifacts").as_uri())
+        proc = subprocess.run(
+            [str(BIN / "mlflow"), "run", str(PROJECT), "--env-manager", "local", "--experiment-name", "bad",
+             "-e", "compare", "-P", "experiment=no-such-experiment"],
+            env=clean_env(uri), capture_output=True, text=True, timeout=300,
+        )
+        assert proc.returncode != 0 and "no-such-experiment" in proc.stdout + proc.stderr
+        (run,) = MlflowClient().search_runs([experiment_id])
+        assert run.info.status == "FAILED" and run.data.tags["recsys.role"] == "comparison"
+        assert "no-such-experiment" in run.data.tags["recsys.error"]
+    finally:
+        mlflow.set_tracking_uri(None)

@@ -280,8 +280,8 @@ def report_html(
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title>",
         "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45}"
-        "table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:3px 6px;"
-        "text-align:right}th{background:#f3f3f3}img{max-width:100%}pre{background:#f7f7f7;padding:1em;"
+        ".wide{overflow-x:auto}table{border-collapse:collapse;font-size:0.75em;white-space:nowrap}"
+        "td,th{border:1px solid #ccc;padding:2px 5px;text-align:right}th{background:#f3f3f3}img{max-width:100%}pre{background:#f7f7f7;padding:1em;"
         "overflow-x:auto;font-size:0.8em}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]
@@ -292,7 +292,7 @@ def report_html(
                 parts.append(f"<p>{html.escape(results_text(report, c))}</p>")
     parts += [
         "<h2>Paired comparison</h2>",
-        f'<div id="report-table">{display_frame(report).to_html(index=False, border=0)}</div>',
+        f'<div id="report-table" class="wide">{display_frame(report).to_html(index=False, border=0)}</div>',
         image(forest_png, "forest plot of the differences with their intervals"),
     ]
     if spreads:
@@ -300,8 +300,8 @@ def report_html(
         for name, spread in spreads.items():
             frame = spread.to_frame()
             parts.append(f"<h3>{html.escape(name)}</h3>")
-            parts.append(frame.drop(columns=["baseline", "candidate"]).to_html(
-                index=False, border=0, float_format=lambda v: f"{v:.6f}"))
+            parts.append('<div class="wide">' + frame.drop(columns=["baseline", "candidate"]).to_html(
+                index=False, border=0, float_format=lambda v: f"{v:.6f}") + "</div>")
             key = primary if primary in set(frame["metric"]) else frame["metric"].iloc[0]
             parts.append(f"<p>{html.escape(spread.results_text(key))}</p>")
         if seed_png is not None:

@@ -102,11 +102,18 @@ def compare_runs(
     ArtifactError
         If a run's per-user artifacts are missing or malformed.
     """
-    runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
-                       experiment=experiment, filter_string=filter_string)
-    # The run exists from here on: whatever fails below leaves it FAILED with the reason in a tag.
-    with _comparison_run(runs, output_experiment) as run:
-        mlflow.set_tags({tags.ROLE: tags.ROLE_COMPARISON, tags.SOURCE_RUNS: ",".join(r.info.run_id for r in runs)})
+    def select() -> list[Run]:
+        return select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
+                           experiment=experiment, filter_string=filter_string)
+
+    # A run made for this comparison starts after selection, so a bad selection leaves nothing behind; a
+    # run that already exists (the `compare` entry point) records a failed selection like any other failure.
+    in_existing_run = mlflow.active_run() is not None or bool(os.environ.get("MLFLOW_RUN_ID"))
+    runs = None if in_existing_run else select()
+    with _comparison_run(runs[0].info.experiment_id if runs else None, output_experiment) as run:
+        mlflow.set_tag(tags.ROLE, tags.ROLE_COMPARISON)
+        runs = runs or select()
+        mlflow.set_tag(tags.SOURCE_RUNS, ",".join(r.info.run_id for r in runs))
         artifacts = load_many([r.info.run_id for r in runs])
         _verify_same_evaluation(runs, artifacts)
         groups = _group(runs, artifacts, model_tag)
@@ -156,7 +163,7 @@ def compare_runs(
 
 
 @contextmanager
-def _comparison_run(runs: list[Run], output_experiment: str | None):
+def _comparison_run(source_experiment_id: str | None, output_experiment: str | None):
     """The comparison run: the caller's active run, the entry point's run, or a new one.
 
     On an exception the reason goes into the ``recsys.error`` tag and a run
@@ -169,7 +176,7 @@ def _comparison_run(runs: list[Run], output_experiment: str | None):
     elif os.environ.get("MLFLOW_RUN_ID"):
         run = entry_point_run("comparison")  # the run `mlflow run -e compare` created
     else:
-        experiment_id = runs[0].info.experiment_id
+        experiment_id = source_experiment_id
         if output_experiment is not None:
             exp = mlflow.get_experiment_by_name(output_experiment)
             experiment_id = exp.experiment_id if exp else mlflow.create_experiment(output_experiment)
@@ -193,7 +200,11 @@ def _verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArti
     def check(label: str, values: dict[str, object]) -> None:
         if len(set(map(str, values.values()))) > 1:
             listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
-            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
+            hint = (
+                " (a run evaluated with mlflow.models.evaluate needs split_digest, sample_id and n_items in its "
+                "evaluator_config and data)" if any(v is None for v in values.values()) else ""
+            )
+            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}{hint}")
 
     check("split (split digest)", {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
     check("users and targets (targets fingerprint)",
@@ -238,7 +249,8 @@ def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
             )
             raise RunSelectionError(
                 f"runs of {model} differ in hyper-parameters other than the seed ({differing}), so their seeds "
-                f"cannot be pooled: {listing}"
+                f"cannot be pooled: {listing}; select runs of one configuration, or give the configurations "
+                "different model names"
             )
 
 
