@@ -30,7 +30,7 @@ import mlflow
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--virtual-time-budget=20000", "--window-size=1400,1800",
+    "--virtual-time-budget=20000", "--window-size=2000,1600",
 ]
 
 
