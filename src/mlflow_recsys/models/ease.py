@@ -73,6 +73,16 @@ def gram_matrix(x: sp.csr_matrix, dtype: np.dtype) -> np.ndarray:
     return gram
 
 
+def _mirror_lower(m: np.ndarray, block: int = 512) -> None:
+    """Copy the lower triangle of square ``m`` onto its upper triangle, in place, a strip at a time."""
+    n = m.shape[0]
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        diag = m[start:stop, start:stop]
+        diag[...] = np.tril(diag) + np.tril(diag, -1).T
+        m[start:stop, stop:] = m[stop:, start:stop].T
+
+
 class EASE(Recommender):
     """EASE recommender (Steck, WWW 2019).
 
@@ -135,10 +145,14 @@ class EASE(Recommender):
         # matrix already in Fortran order and is factorised in place without a copy.
         factor = scipy.linalg.cho_factor(gram.T, lower=True, overwrite_a=True, check_finite=False)
         del gram
-        # cho_solve on the identity yields the inverse; overwrite_b lets it reuse that buffer.
-        identity = np.eye(n_items, dtype=dtype, order="F")
-        inverse = scipy.linalg.cho_solve(factor, identity, overwrite_b=True, check_finite=False)
-        del factor, identity
+        # LAPACK ?potri inverts from the Cholesky factor in place, about twice as fast as solving
+        # against the identity; it fills the lower triangle only, so mirror it.
+        potri = scipy.linalg.lapack.get_lapack_funcs("potri", (factor[0],))
+        inverse, info = potri(factor[0], lower=True, overwrite_c=True)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"EASE: inverting the regularised Gram matrix failed (LAPACK info={info})")
+        del factor
+        _mirror_lower(inverse)
         diagonal = np.diag(inverse).copy()
         inverse /= -diagonal[None, :]
         inverse[np.diag_indices(n_items)] = 0.0
