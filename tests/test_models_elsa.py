@@ -77,7 +77,7 @@ def test_loss_is_mean_squared_distance_of_unit_rows():
 def test_callback_receives_each_epoch_and_its_loss():
     x, _ = block_users(64)
     seen = []
-    model = ELSATrainer(SMALL).fit(x, on_epoch_end=lambda epoch, loss: seen.append((epoch, loss)))
+    model = ELSATrainer(SMALL).fit(x, on_epoch_end=lambda epoch, loss, score: seen.append((epoch, loss)))
     assert [e for e, _ in seen] == [1, 2, 3]
     assert [loss for _, loss in seen] == model.loss_history
 
@@ -141,3 +141,34 @@ def test_invalid_config_raises_naming_field_expectation_and_value(field, value, 
     message = str(info.value)
     assert message.startswith(f"{field}: expected {expectation}")
     assert repr(value) in message
+
+
+def test_early_stopping_keeps_the_best_validation_epoch():
+    rng = np.random.default_rng(0)
+    x = sp.csr_matrix((rng.random((60, 30)) < 0.2).astype(np.float32))
+    scores = iter([0.1, 0.3, 0.2, 0.25, 0.28, 0.5, 0.6])  # best at epoch 2, then 3 epochs without gain
+    seen = []
+    config = ELSAConfig(latent_dim=4, batch_size=16, epochs=7, lr=0.01, seed=0, patience=3)
+    model = ELSATrainer(config).fit(x, on_epoch_end=lambda e, loss, score: seen.append((e, score)),
+                                    validate=lambda m: next(scores))
+    assert [e for e, _ in seen] == [1, 2, 3, 4, 5] and model.best_epoch == 2
+    assert model.validation_history == [0.1, 0.3, 0.2, 0.25, 0.28]
+    # The kept weights are epoch 2's: retraining for exactly 2 epochs gives the same weights.
+    two = ELSATrainer(ELSAConfig(latent_dim=4, batch_size=16, epochs=2, lr=0.01, seed=0)).fit(x)
+    np.testing.assert_array_equal(model.weights, two.weights)
+
+
+def test_patience_without_validation_and_unknown_optimizer_are_refused():
+    x = sp.csr_matrix(np.eye(5, dtype=np.float32))
+    with pytest.raises(ValueError, match="validate"):
+        ELSATrainer(ELSAConfig(latent_dim=2, epochs=2, patience=1)).fit(x)
+    with pytest.raises(ValueError, match="optimizer"):
+        ELSAConfig(optimizer="lbfgs")
+
+
+def test_optimizer_choice_changes_training():
+    rng = np.random.default_rng(1)
+    x = sp.csr_matrix((rng.random((40, 20)) < 0.3).astype(np.float32))
+    weights = {name: ELSATrainer(ELSAConfig(latent_dim=3, batch_size=8, epochs=2, optimizer=name)).fit(x).weights
+               for name in ("nadam", "adam", "sgd")}
+    assert not np.array_equal(weights["nadam"], weights["adam"]) and not np.array_equal(weights["adam"], weights["sgd"])

@@ -104,6 +104,8 @@ def test_train_run_logs_tags_metrics_and_per_user_artifacts(study):
     for key in METRICS:
         assert run.data.metrics[mlflow_metric_name(key)] == pytest.approx(result.per_user[key].mean())
     assert len(client.get_metric_history(run.info.run_id, "train_loss")) == FAST_ELSA["epochs"]
+    val = client.get_metric_history(run.info.run_id, "val_ndcg_at_100")
+    assert [m.step for m in val] == list(range(1, FAST_ELSA["epochs"] + 1)) and all(0 < m.value < 1 for m in val)
     assert client.get_run(study["ease"]).data.tags["recsys.seed"] == "none"
     # Lineage: the split run and the train run name the same dataset (the split) as their input.
     split_input = split_run.inputs.dataset_inputs[0].dataset

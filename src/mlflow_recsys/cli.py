@@ -87,15 +87,17 @@ def split(dataset, seed, eval_draws, eval_holdout_frac, data_dir):
 @click.option("--lr", default=0.01, show_default=True, type=float, help="ELSA: learning rate")
 @click.option("--weight-decay", default=0.0, show_default=True, type=float, help="ELSA: weight decay")
 @click.option("--device", default="cpu", show_default=True, help="ELSA: torch device")
+@click.option("--patience", default=None, type=int,
+              help="ELSA: stop after this many epochs without a better validation nDCG@100; keep the best")
 @click.option("--metrics", default=None, help=METRICS_HELP + " (default: the standard set)")
 @_friendly_errors
-def train(checkpoint, model, seed, l2, latent_dim, batch_size, epochs, lr, weight_decay, device, metrics):
+def train(checkpoint, model, seed, l2, latent_dim, batch_size, epochs, lr, weight_decay, device, patience, metrics):
     """Fit one model, evaluate it on the test users and log a train run."""
     from mlflow_recsys.tracking.training import DEFAULT_METRICS, run_train
 
     run_id = run_train(checkpoint=checkpoint, model=model, seed=seed, l2=l2, latent_dim=latent_dim,
                        batch_size=batch_size, epochs=epochs, lr=lr, weight_decay=weight_decay, device=device,
-                       metrics=_split_list(metrics) or DEFAULT_METRICS)
+                       patience=patience, metrics=_split_list(metrics) or DEFAULT_METRICS)
     click.echo(f"train run {run_id} ({model})")
 
 

@@ -30,6 +30,9 @@ from mlflow_recsys.models.base import Recommender
 _NORM_EPS = 1e-12
 
 
+OPTIMIZERS = {"nadam": torch.optim.NAdam, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+
+
 @dataclass(frozen=True)
 class ELSAConfig:
     """Hyper-parameters of ELSA training.
@@ -45,13 +48,20 @@ class ELSAConfig:
     lr:
         NAdam learning rate, finite > 0, default 0.01.
     weight_decay:
-        NAdam L2 weight decay, finite >= 0, default 0.0.
+        L2 weight decay of the optimiser, finite >= 0, default 0.0.
+    optimizer:
+        ``"nadam"`` (default, as in the ELSA paper), ``"adam"`` or ``"sgd"``.
     device:
         torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``,
         ``"cuda:1"``. Scoring always runs on the CPU with numpy.
     seed:
         Integer seeding the weight initialisation and the per-epoch user
         shuffles, default 0.
+    patience:
+        Early stopping: stop after this many epochs without a better
+        validation score and keep the best epoch's weights. ``None``
+        (default) trains all ``epochs``. Needs a ``validate`` callback in
+        :meth:`ELSATrainer.fit`.
 
     Raises
     ------
@@ -64,8 +74,10 @@ class ELSAConfig:
     epochs: int = 10
     lr: float = 0.01
     weight_decay: float = 0.0
+    optimizer: str = "nadam"
     device: str = "cpu"
     seed: int = 0
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "latent_dim", positive_int(self.latent_dim, "latent_dim"))
@@ -86,6 +98,10 @@ class ELSAConfig:
                 f"device: expected a device this machine has, found {self.device!r} but torch "
                 f"{torch.__version__} sees no CUDA GPU; use device='cpu'"
             )
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer: expected one of {sorted(OPTIMIZERS)}, found {self.optimizer!r}")
+        if self.patience is not None:
+            object.__setattr__(self, "patience", positive_int(self.patience, "patience"))
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, found {self.seed!r}")
         object.__setattr__(self, "seed", int(self.seed))
@@ -150,19 +166,26 @@ class ELSA(Recommender):
         self.config = config
         self.weights: np.ndarray | None = None
         self.loss_history: list[float] = []
+        self.validation_history: list[float] = []
+        self.best_epoch: int | None = None
         self.n_items: int | None = None
         self._normalized: np.ndarray | None = None
 
     def fit(
-        self, x_train: sp.spmatrix, on_epoch_end: Callable[[int, float], None] | None = None
+        self,
+        x_train: sp.spmatrix,
+        on_epoch_end: Callable[..., None] | None = None,
+        validate: Callable[["ELSA"], float] | None = None,
     ) -> "ELSA":
         """Train with :class:`ELSATrainer` using ``self.config``; returns self.
 
         See :meth:`ELSATrainer.fit` for parameters and exceptions.
         """
-        trained = ELSATrainer(self.config).fit(x_train, on_epoch_end=on_epoch_end)
+        trained = ELSATrainer(self.config).fit(x_train, on_epoch_end=on_epoch_end, validate=validate)
         self._set_weights(trained.weights)
         self.loss_history = list(trained.loss_history)
+        self.validation_history = list(trained.validation_history)
+        self.best_epoch = trained.best_epoch
         return self
 
     def _set_weights(self, weights: np.ndarray) -> None:
@@ -233,7 +256,10 @@ class ELSATrainer:
         self.config = config
 
     def fit(
-        self, x_train: sp.spmatrix, on_epoch_end: Callable[[int, float], None] | None = None
+        self,
+        x_train: sp.spmatrix,
+        on_epoch_end: Callable[..., None] | None = None,
+        validate: Callable[[ELSA], float] | None = None,
     ) -> ELSA:
         """Train a new ELSA model.
 
@@ -243,13 +269,22 @@ class ELSATrainer:
             scipy sparse ``(n_users, n_items)`` binary interactions; at least
             one row must have an interaction.
         on_epoch_end:
-            Optional ``callback(epoch, loss)`` called after each epoch with the
-            1-based epoch number and that epoch's mean loss over users.
+            Optional ``callback(epoch, loss, score)`` called after each epoch
+            with the 1-based epoch number, that epoch's mean loss over users,
+            and the validation score (``None`` without ``validate``).
+        validate:
+            Optional ``validate(model) -> float``, higher is better (e.g.
+            nDCG@100 on validation users), called on each epoch's weights and
+            passed to ``on_epoch_end``. With ``config.patience`` set, training
+            stops after that many epochs without improvement and the returned
+            model holds the best epoch's weights; otherwise the last epoch's.
 
         Returns
         -------
         ELSA
-            Fitted model with ``loss_history`` of length ``config.epochs``.
+            Fitted model with ``loss_history`` (one value per epoch run),
+            ``validation_history`` and ``best_epoch`` (1-based; the last epoch
+            without ``validate``).
 
         Raises
         ------
@@ -259,6 +294,8 @@ class ELSATrainer:
             From torch if ``config.device`` is unavailable.
         """
         cfg = self.config
+        if cfg.patience is not None and validate is None:
+            raise ValueError("validate: config.patience needs a validate callback to know when to stop, found None")
         x = as_interactions(x_train, "x_train")
         active = np.flatnonzero(np.diff(x.indptr) > 0)
         if active.size == 0:
@@ -272,9 +309,11 @@ class ELSATrainer:
             initial = torch.empty((n_items, cfg.latent_dim), dtype=torch.float32)
             torch.nn.init.xavier_uniform_(initial, generator=generator)
             a = torch.nn.Parameter(initial.to(device))
-            optimizer = torch.optim.NAdam([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
+            optimizer = OPTIMIZERS[cfg.optimizer]([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
 
             history: list[float] = []
+            scores: list[float] = []
+            best_score, best_epoch, best_weights, stale = -np.inf, 0, None, 0
             progress = tqdm(range(1, cfg.epochs + 1), desc="ELSA", unit="epoch", disable=None)
             for epoch in progress:
                 order = torch.randperm(n_users, generator=generator).numpy()
@@ -289,13 +328,30 @@ class ELSATrainer:
                     total += float(loss.detach()) * len(rows)
                 epoch_loss = total / n_users
                 history.append(epoch_loss)
-                progress.set_postfix(loss=f"{epoch_loss:.5f}")
+                score = None
+                if validate is not None:
+                    current = a.detach().cpu().numpy().copy()
+                    candidate = ELSA(cfg)
+                    candidate._set_weights(current)
+                    score = float(validate(candidate))
+                    scores.append(score)
+                    if score > best_score:
+                        best_score, best_epoch, best_weights, stale = score, epoch, current, 0
+                    else:
+                        stale += 1
+                progress.set_postfix(loss=f"{epoch_loss:.5f}", **({} if score is None else {"val": f"{score:.4f}"}))
                 if on_epoch_end is not None:
-                    on_epoch_end(epoch, epoch_loss)
+                    on_epoch_end(epoch, epoch_loss, score)
+                if cfg.patience is not None and stale >= cfg.patience:
+                    break
 
-            weights = a.detach().cpu().numpy().copy()
+            if cfg.patience is None or best_weights is None:
+                # Without early stopping the validation score is only watched: keep the last epoch.
+                best_weights, best_epoch = a.detach().cpu().numpy().copy(), len(history)
 
         model = ELSA(cfg)
-        model._set_weights(weights)
+        model._set_weights(best_weights)
         model.loss_history = history
+        model.validation_history = scores
+        model.best_epoch = best_epoch
         return model

@@ -105,7 +105,7 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
 
 
 def build_model(model: str, *, seed: int, l2: float, latent_dim: int, batch_size: int, epochs: int,
-                lr: float, weight_decay: float, device: str):
+                lr: float, weight_decay: float, device: str, patience: int | None = None):
     """An unfitted model (or trainer) named ``model`` with the given hyper-parameters.
 
     Raises
@@ -119,10 +119,26 @@ def build_model(model: str, *, seed: int, l2: float, latent_dim: int, batch_size
         return EASE(EASEConfig(l2=l2))
     if model == "ELSA":
         return ELSATrainer(ELSAConfig(latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr,
-                                      weight_decay=weight_decay, device=device, seed=seed))
+                                      weight_decay=weight_decay, device=device, seed=seed, patience=patience))
     if model == "Popularity":
         return Popularity()
     raise ValueError(f"model: expected one of {MODELS}, found {model!r}")
+
+
+def _log_epoch(epoch: int, loss: float, score: float | None) -> None:
+    metrics = {"train_loss": loss} if score is None else {"train_loss": loss, "val_ndcg_at_100": score}
+    mlflow.log_metrics(metrics, step=epoch)
+
+
+def _validation_ndcg(split: dict):
+    """nDCG@100 on the validation users: the score ELSA's early stopping watches."""
+    from mlflow_recsys.metrics import NDCG
+
+    def score(model) -> float:
+        return evaluate_recommender(model, source=split["val_source_matrix"], targets=split["val_target_matrix"],
+                                    metrics=[NDCG(100)], sample_ids=split["val_eval_user_ids"]).metrics["ndcg@100"]
+
+    return score
 
 
 def run_train(
@@ -137,6 +153,7 @@ def run_train(
     lr: float = 0.01,
     weight_decay: float = 0.0,
     device: str = "cpu",
+    patience: int | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
     log_model: bool = True,
 ) -> str:
@@ -159,7 +176,7 @@ def run_train(
     except ValueError as exc:
         raise ValueError(f"metrics: {exc}") from None
     trainer = build_model(model, seed=seed, l2=l2, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs,
-                          lr=lr, weight_decay=weight_decay, device=device)
+                          lr=lr, weight_decay=weight_decay, device=device, patience=patience)
     seeded = model not in DETERMINISTIC
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
         local = resolve_checkpoint(checkpoint, tmp)
@@ -181,10 +198,8 @@ def run_train(
                              tags.DATASET: split["manifest"]["dataset"]["name"]})
             started = time.perf_counter()
             if model == "ELSA":
-                fitted = trainer.fit(
-                    split["x_train"],
-                    on_epoch_end=lambda epoch, loss: mlflow.log_metric("train_loss", loss, step=epoch),
-                )
+                fitted = trainer.fit(split["x_train"], on_epoch_end=_log_epoch, validate=_validation_ndcg(split))
+                mlflow.log_metric("best_epoch", fitted.best_epoch)
             else:
                 fitted = trainer.fit(split["x_train"])
             fit_seconds = time.perf_counter() - started
