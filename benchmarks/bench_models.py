@@ -71,7 +71,7 @@ def bench_ease(x: sp.csr_matrix, l2: float, dtype: str, k: int, n_recommend: int
 def bench_elsa(x: sp.csr_matrix, latent_dim: int, batch_size: int, epochs: int, seed: int) -> None:
     stamps = [time.perf_counter()]
     config = ELSAConfig(latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=0.01, seed=seed)
-    model = ELSATrainer(config).fit(x, on_epoch_end=lambda epoch, loss: stamps.append(time.perf_counter()))
+    model = ELSATrainer(config).fit(x, on_epoch_end=lambda epoch, loss, score: stamps.append(time.perf_counter()))
     epoch_s = np.diff(stamps)
     print(
         f"ELSA fit (latent_dim={latent_dim}, batch_size={batch_size}, {x.shape[0]} users x {x.shape[1]} items): "

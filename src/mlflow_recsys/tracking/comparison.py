@@ -33,13 +33,15 @@ class RunComparison:
     Attributes
     ----------
     report:
-        The paired comparison (one trained instance per model: the lowest seed).
+        The paired comparison, one trained run per model (its lowest seed, or ``report_seed``).
     seed_spreads:
-        Candidate name -> :class:`SeedSpread` for every pair where a side has seeds.
+        ``"<candidate> vs <baseline>"`` -> :class:`SeedSpread` for every pair where a side has seeds.
     run_id:
         The comparison run's id.
     source_runs:
         Model name -> {seed tag -> run id} of the runs compared.
+    report_seed:
+        The seed asked for as each model's representative, or ``None`` for the lowest.
     """
 
     report: ComparisonReport
