@@ -100,3 +100,20 @@ def test_loading_a_directory_of_another_model_raises(tmp_path):
 def test_loading_a_missing_directory_raises_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="config.json"):
         ELSA.load(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("cls_name", ["EASE", "ELSA", "Popularity"])
+def test_tampered_weights_file_fails_with_a_clear_error(tmp_path, cls_name):
+    from mlflow_recsys.models import MODEL_CLASSES, EASE, ELSAConfig, ELSATrainer, Popularity
+
+    rng = np.random.default_rng(0)
+    x = sp.csr_matrix((rng.random((30, 12)) < 0.3).astype(np.float32))
+    model = {"EASE": lambda: EASE().fit(x), "Popularity": lambda: Popularity().fit(x),
+             "ELSA": lambda: ELSATrainer(ELSAConfig(latent_dim=3, epochs=1)).fit(x)}[cls_name]()
+    folder = model.save(tmp_path / "m")
+    (weights,) = [f for f in folder.iterdir() if f.suffix == ".npy"]
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # flip the bits of one weight
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"{weights.name} does not match the sha256"):
+        MODEL_CLASSES[cls_name].load(folder)

@@ -1,6 +1,7 @@
 """Train and compare runs in a real temporary SQLite store, on MovieLens-100k."""
 
 import json
+import os
 import urllib.parse
 from pathlib import Path
 
@@ -307,3 +308,24 @@ def test_recsys_evaluator_never_volunteers_for_other_model_types():
     assert RecsysEvaluator.can_evaluate(model_type="recommender", evaluator_config={})
     for other in ("classifier", "regressor", "retriever", None):
         assert not RecsysEvaluator.can_evaluate(model_type=other, evaluator_config={})
+
+
+def test_logged_model_gives_identical_recommendations_in_a_fresh_process(study):
+    import subprocess
+    import sys
+
+    uri = f"runs:/{study['elsa'][0]}/model"
+    frame = pd.DataFrame({"items": [[0, 1, 2], [5], [7, 9]], "k": [10, 10, 10]})
+    here = mlflow.pyfunc.load_model(uri).predict(frame)
+    code = (
+        "import json, sys, mlflow, pandas as pd\n"
+        "frame = pd.DataFrame(json.loads(sys.argv[2]))\n"
+        "out = mlflow.pyfunc.load_model(sys.argv[1]).predict(frame)\n"
+        "print(json.dumps({'items': out['items'].tolist(), 'scores': out['scores'].tolist()}))\n"
+    )
+    env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow.get_tracking_uri()}
+    proc = subprocess.run([sys.executable, "-c", code, uri, frame.to_json(orient="columns")], env=env,
+                          capture_output=True, text=True, timeout=300, check=True)
+    there = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert there["items"] == [list(map(int, r)) for r in here["items"]]
+    assert there["scores"] == [list(map(float, r)) for r in here["scores"]]

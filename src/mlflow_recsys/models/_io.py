@@ -9,6 +9,7 @@ into place, and ``config.json`` is written last, so a directory with a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -58,6 +59,8 @@ def save_model_dir(
         "config": config,
         "state": state,
         "arrays": sorted(arrays),
+        # Digests let load() tell a tampered or truncated weights file from a good one.
+        "sha256": {key: _sha256(root / f"{key}.npy") for key in sorted(arrays)},
     }
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     _write_atomic(root / CONFIG_FILE, lambda h: h.write(text.encode("utf-8")))
@@ -92,9 +95,24 @@ def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | Non
     if document.get("model") != model_name:
         raise ValueError(f"path: expected a saved {model_name} model, found {document.get('model')!r}")
     arrays = {}
+    digests = document.get("sha256", {})
     for key in document.get("arrays", []):
         file = root / f"{key}.npy"
         if not file.is_file():
             raise FileNotFoundError(f"path: saved model is missing array file {file}")
+        expected = digests.get(key)
+        if expected is not None and _sha256(file) != expected:
+            raise ValueError(
+                f"path: weights file {file.name} does not match the sha256 recorded at save time "
+                f"(expected {expected[:16]}..., found {_sha256(file)[:16]}...); it was modified or truncated"
+            )
         arrays[key] = np.load(file, allow_pickle=False)
     return document.get("config"), document.get("state", {}), arrays
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
