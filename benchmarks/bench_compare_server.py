@@ -13,12 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 import warnings
 from pathlib import Path
 
@@ -29,30 +25,11 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonWarning
 from mlflow_recsys.tracking import compare_runs, select_runs, write_evaluation_artifacts
+from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.runs import load_many
 
 KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "precision@20", "hit_rate@20",
         "recall@50"]
-
-
-def start_server(root: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{root}/server.db", "--artifacts-destination", str(root / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("mlflow server did not start")
 
 
 def log_runs(n_runs: int, n_users: int, keys: list[str], root: Path) -> list[str]:
@@ -89,9 +66,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         started = time.perf_counter()
-        proc, url = start_server(root)
-        print(f"server up in {time.perf_counter() - started:.1f} s at {url}")
-        try:
+        with local_tracking_server(f"sqlite:///{root}/server.db", root / "artifacts") as url:
+            print(f"server up in {time.perf_counter() - started:.1f} s at {url}")
             mlflow.set_tracking_uri(url)
             keys = KEYS[: args.metrics]
             run_ids = log_runs(args.runs, args.users, keys, root)
@@ -106,9 +82,6 @@ def main() -> None:
             print(f"  selection alone:                                  {selected - start:6.2f} s")
             print(f"  download + validation of per-user artifacts:      {downloaded - selected:6.2f} s")
             print(f"  compare_runs (select, download, stats, log back): {total:6.2f} s")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

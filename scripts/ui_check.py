@@ -4,7 +4,7 @@
 
 Needs Debian's ``chromium`` (``apt-get install chromium``). Builds a small study
 in a temporary SQLite store (split, EASE, Popularity, compare), starts
-``mlflow ui`` on 127.0.0.1, loads the run's ``report.html`` artifact page,
+``mlflow server`` (which serves the UI) on 127.0.0.1, loads the run's ``report.html`` artifact page,
 checks that the page shows the HTML viewer and that the server hands it the
 report with its table (the viewer's iframe is fed from a blob, which a DOM dump
 cannot see into), and saves a screenshot to look at.
@@ -16,11 +16,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 import warnings
 from pathlib import Path
@@ -32,6 +30,9 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--virtual-time-budget=20000", "--window-size=2000,1600",
 ]
+
+
+from mlflow_recsys.tracking.local_server import local_tracking_server
 
 
 def build_study(store: Path) -> tuple[str, str]:
@@ -50,25 +51,6 @@ def build_study(store: Path) -> tuple[str, str]:
     return experiment_id, outcome.run_id
 
 
-def start_ui(store: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mlflow_cli = Path(sys.executable).with_name("mlflow")
-    proc = subprocess.Popen([str(mlflow_cli), "ui", "--backend-store-uri", f"sqlite:///{store}/mlruns.db",
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("mlflow ui did not start")
-
-
 def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
@@ -85,8 +67,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp)
         experiment_id, run_id = build_study(store)
-        proc, url = start_ui(store)
-        try:
+        with local_tracking_server(f"sqlite:///{store}/mlruns.db", store / "served-artifacts") as url:
             page = f"{url}/#/experiments/{experiment_id}/runs/{run_id}/artifacts/report.html"
             dom = chromium("--dump-dom", page, profile=store / "profile-dom").stdout
             # The UI shows HTML artifacts in an iframe fed from this endpoint of the same server.
@@ -95,9 +76,6 @@ def main() -> None:
             shot = Path(args.screenshot).resolve()
             shot.parent.mkdir(parents=True, exist_ok=True)
             chromium(f"--screenshot={shot}", page, profile=store / "profile-shot")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
     checks = {
         "the UI page shows an HTML artifact viewer": 'class="mlflow-html-iframe"' in dom,
         "the UI server serves report.html with the report table": 'id="report-table"' in served

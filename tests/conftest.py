@@ -2,17 +2,15 @@
 
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import mlflow
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.tracking.local_server import local_tracking_server
 
 BIN = Path(sys.executable).parent
 
@@ -24,36 +22,12 @@ def clean_env(tracking_uri: str) -> dict:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):
     """One `mlflow server` on 127.0.0.1 for the whole session (it takes 10 to 25 s to start)."""
     root = tmp_path_factory.mktemp("server")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{root}/server.db", "--artifacts-destination", str(root / "artifacts")],
-        env=clean_env(""), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/health", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"mlflow server did not start: {proc.stderr.read()[-2000:]}")
-            time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    with local_tracking_server(f"sqlite:///{root}/server.db", root / "artifacts") as url:
+        yield url
 
 
 @pytest.fixture

@@ -107,6 +107,14 @@ class ELSAConfig:
         object.__setattr__(self, "seed", int(self.seed))
 
 
+def _config_or_default(config: ELSAConfig | None) -> ELSAConfig:
+    if config is None:
+        return ELSAConfig()
+    if not isinstance(config, ELSAConfig):
+        raise TypeError(f"config: expected an ELSAConfig, found {type(config).__name__}")
+    return config
+
+
 def normalized_distance_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over rows of ``|| p/||p|| - t/||t|| ||^2`` (the ELSA training loss).
 
@@ -159,11 +167,7 @@ class ELSA(Recommender):
     name = "ELSA"
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
-        if config is None:
-            config = ELSAConfig()
-        if not isinstance(config, ELSAConfig):
-            raise TypeError(f"config: expected an ELSAConfig, found {type(config).__name__}")
-        self.config = config
+        self.config = _config_or_default(config)
         self.weights: np.ndarray | None = None
         self.loss_history: list[float] = []
         self.validation_history: list[float] = []
@@ -249,11 +253,7 @@ class ELSATrainer:
     """
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
-        if config is None:
-            config = ELSAConfig()
-        if not isinstance(config, ELSAConfig):
-            raise TypeError(f"config: expected an ELSAConfig, found {type(config).__name__}")
-        self.config = config
+        self.config = _config_or_default(config)
 
     def fit(
         self,

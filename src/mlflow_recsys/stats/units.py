@@ -30,7 +30,6 @@ class Units:
     codes: np.ndarray
     ids: np.ndarray
     counts: np.ndarray
-    _one_row_each: bool = False
 
     @property
     def n_units(self) -> int:
@@ -45,13 +44,12 @@ class Units:
         codes, ids = pd.factorize(np.asarray(sample_ids), sort=False)
         codes = codes.astype(np.int64)
         counts = np.bincount(codes, minlength=len(ids)).astype(np.float64)
-        # factorize numbers units by first appearance, so one row each means codes == 0..n-1.
-        one_row_each = len(ids) == len(codes)
-        return cls(codes=codes, ids=np.asarray(ids), counts=counts, _one_row_each=one_row_each)
+        return cls(codes=codes, ids=np.asarray(ids), counts=counts)
 
     def means(self, values: np.ndarray) -> np.ndarray:
         """Per-unit means of ``values``, float64 ``(n_units,)`` from ``(n_samples,)``."""
         values = np.asarray(values, dtype=np.float64)
-        if self._one_row_each:
+        # factorize numbers units by first appearance, so as many units as rows means codes == 0..n-1.
+        if self.n_units == self.n_samples:
             return values
         return np.bincount(self.codes, weights=values, minlength=self.n_units) / self.counts

@@ -17,6 +17,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import (
     EVALUATION_FILE,
+    ArtifactError,
     PER_USER_FILE,
     EvaluationArtifacts,
     read_evaluation_artifacts,
@@ -156,8 +157,6 @@ def load_evaluation_artifacts(run_id: str) -> EvaluationArtifacts:
         If ``per_user.parquet`` or ``evaluation.json`` is missing or malformed,
         naming the run.
     """
-    from mlflow_recsys.tracking.artifacts import ArtifactError
-
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-") as tmp:
         for name in (PER_USER_FILE, EVALUATION_FILE):
             try:
