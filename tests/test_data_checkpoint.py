@@ -198,7 +198,7 @@ def test_zip_slip_members_are_refused(built, tmp_path, member):
     rewrite(built, evil, lambda name, data: data)
     with zipfile.ZipFile(evil, "a") as zf:
         zf.writestr(member, b"x")
-    with pytest.raises(ValueError, match="points outside the checkpoint folder"):
+    with pytest.raises(ValueError, match="points outside the archive.s folder"):
         with read_checkpoint(evil):
             pass
     assert not (tmp_path.parent / "escape.npy").exists()
@@ -214,9 +214,9 @@ def test_truncated_zip_is_refused_naming_the_file(built, tmp_path):
 
 
 def test_oversized_archive_is_refused(built, tmp_path, monkeypatch):
-    import mlflow_recsys.data.checkpoint as checkpoint
+    from mlflow_recsys.data import safezip
 
-    monkeypatch.setattr(checkpoint, "MAX_UNCOMPRESSED_BYTES", 1000)
+    monkeypatch.setattr(safezip, "MAX_UNCOMPRESSED_BYTES", 1000)
     with pytest.raises(ValueError, match="at most 1,000 bytes uncompressed"):
         with read_checkpoint(built):
             pass

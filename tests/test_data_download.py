@@ -6,10 +6,9 @@ import threading
 import zipfile
 from functools import partial
 
-import pandas as pd
 import pytest
 
-from mlflow_recsys.data import DATASETS, DatasetSpec, DownloadError, download, load_interactions
+from mlflow_recsys.data import DownloadError, download
 
 U_DATA = "7\t3\t5\t881250949\n7\t4\t2\t881250950\n9\t3\t4\t881250951\n"
 
@@ -101,30 +100,3 @@ def test_existing_file_with_wrong_digest_is_reported_and_kept(tmp_path):
     with pytest.raises(ValueError, match=found):
         download(closed_port_url(), dest, "b" * 64, progress=False)
     assert dest.read_bytes() == b"not the archive"
-
-
-def test_load_interactions_downloads_and_parses_a_registered_archive(server, tmp_path, monkeypatch):
-    _, url, digest = server
-    spec = DatasetSpec(
-        name="tiny",
-        description="three ratings",
-        homepage=url,
-        url=url,
-        sha256=digest,
-        size_bytes=0,
-        archive_member="tiny/u.data",
-        licence="test",
-        citation="test",
-    )
-    monkeypatch.setitem(DATASETS, "tiny", spec)
-    out = load_interactions("tiny", data_dir=tmp_path / "data", progress=False)
-    expected = pd.DataFrame(
-        {
-            "user": [7, 7, 9],
-            "item": [3, 4, 3],
-            "value": [5.0, 2.0, 4.0],
-            "timestamp": [881250949, 881250950, 881250951],
-        }
-    )
-    pd.testing.assert_frame_equal(out, expected)
-    assert (tmp_path / "data" / "tiny.zip").is_file()

@@ -70,5 +70,12 @@ def test_kcore_prune_rejects_threshold_that_is_not_a_positive_integer(bad):
 
 
 def test_missing_column_is_named():
-    with pytest.raises(ValueError, match="timestamp"):
-        binarise(pd.DataFrame({"user": [1], "item": [1], "value": [5.0]}))
+    with pytest.raises(ValueError, match=r"missing \['value'\]"):
+        binarise(pd.DataFrame({"user": [1], "item": [1], "timestamp": [5]}))
+
+
+def test_binarise_without_timestamps_keeps_the_first_row_of_a_pair():
+    frame = pd.DataFrame({"user": [2, 1, 1], "item": [5, 3, 3], "value": [4.0, 5.0, 4.0]})
+    out = binarise(frame, min_rating=4)
+    assert list(out.columns) == ["user", "item", "value"]
+    assert out[["user", "item"]].values.tolist() == [[1, 3], [2, 5]]

@@ -114,12 +114,45 @@ def test_train_run_logs_tags_metrics_and_per_user_artifacts(study):
     assert split_input.digest == train_input.digest == split_run.data.tags["recsys.split_digest"][:36]
 
 
-def test_logged_model_loads_without_pickle_and_never_recommends_fold_in(study):
+@pytest.fixture(scope="module")
+def split_arrays(study, tmp_path_factory):
+    from mlflow_recsys import load_recsys_split, read_checkpoint
+    from mlflow_recsys.tracking.training import resolve_checkpoint
+
+    with read_checkpoint(resolve_checkpoint(study["checkpoint"], str(tmp_path_factory.mktemp("ckpt")))) as root:
+        return load_recsys_split(root)
+
+
+def test_logged_model_takes_item_ids_and_never_recommends_fold_in(study, split_arrays):
+    ids = split_arrays["item_ids"]
     model = mlflow.pyfunc.load_model(f"runs:/{study['elsa'][0]}/model")
-    out = model.predict(pd.DataFrame({"items": [[0, 1, 2], [5]], "k": [10, 10]}))
+    assert model.metadata.get_input_schema().input_dict()["items"].type.dtype.name == "long"
+    history = [ids[[0, 1, 2]].tolist(), [ids[5].item()]]
+    out = model.predict(pd.DataFrame({"user": [7, 8], "items": history, "k": [10, 10]}))
+    assert out["user"].tolist() == [7, 8] and out["unknown_items"].tolist() == [[], []]
     assert [len(r) for r in out["items"]] == [10, 10]
-    assert not set(out["items"][0]) & {0, 1, 2} and 5 not in out["items"][1]
+    assert set(out["items"][0]) <= set(ids.tolist())
+    assert not set(out["items"][0]) & set(history[0]) and history[1][0] not in out["items"][1]
     assert all(np.diff(s).max() <= 0 for s in out["scores"])
+
+
+def test_logged_model_reports_unknown_item_ids_and_scores_the_known_ones(study, split_arrays):
+    from mlflow_recsys.models import ELSA
+    from mlflow_recsys.models import UnknownItemsWarning
+
+    ids = split_arrays["item_ids"]
+    unknown = [int(ids.max()) + 1, -3]
+    model_uri = f"runs:/{study['elsa'][0]}/model"
+    with pytest.warns(UnknownItemsWarning, match="2 item id.s. in 1 row"):
+        out = mlflow.pyfunc.load_model(model_uri).predict(
+            pd.DataFrame({"items": [[ids[4].item(), *unknown], [ids[9].item()]], "k": [5, 5]}))
+    assert out["unknown_items"].tolist() == [unknown, []]
+    # The known id alone gives the same list as the raw model scoring that column only.
+    weights = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/weights")
+    import scipy.sparse as sp
+
+    top, _ = ELSA.load(weights).recommend(sp.csr_matrix(([1.0], ([0], [4])), shape=(1, len(ids))), 5)
+    assert out["items"][0] == ids[top[0]].tolist()
 
 
 def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(study):
@@ -194,6 +227,30 @@ def test_cli_reports_bad_input_in_one_line(study, tmp_path, monkeypatch):
     assert res.exit_code == 1 and "missing.zip" in res.output
     res = runner.invoke(cli, ["compare", study["ease"], study["elsa"][0], "--metrics", "ndcg@7"])
     assert res.exit_code == 1 and "ndcg@7" in res.output and "available" in res.output
+    res = runner.invoke(cli, ["split", "--split-mode", "leave_one_out", "--test-frac", "0.3"])
+    assert res.exit_code == 1 and "test_frac: does not apply to split_mode='leave_one_out'" in res.output
+
+
+def test_cli_splits_a_users_own_log_by_time_with_lineage(store, tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    rng = np.random.default_rng(1)
+    n = 3000
+    log = pd.DataFrame({"user": rng.integers(0, 150, n), "item": rng.integers(0, 90, n), "value": 1.0,
+                        "timestamp": rng.integers(10**9, 10**9 + 10**6, n)})
+    log.to_parquet(tmp_path / "clicks.parquet")
+    args = ["split", "--dataset", str(tmp_path / "clicks.parquet"), "--split-mode", "time_split",
+            "--test-frac", "0.25", "--eval-holdout-frac", ""]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 1 and "min_rating: expected some interactions with value >= 4.0" in res.output
+    res = CliRunner().invoke(cli, [*args, "--min-rating", "none", "--min-user-interactions", "2"])
+    assert res.exit_code == 0, res.output
+    run_id = res.output.split("split run ")[1].split(":")[0]
+    run = MlflowClient().get_run(run_id)
+    assert run.data.params["split_mode"] == "time_split" and run.data.params["test_frac"] == "0.25"
+    assert run.data.params["eval_holdout_frac"] == "None" and run.data.tags["recsys.dataset"] == "clicks"
+    source = json.loads(run.inputs.dataset_inputs[0].dataset.source)
+    assert source["tags"]["file_name"] == "clicks.parquet" and len(source["tags"]["file_sha256"]) == 64
+    assert run.data.metrics["test_cut_timestamp"] > run.data.metrics["val_cut_timestamp"]
 
 
 def test_report_seed_picks_the_representative_run(study):
@@ -270,26 +327,28 @@ def test_run_context_provider_tags_runs_started_inside_a_command(store, monkeypa
     assert run_tags["recsys.package_version"] == __version__ and run_tags["recsys.command"] == "compare"
 
 
-def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study, tmp_path):
-    from mlflow_recsys import load_recsys_split, read_checkpoint
+def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study, split_arrays, tmp_path):
     from mlflow_recsys.evaluation import evaluate_recommender
     from mlflow_recsys.models import ELSA
-    from mlflow_recsys.tracking.training import resolve_checkpoint
 
-    with read_checkpoint(resolve_checkpoint(study["checkpoint"], str(tmp_path))) as root:
-        split = load_recsys_split(root)
+    split = split_arrays
     source, targets, ids = split["test_source_matrix"], split["test_target_matrix"], split["test_eval_user_ids"]
+    item_ids = split["item_ids"]
+
+    def row_ids(m, i):
+        return item_ids[m.indices[m.indptr[i]:m.indptr[i + 1]]].tolist()
+
     frame = pd.DataFrame({
         "sample_id": ids,
-        "items": [source.indices[source.indptr[i]:source.indptr[i + 1]].tolist() for i in range(source.shape[0])],
-        "targets": [targets.indices[targets.indptr[i]:targets.indptr[i + 1]].tolist() for i in range(targets.shape[0])],
+        "items": [row_ids(source, i) for i in range(source.shape[0])],
+        "targets": [row_ids(targets, i) for i in range(targets.shape[0])],
     })
     model_uri = f"runs:/{study['elsa'][0]}/model"
     with mlflow.start_run() as run:
         out = mlflow.models.evaluate(model_uri, data=frame, targets="targets", model_type="recommender",
                                      evaluators="recsys", evaluator_config={"metrics": ["ndcg@100", "recall@20"],
                                                                             "model_name": "ELSA-served", "seed": 0,
-                                                                            "n_items": source.shape[1]})
+                                                                            "item_ids": item_ids})
     # The same model evaluated directly, without MLflow in between.
     weights = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/weights", dst_path=str(tmp_path / "w"))
     direct = evaluate_recommender(ELSA.load(weights), source=source, targets=targets, metrics=["ndcg@100", "recall@20"],
@@ -315,7 +374,7 @@ def test_logged_model_gives_identical_recommendations_in_a_fresh_process(study):
     import sys
 
     uri = f"runs:/{study['elsa'][0]}/model"
-    frame = pd.DataFrame({"items": [[0, 1, 2], [5], [7, 9]], "k": [10, 10, 10]})
+    frame = pd.DataFrame({"items": [[1, 2, 3], [50], [7, 9]], "k": [10, 10, 10]})
     here = mlflow.pyfunc.load_model(uri).predict(frame)
     code = (
         "import json, sys, mlflow, pandas as pd\n"

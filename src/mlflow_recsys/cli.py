@@ -53,26 +53,59 @@ def cli(ctx):
 
 @cli.command()
 def datasets():
-    """List the registered datasets."""
+    """List the registered datasets with their source, checksum, licence and citation."""
     from mlflow_recsys.data import DATASETS
+    from mlflow_recsys.data.datasets import NOT_REGISTERED
 
     for name, spec in DATASETS.items():
-        click.echo(f"{name}: {spec.description}\n  url: {spec.url}\n  licence: {spec.licence}\n  cite: {spec.citation}")
+        size = f"{spec.size_bytes:,} bytes" if spec.size_bytes else "size not published"
+        click.echo(f"{name}: {spec.description}\n  url: {spec.url} ({size})\n  sha256: {spec.sha256}\n"
+                   f"  licence: {spec.licence}\n  cite: {spec.citation}")
+    for name, reason in NOT_REGISTERED.items():
+        click.echo(f"{name} (not registered): {reason}")
+    click.echo("Your own data: pass a .csv or .parquet path with columns user, item, value[, timestamp] as --dataset.")
+
+
+def _optional_float(ctx, param, value):
+    """Float options that may be left unset, also from MLproject parameters whose default is ''."""
+    value = _none_if_empty(value)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise click.BadParameter(f"expected a number or nothing, found {value!r}") from None
 
 
 @cli.command()
-@click.option("--dataset", default="movielens-100k", show_default=True, help="registered dataset name")
-@click.option("--seed", default=42, show_default=True, type=int, help="seed of the user split")
-@click.option("--eval-draws", default=1, show_default=True, type=int, help="fold-in/target draws per held-out user")
-@click.option("--eval-holdout-frac", default=0.2, show_default=True, type=float, help="share of a held-out user's items scored")
+@click.option("--dataset", default="movielens-100k", show_default=True,
+              help="registered dataset name, or a .csv/.parquet file with columns user, item, value[, timestamp]")
+@click.option("--split-mode", default="user_split", show_default=True,
+              type=click.Choice(["user_split", "leave_one_out", "time_split"]))
+@click.option("--seed", default=42, show_default=True, type=int, help="seed of every random choice of the split")
+@click.option("--eval-draws", default=1, show_default=True, type=int,
+              help="user_split: fold-in/target draws per held-out user")
+@click.option("--eval-holdout-frac", default=None, callback=_optional_float,
+              help="user_split: share of a held-out user's items scored  [default: 0.2]")
+@click.option("--test-frac", default=None, callback=_optional_float,
+              help="user_split: share of users; time_split: share of interactions, by time  [default: 0.2]")
+@click.option("--val-frac", default=None, callback=_optional_float,
+              help="as --test-frac, for validation  [default: 0.1]")
+@click.option("--min-rating", default="4", show_default=True, callback=_optional_float,
+              help="lowest value kept as a positive; 'none' keeps every row (implicit data)")
+@click.option("--min-user-interactions", default=5, show_default=True, type=int, help="k-core threshold for users")
+@click.option("--min-item-interactions", default=1, show_default=True, type=int, help="k-core threshold for items")
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
-def split(dataset, seed, eval_draws, eval_holdout_frac, data_dir):
-    """Build a user split and log it as a split run (artifact checkpoint.zip)."""
+def split(dataset, split_mode, seed, eval_draws, eval_holdout_frac, test_frac, val_frac, min_rating,
+          min_user_interactions, min_item_interactions, data_dir):
+    """Build a split and log it as a split run (artifact checkpoint.zip)."""
     from mlflow_recsys.tracking.training import run_split
 
-    run_id = run_split(dataset=dataset, seed=seed, eval_draws=eval_draws, data_dir=_none_if_empty(data_dir),
-                       eval_holdout_frac=eval_holdout_frac)
+    run_id = run_split(dataset=dataset, split_mode=split_mode, seed=seed, eval_draws=eval_draws,
+                       data_dir=_none_if_empty(data_dir), eval_holdout_frac=eval_holdout_frac,
+                       test_frac=test_frac, val_frac=val_frac, min_rating=min_rating,
+                       min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions)
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
 
 

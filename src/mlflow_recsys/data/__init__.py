@@ -1,30 +1,45 @@
-"""Data layer: dataset registry, preprocessing, user split and split checkpoints.
+"""Data layer: dataset registry, your own interaction logs, preprocessing, splits and split checkpoints.
 
 Nothing here imports mlflow.
 """
 
 from mlflow_recsys.data.checkpoint import (
+    SPLIT_MODES,
     build_recsys_checkpoint,
     load_recsys_split,
     read_checkpoint,
 )
-from mlflow_recsys.data.datasets import DATASETS, DatasetSpec, get_dataset_spec, load_interactions
+from mlflow_recsys.data.datasets import (
+    DATASETS,
+    DatasetSpec,
+    RatingsFile,
+    from_interactions,
+    get_dataset_spec,
+    load_interactions,
+    read_interactions_file,
+)
 from mlflow_recsys.data.download import DownloadError, download
 from mlflow_recsys.data.preprocess import binarise, kcore_prune
-from mlflow_recsys.data.split import UserSplit, user_split
+from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
 
 __all__ = [
     "DATASETS",
     "DatasetSpec",
     "DownloadError",
+    "RatingsFile",
+    "SPLIT_MODES",
     "UserSplit",
     "binarise",
     "build_recsys_checkpoint",
     "download",
+    "from_interactions",
     "get_dataset_spec",
     "kcore_prune",
+    "leave_one_out",
     "load_interactions",
     "load_recsys_split",
     "read_checkpoint",
+    "read_interactions_file",
+    "time_split",
     "user_split",
 ]

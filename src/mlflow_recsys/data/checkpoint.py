@@ -18,23 +18,29 @@ import os
 import tempfile
 import zipfile
 from pathlib import Path
+from numbers import Real
 from typing import Any, Iterator
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from mlflow_recsys.data.datasets import (
     column_bytes,
+    from_interactions,
     get_dataset_spec,
     interactions_digest,
     load_interactions,
+    read_interactions_file,
 )
+from mlflow_recsys.data.download import sha256_file
+from mlflow_recsys.data import safezip
 from mlflow_recsys.data.preprocess import binarise, kcore_prune
-from mlflow_recsys.data.split import UserSplit, user_split
+from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
 SCHEMA_VERSION = 1
-SPLIT_MODES = ("user_split",)
+SPLIT_MODES = ("user_split", "leave_one_out", "time_split")
 MANIFEST_NAME = "manifest.json"
 
 # Members in the order they are written and hashed into split_digest.
@@ -52,31 +58,34 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def build_recsys_checkpoint(
-    dataset: str,
+    dataset: str | os.PathLike | pd.DataFrame,
     data_dir: str | os.PathLike | None = None,
     checkpoint_path: str | os.PathLike | None = None,
     split_mode: str = "user_split",
     eval_draws: int = 1,
     seed: int = 42,
-    eval_holdout_frac: float = 0.2,
-    test_frac: float = 0.2,
-    val_frac: float = 0.1,
+    eval_holdout_frac: float | None = None,
+    test_frac: float | None = None,
+    val_frac: float | None = None,
     min_rating: float | None = 4.0,
     min_user_interactions: int = 5,
     min_item_interactions: int = 1,
 ) -> Path:
     """Load a dataset, preprocess it, split it and write the checkpoint zip.
 
-    Pipeline: :func:`~mlflow_recsys.data.datasets.load_interactions` ->
+    Pipeline: load (:func:`~mlflow_recsys.data.datasets.load_interactions`,
+    :func:`~mlflow_recsys.data.datasets.read_interactions_file` or
+    :func:`~mlflow_recsys.data.datasets.from_interactions`) ->
     :func:`~mlflow_recsys.data.preprocess.binarise` (``min_rating``) ->
-    :func:`~mlflow_recsys.data.preprocess.kcore_prune` ->
-    :func:`~mlflow_recsys.data.split.user_split`. See those functions for the
-    meaning and defaults of the parameters.
+    :func:`~mlflow_recsys.data.preprocess.kcore_prune` -> the split of
+    ``split_mode``. See those functions for the meaning of the parameters.
 
     Parameters
     ----------
     dataset:
-        Registered dataset name, e.g. ``"movielens-100k"``.
+        A registered name (e.g. ``"movielens-100k"``; ``mlflow-recsys datasets``
+        lists them), a path to a ``.csv``/``.parquet`` interaction log, or a
+        DataFrame with columns user, item, value and optionally timestamp.
     data_dir:
         Cache folder for downloaded archives (see ``load_interactions``).
     checkpoint_path:
@@ -84,7 +93,23 @@ def build_recsys_checkpoint(
         relative to the working directory. Parent folders are created; the file
         is written under a temporary name in the same folder and renamed.
     split_mode:
-        Only ``"user_split"`` (strong generalisation) for now.
+        ``"user_split"`` (strong generalisation, default), ``"leave_one_out"``
+        or ``"time_split"``.
+    eval_draws:
+        Fold-in/target draws per held-out user (``user_split`` only; the other
+        modes are deterministic given the data and need 1). Default 1.
+    seed:
+        Integer >= 0 driving every random choice. Default 42.
+    eval_holdout_frac:
+        ``user_split`` only: share of a held-out user's items used as targets.
+        Default (None) 0.2.
+    test_frac, val_frac:
+        ``user_split``: shares of users held out; ``time_split``: shares of the
+        interactions (by time) after the cuts. Defaults (None) 0.2 and 0.1. Not
+        used by ``leave_one_out``.
+    min_rating, min_user_interactions, min_item_interactions:
+        Binarisation threshold (None keeps every row) and k-core thresholds.
+        Defaults 4.0, 5 and 1.
 
     Returns
     -------
@@ -94,49 +119,54 @@ def build_recsys_checkpoint(
     Raises
     ------
     ValueError
-        Unknown dataset or split mode, or invalid split/preprocessing parameters.
+        Unknown dataset or split mode, a parameter that does not apply to
+        ``split_mode``, or invalid split/preprocessing parameters.
+    FileNotFoundError
+        If ``dataset`` looks like a path but no file is there.
     """
-    spec = get_dataset_spec(dataset)
     if split_mode not in SPLIT_MODES:
         raise ValueError(f"split_mode: expected one of {list(SPLIT_MODES)}, found {split_mode!r}")
+    params = _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac)
+    raw, source = _load(dataset, data_dir)
     if checkpoint_path is None:
-        checkpoint_path = Path("checkpoints") / f"{dataset}-{split_mode}-seed{seed}.zip"
+        checkpoint_path = Path("checkpoints") / f"{source['name']}-{split_mode}-seed{seed}.zip"
     checkpoint_path = Path(checkpoint_path)
 
-    raw = load_interactions(dataset, data_dir)
     positives = binarise(raw, min_rating=min_rating)
+    if positives.empty:
+        raise ValueError(
+            f"min_rating: expected some interactions with value >= {min_rating}, found none among {len(raw):,} "
+            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None"
+        )
     pruned, report = kcore_prune(
         positives,
         min_user_interactions=min_user_interactions,
         min_item_interactions=min_item_interactions,
     )
-    split = user_split(
-        pruned,
-        seed=seed,
-        test_frac=test_frac,
-        val_frac=val_frac,
-        eval_holdout_frac=eval_holdout_frac,
-        eval_draws=eval_draws,
-    )
+    if pruned.empty:
+        raise ValueError(
+            f"min_user_interactions, min_item_interactions: the ({min_user_interactions}, {min_item_interactions})-core "
+            f"of the {len(positives):,} positive interactions is empty; lower the thresholds"
+        )
+    if split_mode == "user_split":
+        split = user_split(pruned, seed=seed, **params)
+    elif split_mode == "leave_one_out":
+        split = leave_one_out(pruned, seed=seed)
+    else:
+        split = time_split(pruned, **params)
     arrays = split_arrays(split)
     manifest = {
         "format": CHECKPOINT_FORMAT,
         "schema_version": SCHEMA_VERSION,
-        "dataset": {
-            "name": spec.name,
-            "url": spec.url,
-            "archive_sha256": spec.sha256,
-            "interactions_sha256": interactions_digest(raw),
-            "citation": spec.citation,
-            "licence": spec.licence,
-        },
+        "dataset": {**source, "interactions_sha256": interactions_digest(raw),
+                    "has_timestamps": "timestamp" in raw.columns},
         "parameters": {
             "split_mode": split_mode,
             "seed": int(seed),
             "eval_draws": int(eval_draws),
-            "eval_holdout_frac": float(eval_holdout_frac),
-            "test_frac": float(test_frac),
-            "val_frac": float(val_frac),
+            "eval_holdout_frac": params.get("eval_holdout_frac"),
+            "test_frac": params.get("test_frac"),
+            "val_frac": params.get("val_frac"),
             "min_rating": None if min_rating is None else float(min_rating),
             "min_user_interactions": int(min_user_interactions),
             "min_item_interactions": int(min_item_interactions),
@@ -153,6 +183,43 @@ def build_recsys_checkpoint(
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
+
+
+def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac) -> dict:
+    """The split function's keyword arguments for ``split_mode``, refusing ones that do not apply."""
+    given = {"eval_holdout_frac": eval_holdout_frac, "test_frac": test_frac, "val_frac": val_frac}
+    applies = {"user_split": ("eval_holdout_frac", "test_frac", "val_frac"),
+               "leave_one_out": (), "time_split": ("test_frac", "val_frac")}[split_mode]
+    for name, value in given.items():
+        if value is not None and name not in applies:
+            raise ValueError(f"{name}: does not apply to split_mode={split_mode!r}; leave it unset, found {value!r}")
+    if split_mode != "user_split" and eval_draws != 1:
+        raise ValueError(f"eval_draws: expected 1 for split_mode={split_mode!r}, whose held-out rows are "
+                         f"fixed by the data, found {eval_draws!r}")
+    defaults = {"eval_holdout_frac": 0.2, "test_frac": 0.2, "val_frac": 0.1}
+    out = {}
+    for name in applies:
+        value = defaults[name] if given[name] is None else given[name]
+        out[name] = float(value) if isinstance(value, Real) and not isinstance(value, bool) else value
+    if split_mode == "user_split":
+        out["eval_draws"] = eval_draws
+    return out
+
+
+def _load(dataset, data_dir) -> tuple[pd.DataFrame, dict]:
+    """Raw interactions and the manifest's description of where they came from."""
+    if isinstance(dataset, pd.DataFrame):
+        return from_interactions(dataset), {"name": "interactions", "source": "frame"}
+    if isinstance(dataset, (str, os.PathLike)) and Path(dataset).suffix.lower() in (".csv", ".parquet"):
+        path = Path(dataset)
+        frame = read_interactions_file(path)
+        return frame, {"name": path.stem, "source": "file", "file_name": path.name,
+                       "file_sha256": sha256_file(path)}
+    spec = get_dataset_spec(dataset)
+    return load_interactions(dataset, data_dir), {
+        "name": spec.name, "source": "registry", "url": spec.url, "archive_sha256": spec.sha256,
+        "citation": spec.citation, "licence": spec.licence,
+    }
 
 
 def split_arrays(split: UserSplit) -> dict[str, Any]:
@@ -218,32 +285,13 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
             names = zf.namelist()
             if MANIFEST_NAME not in names:
                 raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
-            _check_members(zf, path)
+            safezip.check_members(zf, path)
             _check_manifest(_parse_manifest(zf.read(MANIFEST_NAME), path), path)
             with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
                 zf.extractall(tmp)
                 yield Path(tmp)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise ValueError(f"{path}: the checkpoint zip is truncated or corrupted ({exc})") from None
-
-
-#: Largest total uncompressed size a checkpoint may unpack to (a zip bomb guard).
-MAX_UNCOMPRESSED_BYTES = 16 * 1024**3
-
-
-def _check_members(zf: zipfile.ZipFile, path: Path) -> None:
-    """Refuse members that would land outside the folder (zip-slip) and archives that unpack too large."""
-    total = 0
-    for info in zf.infolist():
-        name = info.filename
-        parts = Path(name).parts
-        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-            raise ValueError(f"{path}: refusing zip member {name!r}: it points outside the checkpoint folder")
-        total += info.file_size
-    if total > MAX_UNCOMPRESSED_BYTES:
-        raise ValueError(
-            f"{path}: expected at most {MAX_UNCOMPRESSED_BYTES:,} bytes uncompressed, found {total:,}"
-        )
 
 
 def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
@@ -328,6 +376,8 @@ def _counts(raw, positives, report, split: UserSplit) -> dict[str, int]:
         "n_val_source_interactions": int(split.val.source.nnz),
         "n_val_target_interactions": int(split.val.target.nnz),
         "n_val_users_dropped": int(split.val.n_users_dropped),
+        **({} if split.cut_timestamps is None else
+           {"val_cut_timestamp": int(split.cut_timestamps[0]), "test_cut_timestamp": int(split.cut_timestamps[1])}),
     }
 
 

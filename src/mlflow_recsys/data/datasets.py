@@ -1,9 +1,17 @@
-"""Registry of supported datasets and loading of their raw interactions.
+"""Registry of public datasets, and loading of raw interactions from them or from your own data.
 
-Each dataset is described by a :class:`DatasetSpec`: where the canonical
-archive lives, its checksum and size, its licence and how to cite it. Loading
-prefers a copy that is already installed on the machine (a Python package that
-ships the data) and falls back to downloading the canonical archive.
+Each registered dataset is a :class:`DatasetSpec`: where its canonical archive
+lives, its SHA-256 and size, the file inside it that holds the ratings and how
+that file is laid out, its licence and how to cite it. Loading prefers a copy
+already installed on the machine (a Python package that ships the data) and
+otherwise downloads the canonical archive once into ``data_dir``.
+
+Your own interaction logs enter through :func:`from_interactions` (a frame) or
+:func:`read_interactions_file` (a CSV or Parquet file).
+
+Every loader returns the same frame: columns ``user`` and ``item`` (int64 when
+all raw ids are integers, else str), ``value`` (float64: a rating or a count)
+and, when the source has times, ``timestamp`` (int64, Unix seconds).
 """
 
 from __future__ import annotations
@@ -14,14 +22,17 @@ import warnings
 import zipfile
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys.data import safezip
 from mlflow_recsys.data.download import download, sha256_file
 
 INTERACTION_COLUMNS = ("user", "item", "value", "timestamp")
+#: Columns every interaction frame must have; ``timestamp`` is optional.
+REQUIRED_COLUMNS = ("user", "item", "value")
 
 DATA_DIR_ENV = "MLFLOW_RECSYS_DATA_DIR"
 
@@ -41,12 +52,30 @@ class PackageCopy:
 
 
 @dataclass(frozen=True)
-class DatasetSpec:
-    """Where a dataset comes from and the terms it is used under.
+class RatingsFile:
+    """Where the ratings are inside an archive and how they are written.
 
-    ``archive_member`` is the member of the downloaded zip that holds the
-    interactions as tab-separated text without a header, four columns: user,
-    item, rating, timestamp (Unix seconds).
+    ``member`` is the path of the file in the zip; a bare file name (no ``/``)
+    matches that name in any folder of the archive, for archives whose top
+    folder is not documented. ``columns`` names the fields in file order, using
+    ``user``, ``item``, ``value`` and ``timestamp``; ``None`` marks a field to
+    skip. ``sep`` is the field separator (``"::"`` is read exactly), ``header``
+    whether the first line holds column names.
+    """
+
+    member: str
+    sep: str
+    header: bool
+    columns: tuple[str | None, ...]
+    encoding: str = "utf-8"
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Where a dataset comes from, how to read it and the terms it is used under.
+
+    ``size_bytes`` is the archive size when it is published (used for the
+    progress bar only; the SHA-256 is what is checked), else None.
     """
 
     name: str
@@ -54,8 +83,8 @@ class DatasetSpec:
     homepage: str
     url: str
     sha256: str
-    size_bytes: int
-    archive_member: str
+    size_bytes: int | None
+    ratings: RatingsFile
     licence: str
     citation: str
     package_copy: PackageCopy | None = None
@@ -68,12 +97,12 @@ class DatasetSpec:
 
 _MOVIELENS_LICENCE = (
     "GroupLens Research (University of Minnesota) grants use of the MovieLens data "
-    "under conditions stated in the README shipped in the archive. In short: the data "
+    "under conditions stated in the README shipped in each archive. In short: the data "
     "may be used for research only; any publication that uses it must acknowledge it "
     "by citing Harper & Konstan (2015); it may not be redistributed, and it may not be "
     "used commercially, without separate permission from GroupLens; no statement of "
     "endorsement by the University of Minnesota or GroupLens may be implied; and the "
-    "data comes with no warranty. Read the README in ml-100k.zip for the binding text."
+    "data comes with no warranty. Read the README in the archive for the binding text."
 )
 
 _MOVIELENS_CITATION = (
@@ -82,18 +111,34 @@ _MOVIELENS_CITATION = (
     "(December 2015). https://doi.org/10.1145/2827872"
 )
 
+# Sizes and SHA-256 of the MovieLens archives as recorded in tensorflow/datasets
+# (tensorflow_datasets/url_checksums/movielens.txt); GroupLens itself publishes
+# only MD5 sums.
 DATASETS: dict[str, DatasetSpec] = {
+    "goodbooks": DatasetSpec(
+        name="goodbooks",
+        description="GoodBooks-10k: about 6 million ratings (1-5 stars) by 53,424 users on "
+        "10,000 books from Goodreads; no timestamps.",
+        homepage="https://github.com/zygmuntz/goodbooks-10k",
+        url="https://github.com/zygmuntz/goodbooks-10k/releases/download/v1.0/goodbooks-10k.zip",
+        # Recorded by ludwig-ai/ludwig (ludwig/datasets/configs/goodbooks_books.yaml);
+        # the author publishes no checksum and no archive size.
+        sha256="261b97b56db61f3fb2ce5aadbb13704d30179fcc986c17ace665a0af9ed00731",
+        size_bytes=None,
+        ratings=RatingsFile("ratings.csv", sep=",", header=True, columns=("user", "item", "value")),
+        licence="Creative Commons Attribution-ShareAlike 4.0 International (CC BY-SA 4.0), "
+        "as stated in the repository's LICENSE file.",
+        citation="Zygmunt Zając. 2017. Goodbooks-10k: a new dataset for book recommendations. "
+        "FastML. https://github.com/zygmuntz/goodbooks-10k",
+    ),
     "movielens-100k": DatasetSpec(
         name="movielens-100k",
-        description="100,000 ratings (1-5 stars) by 943 users on 1,682 movies, 1997-1998.",
+        description="MovieLens 100K: 100,000 ratings (1-5 stars) by 943 users on 1,682 movies, 1997-1998.",
         homepage="https://grouplens.org/datasets/movielens/100k/",
         url="https://files.grouplens.org/datasets/movielens/ml-100k.zip",
-        # Size and SHA-256 as recorded in tensorflow/datasets
-        # (tensorflow_datasets/url_checksums/movielens.txt); GroupLens itself
-        # publishes only the MD5, 0e33842e24a9c977be4e0107933c0723.
         sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
         size_bytes=4924029,
-        archive_member="ml-100k/u.data",
+        ratings=RatingsFile("ml-100k/u.data", sep="\t", header=False, columns=INTERACTION_COLUMNS),
         licence=_MOVIELENS_LICENCE,
         citation=_MOVIELENS_CITATION,
         package_copy=PackageCopy(
@@ -105,6 +150,41 @@ DATASETS: dict[str, DatasetSpec] = {
             sha256="4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff",
         ),
     ),
+    "movielens-1m": DatasetSpec(
+        name="movielens-1m",
+        description="MovieLens 1M: 1,000,209 ratings (1-5 stars) by 6,040 users on about 3,900 movies, 2000-2003.",
+        homepage="https://grouplens.org/datasets/movielens/1m/",
+        url="https://files.grouplens.org/datasets/movielens/ml-1m.zip",
+        sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
+        size_bytes=5917549,
+        ratings=RatingsFile(
+            "ml-1m/ratings.dat", sep="::", header=False, columns=INTERACTION_COLUMNS, encoding="latin-1"
+        ),
+        licence=_MOVIELENS_LICENCE,
+        citation=_MOVIELENS_CITATION,
+    ),
+    "movielens-20m": DatasetSpec(
+        name="movielens-20m",
+        description="MovieLens 20M: 20,000,263 ratings (0.5-5 stars in half steps) by 138,493 users "
+        "on 26,744 movies, 1995-2015.",
+        homepage="https://grouplens.org/datasets/movielens/20m/",
+        url="https://files.grouplens.org/datasets/movielens/ml-20m.zip",
+        sha256="96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
+        size_bytes=198702078,
+        ratings=RatingsFile("ml-20m/ratings.csv", sep=",", header=True, columns=INTERACTION_COLUMNS),
+        licence=_MOVIELENS_LICENCE,
+        citation=_MOVIELENS_CITATION,
+    ),
+}
+
+#: Datasets people ask for that cannot be registered, and what to do instead.
+NOT_REGISTERED = {
+    "netflix": (
+        "the Netflix Prize data has no official download: Netflix withdrew it, the copies on "
+        "archive.org and Kaggle are unofficial (the licence forbids redistribution) and no SHA-256 "
+        "is published for them. If you hold the data, write its ratings as a CSV or Parquet file "
+        "with columns user, item, value, timestamp and pass that path as the dataset"
+    ),
 }
 
 
@@ -114,11 +194,16 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
     Raises
     ------
     ValueError
-        If ``dataset`` is not a registered name; the message lists the known names.
+        If ``dataset`` is not a registered name; the message lists the known
+        names (and, for a known but unregistrable dataset such as ``netflix``,
+        says why and what to do instead).
     """
+    if isinstance(dataset, str) and dataset in NOT_REGISTERED:
+        raise ValueError(f"dataset: {dataset!r} is not registered: {NOT_REGISTERED[dataset]}")
     if not isinstance(dataset, str) or dataset not in DATASETS:
         raise ValueError(
-            f"dataset: expected one of {sorted(DATASETS)}, found {dataset!r}"
+            f"dataset: expected one of {sorted(DATASETS)} or a path to a .csv or .parquet file, "
+            f"found {dataset!r}"
         )
     return DATASETS[dataset]
 
@@ -156,15 +241,14 @@ def load_interactions(
     Returns
     -------
     pandas.DataFrame
-        One row per rating in file order with columns ``user`` and ``item`` (int64
-        when all raw ids are integers, else str), ``value`` (float64, the rating)
-        and ``timestamp`` (int64, Unix seconds).
+        One row per rating in file order (see the module docstring for columns).
 
     Raises
     ------
     ValueError
-        Unknown ``dataset`` (message lists known names), or a cached/downloaded
-        archive whose SHA-256 differs from the registry.
+        Unknown ``dataset`` (message lists known names); a cached or downloaded
+        archive whose SHA-256 differs from the registry; an archive that is
+        corrupted, has an unsafe member, or lacks the ratings file.
     mlflow_recsys.data.download.DownloadError
         If the archive is needed but cannot be fetched; the message says where to
         place it by hand.
@@ -173,7 +257,7 @@ def load_interactions(
     if use_package_copy and spec.package_copy is not None:
         path = _package_copy_path(spec.package_copy)
         if path is not None:
-            return _normalise(pd.read_csv(path, sep="\t"))
+            return _normalise(pd.read_csv(path, sep="\t"), INTERACTION_COLUMNS, str(path))
     folder = Path(data_dir) if data_dir is not None else default_data_dir()
     archive = download(
         spec.url,
@@ -182,33 +266,131 @@ def load_interactions(
         expected_size=spec.size_bytes,
         progress=progress,
     )
-    with zipfile.ZipFile(archive) as zf:
-        try:
-            member = zf.open(spec.archive_member)
-        except KeyError:
+    return read_archive(archive, spec.ratings)
+
+
+def read_archive(archive: str | os.PathLike, ratings: RatingsFile) -> pd.DataFrame:
+    """Read the ratings file described by ``ratings`` out of the zip ``archive``.
+
+    The archive is checked first (:func:`mlflow_recsys.data.safezip.check_members`)
+    and only the ratings member is read; nothing is extracted to disk.
+
+    Raises
+    ------
+    ValueError
+        Naming ``archive``: not a zip or corrupted, an unsafe member, no (or
+        several) members matching ``ratings.member``, or fields that do not
+        match ``ratings.columns``.
+    """
+    archive = Path(archive)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            safezip.check_members(zf, archive)
+            member = _find_member(zf, ratings.member, archive)
+            with zf.open(member) as handle:
+                frame = _read_table(handle, ratings)
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"{archive}: the archive is truncated or corrupted ({exc})") from None
+    return _normalise(frame, ratings.columns, f"{archive}:{member}")
+
+
+def from_interactions(
+    frame: pd.DataFrame,
+    *,
+    user: str = "user",
+    item: str = "item",
+    value: str = "value",
+    timestamp: str | None = "timestamp",
+) -> pd.DataFrame:
+    """Bring your own interaction log into the form every loader returns.
+
+    Parameters
+    ----------
+    frame:
+        One row per interaction.
+    user, item:
+        Columns holding the user and item ids (integers or strings; no missing
+        values). Defaults ``"user"``, ``"item"``.
+    value:
+        Column holding a rating or a count (numeric, no missing values). For
+        implicit data with no such column, add one of ones and build with
+        ``min_rating=None``. Default ``"value"``.
+    timestamp:
+        Column holding Unix seconds (integers) or datetimes (converted to Unix
+        seconds, UTC). Default ``"timestamp"``; when that default column is
+        absent the result simply has no timestamp. ``None`` ignores any
+        timestamp column.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``user``, ``item``, ``value`` and, if present, ``timestamp``, in
+        the input's row order.
+
+    Raises
+    ------
+    ValueError
+        ``frame`` not a DataFrame, a named column missing (the message lists the
+        columns found), missing values, or non-numeric values or timestamps.
+    """
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
+    names = {"user": user, "item": item, "value": value}
+    if timestamp is not None and (timestamp in frame.columns or timestamp != "timestamp"):
+        names["timestamp"] = timestamp
+    for role, column in names.items():
+        if column not in frame.columns:
             raise ValueError(
-                f"{archive}: expected an archive member {spec.archive_member!r}, "
-                f"found members {zf.namelist()[:10]}"
-            ) from None
-        with member:
-            frame = pd.read_csv(member, sep="\t", header=None)
-    return _normalise(frame)
+                f"{role}: expected a column {column!r} in the interactions, found columns {list(frame.columns)}"
+            )
+    picked = frame[list(names.values())].set_axis(list(names), axis=1)
+    return _normalise(picked, tuple(names), "frame")
+
+
+def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
+    """Read an interaction log from a ``.csv`` (comma-separated, one header line) or ``.parquet`` file.
+
+    ``columns`` are passed to :func:`from_interactions` (``user``, ``item``,
+    ``value``, ``timestamp``: the column names in the file).
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If the suffix is neither ``.csv`` nor ``.parquet``, or the content fails
+        :func:`from_interactions`'s checks (the message names the file).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset: no interactions file at {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        frame = pd.read_csv(path)
+    elif suffix == ".parquet":
+        frame = pd.read_parquet(path)
+    else:
+        raise ValueError(f"dataset: expected a .csv or .parquet file, found {path.name!r}")
+    try:
+        return from_interactions(frame, **columns)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
 def interactions_digest(frame: pd.DataFrame) -> str:
     """SHA-256 hex digest of an interaction frame, independent of its row order.
 
     Rows are sorted by (user, item, timestamp, value) and each column is hashed
-    as int64/float64 bytes, or as unit-separated UTF-8 text for string ids.
+    as int64/float64 bytes, or as unit-separated UTF-8 text for string ids; a
+    frame without timestamps hashes only the three other columns.
     """
-    missing = [c for c in INTERACTION_COLUMNS if c not in frame.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
-        raise ValueError(
-            f"frame: expected columns {list(INTERACTION_COLUMNS)}, missing {missing}"
-        )
-    ordered = frame.sort_values(["user", "item", "timestamp", "value"], kind="mergesort")
+        raise ValueError(f"frame: expected columns {list(REQUIRED_COLUMNS)}, missing {missing}")
+    columns = [c for c in INTERACTION_COLUMNS if c in frame.columns]
+    ordered = frame.sort_values(columns[:2] + columns[3:] + ["value"], kind="mergesort")
     h = hashlib.sha256()
-    for col in INTERACTION_COLUMNS:
+    for col in columns:
         h.update(f"{col}:".encode())
         h.update(column_bytes(ordered[col].to_numpy()))
     return h.hexdigest()
@@ -222,6 +404,32 @@ def column_bytes(values: np.ndarray) -> bytes:
     if values.dtype.kind == "f":
         return b"f" + values.astype(np.float64).tobytes()
     return b"s" + "\x1f".join(map(str, values.tolist())).encode("utf-8")
+
+
+def _find_member(zf: zipfile.ZipFile, wanted: str, archive: Path) -> str:
+    names = zf.namelist()
+    if "/" in wanted:
+        if wanted in names:
+            return wanted
+        found = []
+    else:
+        found = [n for n in names if PurePosixPath(n).name == wanted]
+        if len(found) == 1:
+            return found[0]
+    raise ValueError(
+        f"{archive}: expected one archive member {wanted!r}, found "
+        f"{found if found else 'none among ' + str(names[:10])}"
+    )
+
+
+def _read_table(handle, ratings: RatingsFile) -> pd.DataFrame:
+    header = 0 if ratings.header else None
+    if ratings.sep == "::":
+        # Read on single colons with the C parser: the fields then sit at even
+        # positions. Faster than the python engine on millions of lines.
+        raw = pd.read_csv(handle, sep=":", header=header, encoding=ratings.encoding)
+        return raw.iloc[:, ::2]
+    return pd.read_csv(handle, sep=ratings.sep, header=header, encoding=ratings.encoding)
 
 
 def _package_copy_path(copy: PackageCopy) -> Path | None:
@@ -245,25 +453,36 @@ def _package_copy_path(copy: PackageCopy) -> Path | None:
     return path
 
 
-def _normalise(frame: pd.DataFrame) -> pd.DataFrame:
-    if frame.shape[1] != 4:
+def _normalise(frame: pd.DataFrame, columns: tuple[str | None, ...], where: str) -> pd.DataFrame:
+    if frame.shape[1] != len(columns):
         raise ValueError(
-            f"interactions file: expected 4 columns (user, item, rating, timestamp), "
+            f"{where}: expected {len(columns)} fields ({', '.join(c or '-' for c in columns)}), "
             f"found {frame.shape[1]}"
         )
-    frame = frame.set_axis(list(INTERACTION_COLUMNS), axis=1)
-    out = pd.DataFrame(
-        {
-            "user": _ids(frame["user"]),
-            "item": _ids(frame["item"]),
-            "value": frame["value"].to_numpy(dtype=np.float64),
-            "timestamp": frame["timestamp"].to_numpy(dtype=np.float64).astype(np.int64),
-        }
-    )
-    return out
+    frame = frame.set_axis([c or f"_skip{i}" for i, c in enumerate(columns)], axis=1)
+    for column in (c for c in columns if c):
+        if frame[column].isna().any():
+            raise ValueError(f"{where}: expected no missing values in {column!r}, found {int(frame[column].isna().sum())}")
+    out = {"user": _ids(frame["user"]), "item": _ids(frame["item"]), "value": _numbers(frame["value"], "value", where)}
+    if "timestamp" in columns:
+        out["timestamp"] = _unix_seconds(frame["timestamp"], where)
+    return pd.DataFrame(out)
 
 
 def _ids(column: pd.Series) -> np.ndarray:
     if pd.api.types.is_integer_dtype(column):
         return column.to_numpy(dtype=np.int64)
     return column.astype(str).to_numpy(dtype=object)
+
+
+def _numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
+        raise ValueError(f"{where}: expected numbers in {name!r}, found dtype {column.dtype}")
+    return column.to_numpy(dtype=np.float64)
+
+
+def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
+    if pd.api.types.is_datetime64_any_dtype(column):
+        utc = column.dt.tz_convert("UTC") if column.dt.tz is not None else column.dt.tz_localize("UTC")
+        return ((utc - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
+    return _numbers(column, "timestamp", where).astype(np.int64)

@@ -7,7 +7,7 @@ from numbers import Integral, Real
 
 import pandas as pd
 
-from mlflow_recsys.data.datasets import INTERACTION_COLUMNS
+from mlflow_recsys.data.datasets import REQUIRED_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
     Parameters
     ----------
     frame:
-        Interactions with columns user, item, value, timestamp.
+        Interactions with columns user, item, value and optionally timestamp.
     min_rating:
         Lowest rating that counts as positive (default 4.0, i.e. 4 and 5 stars
         on MovieLens). ``None`` keeps every row (data that is already implicit).
@@ -39,7 +39,8 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
     pandas.DataFrame
         Same columns, ``value`` float64 all 1.0, one row per distinct (user,
         item) pair: a pair rated positively several times keeps its earliest
-        timestamp. Rows sorted by (user, item); index reset.
+        timestamp (without timestamps, its first row). Rows sorted by (user,
+        item); index reset.
 
     Raises
     ------
@@ -50,16 +51,13 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
     if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)):
         raise ValueError(f"min_rating: expected a number or None, found {min_rating!r}")
     kept = frame if min_rating is None else frame[frame["value"] >= float(min_rating)]
-    kept = kept.sort_values(["user", "item", "timestamp"], kind="mergesort")
+    keys = ["user", "item", "timestamp"] if "timestamp" in kept.columns else ["user", "item"]
+    kept = kept.sort_values(keys, kind="mergesort")
     kept = kept.drop_duplicates(["user", "item"], keep="first")
-    return pd.DataFrame(
-        {
-            "user": kept["user"].to_numpy(),
-            "item": kept["item"].to_numpy(),
-            "value": 1.0,
-            "timestamp": kept["timestamp"].to_numpy(),
-        }
-    )
+    out = {"user": kept["user"].to_numpy(), "item": kept["item"].to_numpy(), "value": 1.0}
+    if "timestamp" in kept.columns:
+        out["timestamp"] = kept["timestamp"].to_numpy()
+    return pd.DataFrame(out)
 
 
 def kcore_prune(
@@ -80,7 +78,7 @@ def kcore_prune(
     Parameters
     ----------
     frame:
-        Interactions with columns user, item, value, timestamp; (user, item)
+        Interactions with columns user, item, value (timestamp optional); (user, item)
         pairs are expected to be distinct (see :func:`binarise`).
     min_user_interactions, min_item_interactions:
         Thresholds, integers >= 1. Defaults 5 and 1.
@@ -128,8 +126,6 @@ def kcore_prune(
 def _check_frame(frame: pd.DataFrame) -> None:
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
-    missing = [c for c in INTERACTION_COLUMNS if c not in frame.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
-        raise ValueError(
-            f"frame: expected columns {list(INTERACTION_COLUMNS)}, missing {missing}"
-        )
+        raise ValueError(f"frame: expected columns {list(REQUIRED_COLUMNS)}, missing {missing}")

@@ -1,9 +1,18 @@
-"""Split users into train / validation / test and hide part of each held-out history.
+"""Split interactions into training data and held-out evaluation rows (fold-in + targets).
 
-This is the strong-generalisation protocol of Liang et al., "Variational
-Autoencoders for Collaborative Filtering" (WWW 2018): models are trained on
-the training users only and evaluated on unseen users, given part of their
-history (fold-in) and asked to rank the rest (targets).
+Three protocols, one result type (:class:`UserSplit`):
+
+- :func:`user_split`, strong generalisation (Liang et al., "Variational
+  Autoencoders for Collaborative Filtering", WWW 2018): models train on the
+  training users only and are evaluated on unseen users, given part of their
+  history (fold-in) and asked to rank the rest (targets).
+- :func:`leave_one_out`: every user's last interaction is a test target and
+  the one before it a validation target (He et al., "Neural Collaborative
+  Filtering", WWW 2017; Kang & McAuley, "Self-Attentive Sequential
+  Recommendation", ICDM 2018).
+- :func:`time_split`: one global time cut; everything after it is predicted
+  from everything before it (Meng, McCreadie, Macdonald & Ounis, "Exploring Data
+  Splitting Strategies for the Evaluation of Recommendation Models", RecSys 2020).
 """
 
 from __future__ import annotations
@@ -37,10 +46,13 @@ class HeldOut:
 
 @dataclass(frozen=True)
 class UserSplit:
-    """Result of :func:`user_split`.
+    """Result of :func:`user_split`, :func:`leave_one_out` or :func:`time_split`.
 
     ``x_train`` is a binary float32 CSR matrix ``(len(train_user_ids),
-    len(item_ids))``; ``item_ids[j]`` is the raw id of column j.
+    len(item_ids))``; ``item_ids[j]`` is the raw id of column j. Under
+    ``user_split`` held-out users are absent from ``x_train``; under the two
+    other protocols they appear there with their earlier interactions.
+    ``cut_timestamps`` holds the (validation, test) cuts of :func:`time_split`.
     """
 
     x_train: sp.csr_matrix
@@ -48,6 +60,7 @@ class UserSplit:
     item_ids: np.ndarray
     val: HeldOut
     test: HeldOut
+    cut_timestamps: tuple[int, int] | None = None
 
 
 def round_half_up(x: float) -> int:
@@ -103,17 +116,8 @@ def user_split(
     ValueError
         Bad argument values, duplicate (user, item) pairs, or no training user.
     """
-    _check_frame(frame)
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, found {seed!r}")
-    for name, value in (("test_frac", test_frac), ("val_frac", val_frac)):
-        if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= value < 1.0:
-            raise ValueError(f"{name}: expected a number in [0, 1), found {value!r}")
-    if test_frac + val_frac >= 1.0:
-        raise ValueError(
-            f"test_frac + val_frac: expected a sum below 1 so that training users remain, "
-            f"found {test_frac} + {val_frac}"
-        )
+    _check_split_input(frame, seed)
+    _check_fractions(test_frac, val_frac, "training users")
     if (
         isinstance(eval_holdout_frac, bool)
         or not isinstance(eval_holdout_frac, Real)
@@ -124,8 +128,6 @@ def user_split(
         )
     if isinstance(eval_draws, bool) or not isinstance(eval_draws, Integral) or eval_draws < 1:
         raise ValueError(f"eval_draws: expected an integer >= 1, found {eval_draws!r}")
-    if frame.duplicated(["user", "item"]).any():
-        raise ValueError("frame: expected distinct (user, item) pairs, found duplicates")
 
     rng = np.random.default_rng(seed)
     users = np.unique(frame["user"].to_numpy())
@@ -213,6 +215,170 @@ def _held_out(
         user_ids=_id_array(np.tile(kept_users, draws)),
         n_users_dropped=n_dropped,
     )
+
+
+def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
+    """Hold out each user's last interaction for testing and the one before for validation.
+
+    Every user with at least 3 interactions is evaluated. Their interactions are
+    ordered by timestamp (ties, and all of them when the frame has no timestamp,
+    in an order drawn from ``numpy.random.Generator(PCG64(seed))``): the last is
+    the test target, with every earlier one as fold-in; the second last is the
+    validation target, with the ones before it as fold-in. ``x_train`` holds
+    everything except the held-out targets of evaluated users (users with
+    fewer than 3 interactions train but are not evaluated). The catalogue is
+    the items of ``x_train``; an evaluated user whose target is outside it, or
+    whose fold-in is empty, is dropped from that group and counted.
+
+    Parameters
+    ----------
+    frame:
+        Binary interactions with columns user, item, value and optionally
+        timestamp; distinct (user, item) pairs.
+    seed:
+        Integer >= 0.
+
+    Returns
+    -------
+    UserSplit
+        One row per evaluated user in each group, in sorted id order.
+
+    Raises
+    ------
+    ValueError
+        Bad seed, duplicate pairs, or no interaction left for training.
+    """
+    _check_split_input(frame, seed)
+    rng = np.random.default_rng(seed)
+    user_col = frame["user"].to_numpy()
+    item_col = frame["item"].to_numpy()
+    users, user_idx = np.unique(user_col, return_inverse=True)
+    keys = rng.random(len(frame))
+    order_keys = (keys, frame["timestamp"].to_numpy(), user_idx) if "timestamp" in frame else (keys, user_idx)
+    order = np.lexsort(order_keys)
+    counts = np.bincount(user_idx, minlength=len(users))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    from_end = np.empty(len(frame), dtype=np.int64)
+    from_end[order] = counts[user_idx[order]] - 1 - (np.arange(len(frame)) - starts[user_idx[order]])
+    evaluated = counts[user_idx] >= 3
+    is_test = evaluated & (from_end == 0)
+    is_val = evaluated & (from_end == 1)
+    group = users[counts >= 3]
+    return _fixed_split(user_col, item_col, ~(is_test | is_val),
+                        val=(group, ~(is_test | is_val), is_val),
+                        test=(group, ~is_test, is_test))
+
+
+def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float = 0.1) -> UserSplit:
+    """Cut the interaction log at two global times: train before, validate between, test after.
+
+    With n interactions sorted by timestamp, the test cut is the timestamp of
+    interaction ``n - round_half_up(test_frac * n)`` (0-based) and the
+    validation cut the timestamp ``round_half_up(val_frac * n)`` interactions
+    earlier; an interaction at or after a cut belongs to the later period, so
+    ties never straddle a cut. ``x_train`` holds the training period. A user
+    with validation-period interactions is a validation row: fold-in = their
+    training-period items, targets = their validation-period items. A user with
+    test-period interactions is a test row: fold-in = everything they did before
+    the test cut, targets = their test-period items. Items outside the training
+    catalogue are removed; users left without fold-in or without targets are
+    dropped from that group and counted. No randomness is involved.
+
+    Parameters
+    ----------
+    frame:
+        Binary interactions with columns user, item, value, timestamp; distinct
+        (user, item) pairs.
+    test_frac, val_frac:
+        Shares of the interactions (by time) in the test and validation
+        periods, each in [0, 1) with sum < 1. Defaults 0.2 and 0.1.
+
+    Returns
+    -------
+    UserSplit
+        With ``cut_timestamps = (validation cut, test cut)`` in Unix seconds.
+
+    Raises
+    ------
+    ValueError
+        No timestamp column, bad fractions, duplicate pairs, or no interaction
+        before the validation cut.
+    """
+    _check_split_input(frame, 0)
+    if "timestamp" not in frame.columns:
+        raise ValueError("frame: time_split needs a timestamp column, found none "
+                         "(use split_mode='user_split' or 'leave_one_out' for data without times)")
+    _check_fractions(test_frac, val_frac, "training interactions")
+    stamps = frame["timestamp"].to_numpy(dtype=np.int64)
+    ordered = np.sort(stamps)
+    n = len(ordered)
+    n_test, n_val = round_half_up(test_frac * n), round_half_up(val_frac * n)
+    if n_test + n_val >= n:
+        raise ValueError(f"frame: expected enough interactions to keep some for training, found {n} "
+                         f"of which {n_test} test and {n_val} validation")
+    test_cut = int(ordered[n - n_test]) if n_test else int(ordered[-1]) + 1
+    val_cut = int(ordered[n - n_test - n_val]) if n_val else test_cut
+    if val_cut <= ordered[0]:
+        raise ValueError(f"frame: expected interactions before the validation cut {val_cut}, found none "
+                         "(all timestamps are equal or the fractions are too large)")
+    user_col = frame["user"].to_numpy()
+    item_col = frame["item"].to_numpy()
+    train = stamps < val_cut
+    in_val = (stamps >= val_cut) & (stamps < test_cut)
+    in_test = stamps >= test_cut
+    split = _fixed_split(user_col, item_col, train,
+                         val=(np.unique(user_col[in_val]), train, in_val),
+                         test=(np.unique(user_col[in_test]), ~in_test, in_test))
+    return UserSplit(split.x_train, split.train_user_ids, split.item_ids, split.val, split.test,
+                     cut_timestamps=(val_cut, test_cut))
+
+
+def _fixed_split(user_col, item_col, train, *, val, test) -> UserSplit:
+    """A split whose held-out rows are given as (users, fold-in mask, target mask) per group."""
+    if not train.any():
+        raise ValueError("frame: expected some interactions left for training, found none")
+    train_users = np.unique(user_col[train])
+    item_ids = np.unique(item_col[train])
+    x_train = _matrix(np.searchsorted(train_users, user_col[train]), np.searchsorted(item_ids, item_col[train]),
+                      (len(train_users), len(item_ids)))
+    return UserSplit(
+        x_train=x_train,
+        train_user_ids=_id_array(train_users),
+        item_ids=_id_array(item_ids),
+        val=_fixed_held_out(user_col, item_col, item_ids, *val),
+        test=_fixed_held_out(user_col, item_col, item_ids, *test),
+    )
+
+
+def _fixed_held_out(user_col, item_col, item_ids, group, source_mask, target_mask) -> HeldOut:
+    usable = np.isin(item_col, item_ids) & np.isin(user_col, group)
+    source_mask, target_mask = source_mask & usable, target_mask & usable
+    kept = np.intersect1d(user_col[source_mask], user_col[target_mask])
+    shape = (len(kept), len(item_ids))
+
+    def rows_of(mask):
+        mask = mask & np.isin(user_col, kept)
+        return _matrix(np.searchsorted(kept, user_col[mask]), np.searchsorted(item_ids, item_col[mask]), shape)
+
+    return HeldOut(source=rows_of(source_mask), target=rows_of(target_mask), user_ids=_id_array(kept),
+                   n_users_dropped=int(len(group) - len(kept)))
+
+
+def _check_split_input(frame: pd.DataFrame, seed: int) -> None:
+    _check_frame(frame)
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"seed: expected an integer >= 0, found {seed!r}")
+    if frame.duplicated(["user", "item"]).any():
+        raise ValueError("frame: expected distinct (user, item) pairs, found duplicates")
+
+
+def _check_fractions(test_frac: float, val_frac: float, what: str) -> None:
+    for name, value in (("test_frac", test_frac), ("val_frac", val_frac)):
+        if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= value < 1.0:
+            raise ValueError(f"{name}: expected a number in [0, 1), found {value!r}")
+    if test_frac + val_frac >= 1.0:
+        raise ValueError(f"test_frac + val_frac: expected a sum below 1 so that {what} remain, "
+                         f"found {test_frac} + {val_frac}")
 
 
 def _matrix(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:

@@ -1,5 +1,6 @@
 """Recommender models sharing one interface: fit, score, recommend, save, load."""
 
+from mlflow_recsys.models.base import Recommender, UnknownItemsWarning
 from mlflow_recsys.models.ease import EASE, EASEConfig
 from mlflow_recsys.models.elsa import ELSA, ELSAConfig, ELSATrainer
 from mlflow_recsys.models.popularity import Popularity
@@ -7,4 +8,7 @@ from mlflow_recsys.models.ranking import top_k
 
 MODEL_CLASSES = {"EASE": EASE, "ELSA": ELSA, "Popularity": Popularity}
 
-__all__ = ["EASE", "EASEConfig", "ELSA", "ELSAConfig", "ELSATrainer", "MODEL_CLASSES", "Popularity", "top_k"]
+__all__ = [
+    "EASE", "EASEConfig", "ELSA", "ELSAConfig", "ELSATrainer", "MODEL_CLASSES", "Popularity", "Recommender",
+    "UnknownItemsWarning", "top_k",
+]

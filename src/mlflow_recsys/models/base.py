@@ -9,6 +9,10 @@ from mlflow_recsys.models._checks import as_interactions, positive_int
 from mlflow_recsys.models.ranking import top_k
 
 
+class UnknownItemsWarning(UserWarning):
+    """Some input item ids are not in a served model's catalogue and were not scored."""
+
+
 class Recommender:
     """Base class; subclasses implement ``fit``, ``_score_checked``, ``save`` and ``load``."""
 

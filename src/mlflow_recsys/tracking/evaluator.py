@@ -7,16 +7,19 @@ Registered under the ``mlflow.model_evaluator`` entry point as ``recsys``. Use::
         evaluators="recsys", evaluator_config={"metrics": ["ndcg@100", "recall@20"]},
     )
 
-``frame`` has a column ``items`` (each user's fold-in item indices), the targets
-column (the held-out item indices to find) and optionally ``sample_id``. The
-model must return, per row, a list of recommended item indices in a column
-``items`` (best first), as the models this package logs do; it is asked for
-``k`` = the largest cutoff. The evaluator logs the aggregate metrics under
-MLflow-safe names and ``per_user.parquet`` + ``evaluation.json`` to the run, so
-the run can be compared like any training run: give ``evaluator_config`` a
-``model_name`` (and ``seed``, ``split_digest`` and the catalogue size ``n_items``
-where known, so fingerprints match the training runs') and the run is tagged as a
-training run of that model.
+``frame`` has a column ``items`` (each user's fold-in item ids), the targets
+column (the held-out item ids to find) and optionally ``sample_id``. The model
+must return, per row, a list of recommended item ids in a column ``items`` (best
+first), as the models this package logs do; it is asked for ``k`` = the largest
+cutoff. The evaluator logs the aggregate metrics under MLflow-safe names and
+``per_user.parquet`` + ``evaluation.json`` to the run, so the run can be compared
+like any training run: give ``evaluator_config`` a ``model_name`` (and ``seed``,
+``split_digest`` and the catalogue ``item_ids`` where known, so fingerprints match
+the training runs') and the run is tagged as a training run of that model.
+
+Without ``item_ids`` the catalogue is every id seen in the data and the output,
+sorted. With it, a target or recommended id outside it raises ``ValueError``;
+fold-in ids outside it are ignored, as the model ignores them.
 """
 
 from __future__ import annotations
@@ -55,24 +58,21 @@ class RecsysEvaluator(ModelEvaluator):
         k = max(m.max_k for m in metrics)
         features = pd.DataFrame(dataset.features_data)
         if "items" not in features.columns:
-            raise ValueError(f"data: expected a column 'items' of fold-in item indices, found {list(features.columns)}")
+            raise ValueError(f"data: expected a column 'items' of fold-in item ids, found {list(features.columns)}")
         if not dataset.has_targets:
-            raise ValueError("targets: expected the name of the column of held-out item indices, found none")
+            raise ValueError("targets: expected the name of the column of held-out item ids, found none")
         if model is None:
             raise ValueError("model: the recsys evaluator needs a model to produce rankings, found None")
         output = model.predict(features[["items"]].assign(k=k))
         if not isinstance(output, pd.DataFrame) or "items" not in output.columns:
-            raise ValueError("model: expected predictions with a column 'items' (recommended item indices)")
+            raise ValueError("model: expected predictions with a column 'items' (recommended item ids)")
 
-        source_rows = [np.asarray(list(r), dtype=np.int64) for r in features["items"]]
-        target_rows = [np.asarray(list(r), dtype=np.int64) for r in dataset.labels_data]
-        ranked = [np.asarray(list(r), dtype=np.int64)[:k] for r in output["items"]]
-        seen = 1 + max(int(a.max()) for a in source_rows + target_rows + ranked if a.size)
-        # The catalogue size is part of the targets fingerprint: give it to match training runs' fingerprints.
-        n_items = int(config.get("n_items", seen))
-        if n_items < seen:
-            raise ValueError(f"evaluator_config['n_items']: expected at least {seen} (largest item index + 1), "
-                             f"found {n_items}")
+        item_ids = _catalogue(config.get("item_ids"), [features["items"], dataset.labels_data, output["items"]])
+        index_of = {_key(i): n for n, i in enumerate(item_ids.tolist())}
+        source_rows = [_indices(r, index_of, None) for r in features["items"]]
+        target_rows = [_indices(r, index_of, "targets") for r in dataset.labels_data]
+        ranked = [_indices(r, index_of, "model output 'items'")[:k] for r in output["items"]]
+        n_items = len(item_ids)
         rankings = np.full((len(ranked), k), -1, dtype=np.int64)
         for i, row in enumerate(ranked):
             rankings[i, : row.size] = row
@@ -99,6 +99,32 @@ class RecsysEvaluator(ModelEvaluator):
             write_evaluation_artifacts(result, tmp, split_digest=config.get("split_digest"))
             client.log_artifacts(run_id, tmp)
         return MlflowEvaluationResult(metrics=logged, artifacts={})
+
+
+def _key(item_id):
+    return item_id.item() if isinstance(item_id, np.generic) else item_id
+
+
+def _catalogue(item_ids, columns) -> np.ndarray:
+    """The catalogue the fingerprint is computed over: the given ids, or every id seen, sorted."""
+    if item_ids is not None:
+        ids = np.asarray(item_ids)
+        if ids.ndim != 1 or len(np.unique(ids)) != len(ids):
+            raise ValueError(f"evaluator_config['item_ids']: expected a 1-d array of distinct item ids, "
+                             f"found shape {ids.shape} with {len(ids) - len(np.unique(ids))} duplicate(s)")
+        return ids
+    seen = {_key(i) for column in columns for row in column for i in list(row)}
+    return np.asarray(sorted(seen))
+
+
+def _indices(row, index_of: dict, what: str | None) -> np.ndarray:
+    """Column indices of a row of item ids; ids outside the catalogue are an error unless ``what`` is None."""
+    found = [index_of.get(_key(i)) for i in list(row)]
+    if what is not None and None in found:
+        missing = [i for i, n in zip(list(row), found) if n is None]
+        raise ValueError(f"{what}: expected item ids from evaluator_config['item_ids'], found unknown ids "
+                         f"{missing[:5]}")
+    return np.asarray([n for n in found if n is not None], dtype=np.int64)
 
 
 def _csr(rows: list[np.ndarray], n_items: int) -> sp.csr_matrix:

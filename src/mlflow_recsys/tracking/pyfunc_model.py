@@ -1,17 +1,23 @@
 """MLflow "model from code" for every recommender of this package.
 
 MLflow logs this file as the model's code and runs it when the model is loaded,
-so nothing is pickled: the weights are plain ``.npy`` files and a JSON config.
+so nothing is pickled: the weights are plain ``.npy`` files with a JSON config
+(artifact ``weights``) and the catalogue is ``item_ids.npy`` (artifact
+``catalogue``), the raw item id of every model column.
 
 Input: a DataFrame with a column ``items`` (each row a list of the user's
-fold-in item indices) and optionally ``k`` (list length, default 20; the
-largest value in the frame is used). Output: a DataFrame with ``items`` (the
-top-k item indices, best first, fold-in excluded) and ``scores``.
+fold-in item ids, the dataset's raw ids), optionally ``user`` (any id, echoed
+back) and ``k`` (list length, default 20; the largest value in the frame is
+used). Output: a DataFrame with ``user`` (when given), ``items`` (the top-k item
+ids, best first, fold-in excluded), ``scores`` and ``unknown_items`` (the input
+ids outside the catalogue: they cannot be scored, so they are reported there
+and in a warning rather than dropped silently).
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import mlflow
@@ -19,6 +25,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 from mlflow.pyfunc import PythonModel
+
+# Imported, not defined here: MLflow loads this file as a fresh module, so a class
+# defined here would not be the one callers can catch.
+from mlflow_recsys.models.base import UnknownItemsWarning
+
+DEFAULT_K = 20
 
 
 class RecommenderPyfunc(PythonModel):
@@ -28,29 +40,51 @@ class RecommenderPyfunc(PythonModel):
         path = Path(context.artifacts["weights"])
         name = json.loads((path / "config.json").read_text())["model"]
         self.model = MODEL_CLASSES[name].load(path)
+        self.item_ids = np.load(Path(context.artifacts["catalogue"]) / "item_ids.npy", allow_pickle=False)
+        if len(self.item_ids) != self.model.n_items:
+            raise ValueError(
+                f"catalogue: expected {self.model.n_items} item ids (one per model column), found {len(self.item_ids)}"
+            )
+        self.index_of = {_key(i): n for n, i in enumerate(self.item_ids.tolist())}
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         frame = pd.DataFrame(model_input)
         if "items" not in frame.columns:
-            raise ValueError(f"model_input: expected a column 'items', found {list(frame.columns)}")
-        k = int(frame["k"].max()) if "k" in frame.columns else 20
-        rows = [np.asarray(list(items), dtype=np.int64) for items in frame["items"]]
-        n_items = self.model.n_items
-        for i, items in enumerate(rows):
-            if items.size and (items.min() < 0 or items.max() >= n_items):
-                raise ValueError(f"model_input: row {i} holds item indices outside [0, {n_items})")
+            raise ValueError(f"model_input: expected a column 'items' (lists of item ids), found {list(frame.columns)}")
+        k = int(frame["k"].max()) if "k" in frame.columns and len(frame) else DEFAULT_K
+        if k < 1:
+            raise ValueError(f"model_input: expected k >= 1, found {k}")
+        rows, unknown = [], []
+        for items in frame["items"]:
+            ids = [] if items is None else list(items)
+            known = [self.index_of.get(_key(i)) for i in ids]
+            rows.append(np.asarray([n for n in known if n is not None], dtype=np.int64))
+            unknown.append([i for i, n in zip(ids, known) if n is None])
+        n_unknown = sum(map(len, unknown))
+        if n_unknown:
+            warnings.warn(
+                f"model_input: {n_unknown} item id(s) in {sum(1 for u in unknown if u)} row(s) are not in the "
+                f"model's catalogue of {len(self.item_ids)} items and were not scored (see column 'unknown_items')",
+                UnknownItemsWarning,
+                stacklevel=2,
+            )
         indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
         indices = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+        n_items = self.model.n_items
         source = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(rows), n_items))
         source.sum_duplicates()
         source.data[:] = 1.0
         top, scores = self.model.recommend(source, k)
-        return pd.DataFrame(
-            {
-                "items": [t[t >= 0].tolist() for t in top],
-                "scores": [s[t >= 0].astype(float).tolist() for t, s in zip(top, scores)],
-            }
-        )
+        out = {} if "user" not in frame.columns else {"user": frame["user"].to_numpy()}
+        out["items"] = [self.item_ids[t[t >= 0]].tolist() for t in top]
+        out["scores"] = [s[t >= 0].astype(float).tolist() for t, s in zip(top, scores)]
+        out["unknown_items"] = [[_key(i) for i in u] for u in unknown]
+        return pd.DataFrame(out)
+
+
+def _key(item_id):
+    # JSON serving turns ids into Python ints or strs; numpy scalars must hash alike.
+    return item_id.item() if isinstance(item_id, np.generic) else item_id
 
 
 mlflow.models.set_model(RecommenderPyfunc())

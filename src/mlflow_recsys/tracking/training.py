@@ -41,12 +41,19 @@ DETERMINISTIC = ("EASE", "Popularity")
 def run_split(
     *,
     dataset: str,
+    split_mode: str = "user_split",
     seed: int = 42,
     eval_draws: int = 1,
     data_dir: str | None = None,
-    eval_holdout_frac: float = 0.2,
+    eval_holdout_frac: float | None = None,
+    test_frac: float | None = None,
+    val_frac: float | None = None,
+    min_rating: float | None = 4.0,
+    min_user_interactions: int = 5,
+    min_item_interactions: int = 1,
 ) -> str:
-    """Build a user split and log it as a ``split`` run; return the run id.
+    """Build a split (see :func:`~mlflow_recsys.data.checkpoint.build_recsys_checkpoint`) and log it as a
+    ``split`` run; return the run id.
 
     The checkpoint is logged as the artifact ``checkpoint.zip``; training runs
     take it as ``runs:/<run id>/checkpoint.zip``.
@@ -55,15 +62,18 @@ def run_split(
         # Built before the run starts: bad input fails here and leaves no run behind.
         path = build_recsys_checkpoint(
             dataset=dataset, data_dir=data_dir, checkpoint_path=Path(tmp) / "checkpoint.zip",
-            split_mode="user_split", eval_draws=eval_draws, seed=seed, eval_holdout_frac=eval_holdout_frac,
+            split_mode=split_mode, eval_draws=eval_draws, seed=seed, eval_holdout_frac=eval_holdout_frac,
+            test_frac=test_frac, val_frac=val_frac, min_rating=min_rating,
+            min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions,
         )
         with read_checkpoint(path) as root:
             split = load_recsys_split(root)
         manifest = split["manifest"]
-        with entry_point_run(f"split {dataset} seed {seed}") as run:
+        name = manifest["dataset"]["name"]
+        with entry_point_run(f"split {name} {split_mode} seed {seed}") as run:
             mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"],
-                             tags.DATASET: dataset})
-            log_params_once({"dataset": dataset, **manifest["parameters"]})
+                             tags.DATASET: name})
+            log_params_once({"dataset": str(dataset), **manifest["parameters"]})
             mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
             mlflow.log_artifact(str(path))
             mlflow.log_dict(manifest, "manifest.json")
@@ -73,13 +83,21 @@ def run_split(
 
 def split_dataset(manifest: dict, split_digest: str):
     """The split as an MLflow dataset, so the UI links split, train and comparison runs by one digest."""
+    from mlflow.data.code_dataset_source import CodeDatasetSource
     from mlflow.data.http_dataset_source import HTTPDatasetSource
     from mlflow.data.meta_dataset import MetaDataset
 
     params = manifest["parameters"]
-    name = f"{manifest['dataset']['name']} {params['split_mode']} seed {params['seed']}"
+    origin = manifest["dataset"]
+    name = f"{origin['name']} {params['split_mode']} seed {params['seed']}"
+    if origin.get("url"):
+        source = HTTPDatasetSource(origin["url"])
+    else:
+        # A user's own file or frame has no address; its content digest identifies it.
+        source = CodeDatasetSource(tags={k: str(v) for k, v in origin.items() if k in ("source", "file_name", "file_sha256")}
+                                   | {"interactions_sha256": origin["interactions_sha256"]})
     # MLflow stores at most 36 characters of a dataset digest.
-    return MetaDataset(source=HTTPDatasetSource(manifest["dataset"]["url"]), name=name, digest=split_digest[:36])
+    return MetaDataset(source=source, name=name, digest=split_digest[:36])
 
 
 def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
@@ -216,5 +234,5 @@ def run_train(
             write_evaluation_artifacts(result, out, split_digest=split["split_digest"])
             mlflow.log_artifacts(str(out))
             if log_model:
-                log_recommender(fitted)
+                log_recommender(fitted, split["item_ids"], user_ids=split["test_eval_user_ids"])
             return run.info.run_id
