@@ -172,3 +172,27 @@ def test_optimizer_choice_changes_training():
     weights = {name: ELSATrainer(ELSAConfig(latent_dim=3, batch_size=8, epochs=2, optimizer=name)).fit(x).weights
                for name in ("nadam", "adam", "sgd")}
     assert not np.array_equal(weights["nadam"], weights["adam"]) and not np.array_equal(weights["adam"], weights["sgd"])
+
+
+def test_loss_gradient_has_the_shape_of_a_and_matches_finite_differences():
+    from mlflow_recsys.models.elsa import elsa_forward
+
+    rng = np.random.default_rng(0)
+    x = torch.tensor((rng.random((5, 7)) < 0.4).astype(np.float64))
+    x[0, 0] = 1.0
+    a = torch.tensor(rng.normal(size=(7, 3)), requires_grad=True)
+    loss = normalized_distance_loss(elsa_forward(x, a), x)
+    assert loss.shape == ()
+    (grad,) = torch.autograd.grad(loss, a)
+    assert grad.shape == a.shape == (7, 3)
+    # Central differences in float64, independent of autograd's chain rule.
+    numeric = np.zeros((7, 3))
+    h = 1e-6
+    for i in range(7):
+        for j in range(3):
+            up, down = a.detach().clone(), a.detach().clone()
+            up[i, j] += h
+            down[i, j] -= h
+            numeric[i, j] = (normalized_distance_loss(elsa_forward(x, up), x)
+                             - normalized_distance_loss(elsa_forward(x, down), x)).item() / (2 * h)
+    np.testing.assert_allclose(grad.numpy(), numeric, rtol=1e-5, atol=1e-8)

@@ -250,6 +250,13 @@ class ELSATrainer:
     Users without any training interaction carry no signal and are skipped.
     Same data + same config on the same device and torch build -> bit-identical
     weights (deterministic algorithms are enforced during fit).
+
+    On a GPU the fit is repeatable on the same GPU model, driver, CUDA and torch
+    versions (cuBLAS runs with a fixed workspace, ``CUBLAS_WORKSPACE_CONFIG``),
+    but its weights differ from a CPU fit in the last bits, because the
+    matrix products sum in another order; after many epochs the rankings can
+    differ slightly. Train every seed of one comparison on the same kind of
+    device, so the seed spread measures seeds and not hardware.
     """
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
