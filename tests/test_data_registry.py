@@ -230,3 +230,64 @@ def test_csv_and_parquet_logs_build_the_same_split(tmp_path):
     assert a["split_digest"] == b["split_digest"] == c["split_digest"]
     assert a["manifest"]["dataset"]["file_name"] == "log.csv" and c["manifest"]["dataset"]["source"] == "frame"
     assert a["manifest"]["dataset"]["interactions_sha256"] == c["manifest"]["dataset"]["interactions_sha256"]
+
+
+def test_csv_ids_keep_leading_zeros_and_plain_integers_become_int64(tmp_path):
+    from mlflow_recsys.data import read_interactions_file
+
+    (tmp_path / "zeros.csv").write_text("user,item,value\n1,0012,5\n1,12,4\n2,012,3\n")
+    out = read_interactions_file(tmp_path / "zeros.csv")
+    assert out["item"].tolist() == ["0012", "12", "012"] and out["user"].dtype == np.int64
+    (tmp_path / "plain.csv").write_text("user,item,value\n1,12,5\n2,7,4\n")
+    assert read_interactions_file(tmp_path / "plain.csv")["item"].dtype == np.int64
+
+
+def test_ids_beyond_int64_stay_text_and_integral_floats_become_integers():
+    big = pd.DataFrame({"user": np.array([2**64 - 1, 2**64 - 2], dtype=np.uint64), "item": [1.0, 2.0],
+                        "value": [1.0, 1.0]})
+    out = from_interactions(big)
+    assert out["user"].tolist() == [str(2**64 - 1), str(2**64 - 2)] and out["item"].tolist() == [1, 2]
+
+
+def test_timestamps_from_iso_text_and_floats_are_whole_utc_seconds():
+    frame = pd.DataFrame({"user": [1, 2], "item": [1, 2], "value": 1.0,
+                          "timestamp": ["1970-01-01T00:00:10", "1970-01-01T01:00:00+01:00"]})
+    assert from_interactions(frame)["timestamp"].tolist() == [10, 0]
+    frame["timestamp"] = [-1.5, 2.9]
+    assert from_interactions(frame)["timestamp"].tolist() == [-2, 2]
+    frame["timestamp"] = [np.inf, 1.0]
+    with pytest.raises(ValueError, match="expected finite timestamps"):
+        from_interactions(frame)
+    frame["timestamp"] = ["yesterday", "today"]
+    with pytest.raises(ValueError, match="expected Unix seconds or ISO 8601 dates in 'timestamp'"):
+        from_interactions(frame)
+
+
+def test_empty_csv_is_named(tmp_path):
+    from mlflow_recsys.data import read_interactions_file
+
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(ValueError, match="empty.csv: expected a header line"):
+        read_interactions_file(tmp_path / "empty.csv")
+
+
+def test_arguments_are_checked_before_any_data_is_loaded(tmp_path):
+    # The dataset would fail too (it is not registered): the argument errors must come first.
+    for kwargs, message in ((dict(seed=-3), "seed: expected an integer >= 0"),
+                            (dict(min_rating=float("nan")), "min_rating: expected a finite number"),
+                            (dict(min_user_interactions=0), "min_user_interactions: expected an integer >= 1"),
+                            (dict(test_frac=1e9), r"test_frac: expected a number in \[0, 1\)"),
+                            (dict(eval_draws=True), "eval_draws: expected an integer >= 1"),
+                            (dict(checkpoint_path=tmp_path), "checkpoint_path: expected a file path")):
+        with pytest.raises(ValueError, match=message):
+            build_recsys_checkpoint("Netflix", **kwargs)
+    with pytest.raises(ValueError, match="'Netflix' is not registered"):
+        build_recsys_checkpoint("Netflix")
+
+
+def test_a_split_without_test_rows_is_refused(tmp_path):
+    one_user = pd.DataFrame({"user": 1, "item": range(10), "value": 1.0, "timestamp": range(10)})
+    with pytest.raises(ValueError, match="the split has no test rows"):
+        build_recsys_checkpoint(one_user, checkpoint_path=tmp_path / "x.zip", min_rating=None, test_frac=0.0,
+                                val_frac=0.0)
+    assert not (tmp_path / "x.zip").exists()

@@ -308,3 +308,13 @@ def test_popularity_model_evaluates_as_hand_computed():
     # row 0: item 0 is fold-in -> ranking [2, 1]: target 2 at rank 1 -> 1
     # row 1: ranking [0, 2]: target 1 not in top 2 -> 0
     np.testing.assert_array_equal(result.per_user["mrr@2"], [1.0, 0.0])
+
+
+def test_fingerprint_is_the_same_for_object_and_unicode_arrays_of_the_same_ids():
+    from mlflow_recsys.evaluation import targets_fingerprint
+
+    m = sp.csr_matrix(np.eye(3, dtype=np.float32))
+    as_text = np.array(["u1", "u2", "u3"])
+    assert targets_fingerprint(m, m, as_text) == targets_fingerprint(m, m, as_text.astype(object))
+    assert targets_fingerprint(m, m, np.arange(3)) == targets_fingerprint(m, m, np.arange(3).astype(np.uint32))
+    assert targets_fingerprint(m, m, np.arange(3)) != targets_fingerprint(m, m, np.array(["0", "1", "2"]))

@@ -61,3 +61,10 @@ def test_unknown_ids_are_reported_not_dropped_silently(string_model):
 def test_bad_item_ids_are_refused_before_anything_is_logged(fitted, item_ids, message):
     with pytest.raises(ValueError, match=f"item_ids: {message}"):
         log_recommender(fitted, item_ids)
+
+
+def test_each_row_gets_its_own_k_capped_at_the_catalogue(string_model):
+    out = string_model.predict(pd.DataFrame({"items": [["tt01"], ["tt02"], []], "k": [2, 4, 10**12]}))
+    assert [len(r) for r in out["items"]] == [2, 4, len(ITEMS)]
+    with pytest.raises(Exception, match="expected k >= 1 in every row, found 0"):
+        string_model.predict(pd.DataFrame({"items": [["tt01"]], "k": [0]}))

@@ -167,11 +167,17 @@ def targets_fingerprint(source: sp.spmatrix, targets: sp.spmatrix, sample_ids: n
     """SHA-256 hex digest of (sample ids, fold-in rows, target rows).
 
     Matrices are canonicalised (CSR, sorted indices, binary) first so that equal
-    interaction sets give equal digests whatever their storage order or dtype.
+    interaction sets give equal digests whatever their storage order or dtype;
+    ids hash by kind (integer or text) and value, so an object array of str ids
+    and a numpy unicode array of the same ids agree.
     """
     h = hashlib.sha256()
     ids = np.asarray(sample_ids)
-    h.update(b"sample_ids:" + str(ids.dtype.kind).encode())
+    if ids.dtype.kind == "O":
+        # A pandas column of str (or int) ids must hash like the checkpoint's numpy array of them.
+        ids = np.asarray(ids.tolist())
+    kind = {"u": "i", "S": "U"}.get(ids.dtype.kind, ids.dtype.kind)
+    h.update(b"sample_ids:" + kind.encode())
     h.update("\x1f".join(map(str, ids.tolist())).encode())
     for name, m in (("source", source), ("targets", targets)):
         csr = sp.csr_matrix(m, copy=True)

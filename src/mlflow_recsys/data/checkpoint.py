@@ -14,11 +14,12 @@ import contextlib
 import hashlib
 import io
 import json
+import math
 import os
 import tempfile
 import zipfile
 from pathlib import Path
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any, Iterator
 
 import numpy as np
@@ -35,8 +36,16 @@ from mlflow_recsys.data.datasets import (
 )
 from mlflow_recsys.data.download import sha256_file
 from mlflow_recsys.data import safezip
-from mlflow_recsys.data.preprocess import binarise, kcore_prune
-from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
+from mlflow_recsys.data.preprocess import binarise, check_thresholds, kcore_prune
+from mlflow_recsys.data.split import (
+    UserSplit,
+    check_fractions,
+    check_holdout_frac,
+    check_seed,
+    leave_one_out,
+    time_split,
+    user_split,
+)
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
 SCHEMA_VERSION = 1
@@ -127,6 +136,14 @@ def build_recsys_checkpoint(
     if split_mode not in SPLIT_MODES:
         raise ValueError(f"split_mode: expected one of {list(SPLIT_MODES)}, found {split_mode!r}")
     params = _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac)
+    # Everything that can be checked without the data is checked before loading it.
+    check_seed(seed)
+    if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)
+                                   or not math.isfinite(min_rating)):
+        raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
+    check_thresholds(min_user_interactions, min_item_interactions)
+    if checkpoint_path is not None and Path(checkpoint_path).is_dir():
+        raise ValueError(f"checkpoint_path: expected a file path for the zip, found the folder {checkpoint_path}")
     raw, source = _load(dataset, data_dir)
     if checkpoint_path is None:
         checkpoint_path = Path("checkpoints") / f"{source['name']}-{split_mode}-seed{seed}.zip"
@@ -154,6 +171,11 @@ def build_recsys_checkpoint(
         split = leave_one_out(pruned, seed=seed)
     else:
         split = time_split(pruned, **params)
+    if split.test.source.shape[0] == 0:
+        raise ValueError(
+            f"{split_mode}: the split has no test rows ({split.test.n_users_dropped} held-out user(s) dropped "
+            "for lack of fold-in or targets); hold out more users or interactions"
+        )
     arrays = split_arrays(split)
     manifest = {
         "format": CHECKPOINT_FORMAT,
@@ -193,6 +215,8 @@ def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_
     for name, value in given.items():
         if value is not None and name not in applies:
             raise ValueError(f"{name}: does not apply to split_mode={split_mode!r}; leave it unset, found {value!r}")
+    if isinstance(eval_draws, bool) or not isinstance(eval_draws, Integral) or eval_draws < 1:
+        raise ValueError(f"eval_draws: expected an integer >= 1, found {eval_draws!r}")
     if split_mode != "user_split" and eval_draws != 1:
         raise ValueError(f"eval_draws: expected 1 for split_mode={split_mode!r}, whose held-out rows are "
                          f"fixed by the data, found {eval_draws!r}")
@@ -201,7 +225,11 @@ def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_
     for name in applies:
         value = defaults[name] if given[name] is None else given[name]
         out[name] = float(value) if isinstance(value, Real) and not isinstance(value, bool) else value
+    if "test_frac" in out:
+        check_fractions(out["test_frac"], out["val_frac"],
+                        "training users" if split_mode == "user_split" else "training interactions")
     if split_mode == "user_split":
+        check_holdout_frac(out["eval_holdout_frac"])
         out["eval_draws"] = eval_draws
     return out
 

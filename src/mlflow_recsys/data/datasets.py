@@ -198,8 +198,8 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
         names (and, for a known but unregistrable dataset such as ``netflix``,
         says why and what to do instead).
     """
-    if isinstance(dataset, str) and dataset in NOT_REGISTERED:
-        raise ValueError(f"dataset: {dataset!r} is not registered: {NOT_REGISTERED[dataset]}")
+    if isinstance(dataset, str) and dataset.lower() in NOT_REGISTERED:
+        raise ValueError(f"dataset: {dataset!r} is not registered: {NOT_REGISTERED[dataset.lower()]}")
     if not isinstance(dataset, str) or dataset not in DATASETS:
         raise ValueError(
             f"dataset: expected one of {sorted(DATASETS)} or a path to a .csv or .parquet file, "
@@ -309,15 +309,17 @@ def from_interactions(
     frame:
         One row per interaction.
     user, item:
-        Columns holding the user and item ids (integers or strings; no missing
-        values). Defaults ``"user"``, ``"item"``.
+        Columns holding the user and item ids (no missing values). Ids become
+        int64 when every one is an integer int64 can hold (including text like
+        ``"12"`` but not ``"012"``), else text. Defaults ``"user"``, ``"item"``.
     value:
         Column holding a rating or a count (numeric, no missing values). For
         implicit data with no such column, add one of ones and build with
         ``min_rating=None``. Default ``"value"``.
     timestamp:
-        Column holding Unix seconds (integers) or datetimes (converted to Unix
-        seconds, UTC). Default ``"timestamp"``; when that default column is
+        Column holding Unix seconds (integers; fractions are floored), datetimes
+        or ISO 8601 text (converted to Unix seconds, UTC; naive times are taken
+        as UTC). Default ``"timestamp"``; when that default column is
         absent the result simply has no timestamp. ``None`` ignores any
         timestamp column.
 
@@ -366,7 +368,13 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
         raise FileNotFoundError(f"dataset: no interactions file at {path}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        frame = pd.read_csv(path)
+        # Ids are read as text and turned into integers only when every one is written as a
+        # plain integer, so "0012" and "12" stay two different items.
+        id_columns = {columns.get("user", "user"): str, columns.get("item", "item"): str}
+        try:
+            frame = pd.read_csv(path, dtype=id_columns)
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{path}: expected a header line and interactions, found an empty file") from None
     elif suffix == ".parquet":
         frame = pd.read_parquet(path)
     else:
@@ -469,10 +477,22 @@ def _normalise(frame: pd.DataFrame, columns: tuple[str | None, ...], where: str)
     return pd.DataFrame(out)
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+
+
 def _ids(column: pd.Series) -> np.ndarray:
+    """int64 ids when every id is an integer that int64 holds, else str ids."""
     if pd.api.types.is_integer_dtype(column):
+        if column.dtype.kind == "u" and len(column) and int(column.max()) > _INT64_MAX:
+            return column.astype(str).to_numpy(dtype=object)  # would wrap to negatives
         return column.to_numpy(dtype=np.int64)
-    return column.astype(str).to_numpy(dtype=object)
+    if pd.api.types.is_float_dtype(column) and np.all(np.mod(column.to_numpy(), 1) == 0) \
+            and np.abs(column.to_numpy()).max(initial=0) <= 2**53:
+        return column.to_numpy().astype(np.int64)  # integers that a reader stored as floats
+    text = column.astype(str)
+    if len(text) and text.str.fullmatch(r"-?(0|[1-9][0-9]{0,17})").all():
+        return text.astype(np.int64).to_numpy()
+    return text.to_numpy(dtype=object)
 
 
 def _numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
@@ -482,7 +502,18 @@ def _numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
 
 
 def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
+    """Whole Unix seconds from integers, floats (floored), datetimes or ISO 8601 text (naive = UTC)."""
+    if not pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_datetime64_any_dtype(column):
+        try:
+            column = pd.to_datetime(column, utc=True, format="ISO8601")
+        except (ValueError, TypeError):
+            raise ValueError(f"{where}: expected Unix seconds or ISO 8601 dates in 'timestamp', "
+                             f"found values such as {column.iloc[0]!r}") from None
     if pd.api.types.is_datetime64_any_dtype(column):
         utc = column.dt.tz_convert("UTC") if column.dt.tz is not None else column.dt.tz_localize("UTC")
         return ((utc - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
-    return _numbers(column, "timestamp", where).astype(np.int64)
+    seconds = _numbers(column, "timestamp", where)
+    if not np.isfinite(seconds).all():
+        raise ValueError(f"{where}: expected finite timestamps, found {int((~np.isfinite(seconds)).sum())} "
+                         "infinite value(s)")
+    return np.floor(seconds).astype(np.int64)

@@ -81,6 +81,8 @@ def download(
         raise ValueError(f"sha256: expected 64 hexadecimal digits, found {sha256!r}")
     expected = sha256.lower()
     dest = Path(dest)
+    if dest.is_dir():
+        raise ValueError(f"{dest}: expected the downloaded file here, found a folder; remove it")
     if dest.exists():
         found = sha256_file(dest)
         if found != expected:
@@ -88,7 +90,7 @@ def download(
             # would hide the problem, so ask them to look at it.
             raise ValueError(
                 f"{dest}: existing file has SHA-256 {found}, expected {expected}; "
-                "delete it to download again"
+                f"delete it to download again, or replace it with the file from {url}"
             )
         return dest
 

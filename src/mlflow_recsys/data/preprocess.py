@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -48,8 +49,9 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
         Missing columns, or ``min_rating`` neither a real number nor None.
     """
     _check_frame(frame)
-    if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)):
-        raise ValueError(f"min_rating: expected a number or None, found {min_rating!r}")
+    if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)
+                                   or not math.isfinite(min_rating)):
+        raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
     kept = frame if min_rating is None else frame[frame["value"] >= float(min_rating)]
     keys = ["user", "item", "timestamp"] if "timestamp" in kept.columns else ["user", "item"]
     kept = kept.sort_values(keys, kind="mergesort")
@@ -95,12 +97,7 @@ def kcore_prune(
         Missing columns or a threshold that is not an integer >= 1.
     """
     _check_frame(frame)
-    for name, value in (
-        ("min_user_interactions", min_user_interactions),
-        ("min_item_interactions", min_item_interactions),
-    ):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, found {value!r}")
+    check_thresholds(min_user_interactions, min_item_interactions)
     current = frame.reset_index(drop=True)
     iterations = 0
     while True:
@@ -121,6 +118,16 @@ def kcore_prune(
         n_items_after=int(current["item"].nunique()),
     )
     return current, report
+
+
+def check_thresholds(min_user_interactions: int, min_item_interactions: int) -> None:
+    """Raise ValueError unless both k-core thresholds are integers >= 1 (bool refused)."""
+    for name, value in (
+        ("min_user_interactions", min_user_interactions),
+        ("min_item_interactions", min_item_interactions),
+    ):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name}: expected an integer >= 1, found {value!r}")
 
 
 def _check_frame(frame: pd.DataFrame) -> None:

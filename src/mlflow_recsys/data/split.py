@@ -117,15 +117,8 @@ def user_split(
         Bad argument values, duplicate (user, item) pairs, or no training user.
     """
     _check_split_input(frame, seed)
-    _check_fractions(test_frac, val_frac, "training users")
-    if (
-        isinstance(eval_holdout_frac, bool)
-        or not isinstance(eval_holdout_frac, Real)
-        or not 0.0 < eval_holdout_frac < 1.0
-    ):
-        raise ValueError(
-            f"eval_holdout_frac: expected a number in (0, 1), found {eval_holdout_frac!r}"
-        )
+    check_fractions(test_frac, val_frac, "training users")
+    check_holdout_frac(eval_holdout_frac)
     if isinstance(eval_draws, bool) or not isinstance(eval_draws, Integral) or eval_draws < 1:
         raise ValueError(f"eval_draws: expected an integer >= 1, found {eval_draws!r}")
 
@@ -308,7 +301,7 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
     if "timestamp" not in frame.columns:
         raise ValueError("frame: time_split needs a timestamp column, found none "
                          "(use split_mode='user_split' or 'leave_one_out' for data without times)")
-    _check_fractions(test_frac, val_frac, "training interactions")
+    check_fractions(test_frac, val_frac, "training interactions")
     stamps = frame["timestamp"].to_numpy(dtype=np.int64)
     ordered = np.sort(stamps)
     n = len(ordered)
@@ -366,13 +359,26 @@ def _fixed_held_out(user_col, item_col, item_ids, group, source_mask, target_mas
 
 def _check_split_input(frame: pd.DataFrame, seed: int) -> None:
     _check_frame(frame)
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, found {seed!r}")
+    check_seed(seed)
     if frame.duplicated(["user", "item"]).any():
         raise ValueError("frame: expected distinct (user, item) pairs, found duplicates")
 
 
-def _check_fractions(test_frac: float, val_frac: float, what: str) -> None:
+def check_seed(seed: int) -> None:
+    """Raise ValueError unless ``seed`` is an integer >= 0 (bool refused)."""
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+        raise ValueError(f"seed: expected an integer >= 0, found {seed!r}")
+
+
+def check_holdout_frac(eval_holdout_frac: float) -> None:
+    """Raise ValueError unless ``eval_holdout_frac`` is a number in (0, 1)."""
+    if isinstance(eval_holdout_frac, bool) or not isinstance(eval_holdout_frac, Real) \
+            or not 0.0 < eval_holdout_frac < 1.0:
+        raise ValueError(f"eval_holdout_frac: expected a number in (0, 1), found {eval_holdout_frac!r}")
+
+
+def check_fractions(test_frac: float, val_frac: float, what: str) -> None:
+    """Raise ValueError unless both fractions are in [0, 1) and sum below 1 (``what`` names what remains)."""
     for name, value in (("test_frac", test_frac), ("val_frac", val_frac)):
         if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= value < 1.0:
             raise ValueError(f"{name}: expected a number in [0, 1), found {value!r}")

@@ -57,6 +57,8 @@ class RecsysEvaluator(ModelEvaluator):
         metrics = parse_metric_keys(config.get("metrics", ["ndcg@100", "recall@20", "mrr@20"]))
         k = max(m.max_k for m in metrics)
         features = pd.DataFrame(dataset.features_data)
+        if features.empty:
+            raise ValueError("data: expected at least one row (one user), found none")
         if "items" not in features.columns:
             raise ValueError(f"data: expected a column 'items' of fold-in item ids, found {list(features.columns)}")
         if not dataset.has_targets:
@@ -113,15 +115,27 @@ def _catalogue(item_ids, columns) -> np.ndarray:
             raise ValueError(f"evaluator_config['item_ids']: expected a 1-d array of distinct item ids, "
                              f"found shape {ids.shape} with {len(ids) - len(np.unique(ids))} duplicate(s)")
         return ids
-    seen = {_key(i) for column in columns for row in column for i in list(row)}
-    return np.asarray(sorted(seen))
+    seen = {_key(i) for column in columns for row in column for i in _row(row)}
+    try:
+        return np.asarray(sorted(seen))
+    except TypeError:
+        raise ValueError("data: item ids mix types (e.g. int and str); pass evaluator_config['item_ids'] "
+                         "or use one type") from None
+
+
+def _row(row) -> list:
+    """A row of ids as a list; a missing row (None or NaN) is an empty list."""
+    if row is None or (isinstance(row, float) and np.isnan(row)):
+        return []
+    return list(row)
 
 
 def _indices(row, index_of: dict, what: str | None) -> np.ndarray:
     """Column indices of a row of item ids; ids outside the catalogue are an error unless ``what`` is None."""
-    found = [index_of.get(_key(i)) for i in list(row)]
+    row = _row(row)
+    found = [index_of.get(_key(i)) for i in row]
     if what is not None and None in found:
-        missing = [i for i, n in zip(list(row), found) if n is None]
+        missing = [i for i, n in zip(row, found) if n is None]
         raise ValueError(f"{what}: expected item ids from evaluator_config['item_ids'], found unknown ids "
                          f"{missing[:5]}")
     return np.asarray([n for n in found if n is not None], dtype=np.int64)

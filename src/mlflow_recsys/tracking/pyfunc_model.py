@@ -6,12 +6,16 @@ so nothing is pickled: the weights are plain ``.npy`` files with a JSON config
 ``catalogue``), the raw item id of every model column.
 
 Input: a DataFrame with a column ``items`` (each row a list of the user's
-fold-in item ids, the dataset's raw ids), optionally ``user`` (any id, echoed
-back) and ``k`` (list length, default 20; the largest value in the frame is
-used). Output: a DataFrame with ``user`` (when given), ``items`` (the top-k item
-ids, best first, fold-in excluded), ``scores`` and ``unknown_items`` (the input
-ids outside the catalogue: they cannot be scored, so they are reported there
-and in a warning rather than dropped silently).
+fold-in item ids, the dataset's raw ids, of the catalogue's type), optionally
+``user`` (an id of the dataset's user-id type, echoed back) and ``k`` (list
+length per row, default 20, capped at the catalogue size). Output: a DataFrame
+with ``user`` (when given), ``items`` (the top-k item ids, best first, fold-in
+excluded), ``scores`` and ``unknown_items`` (the input ids outside the
+catalogue: they cannot be scored, so they are reported there and in a warning
+rather than dropped silently).
+
+A row with no known item (a cold-start user) gets all-zero scores from EASE and
+ELSA, so its list is the catalogue order; rank such users with ``Popularity``.
 """
 
 from __future__ import annotations
@@ -51,9 +55,11 @@ class RecommenderPyfunc(PythonModel):
         frame = pd.DataFrame(model_input)
         if "items" not in frame.columns:
             raise ValueError(f"model_input: expected a column 'items' (lists of item ids), found {list(frame.columns)}")
-        k = int(frame["k"].max()) if "k" in frame.columns and len(frame) else DEFAULT_K
-        if k < 1:
-            raise ValueError(f"model_input: expected k >= 1, found {k}")
+        ks = frame["k"].to_numpy(dtype=np.int64) if "k" in frame.columns else np.full(len(frame), DEFAULT_K)
+        if len(ks) and ks.min() < 1:
+            raise ValueError(f"model_input: expected k >= 1 in every row, found {int(ks.min())}")
+        # No list can be longer than the catalogue; capping also bounds the memory a request can ask for.
+        ks = np.minimum(ks, len(self.item_ids))
         rows, unknown = [], []
         for items in frame["items"]:
             ids = [] if items is None else list(items)
@@ -74,10 +80,10 @@ class RecommenderPyfunc(PythonModel):
         source = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(rows), n_items))
         source.sum_duplicates()
         source.data[:] = 1.0
-        top, scores = self.model.recommend(source, k)
+        top, scores = self.model.recommend(source, int(ks.max()) if len(ks) else 1)
         out = {} if "user" not in frame.columns else {"user": frame["user"].to_numpy()}
-        out["items"] = [self.item_ids[t[t >= 0]].tolist() for t in top]
-        out["scores"] = [s[t >= 0].astype(float).tolist() for t, s in zip(top, scores)]
+        out["items"] = [self.item_ids[t[:k][t[:k] >= 0]].tolist() for t, k in zip(top, ks)]
+        out["scores"] = [s[:k][t[:k] >= 0].astype(float).tolist() for t, s, k in zip(top, scores, ks)]
         out["unknown_items"] = [[_key(i) for i in u] for u in unknown]
         return pd.DataFrame(out)
 

@@ -149,8 +149,11 @@ def _log_epoch(epoch: int, loss: float, score: float | None) -> None:
 
 
 def _validation_ndcg(split: dict):
-    """nDCG@100 on the validation users: the score ELSA's early stopping watches."""
+    """nDCG@100 on the validation users: the score ELSA's early stopping watches (None without them)."""
     from mlflow_recsys.metrics import NDCG
+
+    if split["val_source_matrix"].shape[0] == 0:
+        return None
 
     def score(model) -> float:
         return evaluate_recommender(model, source=split["val_source_matrix"], targets=split["val_target_matrix"],
@@ -200,6 +203,10 @@ def run_train(
         local = resolve_checkpoint(checkpoint, tmp)
         with read_checkpoint(local) as root:
             split = load_recsys_split(root)
+        validate = _validation_ndcg(split) if model == "ELSA" else None
+        if model == "ELSA" and validate is None and patience is not None:
+            raise ValueError("patience: early stopping needs validation rows, and this split has none "
+                             "(it was built with val_frac=0); drop --patience or rebuild the split")
         run_name = f"{model} seed {seed}" if seeded else model
         with entry_point_run(run_name) as run:
             config = getattr(trainer, "config", None)
@@ -216,7 +223,7 @@ def run_train(
                              tags.DATASET: split["manifest"]["dataset"]["name"]})
             started = time.perf_counter()
             if model == "ELSA":
-                fitted = trainer.fit(split["x_train"], on_epoch_end=_log_epoch, validate=_validation_ndcg(split))
+                fitted = trainer.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
                 mlflow.log_metric("best_epoch", fitted.best_epoch)
             else:
                 fitted = trainer.fit(split["x_train"])
