@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STORE := sqlite:///mlruns.db
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test validate ui-check clean
+.PHONY: install demo test validate ui-check docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,18 @@ test: install
 validate: install
 	$(PY) -m pytest -m validation -s -q
 
+# The docs extra (mkdocs, mkdocstrings, the material theme) goes into the same .venv, once.
+$(VENV)/.docs-installed: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 ui-check: install
 	@# Debian's chromium renders the MLflow UI headless; install it if this machine lacks it.
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(PY) scripts/ui_check.py
 
 clean:
-	rm -rf mlruns.db mlartifacts mlruns
+	rm -rf mlruns.db mlartifacts mlruns site

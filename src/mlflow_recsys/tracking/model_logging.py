@@ -32,6 +32,12 @@ def _requirements() -> list[str]:
 def log_recommender(model, item_ids, *, user_ids=None, name: str = "model"):
     """Log ``model`` (any fitted :mod:`mlflow_recsys.models` recommender) to the active run.
 
+    The weights travel as the artifact ``weights`` (``config.json`` + ``.npy``),
+    the ids as the artifact ``catalogue`` (``item_ids.npy``), the serving code
+    as :mod:`mlflow_recsys.tracking.pyfunc_model` and the package source as code
+    paths, so ``mlflow.pyfunc.load_model`` needs no unpickling. The signature
+    and input example use the id type.
+
     Parameters
     ----------
     model:
@@ -48,11 +54,10 @@ def log_recommender(model, item_ids, *, user_ids=None, name: str = "model"):
     name:
         Artifact path of the model in the run. Default ``"model"``.
 
-    The weights travel as the artifact ``weights`` (``config.json`` + ``.npy``),
-    the ids as the artifact ``catalogue`` (``item_ids.npy``), the serving code
-    as :mod:`mlflow_recsys.tracking.pyfunc_model` and the package source as code
-    paths, so ``mlflow.pyfunc.load_model`` needs no unpickling. The signature
-    and input example use the id type. Returns MLflow's ``ModelInfo``.
+    Returns
+    -------
+    mlflow.models.model.ModelInfo
+        What ``mlflow.pyfunc.log_model`` returns (``model_uri`` and more).
 
     Raises
     ------
