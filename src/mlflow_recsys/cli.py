@@ -107,6 +107,12 @@ def split(dataset, split_mode, seed, eval_draws, eval_holdout_frac, test_frac, v
                        test_frac=test_frac, val_frac=val_frac, min_rating=min_rating,
                        min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions)
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
+    import mlflow
+
+    m = {k: int(v) for k, v in mlflow.get_run(run_id).data.metrics.items()}
+    click.echo(f"  {m['n_train_users']:,} training users x {m['n_items']:,} items; test: {m['n_test_rows']:,} rows "
+               f"({m['n_test_users_dropped']:,} users dropped); validation: {m['n_val_rows']:,} rows "
+               f"({m['n_val_users_dropped']:,} dropped)")
 
 
 @cli.command()
@@ -132,6 +138,14 @@ def train(checkpoint, model, seed, l2, latent_dim, batch_size, epochs, lr, weigh
                        batch_size=batch_size, epochs=epochs, lr=lr, weight_decay=weight_decay, device=device,
                        patience=patience, metrics=_split_list(metrics) or DEFAULT_METRICS)
     click.echo(f"train run {run_id} ({model})")
+    import mlflow
+
+    from mlflow_recsys.tracking.naming import mlflow_metric_name
+
+    logged = mlflow.get_run(run_id).data.metrics
+    keys = _split_list(metrics) or DEFAULT_METRICS
+    click.echo("  test " + ", ".join(f"{key} {logged[mlflow_metric_name(key)]:.4f}" for key in keys
+                                     if mlflow_metric_name(key) in logged))
 
 
 def _comparison_options(func):
@@ -204,6 +218,17 @@ def _print_comparison(outcome, primary):
         cols = ["metric", "baseline", "candidate", "n_seeds", "mean_difference", "min_difference", "max_difference",
                 "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"]
         click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
+        click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
+        for row in seeds.itertuples():
+            if row.notes:
+                click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
+    frame = report.to_frame()
+    alpha = 1 - float(frame["confidence_level"].iloc[0])
+    click.echo(f"\n{report.correction or 'no'} adjustment over {len(frame)} hypotheses; significant where the "
+               f"adjusted p <= {alpha:g}")
+    for method, rows in frame.groupby("test_method", sort=True):
+        which = "all" if len(rows) == len(frame) else ", ".join(f"{r.metric} ({r.candidate})" for r in rows.itertuples())
+        click.echo(f"test {method}: {which}")
     if primary:
         click.echo("")
         for c in report.comparisons:

@@ -82,10 +82,11 @@ class PairwiseComparison:
 
     ``difference`` is candidate minus baseline (positive favours the candidate).
     The frame columns are :data:`COLUMNS`; the raw material of the resampling is
-    kept so a user can recompute with another convention.
+    kept so a user can recompute with another convention (the attributes below
+    are those beyond the columns).
 
-    Attributes (beyond the columns)
-    -------------------------------
+    Attributes
+    ----------
     unit_differences:
         float64 ``(n_units,)``: the per-unit differences every procedure used.
     null_distribution:

@@ -157,8 +157,8 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison") -> str:
         else f"[{c.ci_low:.4f}, inf)" if c.alternative == "greater" else f"(-inf, {c.ci_high:.4f}]"
     )
     verdict = {
-        "better": "significant in favour of the candidate",
-        "worse": "significant against the candidate",
+        "better": "significant, in the candidate's favour",
+        "worse": "significant, in the baseline's favour",
         "inconclusive": "not significant",
     }[c.direction]
     return (

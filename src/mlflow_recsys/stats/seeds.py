@@ -164,36 +164,47 @@ def seed_spread(
 ) -> SeedSpread:
     """Measure how much retraining moves the difference, beside how much users do.
 
-    Parameters
-    ----------
-    baseline, candidate:
-        Either one :class:`EvaluationResult` (a deterministic model such as EASE)
-        or a mapping seed -> EvaluationResult (a stochastic model), all scored on
-        the same users and targets.
-    metrics:
-        One metric key or a list of keys.
-    baseline_name, candidate_name:
-        Labels; they also seed the bootstrap exactly as in :func:`compare_pair`.
-    paired_seeds:
-        Only when both sides have seeds: pair runs by seed, for seeds that
-        control randomness both models share (e.g. batch order). Default False:
-        each model's own spread, added in quadrature.
-    confidence_level, n_resamples, random_state:
-        Settings of the per-seed bootstrap, as in :func:`compare_pair`.
+    Three protocols, recorded in the ``protocol`` column:
 
-    Protocols (recorded in the ``protocol`` column)
-    ------------------------------------------------
-    ``one-side-seeded``: one side deterministic; ``sd_retraining`` is the SD
-    (ddof=1) of the per-seed differences. ``paired-seeds``: both seeded and
-    paired by seed; SD (ddof=1) of the paired differences. ``independent-seeds``:
-    both seeded, independent; ``sqrt(sd_b**2 + sd_c**2)`` of each model's own
-    aggregate over its seeds (never all cross pairs); the per-seed table then
-    matches seeds by sorted order only to show individual differences.
+    - ``one-side-seeded``: one side deterministic; ``sd_retraining`` is the SD
+      (ddof=1) of the per-seed differences.
+    - ``paired-seeds``: both seeded and paired by seed; SD (ddof=1) of the
+      paired differences.
+    - ``independent-seeds``: both seeded, independent; ``sqrt(sd_b**2 + sd_c**2)``
+      of each model's own aggregate over its seeds (never all cross pairs); the
+      per-seed table then matches seeds by sorted order only to show individual
+      differences.
 
     ``sd_users`` is the mean over seed pairs of the bootstrap standard error of
     the difference; ``ratio = sd_retraining / sd_users``; ``widens_by =
     hypot(sd_users, sd_retraining) / sd_users - 1``; ``sign_reversals`` counts
     seed pairs whose difference has the sign opposite to ``mean_difference``.
+
+    Parameters
+    ----------
+    baseline:
+        Either one :class:`EvaluationResult` (a deterministic model such as EASE)
+        or a mapping seed -> EvaluationResult (a stochastic model), all scored on
+        the same users and targets.
+    candidate:
+        The same for the candidate model.
+    metrics:
+        One metric key or a list of keys.
+    baseline_name:
+        Label of the baseline; it also seeds the bootstrap exactly as in
+        :func:`compare_pair`. Default ``"baseline"``.
+    candidate_name:
+        Label of the candidate, likewise. Default ``"candidate"``.
+    paired_seeds:
+        Only when both sides have seeds: pair runs by seed, for seeds that
+        control randomness both models share (e.g. batch order). Default False:
+        each model's own spread, added in quadrature.
+    confidence_level:
+        Level of the per-seed bootstrap intervals, as in :func:`compare_pair`. Default 0.95.
+    n_resamples:
+        Bootstrap replicates per seed pair. Default 9,999.
+    random_state:
+        Seed of the bootstrap, as in :func:`compare_pair`. Default 0.
 
     Returns
     -------
