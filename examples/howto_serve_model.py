@@ -12,11 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 import urllib.request
 import warnings
 from pathlib import Path
@@ -28,43 +24,21 @@ import pandas as pd
 import mlflow_recsys as mr
 from mlflow_recsys.models import ELSAConfig, ELSATrainer, UnknownItemsWarning
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from mlflow_recsys.tracking.local_server import local_model_server
 from mlflow_recsys.tracking.model_logging import log_recommender
 
 METRICS = ["ndcg@100", "recall@20"]
 
 
-def serve_and_ask(model_dir: str, records: list[dict]) -> list[dict]:
+def serve_and_ask(model_dir: str, records: list[dict], log_path: Path) -> list[dict]:
     """Start `mlflow models serve` on a free loopback port, post ``records``, stop the server."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    bin_dir = Path(sys.executable).parent
-    # The server execs `uvicorn` from PATH: the one beside this interpreter.
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen([str(bin_dir / "mlflow"), "models", "serve", "-m", model_dir, "--env-manager", "local",
-                                   "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=log,
-                                  stderr=subprocess.STDOUT)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2)
-                    break
-                except OSError:
-                    if server.poll() is not None or time.monotonic() > deadline:
-                        log.seek(0)
-                        raise RuntimeError(f"mlflow models serve did not start: {log.read()[-2000:]!r}") from None
-                    time.sleep(0.5)
-            request = urllib.request.Request(
-                f"http://127.0.0.1:{port}/invocations", data=json.dumps({"dataframe_records": records}).encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request, timeout=60) as response:
-                return json.load(response)["predictions"]
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    with local_model_server(model_dir, log_path) as url:
+        request = urllib.request.Request(
+            f"{url}/invocations", data=json.dumps({"dataframe_records": records}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)["predictions"]
 
 
 def main(workdir: Path) -> None:
@@ -83,7 +57,7 @@ def main(workdir: Path) -> None:
 
     folder = mlflow.artifacts.download_artifacts(f"runs:/{ease_run}/model", dst_path=str(workdir / "ease"))
     for row in serve_and_ask(folder, [{"user": 3, "items": [50, 181, 258, 999999], "k": 5},
-                                      {"user": 7, "items": [1, 2, 3], "k": 3}]):
+                                      {"user": 7, "items": [1, 2, 3], "k": 3}], workdir / "serve.log"):
         print("Over HTTP:", row["user"], row["items"], "unknown:", row["unknown_items"])
 
     local = mlflow.artifacts.download_artifacts(checkpoint, dst_path=str(workdir / "checkpoint"))

@@ -13,6 +13,46 @@ from pathlib import Path
 from typing import Iterator
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def loopback_process(argv: list[str], probe_url: str, log_path: Path, env: dict, timeout: float) -> Iterator[None]:
+    """Run ``argv`` until the ``with`` ends, once ``probe_url`` answers; its output goes to ``log_path``.
+
+    A file, not a pipe, takes the output: a pipe nobody reads can fill up and stall the server.
+
+    Raises
+    ------
+    RuntimeError
+        If the process exits or ``probe_url`` does not answer within ``timeout``
+        seconds; the message holds the end of the log.
+    """
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                urllib.request.urlopen(probe_url, timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{argv[0]} {argv[1:4]} did not start: {log_path.read_text()[-2000:]}") from None
+                time.sleep(0.5)
+        yield
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 @contextmanager
 def local_tracking_server(
     backend_store_uri: str, artifacts_destination: str | os.PathLike, *, timeout: float = 120.0
@@ -20,8 +60,7 @@ def local_tracking_server(
     """Run ``mlflow server`` on 127.0.0.1 (a free port) for the duration of a ``with``; yield its URL.
 
     The server serves the UI and proxies artifacts to ``artifacts_destination``.
-    Its output goes to ``server.log`` beside the artifacts, not to a pipe that
-    could fill up and stall it.
+    Its output goes to ``server.log`` beside the artifacts.
 
     Raises
     ------
@@ -29,34 +68,35 @@ def local_tracking_server(
         If the server does not answer ``/health`` within ``timeout`` seconds;
         the message holds the end of its log.
     """
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     destination = Path(artifacts_destination)
     destination.mkdir(parents=True, exist_ok=True)
-    log_path = destination.parent / "server.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-             "--backend-store-uri", backend_store_uri, "--artifacts-destination", str(destination)],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+            "--backend-store-uri", backend_store_uri, "--artifacts-destination", str(destination)]
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"mlflow server did not start: {log_path.read_text()[-2000:]}") from None
-                time.sleep(0.5)
+    with loopback_process(argv, f"{url}/health", destination.parent / "server.log", env, timeout):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+
+
+@contextmanager
+def local_model_server(model_uri: str, log_path: str | os.PathLike, *, timeout: float = 120.0) -> Iterator[str]:
+    """Run ``mlflow models serve`` for ``model_uri`` on 127.0.0.1 (a free port); yield its URL.
+
+    The model is served in this environment (``--env-manager local``); POST
+    requests go to ``<url>/invocations``. Output goes to ``log_path``.
+
+    Raises
+    ------
+    RuntimeError
+        If the server does not answer ``/ping`` within ``timeout`` seconds.
+    """
+    port = free_port()
+    bin_dir = Path(sys.executable).parent
+    # The scoring server execs `uvicorn` from PATH: make it the one beside this interpreter.
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    argv = [str(bin_dir / "mlflow"), "models", "serve", "-m", model_uri, "--env-manager", "local",
+            "--host", "127.0.0.1", "--port", str(port)]
+    url = f"http://127.0.0.1:{port}"
+    with loopback_process(argv, f"{url}/ping", Path(log_path), env, timeout):
+        yield url
