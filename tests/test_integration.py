@@ -131,3 +131,26 @@ def test_compare_entry_point_with_a_bad_selection_fails_its_run_with_the_reason(
         assert "no-such-experiment" in run.data.tags["recsys.error"]
     finally:
         mlflow.set_tracking_uri(None)
+
+
+def test_split_entry_point_takes_each_protocol_and_leaves_unset_fractions_unset(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    mlflow.set_tracking_uri(uri)
+    try:
+        experiment_id = mlflow.create_experiment("splits", artifact_location=(tmp_path / "artifacts").as_uri())
+        for params in (["-P", "split_mode=leave_one_out"], ["-P", "split_mode=time_split", "-P", "test_frac=0.3"]):
+            proc = subprocess.run(
+                [str(BIN / "mlflow"), "run", str(PROJECT), "--env-manager", "local", "--experiment-name", "splits",
+                 "-e", "split", *params],
+                env=clean_env(uri), capture_output=True, text=True, timeout=300,
+            )
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        manifests = {}
+        for run in MlflowClient().search_runs([experiment_id]):
+            manifest = mlflow.artifacts.load_dict(f"runs:/{run.info.run_id}/manifest.json")
+            manifests[manifest["parameters"]["split_mode"]] = manifest["parameters"]
+        assert manifests["leave_one_out"]["test_frac"] is None and manifests["leave_one_out"]["val_frac"] is None
+        assert manifests["time_split"]["test_frac"] == 0.3 and manifests["time_split"]["val_frac"] == 0.1
+        assert manifests["time_split"]["eval_holdout_frac"] is None
+    finally:
+        mlflow.set_tracking_uri(None)
