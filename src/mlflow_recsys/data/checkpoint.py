@@ -153,7 +153,7 @@ def build_recsys_checkpoint(
     if positives.empty:
         raise ValueError(
             f"min_rating: expected some interactions with value >= {min_rating}, found none among {len(raw):,} "
-            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None"
+            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None (--min-rating none on the command line)"
         )
     pruned, report = kcore_prune(
         positives,
