@@ -1,11 +1,15 @@
-"""Behaviour common to all recommenders: batched top-k recommendation with fold-in exclusion."""
+"""Behaviour common to all recommenders: batched top-k recommendation with fold-in exclusion, save and load."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from mlflow_recsys.models._checks import as_interactions, positive_int
+from mlflow_recsys.models._io import load_model_dir, save_model_dir
 from mlflow_recsys.models.ranking import top_k
 
 
@@ -14,7 +18,7 @@ class UnknownItemsWarning(UserWarning):
 
 
 class Recommender:
-    """Base class; subclasses implement ``fit``, ``_score_checked``, ``save`` and ``load``."""
+    """Base class; subclasses implement ``fit``, ``_score_checked``, ``_to_saved`` and ``_from_saved``."""
 
     name: str = ""
     n_items: int | None = None
@@ -52,6 +56,44 @@ class Recommender:
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
         raise NotImplementedError
+
+    def _to_saved(self) -> tuple[dict | None, dict, dict[str, np.ndarray]]:
+        """(hyper-parameters or None, fitted metadata beyond ``n_items``, arrays by file stem)."""
+        raise NotImplementedError
+
+    @classmethod
+    def _from_saved(cls, config: dict | None, state: dict, arrays: dict[str, np.ndarray], n_items: int):
+        """A fitted model from what :meth:`_to_saved` wrote; ValueError if the arrays do not fit ``n_items``."""
+        raise NotImplementedError
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``config.json`` and one ``.npy`` per weight array into directory ``path``; returns it.
+
+        Files are written under temporary names and renamed, ``config.json``
+        (with a SHA-256 per array) last; see :mod:`mlflow_recsys.models._io`.
+
+        Raises
+        ------
+        RuntimeError
+            If the model is not fitted.
+        """
+        n_items = self._require_fitted()
+        config, state, arrays = self._to_saved()
+        return save_model_dir(path, model_name=self.name, config=config, state={"n_items": n_items, **state},
+                              arrays=arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike):
+        """Read a model written by :meth:`save`, without unpickling anything.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            If ``path`` is not a saved model of this class, an array file was
+            changed after saving, or the arrays do not match the saved ``n_items``.
+        """
+        config, state, arrays = load_model_dir(path, cls.name)
+        return cls._from_saved(config, state, arrays, int(state["n_items"]))
 
     def recommend(
         self, source_rows: sp.spmatrix, k: int, *, batch_size: int = 1024

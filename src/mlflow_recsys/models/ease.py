@@ -7,16 +7,13 @@ The Web Conference (WWW) 2019.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
 from mlflow_recsys.models._checks import as_interactions, positive_float
-from mlflow_recsys.models._io import load_model_dir, save_model_dir
 from mlflow_recsys.models.base import Recommender
 
 _DTYPES = ("float32", "float64")
@@ -163,36 +160,13 @@ class EASE(Recommender):
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
         return np.asarray(x.astype(self.weights.dtype) @ self.weights, dtype=np.float32)
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write ``config.json`` and ``B.npy`` into directory ``path``; returns it.
-
-        Raises
-        ------
-        RuntimeError
-            If the model is not fitted.
-        """
-        n_items = self._require_fitted()
-        return save_model_dir(
-            path,
-            model_name=self.name,
-            config=dataclasses.asdict(self.config),
-            state={"n_items": n_items},
-            arrays={"B": self.weights},
-        )
+    def _to_saved(self):
+        return dataclasses.asdict(self.config), {}, {"B": self.weights}
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "EASE":
-        """Read a model written by :meth:`save`.
-
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            If ``path`` is not a saved EASE model or its files are inconsistent.
-        """
-        config, state, arrays = load_model_dir(path, cls.name)
+    def _from_saved(cls, config, state, arrays, n_items) -> "EASE":
         model = cls(EASEConfig(**config))
         weights = arrays["B"]
-        n_items = int(state["n_items"])
         if weights.shape != (n_items, n_items):
             raise ValueError(f"path: expected B of shape ({n_items}, {n_items}), found {weights.shape}")
         model.weights = weights

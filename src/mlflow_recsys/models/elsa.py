@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -23,7 +22,6 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from mlflow_recsys.models._checks import as_interactions, non_negative_float, positive_float, positive_int
-from mlflow_recsys.models._io import load_model_dir, save_model_dir
 from mlflow_recsys.models.base import Recommender
 
 # Normalising a zero row must give zero, not NaN; F.normalize's default eps does that.
@@ -207,36 +205,14 @@ class ELSA(Recommender):
         np.maximum(scores, 0.0, out=scores)
         return scores.astype(np.float32, copy=False)
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write ``config.json`` (config, n_items, loss history) and ``A.npy`` into ``path``; returns it.
-
-        Raises
-        ------
-        RuntimeError
-            If the model is not fitted.
-        """
-        n_items = self._require_fitted()
-        return save_model_dir(
-            path,
-            model_name=self.name,
-            config=dataclasses.asdict(self.config),
-            state={"n_items": n_items, "loss_history": [float(v) for v in self.loss_history]},
-            arrays={"A": self.weights},
-        )
+    def _to_saved(self):
+        return dataclasses.asdict(self.config), {"loss_history": [float(v) for v in self.loss_history]}, \
+            {"A": self.weights}
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "ELSA":
-        """Read a model written by :meth:`save`.
-
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            If ``path`` is not a saved ELSA model or its files are inconsistent.
-        """
-        config, state, arrays = load_model_dir(path, cls.name)
+    def _from_saved(cls, config, state, arrays, n_items) -> "ELSA":
         model = cls(ELSAConfig(**config))
         weights = arrays["A"]
-        n_items = int(state["n_items"])
         if weights.ndim != 2 or weights.shape[0] != n_items:
             raise ValueError(f"path: expected A with {n_items} rows, found shape {weights.shape}")
         model._set_weights(weights)

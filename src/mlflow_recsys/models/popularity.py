@@ -7,14 +7,11 @@ Tasks", RecSys 2010.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
 from mlflow_recsys.models._checks import as_interactions
-from mlflow_recsys.models._io import load_model_dir, save_model_dir
 from mlflow_recsys.models.base import Recommender
 
 
@@ -55,32 +52,13 @@ class Popularity(Recommender):
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
         return np.tile(self.counts, (x.shape[0], 1))
 
-    def save(self, path: str | os.PathLike) -> Path:
-        """Write ``config.json`` and ``counts.npy`` into directory ``path``; returns it.
-
-        Raises
-        ------
-        RuntimeError
-            If the model is not fitted.
-        """
-        n_items = self._require_fitted()
-        return save_model_dir(
-            path, model_name=self.name, config=None, state={"n_items": n_items}, arrays={"counts": self.counts}
-        )
+    def _to_saved(self):
+        return None, {}, {"counts": self.counts}
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Popularity":
-        """Read a model written by :meth:`save`.
-
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            If ``path`` is not a saved Popularity model or its files are inconsistent.
-        """
-        _, state, arrays = load_model_dir(path, cls.name)
+    def _from_saved(cls, config, state, arrays, n_items) -> "Popularity":
         model = cls()
         counts = arrays["counts"]
-        n_items = int(state["n_items"])
         if counts.shape != (n_items,):
             raise ValueError(f"path: expected counts of shape ({n_items},), found {counts.shape}")
         model.counts = counts.astype(np.float32, copy=False)
