@@ -46,5 +46,7 @@ ui-check: install
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(PY) scripts/ui_check.py
 
+# Only what `make demo` (its SQLite store and ./mlartifacts) and `make docs` (site/) create. Never ./mlruns:
+# an experiment created from the command line keeps its artifacts there.
 clean:
-	rm -rf mlruns.db mlartifacts mlruns site
+	rm -rf mlruns.db mlartifacts site

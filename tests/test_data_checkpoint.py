@@ -1,3 +1,4 @@
+import hashlib
 import json
 import zipfile
 
@@ -161,11 +162,17 @@ def test_unknown_schema_version_is_rejected(built, tmp_path):
 
 
 def test_edited_array_fails_the_split_digest_check(built, tmp_path):
+    # The manifest's member size and SHA-256 are edited too, so only the split digest can catch it.
+    with zipfile.ZipFile(built) as zf:
+        replacement = zf.read("test_eval_user_ids.npy")
+
     def swap(name, data):
-        if name != "val_eval_user_ids.npy":
-            return data
-        with zipfile.ZipFile(built) as zf:
-            return zf.read("test_eval_user_ids.npy")
+        if name == "manifest.json":
+            manifest = json.loads(data)
+            manifest["sizes"]["val_eval_user_ids.npy"] = len(replacement)
+            manifest["files"]["val_eval_user_ids.npy"] = hashlib.sha256(replacement).hexdigest()
+            return json.dumps(manifest).encode()
+        return replacement if name == "val_eval_user_ids.npy" else data
 
     edited = tmp_path / "edited.zip"
     rewrite(built, edited, swap)

@@ -35,6 +35,7 @@ __all__ = [
     "metric_from_key",
     "parse_metric_keys",
     "relevant_counts",
+    "value_range",
 ]
 
 _KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
@@ -198,7 +199,8 @@ class RankingMetric:
     """Base class: a ranking metric evaluated at one or more cutoffs ``k``.
 
     Subclasses set ``name`` and implement ``_values`` (per-row values for one
-    cutoff from the hit matrix) and ``_definition``.
+    cutoff from the hit matrix) and ``_definition``; one whose values can leave
+    ``[0, 1]`` sets ``value_range`` too.
 
     Parameters
     ----------
@@ -212,6 +214,10 @@ class RankingMetric:
     """
 
     name: ClassVar[str] = ""
+    #: Closed interval holding every defined per-row value. Each metric here is a
+    #: 0/1 indicator, 1/rank, or hits over a denominator no smaller than the hits
+    #: can reach (ranked items are distinct), so all of them lie in [0, 1].
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, k: int | Sequence[int]):
         self.ks: tuple[int, ...] = _validate_ks(k)
@@ -489,6 +495,19 @@ def _split_key(key: object) -> tuple[type[RankingMetric], int]:
             f"{', '.join(sorted(METRIC_CLASSES))}"
         )
     return METRIC_CLASSES[name], _validate_k(k)
+
+
+def value_range(key: str) -> tuple[float, float] | None:
+    """Closed interval of the per-row values of metric ``key``, e.g. ``(0.0, 1.0)`` for ``"ndcg@100"``.
+
+    Returns None for a string that is not a key of a metric of this package
+    (e.g. one a custom evaluator wrote), whose range is unknown here.
+    """
+    try:
+        cls, _ = _split_key(key)
+    except ValueError:
+        return None
+    return cls.value_range
 
 
 def metric_from_key(key: str) -> RankingMetric:

@@ -2,10 +2,11 @@
 
 The zip holds ``manifest.json`` and one member per array: sparse matrices as
 ``.npz`` in the layout of :func:`scipy.sparse.save_npz` (so
-:func:`scipy.sparse.load_npz` reads them) and id arrays as ``.npy``. Every zip
-entry, the inner ``.npz`` ones included, carries a fixed timestamp and the
-manifest holds no clock time, so the same inputs and seed give a
-byte-identical file.
+:func:`scipy.sparse.load_npz` reads them) and id arrays as ``.npy``. The
+manifest lists every member with its SHA-256 (``files``) and its size in bytes
+(``sizes``); a reader takes nothing else from the zip. Every zip entry, the
+inner ``.npz`` ones included, carries a fixed timestamp and the manifest holds
+no clock time, so the same inputs and seed give a byte-identical file.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ import math
 import os
 import tempfile
 import zipfile
-from pathlib import Path
 from numbers import Integral, Real
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys.data.datasets import (
     column_bytes,
     from_interactions,
@@ -63,7 +65,11 @@ MATRIX_KEYS = (
 ID_KEYS = ("train_user_ids", "item_ids", "test_eval_user_ids", "val_eval_user_ids")
 ARRAY_KEYS = MATRIX_KEYS + ID_KEYS
 
+#: Largest ``manifest.json`` a reader accepts; a real one is a few KiB.
+MAX_MANIFEST_BYTES = 1 << 20
+
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+_CHUNK = 1 << 20
 
 
 def build_recsys_checkpoint(
@@ -79,6 +85,8 @@ def build_recsys_checkpoint(
     min_rating: float | None = 4.0,
     min_user_interactions: int = 5,
     min_item_interactions: int = 1,
+    *,
+    overwrite: bool = False,
 ) -> Path:
     """Load a dataset, preprocess it, split it and write the checkpoint zip.
 
@@ -100,7 +108,8 @@ def build_recsys_checkpoint(
     checkpoint_path:
         Output zip. Default ``checkpoints/<dataset>-<split_mode>-seed<seed>.zip``
         relative to the working directory. Parent folders are created; the file
-        is written under a temporary name in the same folder and renamed.
+        is written under a temporary name in the same folder and renamed, with
+        the mode a new file gets under the umask (``0o644`` under ``0o022``).
     split_mode:
         ``"user_split"`` (strong generalisation, default), ``"leave_one_out"``
         or ``"time_split"``.
@@ -119,6 +128,9 @@ def build_recsys_checkpoint(
     min_rating, min_user_interactions, min_item_interactions:
         Binarisation threshold (None keeps every row) and k-core thresholds.
         Defaults 4.0, 5 and 1.
+    overwrite:
+        Replace a file already at the checkpoint path. Default False: an
+        existing checkpoint is refused before any data is loaded.
 
     Returns
     -------
@@ -132,7 +144,11 @@ def build_recsys_checkpoint(
         ``split_mode``, or invalid split/preprocessing parameters.
     FileNotFoundError
         If ``dataset`` looks like a path but no file is there.
+    FileExistsError
+        If a file is at the checkpoint path and ``overwrite`` is False.
     """
+    if not isinstance(overwrite, bool):
+        raise ValueError(f"overwrite: expected True or False, found {overwrite!r}")
     if split_mode not in SPLIT_MODES:
         raise ValueError(f"split_mode: expected one of {list(SPLIT_MODES)}, found {split_mode!r}")
     params = _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac)
@@ -142,12 +158,17 @@ def build_recsys_checkpoint(
                                    or not math.isfinite(min_rating)):
         raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
     check_thresholds(min_user_interactions, min_item_interactions)
-    if checkpoint_path is not None and Path(checkpoint_path).is_dir():
-        raise ValueError(f"checkpoint_path: expected a file path for the zip, found the folder {checkpoint_path}")
-    raw, source = _load(dataset, data_dir)
     if checkpoint_path is None:
-        checkpoint_path = Path("checkpoints") / f"{source['name']}-{split_mode}-seed{seed}.zip"
+        checkpoint_path = Path("checkpoints") / f"{_source_name(dataset)}-{split_mode}-seed{seed}.zip"
     checkpoint_path = Path(checkpoint_path)
+    if checkpoint_path.is_dir():
+        raise ValueError(f"checkpoint_path: expected a file path for the zip, found the folder {checkpoint_path}")
+    if checkpoint_path.exists() and not overwrite:
+        raise FileExistsError(
+            f"checkpoint_path: {checkpoint_path} already exists; pass overwrite=True to replace it, "
+            "or choose another path"
+        )
+    raw, source = _load(dataset, data_dir)
 
     positives = binarise(raw, min_rating=min_rating)
     if positives.empty:
@@ -195,6 +216,7 @@ def build_recsys_checkpoint(
         },
         "counts": _counts(raw, positives, report, split),
         "files": {},
+        "sizes": {},
         "split_digest": split_digest(arrays),
     }
     members: dict[str, bytes] = {}
@@ -202,6 +224,8 @@ def build_recsys_checkpoint(
         name = _member_name(key)
         members[name] = _npz_bytes(arrays[key]) if key in MATRIX_KEYS else _npy_bytes(arrays[key])
         manifest["files"][name] = hashlib.sha256(members[name]).hexdigest()
+        # A reader bounds each member by this size, so a tampered zip cannot make it write more.
+        manifest["sizes"][name] = len(members[name])
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
@@ -232,6 +256,15 @@ def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_
         check_holdout_frac(out["eval_holdout_frac"])
         out["eval_draws"] = eval_draws
     return out
+
+
+def _source_name(dataset) -> str:
+    """The dataset's name in the default checkpoint path, found without loading any data."""
+    if isinstance(dataset, pd.DataFrame):
+        return "interactions"
+    if isinstance(dataset, (str, os.PathLike)) and Path(dataset).suffix.lower() in (".csv", ".parquet"):
+        return Path(dataset).stem
+    return get_dataset_spec(dataset).name
 
 
 def _load(dataset, data_dir) -> tuple[pd.DataFrame, dict]:
@@ -295,13 +328,23 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
     Yields the folder (holding ``manifest.json`` and the array files); it is
     deleted on exit.
 
+    The zip is treated as untrusted: only the members its manifest lists are
+    written, each streamed and counted so that no more than its declared size
+    is ever written (the zip headers' sizes are not trusted), and each must
+    match its declared size and SHA-256. A zip holding anything else, such as
+    an unlisted member, is refused before anything is written.
+
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist (the message names it).
     ValueError
-        If ``path`` is not a zip, has no valid manifest, has another format
-        name, or a schema version other than 1.
+        If ``path`` is not a zip, is truncated, has no valid manifest, has
+        another format name or a schema version other than 1, declares no
+        member sizes (a checkpoint from before they were recorded: rebuild it),
+        holds a member the manifest does not list (named in the message) or
+        lacks one it lists, or a member's size or SHA-256 differs from the
+        manifest's.
     """
     path = Path(path)
     if not path.is_file():
@@ -310,16 +353,79 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
         raise ValueError(f"{path}: expected a checkpoint zip file, found a file that is not a zip")
     try:
         with zipfile.ZipFile(path) as zf:
+            safezip.check_members(zf, path)
             names = zf.namelist()
             if MANIFEST_NAME not in names:
                 raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
-            safezip.check_members(zf, path)
-            _check_manifest(_parse_manifest(zf.read(MANIFEST_NAME), path), path)
+            manifest_bytes = io.BytesIO()
+            _stream_member(zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, manifest_bytes.write, path,
+                           bound="the manifest size limit")
+            manifest = _parse_manifest(manifest_bytes.getvalue(), path)
+            _check_manifest(manifest, path)
+            _check_zip_matches_manifest(names, manifest, path)
             with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
-                zf.extractall(tmp)
+                (Path(tmp) / MANIFEST_NAME).write_bytes(manifest_bytes.getvalue())
+                for name, size in manifest["sizes"].items():
+                    with open(Path(tmp) / name, "xb") as out:
+                        digest, count = _stream_member(zf, name, size, out.write, path, bound="its declared size")
+                    if count != size:
+                        raise ValueError(f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), "
+                                         f"found {count:,}")
+                    if digest != manifest["files"][name]:
+                        raise ValueError(
+                            f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
+                            f"manifest), found {digest}; the checkpoint is damaged or was edited"
+                        )
                 yield Path(tmp)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise ValueError(f"{path}: the checkpoint zip is truncated or corrupted ({exc})") from None
+
+
+def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) -> None:
+    """Refuse a zip whose members are not exactly the manifest and the files it lists, each once."""
+    listed = set(manifest["sizes"])
+    seen: set[str] = set()
+    for name in names:
+        if name != MANIFEST_NAME and name not in listed:
+            raise ValueError(
+                f"{path}: refusing zip member {name!r}: the manifest does not list it (a checkpoint holds only "
+                f"{MANIFEST_NAME} and the files its manifest lists); nothing was extracted"
+            )
+        if name in seen:
+            raise ValueError(f"{path}: refusing zip member {name!r}: it appears more than once; nothing was extracted")
+        seen.add(name)
+    missing = sorted(listed - seen)
+    if missing:
+        raise ValueError(f"{path}: expected the manifest's files {missing} in the zip, found none")
+    total = sum(manifest["sizes"].values())
+    if total > safezip.MAX_UNCOMPRESSED_BYTES:
+        raise ValueError(
+            f"{path}: expected at most {safezip.MAX_UNCOMPRESSED_BYTES:,} bytes uncompressed, "
+            f"found {total:,} declared in the manifest"
+        )
+
+
+def _stream_member(zf: zipfile.ZipFile, name: str, limit: int, write: Callable[[bytes], Any], path: Path,
+                   *, bound: str) -> tuple[str, int]:
+    """Copy member ``name`` to ``write`` in chunks, refusing it past ``limit`` bytes -> (SHA-256, bytes).
+
+    The member is counted as it is decompressed rather than trusted by its zip
+    header; at most ``limit + 1`` bytes are decompressed and ``limit`` written.
+    ``bound`` names the limit in the message ("its declared size").
+    """
+    h = hashlib.sha256()
+    count = 0
+    with zf.open(name) as member:
+        while chunk := member.read(min(_CHUNK, limit - count + 1)):
+            if count + len(chunk) > limit:
+                raise ValueError(
+                    f"{path}: refusing zip member {name!r}: expected at most {limit:,} bytes ({bound}), "
+                    f"found at least {count + len(chunk):,}; stopped reading there"
+                )
+            write(chunk)
+            h.update(chunk)
+            count += len(chunk)
+    return h.hexdigest(), count
 
 
 def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
@@ -436,6 +542,26 @@ def _check_manifest(manifest: dict, where: Path) -> None:
         )
     if not isinstance(manifest.get("split_digest"), str):
         raise ValueError(f"{where}: expected a split_digest string in the manifest, found none")
+    expected = sorted(_member_name(key) for key in ARRAY_KEYS)
+    files, sizes = manifest.get("files"), manifest.get("sizes")
+    if not isinstance(files, dict) or sorted(files) != expected:
+        found = sorted(files) if isinstance(files, dict) else files
+        raise ValueError(f"{where}: expected the manifest's 'files' to list {expected}, found {found!r}")
+    if sizes is None:
+        raise ValueError(
+            f"{where}: expected the manifest to declare each member's size ('sizes'), found none; the checkpoint "
+            "predates size checks, so rebuild it with the parameters in its manifest (the same seed gives "
+            "the same split_digest)"
+        )
+    if not isinstance(sizes, dict) or sorted(sizes) != expected:
+        found = sorted(sizes) if isinstance(sizes, dict) else sizes
+        raise ValueError(f"{where}: expected the manifest's 'sizes' to list {expected}, found {found!r}")
+    for name in expected:
+        size, digest = sizes[name], files[name]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"{where}: sizes[{name!r}]: expected an integer >= 0, found {size!r}")
+        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise ValueError(f"{where}: files[{name!r}]: expected a SHA-256 of 64 hex digits, found {digest!r}")
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -473,12 +599,6 @@ def _add_member(zf: zipfile.ZipFile, name: str, payload: bytes, compression: int
 
 def _write_zip(path: Path, members: dict[str, bytes]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w") as zf:
-            for name, payload in members.items():
-                _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_write(path) as fh, zipfile.ZipFile(fh, "w") as zf:
+        for name, payload in members.items():
+            _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from tqdm.auto import tqdm
+
+from mlflow_recsys._atomic import atomic_write
 
 _CHUNK = 1 << 16
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -42,7 +43,8 @@ def download(
 
     The body is streamed to a temporary file in ``dest``'s folder, hashed while
     it is written, and renamed onto ``dest`` only when its SHA-256 matches, so
-    ``dest`` never holds a partial or wrong file. An existing ``dest`` is reused
+    ``dest`` never holds a partial or wrong file; it gets the mode a new file
+    gets under the umask. An existing ``dest`` is reused
     (no network access) when its digest matches.
 
     Parameters
@@ -95,43 +97,37 @@ def download(
         return dest
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_write(dest, suffix=".part") as out:
         h = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with urllib.request.urlopen(url, timeout=timeout) as response:
-                    length = response.headers.get("Content-Length")
-                    total = int(length) if length and length.isdigit() else expected_size
-                    with tqdm(
-                        total=total,
-                        unit="B",
-                        unit_scale=True,
-                        desc=dest.name,
-                        disable=not progress,
-                    ) as bar:
-                        for chunk in iter(lambda: response.read(_CHUNK), b""):
-                            out.write(chunk)
-                            h.update(chunk)
-                            bar.update(len(chunk))
-            except (urllib.error.URLError, OSError) as exc:
-                if isinstance(exc, urllib.error.HTTPError):
-                    reason = f"HTTP {exc.code} {exc.reason}"
-                else:
-                    reason = getattr(exc, "reason", None) or exc
-                raise DownloadError(
-                    f"could not download {url}: {reason}. If this machine is offline, "
-                    f"fetch the file on another machine and place it at {dest} "
-                    f"(its SHA-256 must be {expected})."
-                ) from exc
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                length = response.headers.get("Content-Length")
+                total = int(length) if length and length.isdigit() else expected_size
+                with tqdm(
+                    total=total,
+                    unit="B",
+                    unit_scale=True,
+                    desc=dest.name,
+                    disable=not progress,
+                ) as bar:
+                    for chunk in iter(lambda: response.read(_CHUNK), b""):
+                        out.write(chunk)
+                        h.update(chunk)
+                        bar.update(len(chunk))
+        except (urllib.error.URLError, OSError) as exc:
+            if isinstance(exc, urllib.error.HTTPError):
+                reason = f"HTTP {exc.code} {exc.reason}"
+            else:
+                reason = getattr(exc, "reason", None) or exc
+            raise DownloadError(
+                f"could not download {url}: {reason}. If this machine is offline, "
+                f"fetch the file on another machine and place it at {dest} "
+                f"(its SHA-256 must be {expected})."
+            ) from exc
         found = h.hexdigest()
         if found != expected:
             raise ValueError(
                 f"{url}: downloaded file has SHA-256 {found}, expected {expected}; "
                 f"nothing was written to {dest}"
             )
-        os.replace(tmp, dest)
-    finally:
-        tmp.unlink(missing_ok=True)
     return dest

@@ -1,10 +1,15 @@
 """Saving and loading model directories without pickle.
 
 A saved model is a directory holding ``config.json`` (model name, format
-version, hyper-parameters, fitted metadata) and one ``.npy`` file per array.
-Each file is written under a temporary name in the same directory and renamed
-into place, and ``config.json`` is written last, so a directory with a
-``config.json`` is never a half-written model.
+version, hyper-parameters, fitted metadata, a SHA-256 per array) and one
+``.npy`` file per array. Each file is written under a temporary name in the
+same directory and renamed into place, and ``config.json`` is written last, so
+a directory with a ``config.json`` is never a half-written model.
+
+The digests sit beside the weights in the same writable folder. They catch
+corruption, truncation and accidental edits of a weights file; they cannot
+stop anyone who can write to the folder (or the artifact store holding it),
+who can rewrite weights and digests together.
 """
 
 from __future__ import annotations
@@ -12,27 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from mlflow_recsys._atomic import atomic_write
+
 FORMAT = "mlflow-recsys-model"
 FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 
-
-def _write_atomic(target: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+# Array names become file names: no separators or dots, so a config cannot point outside its folder.
+_ARRAY_NAME = re.compile(r"^[A-Za-z0-9_]+$")
 
 
 def save_model_dir(
@@ -46,12 +44,23 @@ def save_model_dir(
     """Write ``arrays`` as ``<key>.npy`` then ``config.json`` into directory ``path``.
 
     ``config`` holds the hyper-parameters (or None), ``state`` JSON-serialisable
-    fitted metadata such as ``n_items``. Returns the directory path.
+    fitted metadata such as ``n_items``. Files get the mode a new file gets
+    under the umask. Returns the directory path.
+
+    Raises
+    ------
+    ValueError
+        If an array name is not made of letters, digits and ``_`` (checked
+        before anything is written).
     """
+    for key in arrays:
+        if not isinstance(key, str) or not _ARRAY_NAME.match(key):
+            raise ValueError(f"arrays: expected names of letters, digits and '_', found {key!r}")
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     for key, array in arrays.items():
-        _write_atomic(root / f"{key}.npy", lambda h, a=array: np.save(h, np.asarray(a), allow_pickle=False))
+        with atomic_write(root / f"{key}.npy") as handle:
+            np.save(handle, np.asarray(array), allow_pickle=False)
     document = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -59,24 +68,33 @@ def save_model_dir(
         "config": config,
         "state": state,
         "arrays": sorted(arrays),
-        # Digests let load() tell a tampered or truncated weights file from a good one.
+        # Digests let load() tell a corrupted, truncated or accidentally edited weights file from a good one.
         "sha256": {key: _sha256(root / f"{key}.npy") for key in sorted(arrays)},
     }
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
-    _write_atomic(root / CONFIG_FILE, lambda h: h.write(text.encode("utf-8")))
+    with atomic_write(root / CONFIG_FILE) as handle:
+        handle.write(text.encode("utf-8"))
     return root
 
 
 def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | None, dict, dict[str, np.ndarray]]:
     """Read a directory written by :func:`save_model_dir` -> (config, state, arrays).
 
+    Every array file must match the SHA-256 that ``config.json`` records for
+    it; a config without a digest for every array is refused rather than
+    loaded unchecked. This detects corruption, truncation and accidental edits,
+    not a deliberate rewrite by someone who can write the folder: they can
+    change weights and digests together (see the module docstring).
+
     Raises
     ------
     FileNotFoundError
         If ``path`` or its ``config.json`` or a listed array file is missing.
     ValueError
-        If ``config.json`` is not a model of this format/version or belongs to
-        another model class.
+        If ``config.json`` is not a model of this format/version, belongs to
+        another model class, lists malformed array names, lacks the ``sha256``
+        field or the digest of a listed array, or an array file does not match
+        its digest.
     """
     root = Path(path)
     config_path = root / CONFIG_FILE
@@ -84,27 +102,42 @@ def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | Non
         raise FileNotFoundError(f"path: expected a saved model directory with {CONFIG_FILE}, found none at {root}")
     try:
         document = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"path: {config_path} is not valid JSON ({exc})") from exc
     if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError(f"path: expected {config_path} to declare format {FORMAT!r}, found {document.get('format') if isinstance(document, dict) else document!r}")
+        found = document.get("format") if isinstance(document, dict) else document
+        raise ValueError(f"path: expected {config_path} to declare format {FORMAT!r}, found {found!r}")
     if document.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"path: expected model format_version {FORMAT_VERSION}, found {document.get('format_version')!r}"
         )
     if document.get("model") != model_name:
         raise ValueError(f"path: expected a saved {model_name} model, found {document.get('model')!r}")
+    names = document.get("arrays")
+    if not isinstance(names, list) or not all(isinstance(n, str) and _ARRAY_NAME.match(n) for n in names):
+        raise ValueError(f"path: {config_path}: expected 'arrays' to be a list of array names, found {names!r}")
+    digests = document.get("sha256")
+    if not isinstance(digests, dict):
+        raise ValueError(
+            f"path: {config_path}: expected a 'sha256' field with one digest per array, found "
+            f"{digests!r}; a model without digests is not loaded unchecked"
+        )
+    undigested = [n for n in names if not isinstance(digests.get(n), str)]
+    if undigested:
+        raise ValueError(
+            f"path: {config_path}: expected a sha256 digest for every array, found none for {undigested}; "
+            "a model without digests is not loaded unchecked"
+        )
     arrays = {}
-    digests = document.get("sha256", {})
-    for key in document.get("arrays", []):
+    for key in names:
         file = root / f"{key}.npy"
         if not file.is_file():
             raise FileNotFoundError(f"path: saved model is missing array file {file}")
-        expected = digests.get(key)
-        if expected is not None and _sha256(file) != expected:
+        expected, found = digests[key], _sha256(file)
+        if found != expected:
             raise ValueError(
                 f"path: weights file {file.name} does not match the sha256 recorded at save time "
-                f"(expected {expected[:16]}..., found {_sha256(file)[:16]}...); it was modified or truncated"
+                f"(expected {expected[:16]}..., found {found[:16]}...); it was modified or truncated"
             )
         arrays[key] = np.load(file, allow_pickle=False)
     return document.get("config"), document.get("state", {}), arrays

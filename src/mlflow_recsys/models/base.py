@@ -86,11 +86,22 @@ class Recommender:
     def load(cls, path: str | os.PathLike):
         """Read a model written by :meth:`save`, without unpickling anything.
 
+        Each weights file must match the SHA-256 that ``config.json`` records
+        for it, and a config without those digests is refused. The digests
+        catch corruption, truncation and accidental edits. They are not a
+        signature: they sit in the same writable folder, so anyone who can
+        write there (or to the artifact store holding the model) can rewrite
+        weights and digests together. Load models only from stores you trust;
+        loading a model logged with
+        :func:`~mlflow_recsys.tracking.model_logging.log_recommender` through
+        ``mlflow.pyfunc.load_model`` also runs the Python code stored with it.
+
         Raises
         ------
         FileNotFoundError, ValueError
-            If ``path`` is not a saved model of this class, an array file was
-            changed after saving, or the arrays do not match the saved ``n_items``.
+            If ``path`` is not a saved model of this class, ``config.json``
+            lacks a digest for any array, an array file was changed after
+            saving, or the arrays do not match the saved ``n_items``.
         """
         config, state, arrays = load_model_dir(path, cls.name)
         return cls._from_saved(config, state, arrays, int(state["n_items"]))

@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.metrics import value_range
 
 PER_USER_FILE = "per_user.parquet"
 EVALUATION_FILE = "evaluation.json"
@@ -40,7 +42,8 @@ class EvaluationArtifacts:
 def write_evaluation_artifacts(result: EvaluationResult, directory: str | os.PathLike, *, split_digest: str | None) -> list[Path]:
     """Write ``per_user.parquet`` and ``evaluation.json`` into ``directory``.
 
-    Each file is written under a temporary name and renamed into place.
+    Each file is written under a temporary name and renamed into place, with
+    the mode a new file gets under the umask.
 
     Returns
     -------
@@ -71,18 +74,23 @@ def write_evaluation_artifacts(result: EvaluationResult, directory: str | os.Pat
         "package_version": __version__,
     }
     parquet = directory / PER_USER_FILE
-    tmp = directory / f".{PER_USER_FILE}.tmp"
-    frame.to_parquet(tmp, index=False)
-    os.replace(tmp, parquet)
+    with atomic_write(parquet) as handle:
+        frame.to_parquet(handle, index=False)
     meta_path = directory / EVALUATION_FILE
-    tmp = directory / f".{EVALUATION_FILE}.tmp"
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True))
-    os.replace(tmp, meta_path)
+    with atomic_write(meta_path) as handle:
+        handle.write(json.dumps(meta, indent=2, sort_keys=True).encode("utf-8"))
     return [parquet, meta_path]
 
 
 def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "") -> EvaluationArtifacts:
     """Read and validate the artifact pair in ``directory``.
+
+    The per-user values are checked, not trusted: each metric column must hold
+    integer or floating-point numbers (not booleans), all finite, and for a
+    metric of this package (:func:`mlflow_recsys.metrics.value_range`) all
+    within its range, e.g. ``[0, 1]`` for ``ndcg@100``. A key this package does
+    not define (written by a custom evaluator) has no known range, so its
+    values are only checked to be finite numbers.
 
     Parameters
     ----------
@@ -95,8 +103,9 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     ------
     ArtifactError
         If a file is missing, the schema or its version is unknown, a metric
-        column is missing or not numeric, a value is NaN or infinite, or the row
-        count disagrees with ``n_samples``.
+        column is missing, boolean or not numeric, a value is NaN, infinite or
+        outside its metric's range, or the row count disagrees with
+        ``n_samples``. The message starts with ``origin``.
     """
     where = f"{origin}: " if origin else ""
     directory = Path(directory)
@@ -105,16 +114,22 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         if not path.is_file():
             raise ArtifactError(f"{where}expected artifact {path.name}, found none")
     try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as exc:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ArtifactError(f"{where}{EVALUATION_FILE} is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{where}{EVALUATION_FILE}: expected a JSON object, found {type(meta).__name__}")
     if meta.get("schema") != SCHEMA or meta.get("schema_version") != SCHEMA_VERSION:
         raise ArtifactError(
             f"{where}{EVALUATION_FILE}: expected schema {SCHEMA!r} version {SCHEMA_VERSION}, found "
             f"{meta.get('schema')!r} version {meta.get('schema_version')!r}"
         )
+    metrics = meta.get("metrics")
+    if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
+        raise ArtifactError(f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
+                            f"found {type(metrics).__name__}")
     frame = pd.read_parquet(parquet)
-    keys = list(meta.get("metrics", {}))
+    keys = list(metrics)
     missing = [c for c in ["sample_id", *keys] if c not in frame.columns]
     if missing:
         raise ArtifactError(f"{where}{PER_USER_FILE}: expected columns {missing}, found {list(frame.columns)}")
@@ -122,26 +137,49 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         raise ArtifactError(
             f"{where}{PER_USER_FILE}: expected {meta.get('n_samples')} rows (n_samples), found {len(frame)}"
         )
-    per_user = {}
-    for key in keys:
-        if not pd.api.types.is_numeric_dtype(frame[key]):
-            raise ArtifactError(f"{where}{PER_USER_FILE}: column {key!r} expected float64, found {frame[key].dtype}")
-        values = frame[key].to_numpy(dtype=np.float64)
-        bad = ~np.isfinite(values)
-        if bad.any():
-            raise ArtifactError(
-                f"{where}{PER_USER_FILE}: column {key!r} expected finite values, found {int(bad.sum())} NaN or infinite"
-            )
-        per_user[key] = values
+    per_user = {key: _metric_values(frame, key, where) for key in keys}
     sample_ids = frame["sample_id"].to_numpy()
     if meta.get("sample_id_kind") == "str":
         sample_ids = sample_ids.astype(str)
     result = EvaluationResult(
-        metrics={k: float(v["mean"]) for k, v in meta["metrics"].items()},
+        metrics={k: float(v["mean"]) for k, v in metrics.items()},
         per_user=per_user,
         sample_ids=sample_ids,
         targets_fingerprint=meta.get("targets_fingerprint"),
-        definitions={k: v.get("definition", "") for k, v in meta["metrics"].items()},
+        definitions={k: v.get("definition", "") for k, v in metrics.items()},
     )
     return EvaluationArtifacts(result=result, split_digest=meta.get("split_digest"),
                                package_version=meta.get("package_version"))
+
+
+def _metric_values(frame: pd.DataFrame, key: str, where: str) -> np.ndarray:
+    """Column ``key`` as float64, refused unless it holds finite numbers within the metric's range."""
+    column = frame[key]
+    # A boolean is numeric to pandas, but no metric is stored as one: it means the column is not a metric.
+    if column.dtype.kind not in "iuf":
+        raise ArtifactError(
+            f"{where}{PER_USER_FILE}: column {key!r} expected float64 metric values, found dtype {column.dtype}"
+        )
+    values = column.to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise ArtifactError(
+            f"{where}{PER_USER_FILE}: column {key!r} expected finite values, found {int(bad.sum())} NaN or infinite"
+        )
+    bounds = value_range(key)
+    if bounds is not None:
+        low, high = bounds
+        outside = (values < low) | (values > high)
+        if outside.any():
+            first = int(np.flatnonzero(outside)[0])
+            raise ArtifactError(
+                f"{where}{PER_USER_FILE}: column {key!r} expected values in [{low:g}, {high:g}] (the metric's "
+                f"range), found {int(outside.sum())} outside, e.g. {float(values[first])!r} in row {first} "
+                f"(sample_id {_plain(frame['sample_id'].iloc[first])!r})"
+            )
+    return values
+
+
+def _plain(value):
+    # NumPy scalars print as np.int64(11) since NumPy 2; a message should show 11.
+    return value.item() if isinstance(value, np.generic) else value

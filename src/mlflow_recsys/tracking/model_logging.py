@@ -36,7 +36,8 @@ def log_recommender(model, item_ids, *, user_ids=None, name: str = "model"):
     the ids as the artifact ``catalogue`` (``item_ids.npy``), the serving code
     as :mod:`mlflow_recsys.tracking.pyfunc_model` and the package source as code
     paths, so ``mlflow.pyfunc.load_model`` needs no unpickling. The signature
-    and input example use the id type.
+    and input example use the id type. Loading the model runs that stored code,
+    so load it only from an artifact store whose writers you trust.
 
     Parameters
     ----------

@@ -16,6 +16,11 @@ rather than dropped silently).
 
 A row with no known item (a cold-start user) gets all-zero scores from EASE and
 ELSA, so its list is the catalogue order; rank such users with ``Popularity``.
+
+Loading runs this file, as stored in the artifact store, and the package copy
+logged beside it: anyone who can write to that store can change the code that
+runs. The weights' SHA-256 digests catch damaged files, not such edits (see
+the "Trusting artifacts" page). Load and serve models only from stores you trust.
 """
 
 from __future__ import annotations
@@ -42,7 +47,9 @@ class RecommenderPyfunc(PythonModel):
         from mlflow_recsys.models import MODEL_CLASSES
 
         path = Path(context.artifacts["weights"])
-        name = json.loads((path / "config.json").read_text())["model"]
+        name = json.loads((path / "config.json").read_text()).get("model")
+        if name not in MODEL_CLASSES:
+            raise ValueError(f"weights: expected a model of {sorted(MODEL_CLASSES)}, found {name!r}")
         self.model = MODEL_CLASSES[name].load(path)
         self.item_ids = np.load(Path(context.artifacts["catalogue"]) / "item_ids.npy", allow_pickle=False)
         if len(self.item_ids) != self.model.n_items:

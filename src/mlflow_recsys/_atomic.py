@@ -1,0 +1,83 @@
+"""Atomic file writes: a temporary file beside the target, renamed into place when complete.
+
+Every file the package writes (checkpoints, downloads, saved models, per-user
+artifacts) goes through :func:`atomic_write`, so a reader never sees a
+half-written file and a failure leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's file-creation mask, e.g. ``0o022``.
+
+    Read from ``/proc/self/status`` where the kernel reports it (Linux 4.7+);
+    elsewhere it can only be read by setting it, so it is set to 0 and restored
+    at once under a lock. The mask is process-wide: a file another thread
+    creates in that instant, outside this module, gets mode ``0o666``.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0)
+        os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_write(target: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
+    """Yield a binary file that replaces ``target`` when the ``with`` block ends without error.
+
+    The file is created in ``target``'s folder (which must exist) under a
+    hidden temporary name ending in ``suffix``. On success it gets the mode a
+    plain ``open(target, "wb")`` would give a new file, ``0o666`` less the
+    umask (a temporary file starts as ``0o600``), and is renamed onto
+    ``target``, replacing any file there. On an exception it is deleted and
+    ``target`` is left untouched.
+
+    Parameters
+    ----------
+    target:
+        Final path of the file.
+    suffix:
+        Ending of the temporary name (e.g. ``".part"`` for downloads). Default ``".tmp"``.
+
+    Yields
+    ------
+    BinaryIO
+        The open temporary file; ``handle.name`` is its path.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``target``'s folder does not exist.
+    """
+    target = Path(target)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            # chmod through the descriptor where the platform has it: no window in which the path could be swapped.
+            mode = 0o666 & ~current_umask()
+            if os.chmod in os.supports_fd and not handle.closed:
+                os.chmod(handle.fileno(), mode)
+            else:
+                os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
