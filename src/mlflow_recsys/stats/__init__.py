@@ -11,7 +11,7 @@ from mlflow_recsys.stats.comparison import (
     compare_pair,
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
-from mlflow_recsys.stats.reporting import references_bibtex
+from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, references_bibtex
 from mlflow_recsys.stats.seeds import SEED_COLUMNS, SeedSpread, seed_spread
 from mlflow_recsys.stats.warnings import (
     ComparisonWarning,
@@ -35,6 +35,8 @@ __all__ = [
     "adjust_p_values",
     "compare_models",
     "compare_pair",
+    "csv_safe_frame",
+    "escape_markdown",
     "references_bibtex",
     "seed_spread",
 ]

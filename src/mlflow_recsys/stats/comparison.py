@@ -2,11 +2,11 @@
 
 Every hypothesis works on per-unit differences ``d_u = mean(candidate rows of u)
 - mean(baseline rows of u)``: the effect is their mean, the interval is a paired
-percentile bootstrap over units (Efron 1979), and the default test is a paired
-sign-flip randomization test (Fisher 1935; Smucker, Allan & Carterette 2007)
-with the Monte Carlo p-value ``(1 + #extreme) / (B + 1)`` (Davison & Hinkley
-1997; Phipson & Smyth 2010). p-values of one call are adjusted together (Holm
-1979 by default).
+percentile bootstrap over units (Efron 1979) that always contains the effect, and
+the default test is a paired sign-flip randomization test (Fisher 1935; Smucker,
+Allan & Carterette 2007) with the Monte Carlo p-value ``(1 + #extreme) /
+(B + 1)`` (Davison & Hinkley 1997; Phipson & Smyth 2010). p-values of one call
+are adjusted together (Holm 1979 by default).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from mlflow_recsys.stats.corrections import CORRECTIONS, Correction, adjust_p_va
 from mlflow_recsys.stats.resampling import (
     MAX_EXACT_UNITS,
     bootstrap_means,
+    centred_means,
+    column_centres,
     exact_sign_flip_means,
     sign_flip_means,
 )
@@ -174,7 +176,7 @@ class ComparisonReport:
         return found[0]
 
     def to_markdown(self) -> str:
-        """The report as a GitHub-flavoured markdown table."""
+        """The report as a GitHub-flavoured markdown table, names escaped to show literally."""
         return reporting.report_markdown(self)
 
     def to_latex(self) -> str:
@@ -185,9 +187,16 @@ class ComparisonReport:
         """A Methods paragraph stating exactly the settings used."""
         return reporting.methods_text(self)
 
-    def results_text(self, metric: str, candidate: str, baseline: str | None = None) -> str:
-        """One sentence reporting the hypothesis for ``metric`` and ``candidate``."""
-        return reporting.results_text(self, self.get(metric, candidate, baseline))
+    def results_text(
+        self, metric: str, candidate: str, baseline: str | None = None, *, markup: reporting.Markup = "markdown"
+    ) -> str:
+        """One sentence reporting the hypothesis for ``metric`` and ``candidate``.
+
+        ``markup="markdown"`` (default) escapes names and the metric key with
+        :func:`~mlflow_recsys.stats.reporting.escape_markdown`; ``"plain"`` leaves
+        them as they are. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
+        """
+        return reporting.results_text(self, self.get(metric, candidate, baseline), markup=markup)
 
 
 def compare_pair(
@@ -291,6 +300,12 @@ def compare_models(
     Returns
     -------
     ComparisonReport
+        Every row has ``ci_low <= difference <= ci_high``. Degenerate
+        differences are results, not errors: when the models tie on every unit
+        the difference and the interval are 0 and every test and alternative
+        gives p = 1 (each sign flip and each resample ties the observed 0); a
+        constant non-zero difference gives the interval ``[difference,
+        difference]``.
 
     Raises
     ------
@@ -402,13 +417,15 @@ def _compare_one_pair(
     n_nonzero = (d != 0).sum(axis=0)
 
     boot = bootstrap_means(d, n_resamples, boot_seeds)
+    # Summed like the replicates, so a constant column's estimate equals each replicate exactly.
+    estimates = centred_means(d)
     needs_monte_carlo = test_method == "randomization" and not all(_exact(nz, n_resamples) for nz in n_nonzero)
     flips = sign_flip_means(d, n_resamples, sign_seeds) if needs_monte_carlo else None
 
     out = []
     for j, metric in enumerate(metrics):
         dj = d[:, j]
-        observed = float(dj.mean())
+        observed = float(estimates[j])
         nz = int(n_nonzero[j])
         if nz < MIN_NONZERO_UNITS:
             warn(
@@ -435,7 +452,7 @@ def _compare_one_pair(
             null = None
             p = _t_test_p_value(dj, alternative)
 
-        low, high = _percentile_interval(boot[:, j], alpha, alternative)
+        low, high = _percentile_interval(boot[:, j], observed, alpha, alternative)
         base_mean = float(base_means[j])
         cand_mean = float(cand_means[j])
         out.append(
@@ -454,7 +471,7 @@ def _compare_one_pair(
                 ci_low=low,
                 ci_high=high,
                 confidence_level=float(confidence_level),
-                bootstrap_standard_error=float(np.std(boot[:, j], ddof=1)) if n_resamples > 1 else float("nan"),
+                bootstrap_standard_error=_standard_error(boot[:, j], observed),
                 p_value=p,
                 adjusted_p_value=p,
                 significant=bool(p <= alpha),
@@ -470,6 +487,18 @@ def _compare_one_pair(
             )
         )
     return out
+
+
+def _standard_error(replicates: np.ndarray, estimate: float) -> float:
+    """SD (ddof=1) of the bootstrap replicates; NaN for a single replicate.
+
+    Taken around ``estimate`` rather than the replicates' own rounded mean (the
+    SD does not depend on the shift), so replicates that all equal the estimate
+    give exactly 0.
+    """
+    if replicates.shape[0] < 2:
+        return float("nan")
+    return float(np.std(replicates - estimate, ddof=1))
 
 
 def _exact(n_nonzero: int, n_resamples: int) -> bool:
@@ -514,17 +543,31 @@ def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
         if d[0] == 0:
             return 1.0
         return 0.0 if (alternative == "two-sided" or (alternative == "greater") == (d[0] > 0)) else 1.0
-    return float(scipy.stats.ttest_1samp(d, 0.0, alternative=alternative).pvalue)
+    # Testing mean(d) = 0 is testing mean(d - centre) = -centre; deviations from a value of d keep the variance
+    # free of cancellation when the differences are nearly constant (e.g. one shift plus rounding).
+    centre = float(column_centres(d[:, None])[0])
+    return float(scipy.stats.ttest_1samp(d - centre, -centre, alternative=alternative).pvalue)
 
 
-def _percentile_interval(replicates: np.ndarray, alpha: float, alternative: str) -> tuple[float, float]:
-    """Percentile bootstrap interval (Efron 1979), one-sided when the test is."""
+def _percentile_interval(
+    replicates: np.ndarray, estimate: float, alpha: float, alternative: str
+) -> tuple[float, float]:
+    """Percentile bootstrap interval (Efron 1979), one-sided when the test is, always holding ``estimate``.
+
+    An end on the wrong side of the estimate is moved onto it. A replicate that
+    equals the estimate mathematically can land an ulp past it (its sum runs in
+    another order), and with few users or a low confidence level a percentile
+    can fall on such a replicate; readers, tables and error bars all assume
+    ``ci_low <= difference <= ci_high``. Constant columns need no move: their
+    replicates equal the estimate exactly (see :mod:`~mlflow_recsys.stats.resampling`).
+    """
     if alternative == "two-sided":
-        low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
-        return float(low), float(high)
-    if alternative == "greater":
-        return float(np.quantile(replicates, alpha)), float("inf")
-    return float("-inf"), float(np.quantile(replicates, 1 - alpha))
+        low, high = (float(q) for q in np.quantile(replicates, [alpha / 2, 1 - alpha / 2]))
+    elif alternative == "greater":
+        low, high = float(np.quantile(replicates, alpha)), float("inf")
+    else:
+        low, high = float("-inf"), float(np.quantile(replicates, 1 - alpha))
+    return min(low, estimate), max(high, estimate)
 
 
 def _direction(difference: float, significant: bool) -> str:

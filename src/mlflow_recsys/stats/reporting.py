@@ -2,12 +2,19 @@
 
 Functions here only format; they compute nothing a reader could not recompute
 from the report's columns.
+
+Model names and metric keys come from users and are shown literally: markdown
+surfaces pass them through :func:`escape_markdown`, HTML through
+:func:`html.escape`, LaTeX through pandas' escaping, and CSV files written from
+report frames should go through :func:`csv_safe_frame`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import html
+from typing import TYPE_CHECKING, Literal
 
+import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -19,6 +26,104 @@ _TEST_WORDS = {
     "bootstrap": "a paired null-centred bootstrap test",
     "t": "a paired t-test on the per-user differences",
 }
+
+
+Markup = Literal["markdown", "plain"]
+
+#: Characters that change markdown when unescaped. CommonMark lets any ASCII punctuation be backslash-escaped
+#: (spec 0.31, sec. 2.4); these are the ones some CommonMark or GFM construct reads (``~`` strikethrough, ``$`` math
+#: on GitHub). ``&``, ``<`` and ``>`` become entities instead, so renderers that pass raw HTML still show text.
+_MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|~$"
+
+_MARKDOWN_TABLE = str.maketrans(
+    {
+        **{c: "\\" + c for c in _MARKDOWN_SPECIALS},
+        "&": "&amp;",
+        "<": "&lt;",
+        ">": "&gt;",
+        # A line break would end a table row or a paragraph; as character references they stay inside.
+        "\n": "&#10;",
+        "\r": "&#13;",
+    }
+)
+
+#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
+CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def escape_markdown(text: object) -> str:
+    """``text`` as markdown source that renders as exactly ``text``.
+
+    Backslash-escapes every character of ``\\ ` * _ { } [ ] ( ) # + - . ! | ~ $``
+    (any ASCII punctuation may be escaped in CommonMark, spec 0.31 sec. 2.4) and
+    writes ``&``, ``<``, ``>``, line feed and carriage return as character
+    references, so a name can neither format text, break a table row, start a
+    block, nor inject HTML. Non-strings are formatted with ``str`` first.
+
+    Parameters
+    ----------
+    text:
+        Any object; usually a model name or a metric key.
+
+    Returns
+    -------
+    str
+        E.g. ``escape_markdown("**A**|<b>")`` is ``"\\*\\*A\\*\\*\\|&lt;b&gt;"``.
+    """
+    return str(text).translate(_MARKDOWN_TABLE)
+
+
+def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text cells a spreadsheet will not run as formulas.
+
+    Every ``str`` cell (in object, string or categorical columns) and every
+    ``str`` column label that starts with one of :data:`CSV_FORMULA_STARTS`
+    (``=``, ``+``, ``-``, ``@``, tab, carriage return) gets a leading single
+    quote, as OWASP's "CSV Injection" guidance recommends; spreadsheets show
+    the quote-prefixed text as text. Numbers are never changed: a float such as
+    ``-0.5`` is written as a number and read back as one, never as a formula;
+    other cells (``None``, NaN, bytes) are left as they are. Note that pandas'
+    ``to_csv`` does not quote a field holding a carriage return unless told to
+    (e.g. ``quoting=csv.QUOTE_NONNUMERIC``).
+
+    Parameters
+    ----------
+    frame:
+        Any DataFrame, e.g. :meth:`ComparisonReport.to_frame`; not modified.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Same shape, index and dtypes as ``frame`` except that categorical
+        columns holding such text become object columns.
+    """
+
+    def formula(value) -> bool:
+        return isinstance(value, str) and value.startswith(CSV_FORMULA_STARTS)
+
+    out = frame.copy()
+    # By position, so duplicate column labels are handled, and element by element, so None stays None.
+    for position in range(out.shape[1]):
+        values = out.iloc[:, position]
+        if not (values.dtype == object or isinstance(values.dtype, (pd.StringDtype, pd.CategoricalDtype))):
+            continue
+        cells = values.to_numpy(dtype=object, copy=True)
+        hits = np.fromiter((formula(v) for v in cells), dtype=bool, count=cells.shape[0])
+        if hits.any():
+            cells[hits] = ["'" + v for v in cells[hits]]
+            keep = values.dtype if isinstance(values.dtype, pd.StringDtype) else object
+            out.isetitem(position, pd.Series(cells, index=values.index, dtype=keep))
+    out.columns = ["'" + c if formula(c) else c for c in out.columns]
+    return out
+
+
+def _names(markup: Markup):
+    """How a name is written in ``markup``: escaped for markdown, as is for plain text."""
+    if markup == "markdown":
+        return escape_markdown
+    if markup == "plain":
+        return str
+    raise ValueError(f"markup: expected 'markdown' or 'plain', found {markup!r}")
 
 
 def display_frame(report: "ComparisonReport") -> pd.DataFrame:
@@ -47,7 +152,11 @@ def display_frame(report: "ComparisonReport") -> pd.DataFrame:
 
 
 def report_markdown(report: "ComparisonReport") -> str:
-    """The display frame as a markdown table (via ``tabulate``), under a line stating the settings."""
+    """The display frame as a markdown table (via ``tabulate``), under a line stating the settings.
+
+    Names and metric keys pass through :func:`escape_markdown` and are never
+    read as numbers (a model called ``007`` stays ``007``).
+    """
     first = report.comparisons[0]
     correction = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}[report.correction]
     settings = (
@@ -55,13 +164,18 @@ def report_markdown(report: "ComparisonReport") -> str:
         f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
         f"{correction} adjustment over {report.family_size} hypotheses."
     )
-    return settings + "\n\n" + display_frame(report).to_markdown(index=False)
+    frame = display_frame(report)
+    text_columns = ["metric", "baseline", "candidate"]
+    for column in text_columns:
+        frame[column] = frame[column].map(escape_markdown)
+    table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
+    return settings + "\n\n" + table
 
 
 def report_latex(report: "ComparisonReport") -> str:
-    """The display frame as a LaTeX ``tabular`` (via pandas' Styler)."""
+    """The display frame as a LaTeX ``tabular``, every cell escaped (names, ``%``, ``_``)."""
     frame = display_frame(report)
-    return frame.to_latex(index=False)
+    return frame.to_latex(index=False, escape=True)
 
 
 def _sentence_case(text: str) -> str:
@@ -91,7 +205,11 @@ def _correction_words(report: "ComparisonReport") -> str:
 
 
 def methods_text(report: "ComparisonReport") -> str:
-    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family."""
+    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family.
+
+    It names no model and no metric, so it is the same text for any names and
+    safe in markdown and HTML alike.
+    """
     first = report.comparisons[0]
     methods = sorted({c.test_method for c in report.comparisons})
     B = first.n_resamples
@@ -126,14 +244,31 @@ def methods_text(report: "ComparisonReport") -> str:
     )
 
 
-def results_text(report: "ComparisonReport", c: "PairwiseComparison") -> str:
-    """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n."""
+def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup: Markup = "markdown") -> str:
+    """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n.
+
+    Parameters
+    ----------
+    report, c:
+        The report and one of its comparisons.
+    markup:
+        ``"markdown"`` (default; names and the metric key through
+        :func:`escape_markdown`, for run notes and ``.md`` files) or ``"plain"``
+        (names as they are, for a terminal or for HTML escaping afterwards).
+
+    Raises
+    ------
+    ValueError
+        If ``markup`` is neither.
+    """
+    name = _names(markup)
+    cand, base, metric = name(c.candidate), name(c.baseline), name(c.metric)
     if c.difference > 0:
-        effect = f"{c.candidate} improved {c.metric} over {c.baseline} by {c.difference:.4f}"
+        effect = f"{cand} improved {metric} over {base} by {c.difference:.4f}"
     elif c.difference < 0:
-        effect = f"{c.candidate} scored {-c.difference:.4f} lower than {c.baseline} on {c.metric}"
+        effect = f"{cand} scored {-c.difference:.4f} lower than {base} on {metric}"
     else:
-        effect = f"{c.candidate} and {c.baseline} scored the same mean {c.metric}"
+        effect = f"{cand} and {base} scored the same mean {metric}"
     J = report.family_size
     B = c.n_resamples
     p = c.adjusted_p_value
@@ -270,7 +405,6 @@ def report_html(
     including as an MLflow artifact, without other files.
     """
     import base64
-    import html
 
     def image(data: bytes, alt: str) -> str:
         return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
@@ -289,7 +423,7 @@ def report_html(
         parts.append(f"<p>Primary metric, declared in advance: <b>{html.escape(primary)}</b>.</p>")
         for c in report.comparisons:
             if c.metric == primary:
-                parts.append(f"<p>{html.escape(results_text(report, c))}</p>")
+                parts.append(f"<p>{html.escape(results_text(report, c, markup='plain'))}</p>")
     parts += [
         "<h2>Paired comparison</h2>",
         f'<div id="report-table" class="wide">{display_frame(report).to_html(index=False, border=0)}</div>',
@@ -303,7 +437,7 @@ def report_html(
             parts.append('<div class="wide">' + frame.drop(columns=["baseline", "candidate"]).to_html(
                 index=False, border=0, float_format=lambda v: f"{v:.6f}") + "</div>")
             key = primary if primary in set(frame["metric"]) else frame["metric"].iloc[0]
-            parts.append(f"<p>{html.escape(spread.results_text(key))}</p>")
+            parts.append(f"<p>{html.escape(spread.results_text(key, markup='plain'))}</p>")
         if seed_png is not None:
             parts.append(image(seed_png, "per-seed differences with their intervals"))
     parts += [

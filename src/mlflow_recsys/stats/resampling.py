@@ -7,6 +7,13 @@ only on the seed and on that column, never on which other columns are present.
 The work runs in compiled kernels (:mod:`mlflow_recsys.stats.kernels`) that never
 hold a ``(B, n)`` matrix; the ``*_reference`` functions are the plain NumPy
 definitions the tests hold the kernels to.
+
+Means (the estimate and every bootstrap replicate) are summed as deviations from
+a centre that is one of the column's own values, its lower median, and the
+centre is added back last. A constant column then sums exact zeros, so each
+replicate and the estimate equal the constant exactly, and integer-valued
+differences (hit rates) keep exact sums; without this, rounding the sum of ``n``
+copies of ``0.1`` put interval ends a few ulps on the wrong side of the estimate.
 """
 
 from __future__ import annotations
@@ -58,6 +65,37 @@ def sign_flip_means(
     return np.stack(sums, axis=1) / d.shape[0]
 
 
+def column_centres(differences: np.ndarray) -> np.ndarray:
+    """Lower median of each column, float64 ``(n_metrics,)`` from ``(n_units, n_metrics)``.
+
+    A value of the column itself, so subtracting it is exact for constant and
+    integer-valued columns, and near the mean for typical data, so little
+    precision is lost when it is added back.
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    middle = (d.shape[0] - 1) // 2
+    return np.partition(d, middle, axis=0)[middle].copy()
+
+
+def centred_means(differences: np.ndarray) -> np.ndarray:
+    """Column means summed as the bootstrap replicates are: float64 ``(n_metrics,)``.
+
+    ``centre + sum(d - centre) / n`` with ``centre`` from :func:`column_centres`;
+    mathematically the plain mean, and the point estimate whose rounding
+    matches :func:`bootstrap_means` (every unit drawn once gives this value up to
+    the order of summation, and exactly for constant or integer-valued columns).
+
+    Parameters
+    ----------
+    differences:
+        float64 ``(n_units, n_metrics)`` with ``n_units >= 1``.
+    """
+    d = np.asarray(differences, dtype=np.float64)
+    centres = column_centres(d)
+    # One 1-D sum per column: its value does not depend on the other columns or the memory layout.
+    return np.array([c + np.sum(d[:, j] - c) / d.shape[0] for j, c in enumerate(centres)], dtype=np.float64)
+
+
 def bootstrap_means(
     differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence
 ) -> np.ndarray:
@@ -65,6 +103,8 @@ def bootstrap_means(
 
     Each replicate draws ``n_units`` unit indices uniformly with replacement and
     averages the differences of the drawn units, the same draw for every metric.
+    Sums run over deviations from :func:`column_centres` (see the module notes),
+    so a constant column's replicates all equal :func:`centred_means` exactly.
 
     Parameters
     ----------
@@ -81,8 +121,10 @@ def bootstrap_means(
     """
     from mlflow_recsys.stats import kernels
 
-    dt = np.ascontiguousarray(np.asarray(differences, dtype=np.float64).T)
-    return kernels.bootstrap_sums(dt, block_seeds(seed_sequence, n_resamples), n_resamples) / dt.shape[1]
+    d = np.asarray(differences, dtype=np.float64)
+    centres = column_centres(d)
+    dt = np.ascontiguousarray((d - centres).T)
+    return centres + kernels.bootstrap_sums(dt, block_seeds(seed_sequence, n_resamples), n_resamples) / dt.shape[1]
 
 
 def sign_flip_means_reference(differences: np.ndarray, signs: np.ndarray) -> np.ndarray:
@@ -94,7 +136,8 @@ def sign_flip_means_reference(differences: np.ndarray, signs: np.ndarray) -> np.
 def bootstrap_means_reference(differences: np.ndarray, indices: np.ndarray) -> np.ndarray:
     """Plain NumPy bootstrap means for given unit indices (int ``(B, n)``); the kernels' reference."""
     d = np.asarray(differences, dtype=np.float64)
-    return d[indices].sum(axis=1) / d.shape[0]
+    centres = column_centres(d)
+    return centres + (d - centres)[indices].sum(axis=1) / d.shape[0]
 
 
 def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:
@@ -111,7 +154,8 @@ def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:
 
     Returns
     -------
-    float64 ``(2**k,)`` where ``k`` is the number of non-zero differences.
+    float64 ``(2**k,)`` where ``k`` is the number of non-zero differences; for
+    ``k = 0`` (the models tie on every unit) the single pattern's mean, ``[0.0]``.
 
     Raises
     ------
@@ -126,5 +170,6 @@ def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:
             f"differences: expected at most {MAX_EXACT_UNITS} non-zero values for exact "
             f"enumeration, found {k}"
         )
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=k)), dtype=np.float64).reshape(-1, k)
+    # Both dimensions given: with k = 0, reshape(-1, 0) cannot infer the one empty pattern.
+    signs = np.array(list(itertools.product((1.0, -1.0), repeat=k)), dtype=np.float64).reshape(2**k, k)
     return signs @ nonzero / d.shape[0]

@@ -19,6 +19,7 @@ import pandas as pd
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.comparison import _metrics_iv, compare_models
+from mlflow_recsys.stats.reporting import Markup, _names
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
 
@@ -116,14 +117,26 @@ class SeedSpread:
         """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`."""
         return self.per_seed.copy()
 
-    def results_text(self, metric: str) -> str:
+    def results_text(self, metric: str, *, markup: Markup = "markdown") -> str:
         """One sentence on the seed spread of ``metric``.
+
+        Parameters
+        ----------
+        metric:
+            A metric key of the table.
+        markup:
+            ``"markdown"`` (default; names and the metric key through
+            :func:`~mlflow_recsys.stats.reporting.escape_markdown`, for run notes)
+            or ``"plain"`` (names as they are, for a terminal or HTML escaping).
 
         Raises
         ------
         KeyError
             If ``metric`` is not in the table, listing those that are.
+        ValueError
+            If ``markup`` is neither ``"markdown"`` nor ``"plain"``.
         """
+        name = _names(markup)
         rows = self.summary[self.summary["metric"] == metric]
         if rows.empty:
             raise KeyError(f"metric: expected one of {self.summary['metric'].tolist()}, found {metric!r}")
@@ -139,10 +152,10 @@ class SeedSpread:
             "independent-seeds": "both models retrained independently",
         }[r.protocol]
         text = (
-            f"Over {r.n_seeds} seeds ({retrained}), {r.candidate} minus {r.baseline} on {metric} averaged "
-            f"{r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); its SD across "
-            f"retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap standard error over users, "
-            f"{r.sd_users:.4f}, "
+            f"Over {r.n_seeds} seeds ({retrained}), {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
+            f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
+            f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap standard error "
+            f"over users, {r.sd_users:.4f}, "
             f"so allowing for retraining widens the interval by {r.widens_by:.1%}, and {reversals}."
         )
         if r.notes:

@@ -1,0 +1,271 @@
+"""Model names and metric keys are shown literally on every surface: markdown, HTML, LaTeX, CSV and plots."""
+
+import html
+import io
+import re
+import warnings
+
+import matplotlib.figure
+import matplotlib.text
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import (
+    ComparisonWarning,
+    compare_models,
+    csv_safe_frame,
+    escape_markdown,
+    seed_spread,
+)
+from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
+from mlflow_recsys.stats.reporting import report_html
+
+HOSTILE_NAMES = [
+    "A$\\frac{1}{$",  # unbalanced mathtext: matplotlib raises if it parses it
+    "$x^2$",
+    "<b>bold</b>",
+    "**md**|pipe",
+    '=HYPERLINK("x")',
+    "_under",  # matplotlib drops legend labels that start with "_"
+    "0042",  # tabulate would print it as 42
+    "# head\nline [link](http://x) `code` ~strike~ a\\b &amp;",
+    "Ελληνικά-модель-ñandú-" * 20,  # long, non-ASCII
+]
+HOSTILE_METRIC = "*m*|_1_"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+# CommonMark: a backslash before ASCII punctuation is an escape; entities are character references.
+_ASCII_PUNCTUATION = re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_MARKDOWN_TOKEN = re.compile(rf"\\([{_ASCII_PUNCTUATION}])|&(amp|lt|gt|#10|#13);")
+_ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "#10": "\n", "#13": "\r"}
+
+
+def markdown_text(source: str) -> str:
+    """The text a CommonMark renderer shows for ``source`` made only of literal text, escapes and entities."""
+    return _MARKDOWN_TOKEN.sub(lambda m: m.group(1) or _ENTITIES[m.group(2)], source)
+
+
+def active_markup(source: str) -> str:
+    """What is left of ``source`` once escapes and entities are removed: characters markdown could act on."""
+    rest = _MARKDOWN_TOKEN.sub("", source)
+    return "".join(ch for ch in rest if ch in "\\`*_{}[]()#+-.!|~$<>&\n\r")
+
+
+@pytest.fixture(scope="module")
+def report():
+    rng = np.random.default_rng(0)
+    n = 60
+    base = {HOSTILE_METRIC: rng.random(n), "ndcg@100": rng.random(n)}
+    results = {"plain": EvaluationResult.from_per_user(base, targets_fingerprint="x")}
+    for k, name in enumerate(HOSTILE_NAMES):
+        shifted = {m: v + rng.normal(0.01 * k, 0.1, n) for m, v in base.items()}
+        results[name] = EvaluationResult.from_per_user(shifted, targets_fingerprint="x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        return compare_models(results, metrics=[HOSTILE_METRIC, "ndcg@100"], reference="plain", n_resamples=999)
+
+
+@pytest.fixture(scope="module")
+def spread():
+    rng = np.random.default_rng(1)
+    base = rng.random(40)
+    seeds = {f"${s}$": EvaluationResult.from_per_user({HOSTILE_METRIC: base + rng.normal(0.02, 0.05, 40)},
+                                                     targets_fingerprint="x") for s in range(5)}
+    return seed_spread(EvaluationResult.from_per_user({HOSTILE_METRIC: base}, targets_fingerprint="x"), seeds,
+                       metrics=HOSTILE_METRIC, baseline_name="<b>bold</b>", candidate_name="**md**|pipe",
+                       n_resamples=999)
+
+
+# -- markdown ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ch", list("\\`*_{}[]()#+-.!|~$"))
+def test_markdown_specials_are_backslash_escaped(ch):
+    assert escape_markdown(f"a{ch}b") == f"a\\{ch}b"
+
+
+def test_html_specials_and_line_breaks_become_character_references():
+    assert escape_markdown("<b>bold</b> & co") == "&lt;b&gt;bold&lt;/b&gt; &amp; co"
+    assert escape_markdown("a\nb\rc") == "a&#10;b&#13;c"
+    assert escape_markdown("**md**|pipe") == "\\*\\*md\\*\\*\\|pipe"
+    assert escape_markdown("EASE λ ndcg@100 名前") == "EASE λ ndcg@100 名前"  # nothing to escape, nothing changed
+    assert escape_markdown(7) == "7"
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES + [HOSTILE_METRIC, "\\", "\\|", "&lt;"])
+def test_an_escaped_name_reads_back_as_itself_and_holds_no_active_markup(name):
+    escaped = escape_markdown(name)
+    assert markdown_text(escaped) == name
+    assert active_markup(escaped) == ""
+
+
+def test_markdown_table_keeps_one_row_per_hypothesis_and_shows_each_name(report):
+    settings, table = report.to_markdown().split("\n\n", 1)
+    rows = table.split("\n")
+    assert len(rows) == 2 + report.family_size  # header, rule, one line per hypothesis: no name broke a row
+
+    def cells(line):
+        # Split on pipes that are not escaped, the way a GFM table does.
+        return [markdown_text(c.strip()) for c in re.findall(r"(?:\\.|[^|\\])+", line.strip().strip("|"))]
+
+    header = cells(rows[0])
+    assert header[:3] == ["metric", "baseline", "candidate"]
+    shown = [tuple(cells(line)[:3]) for line in rows[2:]]
+    assert shown == [(c.metric, c.baseline, c.candidate) for c in report.comparisons]
+    assert all(len(cells(line)) == len(header) for line in rows[2:])
+
+
+def test_results_sentence_in_markdown_reads_back_as_the_plain_sentence(report):
+    for c in report.comparisons:
+        md = report.results_text(c.metric, c.candidate)
+        plain = report.results_text(c.metric, c.candidate, markup="plain")
+        assert c.candidate in plain and c.metric in plain and c.baseline in plain
+        assert markdown_text(md) == plain
+        assert escape_markdown(c.candidate) in md and escape_markdown(c.metric) in md
+    bold = report.results_text("ndcg@100", "<b>bold</b>")
+    assert "<b>" not in bold and "&lt;b&gt;bold&lt;/b&gt;" in bold
+    with pytest.raises(ValueError, match="markup: expected 'markdown' or 'plain', found 'rst'"):
+        report.results_text("ndcg@100", "0042", markup="rst")
+
+
+def test_seed_spread_sentence_in_markdown_reads_back_as_the_plain_sentence(spread):
+    md = spread.results_text(HOSTILE_METRIC)
+    plain = spread.results_text(HOSTILE_METRIC, markup="plain")
+    assert "**md**|pipe minus <b>bold</b> on *m*|_1_" in plain
+    assert "\\*\\*md\\*\\*\\|pipe minus &lt;b&gt;bold&lt;/b&gt; on \\*m\\*\\|\\_1\\_" in md
+    assert markdown_text(md) == plain
+
+
+def test_methods_text_names_no_model_so_names_cannot_change_it(report):
+    rng = np.random.default_rng(0)
+    n = 60
+    base = {HOSTILE_METRIC: rng.random(n), "ndcg@100": rng.random(n)}
+    results = {"plain": EvaluationResult.from_per_user(base, targets_fingerprint="x")}
+    for k in range(len(HOSTILE_NAMES)):
+        shifted = {m: v + rng.normal(0.01 * k, 0.1, n) for m, v in base.items()}
+        results[f"model{k}"] = EvaluationResult.from_per_user(shifted, targets_fingerprint="x")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        tame = compare_models(results, metrics=[HOSTILE_METRIC, "ndcg@100"], reference="plain", n_resamples=999)
+    assert report.methods_text() == tame.methods_text()
+    assert not any(name in report.methods_text() for name in HOSTILE_NAMES + [HOSTILE_METRIC])
+
+
+# -- HTML and LaTeX --------------------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:Tight layout not applied")
+def test_html_report_escapes_names_once(report, spread, tmp_path):
+    forest_plot(report, tmp_path / "forest.png")
+    page = report_html(report, {"**md**|pipe vs <b>bold</b>": spread}, primary="ndcg@100", title="<i>t</i>",
+                       forest_png=(tmp_path / "forest.png").read_bytes())
+    assert "<b>bold</b>" not in page and "<i>t</i>" not in page
+    assert "&lt;b&gt;bold&lt;/b&gt;" in page and "&lt;i&gt;t&lt;/i&gt;" in page
+    for c in report.comparisons:
+        if c.metric == "ndcg@100":
+            assert f"<p>{html.escape(report.results_text(c.metric, c.candidate, markup='plain'))}</p>" in page
+    assert html.escape(spread.results_text(HOSTILE_METRIC, markup="plain")) in page
+    assert "\\*\\*md" not in page  # the HTML shows names, not their markdown escapes
+
+
+def test_latex_table_escapes_names_and_percent_signs(report):
+    latex = report.to_latex()
+    assert "$x^2$" not in latex and r"\$x\textasciicircum 2\$" in latex
+    assert r"A\$\textbackslash frac\{1\}\{\$" in latex
+    assert r"\_under" in latex and r"\textbackslash b \&amp;" in latex
+    relative = f"{report.comparisons[0].relative_difference:.2%}".replace("%", r"\%")
+    assert relative in latex
+
+
+# -- CSV ----------------------------------------------------------------------------------
+
+
+def test_csv_safe_frame_quotes_formula_text_and_leaves_numbers():
+    frame = pd.DataFrame(
+        {
+            "name": ['=HYPERLINK("x")', "+1", "-cmd", "@SUM(A1)", "\tx", "\rx", "plain", "a=b", None],
+            "difference": [-0.5, -1.0, 0.25, -1e-9, 0.0, 1.0, -2.0, 3.0, np.nan],
+            "n": [-3, -2, -1, 0, 1, 2, 3, 4, 5],
+            "kind": pd.Categorical(["=a", "b", "=a", "b", "b", "b", "b", "b", "b"]),
+            "=label": ["-x"] * 9,
+        }
+    )
+    before = frame.copy()
+    safe = csv_safe_frame(frame)
+    expected = ["'=HYPERLINK(\"x\")", "'+1", "'-cmd", "'@SUM(A1)", "'\tx", "'\rx", "plain", "a=b", None]
+    pd.testing.assert_series_equal(safe["name"], pd.Series(expected, name="name", dtype=frame["name"].dtype))
+    assert safe["kind"].tolist() == ["'=a", "b", "'=a", "b", "b", "b", "b", "b", "b"]
+    assert list(safe.columns) == ["name", "difference", "n", "kind", "'=label"]
+    assert safe["'=label"].tolist() == ["'-x"] * 9
+    pd.testing.assert_series_equal(safe["difference"], frame["difference"])  # negative floats stay floats
+    pd.testing.assert_series_equal(safe["n"], frame["n"])
+    pd.testing.assert_frame_equal(frame, before)  # the input is not modified
+    # Rows 0-4 only: pandas leaves a field holding "\r" unquoted, so reading it back splits the line.
+    back = pd.read_csv(io.StringIO(safe.iloc[:5].to_csv(index=False)))
+    assert back["name"].tolist() == expected[:5]
+    assert back["difference"].dtype == np.float64 and back["difference"].tolist() == [-0.5, -1.0, 0.25, -1e-9, 0.0]
+
+
+def test_csv_safe_frame_of_a_report_changes_only_hostile_text(report):
+    frame = report.to_frame()
+    safe = csv_safe_frame(frame)
+    hyperlink = frame["candidate"] == '=HYPERLINK("x")'
+    assert safe.loc[hyperlink, "candidate"].tolist() == ["'=HYPERLINK(\"x\")"] * 2
+    pd.testing.assert_frame_equal(safe.loc[~hyperlink], frame.loc[~hyperlink])
+    numeric = frame.select_dtypes("number").columns
+    pd.testing.assert_frame_equal(safe[numeric], frame[numeric])
+
+
+# -- plots -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """Figures the plot functions save, kept for inspection after they close them."""
+    figures = []
+    original = matplotlib.figure.Figure.savefig
+
+    def savefig(self, *args, **kwargs):
+        figures.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    return figures
+
+
+def literal_texts(figure):
+    """Every non-empty text of ``figure``, asserting that none is parsed as mathtext."""
+    texts = [t for t in figure.findobj(matplotlib.text.Text) if t.get_text()]
+    assert texts and all(t.get_parse_math() is False for t in texts)
+    return [t.get_text() for t in texts]
+
+
+def assert_png(path):
+    data = path.read_bytes()
+    assert len(data) > len(PNG_SIGNATURE) and data.startswith(PNG_SIGNATURE)
+
+
+@pytest.mark.filterwarnings("ignore:Tight layout not applied")
+def test_forest_plot_draws_names_as_plain_text(report, tmp_path, saved_figures):
+    forest_plot(report, tmp_path / "forest.png")
+    assert_png(tmp_path / "forest.png")
+    (figure,) = saved_figures
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert labels == [f"{c.candidate} vs {c.baseline}\n{c.metric}" for c in report.comparisons]
+    assert set(labels) <= set(literal_texts(figure))
+
+
+def test_seed_spread_plot_draws_names_seeds_and_metric_as_plain_text(spread, tmp_path, saved_figures):
+    per_seed = pd.concat([spread.per_seed_frame().assign(comparison=name) for name in ("_under", "$x^2$")],
+                         ignore_index=True)
+    seed_spread_plot(per_seed, tmp_path / "seeds.png")
+    assert_png(tmp_path / "seeds.png")
+    (figure,) = saved_figures
+    ax = figure.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["_under", "$x^2$"]
+    assert ax.get_title() == HOSTILE_METRIC
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"${s}$" for s in range(5)]
+    texts = literal_texts(figure)
+    assert {"_under", "$x^2$", HOSTILE_METRIC, "$0$"} <= set(texts)
