@@ -1,39 +1,260 @@
-"""Where a run's logging goes: the run `mlflow run` created, or a new one."""
+"""Where a run's logging goes: the run `mlflow run` created, or a new one; and params logged once, consistently.
+
+``mlflow run`` hands its run to the entry point's process through ``MLFLOW_RUN_ID``, and every process started
+below it inherits that variable. So a run id in the environment is used only when it still looks like the run
+``mlflow run`` just created for us: RUNNING, and not yet claimed by any step (no ``recsys.role`` tag). Anything
+else is refused before a single tag, param or metric is written, and before a new run is made.
+"""
 
 from __future__ import annotations
 
+import math
 import os
+import shlex
 
 import mlflow
+from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
+from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.redact import redact
+
+#: The variable ``mlflow run`` sets to the run it created for the entry point.
+RUN_ID_ENV = "MLFLOW_RUN_ID"
 
 
-def entry_point_run(run_name: str, *, experiment_id: str | None = None):
-    """Start the run to log into.
+class RunOwnershipError(ValueError):
+    """``MLFLOW_RUN_ID`` names a run this step must not log into; the message names the run, status and role."""
+
+
+def environment_run() -> str | None:
+    """The run id in ``MLFLOW_RUN_ID`` if this step may log into that run, ``None`` if the variable is unset.
+
+    Call it before creating or resuming any run: it writes nothing.
+
+    Returns
+    -------
+    str or None
+        The run id, when the variable names an active (not deleted) run whose
+        status is RUNNING and which carries no ``recsys.role`` tag: the run
+        ``mlflow run`` created for this entry point. ``None`` when the variable
+        is unset or empty.
+
+    Raises
+    ------
+    RunOwnershipError
+        If the run does not exist, is deleted, is not RUNNING (a finished
+        training run, say), or already has a ``recsys.role`` (another step's
+        run). The message names the variable, the run id, its status and role,
+        and says to unset the variable.
+    MlflowException
+        If the tracking store cannot be asked (unreachable server).
+    """
+    run = _environment_run()
+    return None if run is None else run.info.run_id
+
+
+#: The same check under the name the issue gave it.
+check_environment_run = environment_run
+
+
+def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
+    """Refuse ``run`` unless a step may take it over: RUNNING, not deleted, and without a ``recsys.role`` tag.
+
+    Parameters
+    ----------
+    run : mlflow.entities.Run
+        The run as the tracking store has it now (``MlflowClient().get_run``).
+    source : str, default ``"MLFLOW_RUN_ID"``
+        Where the run came from, named first in the message (e.g. ``"the active run"``).
+
+    Raises
+    ------
+    RunOwnershipError
+        Naming ``source``, the run id, its status and role, and what to do
+        instead (for ``MLFLOW_RUN_ID``: unset it).
+    """
+    role = run.data.tags.get(tags.ROLE)
+    deleted = run.info.lifecycle_stage != "active"
+    if run.info.status == "RUNNING" and role is None and not deleted:
+        return
+    found_role = f"{tags.ROLE}={role!r}" if role is not None else f"no {tags.ROLE} tag"
+    advice = _ENV_ADVICE if source == RUN_ID_ENV else "end that run (mlflow.end_run()) so that this step starts its own"
+    raise RunOwnershipError(
+        f"{source}: expected a RUNNING run without a {tags.ROLE} tag (the run `mlflow run` creates for an entry "
+        f"point), found run {run.info.run_id} with status {run.info.status}, {found_role}"
+        f"{', deleted' if deleted else ''}; nothing was logged to it. To log to a new run, {advice}"
+    )
+
+
+_ENV_ADVICE = (f"unset {RUN_ID_ENV} (it is inherited from an enclosing `mlflow run`) so that this step logs to a "
+               "new run of its own")
+
+
+def _environment_run() -> Run | None:
+    run_id = os.environ.get(RUN_ID_ENV, "").strip()
+    if not run_id:
+        return None
+    try:
+        run = MlflowClient().get_run(run_id)
+    except MlflowException as exc:
+        if exc.error_code != ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+            raise
+        raise RunOwnershipError(
+            f"{RUN_ID_ENV}: expected the id of a run in the tracking store {redact(mlflow.get_tracking_uri())}, "
+            f"found {run_id!r}, which it does not hold; {_ENV_ADVICE}"
+        ) from None
+    check_run_is_free(run)
+    return run
+
+
+def entry_point_run(run_name: str, *, experiment_id: str | None = None, params: dict | None = None):
+    """Start the run to log into, and log ``params`` to it first.
 
     Under ``mlflow run`` the run already exists (``MLFLOW_RUN_ID``) and is
-    resumed; otherwise a new run is started. Used as a context manager: an
-    exception inside marks the run FAILED.
-    """
-    if os.environ.get("MLFLOW_RUN_ID"):
-        # `mlflow run` created this run without asking context providers, so add their tags here.
-        from mlflow_recsys.tracking.plugin import RecsysRunContext
+    resumed, after :func:`environment_run` accepts it; otherwise a new run
+    is started. Used as a context manager: an exception inside marks the run
+    FAILED.
 
-        run = mlflow.start_run()
-        provider = RecsysRunContext()
-        mlflow.set_tags({"mlflow.runName": run_name, **(provider.tags() if provider.in_context() else {})})
-        return run
-    return mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
+    Parameters
+    ----------
+    run_name : str
+        The run's name (the ``mlflow.runName`` tag).
+    experiment_id : str, optional
+        Experiment of a new run; default the active experiment. Ignored when
+        resuming the environment's run.
+    params : dict, optional
+        Params to log as :func:`log_params_once` does. Checked against the
+        environment's run before anything is written to it.
+
+    Returns
+    -------
+    mlflow.ActiveRun
+
+    Raises
+    ------
+    RunOwnershipError
+        If ``MLFLOW_RUN_ID`` names a run this step must not use (see
+        :func:`environment_run`); nothing is written and no run is made.
+    ValueError
+        If a param in ``params`` was already logged to the environment's run
+        with a different value; nothing is written.
+    """
+    existing = _environment_run()
+    if existing is None:
+        run = mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
+        to_log = _params_to_log(run.info.run_id, {}, params or {})
+    else:
+        to_log = _params_to_log(existing.info.run_id, existing.data.params, params or {})
+        run = mlflow.start_run(run_id=existing.info.run_id)
+    try:
+        if existing is not None:
+            # `mlflow run` created this run without asking context providers, so add their tags here.
+            from mlflow_recsys.tracking.plugin import RecsysRunContext
+
+            provider = RecsysRunContext()
+            mlflow.set_tags({"mlflow.runName": run_name, **(provider.tags() if provider.in_context() else {})})
+        if to_log:
+            mlflow.log_params(to_log)
+    except BaseException:
+        mlflow.end_run(status="FAILED")
+        raise
+    return run
 
 
 def log_params_once(params: dict) -> None:
-    """Log ``params`` to the active run, leaving alone keys the run already has.
+    """Log ``params`` to the active run; a key it already has must hold the same value.
 
-    ``mlflow run`` logs the entry point's parameters as given on the command
-    line (``l2=500``), and MLflow forbids changing a param, so only keys it did
-    not log are added here (``l2`` stays ``500``, ``dtype`` is added).
+    MLflow keeps a param's first value, and ``mlflow run`` logs the entry
+    point's parameters before our code runs, in their command-line form. So a
+    key the run already has is skipped when the two values are the same, and is
+    an error when they differ: otherwise the run would say one thing and hold
+    the results of another. Values are logged as MLflow stores them,
+    ``str(value)`` (``"None"`` for ``None``), with credentials redacted
+    (:func:`~mlflow_recsys.tracking.redact.redact`).
+
+    Two values count as the same when, after undoing the shell quoting ``mlflow
+    run`` adds (``''``, ``'0, 1'``) and redacting both:
+
+    - the texts are equal, or both are numbers of equal value (``"500"`` and
+      ``500.0``, ``"4"`` and ``4.0``);
+    - both are comma-separated lists whose items are the same in that sense
+      (``"0, 1"`` and ``"0,1"``);
+    - either one is unset (``""``, ``"none"``, ``"None"``): a parameter left
+      unset on the command line is the default this code resolved for it
+      (``val_frac``: ``none`` then ``0.1``), and a value this code does not use
+      (a deterministic model's seed, logged ``none``) leaves the given one as it is.
+
+    Parameters
+    ----------
+    params : dict
+        Param name to value; any value whose ``str`` MLflow can store.
+
+    Raises
+    ------
+    ValueError
+        If a key the active run already has holds a different value, naming the
+        param, both values and the run. Checked for every key before any is
+        logged, so nothing of ``params`` is written then.
     """
     run = mlflow.active_run()
-    existing = mlflow.get_run(run.info.run_id).data.params if run is not None else {}
-    new = {k: "None" if v is None else v for k, v in params.items() if k not in existing}
-    if new:
-        mlflow.log_params(new)
+    if run is None:
+        existing, run_id = {}, "(none active)"
+    else:
+        run_id = run.info.run_id
+        existing = MlflowClient().get_run(run_id).data.params
+    to_log = _params_to_log(run_id, existing, params)
+    if to_log:
+        mlflow.log_params(to_log)
+
+
+def _params_to_log(run_id: str, existing: dict[str, str], params: dict) -> dict[str, str]:
+    """The params of ``params`` not yet in ``existing``, as text; raise on the first conflicting one."""
+    to_log = {}
+    for key, value in params.items():
+        text = "None" if value is None else redact(str(value))
+        if key not in existing:
+            to_log[key] = text
+        elif not _same_param_value(existing[key], text):
+            raise ValueError(
+                f"param {key!r}: run {run_id} already has {key}={redact(existing[key])!r}, and this step would log "
+                f"{key}={text!r}; MLflow keeps a param's first value, so the run would record one value and hold "
+                "the results of another. Pass the same value, or log to a new run (unset MLFLOW_RUN_ID)"
+            )
+    return to_log
+
+
+def _same_param_value(logged: str, text: str) -> bool:
+    """Whether the stored param ``logged`` and the new ``text`` mean the same value (see :func:`log_params_once`)."""
+    forms = {logged}
+    try:
+        words = shlex.split(logged)
+    except ValueError:  # unbalanced quotes: not a shell-quoted value
+        words = []
+    if len(words) == 1 and shlex.quote(words[0]) == logged:
+        forms.add(words[0])
+    for form in forms:
+        form = redact(form)
+        if _unset(form) or _unset(text) or _same_item(form, text):
+            return True
+        if "," in form or "," in text:
+            left, right = form.split(","), text.split(",")
+            if len(left) == len(right) and all(_same_item(a.strip(), b.strip()) for a, b in zip(left, right)):
+                return True
+    return False
+
+
+def _unset(text: str) -> bool:
+    return text.strip().lower() in ("", "none")
+
+
+def _same_item(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return x == y or (math.isnan(x) and math.isnan(y))

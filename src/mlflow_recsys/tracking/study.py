@@ -12,7 +12,8 @@ from mlflow.exceptions import ExecutionException
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.context import entry_point_run, log_params_once
+from mlflow_recsys.tracking.context import entry_point_run
+from mlflow_recsys.tracking.redact import redact
 
 
 class StudyStepError(RuntimeError):
@@ -44,18 +45,22 @@ def run_study(
 
     Raises
     ------
+    RunOwnershipError
+        If ``MLFLOW_RUN_ID`` names a run the study must not log into (see
+        :func:`~mlflow_recsys.tracking.context.environment_run`); no step runs.
     ValueError
-        If ``seeds`` holds fewer than two seeds (no seed spread could be measured).
+        If ``seeds`` holds fewer than two seeds (no seed spread could be measured),
+        or a param the environment's run already holds with another value.
     StudyStepError
         If a step fails; MLflow marks its run FAILED, and the main run fails too.
     """
     if len(seeds) < 2:
         raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {list(seeds)}")
     client = MlflowClient()
-    with entry_point_run(f"study {dataset}") as main_run:
+    params = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics,
+              "primary": primary, "n_resamples": n_resamples}
+    with entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
-        log_params_once({"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)),
-                           "metrics": metrics, "primary": primary, "n_resamples": n_resamples})
         experiment_id = main_run.info.experiment_id
 
         def step(entry_point: str, run_name: str, parameters: dict) -> str:
@@ -66,7 +71,7 @@ def run_study(
                     experiment_id=experiment_id, run_name=run_name, synchronous=True,
                 )
             except ExecutionException as exc:
-                raise StudyStepError(f"step {run_name!r} failed ({exc.message}); its output is above") from None
+                raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
             client.set_tag(submitted.run_id, "mlflow.parentRunId", main_run.info.run_id)
             return submitted.run_id
 
@@ -92,7 +97,8 @@ def run_study(
 
 
 def _ui_hint(compare_id: str, experiment_id: str) -> str:
-    uri = mlflow.get_tracking_uri()
+    # Printed, so the password of a tracking server or database stays out; the user has it already.
+    uri = redact(mlflow.get_tracking_uri())
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         # Absolute, so the command works from any folder.
         uri = "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())

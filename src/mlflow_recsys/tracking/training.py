@@ -16,9 +16,10 @@ from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
-from mlflow_recsys.tracking.context import entry_point_run, log_params_once
+from mlflow_recsys.tracking.context import entry_point_run, environment_run
 from mlflow_recsys.tracking.model_logging import log_recommender
 from mlflow_recsys.tracking.naming import mlflow_metric_name
+from mlflow_recsys.tracking.redact import redact
 
 #: Metric keys evaluated by default: the guide's four plus the rest of the family.
 DEFAULT_METRICS = (
@@ -57,7 +58,18 @@ def run_split(
 
     The checkpoint is logged as the artifact ``checkpoint.zip``; training runs
     take it as ``runs:/<run id>/checkpoint.zip``.
+
+    Raises
+    ------
+    RunOwnershipError
+        If ``MLFLOW_RUN_ID`` names a run this step must not log into (see
+        :func:`~mlflow_recsys.tracking.context.environment_run`); checked
+        first, before the split is built.
+    ValueError
+        For invalid split parameters, or a param the environment's run already
+        holds with another value.
     """
+    environment_run()
     with tempfile.TemporaryDirectory() as tmp:
         # Built before the run starts: bad input fails here and leaves no run behind.
         path = build_recsys_checkpoint(
@@ -70,10 +82,10 @@ def run_split(
             split = load_recsys_split(root)
         manifest = split["manifest"]
         name = manifest["dataset"]["name"]
-        with entry_point_run(f"split {name} {split_mode} seed {seed}") as run:
+        params = {"dataset": str(dataset), **manifest["parameters"]}
+        with entry_point_run(f"split {name} {split_mode} seed {seed}", params=params) as run:
             mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"],
                              tags.DATASET: name})
-            log_params_once({"dataset": str(dataset), **manifest["parameters"]})
             mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
             mlflow.log_artifact(str(path))
             mlflow.log_dict(manifest, "manifest.json")
@@ -106,7 +118,8 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
     Raises
     ------
     FileNotFoundError
-        If ``checkpoint`` is neither an existing file nor a downloadable URI.
+        If ``checkpoint`` is neither an existing file nor a downloadable URI. The
+        message holds the URI and the download error with credentials redacted.
     """
     local = Path(checkpoint)
     if local.is_file():
@@ -115,11 +128,12 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
         try:
             return Path(mlflow.artifacts.download_artifacts(artifact_uri=checkpoint, dst_path=dst))
         except Exception as exc:  # MLflow raises several types for a missing artifact
-            raise FileNotFoundError(f"checkpoint: could not download {checkpoint!r} ({exc})") from None
-    raise FileNotFoundError(
+            # The download error repeats the URI, so the whole message is redacted, not just our part.
+            raise FileNotFoundError(redact(f"checkpoint: could not download {checkpoint!r} ({exc})")) from None
+    raise FileNotFoundError(redact(
         f"checkpoint: expected an existing checkpoint zip or an artifact URI (runs:/<id>/checkpoint.zip), "
         f"found {checkpoint!r}"
-    )
+    ))
 
 
 def build_model(model: str, *, seed: int, l2: float, latent_dim: int, batch_size: int, epochs: int,
@@ -180,18 +194,25 @@ def run_train(
 ) -> str:
     """Fit one model on the checkpoint's training users, evaluate it on the test users, log a ``train`` run.
 
-    Logged: params (model, seed, hyper-parameters, checkpoint), the ``recsys.``
+    Logged: params (model, seed, hyper-parameters, checkpoint with any
+    credentials redacted), the ``recsys.``
     tags, aggregate test metrics (MLflow-safe names, e.g. ``ndcg_at_100``), the
     training loss per epoch (ELSA), ``per_user.parquet`` + ``evaluation.json``,
     and the model. Returns the run id.
 
     Raises
     ------
+    RunOwnershipError
+        If ``MLFLOW_RUN_ID`` names a run this step must not log into (see
+        :func:`~mlflow_recsys.tracking.context.environment_run`); checked
+        first, before anything is read or written.
     FileNotFoundError
         If the checkpoint cannot be found.
     ValueError
-        For an unknown model or metric key, or an invalid hyper-parameter.
+        For an unknown model or metric key, an invalid hyper-parameter, or a
+        param the environment's run already holds with another value.
     """
+    environment_run()
     try:
         metric_objects = parse_metric_keys(list(metrics))
     except ValueError as exc:
@@ -208,13 +229,12 @@ def run_train(
             raise ValueError("patience: early stopping needs validation rows, and this split has none "
                              "(it was built with val_frac=0); drop --patience or rebuild the split")
         run_name = f"{model} seed {seed}" if seeded else model
-        with entry_point_run(run_name) as run:
-            config = getattr(trainer, "config", None)
-            params = {"model": model, "seed": seed if seeded else "none", "checkpoint": checkpoint,
-                      "metrics": ",".join(m for obj in metric_objects for m in obj.keys)}
-            if config is not None:
-                params.update(dataclasses.asdict(config))
-            log_params_once(params)
+        config = getattr(trainer, "config", None)
+        params = {"model": model, "seed": seed if seeded else "none", "checkpoint": checkpoint,
+                  "metrics": ",".join(m for obj in metric_objects for m in obj.keys)}
+        if config is not None:
+            params.update(dataclasses.asdict(config))
+        with entry_point_run(run_name, params=params) as run:
             hyper = {k: v for k, v in (dataclasses.asdict(config) if config is not None else {}).items() if k != "seed"}
             mlflow.set_tags({tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: model,
                              tags.CONFIG: json.dumps(hyper, sort_keys=True),

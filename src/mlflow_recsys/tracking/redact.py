@@ -1,0 +1,76 @@
+"""Credentials out of anything this package logs to MLflow or prints: :func:`redact`."""
+
+from __future__ import annotations
+
+import re
+
+#: What a redacted secret reads as.
+MASK = "***"
+
+# scheme://userinfo@host: greedy up to the authority's last "@" (a password may hold an unencoded "@"), never past
+# the first "/", "?", "#" or blank, so a later "@" (an e-mail address, a metric key "ndcg@100") is left alone. One
+# slash is enough: a URL that went through pathlib.Path reads "https:/user:pw@host/...".
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*:/+)[^\s/?#]*@")
+
+# name=value where the name says it holds a secret: URL query parameters (?token=, &X-Amz-Signature=, &sig=),
+# libpq and ODBC connection strings (password=..., AccountKey=...;). The value runs to the next separator.
+_SECRET_NAME = r"[\w.-]*(?:pass|pwd|secret|token|key|sig|credential|auth)[\w.-]*"
+_NAMED_VALUE = re.compile(
+    rf"(?P<name>(?:(?<=[?&;])|(?<![^\s'\"(,])){_SECRET_NAME})=(?P<value>[^&;#\s'\"]*)", re.IGNORECASE
+)
+
+# Databricks personal access tokens ("dapi" and 32 hex digits, sometimes "-2" after) and bearer credentials (16
+# characters at least, so prose such as "Bearer tokens" is left alone).
+_DATABRICKS_TOKEN = re.compile(r"\bdapi[0-9a-f]{32}(?:-\d+)?\b", re.IGNORECASE)
+_BEARER = re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{16,}", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential it holds replaced by ``***``.
+
+    Replaced, anywhere in the text (a URL inside a sentence or an exception
+    message is found too):
+
+    - the whole user-information part of a URL, user name included
+      (``postgresql+psycopg2://alice:pw@db:5432/x`` becomes
+      ``postgresql+psycopg2://***@db:5432/x``): a user name alone is often the
+      secret itself (``https://<token>@github.com/...``, an access key id);
+    - the value of a ``name=value`` pair whose name contains ``pass``, ``pwd``,
+      ``secret``, ``token``, ``key``, ``sig``, ``credential`` or ``auth``
+      (any case), after ``?``, ``&``, ``;``, a blank or at the start: query
+      parameters such as ``X-Amz-Signature``, ``X-Amz-Credential``, ``sig``,
+      ``access_token``, and connection-string fields such as ``password`` or
+      ``AccountKey``;
+    - Databricks personal access tokens (``dapi`` and 32 hex digits) and the
+      credential after ``Bearer`` (16 characters or more).
+
+    Host, port, path and the other query parameters stay, so a message still
+    says where the request went. The result is stable: ``redact(redact(t)) ==
+    redact(t)``. Credentials outside these forms (``user:pw@host`` with no
+    scheme, a bare password) are not recognised; a harmless pair whose name
+    merely contains a listed word (``monkey=3``) is masked too, the safe side
+    to err on.
+
+    Parameters
+    ----------
+    text : str
+        Any text: a URI, an error message, a param value.
+
+    Returns
+    -------
+    str
+        ``text`` unchanged when it holds none of the forms above.
+
+    Raises
+    ------
+    TypeError
+        If ``text`` is not a string.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text: expected a str, found {type(text).__name__}")
+    if ":/" in text:
+        text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    if "=" in text:
+        text = _NAMED_VALUE.sub(lambda m: f"{m['name']}={MASK}" if m["value"] else m[0], text)
+    text = _DATABRICKS_TOKEN.sub(f"dapi{MASK}", text)
+    return _BEARER.sub(f"Bearer {MASK}", text)
