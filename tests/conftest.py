@@ -3,10 +3,12 @@
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import mlflow
 import pandas as pd
+from mlflow.entities import Metric
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -32,12 +34,13 @@ def mlflow_server(tmp_path_factory):
 
 @pytest.fixture
 def copy_run():
-    """Make a FINISHED training run whose per-user artifacts are an (optionally edited) copy of another's."""
+    """Make a FINISHED training run whose per-user artifacts and aggregate metrics are an (optionally edited) copy
+    of another's; ``tags`` are set over the copied ``recsys.`` tags."""
 
-    def make(source_run_id, folder, *, model, edit_meta=None, edit_frame=None):
+    def make(source_run_id, folder, *, model, edit_meta=None, edit_frame=None, tags=None, experiment_id=None):
         client = MlflowClient()
         source = client.get_run(source_run_id)
-        folder = Path(folder) / model
+        folder = Path(folder) / "artifacts"  # not the model name: names may be long or hold a slash
         folder.mkdir(parents=True)
         for name in ("per_user.parquet", "evaluation.json"):
             mlflow.artifacts.download_artifacts(run_id=source_run_id, artifact_path=name, dst_path=str(folder))
@@ -48,7 +51,10 @@ def copy_run():
             frame = pd.read_parquet(folder / "per_user.parquet")
             edit_frame(frame).to_parquet(folder / "per_user.parquet", index=False)
         run_tags = {k: v for k, v in source.data.tags.items() if k.startswith("recsys.")}
-        run = client.create_run(source.info.experiment_id, tags={**run_tags, "recsys.model": model})
+        run = client.create_run(experiment_id or source.info.experiment_id,
+                                tags={**run_tags, "recsys.model": model, **(tags or {})})
+        now = int(time.time() * 1000)
+        client.log_batch(run.info.run_id, metrics=[Metric(k, v, now, 0) for k, v in source.data.metrics.items()])
         client.log_artifacts(run.info.run_id, str(folder))
         client.set_terminated(run.info.run_id, "FINISHED")
         return run.info.run_id

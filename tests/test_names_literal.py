@@ -119,20 +119,20 @@ def test_markdown_table_keeps_one_row_per_hypothesis_and_shows_each_name(report)
 
 def test_results_sentence_in_markdown_reads_back_as_the_plain_sentence(report):
     for c in report.comparisons:
-        md = report.results_text(c.metric, c.candidate)
-        plain = report.results_text(c.metric, c.candidate, markup="plain")
+        md = report.results_text(c.metric, c.candidate, markup="markdown")
+        plain = report.results_text(c.metric, c.candidate)
         assert c.candidate in plain and c.metric in plain and c.baseline in plain
         assert markdown_text(md) == plain
         assert escape_markdown(c.candidate) in md and escape_markdown(c.metric) in md
-    bold = report.results_text("ndcg@100", "<b>bold</b>")
+    bold = report.results_text("ndcg@100", "<b>bold</b>", markup="markdown")
     assert "<b>" not in bold and "&lt;b&gt;bold&lt;/b&gt;" in bold
     with pytest.raises(ValueError, match="markup: expected 'markdown' or 'plain', found 'rst'"):
         report.results_text("ndcg@100", "0042", markup="rst")
 
 
 def test_seed_spread_sentence_in_markdown_reads_back_as_the_plain_sentence(spread):
-    md = spread.results_text(HOSTILE_METRIC)
-    plain = spread.results_text(HOSTILE_METRIC, markup="plain")
+    md = spread.results_text(HOSTILE_METRIC, markup="markdown")
+    plain = spread.results_text(HOSTILE_METRIC)
     assert "**md**|pipe minus <b>bold</b> on *m*|_1_" in plain
     assert "\\*\\*md\\*\\*\\|pipe minus &lt;b&gt;bold&lt;/b&gt; on \\*m\\*\\|\\_1\\_" in md
     assert markdown_text(md) == plain

@@ -7,7 +7,9 @@ and turns the errors they raise into one clear line instead of a traceback.
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import signal
 import warnings
 from pathlib import Path
 
@@ -17,15 +19,39 @@ METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
 
 def _friendly_errors(func):
-    """Report bad input as ``Error: <message>`` (exit 1) rather than a traceback."""
+    """Report bad input as ``Error: <Type>: <message>`` (exit 1) rather than a traceback.
+
+    Caught: ValueError, TypeError, KeyError, OSError, RuntimeError, and MLflow's
+    MlflowException (an unreachable tracking server, an unknown run). Every
+    message passes through :func:`~mlflow_recsys.tracking.redact.redact`, so a
+    password in a tracking URI or a checkpoint URL is never printed. Anything
+    else (a bug) still shows its traceback.
+    """
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except (ValueError, TypeError, KeyError, OSError, RuntimeError) as exc:
+        except Terminated as exc:
+            click.echo(f"Error: {exc}", err=True)
+            raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
+        except Exception as exc:
+            import sys
+
+            # Commands import MLflow only when they run: if it is not loaded, nothing raised is its exception.
+            mlflow_error = getattr(sys.modules.get("mlflow.exceptions"), "MlflowException", ())
+            if not isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error)):
+                raise
+            ctx = click.get_current_context(silent=True)
+            if ctx is not None and (ctx.find_root().obj or {}).get("debug"):
+                raise
+            from mlflow_recsys.tracking.redact import redact
+
             message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise click.ClickException(f"{type(exc).__name__}: {message}") from None
+            lines = [line for line in str(message).splitlines() if line.strip()] or [""]
+            # MLflow's messages can run to dozens of lines; the first says what happened.
+            more = " (more with --debug)" if len(lines) > 1 else ""
+            raise click.ClickException(redact(f"{type(exc).__name__}: {lines[0]}{more}")) from None
 
     return wrapper
 
@@ -38,11 +64,34 @@ def _split_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived; raised so that the run being logged ends FAILED on the way out."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"stopped by signal {signum} (SIGTERM)")
+
+
 @click.group()
 @click.version_option(package_name="mlflow-recsys")
+@click.option("--debug", is_flag=True, help="show the full traceback of an error, not only its one-line message")
 @click.pass_context
-def cli(ctx):
+def cli(ctx, debug):
     """Train, evaluate and statistically compare top-N recommenders as MLflow runs."""
+    from mlflow_recsys.tracking.server_errors import use_cli_defaults
+
+    ctx.obj = {"debug": debug}
+    # Bounded waits on a tracking server that stopped answering (MLflow's defaults wait minutes per request).
+    use_cli_defaults()
+    # A SIGTERM (kill, a scheduler's time limit) unwinds like an error, so the run in progress ends FAILED.
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    # Our progress lines ("comparing 5 runs ...") on stderr; MLflow's own loggers keep their level.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    package_logger = logging.getLogger("mlflow_recsys")
+    if not package_logger.handlers:
+        package_logger.addHandler(handler)
+    package_logger.setLevel(logging.INFO)
     # One progress bar per step is ours; MLflow's per-file download bars only add noise.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # On the command line a warning's source line is click's, which helps nobody: print the message only.

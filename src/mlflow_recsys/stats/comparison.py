@@ -188,13 +188,13 @@ class ComparisonReport:
         return reporting.methods_text(self)
 
     def results_text(
-        self, metric: str, candidate: str, baseline: str | None = None, *, markup: reporting.Markup = "markdown"
+        self, metric: str, candidate: str, baseline: str | None = None, *, markup: reporting.Markup = "plain"
     ) -> str:
         """One sentence reporting the hypothesis for ``metric`` and ``candidate``.
 
-        ``markup="markdown"`` (default) escapes names and the metric key with
-        :func:`~mlflow_recsys.stats.reporting.escape_markdown`; ``"plain"`` leaves
-        them as they are. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
+        ``markup="plain"`` (default) leaves names and the metric key as they are;
+        ``"markdown"`` escapes them with
+        :func:`~mlflow_recsys.stats.reporting.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
         """
         return reporting.results_text(self, self.get(metric, candidate, baseline), markup=markup)
 

@@ -244,7 +244,7 @@ def methods_text(report: "ComparisonReport") -> str:
     )
 
 
-def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup: Markup = "markdown") -> str:
+def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup: Markup = "plain") -> str:
     """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n.
 
     Parameters
@@ -252,9 +252,9 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
     report, c:
         The report and one of its comparisons.
     markup:
-        ``"markdown"`` (default; names and the metric key through
-        :func:`escape_markdown`, for run notes and ``.md`` files) or ``"plain"``
-        (names as they are, for a terminal or for HTML escaping afterwards).
+        ``"plain"`` (default: names as they are, for a terminal, a paper, or
+        HTML escaping afterwards) or ``"markdown"`` (names and the metric key
+        through :func:`escape_markdown`, for run notes and ``.md`` files).
 
     Raises
     ------

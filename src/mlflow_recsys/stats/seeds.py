@@ -117,7 +117,7 @@ class SeedSpread:
         """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`."""
         return self.per_seed.copy()
 
-    def results_text(self, metric: str, *, markup: Markup = "markdown") -> str:
+    def results_text(self, metric: str, *, markup: Markup = "plain") -> str:
         """One sentence on the seed spread of ``metric``.
 
         Parameters
@@ -125,9 +125,9 @@ class SeedSpread:
         metric:
             A metric key of the table.
         markup:
-            ``"markdown"`` (default; names and the metric key through
-            :func:`~mlflow_recsys.stats.reporting.escape_markdown`, for run notes)
-            or ``"plain"`` (names as they are, for a terminal or HTML escaping).
+            ``"plain"`` (default: names as they are, for a terminal or HTML
+            escaping) or ``"markdown"`` (names and the metric key through
+            :func:`~mlflow_recsys.stats.reporting.escape_markdown`, for run notes).
 
         Raises
         ------

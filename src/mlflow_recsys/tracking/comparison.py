@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import json
-import os
+import logging
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import mlflow
 import pandas as pd
@@ -16,14 +18,32 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
 from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
-from mlflow_recsys.stats.reporting import report_html
+from mlflow_recsys.stats.comparison import _pairs, _settings_iv
+from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, report_html
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
-from mlflow_recsys.tracking.context import entry_point_run, log_params_once
-from mlflow_recsys.tracking.naming import mlflow_metric_name, safe_name
+from mlflow_recsys.tracking.context import check_run_is_free, entry_point_run, environment_run, log_params_once
+from mlflow_recsys.tracking.limits import (
+    MAX_PARAM_LENGTH,
+    MAX_RUN_NAME_LENGTH,
+    MAX_TAG_LENGTH,
+    digest,
+    duplicates,
+    fit_key,
+    fit_text,
+    fit_values,
+    shorten,
+)
+from mlflow_recsys.tracking.naming import metric_key, mlflow_metric_name, model_label
+from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
+from mlflow_recsys.tracking.server_errors import is_unreachable, translated_server_errors
+
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,108 +111,353 @@ def compare_runs(
     seeds, a seed-spread table (descriptive, no p-values) puts the retraining
     spread beside the spread across users.
 
-    The comparison run goes to ``output_experiment`` or, by default, the
-    experiment of the first source run. When called inside an active run (the
-    ``compare`` entry point of ``mlflow run``) that run is used.
+    Everything that settings, run metadata and tags can show is checked before
+    any run or experiment is created, so a mistake leaves nothing behind. The
+    comparison run is created only once the report is computed, and then
+    receives its artifacts first, then tags, params and metrics. If a check
+    that needs the per-user artifacts fails, a FAILED comparison run records
+    the reason (tag ``recsys.error``) and holds no results. The run goes to
+    ``output_experiment`` or, by default, the experiment of the first source
+    run. Inside an active run, or the run of the ``compare`` entry point of
+    ``mlflow run`` (``MLFLOW_RUN_ID``), that run is used instead.
 
     Raises
     ------
     RunSelectionError
         If the selection is invalid, runs were scored on different splits,
         targets or users (naming each run and its value), two runs share a model
-        and seed, or ``reference`` / ``primary`` / ``metrics`` name nothing compared.
+        and seed, or ``reference`` / ``primary`` / ``metrics`` / ``seed`` name
+        nothing compared, or model names would collide in MLflow metric names.
+    ValueError
+        If a statistical setting is out of range (see
+        :func:`~mlflow_recsys.stats.compare_models`).
     ArtifactError
         If a run's per-user artifacts are missing or malformed.
+    TrackingServerError
+        If the tracking server does not answer within the bounded wait.
     """
-    def select() -> list[Run]:
-        return select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
-                           experiment=experiment, filter_string=filter_string)
-
-    # A run made for this comparison starts after selection, so a bad selection leaves nothing behind; a
-    # run that already exists (the `compare` entry point) records a failed selection like any other failure.
-    in_existing_run = mlflow.active_run() is not None or bool(os.environ.get("MLFLOW_RUN_ID"))
-    runs = None if in_existing_run else select()
-    with _comparison_run(runs[0].info.experiment_id if runs else None, output_experiment) as run:
-        mlflow.set_tag(tags.ROLE, tags.ROLE_COMPARISON)
-        runs = runs or select()
-        mlflow.set_tag(tags.SOURCE_RUNS, ",".join(r.info.run_id for r in runs))
-        artifacts = load_many([r.info.run_id for r in runs])
-        _verify_same_evaluation(runs, artifacts)
-        groups = _group(runs, artifacts, model_tag)
-        _same_hyperparameters(runs, model_tag)
-        metric_keys = _metric_keys(metrics, artifacts)
-        if primary is not None and primary not in metric_keys:
-            raise RunSelectionError(f"primary: expected one of the compared metrics {metric_keys}, found {primary!r}")
-        if reference is not None and reference not in groups:
-            raise RunSelectionError(
-                f"reference: expected one of the compared models {sorted(groups)}, found {reference!r}"
-            )
-        if len(groups) < 2:
-            raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
-
-        # Without a reference every pair is compared, the earlier name as baseline: sorted, not in run order.
-        instances = {m: groups[m][_representative_seed(m, groups[m], seed)][1] for m in sorted(groups)}
-        if reference is not None:
-            instances = {reference: instances[reference], **{m: r for m, r in instances.items() if m != reference}}
-        report = compare_models(
-            instances, metrics=metric_keys, reference=reference, correction=correction,
-            confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-            test_method=test_method, random_state=random_state,
-        )
-        spreads = {}
-        for base, cand in {(c.baseline, c.candidate) for c in report.comparisons}:
-            if len(groups[base]) < 2 and len(groups[cand]) < 2:
-                continue
-            spreads[f"{cand} vs {base}"] = seed_spread(
-                _side(groups[base]), _side(groups[cand]), metrics=metric_keys, baseline_name=base,
-                candidate_name=cand, paired_seeds=paired_seeds and len(groups[base]) > 1 and len(groups[cand]) > 1,
-                confidence_level=confidence_level, n_resamples=n_resamples, random_state=random_state,
-            )
-        spreads = dict(sorted(spreads.items()))
-        source_runs = {
-            model: {s: run_id for s, (run_id, _) in seeds.items()} for model, seeds in groups.items()
-        }
+    if isinstance(seed, int) and not isinstance(seed, bool):
+        seed = str(seed)  # seeds are compared as the recsys.seed tag's text
+    _check_settings(metrics=metrics, primary=primary, correction=correction, confidence_level=confidence_level,
+                    n_resamples=n_resamples, alternative=alternative, test_method=test_method,
+                    random_state=random_state, seed=seed, model_tag=model_tag, reference=reference)
+    with translated_server_errors():
+        target = _Target.find(output_experiment)
+        try:
+            runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
+                               experiment=experiment, filter_string=filter_string)
+            plan = _plan(runs, metrics=metrics, primary=primary, reference=reference, seed=seed,
+                         model_tag=model_tag, alternative=alternative)
+        except BaseException as exc:
+            target.record_failure(exc, [], create=False)  # only into a run that exists already
+            raise
         settings = {
-            "reference": reference, "metrics": ",".join(metric_keys), "primary": primary,
+            "reference": reference, "primary": primary,
             "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
             "alternative": alternative, "test_method": test_method, "random_state": random_state,
             "paired_seeds": paired_seeds, "model_tag": model_tag,
             "report_seed": seed if seed is not None else "lowest seed of each model",
         }
-        _log_comparison(report, spreads, runs, source_runs, settings, primary)
-        return RunComparison(report=report, seed_spreads=spreads, run_id=run.info.run_id, source_runs=source_runs,
-                             report_seed=seed)
+        _log.info("comparing %d runs of %d models (%d pairs, B = %s)", len(runs), len(plan.groups), len(plan.pairs),
+                  n_resamples)
+        try:
+            artifacts = load_many([r.info.run_id for r in runs])
+            _log.info("loaded the per-user artifacts of %d runs", len(runs))
+            _verify_same_evaluation(runs, artifacts)
+            plan = plan.with_metrics(_artifact_metric_keys(plan.metric_keys, primary, artifacts))
+            results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()}
+                       for m, seeds in plan.groups.items()}
+            instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
+            report = compare_models(
+                instances, metrics=plan.metric_keys, reference=reference, correction=correction,
+                confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+                test_method=test_method, random_state=random_state,
+            )
+            spreads = {}
+            for base, cand in plan.seed_pairs:
+                spreads[f"{cand} vs {base}"] = seed_spread(
+                    _side(results[base]), _side(results[cand]), metrics=plan.metric_keys, baseline_name=base,
+                    candidate_name=cand,
+                    paired_seeds=paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
+                    confidence_level=confidence_level, n_resamples=n_resamples, random_state=random_state,
+                )
+            spreads = dict(sorted(spreads.items()))
+        except BaseException as exc:
+            target.record_failure(exc, runs, create=True)
+            raise
+        settings["metrics"] = ",".join(plan.metric_keys)
+        _log.info("logging the comparison run")
+        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary)
+    return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
+                         report_seed=seed)
 
 
-@contextmanager
-def _comparison_run(source_experiment_id: str | None, output_experiment: str | None):
-    """The comparison run: the caller's active run, the entry point's run, or a new one.
+#: Largest ``n_resamples`` accepted: each hypothesis keeps its B null and B bootstrap replicates (16 bytes
+#: per replicate), and p-values below 1/(10**6 + 1) need more care than a larger B.
+MAX_RESAMPLES = 1_000_000
 
-    On an exception the reason goes into the ``recsys.error`` tag and a run
-    started here ends FAILED, so no half-made comparison looks FINISHED.
+
+def _check_settings(*, metrics, primary, correction, confidence_level, n_resamples, alternative, test_method,
+                    random_state, seed, model_tag, reference) -> None:
+    """Every check the settings alone allow, before any run is read or written."""
+    _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state)
+    if n_resamples > MAX_RESAMPLES:
+        raise ValueError(f"n_resamples: expected at most {MAX_RESAMPLES:,}, found {n_resamples:,}")
+    if reference is None and alternative != "two-sided":
+        raise ValueError(f"reference: a one-sided alternative ({alternative!r}) needs a reference model, found None")
+    for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
+        bad = []
+        for key in keys:
+            try:
+                parse_metric_keys([key])
+            except ValueError:
+                bad.append(key)
+        if bad:
+            raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
+    if metrics and len(set(metrics)) != len(list(metrics)):
+        raise RunSelectionError(f"metrics: expected distinct keys, found duplicates in {list(metrics)}")
+    if metrics and primary is not None and primary not in metrics:
+        raise RunSelectionError(f"primary: expected one of the compared metrics {list(metrics)}, found {primary!r}")
+    for name, value in (("seed", seed), ("model_tag", model_tag), ("reference", reference)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ValueError(f"{name}: expected a non-empty string, found {value!r}")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the run metadata decided: models, seeds, metrics, pairs and the MLflow metric names."""
+
+    groups: dict[str, dict[str, str]]  # model -> seed tag -> run id
+    representative: dict[str, str]  # model -> seed tag of the run in the paired report
+    models: list[str]  # in report order: the reference first, then sorted
+    metric_keys: list[str] | None  # None: the per-user artifacts decide (the runs logged no aggregates)
+    pairs: list[tuple[str, str]]  # (baseline, candidate) of the paired report
+    seed_pairs: list[tuple[str, str]]  # pairs that get a seed-spread table
+    reference: str | None
+
+    def with_metrics(self, metric_keys: list[str]) -> "_Plan":
+        return dataclasses.replace(self, metric_keys=metric_keys)
+
+    @property
+    def metric_names(self) -> dict[tuple[str, str, str, str], str]:
+        """(baseline, candidate, metric, field) -> MLflow metric name."""
+        return _metric_names(self.pairs, self.seed_pairs, self.metric_keys, self.reference)
+
+
+def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alternative) -> _Plan:
+    """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
+    groups = _group(runs, model_tag)
+    _same_hyperparameters(runs, model_tag)
+    for label, tag in (("split (split digest)", tags.SPLIT_DIGEST),
+                       ("users and targets (targets fingerprint)", tags.TARGETS_FINGERPRINT)):
+        values = {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)}
+        if len(set(values.values())) > 1:
+            listing = "; ".join(f"run {rid}: {v[:16]}" for rid, v in values.items())
+            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
+    if len(groups) < 2:
+        raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
+    if reference is not None and reference not in groups:
+        raise RunSelectionError(f"reference: expected one of the compared models {sorted(groups)}, found {reference!r}")
+    representative = {m: _representative_seed(m, seeds, seed) for m, seeds in groups.items()}
+    if seed is not None and not any(seed in seeds for seeds in groups.values()):
+        raise RunSelectionError(
+            f"seed: expected a seed of a seeded model, found {seed!r}; seeds: "
+            + "; ".join(f"{m}: {sorted(s, key=_seed_order)}" for m, s in sorted(groups.items()))
+        )
+    metric_keys = _metadata_metric_keys(runs, metrics, primary)
+    models = sorted(groups)
+    if reference is not None:
+        models = [reference] + [m for m in models if m != reference]
+    pairs = _pairs(models, reference, alternative)
+    seed_pairs = [(b, c) for b, c in pairs if len(groups[b]) > 1 or len(groups[c]) > 1]
+    # Names collide or not whatever the metrics are, so the check runs now even when only the artifacts
+    # will tell which metrics the runs share.
+    _metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"], reference)
+    return _Plan(groups=groups, representative=representative, models=models, metric_keys=metric_keys, pairs=pairs,
+                 seed_pairs=seed_pairs, reference=reference)
+
+
+def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None:
+    """The metric keys to compare, as far as the runs' logged aggregate metrics tell; None if they cannot.
+
+    A run that logged no aggregate metric (one made by other tools around the per-user artifacts) is left
+    to the artifact check.
     """
-    active = mlflow.active_run()
-    owned = active is None
-    if active is not None:
-        run = active
-    elif os.environ.get("MLFLOW_RUN_ID"):
-        run = entry_point_run("comparison")  # the run `mlflow run -e compare` created
-    else:
-        experiment_id = source_experiment_id
+    logged = {rid: keys for rid, keys in _logged_metric_keys(runs).items() if keys}
+    if metrics:
+        missing = {rid: [m for m in metrics if m not in keys] for rid, keys in logged.items()}
+        missing = {rid: m for rid, m in missing.items() if m}
+        if missing:
+            listing = "; ".join(f"run {rid} lacks {m}" for rid, m in missing.items())
+            available = sorted(set.intersection(*(set(keys) for keys in logged.values())))
+            raise RunSelectionError(f"metrics: not evaluated by every run ({listing}); available: {available}")
+        return list(metrics)
+    if len(logged) < len(runs):
+        return None
+    common = [k for k in next(iter(logged.values())) if all(k in keys for keys in logged.values())]
+    if not common:
+        raise RunSelectionError("metrics: the runs share no evaluated metric key")
+    if primary is not None and primary not in common:
+        raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
+    return common
+
+
+#: Report columns logged as metrics of the comparison run, and seed-table columns logged under ``.seeds``.
+REPORT_FIELDS = ("difference", "relative_difference", "ci_low", "ci_high", "p_value", "adjusted_p_value")
+SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals")
+
+
+def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, str, str, str], str]:
+    """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
+
+    ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>_vs_<baseline>.<metric>.<field>`` without;
+    seed-table columns under ``<candidate>.<metric>.seeds.<field>``. Names go through
+    :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
+    :func:`~mlflow_recsys.tracking.limits.fit_key`.
+
+    Raises
+    ------
+    RunSelectionError
+        If two hypotheses would share a name (model names such as ``A_vs_B`` and ``A`` can collide).
+    """
+    names = {}
+    for base, cand in pairs:
+        who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
+        for metric in metric_keys:
+            for field in REPORT_FIELDS:
+                names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
+    for base, cand in seed_pairs:
+        who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
+        for metric in metric_keys:
+            for field in SEED_FIELDS:
+                names[(base, cand, metric, f"seeds.{field}")] = fit_key(
+                    f"{who}.{mlflow_metric_name(metric)}.seeds.{field}")
+    clashes = duplicates(list(names.values()))
+    if clashes:
+        owners = sorted({f"{c} vs {b}" for (b, c, _, _), n in names.items() if n in clashes})
+        raise RunSelectionError(
+            f"model names: the comparisons {owners} would share the MLflow metric name {clashes[0]!r}; "
+            "rename a model (its recsys.model tag) so that the names stay apart"
+        )
+    return names
+
+
+def _logged_metric_keys(runs: list[Run]) -> dict[str, list[str]]:
+    """Run id -> the metric keys whose aggregate it logged (``ndcg_at_100`` -> ``ndcg@100``), known keys only."""
+    out = {}
+    for r in runs:
+        keys = []
+        for name in r.data.metrics:
+            try:
+                key = metric_key(name)
+                parse_metric_keys([key])
+            except ValueError:
+                continue  # training curves, timings and counts are not metric keys
+            keys.append(key)
+        out[r.info.run_id] = sorted(keys)
+    return out
+
+
+class _Target:
+    """Where the comparison run goes: the caller's active run, the entry point's run, or a new run."""
+
+    def __init__(self, *, active: Run | None, environment_run_id: str | None, experiment_name: str | None):
+        self.active = active
+        self.environment_run_id = environment_run_id
+        self.experiment_name = experiment_name
+
+    @classmethod
+    def find(cls, output_experiment: str | None) -> "_Target":
+        """Check, before anything is written, that the run to use may be used and the experiment may be made.
+
+        Raises
+        ------
+        RunSelectionError
+            If ``output_experiment`` is deleted or not a valid name.
+        RunOwnershipError
+            If ``MLFLOW_RUN_ID`` (or the active run) names a run this comparison must not write into.
+        """
+        active = mlflow.active_run()
+        environment_run_id = None if active is not None else environment_run()
+        if active is not None:
+            check_run_is_free(MlflowClient().get_run(active.info.run_id), source="the active run")
         if output_experiment is not None:
+            if len(output_experiment) > 500 or not output_experiment.strip():
+                raise RunSelectionError(
+                    f"output_experiment: expected a non-empty name of at most 500 characters, found "
+                    f"{len(output_experiment)} characters"
+                )
             exp = mlflow.get_experiment_by_name(output_experiment)
-            experiment_id = exp.experiment_id if exp else mlflow.create_experiment(output_experiment)
-        run = mlflow.start_run(experiment_id=experiment_id, run_name="comparison")
-    try:
-        yield run
-    except BaseException as exc:
-        MlflowClient().set_tag(run.info.run_id, tags.ERROR, f"{type(exc).__name__}: {exc}"[:5000])
-        if owned:
+            if exp is not None and exp.lifecycle_stage != "active":
+                raise RunSelectionError(
+                    f"output_experiment: {output_experiment!r} is deleted; restore it or choose another name"
+                )
+        return cls(active=active, environment_run_id=environment_run_id, experiment_name=output_experiment)
+
+    def _open(self, source_experiment_id: str, run_name: str) -> tuple[mlflow.ActiveRun, bool]:
+        """The run to log into, and whether this comparison owns it (and so ends it)."""
+        if self.active is not None:
+            return self.active, False
+        if self.environment_run_id is not None:
+            return entry_point_run(run_name), True
+        experiment_id = source_experiment_id
+        if self.experiment_name is not None:
+            exp = mlflow.get_experiment_by_name(self.experiment_name)
+            experiment_id = exp.experiment_id if exp else mlflow.create_experiment(self.experiment_name)
+        return mlflow.start_run(experiment_id=experiment_id, run_name=run_name), True
+
+    @contextmanager
+    def run(self, source_experiment_id: str, run_name: str) -> Iterator[mlflow.ActiveRun]:
+        """The comparison run, ended FAILED with the reason on any exception, and always ended locally."""
+        run, owned = self._open(source_experiment_id, run_name)
+        try:
+            mlflow.set_tag(tags.ROLE, tags.ROLE_COMPARISON)  # first, so even a run that fails says what it was
+            yield run
+        except BaseException as exc:
+            _mark_failed(run.info.run_id, exc, end=owned)
+            raise
+        else:
+            if owned:
+                mlflow.end_run()
+
+    def record_failure(self, exc: BaseException, runs: list[Run], *, create: bool) -> None:
+        """Mark the comparison FAILED with the reason, before any result exists.
+
+        The entry point's run (``MLFLOW_RUN_ID``), made for this comparison, always records the reason. With
+        ``create`` (the runs passed every metadata check), the caller's active run records it too, and otherwise
+        an error in the per-user data gets a FAILED comparison run of its own, so the reason shows in MLflow;
+        an interruption (SIGTERM, Ctrl-C) creates none. Nothing is recorded when the server cannot be reached.
+        """
+        existing = self.environment_run_id is not None or (create and self.active is not None)
+        if is_unreachable(exc) or not (existing or (create and isinstance(exc, Exception))):
+            return
+        try:
+            run, owned = self._open(runs[0].info.experiment_id if runs else None, "comparison (failed)")
+        except Exception as again:
+            _log.warning("could not record the failure in MLflow: %s", redact(str(again)))
+            return
+        try:
+            mlflow.set_tags({tags.ROLE: tags.ROLE_COMPARISON, tags.N_SOURCE_RUNS: str(len(runs)),
+                             **({tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs])} if runs else {})})
+        except Exception as again:
+            _log.warning("could not tag the failed comparison run: %s", redact(str(again)))
+        _mark_failed(run.info.run_id, exc, end=owned)
+
+
+def _mark_failed(run_id: str, exc: BaseException, *, end: bool) -> None:
+    """Tag the reason and end the run FAILED; never raise, so the first error is the one the user sees."""
+    if not is_unreachable(exc):
+        reason = redact(f"{type(exc).__name__}: {exc}")
+        try:
+            MlflowClient().set_tag(run_id, tags.ERROR, shorten(reason, MAX_TAG_LENGTH))
+        except Exception as again:  # the original error matters more than this one
+            _log.warning("could not tag run %s with its error: %s", run_id, redact(str(again)))
+    if end:
+        try:
             mlflow.end_run(status="FAILED")
-        raise
-    else:
-        if owned:
-            mlflow.end_run()
+        except Exception as again:
+            # mlflow.end_run leaves the local active run before telling the server, so it is ended here anyway.
+            _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
 
 
 # -- verifying and grouping ---------------------------------------------------------
@@ -219,8 +484,9 @@ def _verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArti
             raise RunSelectionError(f"runs {first} and {r.info.run_id} hold different sample ids")
 
 
-def _group(runs: list[Run], artifacts, model_tag: str) -> dict[str, dict[str, tuple[str, EvaluationResult]]]:
-    groups: dict[str, dict[str, tuple[str, EvaluationResult]]] = {}
+def _group(runs: list[Run], model_tag: str) -> dict[str, dict[str, str]]:
+    """Model -> seed tag -> run id, from the runs' tags."""
+    groups: dict[str, dict[str, str]] = {}
     for r in runs:
         model = r.data.tags.get(model_tag)
         seed = r.data.tags.get(tags.SEED, tags.NO_SEED)
@@ -229,11 +495,11 @@ def _group(runs: list[Run], artifacts, model_tag: str) -> dict[str, dict[str, tu
         seeds = groups.setdefault(model, {})
         if seed in seeds:
             raise RunSelectionError(
-                f"runs {seeds[seed][0]} and {r.info.run_id} are both {model} with seed {seed}; select one, "
+                f"runs {seeds[seed]} and {r.info.run_id} are both {model} with seed {seed}; select one, "
                 "e.g. by run ids or by adding to the filter tags.mlflow.parentRunId = '<the study run id>'"
             )
-        seeds[seed] = (r.info.run_id, artifacts[r.info.run_id].result)
-    return groups
+        seeds[seed] = r.info.run_id
+    return dict(sorted(groups.items()))
 
 
 def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
@@ -275,101 +541,152 @@ def _side(seeds: dict[str, tuple[str, EvaluationResult]]):
     return {int(s) if s.lstrip("-").isdigit() else s: res for s, (_, res) in seeds.items()}
 
 
-def _metric_keys(metrics, artifacts) -> list[str]:
-    common = None
-    for art in artifacts.values():
-        keys = list(art.result.per_user)
-        common = keys if common is None else [k for k in common if k in keys]
-    if not metrics:
+def _artifact_metric_keys(metric_keys: list[str] | None, primary, artifacts: dict[str, EvaluationArtifacts]):
+    """The metric keys every per-user file holds: ``metric_keys`` checked, or the common keys if None."""
+    if metric_keys is None:
+        per_user = [list(art.result.per_user) for art in artifacts.values()]
+        common = [k for k in per_user[0] if all(k in keys for keys in per_user)]
         if not common:
-            raise RunSelectionError("metrics: the runs share no metric key")
+            raise RunSelectionError("metrics: the runs' per-user files share no metric key")
+        if primary is not None and primary not in common:
+            raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
         return common
-    malformed = [m for m in metrics if "@" not in m]
-    if malformed:
-        raise RunSelectionError(f"metrics: expected keys of the form 'name@k' (e.g. 'ndcg@100'), found {malformed}")
-    missing = [m for m in metrics if m not in common]
-    if missing:
-        raise RunSelectionError(f"metrics: {missing} were not evaluated by every run; available: {common}")
-    return list(metrics)
+    for run_id, art in artifacts.items():
+        missing = [m for m in metric_keys if m not in art.result.per_user]
+        if missing:
+            raise RunSelectionError(
+                f"run {run_id}: its per_user.parquet has no column for {missing}; it holds {sorted(art.result.per_user)}"
+            )
+    return metric_keys
 
 
 # -- logging back ---------------------------------------------------------------------
 
 
-def _metric_prefix(c, reference: str | None) -> str:
-    who = c.candidate if reference is not None else f"{c.candidate}_vs_{c.baseline}"
-    return f"{safe_name(who)}.{mlflow_metric_name(c.metric)}"
+#: Widest model name shown in the run notes; the report files show every name whole.
+NOTE_NAME_WIDTH = 80
 
 
-def _note(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None) -> str:
-    lines = ["## Paired comparison", ""]
+def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None):
+    """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits."""
+    pointer = ("The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
+               "report.csv; seed_spread.csv holds the seed table.")
+    head = ["## Paired comparison", ""]
     if primary is not None:
-        lines.append(f"Primary metric, declared in advance: **{primary}**.")
+        head.append(f"Primary metric, declared in advance: **{escape_markdown(primary)}**.")
         for c in report.comparisons:
             if c.metric == primary:
-                lines += ["", report.results_text(primary, c.candidate, c.baseline)]
-        lines.append("")
-    lines += [report.to_markdown(), ""]
+                head += ["", report.results_text(primary, c.candidate, c.baseline, markup="markdown")]
+        head.append("")
+    seeds = []
     for name, spread in spreads.items():
         key = primary or spread.to_frame()["metric"].iloc[0]
-        lines += [f"**Seeds ({name})**: {spread.results_text(key)}", ""]
-    return "\n".join(lines)
+        seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup="markdown")}", ""]
+    yield "\n".join(head + [report.to_markdown(), ""] + seeds + [pointer])
+    # Compact: the key columns, names cut to NOTE_NAME_WIDTH, as many rows as fit.
+    frame = report.to_frame()
+    header = ["| metric | candidate | baseline | difference | interval | adjusted p | direction |",
+              "|---|---|---|---|---|---|---|"]
+    rows = [
+        f"| {r.metric} | {escape_markdown(shorten(r.candidate, NOTE_NAME_WIDTH))} | "
+        f"{escape_markdown(shorten(r.baseline, NOTE_NAME_WIDTH))} | {r.difference:+.4f} | "
+        f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.adjusted_p_value:.4g} | {r.direction} |"
+        for r in frame.itertuples()
+    ]
+    for n in range(len(rows), -1, -1):
+        more = [f"{len(rows) - n} more of the {len(rows)} rows are in report.md.", ""] if n < len(rows) else []
+        yield "\n".join(head + header + rows[:n] + [""] + more + seeds + [pointer])
+        yield "\n".join(head + header + rows[:n] + [""] + more + [pointer])
+    yield "\n".join(["## Paired comparison", "", f"{len(rows)} hypotheses; the result sentences are too long for "
+                     "MLflow's run notes.", "", pointer])
 
 
-def _log_comparison(report, spreads, runs, source_runs, settings, primary) -> None:
-    """Render every artifact to a temporary folder, then log tags, params, metrics and artifacts."""
+def source_runs_tag(run_ids: list[str]) -> str:
+    """The ``recsys.source_runs`` tag: the comma-separated ids while they fit, else their count and digest.
+
+    ``source_runs.json`` always lists them all.
+    """
+    listed = ",".join(run_ids)
+    if len(listed) <= MAX_TAG_LENGTH:
+        return listed
+    return f"{len(run_ids)} runs, sha256 {digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
+
+
+def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, settings: dict, primary) -> str:
+    """Render every file, then log into the comparison run: artifacts first, then tags, params and metrics.
+
+    Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
+    to refuse or cut anything. Returns the run id.
+    """
     if report.reference:
-        run_name = f"{', '.join(m for m in source_runs if m != report.reference)} vs {report.reference}"
+        run_name = f"{', '.join(m for m in plan.models if m != report.reference)} vs {report.reference}"
     else:
-        run_name = "compare " + ", ".join(sorted(source_runs))
+        run_name = "compare " + ", ".join(plan.models)
+    run_name = shorten(run_name, MAX_RUN_NAME_LENGTH)
+    source_ids = [r.info.run_id for r in runs]
+    text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
+    params, _ = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
+    names = plan.metric_names
+    metrics = {}
+    for c in report.comparisons:
+        for field in REPORT_FIELDS:
+            value = getattr(c, field)
+            if pd.notna(value) and abs(value) != float("inf"):
+                metrics[names[(c.baseline, c.candidate, c.metric, field)]] = float(value)
+    for spread in spreads.values():
+        for row in spread.to_frame().itertuples():
+            for field in SEED_FIELDS:
+                value = getattr(row, field)
+                if pd.notna(value):
+                    metrics[names[(row.baseline, row.candidate, row.metric, f"seeds.{field}")]] = float(value)
+    key_map = [
+        {"mlflow_metric": name, "baseline": b, "candidate": c, "metric": m, "field": f}
+        for (b, c, m, f), name in names.items() if name in metrics
+    ]
+
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
         frame = report.to_frame()
-        frame.to_csv(out / "report.csv", index=False)
+        csv_safe_frame(frame).to_csv(out / "report.csv", index=False, quoting=csv.QUOTE_NONNUMERIC)
         frame.to_parquet(out / "report.parquet", index=False)
         (out / "report.md").write_text(report.to_markdown() + "\n")
         (out / "methods.md").write_text(report.methods_text() + "\n")
         (out / "references.bib").write_text(references_bibtex())
+        (out / "source_runs.json").write_text(json.dumps(
+            {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2))
+        (out / "settings.json").write_text(json.dumps(settings, indent=2))
+        (out / "metric_names.json").write_text(json.dumps(key_map, indent=2))
         forest_plot(report, out / "forest.png")
         seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True) if spreads else None
         if seed_frame is not None:
-            seed_frame.to_csv(out / "seed_spread.csv", index=False)
+            csv_safe_frame(seed_frame).to_csv(out / "seed_spread.csv", index=False, quoting=csv.QUOTE_NONNUMERIC)
             per_seed = pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()],
                                  ignore_index=True)
-            per_seed.to_csv(out / "seed_spread_per_seed.csv", index=False)
+            csv_safe_frame(per_seed).to_csv(out / "seed_spread_per_seed.csv", index=False,
+                                            quoting=csv.QUOTE_NONNUMERIC)
             seed_spread_plot(per_seed, out / "seed_spread.png")
         (out / "report.html").write_text(report_html(
             report, spreads, primary=primary, title=run_name, forest_png=(out / "forest.png").read_bytes(),
             seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
         ))
-
+        note = fit_text(_note_versions(report, spreads, primary))
         first = runs[0].data.tags
-        mlflow.set_tags({
-            tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
-            tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
-            tags.PRIMARY_METRIC: primary or "",
-            "mlflow.runName": run_name,
-            "mlflow.note.content": _note(report, spreads, primary),
-        })
-        log_params_once(settings)
-        metrics = {}
-        for c in report.comparisons:
-            prefix = _metric_prefix(c, report.reference)
-            for field in ("difference", "relative_difference", "ci_low", "ci_high", "p_value", "adjusted_p_value"):
-                value = getattr(c, field)
-                if pd.notna(value) and abs(value) != float("inf"):
-                    metrics[f"{prefix}.{field}"] = float(value)
-        for spread in spreads.values():
-            for row in spread.to_frame().itertuples():
-                prefix = f"{safe_name(row.candidate)}.{mlflow_metric_name(row.metric)}.seeds"
-                for field in ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"):
-                    value = getattr(row, field)
-                    if pd.notna(value):
-                        metrics[f"{prefix}.{field}"] = float(value)
-        mlflow.log_metrics(metrics)
-        mlflow.log_artifacts(str(out))
-        mlflow.log_table(frame, artifact_file="report_table.json")
-        if seed_frame is not None:
-            mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
 
-
+        with target.run(runs[0].info.experiment_id, run_name) as run:
+            mlflow.log_artifacts(str(out))
+            mlflow.log_table(frame, artifact_file="report_table.json")
+            if seed_frame is not None:
+                mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
+            mlflow.set_tags({
+                tags.ROLE: tags.ROLE_COMPARISON,
+                tags.SOURCE_RUNS: source_runs_tag(source_ids),
+                tags.N_SOURCE_RUNS: str(len(source_ids)),
+                tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
+                tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+                tags.PRIMARY_METRIC: primary or "",
+                "mlflow.runName": run_name,
+                "mlflow.note.content": note,
+            })
+            log_params_once(params)
+            mlflow.log_metrics(metrics)
+            return run.info.run_id

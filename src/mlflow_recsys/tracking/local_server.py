@@ -55,9 +55,11 @@ def loopback_process(argv: list[str], probe_url: str, log_path: Path, env: dict,
 
 @contextmanager
 def local_tracking_server(
-    backend_store_uri: str, artifacts_destination: str | os.PathLike, *, timeout: float = 120.0
+    backend_store_uri: str, artifacts_destination: str | os.PathLike, *, timeout: float = 120.0,
+    port: int | None = None,
 ) -> Iterator[str]:
-    """Run ``mlflow server`` on 127.0.0.1 (a free port) for the duration of a ``with``; yield its URL.
+    """Run ``mlflow server`` on 127.0.0.1 (``port``, default a free one) for the duration of a ``with``; yield
+    its URL.
 
     The server serves the UI and proxies artifacts to ``artifacts_destination``.
     Its output goes to ``server.log`` beside the artifacts.
@@ -68,7 +70,7 @@ def local_tracking_server(
         If the server does not answer ``/health`` within ``timeout`` seconds;
         the message holds the end of its log.
     """
-    port = free_port()
+    port = port or free_port()
     destination = Path(artifacts_destination)
     destination.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}

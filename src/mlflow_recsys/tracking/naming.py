@@ -40,6 +40,28 @@ def metric_key(name: str) -> str:
     return f"{match.group(1)}@{match.group(2)}"
 
 
-def safe_name(text: str) -> str:
-    """Model names and keys made safe for MLflow metric names (letters, digits, ``_-./ ``)."""
-    return re.sub(r"[^A-Za-z0-9_\-./ ]", "_", text.replace("@", "_at_"))
+#: A model name used as it is in metric names: ASCII letters, digits, ``_`` and ``-``.
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
+
+
+def model_label(name: str) -> str:
+    """A model name as it appears in MLflow metric names, one-to-one.
+
+    A plain name (ASCII letters, digits, ``_``, ``-``) is kept as it is. Any
+    other name has every other character replaced by ``_`` and a hash of the
+    whole name appended (``ELSA+`` -> ``ELSA_-<hash>``), so ``ELSA+`` and
+    ``ELSA_`` stay apart, and no label holds ``.``, ``/`` or ``..``, which
+    MLflow reads as parts of a path.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is empty.
+    """
+    if not name:
+        raise ValueError("name: expected a non-empty model name, found ''")
+    if _PLAIN.match(name):
+        return name
+    from mlflow_recsys.tracking.limits import digest
+
+    return re.sub(r"[^A-Za-z0-9_\-]", "_", name)[:60] + "-" + digest(name, 8)

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.artifacts import (
     EVALUATION_FILE,
     ArtifactError,
@@ -22,6 +23,10 @@ from mlflow_recsys.tracking.artifacts import (
     EvaluationArtifacts,
     read_evaluation_artifacts,
 )
+
+
+#: Runs asked for per ``search_runs`` call; MLflow returns a page token while more remain.
+SEARCH_PAGE_SIZE = 1000
 
 
 class RunSelectionError(ValueError):
@@ -67,19 +72,26 @@ def select_runs(
     experiment: str | None = None,
     filter_string: str | None = None,
     client: MlflowClient | None = None,
+    page_size: int = SEARCH_PAGE_SIZE,
 ) -> list[Run]:
     """Training runs chosen by ids, by a compare URL, or by experiment plus filter.
 
     Exactly one of ``run_ids``, ``compare_url`` or ``experiment`` (a name or an
     id) must be given; ``filter_string`` is an MLflow search filter used with
     ``experiment``. Only runs tagged ``recsys.role=train`` are training runs.
+    A search is read page by page (``page_size`` runs a page, default
+    :data:`SEARCH_PAGE_SIZE`) until MLflow returns no page token, so no match is
+    dropped; deleted runs are never selected.
 
     Raises
     ------
     RunSelectionError
         If the selection is ambiguous or empty, a run or experiment does not
-        exist, a run is not a training run, or a run is not FINISHED (the
-        message lists every such run with its state).
+        exist, a run is deleted or listed twice, a run is not a training run,
+        or a run is not FINISHED (the message lists every such run with its state).
+    MlflowException
+        If the tracking server fails for another reason than a missing run or
+        experiment (e.g. it cannot be reached); the caller reports it.
     """
     client = client or MlflowClient()
     if filter_string and experiment is None:
@@ -93,35 +105,60 @@ def select_runs(
     hint = ""
     if compare_url is not None:
         run_ids, _ = parse_compare_url(compare_url)
-        host = urlsplit(unquote(unquote(compare_url))).netloc
+        parts = urlsplit(unquote(unquote(compare_url)))
+        # The host alone: a pasted URL may carry user:password@, which must not reach a message.
+        try:
+            host = f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
+        except ValueError:  # a port that is no number
+            host = parts.hostname
         if host:
             hint = f"; the URL came from {host}: set MLFLOW_TRACKING_URI to that server if it is another store"
     if run_ids:
         runs = []
+        duplicated = sorted({r for r in run_ids if run_ids.count(r) > 1})
+        if duplicated:
+            raise RunSelectionError(f"runs: expected distinct run ids, found {duplicated} more than once")
         for run_id in run_ids:
             try:
                 runs.append(client.get_run(run_id))
-            except MlflowException:
+            except MlflowException as exc:
+                if not _missing(exc):
+                    raise
                 raise RunSelectionError(
-                    f"run {run_id!r} was not found in tracking store {mlflow.get_tracking_uri()}{hint}"
+                    f"run {run_id!r} was not found in tracking store {redact(mlflow.get_tracking_uri())}{hint}"
                 ) from None
     else:
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
             try:
                 exp = client.get_experiment(experiment)
-            except MlflowException:
+            except MlflowException as exc:
+                if not _missing(exc):
+                    raise
                 exp = None
         if exp is None:
             raise RunSelectionError(
-                f"experiment: expected an experiment name or id in {mlflow.get_tracking_uri()}, found {experiment!r}"
+                f"experiment: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
+                f"found {experiment!r}"
             )
+        if exp.lifecycle_stage != "active":
+            raise RunSelectionError(f"experiment: {exp.name!r} is deleted; restore it to compare its runs")
         clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}'"
         query = f"{clause} and {filter_string}" if filter_string else clause
-        try:
-            runs = client.search_runs([exp.experiment_id], filter_string=query, max_results=10_000)
-        except MlflowException as exc:
-            raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+        runs, token = [], None
+        while True:
+            try:
+                page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size,
+                                          page_token=token)
+            except MlflowException as exc:
+                if exc.error_code != "INVALID_PARAMETER_VALUE":
+                    raise
+                raise RunSelectionError(
+                    f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
         if not runs:
             raise RunSelectionError(
                 f"no training runs in experiment {exp.name!r} match filter {filter_string!r}"
@@ -130,10 +167,18 @@ def select_runs(
     return runs
 
 
+def _missing(exc: MlflowException) -> bool:
+    """MLflow's answer for a run or experiment that does not exist (or an id it cannot parse)."""
+    return exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+
+
 def _require_training_runs(runs: list[Run]) -> None:
     ids = [r.info.run_id for r in runs]
     if len(set(ids)) != len(ids):
         raise RunSelectionError(f"runs: expected distinct run ids, found duplicates in {ids}")
+    deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
+    if deleted:
+        raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
     not_train = [(r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN]
     if not_train:
         listing = ", ".join(f"{i} ({tags.ROLE}={role})" for i, role in not_train)

@@ -20,3 +20,5 @@ ROLE_MAIN = "main"
 NO_SEED = "none"
 #: Why a comparison run FAILED.
 ERROR = "recsys.error"
+#: How many runs a comparison compared (``recsys.source_runs`` may hold a digest instead of the list).
+N_SOURCE_RUNS = "recsys.n_source_runs"

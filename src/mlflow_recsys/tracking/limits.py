@@ -1,0 +1,90 @@
+"""MLflow's size limits, and the one way this package fits what it logs inside them.
+
+MLflow rejects a metric, param or tag key over 250 characters, and cuts param
+values over 6,000 and tag values (run notes included) over 8,000 characters
+without a word (``mlflow.utils.validation``). The SQL stores keep run names in a
+250-character column. Nothing logged here relies on either behaviour: keys are
+shortened one-to-one, long values are replaced by a pointer to an artifact that
+holds them whole, and texts are chosen from versions that fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Iterable, Sequence
+
+#: Longest metric, param or tag key MLflow accepts.
+MAX_KEY_LENGTH = 250
+#: Longest param value MLflow keeps.
+MAX_PARAM_LENGTH = 6000
+#: Longest tag value (and run note) MLflow keeps.
+MAX_TAG_LENGTH = 8000
+#: Longest run name a SQL tracking store keeps.
+MAX_RUN_NAME_LENGTH = 250
+
+
+def digest(text: str, length: int = 10) -> str:
+    """The first ``length`` hex characters of the SHA-256 of ``text`` (UTF-8)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def fit_key(key: str, limit: int = MAX_KEY_LENGTH) -> str:
+    """``key`` unchanged if it fits, else a readable prefix, ``-`` and a hash of the whole key.
+
+    Distinct long keys get distinct results (up to a 40-bit hash collision, which
+    the callers check for), and the same key always gives the same result.
+    """
+    if len(key) <= limit:
+        return key
+    tail = "-" + digest(key)
+    return key[: limit - len(tail)] + tail
+
+
+def fit_text(versions: Iterable[str], limit: int = MAX_TAG_LENGTH) -> str:
+    """The first of ``versions`` (longest and fullest first) that fits in ``limit`` characters.
+
+    Raises
+    ------
+    ValueError
+        If none fits: the caller's shortest version must be made to fit.
+    """
+    for text in versions:
+        if len(text) <= limit:
+            return text
+    raise ValueError(f"expected a version of the text of at most {limit:,} characters, found none")
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis and a hash, so cut names stay distinct."""
+    if len(text) <= width:
+        return text
+    tail = f"…[{digest(text, 6)}]"
+    return text[: max(width - len(tail), 1)] + tail
+
+
+def fit_values(values: dict[str, str], limit: int, pointer: str) -> tuple[dict[str, str], list[str]]:
+    """Values that fit unchanged, and the others replaced by ``pointer`` (e.g. "see settings.json").
+
+    Returns
+    -------
+    (fitted, replaced):
+        The values to log, and the keys whose values were replaced.
+    """
+    fitted, replaced = {}, []
+    for key, value in values.items():
+        if len(value) <= limit:
+            fitted[key] = value
+        else:
+            fitted[key] = f"{len(value):,} characters, sha256 {digest(value, 16)}; {pointer}"
+            replaced.append(key)
+    return fitted, replaced
+
+
+def duplicates(keys: Sequence[str]) -> list[str]:
+    """Keys that occur more than once, in first-seen order."""
+    seen, dup = set(), []
+    for key in keys:
+        if key in seen and key not in dup:
+            dup.append(key)
+        seen.add(key)
+    return dup

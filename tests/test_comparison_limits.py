@@ -1,0 +1,252 @@
+"""Issue 12, kinds 2 and 3: MLflow's limits, and mistakes refused before any run exists.
+
+Every comparison here runs on copies of two real training runs (EASE and Popularity on MovieLens-100k) in a
+temporary SQLite store; the copies differ in their model names, tags or per-user files.
+"""
+
+import json
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.cli import cli
+from mlflow_recsys.stats.reporting import escape_markdown
+from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
+from mlflow_recsys.tracking import runs as runs_module
+from mlflow_recsys.tracking.comparison import _note_versions, source_runs_tag
+from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, MAX_TAG_LENGTH
+from mlflow_recsys.tracking.naming import model_label
+
+METRICS = ("ndcg@100", "recall@20", "mrr@20")
+FAST = dict(n_resamples=199)
+
+pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("limits-store")
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    experiment_id = mlflow.create_experiment("limits", artifact_location=(root / "artifacts").as_uri())
+    mlflow.set_experiment(experiment_id=experiment_id)
+    split_id = run_split(dataset="movielens-100k", seed=42)
+    checkpoint = f"runs:/{split_id}/checkpoint.zip"
+    ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
+    pop = run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False)
+    yield {"root": root, "experiment_id": experiment_id, "ease": ease, "pop": pop}
+    mlflow.set_tracking_uri(previous)
+
+
+@pytest.fixture
+def experiment(store, tmp_path):
+    """A fresh experiment per test, so run counts and searches see only that test's runs."""
+    experiment_id = mlflow.create_experiment(tmp_path.name, artifact_location=(tmp_path / "art").as_uri())
+    return experiment_id
+
+
+def _copies(copy_run, store, tmp_path, experiment_id, names, source="pop", tags=None):
+    """Copies of a run under other names, each with its per-user values scaled differently (so none is a tie)."""
+    def scaled(factor):
+        return lambda frame: frame.assign(**{m: frame[m] * factor for m in METRICS})
+
+    return [copy_run(store[source], tmp_path / f"copy{i}", model=name, experiment_id=experiment_id, tags=tags,
+                     edit_frame=scaled(1 - 0.05 * i))
+            for i, name in enumerate(names)]
+
+
+def _runs_in(experiment_id):
+    return MlflowClient().search_runs([experiment_id], run_view_type=3, max_results=1000)
+
+
+def _comparison_runs():
+    experiments = [e.experiment_id for e in MlflowClient().search_experiments(view_type=3)]
+    return MlflowClient().search_runs(experiments, filter_string="tags.`recsys.role` = 'comparison'",
+                                      run_view_type=3, max_results=1000)
+
+
+def _artifact_names(run_id):
+    return sorted(f.path for f in MlflowClient().list_artifacts(run_id))
+
+
+# -- kind 2: MLflow's limits --------------------------------------------------------------------------------
+
+
+def test_long_model_names_give_metric_keys_within_250_characters_with_a_mapping(store, experiment, tmp_path, copy_run):
+    first, second = "A" * 110, "B" * 112
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, [first, second])
+    outcome = compare_runs(run_ids=ids, metrics=["ndcg@100"], output_experiment=None, **FAST)
+    run = MlflowClient().get_run(outcome.run_id)
+    assert run.info.status == "FINISHED"
+    logged = run.data.metrics
+    assert logged and max(map(len, logged)) <= MAX_KEY_LENGTH
+    raw = f"{second}_vs_{first}.ndcg_at_100.adjusted_p_value"
+    assert len(raw) > MAX_KEY_LENGTH and raw not in logged
+    assert any(k.startswith(raw[:200]) and k != raw for k in logged)  # a readable prefix and a hash
+    mapping = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
+                                                                  artifact_path="metric_names.json")).read_text())
+    assert {m["mlflow_metric"] for m in mapping} == set(logged)
+    for m in mapping:
+        row = outcome.report.get(m["metric"], m["candidate"], m["baseline"])
+        if not m["field"].startswith("seeds."):
+            assert logged[m["mlflow_metric"]] == pytest.approx(getattr(row, m["field"]), abs=0, rel=1e-12)
+    # Every hypothesis has its own six metrics: three pairs x one metric x six fields.
+    assert len(logged) == 3 * 6
+
+
+def test_names_that_sanitise_alike_keep_their_own_metrics(store, experiment, tmp_path, copy_run):
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["ELSA+", "ELSA_", "a//b", "x/../y"])
+    # Different per-user values per model, so an overwritten metric would show.
+    outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], **FAST)
+    logged = MlflowClient().get_run(outcome.run_id).data.metrics
+    labels = {name: model_label(name) for name in ["ELSA+", "ELSA_", "a//b", "x/../y"]}
+    assert len(set(labels.values())) == 4 and labels["ELSA_"] == "ELSA_"
+    for name, label in labels.items():
+        assert "/" not in label and ".." not in label
+        key = f"{label}.ndcg_at_100.difference"
+        assert logged[key] == outcome.report.get("ndcg@100", name).difference
+    assert len(logged) == 4 * 6
+
+
+def test_names_that_would_share_a_metric_name_are_refused_before_any_run(store, experiment, tmp_path, copy_run):
+    # Without a reference, "Z_vs_M" against "A" and "Z" against "M_vs_A" would both log "Z_vs_M_vs_A.<metric>".
+    ids = _copies(copy_run, store, tmp_path, experiment, ["A", "M_vs_A", "Z", "Z_vs_M"])
+    before = len(_comparison_runs())
+    with pytest.raises(RunSelectionError, match=r"would share the MLflow metric name 'Z_vs_M_vs_A\.ndcg_at_100"):
+        compare_runs(run_ids=ids, metrics=["ndcg@100"], **FAST)
+    assert len(_comparison_runs()) == before
+    assert mlflow.active_run() is None
+
+
+def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path, copy_run):
+    names = [f"candidate-{i:02d}-" + "x" * 150 for i in range(12)]
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, names)
+    outcome = compare_runs(run_ids=ids, reference="EASE", primary="ndcg@100", **FAST)
+    note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
+    full = next(_note_versions(outcome.report, outcome.seed_spreads, "ndcg@100"))
+    assert len(full) > MAX_TAG_LENGTH >= len(note)  # the full note would have been cut by MLflow
+    assert note.rstrip().endswith("seed_spread.csv holds the seed table.")
+    table = [line for line in note.splitlines() if line.startswith("|")]
+    assert table and all(line.endswith("|") and line.count("|") == 8 for line in table)
+    shown = len(table) - 2
+    assert f"{36 - shown} more of the 36 rows are in report.md." in note
+    report_md = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.md")).read_text()
+    assert all(escape_markdown(name) in report_md for name in names)
+
+
+def test_source_runs_tag_lists_ids_while_they_fit_and_otherwise_a_count_and_digest():
+    few = [f"{i:032x}" for i in range(10)]
+    assert source_runs_tag(few) == ",".join(few)
+    many = [f"{i:032x}" for i in range(250)]
+    tag = source_runs_tag(many)
+    assert len(",".join(many)) > MAX_TAG_LENGTH >= len(tag)
+    assert tag.startswith("250 runs, sha256 ") and "source_runs.json" in tag
+
+
+def test_source_runs_json_and_count_tag_list_every_compared_run(store, experiment, tmp_path, copy_run):
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["P1", "P2"])
+    outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], **FAST)
+    run = MlflowClient().get_run(outcome.run_id)
+    assert run.data.tags["recsys.n_source_runs"] == "3"
+    assert run.data.tags["recsys.source_runs"] == ",".join(ids)
+    listed = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
+                                                                 artifact_path="source_runs.json")).read_text())
+    assert listed["run_ids"] == ids and listed["by_model"]["P2"] == {"none": ids[2]}
+
+
+def test_a_reference_name_longer_than_a_param_goes_whole_to_settings_json(store, experiment, tmp_path, copy_run):
+    long_name = "R" * 7000
+    ids = _copies(copy_run, store, tmp_path, experiment, [long_name, "Other"])
+    outcome = compare_runs(run_ids=ids, reference=long_name, metrics=["ndcg@100"], **FAST)
+    run = MlflowClient().get_run(outcome.run_id)
+    assert run.info.status == "FINISHED"
+    assert all(len(v) <= MAX_PARAM_LENGTH for v in run.data.params.values())
+    assert run.data.params["reference"].startswith("7,000 characters, sha256 ")
+    assert len(run.info.run_name) <= MAX_RUN_NAME_LENGTH and run.info.run_name.startswith("Other vs RRR")
+    settings = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
+                                                                   artifact_path="settings.json")).read_text())
+    assert settings["reference"] == long_name
+    assert all(len(k) <= MAX_KEY_LENGTH for k in run.data.metrics)
+
+
+def test_selection_by_experiment_reads_every_page(store, experiment, tmp_path, copy_run, monkeypatch):
+    ids = _copies(copy_run, store, tmp_path, experiment, ["M1", "M2", "M3", "M4", "M5"])
+    monkeypatch.setattr(runs_module, "SEARCH_PAGE_SIZE", 2)
+    selected = runs_module.select_runs(experiment=experiment)
+    assert sorted(r.info.run_id for r in selected) == sorted(ids)
+    outcome = compare_runs(experiment=experiment, reference="M1", metrics=["ndcg@100"], **FAST)
+    assert sorted(outcome.source_runs) == ["M1", "M2", "M3", "M4", "M5"]
+
+
+# -- kind 3: mistakes are refused before a run exists -------------------------------------------------------
+
+
+MISTAKES = {
+    "metric typo": (["--metrics", "ndgc@100"], "metrics: expected metric keys"),
+    "metric not evaluated": (["--metrics", "ndcg@10"], "metrics: not evaluated by every run"),
+    "primary typo": (["--primary", "ndcg@1000"], "primary: expected one of the compared metrics"),
+    "reference typo": (["--reference", "EASY"], "reference: expected one of the compared models"),
+    "seed typo": (["--seed", "7"], "seed: expected a seed of a seeded model"),
+    "no resamples": (["--n-resamples", "0"], "n_resamples: expected an integer >= 1"),
+    "too many resamples": (["--n-resamples", "100000000"], "n_resamples: expected at most 1,000,000"),
+    "level in percent": (["--confidence-level", "95"], "confidence_level: expected a number strictly between"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_cli_mistakes_leave_no_run_and_no_experiment(store, experiment, tmp_path, copy_run, mistake):
+    args, message = MISTAKES[mistake]
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["Pop"])
+    before = len(_comparison_runs())
+    new_experiment = f"never-made-{mistake.replace(' ', '-')}"
+    result = CliRunner().invoke(cli, ["compare", *ids, "--output-experiment", new_experiment, *args])
+    assert result.exit_code == 1, result.output
+    assert message in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output
+    assert len(_comparison_runs()) == before
+    assert mlflow.get_experiment_by_name(new_experiment) is None
+    assert mlflow.active_run() is None
+
+
+def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path, copy_run):
+    client = MlflowClient()
+    ease = store["ease"]
+    pop, other_split, deleted = _copies(copy_run, store, tmp_path, experiment, ["Pop", "Pop2", "Pop3"])
+    client.set_tag(other_split, "recsys.split_digest", "0" * 64)
+    client.delete_run(deleted)
+    twin = copy_run(ease, tmp_path / "twin", model="EASE", experiment_id=experiment)
+    before = len(_comparison_runs())
+    cases = [
+        (dict(run_ids=[ease]), "expected at least two models"),
+        (dict(run_ids=[ease, pop, pop]), "expected distinct run ids"),
+        (dict(run_ids=[ease, other_split]), "not evaluated on the same split"),
+        (dict(run_ids=[ease, deleted]), "deleted runs"),
+        (dict(run_ids=[ease, twin, pop]), "are both EASE with seed none"),
+        (dict(run_ids=[ease, pop], output_experiment="x" * 501), "output_experiment: expected a non-empty name"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises((RunSelectionError, ValueError), match=message):
+            compare_runs(metrics=["ndcg@100"], **FAST, **kwargs)
+        assert mlflow.active_run() is None
+    assert len(_comparison_runs()) == before
+
+
+def test_a_failure_that_needs_the_artifacts_is_a_failed_run_without_results(store, experiment, tmp_path, copy_run):
+    broken = copy_run(store["pop"], tmp_path / "broken", model="Broken", experiment_id=experiment,
+                      edit_frame=lambda f: f.assign(**{"ndcg@100": np.full(len(f), 45.0)}))
+    before = {r.info.run_id for r in _comparison_runs()}
+    with pytest.raises(ValueError):
+        compare_runs(run_ids=[store["ease"], broken], metrics=["ndcg@100"], **FAST)
+    assert mlflow.active_run() is None  # the failed run was ended in this process too
+    failed = [r for r in _comparison_runs() if r.info.run_id not in before]
+    assert len(failed) == 1
+    run = failed[0]
+    assert run.info.status == "FAILED"
+    assert "ndcg@100" in run.data.tags["recsys.error"]
+    assert run.data.metrics == {} and _artifact_names(run.info.run_id) == []
