@@ -166,6 +166,8 @@ def test_a_reference_name_longer_than_a_param_goes_whole_to_settings_json(store,
     run = MlflowClient().get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
     assert all(len(v) <= MAX_PARAM_LENGTH for v in run.data.params.values())
+    assert all(len(k) <= MAX_KEY_LENGTH for k in [*run.data.params, *run.data.tags])
+    assert all(len(v) <= MAX_TAG_LENGTH for v in run.data.tags.values())
     assert run.data.params["reference"].startswith("7,000 characters, sha256 ")
     assert len(run.info.run_name) <= MAX_RUN_NAME_LENGTH and run.info.run_name.startswith("Other vs RRR")
     settings = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,

@@ -361,6 +361,22 @@ def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study
     assert run_tags["recsys.targets_fingerprint"] == direct.targets_fingerprint
 
 
+def test_recsys_evaluator_refuses_a_model_name_mlflow_would_cut(study, split_arrays):
+    split = split_arrays
+    source, targets, item_ids = split["test_source_matrix"], split["test_target_matrix"], split["item_ids"]
+    frame = pd.DataFrame({
+        "sample_id": split["test_eval_user_ids"][:5],
+        "items": [item_ids[source.indices[source.indptr[i]:source.indptr[i + 1]]].tolist() for i in range(5)],
+        "targets": [item_ids[targets.indices[targets.indptr[i]:targets.indptr[i + 1]]].tolist() for i in range(5)],
+    })
+    with mlflow.start_run() as run:
+        with pytest.raises(Exception, match=r"model_name'\]: expected at most 8,000 characters, found 8,001"):
+            mlflow.models.evaluate(f"runs:/{study['elsa'][0]}/model", data=frame, targets="targets",
+                                   model_type="recommender", evaluators="recsys",
+                                   evaluator_config={"model_name": "x" * 8001, "item_ids": item_ids})
+    assert "recsys.model" not in MlflowClient().get_run(run.info.run_id).data.tags
+
+
 def test_recsys_evaluator_never_volunteers_for_other_model_types():
     from mlflow_recsys.tracking.evaluator import RecsysEvaluator
 

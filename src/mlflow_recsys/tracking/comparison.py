@@ -581,7 +581,7 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     seeds = []
     for name, spread in spreads.items():
         key = primary or spread.to_frame()["metric"].iloc[0]
-        seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup="markdown")}", ""]
+        seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup='markdown')}", ""]
     yield "\n".join(head + [report.to_markdown(), ""] + seeds + [pointer])
     # Compact: the key columns, names cut to NOTE_NAME_WIDTH, as many rows as fit.
     frame = report.to_frame()

@@ -54,6 +54,13 @@ class RecsysEvaluator(ModelEvaluator):
         from mlflow_recsys.tracking.naming import mlflow_metric_name
 
         config = dict(evaluator_config or {})
+        from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH
+
+        for key in ("model_name", "seed", "split_digest"):
+            # These become tags, which MLflow would cut at 8,000 characters without a word.
+            if key in config and len(str(config[key])) > MAX_TAG_LENGTH:
+                raise ValueError(f"evaluator_config[{key!r}]: expected at most {MAX_TAG_LENGTH:,} characters, "
+                                 f"found {len(str(config[key])):,}")
         metrics = parse_metric_keys(config.get("metrics", ["ndcg@100", "recall@20", "mrr@20"]))
         k = max(m.max_k for m in metrics)
         features = pd.DataFrame(dataset.features_data)
