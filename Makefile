@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STORE := sqlite:///mlruns.db
+ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
 .PHONY: install demo test validate ui-check docs clean
@@ -20,10 +21,10 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
-	@# The experiment keeps its artifacts under ./mlartifacts beside the SQLite store.
+	@# The experiment keeps its artifacts under ./$(ARTIFACTS) beside the SQLite store.
 	@MLFLOW_TRACKING_URI=$(STORE) $(PY) -c "import mlflow, pathlib; \
 	mlflow.get_experiment_by_name('$(EXPERIMENT)') or mlflow.create_experiment('$(EXPERIMENT)', \
-	artifact_location=pathlib.Path('mlartifacts').resolve().as_uri())"
+	artifact_location=pathlib.Path('$(ARTIFACTS)').resolve().as_uri())"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" MLFLOW_TRACKING_URI=$(STORE) \
 		$(VENV)/bin/mlflow run . --env-manager local --experiment-name $(EXPERIMENT)
 
@@ -46,7 +47,13 @@ ui-check: install
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(PY) scripts/ui_check.py
 
-# Only what `make demo` (its SQLite store and ./mlartifacts) and `make docs` (site/) create. Never ./mlruns:
-# an experiment created from the command line keeps its artifacts there.
+# Only what `make demo` and `make docs` (site/) made. The README points users at the demo's store for their own
+# runs, so scripts/clean_demo.py removes from it only the demo's study runs and their steps (with their artifacts),
+# and the store and ./$(ARTIFACTS) only when nothing else is in them. Never ./mlruns: an experiment created from
+# the command line keeps its artifacts there. Without .venv, the store is left as it is.
 clean:
-	rm -rf mlruns.db mlartifacts site
+	rm -rf site
+	@if [ -x "$(PY)" ]; then \
+		$(PY) scripts/clean_demo.py --store "$(STORE)" --experiment "$(EXPERIMENT)" --artifacts "$(ARTIFACTS)"; \
+	elif [ -e "$(patsubst sqlite:///%,%,$(STORE))" ]; then \
+		echo "make clean: no $(PY), so the demo's runs in $(STORE) were left"; fi

@@ -1,10 +1,11 @@
-"""Files the package writes: modes follow the umask, checkpoints are not overwritten unasked, `make clean` is narrow."""
+"""Files the package writes: modes follow the umask, checkpoints are not overwritten unasked.
+
+`make clean` is tested in test_make_clean.py.
+"""
 
 import hashlib
 import os
-import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -139,19 +140,3 @@ def test_overwrite_must_be_a_bool(tmp_path):
     with pytest.raises(ValueError, match="overwrite: expected True or False, found 'yes'"):
         build_recsys_checkpoint(interactions(), checkpoint_path=tmp_path / "x.zip", overwrite="yes")
     assert list(tmp_path.iterdir()) == []
-
-
-# ---- make clean ----------------------------------------------------------------------------------------------
-
-
-@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
-def test_make_clean_removes_only_what_the_demo_and_docs_made(tmp_path):
-    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
-    for folder in ("mlartifacts/1/abc", "site/guide", "mlruns/0/def", "checkpoints"):
-        (tmp_path / folder).mkdir(parents=True)
-    for file in ("mlruns.db", "mlartifacts/1/abc/per_user.parquet", "site/index.html",
-                 "mlruns/0/def/meta.yaml", "other.db", "checkpoints/split.zip"):
-        (tmp_path / file).write_text("x")
-    subprocess.run(["make", "clean"], cwd=tmp_path, check=True, capture_output=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["Makefile", "checkpoints", "mlruns", "other.db"]
-    assert (tmp_path / "mlruns/0/def/meta.yaml").read_text() == "x"
