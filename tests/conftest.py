@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
@@ -22,6 +24,31 @@ def clean_env(tracking_uri: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     env.update(MLFLOW_TRACKING_URI=tracking_uri, PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
     return env
+
+
+@pytest.fixture(autouse=True)
+def cli_process_state(monkeypatch):
+    """Undo what an in-process CLI call sets for its whole process: variables and the SIGTERM handler."""
+    from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
+
+    for name in ("MLFLOW_RECSYS_COMMAND", *CLI_DEFAULTS):
+        monkeypatch.delenv(name, raising=False)
+    handler = signal.getsignal(signal.SIGTERM)
+    yield
+    signal.signal(signal.SIGTERM, handler)
+
+
+@contextmanager
+def sqlite_store(root: Path, experiment: str = "tests"):
+    """Point MLflow at a fresh SQLite store under ``root`` with one active experiment; yield its id."""
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    try:
+        experiment_id = mlflow.create_experiment(experiment, artifact_location=(root / "artifacts").as_uri())
+        mlflow.set_experiment(experiment_id=experiment_id)
+        yield experiment_id
+    finally:
+        mlflow.set_tracking_uri(previous)
 
 
 @pytest.fixture(scope="session")

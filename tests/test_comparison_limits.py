@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.cli import cli
@@ -31,16 +32,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResample
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("limits-store")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
-    experiment_id = mlflow.create_experiment("limits", artifact_location=(root / "artifacts").as_uri())
-    mlflow.set_experiment(experiment_id=experiment_id)
-    split_id = run_split(dataset="movielens-100k", seed=42)
-    checkpoint = f"runs:/{split_id}/checkpoint.zip"
-    ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
-    pop = run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False)
-    yield {"root": root, "experiment_id": experiment_id, "ease": ease, "pop": pop}
-    mlflow.set_tracking_uri(previous)
+    with sqlite_store(root, "limits") as experiment_id:
+        split_id = run_split(dataset="movielens-100k", seed=42)
+        checkpoint = f"runs:/{split_id}/checkpoint.zip"
+        ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
+        pop = run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False)
+        yield {"root": root, "experiment_id": experiment_id, "ease": ease, "pop": pop}
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from mlflow_recsys.stats import (
     escape_markdown,
     seed_spread,
 )
-from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
+from mlflow_recsys.stats.plots import forest_plot, plot_label, seed_spread_plot
 from mlflow_recsys.stats.reporting import report_html
 
 HOSTILE_NAMES = [
@@ -253,8 +253,17 @@ def test_forest_plot_draws_names_as_plain_text(report, tmp_path, saved_figures):
     assert_png(tmp_path / "forest.png")
     (figure,) = saved_figures
     labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
-    assert labels == [f"{c.candidate} vs {c.baseline}\n{c.metric}" for c in report.comparisons]
+    assert labels == [f"{plot_label(c.candidate)} vs {plot_label(c.baseline)}\n{c.metric}"
+                      for c in report.comparisons]
     assert set(labels) <= set(literal_texts(figure))
+
+
+def test_plot_labels_are_one_short_line_and_stay_distinct():
+    assert plot_label("$x^2$") == "$x^2$" and plot_label("_under") == "_under"
+    assert plot_label("line1\nline2\r\n| row |") == "line1\\nline2\\r\\n| row |"
+    long_a, long_b = "M" * 300, "M" * 299 + "N"
+    assert len(plot_label(long_a)) == len(plot_label(long_b)) == 40
+    assert plot_label(long_a) != plot_label(long_b) and plot_label(long_a).startswith("M" * 33 + "…")
 
 
 def test_seed_spread_plot_draws_names_seeds_and_metric_as_plain_text(spread, tmp_path, saved_figures):

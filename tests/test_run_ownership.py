@@ -2,6 +2,7 @@
 
 import mlflow
 import pytest
+from conftest import sqlite_store
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
@@ -20,20 +21,15 @@ METRICS = ("ndcg@100", "recall@20")
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ownership")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
-    experiment_id = mlflow.create_experiment("ownership", artifact_location=(root / "artifacts").as_uri())
-    mlflow.set_experiment(experiment_id=experiment_id)
-    split_id = run_split(dataset="movielens-100k", seed=42)
-    checkpoint = f"runs:/{split_id}/checkpoint.zip"
-    runs = {
-        "split": split_id,
-        "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
-        "EASE": run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False),
-    }
-    yield {"experiment_id": experiment_id, "checkpoint": checkpoint, **runs}
-    mlflow.set_tracking_uri(previous)
+    with sqlite_store(tmp_path_factory.mktemp("ownership"), "ownership") as experiment_id:
+        split_id = run_split(dataset="movielens-100k", seed=42)
+        checkpoint = f"runs:/{split_id}/checkpoint.zip"
+        runs = {
+            "split": split_id,
+            "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
+            "EASE": run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False),
+        }
+        yield {"experiment_id": experiment_id, "checkpoint": checkpoint, **runs}
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from conftest import sqlite_store
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
@@ -68,14 +69,9 @@ def test_redact_refuses_a_non_string():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("secrets")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
-    experiment_id = mlflow.create_experiment("secrets", artifact_location=(root / "artifacts").as_uri())
-    mlflow.set_experiment(experiment_id=experiment_id)
-    split_id = run_split(dataset="movielens-100k", seed=42)
-    yield {"experiment_id": experiment_id, "split": split_id, "checkpoint": f"runs:/{split_id}/checkpoint.zip"}
-    mlflow.set_tracking_uri(previous)
+    with sqlite_store(tmp_path_factory.mktemp("secrets"), "secrets") as experiment_id:
+        split_id = run_split(dataset="movielens-100k", seed=42)
+        yield {"experiment_id": experiment_id, "split": split_id, "checkpoint": f"runs:/{split_id}/checkpoint.zip"}
 
 
 @pytest.fixture(autouse=True)

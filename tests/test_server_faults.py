@@ -13,6 +13,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
@@ -34,6 +35,7 @@ def _env(uri: str, **extra) -> dict:
 
 def _populate(copy_run, folder: Path) -> list[str]:
     """A split, one Popularity run and copies of it under MODELS (each scaled, so no pair ties)."""
+    mlflow.set_experiment("faults")  # by name: an experiment id set by an earlier test means nothing here
     split_id = run_split(dataset="movielens-100k", seed=42)
     source = run_train(checkpoint=f"runs:/{split_id}/checkpoint.zip", model="Popularity", metrics=METRICS,
                        log_model=False)
@@ -119,22 +121,16 @@ def test_an_unreachable_server_is_reported_as_unreachable_within_the_bound(tmp_p
 
 
 @pytest.fixture
-def sqlite_store(tmp_path, copy_run):
-    uri = f"sqlite:///{tmp_path}/mlruns.db"
-    mlflow.set_tracking_uri(uri)
-    experiment_id = mlflow.create_experiment("faults", artifact_location=(tmp_path / "artifacts").as_uri())
-    mlflow.set_experiment(experiment_id=experiment_id)
-    try:
-        yield {"uri": uri, "experiment_id": experiment_id, "ids": _populate(copy_run, tmp_path)}
-    finally:
-        mlflow.set_tracking_uri(None)
+def populated_store(tmp_path, copy_run):
+    with sqlite_store(tmp_path, "faults") as experiment_id:
+        yield {"uri": mlflow.get_tracking_uri(), "experiment_id": experiment_id, "ids": _populate(copy_run, tmp_path)}
 
 
-def test_sigterm_ends_the_entry_point_run_failed_and_creates_no_other(sqlite_store):
+def test_sigterm_ends_the_entry_point_run_failed_and_creates_no_other(populated_store):
     client = MlflowClient()
     # What `mlflow run -e compare` makes before our command starts: a RUNNING run without a recsys.role.
-    entry = client.create_run(sqlite_store["experiment_id"]).info.run_id
-    proc = _start_compare(sqlite_store["uri"], sqlite_store["ids"], MLFLOW_RUN_ID=entry)
+    entry = client.create_run(populated_store["experiment_id"]).info.run_id
+    proc = _start_compare(populated_store["uri"], populated_store["ids"], MLFLOW_RUN_ID=entry)
     try:
         _wait_for_line(proc.stderr, "loaded the per-user artifacts", timeout=120)
         proc.send_signal(signal.SIGTERM)
@@ -147,7 +143,7 @@ def test_sigterm_ends_the_entry_point_run_failed_and_creates_no_other(sqlite_sto
     assert run.data.metrics == {} and [r.info.run_id for r in _comparison_runs()] == [entry]
 
     # Without a run to fail, a SIGTERM leaves nothing behind.
-    proc = _start_compare(sqlite_store["uri"], sqlite_store["ids"])
+    proc = _start_compare(populated_store["uri"], populated_store["ids"])
     try:
         _wait_for_line(proc.stderr, "loaded the per-user artifacts", timeout=120)
         proc.send_signal(signal.SIGTERM)
@@ -157,12 +153,12 @@ def test_sigterm_ends_the_entry_point_run_failed_and_creates_no_other(sqlite_sto
     assert proc.returncode != 0 and [r.info.run_id for r in _comparison_runs()] == [entry]
 
 
-def test_a_failure_while_logging_ends_the_run_failed_and_the_next_compare_starts_afresh(sqlite_store, tmp_path):
+def test_a_failure_while_logging_ends_the_run_failed_and_the_next_compare_starts_afresh(populated_store, tmp_path):
     # An artifact location under a regular file cannot be written to, by anyone: a real fault, late in the run.
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("")
     mlflow.create_experiment("unwritable", artifact_location=(blocker / "artifacts").as_uri())
-    ids = sqlite_store["ids"][:2]
+    ids = populated_store["ids"][:2]
     with pytest.raises(OSError):
         compare_runs(run_ids=ids, reference="M0", output_experiment="unwritable", n_resamples=199)
     assert mlflow.active_run() is None

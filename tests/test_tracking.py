@@ -9,6 +9,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import sqlite_store
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
@@ -36,12 +37,8 @@ METRICS = ("ndcg@100", "recall@20", "mrr@20")
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("store")
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
-    experiment_id = mlflow.create_experiment("tests", artifact_location=(root / "artifacts").as_uri())
-    mlflow.set_experiment(experiment_id=experiment_id)
-    yield root
-    mlflow.set_tracking_uri(previous)
+    with sqlite_store(root):
+        yield root
 
 
 @pytest.fixture(scope="module")

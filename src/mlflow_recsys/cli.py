@@ -30,8 +30,11 @@ def _friendly_errors(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from mlflow_recsys.tracking.server_errors import translated_server_errors
+
         try:
-            return func(*args, **kwargs)
+            with translated_server_errors():  # every command reports a silent server the same way
+                return func(*args, **kwargs)
         except Terminated as exc:
             click.echo(f"Error: {exc}", err=True)
             raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it

@@ -22,6 +22,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: rcParams under which every figure is built and saved: no mathtext, no TeX, whatever the user's settings.
 LITERAL_TEXT = {"text.parse_math": False, "text.usetex": False}
+#: Widest name drawn in a figure; longer names are cut and tagged with a hash, as in the run notes.
+LABEL_WIDTH = 40
+
+
+def plot_label(name: object, width: int = LABEL_WIDTH) -> str:
+    """``name`` as one line of at most ``width`` characters: control characters shown as ``\\n``-style escapes,
+    a longer name cut and ended with ``…`` and six hex digits of its SHA-256, so cut names stay distinct."""
+    import hashlib
+
+    text = str(name)
+    line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    if len(line) <= width:
+        return line
+    tail = "…" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:6]
+    return line[: width - len(tail)] + tail
 
 
 def _pyplot():
@@ -62,7 +77,8 @@ def forest_plot(report: "ComparisonReport", path: str | os.PathLike) -> None:
 
     plt = _pyplot()
     frame = report.to_frame()
-    labels = [f"{r.candidate} vs {r.baseline}\n{r.metric}" for r in frame.itertuples()]
+    labels = [f"{plot_label(r.candidate)} vs {plot_label(r.baseline)}\n{plot_label(r.metric)}"
+              for r in frame.itertuples()]
     y = np.arange(len(frame))[::-1]
     with matplotlib.rc_context(LITERAL_TEXT):
         fig, ax = plt.subplots(figsize=(7, 0.6 * len(frame) + 1.2))
@@ -116,14 +132,14 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
                     diff = group["difference"].to_numpy()
                     yerr = _error_lengths(diff, group["ci_low"].to_numpy(), group["ci_high"].to_numpy())
                     handles.append(ax.errorbar(x, diff, yerr=yerr, fmt="o", capsize=3))
-                    names.append(str(name))
+                    names.append(plot_label(name))
                     ax.axhline(diff.mean(), color=f"C{k}", linewidth=1, alpha=0.6)
                 seeds = rows.drop_duplicates(["baseline_seed", "candidate_seed"])
                 ax.set_xticks(np.arange(len(seeds)),
-                              [str(c if c is not None and c == c else b) for b, c in
+                              [plot_label(c if c is not None and c == c else b, 12) for b, c in
                                zip(seeds["baseline_seed"], seeds["candidate_seed"])], fontsize=8)
                 ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
-                ax.set_title(metric, fontsize=9)
+                ax.set_title(plot_label(metric), fontsize=9)
                 ax.set_xlabel("seed")
             axes[0][0].set_ylabel("difference (candidate - baseline)")
             fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds",

@@ -140,7 +140,7 @@ def display_frame(report: "ComparisonReport") -> pd.DataFrame:
             "baseline_mean": frame["baseline_mean"].map(lambda v: f"{v:.6f}"),
             "candidate_mean": frame["candidate_mean"].map(lambda v: f"{v:.6f}"),
             "difference": frame["difference"].map(lambda v: f"{v:.6f}"),
-            "relative": frame["relative_difference"].map(lambda v: f"{v:.2%}"),
+            "relative": frame["relative_difference"].map(lambda v: f"{v:.2%}" if pd.notna(v) else "n/a"),
             "ci_low": frame["ci_low"].map(lambda v: f"{v:.6f}"),
             "ci_high": frame["ci_high"].map(lambda v: f"{v:.6f}"),
             "p_value": frame["p_value"].map(_format_p),
@@ -244,6 +244,12 @@ def methods_text(report: "ComparisonReport") -> str:
     )
 
 
+def _relative_words(relative: float) -> str:
+    if pd.isna(relative):
+        return "a relative change that is undefined (the baseline's mean is 0)"
+    return f"a relative change of {relative:+.1%}"
+
+
 def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup: Markup = "plain") -> str:
     """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n.
 
@@ -297,7 +303,7 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
         "inconclusive": "not significant",
     }[c.direction]
     return (
-        f"{effect} ({level} paired-bootstrap interval {interval}, a relative change of {c.relative_difference:+.1%}; "
+        f"{effect} ({level} paired-bootstrap interval {interval}, {_relative_words(c.relative_difference)}; "
         f"{test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom {c.n_nonzero:,} scored differently)."
     )
 

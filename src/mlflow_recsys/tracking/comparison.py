@@ -246,14 +246,15 @@ class _Plan:
 
 def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alternative) -> _Plan:
     """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
-    groups = _group(runs, model_tag)
-    _same_hyperparameters(runs, model_tag)
+    # What was evaluated comes first: runs of two splits are the mistake to name, not their repeated seeds.
     for label, tag in (("split (split digest)", tags.SPLIT_DIGEST),
                        ("users and targets (targets fingerprint)", tags.TARGETS_FINGERPRINT)):
         values = {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)}
         if len(set(values.values())) > 1:
             listing = "; ".join(f"run {rid}: {v[:16]}" for rid, v in values.items())
             raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
+    groups = _group(runs, model_tag)
+    _same_hyperparameters(runs, model_tag)
     if len(groups) < 2:
         raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
     if reference is not None and reference not in groups:
@@ -565,40 +566,54 @@ def _artifact_metric_keys(metric_keys: list[str] | None, primary, artifacts: dic
 
 #: Widest model name shown in the run notes; the report files show every name whole.
 NOTE_NAME_WIDTH = 80
+#: Fewest table rows the notes keep before they drop the result sentences to make room.
+MIN_NOTE_ROWS = 10
 
 
 def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None):
-    """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits."""
+    """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits.
+
+    After the full notes come compact ones: the result sentences (while they fit), then a table of the key
+    columns with names cut to :data:`NOTE_NAME_WIDTH` and as many whole rows as fit, and a pointer to the files.
+    """
     pointer = ("The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
                "report.csv; seed_spread.csv holds the seed table.")
-    head = ["## Paired comparison", ""]
-    if primary is not None:
-        head.append(f"Primary metric, declared in advance: **{escape_markdown(primary)}**.")
-        for c in report.comparisons:
-            if c.metric == primary:
-                head += ["", report.results_text(primary, c.candidate, c.baseline, markup="markdown")]
-        head.append("")
+    title = ["## Paired comparison", ""]
+    declared = [f"Primary metric, declared in advance: **{escape_markdown(primary)}**.", ""] if primary else []
+    sentences = [report.results_text(primary, c.candidate, c.baseline, markup="markdown")
+                 for c in report.comparisons if c.metric == primary]
+    sentences = [line for text in sentences for line in (text, "")]
     seeds = []
     for name, spread in spreads.items():
         key = primary or spread.to_frame()["metric"].iloc[0]
         seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup='markdown')}", ""]
-    yield "\n".join(head + [report.to_markdown(), ""] + seeds + [pointer])
-    # Compact: the key columns, names cut to NOTE_NAME_WIDTH, as many rows as fit.
+    yield "\n".join(title + declared + sentences + [report.to_markdown(), ""] + seeds + [pointer])
+
+    def cut(name: str) -> str:
+        return escape_markdown(shorten(name, NOTE_NAME_WIDTH))
+
     frame = report.to_frame()
     header = ["| metric | candidate | baseline | difference | interval | adjusted p | direction |",
               "|---|---|---|---|---|---|---|"]
     rows = [
-        f"| {r.metric} | {escape_markdown(shorten(r.candidate, NOTE_NAME_WIDTH))} | "
-        f"{escape_markdown(shorten(r.baseline, NOTE_NAME_WIDTH))} | {r.difference:+.4f} | "
+        f"| {escape_markdown(r.metric)} | {cut(r.candidate)} | {cut(r.baseline)} | {r.difference:+.4f} | "
         f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.adjusted_p_value:.4g} | {r.direction} |"
         for r in frame.itertuples()
     ]
-    for n in range(len(rows), -1, -1):
+    for extra in (sentences + seeds, sentences, []):
+        head = title + declared + extra
+        # The longest prefix of rows that fits: the text grows by one line per row.
+        fixed = len("\n".join(head + header + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.",
+                                                "", pointer])) + 1
+        budget, n = MAX_TAG_LENGTH - fixed, 0
+        while n < len(rows) and budget - (len(rows[n]) + 1) >= 0:
+            budget -= len(rows[n]) + 1
+            n += 1
+        if extra and n < min(len(rows), MIN_NOTE_ROWS):
+            continue  # a table matters more than the sentences, which report.md holds too
         more = [f"{len(rows) - n} more of the {len(rows)} rows are in report.md.", ""] if n < len(rows) else []
-        yield "\n".join(head + header + rows[:n] + [""] + more + seeds + [pointer])
         yield "\n".join(head + header + rows[:n] + [""] + more + [pointer])
-    yield "\n".join(["## Paired comparison", "", f"{len(rows)} hypotheses; the result sentences are too long for "
-                     "MLflow's run notes.", "", pointer])
+    yield "\n".join(title + [f"{len(rows)} hypotheses; the table does not fit MLflow's run notes.", "", pointer])
 
 
 def source_runs_tag(run_ids: list[str]) -> str:
