@@ -20,7 +20,16 @@ from mlflow_recsys.stats.reporting import escape_markdown
 from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking.comparison import _note_versions, source_runs_tag
-from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, MAX_TAG_LENGTH
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import compare_models
+from mlflow_recsys.tracking.limits import (
+    MAX_KEY_LENGTH,
+    MAX_PARAM_LENGTH,
+    MAX_RUN_NAME_LENGTH,
+    MAX_TAG_LENGTH,
+    fit_text,
+    shorten,
+)
 from mlflow_recsys.tracking.naming import model_label
 
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
@@ -249,3 +258,18 @@ def test_a_failure_that_needs_the_artifacts_is_a_failed_run_without_results(stor
     assert run.info.status == "FAILED"
     assert "ndcg@100" in run.data.tags["recsys.error"]
     assert run.data.metrics == {} and _artifact_names(run.info.run_id) == []
+
+
+def test_notes_drop_the_long_result_sentences_before_the_table():
+    # Twelve candidates against a 7,000-character reference: each result sentence repeats the name.
+    rng = np.random.default_rng(1)
+    reference = "R" * 7000
+    results = {reference: EvaluationResult.from_per_user({"ndcg@100": rng.random(50)}, targets_fingerprint="x")}
+    for i in range(12):
+        results[f"C{i}"] = EvaluationResult.from_per_user({"ndcg@100": rng.random(50)}, targets_fingerprint="x")
+    report = compare_models(results, metrics="ndcg@100", reference=reference, n_resamples=199)
+    note = fit_text(_note_versions(report, {}, "ndcg@100"))
+    rows = [line for line in note.splitlines() if line.startswith("| ndcg@100 |")]
+    assert len(note) <= MAX_TAG_LENGTH and len(rows) == 12
+    assert all(f"| {escape_markdown(shorten(reference, 80))} |" in row for row in rows)
+    assert "R" * 100 not in note

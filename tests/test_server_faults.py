@@ -114,6 +114,10 @@ def test_an_unreachable_server_is_reported_as_unreachable_within_the_bound(tmp_p
     assert "hunter2" not in proc.stderr and "Traceback" not in proc.stderr
     # Connection refused: 3 retries after 0, 2 and 4 s (+ up to 1 s of jitter each) and the start of Python.
     assert CLI_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "3" and elapsed < 45, elapsed
+    split = subprocess.run([str(BIN / "mlflow-recsys"), "split"],
+                           env=_env(f"http://127.0.0.1:{free_port()}", MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
+                           capture_output=True, text=True, timeout=300)
+    assert split.returncode == 1 and "TrackingServerError" in split.stderr and "did not answer" in split.stderr
     debug = subprocess.run([str(BIN / "mlflow-recsys"), "--debug", "compare", "a" * 32, "b" * 32],
                            env=_env(f"http://127.0.0.1:{free_port()}", MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
                            capture_output=True, text=True, timeout=300)

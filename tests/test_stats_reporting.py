@@ -83,3 +83,13 @@ def test_exact_test_is_named_in_the_report():
     assert report.comparisons[0].test_method == "randomization-exact"
     assert "exact paired sign-flip randomization test" in report.methods_text()
     assert "exact paired randomization test over all sign patterns" in report.results_text("m", "B")
+
+
+def test_a_baseline_mean_of_zero_gives_an_undefined_relative_change_in_words():
+    zeros = EvaluationResult.from_per_user({"ndcg@100": np.zeros(40)}, targets_fingerprint="x")
+    some = EvaluationResult.from_per_user({"ndcg@100": np.linspace(0, 1, 40)}, targets_fingerprint="x")
+    report = compare_models({"Z0": zeros, "Z1": some}, metrics="ndcg@100", reference="Z0", n_resamples=999)
+    assert np.isnan(report.get("ndcg@100", "Z1").relative_difference)
+    text = report.results_text("ndcg@100", "Z1")
+    assert "relative change that is undefined (the baseline's mean is 0)" in text and "nan" not in text
+    assert report.to_markdown().count("n/a") == 1 and "nan" not in report.to_markdown()
