@@ -273,3 +273,21 @@ def test_notes_drop_the_long_result_sentences_before_the_table():
     assert len(note) <= MAX_TAG_LENGTH and len(rows) == 12
     assert all(f"| {escape_markdown(shorten(reference, 80))} |" in row for row in rows)
     assert "R" * 100 not in note
+
+
+def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(store, experiment, tmp_path, copy_run,
+                                                                        monkeypatch):
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["Pop"])
+    client = MlflowClient()
+    # What `mlflow run -e compare` makes before the command starts: a RUNNING run without a recsys.role.
+    entry = client.create_run(experiment).info.run_id
+    monkeypatch.setenv("MLFLOW_RUN_ID", entry)
+    mlflow.set_experiment(experiment_id=experiment)  # as `mlflow run` sets MLFLOW_EXPERIMENT_ID
+    before = {r.info.run_id for r in _comparison_runs()}
+    with pytest.raises(ValueError, match="n_resamples: expected an integer >= 1, found 0"):
+        compare_runs(run_ids=ids, n_resamples=0)
+    assert mlflow.active_run() is None
+    run = client.get_run(entry)
+    assert run.info.status == "FAILED" and run.data.tags["recsys.role"] == "comparison"
+    assert "n_resamples" in run.data.tags["recsys.error"] and run.data.metrics == {}
+    assert {r.info.run_id for r in _comparison_runs()} - before == {entry}

@@ -302,3 +302,19 @@ def test_all_equal_differences_give_a_point_interval(value, n, shift, alternativ
     assert c.difference == d
     assert (c.bootstrap_distribution == d).all()
     assert (c.ci_low, c.ci_high) == expected_interval(alternative, d, d)
+
+
+def test_resampling_settings_past_their_bounds_are_refused_before_any_work():
+    from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES, MAX_RESAMPLES
+
+    results = {name: EvaluationResult.from_per_user({f"m{j}@1": np.full(6, 0.5) for j in range(4)},
+                                                    targets_fingerprint="x") for name in ("A", "B", "C")}
+    with pytest.raises(ValueError, match=r"n_resamples: expected at most 1,000,000, found 1,000,001"):
+        compare_models(results, metrics="m0@1", n_resamples=MAX_RESAMPLES + 1)
+    # 3 pairs x 4 metrics x 1,000,000 resamples x 16 bytes = 0.18 GiB: within the bound.
+    assert 16 * 12 * MAX_RESAMPLES <= MAX_REPLICATE_BYTES
+    from mlflow_recsys.stats.comparison import check_replicate_memory
+
+    check_replicate_memory(MAX_RESAMPLES, 12)
+    with pytest.raises(ValueError, match=r"1,000,000 resamples for each of 300 hypotheses would keep 4\.5 GiB"):
+        check_replicate_memory(MAX_RESAMPLES, 300)

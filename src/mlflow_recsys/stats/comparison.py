@@ -46,6 +46,30 @@ TestMethod = Literal["randomization", "bootstrap", "t"]
 ALTERNATIVES = ("two-sided", "greater", "less")
 TEST_METHODS = ("randomization", "bootstrap", "t")
 
+#: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
+#: from more resamples.
+MAX_RESAMPLES = 1_000_000
+#: Bytes of replicates a report may keep: every hypothesis holds its B null and B bootstrap means (float64).
+MAX_REPLICATE_BYTES = 4 * 1024**3
+
+
+def check_replicate_memory(n_resamples: int, n_hypotheses: int) -> None:
+    """Refuse a call whose kept replicates would exceed :data:`MAX_REPLICATE_BYTES` (16 bytes x B x J).
+
+    Raises
+    ------
+    ValueError
+        Naming both numbers and the memory they would take.
+    """
+    needed = 16 * n_resamples * n_hypotheses
+    if needed > MAX_REPLICATE_BYTES:
+        raise ValueError(
+            f"n_resamples: {n_resamples:,} resamples for each of {n_hypotheses:,} hypotheses would keep "
+            f"{needed / 1024**3:.1f} GiB of replicates (16 bytes each), expected at most "
+            f"{MAX_REPLICATE_BYTES / 1024**3:.0f} GiB; lower n_resamples, or compare fewer metrics or models"
+        )
+
+
 #: Below this many non-zero units the null distribution is too coarse to trust quietly.
 MIN_NONZERO_UNITS = 30
 
@@ -315,8 +339,9 @@ def compare_models(
         If fewer than two results; a result lacks per-user values; sample ids
         differ in length, content or order; targets fingerprints differ; a
         metric was not evaluated; per-user values are not finite; fewer than
-        two units; a one-sided alternative without ``reference``; or a setting
-        is out of range.
+        two units; a one-sided alternative without ``reference``; a setting
+        is out of range (``n_resamples`` at most :data:`MAX_RESAMPLES`); or the
+        replicates kept would exceed :data:`MAX_REPLICATE_BYTES`.
 
     Warns
     -----
@@ -331,6 +356,7 @@ def compare_models(
     _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state)
     names = _results_iv(results, metrics)
     pairs = _pairs(names, reference, alternative)
+    check_replicate_memory(n_resamples, len(pairs) * len(metrics))
 
     if n_resamples < 999 and test_method != "t":
         family = len(pairs) * len(metrics)
@@ -603,6 +629,8 @@ def _settings_iv(confidence_level, n_resamples, alternative, test_method, correc
         raise ValueError(f"confidence_level: expected a number strictly between 0 and 1, found {confidence_level!r}")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, Integral) or n_resamples < 1:
         raise ValueError(f"n_resamples: expected an integer >= 1, found {n_resamples!r}")
+    if n_resamples > MAX_RESAMPLES:
+        raise ValueError(f"n_resamples: expected at most {MAX_RESAMPLES:,}, found {n_resamples:,}")
     if alternative not in ALTERNATIVES:
         raise ValueError(f"alternative: expected one of {ALTERNATIVES}, found {alternative!r}")
     if test_method not in TEST_METHODS:

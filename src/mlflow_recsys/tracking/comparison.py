@@ -21,7 +21,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
 from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
-from mlflow_recsys.stats.comparison import _pairs, _settings_iv
+from mlflow_recsys.stats.comparison import _pairs, _settings_iv, check_replicate_memory
 from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, report_html
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
@@ -138,16 +138,19 @@ def compare_runs(
     """
     if isinstance(seed, int) and not isinstance(seed, bool):
         seed = str(seed)  # seeds are compared as the recsys.seed tag's text
-    _check_settings(metrics=metrics, primary=primary, correction=correction, confidence_level=confidence_level,
-                    n_resamples=n_resamples, alternative=alternative, test_method=test_method,
-                    random_state=random_state, seed=seed, model_tag=model_tag, reference=reference)
     with translated_server_errors():
         target = _Target.find(output_experiment)
         try:
+            _check_settings(metrics=metrics, primary=primary, correction=correction,
+                            confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+                            test_method=test_method, random_state=random_state, seed=seed, model_tag=model_tag,
+                            reference=reference)
             runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
                                experiment=experiment, filter_string=filter_string)
             plan = _plan(runs, metrics=metrics, primary=primary, reference=reference, seed=seed,
                          model_tag=model_tag, alternative=alternative)
+            if plan.metric_keys is not None:
+                check_replicate_memory(n_resamples, len(plan.pairs) * len(plan.metric_keys))
         except BaseException as exc:
             target.record_failure(exc, [], create=False)  # only into a run that exists already
             raise
@@ -192,17 +195,10 @@ def compare_runs(
                          report_seed=seed)
 
 
-#: Largest ``n_resamples`` accepted: each hypothesis keeps its B null and B bootstrap replicates (16 bytes
-#: per replicate), and p-values below 1/(10**6 + 1) need more care than a larger B.
-MAX_RESAMPLES = 1_000_000
-
-
 def _check_settings(*, metrics, primary, correction, confidence_level, n_resamples, alternative, test_method,
                     random_state, seed, model_tag, reference) -> None:
     """Every check the settings alone allow, before any run is read or written."""
     _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state)
-    if n_resamples > MAX_RESAMPLES:
-        raise ValueError(f"n_resamples: expected at most {MAX_RESAMPLES:,}, found {n_resamples:,}")
     if reference is None and alternative != "two-sided":
         raise ValueError(f"reference: a one-sided alternative ({alternative!r}) needs a reference model, found None")
     for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
