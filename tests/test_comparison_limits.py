@@ -163,6 +163,7 @@ def test_source_runs_json_and_count_tag_list_every_compared_run(store, experimen
     listed = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
                                                                  artifact_path="source_runs.json")).read_text())
     assert listed["run_ids"] == ids and listed["by_model"]["P2"] == {"none": ids[2]}
+    assert run.data.params["metrics"] == "ndcg@100" and run.data.params["compared_metrics"] == "ndcg@100"
 
 
 def test_a_reference_name_longer_than_a_param_goes_whole_to_settings_json(store, experiment, tmp_path, copy_run):
@@ -291,3 +292,16 @@ def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(store, e
     assert run.info.status == "FAILED" and run.data.tags["recsys.role"] == "comparison"
     assert "n_resamples" in run.data.tags["recsys.error"] and run.data.metrics == {}
     assert {r.info.run_id for r in _comparison_runs()} - before == {entry}
+
+
+def test_the_cli_prints_control_characters_in_names_as_escapes(store, experiment, tmp_path, copy_run):
+    name = "line1\nline2\r| evil |"
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, [name])
+    result = CliRunner().invoke(cli, ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100",
+                                      "--primary", "ndcg@100", "--n-resamples", "199"])
+    assert result.exit_code == 0, result.output
+    assert "\r" not in result.output and "line1\\nline2\\r| evil |" in result.output
+    lines = result.output.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("metric baseline"))
+    row = lines[header + 1]  # the one hypothesis, whole, on one line
+    assert row.lstrip().startswith("ndcg@100") and row.rstrip().endswith(("worse", "better", "inconclusive"))

@@ -19,7 +19,7 @@ from mlflow_recsys.stats import (
     escape_markdown,
     seed_spread,
 )
-from mlflow_recsys.stats.plots import forest_plot, plot_label, seed_spread_plot
+from mlflow_recsys.stats.plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
 from mlflow_recsys.stats.reporting import report_html
 
 HOSTILE_NAMES = [
@@ -262,8 +262,8 @@ def test_plot_labels_are_one_short_line_and_stay_distinct():
     assert plot_label("$x^2$") == "$x^2$" and plot_label("_under") == "_under"
     assert plot_label("line1\nline2\r\n| row |") == "line1\\nline2\\r\\n| row |"
     long_a, long_b = "M" * 300, "M" * 299 + "N"
-    assert len(plot_label(long_a)) == len(plot_label(long_b)) == 40
-    assert plot_label(long_a) != plot_label(long_b) and plot_label(long_a).startswith("M" * 33 + "…")
+    assert len(plot_label(long_a)) == len(plot_label(long_b)) == LABEL_WIDTH
+    assert plot_label(long_a) != plot_label(long_b) and plot_label(long_a).startswith("M" * (LABEL_WIDTH - 7) + "…")
 
 
 def test_seed_spread_plot_draws_names_seeds_and_metric_as_plain_text(spread, tmp_path, saved_figures):
@@ -273,7 +273,7 @@ def test_seed_spread_plot_draws_names_seeds_and_metric_as_plain_text(spread, tmp
     assert_png(tmp_path / "seeds.png")
     (figure,) = saved_figures
     ax = figure.axes[0]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["_under", "$x^2$"]
+    assert [t.get_text() for t in figure.legends[0].get_texts()] == ["_under", "$x^2$"]
     assert ax.get_title() == HOSTILE_METRIC
     assert [t.get_text() for t in ax.get_xticklabels()] == [f"${s}$" for s in range(5)]
     texts = literal_texts(figure)

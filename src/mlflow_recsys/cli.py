@@ -59,6 +59,13 @@ def _friendly_errors(func):
     return wrapper
 
 
+def _visible(text) -> str:
+    """Text from users (model names) made safe to print: a raw newline or carriage return breaks tables."""
+    from mlflow_recsys.stats.reporting import visible_text
+
+    return visible_text(text)
+
+
 def _none_if_empty(value: str | None) -> str | None:
     return value if value not in (None, "", "None", "none") else None
 
@@ -98,7 +105,7 @@ def cli(ctx, debug):
     # One progress bar per step is ours; MLflow's per-file download bars only add noise.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # On the command line a warning's source line is click's, which helps nobody: print the message only.
-    warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {message}\n"
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {_visible(message)}\n"
     # Lets the run context provider (mlflow_recsys.tracking.plugin) tag the runs this command makes.
     os.environ["MLFLOW_RECSYS_COMMAND"] = ctx.invoked_subcommand or ""
 
@@ -263,12 +270,16 @@ def _print_comparison(outcome, primary):
 
     report = outcome.report
     click.echo("\nPaired comparison (one trained run per model: " + outcome.report_seed_rule + ")\n")
-    click.echo(display_frame(report).to_string(index=False))
+    table = display_frame(report)
+    for column in ("metric", "baseline", "candidate"):
+        table[column] = table[column].map(_visible)
+    click.echo(table.to_string(index=False))
     seeds = outcome.seed_frame()
     if not seeds.empty:
         click.echo("\nSpread across training seeds beside spread across users\n")
         cols = ["metric", "baseline", "candidate", "n_seeds", "mean_difference", "min_difference", "max_difference",
                 "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"]
+        seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
         click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
         click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
         for row in seeds.itertuples():
@@ -276,18 +287,23 @@ def _print_comparison(outcome, primary):
                 click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
     frame = report.to_frame()
     alpha = 1 - float(frame["confidence_level"].iloc[0])
-    click.echo(f"\n{report.correction or 'no'} adjustment over {len(frame)} hypotheses; significant where the "
-               f"adjusted p <= {alpha:g}")
+    if report.correction is None:
+        click.echo(f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
+                   f"p <= {alpha:g}")
+    else:
+        click.echo(f"\n{report.correction} adjustment over {len(frame)} hypotheses; significant where the "
+                   f"adjusted p <= {alpha:g}")
     for method, rows in frame.groupby("test_method", sort=True):
-        which = "all" if len(rows) == len(frame) else ", ".join(f"{r.metric} ({r.candidate})" for r in rows.itertuples())
+        which = "all" if len(rows) == len(frame) else ", ".join(
+            f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
         click.echo(f"test {method}: {which}")
     if primary:
         click.echo("")
         for c in report.comparisons:
             if c.metric == primary:
-                click.echo(report.results_text(primary, c.candidate, c.baseline))
+                click.echo(_visible(report.results_text(primary, c.candidate, c.baseline)))
         for spread in outcome.seed_spreads.values():
-            click.echo(spread.results_text(primary))
+            click.echo(_visible(spread.results_text(primary)))
     click.echo(f"\ncomparison run {outcome.run_id}")
 
 

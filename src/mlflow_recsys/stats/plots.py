@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: rcParams under which every figure is built and saved: no mathtext, no TeX, whatever the user's settings.
 LITERAL_TEXT = {"text.parse_math": False, "text.usetex": False}
 #: Widest name drawn in a figure; longer names are cut and tagged with a hash, as in the run notes.
-LABEL_WIDTH = 40
+LABEL_WIDTH = 32
 
 
 def plot_label(name: object, width: int = LABEL_WIDTH) -> str:
@@ -31,8 +31,10 @@ def plot_label(name: object, width: int = LABEL_WIDTH) -> str:
     a longer name cut and ended with ``…`` and six hex digits of its SHA-256, so cut names stay distinct."""
     import hashlib
 
+    from mlflow_recsys.stats.reporting import visible_text
+
     text = str(name)
-    line = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    line = visible_text(text)
     if len(line) <= width:
         return line
     tail = "…" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:6]
@@ -81,10 +83,19 @@ def forest_plot(report: "ComparisonReport", path: str | os.PathLike) -> None:
               for r in frame.itertuples()]
     y = np.arange(len(frame))[::-1]
     with matplotlib.rc_context(LITERAL_TEXT):
-        fig, ax = plt.subplots(figsize=(7, 0.6 * len(frame) + 1.2))
+        fig, ax = plt.subplots(figsize=(8, 0.6 * len(frame) + 1.4))
         try:
             xerr = _error_lengths(frame["difference"], frame["ci_low"], frame["ci_high"])
             ax.errorbar(frame["difference"], y, xerr=xerr, fmt="none", ecolor="0.3", capsize=3)
+            open_low, open_high = ~np.isfinite(frame["ci_low"]), ~np.isfinite(frame["ci_high"])
+            if open_low.any() or open_high.any():
+                # A one-sided interval runs on to infinity: draw it to the edge, ending in an arrow.
+                left, right = ax.get_xlim()
+                for end, open_side, marker in ((right, open_high, ">"), (left, open_low, "<")):
+                    for d, yy in zip(frame["difference"][open_side], y[open_side]):
+                        ax.plot([d, end], [yy, yy], color="0.3", linewidth=1)
+                        ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
+                ax.set_xlim(left, right)
             significant = frame["significant"].to_numpy(dtype=bool)
             if significant.any():
                 ax.scatter(frame["difference"][significant], y[significant], color="C0", zorder=3,
@@ -95,7 +106,8 @@ def forest_plot(report: "ComparisonReport", path: str | os.PathLike) -> None:
             ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
             ax.set_yticks(y, labels, fontsize=8)
             level = frame["confidence_level"].iloc[0]
-            ax.set_xlabel(f"difference (candidate - baseline), {level:.0%} paired bootstrap interval")
+            sided = "one-sided " if (open_low | open_high).any() else ""
+            ax.set_xlabel(f"candidate - baseline, with its {level:.0%} {sided}paired bootstrap interval", fontsize=9)
             ax.legend(loc="best", fontsize=8)
             fig.tight_layout()
             fig.savefig(path, dpi=120)
@@ -122,13 +134,20 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
         per_seed = per_seed.assign(comparison="")
     metrics = list(dict.fromkeys(per_seed["metric"]))
     with matplotlib.rc_context(LITERAL_TEXT):
-        fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2), squeeze=False)
+        n_comparisons = per_seed["comparison"].nunique()
+        columns = min(n_comparisons, 3)
+        legend_rows = -(-n_comparisons // columns) if n_comparisons > 1 or per_seed["comparison"].iloc[0] else 0
+        legend_height = 0.22 * legend_rows + (0.2 if legend_rows else 0)  # inches under the panels
+        height = 3.2 + legend_height
+        fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), height), squeeze=False)
         try:
+            # Each comparison's points sit side by side within one seed's slot (at most 0.6 wide).
+            step = min(0.15, 0.6 / max(n_comparisons - 1, 1))
             for ax, metric in zip(axes[0], metrics):
                 rows = per_seed[per_seed["metric"] == metric]
                 handles, names = [], []
                 for k, (name, group) in enumerate(rows.groupby("comparison", sort=False)):
-                    x = np.arange(len(group)) + 0.15 * k
+                    x = np.arange(len(group)) + step * (k - (n_comparisons - 1) / 2)
                     diff = group["difference"].to_numpy()
                     yerr = _error_lengths(diff, group["ci_low"].to_numpy(), group["ci_high"].to_numpy())
                     handles.append(ax.errorbar(x, diff, yerr=yerr, fmt="o", capsize=3))
@@ -144,10 +163,11 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
             axes[0][0].set_ylabel("difference (candidate - baseline)")
             fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds",
                          fontsize=9)
-            if len(names) > 1 or (names and names[0]):
-                # Handles and labels passed explicitly: matplotlib would skip a name that starts with "_".
-                axes[0][-1].legend(handles, names, fontsize=7)
-            fig.tight_layout()
+            if legend_rows:
+                # Below the panels, never over the data. Handles and labels passed explicitly: matplotlib would
+                # skip a name that starts with "_".
+                fig.legend(handles, names, fontsize=7, loc="lower center", ncol=columns, frameon=False)
+            fig.tight_layout(rect=(0, legend_height / height, 1, 1))
             fig.savefig(path, dpi=120)
         finally:
             plt.close(fig)

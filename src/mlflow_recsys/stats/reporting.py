@@ -73,6 +73,15 @@ def escape_markdown(text: object) -> str:
     return str(text).translate(_MARKDOWN_TABLE)
 
 
+def visible_text(text: object) -> str:
+    """``text`` on one line: line breaks, tabs and other control characters written as ``\\n``-style escapes.
+
+    For terminals and figures, where a raw carriage return or newline in a model name would break a table
+    row or overwrite what is already printed.
+    """
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
+
+
 def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``frame`` whose text cells a spreadsheet will not run as formulas.
 

@@ -163,6 +163,11 @@ def compare_runs(
         }
         _log.info("comparing %d runs of %d models (%d pairs, B = %s)", len(runs), len(plan.groups), len(plan.pairs),
                   n_resamples)
+        if paired_seeds:
+            unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
+            if unpaired:
+                _log.warning("paired_seeds has no effect on %s: only one side has several seeds, so there is "
+                             "nothing to pair (protocol one-side-seeded)", ", ".join(unpaired))
         try:
             artifacts = load_many([r.info.run_id for r in runs])
             _log.info("loaded the per-user artifacts of %d runs", len(runs))
@@ -188,7 +193,9 @@ def compare_runs(
         except BaseException as exc:
             target.record_failure(exc, runs, create=True)
             raise
-        settings["metrics"] = ",".join(plan.metric_keys)
+        # "metrics" is what was asked for (under `mlflow run`, its '' stays); "compared_metrics" what was compared.
+        settings["metrics"] = ",".join(metrics) if metrics else None
+        settings["compared_metrics"] = ",".join(plan.metric_keys)
         _log.info("logging the comparison run")
         run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary)
     return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
@@ -596,7 +603,8 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
         f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.adjusted_p_value:.4g} | {r.direction} |"
         for r in frame.itertuples()
     ]
-    for extra in (sentences + seeds, sentences, []):
+    seeds_elsewhere = ["The seed-spread sentences are in report.html.", ""] if seeds else []
+    for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
         head = title + declared + extra
         # The longest prefix of rows that fits: the text grows by one line per row.
         fixed = len("\n".join(head + header + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.",
@@ -605,7 +613,7 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
         while n < len(rows) and budget - (len(rows[n]) + 1) >= 0:
             budget -= len(rows[n]) + 1
             n += 1
-        if extra and n < min(len(rows), MIN_NOTE_ROWS):
+        if extra != seeds_elsewhere and n < min(len(rows), MIN_NOTE_ROWS):
             continue  # a table matters more than the sentences, which report.md holds too
         more = [f"{len(rows) - n} more of the {len(rows)} rows are in report.md.", ""] if n < len(rows) else []
         yield "\n".join(head + header + rows[:n] + [""] + more + [pointer])
