@@ -69,7 +69,8 @@ def test_references_cover_methods_and_models():
     bib = references_bibtex()
     keys = re.findall(r"@\w+\{(\w+),", bib)
     assert keys == ["efron1979bootstrap", "liang2018vae", "smucker2007comparison", "phipson2010permutation",
-                    "holm1979simple", "davison1997bootstrap", "steck2019ease", "vancura2022elsa"]
+                    "holm1979simple", "davison1997bootstrap", "steck2019ease", "vancura2022elsa",
+                    "cohen1988power"]
 
 
 def test_exact_test_is_named_in_the_report():

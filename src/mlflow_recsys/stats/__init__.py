@@ -11,6 +11,7 @@ from mlflow_recsys.stats.comparison import (
     compare_pair,
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
+from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
 from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, references_bibtex
 from mlflow_recsys.stats.seeds import SEED_COLUMNS, SeedSpread, seed_spread
 from mlflow_recsys.stats.warnings import (
@@ -37,6 +38,8 @@ __all__ = [
     "compare_pair",
     "csv_safe_frame",
     "escape_markdown",
+    "minimum_detectable_effect",
     "references_bibtex",
+    "required_users",
     "seed_spread",
 ]

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys.stats.power import REPORT_POWER
+
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
 
@@ -154,6 +156,7 @@ def display_frame(report: "ComparisonReport") -> pd.DataFrame:
             "ci_high": frame["ci_high"].map(lambda v: f"{v:.6f}"),
             "p_value": frame["p_value"].map(_format_p),
             "adjusted_p": frame["adjusted_p_value"].map(_format_p),
+            "mde": frame["mde"].map(lambda v: f"{v:.6f}"),
             "direction": frame["direction"],
         }
     )
@@ -249,7 +252,30 @@ def methods_text(report: "ComparisonReport") -> str:
         f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
         "are not adjusted: each describes one comparison on its own. They describe variation across "
         "evaluation users for the trained model instances compared; variation across training seeds is "
-        "reported separately."
+        "reported separately. "
+        f"{_mde_words(report)}"
+    )
+
+
+def _mde_words(report: "ComparisonReport") -> str:
+    """How the ``mde`` column was computed, at the level each hypothesis is tested at."""
+    J = report.family_size
+    alpha = report.comparisons[0].alpha
+    side = "two-sided" if report.comparisons[0].alternative == "two-sided" else "one-sided"
+    if report.correction is None or J == 1:
+        level = f"the level alpha = {alpha:.2g}"
+    elif report.correction == "bonferroni":
+        level = f"the Bonferroni level alpha/J = {alpha:.2g}/{J}"
+    else:
+        level = (
+            f"alpha/J = {alpha:.2g}/{J}, the level of the first step of Holm's procedure and the strictest "
+            "any hypothesis meets, so the figure is conservative"
+        )
+    return (
+        "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference a "
+        f"{side} test at {level} would detect with {REPORT_POWER:.0%} power given the standard deviation "
+        "of its per-user differences and the number of users, by the normal approximation "
+        "(Cohen, 1988), which is slightly optimistic for few users."
     )
 
 
@@ -311,6 +337,11 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
         "worse": "significant, in the baseline's favour",
         "inconclusive": "not significant",
     }[c.direction]
+    if c.direction == "inconclusive" and not pd.isna(c.mde):
+        verdict += (
+            f"; with {c.n_units:,} users this comparison would detect a true difference of {c.mde:.4f} "
+            f"with {REPORT_POWER:.0%} power"
+        )
     return (
         f"{effect} ({level} paired-bootstrap interval {interval}, {_relative_words(c.relative_difference)}; "
         f"{test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom {c.n_nonzero:,} scored differently)."
@@ -396,6 +427,15 @@ _BIBTEX = r"""@article{efron1979bootstrap,
   pages     = {604--609},
   year      = {2022},
   doi       = {10.1145/3523227.3551482}
+}
+
+@book{cohen1988power,
+  author    = {Cohen, Jacob},
+  title     = {Statistical Power Analysis for the Behavioral Sciences},
+  edition   = {2},
+  publisher = {Lawrence Erlbaum Associates},
+  year      = {1988},
+  doi       = {10.4324/9780203771587}
 }
 """
 
