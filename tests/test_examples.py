@@ -66,5 +66,5 @@ def test_howto_tracking_server_runs_against_a_live_server(mlflow_server, tmp_pat
     out = run_example("howto_tracking_server.py", env=clean_env(mlflow_server), cwd=tmp_path)
     assert f"tracking server: {mlflow_server}" in out
     assert "artifact URI scheme: mlflow-artifacts:" in out
-    assert ": FINISHED, 11 artifacts on the server" in out
+    assert ": FINISHED, 12 artifacts on the server" in out
     assert "Popularity scored" in out and "n = 188 users" in out

@@ -308,7 +308,9 @@ def test_one_sided_alternative_without_reference_is_refused():
         ({"n_resamples": 0}, "n_resamples"),
         ({"confidence_level": 1.0}, "confidence_level"),
         ({"alternative": "bigger"}, "alternative"),
-        ({"test_method": "wilcoxon"}, "test_method"),
+        ({"test_method": "wilcoxn"}, "test_method"),
+        ({"interval_method": "BCa "}, r"interval_method: expected one of \('percentile', 'bca'\), found 'BCa '"),
+        ({"zero_method": "zero"}, r"zero_method: expected one of \('wilcox', 'pratt', 'zsplit'\), found 'zero'"),
         ({"random_state": -1}, "random_state"),
     ],
 )

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonWarning, FewNonzeroUnitsWarning, compare_models, compare_pair, seed_spread
 from mlflow_recsys.stats import kernels
-from mlflow_recsys.stats.comparison import ALTERNATIVES, TEST_METHODS, _p_value
+from mlflow_recsys.stats.comparison import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS, _p_value
 from mlflow_recsys.stats.plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats.resampling import (
     block_seeds,
@@ -251,11 +251,14 @@ def per_user_pairs(draw):
 
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(pair=per_user_pairs(), test_method=st.sampled_from(TEST_METHODS), alternative=st.sampled_from(ALTERNATIVES))
-def test_any_per_user_arrays_give_valid_numbers_or_the_documented_error(pair, test_method, alternative):
+@given(pair=per_user_pairs(), test_method=st.sampled_from(TEST_METHODS), alternative=st.sampled_from(ALTERNATIVES),
+       interval_method=st.sampled_from(INTERVAL_METHODS))
+def test_any_per_user_arrays_give_valid_numbers_or_the_documented_error(pair, test_method, alternative,
+                                                                        interval_method):
     base, cand = pair
     b = 99
-    call = dict(metric="m", n_resamples=b, test_method=test_method, alternative=alternative)
+    call = dict(metric="m", n_resamples=b, test_method=test_method, alternative=alternative,
+                interval_method=interval_method)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)  # few users and B = 99 warn by design
         if len(base) < 2:
@@ -269,6 +272,8 @@ def test_any_per_user_arrays_give_valid_numbers_or_the_documented_error(pair, te
     assert c.difference == pytest.approx(d.mean(), abs=1e-12)
     assert c.ci_low <= c.difference <= c.ci_high
     assert c.n_nonzero == int(np.count_nonzero(d))
+    assert (c.wins, c.ties, c.losses) == (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum()))
+    assert c.interval_method in INTERVAL_METHODS and (interval_method == "bca" or c.interval_method == "percentile")
     if c.test_method in ("randomization", "bootstrap"):
         assert 1 / (b + 1) <= c.p_value <= 1
     elif c.test_method == "randomization-exact":
@@ -291,14 +296,17 @@ def test_any_per_user_arrays_give_valid_numbers_or_the_documented_error(pair, te
     n=st.integers(2, 3000),
     shift=st.floats(-1.0, 1.0, allow_nan=False),
     alternative=st.sampled_from(ALTERNATIVES),
+    interval_method=st.sampled_from(INTERVAL_METHODS),
 )
-def test_all_equal_differences_give_a_point_interval(value, n, shift, alternative):
+def test_all_equal_differences_give_a_point_interval(value, n, shift, alternative, interval_method):
     # Every user has the same values, so the same difference: a constant column, whatever its value.
     base = np.full(n, value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
-        c = compare_pair(result(base), result(base + shift), metric="m", n_resamples=99, alternative=alternative)
+        c = compare_pair(result(base), result(base + shift), metric="m", n_resamples=99, alternative=alternative,
+                         interval_method=interval_method)
     d = (value + shift) - value
+    assert c.interval_method == interval_method  # a point interval is its own BCa interval
     assert c.difference == d
     assert (c.bootstrap_distribution == d).all()
     assert (c.ci_low, c.ci_high) == expected_interval(alternative, d, d)

@@ -198,4 +198,4 @@ def test_methods_text_states_the_level_of_each_correction(results):
         }
     assert "first step of Holm's procedure" in texts["holm"]
     assert "Bonferroni level alpha/J = 0.05/2" in texts["bonferroni"]
-    assert "at the level alpha = 0.05" in texts[None]
+    assert "test at alpha = 0.05 would detect" in texts[None]

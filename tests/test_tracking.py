@@ -7,6 +7,7 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+import scipy.stats
 import pandas as pd
 import pytest
 from conftest import sqlite_store
@@ -180,6 +181,22 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     names = {a.path for a in client.list_artifacts(outcome.run_id)}
     assert {"report.csv", "report.md", "report.parquet", "seed_spread.csv", "methods.md", "references.bib",
             "report_table.json", "seed_spread_table.json", "forest.png", "seed_spread.png"} <= names
+
+
+def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_params(study):
+    ids = [study["ease"], study["elsa"][0]]
+    outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], n_resamples=999,
+                           test_method="wilcoxon", zero_method="zsplit", interval_method="bca")
+    ease, elsa = load_evaluation(study["ease"]), load_evaluation(study["elsa"][0])
+    d = elsa.per_user["ndcg@100"] - ease.per_user["ndcg@100"]
+    row = outcome.report.get("ndcg@100", "ELSA")
+    assert row.p_value == scipy.stats.wilcoxon(d, zero_method="zsplit").pvalue
+    assert row.interval_method == "bca" and row.zero_method == "zsplit"
+    assert (row.wins, row.ties, row.losses) == (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum()))
+    params = MlflowClient().get_run(outcome.run_id).data.params
+    assert (params["test_method"], params["zero_method"], params["interval_method"]) == ("wilcoxon", "zsplit", "bca")
+    with pytest.raises(ValueError, match="zero_method: expected one of"):
+        compare_runs(run_ids=ids, reference="EASE", zero_method="pratt ")
 
 
 def test_compare_refuses_runs_that_are_not_finished(study):

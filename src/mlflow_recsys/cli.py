@@ -220,7 +220,13 @@ def _comparison_options(func):
                      type=click.Choice(["two-sided", "greater", "less"]),
                      help="one-sided only if the direction was fixed before seeing the data"),
         click.option("--test-method", default="randomization", show_default=True,
-                     type=click.Choice(["randomization", "bootstrap", "t"]), help="the paired test"),
+                     type=click.Choice(["randomization", "bootstrap", "t", "wilcoxon"]), help="the paired test"),
+        click.option("--zero-method", default="wilcox", show_default=True,
+                     type=click.Choice(["wilcox", "pratt", "zsplit"]),
+                     help="with --test-method wilcoxon: how zero differences are ranked"),
+        click.option("--interval-method", default="percentile", show_default=True,
+                     type=click.Choice(["percentile", "bca"]),
+                     help="bootstrap interval: percentile, or bias-corrected and accelerated (BCa)"),
         click.option("--correction", default="holm", show_default=True,
                      type=click.Choice(["holm", "bonferroni", "none"]),
                      help="family-wise adjustment over every pair and metric"),
@@ -247,8 +253,8 @@ def _comparison_options(func):
 @_comparison_options
 @_friendly_errors
 def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, report_seed, model_tag,
-            reference, metrics, primary, n_resamples, confidence_level, alternative, test_method, correction, random_state,
-            paired_seeds):
+            reference, metrics, primary, n_resamples, confidence_level, alternative, test_method, zero_method,
+            interval_method, correction, random_state, paired_seeds):
     """Compare training runs and log the report as a comparison run."""
     from mlflow_recsys.tracking.comparison import compare_runs
 
@@ -258,8 +264,8 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
         filter_string=_none_if_empty(filter_string), reference=_none_if_empty(reference),
         metrics=_split_list(metrics) or None, primary=_none_if_empty(primary),
         correction=None if correction == "none" else correction, confidence_level=confidence_level,
-        n_resamples=n_resamples, alternative=alternative, test_method=test_method, random_state=random_state,
-        paired_seeds=paired_seeds, seed=_none_if_empty(report_seed), model_tag=model_tag,
+        n_resamples=n_resamples, alternative=alternative, test_method=test_method, zero_method=zero_method,
+        interval_method=interval_method, random_state=random_state, paired_seeds=paired_seeds, seed=_none_if_empty(report_seed), model_tag=model_tag,
         output_experiment=_none_if_empty(output_experiment),
     )
     _print_comparison(outcome, _none_if_empty(primary))
@@ -296,7 +302,12 @@ def _print_comparison(outcome, primary):
     for method, rows in frame.groupby("test_method", sort=True):
         which = "all" if len(rows) == len(frame) else ", ".join(
             f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
-        click.echo(f"test {method}: {which}")
+        zero = f" (zero_method {report.comparisons[0].zero_method})" if method == "wilcoxon" else ""
+        click.echo(f"test {method}{zero}: {which}")
+    for method, rows in frame.groupby("interval_method", sort=True):
+        which = "all" if len(rows) == len(frame) else ", ".join(
+            f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
+        click.echo(f"interval {method}: {which}")
     if primary:
         click.echo("")
         for c in report.comparisons:

@@ -18,6 +18,7 @@ from mlflow_recsys.stats.warnings import (
     ComparisonWarning,
     FewNonzeroUnitsWarning,
     FewSeedsWarning,
+    IntervalFallbackWarning,
     LowResamplesWarning,
     UnverifiedPairingWarning,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "ComparisonWarning",
     "FewNonzeroUnitsWarning",
     "FewSeedsWarning",
+    "IntervalFallbackWarning",
     "LowResamplesWarning",
     "PairwiseComparison",
     "SeedSpread",

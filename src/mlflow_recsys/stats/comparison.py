@@ -6,13 +6,16 @@ percentile bootstrap over units (Efron 1979) that always contains the effect, an
 the default test is a paired sign-flip randomization test (Fisher 1935; Smucker,
 Allan & Carterette 2007) with the Monte Carlo p-value ``(1 + #extreme) /
 (B + 1)`` (Davison & Hinkley 1997; Phipson & Smyth 2010). p-values of one call
-are adjusted together (Holm 1979 by default).
+are adjusted together (Holm 1979 by default). On request the interval is the
+bias-corrected and accelerated (BCa) bootstrap interval (Efron 1987) and the
+test the Wilcoxon signed-rank test (Wilcoxon 1945).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Literal, Mapping, Sequence
@@ -36,16 +39,22 @@ from mlflow_recsys.stats.resampling import (
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import (
     FewNonzeroUnitsWarning,
+    IntervalFallbackWarning,
     LowResamplesWarning,
     UnverifiedPairingWarning,
     warn,
 )
 
 Alternative = Literal["two-sided", "greater", "less"]
-TestMethod = Literal["randomization", "bootstrap", "t"]
+TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
+IntervalMethod = Literal["percentile", "bca"]
+ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
-TEST_METHODS = ("randomization", "bootstrap", "t")
+TEST_METHODS = ("randomization", "bootstrap", "t", "wilcoxon")
+INTERVAL_METHODS = ("percentile", "bca")
+#: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
+ZERO_METHODS = ("wilcox", "pratt", "zsplit")
 
 #: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
 #: from more resamples.
@@ -83,6 +92,9 @@ COLUMNS = (
     "n_units",
     "n_nonzero",
     "tie_rate",
+    "wins",
+    "ties",
+    "losses",
     "baseline_mean",
     "candidate_mean",
     "difference",
@@ -119,9 +131,20 @@ class PairwiseComparison:
         float64 ``(n_units,)``: the per-unit differences every procedure used.
     null_distribution:
         float64: the test's null replicates of the mean difference (all ``2**n_nonzero``
-        of them for an exact test), or ``None`` for the t-test.
+        of them for an exact test), or ``None`` for the t-test and the Wilcoxon test.
     bootstrap_distribution:
         float64 ``(n_resamples,)``: bootstrap replicates of the mean difference.
+    zero_method:
+        How the Wilcoxon test treated zero differences (one of :data:`ZERO_METHODS`),
+        or ``None`` for the other tests. The methods text names it.
+
+    ``wins``, ``ties`` and ``losses`` (int) count the units (users, after
+    averaging each user's rows) on which the candidate scored higher than, equal
+    to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
+    n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``;
+    a row asked for BCa reports ``"percentile"`` when its bias correction is
+    infinite (every replicate on one side of the estimate) and the percentile
+    interval was used instead.
 
     The column ``mde`` is the minimum detectable effect: the smallest true mean
     difference this design detects with 80% power,
@@ -138,6 +161,9 @@ class PairwiseComparison:
     n_units: int
     n_nonzero: int
     tie_rate: float
+    wins: int
+    ties: int
+    losses: int
     baseline_mean: float
     candidate_mean: float
     difference: float
@@ -159,6 +185,7 @@ class PairwiseComparison:
     unit_differences: np.ndarray = field(repr=False)
     null_distribution: np.ndarray | None = field(repr=False)
     bootstrap_distribution: np.ndarray = field(repr=False)
+    zero_method: str | None = None
 
     @property
     def alpha(self) -> float:
@@ -245,6 +272,8 @@ def compare_pair(
     alternative: Alternative = "two-sided",
     test_method: TestMethod = "randomization",
     random_state: int | None = 0,
+    interval_method: IntervalMethod = "percentile",
+    zero_method: ZeroMethod = "wilcox",
 ) -> PairwiseComparison:
     """Compare two models on one metric: a single hypothesis, not adjusted.
 
@@ -279,6 +308,8 @@ def compare_pair(
         alternative=alternative,
         test_method=test_method,
         random_state=random_state,
+        interval_method=interval_method,
+        zero_method=zero_method,
     )
     return report.comparisons[0]
 
@@ -294,6 +325,8 @@ def compare_models(
     alternative: Alternative = "two-sided",
     test_method: TestMethod = "randomization",
     random_state: int | None = 0,
+    interval_method: IntervalMethod = "percentile",
+    zero_method: ZeroMethod = "wilcox",
 ) -> ComparisonReport:
     """Compare several models pairwise on several metrics, adjusting p-values as one family.
 
@@ -323,13 +356,30 @@ def compare_models(
         ``"randomization"`` (default; sign flips of unit differences, enumerated
         exactly when ``2**n_nonzero <= n_resamples`` and then reported as
         ``"randomization-exact"``), ``"bootstrap"`` (null-centred, reusing the
-        interval's replicates) or ``"t"`` (one-sample t-test of the unit
-        differences, ``scipy.stats.ttest_1samp``).
+        interval's replicates), ``"t"`` (one-sample t-test of the unit
+        differences, ``scipy.stats.ttest_1samp``; Student 1908) or
+        ``"wilcoxon"`` (Wilcoxon signed-rank test of the unit differences,
+        ``scipy.stats.wilcoxon`` with ``method="auto"``: exact null for small
+        samples without ties or zeros, normal approximation otherwise; Wilcoxon
+        1945). The Wilcoxon test asks whether the differences are symmetric
+        about 0 (a median-like location), not whether their mean is 0, so it
+        can disagree with the others on skewed differences.
     random_state:
         Non-negative int (default 0) or ``None`` for fresh entropy. Each model
         pair draws from its own stream derived from this seed and the two
         names, so a hypothesis' numbers do not depend on the other models or
         metrics in the call.
+    interval_method:
+        ``"percentile"`` (default; Efron 1979) or ``"bca"``, the bias-corrected
+        and accelerated interval (Efron 1987) from the same bootstrap
+        replicates, with the acceleration from the jackknife of the mean. A row
+        whose bias correction is infinite falls back to the percentile interval
+        and reports ``interval_method="percentile"``.
+    zero_method:
+        Only for ``test_method="wilcoxon"``: ``"wilcox"`` (default, scipy's;
+        drop zero differences before ranking), ``"pratt"`` (rank them, then
+        drop their ranks; Pratt 1959) or ``"zsplit"`` (split their ranks
+        between the signs).
 
     Returns
     -------
@@ -361,14 +411,20 @@ def compare_models(
         When ``n_resamples < 999`` with a resampling test.
     FewNonzeroUnitsWarning
         When fewer than 30 units differ for a hypothesis.
+    IntervalFallbackWarning
+        When ``interval_method="bca"`` and a hypothesis' bias correction is
+        infinite, so its row reports the percentile interval.
     """
     metrics = _metrics_iv(metrics)
-    _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state)
+    _settings_iv(
+        confidence_level, n_resamples, alternative, test_method, correction, random_state,
+        interval_method=interval_method, zero_method=zero_method,
+    )
     names = _results_iv(results, metrics)
     pairs = _pairs(names, reference, alternative)
     check_replicate_memory(n_resamples, len(pairs) * len(metrics))
 
-    if n_resamples < 999 and test_method != "t":
+    if n_resamples < 999 and test_method not in ("t", "wilcoxon"):
         family = len(pairs) * len(metrics)
         warn(
             f"n_resamples={n_resamples} is below 999: the smallest Monte Carlo p-value is "
@@ -413,6 +469,8 @@ def compare_models(
                 alternative=alternative,
                 test_method=test_method,
                 random_state=random_state,
+                interval_method=interval_method,
+                zero_method=zero_method,
             )
         )
 
@@ -465,8 +523,6 @@ def _mde(d: np.ndarray, alpha: float, alternative: str) -> float:
     return minimum_detectable_effect(float(np.std(d, ddof=1)), d.shape[0], alpha, REPORT_POWER, alternative)
 
 
-
-
 def _compare_one_pair(
     base_name: str,
     cand_name: str,
@@ -481,6 +537,8 @@ def _compare_one_pair(
     alternative: str,
     test_method: str,
     random_state: int | None,
+    interval_method: str = "percentile",
+    zero_method: str = "wilcox",
 ) -> list[PairwiseComparison]:
     sign_seeds, boot_seeds = _pair_seed_sequences(random_state, base_name, cand_name)
     alpha = 1.0 - confidence_level
@@ -518,11 +576,29 @@ def _compare_one_pair(
             # Shifting the replicates to mean zero imposes the null (Efron & Tibshirani 1993, sec. 16.4).
             null = boot[:, j] - observed
             p = _p_value(null, observed, alternative, scale, monte_carlo=True)
+        elif test_method == "wilcoxon":
+            null = None
+            p = _wilcoxon_p_value(dj, alternative, zero_method)
         else:
             null = None
             p = _t_test_p_value(dj, alternative)
 
-        low, high = _percentile_interval(boot[:, j], observed, alpha, alternative)
+        interval = "percentile"
+        if interval_method == "bca":
+            bounds = _bca_interval(boot[:, j], dj, observed, alpha, alternative)
+            if bounds is not None:
+                (low, high), interval = bounds, "bca"
+            else:
+                warn(
+                    f"{cand_name} vs {base_name} on {metric}: every bootstrap replicate lies on one side of the "
+                    "estimate, so the BCa bias correction is infinite; the percentile interval is reported "
+                    "(interval_method 'percentile' in this row)",
+                    IntervalFallbackWarning,
+                )
+        if interval == "percentile":
+            low, high = _percentile_interval(boot[:, j], observed, alpha, alternative)
+        wins = int((dj > 0).sum())
+        losses = int((dj < 0).sum())
         base_mean = float(base_means[j])
         cand_mean = float(cand_means[j])
         out.append(
@@ -534,6 +610,9 @@ def _compare_one_pair(
                 n_units=units.n_units,
                 n_nonzero=nz,
                 tie_rate=1.0 - nz / units.n_units,
+                wins=wins,
+                ties=units.n_units - wins - losses,
+                losses=losses,
                 baseline_mean=base_mean,
                 candidate_mean=cand_mean,
                 difference=observed,
@@ -549,12 +628,13 @@ def _compare_one_pair(
                 direction=_direction(observed, p <= alpha),
                 alternative=alternative,
                 test_method=method,
-                interval_method="percentile",
+                interval_method=interval,
                 n_resamples=int(n_resamples),
                 random_state=random_state,
                 unit_differences=dj.copy(),
                 null_distribution=null,
                 bootstrap_distribution=boot[:, j].copy(),
+                zero_method=zero_method if test_method == "wilcoxon" else None,
             )
         )
     return out
@@ -620,6 +700,92 @@ def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
     return float(scipy.stats.ttest_1samp(d - centre, -centre, alternative=alternative).pvalue)
 
 
+def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> float:
+    """Wilcoxon signed-rank test of the unit differences (Wilcoxon 1945): ``scipy.stats.wilcoxon``'s p-value.
+
+    ``method="auto"`` lets scipy choose: the exact null distribution of the rank
+    sum for small samples without ties or zeros, the normal approximation
+    otherwise. When every difference is 0 there is nothing to rank: the models
+    tie everywhere, and p = 1 as for the other tests (scipy returns NaN or
+    warns there). A NaN from scipy in any other case is also read as p = 1.
+    """
+    if not np.any(d):
+        return 1.0
+    with warnings.catch_warnings():
+        # scipy warns when it switches from the exact to the normal null (ties, zeros) or when few differences
+        # remain; the choice is documented above, and the p-value is scipy's either way.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(scipy.stats.wilcoxon(d, zero_method=zero_method, alternative=alternative, method="auto").pvalue)
+    return 1.0 if np.isnan(p) else p
+
+
+def _bca_interval(
+    replicates: np.ndarray, d: np.ndarray, estimate: float, alpha: float, alternative: str
+) -> tuple[float, float] | None:
+    """Bias-corrected and accelerated bootstrap interval of the mean (Efron 1987), or ``None``.
+
+    Parameters
+    ----------
+    replicates:
+        float64 ``(B,)``: bootstrap means of ``d``.
+    d:
+        float64 ``(n,)``: the unit differences, ``n >= 2``.
+    estimate:
+        Their mean.
+    alpha, alternative:
+        Two-sided: the ``alpha/2`` and ``1 - alpha/2`` ends; ``"greater"``: the
+        lower bound at level ``1 - alpha`` (upper end ``inf``); ``"less"``: the
+        upper bound (lower end ``-inf``).
+
+    The bias correction is ``z0 = Phi^-1(share of replicates below the
+    estimate)``, replicates equal to the estimate counting one half. The
+    acceleration comes from the jackknife of the mean (Efron & Tibshirani 1993,
+    sec. 14.3): the leave-one-out means are ``(n * mean - d_i) / (n - 1)``, so
+    their mean is ``mean`` and their deviations from it are ``(d_i - mean) /
+    (n - 1)``; in ``a = sum(dev**3) / (6 * sum(dev**2) ** 1.5)`` the powers of
+    ``n - 1`` cancel, leaving ``a = sum((d_i - mean)**3) / (6 * sum((d_i -
+    mean)**2) ** 1.5)``. The end at nominal level ``q`` is the replicates'
+    quantile (linear interpolation) at ``Phi(z0 + (z0 + z_q) / (1 - a * (z0 +
+    z_q)))``.
+
+    Returns
+    -------
+    ``(low, high)`` holding ``estimate`` (an end past it is moved onto it, as in
+    :func:`_percentile_interval`); for constant differences the point
+    ``(estimate, estimate)``, open on the far side when one-sided; ``None`` when ``z0`` or an adjusted level is not finite (every
+    replicate on one side of the estimate), for the caller to fall back to the
+    percentile interval.
+    """
+    if np.all(d == d[0]):
+        return (
+            estimate if alternative != "less" else float("-inf"),
+            estimate if alternative != "greater" else float("inf"),
+        )
+    below = np.count_nonzero(replicates < estimate) + 0.5 * np.count_nonzero(replicates == estimate)
+    z0 = float(scipy.stats.norm.ppf(below / replicates.shape[0]))
+    deviations = d - d.mean()
+    a = float(np.sum(deviations**3) / (6.0 * np.sum(deviations**2) ** 1.5))
+    if not (np.isfinite(z0) and np.isfinite(a)):
+        return None
+
+    def end(q: float) -> float | None:
+        z = z0 + float(scipy.stats.norm.ppf(q))
+        if 1.0 - a * z <= 0:  # the adjusted level would run past 1 (or 0): no BCa end exists
+            return None
+        return float(np.quantile(replicates, scipy.stats.norm.cdf(z0 + z / (1.0 - a * z))))
+
+    if alternative == "two-sided":
+        low, high = end(alpha / 2), end(1 - alpha / 2)
+    elif alternative == "greater":
+        low, high = end(alpha), float("inf")
+    else:
+        low, high = float("-inf"), end(1 - alpha)
+    if low is None or high is None:
+        return None
+    return min(low, estimate), max(high, estimate)
+
+
 def _percentile_interval(
     replicates: np.ndarray, estimate: float, alpha: float, alternative: str
 ) -> tuple[float, float]:
@@ -669,7 +835,17 @@ def _metrics_iv(metrics) -> list[str]:
     return metrics
 
 
-def _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state) -> None:
+def _settings_iv(
+    confidence_level,
+    n_resamples,
+    alternative,
+    test_method,
+    correction,
+    random_state,
+    *,
+    interval_method="percentile",
+    zero_method="wilcox",
+) -> None:
     if isinstance(confidence_level, bool) or not isinstance(confidence_level, Real) or not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level: expected a number strictly between 0 and 1, found {confidence_level!r}")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, Integral) or n_resamples < 1:
@@ -680,6 +856,10 @@ def _settings_iv(confidence_level, n_resamples, alternative, test_method, correc
         raise ValueError(f"alternative: expected one of {ALTERNATIVES}, found {alternative!r}")
     if test_method not in TEST_METHODS:
         raise ValueError(f"test_method: expected one of {TEST_METHODS}, found {test_method!r}")
+    if interval_method not in INTERVAL_METHODS:
+        raise ValueError(f"interval_method: expected one of {INTERVAL_METHODS}, found {interval_method!r}")
+    if zero_method not in ZERO_METHODS:
+        raise ValueError(f"zero_method: expected one of {ZERO_METHODS}, found {zero_method!r}")
     if correction not in CORRECTIONS:
         raise ValueError(f"correction: expected one of 'holm', 'bonferroni' or None, found {correction!r}")
     if random_state is not None and (

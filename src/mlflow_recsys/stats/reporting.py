@@ -27,6 +27,14 @@ _TEST_WORDS = {
     "randomization-exact": "an exact paired sign-flip randomization test (all sign patterns enumerated)",
     "bootstrap": "a paired null-centred bootstrap test",
     "t": "a paired t-test on the per-user differences",
+    "wilcoxon": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945)",
+}
+
+#: How each ``zero_method`` of the Wilcoxon test is described in the methods text.
+_ZERO_WORDS = {
+    "wilcox": "users with a zero difference were dropped before ranking",
+    "pratt": "zero differences were ranked with the others and their ranks then dropped (Pratt, 1959)",
+    "zsplit": "the ranks of zero differences were split equally between the two signs",
 }
 
 
@@ -148,6 +156,7 @@ def display_frame(report: "ComparisonReport") -> pd.DataFrame:
             "n_units": frame["n_units"],
             "n_nonzero": frame["n_nonzero"],
             "tie_rate": frame["tie_rate"].map(lambda v: f"{v:.1%}"),
+            "W/T/L": [f"{w}/{t}/{l}" for w, t, l in zip(frame["wins"], frame["ties"], frame["losses"])],
             "baseline_mean": frame["baseline_mean"].map(lambda v: f"{v:.6f}"),
             "candidate_mean": frame["candidate_mean"].map(lambda v: f"{v:.6f}"),
             "difference": frame["difference"].map(lambda v: f"{v:.6f}"),
@@ -171,10 +180,13 @@ def report_markdown(report: "ComparisonReport") -> str:
     """
     first = report.comparisons[0]
     correction = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}[report.correction]
+    named = {"percentile": "percentile", "bca": "BCa"}
+    intervals = "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
     settings = (
-        f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired percentile "
+        f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
         f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
-        f"{correction} adjustment over {report.family_size} hypotheses."
+        f"{correction} adjustment over {report.family_size} hypotheses; W/T/L = users on which the candidate "
+        "scored higher/equal/lower."
     )
     frame = display_frame(report)
     text_columns = ["metric", "baseline", "candidate"]
@@ -231,6 +243,8 @@ def methods_text(report: "ComparisonReport") -> str:
         first.alternative
     ]
     tests = " and ".join(_TEST_WORDS[m] for m in methods)
+    if "wilcoxon" in methods:
+        tests += f" ({_ZERO_WORDS[first.zero_method]}; p-values from scipy.stats.wilcoxon, exact for small samples without ties or zeros)"
     units = (
         "Each user's rows were first averaged, so every user counts once. "
         if any(c.n_units != c.n_samples for c in report.comparisons)
@@ -247,8 +261,8 @@ def methods_text(report: "ComparisonReport") -> str:
         "For every user we computed each ranking metric and compared models through paired per-user "
         f"differences (candidate minus baseline), reporting their mean as the effect. {units}"
         f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
-        f"The uncertainty of each effect is a {level:.0%} percentile interval from a paired bootstrap "
-        f"over users with B = {B:,} replicates (Efron, 1979). {_sentence_case(_correction_words(report))}; "
+        f"The uncertainty of each effect is a {level:.0%} {_interval_words(report)} from a paired bootstrap "
+        f"over users with B = {B:,} replicates. {_sentence_case(_correction_words(report))}; "
         f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
         "are not adjusted: each describes one comparison on its own. They describe variation across "
         "evaluation users for the trained model instances compared; variation across training seeds is "
@@ -263,20 +277,35 @@ def _mde_words(report: "ComparisonReport") -> str:
     alpha = report.comparisons[0].alpha
     side = "two-sided" if report.comparisons[0].alternative == "two-sided" else "one-sided"
     if report.correction is None or J == 1:
-        level = f"the level alpha = {alpha:.2g}"
+        level, note = f"alpha = {alpha:.2g}", ""
     elif report.correction == "bonferroni":
-        level = f"the Bonferroni level alpha/J = {alpha:.2g}/{J}"
+        level, note = f"the Bonferroni level alpha/J = {alpha:.2g}/{J}", ""
     else:
-        level = (
-            f"alpha/J = {alpha:.2g}/{J}, the level of the first step of Holm's procedure and the strictest "
-            "any hypothesis meets, so the figure is conservative"
-        )
+        level = f"alpha/J = {alpha:.2g}/{J}"
+        note = (" That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
+                "so the figure is conservative.")
     return (
-        "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference a "
-        f"{side} test at {level} would detect with {REPORT_POWER:.0%} power given the standard deviation "
+        "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference that a "
+        f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
         "of its per-user differences and the number of users, by the normal approximation "
-        "(Cohen, 1988), which is slightly optimistic for few users."
+        f"(Cohen, 1988), which is slightly optimistic for few users.{note}"
     )
+
+
+def _interval_words(report: "ComparisonReport") -> str:
+    """The interval method(s) of the report, with sources; says which rows fell back from BCa."""
+    used = {c.interval_method for c in report.comparisons}
+    if used == {"percentile"}:
+        return "percentile interval (Efron, 1979)"
+    words = "bias-corrected and accelerated (BCa) interval (Efron, 1987; acceleration from the jackknife of the mean)"
+    if "percentile" in used:
+        fell = sum(c.interval_method == "percentile" for c in report.comparisons)
+        words += (
+            f"; for {fell} of {report.family_size} hypotheses every replicate fell on one side of the "
+            "estimate, so the bias correction was infinite and the percentile interval (Efron, 1979) was "
+            "reported instead"
+        )
+    return words
 
 
 def _relative_words(relative: float) -> str:
@@ -324,6 +353,9 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
     elif c.test_method == "randomization-exact":
         test = "exact paired randomization test over all sign patterns"
         p_words = f"{_p_label(report)} = {_format_p(p)}"
+    elif c.test_method == "wilcoxon":
+        test = "Wilcoxon signed-rank test"
+        p_words = f"{_p_label(report)} = {_format_p(p)}"
     else:
         test = "paired t-test"
         p_words = f"{_p_label(report)} = {_format_p(p)}"
@@ -343,8 +375,9 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
             f"with {REPORT_POWER:.0%} power"
         )
     return (
-        f"{effect} ({level} paired-bootstrap interval {interval}, {_relative_words(c.relative_difference)}; "
-        f"{test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom {c.n_nonzero:,} scored differently)."
+        f"{effect} ({level} {'BCa ' if c.interval_method == 'bca' else ''}paired-bootstrap interval {interval}, "
+        f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
+        f"{c.n_nonzero:,} scored differently)."
     )
 
 
@@ -453,11 +486,13 @@ def report_html(
     title: str,
     forest_png: bytes,
     seed_png: bytes | None = None,
+    provenance_html: str | None = None,
 ) -> str:
     """One self-contained HTML page: result sentence, table, forest plot, seed spread, methods, references.
 
     Images are embedded as base64 data URIs, so the page opens anywhere,
-    including as an MLflow artifact, without other files.
+    including as an MLflow artifact, without other files. ``provenance_html``,
+    an already escaped section on what was compared, goes before the methods.
     """
     import base64
 
@@ -495,6 +530,8 @@ def report_html(
             parts.append(f"<p>{html.escape(spread.results_text(key, markup='plain'))}</p>")
         if seed_png is not None:
             parts.append(image(seed_png, "per-seed differences with their intervals"))
+    if provenance_html:
+        parts.append(provenance_html)
     parts += [
         "<h2>Methods</h2>",
         f"<p>{html.escape(methods_text(report))}</p>",

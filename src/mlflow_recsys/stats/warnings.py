@@ -25,6 +25,10 @@ class UnverifiedPairingWarning(ComparisonWarning):
     """A result carries no targets fingerprint, so identical targets cannot be checked."""
 
 
+class IntervalFallbackWarning(ComparisonWarning):
+    """A BCa interval could not be formed (infinite bias correction); the percentile interval is reported."""
+
+
 class FewSeedsWarning(ComparisonWarning):
     """Two to four seeds: a standard deviation from so few runs is very uncertain."""
 

@@ -38,6 +38,12 @@ from mlflow_recsys.tracking.limits import (
     shorten,
 )
 from mlflow_recsys.tracking.naming import metric_key, mlflow_metric_name, model_label
+from mlflow_recsys.tracking.provenance import (
+    collect_provenance,
+    provenance_html,
+    provenance_lines,
+    provenance_markdown,
+)
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
 from mlflow_recsys.tracking.server_errors import is_unreachable, translated_server_errors
@@ -95,6 +101,8 @@ def compare_runs(
     n_resamples: int = 9999,
     alternative: str = "two-sided",
     test_method: str = "randomization",
+    zero_method: str = "wilcox",
+    interval_method: str = "percentile",
     random_state: int = 0,
     paired_seeds: bool = False,
     seed: str | None = None,
@@ -143,7 +151,8 @@ def compare_runs(
         try:
             _check_settings(metrics=metrics, primary=primary, correction=correction,
                             confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-                            test_method=test_method, random_state=random_state, seed=seed, model_tag=model_tag,
+                            test_method=test_method, zero_method=zero_method, interval_method=interval_method,
+                            random_state=random_state, seed=seed, model_tag=model_tag,
                             reference=reference)
             runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
                                experiment=experiment, filter_string=filter_string)
@@ -157,7 +166,8 @@ def compare_runs(
         settings = {
             "reference": reference, "primary": primary,
             "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
-            "alternative": alternative, "test_method": test_method, "random_state": random_state,
+            "alternative": alternative, "test_method": test_method, "zero_method": zero_method,
+            "interval_method": interval_method, "random_state": random_state,
             "paired_seeds": paired_seeds, "model_tag": model_tag,
             "report_seed": seed if seed is not None else "lowest seed of each model",
         }
@@ -171,6 +181,7 @@ def compare_runs(
         try:
             artifacts = load_many([r.info.run_id for r in runs])
             _log.info("loaded the per-user artifacts of %d runs", len(runs))
+            provenance = collect_provenance(runs, plan.groups, plan.representative, seed)
             _verify_same_evaluation(runs, artifacts)
             plan = plan.with_metrics(_artifact_metric_keys(plan.metric_keys, primary, artifacts))
             results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()}
@@ -179,7 +190,8 @@ def compare_runs(
             report = compare_models(
                 instances, metrics=plan.metric_keys, reference=reference, correction=correction,
                 confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-                test_method=test_method, random_state=random_state,
+                test_method=test_method, random_state=random_state, interval_method=interval_method,
+                zero_method=zero_method,
             )
             spreads = {}
             for base, cand in plan.seed_pairs:
@@ -197,15 +209,17 @@ def compare_runs(
         settings["metrics"] = ",".join(metrics) if metrics else None
         settings["compared_metrics"] = ",".join(plan.metric_keys)
         _log.info("logging the comparison run")
-        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary)
+        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary, provenance)
     return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
                          report_seed=seed)
 
 
 def _check_settings(*, metrics, primary, correction, confidence_level, n_resamples, alternative, test_method,
+                    zero_method="wilcox", interval_method="percentile",
                     random_state, seed, model_tag, reference) -> None:
     """Every check the settings alone allow, before any run is read or written."""
-    _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state)
+    _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state,
+                 interval_method=interval_method, zero_method=zero_method)
     if reference is None and alternative != "two-sided":
         raise ValueError(f"reference: a one-sided alternative ({alternative!r}) needs a reference model, found None")
     for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
@@ -573,7 +587,8 @@ NOTE_NAME_WIDTH = 80
 MIN_NOTE_ROWS = 10
 
 
-def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None):
+def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None,
+                   provenance: dict | None = None):
     """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits.
 
     After the full notes come compact ones: the result sentences (while they fit), then a table of the key
@@ -590,7 +605,16 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     for name, spread in spreads.items():
         key = primary or spread.to_frame()["metric"].iloc[0]
         seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup='markdown')}", ""]
-    yield "\n".join(title + declared + sentences + [report.to_markdown(), ""] + seeds + [pointer])
+    what = [provenance_markdown(provenance), ""] if provenance else []
+    yield "\n".join(title + declared + sentences + [report.to_markdown(), ""] + seeds + what + [pointer])
+    # Compact provenance: the data and split in sentences, and which run stands for each model.
+    if provenance:
+        models = "; ".join(f"{escape_markdown(shorten(m, NOTE_NAME_WIDTH))}: {escape_markdown(i['why'])}"
+                           for m, i in provenance["models"].items())
+        if len(models) > MAX_TAG_LENGTH // 5:
+            models = "listed in report.md"
+        what = [f"- {escape_markdown(line)}" for line in provenance_lines(provenance)]
+        what += [f"- Runs in the table: {models}.", ""]
 
     def cut(name: str) -> str:
         return escape_markdown(shorten(name, NOTE_NAME_WIDTH))
@@ -605,7 +629,7 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     ]
     seeds_elsewhere = ["The seed-spread sentences are in report.html.", ""] if seeds else []
     for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
-        head = title + declared + extra
+        head = title + declared + extra + what
         # The longest prefix of rows that fits: the text grows by one line per row.
         fixed = len("\n".join(head + header + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.",
                                                 "", pointer])) + 1
@@ -631,7 +655,8 @@ def source_runs_tag(run_ids: list[str]) -> str:
     return f"{len(run_ids)} runs, sha256 {digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
 
 
-def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, settings: dict, primary) -> str:
+def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, settings: dict, primary,
+                    provenance: dict) -> str:
     """Render every file, then log into the comparison run: artifacts first, then tags, params and metrics.
 
     Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
@@ -668,8 +693,10 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
         frame = report.to_frame()
         csv_safe_frame(frame).to_csv(out / "report.csv", index=False, quoting=csv.QUOTE_NONNUMERIC)
         frame.to_parquet(out / "report.parquet", index=False)
-        (out / "report.md").write_text(report.to_markdown() + "\n")
-        (out / "methods.md").write_text(report.methods_text() + "\n")
+        what = provenance_markdown(provenance)
+        (out / "report.md").write_text(report.to_markdown() + "\n\n" + what + "\n")
+        (out / "methods.md").write_text(report.methods_text() + "\n\n" + what + "\n")
+        (out / "provenance.json").write_text(json.dumps(provenance, indent=2))
         (out / "references.bib").write_text(references_bibtex())
         (out / "source_runs.json").write_text(json.dumps(
             {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2))
@@ -687,8 +714,9 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
         (out / "report.html").write_text(report_html(
             report, spreads, primary=primary, title=run_name, forest_png=(out / "forest.png").read_bytes(),
             seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
+            provenance_html=provenance_html(provenance),
         ))
-        note = fit_text(_note_versions(report, spreads, primary))
+        note = fit_text(_note_versions(report, spreads, primary, provenance))
         first = runs[0].data.tags
 
         with target.run(runs[0].info.experiment_id, run_name) as run:

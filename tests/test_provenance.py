@@ -1,0 +1,67 @@
+"""Issue 13, item 1: every report surface says what was compared (data, split, runs, the seed in the table)."""
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+from conftest import sqlite_store
+from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.tracking import compare_runs, run_split, run_train
+
+pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
+FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01, log_model=False)
+METRICS = ("ndcg@100", "recall@20")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    with sqlite_store(tmp_path_factory.mktemp("provenance"), "provenance") as experiment_id:
+        split = run_split(dataset="movielens-100k", seed=42)
+        checkpoint = f"runs:/{split}/checkpoint.zip"
+        ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
+        elsa = {s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, **FAST_ELSA)
+                for s in (0, 1, 2)}
+        yield {"experiment_id": experiment_id, "split": split, "ease": ease, "elsa": elsa}
+
+
+def _artifact(run_id: str, name: str) -> str:
+    return Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name)).read_text()
+
+
+def test_every_surface_names_the_data_the_split_and_the_runs(study):
+    ids = [study["ease"], *study["elsa"].values()]
+    outcome = compare_runs(run_ids=ids, reference="EASE", primary="ndcg@100", n_resamples=199)
+    prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
+    split = prov["split"]
+    assert split["run_id"] == study["split"] and split["dataset"]["name"] == "movielens-100k"
+    assert split["parameters"]["seed"] == 42 and split["parameters"]["split_mode"] == "user_split"
+    assert split["parameters"]["min_rating"] == 4.0 and split["counts"]["n_test_users"] == 188
+    assert prov["models"]["EASE"]["why"] == "its only run"
+    assert prov["models"]["ELSA"]["why"] == "seed 0, the lowest of 0, 1, 2"
+    assert prov["models"]["ELSA"]["hyperparameters"]["latent_dim"] == 8
+    assert {s: r["run_id"] for s, r in prov["models"]["ELSA"]["runs"].items()} == {
+        str(s): rid for s, rid in study["elsa"].items()}
+
+    report_md = _artifact(outcome.run_id, "report.md")
+    methods = _artifact(outcome.run_id, "methods.md")
+    note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
+    for text in (report_md, methods, note):
+        assert "## What was compared" in text
+        assert "Split: user\\_split, seed 42, digest " + split["split_digest"] in text
+        assert "ratings &gt;= 4 kept as positives" in text and "188 test users \\(0 dropped\\)" in text
+        assert study["elsa"][1] in text  # every run compared is named, not only the one in the table
+    page = _artifact(outcome.run_id, "report.html")
+    exp = study["experiment_id"]
+    assert f'<a href="/#/experiments/{exp}/runs/{study["ease"]}" target="_top">' in page
+    assert "seed 0, the lowest of 0, 1, 2" in page and "Split: user_split, seed 42" in page
+
+
+def test_a_chosen_seed_is_stated_in_words(study):
+    ids = [study["ease"], *study["elsa"].values()]
+    outcome = compare_runs(run_ids=ids, reference="EASE", seed="2", n_resamples=199)
+    prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
+    assert prov["models"]["ELSA"]["why"] == "seed 2, chosen for the report (--seed 2)"
+    assert prov["models"]["ELSA"]["paired_table_seed"] == "2"
+    assert "seed 2, chosen for the report \\(\\-\\-seed 2\\)" in _artifact(outcome.run_id, "report.md")
