@@ -61,33 +61,13 @@ def test_type_one_error_of_each_test_under_an_exchangeable_null(n):
     assert 0.03 <= rates["bootstrap"] <= 0.08
 
 
-def test_bootstrap_interval_covers_the_true_difference_95_percent_of_the_time():
-    n, n_sims = 2500, 2000
-    rng = np.random.default_rng(7)
-    # Candidate scores beta(0.5, 2) against baseline beta(0.4, 2); both equal for 60% of users.
-    true_difference = 0.4 * (0.5 / 2.5 - 0.4 / 2.4)
-    covered = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ComparisonWarning)
-        for sim in range(n_sims):
-            a = rng.beta(0.4, 2.0, n)
-            b = rng.beta(0.5, 2.0, n)
-            tied = rng.random(n) < 0.6
-            b[tied] = a[tied]
-            c = compare_pair(*as_results(a, b), metric="m", n_resamples=B, test_method="t", random_state=sim)
-            covered += c.ci_low <= true_difference <= c.ci_high
-    rate = covered / n_sims
-    print(f"\ncoverage of the 95% percentile bootstrap interval, n={n}, {n_sims} data sets: {rate:.4f}")
-    assert 0.93 <= rate <= 0.97
+def interval_coverage(n: int, n_sims: int, seed: int, interval_method: str) -> float:
+    """Share of data sets whose 95% interval holds the true difference.
 
-
-def test_bca_interval_covers_the_true_difference_95_percent_of_the_time_on_skewed_differences():
-    # The data of the percentile test above, with fewer users: skewed, heavy-tailed differences, 60% tied. BCa
-    # corrects the skewness of the bootstrap distribution but not the heavy tails' short intervals at small n:
-    # at n = 200 both intervals cover about 93% (percentile 0.936, BCa 0.929 in 2,000 data sets), at n = 500
-    # about 94%.
-    n, n_sims = 1000, 2000
-    rng = np.random.default_rng(13)
+    Candidate scores beta(0.5, 2) against baseline beta(0.4, 2), both equal for 60% of users: skewed,
+    heavy-tailed differences.
+    """
+    rng = np.random.default_rng(seed)
     true_difference = 0.4 * (0.5 / 2.5 - 0.4 / 2.4)
     covered = 0
     with warnings.catch_warnings():
@@ -98,9 +78,24 @@ def test_bca_interval_covers_the_true_difference_95_percent_of_the_time_on_skewe
             tied = rng.random(n) < 0.6
             b[tied] = a[tied]
             c = compare_pair(*as_results(a, b), metric="m", n_resamples=B, test_method="t", random_state=sim,
-                             interval_method="bca")
+                             interval_method=interval_method)
             covered += c.ci_low <= true_difference <= c.ci_high
-    rate = covered / n_sims
+    return covered / n_sims
+
+
+def test_bootstrap_interval_covers_the_true_difference_95_percent_of_the_time():
+    n, n_sims = 2500, 2000
+    rate = interval_coverage(n, n_sims, seed=7, interval_method="percentile")
+    print(f"\ncoverage of the 95% percentile bootstrap interval, n={n}, {n_sims} data sets: {rate:.4f}")
+    assert 0.93 <= rate <= 0.97
+
+
+def test_bca_interval_covers_the_true_difference_95_percent_of_the_time_on_skewed_differences():
+    # BCa corrects the skewness of the bootstrap distribution but not the heavy tails' short intervals at small n:
+    # at n = 200 both intervals cover about 93% (percentile 0.936, BCa 0.929 in 2,000 data sets), at n = 500
+    # about 94%.
+    n, n_sims = 1000, 2000
+    rate = interval_coverage(n, n_sims, seed=13, interval_method="bca")
     se = np.sqrt(0.95 * 0.05 / n_sims)
     print(f"\ncoverage of the 95% BCa bootstrap interval, n={n}, {n_sims} data sets (MC s.e. {se:.4f}): {rate:.4f}")
     assert 0.93 <= rate <= 0.97
