@@ -38,6 +38,14 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
                          ("train", "ELSA")]
         assert all(r.info.status == "FINISHED" for r in runs)
         assert {r.data.tags.get("recsys.package_version") for r in runs} == {__version__}
+        # The study logged its primary metric before training, so the comparison may say it was declared.
+        (comparison,) = [r for r in runs if r.data.tags.get("recsys.role") == "comparison"]
+        note = comparison.data.tags["mlflow.note.content"]
+        assert "Primary metric (declared in advance): **ndcg@100**." in note
+        # The primary metric is a family of its own: one hypothesis (ELSA vs EASE), unadjusted.
+        c = comparison.data.metrics
+        assert c["ELSA.ndcg_at_100.adjusted_p_value"] == c["ELSA.ndcg_at_100.p_value"]
+        assert c["ELSA.recall_at_20.adjusted_p_value"] >= c["ELSA.recall_at_20.p_value"]
     finally:
         mlflow.set_tracking_uri(None)
 

@@ -47,6 +47,8 @@ def test_every_surface_names_the_data_the_split_and_the_runs(study):
     report_md = _artifact(outcome.run_id, "report.md")
     methods = _artifact(outcome.run_id, "methods.md")
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
+    # These runs were trained outside a study that fixed the primary metric first.
+    assert "Primary metric (chosen at comparison time, not before training): **ndcg@100**." in note
     for text in (report_md, methods, note):
         assert "## What was compared" in text
         assert "Split: user\\_split, seed 42, digest " + split["split_digest"] in text

@@ -94,3 +94,47 @@ def test_a_baseline_mean_of_zero_gives_an_undefined_relative_change_in_words():
     text = report.results_text("ndcg@100", "Z1")
     assert "relative change that is undefined (the baseline's mean is 0)" in text and "nan" not in text
     assert report.to_markdown().count("n/a") == 1 and "nan" not in report.to_markdown()
+
+
+def _holm(p):
+    """Holm (1979) by hand: the k-th smallest p times (J - k + 1), made monotone, capped at 1."""
+    order = np.argsort(p)
+    out, running = np.empty(len(p)), 0.0
+    for k, i in enumerate(order):
+        running = max(running, min(1.0, p[i] * (len(p) - k)))
+        out[i] = running
+    return out
+
+
+def test_the_primary_metric_is_adjusted_as_its_own_family():
+    rng = np.random.default_rng(0)
+    base = {k: rng.random(600) for k in ("ndcg@100", "recall@20", "mrr@20")}
+    results = {
+        "EASE": EvaluationResult.from_per_user(base, targets_fingerprint="x"),
+        "ELSA": EvaluationResult.from_per_user({k: v + rng.normal(0.01, 0.2, 600) for k, v in base.items()},
+                                               targets_fingerprint="x"),
+        "Pop": EvaluationResult.from_per_user({k: v + rng.normal(0.0, 0.2, 600) for k, v in base.items()},
+                                              targets_fingerprint="x"),
+    }
+    metrics = ["ndcg@100", "recall@20", "mrr@20"]
+    split = compare_models(results, metrics=metrics, reference="EASE", primary="ndcg@100", n_resamples=999)
+    together = compare_models(results, metrics=metrics, reference="EASE", primary="ndcg@100", family="all",
+                              n_resamples=999)
+    assert split.families == {"primary": 2, "secondary": 4} and together.families == {"all": 6}
+    for family, members in (("primary", ["ndcg@100"]), ("secondary", ["recall@20", "mrr@20"])):
+        rows = [c for c in split.comparisons if c.metric in members]
+        assert {c.family for c in rows} == {family}
+        np.testing.assert_allclose([c.adjusted_p_value for c in rows], _holm(np.array([c.p_value for c in rows])))
+    rows = together.comparisons
+    np.testing.assert_allclose([c.adjusted_p_value for c in rows], _holm(np.array([c.p_value for c in rows])))
+    # The raw p-values do not depend on the family; only the adjustment does.
+    assert [c.p_value for c in split.comparisons] == [c.p_value for c in together.comparisons]
+    text = split.methods_text()
+    assert "primary metric, ndcg@100, formed a family of its own (2 hypotheses, one per model pair)" in text
+    assert "the other metrics a second family (4 hypotheses)" in text
+    assert "within each family: the primary metric ndcg@100 (2 hypotheses)" in split.to_markdown()
+    assert "Holm adjustment over 6 hypotheses" in together.to_markdown()
+    with pytest.raises(ValueError, match=r"primary: expected one of the compared metrics .*found 'map@20'"):
+        compare_models(results, metrics=metrics, primary="map@20", n_resamples=99)
+    with pytest.raises(ValueError, match=r"family: expected one of \('primary', 'all'\), found 'each'"):
+        compare_models(results, metrics=metrics, primary="ndcg@100", family="each", n_resamples=99)

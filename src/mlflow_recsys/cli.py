@@ -229,7 +229,10 @@ def _comparison_options(func):
                      help="bootstrap interval: percentile, or bias-corrected and accelerated (BCa)"),
         click.option("--correction", default="holm", show_default=True,
                      type=click.Choice(["holm", "bonferroni", "none"]),
-                     help="family-wise adjustment over every pair and metric"),
+                     help="family-wise adjustment within each family of hypotheses"),
+        click.option("--family", default="primary", show_default=True, type=click.Choice(["primary", "all"]),
+                     help="with --primary: adjust the primary metric as a family of its own (primary) or together "
+                          "with the other metrics (all)"),
         click.option("--random-state", default=0, show_default=True, type=int,
                      help="seed of the resampling; same seed, same numbers"),
         click.option("--paired-seeds/--independent-seeds", default=False, show_default=True,
@@ -254,7 +257,7 @@ def _comparison_options(func):
 @_friendly_errors
 def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, report_seed, model_tag,
             reference, metrics, primary, n_resamples, confidence_level, alternative, test_method, zero_method,
-            interval_method, correction, random_state, paired_seeds):
+            interval_method, correction, family, random_state, paired_seeds):
     """Compare training runs and log the report as a comparison run."""
     from mlflow_recsys.tracking.comparison import compare_runs
 
@@ -265,7 +268,8 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
         metrics=_split_list(metrics) or None, primary=_none_if_empty(primary),
         correction=None if correction == "none" else correction, confidence_level=confidence_level,
         n_resamples=n_resamples, alternative=alternative, test_method=test_method, zero_method=zero_method,
-        interval_method=interval_method, random_state=random_state, paired_seeds=paired_seeds, seed=_none_if_empty(report_seed), model_tag=model_tag,
+        interval_method=interval_method, family=family, random_state=random_state, paired_seeds=paired_seeds,
+        seed=_none_if_empty(report_seed), model_tag=model_tag,
         output_experiment=_none_if_empty(output_experiment),
     )
     _print_comparison(outcome, _none_if_empty(primary))
@@ -297,7 +301,9 @@ def _print_comparison(outcome, primary):
         click.echo(f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
                    f"p <= {alpha:g}")
     else:
-        click.echo(f"\n{report.correction} adjustment over {len(frame)} hypotheses; significant where the "
+        from mlflow_recsys.stats.reporting import family_phrase
+
+        click.echo(f"\n{report.correction} adjustment {family_phrase(report)}; significant where the "
                    f"adjusted p <= {alpha:g}")
     for method, rows in frame.groupby("test_method", sort=True):
         which = "all" if len(rows) == len(frame) else ", ".join(

@@ -49,12 +49,14 @@ Alternative = Literal["two-sided", "greater", "less"]
 TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
 IntervalMethod = Literal["percentile", "bca"]
 ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
+Family = Literal["primary", "all"]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 TEST_METHODS = ("randomization", "bootstrap", "t", "wilcoxon")
 INTERVAL_METHODS = ("percentile", "bca")
 #: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
 ZERO_METHODS = ("wilcox", "pratt", "zsplit")
+FAMILIES = ("primary", "all")
 
 #: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
 #: from more resamples.
@@ -106,6 +108,8 @@ COLUMNS = (
     "p_value",
     "adjusted_p_value",
     "mde",
+    "family",
+    "family_size",
     "significant",
     "direction",
     "alternative",
@@ -137,6 +141,9 @@ class PairwiseComparison:
     zero_method:
         How the Wilcoxon test treated zero differences (one of :data:`ZERO_METHODS`),
         or ``None`` for the other tests. The methods text names it.
+    family, family_size:
+        The family the p-value was adjusted in (``"primary"``, ``"secondary"``
+        or ``"all"``) and its number of hypotheses J.
 
     ``wins``, ``ties`` and ``losses`` (int) count the units (users, after
     averaging each user's rows) on which the candidate scored higher than, equal
@@ -174,6 +181,8 @@ class PairwiseComparison:
     bootstrap_standard_error: float
     p_value: float
     adjusted_p_value: float
+    family: str
+    family_size: int
     mde: float
     significant: bool
     direction: str
@@ -198,16 +207,30 @@ class PairwiseComparison:
 
 @dataclass(frozen=True, eq=False)
 class ComparisonReport:
-    """Every hypothesis of one :func:`compare_models` call, adjusted as one family."""
+    """Every hypothesis of one :func:`compare_models` call, adjusted within its family.
+
+    With a ``primary`` metric and ``family="primary"`` (the default), the primary
+    metric's hypotheses form one family and the other metrics' another; otherwise
+    every hypothesis is in one family, ``"all"``.
+    """
 
     comparisons: tuple[PairwiseComparison, ...]
     correction: str | None
     reference: str | None
+    primary: str | None = None
 
     @property
     def family_size(self) -> int:
-        """Number of hypotheses J adjusted together."""
+        """Number of hypotheses in the report (all families together)."""
         return len(self.comparisons)
+
+    @property
+    def families(self) -> dict[str, int]:
+        """Family name (``"primary"``, ``"secondary"`` or ``"all"``) -> number of hypotheses adjusted together."""
+        out: dict[str, int] = {}
+        for c in self.comparisons:
+            out[c.family] = c.family_size
+        return out
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (pair, metric), columns :data:`COLUMNS`."""
@@ -327,8 +350,10 @@ def compare_models(
     random_state: int | None = 0,
     interval_method: IntervalMethod = "percentile",
     zero_method: ZeroMethod = "wilcox",
+    primary: str | None = None,
+    family: Family = "primary",
 ) -> ComparisonReport:
-    """Compare several models pairwise on several metrics, adjusting p-values as one family.
+    """Compare several models pairwise on several metrics, adjusting p-values within their family.
 
     Parameters
     ----------
@@ -380,6 +405,15 @@ def compare_models(
         drop zero differences before ranking), ``"pratt"`` (rank them, then
         drop their ranks; Pratt 1959) or ``"zsplit"`` (split their ranks
         between the signs).
+    primary:
+        The metric the conclusion rests on, one of ``metrics``, or ``None``.
+    family:
+        ``"primary"`` (default): with a ``primary`` metric, its hypotheses (one
+        per model pair) are adjusted as one family and the other metrics' as
+        another, so the primary result does not weaken as secondary metrics are
+        added; ``"all"``: one family over every hypothesis. Without a
+        ``primary`` metric there is one family either way. Each family controls
+        its own family-wise error rate (Holm 1979; Bonferroni).
 
     Returns
     -------
@@ -420,17 +454,23 @@ def compare_models(
         confidence_level, n_resamples, alternative, test_method, correction, random_state,
         interval_method=interval_method, zero_method=zero_method,
     )
+    if family not in FAMILIES:
+        raise ValueError(f"family: expected one of {FAMILIES}, found {family!r}")
+    if primary is not None and primary not in metrics:
+        raise ValueError(f"primary: expected one of the compared metrics {metrics}, found {primary!r}")
     names = _results_iv(results, metrics)
     pairs = _pairs(names, reference, alternative)
     check_replicate_memory(n_resamples, len(pairs) * len(metrics))
 
     if n_resamples < 999 and test_method not in ("t", "wilcoxon"):
-        family = len(pairs) * len(metrics)
+        # The largest family sets the floor: the secondary metrics when the primary one stands alone.
+        J = len(pairs) * (len(metrics) - 1 if primary is not None and family == "primary" and len(metrics) > 1
+                          else len(metrics))
         warn(
             f"n_resamples={n_resamples} is below 999: the smallest Monte Carlo p-value is "
-            f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {family} hypothes{'is' if family == 1 else 'es'} "
+            f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {J} hypothes{'is' if J == 1 else 'es'} "
             "adjusted together "
-            f"the smallest adjusted p-value is J/(B+1) = {family / (n_resamples + 1):.4g} "
+            f"the smallest adjusted p-value is J/(B+1) = {J / (n_resamples + 1):.4g} "
             f"(alpha = {1 - confidence_level:.4g})",
             LowResamplesWarning,
         )
@@ -474,20 +514,27 @@ def compare_models(
             )
         )
 
-    adjusted = adjust_p_values(np.array([c.p_value for c in comparisons]), correction)
     alpha = 1.0 - confidence_level
-    level = mde_alpha(alpha, correction, len(comparisons))
-    final = tuple(
-        dataclasses.replace(
-            c,
-            adjusted_p_value=float(p),
-            mde=_mde(c.unit_differences, level, alternative),
-            significant=bool(p <= alpha),
-            direction=_direction(c.difference, p <= alpha),
-        )
-        for c, p in zip(comparisons, adjusted)
-    )
-    return ComparisonReport(comparisons=final, correction=correction, reference=reference)
+    split = primary is not None and family == "primary"
+    labels = [("primary" if c.metric == primary else "secondary") if split else "all" for c in comparisons]
+    final: list[PairwiseComparison | None] = [None] * len(comparisons)
+    for label in dict.fromkeys(labels):
+        members = [i for i, lab in enumerate(labels) if lab == label]
+        adjusted = adjust_p_values(np.array([comparisons[i].p_value for i in members]), correction)
+        level = mde_alpha(alpha, correction, len(members))
+        for i, p in zip(members, adjusted):
+            c = comparisons[i]
+            final[i] = dataclasses.replace(
+                c,
+                adjusted_p_value=float(p),
+                family=label,
+                family_size=len(members),
+                mde=_mde(c.unit_differences, level, alternative),
+                significant=bool(p <= alpha),
+                direction=_direction(c.difference, p <= alpha),
+            )
+    return ComparisonReport(comparisons=tuple(final), correction=correction, reference=reference,
+                            primary=primary)
 
 
 def mde_alpha(alpha: float, correction: Correction, family_size: int) -> float:
@@ -623,6 +670,8 @@ def _compare_one_pair(
                 bootstrap_standard_error=_standard_error(boot[:, j], observed),
                 p_value=p,
                 adjusted_p_value=p,
+                family="all",
+                family_size=1,
                 mde=float("nan"),
                 significant=bool(p <= alpha),
                 direction=_direction(observed, p <= alpha),

@@ -185,7 +185,7 @@ def report_markdown(report: "ComparisonReport") -> str:
     settings = (
         f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
         f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
-        f"{correction} adjustment over {report.family_size} hypotheses; W/T/L = users on which the candidate "
+        f"{correction} adjustment {family_phrase(report)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
     )
     frame = display_frame(report)
@@ -210,10 +210,36 @@ def _format_p(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.2e}"
 
 
+def _hypotheses(J: int) -> str:
+    return f"{J} hypothes{'is' if J == 1 else 'es'}"
+
+
+def family_phrase(report: "ComparisonReport") -> str:
+    """``over 4 hypotheses``, or the two families when the primary metric stands alone."""
+    families = report.families
+    if "primary" not in families:
+        return f"over {_hypotheses(report.family_size)}"
+    phrase = f"within each family: the primary metric {report.primary} ({_hypotheses(families['primary'])})"
+    if "secondary" in families:
+        phrase += f" and the secondary metrics ({_hypotheses(families['secondary'])})"
+    return phrase
+
+
 def _correction_words(report: "ComparisonReport") -> str:
-    J = report.family_size
+    families = report.families
     if report.correction is None:
         return "p-values were not adjusted for multiple comparisons"
+    if "primary" in families:
+        how = ("Holm's step-down procedure (Holm, 1979)" if report.correction == "holm"
+               else "the Bonferroni correction")
+        primary = (f"the primary metric, {report.primary}, formed a family of its own "
+                   f"({_hypotheses(families['primary'])}, one per model pair)")
+        secondary = (f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
+                     if "secondary" in families else "")
+        return (f"{primary}{secondary}; p-values were adjusted within each family with {how}, which controls "
+                "each family's family-wise error rate under arbitrary dependence, so adding secondary metrics "
+                "does not weaken the primary result")
+    J = report.family_size
     if J == 1:
         return f"only one hypothesis was tested, so the {report.correction} adjustment leaves its p-value unchanged"
     if report.correction == "holm":
@@ -273,10 +299,15 @@ def methods_text(report: "ComparisonReport") -> str:
 
 def _mde_words(report: "ComparisonReport") -> str:
     """How the ``mde`` column was computed, at the level each hypothesis is tested at."""
-    J = report.family_size
+    J = max(report.families.values())
     alpha = report.comparisons[0].alpha
     side = "two-sided" if report.comparisons[0].alternative == "two-sided" else "one-sided"
-    if report.correction is None or J == 1:
+    if report.correction is not None and len(report.families) > 1:
+        level, note = f"alpha/J = {alpha:.2g}/J (J the number of hypotheses in its family)", ""
+        if report.correction == "holm":
+            note = (" That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
+                    "so the figure is conservative.")
+    elif report.correction is None or J == 1:
         level, note = f"alpha = {alpha:.2g}", ""
     elif report.correction == "bonferroni":
         level, note = f"the Bonferroni level alpha/J = {alpha:.2g}/{J}", ""
@@ -339,26 +370,26 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
         effect = f"{cand} scored {-c.difference:.4f} lower than {base} on {metric}"
     else:
         effect = f"{cand} and {base} scored the same mean {metric}"
-    J = report.family_size
+    J = c.family_size
     B = c.n_resamples
     p = c.adjusted_p_value
     if c.test_method == "randomization" or c.test_method == "bootstrap":
         floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
         test = f"paired {c.test_method} test with {B:,} resamples"
         at_floor = abs(p - min(1.0, floor)) <= 1e-12
-        p_words = f"{_p_label(report)} = {_format_p(p)}" + (
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}" + (
             f", the smallest attainable with {B:,} resamples and {J} hypotheses" if at_floor and J > 1 else
             f", the smallest attainable with {B:,} resamples" if at_floor else ""
         )
     elif c.test_method == "randomization-exact":
         test = "exact paired randomization test over all sign patterns"
-        p_words = f"{_p_label(report)} = {_format_p(p)}"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
     elif c.test_method == "wilcoxon":
         test = "Wilcoxon signed-rank test"
-        p_words = f"{_p_label(report)} = {_format_p(p)}"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
     else:
         test = "paired t-test"
-        p_words = f"{_p_label(report)} = {_format_p(p)}"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
     level = f"{c.confidence_level:.0%}"
     interval = (
         f"[{c.ci_low:.4f}, {c.ci_high:.4f}]" if c.alternative == "two-sided"
@@ -381,8 +412,8 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
     )
 
 
-def _p_label(report: "ComparisonReport") -> str:
-    if report.family_size == 1:
+def _p_label(report: "ComparisonReport", c: "PairwiseComparison") -> str:
+    if c.family_size == 1:
         return "p"
     return {"holm": "Holm-adjusted p", "bonferroni": "Bonferroni-adjusted p", None: "p"}[report.correction]
 
@@ -487,12 +518,15 @@ def report_html(
     forest_png: bytes,
     seed_png: bytes | None = None,
     provenance_html: str | None = None,
+    primary_declared: bool = False,
 ) -> str:
     """One self-contained HTML page: result sentence, table, forest plot, seed spread, methods, references.
 
     Images are embedded as base64 data URIs, so the page opens anywhere,
     including as an MLflow artifact, without other files. ``provenance_html``,
     an already escaped section on what was compared, goes before the methods.
+    ``primary_declared`` says whether the primary metric was fixed before the
+    models were trained; only then is it called "declared in advance".
     """
     import base64
 
@@ -510,7 +544,8 @@ def report_html(
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
-        parts.append(f"<p>Primary metric, declared in advance: <b>{html.escape(primary)}</b>.</p>")
+        when = "declared in advance" if primary_declared else "chosen at comparison time, not before training"
+        parts.append(f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>")
         for c in report.comparisons:
             if c.metric == primary:
                 parts.append(f"<p>{html.escape(results_text(report, c, markup='plain'))}</p>")

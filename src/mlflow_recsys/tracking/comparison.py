@@ -21,7 +21,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
 from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
-from mlflow_recsys.stats.comparison import _pairs, _settings_iv, check_replicate_memory
+from mlflow_recsys.stats.comparison import FAMILIES, _pairs, _settings_iv, check_replicate_memory
 from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, report_html
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
@@ -103,6 +103,7 @@ def compare_runs(
     test_method: str = "randomization",
     zero_method: str = "wilcox",
     interval_method: str = "percentile",
+    family: str = "primary",
     random_state: int = 0,
     paired_seeds: bool = False,
     seed: str | None = None,
@@ -153,7 +154,7 @@ def compare_runs(
                             confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
                             test_method=test_method, zero_method=zero_method, interval_method=interval_method,
                             random_state=random_state, seed=seed, model_tag=model_tag,
-                            reference=reference)
+                            reference=reference, family=family)
             runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
                                experiment=experiment, filter_string=filter_string)
             plan = _plan(runs, metrics=metrics, primary=primary, reference=reference, seed=seed,
@@ -167,7 +168,7 @@ def compare_runs(
             "reference": reference, "primary": primary,
             "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
             "alternative": alternative, "test_method": test_method, "zero_method": zero_method,
-            "interval_method": interval_method, "random_state": random_state,
+            "interval_method": interval_method, "family": family, "random_state": random_state,
             "paired_seeds": paired_seeds, "model_tag": model_tag,
             "report_seed": seed if seed is not None else "lowest seed of each model",
         }
@@ -191,7 +192,7 @@ def compare_runs(
                 instances, metrics=plan.metric_keys, reference=reference, correction=correction,
                 confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
                 test_method=test_method, random_state=random_state, interval_method=interval_method,
-                zero_method=zero_method,
+                zero_method=zero_method, primary=primary, family=family,
             )
             spreads = {}
             for base, cand in plan.seed_pairs:
@@ -209,15 +210,18 @@ def compare_runs(
         settings["metrics"] = ",".join(metrics) if metrics else None
         settings["compared_metrics"] = ",".join(plan.metric_keys)
         _log.info("logging the comparison run")
-        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary, provenance)
+        declared = _declared_in_advance(runs, primary)
+        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary, provenance, declared)
     return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
                          report_seed=seed)
 
 
 def _check_settings(*, metrics, primary, correction, confidence_level, n_resamples, alternative, test_method,
                     zero_method="wilcox", interval_method="percentile",
-                    random_state, seed, model_tag, reference) -> None:
+                    random_state, seed, model_tag, reference, family="primary") -> None:
     """Every check the settings alone allow, before any run is read or written."""
+    if family not in FAMILIES:
+        raise ValueError(f"family: expected one of {FAMILIES}, found {family!r}")
     _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state,
                  interval_method=interval_method, zero_method=zero_method)
     if reference is None and alternative != "two-sided":
@@ -588,7 +592,7 @@ MIN_NOTE_ROWS = 10
 
 
 def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None,
-                   provenance: dict | None = None):
+                   provenance: dict | None = None, declared: bool = False):
     """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits.
 
     After the full notes come compact ones: the result sentences (while they fit), then a table of the key
@@ -597,7 +601,8 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     pointer = ("The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
                "report.csv; seed_spread.csv holds the seed table.")
     title = ["## Paired comparison", ""]
-    declared = [f"Primary metric, declared in advance: **{escape_markdown(primary)}**.", ""] if primary else []
+    when = "declared in advance" if declared else "chosen at comparison time, not before training"
+    declared = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
     sentences = [report.results_text(primary, c.candidate, c.baseline, markup="markdown")
                  for c in report.comparisons if c.metric == primary]
     sentences = [line for text in sentences for line in (text, "")]
@@ -655,8 +660,26 @@ def source_runs_tag(run_ids: list[str]) -> str:
     return f"{len(run_ids)} runs, sha256 {digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
 
 
+def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
+    """Whether ``primary`` was fixed before the compared models were trained.
+
+    True when every compared run is a child of one study run (``mlflow.parentRunId``) that logged this
+    primary metric as its ``primary`` param and started before all of them: the ``main`` entry point logs
+    the primary metric when the study starts.
+    """
+    parents = {r.data.tags.get("mlflow.parentRunId") for r in runs}
+    if primary is None or len(parents) != 1 or None in parents:
+        return False
+    try:
+        study = MlflowClient().get_run(parents.pop())
+    except Exception:  # a parent that is gone or unreadable declares nothing
+        return False
+    return (study.data.params.get("primary") == primary
+            and study.info.start_time <= min(r.info.start_time for r in runs))
+
+
 def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, settings: dict, primary,
-                    provenance: dict) -> str:
+                    provenance: dict, declared: bool = False) -> str:
     """Render every file, then log into the comparison run: artifacts first, then tags, params and metrics.
 
     Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
@@ -714,9 +737,9 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
         (out / "report.html").write_text(report_html(
             report, spreads, primary=primary, title=run_name, forest_png=(out / "forest.png").read_bytes(),
             seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
-            provenance_html=provenance_html(provenance),
+            provenance_html=provenance_html(provenance), primary_declared=declared,
         ))
-        note = fit_text(_note_versions(report, spreads, primary, provenance))
+        note = fit_text(_note_versions(report, spreads, primary, provenance, declared))
         first = runs[0].data.tags
 
         with target.run(runs[0].info.experiment_id, run_name) as run:
