@@ -10,17 +10,21 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import FewNonzeroUnitsWarning, compare_models, compare_pair, references_bibtex
 
 
+def three_models(keys, elsa_shift, elsa_sd, n=600):
+    """EASE, ELSA (EASE plus normal(elsa_shift, elsa_sd) noise) and Pop (EASE plus normal(0, 0.2)) per user."""
+    rng = np.random.default_rng(0)
+    base = {k: rng.random(n) for k in keys}
+    shifted = {
+        "ELSA": {k: v + rng.normal(elsa_shift, elsa_sd, n) for k, v in base.items()},
+        "Pop": {k: v + rng.normal(0.0, 0.2, n) for k, v in base.items()},
+    }
+    return {name: EvaluationResult.from_per_user(values, targets_fingerprint="x")
+            for name, values in {"EASE": base, **shifted}.items()}
+
+
 @pytest.fixture(scope="module")
 def report():
-    rng = np.random.default_rng(0)
-    base = {k: rng.random(600) for k in ("ndcg@100", "recall@20")}
-    results = {
-        "EASE": EvaluationResult.from_per_user(base, targets_fingerprint="x"),
-        "ELSA": EvaluationResult.from_per_user({k: v + rng.normal(0.2, 0.05, 600) for k, v in base.items()},
-                                               targets_fingerprint="x"),
-        "Pop": EvaluationResult.from_per_user({k: v + rng.normal(0.0, 0.2, 600) for k, v in base.items()},
-                                              targets_fingerprint="x"),
-    }
+    results = three_models(("ndcg@100", "recall@20"), elsa_shift=0.2, elsa_sd=0.05)
     return compare_models(results, metrics=["ndcg@100", "recall@20"], reference="EASE", n_resamples=999)
 
 
@@ -107,16 +111,8 @@ def _holm(p):
 
 
 def test_the_primary_metric_is_adjusted_as_its_own_family():
-    rng = np.random.default_rng(0)
-    base = {k: rng.random(600) for k in ("ndcg@100", "recall@20", "mrr@20")}
-    results = {
-        "EASE": EvaluationResult.from_per_user(base, targets_fingerprint="x"),
-        "ELSA": EvaluationResult.from_per_user({k: v + rng.normal(0.01, 0.2, 600) for k, v in base.items()},
-                                               targets_fingerprint="x"),
-        "Pop": EvaluationResult.from_per_user({k: v + rng.normal(0.0, 0.2, 600) for k, v in base.items()},
-                                              targets_fingerprint="x"),
-    }
     metrics = ["ndcg@100", "recall@20", "mrr@20"]
+    results = three_models(metrics, elsa_shift=0.01, elsa_sd=0.2)
     split = compare_models(results, metrics=metrics, reference="EASE", primary="ndcg@100", n_resamples=999)
     together = compare_models(results, metrics=metrics, reference="EASE", primary="ndcg@100", family="all",
                               n_resamples=999)

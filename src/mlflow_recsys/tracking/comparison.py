@@ -284,7 +284,7 @@ def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alte
     if seed is not None and not any(seed in seeds for seeds in groups.values()):
         raise RunSelectionError(
             f"seed: expected a seed of a seeded model, found {seed!r}; seeds: "
-            + "; ".join(f"{m}: {sorted(s, key=_seed_order)}" for m, s in sorted(groups.items()))
+            + "; ".join(f"{m}: {sorted(s, key=tags.seed_order)}" for m, s in sorted(groups.items()))
         )
     metric_keys = _metadata_metric_keys(runs, metrics, primary)
     models = sorted(groups)
@@ -544,16 +544,11 @@ def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
             )
 
 
-def _seed_order(seed: str):
-    numeric = seed.lstrip("-").isdigit()
-    return (not numeric, int(seed) if numeric else 0, seed)
-
-
 def _representative_seed(model: str, seeds: dict, wanted: str | None) -> str:
     if len(seeds) == 1 or wanted is None:
-        return sorted(seeds, key=_seed_order)[0]
+        return sorted(seeds, key=tags.seed_order)[0]
     if wanted not in seeds:
-        raise RunSelectionError(f"seed: expected one of {model}'s seeds {sorted(seeds, key=_seed_order)}, found {wanted!r}")
+        raise RunSelectionError(f"seed: expected one of {model}'s seeds {sorted(seeds, key=tags.seed_order)}, found {wanted!r}")
     return wanted
 
 
@@ -692,7 +687,7 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
     run_name = shorten(run_name, MAX_RUN_NAME_LENGTH)
     source_ids = [r.info.run_id for r in runs]
     text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
-    params, _ = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
+    params = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
     names = plan.metric_names
     metrics = {}
     for c in report.comparisons:

@@ -62,22 +62,11 @@ def shorten(text: str, width: int) -> str:
     return text[: max(width - len(tail), 1)] + tail
 
 
-def fit_values(values: dict[str, str], limit: int, pointer: str) -> tuple[dict[str, str], list[str]]:
-    """Values that fit unchanged, and the others replaced by ``pointer`` (e.g. "see settings.json").
-
-    Returns
-    -------
-    (fitted, replaced):
-        The values to log, and the keys whose values were replaced.
-    """
-    fitted, replaced = {}, []
-    for key, value in values.items():
-        if len(value) <= limit:
-            fitted[key] = value
-        else:
-            fitted[key] = f"{len(value):,} characters, sha256 {digest(value, 16)}; {pointer}"
-            replaced.append(key)
-    return fitted, replaced
+def fit_values(values: dict[str, str], limit: int, pointer: str) -> dict[str, str]:
+    """``values`` with each one longer than ``limit`` replaced by its length, hash and ``pointer``
+    (e.g. "the whole value is in settings.json")."""
+    return {key: value if len(value) <= limit else f"{len(value):,} characters, sha256 {digest(value, 16)}; {pointer}"
+            for key, value in values.items()}
 
 
 def duplicates(keys: Sequence[str]) -> list[str]:

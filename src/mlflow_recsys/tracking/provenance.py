@@ -22,11 +22,6 @@ from mlflow_recsys.tracking import tags
 _MANIFEST_FIELDS = ("dataset", "parameters", "counts", "split_digest")
 
 
-def _seed_order(seed: str):
-    numeric = seed.lstrip("-").isdigit()
-    return (not numeric, int(seed) if numeric else 0, seed)
-
-
 def collect_provenance(runs: list[Run], groups: dict[str, dict[str, str]], representative: dict[str, str],
                        chosen_seed: str | None) -> dict[str, Any]:
     """Provenance of a comparison as JSON-ready data.
@@ -60,7 +55,7 @@ def collect_provenance(runs: list[Run], groups: dict[str, dict[str, str]], repre
         elif chosen_seed is not None:
             why = f"seed {seed}, chosen for the report (--seed {chosen_seed})"
         else:
-            why = f"seed {seed}, the lowest of {', '.join(sorted(seeds, key=_seed_order))}"
+            why = f"seed {seed}, the lowest of {', '.join(sorted(seeds, key=tags.seed_order))}"
         first = by_id[seeds[seed]]
         models[model] = {
             "hyperparameters": json.loads(first.data.tags.get(tags.CONFIG, "{}")),

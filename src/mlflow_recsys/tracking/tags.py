@@ -18,6 +18,12 @@ ROLE_MAIN = "main"
 
 #: Seed tag value of a deterministic model (no seed).
 NO_SEED = "none"
+
+
+def seed_order(seed: str) -> tuple:
+    """Sort key for ``recsys.seed`` values: integers by value, then any other text."""
+    numeric = seed.lstrip("-").isdigit()
+    return (not numeric, int(seed) if numeric else 0, seed)
 #: Why a comparison run FAILED.
 ERROR = "recsys.error"
 #: How many runs a comparison compared (``recsys.source_runs`` may hold a digest instead of the list).
