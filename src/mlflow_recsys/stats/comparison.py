@@ -90,6 +90,8 @@ COLUMNS = (
     "metric",
     "baseline",
     "candidate",
+    "baseline_seeds",
+    "candidate_seeds",
     "n_samples",
     "n_units",
     "n_nonzero",
@@ -145,6 +147,11 @@ class PairwiseComparison:
         The family the p-value was adjusted in (``"primary"``, ``"secondary"``
         or ``"all"``) and its number of hypotheses J.
 
+    ``baseline_seeds`` and ``candidate_seeds`` (int) count the trained
+    instances whose per-user values each side averages: 1 for a single trained
+    model (:func:`compare_models`), the number of training seeds in a
+    seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
+
     ``wins``, ``ties`` and ``losses`` (int) count the units (users, after
     averaging each user's rows) on which the candidate scored higher than, equal
     to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
@@ -164,6 +171,8 @@ class PairwiseComparison:
     metric: str
     baseline: str
     candidate: str
+    baseline_seeds: int
+    candidate_seeds: int
     n_samples: int
     n_units: int
     n_nonzero: int
@@ -223,6 +232,11 @@ class ComparisonReport:
     def family_size(self) -> int:
         """Number of hypotheses in the report (all families together)."""
         return len(self.comparisons)
+
+    @property
+    def seed_averaged(self) -> bool:
+        """Whether a side of some hypothesis averages several trained instances (training seeds) per user."""
+        return any(c.baseline_seeds > 1 or c.candidate_seeds > 1 for c in self.comparisons)
 
     @property
     def families(self) -> dict[str, int]:
@@ -653,6 +667,8 @@ def _compare_one_pair(
                 metric=metric,
                 baseline=base_name,
                 candidate=cand_name,
+                baseline_seeds=1,
+                candidate_seeds=1,
                 n_samples=units.n_samples,
                 n_units=units.n_units,
                 n_nonzero=nz,

@@ -22,7 +22,8 @@ from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
 from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.stats.comparison import FAMILIES, _pairs, _settings_iv, check_replicate_memory
-from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, report_html
+from mlflow_recsys.stats.html_report import report_html
+from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import check_run_is_free, entry_point_run, environment_run, log_params_once
