@@ -44,6 +44,20 @@ def test_results_text_of_an_inconclusive_hypothesis_says_so(report):
     assert "not significant" in text and "smallest attainable" not in text
 
 
+def test_improved_is_said_only_of_a_significant_gain():
+    results = three_models(("ndcg@100",), elsa_shift=0.025, elsa_sd=0.3)
+    weak = compare_models(results, metrics="ndcg@100", reference="EASE", n_resamples=999).get("ndcg@100", "ELSA")
+    assert weak.difference > 0 and not weak.significant
+    text = compare_models(results, metrics="ndcg@100", reference="EASE", n_resamples=999).results_text(
+        "ndcg@100", "ELSA")
+    assert "improved" not in text and f"ELSA scored {weak.difference:.4f} higher than EASE" in text
+    assert "not significant" in text
+    strong = three_models(("ndcg@100",), elsa_shift=0.2, elsa_sd=0.05)
+    text = compare_models(strong, metrics="ndcg@100", reference="EASE", n_resamples=999).results_text(
+        "ndcg@100", "ELSA")
+    assert text.startswith("ELSA improved ndcg@100 over EASE by")
+
+
 def test_methods_text_states_every_setting(report):
     text = report.methods_text()
     for needle in ("randomization test", "B = 999", "95% percentile interval", "paired bootstrap", "Holm",

@@ -180,7 +180,25 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.metrics["ELSA.ndcg_at_100.seeds.sd_retraining"] == pytest.approx(seeds.sd_retraining)
     names = {a.path for a in client.list_artifacts(outcome.run_id)}
     assert {"report.csv", "report.md", "report.parquet", "seed_spread.csv", "methods.md", "references.bib",
-            "report_table.json", "seed_spread_table.json", "forest.png", "seed_spread.png"} <= names
+            "report_table.json", "seed_spread_table.json", "forest.png", "seed_spread.png", "seed_averaged.csv",
+            "seed_averaged.parquet", "seed_averaged_table.json"} <= names
+
+    # Beside it, the seed-averaged comparison: ELSA's per-user values averaged over its 3 seeds, EASE's one run.
+    averaged = outcome.seed_averaged.get("ndcg@100", "ELSA")
+    d = np.mean([elsa[s].per_user["ndcg@100"] for s in (0, 1, 2)], axis=0) - ease.per_user["ndcg@100"]
+    assert averaged.difference == pytest.approx(d.mean(), abs=1e-12)
+    assert (averaged.baseline_seeds, averaged.candidate_seeds) == (1, 3)
+    assert (averaged.wins, averaged.losses) == (int((d > 1e-12).sum()), int((d < -1e-12).sum()))
+    assert averaged.family == "primary" and averaged.family_size == 1
+    assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.difference"] == pytest.approx(averaged.difference)
+    assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.adjusted_p_value"] == averaged.adjusted_p_value
+    note = run.data.tags["mlflow.note.content"]
+    assert "**Representative seed.** ELSA" in note and "**Seed-averaged.** Averaged over training seeds (ELSA: 3, EASE: 1)" in note
+    report_md = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.md")).read_text()
+    assert "## Representative seed" in report_md and "## Seed-averaged" in report_md
+    logged = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
+                                                                  artifact_path="seed_averaged.parquet"))
+    pd.testing.assert_frame_equal(logged, outcome.seed_averaged.to_frame())
 
 
 def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_params(study):
@@ -195,6 +213,9 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
     assert (row.wins, row.ties, row.losses) == (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum()))
     params = MlflowClient().get_run(outcome.run_id).data.params
     assert (params["test_method"], params["zero_method"], params["interval_method"]) == ("wilcoxon", "zsplit", "bca")
+    # One run per model: nothing to average over seeds, so no seed-averaged report or metrics.
+    assert outcome.seed_averaged is None
+    assert not [k for k in MlflowClient().get_run(outcome.run_id).data.metrics if "seed_averaged" in k]
     with pytest.raises(ValueError, match="zero_method: expected one of"):
         compare_runs(run_ids=ids, reference="EASE", zero_method="pratt ")
 
@@ -230,6 +251,19 @@ def test_compare_by_experiment_and_filter(study):
                                reference="EASE", n_resamples=999)
     assert {c.candidate for c in outcome.report.comparisons} == {"ELSA"}
     assert set(outcome.source_runs["ELSA"]) == {"0", "1", "2"}
+
+
+@pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
+def test_cli_prints_the_representative_and_the_seed_averaged_comparison(study, monkeypatch):
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    ids = [study["ease"], *study["elsa"].values()]
+    res = CliRunner().invoke(cli, ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100",
+                                   "--primary", "ndcg@100", "--n-resamples", "999"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    first, second = out.index("Paired comparison (one trained run per model"), out.index("Seed-averaged paired comparison")
+    assert first < second and "(1 to 3 per model)" in out[second:]
+    assert "Averaged over training seeds (ELSA: 3, EASE: 1), ELSA" in out
 
 
 def test_cli_reports_bad_input_in_one_line(study, tmp_path, monkeypatch):

@@ -275,15 +275,25 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
     _print_comparison(outcome, _none_if_empty(primary))
 
 
-def _print_comparison(outcome, primary):
+def _print_table(report) -> None:
     from mlflow_recsys.stats.reporting import display_frame
 
-    report = outcome.report
-    click.echo("\nPaired comparison (one trained run per model: " + outcome.report_seed_rule + ")\n")
     table = display_frame(report)
     for column in ("metric", "baseline", "candidate"):
         table[column] = table[column].map(_visible)
     click.echo(table.to_string(index=False))
+
+
+def _print_comparison(outcome, primary):
+    report, averaged = outcome.report, outcome.seed_averaged
+    click.echo("\nPaired comparison (one trained run per model: " + outcome.report_seed_rule + ")\n")
+    _print_table(report)
+    if averaged is not None:
+        from mlflow_recsys.stats.reporting import seed_averaged_phrase
+
+        how = seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ")
+        click.echo(f"\nSeed-averaged paired comparison: {how}\n")
+        _print_table(averaged)
     seeds = outcome.seed_frame()
     if not seeds.empty:
         click.echo("\nSpread across training seeds beside spread across users\n")
@@ -319,6 +329,9 @@ def _print_comparison(outcome, primary):
         for c in report.comparisons:
             if c.metric == primary:
                 click.echo(_visible(report.results_text(primary, c.candidate, c.baseline)))
+        for c in averaged.comparisons if averaged is not None else ():
+            if c.metric == primary:
+                click.echo(_visible(averaged.results_text(primary, c.candidate, c.baseline)))
         for spread in outcome.seed_spreads.values():
             click.echo(_visible(spread.results_text(primary)))
     click.echo(f"\ncomparison run {outcome.run_id}")

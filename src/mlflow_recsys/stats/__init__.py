@@ -13,7 +13,13 @@ from mlflow_recsys.stats.comparison import (
 from mlflow_recsys.stats.corrections import adjust_p_values
 from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
 from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, references_bibtex
-from mlflow_recsys.stats.seeds import SEED_COLUMNS, SeedSpread, seed_spread
+from mlflow_recsys.stats.seeds import (
+    SEED_COLUMNS,
+    SeedSpread,
+    average_over_seeds,
+    compare_seed_averaged,
+    seed_spread,
+)
 from mlflow_recsys.stats.warnings import (
     ComparisonWarning,
     FewNonzeroUnitsWarning,
@@ -36,8 +42,10 @@ __all__ = [
     "SeedSpread",
     "UnverifiedPairingWarning",
     "adjust_p_values",
+    "average_over_seeds",
     "compare_models",
     "compare_pair",
+    "compare_seed_averaged",
     "csv_safe_frame",
     "escape_markdown",
     "minimum_detectable_effect",

@@ -187,6 +187,8 @@ def report_markdown(report: "ComparisonReport") -> str:
         f"{correction} adjustment {family_phrase(report)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
     )
+    if report.seed_averaged:
+        settings = f"{seed_averaged_phrase(report)}. " + settings
     frame = display_frame(report)
     text_columns = ["metric", "baseline", "candidate"]
     for column in text_columns:
@@ -199,6 +201,29 @@ def report_latex(report: "ComparisonReport") -> str:
     """The display frame as a LaTeX ``tabular``, every cell escaped (names, ``%``, ``_``)."""
     frame = display_frame(report)
     return frame.to_latex(index=False, escape=True)
+
+
+def seed_averaged_phrase(report: "ComparisonReport") -> str:
+    """``Seed-averaged: each model's per-user values averaged over its training seeds (1 to 3 per model)``.
+
+    Names no model, so it is safe in every markup.
+    """
+    counts = sorted({n for c in report.comparisons for n in (c.baseline_seeds, c.candidate_seeds)})
+    span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return f"Seed-averaged: each model's per-user values averaged over its training seeds ({span} per model)"
+
+
+def seed_averaging_text(report: "ComparisonReport") -> str:
+    """The methods sentences of a seed-averaged report; empty for single trained instances."""
+    if not report.seed_averaged:
+        return ""
+    return (
+        f"{seed_averaged_phrase(report)}, before the per-user differences were formed; a model trained under "
+        "one seed only enters with that instance. Averaging removes part of the retraining noise from each "
+        "user's difference, but inference remains over users for these trained instances: the intervals and "
+        "p-values do not cover the spread a new training seed would bring, which the seed-spread table "
+        "describes. "
+    )
 
 
 def _sentence_case(text: str) -> str:
@@ -285,6 +310,7 @@ def methods_text(report: "ComparisonReport") -> str:
     return (
         "For every user we computed each ranking metric and compared models through paired per-user "
         f"differences (candidate minus baseline), reporting their mean as the effect. {units}"
+        f"{seed_averaging_text(report)}"
         f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
         f"The uncertainty of each effect is a {level:.0%} {_interval_words(report)} from a paired bootstrap "
         f"over users with B = {B:,} replicates. {_sentence_case(_correction_words(report))}; "
@@ -363,8 +389,10 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
     """
     name = _names(markup)
     cand, base, metric = name(c.candidate), name(c.baseline), name(c.metric)
-    if c.difference > 0:
+    if c.difference > 0 and c.significant:
         effect = f"{cand} improved {metric} over {base} by {c.difference:.4f}"
+    elif c.difference > 0:  # "improved" only for a significant result
+        effect = f"{cand} scored {c.difference:.4f} higher than {base} on {metric}"
     elif c.difference < 0:
         effect = f"{cand} scored {-c.difference:.4f} lower than {base} on {metric}"
     else:
@@ -399,6 +427,9 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
         "worse": "significant, in the baseline's favour",
         "inconclusive": "not significant",
     }[c.direction]
+    if c.baseline_seeds > 1 or c.candidate_seeds > 1:
+        effect = (f"Averaged over training seeds ({cand}: {c.candidate_seeds}, {base}: {c.baseline_seeds}), "
+                  + effect)
     if c.direction == "inconclusive" and not pd.isna(c.mde):
         verdict += (
             f"; with {c.n_units:,} users this comparison would detect a true difference of {c.mde:.4f} "

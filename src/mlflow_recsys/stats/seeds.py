@@ -9,6 +9,7 @@ difference. Independent sources add in quadrature (variances add).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats.comparison import _metrics_iv, compare_models
+from mlflow_recsys.stats.comparison import ComparisonReport, _metrics_iv, compare_models
 from mlflow_recsys.stats.reporting import Markup, _names
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
@@ -376,3 +377,134 @@ def _unit_means(side: Mapping[object, EvaluationResult], metric: str) -> np.ndar
         units = Units.from_sample_ids(res.sample_ids)
         out.append(float(units.means(res.per_user[metric]).mean()))
     return np.asarray(out)
+
+
+def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str = "results") -> EvaluationResult:
+    """One model's per-user metric values averaged over the instances trained under its seeds.
+
+    Parameters
+    ----------
+    results:
+        Seed -> :class:`EvaluationResult`, at least one, each with per-user
+        values, all on the same sample ids in the same order and with the same
+        targets fingerprint.
+    name:
+        How the argument is named in error messages (default ``"results"``).
+
+    Returns
+    -------
+    EvaluationResult
+        ``per_user[m]``: float64 ``(n_samples,)``, the row-wise mean over seeds
+        (summed in sorted seed order, so the result does not depend on the
+        mapping's order); ``metrics[m]``: its mean; the metric keys are those
+        every seed holds, in the first seed's order; ``sample_ids``,
+        ``targets_fingerprint`` and ``definitions`` from the seeds.
+
+    Raises
+    ------
+    TypeError
+        If ``results`` is not a mapping of EvaluationResult.
+    ValueError
+        If it is empty, a seed lacks per-user values, or the seeds differ in
+        sample ids (length, content or order) or targets fingerprint.
+    """
+    if not isinstance(results, Mapping):
+        raise TypeError(f"{name}: expected a mapping seed -> EvaluationResult, found {type(results).__name__}")
+    if not results:
+        raise ValueError(f"{name}: expected at least one seed, found none")
+    for seed, res in results.items():
+        if not isinstance(res, EvaluationResult):
+            raise TypeError(f"{name}[{seed!r}]: expected an EvaluationResult, found {type(res).__name__}")
+        if res.per_user is None:
+            raise ValueError(f"{name}[{seed!r}]: holds no per-user values (evaluated with collect_per_user=False)")
+    seeds = sorted(results, key=lambda s: (str(type(s)), s))
+    first = results[seeds[0]]
+    ids = np.asarray(first.sample_ids)
+    for seed in seeds[1:]:
+        res = results[seed]
+        other = np.asarray(res.sample_ids)
+        if other.shape != ids.shape or not np.array_equal(other, ids):
+            raise ValueError(
+                f"{name}: seed {seed!r} was evaluated on other sample ids than seed {seeds[0]!r} "
+                f"({other.shape[0]} rows against {ids.shape[0]}, or another order); every seed must be scored "
+                "on the same users in the same order"
+            )
+        if res.targets_fingerprint != first.targets_fingerprint:
+            raise ValueError(
+                f"{name}: seed {seed!r} has targets fingerprint {str(res.targets_fingerprint)[:12]}, seed "
+                f"{seeds[0]!r} has {str(first.targets_fingerprint)[:12]}; the seeds were not scored on the same "
+                "targets"
+            )
+    keys = [k for k in first.per_user if all(k in results[s].per_user for s in seeds)]
+    per_user = {}
+    for key in keys:
+        total = np.zeros(ids.shape[0], dtype=np.float64)
+        for seed in seeds:
+            total += np.asarray(results[seed].per_user[key], dtype=np.float64)
+        per_user[key] = total / len(seeds)
+    return EvaluationResult(
+        metrics={k: float(v.mean()) for k, v in per_user.items()},
+        per_user=per_user,
+        sample_ids=first.sample_ids,
+        targets_fingerprint=first.targets_fingerprint,
+        definitions={k: d for k, d in first.definitions.items() if k in per_user},
+    )
+
+
+def compare_seed_averaged(results: Mapping[str, Side], *, metrics: str | Sequence[str], **settings) -> ComparisonReport:
+    """Compare models on their per-user metric values averaged over training seeds, paired over users.
+
+    Each model's per-user values are first averaged over the instances trained
+    under its seeds (:func:`average_over_seeds`); the averages are then
+    compared exactly as :func:`~mlflow_recsys.stats.compare_models` compares
+    single trained instances, with the same settings and the same random
+    streams. Averaging removes part of the retraining noise from every user's
+    difference, so the comparison is about the training procedure's typical
+    instance rather than one draw of it. Inference is still over users for
+    the trained instances at hand: the intervals and p-values do not cover
+    the spread a new seed would bring, which :func:`seed_spread` describes.
+
+    Parameters
+    ----------
+    results:
+        Model name -> either one :class:`EvaluationResult` (a deterministic
+        model, one instance) or a mapping seed -> EvaluationResult (a seeded
+        model), all on the same sample ids in the same order.
+    metrics:
+        One metric key or a list of keys.
+    **settings:
+        Every keyword of :func:`~mlflow_recsys.stats.compare_models`
+        (``reference``, ``correction``, ``primary``, ``family``, ...), with
+        its defaults.
+
+    Returns
+    -------
+    ComparisonReport
+        As :func:`~mlflow_recsys.stats.compare_models`, with the columns
+        ``baseline_seeds`` and ``candidate_seeds`` giving how many instances
+        each side averages; :attr:`ComparisonReport.seed_averaged` is True when
+        any side averages two or more.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`average_over_seeds` (naming ``results[<model>]``) and
+        :func:`~mlflow_recsys.stats.compare_models`.
+    """
+    if not isinstance(results, Mapping):
+        raise TypeError(
+            f"results: expected a mapping of model name -> EvaluationResult or seed mapping, "
+            f"found {type(results).__name__}"
+        )
+    averaged, counts = {}, {}
+    for model, side in results.items():
+        if isinstance(side, EvaluationResult):
+            averaged[model], counts[model] = side, 1
+        else:
+            averaged[model] = average_over_seeds(side, name=f"results[{model!r}]")
+            counts[model] = len(side)
+    report = compare_models(averaged, metrics=metrics, **settings)
+    return dataclasses.replace(report, comparisons=tuple(
+        dataclasses.replace(c, baseline_seeds=counts[c.baseline], candidate_seeds=counts[c.candidate])
+        for c in report.comparisons
+    ))

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import tempfile
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +20,20 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
-from mlflow_recsys.stats import ComparisonReport, SeedSpread, compare_models, references_bibtex, seed_spread
+from mlflow_recsys.stats import (
+    ComparisonReport,
+    LowResamplesWarning,
+    SeedSpread,
+    UnverifiedPairingWarning,
+    compare_models,
+    compare_seed_averaged,
+    references_bibtex,
+    seed_spread,
+)
 from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.stats.comparison import FAMILIES, _pairs, _settings_iv, check_replicate_memory
 from mlflow_recsys.stats.html_report import report_html
-from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown
+from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, seed_averaging_text
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import check_run_is_free, entry_point_run, environment_run, log_params_once
@@ -69,6 +79,10 @@ class RunComparison:
         Model name -> {seed tag -> run id} of the runs compared.
     report_seed:
         The seed asked for as each model's representative, or ``None`` for the lowest.
+    seed_averaged:
+        When a model has two or more seeds: the same hypotheses on each model's per-user values averaged
+        over all its seeds (:func:`~mlflow_recsys.stats.compare_seed_averaged`), adjusted in families of
+        their own; otherwise ``None``.
     """
 
     report: ComparisonReport
@@ -76,6 +90,7 @@ class RunComparison:
     run_id: str
     source_runs: dict[str, dict[str, str]]
     report_seed: str | None = None
+    seed_averaged: ComparisonReport | None = None
 
     @property
     def report_seed_rule(self) -> str:
@@ -117,9 +132,12 @@ def compare_runs(
     default) and seed (``recsys.seed``). Runs of one model must agree on every
     hyper-parameter but the seed. The paired report compares one trained
     instance per model, its lowest seed unless ``seed`` names another, so its
-    family stays pairs x metrics; for every pair where a model has two or more
-    seeds, a seed-spread table (descriptive, no p-values) puts the retraining
-    spread beside the spread across users.
+    family stays pairs x metrics. When a model has two or more seeds, a second,
+    seed-averaged report compares each model's per-user values averaged over
+    all its seeds (:func:`~mlflow_recsys.stats.compare_seed_averaged`, same
+    settings), and for every pair where a model has seeds a seed-spread table
+    (descriptive, no p-values) puts the retraining spread beside the spread
+    across users.
 
     Everything that settings, run metadata and tags can show is checked before
     any run or experiment is created, so a mistake leaves nothing behind. The
@@ -204,6 +222,19 @@ def compare_runs(
                     confidence_level=confidence_level, n_resamples=n_resamples, random_state=random_state,
                 )
             spreads = dict(sorted(spreads.items()))
+            averaged = None
+            if plan.seed_pairs:
+                with warnings.catch_warnings():
+                    # Already raised by the representative comparison, with the same settings and users.
+                    warnings.simplefilter("ignore", LowResamplesWarning)
+                    warnings.simplefilter("ignore", UnverifiedPairingWarning)
+                    averaged = compare_seed_averaged(
+                        {m: {s: res for s, (_, res) in results[m].items()} for m in plan.models},
+                        metrics=plan.metric_keys, reference=reference, correction=correction,
+                        confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+                        test_method=test_method, random_state=random_state, interval_method=interval_method,
+                        zero_method=zero_method, primary=primary, family=family,
+                    )
         except BaseException as exc:
             target.record_failure(exc, runs, create=True)
             raise
@@ -212,9 +243,10 @@ def compare_runs(
         settings["compared_metrics"] = ",".join(plan.metric_keys)
         _log.info("logging the comparison run")
         declared = _declared_in_advance(runs, primary)
-        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary, provenance, declared)
+        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary, provenance, declared,
+                                 averaged)
     return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
-                         report_seed=seed)
+                         report_seed=seed, seed_averaged=averaged)
 
 
 def _check_settings(*, metrics, primary, correction, confidence_level, n_resamples, alternative, test_method,
@@ -264,6 +296,11 @@ class _Plan:
     def metric_names(self) -> dict[tuple[str, str, str, str], str]:
         """(baseline, candidate, metric, field) -> MLflow metric name."""
         return _metric_names(self.pairs, self.seed_pairs, self.metric_keys, self.reference)
+
+    @property
+    def seed_averaged(self) -> bool:
+        """Whether a model has two or more seeds, so a seed-averaged report is made."""
+        return bool(self.seed_pairs)
 
 
 def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alternative) -> _Plan:
@@ -334,7 +371,8 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
     """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
 
     ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>_vs_<baseline>.<metric>.<field>`` without;
-    seed-table columns under ``<candidate>.<metric>.seeds.<field>``. Names go through
+    the seed-averaged report's under ``<candidate>.<metric>.seed_averaged.<field>`` and seed-table columns under
+    ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go through
     :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
     :func:`~mlflow_recsys.tracking.limits.fit_key`.
 
@@ -349,6 +387,9 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
         for metric in metric_keys:
             for field in REPORT_FIELDS:
                 names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
+                if seed_pairs:
+                    names[(base, cand, metric, f"seed_averaged.{field}")] = fit_key(
+                        f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}")
     for base, cand in seed_pairs:
         who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
         for metric in metric_keys:
@@ -588,7 +629,8 @@ MIN_NOTE_ROWS = 10
 
 
 def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None,
-                   provenance: dict | None = None, declared: bool = False):
+                   provenance: dict | None = None, declared: bool = False,
+                   averaged: ComparisonReport | None = None):
     """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits.
 
     After the full notes come compact ones: the result sentences (while they fit), then a table of the key
@@ -601,13 +643,21 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     declared = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
     sentences = [report.results_text(primary, c.candidate, c.baseline, markup="markdown")
                  for c in report.comparisons if c.metric == primary]
+    if averaged is not None:
+        sentences = [f"**Representative seed.** {text}" for text in sentences]
+        sentences += ["**Seed-averaged.** " + averaged.results_text(primary, c.candidate, c.baseline,
+                                                                     markup="markdown")
+                      for c in averaged.comparisons if c.metric == primary]
     sentences = [line for text in sentences for line in (text, "")]
     seeds = []
     for name, spread in spreads.items():
         key = primary or spread.to_frame()["metric"].iloc[0]
         seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup='markdown')}", ""]
     what = [provenance_markdown(provenance), ""] if provenance else []
-    yield "\n".join(title + declared + sentences + [report.to_markdown(), ""] + seeds + what + [pointer])
+    tables = [report.to_markdown(), ""]
+    if averaged is not None:
+        tables = ["### Representative seed", "", *tables, "### Seed-averaged", "", averaged.to_markdown(), ""]
+    yield "\n".join(title + declared + sentences + tables + seeds + what + [pointer])
     # Compact provenance: the data and split in sentences, and which run stands for each model.
     if provenance:
         models = "; ".join(f"{escape_markdown(shorten(m, NOTE_NAME_WIDTH))}: {escape_markdown(i['why'])}"
@@ -629,6 +679,8 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
         for r in frame.itertuples()
     ]
     seeds_elsewhere = ["The seed-spread sentences are in report.html.", ""] if seeds else []
+    if averaged is not None:
+        header = ["Representative seed (the seed-averaged table is in report.md):", ""] + header
     for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
         head = title + declared + extra + what
         # The longest prefix of rows that fits: the text grows by one line per row.
@@ -675,7 +727,7 @@ def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
 
 
 def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, settings: dict, primary,
-                    provenance: dict, declared: bool = False) -> str:
+                    provenance: dict, declared: bool = False, averaged: ComparisonReport | None = None) -> str:
     """Render every file, then log into the comparison run: artifacts first, then tags, params and metrics.
 
     Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
@@ -691,11 +743,12 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
     params = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
     names = plan.metric_names
     metrics = {}
-    for c in report.comparisons:
-        for field in REPORT_FIELDS:
-            value = getattr(c, field)
-            if pd.notna(value) and abs(value) != float("inf"):
-                metrics[names[(c.baseline, c.candidate, c.metric, field)]] = float(value)
+    for prefix, rows in (("", report.comparisons), ("seed_averaged.", averaged.comparisons if averaged else ())):
+        for c in rows:
+            for field in REPORT_FIELDS:
+                value = getattr(c, field)
+                if pd.notna(value) and abs(value) != float("inf"):
+                    metrics[names[(c.baseline, c.candidate, c.metric, prefix + field)]] = float(value)
     for spread in spreads.values():
         for row in spread.to_frame().itertuples():
             for field in SEED_FIELDS:
@@ -713,8 +766,17 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
         csv_safe_frame(frame).to_csv(out / "report.csv", index=False, quoting=csv.QUOTE_NONNUMERIC)
         frame.to_parquet(out / "report.parquet", index=False)
         what = provenance_markdown(provenance)
-        (out / "report.md").write_text(report.to_markdown() + "\n\n" + what + "\n")
-        (out / "methods.md").write_text(report.methods_text() + "\n\n" + what + "\n")
+        tables, methods = report.to_markdown(), report.methods_text()
+        if averaged is not None:
+            averaged_frame = averaged.to_frame()
+            csv_safe_frame(averaged_frame).to_csv(out / "seed_averaged.csv", index=False,
+                                                  quoting=csv.QUOTE_NONNUMERIC)
+            averaged_frame.to_parquet(out / "seed_averaged.parquet", index=False)
+            tables = ("## Representative seed\n\n" + tables + "\n\n## Seed-averaged\n\n"
+                      + averaged.to_markdown())
+            methods += "\n\nSeed-averaged comparison: " + seed_averaging_text(averaged).strip()
+        (out / "report.md").write_text(tables + "\n\n" + what + "\n")
+        (out / "methods.md").write_text(methods + "\n\n" + what + "\n")
         (out / "provenance.json").write_text(json.dumps(provenance, indent=2))
         (out / "references.bib").write_text(references_bibtex())
         (out / "source_runs.json").write_text(json.dumps(
@@ -733,9 +795,9 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
         (out / "report.html").write_text(report_html(
             report, spreads, primary=primary, title=run_name, forest_png=(out / "forest.png").read_bytes(),
             seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
-            provenance_html=provenance_html(provenance), primary_declared=declared,
+            provenance_html=provenance_html(provenance), primary_declared=declared, seed_averaged=averaged,
         ))
-        note = fit_text(_note_versions(report, spreads, primary, provenance, declared))
+        note = fit_text(_note_versions(report, spreads, primary, provenance, declared, averaged))
         first = runs[0].data.tags
 
         with target.run(runs[0].info.experiment_id, run_name) as run:
@@ -743,6 +805,8 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
             mlflow.log_table(frame, artifact_file="report_table.json")
             if seed_frame is not None:
                 mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
+            if averaged is not None:
+                mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
             mlflow.set_tags({
                 tags.ROLE: tags.ROLE_COMPARISON,
                 tags.SOURCE_RUNS: source_runs_tag(source_ids),
