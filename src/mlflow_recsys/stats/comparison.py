@@ -277,9 +277,50 @@ class ComparisonReport:
         """The report as a GitHub-flavoured markdown table, names escaped to show literally."""
         return reporting.report_markdown(self)
 
-    def to_latex(self) -> str:
-        """The report as a LaTeX ``tabular``."""
-        return reporting.report_latex(self)
+    def to_latex(self, *, label: str = "tab:comparison") -> str:
+        """The report as a booktabs ``table`` whose caption states the settings and significance markers.
+
+        See :func:`~mlflow_recsys.stats.report_export.report_latex` (``label`` is its ``\\label``).
+        """
+        from mlflow_recsys.stats import report_export  # it imports this module
+
+        return report_export.report_latex(self, label=label)
+
+    def __str__(self) -> str:
+        """The key columns as a fixed-width table under one settings line.
+
+        See :func:`~mlflow_recsys.stats.report_export.report_string`.
+        """
+        from mlflow_recsys.stats import report_export
+
+        return report_export.report_string(self)
+
+    def __repr__(self) -> str:
+        families = " ".join(f"{name}={size}" for name, size in self.families.items())
+        return (f"<ComparisonReport: {reporting._hypotheses(len(self.comparisons))}, "
+                f"{self.correction or 'no correction'}, families {families or 'none'}>")
+
+    def summary(self) -> str:
+        """One line per hypothesis (:func:`~mlflow_recsys.stats.report_export.report_summary`)."""
+        from mlflow_recsys.stats import report_export
+
+        return report_export.report_summary(self)
+
+    def save(self, path: "str | os.PathLike") -> "pathlib.Path":
+        """Save the report as the directory ``path``, atomically; return ``path``.
+
+        See :func:`~mlflow_recsys.stats.report_export.save_report` for the files and the errors raised.
+        """
+        from mlflow_recsys.stats import report_export
+
+        return report_export.save_report(self, path)
+
+    @classmethod
+    def load(cls, path: "str | os.PathLike") -> "ComparisonReport":
+        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats.report_export.load_report`)."""
+        from mlflow_recsys.stats import report_export
+
+        return report_export.load_report(path)
 
     def methods_text(self) -> str:
         """A Methods paragraph stating exactly the settings used."""

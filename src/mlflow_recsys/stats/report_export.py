@@ -1,0 +1,847 @@
+"""A :class:`~mlflow_recsys.stats.ComparisonReport` as a LaTeX table, as text, and as a saved copy on disk.
+
+The formatting functions compute nothing a reader could not recompute from the
+report's columns. Model names and metric keys are user input: the LaTeX table
+passes every one of them, in cells and caption alike, through
+:func:`escape_latex`; the text views write control characters as visible
+escapes (:func:`~mlflow_recsys.stats.reporting.visible_text`), so a name can
+neither run LaTeX commands nor break a line.
+
+A saved report is a directory of two files: ``comparisons.parquet``, one row
+per hypothesis holding every field of
+:class:`~mlflow_recsys.stats.PairwiseComparison` (the resampling replicates as
+``list<double>`` columns), and ``report.json``, the report-wide fields with a
+format name and version. :func:`load_report` gives back a report equal to the
+saved one field by field, floats bit for bit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import errno
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+from numbers import Integral, Real
+from pathlib import Path
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mlflow_recsys._atomic import current_umask
+from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
+from mlflow_recsys.stats.corrections import CORRECTIONS
+from mlflow_recsys.stats.power import REPORT_POWER
+from mlflow_recsys.stats.reporting import _format_p, family_phrase, visible_text
+
+#: File of a saved report holding one row per hypothesis.
+COMPARISONS_FILE = "comparisons.parquet"
+#: File of a saved report holding the report-wide fields, the format and the package version.
+REPORT_FILE = "report.json"
+#: The ``format`` field of ``report.json``.
+FORMAT = "mlflow-recsys-comparison-report"
+#: The ``format_version`` this module writes and the only one it reads.
+FORMAT_VERSION = 1
+
+#: Significance markers: (symbol, divisor of alpha), strictest first. ``***`` when the adjusted p-value is at most
+#: alpha/50, ``**`` at most alpha/5, ``*`` at most alpha (0.001, 0.01, 0.05 for alpha = 0.05).
+MARKERS = (("***", 50), ("**", 5), ("*", 1))
+
+#: Characters LaTeX reads as commands or special text, and what stands for each of them literally. The text
+#: commands end in ``{}`` so that a following space or letter is kept; ``<``, ``>`` and ``|`` are included
+#: because the default (OT1) font encoding prints other glyphs for them.
+_LATEX_ESCAPES = str.maketrans(
+    {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "<": r"\textless{}",
+        ">": r"\textgreater{}",
+        "|": r"\textbar{}",
+    }
+)
+
+_LABEL = re.compile(r"[A-Za-z0-9:._-]+")
+
+_TEST_WORDS = {
+    "randomization": "paired sign-flip randomization test (B = {B:,} random sign patterns)",
+    "randomization-exact": "exact paired sign-flip randomization test (all sign patterns enumerated)",
+    "bootstrap": "paired null-centred bootstrap test (B = {B:,} resamples)",
+    "t": "paired t-test",
+    "wilcoxon": "Wilcoxon signed-rank test (zero_method={zero_method}: {zero_words})",
+}
+
+_ZERO_WORDS = {
+    "wilcox": "zero differences dropped before ranking",
+    "pratt": "zero differences ranked, then their ranks dropped",
+    "zsplit": "ranks of zero differences split between the signs",
+}
+
+_SIDES = {
+    "two-sided": "two-sided",
+    "greater": "one-sided, alternative: candidate better",
+    "less": "one-sided, alternative: candidate worse",
+}
+
+_CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni"}
+
+
+def escape_latex(text: object) -> str:
+    """``text`` as LaTeX source that typesets as exactly ``text``, on one line.
+
+    Control characters (line breaks, tabs) are first written as visible
+    escapes (:func:`~mlflow_recsys.stats.reporting.visible_text`); then each of
+    ``\\ & % $ # _ { } ~ ^ < > |`` is replaced by its escape (``\\&``,
+    ``\\textbackslash{}``, ...). Other characters, non-ASCII letters included,
+    pass unchanged. Non-strings are formatted with ``str`` first.
+
+    Parameters
+    ----------
+    text:
+        Any object; usually a model name or a metric key.
+
+    Returns
+    -------
+    str
+        E.g. ``escape_latex("a_b 50%")`` is ``"a\\_b 50\\%"``.
+    """
+    return visible_text(text).translate(_LATEX_ESCAPES)
+
+
+# -- LaTeX -----------------------------------------------------------------------------------------
+
+
+def report_latex(report: ComparisonReport, *, label: str = "tab:comparison") -> str:
+    r"""The report as a booktabs table in a floating ``table`` environment, with a caption stating the settings.
+
+    One row per hypothesis, in the report's order, with the columns metric,
+    baseline, candidate, the two means, the difference (candidate minus
+    baseline) with its significance marker, the interval, the adjusted
+    p-value, W/T/L and the mde. Numbers have four decimals; a one-sided
+    interval has ``$\infty$`` as its open end; an adjusted p-value below
+    0.0001 is written as ``$m\times 10^{e}$``. The marker (:data:`MARKERS`)
+    is set by the adjusted p-value: ``$^{*}$`` at most alpha, ``$^{**}$`` at
+    most alpha/5, ``$^{***}$`` at most alpha/50. The caption names, in words
+    and numbers, the test(s), B, the interval's level and method, the
+    correction and its families, alpha, the marker thresholds and, for a
+    seed-averaged report, each model's number of training seeds.
+
+    The table needs ``\usepackage{booktabs}``. Names and metric keys pass
+    through :func:`escape_latex` wherever they appear, caption included.
+
+    Parameters
+    ----------
+    report:
+        A report with at least one hypothesis.
+    label:
+        The ``\label`` of the table, default ``"tab:comparison"``: letters,
+        digits and ``: . _ -`` only.
+
+    Returns
+    -------
+    str
+        LaTeX source from ``\begin{table}`` to ``\end{table}``, ending in a newline.
+
+    Raises
+    ------
+    ValueError
+        If the report holds no hypothesis or ``label`` holds other characters.
+    """
+    _nonempty_iv(report)
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
+    first = report.comparisons[0]
+    rows = []
+    for c in report.comparisons:
+        marker = significance_marker(c.adjusted_p_value, c.alpha)
+        rows.append(
+            {
+                "Metric": escape_latex(c.metric),
+                "Baseline": escape_latex(c.baseline),
+                "Candidate": escape_latex(c.candidate),
+                "Baseline mean": _number(c.baseline_mean),
+                "Candidate mean": _number(c.candidate_mean),
+                "Difference": _number(c.difference) + (f"$^{{{marker}}}$" if marker else ""),
+                f"{_percent(first.confidence_level)}\\% CI": _latex_interval(c),
+                "Adj.~$p$": _latex_p(c.adjusted_p_value),
+                "W/T/L": f"{c.wins}/{c.ties}/{c.losses}",
+                "MDE": _number(c.mde),
+            }
+        )
+    return pd.DataFrame(rows).style.hide(axis="index").to_latex(
+        column_format="lllrrrcrcr",
+        hrules=True,
+        caption=_latex_caption(report),
+        label=label,
+        position_float="centering",
+        environment="table",
+    )
+
+
+def significance_marker(adjusted_p: float, alpha: float) -> str:
+    """``"***"``, ``"**"``, ``"*"`` or ``""`` for an adjusted p-value at significance level ``alpha``.
+
+    Parameters
+    ----------
+    adjusted_p:
+        The hypothesis' adjusted p-value, in [0, 1].
+    alpha:
+        The significance level, ``1 - confidence_level``.
+
+    Returns
+    -------
+    str
+        ``"***"`` when ``adjusted_p <= alpha / 50``, ``"**"`` when ``<= alpha /
+        5``, ``"*"`` when ``<= alpha`` (the hypothesis is significant), else
+        ``""`` (also for NaN).
+    """
+    for symbol, divisor in MARKERS:
+        if adjusted_p <= alpha / divisor:
+            return symbol
+    return ""
+
+
+def _latex_caption(report: ComparisonReport) -> str:
+    first = report.comparisons[0]
+    alpha = first.alpha
+    plain = " ".join(
+        [
+            f"Paired comparison on {_users(report)}: difference = candidate mean minus baseline mean.",
+            f"Interval: {_percent(first.confidence_level)}% paired {_interval_words(report)} bootstrap interval "
+            f"from B = {first.n_resamples:,} bootstrap replicates over users.",
+            f"Test: {_test_words(report)}, {_SIDES.get(first.alternative, first.alternative)}.",
+            f"Correction: {_correction_words(report)}.",
+        ]
+    )
+    if report.seed_averaged:
+        plain += (
+            " Each model's per-user values were averaged over its training seeds before the differences were "
+            f"formed ({_seed_counts(report)})."
+        )
+    plain += (
+        " W/T/L: users on which the candidate scored higher/equal/lower. MDE: the smallest true difference "
+        f"detected with {REPORT_POWER:.0%} power at the level its hypothesis is tested at."
+    )
+    thresholds = ", ".join(
+        f"$^{{{symbol}}}$ adjusted $p \\le {_level(alpha / divisor)}$" for symbol, divisor in reversed(MARKERS)
+    )
+    return (
+        escape_latex(plain)
+        + f" Significance level $\\alpha = {_level(alpha)}$ (adjusted $p \\le \\alpha$ is significant);"
+        + f" markers: {thresholds}."
+    )
+
+
+def _latex_interval(c: PairwiseComparison) -> str:
+    low = r"$-\infty$" if c.ci_low == -math.inf else _number(c.ci_low)
+    high = r"$\infty$" if c.ci_high == math.inf else _number(c.ci_high)
+    return f"{'(' if c.ci_low == -math.inf else '['}{low}, {high}{')' if c.ci_high == math.inf else ']'}"
+
+
+def _latex_p(p: float) -> str:
+    if not p < 1e-4:  # NaN included: _format_p writes it
+        return _format_p(p)
+    mantissa, exponent = f"{p:.2e}".split("e")
+    return f"${mantissa}\\times 10^{{{int(exponent)}}}$"
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+
+def report_string(report: ComparisonReport) -> str:
+    """The report as a fixed-width text table under one line stating the settings.
+
+    The columns are metric, ``candidate vs baseline``, difference, interval,
+    adjusted p, direction, W/T/L and mde, one row per hypothesis. Names and
+    metric keys are written with control characters as visible escapes
+    (:func:`~mlflow_recsys.stats.reporting.visible_text`), so every row is one
+    line.
+
+    Parameters
+    ----------
+    report:
+        Any report; one without hypotheses gives a one-line note.
+
+    Returns
+    -------
+    str
+        ``2 + len(report.comparisons)`` lines (settings, header, rows), no
+        trailing newline.
+    """
+    if not report.comparisons:
+        return "ComparisonReport with no hypotheses"
+    first = report.comparisons[0]
+    settings = (
+        f"{_hypotheses(len(report.comparisons))}: difference = candidate - baseline (mean over {_users(report)}); "
+        f"{_percent(first.confidence_level)}% {_interval_words(report)} bootstrap interval; "
+        f"{_test_words(report)}, {_SIDES.get(first.alternative, first.alternative)}; "
+        f"{_correction_words(report)}; alpha = {_level(first.alpha)}"
+    )
+    if report.seed_averaged:
+        settings += f"; per-user values averaged over training seeds ({_seed_counts(report)})"
+    settings = visible_text(settings)  # the names in it (the primary metric, seed-averaged models) stay on one line
+    header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
+    rows = [
+        [
+            visible_text(c.metric),
+            f"{visible_text(c.candidate)} vs {visible_text(c.baseline)}",
+            _signed(c.difference),
+            _text_interval(c),
+            _format_p(c.adjusted_p_value),
+            c.direction,
+            f"{c.wins}/{c.ties}/{c.losses}",
+            _number(c.mde),
+        ]
+        for c in report.comparisons
+    ]
+    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7}))
+
+
+def report_summary(report: ComparisonReport) -> str:
+    """One line per hypothesis: metric, pair, difference and interval, adjusted p, direction, W/T/L and mde.
+
+    E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550
+    inconclusive  W/T/L 81/1/106  mde 0.0261``, fields aligned across lines.
+    Names are written as in :func:`report_string`, so
+    ``len(report_summary(r).splitlines()) == len(r.comparisons)``.
+
+    Parameters
+    ----------
+    report:
+        Any report.
+
+    Returns
+    -------
+    str
+        The lines joined by ``"\\n"``, no trailing newline; ``""`` for a report without hypotheses.
+    """
+    rows = [
+        [
+            visible_text(c.metric),
+            f"{visible_text(c.candidate)} vs {visible_text(c.baseline)}",
+            f"{_signed(c.difference)} {_text_interval(c)}",
+            f"adj. p {_format_p(c.adjusted_p_value)}",
+            c.direction,
+            f"W/T/L {c.wins}/{c.ties}/{c.losses}",
+            f"mde {_number(c.mde)}",
+        ]
+        for c in report.comparisons
+    ]
+    return "\n".join(_aligned(rows, right=set()))
+
+
+def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
+    """Rows of cells padded to their column's width, two spaces apart, trailing spaces removed."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        .rstrip()
+        for row in rows
+    ]
+
+
+def _text_interval(c: PairwiseComparison) -> str:
+    low = "(-inf" if c.ci_low == -math.inf else f"[{_signed(c.ci_low)}"
+    high = "inf)" if c.ci_high == math.inf else f"{_signed(c.ci_high)}]"
+    return f"{low}, {high}"
+
+
+# -- words shared by the caption and the settings line ------------------------------------------------
+
+
+def _number(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def _signed(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:+.4f}"
+
+
+def _percent(level: float) -> str:
+    """``95`` for 0.95, ``99.9`` for 0.999: the level in percent without trailing zeros."""
+    return f"{100 * level:.6g}"
+
+
+def _level(value: float) -> str:
+    return f"{value:.2g}"
+
+
+def _hypotheses(n: int) -> str:
+    return f"{n} hypothes{'is' if n == 1 else 'es'}"
+
+
+def _users(report: ComparisonReport) -> str:
+    counts = sorted({c.n_units for c in report.comparisons})
+    users = " or ".join(f"{n:,}" for n in counts) + " users"
+    if any(c.n_samples != c.n_units for c in report.comparisons):
+        users += " (each user's rows averaged first)"
+    return users
+
+
+def _interval_words(report: ComparisonReport) -> str:
+    used = [c.interval_method for c in report.comparisons]
+    if "bca" not in used:
+        return "percentile"
+    fell = used.count("percentile")
+    if fell:
+        return f"BCa (percentile for {fell} of {len(used)} hypotheses, whose BCa bias correction was infinite)"
+    return "BCa"
+
+
+def _test_words(report: ComparisonReport) -> str:
+    methods = list(dict.fromkeys(c.test_method for c in report.comparisons))
+    words = []
+    for method in methods:
+        c = next(c for c in report.comparisons if c.test_method == method)
+        template = _TEST_WORDS.get(method, method)
+        words.append(
+            template.format(
+                B=c.n_resamples,
+                zero_method=c.zero_method,
+                zero_words=_ZERO_WORDS.get(c.zero_method, "zero differences as scipy treats them"),
+            )
+        )
+    return words[0] if len(words) == 1 else "by hypothesis, " + " or ".join(words)
+
+
+def _correction_words(report: ComparisonReport) -> str:
+    """The correction and its families, as raw text: it names the primary metric, so escape it as a whole."""
+    if report.correction is None:
+        return "p-values not adjusted for multiple comparisons"
+    how = _CORRECTION_NAMES.get(report.correction, str(report.correction))
+    return f"p-values adjusted with the {how} procedure {family_phrase(report)}"
+
+
+def _seed_counts(report: ComparisonReport) -> str:
+    """``EASE: 1 seed; ELSA: 5 seeds``, as raw text: it names models, so escape it as a whole."""
+    counts: dict[str, list[int]] = {}
+    for c in report.comparisons:
+        for model, n in ((c.baseline, c.baseline_seeds), (c.candidate, c.candidate_seeds)):
+            seen = counts.setdefault(model, [])
+            if n not in seen:
+                seen.append(n)
+    return "; ".join(
+        f"{model}: {' or '.join(str(n) for n in ns)} seed{'' if ns == [1] else 's'}"
+        for model, ns in counts.items()
+    )
+
+
+def _nonempty_iv(report: ComparisonReport) -> None:
+    if not isinstance(report, ComparisonReport):
+        raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
+    if not report.comparisons:
+        raise ValueError("report: expected at least one hypothesis, found none")
+
+
+# -- saving and loading ----------------------------------------------------------------------------
+
+#: How each field of PairwiseComparison is stored: its Arrow type, whether it may be null (None), and the Python
+#: type a value must have. ``random_state`` may exceed int64; such a report stores that column as decimal strings.
+_FIELD_KINDS = {
+    "metric": "str",
+    "baseline": "str",
+    "candidate": "str",
+    "baseline_seeds": "int",
+    "candidate_seeds": "int",
+    "n_samples": "int",
+    "n_units": "int",
+    "n_nonzero": "int",
+    "tie_rate": "float",
+    "wins": "int",
+    "ties": "int",
+    "losses": "int",
+    "baseline_mean": "float",
+    "candidate_mean": "float",
+    "difference": "float",
+    "relative_difference": "float",
+    "ci_low": "float",
+    "ci_high": "float",
+    "confidence_level": "float",
+    "bootstrap_standard_error": "float",
+    "p_value": "float",
+    "adjusted_p_value": "float",
+    "family": "str",
+    "family_size": "int",
+    "mde": "float",
+    "significant": "bool",
+    "direction": "str",
+    "alternative": "str",
+    "test_method": "str",
+    "interval_method": "str",
+    "n_resamples": "int",
+    "random_state": "int?",
+    "unit_differences": "array",
+    "null_distribution": "array?",
+    "bootstrap_distribution": "array",
+    "zero_method": "str?",
+}
+
+#: The Arrow type each kind is written as, and what a reader accepts for it (with its name for messages).
+_WRITE_TYPES = {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
+_READ_TYPES = {
+    "str": (pa.types.is_string, pa.types.is_large_string),
+    "int": (pa.types.is_int64,),
+    "float": (pa.types.is_float64,),
+    "bool": (pa.types.is_boolean,),
+    "array": (lambda t: (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_float64(t.value_type),),
+}
+_READ_NAMES = {"str": "string", "int": "int64", "float": "double", "bool": "bool", "array": "list<double>"}
+
+_INT64_MAX = 2**63 - 1
+
+
+def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
+    """Save ``report`` as the directory ``path``: ``comparisons.parquet`` and ``report.json``.
+
+    ``comparisons.parquet`` holds one row per hypothesis, in order, with a
+    column for every field of
+    :class:`~mlflow_recsys.stats.PairwiseComparison`: strings as ``string``
+    (``zero_method`` null where ``None``), counts as ``int64``, the others as
+    ``float64`` (NaN and infinities kept) and ``bool``, ``random_state`` as
+    nullable ``int64`` (as decimal strings if one exceeds int64), and the arrays
+    ``unit_differences``, ``null_distribution`` (null where ``None``) and
+    ``bootstrap_distribution`` as ``list<double>``. ``report.json`` holds
+    ``format`` (:data:`FORMAT`), ``format_version`` (:data:`FORMAT_VERSION`),
+    ``package_version``, ``correction``, ``reference``, ``primary`` and
+    ``n_hypotheses``.
+
+    The write is atomic: both files are written into a new hidden directory
+    beside ``path``, which is then renamed to ``path``. A directory that an
+    earlier ``save_report`` wrote (only those two files, with this format) is
+    replaced: on Linux by an atomic exchange of the two directories
+    (``renameat2``), elsewhere by two renames with a moment in between where
+    ``path`` is absent. On any failure ``path`` is left as it was and the
+    temporary directory is removed.
+
+    Parameters
+    ----------
+    report:
+        The report to save.
+    path:
+        The directory to create or replace; its parent must exist.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    TypeError
+        If ``report`` is not a ComparisonReport, or a field holds a value of
+        another type than the dataclass declares (the message names the
+        hypothesis and the field); nothing is written then.
+    FileExistsError
+        If ``path`` exists and is not a directory written by ``save_report``
+        (a file, a symbolic link, or a directory holding anything else).
+    FileNotFoundError
+        If the parent of ``path`` does not exist.
+    """
+    if not isinstance(report, ComparisonReport):
+        raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
+    path = Path(path)
+    table = _comparisons_table(report)
+    meta = json.dumps(_report_meta(report), indent=2, allow_nan=False).encode("utf-8")
+    replace = _existing_report_iv(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~current_umask())  # as a plain mkdir would make it (mkdtemp gives 0o700)
+        pq.write_table(table, tmp / COMPARISONS_FILE)
+        (tmp / REPORT_FILE).write_bytes(meta)
+        if not replace:
+            if not _renameat2(tmp, path, _RENAME_NOREPLACE):
+                if os.path.lexists(path):
+                    raise FileExistsError(errno.EEXIST, "appeared while the report was written", str(path))
+                os.rename(tmp, path)
+        elif not _renameat2(tmp, path, _RENAME_EXCHANGE):  # afterwards tmp holds the old report
+            _replace_in_two_steps(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def load_report(path: str | os.PathLike) -> ComparisonReport:
+    """Read a report that :func:`save_report` wrote to the directory ``path``.
+
+    Every field is restored with the type the dataclass declares: ``str``,
+    Python ``int``, ``float`` (bit-identical to the saved one, NaN and
+    infinities included), ``bool``, ``None`` where it was ``None``, and
+    float64 ``(n,)`` arrays (new, writeable copies).
+
+    Parameters
+    ----------
+    path:
+        A directory holding ``comparisons.parquet`` and ``report.json``.
+
+    Returns
+    -------
+    ComparisonReport
+        Equal, field by field, to the report that was saved.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        Naming the file: if ``path`` is not a directory, a file is missing,
+        ``report.json`` is not a JSON object of this format or has an unknown
+        ``format_version``, a column is missing or has another type, a
+        non-nullable value is null, or the number of rows disagrees with
+        ``n_hypotheses``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"path: expected a saved comparison report, found nothing at {str(path)!r}")
+    if not path.is_dir():
+        raise ValueError(f"path: expected a directory written by save_report, found a file at {str(path)!r}")
+    meta_path, table_path = path / REPORT_FILE, path / COMPARISONS_FILE
+    for file in (meta_path, table_path):
+        if not file.is_file():
+            raise ValueError(f"{file}: expected this file of a saved comparison report, found none")
+    meta = _read_meta(meta_path)
+    try:
+        table = pq.read_table(table_path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{table_path}: expected a Parquet file, could not read it ({exc})") from None
+    missing = [name for name in _FIELD_KINDS if name not in table.column_names]
+    if missing:
+        raise ValueError(f"{table_path}: expected columns {missing}, found {table.column_names}")
+    if table.num_rows != meta["n_hypotheses"]:
+        raise ValueError(
+            f"{table_path}: expected {meta['n_hypotheses']} rows (n_hypotheses in {REPORT_FILE}), "
+            f"found {table.num_rows}"
+        )
+    columns = {name: _read_column(table, name, kind, table_path) for name, kind in _FIELD_KINDS.items()}
+    comparisons = tuple(
+        PairwiseComparison(**{name: values[i] for name, values in columns.items()}) for i in range(table.num_rows)
+    )
+    return ComparisonReport(
+        comparisons=comparisons, correction=meta["correction"], reference=meta["reference"], primary=meta["primary"]
+    )
+
+
+def _comparisons_table(report: ComparisonReport) -> pa.Table:
+    """The comparisons as an Arrow table; TypeError naming the hypothesis and field for a value of another type."""
+    fields = [f.name for f in dataclasses.fields(PairwiseComparison)]
+    unknown = [name for name in fields if name not in _FIELD_KINDS]
+    if unknown:  # a field added to the dataclass must be given a stored type here, never be dropped silently
+        raise RuntimeError(f"save_report: no stored type for the PairwiseComparison fields {unknown}")
+    columns = {}
+    for name in fields:
+        kind = _FIELD_KINDS[name]
+        values = [_checked(getattr(c, name), kind, f"report.comparisons[{i}].{name}")
+                  for i, c in enumerate(report.comparisons)]
+        if kind.startswith("array"):
+            columns[name] = _list_array(values)
+        elif name == "random_state" and any(v is not None and v > _INT64_MAX for v in values):
+            columns[name] = pa.array([None if v is None else str(v) for v in values], type=pa.string())
+        else:
+            columns[name] = pa.array(values, type=_WRITE_TYPES[kind.rstrip("?")])
+    return pa.table(columns)
+
+
+def _checked(value, kind: str, where: str):
+    """``value`` as the plain Python value (or float64 array) stored for ``kind``; TypeError naming ``where``."""
+    if kind.endswith("?") and value is None:
+        return None
+    base = kind.rstrip("?")
+    number = not isinstance(value, (bool, np.bool_))
+    if base == "str" and isinstance(value, str):
+        return value
+    if kind == "int" and number and isinstance(value, Integral) and -_INT64_MAX - 1 <= value <= _INT64_MAX:
+        return int(value)
+    if kind == "int?" and number and isinstance(value, Integral) and value >= 0:  # random_state: any size
+        return int(value)
+    if base == "float" and number and isinstance(value, Real):
+        return float(value)
+    if base == "bool" and not number:
+        return bool(value)
+    if base == "array" and isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype == np.float64:
+        return value
+    expected = {
+        "str": "str",
+        "str?": "str or None",
+        "int": "an int within int64",
+        "int?": "a non-negative int or None",
+        "float": "a float",
+        "bool": "a bool",
+        "array": "a 1-D float64 ndarray",
+        "array?": "a 1-D float64 ndarray or None",
+    }[kind]
+    found = type(value).__name__
+    if isinstance(value, np.ndarray):
+        found = f"an ndarray of dtype {value.dtype} and shape {value.shape}"
+    raise TypeError(f"{where}: expected {expected}, found {found}")
+
+
+def _list_array(arrays: list[np.ndarray | None]) -> pa.Array:
+    """``list<double>`` (``large_list`` past 2**31 - 1 values) with a null where an entry is ``None``."""
+    lengths = np.array([0 if a is None else a.shape[0] for a in arrays], dtype=np.int64)
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    large = offsets[-1] > np.iinfo(np.int32).max
+    present = [a for a in arrays if a is not None]
+    values = pa.array(np.concatenate(present) if present else np.empty(0), type=pa.float64())
+    nulls = np.array([a is None for a in arrays], dtype=bool)
+    cls = pa.LargeListArray if large else pa.ListArray
+    return cls.from_arrays(
+        pa.array(offsets, type=pa.int64() if large else pa.int32()),
+        values,
+        mask=pa.array(nulls) if nulls.any() else None,
+    )
+
+
+def _report_meta(report: ComparisonReport) -> dict:
+    from mlflow_recsys import __version__
+
+    for name in ("reference", "primary"):
+        value = getattr(report, name)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"report.{name}: expected str or None, found {type(value).__name__}")
+    if report.correction not in CORRECTIONS:
+        raise TypeError(f"report.correction: expected one of {CORRECTIONS}, found {report.correction!r}")
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "package_version": __version__,
+        "correction": report.correction,
+        "reference": report.reference,
+        "primary": report.primary,
+        "n_hypotheses": len(report.comparisons),
+    }
+
+
+def _read_meta(meta_path: Path) -> dict:
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{meta_path}: expected JSON, found invalid text ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(f"{meta_path}: expected format {FORMAT!r}, found {found!r}")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{meta_path}: expected format_version {FORMAT_VERSION}, found {meta.get('format_version')!r} "
+            f"(written by mlflow-recsys {meta.get('package_version')!r}); load it with that version"
+        )
+    if meta.get("correction") not in CORRECTIONS:
+        raise ValueError(f"{meta_path}: expected correction in {CORRECTIONS}, found {meta.get('correction')!r}")
+    for name in ("reference", "primary"):
+        if meta.get(name) is not None and not isinstance(meta.get(name), str):
+            raise ValueError(f"{meta_path}: expected {name} to be a string or null, found {meta.get(name)!r}")
+    n = meta.get("n_hypotheses")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"{meta_path}: expected n_hypotheses to be a non-negative integer, found {n!r}")
+    return meta
+
+
+def _read_column(table: pa.Table, name: str, kind: str, table_path: Path) -> list:
+    """Column ``name`` as a list of the Python values (or float64 arrays, or None) the dataclass holds."""
+    base = kind.rstrip("?")
+    column = table.column(name).combine_chunks()
+    accepted = _READ_TYPES[base] + (_READ_TYPES["str"] if name == "random_state" else ())
+    if not any(check(column.type) for check in accepted):
+        expected = _READ_NAMES[base] + (" or string" if name == "random_state" else "")
+        raise ValueError(f"{table_path}: column {name!r} expected type {expected}, found {column.type}")
+    nulls = column.is_null().to_numpy(zero_copy_only=False)
+    if nulls.any() and not kind.endswith("?"):
+        raise ValueError(f"{table_path}: column {name!r} expected no nulls, found {int(nulls.sum())}")
+    if base != "array":
+        values = column.to_pylist()
+        if name == "random_state" and not pa.types.is_integer(column.type):  # written as decimal strings
+            try:
+                values = [None if v is None else int(v) for v in values]
+            except ValueError:
+                raise ValueError(f"{table_path}: column {name!r} expected decimal integers or nulls") from None
+        return values
+    if column.values.null_count:
+        raise ValueError(f"{table_path}: column {name!r} expected numbers in every list, found nulls")
+    # ``offsets`` account for the array's own offset, ``values`` do not: together they index correctly.
+    offsets = column.offsets.to_numpy()
+    flat = column.values.to_numpy(zero_copy_only=False)
+    return [None if nulls[i] else flat[offsets[i] : offsets[i + 1]].copy() for i in range(len(column))]
+
+
+def _existing_report_iv(path: Path) -> bool:
+    """True when ``path`` is a directory an earlier save_report wrote; False when absent; else FileExistsError."""
+    if not os.path.lexists(path):
+        return False
+    if path.is_symlink() or not path.is_dir():
+        kind = "a symbolic link" if path.is_symlink() else "a file"
+        raise FileExistsError(
+            f"path: expected a new path or a directory written by save_report, found {kind} at {str(path)!r}"
+        )
+    entries = sorted(os.listdir(path))
+    ours = False
+    if set(entries) <= {REPORT_FILE, COMPARISONS_FILE} and REPORT_FILE in entries:
+        try:
+            meta = json.loads((path / REPORT_FILE).read_text(encoding="utf-8"))
+            ours = isinstance(meta, dict) and meta.get("format") == FORMAT
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            ours = False
+    if not ours:
+        shown = entries[:5] + (["..."] if len(entries) > 5 else [])
+        raise FileExistsError(
+            f"path: expected a new path or a directory written by save_report, found a directory holding "
+            f"{shown} at {str(path)!r}; it is left as it is"
+        )
+    return True
+
+
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _renameat2(source: Path, target: Path, flag: int) -> bool:
+    """Linux ``renameat2``: move ``source`` to an absent ``target`` (``_RENAME_NOREPLACE``) or swap the two
+    (``_RENAME_EXCHANGE``), each in one step.
+
+    Returns False where the platform, the C library or the filesystem does not offer it (the caller falls
+    back to ``os.rename``); raises OSError (FileExistsError when ``target`` exists under NOREPLACE) for any
+    other failure.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    call.restype = ctypes.c_int
+    if call(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flag) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(target))
+
+
+def _replace_in_two_steps(new: Path, path: Path) -> None:
+    """Move ``path`` aside, move ``new`` to ``path``, and put the old one back if the second move fails.
+
+    Afterwards ``new`` names the old report (for the caller to delete).
+    """
+    aside = new.with_name(new.name + ".old")
+    os.rename(path, aside)
+    try:
+        os.rename(new, path)
+    except BaseException:
+        os.rename(aside, path)
+        raise
+    os.rename(aside, new)

@@ -1,0 +1,514 @@
+"""Exports of a ComparisonReport: the LaTeX table, the text views, and the saved directory.
+
+Expected values are computed here from the report's own columns, with an escape table and a marker rule
+written independently of ``report_export``.
+"""
+
+import dataclasses
+import json
+import os
+import re
+import warnings
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import scipy.stats
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
+from mlflow_recsys.stats import report_export
+
+HOSTILE = "a_b%&#$ {}~^\\"
+HOSTILE_METRIC = "m_1%<x>|y"
+NEWLINE_NAME = "two\nlines\r"
+
+#: What each LaTeX special character must become, written out here rather than taken from the module.
+EXPECTED_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+}
+SPECIALS = set("\\&%$#_{}~^")
+ESCAPE_TOKEN = re.compile(
+    r"\\(?:textbackslash|textasciitilde|textasciicircum|textless|textgreater|textbar)\{\}|\\[&%$#_{}]"
+)
+
+
+def visible(name: str) -> str:
+    """``name`` with each non-printable character written as its Python escape (``\\n``)."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in name)
+
+
+def expected_latex(name: str) -> str:
+    return "".join(EXPECTED_ESCAPES.get(ch, ch) for ch in visible(name))
+
+
+def unescaped_specials(text: str) -> set[str]:
+    """Special characters left in ``text`` once escapes and ``$...$`` math are removed: LaTeX would act on them."""
+    rest = ESCAPE_TOKEN.sub("", text)
+    rest = re.sub(r"\$[^$]*\$", "", rest)
+    return set(rest) & SPECIALS
+
+
+def expected_marker(p: float, alpha: float) -> str:
+    if p <= alpha / 50:
+        return "***"
+    if p <= alpha / 5:
+        return "**"
+    if p <= alpha:
+        return "*"
+    return ""
+
+
+def expected_p_text(p: float) -> str:
+    return f"{p:.4f}" if p >= 1e-4 else f"{p:.2e}"
+
+
+def result(values):
+    return EvaluationResult.from_per_user(values, targets_fingerprint="fp")
+
+
+def quiet_compare(results, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        return compare_models(results, **kwargs)
+
+
+def standardised(n, seed):
+    """A fixed vector with mean exactly 0 (up to rounding) and SD (ddof=1) 1."""
+    z = np.random.default_rng(seed).normal(size=n)
+    z -= z.mean()
+    return z / z.std(ddof=1)
+
+
+@pytest.fixture(scope="module")
+def marker_report():
+    """Four candidates whose t-test p-values fall in each marker band: t = 1.0, 2.2, 3.0 and 6.0 on 200 users."""
+    n, sd = 200, 0.1
+    z = standardised(n, 0)
+    base = np.full(n, 0.4)
+    results = {"base": result({"ndcg@100": base, "recall@20": base})}
+    for name, t in [("none", 1.0), ("one", 2.2), ("two", 3.0), ("three", 6.0)]:
+        d = t * sd / np.sqrt(n) + sd * z
+        results[name] = result({"ndcg@100": base + d, "recall@20": base + d[::-1] * 0.5})
+    return quiet_compare(results, metrics=["ndcg@100", "recall@20"], reference="base", test_method="t",
+                         correction=None, n_resamples=999)
+
+
+@pytest.fixture(scope="module")
+def hostile_report():
+    rng = np.random.default_rng(1)
+    n = 80
+    base = {HOSTILE_METRIC: rng.random(n), "ndcg@100": rng.random(n)}
+    results = {"plain": result(base)}
+    for k, name in enumerate([HOSTILE, NEWLINE_NAME]):
+        results[name] = result({m: v + rng.normal(0.03 * (k + 1), 0.1, n) for m, v in base.items()})
+    report = quiet_compare(results, metrics=[HOSTILE_METRIC, "ndcg@100"], reference="plain", n_resamples=999,
+                           primary=HOSTILE_METRIC)
+    return seed_averaged(report, {HOSTILE: 3, NEWLINE_NAME: 2, "plain": 1})
+
+
+def seed_averaged(report, seeds):
+    """The report with each model's seed count set, as a seed-averaged comparison would have it."""
+    return dataclasses.replace(
+        report,
+        comparisons=tuple(
+            dataclasses.replace(c, baseline_seeds=seeds[c.baseline], candidate_seeds=seeds[c.candidate])
+            for c in report.comparisons
+        ),
+    )
+
+
+def table_rows(latex: str) -> list[list[str]]:
+    body = latex.split("\\midrule\n", 1)[1].split("\\bottomrule", 1)[0]
+    lines = [line for line in body.split("\n") if line.strip()]
+    assert all(line.endswith(" \\\\") for line in lines)
+    return [[cell.strip() for cell in re.split(r"(?<!\\)&", line[: -len(" \\\\")])] for line in lines]
+
+
+def caption(latex: str) -> str:
+    start = latex.index("\\caption{") + len("\\caption{")
+    end = latex.index("}\n\\label{")
+    return latex[start:end]
+
+
+# -- LaTeX ---------------------------------------------------------------------------------------
+
+
+def test_latex_is_a_booktabs_table_with_one_row_per_hypothesis(marker_report):
+    latex = marker_report.to_latex()
+    for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
+        assert latex.count(rule) == 1
+    assert latex.startswith("\\begin{table}") and "\\begin{tabular}" in latex and "\\label{tab:comparison}" in latex
+    rows = table_rows(latex)
+    assert len(rows) == len(marker_report.comparisons)
+    for row, c in zip(rows, marker_report.comparisons):
+        assert len(row) == 10
+        assert row[:3] == [c.metric.replace("_", "\\_"), c.baseline, c.candidate]
+        assert row[3] == f"{c.baseline_mean:.4f}" and row[4] == f"{c.candidate_mean:.4f}"
+        assert row[5].startswith(f"{c.difference:.4f}")
+        assert row[6] == f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
+        assert row[8] == f"{c.wins}/{c.ties}/{c.losses}" and row[9] == f"{c.mde:.4f}"
+    assert report_export.report_latex(marker_report, label="tab:x-1") == marker_report.to_latex(label="tab:x-1")
+
+
+def test_latex_markers_follow_the_adjusted_p_value_and_alpha(marker_report):
+    frame = marker_report.to_frame()
+    rows = table_rows(marker_report.to_latex())
+    found = []
+    for row, p, level in zip(rows, frame["adjusted_p_value"], frame["confidence_level"]):
+        match = re.fullmatch(r"(-?\d+\.\d{4})(?:\$\^\{(\*+)\}\$)?", row[5])
+        assert match, row[5]
+        found.append(match.group(2) or "")
+        assert found[-1] == expected_marker(p, 1 - level)
+    # the fixture reaches every level, so each threshold is exercised
+    assert set(found) == {"", "*", "**", "***"}
+    # and with no correction the single star is exactly the significant column
+    assert [m != "" for m in found] == frame["significant"].tolist()
+
+
+def test_latex_p_values_match_scipy_and_tiny_ones_use_powers_of_ten(marker_report):
+    rows = table_rows(marker_report.to_latex())
+    for row, c in zip(rows, marker_report.comparisons):
+        p = scipy.stats.ttest_1samp(c.unit_differences, 0.0).pvalue
+        assert c.adjusted_p_value == pytest.approx(p, rel=1e-9)
+        if p >= 1e-4:
+            assert row[7] == f"{p:.4f}"
+        else:
+            mantissa, exponent = f"{p:.2e}".split("e")
+            assert row[7] == f"${mantissa}\\times 10^{{{int(exponent)}}}$"
+
+
+def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
+    rng = np.random.default_rng(5)
+    base = rng.random(60)
+    results = {"A": result({"m": base}), "B": result({"m": base + rng.normal(0.02, 0.1, 60)}),
+               "C": result({"m": base + rng.normal(0.0, 0.1, 60)})}
+    cases = [
+        (dict(), ["randomization test", "B = 9,999", "Holm", "2 hypotheses", "95\\%", "percentile"]),
+        (dict(test_method="bootstrap", correction="bonferroni", confidence_level=0.9),
+         ["bootstrap test", "B = 9,999 resamples", "Bonferroni", "90\\%"]),
+        (dict(test_method="t", correction=None), ["t-test", "not adjusted"]),
+        (dict(test_method="wilcoxon", zero_method="pratt", interval_method="bca"),
+         ["Wilcoxon signed-rank test", "zero\\_method=pratt", "BCa"]),
+        (dict(alternative="greater"), ["one-sided", "candidate better"]),
+    ]
+    for kwargs, needles in cases:
+        report = quiet_compare(results, metrics="m", reference="A", **kwargs)
+        text = caption(report.to_latex())
+        alpha = 1 - kwargs.get("confidence_level", 0.95)
+        for needle in needles + [f"$\\alpha = {alpha:.2g}$", f"$p \\le {alpha / 5:.2g}$", f"$p \\le {alpha / 50:.2g}$",
+                                 "$^{*}$", "$^{**}$", "$^{***}$", "W/T/L"]:
+            assert needle in text, (kwargs, needle)
+        if kwargs.get("test_method") in ("t", "wilcoxon"):
+            # the test has no resamples; B appears once, for the bootstrap interval
+            assert text.count("B = 9,999") == 1 and "sign patterns" not in text
+        assert not unescaped_specials(text), text
+        assert "seed" not in text
+
+
+def test_latex_one_sided_interval_has_an_infinite_end():
+    rng = np.random.default_rng(2)
+    base = rng.random(50)
+    results = {"A": result({"m": base}), "B": result({"m": base + rng.normal(0.05, 0.1, 50)})}
+    greater = quiet_compare(results, metrics="m", reference="A", alternative="greater", n_resamples=999)
+    less = quiet_compare(results, metrics="m", reference="A", alternative="less", n_resamples=999)
+    (g,) = greater.comparisons
+    (l,) = less.comparisons
+    assert table_rows(greater.to_latex())[0][6] == f"[{g.ci_low:.4f}, $\\infty$)"
+    assert table_rows(less.to_latex())[0][6] == f"($-\\infty$, {l.ci_high:.4f}]"
+
+
+def test_latex_escapes_hostile_names_everywhere(hostile_report):
+    latex = hostile_report.to_latex()
+    rows = table_rows(latex)
+    assert len(rows) == len(hostile_report.comparisons)
+    for row, c in zip(rows, hostile_report.comparisons):
+        assert row[:3] == [expected_latex(c.metric), expected_latex(c.baseline), expected_latex(c.candidate)]
+        for cell in row:
+            assert not unescaped_specials(cell), cell
+    text = caption(latex)
+    assert not unescaped_specials(text), text
+    # the primary metric (named by the family phrase) and the seed-averaged models appear escaped, never raw
+    assert expected_latex(HOSTILE_METRIC) in text and HOSTILE_METRIC not in text
+    assert f"{expected_latex(HOSTILE)}: 3 seeds" in text and f"{expected_latex(NEWLINE_NAME)}: 2 seeds" in text
+    assert "plain: 1 seed;" in text and "averaged over its training seeds" in text
+    assert HOSTILE not in latex and NEWLINE_NAME not in latex and "\r" not in latex
+    # every line of the table is a whole row (a name's line break is written as text)
+    assert latex.count("\n") == 11 + len(rows)  # 7 lines before the rows, 4 after
+
+
+def test_escape_latex_agrees_with_the_independent_table():
+    for text in [HOSTILE, HOSTILE_METRIC, NEWLINE_NAME, "".join(EXPECTED_ESCAPES), "Ελληνικά ñ 007", "\\\\ ~ ^ "]:
+        assert report_export.escape_latex(text) == expected_latex(text)
+
+
+def test_latex_refuses_a_bad_label_and_an_empty_report(marker_report):
+    with pytest.raises(ValueError, match="label"):
+        marker_report.to_latex(label="tab:{x}")
+    with pytest.raises(ValueError, match="at least one hypothesis"):
+        ComparisonReport(comparisons=(), correction=None, reference=None).to_latex()
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def test_str_is_a_settings_line_and_one_row_per_hypothesis(hostile_report, marker_report):
+    for report in (hostile_report, marker_report):
+        text = str(report)
+        lines = text.split("\n")
+        assert len(lines) == 2 + len(report.comparisons) == len(text.splitlines())
+        assert "alpha = 0.05" in lines[0] and "bootstrap interval" in lines[0]
+        assert lines[1].split()[:2] == ["metric", "candidate"]
+        for line, c in zip(lines[2:], report.comparisons):
+            assert line.startswith(visible(c.metric))
+            assert f"{visible(c.candidate)} vs {visible(c.baseline)}" in line
+            assert expected_p_text(c.adjusted_p_value) in line and c.direction in line
+            assert f"{c.wins}/{c.ties}/{c.losses}" in line
+    assert "averaged over training seeds" in str(hostile_report)
+    assert "two\\nlines\\r" in str(hostile_report)
+
+
+def test_summary_has_one_line_per_hypothesis_with_its_adjusted_p(hostile_report, marker_report):
+    for report in (hostile_report, marker_report):
+        lines = report.summary().splitlines()
+        assert len(lines) == len(report.comparisons)
+        for line, c in zip(lines, report.comparisons):
+            assert f"adj. p {expected_p_text(c.adjusted_p_value)}" in line
+            assert f"{c.difference:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}]" in line
+            assert f"W/T/L {c.wins}/{c.ties}/{c.losses}" in line and f"mde {c.mde:.4f}" in line
+            assert c.direction in line
+
+
+def test_repr_is_short(marker_report, hostile_report):
+    assert repr(marker_report) == "<ComparisonReport: 8 hypotheses, no correction, families all=8>"
+    assert repr(hostile_report) == "<ComparisonReport: 4 hypotheses, holm, families primary=2 secondary=2>"
+
+
+# -- save and load -------------------------------------------------------------------------------
+
+
+def bits(x: float) -> int:
+    return int(np.array(x, dtype=np.float64).view(np.uint64))
+
+
+def assert_identical(saved: ComparisonReport, loaded: ComparisonReport) -> None:
+    assert type(loaded) is ComparisonReport
+    assert (loaded.correction, loaded.reference, loaded.primary) == (saved.correction, saved.reference, saved.primary)
+    assert len(loaded.comparisons) == len(saved.comparisons)
+    for a, b in zip(saved.comparisons, loaded.comparisons):
+        assert type(b) is PairwiseComparison
+        for f in dataclasses.fields(PairwiseComparison):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            if x is None:
+                assert y is None, f.name
+            elif isinstance(x, np.ndarray):
+                assert isinstance(y, np.ndarray) and y.dtype == np.float64 and y.shape == x.shape, f.name
+                assert np.array_equal(x.view(np.uint64), y.view(np.uint64)), f.name
+            elif isinstance(x, (bool, np.bool_)):
+                assert type(y) is bool and y == x, f.name
+            elif isinstance(x, int):
+                assert type(y) is int and y == x, f.name
+            elif isinstance(x, float):
+                assert type(y) is float and bits(y) == bits(x), (f.name, x, y)
+            else:
+                assert type(y) is str and y == x, f.name
+
+
+def roundtrip_cases():
+    rng = np.random.default_rng(9)
+    n = 50
+    base = rng.random(n)
+    results = {"EASE": result({"ndcg@100": base, "recall@20": rng.random(n)}),
+               "ELSA": result({"ndcg@100": base + rng.normal(0.01, 0.1, n), "recall@20": rng.random(n)}),
+               HOSTILE: result({"ndcg@100": base + rng.normal(0.2, 0.1, n), "recall@20": rng.random(n)})}
+    both = dict(metrics=["ndcg@100", "recall@20"], n_resamples=999)
+    small = {k: result({"m": v.per_user["ndcg@100"][:10]}) for k, v in results.items()}
+    zero_base = {"zero": result({"m": np.zeros(n)}), "some": result({"m": rng.random(n)})}
+    return {
+        "randomization": (results, dict(reference="EASE", primary="ndcg@100", **both)),
+        "exact": (small, dict(metrics="m", reference="EASE", n_resamples=9999)),
+        "t": (results, dict(test_method="t", correction="bonferroni", **both)),
+        "wilcoxon": (results, dict(test_method="wilcoxon", zero_method="zsplit", reference="ELSA", **both)),
+        "bca": (results, dict(interval_method="bca", family="all", primary="recall@20", **both)),
+        "greater": (results, dict(alternative="greater", reference="EASE", **both)),
+        "less": (results, dict(alternative="less", reference="EASE", test_method="bootstrap", **both)),
+        "random_state_none": (results, dict(random_state=None, correction=None, **both)),
+        "random_state_huge": (results, dict(random_state=2**70, **both)),
+        "nan_relative": (zero_base, dict(metrics="m", n_resamples=999)),
+    }
+
+
+@pytest.mark.parametrize("case", list(roundtrip_cases()))
+def test_save_load_roundtrip_is_exact(case, tmp_path):
+    results, kwargs = roundtrip_cases()[case]
+    report = quiet_compare(results, **kwargs)
+    if case == "exact":
+        assert {c.test_method for c in report.comparisons} == {"randomization-exact"}
+    if case in ("t", "wilcoxon"):
+        assert all(c.null_distribution is None for c in report.comparisons)
+    if case == "wilcoxon":
+        assert {c.zero_method for c in report.comparisons} == {"zsplit"}
+    if case in ("greater", "less"):
+        assert all(np.isinf(c.ci_high if case == "greater" else c.ci_low) for c in report.comparisons)
+    if case.startswith("random_state"):
+        assert all(c.random_state == kwargs["random_state"] for c in report.comparisons)
+    if case == "nan_relative":
+        assert np.isnan(report.comparisons[0].relative_difference)
+    saved = report.save(tmp_path / "report")
+    assert saved == tmp_path / "report"
+    assert sorted(os.listdir(saved)) == ["comparisons.parquet", "report.json"]
+    loaded = ComparisonReport.load(saved)
+    assert_identical(report, loaded)
+    # what is loaded prints and exports as the original
+    assert str(loaded) == str(report) and loaded.summary() == report.summary()
+    assert loaded.to_latex() == report.to_latex() and loaded.to_markdown() == report.to_markdown()
+
+
+def test_seed_averaged_counts_and_odd_floats_roundtrip(hostile_report, tmp_path):
+    c = hostile_report.comparisons[0]
+    odd = dataclasses.replace(c, mde=float("nan"), ci_low=-0.0, bootstrap_standard_error=float("inf"),
+                              unit_differences=np.array([-0.0, np.nan, np.inf, -np.inf, 5e-324]))
+    report = dataclasses.replace(hostile_report, comparisons=(odd, *hostile_report.comparisons[1:]))
+    assert report.seed_averaged
+    report_export.save_report(report, tmp_path / "r")
+    loaded = report_export.load_report(tmp_path / "r")
+    assert_identical(report, loaded)
+    assert loaded.seed_averaged
+    assert [(x.baseline_seeds, x.candidate_seeds) for x in loaded.comparisons] == [(1, 3), (1, 3), (1, 2), (1, 2)]
+
+
+def test_every_field_is_a_column_and_the_json_holds_the_report(hostile_report, tmp_path):
+    path = hostile_report.save(tmp_path / "r")
+    schema = pq.read_schema(path / "comparisons.parquet")
+    assert schema.names == [f.name for f in dataclasses.fields(PairwiseComparison)]
+    for name in ("unit_differences", "null_distribution", "bootstrap_distribution"):
+        assert str(schema.field(name).type).startswith("list<") and str(schema.field(name).type.value_type) == "double"
+    from mlflow_recsys import __version__
+
+    meta = json.loads((path / "report.json").read_text())
+    assert meta == {"format": "mlflow-recsys-comparison-report", "format_version": 1, "package_version": __version__,
+                    "correction": "holm", "reference": "plain", "primary": HOSTILE_METRIC, "n_hypotheses": 4}
+
+
+def test_saving_again_replaces_an_earlier_report(hostile_report, marker_report, tmp_path):
+    path = tmp_path / "r"
+    hostile_report.save(path)
+    marker_report.save(path)
+    assert_identical(marker_report, ComparisonReport.load(path))
+    assert os.listdir(tmp_path) == ["r"]  # no temporary or old directory left beside it
+
+
+def test_replacing_without_an_atomic_exchange_falls_back_to_two_renames(hostile_report, marker_report, tmp_path,
+                                                                         monkeypatch):
+    path = tmp_path / "r"
+    hostile_report.save(path)
+    monkeypatch.setattr(report_export, "_renameat2", lambda source, target, flag: False)
+    marker_report.save(path)
+    assert_identical(marker_report, ComparisonReport.load(path))
+    assert os.listdir(tmp_path) == ["r"]
+
+
+def test_an_unserialisable_report_writes_nothing(hostile_report, tmp_path):
+    bad = dataclasses.replace(hostile_report.comparisons[1], metric=object())
+    report = dataclasses.replace(hostile_report, comparisons=(hostile_report.comparisons[0], bad))
+    with pytest.raises(TypeError, match=r"report\.comparisons\[1\]\.metric: expected str, found object"):
+        report.save(tmp_path / "r")
+    floats = dataclasses.replace(hostile_report.comparisons[0],
+                                 unit_differences=np.arange(3, dtype=np.float32))
+    with pytest.raises(TypeError, match="unit_differences: expected a 1-D float64 ndarray"):
+        dataclasses.replace(hostile_report, comparisons=(floats,)).save(tmp_path / "r")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_failure_while_writing_leaves_no_partial_directory(hostile_report, marker_report, tmp_path, monkeypatch):
+    def disk_full(self, data):
+        raise OSError(28, "No space left on device", str(self))
+
+    monkeypatch.setattr(report_export.Path, "write_bytes", disk_full)  # report.json, after the Parquet file
+    with pytest.raises(OSError, match="No space left"):
+        hostile_report.save(tmp_path / "new")
+    assert os.listdir(tmp_path) == []
+    monkeypatch.undo()
+    hostile_report.save(tmp_path / "old")
+    monkeypatch.setattr(report_export.Path, "write_bytes", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        marker_report.save(tmp_path / "old")
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["old"]
+    assert_identical(hostile_report, ComparisonReport.load(tmp_path / "old"))
+
+
+def test_refuses_to_overwrite_what_save_did_not_write(hostile_report, tmp_path):
+    (tmp_path / "file").write_text("keep me")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("keep me")
+    hostile_report.save(tmp_path / "mixed")
+    (tmp_path / "mixed" / "notes.txt").write_text("keep me")
+    (tmp_path / "link").symlink_to(tmp_path / "other")
+    for name in ("file", "empty", "other", "mixed", "link"):
+        with pytest.raises(FileExistsError, match=re.escape(str(tmp_path / name))):
+            hostile_report.save(tmp_path / name)
+    assert (tmp_path / "file").read_text() == "keep me" and (tmp_path / "other" / "notes.txt").read_text() == "keep me"
+    assert sorted(os.listdir(tmp_path)) == ["empty", "file", "link", "mixed", "other"]
+    assert sorted(os.listdir(tmp_path / "mixed")) == ["comparisons.parquet", "notes.txt", "report.json"]
+
+
+def test_load_names_the_missing_file(hostile_report, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        ComparisonReport.load(tmp_path / "absent")
+    for name in ("report.json", "comparisons.parquet"):
+        path = hostile_report.save(tmp_path / name.split(".")[0])
+        (path / name).unlink()
+        with pytest.raises(ValueError, match=re.escape(str(path / name))):
+            ComparisonReport.load(path)
+    (tmp_path / "plainfile").write_text("x")
+    with pytest.raises(ValueError, match="found a file"):
+        ComparisonReport.load(tmp_path / "plainfile")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"format_version": 2}, "expected format_version 1, found 2"),
+        ({"format_version": None}, "expected format_version 1, found None"),
+        ({"format": "something-else"}, "expected format 'mlflow-recsys-comparison-report'"),
+        ({"n_hypotheses": 5}, "expected 5 rows"),
+        ({"correction": "sidak"}, "expected correction"),
+    ],
+)
+def test_load_refuses_an_unknown_or_inconsistent_report_json(hostile_report, tmp_path, change, message):
+    path = hostile_report.save(tmp_path / "r")
+    meta = json.loads((path / "report.json").read_text())
+    meta.update(change)
+    (path / "report.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ComparisonReport.load(path)
+    (path / "report.json").write_text("{not json")
+    with pytest.raises(ValueError, match="report.json: expected JSON"):
+        ComparisonReport.load(path)
+
+
+def test_load_names_missing_and_mistyped_columns(hostile_report, tmp_path):
+    path = hostile_report.save(tmp_path / "r")
+    table = pq.read_table(path / "comparisons.parquet")
+    pq.write_table(table.drop_columns(["wins", "bootstrap_distribution"]), path / "comparisons.parquet")
+    missing = r"comparisons\.parquet: expected columns \['wins', 'bootstrap_distribution'\]"
+    with pytest.raises(ValueError, match=missing):
+        ComparisonReport.load(path)
+    mistyped = table.set_column(table.column_names.index("wins"), "wins", table.column("wins").cast("double"))
+    pq.write_table(mistyped, path / "comparisons.parquet")
+    with pytest.raises(ValueError, match="column 'wins' expected type int64, found double"):
+        ComparisonReport.load(path)
