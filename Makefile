@@ -42,10 +42,12 @@ $(VENV)/.docs-installed: pyproject.toml $(VENV)/.installed
 docs: $(VENV)/.docs-installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
+# Opens the demo's comparison run (so `make demo` first) in the MLflow UI at 1280 px and refreshes the README's
+# screenshot. Debian's chromium renders it headless, driven by Playwright (the `ui` extra; no browser download).
 ui-check: install
-	@# Debian's chromium renders the MLflow UI headless; install it if this machine lacks it.
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
-	$(PY) scripts/ui_check.py
+	$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install --quiet -e ".[ui]"
+	$(PY) scripts/ui_check.py --store "$(STORE)" --experiment "$(EXPERIMENT)"
 
 # Only what `make demo` and `make docs` (site/) made. The README points users at the demo's store for their own
 # runs, so scripts/clean_demo.py removes from it only the demo's study runs and their steps (with their artifacts),

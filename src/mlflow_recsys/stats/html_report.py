@@ -1,4 +1,10 @@
-"""The comparison report as one self-contained HTML page (the ``report.html`` artifact)."""
+"""The comparison report as one self-contained HTML page (the ``report.html`` artifact).
+
+The page leads with a narrow table of the columns a reader decides on (metric,
+comparison, difference, interval, adjusted p, direction, mde, W/T/L), sized to
+stay within the MLflow UI's artifact viewer at a 1280-pixel window; the other
+columns follow in a scrollable details table.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,128 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.stats.reporting import display_frame, methods_text, references_bibtex, results_text
+
+from mlflow_recsys.stats.reporting import (
+    display_frame,
+    family_phrase,
+    methods_text,
+    references_bibtex,
+    results_text,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
+
+#: Headers of the key table, in order.
+KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
+#: Headers of the details table, in order: the rows' names, then the display columns the key table leaves out.
+DETAIL_COLUMNS = ("metric", "comparison", "baseline_mean", "candidate_mean", "n_units", "n_nonzero", "tie_rate",
+                  "p_value", "relative")
+
+_STYLE = (
+    "body{font-family:sans-serif;font-size:14px;max-width:1100px;margin:1em auto;padding:0 8px;line-height:1.45;"
+    "overflow-wrap:break-word}"
+    "h1{font-size:1.5em}h2{font-size:1.25em}h3{font-size:1.05em}"
+    "table{border-collapse:collapse;font-size:0.8em;font-variant-numeric:tabular-nums}"
+    "td,th{border:1px solid #ccc;padding:2px 3px;text-align:right;white-space:nowrap}"
+    "th{background:#f3f3f3}.key th:nth-child(-n+2),.details th:nth-child(-n+2),td.name{text-align:left}"
+    # The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and
+    # intervals may take two lines; nothing else wraps.
+    ".key th,.key td.name{white-space:normal}"
+    ".key td.interval{white-space:normal}"
+    "td.better{color:#176b2c;font-weight:bold}td.worse{color:#a3171d;font-weight:bold}"
+    ".legend{font-size:0.85em;color:#444}"
+    ".key-wrap,.wide{overflow-x:auto}img{max-width:100%}"
+    "pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:0.8em}"
+)
+
+
+def _name(text: str) -> str:
+    """``text`` escaped, with a line-break opportunity after each ``_`` and before each ``@``."""
+    return html.escape(text).replace("_", "_<wbr>").replace("@", "<wbr>@")
+
+
+def _comparison(candidate: str, baseline: str, candidate_seeds: int | None = None,
+                baseline_seeds: int | None = None) -> str:
+    """``candidate vs baseline``, escaped; with seed counts when given."""
+    def side(name: str, seeds: int | None) -> str:
+        if seeds is None:
+            return _name(name)
+        return f"{_name(name)} ({seeds}&nbsp;seed{'' if seeds == 1 else 's'})"
+
+    return f"{side(candidate, candidate_seeds)} vs {side(baseline, baseline_seeds)}"
+
+
+def _row(cells: list[tuple[str, str]]) -> str:
+    """One ``<tr>`` of already escaped cell contents, each with its class ("" for none)."""
+    return "<tr>" + "".join(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>"
+                            for cls, text in cells) + "</tr>"
+
+
+def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def key_table(report: "ComparisonReport", *, seeds: bool = False) -> str:
+    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, values as :func:`display_frame` formats
+    them; with ``seeds``, the comparison names each side's number of training seeds."""
+    shown = display_frame(report)
+    rows = []
+    for c, (_, r) in zip(report.comparisons, shown.iterrows()):
+        names = (_comparison(c.candidate, c.baseline, c.candidate_seeds, c.baseline_seeds) if seeds
+                 else _comparison(c.candidate, c.baseline))
+        rows.append(_row([
+            ("name", _name(r["metric"])),
+            ("name", names),
+            ("", html.escape(r["difference"])),
+            ("interval", html.escape(f"[{r['ci_low']}, {r['ci_high']}]")),
+            ("", html.escape(r["adjusted_p"])),
+            (r["direction"] if r["direction"] in ("better", "worse") else "", html.escape(r["direction"])),
+            ("", html.escape(r["mde"])),
+            ("", html.escape(r["W/T/L"])),
+        ]))
+    return _table(KEY_COLUMNS, rows, "key")
+
+
+def details_table(report: "ComparisonReport") -> str:
+    """The display columns the key table leaves out (:data:`DETAIL_COLUMNS`), one row per hypothesis."""
+    shown = display_frame(report)
+    rows = []
+    for c, (_, r) in zip(report.comparisons, shown.iterrows()):
+        rows.append(_row([("name", _name(r["metric"])), ("name", _comparison(c.candidate, c.baseline))]
+                         + [("", html.escape(str(r[col]))) for col in DETAIL_COLUMNS[2:]]))
+    return _table(DETAIL_COLUMNS, rows, "details")
+
+
+def legend(report: "ComparisonReport") -> str:
+    """One escaped line on how to read the key table (names no model)."""
+    levels = sorted({c.confidence_level for c in report.comparisons})
+    level = "/".join(f"{v:.0%}" for v in levels)
+    alpha = "/".join(f"{1 - v:.2g}" for v in levels)
+    named = {"percentile": "percentile", "bca": "BCa"}
+    method = "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
+    correction = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}[report.correction]
+    return html.escape(
+        f"Difference = candidate - baseline, mean over users; interval: {level} paired {method} bootstrap "
+        f"interval; "
+        f"adjusted p: {correction} adjustment {family_phrase(report)}; direction: better or worse where the "
+        f"adjusted p is at most {alpha}, else inconclusive; mde: the smallest true difference this design detects "
+        "with 80% power; W/T/L: users on which the candidate scored higher/equal/lower."
+    )
+
+
+def _seed_sentence(report: "ComparisonReport") -> str:
+    counts: dict[str, int] = {}
+    for c in report.comparisons:
+        counts.setdefault(c.baseline, c.baseline_seeds)
+        counts.setdefault(c.candidate, c.candidate_seeds)
+    listed = ", ".join(f"{html.escape(name)}: {n}" for name, n in counts.items())
+    return (
+        f"Each model's per-user values were averaged over its training seeds ({listed}) before the paired "
+        "differences were formed. Inference is over users for these trained instances, not over new training "
+        "seeds: the intervals and p-values do not cover the spread a newly trained seed would bring."
+    )
 
 
 def report_html(
@@ -24,7 +148,8 @@ def report_html(
     primary_declared: bool = False,
     seed_averaged: "ComparisonReport | None" = None,
 ) -> str:
-    """One self-contained HTML page: result sentence, table, forest plot, seed spread, methods, references.
+    """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods,
+    references.
 
     Images are embedded as base64 data URIs, so the page opens anywhere,
     including as an MLflow artifact, without other files. ``provenance_html``,
@@ -32,8 +157,8 @@ def report_html(
     ``primary_declared`` says whether the primary metric was fixed before the
     models were trained; only then is it called "declared in advance".
     ``seed_averaged``, when given, is the seed-averaged comparison
-    (:func:`~mlflow_recsys.stats.compare_seed_averaged`) shown beside the
-    representative-seed table under its own heading.
+    (:func:`~mlflow_recsys.stats.compare_seed_averaged`): its key table follows
+    the representative-seed one under its own heading, with the seed counts.
     """
     def image(data: bytes, alt: str) -> str:
         return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
@@ -41,11 +166,9 @@ def report_html(
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title>",
-        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45}"
-        ".wide{overflow-x:auto}table{border-collapse:collapse;font-size:0.75em;white-space:nowrap}"
-        "td,th{border:1px solid #ccc;padding:2px 5px;text-align:right}th{background:#f3f3f3}img{max-width:100%}pre{background:#f7f7f7;padding:1em;"
-        "overflow-x:auto;font-size:0.8em}</style></head><body>",
+        f"<style>{_STYLE}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
@@ -54,11 +177,27 @@ def report_html(
         for c in report.comparisons:
             if c.metric == primary:
                 parts.append(f"<p>{html.escape(results_text(report, c, markup='plain'))}</p>")
+    heading = "Representative-seed comparison" if seed_averaged is not None else "Paired comparison"
     parts += [
-        "<h2>Paired comparison</h2>",
-        f'<div id="report-table" class="wide">{display_frame(report).to_html(index=False, border=0)}</div>',
+        f"<h2>{heading}</h2>",
+        f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
+        f'<p class="legend">{legend(report)}</p>',
         image(forest_png, "forest plot of the differences with their intervals"),
     ]
+    if seed_averaged is not None:
+        parts += [
+            "<h2>Seed-averaged comparison</h2>",
+            f"<p>{_seed_sentence(seed_averaged)}</p>",
+            f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
+            f'<p class="legend">{legend(seed_averaged)}</p>',
+        ]
+    parts.append("<h2>Details</h2>")
+    if seed_averaged is not None:
+        parts.append("<h3>Representative-seed comparison</h3>")
+    parts.append(f'<div id="details-table" class="wide">{details_table(report)}</div>')
+    if seed_averaged is not None:
+        parts += ["<h3>Seed-averaged comparison</h3>",
+                  f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>']
     if spreads:
         parts.append("<h2>Spread across training seeds</h2>")
         for name, spread in spreads.items():
