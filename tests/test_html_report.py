@@ -156,6 +156,11 @@ def test_seed_averaged_section_appears_only_when_given(report):
     assert "Popularity: 1" in sentence and "EASE: 1" in sentence and "ELSA: 3" in sentence
     assert "over users" in sentence and "not over new training seeds" in sentence
     assert page.tables["seed-averaged-details"][0] == DETAILS
+    # Above the tables, the primary metric's sentence of each comparison, each labelled.
+    for label, source in (("Representative seed. ", report), ("Seed-averaged. ", averaged)):
+        for c in source.comparisons:
+            if c.metric == report.primary:
+                assert label + source.results_text(c.metric, c.candidate, c.baseline) in page.paragraphs
 
 
 HOSTILE = ["<b>bold</b>", "a&amp;b \"q\" 'x'", "<script>alert(1)</script>_x@y"]

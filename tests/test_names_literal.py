@@ -172,11 +172,11 @@ def test_html_report_escapes_names_once(report, spread, tmp_path):
 
 def test_latex_table_escapes_names_and_percent_signs(report):
     latex = report.to_latex()
-    assert "$x^2$" not in latex and r"\$x\textasciicircum 2\$" in latex
-    assert r"A\$\textbackslash frac\{1\}\{\$" in latex
-    assert r"\_under" in latex and r"\textbackslash b \&amp;" in latex
-    relative = f"{report.comparisons[0].relative_difference:.2%}".replace("%", r"\%")
-    assert relative in latex
+    assert "$x^2$" not in latex and r"\$x\textasciicircum{}2\$" in latex
+    assert r"A\$\textbackslash{}frac\{1\}\{\$" in latex
+    assert r"\_under" in latex and r"\textbackslash{}b \&amp;" in latex
+    level = f"{report.comparisons[0].confidence_level:.0%}".replace("%", r"\%")
+    assert f"{level} CI" in latex
 
 
 # -- CSV ----------------------------------------------------------------------------------

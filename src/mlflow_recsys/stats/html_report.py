@@ -176,7 +176,12 @@ def report_html(
         parts.append(f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>")
         for c in report.comparisons:
             if c.metric == primary:
-                parts.append(f"<p>{html.escape(results_text(report, c, markup='plain'))}</p>")
+                label = "<b>Representative seed.</b> " if seed_averaged is not None else ""
+                parts.append(f"<p>{label}{html.escape(results_text(report, c, markup='plain'))}</p>")
+        for c in seed_averaged.comparisons if seed_averaged is not None else ():
+            if c.metric == primary:
+                text = html.escape(results_text(seed_averaged, c, markup="plain"))
+                parts.append(f"<p><b>Seed-averaged.</b> {text}</p>")
     heading = "Representative-seed comparison" if seed_averaged is not None else "Paired comparison"
     parts += [
         f"<h2>{heading}</h2>",

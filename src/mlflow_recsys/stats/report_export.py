@@ -17,17 +17,13 @@ saved one field by field, floats bit for bit.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import errno
 import json
 import math
 import os
 import re
 import shutil
-import sys
 import tempfile
-from numbers import Integral, Real
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -450,83 +446,41 @@ def _nonempty_iv(report: ComparisonReport) -> None:
 
 # -- saving and loading ----------------------------------------------------------------------------
 
-#: How each field of PairwiseComparison is stored: its Arrow type, whether it may be null (None), and the Python
-#: type a value must have. ``random_state`` may exceed int64; such a report stores that column as decimal strings.
-_FIELD_KINDS = {
-    "metric": "str",
-    "baseline": "str",
-    "candidate": "str",
-    "baseline_seeds": "int",
-    "candidate_seeds": "int",
-    "n_samples": "int",
-    "n_units": "int",
-    "n_nonzero": "int",
-    "tie_rate": "float",
-    "wins": "int",
-    "ties": "int",
-    "losses": "int",
-    "baseline_mean": "float",
-    "candidate_mean": "float",
-    "difference": "float",
-    "relative_difference": "float",
-    "ci_low": "float",
-    "ci_high": "float",
-    "confidence_level": "float",
-    "bootstrap_standard_error": "float",
-    "p_value": "float",
-    "adjusted_p_value": "float",
-    "family": "str",
-    "family_size": "int",
-    "mde": "float",
-    "significant": "bool",
-    "direction": "str",
-    "alternative": "str",
-    "test_method": "str",
-    "interval_method": "str",
-    "n_resamples": "int",
-    "random_state": "int?",
-    "unit_differences": "array",
-    "null_distribution": "array?",
-    "bootstrap_distribution": "array",
-    "zero_method": "str?",
+#: The Arrow type of each annotation used by PairwiseComparison's fields. ``random_state`` (``int | None``) may
+#: exceed int64, so it is stored as decimal text. A field of a new type fails here, at import, not in a user's save.
+_ARROW_TYPES = {
+    "str": pa.string(),
+    "str | None": pa.string(),
+    "int": pa.int64(),
+    "int | None": pa.string(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "np.ndarray": pa.list_(pa.float64()),
+    "np.ndarray | None": pa.list_(pa.float64()),
 }
-
-#: The Arrow type each kind is written as, and what a reader accepts for it (with its name for messages).
-_WRITE_TYPES = {"str": pa.string(), "int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
-_READ_TYPES = {
-    "str": (pa.types.is_string, pa.types.is_large_string),
-    "int": (pa.types.is_int64,),
-    "float": (pa.types.is_float64,),
-    "bool": (pa.types.is_boolean,),
-    "array": (lambda t: (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_float64(t.value_type),),
-}
-_READ_NAMES = {"str": "string", "int": "int64", "float": "double", "bool": "bool", "array": "list<double>"}
-
-_INT64_MAX = 2**63 - 1
+SCHEMA = pa.schema([(f.name, _ARROW_TYPES[f.type]) for f in dataclasses.fields(PairwiseComparison)])
+_NULLABLE = {f.name for f in dataclasses.fields(PairwiseComparison) if f.type.endswith("| None")}
 
 
 def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
     """Save ``report`` as the directory ``path``: ``comparisons.parquet`` and ``report.json``.
 
     ``comparisons.parquet`` holds one row per hypothesis, in order, with a
-    column for every field of
-    :class:`~mlflow_recsys.stats.PairwiseComparison`: strings as ``string``
-    (``zero_method`` null where ``None``), counts as ``int64``, the others as
-    ``float64`` (NaN and infinities kept) and ``bool``, ``random_state`` as
-    nullable ``int64`` (as decimal strings if one exceeds int64), and the arrays
-    ``unit_differences``, ``null_distribution`` (null where ``None``) and
-    ``bootstrap_distribution`` as ``list<double>``. ``report.json`` holds
-    ``format`` (:data:`FORMAT`), ``format_version`` (:data:`FORMAT_VERSION`),
+    column for every field of :class:`~mlflow_recsys.stats.PairwiseComparison`
+    (:data:`SCHEMA`): text as ``string``, counts as ``int64``, the other
+    numbers as ``float64`` (NaN and infinities kept), flags as ``bool``,
+    ``random_state`` as decimal text (it may exceed int64), and the arrays
+    ``unit_differences``, ``null_distribution`` and ``bootstrap_distribution``
+    as ``list<double>``; ``None`` is null. ``report.json`` holds ``format``
+    (:data:`FORMAT`), ``format_version`` (:data:`FORMAT_VERSION`),
     ``package_version``, ``correction``, ``reference``, ``primary`` and
     ``n_hypotheses``.
 
-    The write is atomic: both files are written into a new hidden directory
-    beside ``path``, which is then renamed to ``path``. A directory that an
-    earlier ``save_report`` wrote (only those two files, with this format) is
-    replaced: on Linux by an atomic exchange of the two directories
-    (``renameat2``), elsewhere by two renames with a moment in between where
-    ``path`` is absent. On any failure ``path`` is left as it was and the
-    temporary directory is removed.
+    Both files are written into a hidden temporary directory beside ``path``,
+    which is then renamed to ``path``, so a failure leaves ``path`` as it was.
+    A directory an earlier ``save_report`` wrote (only those two files, in this
+    format) is replaced: it is renamed aside, the new one renamed into place,
+    and the old one deleted.
 
     Parameters
     ----------
@@ -543,12 +497,11 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
     Raises
     ------
     TypeError
-        If ``report`` is not a ComparisonReport, or a field holds a value of
-        another type than the dataclass declares (the message names the
-        hypothesis and the field); nothing is written then.
+        If ``report`` is not a ComparisonReport or a field holds a value Arrow
+        cannot store as its column's type (naming the hypothesis and field);
+        nothing is written then.
     FileExistsError
-        If ``path`` exists and is not a directory written by ``save_report``
-        (a file, a symbolic link, or a directory holding anything else).
+        If ``path`` exists and is not a directory written by ``save_report``.
     FileNotFoundError
         If the parent of ``path`` does not exist.
     """
@@ -556,20 +509,24 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
         raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
     path = Path(path)
     table = _comparisons_table(report)
-    meta = json.dumps(_report_meta(report), indent=2, allow_nan=False).encode("utf-8")
+    meta = json.dumps(_report_meta(report), indent=2, allow_nan=False)
     replace = _existing_report_iv(path)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~current_umask())  # as a plain mkdir would make it (mkdtemp gives 0o700)
         pq.write_table(table, tmp / COMPARISONS_FILE)
-        (tmp / REPORT_FILE).write_bytes(meta)
-        if not replace:
-            if not _renameat2(tmp, path, _RENAME_NOREPLACE):
-                if os.path.lexists(path):
-                    raise FileExistsError(errno.EEXIST, "appeared while the report was written", str(path))
+        (tmp / REPORT_FILE).write_text(meta, encoding="utf-8")
+        if replace:
+            aside = tmp.with_name(tmp.name + ".old")
+            os.rename(path, aside)
+            try:
                 os.rename(tmp, path)
-        elif not _renameat2(tmp, path, _RENAME_EXCHANGE):  # afterwards tmp holds the old report
-            _replace_in_two_steps(tmp, path)
+            except BaseException:
+                os.rename(aside, path)
+                raise
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
@@ -578,10 +535,9 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
 def load_report(path: str | os.PathLike) -> ComparisonReport:
     """Read a report that :func:`save_report` wrote to the directory ``path``.
 
-    Every field is restored with the type the dataclass declares: ``str``,
-    Python ``int``, ``float`` (bit-identical to the saved one, NaN and
-    infinities included), ``bool``, ``None`` where it was ``None``, and
-    float64 ``(n,)`` arrays (new, writeable copies).
+    Every field comes back with its declared type: ``str``, Python ``int``,
+    ``float`` (bit-identical to the saved one), ``bool``, ``None`` where it
+    was ``None``, and new float64 ``(n,)`` arrays.
 
     Parameters
     ----------
@@ -598,10 +554,10 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        Naming the file: if ``path`` is not a directory, a file is missing,
-        ``report.json`` is not a JSON object of this format or has an unknown
-        ``format_version``, a column is missing or has another type, a
-        non-nullable value is null, or the number of rows disagrees with
+        Naming the file: if ``path`` is not a directory, a file is missing or
+        unreadable, ``report.json`` is not of this format or has another
+        ``format_version``, a column is missing or of another type, a value
+        that cannot be null is null, or the number of rows disagrees with
         ``n_hypotheses``.
     """
     path = Path(path)
@@ -618,103 +574,58 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
         table = pq.read_table(table_path)
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{table_path}: expected a Parquet file, could not read it ({exc})") from None
-    missing = [name for name in _FIELD_KINDS if name not in table.column_names]
+    missing = [name for name in SCHEMA.names if name not in table.column_names]
     if missing:
         raise ValueError(f"{table_path}: expected columns {missing}, found {table.column_names}")
+    for field in SCHEMA:
+        found = table.schema.field(field.name).type
+        if found != field.type:
+            raise ValueError(f"{table_path}: column {field.name!r} expected type {field.type}, found {found}")
+        if field.name not in _NULLABLE and table.column(field.name).null_count:
+            raise ValueError(f"{table_path}: column {field.name!r} expected no nulls, "
+                             f"found {table.column(field.name).null_count}")
     if table.num_rows != meta["n_hypotheses"]:
-        raise ValueError(
-            f"{table_path}: expected {meta['n_hypotheses']} rows (n_hypotheses in {REPORT_FILE}), "
-            f"found {table.num_rows}"
-        )
-    columns = {name: _read_column(table, name, kind, table_path) for name, kind in _FIELD_KINDS.items()}
-    comparisons = tuple(
-        PairwiseComparison(**{name: values[i] for name, values in columns.items()}) for i in range(table.num_rows)
-    )
-    return ComparisonReport(
-        comparisons=comparisons, correction=meta["correction"], reference=meta["reference"], primary=meta["primary"]
-    )
+        raise ValueError(f"{table_path}: expected {meta['n_hypotheses']} rows (n_hypotheses in {REPORT_FILE}), "
+                         f"found {table.num_rows}")
+    columns = {}
+    for field in SCHEMA:
+        column = table.column(field.name)
+        if pa.types.is_list(field.type):
+            columns[field.name] = [None if not v.is_valid else v.values.to_numpy(zero_copy_only=False).copy()
+                                   for v in column]
+        elif field.name == "random_state":
+            columns[field.name] = [None if v is None else int(v) for v in column.to_pylist()]
+        else:
+            columns[field.name] = column.to_pylist()
+    comparisons = tuple(PairwiseComparison(**{name: values[i] for name, values in columns.items()})
+                        for i in range(table.num_rows))
+    return ComparisonReport(comparisons=comparisons, correction=meta["correction"], reference=meta["reference"],
+                            primary=meta["primary"])
 
 
 def _comparisons_table(report: ComparisonReport) -> pa.Table:
-    """The comparisons as an Arrow table; TypeError naming the hypothesis and field for a value of another type."""
-    fields = [f.name for f in dataclasses.fields(PairwiseComparison)]
-    unknown = [name for name in fields if name not in _FIELD_KINDS]
-    if unknown:  # a field added to the dataclass must be given a stored type here, never be dropped silently
-        raise RuntimeError(f"save_report: no stored type for the PairwiseComparison fields {unknown}")
-    columns = {}
-    for name in fields:
-        kind = _FIELD_KINDS[name]
-        values = [_checked(getattr(c, name), kind, f"report.comparisons[{i}].{name}")
-                  for i, c in enumerate(report.comparisons)]
-        if kind.startswith("array"):
-            columns[name] = _list_array(values)
-        elif name == "random_state" and any(v is not None and v > _INT64_MAX for v in values):
-            columns[name] = pa.array([None if v is None else str(v) for v in values], type=pa.string())
-        else:
-            columns[name] = pa.array(values, type=_WRITE_TYPES[kind.rstrip("?")])
-    return pa.table(columns)
-
-
-def _checked(value, kind: str, where: str):
-    """``value`` as the plain Python value (or float64 array) stored for ``kind``; TypeError naming ``where``."""
-    if kind.endswith("?") and value is None:
-        return None
-    base = kind.rstrip("?")
-    number = not isinstance(value, (bool, np.bool_))
-    if base == "str" and isinstance(value, str):
-        return value
-    if kind == "int" and number and isinstance(value, Integral) and -_INT64_MAX - 1 <= value <= _INT64_MAX:
-        return int(value)
-    if kind == "int?" and number and isinstance(value, Integral) and value >= 0:  # random_state: any size
-        return int(value)
-    if base == "float" and number and isinstance(value, Real):
-        return float(value)
-    if base == "bool" and not number:
-        return bool(value)
-    if base == "array" and isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype == np.float64:
-        return value
-    expected = {
-        "str": "str",
-        "str?": "str or None",
-        "int": "an int within int64",
-        "int?": "a non-negative int or None",
-        "float": "a float",
-        "bool": "a bool",
-        "array": "a 1-D float64 ndarray",
-        "array?": "a 1-D float64 ndarray or None",
-    }[kind]
-    found = type(value).__name__
-    if isinstance(value, np.ndarray):
-        found = f"an ndarray of dtype {value.dtype} and shape {value.shape}"
-    raise TypeError(f"{where}: expected {expected}, found {found}")
-
-
-def _list_array(arrays: list[np.ndarray | None]) -> pa.Array:
-    """``list<double>`` (``large_list`` past 2**31 - 1 values) with a null where an entry is ``None``."""
-    lengths = np.array([0 if a is None else a.shape[0] for a in arrays], dtype=np.int64)
-    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    large = offsets[-1] > np.iinfo(np.int32).max
-    present = [a for a in arrays if a is not None]
-    values = pa.array(np.concatenate(present) if present else np.empty(0), type=pa.float64())
-    nulls = np.array([a is None for a in arrays], dtype=bool)
-    cls = pa.LargeListArray if large else pa.ListArray
-    return cls.from_arrays(
-        pa.array(offsets, type=pa.int64() if large else pa.int32()),
-        values,
-        mask=pa.array(nulls) if nulls.any() else None,
-    )
+    """The comparisons as an Arrow table of :data:`SCHEMA`; TypeError naming the hypothesis and field."""
+    columns = []
+    for field in SCHEMA:
+        values = [getattr(c, field.name) for c in report.comparisons]
+        if field.name == "random_state":
+            values = [None if v is None else str(int(v)) for v in values]
+        try:
+            columns.append(pa.array(values, type=field.type))
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            for i, value in enumerate(values):  # name the first value Arrow refuses
+                try:
+                    pa.array([value], type=field.type)
+                except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                    raise TypeError(f"report.comparisons[{i}].{field.name}: expected a value stored as "
+                                    f"{field.type}, found {type(value).__name__}") from None
+            raise
+    return pa.Table.from_arrays(columns, schema=SCHEMA)
 
 
 def _report_meta(report: ComparisonReport) -> dict:
     from mlflow_recsys import __version__
 
-    for name in ("reference", "primary"):
-        value = getattr(report, name)
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"report.{name}: expected str or None, found {type(value).__name__}")
-    if report.correction not in CORRECTIONS:
-        raise TypeError(f"report.correction: expected one of {CORRECTIONS}, found {report.correction!r}")
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -750,33 +661,6 @@ def _read_meta(meta_path: Path) -> dict:
     return meta
 
 
-def _read_column(table: pa.Table, name: str, kind: str, table_path: Path) -> list:
-    """Column ``name`` as a list of the Python values (or float64 arrays, or None) the dataclass holds."""
-    base = kind.rstrip("?")
-    column = table.column(name).combine_chunks()
-    accepted = _READ_TYPES[base] + (_READ_TYPES["str"] if name == "random_state" else ())
-    if not any(check(column.type) for check in accepted):
-        expected = _READ_NAMES[base] + (" or string" if name == "random_state" else "")
-        raise ValueError(f"{table_path}: column {name!r} expected type {expected}, found {column.type}")
-    nulls = column.is_null().to_numpy(zero_copy_only=False)
-    if nulls.any() and not kind.endswith("?"):
-        raise ValueError(f"{table_path}: column {name!r} expected no nulls, found {int(nulls.sum())}")
-    if base != "array":
-        values = column.to_pylist()
-        if name == "random_state" and not pa.types.is_integer(column.type):  # written as decimal strings
-            try:
-                values = [None if v is None else int(v) for v in values]
-            except ValueError:
-                raise ValueError(f"{table_path}: column {name!r} expected decimal integers or nulls") from None
-        return values
-    if column.values.null_count:
-        raise ValueError(f"{table_path}: column {name!r} expected numbers in every list, found nulls")
-    # ``offsets`` account for the array's own offset, ``values`` do not: together they index correctly.
-    offsets = column.offsets.to_numpy()
-    flat = column.values.to_numpy(zero_copy_only=False)
-    return [None if nulls[i] else flat[offsets[i] : offsets[i + 1]].copy() for i in range(len(column))]
-
-
 def _existing_report_iv(path: Path) -> bool:
     """True when ``path`` is a directory an earlier save_report wrote; False when absent; else FileExistsError."""
     if not os.path.lexists(path):
@@ -801,47 +685,3 @@ def _existing_report_iv(path: Path) -> bool:
             f"{shown} at {str(path)!r}; it is left as it is"
         )
     return True
-
-
-_RENAME_NOREPLACE = 1
-_RENAME_EXCHANGE = 2
-_AT_FDCWD = -100
-
-
-def _renameat2(source: Path, target: Path, flag: int) -> bool:
-    """Linux ``renameat2``: move ``source`` to an absent ``target`` (``_RENAME_NOREPLACE``) or swap the two
-    (``_RENAME_EXCHANGE``), each in one step.
-
-    Returns False where the platform, the C library or the filesystem does not offer it (the caller falls
-    back to ``os.rename``); raises OSError (FileExistsError when ``target`` exists under NOREPLACE) for any
-    other failure.
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        call = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return False
-    call.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    call.restype = ctypes.c_int
-    if call(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flag) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, os.strerror(code), str(target))
-
-
-def _replace_in_two_steps(new: Path, path: Path) -> None:
-    """Move ``path`` aside, move ``new`` to ``path``, and put the old one back if the second move fails.
-
-    Afterwards ``new`` names the old report (for the caller to delete).
-    """
-    aside = new.with_name(new.name + ".old")
-    os.rename(path, aside)
-    try:
-        os.rename(new, path)
-    except BaseException:
-        os.rename(aside, path)
-        raise
-    os.rename(aside, new)

@@ -5,8 +5,9 @@ from the report's columns.
 
 Model names and metric keys come from users and are shown literally: markdown
 surfaces pass them through :func:`escape_markdown`, HTML through
-:func:`html.escape`, LaTeX through pandas' escaping, and CSV files written from
-report frames should go through :func:`csv_safe_frame`.
+:func:`html.escape`, LaTeX through
+:func:`~mlflow_recsys.stats.report_export.escape_latex`, and CSV files written
+from report frames should go through :func:`csv_safe_frame`.
 """
 
 from __future__ import annotations
@@ -195,12 +196,6 @@ def report_markdown(report: "ComparisonReport") -> str:
         frame[column] = frame[column].map(escape_markdown)
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
     return settings + "\n\n" + table
-
-
-def report_latex(report: "ComparisonReport") -> str:
-    """The display frame as a LaTeX ``tabular``, every cell escaped (names, ``%``, ``_``)."""
-    frame = display_frame(report)
-    return frame.to_latex(index=False, escape=True)
 
 
 def seed_averaged_phrase(report: "ComparisonReport") -> str:

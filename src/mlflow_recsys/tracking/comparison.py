@@ -775,6 +775,10 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
             tables = ("## Representative seed\n\n" + tables + "\n\n## Seed-averaged\n\n"
                       + averaged.to_markdown())
             methods += "\n\nSeed-averaged comparison: " + seed_averaging_text(averaged).strip()
+        latex = report.to_latex()
+        if averaged is not None:
+            latex += "\n" + averaged.to_latex(label="tab:seed-averaged")
+        (out / "report.tex").write_text(latex)
         (out / "report.md").write_text(tables + "\n\n" + what + "\n")
         (out / "methods.md").write_text(methods + "\n\n" + what + "\n")
         (out / "provenance.json").write_text(json.dumps(provenance, indent=2))
