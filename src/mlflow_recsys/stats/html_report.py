@@ -12,7 +12,7 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
-
+from mlflow_recsys.stats.power import REPORT_POWER
 from mlflow_recsys.stats.reporting import (
     display_frame,
     family_phrase,
@@ -119,7 +119,7 @@ def legend(report: "ComparisonReport") -> str:
         f"interval; "
         f"adjusted p: {correction} adjustment {family_phrase(report)}; direction: better or worse where the "
         f"adjusted p is at most {alpha}, else inconclusive; mde: the smallest true difference this design detects "
-        "with 80% power; W/T/L: users on which the candidate scored higher/equal/lower."
+        f"with {REPORT_POWER:.0%} power; W/T/L: users on which the candidate scored higher/equal/lower."
     )
 
 

@@ -34,7 +34,7 @@ from mlflow_recsys._atomic import current_umask
 from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
 from mlflow_recsys.stats.corrections import CORRECTIONS
 from mlflow_recsys.stats.power import REPORT_POWER
-from mlflow_recsys.stats.reporting import _format_p, family_phrase, visible_text
+from mlflow_recsys.stats.reporting import _format_p, _hypotheses, family_phrase, visible_text
 
 #: File of a saved report holding one row per hypothesis.
 COMPARISONS_FILE = "comparisons.parquet"
@@ -375,10 +375,6 @@ def _percent(level: float) -> str:
 
 def _level(value: float) -> str:
     return f"{value:.2g}"
-
-
-def _hypotheses(n: int) -> str:
-    return f"{n} hypothes{'is' if n == 1 else 'es'}"
 
 
 def _users(report: ComparisonReport) -> str:
