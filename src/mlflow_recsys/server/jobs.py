@@ -1,0 +1,167 @@
+"""Comparison jobs that every worker process of one server sees: job files and comparison slots.
+
+``mlflow server`` runs several worker processes (uvicorn's default is 4), so nothing a request learns may live
+in one process's memory. A job is a JSON file in the server's job folder, written whole and renamed into place
+(:func:`~mlflow_recsys._atomic.atomic_write`), so a reader never sees half a file. At most
+:func:`max_comparisons` comparisons compute at a time: each holds an exclusive ``flock`` on one of that many slot
+files for as long as its process lives, and the kernel releases the lock when the process ends, however it ends.
+
+The folder is ``$MLFLOW_RECSYS_JOBS_DIR`` or, by default, one per backend store under the temporary folder
+(``mlflow-recsys-jobs-<uid>/<digest of the store URI>``), created with mode ``0o700``. Job ids are 32 hex
+digits made here; a request's id is checked against that shape before it names a file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import secrets
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from mlflow_recsys._atomic import atomic_write
+
+#: Environment variable: how many comparisons may compute at once, across all worker processes (default 2).
+MAX_COMPARISONS_ENV = "MLFLOW_RECSYS_MAX_COMPARISONS"
+DEFAULT_MAX_COMPARISONS = 2
+#: Environment variable: the job folder (default: one per backend store under the temporary folder).
+JOBS_DIR_ENV = "MLFLOW_RECSYS_JOBS_DIR"
+
+#: The stages a job goes through, in order; ``done`` and ``failed`` end it.
+STAGES = ("queued", "selecting", "loading artifacts", "comparing", "logging", "done")
+FINAL = ("done", "failed")
+
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
+#: The slot files this process holds locked.
+_HELD: list[int] = []
+
+
+class JobNotFound(LookupError):
+    """No job has this id in this server's job folder."""
+
+
+def max_comparisons() -> int:
+    """The bound on concurrent comparisons, from :data:`MAX_COMPARISONS_ENV`.
+
+    Raises
+    ------
+    ValueError
+        If the variable is set to anything but a whole number from 1 to 64.
+    """
+    raw = os.environ.get(MAX_COMPARISONS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_COMPARISONS
+    if not raw.isdigit() or not 1 <= int(raw) <= 64:
+        raise ValueError(f"{MAX_COMPARISONS_ENV}: expected a whole number from 1 to 64, found {raw!r}")
+    return int(raw)
+
+
+def jobs_dir(store_uri: str) -> Path:
+    """The job folder of the server whose backend store is ``store_uri``; created (mode ``0o700``) if missing."""
+    configured = os.environ.get(JOBS_DIR_ENV)
+    if configured:
+        path = Path(configured)
+    else:
+        key = hashlib.sha256(store_uri.encode()).hexdigest()[:16]
+        path = Path(tempfile.gettempdir()) / f"mlflow-recsys-jobs-{os.getuid()}" / key
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def secret_key(folder: Path) -> bytes:
+    """A random key all worker processes share (it signs the CSRF tokens); made once, kept in ``folder``."""
+    path = folder / "secret.key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # another worker is writing it right now
+            key = path.read_bytes()
+            if len(key) == 32:
+                return key
+            time.sleep(0.05)
+        raise RuntimeError(f"{path}: expected a 32-byte key, found {len(key)} bytes") from None
+    key = secrets.token_bytes(32)
+    with os.fdopen(fd, "wb") as out:
+        out.write(key)
+    return key
+
+
+def _path(folder: Path, job_id: str) -> Path:
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise JobNotFound(f"job: expected 32 hex digits, found {job_id!r}")
+    return folder / f"{job_id}.json"
+
+
+def write_job(folder: Path, job: dict) -> None:
+    """Replace the job's file with ``job`` in one rename."""
+    with atomic_write(_path(folder, job["id"])) as out:
+        out.write(json.dumps(job, indent=1).encode())
+
+
+def read_job(folder: Path, job_id: str) -> dict:
+    """The job's last written state; a job whose process died without a word reads as failed.
+
+    Raises
+    ------
+    JobNotFound
+        If ``job_id`` is not a job id or no such job exists.
+    """
+    try:
+        job = json.loads(_path(folder, job_id).read_text())
+    except FileNotFoundError:
+        raise JobNotFound(f"job: no job {job_id} on this server") from None
+    if job["stage"] not in FINAL and job.get("pid") and not _alive(job["pid"]):
+        job = {**job, "stage": "failed",
+               "error": "the comparison process ended without a result (killed, or the server stopped)"}
+    return job
+
+
+def new_job(folder: Path, *, run_ids: list[str], settings: dict, experiment_ids: list[str]) -> dict:
+    """Write a queued job and return it."""
+    job = {"id": uuid.uuid4().hex, "stage": "queued", "created": time.time(), "run_ids": run_ids,
+           "settings": settings, "experiment_ids": experiment_ids, "pid": None, "history": [["queued", time.time()]],
+           "started": None, "finished": None, "result": None, "error": None}
+    write_job(folder, job)
+    return job
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped by the worker that started it) is not alive
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def acquire_slot(folder: Path, n: int, *, poll: float = 0.25, on_wait=None) -> int:
+    """Block until one of ``n`` slot files is ours (an exclusive ``flock``, held until this process exits).
+
+    Returns the slot number. ``on_wait`` is called once if the first try finds every slot taken.
+    """
+    waited = False
+    while True:
+        for slot in range(n):
+            fd = os.open(folder / f"slot-{slot}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            _HELD.append(fd)  # kept open: closing it would release the lock
+            return slot
+        if not waited and on_wait is not None:
+            on_wait()
+        waited = True
+        time.sleep(poll)
+

@@ -1,0 +1,149 @@
+"""Run one comparison job in a process of its own, started by the worker that took the request.
+
+:func:`launch` (in the server worker) starts ``python -m mlflow_recsys.server.runner <folder> <job id>``; that
+process (:func:`main`) waits for a comparison slot, calls
+:func:`~mlflow_recsys.tracking.comparison.compare_runs` and writes each stage to the job file. A process of its
+own keeps the resampling off the worker that answers requests, survives nothing the worker would not (it gets
+SIGTERM when the worker ends, and the comparison run then ends FAILED), and releases its slot however it ends.
+
+The process talks to the server it was started by, over loopback HTTP, so every read and write goes through the
+server's own tracking store and artifact proxy, with the permissions of the user who clicked Compare when the
+server checks them (``--app-name recsys-auth``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from mlflow_recsys.server import jobs
+
+#: compare_runs' progress lines (logger ``mlflow_recsys.tracking.comparison``), by their start, and the stage each
+#: one begins. A progress callback in compare_runs would replace this.
+_PROGRESS = (("comparing ", "loading artifacts"), ("loaded the per-user artifacts", "comparing"),
+             ("logging the comparison run", "logging"))
+#: Variables passed on from the server's environment: MLflow's own HTTP settings, and no server internals.
+_KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; raised so that the comparison run being logged ends FAILED."""
+
+
+def launch(folder: Path, job: dict, *, tracking_uri: str, username: str | None = None,
+           password: str | None = None) -> subprocess.Popen:
+    """Start the job's process; a thread of this worker reaps it when it ends."""
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith(("MLFLOW_", "_MLFLOW_")) and not k.startswith(_KEEP_PREFIXES))}
+    env.update(MLFLOW_TRACKING_URI=tracking_uri, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
+               MLFLOW_RECSYS_COMMAND="server-compare",
+               **{jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons())})
+    if username is not None:
+        env.update(MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password or "")
+    log = open(folder / f"{job['id']}.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "mlflow_recsys.server.runner", str(folder), job["id"]],
+                            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            cwd=folder)
+    log.close()
+    threading.Thread(target=proc.wait, name=f"recsys-job-{job['id'][:8]}", daemon=True).start()
+    return proc
+
+
+def _watch_parent(parent: int, every: float = 1.0) -> None:
+    """SIGTERM to this process once the worker that started it is gone (this process is then re-parented)."""
+    while os.getppid() == parent:
+        time.sleep(every)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+class _Stages(logging.Handler):
+    """Turns compare_runs' progress lines into job stages."""
+
+    def __init__(self, update):
+        super().__init__(logging.INFO)
+        self.update = update
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        for start, stage in _PROGRESS:
+            if message.startswith(start):
+                self.update(stage)
+
+
+def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
+    """The primary metric (or the first compared one) and its result sentences, as the command line prints them."""
+    report = outcome.report
+    metric = primary or report.comparisons[0].metric
+    lines = [report.results_text(metric, c.candidate, c.baseline) for c in report.comparisons if c.metric == metric]
+    if outcome.seed_averaged is not None:
+        lines += [outcome.seed_averaged.results_text(metric, c.candidate, c.baseline)
+                  for c in outcome.seed_averaged.comparisons if c.metric == metric]
+    lines += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
+    return metric, lines
+
+
+def run_job(folder: Path, job_id: str) -> dict:
+    """Wait for a slot, compare, and record every stage in the job file; returns the final job."""
+    from mlflow_recsys.tracking.redact import redact
+
+    job = jobs.read_job(folder, job_id)
+    job["pid"] = os.getpid()
+
+    def update(stage: str, **fields) -> None:
+        job.update(stage=stage, **fields)
+        job["history"].append([stage, time.time()])
+        jobs.write_job(folder, job)
+
+    update("queued", waiting_for_slot=False)
+    slot = jobs.acquire_slot(folder, jobs.max_comparisons(), on_wait=lambda: update("queued", waiting_for_slot=True))
+    job["started"] = time.time()
+    update("selecting", slot=slot, waiting_for_slot=False)
+    handler = _Stages(update)
+    logger = logging.getLogger("mlflow_recsys.tracking.comparison")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        from mlflow.tracking import MlflowClient
+
+        from mlflow_recsys.server.selection import Selection
+        from mlflow_recsys.tracking.comparison import compare_runs
+
+        selection = Selection(run_ids=job["run_ids"], **job["settings"])
+        outcome = compare_runs(**selection.compare_kwargs())
+        metric, sentences = _sentences(outcome, selection.primary)
+        run = MlflowClient().get_run(outcome.run_id)
+        job["finished"] = time.time()
+        update("done", result={"run_id": outcome.run_id, "experiment_id": run.info.experiment_id,
+                               "run_name": run.info.run_name, "status": run.info.status, "metric": metric,
+                               "sentences": sentences})
+    except BaseException as exc:  # noqa: BLE001 - every ending is recorded, then re-raised
+        lines = [line for line in str(exc).splitlines() if line.strip()] or [""]
+        job["finished"] = time.time()
+        update("failed", error=redact(f"{type(exc).__name__}: {lines[0]}"))
+        if not isinstance(exc, Exception):
+            raise
+    finally:
+        logger.removeHandler(handler)
+    return job
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"stopped by signal {signum} (SIGTERM): the server stopped or the job was cancelled")
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    folder, job_id = Path(argv[0]), argv[1]
+    job = run_job(folder, job_id)
+    return 0 if job["stage"] == "done" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

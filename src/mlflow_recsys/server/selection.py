@@ -1,0 +1,109 @@
+"""What the page's Compare form asks for, and the checks it must pass before a job starts.
+
+The form offers the settings people change most (reference, primary metric, metrics, correction and B); every
+other setting, and every default, is the ``mlflow-recsys compare`` command's. The checks are
+:func:`~mlflow_recsys.tracking.comparison.compare_runs`'s own, run in the same order and raising the same
+messages, but without reading a single artifact, so a refusal is immediate and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.tracking.runs import RunSelectionError, select_runs
+
+#: ``correction`` choices of the form (the command line's), ``none`` meaning no adjustment.
+CORRECTIONS = ("holm", "bonferroni", "none")
+
+
+@functools.cache
+def cli_defaults() -> dict:
+    """The ``compare`` command's option defaults, read from the command itself so the two cannot drift."""
+    from mlflow_recsys.cli import compare
+
+    return {p.name: p.default for p in compare.params if p.name not in ("run_ids", "run_ids_csv")}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Runs ticked on the page and the settings chosen beside them."""
+
+    run_ids: list[str]
+    reference: str | None = None
+    primary: str | None = None
+    metrics: list[str] | None = None
+    correction: str = "holm"
+    n_resamples: int = 9999
+    experiment_ids: list[str] = field(default_factory=list)  # the listing the form came from
+
+    def compare_kwargs(self) -> dict:
+        """Keyword arguments of :func:`~mlflow_recsys.tracking.comparison.compare_runs`, as the CLI builds them."""
+        d = cli_defaults()
+        return dict(
+            run_ids=list(self.run_ids), reference=self.reference, metrics=self.metrics, primary=self.primary,
+            correction=None if self.correction == "none" else self.correction,
+            confidence_level=d["confidence_level"], n_resamples=self.n_resamples, alternative=d["alternative"],
+            test_method=d["test_method"], zero_method=d["zero_method"], interval_method=d["interval_method"],
+            family=d["family"], random_state=d["random_state"], paired_seeds=d["paired_seeds"],
+            seed=d["report_seed"], model_tag=d["model_tag"],
+        )
+
+    def to_json(self) -> dict:
+        return {"reference": self.reference, "primary": self.primary, "metrics": self.metrics,
+                "correction": self.correction, "n_resamples": self.n_resamples}
+
+
+def parse_form(form) -> Selection:
+    """A :class:`Selection` from the posted form (a werkzeug ``MultiDict``).
+
+    Raises
+    ------
+    RunSelectionError
+        If no run is ticked, ``correction`` is not a choice, or ``n_resamples`` is not a whole number.
+    """
+    run_ids = [r.strip() for r in form.getlist("run") if r.strip()]
+    if not run_ids:
+        raise RunSelectionError("runs: expected at least two ticked runs, found none")
+    correction = form.get("correction", cli_defaults()["correction"])
+    if correction not in CORRECTIONS:
+        raise RunSelectionError(f"correction: expected one of {list(CORRECTIONS)}, found {correction!r}")
+    raw = form.get("n_resamples", "").strip() or str(cli_defaults()["n_resamples"])
+    try:
+        n_resamples = int(raw)
+    except ValueError:
+        raise RunSelectionError(f"n_resamples: expected a whole number, found {raw!r}") from None
+    metrics = [m for m in form.getlist("metrics") if m] or None
+    return Selection(
+        run_ids=run_ids, reference=form.get("reference") or None, primary=form.get("primary") or None,
+        metrics=metrics, correction=correction, n_resamples=n_resamples,
+        experiment_ids=[e for e in form.getlist("experiment") if e],
+    )
+
+
+def check(client: MlflowClient, selection: Selection) -> None:
+    """Every check :func:`~mlflow_recsys.tracking.comparison.compare_runs` makes before it reads an artifact.
+
+    Raises
+    ------
+    RunSelectionError, ValueError
+        With the command line's message: a setting out of range, a run that is missing, not FINISHED or not a
+        training run, runs of different splits, a single model, a reference or metric that names nothing.
+    """
+    # compare_runs' own checks, in its order; a public hook there would spare these private imports.
+    from mlflow_recsys.stats.comparison import check_replicate_memory
+    from mlflow_recsys.tracking.comparison import _check_settings, _plan
+
+    kw = selection.compare_kwargs()
+    _check_settings(metrics=kw["metrics"], primary=kw["primary"], correction=kw["correction"],
+                    confidence_level=kw["confidence_level"], n_resamples=kw["n_resamples"],
+                    alternative=kw["alternative"], test_method=kw["test_method"], zero_method=kw["zero_method"],
+                    interval_method=kw["interval_method"], random_state=kw["random_state"], seed=kw["seed"],
+                    model_tag=kw["model_tag"], reference=kw["reference"], family=kw["family"])
+    runs = select_runs(run_ids=kw["run_ids"], client=client)
+    plan = _plan(runs, metrics=kw["metrics"], primary=kw["primary"], reference=kw["reference"], seed=kw["seed"],
+                 model_tag=kw["model_tag"], alternative=kw["alternative"])
+    if plan.metric_keys is not None:
+        check_replicate_memory(kw["n_resamples"], len(plan.pairs) * len(plan.metric_keys))

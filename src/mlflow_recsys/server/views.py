@@ -1,0 +1,211 @@
+"""The pages under ``/recsys/``: experiments, one experiment's runs with the Compare form, and a job's progress.
+
+Every page reads through the server's own backend store (the URI ``mlflow server`` hands its workers) and
+renders Jinja templates with autoescaping, so a run name, tag, param or metric key is shown as text. The one
+POST carries a Flask-WTF CSRF token.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+
+import mlflow
+from flask import Blueprint, Response, abort, current_app, redirect, render_template, request, url_for
+from flask_wtf.csrf import CSRFError, CSRFProtect
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.server import jobs, listing, runner
+from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
+from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.runs import parse_compare_url
+
+_log = logging.getLogger(__name__)
+
+#: The backend store URI ``mlflow server`` passes to its workers (``mlflow.server.BACKEND_STORE_URI_ENV_VAR``).
+STORE_ENV = "_MLFLOW_SERVER_FILE_STORE"
+#: The static prefix ``mlflow server --static-prefix`` passes to its workers.
+PREFIX_ENV = "_MLFLOW_STATIC_PREFIX"
+#: Environment variable: the URL the comparison processes use to reach this server (default: the socket the
+#: request came in on, 127.0.0.1 when it listens on every address).
+SERVER_URL_ENV = "MLFLOW_RECSYS_SERVER_URL"
+#: Most run ids a compare URL may pre-tick.
+MAX_URL_RUNS = 500
+
+csrf = CSRFProtect()
+bp = Blueprint("recsys", __name__, template_folder="templates")
+
+
+def store_uri() -> str:
+    """The server's backend store: what ``mlflow server`` gave its workers, else this process's tracking URI."""
+    return os.environ.get(STORE_ENV) or mlflow.get_tracking_uri()
+
+
+@functools.cache
+def _client(uri: str) -> MlflowClient:
+    return MlflowClient(tracking_uri=uri)
+
+
+def client() -> MlflowClient:
+    return _client(store_uri())
+
+
+def job_folder():
+    return jobs.jobs_dir(store_uri())
+
+
+def ui_prefix() -> str:
+    return os.environ.get(PREFIX_ENV, "").rstrip("/")
+
+
+def self_url() -> str:
+    """Where this server answers, for the comparison processes: the socket of this request, not its Host header."""
+    configured = os.environ.get(SERVER_URL_ENV)
+    if configured:
+        return configured.rstrip("/")
+    host, port = request.environ.get("SERVER_NAME", "127.0.0.1"), request.environ.get("SERVER_PORT", "5000")
+    if host in ("0.0.0.0", "", "localhost"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}{ui_prefix()}"
+
+
+@bp.before_request
+def _only_admins():
+    """On ``recsys-auth``: basic-auth has authenticated the request; the pages are for admins only."""
+    if current_app.config.get("RECSYS_ADMIN_ONLY"):
+        from mlflow.server.auth import sender_is_admin
+
+        if not sender_is_admin():
+            return Response("The recsys pages are open to MLflow admins only on this server.", status=403,
+                            mimetype="text/plain")
+    return None
+
+
+@bp.context_processor
+def _common():
+    return {"ui": ui_prefix()}
+
+
+@bp.route("/")
+def index():
+    return render_template("recsys/index.html", experiments=listing.experiments_with_training_runs(client()))
+
+
+def _experiment_ids(ids: list[str]) -> list:
+    found = []
+    for experiment_id in ids:
+        try:
+            exp = client().get_experiment(experiment_id)
+        except MlflowException:
+            abort(404, f"experiment {experiment_id!r} was not found on this server")
+        if exp.lifecycle_stage != "active":
+            abort(404, f"experiment {experiment_id!r} is deleted")
+        found.append(exp)
+    return found
+
+
+def _listing_page(experiments: list, *, ticked: list[str], selection: Selection | None = None,
+                  error: str | None = None, status: int = 200):
+    ids = [e.experiment_id for e in experiments]
+    runs, truncated = listing.training_runs(client(), ids)
+    shown = (selection.primary if selection else None) or request.args.get("metric") or None
+    lst = listing.group_runs(runs, shown_metric=shown, truncated=truncated)
+    listed = {row.run_id for s in lst.splits for m in s.models for row in m.runs}
+    extra = []
+    for run_id in [r for r in ticked if r not in listed][:MAX_URL_RUNS]:
+        try:
+            run = client().get_run(run_id)
+            extra.append({"run_id": run_id, "name": run.info.run_name or run_id, "status": run.info.status,
+                          "role": run.data.tags.get("recsys.role", "")})
+        except MlflowException:
+            extra.append({"run_id": run_id, "name": run_id, "status": "not found", "role": ""})
+    settings = selection or Selection(run_ids=ticked)
+    body = render_template(
+        "recsys/experiment.html", experiments=experiments, listing=lst, ticked=set(ticked), extra=extra,
+        settings=settings, corrections=CORRECTIONS, defaults=cli_defaults(), error=error,
+        comparisons=listing.comparisons(client(), ids),
+    )
+    return Response(body, status=status, mimetype="text/html")
+
+
+@bp.route("/experiments/<experiment_id>")
+def experiment(experiment_id: str):
+    return _listing_page(_experiment_ids([experiment_id]), ticked=[])
+
+
+@bp.route("/compare", methods=["GET"])
+def compare_from_url():
+    """``/recsys/compare?runs=[...]&experiments=[...]``: the UI's compare-runs parameters, runs pre-ticked."""
+    query = request.query_string.decode("utf-8", "replace")
+    try:
+        run_ids, experiment_ids = parse_compare_url("?" + query)
+    except ValueError as exc:
+        abort(400, str(exc))
+    if not experiment_ids:
+        experiment_ids = []
+        for run_id in run_ids[:MAX_URL_RUNS]:
+            try:
+                experiment_ids.append(client().get_run(run_id).info.experiment_id)
+            except MlflowException:
+                continue
+        experiment_ids = list(dict.fromkeys(experiment_ids))
+    if not experiment_ids:
+        abort(404, "none of the runs in the address was found on this server")
+    return _listing_page(_experiment_ids(experiment_ids), ticked=run_ids)
+
+
+@bp.route("/compare", methods=["POST"])
+def compare():
+    """Check the selection as the command line does, then start the comparison job and show its page."""
+    csrf.protect()
+    selection, error = None, None
+    try:
+        selection = parse_form(request.form)
+        check(client(), selection)
+    except (RunSelectionError, ValueError) as exc:
+        error = redact(f"{type(exc).__name__}: {exc}")
+    if error is not None:
+        ids = (selection.experiment_ids if selection else request.form.getlist("experiment")) or []
+        ticked = selection.run_ids if selection else request.form.getlist("run")
+        experiments = _experiment_ids(ids) if ids else []
+        return _listing_page(experiments, ticked=ticked, selection=selection, error=error, status=400)
+    folder = job_folder()
+    job = jobs.new_job(folder, run_ids=selection.run_ids, settings=selection.to_json(),
+                       experiment_ids=selection.experiment_ids)
+    auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
+    runner.launch(folder, job, tracking_uri=self_url(), username=auth.username if auth else None,
+                  password=auth.password if auth else None)
+    return redirect(url_for("recsys.job_page", job_id=job["id"]), code=303)
+
+
+def _job(job_id: str) -> dict:
+    try:
+        return jobs.read_job(job_folder(), job_id)
+    except jobs.JobNotFound as exc:
+        abort(404, str(exc))
+
+
+@bp.route("/jobs/<job_id>")
+def job_page(job_id: str):
+    job = _job(job_id)
+    return render_template("recsys/job.html", job=job, stages=jobs.STAGES, final=job["stage"] in jobs.FINAL,
+                           max_comparisons=jobs.max_comparisons())
+
+
+@bp.route("/jobs/<job_id>.json")
+def job_state(job_id: str):
+    job = _job(job_id)
+    return {k: job.get(k) for k in ("id", "stage", "history", "created", "started", "finished", "result", "error", "run_ids",
+                                    "settings", "waiting_for_slot")}
+
+
+@bp.errorhandler(CSRFError)
+def _csrf_error(exc: CSRFError):
+    return Response(f"Compare was refused: {exc.description} Reload the page and try again.", status=400,
+                    mimetype="text/plain")

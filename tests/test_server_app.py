@@ -1,0 +1,436 @@
+"""The recsys pages of `mlflow server --app-name recsys`: listing, escaping, CSRF, the CLI's checks, jobs and slots.
+
+Most tests drive the app with Flask's test client over a SQLite store; the integration tests start the real
+`mlflow server --app-name recsys` (4 uvicorn workers, its default) on 127.0.0.1 and talk HTTP to it.
+"""
+
+from __future__ import annotations
+
+import html
+import http.cookiejar
+import json
+import multiprocessing
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pytest
+from mlflow.entities import Metric, RunTag
+from mlflow.tracking import MlflowClient
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.server import jobs, listing
+from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
+from mlflow_recsys.tracking.local_server import free_port, loopback_process
+
+XSS = "<img src=x onerror=alert(1)>"
+BIN = Path(sys.executable).parent
+
+
+# -- a small study: training runs with real per-user artifacts -------------------------------------------------
+
+
+def log_training_run(client: MlflowClient, experiment_id: str, folder: Path, *, model: str, seed: str | None,
+                     digest: str = "d" * 64, shift: float = 0.0, n_users: int = 300, status: str = "FINISHED",
+                     name: str | None = None, extra_tags: dict | None = None, rng_seed: int = 0) -> str:
+    """One FINISHED (or ``status``) training run tagged as `mlflow-recsys train` tags it, with per-user artifacts."""
+    rng = np.random.default_rng(rng_seed)
+    ids = np.arange(n_users)
+    ndcg = np.clip(rng.beta(2, 5, n_users) + shift, 0, 1)
+    recall = np.clip(rng.beta(2, 4, n_users) + shift, 0, 1)
+    result = EvaluationResult(metrics={"ndcg@100": float(ndcg.mean()), "recall@20": float(recall.mean())},
+                              per_user={"ndcg@100": ndcg, "recall@20": recall}, sample_ids=ids,
+                              targets_fingerprint="f" * 64)
+    out = folder / f"{model}-{seed}-{digest[:4]}-{rng_seed}-{time.monotonic_ns()}"
+    write_evaluation_artifacts(result, out, split_digest=digest)
+    tags = {"recsys.role": "train", "recsys.model": model, "recsys.seed": seed or "none",
+            "recsys.split_digest": digest, "recsys.targets_fingerprint": "f" * 64, "recsys.dataset": "synthetic",
+            "recsys.config": json.dumps({"size": 1}), "mlflow.runName": name or f"{model} seed {seed}",
+            **(extra_tags or {})}
+    run = client.create_run(experiment_id, tags=tags)
+    rid = run.info.run_id
+    now = int(time.time() * 1000)
+    client.log_batch(rid, metrics=[Metric("ndcg_at_100", result.metrics["ndcg@100"], now, 0),
+                                   Metric("recall_at_20", result.metrics["recall@20"], now, 0)])
+    client.log_artifacts(rid, str(out))
+    if status != "RUNNING":
+        client.set_terminated(rid, status)
+    return rid
+
+
+def small_study(client: MlflowClient, experiment_id: str, folder: Path) -> dict[str, list[str]]:
+    """EASE (no seed), ELSA under seeds 0-2 and Popularity, all on one split."""
+    return {
+        "EASE": [log_training_run(client, experiment_id, folder, model="EASE", seed=None, shift=0.02, rng_seed=1)],
+        "ELSA": [log_training_run(client, experiment_id, folder, model="ELSA", seed=str(s), shift=0.03, rng_seed=10 + s)
+                 for s in range(3)],
+        "Popularity": [log_training_run(client, experiment_id, folder, model="Popularity", seed=None, rng_seed=2)],
+    }
+
+
+# -- the app under Flask's test client ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A SQLite store the app reads as the server's backend store, and a job folder of its own."""
+    uri = f"sqlite:///{tmp_path}/server.db"
+    monkeypatch.setenv("_MLFLOW_SERVER_FILE_STORE", uri)
+    monkeypatch.setenv(jobs.JOBS_DIR_ENV, str(tmp_path / "jobs"))
+    monkeypatch.delenv("_MLFLOW_SGI_NAME", raising=False)
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment("study", artifact_location=(tmp_path / "artifacts").as_uri())
+    return client, experiment_id, tmp_path
+
+
+@pytest.fixture
+def web(store):
+    from mlflow_recsys.server.app import create_app
+
+    app = create_app()
+    app.config["TESTING"] = True
+    return app.test_client()
+
+
+def csrf_token(page: str) -> str:
+    return re.search(r'name="csrf_token" value="([^"]+)"', page).group(1)
+
+
+def post_compare(web, experiment_id, run_ids, **fields):
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    data = {"csrf_token": csrf_token(page), "run": run_ids, "experiment": experiment_id,
+            "correction": "holm", "n_resamples": "999", **fields}
+    return web.post("/recsys/compare", data=data)
+
+
+def test_the_factory_returns_mlflows_flask_app_with_the_pages_and_the_fastapi_app_under_uvicorn(store, monkeypatch):
+    from mlflow.server import app as flask_app
+
+    from mlflow_recsys.server.app import create_app
+
+    assert create_app() is flask_app
+    assert any(rule.rule == "/recsys/" for rule in flask_app.url_map.iter_rules())
+    monkeypatch.setenv("_MLFLOW_SGI_NAME", "uvicorn")
+    served = create_app()
+    assert type(served).__name__ == "FastAPI"
+
+
+def test_index_lists_only_experiments_with_finished_training_runs(web, store):
+    client, experiment_id, tmp = store
+    client.create_experiment("empty")
+    log_training_run(client, experiment_id, tmp, model="EASE", seed=None)
+    page = web.get("/recsys/").get_data(as_text=True)
+    assert "study" in page and "empty" not in page
+    assert f"/recsys/experiments/{experiment_id}" in page
+
+
+def test_experiment_page_groups_runs_by_split_model_and_seed_with_the_metric(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    log_training_run(client, experiment_id, tmp, model="EASE", seed=None, digest="e" * 64, rng_seed=5)
+    log_training_run(client, experiment_id, tmp, model="ELSA", seed="9", status="RUNNING")
+    response = web.get(f"/recsys/experiments/{experiment_id}")
+    page = response.get_data(as_text=True)
+    assert response.status_code == 200
+    assert page.count('class="split"') == 2  # two split digests
+    assert page.count('name="run"') == 6  # FINISHED training runs only: the RUNNING one is not listed
+    elsa = page.index(">ELSA<")
+    assert page.index("seed 0", elsa) < page.index("seed 1", elsa) < page.index("seed 2", elsa)
+    value = client.get_run(study["ELSA"][0]).data.metrics["ndcg_at_100"]
+    assert f"{value:.4f}" in page and "ndcg@100" in page
+    # The form's defaults are the compare command's.
+    assert 'value="9999"' in page and '<option value="holm" selected>' in page
+    assert '<option value="" >none: every pair</option>' in page or "none: every pair" in page
+
+
+def test_every_name_tag_and_param_is_escaped(web, store):
+    client, experiment_id, tmp = store
+    client.rename_experiment(experiment_id, XSS)
+    ids = [log_training_run(client, experiment_id, tmp, model=XSS, seed=XSS, name=XSS,
+                            extra_tags={"recsys.dataset": XSS, "recsys.config": json.dumps({XSS: XSS})}),
+           log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=3)]
+    client.log_param(ids[0], "payload", XSS)
+    try:
+        client.log_metric(ids[0], XSS, 1.0)
+    except Exception:  # MLflow refuses such a metric name itself
+        pass
+    comparison = client.create_run(experiment_id, tags={"recsys.role": "comparison", "mlflow.runName": XSS,
+                                                        "mlflow.note.content": f"## Paired comparison\n\n{XSS}"})
+    client.set_terminated(comparison.info.run_id)
+    pages = [web.get(f"/recsys/experiments/{experiment_id}"), web.get("/recsys/"),
+             web.get("/recsys/compare?runs=" + urllib.parse.quote(json.dumps([ids[0], XSS]))),
+             post_compare(web, experiment_id, [ids[0], XSS])]
+    for response in pages:
+        text = response.get_data(as_text=True)
+        assert "<img" not in text, text[:2000]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in pages[0].get_data(as_text=True)
+    assert pages[3].status_code == 400
+
+
+def test_compare_without_a_csrf_token_is_refused(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    response = web.post("/recsys/compare", data={"run": study["EASE"] + study["Popularity"],
+                                                 "experiment": experiment_id})
+    assert response.status_code == 400 and "CSRF" in response.get_data(as_text=True)
+    assert not list((tmp / "jobs").glob("*.json"))
+
+
+def _cli_message(uri: str, run_ids: list[str], **kwargs) -> str:
+    """What `compare_runs` (the command line's function) says about this selection."""
+    from mlflow_recsys.tracking.comparison import compare_runs
+
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    try:
+        with pytest.raises(ValueError) as caught:
+            compare_runs(run_ids=run_ids, **kwargs)
+    finally:
+        mlflow.set_tracking_uri(previous)
+    return f"{type(caught.value).__name__}: {caught.value}"
+
+
+@pytest.mark.parametrize("case", ["different splits", "running run", "single model", "unknown reference",
+                                  "resamples out of range"])
+def test_an_incomparable_selection_is_refused_with_the_command_lines_message(web, store, case):
+    client, experiment_id, tmp = store
+    uri = os.environ["_MLFLOW_SERVER_FILE_STORE"]
+    study = small_study(client, experiment_id, tmp)
+    fields, kwargs = {}, {}
+    if case == "different splits":
+        other = log_training_run(client, experiment_id, tmp, model="Other", seed=None, digest="e" * 64)
+        run_ids = study["EASE"] + [other]
+    elif case == "running run":
+        run_ids = study["EASE"] + [log_training_run(client, experiment_id, tmp, model="X", seed=None,
+                                                    status="RUNNING")]
+    elif case == "single model":
+        run_ids = study["ELSA"]
+    elif case == "unknown reference":
+        run_ids, fields, kwargs = study["EASE"] + study["Popularity"], {"reference": "ELSA"}, {"reference": "ELSA"}
+    else:
+        run_ids, fields, kwargs = study["EASE"] + study["Popularity"], {"n_resamples": "0"}, {"n_resamples": 0}
+    expected = _cli_message(uri, run_ids, **kwargs)
+    before = len(client.search_runs([experiment_id]))
+    response = post_compare(web, experiment_id, run_ids, **fields)
+    page = response.get_data(as_text=True)
+    assert response.status_code == 400
+    shown = html.unescape(re.search(r'<div class="error" id="error" role="alert">(.*?)</div>', page, re.S).group(1))
+    assert shown == expected
+    assert len(client.search_runs([experiment_id])) == before  # nothing made
+    assert not list((tmp / "jobs").glob("*.json"))  # no job started
+    for rid in run_ids:  # the selection stays ticked
+        assert f'value="{rid}"' in page
+
+
+def test_a_compare_url_opens_the_selection_pre_ticked(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    chosen = study["EASE"] + study["ELSA"][:2]
+    query = "runs=" + json.dumps(chosen) + "&experiments=" + json.dumps([experiment_id])
+    for url in (f"/recsys/compare?{query}", f"/recsys/compare?{urllib.parse.quote(query, safe='=&')}"):
+        page = web.get(url).get_data(as_text=True)
+        ticked = set(re.findall(r'<input type="checkbox" name="run" value="(\w+)" [^>]*checked', page))
+        assert ticked == set(chosen), url
+    # Without experiments=, the runs' own experiment is listed.
+    page = web.get("/recsys/compare?runs=" + json.dumps(chosen)).get_data(as_text=True)
+    assert page.count('name="run"') == 5
+    assert web.get("/recsys/compare?experiments=[]").status_code == 400
+
+
+def test_paging_follows_search_runs_page_tokens(store):
+    client, experiment_id, tmp = store
+    ids = [log_training_run(client, experiment_id, tmp, model=f"M{i}", seed=None, rng_seed=i, n_users=20)
+           for i in range(7)]
+    runs, truncated = listing.training_runs(client, [experiment_id], page_size=3)
+    assert sorted(r.info.run_id for r in runs) == sorted(ids) and not truncated
+    runs, truncated = listing.training_runs(client, [experiment_id], page_size=3, limit=5)
+    assert len(runs) == 5 and truncated
+
+
+def test_note_sentence_undoes_markdown_escapes():
+    note = ("## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
+            "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |")
+    assert listing.note_sentence(note) == "ELSA_2 beats EASE on ndcg@100 by +0.01 <b>."
+
+
+# -- jobs and slots -------------------------------------------------------------------------------------------
+
+
+def test_job_ids_are_checked_before_they_name_a_file(tmp_path, web):
+    with pytest.raises(jobs.JobNotFound):
+        jobs.read_job(tmp_path, "../../etc/passwd")
+    with pytest.raises(jobs.JobNotFound):
+        jobs.read_job(tmp_path, "0" * 32)
+    assert web.get("/recsys/jobs/..%2f..%2fetc%2fpasswd").status_code == 404
+    assert web.get("/recsys/jobs/" + "0" * 32).status_code == 404
+
+
+def test_a_job_whose_process_is_gone_reads_as_failed(tmp_path):
+    job = jobs.new_job(tmp_path, run_ids=["a", "b"], settings={}, experiment_ids=[])
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    jobs.write_job(tmp_path, {**job, "stage": "comparing", "pid": proc.pid})
+    assert jobs.read_job(tmp_path, job["id"])["stage"] == "failed"
+
+
+def _hold_slot(folder: str, n: int, hold: float, out) -> None:
+    started = time.time()
+    slot = jobs.acquire_slot(Path(folder), n, poll=0.02)
+    got = time.time()
+    time.sleep(hold)
+    out.put((slot, got, time.time(), got - started))
+
+
+def test_slots_bound_concurrent_holders_across_processes(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_hold_slot, args=(str(tmp_path), 2, 0.6, out)) for _ in range(5)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join()
+    events = sorted([(got, 1) for _, got, _, _ in results] + [(end, -1) for _, _, end, _ in results])
+    running, peak = 0, 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    assert peak == 2
+    assert sum(wait > 0.3 for *_, wait in results) >= 3  # three had to wait for a slot
+
+
+def test_max_comparisons_is_validated(monkeypatch):
+    monkeypatch.setenv(jobs.MAX_COMPARISONS_ENV, "0")
+    with pytest.raises(ValueError, match=jobs.MAX_COMPARISONS_ENV):
+        jobs.max_comparisons()
+    monkeypatch.setenv(jobs.MAX_COMPARISONS_ENV, "3")
+    assert jobs.max_comparisons() == 3
+
+
+# -- the real server ------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def recsys_server(root: Path, *, app_name: str = "recsys", env: dict | None = None):
+    """`mlflow server --app-name <app_name>` on 127.0.0.1 with its default (4) uvicorn workers; yields its URL."""
+    port = free_port()
+    (root / "artifacts").mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+            "--backend-store-uri", f"sqlite:///{root}/server.db", "--artifacts-destination", str(root / "artifacts"),
+            "--app-name", app_name]
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "_MLFLOW_"))}
+    full_env.update({"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", jobs.JOBS_DIR_ENV: str(root / "jobs"),
+                     **(env or {})})
+    url = f"http://127.0.0.1:{port}"
+    with loopback_process(argv, f"{url}/health", root / "server.log", full_env, 180):
+        yield url
+
+
+class Browser:
+    """Cookies and redirects over urllib, as a browser keeps them (the CSRF token lives in the session cookie)."""
+
+    def __init__(self, url: str, auth: tuple[str, str] | None = None):
+        self.url = url
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        self.headers = {}
+        if auth:
+            import base64
+
+            self.headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+
+    def get(self, path: str) -> tuple[int, str, str]:
+        try:
+            with self.opener.open(urllib.request.Request(self.url + path, headers=self.headers), timeout=60) as r:
+                return r.status, r.read().decode(), r.url
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(), path
+
+    def post(self, path: str, fields: dict) -> tuple[int, str, str]:
+        data = urllib.parse.urlencode(fields, doseq=True).encode()
+        try:
+            with self.opener.open(urllib.request.Request(self.url + path, data=data, headers=self.headers),
+                                  timeout=60) as r:
+                return r.status, r.read().decode(), r.url
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode(), path
+
+
+def wait_for_job(browser: Browser, job_id: str, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, text, _ = browser.get(f"/recsys/jobs/{job_id}.json")
+        assert status == 200, text
+        job = json.loads(text)
+        if job["stage"] in jobs.FINAL:
+            return job
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} did not end within {timeout} s: {job}")
+
+
+@pytest.mark.integration
+def test_mlflow_server_help_lists_the_recsys_apps():
+    out = subprocess.run([str(BIN / "mlflow"), "server", "--help"], capture_output=True, text=True, check=True).stdout
+    choices = re.search(r"--app-name \[([^\]]+)\]", out).group(1).split("|")
+    assert {"recsys", "recsys-auth"} <= set(choices)
+
+
+@pytest.mark.integration
+def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path):
+    """Three comparisons posted at once to 4 worker processes run one after another (N = 1), and each logs a
+    FINISHED comparison run whose forest plot the page shows."""
+    with recsys_server(tmp_path, env={jobs.MAX_COMPARISONS_ENV: "1"}) as url:
+        client = MlflowClient(tracking_uri=url)
+        experiment_id = client.create_experiment("study")
+        study = small_study(client, experiment_id, tmp_path / "local")
+        browser = Browser(url)
+        status, page, _ = browser.get(f"/recsys/experiments/{experiment_id}")
+        assert status == 200 and page.count('name="run"') == 5
+        token = csrf_token(page)
+        selections = [
+            (study["EASE"] + study["ELSA"] + study["Popularity"], {"reference": "EASE", "primary": "ndcg@100"}),
+            (study["EASE"] + study["Popularity"], {}),
+            (study["ELSA"] + study["Popularity"], {"metrics": ["recall@20"]}),
+        ]
+        job_ids = []
+        for run_ids, fields in selections:
+            posted = time.monotonic()
+            status, page, final_url = browser.post("/recsys/compare", {
+                "csrf_token": token, "run": run_ids, "experiment": experiment_id, "correction": "holm",
+                "n_resamples": "999", **fields})
+            assert status == 200, page
+            job_ids.append(final_url.rsplit("/", 1)[1])
+        done = [wait_for_job(browser, j) for j in job_ids]
+        elapsed = time.monotonic() - posted
+        for job in done:
+            assert job["stage"] == "done", job["error"]
+        intervals = sorted((j["started"], j["finished"]) for j in done)
+        assert all(a[1] <= b[0] for a, b in zip(intervals, intervals[1:])), intervals  # never two at once
+        first = done[0]
+        assert [s for s, _ in first["history"] if s != "queued"] == \
+            ["selecting", "loading artifacts", "comparing", "logging", "done"]
+        run = client.get_run(first["result"]["run_id"])
+        assert run.info.status == "FINISHED" and run.data.tags["recsys.role"] == "comparison"
+        assert run.info.experiment_id == experiment_id
+        assert set(run.data.tags["recsys.source_runs"].split(",")) == set(selections[0][0])
+        assert run.data.tags.get("recsys.command") == "server-compare"
+        files = {f.path for f in client.list_artifacts(run.info.run_id)}
+        assert {"report.html", "report_table.json", "forest.png", "seed_spread.csv"} <= files
+        status, page, _ = browser.get(f"/recsys/jobs/{first['id']}")
+        assert f"#/experiments/{experiment_id}/runs/{run.info.run_id}" in page
+        assert first["result"]["sentences"] and all(s in html.unescape(page) for s in first["result"]["sentences"])
+        with urllib.request.urlopen(f"{url}/get-artifact?path=forest.png&run_uuid={run.info.run_id}") as r:
+            assert r.read(8) == b"\x89PNG\r\n\x1a\n"
+        # The comparison runs are listed on the experiment page, with status and result sentence.
+        status, page, _ = browser.get(f"/recsys/experiments/{experiment_id}")
+        assert page.count("<td>FINISHED</td>") == 3
+        print(f"one compare from the page, end to end: {first['finished'] - first['created']:.1f} s; "
+              f"three one after another: {elapsed:.1f} s")
