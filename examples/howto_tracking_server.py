@@ -34,8 +34,9 @@ def main(url: str) -> None:
 
     outcome = compare_runs(run_ids=runs, reference="EASE", primary="ndcg@100", n_resamples=999)
     comparison = mlflow.get_run(outcome.run_id)
-    print(f"comparison run {outcome.run_id}: {comparison.info.status}, "
-          f"{len(mlflow.artifacts.list_artifacts(run_id=outcome.run_id))} artifacts on the server")
+    names = sorted(a.path for a in mlflow.artifacts.list_artifacts(run_id=outcome.run_id))
+    print(f"comparison run {outcome.run_id}: {comparison.info.status}, {len(names)} artifacts on the server: "
+          + ", ".join(names))
     print(outcome.report.results_text("ndcg@100", "Popularity"))
 
 
