@@ -6,7 +6,7 @@ STORE := sqlite:///mlruns.db
 ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test validate ui-check docs clean
+.PHONY: install demo test validate ui-check browser-test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,13 @@ ui-check: install
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install --quiet -e ".[ui]"
 	$(PY) scripts/ui_check.py --store "$(STORE)" --experiment "$(EXPERIMENT)"
+
+# The recsys server pages in a real browser (tests/test_server_browser.py, about a minute): `mlflow server --app-name
+# recsys` on 127.0.0.1, driven through Debian's chromium by Playwright (the `ui` extra; no browser download).
+browser-test: install
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(PY) -c "import playwright" 2>/dev/null || $(PY) -m pip install --quiet -e ".[ui]"
+	timeout 180 $(PY) -m pytest -m browser -q
 
 # Only what `make demo` and `make docs` (site/) made. The README points users at the demo's store for their own
 # runs, so scripts/clean_demo.py removes from it only the demo's study runs and their steps (with their artifacts),

@@ -54,7 +54,7 @@ def log_training_run(client: MlflowClient, experiment_id: str, folder: Path, *, 
     write_evaluation_artifacts(result, out, split_digest=digest)
     tags = {"recsys.role": "train", "recsys.model": model, "recsys.seed": seed or "none",
             "recsys.split_digest": digest, "recsys.targets_fingerprint": "f" * 64, "recsys.dataset": "synthetic",
-            "recsys.config": json.dumps({"size": 1}), "mlflow.runName": name or f"{model} seed {seed}",
+            "recsys.config": json.dumps({"size": 1}), "mlflow.runName": name or (f"{model} seed {seed}" if seed else model),
             **(extra_tags or {})}
     run = client.create_run(experiment_id, tags=tags)
     rid = run.info.run_id

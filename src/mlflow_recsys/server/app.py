@@ -9,7 +9,10 @@ the Flask app under gunicorn or waitress.
 
 from __future__ import annotations
 
+import logging
 import os
+
+_log = logging.getLogger(__name__)
 
 #: Where the pages live, below MLflow's ``--static-prefix`` if one is set.
 URL_PREFIX = "/recsys"
@@ -32,6 +35,19 @@ def install(flask_app, *, admins_only: bool = False) -> None:
     flask_app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
     csrf.init_app(flask_app)
     flask_app.register_blueprint(bp, url_prefix=ui_prefix() + URL_PREFIX)
+    _warm_up(flask_app)
+
+
+def _warm_up(flask_app) -> None:
+    """Open the store and compile the templates as the worker starts, not on its first request (seconds)."""
+    from mlflow_recsys.server.views import client
+
+    try:
+        client().search_experiments(max_results=1)
+        for name in ("base", "index", "experiment", "job"):
+            flask_app.jinja_env.get_template(f"recsys/{name}.html")
+    except Exception as exc:  # the first request reports the same problem with its context
+        _log.warning("recsys pages: warm-up failed: %s", exc)
 
 
 def _served(flask_app):
