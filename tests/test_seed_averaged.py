@@ -5,7 +5,7 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import average_over_seeds, compare_models, compare_seed_averaged
+from mlflow_recsys.stats import FewNonzeroUnitsWarning, average_over_seeds, compare_models, compare_seed_averaged
 
 N_USERS = 400
 
@@ -120,3 +120,29 @@ def test_bad_arguments_are_named(models):
         compare_seed_averaged({"EASE": det, "ELSA": {0: {"ndcg@10": [1.0]}}}, metrics="ndcg@10")
     with pytest.raises(TypeError, match="results: expected a mapping"):
         compare_seed_averaged([det, det], metrics="ndcg@10")
+
+
+@pytest.mark.parametrize("copies", [3, 10])
+def test_a_model_averaged_over_copies_of_the_baseline_ties_on_every_user(copies):
+    # (0.4 + 0.4 + 0.4) / 3 is 0.4 plus rounding; such a user is a tie, not a win.
+    rng = np.random.default_rng(2)
+    values = rng.choice([0.0, 0.2, 0.4, 0.8, 1 / 3, 0.1], size=200)
+    base = result({"recall@20": values})
+    with pytest.warns(FewNonzeroUnitsWarning, match="only 0 of 200 users differ"):
+        report = compare_seed_averaged({"base": base, "copy": dict.fromkeys(range(copies), base)},
+                                       metrics="recall@20", reference="base", n_resamples=999)
+    c = report.comparisons[0]
+    assert (c.wins, c.ties, c.losses, c.n_nonzero) == (0, 200, 0, 0)
+    assert c.difference == 0 and c.p_value == 1 and c.direction == "inconclusive"
+
+
+def test_seeds_with_per_user_values_of_another_length_are_named():
+    good = result({"m": np.zeros(5)})
+    short = EvaluationResult(metrics={"m": 0.0}, per_user={"m": np.zeros(4)}, sample_ids=np.arange(5),
+                             targets_fingerprint="fp")
+    with pytest.raises(ValueError, match=r"results\[1\]: expected per-user values of 'm' with one value per "
+                                         r"sample id \(5\), found shape \(4,\)"):
+        average_over_seeds({0: good, 1: short})
+    # Seeds of mixed types still have one summation order.
+    mixed = average_over_seeds({(1, 2): good, "a": good, 1: good})
+    np.testing.assert_array_equal(mixed.per_user["m"], np.zeros(5))

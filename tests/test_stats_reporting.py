@@ -140,7 +140,7 @@ def test_the_primary_metric_is_adjusted_as_its_own_family():
     # The raw p-values do not depend on the family; only the adjustment does.
     assert [c.p_value for c in split.comparisons] == [c.p_value for c in together.comparisons]
     text = split.methods_text()
-    assert "primary metric, ndcg@100, formed a family of its own (2 hypotheses, one per model pair)" in text
+    assert "primary metric formed a family of its own (2 hypotheses, one per model pair)" in text
     assert "the other metrics a second family (4 hypotheses)" in text
     assert "within each family: the primary metric ndcg@100 (2 hypotheses)" in split.to_markdown()
     assert "Holm adjustment over 6 hypotheses" in together.to_markdown()
@@ -148,3 +148,27 @@ def test_the_primary_metric_is_adjusted_as_its_own_family():
         compare_models(results, metrics=metrics, primary="map@20", n_resamples=99)
     with pytest.raises(ValueError, match=r"family: expected one of \('primary', 'all'\), found 'each'"):
         compare_models(results, metrics=metrics, primary="ndcg@100", family="each", n_resamples=99)
+
+
+def test_a_p_value_equal_to_alpha_is_significant_at_confidence_0_9():
+    # B = 9 and the observed difference the most extreme: p = 1 / (9 + 1) = 0.1 exactly, and 1 - 0.9 != 0.1 in binary.
+    results = three_models(("ndcg@100",), elsa_shift=0.2, elsa_sd=0.05, n=50)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = compare_models({k: results[k] for k in ("EASE", "ELSA")}, metrics="ndcg@100", reference="EASE",
+                           n_resamples=9, confidence_level=0.9, correction=None).comparisons[0]
+    assert c.p_value == 0.1 and c.alpha == 0.1
+    assert c.significant and c.direction == "better"
+
+
+def test_markdown_shows_control_characters_and_escapes_the_primary_metric_in_the_settings_line():
+    from mlflow_recsys.stats import escape_markdown
+
+    assert escape_markdown("a\tb\x1b[31m") == "a\\\\tb\\\\x1b\\[31m"
+    rng = np.random.default_rng(4)
+    key = "ndcg@100"
+    results = {name: EvaluationResult.from_per_user({key: rng.random(80), "m*x": rng.random(80)},
+                                                    targets_fingerprint="x") for name in ("A", "B\tC")}
+    report = compare_models(results, metrics=[key, "m*x"], reference="A", primary="m*x", n_resamples=999)
+    settings, table = report.to_markdown().split("\n\n", 1)
+    assert "the primary metric m\\*x (1 hypothesis)" in settings and "\t" not in table

@@ -119,3 +119,14 @@ def test_importing_stats_imports_neither_torch_nor_mlflow():
     code = "import sys, mlflow_recsys.stats; print('torch' in sys.modules, 'mlflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_models_that_tie_on_every_user_give_a_sentence_without_nan():
+    det = result({"m": np.linspace(0, 1, 50)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spread = seed_spread(det, {0: det, 1: det}, metrics="m", n_resamples=99)
+    row = spread.to_frame().iloc[0]
+    assert row.sd_users == 0 and np.isnan(row.ratio)
+    text = spread.results_text("m")
+    assert "nan" not in text and "with no spread across users (bootstrap standard error 0)" in text

@@ -198,6 +198,8 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert "**Representative seed.** ELSA" in note and "**Seed-averaged.** Averaged over training seeds (ELSA: 3, EASE: 1)" in note
     report_md = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.md")).read_text()
     assert "## Representative seed" in report_md and "## Seed-averaged" in report_md
+    methods = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="methods.md")).read_text()
+    assert methods.count("Seed-averaged:") == 1 and "Seed-averaged comparison: Seed" not in methods
     logged = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
                                                                   artifact_path="seed_averaged.parquet"))
     pd.testing.assert_frame_equal(logged, outcome.seed_averaged.to_frame())
@@ -220,6 +222,20 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
     assert not [k for k in MlflowClient().get_run(outcome.run_id).data.metrics if "seed_averaged" in k]
     with pytest.raises(ValueError, match="zero_method: expected one of"):
         compare_runs(run_ids=ids, reference="EASE", zero_method="pratt ")
+
+
+def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, copy_run, tmp_path):
+    # A second seeded model with seeds 0, 1, 5 (copies of ELSA's runs): seed 5 has no partner among 0, 1, 2.
+    other = [copy_run(study["elsa"][s], tmp_path / f"c{s}", model="ELSA-wd", tags={"recsys.seed": str(t)})
+             for s, t in ((0, 0), (1, 1), (2, 5))]
+    client = MlflowClient()
+    experiment = client.get_run(study["ease"]).info.experiment_id
+    before = len(client.search_runs([experiment], max_results=1000))
+    with pytest.raises(RunSelectionError, match=r"paired_seeds: expected ELSA-wd and ELSA to have the same seeds.*"
+                                                r"ELSA: \['0', '1', '2'\] and ELSA-wd: \['0', '1', '5'\]"):
+        compare_runs(run_ids=[*study["elsa"].values(), *other], reference="ELSA", paired_seeds=True,
+                     n_resamples=99)
+    assert len(client.search_runs([experiment], max_results=1000)) == before
 
 
 def test_compare_refuses_runs_that_are_not_finished(study):

@@ -306,14 +306,14 @@ def _print_comparison(outcome, primary):
             if row.notes:
                 click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
     frame = report.to_frame()
-    alpha = 1 - float(frame["confidence_level"].iloc[0])
+    alpha = report.comparisons[0].alpha
     if report.correction is None:
         click.echo(f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
                    f"p <= {alpha:g}")
     else:
         from mlflow_recsys.stats.reporting import family_phrase
 
-        click.echo(f"\n{report.correction} adjustment {family_phrase(report)}; significant where the "
+        click.echo(f"\n{report.correction} adjustment {family_phrase(report, _visible)}; significant where the "
                    f"adjusted p <= {alpha:g}")
     for method, rows in frame.groupby("test_method", sort=True):
         which = "all" if len(rows) == len(frame) else ", ".join(

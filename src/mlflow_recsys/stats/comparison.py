@@ -82,6 +82,16 @@ def check_replicate_memory(n_resamples: int, n_hypotheses: int) -> None:
         )
 
 
+def significance_level(confidence_level: float) -> float:
+    """``alpha = 1 - confidence_level``, rounded to 12 decimals.
+
+    In binary floating point ``1 - 0.9`` is ``0.09999999999999998``, so a
+    p-value of exactly 0.1 would fail ``p <= alpha`` although every text
+    states alpha = 0.1; the rounding gives the level the texts state.
+    """
+    return round(1.0 - confidence_level, 12)
+
+
 #: Below this many non-zero units the null distribution is too coarse to trust quietly.
 MIN_NONZERO_UNITS = 30
 
@@ -207,7 +217,8 @@ class PairwiseComparison:
 
     @property
     def alpha(self) -> float:
-        return 1.0 - self.confidence_level
+        """The significance level, :func:`significance_level` of ``confidence_level``."""
+        return significance_level(self.confidence_level)
 
     def to_frame(self) -> pd.DataFrame:
         """One row holding :data:`COLUMNS`."""
@@ -478,7 +489,9 @@ def compare_models(
         the difference and the interval are 0 and every test and alternative
         gives p = 1 (each sign flip and each resample ties the observed 0); a
         constant non-zero difference gives the interval ``[difference,
-        difference]``.
+        difference]``. A per-user difference no larger than :data:`TIE_RTOL`
+        (1e-12) times the larger of its two values is rounding, not a
+        difference, and counts as 0 (a tie).
 
     Raises
     ------
@@ -526,7 +539,7 @@ def compare_models(
             f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {J} hypothes{'is' if J == 1 else 'es'} "
             "adjusted together "
             f"the smallest adjusted p-value is J/(B+1) = {J / (n_resamples + 1):.4g} "
-            f"(alpha = {1 - confidence_level:.4g})",
+            f"(alpha = {significance_level(confidence_level):.4g})",
             LowResamplesWarning,
         )
 
@@ -550,6 +563,7 @@ def compare_models(
             cand_col = units.means(results[cand_name].per_user[metric])
             base_means[j], cand_means[j] = base_col.mean(), cand_col.mean()
             np.subtract(cand_col, base_col, out=d[:, j])
+            _snap_rounding_ties(d[:, j], base_col, cand_col)
         comparisons.extend(
             _compare_one_pair(
                 base_name,
@@ -569,7 +583,7 @@ def compare_models(
             )
         )
 
-    alpha = 1.0 - confidence_level
+    alpha = significance_level(confidence_level)
     split = primary is not None and family == "primary"
     labels = [("primary" if c.metric == primary else "secondary") if split else "all" for c in comparisons]
     final: list[PairwiseComparison | None] = [None] * len(comparisons)
@@ -618,6 +632,23 @@ def mde_alpha(alpha: float, correction: Correction, family_size: int) -> float:
 # -- the algorithm, on clean input -------------------------------------------------
 
 
+#: Differences within this fraction of the larger value are rounding, not a difference: see :func:`_snap_rounding_ties`.
+TIE_RTOL = 1e-12
+
+
+def _snap_rounding_ties(d: np.ndarray, base: np.ndarray, cand: np.ndarray) -> None:
+    """Set to 0, in place, every difference no larger than :data:`TIE_RTOL` times the larger of its two values.
+
+    Two models that score a user equally can differ by a few ulps when a score
+    is an average computed in another order, e.g. a seed average (0.4 + 0.4 +
+    0.4) / 3 against a single 0.4. Counted as a difference, such noise would
+    turn ties into wins, and a model compared with copies of itself would come
+    out significant. Ranking metrics are ratios of small integers, so no real
+    difference is within 1e-12 of the values.
+    """
+    d[np.abs(d) <= TIE_RTOL * np.maximum(np.abs(base), np.abs(cand))] = 0.0
+
+
 def _mde(d: np.ndarray, alpha: float, alternative: str) -> float:
     """Minimum detectable effect at 80% power for the unit differences ``d`` (NaN for one unit)."""
     if d.shape[0] < 2:
@@ -643,7 +674,7 @@ def _compare_one_pair(
     zero_method: str = "wilcox",
 ) -> list[PairwiseComparison]:
     sign_seeds, boot_seeds = _pair_seed_sequences(random_state, base_name, cand_name)
-    alpha = 1.0 - confidence_level
+    alpha = significance_level(confidence_level)
     n_nonzero = (d != 0).sum(axis=0)
 
     boot = bootstrap_means(d, n_resamples, boot_seeds)

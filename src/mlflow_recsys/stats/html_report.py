@@ -110,7 +110,7 @@ def legend(report: "ComparisonReport") -> str:
     """One escaped line on how to read the key table (names no model)."""
     levels = sorted({c.confidence_level for c in report.comparisons})
     level = "/".join(f"{v:.0%}" for v in levels)
-    alpha = "/".join(f"{1 - v:.2g}" for v in levels)
+    alpha = "/".join(f"{a:.6g}" for a in sorted({c.alpha for c in report.comparisons}))
     named = {"percentile": "percentile", "bca": "BCa"}
     method = "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
     correction = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}[report.correction]

@@ -68,7 +68,9 @@ def escape_markdown(text: object) -> str:
     (any ASCII punctuation may be escaped in CommonMark, spec 0.31 sec. 2.4) and
     writes ``&``, ``<``, ``>``, line feed and carriage return as character
     references, so a name can neither format text, break a table row, start a
-    block, nor inject HTML. Non-strings are formatted with ``str`` first.
+    block, nor inject HTML; other control characters (tab, escape) are written
+    as visible escapes (``\\t``, ``\\x1b``), then escaped as text. Non-strings
+    are formatted with ``str`` first.
 
     Parameters
     ----------
@@ -80,7 +82,9 @@ def escape_markdown(text: object) -> str:
     str
         E.g. ``escape_markdown("**A**|<b>")`` is ``"\\*\\*A\\*\\*\\|&lt;b&gt;"``.
     """
-    return str(text).translate(_MARKDOWN_TABLE)
+    # Other control characters (tab, escape sequences) would reach a terminal or a cell raw: show them as escapes.
+    text = "".join(c if c.isprintable() or c in "\n\r" else visible_text(c) for c in str(text))
+    return text.translate(_MARKDOWN_TABLE)
 
 
 def visible_text(text: object) -> str:
@@ -185,7 +189,7 @@ def report_markdown(report: "ComparisonReport") -> str:
     settings = (
         f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
         f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
-        f"{correction} adjustment {family_phrase(report)}; W/T/L = users on which the candidate "
+        f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
     )
     if report.seed_averaged:
@@ -233,12 +237,16 @@ def _hypotheses(J: int) -> str:
     return f"{J} hypothes{'is' if J == 1 else 'es'}"
 
 
-def family_phrase(report: "ComparisonReport") -> str:
-    """``over 4 hypotheses``, or the two families when the primary metric stands alone."""
+def family_phrase(report: "ComparisonReport", name=str) -> str:
+    """``over 4 hypotheses``, or the two families when the primary metric stands alone.
+
+    ``name`` writes the primary metric's key: ``str`` (default) for plain text,
+    :func:`escape_markdown` for markdown.
+    """
     families = report.families
     if "primary" not in families:
         return f"over {_hypotheses(report.family_size)}"
-    phrase = f"within each family: the primary metric {report.primary} ({_hypotheses(families['primary'])})"
+    phrase = f"within each family: the primary metric {name(report.primary)} ({_hypotheses(families['primary'])})"
     if "secondary" in families:
         phrase += f" and the secondary metrics ({_hypotheses(families['secondary'])})"
     return phrase
@@ -251,7 +259,7 @@ def _correction_words(report: "ComparisonReport") -> str:
     if "primary" in families:
         how = ("Holm's step-down procedure (Holm, 1979)" if report.correction == "holm"
                else "the Bonferroni correction")
-        primary = (f"the primary metric, {report.primary}, formed a family of its own "
+        primary = ("the primary metric formed a family of its own "
                    f"({_hypotheses(families['primary'])}, one per model pair)")
         secondary = (f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
                      if "secondary" in families else "")
@@ -283,7 +291,7 @@ def methods_text(report: "ComparisonReport") -> str:
     methods = sorted({c.test_method for c in report.comparisons})
     B = first.n_resamples
     level = first.confidence_level
-    alpha = 1 - level
+    alpha = first.alpha
     side = {"two-sided": "two-sided", "greater": "one-sided (candidate better)", "less": "one-sided (candidate worse)"}[
         first.alternative
     ]

@@ -152,12 +152,17 @@ class SeedSpread:
             "paired-seeds": "both models retrained, paired by seed",
             "independent-seeds": "both models retrained independently",
         }[r.protocol]
+        if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
+            spreads = (f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
+                       "(bootstrap standard error 0) the two cannot be compared")
+        else:
+            spreads = (f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap "
+                       f"standard error over users, {r.sd_users:.4f}, so allowing for retraining widens the "
+                       f"interval by {r.widens_by:.1%}")
         text = (
             f"Over {r.n_seeds} seeds ({retrained}), {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
             f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
-            f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap standard error "
-            f"over users, {r.sd_users:.4f}, "
-            f"so allowing for retraining widens the interval by {r.widens_by:.1%}, and {reversals}."
+            f"{spreads}, and {reversals}."
         )
         if r.notes:
             text += f" Note: {r.notes}."
@@ -417,10 +422,11 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
             raise TypeError(f"{name}[{seed!r}]: expected an EvaluationResult, found {type(res).__name__}")
         if res.per_user is None:
             raise ValueError(f"{name}[{seed!r}]: holds no per-user values (evaluated with collect_per_user=False)")
-    seeds = sorted(results, key=lambda s: (str(type(s)), s))
+    # Sorted only to fix the summation order; repr keeps seeds of mixed types (1, "a", (1, 2)) sortable.
+    seeds = sorted(results, key=lambda s: (type(s).__name__, repr(s)))
     first = results[seeds[0]]
     ids = np.asarray(first.sample_ids)
-    for seed in seeds[1:]:
+    for seed in seeds:
         res = results[seed]
         other = np.asarray(res.sample_ids)
         if other.shape != ids.shape or not np.array_equal(other, ids):
@@ -435,6 +441,12 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
                 f"{seeds[0]!r} has {str(first.targets_fingerprint)[:12]}; the seeds were not scored on the same "
                 "targets"
             )
+        for key, values in res.per_user.items():
+            if np.shape(values) != ids.shape:
+                raise ValueError(
+                    f"{name}[{seed!r}]: expected per-user values of {key!r} with one value per sample id "
+                    f"({ids.shape[0]}), found shape {np.shape(values)}"
+                )
     keys = [k for k in first.per_user if all(k in results[s].per_user for s in seeds)]
     per_user = {}
     for key in keys:

@@ -180,6 +180,8 @@ def compare_runs(
                          model_tag=model_tag, alternative=alternative)
             if plan.metric_keys is not None:
                 check_replicate_memory(n_resamples, len(plan.pairs) * len(plan.metric_keys))
+            if paired_seeds:
+                _paired_seeds_iv(plan)
         except BaseException as exc:
             target.record_failure(exc, [], create=False)  # only into a run that exists already
             raise
@@ -335,6 +337,19 @@ def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alte
     _metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"], reference)
     return _Plan(groups=groups, representative=representative, models=models, metric_keys=metric_keys, pairs=pairs,
                  seed_pairs=seed_pairs, reference=reference)
+
+
+def _paired_seeds_iv(plan: _Plan) -> None:
+    """With ``paired_seeds``, two seeded models must have the same seeds, or there is no pairing to make."""
+    for base, cand in plan.seed_pairs:
+        seeds = [set(plan.groups[m]) for m in (base, cand)]
+        if min(map(len, seeds)) > 1 and seeds[0] != seeds[1]:
+            order = tags.seed_order
+            raise RunSelectionError(
+                f"paired_seeds: expected {cand} and {base} to have the same seeds to pair them, found "
+                f"{base}: {sorted(seeds[0], key=order)} and {cand}: {sorted(seeds[1], key=order)}; select runs "
+                "with matching seeds, or compare without --paired-seeds (independent seeds)"
+            )
 
 
 def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None:
@@ -774,7 +789,7 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
             averaged_frame.to_parquet(out / "seed_averaged.parquet", index=False)
             tables = ("## Representative seed\n\n" + tables + "\n\n## Seed-averaged\n\n"
                       + averaged.to_markdown())
-            methods += "\n\nSeed-averaged comparison: " + seed_averaging_text(averaged).strip()
+            methods += "\n\n" + seed_averaging_text(averaged).strip()
         latex = report.to_latex()
         if averaged is not None:
             latex += "\n" + averaged.to_latex(label="tab:seed-averaged")
