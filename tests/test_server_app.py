@@ -434,3 +434,28 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
         assert page.count("<td>FINISHED</td>") == 3
         print(f"one compare from the page, end to end: {first['finished'] - first['created']:.1f} s; "
               f"three one after another: {elapsed:.1f} s")
+
+
+@pytest.mark.integration
+def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_admins_only(tmp_path):
+    password = "Recsys-Adm1n-Passw0rd-For-Tests"
+    config = tmp_path / "auth.ini"
+    config.write_text("[mlflow]\ndefault_permission = READ\n"
+                      f"database_uri = sqlite:///{tmp_path}/auth.db\nadmin_username = admin\n"
+                      "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+    env = {"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+           "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret"}
+    with recsys_server(tmp_path, app_name="recsys-auth", env=env) as url:
+        anonymous, admin = Browser(url), Browser(url, auth=("admin", password))
+        for path in ("/recsys/", "/recsys/experiments/0", "/recsys/jobs/" + "0" * 32):
+            assert anonymous.get(path)[0] == 401, path
+        assert Browser(url, auth=("admin", "wrong")).get("/recsys/")[0] == 401
+        status, page, _ = admin.get("/recsys/")
+        assert status == 200 and "Experiments with training runs" in page
+        request = urllib.request.Request(f"{url}/api/2.0/mlflow/users/create", method="POST",
+                                         data=json.dumps({"username": "alice", "password": password + "x"}).encode(),
+                                         headers={**admin.headers, "Content-Type": "application/json"})
+        urllib.request.urlopen(request, timeout=60).close()
+        status, page, _ = Browser(url, auth=("alice", password + "x")).get("/recsys/")
+        assert status == 403  # basic-auth (fail-closed on unknown routes) or the pages themselves refuse
+        assert anonymous.post("/recsys/compare", {"run": ["a", "b"]})[0] == 401
