@@ -8,9 +8,12 @@ import dataclasses
 import json
 import os
 import re
+import shutil
+import subprocess
 import warnings
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.stats
@@ -38,10 +41,23 @@ EXPECTED_ESCAPES = {
     "<": r"\textless{}",
     ">": r"\textgreater{}",
     "|": r"\textbar{}",
+    "`": r"\textasciigrave{}",
+    "'": r"\textquotesingle{}",
+    '"': r"\UseTextSymbol{T1}{\textquotedbl}",
 }
-SPECIALS = set("\\&%$#_{}~^")
+#: Characters that form a ligature with the next one of their kind (``--`` en dash, ``,,`` low quotes in T1).
+LIGATURE_CHARACTERS = "-,"
+SPECIALS = set("\\&%$#_{}~^`'\"")
 ESCAPE_TOKEN = re.compile(
-    r"\\(?:textbackslash|textasciitilde|textasciicircum|textless|textgreater|textbar)\{\}|\\[&%$#_{}]"
+    r"\\(?:textbackslash|textasciitilde|textasciicircum|textless|textgreater|textbar|textasciigrave|textquotesingle)"
+    r"\{\}|\\UseTextSymbol\{T1\}\{\\textquotedbl\}|\\[&%$#_{}]|[-,]\{\}"
+)
+PDFLATEX = shutil.which("pdflatex")
+ADJUSTBOX = PDFLATEX is not None and bool(
+    subprocess.run(["kpsewhich", "adjustbox.sty"], capture_output=True, text=True).stdout.strip()
+)
+needs_pdflatex = pytest.mark.skipif(
+    not ADJUSTBOX, reason="needs pdflatex and adjustbox.sty (apt install texlive-latex-extra)"
 )
 
 
@@ -51,7 +67,13 @@ def visible(name: str) -> str:
 
 
 def expected_latex(name: str) -> str:
-    return "".join(EXPECTED_ESCAPES.get(ch, ch) for ch in visible(name))
+    text = visible(name)
+    out = []
+    for i, ch in enumerate(text):
+        out.append(EXPECTED_ESCAPES.get(ch, ch))
+        if ch in LIGATURE_CHARACTERS and (i + 1 == len(text) or text[i + 1] == ch):
+            out.append("{}")
+    return "".join(out)
 
 
 def unescaped_specials(text: str) -> set[str]:
@@ -73,6 +95,13 @@ def expected_marker(p: float, alpha: float) -> str:
 
 def expected_p_text(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 else f"{p:.2e}"
+
+
+def expected_p_latex(p: float) -> str:
+    if p >= 1e-4:
+        return f"${p:.4f}$"
+    mantissa, exponent = f"{p:.2e}".split("e")
+    return f"${mantissa}\\times 10^{{{int(exponent)}}}$"
 
 
 def result(values):
@@ -137,6 +166,18 @@ def table_rows(latex: str) -> list[list[str]]:
     return [[cell.strip() for cell in re.split(r"(?<!\\)&", line[: -len(" \\\\")])] for line in lines]
 
 
+def compile_latex(tmp_path, body: str, *, preamble: str = "") -> str:
+    """pdflatex's log for a plain article holding ``body``; fails the test on any LaTeX error."""
+    source = ("\\documentclass{article}\n\\usepackage{booktabs,adjustbox}\n" + preamble
+              + "\n\\begin{document}\n" + body + "\n\\end{document}\n")
+    (tmp_path / "doc.tex").write_text(source, encoding="utf-8")
+    done = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                          capture_output=True, text=True, errors="replace", timeout=120)
+    log = (tmp_path / "doc.log").read_text(errors="replace")
+    assert done.returncode == 0, log[-3000:]
+    return log
+
+
 def caption(latex: str) -> str:
     start = latex.index("\\caption{") + len("\\caption{")
     end = latex.index("}\n\\label{")
@@ -145,21 +186,30 @@ def caption(latex: str) -> str:
 
 # -- LaTeX ---------------------------------------------------------------------------------------
 
+NUMBER = r"-?\d+\.\d{4}"
 
-def test_latex_is_a_booktabs_table_with_one_row_per_hypothesis(marker_report):
+
+def test_latex_is_a_narrow_booktabs_table_with_one_row_per_hypothesis(marker_report):
     latex = marker_report.to_latex()
     for rule in ("\\toprule", "\\midrule", "\\bottomrule"):
         assert latex.count(rule) == 1
-    assert latex.startswith("\\begin{table}") and "\\begin{tabular}" in latex and "\\label{tab:comparison}" in latex
+    lines = latex.split("\n")
+    assert lines[0] == "% Needs \\usepackage{booktabs,adjustbox} in the preamble."
+    assert lines[1] == "\\begin{table}" and "\\label{tab:comparison}" in latex
+    assert "\\small\n\\begin{adjustbox}{max width=\\linewidth}\n\\begin{tabular}{llrcrrr}\n" in latex
+    assert latex.endswith("\\end{tabular}\n\\end{adjustbox}\n\\end{table}\n")
+    header = latex.split("\\toprule\n", 1)[1].split(" \\\\\n", 1)[0]
+    assert header == "Metric & Comparison & Difference & 95\\% CI & $p$ & MDE & W/T/L"  # no correction: p
     rows = table_rows(latex)
     assert len(rows) == len(marker_report.comparisons)
     for row, c in zip(rows, marker_report.comparisons):
-        assert len(row) == 10
-        assert row[:3] == [c.metric.replace("_", "\\_"), c.baseline, c.candidate]
-        assert row[3] == f"{c.baseline_mean:.4f}" and row[4] == f"{c.candidate_mean:.4f}"
-        assert row[5].startswith(f"{c.difference:.4f}")
-        assert row[6] == f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
-        assert row[8] == f"{c.wins}/{c.ties}/{c.losses}" and row[9] == f"{c.mde:.4f}"
+        assert len(row) == 7
+        assert row[:2] == [c.metric, f"{c.candidate} vs {c.baseline}"]
+        assert re.fullmatch(rf"\${c.difference:.4f}(\^\{{\*+\}})?\$", row[2]), row[2]
+        assert row[3] == f"$[{c.ci_low:.4f}, {c.ci_high:.4f}]$"
+        assert row[5] == f"${c.mde:.4f}$" and row[6] == f"{c.wins}/{c.ties}/{c.losses}"
+        # every number is in math mode, so a minus sign is a minus, not a hyphen
+        assert all(cell.startswith("$") and cell.endswith("$") for cell in row[2:6])
     assert report_export.report_latex(marker_report, label="tab:x-1") == marker_report.to_latex(label="tab:x-1")
 
 
@@ -168,8 +218,8 @@ def test_latex_markers_follow_the_adjusted_p_value_and_alpha(marker_report):
     rows = table_rows(marker_report.to_latex())
     found = []
     for row, p, level in zip(rows, frame["adjusted_p_value"], frame["confidence_level"]):
-        match = re.fullmatch(r"(-?\d+\.\d{4})(?:\$\^\{(\*+)\}\$)?", row[5])
-        assert match, row[5]
+        match = re.fullmatch(rf"\$({NUMBER})(?:\^\{{(\*+)\}})?\$", row[2])
+        assert match, row[2]
         found.append(match.group(2) or "")
         assert found[-1] == expected_marker(p, 1 - level)
     # the fixture reaches every level, so each threshold is exercised
@@ -180,14 +230,11 @@ def test_latex_markers_follow_the_adjusted_p_value_and_alpha(marker_report):
 
 def test_latex_p_values_match_scipy_and_tiny_ones_use_powers_of_ten(marker_report):
     rows = table_rows(marker_report.to_latex())
+    assert any(c.adjusted_p_value < 1e-4 for c in marker_report.comparisons)
     for row, c in zip(rows, marker_report.comparisons):
         p = scipy.stats.ttest_1samp(c.unit_differences, 0.0).pvalue
         assert c.adjusted_p_value == pytest.approx(p, rel=1e-9)
-        if p >= 1e-4:
-            assert row[7] == f"{p:.4f}"
-        else:
-            mantissa, exponent = f"{p:.2e}".split("e")
-            assert row[7] == f"${mantissa}\\times 10^{{{int(exponent)}}}$"
+        assert row[4] == expected_p_latex(c.adjusted_p_value)
 
 
 def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
@@ -195,27 +242,46 @@ def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
     base = rng.random(60)
     results = {"A": result({"m": base}), "B": result({"m": base + rng.normal(0.02, 0.1, 60)}),
                "C": result({"m": base + rng.normal(0.0, 0.1, 60)})}
+    # (settings, needles, alpha, alpha/5, alpha/50 as the caption must write them)
     cases = [
-        (dict(), ["randomization test", "B = 9,999", "Holm", "2 hypotheses", "95\\%", "percentile"]),
+        (dict(), ["randomization test", "B = 9,999", "Holm", "2 hypotheses", "95\\%", "percentile"],
+         "0.05", "0.01", "0.001"),
         (dict(test_method="bootstrap", correction="bonferroni", confidence_level=0.9),
-         ["bootstrap test", "B = 9,999 resamples", "Bonferroni", "90\\%"]),
-        (dict(test_method="t", correction=None), ["t-test", "not adjusted"]),
+         ["bootstrap test", "B = 9,999 resamples", "Bonferroni", "90\\%"], "0.1", "0.02", "0.002"),
+        (dict(test_method="t", correction=None), ["t-test", "not adjusted"], "0.05", "0.01", "0.001"),
         (dict(test_method="wilcoxon", zero_method="pratt", interval_method="bca"),
-         ["Wilcoxon signed-rank test", "zero\\_method=pratt", "BCa"]),
-        (dict(alternative="greater"), ["one-sided", "candidate better"]),
+         ["Wilcoxon signed-rank test", "zero\\_method=pratt", "BCa"], "0.05", "0.01", "0.001"),
+        (dict(alternative="greater"), ["one-sided", "candidate better"], "0.05", "0.01", "0.001"),
+        (dict(confidence_level=0.9875), ["98.75\\%"], "0.0125", "0.0025", "0.00025"),
+        (dict(confidence_level=0.999, correction=None), ["99.9\\%"], "0.001", "0.0002", "2\\times 10^{-5}"),
     ]
-    for kwargs, needles in cases:
+    for kwargs, needles, alpha, two, three in cases:
         report = quiet_compare(results, metrics="m", reference="A", **kwargs)
         text = caption(report.to_latex())
-        alpha = 1 - kwargs.get("confidence_level", 0.95)
-        for needle in needles + [f"$\\alpha = {alpha:.2g}$", f"$p \\le {alpha / 5:.2g}$", f"$p \\le {alpha / 50:.2g}$",
-                                 "$^{*}$", "$^{**}$", "$^{***}$", "W/T/L"]:
+        p = "$p" if kwargs.get("correction", "holm") is None else "adjusted $p"
+        for needle in needles + [f"$\\alpha = {alpha}$", f"({p} \\le \\alpha$ is significant)",
+                                 f"$^{{*}}$ {p} \\le {alpha}$", f"$^{{**}}$ {p} \\le {two}$",
+                                 f"$^{{***}}$ {p} \\le {three}$", "W/T/L"]:
             assert needle in text, (kwargs, needle)
+        if p == "$p":
+            assert "adjusted $p" not in text
+        assert not re.search(r"\de[-+]?\d", text), text  # never Python's 2e-05
         if kwargs.get("test_method") in ("t", "wilcoxon"):
             # the test has no resamples; B appears once, for the bootstrap interval
             assert text.count("B = 9,999") == 1 and "sign patterns" not in text
         assert not unescaped_specials(text), text
         assert "seed" not in text
+
+
+def test_latex_title_is_the_escaped_first_sentence_of_the_caption(marker_report):
+    title = "One trained run per model (ELSA_2: seed 0, the lowest) -- 50% of 'runs'."
+    text = caption(marker_report.to_latex(title=title))
+    assert text.startswith(expected_latex(title) + " Paired comparison on 200 users")
+    assert not unescaped_specials(text)
+    assert caption(marker_report.to_latex()).startswith("Paired comparison")
+    assert caption(marker_report.to_latex(title="")) == caption(marker_report.to_latex())
+    with pytest.raises(TypeError, match="title: expected a string or None, found int"):
+        marker_report.to_latex(title=3)
 
 
 def test_latex_one_sided_interval_has_an_infinite_end():
@@ -226,18 +292,22 @@ def test_latex_one_sided_interval_has_an_infinite_end():
     less = quiet_compare(results, metrics="m", reference="A", alternative="less", n_resamples=999)
     (g,) = greater.comparisons
     (l,) = less.comparisons
-    assert table_rows(greater.to_latex())[0][6] == f"[{g.ci_low:.4f}, $\\infty$)"
-    assert table_rows(less.to_latex())[0][6] == f"($-\\infty$, {l.ci_high:.4f}]"
+    assert table_rows(greater.to_latex())[0][3] == f"$[{g.ci_low:.4f}, \\infty)$"
+    assert table_rows(less.to_latex())[0][3] == f"$(-\\infty, {l.ci_high:.4f}]$"
 
 
 def test_latex_escapes_hostile_names_everywhere(hostile_report):
     latex = hostile_report.to_latex()
     rows = table_rows(latex)
     assert len(rows) == len(hostile_report.comparisons)
+    header = latex.split("\\toprule\n", 1)[1].split(" \\\\\n", 1)[0]
+    assert header.split(" & ")[4] == "Adj.~$p$"
     for row, c in zip(rows, hostile_report.comparisons):
-        assert row[:3] == [expected_latex(c.metric), expected_latex(c.baseline), expected_latex(c.candidate)]
+        assert row[:2] == [expected_latex(c.metric), expected_latex(f"{c.candidate} vs {c.baseline}")]
         for cell in row:
             assert not unescaped_specials(cell), cell
+        assert all(cell.startswith("$") and cell.endswith("$") for cell in row[2:6])
+    assert any(c.ci_low < 0 for c in hostile_report.comparisons)  # minus signs in math mode, then
     text = caption(latex)
     assert not unescaped_specials(text), text
     # the primary metric (named by the family phrase) and the seed-averaged models appear escaped, never raw
@@ -246,12 +316,49 @@ def test_latex_escapes_hostile_names_everywhere(hostile_report):
     assert "plain: 1 seed;" in text and "averaged over its training seeds" in text
     assert HOSTILE not in latex and NEWLINE_NAME not in latex and "\r" not in latex
     # every line of the table is a whole row (a name's line break is written as text)
-    assert latex.count("\n") == 11 + len(rows)  # 7 lines before the rows, 4 after
+    assert latex.count("\n") == 15 + len(rows)  # 11 lines before the rows, 4 after
 
 
 def test_escape_latex_agrees_with_the_independent_table():
-    for text in [HOSTILE, HOSTILE_METRIC, NEWLINE_NAME, "".join(EXPECTED_ESCAPES), "Ελληνικά ñ 007", "\\\\ ~ ^ "]:
+    texts = [HOSTILE, HOSTILE_METRIC, NEWLINE_NAME, "".join(EXPECTED_ESCAPES), "Ελληνικά ñ 007", "\\\\ ~ ^ ",
+             "a--b---c-", "p,,q,", "x-y, z", "it's \"q\" `b`", "!`?` <<a>>"]
+    for text in texts:
         assert report_export.escape_latex(text) == expected_latex(text)
+    assert report_export.escape_latex("a--b,,c-") == "a-{}-b,{},c-{}"
+    assert report_export.escape_latex("sign-flip, two-sided") == "sign-flip, two-sided"  # prose stays readable
+
+
+@needs_pdflatex
+@pytest.mark.parametrize("encoding", ["", "\\usepackage[T1]{fontenc}"], ids=["OT1", "T1"])
+def test_pdflatex_typesets_every_escape(encoding, tmp_path):
+    names = ["a--b---c", "x''y``z", 'q"uote"', "it's", "p,,q", "<<a>> |b|", "!`?`", HOSTILE, HOSTILE_METRIC,
+             "ñandú-é", "end-", NEWLINE_NAME]
+    lines = "\n\n".join(f"[{report_export.escape_latex(n)}]" for n in names)
+    caption_text = " ".join(f"[{report_export.escape_latex(n)}]" for n in names)
+    compile_latex(tmp_path, f"\\listoftables\n\\begin{{table}}\\caption{{{caption_text}}}\\end{{table}}\n{lines}",
+                  preamble=encoding)
+    if encoding and shutil.which("pdftotext"):  # T1 has every glyph, so the text comes back exactly
+        extracted = subprocess.run(["pdftotext", "-enc", "UTF-8", str(tmp_path / "doc.pdf"), "-"],
+                                   capture_output=True, text=True, check=True).stdout
+        for name in names:
+            assert f"[{visible(name)}]" in extracted.splitlines(), name
+
+
+@needs_pdflatex
+def test_a_realistic_table_fits_the_line_width(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 500
+    metrics = ["calibrated_recall@20", "ndcg@100", "recall@50", "mrr@100"]
+    base = {m: rng.random(n) for m in metrics}
+    results = {"EASE": result(base)}
+    for name, shift in [("ELSA-large", -0.01), ("MultVAE_tuned", 0.02)]:
+        results[name] = result({m: v + rng.normal(shift, 0.1, n) for m, v in base.items()})
+    report = quiet_compare(results, metrics=metrics, reference="EASE", primary="ndcg@100", n_resamples=999)
+    report = seed_averaged(report, {"EASE": 1, "ELSA-large": 3, "MultVAE_tuned": 5})
+    latex = report.to_latex(title="One trained run per model (ELSA-large: seed 0, the lowest).")
+    assert "textquotesingle" not in latex  # no apostrophe in the prose, which would print as a straight quote
+    log = compile_latex(tmp_path, latex + "\n" + report.to_latex(label="tab:again"))
+    assert "Overfull \\hbox" not in log and "Overfull \\vbox" not in log
 
 
 def test_latex_refuses_a_bad_label_and_an_empty_report(marker_report):
@@ -264,6 +371,13 @@ def test_latex_refuses_a_bad_label_and_an_empty_report(marker_report):
 # -- text ----------------------------------------------------------------------------------------
 
 
+def pair(c) -> str:
+    """``ELSA (3 seeds) vs EASE``: a side's seed count when it averages several."""
+    sides = [visible(name) + (f" ({seeds} seeds)" if seeds > 1 else "")
+             for name, seeds in ((c.candidate, c.candidate_seeds), (c.baseline, c.baseline_seeds))]
+    return " vs ".join(sides)
+
+
 def test_str_is_a_settings_line_and_one_row_per_hypothesis(hostile_report, marker_report):
     for report in (hostile_report, marker_report):
         text = str(report)
@@ -273,11 +387,32 @@ def test_str_is_a_settings_line_and_one_row_per_hypothesis(hostile_report, marke
         assert lines[1].split()[:2] == ["metric", "candidate"]
         for line, c in zip(lines[2:], report.comparisons):
             assert line.startswith(visible(c.metric))
-            assert f"{visible(c.candidate)} vs {visible(c.baseline)}" in line
+            assert pair(c) in line
             assert expected_p_text(c.adjusted_p_value) in line and c.direction in line
             assert f"{c.wins}/{c.ties}/{c.losses}" in line
-    assert "averaged over training seeds" in str(hostile_report)
     assert "two\\nlines\\r" in str(hostile_report)
+
+
+def test_a_seed_averaged_report_says_so_first_in_every_view(hostile_report, marker_report):
+    settings = str(hostile_report).split("\n")[0]
+    assert settings.startswith("seed-averaged over training seeds (")
+    assert f"{visible(HOSTILE)}: 3 seeds" in settings and "plain: 1 seed" in settings
+    assert repr(hostile_report) == (
+        "<ComparisonReport (seed-averaged): 4 hypotheses, holm, families primary=2 secondary=2>"
+    )
+    for line, c in zip(hostile_report.summary().splitlines(), hostile_report.comparisons):
+        assert f"  {visible(c.candidate)} ({c.candidate_seeds} seeds) vs plain  " in line, line
+    # a report of single trained runs mentions no seeds anywhere
+    assert "seed" not in str(marker_report) + marker_report.summary() + repr(marker_report)
+
+
+def test_text_alpha_has_the_digits_of_the_level():
+    rng = np.random.default_rng(5)
+    base = rng.random(60)
+    results = {"A": result({"m": base}), "B": result({"m": base + rng.normal(0.02, 0.1, 60)})}
+    for level, alpha in [(0.9875, "0.0125"), (0.9, "0.1"), (0.999, "0.001")]:
+        report = quiet_compare(results, metrics="m", reference="A", confidence_level=level, n_resamples=999)
+        assert str(report).split("\n")[0].endswith(f"; alpha = {alpha}")
 
 
 def test_summary_has_one_line_per_hypothesis_with_its_adjusted_p(hostile_report, marker_report):
@@ -285,6 +420,7 @@ def test_summary_has_one_line_per_hypothesis_with_its_adjusted_p(hostile_report,
         lines = report.summary().splitlines()
         assert len(lines) == len(report.comparisons)
         for line, c in zip(lines, report.comparisons):
+            assert pair(c) in line
             assert f"adj. p {expected_p_text(c.adjusted_p_value)}" in line
             assert f"{c.difference:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}]" in line
             assert f"W/T/L {c.wins}/{c.ties}/{c.losses}" in line and f"mde {c.mde:.4f}" in line
@@ -293,7 +429,8 @@ def test_summary_has_one_line_per_hypothesis_with_its_adjusted_p(hostile_report,
 
 def test_repr_is_short(marker_report, hostile_report):
     assert repr(marker_report) == "<ComparisonReport: 8 hypotheses, no correction, families all=8>"
-    assert repr(hostile_report) == "<ComparisonReport: 4 hypotheses, holm, families primary=2 secondary=2>"
+    single = seed_averaged(hostile_report, {HOSTILE: 1, NEWLINE_NAME: 1, "plain": 1})
+    assert repr(single) == "<ComparisonReport: 4 hypotheses, holm, families primary=2 secondary=2>"
 
 
 # -- save and load -------------------------------------------------------------------------------
@@ -378,8 +515,9 @@ def test_save_load_roundtrip_is_exact(case, tmp_path):
 
 def test_seed_averaged_counts_and_odd_floats_roundtrip(hostile_report, tmp_path):
     c = hostile_report.comparisons[0]
+    odd_values = np.resize([-0.0, np.nan, np.inf, -np.inf, 5e-324], c.n_units)
     odd = dataclasses.replace(c, mde=float("nan"), ci_low=-0.0, bootstrap_standard_error=float("inf"),
-                              unit_differences=np.array([-0.0, np.nan, np.inf, -np.inf, 5e-324]))
+                              unit_differences=odd_values)
     report = dataclasses.replace(hostile_report, comparisons=(odd, *hostile_report.comparisons[1:]))
     assert report.seed_averaged
     report_export.save_report(report, tmp_path / "r")
@@ -475,6 +613,8 @@ def test_load_names_the_missing_file(hostile_report, tmp_path):
     [
         ({"format_version": 2}, "expected format_version 1, found 2"),
         ({"format_version": None}, "expected format_version 1, found None"),
+        ({"format_version": True}, "expected format_version 1, found True"),
+        ({"format_version": 1.0}, "expected format_version 1, found 1.0"),
         ({"format": "something-else"}, "expected format 'mlflow-recsys-comparison-report'"),
         ({"n_hypotheses": 5}, "expected 5 rows"),
         ({"correction": "sidak"}, "expected correction"),
@@ -503,3 +643,79 @@ def test_load_names_missing_and_mistyped_columns(hostile_report, tmp_path):
     pq.write_table(mistyped, path / "comparisons.parquet")
     with pytest.raises(ValueError, match="column 'wins' expected type int64, found double"):
         ComparisonReport.load(path)
+
+
+@pytest.mark.parametrize("field", ["correction", "reference", "primary", "n_hypotheses"])
+def test_load_names_the_file_when_report_json_lacks_a_field(hostile_report, tmp_path, field):
+    path = hostile_report.save(tmp_path / "r")
+    meta = json.loads((path / "report.json").read_text())
+    del meta[field]
+    (path / "report.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=re.escape(f"{path / 'report.json'}: expected the fields") + ".*" + field):
+        ComparisonReport.load(path)
+
+
+def with_value(path, column, row, value):
+    """Rewrite ``comparisons.parquet`` under ``path`` with ``column[row]`` set to ``value``."""
+    table = pq.read_table(path / "comparisons.parquet")
+    values = table.column(column).to_pylist()
+    values[row] = value
+    index = table.column_names.index(column)
+    pq.write_table(table.set_column(index, column, pa.array(values, type=table.schema.field(column).type)),
+                   path / "comparisons.parquet")
+
+
+@pytest.mark.parametrize(
+    "column, value, expected",
+    [
+        ("random_state", "12abc", "decimal integer text"),
+        ("random_state", " 12", "decimal integer text"),
+        ("random_state", "1_000", "decimal integer text"),
+        ("random_state", "", "decimal integer text"),
+        ("direction", "up", "one of ('better', 'worse', 'inconclusive')"),
+        ("alternative", "both", "one of ('two-sided', 'greater', 'less')"),
+        ("test_method", "z", "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'randomization-exact')"),
+        ("interval_method", "bc", "one of ('percentile', 'bca')"),
+        ("family", "none", "one of ('primary', 'secondary', 'all')"),
+        ("zero_method", "x", "one of (None, 'wilcox', 'pratt', 'zsplit')"),
+        ("p_value", 1.5, "a number in [0, 1]"),
+        ("p_value", -0.1, "a number in [0, 1]"),
+        ("p_value", float("nan"), "a number in [0, 1]"),
+        ("adjusted_p_value", float("nan"), "a number in [0, 1]"),
+        ("confidence_level", 1.0, "a number strictly between 0 and 1"),
+        ("candidate_seeds", 0, "at least 1"),
+        ("unit_differences", [0.1, 0.2], "n_units = 80 values, found 2"),
+    ],
+)
+def test_load_refuses_values_no_comparison_writes(hostile_report, tmp_path, column, value, expected):
+    path = hostile_report.save(tmp_path / "r")
+    with_value(path, column, 2, value)
+    message = f"{path / 'comparisons.parquet'}: column {column!r} row 2: expected {expected}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        ComparisonReport.load(path)
+
+
+def test_load_lets_an_unreadable_file_raise_os_error(hostile_report, tmp_path, monkeypatch):
+    path = hostile_report.save(tmp_path / "r")
+
+    def denied(file, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(file))
+
+    # as a user without read permission would see it (chmod does not stop root, who may run this)
+    monkeypatch.setattr(report_export.Path, "read_text", denied)
+    with pytest.raises(PermissionError, match="report.json"):
+        ComparisonReport.load(path)
+    monkeypatch.undo()
+    monkeypatch.setattr(report_export, "open", denied, raising=False)
+    with pytest.raises(PermissionError, match="comparisons.parquet"):
+        ComparisonReport.load(path)
+
+
+def test_save_names_a_missing_or_non_directory_parent_and_makes_nothing(hostile_report, tmp_path):
+    missing = tmp_path / "absent" / "deeper"
+    with pytest.raises(FileNotFoundError, match=re.escape(f"its parent {str(missing)!r}")):
+        hostile_report.save(missing / "report")
+    (tmp_path / "file").write_text("keep me")
+    with pytest.raises(NotADirectoryError, match=re.escape(f"its parent {str(tmp_path / 'file')!r}")):
+        hostile_report.save(tmp_path / "file" / "report")
+    assert os.listdir(tmp_path) == ["file"] and (tmp_path / "file").read_text() == "keep me"

@@ -288,14 +288,15 @@ class ComparisonReport:
         """The report as a GitHub-flavoured markdown table, names escaped to show literally."""
         return reporting.report_markdown(self)
 
-    def to_latex(self, *, label: str = "tab:comparison") -> str:
+    def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
         """The report as a booktabs ``table`` whose caption states the settings and significance markers.
 
-        See :func:`~mlflow_recsys.stats.report_export.report_latex` (``label`` is its ``\\label``).
+        See :func:`~mlflow_recsys.stats.report_export.report_latex` (``label`` is its ``\\label``, ``title`` the
+        caption's first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
         """
         from mlflow_recsys.stats import report_export  # it imports this module
 
-        return report_export.report_latex(self, label=label)
+        return report_export.report_latex(self, label=label, title=title)
 
     def __str__(self) -> str:
         """The key columns as a fixed-width table under one settings line.
@@ -308,7 +309,8 @@ class ComparisonReport:
 
     def __repr__(self) -> str:
         families = " ".join(f"{name}={size}" for name, size in self.families.items())
-        return (f"<ComparisonReport: {reporting._hypotheses(len(self.comparisons))}, "
+        averaged = " (seed-averaged)" if self.seed_averaged else ""
+        return (f"<ComparisonReport{averaged}: {reporting._hypotheses(len(self.comparisons))}, "
                 f"{self.correction or 'no correction'}, families {families or 'none'}>")
 
     def summary(self) -> str:
