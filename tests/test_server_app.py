@@ -24,7 +24,7 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pytest
-from mlflow.entities import Metric, RunTag
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.evaluation import EvaluationResult

@@ -3,8 +3,8 @@
 :func:`launch` (in the server worker) starts ``python -m mlflow_recsys.server.runner <folder> <job id>``; that
 process (:func:`main`) waits for a comparison slot, calls
 :func:`~mlflow_recsys.tracking.comparison.compare_runs` and writes each stage to the job file. A process of its
-own keeps the resampling off the worker that answers requests, survives nothing the worker would not (it gets
-SIGTERM when the worker ends, and the comparison run then ends FAILED), and releases its slot however it ends.
+own keeps the resampling off the worker that answers requests and releases its slot however it ends; it stops
+itself (SIGTERM, so the comparison run ends FAILED) when the worker that started it is gone.
 
 The process talks to the server it was started by, over loopback HTTP, so every read and write goes through the
 server's own tracking store and artifact proxy, with the permissions of the user who clicked Compare when the

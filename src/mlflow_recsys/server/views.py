@@ -8,7 +8,6 @@ POST carries a Flask-WTF CSRF token.
 from __future__ import annotations
 
 import functools
-import logging
 import os
 
 import mlflow
@@ -21,8 +20,6 @@ from mlflow_recsys.server import jobs, listing, runner
 from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import parse_compare_url
-
-_log = logging.getLogger(__name__)
 
 #: The backend store URI ``mlflow server`` passes to its workers (``mlflow.server.BACKEND_STORE_URI_ENV_VAR``).
 STORE_ENV = "_MLFLOW_SERVER_FILE_STORE"
