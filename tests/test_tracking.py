@@ -183,7 +183,9 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
             "report_table.json", "seed_spread_table.json", "forest.png", "seed_spread.png", "seed_averaged.csv",
             "seed_averaged.parquet", "seed_averaged_table.json", "report.tex"} <= names
     tex = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.tex")).read_text()
-    assert tex == outcome.report.to_latex() + "\n" + outcome.seed_averaged.to_latex(label="tab:seed-averaged")
+    title = "One trained run per model (EASE: its only run; ELSA: seed 0, the lowest of 0, 1, 2)."
+    assert tex == (outcome.report.to_latex(title=title) + "\n"
+                   + outcome.seed_averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison."))
 
     # Beside it, the seed-averaged comparison: ELSA's per-user values averaged over its 3 seeds, EASE's one run.
     averaged = outcome.seed_averaged.get("ndcg@100", "ELSA")

@@ -790,9 +790,10 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
             tables = ("## Representative seed\n\n" + tables + "\n\n## Seed-averaged\n\n"
                       + averaged.to_markdown())
             methods += "\n\n" + seed_averaging_text(averaged).strip()
-        latex = report.to_latex()
+        runs_used = "; ".join(f"{m}: {i['why']}" for m, i in provenance["models"].items())
+        latex = report.to_latex(title=f"One trained run per model ({runs_used}).")
         if averaged is not None:
-            latex += "\n" + averaged.to_latex(label="tab:seed-averaged")
+            latex += "\n" + averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison.")
         (out / "report.tex").write_text(latex)
         (out / "report.md").write_text(tables + "\n\n" + what + "\n")
         (out / "methods.md").write_text(methods + "\n\n" + what + "\n")
