@@ -40,6 +40,7 @@ class RunRow:
     name: str
     seed: str
     value: float | None  # the shown metric's aggregate, as the run logged it
+    experiment_id: str = ""
 
 
 @dataclass
@@ -137,7 +138,8 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
             splits[digest].models.append(models[key])
         models[key].runs.append(RunRow(run_id=r.info.run_id, name=r.info.run_name or r.info.run_id,
                                        seed=t.get(tags.SEED, tags.NO_SEED),
-                                       value=r.data.metrics.get(name) if name else None))
+                                       value=r.data.metrics.get(name) if name else None,
+                                       experiment_id=r.info.experiment_id))
     for split in splits.values():
         split.models.sort(key=lambda m: (m.model, m.config))
         for group in split.models:
@@ -176,6 +178,7 @@ class ComparisonRow:
     status: str
     sentence: str
     start_time: int
+    experiment_id: str = ""
 
 
 def comparisons(client: MlflowClient, experiment_ids: list[str], *, limit: int = MAX_COMPARISONS) -> list[ComparisonRow]:
@@ -186,7 +189,8 @@ def comparisons(client: MlflowClient, experiment_ids: list[str], *, limit: int =
     for r in runs:
         sentence = r.data.tags.get(tags.ERROR) or note_sentence(r.data.tags.get("mlflow.note.content", ""))
         rows.append(ComparisonRow(run_id=r.info.run_id, name=r.info.run_name or r.info.run_id, status=r.info.status,
-                                  sentence=sentence, start_time=r.info.start_time))
+                                  sentence=sentence, start_time=r.info.start_time,
+                                  experiment_id=r.info.experiment_id))
     return rows
 
 
