@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import urllib.parse
 from pathlib import Path
 
@@ -238,6 +239,26 @@ def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, 
         compare_runs(run_ids=[*study["elsa"].values(), *other], reference="ELSA", paired_seeds=True,
                      n_resamples=99)
     assert len(client.search_runs([experiment], max_results=1000)) == before
+
+
+def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_reported_in_order(study):
+    from mlflow_recsys.tracking import check_selection
+
+    ids = [study["ease"], study["elsa"][0]]
+    assert [r.info.run_id for r in check_selection(run_ids=ids, reference="EASE")] == ids
+    for bad in (dict(run_ids=ids, reference="Pop"), dict(run_ids=ids[:1]), dict(run_ids=ids, n_resamples=0),
+                dict(run_ids=ids, metrics=["map@20"])):
+        with pytest.raises((RunSelectionError, ValueError)) as refused:
+            check_selection(**bad)
+        with pytest.raises(type(refused.value), match=re.escape(str(refused.value))):
+            compare_runs(**bad)
+    with pytest.raises(TypeError, match="output"):
+        check_selection(run_ids=ids, output="x")
+    stages = []
+    compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], n_resamples=999, on_stage=stages.append)
+    from mlflow_recsys.tracking.comparison import STAGES
+
+    assert stages == list(STAGES)
 
 
 def test_compare_refuses_runs_that_are_not_finished(study):

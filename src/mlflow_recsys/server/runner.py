@@ -13,7 +13,6 @@ server checks them (``--app-name recsys-auth``).
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -24,10 +23,6 @@ from pathlib import Path
 
 from mlflow_recsys.server import jobs
 
-#: compare_runs' progress lines (logger ``mlflow_recsys.tracking.comparison``), by their start, and the stage each
-#: one begins. A progress callback in compare_runs would replace this.
-_PROGRESS = (("comparing ", "loading artifacts"), ("loaded the per-user artifacts", "comparing"),
-             ("logging the comparison run", "logging"))
 #: Variables passed on from the server's environment: MLflow's own HTTP settings, and no server internals.
 _KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
 
@@ -62,20 +57,6 @@ def _watch_parent(parent: int, every: float = 1.0) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-class _Stages(logging.Handler):
-    """Turns compare_runs' progress lines into job stages."""
-
-    def __init__(self, update):
-        super().__init__(logging.INFO)
-        self.update = update
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        for start, stage in _PROGRESS:
-            if message.startswith(start):
-                self.update(stage)
-
-
 def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
     """The primary metric (or the first compared one) and its result sentences, as the command line prints them."""
     report = outcome.report
@@ -103,11 +84,7 @@ def run_job(folder: Path, job_id: str) -> dict:
     update("queued", waiting_for_slot=False)
     slot = jobs.acquire_slot(folder, jobs.max_comparisons(), on_wait=lambda: update("queued", waiting_for_slot=True))
     job["started"] = time.time()
-    update("selecting", slot=slot, waiting_for_slot=False)
-    handler = _Stages(update)
-    logger = logging.getLogger("mlflow_recsys.tracking.comparison")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    job.update(slot=slot, waiting_for_slot=False)
     try:
         from mlflow.tracking import MlflowClient
 
@@ -115,7 +92,7 @@ def run_job(folder: Path, job_id: str) -> dict:
         from mlflow_recsys.tracking.comparison import compare_runs
 
         selection = Selection(run_ids=job["run_ids"], **job["settings"])
-        outcome = compare_runs(**selection.compare_kwargs())
+        outcome = compare_runs(**selection.compare_kwargs(), on_stage=update)
         metric, sentences = _sentences(outcome, selection.primary)
         run = MlflowClient().get_run(outcome.run_id)
         job["finished"] = time.time()
@@ -128,8 +105,6 @@ def run_job(folder: Path, job_id: str) -> dict:
         update("failed", error=redact(f"{type(exc).__name__}: {lines[0]}"))
         if not isinstance(exc, Exception):
             raise
-    finally:
-        logger.removeHandler(handler)
     return job
 
 

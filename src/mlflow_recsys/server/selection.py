@@ -92,18 +92,6 @@ def check(client: MlflowClient, selection: Selection) -> None:
         With the command line's message: a setting out of range, a run that is missing, not FINISHED or not a
         training run, runs of different splits, a single model, a reference or metric that names nothing.
     """
-    # compare_runs' own checks, in its order; a public hook there would spare these private imports.
-    from mlflow_recsys.stats.comparison import check_replicate_memory
-    from mlflow_recsys.tracking.comparison import _check_settings, _plan
+    from mlflow_recsys.tracking.comparison import check_selection
 
-    kw = selection.compare_kwargs()
-    _check_settings(metrics=kw["metrics"], primary=kw["primary"], correction=kw["correction"],
-                    confidence_level=kw["confidence_level"], n_resamples=kw["n_resamples"],
-                    alternative=kw["alternative"], test_method=kw["test_method"], zero_method=kw["zero_method"],
-                    interval_method=kw["interval_method"], random_state=kw["random_state"], seed=kw["seed"],
-                    model_tag=kw["model_tag"], reference=kw["reference"], family=kw["family"])
-    runs = select_runs(run_ids=kw["run_ids"], client=client)
-    plan = _plan(runs, metrics=kw["metrics"], primary=kw["primary"], reference=kw["reference"], seed=kw["seed"],
-                 model_tag=kw["model_tag"], alternative=kw["alternative"])
-    if plan.metric_keys is not None:
-        check_replicate_memory(kw["n_resamples"], len(plan.pairs) * len(plan.metric_keys))
+    check_selection(client=client, **selection.compare_kwargs())

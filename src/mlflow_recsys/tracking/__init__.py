@@ -12,6 +12,7 @@ _EXPORTS = {
     "read_evaluation_artifacts": "artifacts",
     "write_evaluation_artifacts": "artifacts",
     "RunComparison": "comparison",
+    "check_selection": "comparison",
     "compare_runs": "comparison",
     "metric_key": "naming",
     "mlflow_metric_name": "naming",

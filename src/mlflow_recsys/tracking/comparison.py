@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import inspect
 import json
 import logging
 import tempfile
@@ -11,7 +12,7 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import mlflow
 import pandas as pd
@@ -125,6 +126,7 @@ def compare_runs(
     seed: str | None = None,
     model_tag: str = tags.MODEL,
     output_experiment: str | None = None,
+    on_stage: Callable[[str], None] | None = None,
 ) -> RunComparison:
     """Select training runs, verify they are comparable, compare them and log a comparison run.
 
@@ -149,6 +151,10 @@ def compare_runs(
     run. Inside an active run, or the run of the ``compare`` entry point of
     ``mlflow run`` (``MLFLOW_RUN_ID``), that run is used instead.
 
+    ``on_stage``, when given, is called with each stage as it begins, in the
+    order of :data:`STAGES` (``"selecting"``, ``"loading artifacts"``,
+    ``"comparing"``, ``"logging"``); the server's page shows them as progress.
+
     Raises
     ------
     RunSelectionError
@@ -164,24 +170,19 @@ def compare_runs(
     TrackingServerError
         If the tracking server does not answer within the bounded wait.
     """
+    stage = on_stage or (lambda name: None)
     if isinstance(seed, int) and not isinstance(seed, bool):
         seed = str(seed)  # seeds are compared as the recsys.seed tag's text
     with translated_server_errors():
         target = _Target.find(output_experiment)
         try:
-            _check_settings(metrics=metrics, primary=primary, correction=correction,
-                            confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-                            test_method=test_method, zero_method=zero_method, interval_method=interval_method,
-                            random_state=random_state, seed=seed, model_tag=model_tag,
-                            reference=reference, family=family)
-            runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url,
-                               experiment=experiment, filter_string=filter_string)
-            plan = _plan(runs, metrics=metrics, primary=primary, reference=reference, seed=seed,
-                         model_tag=model_tag, alternative=alternative)
-            if plan.metric_keys is not None:
-                check_replicate_memory(n_resamples, len(plan.pairs) * len(plan.metric_keys))
-            if paired_seeds:
-                _paired_seeds_iv(plan)
+            stage("selecting")
+            runs, plan = _preflight(
+                run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string,
+                reference=reference, metrics=metrics, primary=primary, correction=correction,
+                confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+                test_method=test_method, zero_method=zero_method, interval_method=interval_method, family=family,
+                random_state=random_state, paired_seeds=paired_seeds, seed=seed, model_tag=model_tag)
         except BaseException as exc:
             target.record_failure(exc, [], create=False)  # only into a run that exists already
             raise
@@ -201,8 +202,10 @@ def compare_runs(
                 _log.warning("paired_seeds has no effect on %s: only one side has several seeds, so there is "
                              "nothing to pair (protocol one-side-seeded)", ", ".join(unpaired))
         try:
+            stage("loading artifacts")
             artifacts = load_many([r.info.run_id for r in runs])
             _log.info("loaded the per-user artifacts of %d runs", len(runs))
+            stage("comparing")
             provenance = collect_provenance(runs, plan.groups, plan.representative, seed)
             _verify_same_evaluation(runs, artifacts)
             plan = plan.with_metrics(_artifact_metric_keys(plan.metric_keys, primary, artifacts))
@@ -244,11 +247,61 @@ def compare_runs(
         settings["metrics"] = ",".join(metrics) if metrics else None
         settings["compared_metrics"] = ",".join(plan.metric_keys)
         _log.info("logging the comparison run")
+        stage("logging")
         declared = _declared_in_advance(runs, primary)
         run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary, provenance, declared,
                                  averaged)
     return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
                          report_seed=seed, seed_averaged=averaged)
+
+
+#: The stages :func:`compare_runs` reports to ``on_stage``, in order.
+STAGES = ("selecting", "loading artifacts", "comparing", "logging")
+
+
+def check_selection(*, client: MlflowClient | None = None, **settings) -> list[Run]:
+    """Every check :func:`compare_runs` makes before it reads an artifact or writes anything; the runs selected.
+
+    Parameters
+    ----------
+    client:
+        The client to read runs with (default: one for the current tracking URI).
+    **settings:
+        The keywords of :func:`compare_runs` (its defaults apply), but ``output_experiment`` and ``on_stage``.
+
+    Raises
+    ------
+    TypeError
+        For a keyword :func:`compare_runs` does not take.
+    RunSelectionError, ValueError
+        Exactly as :func:`compare_runs` raises them for a bad setting or selection.
+    """
+    bound = inspect.signature(compare_runs).bind(**settings)
+    bound.apply_defaults()
+    arguments = {k: v for k, v in bound.arguments.items() if k not in ("output_experiment", "on_stage")}
+    if isinstance(arguments["seed"], int) and not isinstance(arguments["seed"], bool):
+        arguments["seed"] = str(arguments["seed"])
+    with translated_server_errors():
+        return _preflight(**arguments, client=client)[0]
+
+
+def _preflight(*, run_ids, compare_url, experiment, filter_string, reference, metrics, primary, correction,
+               confidence_level, n_resamples, alternative, test_method, zero_method, interval_method, family,
+               random_state, paired_seeds, seed, model_tag, client=None) -> tuple[list[Run], "_Plan"]:
+    """The settings, the selection and the plan checked, in this order, from run metadata alone."""
+    _check_settings(metrics=metrics, primary=primary, correction=correction, confidence_level=confidence_level,
+                    n_resamples=n_resamples, alternative=alternative, test_method=test_method,
+                    zero_method=zero_method, interval_method=interval_method, random_state=random_state, seed=seed,
+                    model_tag=model_tag, reference=reference, family=family)
+    runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url, experiment=experiment,
+                       filter_string=filter_string, client=client)
+    plan = _plan(runs, metrics=metrics, primary=primary, reference=reference, seed=seed, model_tag=model_tag,
+                 alternative=alternative)
+    if plan.metric_keys is not None:
+        check_replicate_memory(n_resamples, len(plan.pairs) * len(plan.metric_keys))
+    if paired_seeds:
+        _paired_seeds_iv(plan)
+    return runs, plan
 
 
 def _check_settings(*, metrics, primary, correction, confidence_level, n_resamples, alternative, test_method,
