@@ -330,7 +330,7 @@ def _print_comparison(outcome, primary):
             if c.metric == primary:
                 click.echo(_visible(report.results_text(primary, c.candidate, c.baseline)))
         for c in averaged.comparisons if averaged is not None else ():
-            if c.metric == primary:
+            if c.metric == primary and c.averages_seeds:
                 click.echo(_visible(averaged.results_text(primary, c.candidate, c.baseline)))
         for spread in outcome.seed_spreads.values():
             click.echo(_visible(spread.results_text(primary)))

@@ -64,7 +64,7 @@ def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
     lines = [report.results_text(metric, c.candidate, c.baseline) for c in report.comparisons if c.metric == metric]
     if outcome.seed_averaged is not None:
         lines += [outcome.seed_averaged.results_text(metric, c.candidate, c.baseline)
-                  for c in outcome.seed_averaged.comparisons if c.metric == metric]
+                  for c in outcome.seed_averaged.comparisons if c.metric == metric and c.averages_seeds]
     lines += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
     return metric, lines
 

@@ -220,6 +220,11 @@ class PairwiseComparison:
         """The significance level, :func:`significance_level` of ``confidence_level``."""
         return significance_level(self.confidence_level)
 
+    @property
+    def averages_seeds(self) -> bool:
+        """Whether a side averages two or more trained instances (``baseline_seeds`` or ``candidate_seeds`` > 1)."""
+        return self.baseline_seeds > 1 or self.candidate_seeds > 1
+
     def to_frame(self) -> pd.DataFrame:
         """One row holding :data:`COLUMNS`."""
         return pd.DataFrame([{c: getattr(self, c) for c in COLUMNS}], columns=list(COLUMNS))
@@ -247,7 +252,7 @@ class ComparisonReport:
     @property
     def seed_averaged(self) -> bool:
         """Whether a side of some hypothesis averages several trained instances (training seeds) per user."""
-        return any(c.baseline_seeds > 1 or c.candidate_seeds > 1 for c in self.comparisons)
+        return any(c.averages_seeds for c in self.comparisons)
 
     @property
     def families(self) -> dict[str, int]:

@@ -179,7 +179,7 @@ def report_html(
                 label = "<b>Representative seed.</b> " if seed_averaged is not None else ""
                 parts.append(f"<p>{label}{html.escape(results_text(report, c, markup='plain'))}</p>")
         for c in seed_averaged.comparisons if seed_averaged is not None else ():
-            if c.metric == primary:
+            if c.metric == primary and c.averages_seeds:  # a pair without seeds would repeat its sentence
                 text = html.escape(results_text(seed_averaged, c, markup="plain"))
                 parts.append(f"<p><b>Seed-averaged.</b> {text}</p>")
     heading = "Representative-seed comparison" if seed_averaged is not None else "Paired comparison"

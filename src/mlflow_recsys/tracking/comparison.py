@@ -715,7 +715,7 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
         sentences = [f"**Representative seed.** {text}" for text in sentences]
         sentences += ["**Seed-averaged.** " + averaged.results_text(primary, c.candidate, c.baseline,
                                                                      markup="markdown")
-                      for c in averaged.comparisons if c.metric == primary]
+                      for c in averaged.comparisons if c.metric == primary and c.averages_seeds]
     sentences = [line for text in sentences for line in (text, "")]
     seeds = []
     for name, spread in spreads.items():
