@@ -376,14 +376,14 @@ def wait_for_job(browser: Browser, job_id: str, timeout: float = 240) -> dict:
     raise AssertionError(f"job {job_id} did not end within {timeout} s: {job}")
 
 
-@pytest.mark.integration
+@pytest.mark.server_pages
 def test_mlflow_server_help_lists_the_recsys_apps():
     out = subprocess.run([str(BIN / "mlflow"), "server", "--help"], capture_output=True, text=True, check=True).stdout
     choices = re.search(r"--app-name \[([^\]]+)\]", out).group(1).split("|")
     assert {"recsys", "recsys-auth"} <= set(choices)
 
 
-@pytest.mark.integration
+@pytest.mark.server_pages
 def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path):
     """Three comparisons posted at once to 4 worker processes run one after another (N = 1), and each logs a
     FINISHED comparison run whose forest plot the page shows."""
@@ -436,7 +436,7 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
               f"three one after another: {elapsed:.1f} s")
 
 
-@pytest.mark.integration
+@pytest.mark.server_pages
 def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_admins_only(tmp_path):
     password = "Recsys-Adm1n-Passw0rd-For-Tests"
     config = tmp_path / "auth.ini"

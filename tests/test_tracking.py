@@ -229,16 +229,17 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
 
 def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, copy_run, tmp_path):
     # A second seeded model with seeds 0, 1, 5 (copies of ELSA's runs): seed 5 has no partner among 0, 1, 2.
-    other = [copy_run(study["elsa"][s], tmp_path / f"c{s}", model="ELSA-wd", tags={"recsys.seed": str(t)})
-             for s, t in ((0, 0), (1, 1), (2, 5))]
     client = MlflowClient()
+    aside = client.create_experiment("paired-seeds-unmatched")  # kept out of the study's experiment and its filters
+    other = [copy_run(study["elsa"][s], tmp_path / f"c{s}", model="ELSA-wd", tags={"recsys.seed": str(t)},
+                      experiment_id=aside) for s, t in ((0, 0), (1, 1), (2, 5))]
     experiment = client.get_run(study["ease"]).info.experiment_id
-    before = len(client.search_runs([experiment], max_results=1000))
+    before = len(client.search_runs([experiment, aside], max_results=1000))
     with pytest.raises(RunSelectionError, match=r"paired_seeds: expected ELSA-wd and ELSA to have the same seeds.*"
                                                 r"ELSA: \['0', '1', '2'\] and ELSA-wd: \['0', '1', '5'\]"):
         compare_runs(run_ids=[*study["elsa"].values(), *other], reference="ELSA", paired_seeds=True,
                      n_resamples=99)
-    assert len(client.search_runs([experiment], max_results=1000)) == before
+    assert len(client.search_runs([experiment, aside], max_results=1000)) == before
 
 
 def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_reported_in_order(study):
