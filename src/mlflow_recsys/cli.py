@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from mlflow_recsys.errors import Terminated, raise_terminated
+
 METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
 
@@ -74,14 +76,6 @@ def _split_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived; raised so that the run being logged ends FAILED on the way out."""
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated(f"stopped by signal {signum} (SIGTERM)")
-
-
 @click.group()
 @click.version_option(package_name="mlflow-recsys")
 @click.option("--debug", is_flag=True, help="show the full traceback of an error, not only its one-line message")
@@ -94,7 +88,7 @@ def cli(ctx, debug):
     # Bounded waits on a tracking server that stopped answering (MLflow's defaults wait minutes per request).
     use_cli_defaults()
     # A SIGTERM (kill, a scheduler's time limit) unwinds like an error, so the run in progress ends FAILED.
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)
     # Our progress lines ("comparing 5 runs ...") on stderr; MLflow's own loggers keep their level.
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))

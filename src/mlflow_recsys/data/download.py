@@ -12,13 +12,10 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from mlflow_recsys._atomic import atomic_write
+from mlflow_recsys.errors import DownloadError
 
 _CHUNK = 1 << 16
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class DownloadError(OSError):
-    """A file could not be fetched; the message says where to place it by hand."""
 
 
 def sha256_file(path: str | os.PathLike) -> str:

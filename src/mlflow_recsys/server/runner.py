@@ -21,14 +21,11 @@ import threading
 import time
 from pathlib import Path
 
+from mlflow_recsys.errors import raise_terminated
 from mlflow_recsys.server import jobs
 
 #: Variables passed on from the server's environment: MLflow's own HTTP settings, and no server internals.
 _KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived; raised so that the comparison run being logged ends FAILED."""
 
 
 def launch(folder: Path, job: dict, *, tracking_uri: str, username: str | None = None,
@@ -108,12 +105,8 @@ def run_job(folder: Path, job_id: str) -> dict:
     return job
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated(f"stopped by signal {signum} (SIGTERM): the server stopped or the job was cancelled")
-
-
 def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)  # the comparison run being logged then ends FAILED
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     folder, job_id = Path(argv[0]), argv[1]
     job = run_job(folder, job_id)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys._atomic import atomic_write
+from mlflow_recsys.errors import ArtifactError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import value_range
 
@@ -24,10 +25,6 @@ PER_USER_FILE = "per_user.parquet"
 EVALUATION_FILE = "evaluation.json"
 SCHEMA = "mlflow-recsys-evaluation"
 SCHEMA_VERSION = 1
-
-
-class ArtifactError(ValueError):
-    """A per-user artifact is missing or malformed."""
 
 
 @dataclass(frozen=True)

@@ -18,15 +18,12 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
 
+from mlflow_recsys.errors import RunOwnershipError
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.redact import redact
 
 #: The variable ``mlflow run`` sets to the run it created for the entry point.
 RUN_ID_ENV = "MLFLOW_RUN_ID"
-
-
-class RunOwnershipError(ValueError):
-    """``MLFLOW_RUN_ID`` names a run this step must not log into; the message names the run, status and role."""
 
 
 def environment_run() -> str | None:

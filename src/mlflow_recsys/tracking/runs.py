@@ -13,6 +13,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
 
+from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.redact import redact
@@ -27,10 +28,6 @@ from mlflow_recsys.tracking.artifacts import (
 
 #: Runs asked for per ``search_runs`` call; MLflow returns a page token while more remain.
 SEARCH_PAGE_SIZE = 1000
-
-
-class RunSelectionError(ValueError):
-    """The selected runs cannot be compared; the message names the runs and why."""
 
 
 def parse_compare_url(url: str) -> tuple[list[str], list[str]]:

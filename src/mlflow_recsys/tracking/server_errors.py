@@ -16,6 +16,8 @@ from typing import Iterator
 
 import mlflow
 
+from mlflow_recsys.errors import TrackingServerError
+
 #: Bounded waits for the command line: a refused connection fails after 0 + 2 + 4 seconds of backoff
 #: (plus jitter, at most 1 s each); a server that accepts but never answers after 4 x 30 s + the backoff.
 CLI_DEFAULTS = {
@@ -23,10 +25,6 @@ CLI_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
 }
-
-
-class TrackingServerError(ConnectionError):
-    """The tracking server (or its artifact store) did not answer within the bounded wait."""
 
 
 def use_cli_defaults() -> None:

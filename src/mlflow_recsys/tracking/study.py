@@ -11,13 +11,10 @@ import mlflow.projects
 from mlflow.exceptions import ExecutionException
 from mlflow.tracking import MlflowClient
 
+from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import entry_point_run
 from mlflow_recsys.tracking.redact import redact
-
-
-class StudyStepError(RuntimeError):
-    """A step of the study failed; MLflow marked its run FAILED."""
 
 
 def run_study(
