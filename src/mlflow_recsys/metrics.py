@@ -9,7 +9,12 @@ metrics.
 Notation used in the definitions: ``R_u`` is the set of target items of a row,
 ``r`` a 1-based rank, ``hits@k`` the number of target items among the top ``k``.
 Rows with no targets have no defined value; ``compute`` returns NaN for them and
-the evaluation leaves them out.
+the evaluation leaves them out (trec_eval and ranx score such a query 0).
+
+Where a metric shares its name with trec_eval, ranx or ir_measures it has their
+value, except ``map@k``, which divides by ``min(k, |R_u|)`` where they divide by
+``|R_u|``; the metrics reference page has the table, and
+``tests/test_metrics_crosscheck.py`` checks it user by user.
 """
 
 from __future__ import annotations
@@ -335,7 +340,8 @@ class Recall(RankingMetric):
     """Recall at k: ``hits@k / |R_u|`` (standard IR; Manning, Raghavan & Schütze 2008).
 
     Can stay below 1 even for a perfect ranking when ``|R_u| > k``; see
-    :class:`CalibratedRecall` for the variant that cannot.
+    :class:`CalibratedRecall` for the variant that cannot. Equal to trec_eval's
+    ``recall_k`` and ranx's ``recall@k``.
     """
 
     name = "recall"
@@ -354,7 +360,9 @@ class CalibratedRecall(RankingMetric):
     """Recall at k normalised by what is reachable: ``hits@k / min(k, |R_u|)``.
 
     Source: Liang, Krishnan, Hoffman & Jebara 2018, "Variational Autoencoders
-    for Collaborative Filtering" (WWW). A perfect ranking scores 1.
+    for Collaborative Filtering" (WWW). A perfect ranking scores 1. No
+    counterpart in trec_eval or ranx: ``calibrated_recall@k * min(k, |R_u|)``
+    equals their ``recall@k * |R_u|`` (both are ``hits@k``).
     """
 
     name = "calibrated_recall"
@@ -457,6 +465,14 @@ class MAP(RankingMetric):
     perfect ranking score 1 when ``|R_u| > k``. Averaged over rows this is
     MAP@k. Source: average precision as in Manning, Raghavan & Schütze 2008,
     "Introduction to Information Retrieval", ch. 8, truncated at k.
+
+    Not the same number as trec_eval's ``map_cut_k`` (ir_measures ``AP@k``) or
+    ranx's ``map@k``, which divide the same sum by ``|R_u|``: per row,
+    ``ours * min(k, |R_u|) == theirs * |R_u|``, so the two agree when
+    ``|R_u| <= k`` and ours is ``|R_u| / k`` times theirs otherwise. The
+    ``min(k, |R_u|)`` normaliser is RecBole's (Zhao et al. 2021, CIKM); with
+    ``|R_u|`` a user with more targets than ``k`` could score at most
+    ``k / |R_u|``.
     """
 
     name = "map"
