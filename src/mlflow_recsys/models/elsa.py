@@ -6,6 +6,11 @@ Autoencoder for Collaborative Filtering", RecSys 2022.
 The item-item weights are ``Â Âᵀ - I`` with ``Â`` the row-wise L2-normalised
 ``A ∈ R^(n_items x latent_dim)``; subtracting the identity removes each item's
 trivial self-reconstruction, the low-rank form keeps memory linear in items.
+
+torch is imported where it is used (training, the torch loss and forward
+functions, checking a non-CPU device), not when this module is imported: a
+fitted model scores and loads with numpy alone, and importing
+:mod:`mlflow_recsys.models` stays cheap for EASE and Popularity users.
 """
 
 from __future__ import annotations
@@ -13,22 +18,23 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import scipy.sparse as sp
-import torch
-import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from mlflow_recsys.models._checks import as_interactions, non_negative_float, positive_float, positive_int
 from mlflow_recsys.models.base import Recommender
+
+if TYPE_CHECKING:
+    import torch
 
 # Normalising a zero row must give zero, not NaN; F.normalize's default eps does that.
 _NORM_EPS = 1e-12
 
 
-OPTIMIZERS = {"nadam": torch.optim.NAdam, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+# Optimiser names and their ``torch.optim`` classes, looked up when training starts.
+OPTIMIZERS = {"nadam": "NAdam", "adam": "Adam", "sgd": "SGD"}
 
 
 @dataclass(frozen=True)
@@ -85,17 +91,9 @@ class ELSAConfig:
         object.__setattr__(self, "weight_decay", non_negative_float(self.weight_decay, "weight_decay"))
         if not isinstance(self.device, str):
             raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}")
-        try:
-            kind = torch.device(self.device).type
-        except (RuntimeError, ValueError) as exc:
-            raise ValueError(
-                f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}"
-            ) from exc
-        if kind == "cuda" and not torch.cuda.is_available():
-            raise ValueError(
-                f"device: expected a device this machine has, found {self.device!r} but torch "
-                f"{torch.__version__} sees no CUDA GPU; use device='cpu'"
-            )
+        # The default needs no check, so building or loading a CPU model does not import torch.
+        if self.device != "cpu":
+            _check_device(self.device)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer: expected one of {sorted(OPTIMIZERS)}, found {self.optimizer!r}")
         if self.patience is not None:
@@ -103,6 +101,20 @@ class ELSAConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, found {self.seed!r}")
         object.__setattr__(self, "seed", int(self.seed))
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError) as exc:
+        raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {device!r}") from exc
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device: expected a device this machine has, found {device!r} but torch "
+            f"{torch.__version__} sees no CUDA GPU; use device='cpu'"
+        )
 
 
 def _config_or_default(config: ELSAConfig | None) -> ELSAConfig:
@@ -119,12 +131,17 @@ def normalized_distance_loss(prediction: torch.Tensor, target: torch.Tensor) -> 
     ``prediction`` and ``target`` are float tensors ``(batch, n_items)``; an
     all-zero row normalises to zero. Returns a scalar tensor.
     """
+    import torch.nn.functional as F
+
     diff = F.normalize(prediction, dim=1, eps=_NORM_EPS) - F.normalize(target, dim=1, eps=_NORM_EPS)
     return diff.pow(2).sum(dim=1).mean()
 
 
 def elsa_forward(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """ELSA prediction ``ReLU(x Â Âᵀ - x)`` for dense ``x`` ``(batch, n_items)``, ``a`` ``(n_items, d)``."""
+    import torch
+    import torch.nn.functional as F
+
     a_hat = F.normalize(a, dim=1, eps=_NORM_EPS)
     return torch.relu((x @ a_hat) @ a_hat.T - x)
 
@@ -136,6 +153,8 @@ class _DeterministicAlgorithms:
         self.device = device
 
     def __enter__(self) -> None:
+        import torch
+
         self.previous = torch.are_deterministic_algorithms_enabled()
         self.previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
         if self.device.type == "cuda":
@@ -144,6 +163,8 @@ class _DeterministicAlgorithms:
         torch.use_deterministic_algorithms(True)
 
     def __exit__(self, *exc) -> None:
+        import torch
+
         torch.use_deterministic_algorithms(self.previous, warn_only=self.previous_warn_only)
 
 
@@ -285,6 +306,9 @@ class ELSATrainer:
             raise ValueError(f"x_train: expected at least one interaction, found none in shape {x.shape}")
         x = x[active]
         n_users, n_items = x.shape
+        import torch
+        from tqdm.auto import tqdm
+
         device = torch.device(cfg.device)
 
         with _DeterministicAlgorithms(device):
@@ -292,7 +316,7 @@ class ELSATrainer:
             initial = torch.empty((n_items, cfg.latent_dim), dtype=torch.float32)
             torch.nn.init.xavier_uniform_(initial, generator=generator)
             a = torch.nn.Parameter(initial.to(device))
-            optimizer = OPTIMIZERS[cfg.optimizer]([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
+            optimizer = getattr(torch.optim, OPTIMIZERS[cfg.optimizer])([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
 
             history: list[float] = []
             scores: list[float] = []
