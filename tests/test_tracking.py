@@ -262,6 +262,16 @@ def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_report
     assert stages == list(STAGES)
 
 
+@pytest.mark.parametrize("config", ["not json <img src=x>", "[1, 2]"])
+def test_a_config_tag_that_is_not_a_json_object_is_named(study, copy_run, tmp_path, config):
+    client = MlflowClient()
+    aside = client.create_experiment(f"bad-config-{len(config)}")
+    bad = copy_run(study["elsa"][1], tmp_path / "bad", model="ELSA", experiment_id=aside,
+                   tags={"recsys.config": config})
+    with pytest.raises(RunSelectionError, match=rf"run {bad}: expected its 'recsys.config' tag to hold a JSON object"):
+        compare_runs(run_ids=[study["ease"], study["elsa"][0], bad], reference="EASE")
+
+
 def test_compare_refuses_runs_that_are_not_finished(study):
     client = MlflowClient()
     exp = client.get_run(study["ease"]).info.experiment_id

@@ -640,7 +640,7 @@ def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
     for r in runs:
         by_model.setdefault(r.data.tags[model_tag], []).append(r)
     for model, members in by_model.items():
-        configs = {r.info.run_id: json.loads(r.data.tags.get(tags.CONFIG, "{}")) for r in members}
+        configs = {r.info.run_id: _config(r) for r in members}
         keys = set().union(*configs.values())
         differing = sorted(k for k in keys if len({json.dumps(c.get(k)) for c in configs.values()}) > 1)
         if differing:
@@ -652,6 +652,21 @@ def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
                 f"cannot be pooled: {listing}; select runs of one configuration, or give the configurations "
                 "different model names"
             )
+
+
+def _config(run: Run) -> dict:
+    """The run's hyper-parameters from its ``recsys.config`` tag (a JSON object; absent means none)."""
+    text = run.data.tags.get(tags.CONFIG, "{}")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError:
+        config = None
+    if not isinstance(config, dict):
+        raise RunSelectionError(
+            f"run {run.info.run_id}: expected its {tags.CONFIG!r} tag to hold a JSON object of hyper-parameters, "
+            f"found {shorten(text, 80)!r}; fix or delete the tag"
+        )
+    return config
 
 
 def _representative_seed(model: str, seeds: dict, wanted: str | None) -> str:
