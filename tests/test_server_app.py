@@ -316,6 +316,215 @@ def test_max_comparisons_is_validated(monkeypatch):
     assert jobs.max_comparisons() == 3
 
 
+# -- break-test fixes: store errors, launches, origins, cookies, folders, the queue bound -----------------------
+
+
+def test_a_runner_that_dies_before_writing_its_job_reads_as_failed(store, monkeypatch):
+    from mlflow_recsys.server import runner
+
+    folder = jobs.jobs_dir(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    job = jobs.new_job(folder, run_ids=["a", "b"], settings={}, experiment_ids=[])
+    monkeypatch.setattr(runner.sys, "executable", "/bin/false")  # exits at once, writes nothing
+    proc = runner.launch(folder, job, tracking_uri="http://127.0.0.1:1")
+    proc.wait()
+    state = jobs.read_job(folder, job["id"])
+    assert state["pid"] == proc.pid and state["stage"] == "failed"
+    # A job that never got a process (an older server's, or a failed launch) fails once it is a minute old.
+    stale = jobs.new_job(folder, run_ids=["a", "b"], settings={}, experiment_ids=[])
+    jobs.write_job(folder, {**stale, "created": time.time() - 120})
+    assert jobs.read_job(folder, stale["id"])["stage"] == "failed"
+
+
+def test_a_failed_launch_leaves_no_job(web, store, monkeypatch):
+    from mlflow_recsys.server import runner
+
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+
+    def refuse(*args, **kwargs):
+        raise OSError("Cannot allocate memory")
+
+    monkeypatch.setattr(runner.subprocess, "Popen", refuse)
+    response = post_compare(web, experiment_id, study["EASE"] + study["Popularity"])
+    assert response.status_code == 503 and "could not be started" in response.get_data(as_text=True)
+    assert not list((tmp / "jobs").glob("*.json"))
+
+
+class _BrokenStore:
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __getattr__(self, name):
+        def fail(*args, **kwargs):
+            raise self.exc
+        return fail
+
+
+@pytest.mark.parametrize("kind", ["locked", "unreachable", "missing"])
+def test_a_store_that_does_not_answer_is_503_not_404(web, store, monkeypatch, kind):
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, TEMPORARILY_UNAVAILABLE
+
+    from mlflow_recsys.errors import TrackingServerError
+    from mlflow_recsys.server import views
+
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp) if kind == "locked" else None
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    exc = {"locked": MlflowException("(sqlite3.OperationalError) database is locked",
+                                     error_code=TEMPORARILY_UNAVAILABLE),
+           "unreachable": TrackingServerError("tracking server http://127.0.0.1:1 did not answer"),
+           "missing": MlflowException("no such experiment", error_code=RESOURCE_DOES_NOT_EXIST)}[kind]
+    monkeypatch.setattr(views, "client", lambda: _BrokenStore(exc))
+    response = web.get(f"/recsys/experiments/{experiment_id}")
+    if kind == "missing":
+        assert response.status_code == 404
+        return
+    text = response.get_data(as_text=True)
+    assert response.status_code == 503 and text.startswith("the tracking store did not answer: "), text
+    assert ("database is locked" if kind == "locked" else "did not answer") in text
+    index = web.get("/recsys/")
+    assert index.status_code == 503 and "the tracking store did not answer" in index.get_data(as_text=True)
+    if kind == "locked":
+        data = {"csrf_token": csrf_token(page), "run": study["EASE"] + study["Popularity"],
+                "experiment": experiment_id, "correction": "holm", "n_resamples": "999"}
+        posted = web.post("/recsys/compare", data=data)
+        assert posted.status_code == 503, posted.get_data(as_text=True)[:500]
+        assert not list((tmp / "jobs").glob("*.json"))
+
+
+def test_the_runner_uses_the_command_lines_bounded_retries(monkeypatch, tmp_path):
+    from mlflow_recsys.server import runner
+    from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
+
+    for name in CLI_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(runner.signal, "signal", lambda *args: None)
+    monkeypatch.setattr(runner, "_watch_parent", lambda *args: None)
+    seen = {}
+    monkeypatch.setattr(runner, "run_job", lambda folder, job_id: seen.update(
+        {k: os.environ.get(k) for k in CLI_DEFAULTS}) or {"stage": "done"})
+    assert runner.main([str(tmp_path), "0" * 32]) == 0
+    assert seen == CLI_DEFAULTS
+    for name in CLI_DEFAULTS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-1"])
+def test_a_bad_max_comparisons_is_refused_when_the_app_is_made(store, monkeypatch, raw):
+    from mlflow_recsys.server.app import create_app
+
+    monkeypatch.setenv(jobs.MAX_COMPARISONS_ENV, raw)
+    with pytest.raises(ValueError, match=jobs.MAX_COMPARISONS_ENV) as caught:
+        create_app()
+    assert repr(raw) in str(caught.value)
+
+
+def test_recsys_responses_carry_no_cors_headers(web, store):
+    from flask import Response as FlaskResponse
+
+    from mlflow_recsys.server.views import strip_cors
+
+    response = web.get("/recsys/", headers={"Origin": "http://127.0.0.1:9999"})
+    assert response.status_code == 200
+    assert not [k for k in response.headers.keys() if k.lower().startswith("access-control-allow-")]
+    made = FlaskResponse("x", headers={"Access-Control-Allow-Origin": "http://127.0.0.1:9999",
+                                       "Access-Control-Allow-Credentials": "true", "Vary": "Origin"})
+    assert sorted(strip_cors(made).headers.keys()) == ["Content-Length", "Content-Type", "Vary"]
+
+
+def test_the_uvicorn_app_strips_cors_headers_from_the_pages(store, monkeypatch):
+    import asyncio
+
+    from mlflow_recsys.server.app import _StripCors, create_app
+
+    monkeypatch.setenv("_MLFLOW_SGI_NAME", "uvicorn")
+    served = create_app()
+    assert any(m.cls is _StripCors for m in served.user_middleware)
+
+    async def inner(scope, receive, send):  # what MLflow's CORSMiddleware answers a localhost origin
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"access-control-allow-origin", b"http://localhost:9999"),
+                                (b"access-control-allow-credentials", b"true"), (b"content-type", b"text/html")]})
+
+    def headers(path):
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        asyncio.run(_StripCors(inner, prefix="/recsys/")({"type": "http", "path": path}, None, send))
+        return [k for k, _ in sent[0]["headers"]]
+
+    assert headers("/recsys/") == [b"content-type"]
+    assert len(headers("/api/2.0/mlflow/experiments/search")) == 3
+
+
+@pytest.mark.parametrize("headers, refused", [
+    ({"Origin": "http://127.0.0.1:9999"}, True),
+    ({"Origin": "null"}, True),
+    ({"Referer": "http://127.0.0.1:9999/evil.html"}, True),
+    ({"Origin": "http://localhost"}, False),
+    ({"Referer": "http://localhost/recsys/experiments/1"}, False),
+    ({}, False),
+])
+def test_a_compare_posted_from_another_origin_is_refused(web, store, headers, refused):
+    client, experiment_id, tmp = store
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    data = {"csrf_token": csrf_token(page), "run": [], "experiment": experiment_id}
+    response = web.post("/recsys/compare", data=data, headers=headers)
+    if refused:
+        assert response.status_code == 403 and "another site" in response.get_data(as_text=True)
+    else:
+        assert response.status_code == 400 and "at least two ticked runs" in response.get_data(as_text=True)
+
+
+def test_the_session_cookie_is_samesite_lax(web, store):
+    client, experiment_id, tmp = store
+    response = web.get(f"/recsys/experiments/{experiment_id}")
+    cookies = response.headers.getlist("Set-Cookie")
+    assert cookies and all("SameSite=Lax" in c for c in cookies), cookies
+
+
+def test_a_jobs_folder_others_may_write_to_is_refused(store, monkeypatch):
+    from mlflow_recsys.server.app import create_app
+
+    client, experiment_id, tmp = store
+    shared = tmp / "shared-jobs"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv(jobs.JOBS_DIR_ENV, str(shared))
+    with pytest.raises(RuntimeError, match="writable by its group or by others"):
+        create_app()
+    # The default layout makes the folder and its parent private.
+    monkeypatch.delenv(jobs.JOBS_DIR_ENV)
+    monkeypatch.setattr(jobs.tempfile, "gettempdir", lambda: str(tmp))
+    made = jobs.jobs_dir("sqlite:///x.db")
+    assert made.stat().st_mode & 0o777 == 0o700 and made.parent.stat().st_mode & 0o777 == 0o700
+    made.parent.chmod(0o775)
+    with pytest.raises(RuntimeError, match="writable"):
+        jobs.jobs_dir("sqlite:///x.db")
+
+
+def test_the_queue_is_bounded(web, store, monkeypatch):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    monkeypatch.setenv(jobs.MAX_COMPARISONS_ENV, "1")
+    folder = tmp / "jobs"
+    for _ in range(4):
+        job = jobs.new_job(folder, run_ids=["a", "b"], settings={}, experiment_ids=[])
+        jobs.write_job(folder, {**job, "pid": os.getpid()})  # a live process
+    response = post_compare(web, experiment_id, study["EASE"] + study["Popularity"])
+    assert response.status_code == 503
+    assert "4 comparisons are already waiting; try again when one finishes" in response.get_data(as_text=True)
+    assert len(list(folder.glob("*.json"))) == 4
+
+
+def test_names_wrap_and_are_bidi_isolated(web, store):
+    page = web.get("/recsys/").get_data(as_text=True)
+    assert "overflow-wrap: anywhere" in page and "unicode-bidi: isolate" in page and "select { max-width: 100%; }" in page
+
+
 # -- the real server ------------------------------------------------------------------------------------------
 
 

@@ -21,20 +21,32 @@ URL_PREFIX = "/recsys"
 def install(flask_app, *, admins_only: bool = False) -> None:
     """Add the recsys pages, and CSRF protection for their form, to ``flask_app`` (once)."""
     from mlflow_recsys.server import jobs
-    from mlflow_recsys.server.views import bp, csrf, store_uri, ui_prefix
+    from mlflow_recsys.server.views import bp, csrf, store_uri, strip_cors, ui_prefix
 
     flask_app.config["RECSYS_ADMIN_ONLY"] = admins_only
+    # Refuse a bad setting or an unsafe job folder now, as the worker starts, not on the first click.
+    jobs.max_comparisons()
+    folder = jobs.jobs_dir(store_uri())
     if "recsys" in flask_app.blueprints:
         return
     if not flask_app.secret_key:
         # One key for every worker process, or a token made by one worker fails in another.
-        flask_app.secret_key = os.environ.get("MLFLOW_FLASK_SERVER_SECRET_KEY") or jobs.secret_key(
-            jobs.jobs_dir(store_uri()))
+        flask_app.secret_key = os.environ.get("MLFLOW_FLASK_SERVER_SECRET_KEY") or jobs.secret_key(folder)
     # Only the views that call csrf.protect() are checked: MLflow's REST API takes POSTs without a token.
     flask_app.config["WTF_CSRF_CHECK_DEFAULT"] = False
-    flask_app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
+    if flask_app.config.get("SESSION_COOKIE_SAMESITE") is None:  # Flask's default config has the key (None)
+        flask_app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
     csrf.init_app(flask_app)
     flask_app.register_blueprint(bp, url_prefix=ui_prefix() + URL_PREFIX)
+    # MLflow's CORS handler runs after the blueprint's: strip its headers again, last of all.
+    prefix = ui_prefix() + URL_PREFIX + "/"
+
+    def _strip_cors_last(response):
+        from flask import request
+
+        return strip_cors(response) if request.path.startswith(prefix) else response
+
+    flask_app.after_request_funcs.setdefault(None, []).insert(0, _strip_cors_last)
     _warm_up(flask_app)
 
 
@@ -54,8 +66,32 @@ def _served(flask_app):
     if os.environ.get("_MLFLOW_SGI_NAME") == "uvicorn":
         from mlflow.server.fastapi_app import create_fastapi_app
 
-        return create_fastapi_app(flask_app)
+        served = create_fastapi_app(flask_app)
+        from mlflow_recsys.server.views import ui_prefix
+
+        served.add_middleware(_StripCors, prefix=ui_prefix() + URL_PREFIX + "/")  # outermost: after MLflow's CORS
+        return served
     return flask_app
+
+
+class _StripCors:
+    """ASGI middleware: no ``Access-Control-Allow-*`` header on responses under ``prefix`` (MLflow's
+    CORSMiddleware echoes localhost origins with credentials, which would let another local page read them)."""
+
+    def __init__(self, app, prefix: str):
+        self.app, self.prefix = app, prefix
+
+    async def __call__(self, scope, receive, send):
+        if scope.get("type") != "http" or not scope.get("path", "").startswith(self.prefix):
+            return await self.app(scope, receive, send)
+
+        async def send_stripped(message):
+            if message.get("type") == "http.response.start":
+                message = {**message, "headers": [(k, v) for k, v in message.get("headers", [])
+                                                  if not k.lower().startswith(b"access-control-allow-")]}
+            await send(message)
+
+        return await self.app(scope, receive, send_stripped)
 
 
 def create_app():

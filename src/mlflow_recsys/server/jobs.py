@@ -19,6 +19,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import tempfile
 import time
 import uuid
@@ -35,6 +36,9 @@ JOBS_DIR_ENV = "MLFLOW_RECSYS_JOBS_DIR"
 #: The stages a job goes through, in order; ``done`` and ``failed`` end it.
 STAGES = ("queued", "selecting", "loading artifacts", "comparing", "logging", "done")
 FINAL = ("done", "failed")
+
+#: A job with no recorded process this many seconds after it was made never started (its launch failed).
+UNLAUNCHED_AFTER_S = 60.0
 
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 #: The slot files this process holds locked.
@@ -66,11 +70,37 @@ def jobs_dir(store_uri: str) -> Path:
     configured = os.environ.get(JOBS_DIR_ENV)
     if configured:
         path = Path(configured)
+        if not path.parent.exists():
+            path.parent.mkdir(parents=True, mode=0o700)
     else:
         key = hashlib.sha256(store_uri.encode()).hexdigest()[:16]
         path = Path(tempfile.gettempdir()) / f"mlflow-recsys-jobs-{os.getuid()}" / key
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _private_folder(path.parent)
+    _private_folder(path)
     return path
+
+
+def _private_folder(path: Path) -> None:
+    """Create ``path`` (mode ``0o700``) if missing; refuse one another user owns or others may write to.
+
+    Raises
+    ------
+    RuntimeError
+        If ``path`` is not a folder owned by this process's uid, or is group- or other-writable.
+    """
+    try:
+        path.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is not a folder")
+    if st.st_uid != os.getuid():
+        raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is owned by uid {st.st_uid}, not by this server's uid "
+                           f"{os.getuid()}; refusing to keep comparison jobs there")
+    if st.st_mode & 0o022:
+        raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is writable by its group or by others (mode "
+                           f"{oct(st.st_mode & 0o777)}); refusing to keep comparison jobs there (chmod 700 it)")
 
 
 def secret_key(folder: Path) -> bytes:
@@ -115,10 +145,29 @@ def read_job(folder: Path, job_id: str) -> dict:
         job = json.loads(_path(folder, job_id).read_text())
     except FileNotFoundError:
         raise JobNotFound(f"job: no job {job_id} on this server") from None
-    if job["stage"] not in FINAL and job.get("pid") and not _alive(job["pid"]):
-        job = {**job, "stage": "failed",
-               "error": "the comparison process ended without a result (killed, or the server stopped)"}
+    if job["stage"] not in FINAL:
+        pid = job.get("pid")
+        if (pid and not _alive(pid)) or (not pid and time.time() - job.get("created", 0) > UNLAUNCHED_AFTER_S):
+            job = {**job, "stage": "failed",
+                   "error": "the comparison process ended without a result (killed, or the server stopped)"}
     return job
+
+
+def unfinished_jobs(folder: Path) -> int:
+    """How many jobs in ``folder`` are queued or running (with a live process)."""
+    n = 0
+    for path in folder.glob("*.json"):
+        try:
+            if read_job(folder, path.stem)["stage"] not in FINAL:
+                n += 1
+        except (JobNotFound, ValueError, KeyError, OSError):
+            continue
+    return n
+
+
+def delete_job(folder: Path, job_id: str) -> None:
+    """Remove the job's file (a job whose process could not be started)."""
+    _path(folder, job_id).unlink(missing_ok=True)
 
 
 def new_job(folder: Path, *, run_ids: list[str], settings: dict, experiment_ids: list[str]) -> dict:

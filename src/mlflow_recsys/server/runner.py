@@ -38,11 +38,22 @@ def launch(folder: Path, job: dict, *, tracking_uri: str, username: str | None =
                **{jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons())})
     if username is not None:
         env.update(MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password or "")
-    log = open(folder / f"{job['id']}.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow_recsys.server.runner", str(folder), job["id"]],
-                            env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                            cwd=folder)
-    log.close()
+    try:
+        with open(folder / f"{job['id']}.log", "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "mlflow_recsys.server.runner", str(folder), job["id"]],
+                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    cwd=folder)
+    except BaseException:
+        jobs.delete_job(folder, job["id"])  # no process: no job
+        raise
+    # Record the pid now, so a process that dies before it writes the job itself reads as failed. The process
+    # writes the same pid; only a job it has not written yet (pid still None) is updated here.
+    try:
+        current = jobs.read_job(folder, job["id"])
+        if not current.get("pid"):
+            jobs.write_job(folder, {**current, "pid": proc.pid})
+    except jobs.JobNotFound:
+        pass
     threading.Thread(target=proc.wait, name=f"recsys-job-{job['id'][:8]}", daemon=True).start()
     return proc
 
@@ -106,6 +117,9 @@ def run_job(folder: Path, job_id: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    from mlflow_recsys.tracking.server_errors import use_cli_defaults
+
+    use_cli_defaults()  # bounded HTTP retries: an unresponsive store fails the job in minutes, not many
     signal.signal(signal.SIGTERM, raise_terminated)  # the comparison run being logged then ends FAILED
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     folder, job_id = Path(argv[0]), argv[1]

@@ -16,6 +16,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
 from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
 from mlflow_recsys.tracking.redact import redact
@@ -84,6 +85,94 @@ def _only_admins():
     return None
 
 
+def _missing(exc: MlflowException) -> bool:
+    """Whether the store said the thing does not exist, or its id is malformed (not that it could not answer)."""
+    return getattr(exc, "error_code", None) in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+
+
+def _store_unavailable(exc: BaseException):
+    """503 with the store's (redacted) reason: a locked or unreachable store is not a missing experiment."""
+    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    return Response(f"the tracking store did not answer: {redact(lines[0])}\n", status=503, mimetype="text/plain")
+
+
+@bp.errorhandler(MlflowException)
+def _mlflow_error(exc: MlflowException):
+    if _missing(exc):
+        return Response("not found on this server\n", status=404, mimetype="text/plain")
+    return _store_unavailable(exc)
+
+
+@bp.errorhandler(TrackingServerError)
+def _tracking_server_error(exc: TrackingServerError):
+    return _store_unavailable(exc)
+
+
+@bp.errorhandler(Exception)
+def _other_error(exc: Exception):
+    """A store error that is not an ``MlflowException`` (a database driver's, a refused connection): 503."""
+    from werkzeug.exceptions import HTTPException
+
+    if isinstance(exc, HTTPException):
+        return exc
+    from mlflow_recsys.tracking.server_errors import is_unreachable
+
+    try:
+        import sqlalchemy.exc as sa_exc
+
+        database = isinstance(exc, sa_exc.OperationalError)
+    except ImportError:  # pragma: no cover - MLflow's server always has SQLAlchemy
+        database = False
+    if database or is_unreachable(exc):
+        return _store_unavailable(exc)
+    raise exc
+
+
+_CORS_PREFIX = "access-control-allow-"
+
+
+def strip_cors(response):
+    """No ``Access-Control-Allow-*`` header on a recsys page: another origin's script must not read them."""
+    for name in [k for k in response.headers.keys() if k.lower().startswith(_CORS_PREFIX)]:
+        del response.headers[name]
+    return response
+
+
+bp.after_request(strip_cors)
+
+
+def _origin_of(url: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if not parts.scheme or not parts.netloc:
+        return None
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    return f"{parts.scheme.lower()}://{host}" + (f":{port}" if port and port != default else "")
+
+
+def _cross_origin() -> bool:
+    """Whether the POST came from a page of another origin (``Origin``, else ``Referer``, differs from ours)."""
+    own = _origin_of(request.host_url)
+    origin = request.headers.get("Origin")
+    if origin is not None:
+        return origin == "null" or _origin_of(origin) != own
+    referer = request.headers.get("Referer")
+    if referer:
+        return _origin_of(referer) != own
+    return False
+
+
 @bp.context_processor
 def _common():
     return {"ui": ui_prefix()}
@@ -99,7 +188,9 @@ def _experiment_ids(ids: list[str]) -> list:
     for experiment_id in ids:
         try:
             exp = client().get_experiment(experiment_id)
-        except MlflowException:
+        except MlflowException as exc:
+            if not _missing(exc):
+                raise
             abort(404, f"experiment {experiment_id!r} was not found on this server")
         if exp.lifecycle_stage != "active":
             abort(404, f"experiment {experiment_id!r} is deleted")
@@ -120,7 +211,9 @@ def _listing_page(experiments: list, *, ticked: list[str], selection: Selection 
             run = client().get_run(run_id)
             extra.append({"run_id": run_id, "name": run.info.run_name or run_id, "status": run.info.status,
                           "role": run.data.tags.get("recsys.role", "")})
-        except MlflowException:
+        except MlflowException as exc:
+            if not _missing(exc):
+                raise
             extra.append({"run_id": run_id, "name": run_id, "status": "not found", "role": ""})
     settings = selection or Selection(run_ids=ticked)
     body = render_template(
@@ -149,7 +242,9 @@ def compare_from_url():
         for run_id in run_ids[:MAX_URL_RUNS]:
             try:
                 experiment_ids.append(client().get_run(run_id).info.experiment_id)
-            except MlflowException:
+            except MlflowException as exc:
+                if not _missing(exc):
+                    raise
                 continue
         experiment_ids = list(dict.fromkeys(experiment_ids))
     if not experiment_ids:
@@ -160,6 +255,9 @@ def compare_from_url():
 @bp.route("/compare", methods=["POST"])
 def compare():
     """Check the selection as the command line does, then start the comparison job and show its page."""
+    if _cross_origin():
+        return Response("Compare was refused: the form was posted from another site.", status=403,
+                        mimetype="text/plain")
     csrf.protect()
     selection, error = None, None
     try:
@@ -173,11 +271,19 @@ def compare():
         experiments = _experiment_ids(ids) if ids else []
         return _listing_page(experiments, ticked=ticked, selection=selection, error=error, status=400)
     folder = job_folder()
+    waiting, bound = jobs.unfinished_jobs(folder), 4 * jobs.max_comparisons()
+    if waiting >= bound:
+        return Response(f"{waiting} comparisons are already waiting; try again when one finishes.", status=503,
+                        mimetype="text/plain", headers={"Retry-After": "30"})
     job = jobs.new_job(folder, run_ids=selection.run_ids, settings=selection.to_json(),
                        experiment_ids=selection.experiment_ids)
     auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
-    runner.launch(folder, job, tracking_uri=self_url(), username=auth.username if auth else None,
-                  password=auth.password if auth else None)
+    try:
+        runner.launch(folder, job, tracking_uri=self_url(), username=auth.username if auth else None,
+                      password=auth.password if auth else None)
+    except OSError as exc:
+        return Response(f"the comparison process could not be started: {redact(str(exc))}", status=503,
+                        mimetype="text/plain")
     return redirect(url_for("recsys.job_page", job_id=job["id"]), code=303)
 
 
