@@ -256,6 +256,25 @@ def test_paging_follows_search_runs_page_tokens(store):
     assert len(runs) == 5 and truncated
 
 
+def test_the_comparisons_list_shows_the_result_tag_before_the_notes(store):
+    client, experiment_id, _ = store
+    run = client.create_run(experiment_id, tags={"recsys.role": "comparison", "recsys.result": "B beat A <b>.",
+                                                  "mlflow.note.content": "## Paired comparison\n\nDifference = ..."})
+    client.set_terminated(run.info.run_id)
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
+    assert rows[run.info.run_id].sentence == "B beat A <b>."
+
+
+def test_repeated_ids_in_a_compare_address_are_shown_once(web, store):
+    client, experiment_id, tmp = store
+    run_id = log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=5)
+    address = "/recsys/compare?runs=" + urllib.parse.quote(json.dumps([run_id] * 50))
+    address += "&experiments=" + urllib.parse.quote(json.dumps([experiment_id] * 2000))
+    text = web.get(address).get_data(as_text=True)
+    name = client.get_experiment(experiment_id).name
+    assert text.count(f'value="{run_id}"') == 1 and text.count(name) <= 3
+
+
 def test_note_sentence_undoes_markdown_escapes():
     note = ("## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
             "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |")

@@ -175,6 +175,7 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.tags["recsys.role"] == "comparison"
     assert set(run.data.tags["recsys.source_runs"].split(",")) == set(ids)
     assert run.data.tags["recsys.primary_metric"] == "ndcg@100"
+    assert run.data.tags["recsys.result"] == outcome.report.results_text("ndcg@100", "ELSA")
     assert "ELSA" in run.data.tags["mlflow.note.content"]
     assert run.data.params["n_resamples"] == "999" and run.data.params["correction"] == "holm"
     assert run.data.metrics["ELSA.ndcg_at_100.difference"] == pytest.approx(row.difference)
@@ -220,6 +221,9 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
     assert (row.wins, row.ties, row.losses) == (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum()))
     params = MlflowClient().get_run(outcome.run_id).data.params
     assert (params["test_method"], params["zero_method"], params["interval_method"]) == ("wilcoxon", "zsplit", "bca")
+    # Without a primary metric the headline is the first metric's first sentence.
+    assert MlflowClient().get_run(outcome.run_id).data.tags["recsys.result"] == outcome.report.results_text(
+        "ndcg@100", "ELSA")
     # One run per model: nothing to average over seeds, so no seed-averaged report or metrics.
     assert outcome.seed_averaged is None
     assert not [k for k in MlflowClient().get_run(outcome.run_id).data.metrics if "seed_averaged" in k]

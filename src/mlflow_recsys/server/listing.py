@@ -182,12 +182,14 @@ class ComparisonRow:
 
 
 def comparisons(client: MlflowClient, experiment_ids: list[str], *, limit: int = MAX_COMPARISONS) -> list[ComparisonRow]:
-    """The experiments' comparison runs, newest first, with the first result sentence of their notes."""
+    """The experiments' comparison runs, newest first, each with its error, its ``recsys.result`` headline, or
+    (runs made before that tag) the first result sentence of its notes."""
     runs = client.search_runs(experiment_ids, filter_string=COMPARISON_FILTER, max_results=limit,
                               order_by=["attributes.start_time DESC"])
     rows = []
     for r in runs:
-        sentence = r.data.tags.get(tags.ERROR) or note_sentence(r.data.tags.get("mlflow.note.content", ""))
+        sentence = (r.data.tags.get(tags.ERROR) or r.data.tags.get(tags.RESULT)
+                    or note_sentence(r.data.tags.get("mlflow.note.content", "")))
         rows.append(ComparisonRow(run_id=r.info.run_id, name=r.info.run_name or r.info.run_id, status=r.info.status,
                                   sentence=sentence, start_time=r.info.start_time,
                                   experiment_id=r.info.experiment_id))

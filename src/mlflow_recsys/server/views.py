@@ -237,6 +237,8 @@ def compare_from_url():
         run_ids, experiment_ids = parse_compare_url("?" + query)
     except ValueError as exc:
         abort(400, str(exc))
+    # A hand-made address may repeat ids: each is looked up and shown once.
+    run_ids, experiment_ids = list(dict.fromkeys(run_ids)), list(dict.fromkeys(experiment_ids))
     if not experiment_ids:
         experiment_ids = []
         for run_id in run_ids[:MAX_URL_RUNS]:

@@ -791,6 +791,12 @@ def source_runs_tag(run_ids: list[str]) -> str:
     return f"{len(run_ids)} runs, sha256 {digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
 
 
+def _headline(report: ComparisonReport, primary: str | None) -> str:
+    """The first result sentence of the primary metric, or of the first compared metric without one."""
+    first = next(c for c in report.comparisons if c.metric == (primary or report.comparisons[0].metric))
+    return report.results_text(first.metric, first.candidate, first.baseline)
+
+
 def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
     """Whether ``primary`` was fixed before the compared models were trained.
 
@@ -902,6 +908,7 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
                 tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
                 tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
                 tags.PRIMARY_METRIC: primary or "",
+                tags.RESULT: shorten(_headline(report, primary), MAX_TAG_LENGTH),
                 "mlflow.runName": run_name,
                 "mlflow.note.content": note,
             })

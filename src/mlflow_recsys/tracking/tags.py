@@ -26,5 +26,7 @@ def seed_order(seed: str) -> tuple:
     return (not numeric, int(seed) if numeric else 0, seed)
 #: Why a comparison run FAILED.
 ERROR = "recsys.error"
+#: A comparison's headline: the first result sentence of its primary metric (or of its first metric).
+RESULT = "recsys.result"
 #: How many runs a comparison compared (``recsys.source_runs`` may hold a digest instead of the list).
 N_SOURCE_RUNS = "recsys.n_source_runs"
