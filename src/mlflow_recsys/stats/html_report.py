@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING
 
 from mlflow_recsys.stats.power import REPORT_POWER
 from mlflow_recsys.stats.reporting import (
+    CORRECTION_NAMES,
     display_frame,
     family_phrase,
+    interval_names,
     methods_text,
     references_bibtex,
     results_text,
@@ -111,9 +113,8 @@ def legend(report: "ComparisonReport") -> str:
     levels = sorted({c.confidence_level for c in report.comparisons})
     level = "/".join(f"{v:.0%}" for v in levels)
     alpha = "/".join(f"{a:.6g}" for a in sorted({c.alpha for c in report.comparisons}))
-    named = {"percentile": "percentile", "bca": "BCa"}
-    method = "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
-    correction = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}[report.correction]
+    method = interval_names(report)
+    correction = CORRECTION_NAMES[report.correction]
     return html.escape(
         f"Difference = candidate - baseline, mean over users; interval: {level} paired {method} bootstrap "
         f"interval; "

@@ -41,7 +41,7 @@ from mlflow_recsys.stats.comparison import (
 )
 from mlflow_recsys.stats.corrections import CORRECTIONS
 from mlflow_recsys.stats.power import REPORT_POWER
-from mlflow_recsys.stats.reporting import _format_p, _hypotheses, family_phrase, visible_text
+from mlflow_recsys.stats.reporting import CORRECTION_NAMES, _format_p, _hypotheses, family_phrase, visible_text
 
 #: File of a saved report holding one row per hypothesis.
 COMPARISONS_FILE = "comparisons.parquet"
@@ -110,7 +110,6 @@ _SIDES = {
     "less": "one-sided, alternative: candidate worse",
 }
 
-_CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni"}
 
 
 def escape_latex(text: object) -> str:
@@ -486,7 +485,7 @@ def _correction_words(report: ComparisonReport) -> str:
     """The correction and its families, as raw text: it names the primary metric, so escape it as a whole."""
     if report.correction is None:
         return "p-values not adjusted for multiple comparisons"
-    how = _CORRECTION_NAMES.get(report.correction, str(report.correction))
+    how = CORRECTION_NAMES[report.correction]
     return f"p-values adjusted with the {how} procedure {family_phrase(report)}"
 
 

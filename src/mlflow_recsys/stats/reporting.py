@@ -183,9 +183,8 @@ def report_markdown(report: "ComparisonReport") -> str:
     read as numbers (a model called ``007`` stays ``007``).
     """
     first = report.comparisons[0]
-    correction = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}[report.correction]
-    named = {"percentile": "percentile", "bca": "BCa"}
-    intervals = "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
+    correction = CORRECTION_NAMES[report.correction]
+    intervals = interval_names(report)
     settings = (
         f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
         f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
@@ -223,6 +222,16 @@ def seed_averaging_text(report: "ComparisonReport") -> str:
         "p-values do not cover the spread a new training seed would bring, which the seed-spread table "
         "describes. "
     )
+
+
+#: How each ``correction`` is named in a settings line.
+CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}
+
+
+def interval_names(report: "ComparisonReport") -> str:
+    """``percentile``, ``BCa`` or ``BCa/percentile`` (some rows fell back): the interval methods of the report."""
+    named = {"percentile": "percentile", "bca": "BCa"}
+    return "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
 
 
 def _sentence_case(text: str) -> str:
