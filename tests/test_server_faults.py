@@ -20,7 +20,7 @@ from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import free_port, local_tracking_server
 from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
 
-pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")]
+pytestmark = [pytest.mark.integration, pytest.mark.server_faults, pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")]
 
 BIN = Path(sys.executable).parent
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
