@@ -28,6 +28,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import free_port, loopback_process
@@ -275,6 +276,107 @@ def test_repeated_ids_in_a_compare_address_are_shown_once(web, store):
     assert text.count(f'value="{run_id}"') == 1 and text.count(name) <= 3
 
 
+class CountingClient(MlflowClient):
+    """A real client over the real store that counts its queries."""
+
+    def __init__(self, uri):
+        super().__init__(tracking_uri=uri)
+        self.calls = {"search_runs": 0, "search_experiments": 0}
+
+    def search_runs(self, *args, **kwargs):
+        self.calls["search_runs"] += 1
+        return super().search_runs(*args, **kwargs)
+
+    def search_experiments(self, *args, **kwargs):
+        self.calls["search_experiments"] += 1
+        return super().search_experiments(*args, **kwargs)
+
+
+def test_the_index_finds_experiments_with_a_few_queries_not_one_per_experiment(store):
+    client, experiment_id, tmp = store
+    uri = os.environ["_MLFLOW_SERVER_FILE_STORE"]
+    for i in range(40):
+        client.create_experiment(f"unrelated {i:02d}")
+    tagged = client.create_experiment("tagged")
+    client.set_experiment_tag(tagged, "recsys.has_training_runs", "true")
+    log_training_run(client, tagged, tmp, model="EASE", seed=None, n_users=20)
+    legacy = [client.create_experiment(f"legacy {i}") for i in range(3)]  # training runs but no experiment tag
+    for exp in legacy + [experiment_id]:
+        for seed in range(3):
+            log_training_run(client, exp, tmp, model="ELSA", seed=str(seed), n_users=20, rng_seed=seed)
+    only_running = client.create_experiment("only running")
+    log_training_run(client, only_running, tmp, model="EASE", seed=None, n_users=20, status="RUNNING")
+    counting = CountingClient(uri)
+    found = listing.experiments_with_training_runs(counting)
+    assert sorted(e.experiment_id for e in found) == sorted([tagged, experiment_id, *legacy])
+    assert counting.calls["search_runs"] == 1 and counting.calls["search_experiments"] == 2
+    # Experiments with more training runs than a page: each query leaves out the experiments found so far.
+    counting = CountingClient(uri)
+    assert listing._holding(counting, legacy + [only_running], listing.TRAIN_FILTER, page_size=2) == set(legacy)
+    assert counting.calls["search_runs"] <= 4
+
+
+def test_a_compare_address_without_experiments_looks_up_every_id_in_a_few_queries(web, store):
+    client, experiment_id, tmp = store
+    uri = os.environ["_MLFLOW_SERVER_FILE_STORE"]
+    study = small_study(client, experiment_id, tmp)
+    deleted = log_training_run(client, experiment_id, tmp, model="Gone", seed=None, n_users=20)
+    client.delete_run(deleted)
+    other = client.create_experiment("other")
+    late = log_training_run(client, other, tmp, model="EASE", seed=None, n_users=20, rng_seed=9)
+    missing = [f"{i:032x}" for i in range(600)]
+    chosen = missing + study["EASE"] + study["Popularity"] + [deleted, late, "'); drop table runs; --"]
+    counting = CountingClient(uri)
+    found = listing.runs_by_id(counting, chosen)
+    assert set(found) == set(study["EASE"] + study["Popularity"] + [deleted, late])
+    assert counting.calls["search_runs"] == 7  # 100 ids a query, not one query per id
+    page = web.get("/recsys/compare?runs=" + urllib.parse.quote(json.dumps(chosen))).get_data(as_text=True)
+    ticked = set(re.findall(r'<input type="checkbox" name="run" value="([^"]+)" [^>]*checked', page))
+    assert set(study["EASE"] + study["Popularity"] + [late, deleted]) <= {html.unescape(t) for t in ticked}
+    assert page.count(">not found<") == 601  # every missing id is shown as such, the hostile one as text
+    assert re.search(rf"{deleted}</code></td><td>deleted \(FINISHED\)</td>", page)
+    assert client.get_experiment(other).name in page  # the experiments of the runs, the 501st id's included
+
+
+def test_a_refusal_names_no_store_path_and_no_command_line_hint(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    twin = log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=3)
+    for run_ids, expected in [(study["EASE"] + ["f" * 32], f"run {'f' * 32!r} was not found"),
+                              (study["EASE"] + [twin] + study["Popularity"], "are both EASE with seed none")]:
+        page = post_compare(web, experiment_id, run_ids).get_data(as_text=True)
+        shown = html.unescape(re.search(r'<div class="error" id="error" role="alert">(.*?)</div>', page, re.S).group(1))
+        assert expected in shown, shown
+        for leak in (str(tmp), "sqlite", "tracking store", "filter", "MLFLOW_TRACKING_URI"):
+            assert leak not in shown, (leak, shown)
+    # The command line keeps its hints.
+    from mlflow_recsys.tracking.runs import select_runs
+
+    mlflow.set_tracking_uri(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    with pytest.raises(RunSelectionError, match="the tracking store is sqlite"):
+        select_runs(run_ids=["f" * 32], client=MlflowClient())
+
+
+def test_a_refused_post_without_its_experiment_field_still_lists_the_runs(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    response = web.post("/recsys/compare", data={"csrf_token": csrf_token(page), "run": study["ELSA"]})
+    text = response.get_data(as_text=True)
+    assert response.status_code == 400 and "expected at least two models" in html.unescape(text)
+    assert text.count('name="run"') == 5 and text.count("checked") >= 3
+
+
+def test_the_page_carries_every_metric_for_the_primary_metric_choice(web, store):
+    client, experiment_id, tmp = store
+    run_id = log_training_run(client, experiment_id, tmp, model="EASE", seed=None)
+    client.log_metric(run_id, "precision_at_10", float("nan"))
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    values = json.loads(html.unescape(re.search(r"data-values='([^']*)'", page).group(1)))
+    metrics = client.get_run(run_id).data.metrics
+    assert values == {"ndcg@100": metrics["ndcg_at_100"], "recall@20": metrics["recall_at_20"]}  # NaN left out
+
+
 def test_note_sentence_undoes_markdown_escapes():
     note = ("## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
             "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |")
@@ -307,6 +409,38 @@ def _hold_slot(folder: str, n: int, hold: float, out) -> None:
     got = time.time()
     time.sleep(hold)
     out.put((slot, got, time.time(), got - started))
+
+
+def test_ended_jobs_are_pruned_by_age_and_count_and_running_ones_never(tmp_path):
+    now = time.time()
+    made = []
+    for i in range(6):
+        job = jobs.new_job(tmp_path, run_ids=["a", "b"], settings={}, experiment_ids=[])
+        (tmp_path / f"{job['id']}.log").write_text("log")
+        jobs.write_job(tmp_path, {**job, "stage": "done", "finished": now - i * 3600})
+        made.append(job["id"])
+    running = jobs.new_job(tmp_path, run_ids=["a", "b"], settings={}, experiment_ids=[])
+    jobs.write_job(tmp_path, {**running, "stage": "comparing", "pid": os.getpid(), "created": now - 30 * 24 * 3600})
+    old = jobs.new_job(tmp_path, run_ids=["a", "b"], settings={}, experiment_ids=[])  # new_job prunes too
+    jobs.write_job(tmp_path, {**old, "stage": "failed", "finished": now - 8 * 24 * 3600})
+    assert jobs.prune(tmp_path, now=now, keep=4) == 3  # the 8-day-old job and the two oldest beyond 4
+    left = {p.stem for p in tmp_path.glob("*.json")}
+    assert left == set(made[:4]) | {running["id"]}
+    assert {p.stem for p in tmp_path.glob("*.log")} == set(made[:4])
+
+
+def test_the_launch_pid_is_a_file_of_its_own_so_the_runner_s_writes_are_never_undone(tmp_path):
+    job = jobs.new_job(tmp_path, run_ids=["a", "b"], settings={}, experiment_ids=[])
+    jobs.write_job(tmp_path, {**job, "stage": "comparing"})  # the runner got there first
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        jobs.record_launch(tmp_path, job["id"], proc.pid)
+        state = jobs.read_job(tmp_path, job["id"])
+        assert state["stage"] == "comparing" and state["pid"] == proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+    assert jobs.read_job(tmp_path, job["id"])["stage"] == "failed"
 
 
 def test_slots_bound_concurrent_holders_across_processes(tmp_path):
@@ -665,7 +799,7 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
 
 
 @pytest.mark.server_pages
-def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_admins_only(tmp_path):
+def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_admins_only(tmp_path, monkeypatch):
     password = "Recsys-Adm1n-Passw0rd-For-Tests"
     config = tmp_path / "auth.ini"
     config.write_text("[mlflow]\ndefault_permission = READ\n"
@@ -687,3 +821,20 @@ def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_adm
         status, page, _ = Browser(url, auth=("alice", password + "x")).get("/recsys/")
         assert status == 403  # basic-auth (fail-closed on unknown routes) or the pages themselves refuse
         assert anonymous.post("/recsys/compare", {"run": ["a", "b"]})[0] == 401
+        # End to end as the admin: the comparison process logs through the server with the admin's credentials.
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+        client = MlflowClient(tracking_uri=url)
+        experiment_id = client.create_experiment("guarded study")
+        study = small_study(client, experiment_id, tmp_path / "local")
+        status, page, _ = admin.get(f"/recsys/experiments/{experiment_id}")
+        assert status == 200 and page.count('name="run"') == 5
+        status, page, final_url = admin.post("/recsys/compare", {
+            "csrf_token": csrf_token(page), "run": study["EASE"] + study["Popularity"], "experiment": experiment_id,
+            "correction": "holm", "n_resamples": "999"})
+        assert status == 200, page
+        job = wait_for_job(admin, final_url.rsplit("/", 1)[1])
+        assert job["stage"] == "done", job["error"]
+        run = client.get_run(job["result"]["run_id"])
+        assert run.info.status == "FINISHED" and run.info.experiment_id == experiment_id
+        assert set(run.data.tags["recsys.source_runs"].split(",")) == set(study["EASE"] + study["Popularity"])

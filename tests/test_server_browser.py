@@ -67,7 +67,16 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
                 "input.group").check()
         assert page.locator("input[name=run]:checked").count() == 5
         page.select_option("#reference", "EASE")
+        # Choosing a primary metric shows its values beside the runs at once, with no round trip.
+        ease = first_split.locator(".model", has=page.locator(".model-name", has_text="EASE"))
+        page.select_option("#primary", "recall@20")
+        recall = client.get_run(study["EASE"][0]).data.metrics["recall_at_20"]
+        assert ease.locator("td.num").inner_text() == f"{recall:.4f}"
+        assert page.inner_text("#shown-metric") == "recall@20"
         page.select_option("#primary", "ndcg@100")
+        ndcg = client.get_run(study["EASE"][0]).data.metrics["ndcg_at_100"]
+        assert ease.locator("td.num").inner_text() == f"{ndcg:.4f}"
+        assert ease.locator(".mean").inner_text() == f"· mean {ndcg:.4f} over 1 run"
         page.fill("#n_resamples", "999")
         page.screenshot(path=str(shots / "server-runs.png"))
         # 3. Compare, and wait for the result.

@@ -97,6 +97,7 @@ def test_train_run_logs_tags_metrics_and_per_user_artifacts(study):
     run = client.get_run(study["elsa"][1])
     assert run.data.tags["recsys.role"] == "train"
     assert run.data.tags["recsys.model"] == "ELSA" and run.data.tags["recsys.seed"] == "1"
+    assert client.get_experiment(run.info.experiment_id).tags["recsys.has_training_runs"] == "true"
     split_run = client.get_run(study["split"])
     assert run.data.tags["recsys.split_digest"] == split_run.data.tags["recsys.split_digest"]
     result = load_evaluation(study["elsa"][1])
@@ -448,7 +449,7 @@ def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study
         "targets": [row_ids(targets, i) for i in range(targets.shape[0])],
     })
     model_uri = f"runs:/{study['elsa'][0]}/model"
-    with mlflow.start_run() as run:
+    with mlflow.start_run(experiment_id=MlflowClient().create_experiment("served model")) as run:
         out = mlflow.models.evaluate(model_uri, data=frame, targets="targets", model_type="recommender",
                                      evaluators="recsys", evaluator_config={"metrics": ["ndcg@100", "recall@20"],
                                                                             "model_name": "ELSA-served", "seed": 0,
@@ -462,6 +463,8 @@ def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study
     np.testing.assert_allclose(logged.per_user["recall@20"], direct.per_user["recall@20"])
     run_tags = MlflowClient().get_run(run.info.run_id).data.tags
     assert run_tags["recsys.role"] == "train" and run_tags["recsys.model"] == "ELSA-served"
+    experiment = MlflowClient().get_experiment(run.info.experiment_id)
+    assert experiment.tags.get("recsys.has_training_runs") == "true"  # the server page lists it with one query
     assert run_tags["recsys.targets_fingerprint"] == direct.targets_fingerprint
 
 

@@ -15,7 +15,15 @@ class RecsysError(Exception):
 
 
 class RunSelectionError(RecsysError, ValueError):
-    """The selected runs cannot be compared; the message names the runs and why."""
+    """The selected runs cannot be compared; the message names the runs and why.
+
+    ``reason`` is that message alone; ``hint``, when given, says how to fix it from the command line and is
+    appended to the message. The server page shows ``reason``: its user fixes a selection by unticking runs.
+    """
+
+    def __init__(self, reason: str, *, hint: str | None = None):
+        super().__init__(f"{reason}; {hint}" if hint else reason)
+        self.reason, self.hint = reason, hint
 
 
 class ArtifactError(RecsysError, ValueError):

@@ -39,6 +39,10 @@ FINAL = ("done", "failed")
 
 #: A job with no recorded process this many seconds after it was made never started (its launch failed).
 UNLAUNCHED_AFTER_S = 60.0
+#: Ended jobs older than this are removed (their comparison runs stay in MLflow); so are all but the newest
+#: :data:`KEEP_JOBS` ended ones.
+KEEP_JOBS_S = 7 * 24 * 3600.0
+KEEP_JOBS = 500
 
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 #: The slot files this process holds locked.
@@ -145,8 +149,10 @@ def read_job(folder: Path, job_id: str) -> dict:
         job = json.loads(_path(folder, job_id).read_text())
     except FileNotFoundError:
         raise JobNotFound(f"job: no job {job_id} on this server") from None
+    if not job.get("pid"):
+        job["pid"] = _launched_pid(folder, job_id)
     if job["stage"] not in FINAL:
-        pid = job.get("pid")
+        pid = job["pid"]
         if (pid and not _alive(pid)) or (not pid and time.time() - job.get("created", 0) > UNLAUNCHED_AFTER_S):
             job = {**job, "stage": "failed",
                    "error": "the comparison process ended without a result (killed, or the server stopped)"}
@@ -165,13 +171,52 @@ def unfinished_jobs(folder: Path) -> int:
     return n
 
 
+def record_launch(folder: Path, job_id: str, pid: int) -> None:
+    """Record the pid of the job's process as it is started.
+
+    A file of its own: the process itself writes the job file from its first moment, and two writers of one
+    file could put back a stage the process has already left.
+    """
+    with atomic_write(_path(folder, job_id).with_suffix(".pid")) as out:
+        out.write(str(pid).encode())
+
+
+def _launched_pid(folder: Path, job_id: str) -> int | None:
+    try:
+        return int(_path(folder, job_id).with_suffix(".pid").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def delete_job(folder: Path, job_id: str) -> None:
-    """Remove the job's file (a job whose process could not be started)."""
-    _path(folder, job_id).unlink(missing_ok=True)
+    """Remove the job's files."""
+    path = _path(folder, job_id)
+    for suffix in (".json", ".pid", ".log"):
+        path.with_suffix(suffix).unlink(missing_ok=True)
+
+
+def prune(folder: Path, *, now: float | None = None, keep_s: float = KEEP_JOBS_S, keep: int = KEEP_JOBS) -> int:
+    """Remove ended jobs older than ``keep_s`` seconds, and all but the newest ``keep`` ended jobs; returns how
+    many were removed. Queued and running jobs are never removed."""
+    now = time.time() if now is None else now
+    ended = []
+    for path in folder.glob("*.json"):
+        try:
+            job = read_job(folder, path.stem)
+        except (JobNotFound, ValueError, KeyError, OSError):
+            continue
+        if job["stage"] in FINAL:
+            ended.append((job.get("finished") or job.get("created") or 0.0, path.stem))
+    ended.sort(reverse=True)
+    old = [job_id for i, (when, job_id) in enumerate(ended) if i >= keep or now - when > keep_s]
+    for job_id in old:
+        delete_job(folder, job_id)
+    return len(old)
 
 
 def new_job(folder: Path, *, run_ids: list[str], settings: dict, experiment_ids: list[str]) -> dict:
-    """Write a queued job and return it."""
+    """Write a queued job and return it (after removing old ended jobs, see :func:`prune`)."""
+    prune(folder)
     job = {"id": uuid.uuid4().hex, "stage": "queued", "created": time.time(), "run_ids": run_ids,
            "settings": settings, "experiment_ids": experiment_ids, "pid": None, "history": [["queued", time.time()]],
            "started": None, "finished": None, "result": None, "error": None}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ class RunRow:
     seed: str
     value: float | None  # the shown metric's aggregate, as the run logged it
     experiment_id: str = ""
+    values: dict[str, float] = field(default_factory=dict)  # every listed metric key's aggregate, for the page's
+    # primary-metric choice to show without a round trip
 
 
 @dataclass
@@ -53,6 +56,11 @@ class ModelGroup:
     def mean(self) -> float | None:
         values = [r.value for r in self.runs if r.value is not None]
         return statistics.fmean(values) if values else None
+
+    @property
+    def n_values(self) -> int:
+        """Runs that logged the shown metric: what :attr:`mean` is over."""
+        return sum(r.value is not None for r in self.runs)
 
 
 @dataclass
@@ -104,6 +112,11 @@ def _metric_keys(run: Run) -> list[str]:
     return keys
 
 
+def _finite_values(run: Run) -> dict[str, float]:
+    values = {k: run.data.metrics[mlflow_metric_name(k)] for k in _metric_keys(run)}
+    return {k: v for k, v in values.items() if math.isfinite(v)}  # NaN is not JSON
+
+
 def _protocol(run: Run, digest: str) -> tuple[str, str]:
     """(dataset, protocol) of the run's split, from the dataset input the training run logged."""
     dataset = run.data.tags.get(tags.DATASET, "")
@@ -139,7 +152,8 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
         models[key].runs.append(RunRow(run_id=r.info.run_id, name=r.info.run_name or r.info.run_id,
                                        seed=t.get(tags.SEED, tags.NO_SEED),
                                        value=r.data.metrics.get(name) if name else None,
-                                       experiment_id=r.info.experiment_id))
+                                       experiment_id=r.info.experiment_id,
+                                       values=_finite_values(r)))
     for split in splits.values():
         split.models.sort(key=lambda m: (m.model, m.config))
         for group in split.models:
@@ -157,18 +171,73 @@ def _config_text(config: str) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) if isinstance(values, dict) else config
 
 
-def experiments_with_training_runs(client: MlflowClient) -> list[tuple[object, int | None]]:
-    """Active experiments that hold at least one FINISHED training run, each with ``None`` (count not read)."""
+def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filter_string: str | None = None) -> list:
     found, token = [], None
     while True:
-        page = client.search_experiments(view_type=ViewType.ACTIVE_ONLY, max_results=PAGE_SIZE, page_token=token,
-                                         order_by=["name ASC"])
-        for exp in page:
-            if client.search_runs([exp.experiment_id], filter_string=TRAIN_FILTER, max_results=1):
-                found.append(exp)
+        page = client.search_experiments(view_type=view_type, filter_string=filter_string, max_results=PAGE_SIZE,
+                                         page_token=token, order_by=["name ASC"])
+        found.extend(page)
         token = page.token
         if not token:
             return found
+
+
+def _holding(client: MlflowClient, experiment_ids: list[str], filter_string: str, view_type=ViewType.ACTIVE_ONLY,
+             page_size: int = 200) -> set[str]:
+    """Which of the experiments hold a run matching the filter.
+
+    Each query asks across every experiment not yet found; the experiments of its runs are found, and the next
+    query leaves them out. Experiments without such runs cost nothing beyond the last (empty) query.
+    """
+    left, found = list(experiment_ids), set()
+    while left:
+        page = client.search_runs(left, filter_string=filter_string, run_view_type=view_type, max_results=page_size)
+        new = {r.info.experiment_id for r in page}
+        found |= new
+        if not page.token:
+            return found
+        left = [e for e in left if e not in new]
+    return found
+
+
+def experiments_with_training_runs(client: MlflowClient) -> list:
+    """Active experiments that hold (or, when tagged, held) a FINISHED training run, by name.
+
+    Experiments tagged :data:`~mlflow_recsys.tracking.tags.HAS_TRAINING_RUNS` (training runs tag theirs) are
+    found with one paged ``search_experiments``; the others, made before that tag or by hand, with a few
+    ``search_runs`` queries across all of them at once (never one query per experiment).
+    """
+    everything = _all_experiments(client)
+    tagged = {e.experiment_id for e in _all_experiments(client, filter_string=f"tags.`{tags.HAS_TRAINING_RUNS}` = 'true'")}
+    untagged = [e.experiment_id for e in everything if e.experiment_id not in tagged]
+    # A tagged experiment is listed on the tag's word: if its training runs were deleted since, its page says so.
+    holding = tagged | _holding(client, untagged, TRAIN_FILTER)
+    return [e for e in everything if e.experiment_id in holding]
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][\w\-]{0,255}", re.ASCII)
+
+
+def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) -> dict[str, Run]:
+    """The runs of these ids that exist (deleted ones included), looked up ``chunk`` ids per query across every
+    experiment. An id that is not shaped like an MLflow run id is absent from the result, as a missing run is."""
+    wanted = [r for r in dict.fromkeys(run_ids) if _RUN_ID.fullmatch(r)]
+    if not wanted:
+        return {}
+    experiment_ids = [e.experiment_id for e in _all_experiments(client, ViewType.ALL)]
+    found: dict[str, Run] = {}
+    for start in range(0, len(wanted), chunk):
+        part = wanted[start:start + chunk]
+        ids = ", ".join(f"'{r}'" for r in part)
+        token = None
+        while True:
+            page = client.search_runs(experiment_ids, filter_string=f"attributes.run_id IN ({ids})",
+                                      run_view_type=ViewType.ALL, max_results=PAGE_SIZE, page_token=token)
+            found.update((r.info.run_id, r) for r in page)
+            token = page.token
+            if not token:
+                break
+    return found
 
 
 @dataclass

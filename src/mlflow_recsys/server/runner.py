@@ -46,14 +46,8 @@ def launch(folder: Path, job: dict, *, tracking_uri: str, username: str | None =
     except BaseException:
         jobs.delete_job(folder, job["id"])  # no process: no job
         raise
-    # Record the pid now, so a process that dies before it writes the job itself reads as failed. The process
-    # writes the same pid; only a job it has not written yet (pid still None) is updated here.
-    try:
-        current = jobs.read_job(folder, job["id"])
-        if not current.get("pid"):
-            jobs.write_job(folder, {**current, "pid": proc.pid})
-    except jobs.JobNotFound:
-        pass
+    # Recorded now, so a process that dies before it writes the job itself reads as failed.
+    jobs.record_launch(folder, job["id"], proc.pid)
     threading.Thread(target=proc.wait, name=f"recsys-job-{job['id'][:8]}", daemon=True).start()
     return proc
 

@@ -29,9 +29,6 @@ PREFIX_ENV = "_MLFLOW_STATIC_PREFIX"
 #: Environment variable: the URL the comparison processes use to reach this server (default: the socket the
 #: request came in on, 127.0.0.1 when it listens on every address).
 SERVER_URL_ENV = "MLFLOW_RECSYS_SERVER_URL"
-#: Most run ids a compare URL may pre-tick.
-MAX_URL_RUNS = 500
-
 csrf = CSRFProtect()
 bp = Blueprint("recsys", __name__, template_folder="templates")
 
@@ -205,16 +202,17 @@ def _listing_page(experiments: list, *, ticked: list[str], selection: Selection 
     shown = (selection.primary if selection else None) or request.args.get("metric") or None
     lst = listing.group_runs(runs, shown_metric=shown, truncated=truncated)
     listed = {row.run_id for s in lst.splits for m in s.models for row in m.runs}
+    unlisted = [r for r in ticked if r not in listed]
+    found = listing.runs_by_id(client(), unlisted)
     extra = []
-    for run_id in [r for r in ticked if r not in listed][:MAX_URL_RUNS]:
-        try:
-            run = client().get_run(run_id)
-            extra.append({"run_id": run_id, "name": run.info.run_name or run_id, "status": run.info.status,
-                          "role": run.data.tags.get("recsys.role", "")})
-        except MlflowException as exc:
-            if not _missing(exc):
-                raise
+    for run_id in unlisted:
+        run = found.get(run_id)
+        if run is None:
             extra.append({"run_id": run_id, "name": run_id, "status": "not found", "role": ""})
+            continue
+        state = run.info.status if run.info.lifecycle_stage == "active" else f"deleted ({run.info.status})"
+        extra.append({"run_id": run_id, "name": run.info.run_name or run_id, "status": state,
+                      "role": run.data.tags.get("recsys.role", "")})
     settings = selection or Selection(run_ids=ticked)
     body = render_template(
         "recsys/experiment.html", experiments=experiments, listing=lst, ticked=set(ticked), extra=extra,
@@ -239,19 +237,31 @@ def compare_from_url():
         abort(400, str(exc))
     # A hand-made address may repeat ids: each is looked up and shown once.
     run_ids, experiment_ids = list(dict.fromkeys(run_ids)), list(dict.fromkeys(experiment_ids))
-    if not experiment_ids:
-        experiment_ids = []
-        for run_id in run_ids[:MAX_URL_RUNS]:
-            try:
-                experiment_ids.append(client().get_run(run_id).info.experiment_id)
-            except MlflowException as exc:
-                if not _missing(exc):
-                    raise
-                continue
-        experiment_ids = list(dict.fromkeys(experiment_ids))
-    if not experiment_ids:
-        abort(404, "none of the runs in the address was found on this server")
-    return _listing_page(_experiment_ids(experiment_ids), ticked=run_ids)
+    experiments = _experiment_ids(experiment_ids) if experiment_ids else _experiments_of(run_ids)
+    if not experiments:
+        abort(404, "none of the runs in the address was found in an active experiment on this server")
+    return _listing_page(experiments, ticked=run_ids)
+
+
+def _experiments_of(run_ids: list[str]) -> list:
+    """The active experiments the runs belong to, in the order the runs name them (a few queries in all)."""
+    runs = listing.runs_by_id(client(), run_ids)
+    ids = list(dict.fromkeys(runs[r].info.experiment_id for r in run_ids if r in runs))
+    experiments = []
+    for experiment_id in ids:
+        exp = client().get_experiment(experiment_id)
+        if exp.lifecycle_stage == "active":
+            experiments.append(exp)
+    return experiments
+
+
+def page_message(exc: Exception) -> str:
+    """What the page says about a refused selection: the reason without the command line's hint, and no store
+    address (the page's user reaches the store only through this server)."""
+    text = f"{type(exc).__name__}: {getattr(exc, 'reason', None) or exc}"
+    for uri in {store_uri(), mlflow.get_tracking_uri()}:
+        text = text.replace(uri, "this server's store").replace(redact(uri), "this server's store")
+    return redact(text)
 
 
 @bp.route("/compare", methods=["POST"])
@@ -266,11 +276,11 @@ def compare():
         selection = parse_form(request.form)
         check(client(), selection)
     except (RunSelectionError, ValueError) as exc:
-        error = redact(f"{type(exc).__name__}: {exc}")
+        error = page_message(exc)
     if error is not None:
         ids = (selection.experiment_ids if selection else request.form.getlist("experiment")) or []
         ticked = selection.run_ids if selection else request.form.getlist("run")
-        experiments = _experiment_ids(ids) if ids else []
+        experiments = _experiment_ids(ids) if ids else _experiments_of(ticked)
         return _listing_page(experiments, ticked=ticked, selection=selection, error=error, status=400)
     folder = job_folder()
     waiting, bound = jobs.unfinished_jobs(folder), 4 * jobs.max_comparisons()

@@ -627,9 +627,9 @@ def _group(runs: list[Run], model_tag: str) -> dict[str, dict[str, str]]:
         seeds = groups.setdefault(model, {})
         if seed in seeds:
             raise RunSelectionError(
-                f"runs {seeds[seed]} and {r.info.run_id} are both {model} with seed {seed}; select one, "
-                "e.g. by run ids or by adding to the filter tags.mlflow.parentRunId = '<the study run id>'"
-            )
+                f"runs {seeds[seed]} and {r.info.run_id} are both {model} with seed {seed}",
+                hint="select one, e.g. by run ids or by adding to the filter "
+                     "tags.mlflow.parentRunId = '<the study run id>'")
         seeds[seed] = r.info.run_id
     return dict(sorted(groups.items()))
 

@@ -104,6 +104,7 @@ class RecsysEvaluator(ModelEvaluator):
                 run_tags[tags.SPLIT_DIGEST] = str(config["split_digest"])
             for key, value in run_tags.items():
                 client.set_tag(run_id, key, value)
+            client.set_experiment_tag(client.get_run(run_id).info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
         with tempfile.TemporaryDirectory(prefix="mlflow-recsys-eval-") as tmp:
             write_evaluation_artifacts(result, tmp, split_digest=config.get("split_digest"))
             client.log_artifacts(run_id, tmp)

@@ -122,8 +122,8 @@ def select_runs(
                 if not _missing(exc):
                     raise
                 raise RunSelectionError(
-                    f"run {run_id!r} was not found in tracking store {redact(mlflow.get_tracking_uri())}{hint}"
-                ) from None
+                    f"run {run_id!r} was not found",
+                    hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}") from None
     else:
         exp = client.get_experiment_by_name(experiment)
         if exp is None:

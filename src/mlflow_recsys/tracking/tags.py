@@ -16,6 +16,9 @@ ROLE_TRAIN = "train"
 ROLE_COMPARISON = "comparison"
 ROLE_MAIN = "main"
 
+#: Experiment tag ("true"): the experiment holds training runs, so the server page lists it with one query.
+HAS_TRAINING_RUNS = "recsys.has_training_runs"
+
 #: Seed tag value of a deterministic model (no seed).
 NO_SEED = "none"
 

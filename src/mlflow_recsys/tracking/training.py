@@ -241,6 +241,7 @@ def run_train(
                              tags.SEED: str(seed) if seeded else tags.NO_SEED,
                              tags.SPLIT_DIGEST: split["split_digest"],
                              tags.DATASET: split["manifest"]["dataset"]["name"]})
+            mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
             started = time.perf_counter()
             if model == "ELSA":
                 fitted = trainer.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
