@@ -263,7 +263,6 @@ def load_interactions(
         spec.url,
         folder / spec.archive_name,
         spec.sha256,
-        expected_size=spec.size_bytes,
         progress=progress,
     )
     return read_archive(archive, spec.ratings)

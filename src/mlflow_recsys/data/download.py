@@ -1,17 +1,13 @@
-"""Checksum-verified download of a single file, cached on disk."""
+"""Checksum-verified download of a single file, cached on disk, through :mod:`pooch`."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
-from mlflow_recsys._atomic import atomic_write
+from mlflow_recsys._atomic import current_umask
 from mlflow_recsys.errors import DownloadError
 
 _CHUNK = 1 << 16
@@ -32,34 +28,35 @@ def download(
     dest: str | os.PathLike,
     sha256: str,
     *,
-    expected_size: int | None = None,
+    retries: int = 2,
     timeout: float = 30.0,
     progress: bool = True,
 ) -> Path:
     """Fetch ``url`` to ``dest`` unless a file with the right checksum is already there.
 
-    The body is streamed to a temporary file in ``dest``'s folder, hashed while
-    it is written, and renamed onto ``dest`` only when its SHA-256 matches, so
-    ``dest`` never holds a partial or wrong file; it gets the mode a new file
-    gets under the umask. An existing ``dest`` is reused
-    (no network access) when its digest matches.
+    An existing ``dest`` whose SHA-256 matches is reused without network
+    access (and without importing :mod:`pooch`). Otherwise :mod:`pooch` streams
+    the body to a temporary file in ``dest``'s folder and renames it onto
+    ``dest`` only when its SHA-256 matches, so ``dest`` never holds a partial
+    or wrong file; it then gets the mode a new file gets under the umask. A
+    failed attempt (connection error, HTTP error, wrong checksum) is repeated
+    up to ``retries`` times, after waits of 1, 2, ... seconds.
 
     Parameters
     ----------
     url:
-        Address to fetch (any scheme urllib handles).
+        Address to fetch, ``http://`` or ``https://``.
     dest:
         Final path of the file; missing parent folders are created.
     sha256:
         Expected SHA-256 as 64 hex digits (case-insensitive). Required: a file
         is never accepted unchecked.
-    expected_size:
-        Size in bytes used for the progress bar when the server sends no
-        Content-Length. Not enforced; the checksum is.
+    retries:
+        Further attempts after a failed one, an integer >= 0. Default 2.
     timeout:
         Seconds to wait for the connection and for each read. Default 30.
     progress:
-        Show a tqdm progress bar. Default True.
+        Show a tqdm progress bar on stderr. Default True.
 
     Returns
     -------
@@ -69,15 +66,20 @@ def download(
     Raises
     ------
     ValueError
-        If ``sha256`` is not 64 hex digits; if the downloaded body's digest
-        differs (both digests are named and nothing is left at ``dest``); or if
-        an existing ``dest`` has a different digest (it is left untouched).
+        Before any network access: if ``sha256`` is not 64 hex digits, if
+        ``retries`` is not an integer >= 0, if ``dest`` is a folder, or if an
+        existing ``dest`` has a different digest (it is left untouched). After
+        the last attempt: if the downloaded body's digest differs (both digests
+        are named and nothing is left in ``dest``'s folder).
     DownloadError
-        If the server cannot be reached or answers with an error; the message
-        names ``dest`` so the file can be placed there by hand.
+        If the server cannot be reached or answers with an error on every
+        attempt; the message names ``dest`` and the digest so the file can be
+        placed there by hand.
     """
     if not isinstance(sha256, str) or not _HEX64.match(sha256.lower()):
         raise ValueError(f"sha256: expected 64 hexadecimal digits, found {sha256!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries: expected an integer >= 0, found {retries!r}")
     expected = sha256.lower()
     dest = Path(dest)
     if dest.is_dir():
@@ -86,45 +88,49 @@ def download(
         found = sha256_file(dest)
         if found != expected:
             # Someone may have placed this file by hand; overwriting it silently
-            # would hide the problem, so ask them to look at it.
+            # (as pooch would) would hide the problem, so ask them to look at it.
             raise ValueError(
                 f"{dest}: existing file has SHA-256 {found}, expected {expected}; "
                 f"delete it to download again, or replace it with the file from {url}"
             )
         return dest
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(dest, suffix=".part") as out:
-        h = hashlib.sha256()
-        try:
-            with urllib.request.urlopen(url, timeout=timeout) as response:
-                length = response.headers.get("Content-Length")
-                total = int(length) if length and length.isdigit() else expected_size
-                with tqdm(
-                    total=total,
-                    unit="B",
-                    unit_scale=True,
-                    desc=dest.name,
-                    disable=not progress,
-                ) as bar:
-                    for chunk in iter(lambda: response.read(_CHUNK), b""):
-                        out.write(chunk)
-                        h.update(chunk)
-                        bar.update(len(chunk))
-        except (urllib.error.URLError, OSError) as exc:
-            if isinstance(exc, urllib.error.HTTPError):
-                reason = f"HTTP {exc.code} {exc.reason}"
-            else:
-                reason = getattr(exc, "reason", None) or exc
-            raise DownloadError(
-                f"could not download {url}: {reason}. If this machine is offline, "
-                f"fetch the file on another machine and place it at {dest} "
-                f"(its SHA-256 must be {expected})."
-            ) from exc
-        found = h.hexdigest()
-        if found != expected:
-            raise ValueError(
-                f"{url}: downloaded file has SHA-256 {found}, expected {expected}; "
-                f"nothing was written to {dest}"
-            )
+    import pooch  # here, not at module level: only a download needs it
+    import requests
+
+    http = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
+    digests = []  # of each attempt's body, for the message pooch's own check does not expose
+
+    def fetch_and_hash(address, output_file, caller):
+        http(address, output_file, caller)
+        digests.append(sha256_file(output_file))
+
+    cache = pooch.create(
+        path=dest.parent,
+        base_url="",
+        registry={dest.name: f"sha256:{expected}"},
+        urls={dest.name: url},
+        retry_if_failed=retries,
+    )
+    try:
+        cache.fetch(dest.name, downloader=fetch_and_hash)
+    except requests.RequestException as exc:
+        if isinstance(exc, requests.HTTPError) and exc.response is not None:
+            reason = f"HTTP {exc.response.status_code} {exc.response.reason}"
+        else:
+            reason = exc
+        raise DownloadError(
+            f"could not download {url}: {reason}. If this machine is offline, "
+            f"fetch the file on another machine and place it at {dest} "
+            f"(its SHA-256 must be {expected})."
+        ) from exc
+    except ValueError:
+        if not digests:
+            raise
+        raise ValueError(
+            f"{url}: downloaded file has SHA-256 {digests[-1]}, expected {expected}; "
+            f"nothing was written to {dest}"
+        ) from None
+    # pooch's temporary file is owner-only; give the cached file a new file's mode, as every file written here gets.
+    os.chmod(dest, 0o666 & ~current_umask())
     return dest
