@@ -17,8 +17,10 @@ like any training run: give ``evaluator_config`` a ``model_name`` (and ``seed``,
 ``split_digest`` and the catalogue ``item_ids`` where known, so fingerprints match
 the training runs') and the run is tagged as a training run of that model.
 
-Without ``item_ids`` the catalogue is every id seen in the data and the output,
-sorted. With it, a target or recommended id outside it raises ``ValueError``;
+Ids become columns through :class:`mlflow_recsys.catalogue.ItemCatalogue`, as in
+the served model and :func:`mlflow_recsys.evaluation.evaluate_by_ids` (which
+evaluates frames of ids without MLflow). Without ``item_ids`` the catalogue is
+every id seen in the data and the output, sorted. With it, a target or recommended id outside it raises ``ValueError``;
 fold-in ids outside it are ignored, as the model ignores them.
 """
 
@@ -28,9 +30,10 @@ import tempfile
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from mlflow.models.evaluation.base import EvaluationResult as MlflowEvaluationResult
 from mlflow.models.evaluation.base import ModelEvaluator
+
+from mlflow_recsys.catalogue import ItemCatalogue, flatten_id_lists, id_kind, plain_id
 
 #: The only model type this evaluator accepts.
 MODEL_TYPE = "recommender"
@@ -76,19 +79,15 @@ class RecsysEvaluator(ModelEvaluator):
         if not isinstance(output, pd.DataFrame) or "items" not in output.columns:
             raise ValueError("model: expected predictions with a column 'items' (recommended item ids)")
 
-        item_ids = _catalogue(config.get("item_ids"), [features["items"], dataset.labels_data, output["items"]])
-        index_of = {_key(i): n for n, i in enumerate(item_ids.tolist())}
-        source_rows = [_indices(r, index_of, None) for r in features["items"]]
-        target_rows = [_indices(r, index_of, "targets") for r in dataset.labels_data]
-        ranked = [_indices(r, index_of, "model output 'items'")[:k] for r in output["items"]]
-        n_items = len(item_ids)
-        rankings = np.full((len(ranked), k), -1, dtype=np.int64)
-        for i, row in enumerate(ranked):
-            rankings[i, : row.size] = row
+        catalogue = _catalogue(config.get("item_ids"), [features["items"], dataset.labels_data, output["items"]])
+        # Fold-in ids outside the catalogue are ignored, as the model ignores them (and reports them itself).
+        source, _ = catalogue.matrix_from_lists(features["items"])
+        target, unknown = catalogue.matrix_from_lists(dataset.labels_data)
+        _refuse_unknown([i for row in unknown for i in row], "targets")
         sample_ids = features["sample_id"].to_numpy() if "sample_id" in features.columns else None
         result = evaluate_rankings(
-            rankings, targets=_csr(target_rows, n_items), metrics=metrics, sample_ids=sample_ids,
-            source=_csr(source_rows, n_items),
+            _rankings(catalogue, output["items"], k), targets=target, metrics=metrics, sample_ids=sample_ids,
+            source=source,
         )
 
         client = MlflowClient()
@@ -111,48 +110,30 @@ class RecsysEvaluator(ModelEvaluator):
         return MlflowEvaluationResult(metrics=logged, artifacts={})
 
 
-def _key(item_id):
-    return item_id.item() if isinstance(item_id, np.generic) else item_id
-
-
-def _catalogue(item_ids, columns) -> np.ndarray:
+def _catalogue(item_ids, columns) -> ItemCatalogue:
     """The catalogue the fingerprint is computed over: the given ids, or every id seen, sorted."""
     if item_ids is not None:
-        ids = np.asarray(item_ids)
-        if ids.ndim != 1 or len(np.unique(ids)) != len(ids):
-            raise ValueError(f"evaluator_config['item_ids']: expected a 1-d array of distinct item ids, "
-                             f"found shape {ids.shape} with {len(ids) - len(np.unique(ids))} duplicate(s)")
-        return ids
-    seen = {_key(i) for column in columns for row in column for i in _row(row)}
+        return ItemCatalogue(item_ids, name="evaluator_config['item_ids']")
+    seen = pd.unique(np.concatenate([flatten_id_lists(column)[1] for column in columns]))
     try:
-        return np.asarray(sorted(seen))
-    except TypeError:
-        raise ValueError("data: item ids mix types (e.g. int and str); pass evaluator_config['item_ids'] "
-                         "or use one type") from None
+        kind = id_kind(seen, "data") if len(seen) else "integer"
+    except ValueError as err:
+        raise ValueError(f"{err}; pass evaluator_config['item_ids'] or use one type") from None
+    return ItemCatalogue(np.sort(seen.astype(np.int64 if kind == "integer" else str)), name="data")
 
 
-def _row(row) -> list:
-    """A row of ids as a list; a missing row (None or NaN) is an empty list."""
-    if row is None or (isinstance(row, float) and np.isnan(row)):
-        return []
-    return list(row)
+def _rankings(catalogue: ItemCatalogue, lists, k: int) -> np.ndarray:
+    """The model's lists of item ids as column indices, best first, cut at ``k``, ``-1`` padding."""
+    rows, ids, positions = flatten_id_lists(lists)
+    columns = catalogue.indices(ids)
+    _refuse_unknown(ids[columns < 0], "model output 'items'")
+    rankings = np.full((len(lists), k), -1, dtype=np.int64)
+    top = positions < k
+    rankings[rows[top], positions[top]] = columns[top]
+    return rankings
 
 
-def _indices(row, index_of: dict, what: str | None) -> np.ndarray:
-    """Column indices of a row of item ids; ids outside the catalogue are an error unless ``what`` is None."""
-    row = _row(row)
-    found = [index_of.get(_key(i)) for i in row]
-    if what is not None and None in found:
-        missing = [i for i, n in zip(row, found) if n is None]
+def _refuse_unknown(unknown, what: str) -> None:
+    if len(unknown):
         raise ValueError(f"{what}: expected item ids from evaluator_config['item_ids'], found unknown ids "
-                         f"{missing[:5]}")
-    return np.asarray([n for n in found if n is not None], dtype=np.int64)
-
-
-def _csr(rows: list[np.ndarray], n_items: int) -> sp.csr_matrix:
-    indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])])
-    indices = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    matrix = sp.csr_matrix((np.ones(indices.size, dtype=np.float32), indices, indptr), shape=(len(rows), n_items))
-    matrix.sum_duplicates()
-    matrix.data[:] = 1.0
-    return matrix
+                         f"{[plain_id(i) for i in unknown[:5]]}")

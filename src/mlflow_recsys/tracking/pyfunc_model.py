@@ -12,7 +12,9 @@ length per row, default 20, capped at the catalogue size). Output: a DataFrame
 with ``user`` (when given), ``items`` (the top-k item ids, best first, fold-in
 excluded), ``scores`` and ``unknown_items`` (the input ids outside the
 catalogue: they cannot be scored, so they are reported there and in a warning
-rather than dropped silently).
+rather than dropped silently). Ids become model columns through
+:class:`mlflow_recsys.catalogue.ItemCatalogue`, the mapping that
+:func:`mlflow_recsys.evaluation.evaluate_by_ids` and the ``recsys`` evaluator use.
 
 A row with no known item (a cold-start user) gets all-zero scores from EASE and
 ELSA, so its list is the catalogue order; rank such users with ``Popularity``.
@@ -32,8 +34,9 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from mlflow.pyfunc import PythonModel
+
+from mlflow_recsys.catalogue import ItemCatalogue
 
 # Imported, not defined here: MLflow loads this file as a fresh module, so a class
 # defined here would not be the one callers can catch.
@@ -51,12 +54,12 @@ class RecommenderPyfunc(PythonModel):
         if name not in MODEL_CLASSES:
             raise ValueError(f"weights: expected a model of {sorted(MODEL_CLASSES)}, found {name!r}")
         self.model = MODEL_CLASSES[name].load(path)
-        self.item_ids = np.load(Path(context.artifacts["catalogue"]) / "item_ids.npy", allow_pickle=False)
-        if len(self.item_ids) != self.model.n_items:
+        ids = np.load(Path(context.artifacts["catalogue"]) / "item_ids.npy", allow_pickle=False)
+        self.catalogue = ItemCatalogue(ids, name="catalogue")
+        if len(self.catalogue) != self.model.n_items:
             raise ValueError(
-                f"catalogue: expected {self.model.n_items} item ids (one per model column), found {len(self.item_ids)}"
+                f"catalogue: expected {self.model.n_items} item ids (one per model column), found {len(self.catalogue)}"
             )
-        self.index_of = {_key(i): n for n, i in enumerate(self.item_ids.tolist())}
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         frame = pd.DataFrame(model_input)
@@ -66,38 +69,23 @@ class RecommenderPyfunc(PythonModel):
         if len(ks) and ks.min() < 1:
             raise ValueError(f"model_input: expected k >= 1 in every row, found {int(ks.min())}")
         # No list can be longer than the catalogue; capping also bounds the memory a request can ask for.
-        ks = np.minimum(ks, len(self.item_ids))
-        rows, unknown = [], []
-        for items in frame["items"]:
-            ids = [] if items is None else list(items)
-            known = [self.index_of.get(_key(i)) for i in ids]
-            rows.append(np.asarray([n for n in known if n is not None], dtype=np.int64))
-            unknown.append([i for i, n in zip(ids, known) if n is None])
+        ks = np.minimum(ks, len(self.catalogue))
+        source, unknown = self.catalogue.matrix_from_lists(frame["items"])
         n_unknown = sum(map(len, unknown))
         if n_unknown:
             warnings.warn(
                 f"model_input: {n_unknown} item id(s) in {sum(1 for u in unknown if u)} row(s) are not in the "
-                f"model's catalogue of {len(self.item_ids)} items and were not scored (see column 'unknown_items')",
+                f"model's catalogue of {len(self.catalogue)} items and were not scored (see column 'unknown_items')",
                 UnknownItemsWarning,
                 stacklevel=2,
             )
-        indptr = np.concatenate([[0], np.cumsum([len(r) for r in rows])])
-        indices = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        n_items = self.model.n_items
-        source = sp.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(rows), n_items))
-        source.sum_duplicates()
-        source.data[:] = 1.0
         top, scores = self.model.recommend(source, int(ks.max()) if len(ks) else 1)
         out = {} if "user" not in frame.columns else {"user": frame["user"].to_numpy()}
-        out["items"] = [self.item_ids[t[:k][t[:k] >= 0]].tolist() for t, k in zip(top, ks)]
+        item_ids = self.catalogue.item_ids
+        out["items"] = [item_ids[t[:k][t[:k] >= 0]].tolist() for t, k in zip(top, ks)]
         out["scores"] = [s[:k][t[:k] >= 0].astype(float).tolist() for t, s, k in zip(top, scores, ks)]
-        out["unknown_items"] = [[_key(i) for i in u] for u in unknown]
+        out["unknown_items"] = unknown
         return pd.DataFrame(out)
-
-
-def _key(item_id):
-    # JSON serving turns ids into Python ints or strs; numpy scalars must hash alike.
-    return item_id.item() if isinstance(item_id, np.generic) else item_id
 
 
 mlflow.models.set_model(RecommenderPyfunc())
