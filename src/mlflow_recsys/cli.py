@@ -116,7 +116,8 @@ def datasets():
                    f"  licence: {spec.licence}\n  cite: {spec.citation}")
     for name, reason in NOT_REGISTERED.items():
         click.echo(f"{name} (not registered): {reason}")
-    click.echo("Your own data: pass a .csv or .parquet path with columns user, item, value[, timestamp] as --dataset.")
+    click.echo("Your own data: pass a .csv or .parquet path as --dataset; name its columns with --user-col, "
+               "--item-col, --value-col (none: implicit feedback) and --timestamp-col.")
 
 
 def _optional_float(ctx, param, value):
@@ -130,9 +131,34 @@ def _optional_float(ctx, param, value):
         raise click.BadParameter(f"expected a number or nothing, found {value!r}") from None
 
 
+def _min_rating(ctx, param, value):
+    """``auto`` (the default): 4 for a log with ratings, none for implicit feedback (``--value-col none``)."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    return _optional_float(ctx, param, value)
+
+
+def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
+    """A column option: False when not given (the default applies), None for ``none`` where that is allowed."""
+    value = _none_if_empty(value) if value not in ("none", "None") else value
+    if value is None:
+        return False
+    if may_be_absent and value.lower() == "none":
+        return None
+    return value
+
+
 @cli.command()
 @click.option("--dataset", default="movielens-100k", show_default=True,
-              help="registered dataset name, or a .csv/.parquet file with columns user, item, value[, timestamp]")
+              help="registered dataset name, or a .csv/.parquet interaction log (see --user-col ... --timestamp-col)")
+@click.option("--user-col", default=None, help="your log: the user id column [default: user]")
+@click.option("--item-col", default=None, help="your log: the item id column [default: item]")
+@click.option("--value-col", default=None,
+              help="your log: the rating or count column, or 'none' for implicit feedback (every row a positive) "
+                   "[default: value]")
+@click.option("--timestamp-col", default=None,
+              help="your log: the time column (Unix seconds or ISO 8601), or 'none' to ignore one "
+                   "[default: timestamp, if present]")
 @click.option("--split-mode", default="user_split", show_default=True,
               type=click.Choice(["user_split", "leave_one_out", "time_split"]))
 @click.option("--seed", default=42, show_default=True, type=int, help="seed of every random choice of the split")
@@ -144,21 +170,28 @@ def _optional_float(ctx, param, value):
               help="user_split: share of users; time_split: share of interactions, by time  [default: 0.2]")
 @click.option("--val-frac", default=None, callback=_optional_float,
               help="as --test-frac, for validation  [default: 0.1]")
-@click.option("--min-rating", default="4", show_default=True, callback=_optional_float,
-              help="lowest value kept as a positive; 'none' keeps every row (implicit data)")
+@click.option("--min-rating", default="auto", show_default=True, callback=_min_rating,
+              help="lowest value kept as a positive; 'none' keeps every row; auto: 4, or none with --value-col none")
 @click.option("--min-user-interactions", default=5, show_default=True, type=int, help="k-core threshold for users")
 @click.option("--min-item-interactions", default=1, show_default=True, type=int, help="k-core threshold for items")
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
-def split(dataset, split_mode, seed, eval_draws, eval_holdout_frac, test_frac, val_frac, min_rating,
-          min_user_interactions, min_item_interactions, data_dir):
+def split(dataset, user_col, item_col, value_col, timestamp_col, split_mode, seed, eval_draws, eval_holdout_frac,
+          test_frac, val_frac, min_rating, min_user_interactions, min_item_interactions, data_dir):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
     from mlflow_recsys.tracking.training import run_split
 
+    given = {"user": _column(user_col, may_be_absent=False), "item": _column(item_col, may_be_absent=False),
+             "value": _column(value_col, may_be_absent=True),
+             "timestamp": _column(timestamp_col, may_be_absent=True)}
+    columns = {role: name for role, name in given.items() if name is not False}
+    if min_rating == "auto":
+        min_rating = None if "value" in columns and columns["value"] is None else 4.0
     run_id = run_split(dataset=dataset, split_mode=split_mode, seed=seed, eval_draws=eval_draws,
                        data_dir=_none_if_empty(data_dir), eval_holdout_frac=eval_holdout_frac,
                        test_frac=test_frac, val_frac=val_frac, min_rating=min_rating,
-                       min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions)
+                       min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions,
+                       columns=columns or None)
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
     import mlflow
 

@@ -19,6 +19,7 @@ import math
 import os
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -86,6 +87,7 @@ def build_recsys_checkpoint(
     min_user_interactions: int = 5,
     min_item_interactions: int = 1,
     *,
+    columns: Mapping[str, str | None] | None = None,
     overwrite: bool = False,
 ) -> Path:
     """Load a dataset, preprocess it, split it and write the checkpoint zip.
@@ -128,6 +130,13 @@ def build_recsys_checkpoint(
     min_rating, min_user_interactions, min_item_interactions:
         Binarisation threshold (None keeps every row) and k-core thresholds.
         Defaults 4.0, 5 and 1.
+    columns:
+        For a file or a DataFrame: which of its columns hold the ``user``,
+        ``item``, ``value`` and ``timestamp`` (keys of this mapping; see
+        :func:`~mlflow_recsys.data.datasets.from_interactions`). ``value: None``
+        reads the log as implicit feedback (every row a positive) and needs
+        ``min_rating=None``. Recorded in the manifest. Default: the columns
+        ``user``, ``item``, ``value`` and, if present, ``timestamp``.
     overwrite:
         Replace a file already at the checkpoint path. Default False: an
         existing checkpoint is refused before any data is loaded.
@@ -158,6 +167,10 @@ def build_recsys_checkpoint(
                                    or not math.isfinite(min_rating)):
         raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
     check_thresholds(min_user_interactions, min_item_interactions)
+    columns = _check_columns(columns, dataset)
+    if columns.get("value", "value") is None and min_rating is not None:
+        raise ValueError(f"min_rating: expected None for a log without ratings (columns value=None), "
+                         f"found {min_rating!r}")
     if checkpoint_path is None:
         checkpoint_path = Path("checkpoints") / f"{_source_name(dataset)}-{split_mode}-seed{seed}.zip"
     checkpoint_path = Path(checkpoint_path)
@@ -168,7 +181,7 @@ def build_recsys_checkpoint(
             f"checkpoint_path: {checkpoint_path} already exists; pass overwrite=True to replace it, "
             "or choose another path"
         )
-    raw, source = _load(dataset, data_dir)
+    raw, source = _load(dataset, data_dir, columns)
 
     positives = binarise(raw, min_rating=min_rating)
     if positives.empty:
@@ -262,20 +275,50 @@ def _source_name(dataset) -> str:
     """The dataset's name in the default checkpoint path, found without loading any data."""
     if isinstance(dataset, pd.DataFrame):
         return "interactions"
-    if isinstance(dataset, (str, os.PathLike)) and Path(dataset).suffix.lower() in (".csv", ".parquet"):
+    if _is_file(dataset):
         return Path(dataset).stem
     return get_dataset_spec(dataset).name
 
 
-def _load(dataset, data_dir) -> tuple[pd.DataFrame, dict]:
+_COLUMN_ROLES = ("user", "item", "value", "timestamp")
+
+
+def _is_file(dataset) -> bool:
+    return isinstance(dataset, (str, os.PathLike)) and Path(dataset).suffix.lower() in (".csv", ".parquet")
+
+
+def _check_columns(columns, dataset) -> dict:
+    """The column mapping, checked before any data is read."""
+    if columns is None:
+        return {}
+    if not isinstance(columns, Mapping):
+        raise ValueError(f"columns: expected a mapping of {list(_COLUMN_ROLES)} to column names, "
+                         f"found {type(columns).__name__}")
+    unknown = sorted(set(columns) - set(_COLUMN_ROLES))
+    if unknown:
+        raise ValueError(f"columns: expected keys among {list(_COLUMN_ROLES)}, found {unknown}")
+    for role, name in columns.items():
+        if name is None and role in ("value", "timestamp"):
+            continue
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"columns: expected a column name for {role!r}, found {name!r}")
+    if columns and not (_is_file(dataset) or isinstance(dataset, pd.DataFrame)):
+        get_dataset_spec(dataset)  # an unknown name is reported as such
+        raise ValueError(f"columns: apply to a .csv/.parquet file or a DataFrame, found the registered "
+                         f"dataset {dataset!r}, whose columns are known")
+    return dict(columns)
+
+
+def _load(dataset, data_dir, columns: dict) -> tuple[pd.DataFrame, dict]:
     """Raw interactions and the manifest's description of where they came from."""
+    mapping = {"columns": columns} if columns else {}
     if isinstance(dataset, pd.DataFrame):
-        return from_interactions(dataset), {"name": "interactions", "source": "frame"}
-    if isinstance(dataset, (str, os.PathLike)) and Path(dataset).suffix.lower() in (".csv", ".parquet"):
+        return from_interactions(dataset, **columns), {"name": "interactions", "source": "frame", **mapping}
+    if _is_file(dataset):
         path = Path(dataset)
-        frame = read_interactions_file(path)
+        frame = read_interactions_file(path, **columns)
         return frame, {"name": path.stem, "source": "file", "file_name": path.name,
-                       "file_sha256": sha256_file(path)}
+                       "file_sha256": sha256_file(path), **mapping}
     spec = get_dataset_spec(dataset)
     return load_interactions(dataset, data_dir), {
         "name": spec.name, "source": "registry", "url": spec.url, "archive_sha256": spec.sha256,

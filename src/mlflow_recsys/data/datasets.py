@@ -293,12 +293,16 @@ def read_archive(archive: str | os.PathLike, ratings: RatingsFile) -> pd.DataFra
     return _normalise(frame, ratings.columns, f"{archive}:{member}")
 
 
+#: Column added for a log read as implicit feedback (``value=None``); not a name a user's log is expected to use.
+_IMPLICIT = "__implicit_value__"
+
+
 def from_interactions(
     frame: pd.DataFrame,
     *,
     user: str = "user",
     item: str = "item",
-    value: str = "value",
+    value: str | None = "value",
     timestamp: str | None = "timestamp",
 ) -> pd.DataFrame:
     """Bring your own interaction log into the form every loader returns.
@@ -312,9 +316,10 @@ def from_interactions(
         int64 when every one is an integer int64 can hold (including text like
         ``"12"`` but not ``"012"``), else text. Defaults ``"user"``, ``"item"``.
     value:
-        Column holding a rating or a count (numeric, no missing values). For
-        implicit data with no such column, add one of ones and build with
-        ``min_rating=None``. Default ``"value"``.
+        Column holding a rating or a count (numeric, no missing values).
+        ``None`` reads the log as implicit feedback: every row is one observed
+        interaction and gets the value 1.0 (build it with ``min_rating=None``).
+        Default ``"value"``.
     timestamp:
         Column holding Unix seconds (integers; fractions are floored), datetimes
         or ISO 8601 text (converted to Unix seconds, UTC; naive times are taken
@@ -331,11 +336,17 @@ def from_interactions(
     Raises
     ------
     ValueError
-        ``frame`` not a DataFrame, a named column missing (the message lists the
-        columns found), missing values, or non-numeric values or timestamps.
+        ``frame`` not a DataFrame or without rows, a named column missing (the
+        message lists the columns found), one column named for two roles,
+        missing values, or non-numeric values or timestamps.
     """
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
+    if frame.empty:
+        raise ValueError(f"frame: expected at least one interaction, found no rows (columns {list(frame.columns)})")
+    if value is None:
+        frame = frame.assign(**{_IMPLICIT: 1.0})
+        value = _IMPLICIT
     names = {"user": user, "item": item, "value": value}
     if timestamp is not None and (timestamp in frame.columns or timestamp != "timestamp"):
         names["timestamp"] = timestamp
@@ -344,6 +355,10 @@ def from_interactions(
             raise ValueError(
                 f"{role}: expected a column {column!r} in the interactions, found columns {list(frame.columns)}"
             )
+    shared = sorted({c for c in names.values() if list(names.values()).count(c) > 1})
+    if shared:
+        roles = [r for r, c in names.items() if c in shared]
+        raise ValueError(f"{'/'.join(roles)}: expected a column of its own for each, found {shared} named twice")
     picked = frame[list(names.values())].set_axis(list(names), axis=1)
     return _normalise(picked, tuple(names), "frame")
 
@@ -352,14 +367,16 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
     """Read an interaction log from a ``.csv`` (comma-separated, one header line) or ``.parquet`` file.
 
     ``columns`` are passed to :func:`from_interactions` (``user``, ``item``,
-    ``value``, ``timestamp``: the column names in the file).
+    ``value``, ``timestamp``: the column names in the file; ``value=None`` for
+    a log without ratings).
 
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the suffix is neither ``.csv`` nor ``.parquet``, or the content fails
+        If the suffix is neither ``.csv`` nor ``.parquet``, the file is empty or
+        holds a header and no rows, or the content fails
         :func:`from_interactions`'s checks (the message names the file).
     """
     path = Path(path)
@@ -378,6 +395,9 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
         frame = pd.read_parquet(path)
     else:
         raise ValueError(f"dataset: expected a .csv or .parquet file, found {path.name!r}")
+    if frame.empty:
+        raise ValueError(f"{path}: expected interactions below the header, found no rows "
+                         f"(columns {list(frame.columns)})")
     try:
         return from_interactions(frame, **columns)
     except ValueError as exc:

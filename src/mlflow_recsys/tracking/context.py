@@ -244,7 +244,8 @@ def _same_param_value(logged: str, text: str) -> bool:
 
 
 def _unset(text: str) -> bool:
-    return text.strip().lower() in ("", "none")
+    # "auto": an MLproject default the step resolves itself (e.g. min_rating: 4, or none for implicit feedback).
+    return text.strip().lower() in ("", "none", "auto")
 
 
 def _same_item(a: str, b: str) -> bool:

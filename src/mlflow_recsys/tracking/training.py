@@ -52,9 +52,11 @@ def run_split(
     min_rating: float | None = 4.0,
     min_user_interactions: int = 5,
     min_item_interactions: int = 1,
+    columns: dict | None = None,
 ) -> str:
     """Build a split (see :func:`~mlflow_recsys.data.checkpoint.build_recsys_checkpoint`) and log it as a
-    ``split`` run; return the run id.
+    ``split`` run; return the run id. ``columns`` (a user's own log: which column holds user, item, value and
+    timestamp) is logged as the param ``columns``, JSON.
 
     The checkpoint is logged as the artifact ``checkpoint.zip``; training runs
     take it as ``runs:/<run id>/checkpoint.zip``.
@@ -77,12 +79,15 @@ def run_split(
             split_mode=split_mode, eval_draws=eval_draws, seed=seed, eval_holdout_frac=eval_holdout_frac,
             test_frac=test_frac, val_frac=val_frac, min_rating=min_rating,
             min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions,
+            columns=columns,
         )
         with read_checkpoint(path) as root:
             split = load_recsys_split(root)
         manifest = split["manifest"]
         name = manifest["dataset"]["name"]
         params = {"dataset": str(dataset), **manifest["parameters"]}
+        if columns:
+            params["columns"] = json.dumps(columns, sort_keys=True)
         with entry_point_run(f"split {name} {split_mode} seed {seed}", params=params) as run:
             mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"],
                              tags.DATASET: name})

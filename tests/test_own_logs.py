@@ -1,0 +1,113 @@
+"""A user's own interaction log: column mapping, implicit feedback, header-only files, from the API and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import sqlite_store
+from mlflow.tracking import MlflowClient
+
+import mlflow_recsys as mr
+from mlflow_recsys.cli import cli
+from mlflow_recsys.data import from_interactions, read_interactions_file
+
+
+def _log(n: int = 3000, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"uid": rng.integers(0, 150, n), "sku": rng.integers(0, 90, n),
+                         "rating": rng.integers(1, 6, n).astype(float),
+                         "ts": rng.integers(10**9, 10**9 + 10**6, n)})
+
+
+def test_implicit_feedback_gives_every_row_the_value_one():
+    log = _log(50)
+    frame = from_interactions(log, user="uid", item="sku", value=None, timestamp="ts")
+    assert list(frame.columns) == ["user", "item", "value", "timestamp"]
+    assert (frame["value"] == 1.0).all() and len(frame) == 50
+    np.testing.assert_array_equal(frame["user"], log["uid"])
+    np.testing.assert_array_equal(frame["timestamp"], log["ts"])
+
+
+def test_a_header_only_file_and_an_empty_frame_are_refused_as_having_no_rows(tmp_path):
+    (tmp_path / "header.csv").write_text("user,item,rating,timestamp\n")
+    with pytest.raises(ValueError, match=r"header.csv: expected interactions below the header, found no rows"):
+        read_interactions_file(tmp_path / "header.csv", value="rating")
+    pd.DataFrame({"user": [], "item": [], "value": []}).to_parquet(tmp_path / "empty.parquet")
+    with pytest.raises(ValueError, match="found no rows"):
+        read_interactions_file(tmp_path / "empty.parquet")
+    with pytest.raises(ValueError, match="frame: expected at least one interaction, found no rows"):
+        from_interactions(pd.DataFrame({"user": [], "item": [], "value": []}))
+
+
+def test_one_column_for_two_roles_is_refused():
+    with pytest.raises(ValueError, match=r"user/item: expected a column of its own for each, found \['uid'\]"):
+        from_interactions(_log(10), user="uid", item="uid", value="rating")
+
+
+def test_mapped_columns_give_the_same_split_as_a_renamed_file(tmp_path):
+    log = _log()
+    log.to_csv(tmp_path / "mine.csv", index=False)
+    log.rename(columns={"uid": "user", "sku": "item", "rating": "value", "ts": "timestamp"}).to_csv(
+        tmp_path / "renamed.csv", index=False)
+    mapped = mr.build_recsys_checkpoint(tmp_path / "mine.csv", checkpoint_path=tmp_path / "a.zip",
+                                        split_mode="time_split", min_user_interactions=2,
+                                        columns={"user": "uid", "item": "sku", "value": "rating", "timestamp": "ts"})
+    plain = mr.build_recsys_checkpoint(tmp_path / "renamed.csv", checkpoint_path=tmp_path / "b.zip",
+                                       split_mode="time_split", min_user_interactions=2)
+    a, b = mr.load_recsys_split(mapped), mr.load_recsys_split(plain)
+    assert (a["x_train"] != b["x_train"]).nnz == 0 and a["x_train"].nnz > 0
+    np.testing.assert_array_equal(a["item_ids"], b["item_ids"])
+    assert a["manifest"]["dataset"]["columns"] == {"user": "uid", "item": "sku", "value": "rating", "timestamp": "ts"}
+    assert a["manifest"]["counts"] == b["manifest"]["counts"]
+
+
+@pytest.mark.parametrize("columns, min_rating, message", [
+    ({"value": None}, 4.0, r"min_rating: expected None for a log without ratings \(columns value=None\), found 4.0"),
+    ({"rating": "x"}, None, r"columns: expected keys among \['user', 'item', 'value', 'timestamp'\], found \['rating'\]"),
+    ({"user": None}, None, r"columns: expected a column name for 'user', found None"),
+    ({"user": "nope"}, None, r"user: expected a column 'nope' in the interactions, found columns"),
+])
+def test_bad_column_mappings_are_refused_before_anything_is_written(tmp_path, columns, min_rating, message):
+    _log(100).rename(columns={"uid": "user", "sku": "item", "rating": "value"}).to_csv(tmp_path / "log.csv", index=False)
+    with pytest.raises(ValueError, match=message):
+        mr.build_recsys_checkpoint(tmp_path / "log.csv", checkpoint_path=tmp_path / "out.zip", min_rating=min_rating,
+                                   columns=columns)
+    assert not (tmp_path / "out.zip").exists()
+
+
+def test_columns_do_not_apply_to_a_registered_dataset(tmp_path):
+    with pytest.raises(ValueError, match="columns: apply to a .csv/.parquet file or a DataFrame, found the registered"):
+        mr.build_recsys_checkpoint("movielens-100k", checkpoint_path=tmp_path / "x.zip", columns={"user": "u"})
+    with pytest.raises(ValueError, match="dataset: expected one of"):
+        mr.build_recsys_checkpoint("no-such-set", checkpoint_path=tmp_path / "x.zip", columns={"user": "u"})
+
+
+def test_the_cli_splits_an_implicit_log_with_its_own_column_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    log = _log().drop(columns="rating")
+    log.to_csv(tmp_path / "views.csv", index=False)
+    (tmp_path / "header.csv").write_text("uid,sku,ts\n")
+    (tmp_path / "store").mkdir()
+    with sqlite_store(tmp_path / "store") as experiment_id:
+        args = ["split", "--dataset", str(tmp_path / "views.csv"), "--user-col", "uid", "--item-col", "sku",
+                "--value-col", "none", "--timestamp-col", "ts", "--split-mode", "time_split",
+                "--min-user-interactions", "2", "--eval-holdout-frac", ""]
+        res = CliRunner().invoke(cli, args)
+        assert res.exit_code == 0, res.output
+        run = MlflowClient().get_run(res.output.split("split run ")[1].split(":")[0])
+        assert json.loads(run.data.params["columns"]) == {"item": "sku", "timestamp": "ts", "user": "uid",
+                                                           "value": None}
+        assert run.data.params["min_rating"] == "None"  # auto: none for implicit feedback
+        # A log with ratings keeps the threshold of 4 under auto; an explicit threshold on implicit data is refused.
+        res = CliRunner().invoke(cli, [*args, "--min-rating", "3"])
+        assert res.exit_code == 1 and "min_rating: expected None for a log without ratings" in res.output
+        n_runs = len(MlflowClient().search_runs([experiment_id]))
+        assert n_runs == 1
+        res = CliRunner().invoke(cli, ["split", "--dataset", str(tmp_path / "header.csv"), "--user-col", "uid",
+                                       "--item-col", "sku", "--value-col", "none", "--timestamp-col", "ts"])
+        assert res.exit_code == 1 and "expected interactions below the header, found no rows" in res.output
+        assert len(MlflowClient().search_runs([experiment_id])) == n_runs  # nothing logged
