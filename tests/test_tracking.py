@@ -369,11 +369,24 @@ def test_report_seed_picks_the_representative_run(study):
         compare_runs(run_ids=ids, reference="EASE", seed="7", n_resamples=999)
 
 
-def test_runs_of_one_model_with_different_hyperparameters_are_not_pooled(study):
+def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates(study):
     other = run_train(checkpoint=study["checkpoint"], model="ELSA", seed=5, metrics=METRICS, log_model=False,
                       **{**FAST_ELSA, "latent_dim": 4})
-    with pytest.raises(RunSelectionError, match=r"ELSA differ in hyper-parameters.*latent_dim.*latent_dim=4"):
-        compare_runs(run_ids=[study["ease"], study["elsa"][0], other], reference="EASE")
+    ids = [study["ease"], study["elsa"][0], study["elsa"][1], other]
+    with pytest.raises(RunSelectionError, match=re.escape(
+            "reference: ELSA is 2 candidates here, one per configuration, so name one of "
+            "['ELSA(latent_dim=4)', 'ELSA(latent_dim=8)']")):
+        compare_runs(run_ids=ids, reference="ELSA")
+    with pytest.warns(FewSeedsWarning):
+        outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], n_resamples=999)
+    # Seeds 0 and 1 of latent_dim 8 are pooled; the latent_dim 4 run (seed 5) stands alone.
+    assert outcome.source_runs == {"EASE": {"none": study["ease"]}, "ELSA(latent_dim=4)": {"5": other},
+                                   "ELSA(latent_dim=8)": {"0": study["elsa"][0], "1": study["elsa"][1]}}
+    ease, small = load_evaluation(study["ease"]), load_evaluation(other)
+    row = outcome.report.get("ndcg@100", "ELSA(latent_dim=4)")
+    assert row.baseline == "EASE"
+    assert row.difference == pytest.approx(np.mean(small.per_user["ndcg@100"] - ease.per_user["ndcg@100"]))
+    assert list(outcome.seed_spreads) == ["ELSA(latent_dim=8) vs EASE"]
 
 
 def _failed_comparisons(experiment_id):

@@ -7,6 +7,8 @@ import dataclasses
 import inspect
 import json
 import logging
+import re
+import shlex
 import tempfile
 import warnings
 from contextlib import contextmanager
@@ -71,13 +73,14 @@ class RunComparison:
     Attributes
     ----------
     report:
-        The paired comparison, one trained run per model (its lowest seed, or ``report_seed``).
+        The paired comparison, one trained run per candidate (its lowest seed, or ``report_seed``).
     seed_spreads:
         ``"<candidate> vs <baseline>"`` -> :class:`SeedSpread` for every pair where a side has seeds.
     run_id:
         The comparison run's id.
     source_runs:
-        Model name -> {seed tag -> run id} of the runs compared.
+        Candidate name -> {seed tag -> run id} of the runs compared. A candidate is a model, or, when the
+        selected runs of a model hold several configurations, one of them (``EASE(l2=50)``).
     report_seed:
         The seed asked for as each model's representative, or ``None`` for the lowest.
     seed_averaged:
@@ -130,14 +133,20 @@ def compare_runs(
 ) -> RunComparison:
     """Select training runs, verify they are comparable, compare them and log a comparison run.
 
-    Runs are grouped by model (the ``model_tag`` tag, ``recsys.model`` by
-    default) and seed (``recsys.seed``). Runs of one model must agree on every
-    hyper-parameter but the seed. The paired report compares one trained
-    instance per model, its lowest seed unless ``seed`` names another, so its
-    family stays pairs x metrics. When a model has two or more seeds, a second,
-    seed-averaged report compares each model's per-user values averaged over
-    all its seeds (:func:`~mlflow_recsys.stats.compare_seed_averaged`, same
-    settings), and for every pair where a model has seeds a seed-spread table
+    Runs are grouped into candidates, then by seed (``recsys.seed``). A
+    candidate is a model (the ``model_tag`` tag, ``recsys.model`` by default)
+    in one configuration (the ``recsys.config`` tag: every hyper-parameter but
+    the seed). A model whose selected runs share one configuration is one
+    candidate under its own name; one whose runs hold several is a candidate
+    per configuration, named by the hyper-parameters that differ among them
+    (``EASE(l2=50)``, ``ELSA(latent_dim=64, lr=0.001)``), and ``reference``
+    must then name one of those. Seeds are pooled within a candidate only.
+    The paired report compares one trained instance per candidate, its lowest
+    seed unless ``seed`` names another, so its family stays pairs x metrics.
+    When a candidate has two or more seeds, a second, seed-averaged report
+    compares each candidate's per-user values averaged over all its seeds
+    (:func:`~mlflow_recsys.stats.compare_seed_averaged`, same settings), and
+    for every pair where a candidate has seeds a seed-spread table
     (descriptive, no p-values) puts the retraining spread beside the spread
     across users.
 
@@ -159,8 +168,9 @@ def compare_runs(
     ------
     RunSelectionError
         If the selection is invalid, runs were scored on different splits,
-        targets or users (naming each run and its value), two runs share a model
-        and seed, or ``reference`` / ``primary`` / ``metrics`` / ``seed`` name
+        targets or users (naming each run and its value), two runs share a model,
+        configuration and seed, ``reference`` names a model that is several
+        candidates, or ``reference`` / ``primary`` / ``metrics`` / ``seed`` name
         nothing compared, or model names would collide in MLflow metric names.
     ValueError
         If a statistical setting is out of range (see
@@ -194,8 +204,8 @@ def compare_runs(
             "paired_seeds": paired_seeds, "model_tag": model_tag,
             "report_seed": seed if seed is not None else "lowest seed of each model",
         }
-        _log.info("comparing %d runs of %d models (%d pairs, B = %s)", len(runs), len(plan.groups), len(plan.pairs),
-                  n_resamples)
+        _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", len(runs), len(plan.groups),
+                  len(plan.pairs), n_resamples)
         if paired_seeds:
             unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
             if unpaired:
@@ -336,9 +346,9 @@ def _check_settings(*, metrics, primary, correction, confidence_level, n_resampl
 class _Plan:
     """What the run metadata decided: models, seeds, metrics, pairs and the MLflow metric names."""
 
-    groups: dict[str, dict[str, str]]  # model -> seed tag -> run id
-    representative: dict[str, str]  # model -> seed tag of the run in the paired report
-    models: list[str]  # in report order: the reference first, then sorted
+    groups: dict[str, dict[str, str]]  # candidate -> seed tag -> run id
+    representative: dict[str, str]  # candidate -> seed tag of the run in the paired report
+    models: list[str]  # candidates in report order: the reference first, then by model and configuration
     metric_keys: list[str] | None  # None: the per-user artifacts decide (the runs logged no aggregates)
     pairs: list[tuple[str, str]]  # (baseline, candidate) of the paired report
     seed_pairs: list[tuple[str, str]]  # pairs that get a seed-spread table
@@ -367,20 +377,24 @@ def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alte
         if len(set(values.values())) > 1:
             listing = "; ".join(f"run {rid}: {v[:16]}" for rid, v in values.items())
             raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
-    groups = _group(runs, model_tag)
-    _same_hyperparameters(runs, model_tag)
+    groups, configured = _group(runs, model_tag)
     if len(groups) < 2:
-        raise RunSelectionError(f"runs: expected at least two models to compare, found only {sorted(groups)}")
+        raise RunSelectionError(f"runs: expected at least two models to compare, found only {list(groups)}")
+    if reference in configured:
+        raise RunSelectionError(
+            f"reference: {reference} is {len(configured[reference])} candidates here, one per configuration, "
+            f"so name one of {configured[reference]}",
+            hint=f"e.g. --reference {shlex.quote(configured[reference][0])}")
     if reference is not None and reference not in groups:
-        raise RunSelectionError(f"reference: expected one of the compared models {sorted(groups)}, found {reference!r}")
+        raise RunSelectionError(f"reference: expected one of the compared models {list(groups)}, found {reference!r}")
     representative = {m: _representative_seed(m, seeds, seed) for m, seeds in groups.items()}
     if seed is not None and not any(seed in seeds for seeds in groups.values()):
         raise RunSelectionError(
             f"seed: expected a seed of a seeded model, found {seed!r}; seeds: "
-            + "; ".join(f"{m}: {sorted(s, key=tags.seed_order)}" for m, s in sorted(groups.items()))
+            + "; ".join(f"{m}: {sorted(s, key=tags.seed_order)}" for m, s in groups.items())
         )
     metric_keys = _metadata_metric_keys(runs, metrics, primary)
-    models = sorted(groups)
+    models = list(groups)
     if reference is not None:
         models = [reference] + [m for m in models if m != reference]
     pairs = _pairs(models, reference, alternative)
@@ -616,42 +630,119 @@ def _verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArti
             raise RunSelectionError(f"runs {first} and {r.info.run_id} hold different sample ids")
 
 
-def _group(runs: list[Run], model_tag: str) -> dict[str, dict[str, str]]:
-    """Model -> seed tag -> run id, from the runs' tags."""
-    groups: dict[str, dict[str, str]] = {}
+def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
+    """Candidate -> seed tag -> run id, from the runs' tags; and model -> its candidates, where it has several.
+
+    A candidate is one model (the ``model_tag`` tag) in one configuration (the ``recsys.config`` tag): runs
+    that share both are the seeds of one candidate. A model whose selected runs hold a single configuration
+    is one candidate under its plain name; one with several becomes a candidate per configuration, named by
+    :func:`_configuration_names`. Candidates come in order of model, then of the values that set them apart
+    (``EASE(l2=50)`` before ``EASE(l2=500)``).
+
+    Raises
+    ------
+    RunSelectionError
+        If a run has no model tag or a malformed ``recsys.config`` tag, if two runs share model,
+        configuration and seed, or if a configuration's name is another model's name.
+    """
+    configs: dict[str, dict[str, dict]] = {}  # model -> canonical JSON -> configuration
+    members = []
     for r in runs:
         model = r.data.tags.get(model_tag)
-        seed = r.data.tags.get(tags.SEED, tags.NO_SEED)
         if not model:
             raise RunSelectionError(f"run {r.info.run_id}: expected a {model_tag!r} tag naming its model, found none")
-        seeds = groups.setdefault(model, {})
-        if seed in seeds:
+        config = _config(r)
+        key = json.dumps(config, sort_keys=True)
+        configs.setdefault(model, {})[key] = config
+        members.append((r.info.run_id, model, key, r.data.tags.get(tags.SEED, tags.NO_SEED)))
+    names: dict[tuple[str, str], str] = {}
+    order: dict[tuple[str, str], tuple] = {}
+    for model, by_key in configs.items():
+        for key, (name, rank) in _configuration_names(model, by_key).items():
+            names[model, key], order[model, key] = name, (model, rank)
+    owner: dict[str, str] = {}
+    for (model, key), name in names.items():
+        if name in owner:  # one model's names are distinct, so this is a model named like another's configuration
             raise RunSelectionError(
-                f"runs {seeds[seed]} and {r.info.run_id} are both {model} with seed {seed}",
+                f"model names: runs of {owner[name]} and of {model} would both be the candidate {name!r}",
+                hint=f"rename a model (its {model_tag} tag) so that the names stay apart")
+        owner[name] = model
+    groups: dict[str, dict[str, str]] = {}
+    for run_id, model, key, seed in sorted(members, key=lambda m: order[m[1], m[2]]):
+        name = names[model, key]
+        seeds = groups.setdefault(name, {})
+        if seed in seeds:
+            same = "" if name != model else f" and the same configuration {shorten(key, 200)}"
+            raise RunSelectionError(
+                f"runs {seeds[seed]} and {run_id} are both {name} with seed {seed}{same}, so they are the same "
+                "candidate twice",
                 hint="select one, e.g. by run ids or by adding to the filter "
                      "tags.mlflow.parentRunId = '<the study run id>'")
-        seeds[seed] = r.info.run_id
-    return dict(sorted(groups.items()))
+        seeds[seed] = run_id
+    several: dict[str, list[str]] = {}
+    for (model, _), name in names.items():
+        if name != model:
+            several.setdefault(model, []).append(name)
+    return groups, {m: [n for n in groups if n in ns] for m, ns in sorted(several.items())}
 
 
-def _same_hyperparameters(runs: list[Run], model_tag: str) -> None:
-    """Refuse to pool runs of one model trained with different hyper-parameters (the ``recsys.config`` tag)."""
-    by_model: dict[str, list[Run]] = {}
-    for r in runs:
-        by_model.setdefault(r.data.tags[model_tag], []).append(r)
-    for model, members in by_model.items():
-        configs = {r.info.run_id: _config(r) for r in members}
-        keys = set().union(*configs.values())
-        differing = sorted(k for k in keys if len({json.dumps(c.get(k)) for c in configs.values()}) > 1)
-        if differing:
-            listing = "; ".join(
-                f"run {rid}: " + ", ".join(f"{k}={c.get(k)}" for k in differing) for rid, c in configs.items()
-            )
-            raise RunSelectionError(
-                f"runs of {model} differ in hyper-parameters other than the seed ({differing}), so their seeds "
-                f"cannot be pooled: {listing}; select runs of one configuration, or give the configurations "
-                "different model names"
-            )
+#: Widest text of one hyper-parameter value in a candidate's name; longer values are cut, with a hash.
+CONFIG_VALUE_WIDTH = 40
+_BARE_TEXT = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+_UNSET = object()
+
+
+def _configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple[str, tuple]]:
+    """Canonical JSON of each configuration of ``model`` -> (candidate name, sort key).
+
+    One configuration keeps the plain model name. Several are named ``Model(k1=v1, k2=v2)`` by the
+    hyper-parameters that differ among them, in key order, with short values (``50`` for ``50.0``, strings
+    bare); if two short names coincide (``50`` and ``"50"``) every value is written as exact JSON instead.
+    A key some configurations lack reads ``unset`` in theirs.
+    """
+    if len(configs) == 1:
+        return {key: (model, ()) for key in configs}
+    keys = sorted(set().union(*configs.values()))
+    differing = [k for k in keys
+                 if len({json.dumps(c[k], sort_keys=True) if k in c else None for c in configs.values()}) > 1]
+    ranks = {key: tuple(_value_rank(c.get(k, _UNSET)) for k in differing) for key, c in configs.items()}
+    for text in (_short_value, _exact_value):
+        names = {key: f"{model}({', '.join(f'{k}={text(c.get(k, _UNSET))}' for k in differing)})"
+                 for key, c in configs.items()}
+        if len(set(names.values())) == len(names):
+            return {key: (name, ranks[key]) for key, name in names.items()}
+    raise RunSelectionError(  # only two values alike in their first characters and their 24-bit hash
+        f"model names: configurations of {model} cannot be told apart by name: {sorted(configs)}",
+        hint="rename one configuration's model (its model tag)")
+
+
+def _short_value(value) -> str:
+    """A hyper-parameter value as a candidate name shows it: ``50``, ``0.001``, ``true``, ``adam``, ``[64, 32]``."""
+    if value is _UNSET:
+        return "unset"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        text = str(int(value))
+    elif isinstance(value, float):
+        text = repr(value)
+    elif isinstance(value, str) and _BARE_TEXT.match(value):
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True)
+    return shorten(text, CONFIG_VALUE_WIDTH)
+
+
+def _exact_value(value) -> str:
+    """A hyper-parameter value as exact JSON (``50.0``, ``"50"``), for names the short form cannot keep apart."""
+    return "unset" if value is _UNSET else shorten(json.dumps(value, sort_keys=True), CONFIG_VALUE_WIDTH)
+
+
+def _value_rank(value) -> tuple:
+    """Sort key of a hyper-parameter value: numbers by value, then other values by their JSON, then unset."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return (0, value, "")
+    if value is _UNSET:
+        return (2, 0, "")
+    return (1, 0, json.dumps(value, sort_keys=True))
 
 
 def _config(run: Run) -> dict:
