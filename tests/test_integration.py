@@ -37,6 +37,10 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
         assert roles == [("comparison", ""), ("main", ""), ("split", ""), ("train", "EASE"), ("train", "ELSA"),
                          ("train", "ELSA")]
         assert all(r.info.status == "FINISHED" for r in runs)
+        # Each training run holds only the params its model uses, though `mlflow run` logged them.
+        trained = {r.data.tags["recsys.model"]: r.data.params for r in runs if r.data.tags.get("recsys.role") == "train"}
+        assert "l2" in trained["EASE"] and not {"epochs", "seed", "lr", "latent_dim"} & set(trained["EASE"])
+        assert {"seed", "epochs", "lr", "latent_dim"} <= set(trained["ELSA"]) and "l2" not in trained["ELSA"]
         assert {r.data.tags.get("recsys.package_version") for r in runs} == {__version__}
         # The study logged its primary metric before training, so the comparison may say it was declared.
         (comparison,) = [r for r in runs if r.data.tags.get("recsys.role") == "comparison"]

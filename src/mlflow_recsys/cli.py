@@ -201,28 +201,46 @@ def split(dataset, user_col, item_col, value_col, timestamp_col, split_mode, see
                f"({m['n_val_users_dropped']:,} dropped)")
 
 
+#: The hyper-parameters each model takes: a run logs these and no others, and the command refuses the rest.
+HYPERPARAMETERS = {
+    "EASE": ("l2",),
+    "ELSA": ("seed", "latent_dim", "batch_size", "epochs", "lr", "weight_decay", "device", "patience"),
+    "Popularity": (),
+}
+
+
 @cli.command()
 @click.option("--checkpoint", required=True, help="checkpoint zip path or artifact URI (runs:/<id>/checkpoint.zip)")
-@click.option("--model", required=True, type=click.Choice(["EASE", "ELSA", "Popularity"]))
-@click.option("--seed", default=0, show_default=True, type=int, help="training seed (ignored by EASE, Popularity)")
-@click.option("--l2", default=500.0, show_default=True, type=float, help="EASE: L2 regularisation")
-@click.option("--latent-dim", default=24, show_default=True, type=int, help="ELSA: latent dimension")
-@click.option("--batch-size", default=64, show_default=True, type=int, help="ELSA: users per batch")
-@click.option("--epochs", default=20, show_default=True, type=int, help="ELSA: training epochs")
-@click.option("--lr", default=0.01, show_default=True, type=float, help="ELSA: learning rate")
-@click.option("--weight-decay", default=0.0, show_default=True, type=float, help="ELSA: weight decay")
-@click.option("--device", default="cpu", show_default=True, help="ELSA: torch device")
+@click.option("--model", required=True, type=click.Choice(list(HYPERPARAMETERS)))
+# Each hyper-parameter also answers to its underscore spelling: `mlflow run -e train -P latent_dim=64` passes it
+# on as --latent_dim 64. None means "not given": the model's own default applies and nothing is logged for it.
+@click.option("--seed", default=None, type=int, help="ELSA: training seed [default: 0]")
+@click.option("--l2", default=None, type=float, help="EASE: L2 regularisation [default: 500]")
+@click.option("--latent-dim", "--latent_dim", default=None, type=int, help="ELSA: latent dimension [default: 24]")
+@click.option("--batch-size", "--batch_size", default=None, type=int, help="ELSA: users per batch [default: 64]")
+@click.option("--epochs", default=None, type=int, help="ELSA: training epochs [default: 20]")
+@click.option("--lr", default=None, type=float, help="ELSA: learning rate [default: 0.01]")
+@click.option("--weight-decay", "--weight_decay", default=None, type=float, help="ELSA: weight decay [default: 0]")
+@click.option("--device", default=None, help="ELSA: torch device [default: cpu]")
 @click.option("--patience", default=None, type=int,
               help="ELSA: stop after this many epochs without a better validation nDCG@100; keep the best")
 @click.option("--metrics", default=None, help=METRICS_HELP + " (default: the standard set)")
 @_friendly_errors
-def train(checkpoint, model, seed, l2, latent_dim, batch_size, epochs, lr, weight_decay, device, patience, metrics):
-    """Fit one model, evaluate it on the test users and log a train run."""
+def train(checkpoint, model, metrics, **hyperparameters):
+    """Fit one model, evaluate it on the test users and log a train run.
+
+    Only the model's own hyper-parameters are taken (EASE: --l2; ELSA: --seed, --latent-dim, --batch-size,
+    --epochs, --lr, --weight-decay, --device, --patience; Popularity: none).
+    """
     from mlflow_recsys.tracking.training import DEFAULT_METRICS, run_train
 
-    run_id = run_train(checkpoint=checkpoint, model=model, seed=seed, l2=l2, latent_dim=latent_dim,
-                       batch_size=batch_size, epochs=epochs, lr=lr, weight_decay=weight_decay, device=device,
-                       patience=patience, metrics=_split_list(metrics) or DEFAULT_METRICS)
+    given = {k: v for k, v in hyperparameters.items() if v is not None}
+    foreign = [k for k in given if k not in HYPERPARAMETERS[model]]
+    if foreign:
+        takes = ", ".join(HYPERPARAMETERS[model]) or "none"
+        raise click.UsageError(f"{', '.join(foreign)}: not a hyper-parameter of {model} (it takes: {takes}); "
+                               f"found {', '.join(f'{k}={given[k]}' for k in foreign)}")
+    run_id = run_train(checkpoint=checkpoint, model=model, metrics=_split_list(metrics) or DEFAULT_METRICS, **given)
     click.echo(f"train run {run_id} ({model})")
     import mlflow
 

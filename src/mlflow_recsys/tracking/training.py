@@ -235,12 +235,15 @@ def run_train(
                              "(it was built with val_frac=0); drop --patience or rebuild the split")
         run_name = f"{model} seed {seed}" if seeded else model
         config = getattr(trainer, "config", None)
-        params = {"model": model, "seed": seed if seeded else "none", "checkpoint": checkpoint,
+        # Only what the model uses: a deterministic model logs no seed, EASE no epochs, ELSA no l2.
+        params = {"model": model, "checkpoint": checkpoint,
                   "metrics": ",".join(m for obj in metric_objects for m in obj.keys)}
         if config is not None:
             params.update(dataclasses.asdict(config))
         with entry_point_run(run_name, params=params) as run:
-            hyper = {k: v for k, v in (dataclasses.asdict(config) if config is not None else {}).items() if k != "seed"}
+            # What makes a configuration: not the seed (pooled over), nor the device (same model, other hardware).
+            hyper = {k: v for k, v in (dataclasses.asdict(config) if config is not None else {}).items()
+                     if k not in ("seed", "device")}
             mlflow.set_tags({tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: model,
                              tags.CONFIG: json.dumps(hyper, sort_keys=True),
                              tags.SEED: str(seed) if seeded else tags.NO_SEED,
