@@ -26,7 +26,7 @@ from mlflow_recsys.stats import compare_models, compare_seed_averaged, seed_spre
 from mlflow_recsys.stats.report_export import escape_latex
 from mlflow_recsys.stats.reporting import escape_markdown
 from mlflow_recsys.tracking import RunSelectionError, check_selection, compare_runs
-from mlflow_recsys.tracking.comparison import _configuration_names
+from mlflow_recsys.tracking.comparison import configuration_names
 from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
@@ -239,7 +239,7 @@ def test_a_model_named_like_another_models_configuration_is_refused(study):
 
 def test_configuration_names_list_only_what_differs_in_short_text_and_stay_apart():
     def names(configs):
-        return [name for name, _ in _configuration_names("M", dict(enumerate(configs))).values()]
+        return [name for name, _ in configuration_names("M", dict(enumerate(configs))).values()]
 
     assert names([{"l2": 50.0, "dtype": "float32"}]) == ["M"]
     assert names([{"l2": 50.0, "dtype": "float32"}, {"l2": 500.0, "dtype": "float32"}]) == ["M(l2=50)", "M(l2=500)"]
@@ -256,7 +256,7 @@ def test_configuration_names_list_only_what_differs_in_short_text_and_stay_apart
     long = names([{"s": "x" * 100}, {"s": "x" * 99 + "y"}])
     assert len(set(long)) == 2 and all(len(n) <= len("M(s=)") + 40 for n in long)
     # Candidates sort by model, then by the differing values (numbers by value, then text, then unset).
-    ranks = _configuration_names("M", {"a": {"l2": 500}, "b": {"l2": 50.0}, "c": {"l2": "x"}, "d": {}})
+    ranks = configuration_names("M", {"a": {"l2": 500}, "b": {"l2": 50.0}, "c": {"l2": "x"}, "d": {}})
     assert [ranks[k][0] for k in sorted(ranks, key=lambda k: ranks[k][1])] == [
         "M(l2=50)", "M(l2=500)", "M(l2=x)", "M(l2=unset)"]
 

@@ -377,6 +377,24 @@ def test_the_page_carries_every_metric_for_the_primary_metric_choice(web, store)
     assert values == {"ndcg@100": metrics["ndcg_at_100"], "recall@20": metrics["recall_at_20"]}  # NaN left out
 
 
+def test_configurations_of_one_model_are_offered_as_candidates(web, store):
+    client, experiment_id, tmp = store
+    ids = {l2: log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=l2, n_users=50,
+                                extra_tags={"recsys.config": json.dumps({"l2": float(l2), "dtype": "float32"})})
+           for l2 in (50, 500)}
+    pop = log_training_run(client, experiment_id, tmp, model="Popularity", seed=None, n_users=50)
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert page.count("compared as <code>EASE(l2=50)</code>") == 1 and "compared as <code>EASE(l2=500)</code>" in page
+    offered = re.findall(r'<option value="([^"]+)"></option>', re.search(r'<datalist id="candidates">(.*?)</datalist>',
+                                                                          page, re.S).group(1))
+    assert offered == ["EASE", "EASE(l2=50)", "EASE(l2=500)", "Popularity"]
+    # The offered name is accepted as the reference (the job starts); the plain model name is refused, naming both.
+    response = post_compare(web, experiment_id, [*ids.values(), pop], reference="EASE(l2=50)")
+    assert response.status_code == 303, response.get_data(as_text=True)[:2000]
+    page = post_compare(web, experiment_id, [*ids.values(), pop], reference="EASE").get_data(as_text=True)
+    assert "name one of [&#39;EASE(l2=50)&#39;, &#39;EASE(l2=500)&#39;]" in page
+
+
 def test_note_sentence_undoes_markdown_escapes():
     note = ("## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
             "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |")

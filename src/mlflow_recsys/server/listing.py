@@ -51,6 +51,8 @@ class ModelGroup:
     model: str
     config: str  # the recsys.config tag, shown so that two configurations of one model stay apart
     runs: list[RunRow] = field(default_factory=list)
+    config_json: str = ""  # canonical JSON of the configuration ("" when the tag is not a JSON object)
+    candidate: str = ""  # the name a comparison of all the split's configurations of this model gives it
 
     @property
     def mean(self) -> float | None:
@@ -147,7 +149,7 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
         model, config = t.get(tags.MODEL, "(no recsys.model tag)"), t.get(tags.CONFIG, "")
         key = (digest, model, config)
         if key not in models:
-            models[key] = ModelGroup(model=model, config=_config_text(config))
+            models[key] = ModelGroup(model=model, config=_config_text(config), config_json=_canonical(config))
             splits[digest].models.append(models[key])
         models[key].runs.append(RunRow(run_id=r.info.run_id, name=r.info.run_name or r.info.run_id,
                                        seed=t.get(tags.SEED, tags.NO_SEED),
@@ -155,12 +157,42 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
                                        experiment_id=r.info.experiment_id,
                                        values=_finite_values(r)))
     for split in splits.values():
+        _name_candidates(split.models)
         split.models.sort(key=lambda m: (m.model, m.config))
         for group in split.models:
             group.runs.sort(key=lambda row: tags.seed_order(row.seed))
     return Listing(splits=sorted(splits.values(), key=lambda s: (s.dataset, s.protocol, s.digest)),
-                   metric_keys=keys, models=sorted({m.model for m in models.values()}), shown_metric=shown_metric,
+                   metric_keys=keys, models=sorted({m.candidate for m in models.values()} | {m.model for m in models.values()}),
+                   shown_metric=shown_metric,
                    n_runs=len(runs), truncated=truncated)
+
+
+def _canonical(config: str) -> str:
+    try:
+        values = json.loads(config) if config else {}
+    except json.JSONDecodeError:
+        return ""
+    return json.dumps(values, sort_keys=True) if isinstance(values, dict) else ""
+
+
+def _name_candidates(groups: list[ModelGroup]) -> None:
+    """Each group's candidate name, as :func:`~mlflow_recsys.tracking.comparison.configuration_names` gives it
+    when all of a model's configurations in the split are compared (the plain model name when it has one)."""
+    from mlflow_recsys.errors import RunSelectionError
+    from mlflow_recsys.tracking.comparison import configuration_names
+
+    by_model: dict[str, list[ModelGroup]] = {}
+    for group in groups:
+        group.candidate = group.model
+        if group.config_json:
+            by_model.setdefault(group.model, []).append(group)
+    for model, members in by_model.items():
+        try:
+            names = configuration_names(model, {g.config_json: json.loads(g.config_json) for g in members})
+        except RunSelectionError:
+            continue  # configurations no name tells apart: Compare says so
+        for group in members:
+            group.candidate = names[group.config_json][0]
 
 
 def _config_text(config: str) -> str:

@@ -636,7 +636,7 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
     A candidate is one model (the ``model_tag`` tag) in one configuration (the ``recsys.config`` tag): runs
     that share both are the seeds of one candidate. A model whose selected runs hold a single configuration
     is one candidate under its plain name; one with several becomes a candidate per configuration, named by
-    :func:`_configuration_names`. Candidates come in order of model, then of the values that set them apart
+    :func:`configuration_names`. Candidates come in order of model, then of the values that set them apart
     (``EASE(l2=50)`` before ``EASE(l2=500)``).
 
     Raises
@@ -658,7 +658,7 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
     names: dict[tuple[str, str], str] = {}
     order: dict[tuple[str, str], tuple] = {}
     for model, by_key in configs.items():
-        for key, (name, rank) in _configuration_names(model, by_key).items():
+        for key, (name, rank) in configuration_names(model, by_key).items():
             names[model, key], order[model, key] = name, (model, rank)
     owner: dict[str, str] = {}
     for (model, key), name in names.items():
@@ -692,7 +692,7 @@ _BARE_TEXT = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 _UNSET = object()
 
 
-def _configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple[str, tuple]]:
+def configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple[str, tuple]]:
     """Canonical JSON of each configuration of ``model`` -> (candidate name, sort key).
 
     One configuration keeps the plain model name. Several are named ``Model(k1=v1, k2=v2)`` by the
