@@ -691,6 +691,87 @@ def test_the_queue_is_bounded(web, store, monkeypatch):
     assert len(list(folder.glob("*.json"))) == 4
 
 
+def _admit(folder, bound, barrier, results):
+    barrier.wait()
+    with jobs.admission(folder):
+        if jobs.unfinished_jobs(folder) < bound:
+            jobs.new_job(folder, run_ids=["a", "b"], settings={}, experiment_ids=[])
+            results.put(True)
+            return
+    results.put(False)
+
+
+def test_requests_arriving_together_cannot_pass_the_queue_bound(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(12), ctx.Queue()
+    workers = [ctx.Process(target=_admit, args=(tmp_path, 8, barrier, results)) for _ in range(12)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    admitted = [results.get(timeout=10) for _ in workers]
+    assert admitted.count(True) == 8 and len(list(tmp_path.glob("*.json"))) == 8
+
+
+def test_experiment_ids_are_merged_bounded_and_checked_before_the_store_is_asked(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    token = csrf_token(page)
+    # One model only, experiment id repeated 5,000 times: one lookup, one listing, the refusal shown.
+    started = time.monotonic()
+    response = web.post("/recsys/compare", data={"csrf_token": token, "run": study["ELSA"],
+                                                 "experiment": [experiment_id] * 5000})
+    text = response.get_data(as_text=True)
+    assert response.status_code == 400 and "expected at least two models" in html.unescape(text)
+    assert text.count('name="experiment"') == 1 and time.monotonic() - started < 10
+    too_many = json.dumps([str(i) for i in range(101)])
+    response = web.get(f"/recsys/compare?runs={json.dumps(study['EASE'])}&experiments={too_many}")
+    assert response.status_code == 400 and b"expected at most 100 experiment ids, found 101" in response.data
+    for path in ("/recsys/experiments/99999999999999999999999",
+                 '/recsys/compare?runs=["a"]&experiments=["99999999999999999999999"]'):
+        assert web.get(path).status_code == 404, path
+    # An experiment deleted between listing and Compare: the refusal page still comes, with the runs.
+    other = client.create_experiment("short-lived")
+    runs = [log_training_run(client, other, tmp, model=m, seed=None, n_users=20) for m in ("A", "B")]
+    client.delete_experiment(other)
+    response = web.post("/recsys/compare", data={"csrf_token": token, "run": runs, "experiment": other})
+    text = html.unescape(response.get_data(as_text=True))
+    assert response.status_code == 400 and "deleted" in text and 'id="error"' in text
+
+
+def test_hostile_compare_addresses_and_run_ids_are_refused_briefly(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    response = web.get("/recsys/compare?runs=" + "[" * 4000)
+    assert response.status_code == 400 and b"expected runs=[...] to be a JSON list" in response.data
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    long_id = "a" * 100_000
+    response = web.post("/recsys/compare", data={"csrf_token": csrf_token(page), "run": study["EASE"] + [long_id],
+                                                 "experiment": experiment_id})
+    text = response.get_data(as_text=True)
+    assert response.status_code == 400 and "runs: expected MLflow run ids" in html.unescape(text)
+    assert len(text) < 60_000 and long_id not in text
+    text = web.get("/recsys/compare?runs=" + json.dumps(study["EASE"] + [long_id])).get_data(as_text=True)
+    assert long_id not in text and study["EASE"][0] in text
+
+
+def test_a_damaged_per_user_file_is_an_artifact_error_naming_the_run(tmp_path):
+    from mlflow_recsys.errors import ArtifactError
+    from mlflow_recsys.tracking.artifacts import read_evaluation_artifacts
+
+    log_dir = tmp_path / "run"
+    result = EvaluationResult(metrics={"ndcg@10": 0.5}, per_user={"ndcg@10": np.array([0.5, 0.5])},
+                              sample_ids=np.arange(2), targets_fingerprint="f" * 64)
+    write_evaluation_artifacts(result, log_dir, split_digest="d" * 64)
+    whole = (log_dir / "per_user.parquet").read_bytes()
+    for damaged in (b"garbage" * 10, whole[: len(whole) // 2]):
+        (log_dir / "per_user.parquet").write_bytes(damaged)
+        with pytest.raises(ArtifactError, match=r"^run abc: per_user.parquet is not a readable Parquet file") as info:
+            read_evaluation_artifacts(log_dir, origin="run abc")
+        assert str(tmp_path) not in str(info.value)
+
+
 def test_names_wrap_and_are_bidi_isolated(web, store):
     page = web.get("/recsys/").get_data(as_text=True)
     assert "overflow-wrap: anywhere" in page and "unicode-bidi: isolate" in page and "select { max-width: 100%; }" in page

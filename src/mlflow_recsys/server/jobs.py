@@ -13,6 +13,7 @@ digits made here; a request's id is checked against that shape before it names a
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -236,6 +237,18 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return True
+
+
+@contextlib.contextmanager
+def admission(folder: Path):
+    """Hold the folder's admission lock (an exclusive ``flock``): a worker counts the waiting jobs and adds its
+    own under it, so requests arriving together in several workers cannot all pass the bound."""
+    fd = os.open(folder / "admission.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def acquire_slot(folder: Path, n: int, *, poll: float = 0.25, on_wait=None) -> int:

@@ -247,13 +247,14 @@ def experiments_with_training_runs(client: MlflowClient) -> list:
     return [e for e in everything if e.experiment_id in holding]
 
 
-_RUN_ID = re.compile(r"[A-Za-z0-9][\w\-]{0,255}", re.ASCII)
+#: What an MLflow run id may look like (MLflow's own check); anything else names no run.
+RUN_ID = re.compile(r"[A-Za-z0-9][\w\-]{0,255}", re.ASCII)
 
 
 def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) -> dict[str, Run]:
     """The runs of these ids that exist (deleted ones included), looked up ``chunk`` ids per query across every
     experiment. An id that is not shaped like an MLflow run id is absent from the result, as a missing run is."""
-    wanted = [r for r in dict.fromkeys(run_ids) if _RUN_ID.fullmatch(r)]
+    wanted = [r for r in dict.fromkeys(run_ids) if RUN_ID.fullmatch(r)]
     if not wanted:
         return {}
     experiment_ids = [e.experiment_id for e in _all_experiments(client, ViewType.ALL)]

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from mlflow.tracking import MlflowClient
 
+from mlflow_recsys.server.listing import RUN_ID
+from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.runs import RunSelectionError, select_runs
 
 #: ``correction`` choices of the form (the command line's), ``none`` meaning no adjustment.
@@ -67,6 +69,10 @@ def parse_form(form) -> Selection:
     run_ids = [r.strip() for r in form.getlist("run") if r.strip()]
     if not run_ids:
         raise RunSelectionError("runs: expected at least two ticked runs, found none")
+    malformed = [r for r in run_ids if not RUN_ID.fullmatch(r)]
+    if malformed:
+        raise RunSelectionError(f"runs: expected MLflow run ids (letters, digits, _ and -), found "
+                                f"{shorten(malformed[0], 40)!r}")
     correction = form.get("correction", cli_defaults()["correction"])
     if correction not in CORRECTIONS:
         raise RunSelectionError(f"correction: expected one of {list(CORRECTIONS)}, found {correction!r}")

@@ -19,6 +19,8 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
 from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
+from mlflow_recsys.server.listing import RUN_ID
+from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import parse_compare_url
 
@@ -180,19 +182,42 @@ def index():
     return render_template("recsys/index.html", experiments=listing.experiments_with_training_runs(client()))
 
 
-def _experiment_ids(ids: list[str]) -> list:
+#: Most experiments one page lists (an address or a form naming more is refused; the UI's compare page names
+#: the experiments of its runs, a handful).
+MAX_EXPERIMENTS = 100
+_INT64_MAX = 2**63 - 1
+
+
+def _lookup_experiments(ids: list[str]) -> list[tuple[str, object | None]]:
+    """Each distinct id with its active experiment, or None when it is missing or deleted.
+
+    Raises 400 when more than :data:`MAX_EXPERIMENTS` distinct ids are given.
+    """
+    ids = list(dict.fromkeys(ids))
+    if len(ids) > MAX_EXPERIMENTS:
+        abort(400, f"experiments: expected at most {MAX_EXPERIMENTS} experiment ids, found {len(ids):,}")
     found = []
     for experiment_id in ids:
+        if experiment_id.isdigit() and int(experiment_id) > _INT64_MAX:
+            found.append((experiment_id, None))  # no store holds it; asking SQLite would raise an overflow
+            continue
         try:
             exp = client().get_experiment(experiment_id)
         except MlflowException as exc:
             if not _missing(exc):
                 raise
-            abort(404, f"experiment {experiment_id!r} was not found on this server")
-        if exp.lifecycle_stage != "active":
-            abort(404, f"experiment {experiment_id!r} is deleted")
-        found.append(exp)
+            exp = None
+        found.append((experiment_id, exp if exp is not None and exp.lifecycle_stage == "active" else None))
     return found
+
+
+def _experiment_ids(ids: list[str]) -> list:
+    """The active experiments of ``ids`` (each once), or 404 naming the first missing or deleted one."""
+    found = _lookup_experiments(ids)
+    for experiment_id, exp in found:
+        if exp is None:
+            abort(404, f"experiment {shorten(experiment_id, 40)!r} was not found on this server, or is deleted")
+    return [exp for _, exp in found]
 
 
 def _listing_page(experiments: list, *, ticked: list[str], selection: Selection | None = None,
@@ -207,8 +232,9 @@ def _listing_page(experiments: list, *, ticked: list[str], selection: Selection 
     extra = []
     for run_id in unlisted:
         run = found.get(run_id)
-        if run is None:
-            extra.append({"run_id": run_id, "name": run_id, "status": "not found", "role": ""})
+        if run is None:  # a hand-made address may hold anything: shown short, as text
+            extra.append({"run_id": shorten(run_id, 256), "name": shorten(run_id, 60), "status": "not found",
+                          "role": ""})
             continue
         state = run.info.status if run.info.lifecycle_stage == "active" else f"deleted ({run.info.status})"
         extra.append({"run_id": run_id, "name": run.info.run_name or run_id, "status": state,
@@ -279,16 +305,18 @@ def compare():
         error = page_message(exc)
     if error is not None:
         ids = (selection.experiment_ids if selection else request.form.getlist("experiment")) or []
-        ticked = selection.run_ids if selection else request.form.getlist("run")
-        experiments = _experiment_ids(ids) if ids else _experiments_of(ticked)
+        ticked = selection.run_ids if selection else [r for r in request.form.getlist("run") if RUN_ID.fullmatch(r)]
+        # The refusal is what the user needs: experiments deleted since the page was loaded are left out.
+        experiments = [exp for _, exp in _lookup_experiments(ids) if exp is not None] or _experiments_of(ticked)
         return _listing_page(experiments, ticked=ticked, selection=selection, error=error, status=400)
     folder = job_folder()
-    waiting, bound = jobs.unfinished_jobs(folder), 4 * jobs.max_comparisons()
-    if waiting >= bound:
-        return Response(f"{waiting} comparisons are already waiting; try again when one finishes.", status=503,
-                        mimetype="text/plain", headers={"Retry-After": "30"})
-    job = jobs.new_job(folder, run_ids=selection.run_ids, settings=selection.to_json(),
-                       experiment_ids=selection.experiment_ids)
+    with jobs.admission(folder):
+        waiting, bound = jobs.unfinished_jobs(folder), 4 * jobs.max_comparisons()
+        if waiting >= bound:
+            return Response(f"{waiting} comparisons are already waiting; try again when one finishes.", status=503,
+                            mimetype="text/plain", headers={"Retry-After": "30"})
+        job = jobs.new_job(folder, run_ids=selection.run_ids, settings=selection.to_json(),
+                           experiment_ids=selection.experiment_ids)
     auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
     try:
         runner.launch(folder, job, tracking_uri=self_url(), username=auth.username if auth else None,

@@ -125,7 +125,12 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
         raise ArtifactError(f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
                             f"found {type(metrics).__name__}")
-    frame = pd.read_parquet(parquet)
+    try:
+        frame = pd.read_parquet(parquet)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError and more for a damaged file
+        # pyarrow names the local path of the download; the run and the file name say all that is useful.
+        reason = str(exc).replace(str(parquet), PER_USER_FILE).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ArtifactError(f"{where}{PER_USER_FILE} is not a readable Parquet file ({reason})") from None
     keys = list(metrics)
     missing = [c for c in ["sample_id", *keys] if c not in frame.columns]
     if missing:

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.artifacts import (
     EVALUATION_FILE,
@@ -52,13 +53,13 @@ def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
         raw = fields.get(name, ["[]"])[0]
         try:
             value = json.loads(raw)
-        except json.JSONDecodeError:
-            raise ValueError(f"compare_url: expected {name}=[...] to be a JSON list, found {raw!r}") from None
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: thousands of nested brackets
+            raise ValueError(f"compare_url: expected {name}=[...] to be a JSON list, found {shorten(raw, 80)!r}") from None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ValueError(f"compare_url: expected {name}=[...] to list strings, found {raw!r}")
+            raise ValueError(f"compare_url: expected {name}=[...] to list strings, found {shorten(raw, 80)!r}")
         lists[name] = value
     if not lists["runs"]:
-        raise ValueError(f"compare_url: expected a compare-runs URL with runs=[...], found {url!r}")
+        raise ValueError(f"compare_url: expected a compare-runs URL with runs=[...], found {shorten(url, 120)!r}")
     return lists["runs"], lists["experiments"]
 
 
