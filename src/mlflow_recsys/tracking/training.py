@@ -129,7 +129,8 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
     local = Path(checkpoint)
     if local.is_file():
         return local
-    if "://" in checkpoint or checkpoint.startswith("runs:/"):
+    # A proxied artifact's URI (mlflow-artifacts:/<experiment>/<run>/artifacts/...) has a single slash.
+    if "://" in checkpoint or checkpoint.startswith(("runs:/", "mlflow-artifacts:/")):
         try:
             return Path(mlflow.artifacts.download_artifacts(artifact_uri=checkpoint, dst_path=dst))
         except Exception as exc:  # MLflow raises several types for a missing artifact
