@@ -51,13 +51,14 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         study = small_study(client, experiment_id, tmp_path / "local")
         log_training_run(client, experiment_id, tmp_path / "local", model=XSS, seed=None, digest="e" * 64)
         page = chromium.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_navigation_timeout(90_000)  # a loaded CI machine: the first page of a cold server is slow
         dialogs = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
 
         # 1. The experiment's runs, grouped by split, model and seed.
         page.goto(f"{url}/recsys/", wait_until="domcontentloaded")
         page.click("#experiments a")
-        page.wait_for_selector("#compare-form")
+        page.wait_for_selector("#compare-form", timeout=90_000)
         assert page.locator("input[name=run]").count() == 6
         assert page.locator(".model-name", has_text=XSS).count() == 1  # shown as text, not as an element
         # 2. Tick EASE's run, ELSA's group (three seeds) and Popularity's run; choose the settings.
@@ -110,7 +111,7 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         page.locator(".split").first.locator(".model", has=page.locator(".model-name", has_text="ELSA")).locator(
             "input.group").check()
         page.click("#compare")
-        error = page.wait_for_selector("#error").inner_text()
+        error = page.wait_for_selector("#error", timeout=90_000).inner_text()
         assert "expected at least two models to compare, found only ['ELSA']" in error, error
         assert page.locator("input[name=run]:checked").count() == 3  # the selection stays ticked
         page.screenshot(path=str(shots / "server-refused.png"))
