@@ -16,8 +16,8 @@ import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonWarning, compare_models
-from mlflow_recsys.stats.html_report import report_html
-from mlflow_recsys.stats.reporting import display_frame
+from mlflow_recsys.report.html import report_html
+from mlflow_recsys.report.text import display_frame
 
 KEY = ["metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L"]
 DETAILS = ["metric", "comparison", "baseline_mean", "candidate_mean", "n_units", "n_nonzero", "tie_rate",

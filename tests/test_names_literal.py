@@ -19,8 +19,8 @@ from mlflow_recsys.stats import (
     escape_markdown,
     seed_spread,
 )
-from mlflow_recsys.stats.plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
-from mlflow_recsys.stats.html_report import report_html
+from mlflow_recsys.report.plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
+from mlflow_recsys.report.html import report_html
 
 HOSTILE_NAMES = [
     "A$\\frac{1}{$",  # unbalanced mathtext: matplotlib raises if it parses it

@@ -20,7 +20,7 @@ import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
-from mlflow_recsys.stats import report_export
+from mlflow_recsys.report import latex as report_export
 
 HOSTILE = "a_b%&#$ {}~^\\"
 HOSTILE_METRIC = "m_1%<x>|y"

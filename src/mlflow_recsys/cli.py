@@ -63,7 +63,7 @@ def _friendly_errors(func):
 
 def _visible(text) -> str:
     """Text from users (model names) made safe to print: a raw newline or carriage return breaks tables."""
-    from mlflow_recsys.stats.reporting import visible_text
+    from mlflow_recsys.report.text import visible_text
 
     return visible_text(text)
 
@@ -321,7 +321,7 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
 
 
 def _print_table(report) -> None:
-    from mlflow_recsys.stats.reporting import display_frame
+    from mlflow_recsys.report.text import display_frame
 
     table = display_frame(report)
     for column in ("metric", "baseline", "candidate"):
@@ -334,7 +334,7 @@ def _print_comparison(outcome, primary):
     click.echo("\nPaired comparison (one trained run per model: " + outcome.report_seed_rule + ")\n")
     _print_table(report)
     if averaged is not None:
-        from mlflow_recsys.stats.reporting import seed_averaged_phrase
+        from mlflow_recsys.report.text import seed_averaged_phrase
 
         how = seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ")
         click.echo(f"\nSeed-averaged paired comparison: {how}\n")
@@ -356,7 +356,7 @@ def _print_comparison(outcome, primary):
         click.echo(f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
                    f"p <= {alpha:g}")
     else:
-        from mlflow_recsys.stats.reporting import family_phrase
+        from mlflow_recsys.report.text import family_phrase
 
         click.echo(f"\n{report.correction} adjustment {family_phrase(report, _visible)}; significant where the "
                    f"adjusted p <= {alpha:g}")

@@ -12,7 +12,7 @@ from mlflow_recsys.stats.comparison import (
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
 from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
-from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, references_bibtex
+from mlflow_recsys.report.text import csv_safe_frame, escape_markdown, references_bibtex
 from mlflow_recsys.stats.seeds import (
     SEED_COLUMNS,
     SeedSpread,

@@ -25,7 +25,7 @@ import pandas as pd
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import reporting
+from mlflow_recsys.report import text as reporting
 from mlflow_recsys.stats.corrections import CORRECTIONS, Correction, adjust_p_values
 from mlflow_recsys.stats.power import REPORT_POWER, minimum_detectable_effect
 from mlflow_recsys.stats.resampling import (
@@ -296,19 +296,19 @@ class ComparisonReport:
     def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
         """The report as a booktabs ``table`` whose caption states the settings and significance markers.
 
-        See :func:`~mlflow_recsys.stats.report_export.report_latex` (``label`` is its ``\\label``, ``title`` the
+        See :func:`~mlflow_recsys.report.latex.report_latex` (``label`` is its ``\\label``, ``title`` the
         caption's first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
         """
-        from mlflow_recsys.stats import report_export  # it imports this module
+        from mlflow_recsys.report import latex as report_export  # it imports this module
 
         return report_export.report_latex(self, label=label, title=title)
 
     def __str__(self) -> str:
         """The key columns as a fixed-width table under one settings line.
 
-        See :func:`~mlflow_recsys.stats.report_export.report_string`.
+        See :func:`~mlflow_recsys.report.latex.report_string`.
         """
-        from mlflow_recsys.stats import report_export
+        from mlflow_recsys.report import latex as report_export
 
         return report_export.report_string(self)
 
@@ -319,24 +319,24 @@ class ComparisonReport:
                 f"{self.correction or 'no correction'}, families {families or 'none'}>")
 
     def summary(self) -> str:
-        """One line per hypothesis (:func:`~mlflow_recsys.stats.report_export.report_summary`)."""
-        from mlflow_recsys.stats import report_export
+        """One line per hypothesis (:func:`~mlflow_recsys.report.latex.report_summary`)."""
+        from mlflow_recsys.report import latex as report_export
 
         return report_export.report_summary(self)
 
     def save(self, path: "str | os.PathLike") -> "pathlib.Path":
         """Save the report as the directory ``path``, atomically; return ``path``.
 
-        See :func:`~mlflow_recsys.stats.report_export.save_report` for the files and the errors raised.
+        See :func:`~mlflow_recsys.report.latex.save_report` for the files and the errors raised.
         """
-        from mlflow_recsys.stats import report_export
+        from mlflow_recsys.report import latex as report_export
 
         return report_export.save_report(self, path)
 
     @classmethod
     def load(cls, path: "str | os.PathLike") -> "ComparisonReport":
-        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats.report_export.load_report`)."""
-        from mlflow_recsys.stats import report_export
+        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.report.latex.load_report`)."""
+        from mlflow_recsys.report import latex as report_export
 
         return report_export.load_report(path)
 
@@ -351,7 +351,7 @@ class ComparisonReport:
 
         ``markup="plain"`` (default) leaves names and the metric key as they are;
         ``"markdown"`` escapes them with
-        :func:`~mlflow_recsys.stats.reporting.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
+        :func:`~mlflow_recsys.report.text.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
         """
         return reporting.results_text(self, self.get(metric, candidate, baseline), markup=markup)
 

@@ -20,7 +20,7 @@ import pandas as pd
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.comparison import ComparisonReport, _metrics_iv, compare_models
-from mlflow_recsys.stats.reporting import Markup, _names
+from mlflow_recsys.report.text import Markup, _names
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
 
@@ -128,7 +128,7 @@ class SeedSpread:
         markup:
             ``"plain"`` (default: names as they are, for a terminal or HTML
             escaping) or ``"markdown"`` (names and the metric key through
-            :func:`~mlflow_recsys.stats.reporting.escape_markdown`, for run notes).
+            :func:`~mlflow_recsys.report.text.escape_markdown`, for run notes).
 
         Raises
         ------

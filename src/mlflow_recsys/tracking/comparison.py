@@ -33,10 +33,10 @@ from mlflow_recsys.stats import (
     references_bibtex,
     seed_spread,
 )
-from mlflow_recsys.stats.plots import forest_plot, seed_spread_plot
+from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.stats.comparison import FAMILIES, _pairs, _settings_iv, check_replicate_memory
-from mlflow_recsys.stats.html_report import report_html
-from mlflow_recsys.stats.reporting import csv_safe_frame, escape_markdown, seed_averaging_text
+from mlflow_recsys.report.html import report_html
+from mlflow_recsys.report.text import csv_safe_frame, escape_markdown, seed_averaging_text
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import check_run_is_free, entry_point_run, environment_run, log_params_once

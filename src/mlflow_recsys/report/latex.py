@@ -4,7 +4,7 @@ The formatting functions compute nothing a reader could not recompute from the
 report's columns. Model names and metric keys are user input: the LaTeX table
 passes every one of them, in cells and caption alike, through
 :func:`escape_latex`; the text views write control characters as visible
-escapes (:func:`~mlflow_recsys.stats.reporting.visible_text`), so a name can
+escapes (:func:`~mlflow_recsys.report.text.visible_text`), so a name can
 neither run LaTeX commands nor break a line.
 
 A saved report is a directory of two files: ``comparisons.parquet``, one row
@@ -41,7 +41,7 @@ from mlflow_recsys.stats.comparison import (
 )
 from mlflow_recsys.stats.corrections import CORRECTIONS
 from mlflow_recsys.stats.power import REPORT_POWER
-from mlflow_recsys.stats.reporting import CORRECTION_NAMES, _format_p, _hypotheses, family_phrase, visible_text
+from mlflow_recsys.report.text import CORRECTION_NAMES, _format_p, _hypotheses, family_phrase, visible_text
 
 #: File of a saved report holding one row per hypothesis.
 COMPARISONS_FILE = "comparisons.parquet"
@@ -116,7 +116,7 @@ def escape_latex(text: object) -> str:
     """``text`` as LaTeX source that typesets as exactly ``text``, on one line.
 
     Control characters (line breaks, tabs) are first written as visible
-    escapes (:func:`~mlflow_recsys.stats.reporting.visible_text`); then each of
+    escapes (:func:`~mlflow_recsys.report.text.visible_text`); then each of
     ``\\ & % $ # _ { } ~ ^ < > |`` and the quotes ``` ' "`` is replaced by
     its escape (``\\&``, ``\\textbackslash{}``, ``\\textquotesingle{}``, ...),
     and a ``-`` or ``,`` followed by another (or ending the text) gets ``{}``,
@@ -326,7 +326,7 @@ def report_string(report: ComparisonReport) -> str:
     each side averaged over several seeds is named with their number,
     ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with
     control characters as visible escapes
-    (:func:`~mlflow_recsys.stats.reporting.visible_text`), so every row is one
+    (:func:`~mlflow_recsys.report.text.visible_text`), so every row is one
     line.
 
     Parameters

@@ -6,7 +6,7 @@ from the report's columns.
 Model names and metric keys come from users and are shown literally: markdown
 surfaces pass them through :func:`escape_markdown`, HTML through
 :func:`html.escape`, LaTeX through
-:func:`~mlflow_recsys.stats.report_export.escape_latex`, and CSV files written
+:func:`~mlflow_recsys.report.latex.escape_latex`, and CSV files written
 from report frames should go through :func:`csv_safe_frame`.
 """
 

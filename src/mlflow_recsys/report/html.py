@@ -13,7 +13,7 @@ import html
 from typing import TYPE_CHECKING
 
 from mlflow_recsys.stats.power import REPORT_POWER
-from mlflow_recsys.stats.reporting import (
+from mlflow_recsys.report.text import (
     CORRECTION_NAMES,
     display_frame,
     family_phrase,
