@@ -55,6 +55,8 @@ def _warm_up(flask_app) -> None:
     from mlflow_recsys.server.views import client
 
     try:
+        import mlflow_recsys.tracking.comparison  # noqa: F401 - the listing names candidates, Compare checks with it
+
         client().search_experiments(max_results=1)
         for name in ("base", "index", "experiment", "job"):
             flask_app.jinja_env.get_template(f"recsys/{name}.html")
