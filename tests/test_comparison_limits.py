@@ -16,7 +16,7 @@ from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.cli import cli
-from mlflow_recsys.report.text import escape_markdown
+from mlflow_recsys.report.escaping import escape_markdown
 from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking.comparison import _note_versions, source_runs_tag

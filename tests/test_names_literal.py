@@ -12,15 +12,10 @@ import pandas as pd
 import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import (
-    ComparisonWarning,
-    compare_models,
-    csv_safe_frame,
-    escape_markdown,
-    seed_spread,
-)
-from mlflow_recsys.report.plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
+from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
 from mlflow_recsys.report.html import report_html
+from mlflow_recsys.report.plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
+from mlflow_recsys.stats import ComparisonWarning, compare_models, seed_spread
 
 HOSTILE_NAMES = [
     "A$\\frac{1}{$",  # unbalanced mathtext: matplotlib raises if it parses it

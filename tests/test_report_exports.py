@@ -1,7 +1,7 @@
 """Exports of a ComparisonReport: the LaTeX table, the text views, and the saved directory.
 
 Expected values are computed here from the report's own columns, with an escape table and a marker rule
-written independently of ``report_export``.
+written independently of ``mlflow_recsys.report``.
 """
 
 import dataclasses
@@ -20,7 +20,9 @@ import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
-from mlflow_recsys.report import latex as report_export
+from mlflow_recsys.report.escaping import escape_latex
+from mlflow_recsys.report.latex import report_latex
+from mlflow_recsys.stats import storage
 
 HOSTILE = "a_b%&#$ {}~^\\"
 HOSTILE_METRIC = "m_1%<x>|y"
@@ -210,7 +212,7 @@ def test_latex_is_a_narrow_booktabs_table_with_one_row_per_hypothesis(marker_rep
         assert row[5] == f"${c.mde:.4f}$" and row[6] == f"{c.wins}/{c.ties}/{c.losses}"
         # every number is in math mode, so a minus sign is a minus, not a hyphen
         assert all(cell.startswith("$") and cell.endswith("$") for cell in row[2:6])
-    assert report_export.report_latex(marker_report, label="tab:x-1") == marker_report.to_latex(label="tab:x-1")
+    assert report_latex(marker_report, label="tab:x-1") == marker_report.to_latex(label="tab:x-1")
 
 
 def test_latex_markers_follow_the_adjusted_p_value_and_alpha(marker_report):
@@ -323,9 +325,9 @@ def test_escape_latex_agrees_with_the_independent_table():
     texts = [HOSTILE, HOSTILE_METRIC, NEWLINE_NAME, "".join(EXPECTED_ESCAPES), "Ελληνικά ñ 007", "\\\\ ~ ^ ",
              "a--b---c-", "p,,q,", "x-y, z", "it's \"q\" `b`", "!`?` <<a>>"]
     for text in texts:
-        assert report_export.escape_latex(text) == expected_latex(text)
-    assert report_export.escape_latex("a--b,,c-") == "a-{}-b,{},c-{}"
-    assert report_export.escape_latex("sign-flip, two-sided") == "sign-flip, two-sided"  # prose stays readable
+        assert escape_latex(text) == expected_latex(text)
+    assert escape_latex("a--b,,c-") == "a-{}-b,{},c-{}"
+    assert escape_latex("sign-flip, two-sided") == "sign-flip, two-sided"  # prose stays readable
 
 
 @needs_pdflatex
@@ -333,8 +335,8 @@ def test_escape_latex_agrees_with_the_independent_table():
 def test_pdflatex_typesets_every_escape(encoding, tmp_path):
     names = ["a--b---c", "x''y``z", 'q"uote"', "it's", "p,,q", "<<a>> |b|", "!`?`", HOSTILE, HOSTILE_METRIC,
              "ñandú-é", "end-", NEWLINE_NAME]
-    lines = "\n\n".join(f"[{report_export.escape_latex(n)}]" for n in names)
-    caption_text = " ".join(f"[{report_export.escape_latex(n)}]" for n in names)
+    lines = "\n\n".join(f"[{escape_latex(n)}]" for n in names)
+    caption_text = " ".join(f"[{escape_latex(n)}]" for n in names)
     compile_latex(tmp_path, f"\\listoftables\n\\begin{{table}}\\caption{{{caption_text}}}\\end{{table}}\n{lines}",
                   preamble=encoding)
     if encoding and shutil.which("pdftotext"):  # T1 has every glyph, so the text comes back exactly
@@ -520,8 +522,8 @@ def test_seed_averaged_counts_and_odd_floats_roundtrip(hostile_report, tmp_path)
                               unit_differences=odd_values)
     report = dataclasses.replace(hostile_report, comparisons=(odd, *hostile_report.comparisons[1:]))
     assert report.seed_averaged
-    report_export.save_report(report, tmp_path / "r")
-    loaded = report_export.load_report(tmp_path / "r")
+    storage.save_report(report, tmp_path / "r")
+    loaded = storage.load_report(tmp_path / "r")
     assert_identical(report, loaded)
     assert loaded.seed_averaged
     assert [(x.baseline_seeds, x.candidate_seeds) for x in loaded.comparisons] == [(1, 3), (1, 3), (1, 2), (1, 2)]
@@ -565,13 +567,13 @@ def test_a_failure_while_writing_leaves_no_partial_directory(hostile_report, mar
     def disk_full(self, data, encoding=None):
         raise OSError(28, "No space left on device", str(self))
 
-    monkeypatch.setattr(report_export.Path, "write_text", disk_full)  # report.json, after the Parquet file
+    monkeypatch.setattr(storage.Path, "write_text", disk_full)  # report.json, after the Parquet file
     with pytest.raises(OSError, match="No space left"):
         hostile_report.save(tmp_path / "new")
     assert os.listdir(tmp_path) == []
     monkeypatch.undo()
     hostile_report.save(tmp_path / "old")
-    monkeypatch.setattr(report_export.Path, "write_text", disk_full)
+    monkeypatch.setattr(storage.Path, "write_text", disk_full)
     with pytest.raises(OSError, match="No space left"):
         marker_report.save(tmp_path / "old")
     monkeypatch.undo()
@@ -702,11 +704,11 @@ def test_load_lets_an_unreadable_file_raise_os_error(hostile_report, tmp_path, m
         raise PermissionError(13, "Permission denied", str(file))
 
     # as a user without read permission would see it (chmod does not stop root, who may run this)
-    monkeypatch.setattr(report_export.Path, "read_text", denied)
+    monkeypatch.setattr(storage.Path, "read_text", denied)
     with pytest.raises(PermissionError, match="report.json"):
         ComparisonReport.load(path)
     monkeypatch.undo()
-    monkeypatch.setattr(report_export, "open", denied, raising=False)
+    monkeypatch.setattr(storage, "open", denied, raising=False)
     with pytest.raises(PermissionError, match="comparisons.parquet"):
         ComparisonReport.load(path)
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import FewNonzeroUnitsWarning, compare_models, compare_pair, references_bibtex
+from mlflow_recsys.report import references_bibtex
+from mlflow_recsys.stats import FewNonzeroUnitsWarning, compare_models, compare_pair
 
 
 def three_models(keys, elsa_shift, elsa_sd, n=600):
@@ -162,7 +163,7 @@ def test_a_p_value_equal_to_alpha_is_significant_at_confidence_0_9():
 
 
 def test_markdown_shows_control_characters_and_escapes_the_primary_metric_in_the_settings_line():
-    from mlflow_recsys.stats import escape_markdown
+    from mlflow_recsys.report.escaping import escape_markdown
 
     assert escape_markdown("a\tb\x1b[31m") == "a\\\\tb\\\\x1b\\[31m"
     rng = np.random.default_rng(4)

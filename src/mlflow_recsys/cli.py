@@ -63,7 +63,7 @@ def _friendly_errors(func):
 
 def _visible(text) -> str:
     """Text from users (model names) made safe to print: a raw newline or carriage return breaks tables."""
-    from mlflow_recsys.report.text import visible_text
+    from mlflow_recsys.report.escaping import visible_text
 
     return visible_text(text)
 

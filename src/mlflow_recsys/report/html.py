@@ -12,16 +12,16 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.stats.power import REPORT_POWER
+from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.text import (
     CORRECTION_NAMES,
     display_frame,
     family_phrase,
     interval_names,
     methods_text,
-    references_bibtex,
     results_text,
 )
+from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport

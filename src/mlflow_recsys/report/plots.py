@@ -31,7 +31,7 @@ def plot_label(name: object, width: int = LABEL_WIDTH) -> str:
     a longer name cut and ended with ``…`` and six hex digits of its SHA-256, so cut names stay distinct."""
     import hashlib
 
-    from mlflow_recsys.report.text import visible_text
+    from mlflow_recsys.report.escaping import visible_text
 
     text = str(name)
     line = visible_text(text)

@@ -1,26 +1,24 @@
-"""Text, tables and citations for comparison reports.
+"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text.
 
 Functions here only format; they compute nothing a reader could not recompute
-from the report's columns.
-
-Model names and metric keys come from users and are shown literally: markdown
-surfaces pass them through :func:`escape_markdown`, HTML through
-:func:`html.escape`, LaTeX through
-:func:`~mlflow_recsys.report.latex.escape_latex`, and CSV files written
-from report frames should go through :func:`csv_safe_frame`.
+from the report's columns. Names are written literally through
+:mod:`mlflow_recsys.report.escaping`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+import math
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
 
+from mlflow_recsys.report.escaping import escape_markdown, name_writer, visible_text
+from mlflow_recsys.stats.comparison import Markup
 from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
+    from mlflow_recsys.stats.seeds import SeedSpread
 
 _TEST_WORDS = {
     "randomization": "a paired sign-flip randomization test",
@@ -37,116 +35,26 @@ _ZERO_WORDS = {
     "zsplit": "the ranks of zero differences were split equally between the two signs",
 }
 
+#: How the LaTeX caption and the settings line of the text table name each test, and the Wilcoxon test's zeros.
+_TEST_LABELS = {
+    "randomization": "paired sign-flip randomization test (B = {B:,} random sign patterns)",
+    "randomization-exact": "exact paired sign-flip randomization test (all sign patterns enumerated)",
+    "bootstrap": "paired null-centred bootstrap test (B = {B:,} resamples)",
+    "t": "paired t-test",
+    "wilcoxon": "Wilcoxon signed-rank test (zero_method={zero_method}: {zero_words})",
+}
 
-Markup = Literal["markdown", "plain"]
+_ZERO_LABELS = {
+    "wilcox": "zero differences dropped before ranking",
+    "pratt": "zero differences ranked, then their ranks dropped",
+    "zsplit": "ranks of zero differences split between the signs",
+}
 
-#: Characters that change markdown when unescaped. CommonMark lets any ASCII punctuation be backslash-escaped
-#: (spec 0.31, sec. 2.4); these are the ones some CommonMark or GFM construct reads (``~`` strikethrough, ``$`` math
-#: on GitHub). ``&``, ``<`` and ``>`` become entities instead, so renderers that pass raw HTML still show text.
-_MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|~$"
-
-_MARKDOWN_TABLE = str.maketrans(
-    {
-        **{c: "\\" + c for c in _MARKDOWN_SPECIALS},
-        "&": "&amp;",
-        "<": "&lt;",
-        ">": "&gt;",
-        # A line break would end a table row or a paragraph; as character references they stay inside.
-        "\n": "&#10;",
-        "\r": "&#13;",
-    }
-)
-
-#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
-CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def escape_markdown(text: object) -> str:
-    """``text`` as markdown source that renders as exactly ``text``.
-
-    Backslash-escapes every character of ``\\ ` * _ { } [ ] ( ) # + - . ! | ~ $``
-    (any ASCII punctuation may be escaped in CommonMark, spec 0.31 sec. 2.4) and
-    writes ``&``, ``<``, ``>``, line feed and carriage return as character
-    references, so a name can neither format text, break a table row, start a
-    block, nor inject HTML; other control characters (tab, escape) are written
-    as visible escapes (``\\t``, ``\\x1b``), then escaped as text. Non-strings
-    are formatted with ``str`` first.
-
-    Parameters
-    ----------
-    text:
-        Any object; usually a model name or a metric key.
-
-    Returns
-    -------
-    str
-        E.g. ``escape_markdown("**A**|<b>")`` is ``"\\*\\*A\\*\\*\\|&lt;b&gt;"``.
-    """
-    # Other control characters (tab, escape sequences) would reach a terminal or a cell raw: show them as escapes.
-    text = "".join(c if c.isprintable() or c in "\n\r" else visible_text(c) for c in str(text))
-    return text.translate(_MARKDOWN_TABLE)
-
-
-def visible_text(text: object) -> str:
-    """``text`` on one line: line breaks, tabs and other control characters written as ``\\n``-style escapes.
-
-    For terminals and figures, where a raw carriage return or newline in a model name would break a table
-    row or overwrite what is already printed.
-    """
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
-
-
-def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` whose text cells a spreadsheet will not run as formulas.
-
-    Every ``str`` cell (in object, string or categorical columns) and every
-    ``str`` column label that starts with one of :data:`CSV_FORMULA_STARTS`
-    (``=``, ``+``, ``-``, ``@``, tab, carriage return) gets a leading single
-    quote, as OWASP's "CSV Injection" guidance recommends; spreadsheets show
-    the quote-prefixed text as text. Numbers are never changed: a float such as
-    ``-0.5`` is written as a number and read back as one, never as a formula;
-    other cells (``None``, NaN, bytes) are left as they are. Note that pandas'
-    ``to_csv`` does not quote a field holding a carriage return unless told to
-    (e.g. ``quoting=csv.QUOTE_NONNUMERIC``).
-
-    Parameters
-    ----------
-    frame:
-        Any DataFrame, e.g. :meth:`ComparisonReport.to_frame`; not modified.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Same shape, index and dtypes as ``frame`` except that categorical
-        columns holding such text become object columns.
-    """
-
-    def formula(value) -> bool:
-        return isinstance(value, str) and value.startswith(CSV_FORMULA_STARTS)
-
-    out = frame.copy()
-    # By position, so duplicate column labels are handled, and element by element, so None stays None.
-    for position in range(out.shape[1]):
-        values = out.iloc[:, position]
-        if not (values.dtype == object or isinstance(values.dtype, (pd.StringDtype, pd.CategoricalDtype))):
-            continue
-        cells = values.to_numpy(dtype=object, copy=True)
-        hits = np.fromiter((formula(v) for v in cells), dtype=bool, count=cells.shape[0])
-        if hits.any():
-            cells[hits] = ["'" + v for v in cells[hits]]
-            keep = values.dtype if isinstance(values.dtype, pd.StringDtype) else object
-            out.isetitem(position, pd.Series(cells, index=values.index, dtype=keep))
-    out.columns = ["'" + c if formula(c) else c for c in out.columns]
-    return out
-
-
-def _names(markup: Markup):
-    """How a name is written in ``markup``: escaped for markdown, as is for plain text."""
-    if markup == "markdown":
-        return escape_markdown
-    if markup == "plain":
-        return str
-    raise ValueError(f"markup: expected 'markdown' or 'plain', found {markup!r}")
+_SIDES = {
+    "two-sided": "two-sided",
+    "greater": "one-sided, alternative: candidate better",
+    "less": "one-sided, alternative: candidate worse",
+}
 
 
 def display_frame(report: "ComparisonReport") -> pd.DataFrame:
@@ -399,7 +307,7 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
     ValueError
         If ``markup`` is neither.
     """
-    name = _names(markup)
+    name = name_writer(markup)
     cand, base, metric = name(c.candidate), name(c.baseline), name(c.metric)
     if c.difference > 0 and c.significant:
         effect = f"{cand} improved {metric} over {base} by {c.difference:.4f}"
@@ -460,92 +368,231 @@ def _p_label(report: "ComparisonReport", c: "PairwiseComparison") -> str:
     return {"holm": "Holm-adjusted p", "bonferroni": "Bonferroni-adjusted p", None: "p"}[report.correction]
 
 
-_BIBTEX = r"""@article{efron1979bootstrap,
-  author  = {Efron, Bradley},
-  title   = {Bootstrap Methods: Another Look at the Jackknife},
-  journal = {The Annals of Statistics},
-  volume  = {7},
-  number  = {1},
-  pages   = {1--26},
-  year    = {1979},
-  doi     = {10.1214/aos/1176344552}
-}
+def seed_spread_text(spread: "SeedSpread", metric: str, *, markup: Markup = "plain") -> str:
+    """One sentence on the seed spread of ``metric``: :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`.
 
-@inproceedings{liang2018vae,
-  author    = {Liang, Dawen and Krishnan, Rahul G. and Hoffman, Matthew D. and Jebara, Tony},
-  title     = {Variational Autoencoders for Collaborative Filtering},
-  booktitle = {Proceedings of the 2018 World Wide Web Conference},
-  pages     = {689--698},
-  year      = {2018},
-  doi       = {10.1145/3178876.3186150}
-}
-
-@inproceedings{smucker2007comparison,
-  author    = {Smucker, Mark D. and Allan, James and Carterette, Ben},
-  title     = {A Comparison of Statistical Significance Tests for Information Retrieval Evaluation},
-  booktitle = {Proceedings of the Sixteenth ACM Conference on Information and Knowledge Management},
-  pages     = {623--632},
-  year      = {2007},
-  doi       = {10.1145/1321440.1321528}
-}
-
-@article{phipson2010permutation,
-  author  = {Phipson, Belinda and Smyth, Gordon K.},
-  title   = {Permutation P-values Should Never Be Zero: Calculating Exact P-values When Permutations Are Randomly Drawn},
-  journal = {Statistical Applications in Genetics and Molecular Biology},
-  volume  = {9},
-  number  = {1},
-  year    = {2010},
-  doi     = {10.2202/1544-6115.1585}
-}
-
-@article{holm1979simple,
-  author  = {Holm, Sture},
-  title   = {A Simple Sequentially Rejective Multiple Test Procedure},
-  journal = {Scandinavian Journal of Statistics},
-  volume  = {6},
-  number  = {2},
-  pages   = {65--70},
-  year    = {1979}
-}
-
-@book{davison1997bootstrap,
-  author    = {Davison, A. C. and Hinkley, D. V.},
-  title     = {Bootstrap Methods and their Application},
-  publisher = {Cambridge University Press},
-  year      = {1997},
-  doi       = {10.1017/CBO9780511802843}
-}
-
-@inproceedings{steck2019ease,
-  author    = {Steck, Harald},
-  title     = {Embarrassingly Shallow Autoencoders for Sparse Data},
-  booktitle = {The World Wide Web Conference},
-  pages     = {3251--3257},
-  year      = {2019},
-  doi       = {10.1145/3308558.3313710}
-}
-
-@inproceedings{vancura2022elsa,
-  author    = {Van\v{c}ura, Vojt\v{e}ch and Alves, Rodrigo and Kasalick\'{y}, Petr and Kord\'{i}k, Pavel},
-  title     = {Scalable Linear Shallow Autoencoder for Collaborative Filtering},
-  booktitle = {Proceedings of the 16th ACM Conference on Recommender Systems},
-  pages     = {604--609},
-  year      = {2022},
-  doi       = {10.1145/3523227.3551482}
-}
-
-@book{cohen1988power,
-  author    = {Cohen, Jacob},
-  title     = {Statistical Power Analysis for the Behavioral Sciences},
-  edition   = {2},
-  publisher = {Lawrence Erlbaum Associates},
-  year      = {1988},
-  doi       = {10.4324/9780203771587}
-}
-"""
+    Raises
+    ------
+    KeyError
+        If ``metric`` is not in the table, listing those that are.
+    ValueError
+        If ``markup`` is neither ``"markdown"`` nor ``"plain"``.
+    """
+    name = name_writer(markup)
+    summary = spread.summary
+    rows = summary[summary["metric"] == metric]
+    if rows.empty:
+        raise KeyError(f"metric: expected one of {summary['metric'].tolist()}, found {metric!r}")
+    r = rows.iloc[0]
+    reversals = (
+        "no seed reversed the sign"
+        if r.sign_reversals == 0
+        else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
+    )
+    retrained = {
+        "one-side-seeded": "only one model retrained",
+        "paired-seeds": "both models retrained, paired by seed",
+        "independent-seeds": "both models retrained independently",
+    }[r.protocol]
+    if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
+        spreads = (f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
+                   "(bootstrap standard error 0) the two cannot be compared")
+    else:
+        spreads = (f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap "
+                   f"standard error over users, {r.sd_users:.4f}, so allowing for retraining widens the "
+                   f"interval by {r.widens_by:.1%}")
+    text = (
+        f"Over {r.n_seeds} seeds ({retrained}), {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
+        f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
+        f"{spreads}, and {reversals}."
+    )
+    if r.notes:
+        text += f" Note: {r.notes}."
+    return text
 
 
-def references_bibtex() -> str:
-    """BibTeX entries for the methods and models the reports rely on."""
-    return _BIBTEX
+def report_string(report: "ComparisonReport") -> str:
+    """The report as a fixed-width text table under one line stating the settings.
+
+    The columns are metric, ``candidate vs baseline``, difference, interval,
+    adjusted p, direction, W/T/L and mde, one row per hypothesis. A
+    seed-averaged report says so first: the settings line starts with
+    ``seed-averaged over training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and
+    each side averaged over several seeds is named with their number,
+    ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with
+    control characters as visible escapes
+    (:func:`~mlflow_recsys.report.escaping.visible_text`), so every row is one
+    line.
+
+    Parameters
+    ----------
+    report:
+        Any report; one without hypotheses gives a one-line note.
+
+    Returns
+    -------
+    str
+        ``2 + len(report.comparisons)`` lines (settings, header, rows), no
+        trailing newline.
+    """
+    if not report.comparisons:
+        return "ComparisonReport with no hypotheses"
+    first = report.comparisons[0]
+    settings = (
+        f"{_hypotheses(len(report.comparisons))}: difference = candidate - baseline (mean over {_users(report)}); "
+        f"{_percent(first.confidence_level)}% {_interval_label(report)} bootstrap interval; "
+        f"{_test_words(report)}, {_SIDES.get(first.alternative, first.alternative)}; "
+        f"{_correction_label(report)}; alpha = {first.alpha:.6g}"
+    )
+    if report.seed_averaged:
+        settings = f"seed-averaged over training seeds ({_seed_counts(report)}); {settings}"
+    settings = visible_text(settings)  # the names in it (the primary metric, seed-averaged models) stay on one line
+    header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
+    rows = [
+        [
+            visible_text(c.metric),
+            _pair_text(c),
+            _signed(c.difference),
+            _text_interval(c),
+            _format_p(c.adjusted_p_value),
+            c.direction,
+            f"{c.wins}/{c.ties}/{c.losses}",
+            _number(c.mde),
+        ]
+        for c in report.comparisons
+    ]
+    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7}))
+
+
+def report_summary(report: "ComparisonReport") -> str:
+    """One line per hypothesis: metric, pair, difference and interval, adjusted p, direction, W/T/L and mde.
+
+    E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550
+    inconclusive  W/T/L 81/1/106  mde 0.0261``, fields aligned across lines;
+    in a seed-averaged report a side averaged over several training seeds is
+    named with their number, ``ELSA (3 seeds) vs EASE``. Names are written as
+    in :func:`report_string`, so ``len(report_summary(r).splitlines()) ==
+    len(r.comparisons)``.
+
+    Parameters
+    ----------
+    report:
+        Any report.
+
+    Returns
+    -------
+    str
+        The lines joined by ``"\\n"``, no trailing newline; ``""`` for a report without hypotheses.
+    """
+    rows = [
+        [
+            visible_text(c.metric),
+            _pair_text(c),
+            f"{_signed(c.difference)} {_text_interval(c)}",
+            f"adj. p {_format_p(c.adjusted_p_value)}",
+            c.direction,
+            f"W/T/L {c.wins}/{c.ties}/{c.losses}",
+            f"mde {_number(c.mde)}",
+        ]
+        for c in report.comparisons
+    ]
+    return "\n".join(_aligned(rows, right=set()))
+
+
+def _pair_text(c: "PairwiseComparison") -> str:
+    """``ELSA (3 seeds) vs EASE``: each side's seed count when it averages several."""
+    candidate, baseline = (
+        visible_text(name) + (f" ({seeds} seeds)" if seeds > 1 else "")
+        for name, seeds in ((c.candidate, c.candidate_seeds), (c.baseline, c.baseline_seeds))
+    )
+    return f"{candidate} vs {baseline}"
+
+
+def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
+    """Rows of cells padded to their column's width, two spaces apart, trailing spaces removed."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        .rstrip()
+        for row in rows
+    ]
+
+
+def _text_interval(c: "PairwiseComparison") -> str:
+    low = "(-inf" if c.ci_low == -math.inf else f"[{_signed(c.ci_low)}"
+    high = "inf)" if c.ci_high == math.inf else f"{_signed(c.ci_high)}]"
+    return f"{low}, {high}"
+
+
+# -- words shared by the caption and the settings line ------------------------------------------------
+
+
+def _number(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.4f}"
+
+
+def _signed(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:+.4f}"
+
+
+def _percent(level: float) -> str:
+    """``95`` for 0.95, ``99.9`` for 0.999: the level in percent without trailing zeros."""
+    return f"{100 * level:.6g}"
+
+
+def _users(report: "ComparisonReport") -> str:
+    counts = sorted({c.n_units for c in report.comparisons})
+    users = " or ".join(f"{n:,}" for n in counts) + " users"
+    if any(c.n_samples != c.n_units for c in report.comparisons):
+        users += " (the rows of each user averaged first)"
+    return users
+
+
+def _interval_label(report: "ComparisonReport") -> str:
+    used = [c.interval_method for c in report.comparisons]
+    if "bca" not in used:
+        return "percentile"
+    fell = used.count("percentile")
+    if fell:
+        return f"BCa (percentile for {fell} of {len(used)} hypotheses, whose BCa bias correction was infinite)"
+    return "BCa"
+
+
+def _test_words(report: "ComparisonReport") -> str:
+    methods = list(dict.fromkeys(c.test_method for c in report.comparisons))
+    words = []
+    for method in methods:
+        c = next(c for c in report.comparisons if c.test_method == method)
+        template = _TEST_LABELS.get(method, method)
+        words.append(
+            template.format(
+                B=c.n_resamples,
+                zero_method=c.zero_method,
+                zero_words=_ZERO_LABELS.get(c.zero_method, "zero differences as scipy treats them"),
+            )
+        )
+    return words[0] if len(words) == 1 else "by hypothesis, " + " or ".join(words)
+
+
+def _correction_label(report: "ComparisonReport") -> str:
+    """The correction and its families, as raw text: it names the primary metric, so escape it as a whole."""
+    if report.correction is None:
+        return "p-values not adjusted for multiple comparisons"
+    how = CORRECTION_NAMES[report.correction]
+    return f"p-values adjusted with the {how} procedure {family_phrase(report)}"
+
+
+def _seed_counts(report: "ComparisonReport") -> str:
+    """``EASE: 1 seed; ELSA: 5 seeds``, as raw text: it names models, so escape it as a whole."""
+    counts: dict[str, list[int]] = {}
+    for c in report.comparisons:
+        for model, n in ((c.baseline, c.baseline_seeds), (c.candidate, c.candidate_seeds)):
+            seen = counts.setdefault(model, [])
+            if n not in seen:
+                seen.append(n)
+    return "; ".join(
+        f"{model}: {' or '.join(str(n) for n in ns)} seed{'' if ns == [1] else 's'}"
+        for model, ns in counts.items()
+    )

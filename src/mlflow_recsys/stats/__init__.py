@@ -1,6 +1,7 @@
 """Paired statistical comparison of recommenders evaluated on the same users.
 
-Import-light on purpose: neither torch nor mlflow is imported here.
+Import-light on purpose: neither torch nor mlflow is imported here. The numbers only: what people read
+(text, markdown, HTML, LaTeX, plots) is :mod:`mlflow_recsys.report`.
 """
 
 from mlflow_recsys.stats.comparison import (
@@ -12,7 +13,6 @@ from mlflow_recsys.stats.comparison import (
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
 from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
-from mlflow_recsys.report.text import csv_safe_frame, escape_markdown, references_bibtex
 from mlflow_recsys.stats.seeds import (
     SEED_COLUMNS,
     SeedSpread,
@@ -46,10 +46,17 @@ __all__ = [
     "compare_models",
     "compare_pair",
     "compare_seed_averaged",
-    "csv_safe_frame",
-    "escape_markdown",
     "minimum_detectable_effect",
-    "references_bibtex",
     "required_users",
     "seed_spread",
 ]
+
+
+def __getattr__(name: str):
+    # The documented path of the BibTeX entries before they moved to mlflow_recsys.report (the citing page
+    # and the API reference named it); resolved on first use, so importing the statistics imports no report code.
+    if name == "references_bibtex":
+        from mlflow_recsys.report.citations import references_bibtex
+
+        return references_bibtex
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

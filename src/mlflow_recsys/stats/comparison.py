@@ -25,7 +25,6 @@ import pandas as pd
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report import text as reporting
 from mlflow_recsys.stats.corrections import CORRECTIONS, Correction, adjust_p_values
 from mlflow_recsys.stats.power import REPORT_POWER, minimum_detectable_effect
 from mlflow_recsys.stats.resampling import (
@@ -50,6 +49,8 @@ TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
 IntervalMethod = Literal["percentile", "bca"]
 ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
 Family = Literal["primary", "all"]
+#: How names are written in a sentence of text: escaped for markdown, or as they are.
+Markup = Literal["markdown", "plain"]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 TEST_METHODS = ("randomization", "bootstrap", "t", "wilcoxon")
@@ -290,8 +291,13 @@ class ComparisonReport:
         return found[0]
 
     def to_markdown(self) -> str:
-        """The report as a GitHub-flavoured markdown table, names escaped to show literally."""
-        return reporting.report_markdown(self)
+        """The report as a GitHub-flavoured markdown table, names escaped to show literally.
+
+        See :func:`~mlflow_recsys.report.text.report_markdown`.
+        """
+        from mlflow_recsys.report.text import report_markdown
+
+        return report_markdown(self)
 
     def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
         """The report as a booktabs ``table`` whose caption states the settings and significance markers.
@@ -299,61 +305,67 @@ class ComparisonReport:
         See :func:`~mlflow_recsys.report.latex.report_latex` (``label`` is its ``\\label``, ``title`` the
         caption's first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
         """
-        from mlflow_recsys.report import latex as report_export  # it imports this module
+        from mlflow_recsys.report.latex import report_latex
 
-        return report_export.report_latex(self, label=label, title=title)
+        return report_latex(self, label=label, title=title)
 
     def __str__(self) -> str:
         """The key columns as a fixed-width table under one settings line.
 
-        See :func:`~mlflow_recsys.report.latex.report_string`.
+        See :func:`~mlflow_recsys.report.text.report_string`.
         """
-        from mlflow_recsys.report import latex as report_export
+        from mlflow_recsys.report.text import report_string
 
-        return report_export.report_string(self)
+        return report_string(self)
 
     def __repr__(self) -> str:
         families = " ".join(f"{name}={size}" for name, size in self.families.items())
         averaged = " (seed-averaged)" if self.seed_averaged else ""
-        return (f"<ComparisonReport{averaged}: {reporting._hypotheses(len(self.comparisons))}, "
+        J = len(self.comparisons)
+        return (f"<ComparisonReport{averaged}: {J} hypothes{'is' if J == 1 else 'es'}, "
                 f"{self.correction or 'no correction'}, families {families or 'none'}>")
 
     def summary(self) -> str:
-        """One line per hypothesis (:func:`~mlflow_recsys.report.latex.report_summary`)."""
-        from mlflow_recsys.report import latex as report_export
+        """One line per hypothesis (:func:`~mlflow_recsys.report.text.report_summary`)."""
+        from mlflow_recsys.report.text import report_summary
 
-        return report_export.report_summary(self)
+        return report_summary(self)
 
     def save(self, path: "str | os.PathLike") -> "pathlib.Path":
         """Save the report as the directory ``path``, atomically; return ``path``.
 
-        See :func:`~mlflow_recsys.report.latex.save_report` for the files and the errors raised.
+        See :func:`~mlflow_recsys.stats.storage.save_report` for the files and the errors raised.
         """
-        from mlflow_recsys.report import latex as report_export
+        from mlflow_recsys.stats.storage import save_report  # it imports this module
 
-        return report_export.save_report(self, path)
+        return save_report(self, path)
 
     @classmethod
     def load(cls, path: "str | os.PathLike") -> "ComparisonReport":
-        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.report.latex.load_report`)."""
-        from mlflow_recsys.report import latex as report_export
+        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats.storage.load_report`)."""
+        from mlflow_recsys.stats.storage import load_report
 
-        return report_export.load_report(path)
+        return load_report(path)
 
     def methods_text(self) -> str:
-        """A Methods paragraph stating exactly the settings used."""
-        return reporting.methods_text(self)
+        """A Methods paragraph stating exactly the settings used (:func:`~mlflow_recsys.report.text.methods_text`)."""
+        from mlflow_recsys.report.text import methods_text
+
+        return methods_text(self)
 
     def results_text(
-        self, metric: str, candidate: str, baseline: str | None = None, *, markup: reporting.Markup = "plain"
+        self, metric: str, candidate: str, baseline: str | None = None, *, markup: Markup = "plain"
     ) -> str:
         """One sentence reporting the hypothesis for ``metric`` and ``candidate``.
 
         ``markup="plain"`` (default) leaves names and the metric key as they are;
         ``"markdown"`` escapes them with
-        :func:`~mlflow_recsys.report.text.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
+        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
+        See :func:`~mlflow_recsys.report.text.results_text`.
         """
-        return reporting.results_text(self, self.get(metric, candidate, baseline), markup=markup)
+        from mlflow_recsys.report.text import results_text
+
+        return results_text(self, self.get(metric, candidate, baseline), markup=markup)
 
 
 def compare_pair(

@@ -81,43 +81,6 @@ def _fill_indices(s, spare, idx):
 
 
 @numba.njit(cache=True)
-def xoshiro_words(seed, count):
-    """``count`` raw outputs of xoshiro256** from ``seed`` (uint64[4]); for tests."""
-    s = seed.copy()
-    out = np.empty(count, dtype=np.uint64)
-    _fill_words(s, out)
-    return out
-
-
-@numba.njit(cache=True)
-def draw_signs(seeds, n, n_resamples):
-    """The signs :func:`sign_flip_sums` uses: bool ``(B, n)``, True meaning +1."""
-    out = np.empty((n_resamples, n), dtype=np.bool_)
-    words = np.empty((n + 63) // 64, dtype=np.uint64)
-    for block in range(seeds.shape[0]):
-        s = seeds[block].copy()
-        for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_words(s, words)
-            for j in range(n):
-                out[r, j] = (words[j >> 6] >> np.uint64(j & 63)) & np.uint64(1) == np.uint64(1)
-    return out
-
-
-@numba.njit(cache=True)
-def draw_indices(seeds, n, n_resamples):
-    """The unit indices :func:`bootstrap_sums` uses: int64 ``(B, n)``."""
-    out = np.empty((n_resamples, n), dtype=np.int64)
-    idx = np.empty(n, dtype=np.int32)
-    for block in range(seeds.shape[0]):
-        s = seeds[block].copy()
-        spare = np.zeros(2, dtype=np.uint64)
-        for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, spare, idx)
-            out[r, :] = idx
-    return out
-
-
-@numba.njit(cache=True)
 def _nibble_table(d):
     """``table[k, p]`` = sum over the 4 units of group k of +-d, signs given by the bits of p."""
     n = d.shape[0]

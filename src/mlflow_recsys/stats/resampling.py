@@ -5,8 +5,8 @@ draw **one** set of signs (or resampling indices) shared by every column, so the
 metrics of one model pair are resampled together. A column's replicates depend
 only on the seed and on that column, never on which other columns are present.
 The work runs in compiled kernels (:mod:`mlflow_recsys.stats.kernels`) that never
-hold a ``(B, n)`` matrix; the ``*_reference`` functions are the plain NumPy
-definitions the tests hold the kernels to.
+hold a ``(B, n)`` matrix; the tests hold them to plain NumPy definitions on the
+same draws (``tests/kernel_oracles.py``).
 
 Means (the estimate and every bootstrap replicate) are summed as deviations from
 a centre that is one of the column's own values, its lower median, and the
@@ -125,19 +125,6 @@ def bootstrap_means(
     centres = column_centres(d)
     dt = np.ascontiguousarray((d - centres).T)
     return centres + kernels.bootstrap_sums(dt, block_seeds(seed_sequence, n_resamples), n_resamples) / dt.shape[1]
-
-
-def sign_flip_means_reference(differences: np.ndarray, signs: np.ndarray) -> np.ndarray:
-    """Plain NumPy sign-flip means for given signs (bool ``(B, n)``, True = +1); the kernels' reference."""
-    d = np.asarray(differences, dtype=np.float64)
-    return np.where(signs, 1.0, -1.0) @ d / d.shape[0]
-
-
-def bootstrap_means_reference(differences: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """Plain NumPy bootstrap means for given unit indices (int ``(B, n)``); the kernels' reference."""
-    d = np.asarray(differences, dtype=np.float64)
-    centres = column_centres(d)
-    return centres + (d - centres)[indices].sum(axis=1) / d.shape[0]
 
 
 def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:

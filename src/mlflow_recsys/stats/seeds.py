@@ -19,8 +19,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats.comparison import ComparisonReport, _metrics_iv, compare_models
-from mlflow_recsys.report.text import Markup, _names
+from mlflow_recsys.stats.comparison import ComparisonReport, Markup, _metrics_iv, compare_models
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
 
@@ -128,7 +127,7 @@ class SeedSpread:
         markup:
             ``"plain"`` (default: names as they are, for a terminal or HTML
             escaping) or ``"markdown"`` (names and the metric key through
-            :func:`~mlflow_recsys.report.text.escape_markdown`, for run notes).
+            :func:`~mlflow_recsys.report.escaping.escape_markdown`, for run notes).
 
         Raises
         ------
@@ -137,36 +136,9 @@ class SeedSpread:
         ValueError
             If ``markup`` is neither ``"markdown"`` nor ``"plain"``.
         """
-        name = _names(markup)
-        rows = self.summary[self.summary["metric"] == metric]
-        if rows.empty:
-            raise KeyError(f"metric: expected one of {self.summary['metric'].tolist()}, found {metric!r}")
-        r = rows.iloc[0]
-        reversals = (
-            "no seed reversed the sign"
-            if r.sign_reversals == 0
-            else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
-        )
-        retrained = {
-            "one-side-seeded": "only one model retrained",
-            "paired-seeds": "both models retrained, paired by seed",
-            "independent-seeds": "both models retrained independently",
-        }[r.protocol]
-        if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
-            spreads = (f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
-                       "(bootstrap standard error 0) the two cannot be compared")
-        else:
-            spreads = (f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap "
-                       f"standard error over users, {r.sd_users:.4f}, so allowing for retraining widens the "
-                       f"interval by {r.widens_by:.1%}")
-        text = (
-            f"Over {r.n_seeds} seeds ({retrained}), {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
-            f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
-            f"{spreads}, and {reversals}."
-        )
-        if r.notes:
-            text += f" Note: {r.notes}."
-        return text
+        from mlflow_recsys.report.text import seed_spread_text
+
+        return seed_spread_text(self, metric, markup=markup)
 
 
 def seed_spread(

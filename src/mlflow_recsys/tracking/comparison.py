@@ -23,6 +23,11 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
+from mlflow_recsys.report.citations import references_bibtex
+from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
+from mlflow_recsys.report.html import report_html
+from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
+from mlflow_recsys.report.text import seed_averaging_text
 from mlflow_recsys.stats import (
     ComparisonReport,
     LowResamplesWarning,
@@ -30,13 +35,9 @@ from mlflow_recsys.stats import (
     UnverifiedPairingWarning,
     compare_models,
     compare_seed_averaged,
-    references_bibtex,
     seed_spread,
 )
-from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.stats.comparison import FAMILIES, _pairs, _settings_iv, check_replicate_memory
-from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.text import csv_safe_frame, escape_markdown, seed_averaging_text
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import check_run_is_free, entry_point_run, environment_run, log_params_once

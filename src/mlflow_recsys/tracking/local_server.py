@@ -1,4 +1,13 @@
-"""A real `mlflow server` on loopback, for tests, benchmarks and the UI check."""
+"""MLflow's own servers on 127.0.0.1 for the length of a ``with``: a tracking server and a model server.
+
+Public: the how-to scripts use it to run their steps on one machine without a server to set up
+(``examples/howto_tracking_server.py`` starts :func:`local_tracking_server`,
+``examples/howto_serve_model.py`` :func:`local_model_server`), and so do the project's tests,
+benchmarks and ``scripts/ui_check.py``. Each starts the real ``mlflow`` command in a child
+process, waits until it answers, yields its address and stops it at the end; nothing here is
+a stand-in for MLflow. Servers listen on loopback only and are meant for one user's machine,
+not for serving others.
+"""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ def _split_lines(split: dict[str, Any] | None) -> list[str]:
 
 def provenance_markdown(provenance: dict[str, Any]) -> str:
     """A ``## What was compared`` section: data and split sentences, then one table row per model."""
-    from mlflow_recsys.report.text import escape_markdown
+    from mlflow_recsys.report.escaping import escape_markdown
 
     lines = ["## What was compared", ""]
     lines += [f"- {escape_markdown(line)}" for line in _split_lines(provenance["split"])]

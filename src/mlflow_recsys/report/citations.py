@@ -1,0 +1,91 @@
+"""BibTeX entries for the methods and models the reports rely on."""
+
+_BIBTEX = r"""@article{efron1979bootstrap,
+  author  = {Efron, Bradley},
+  title   = {Bootstrap Methods: Another Look at the Jackknife},
+  journal = {The Annals of Statistics},
+  volume  = {7},
+  number  = {1},
+  pages   = {1--26},
+  year    = {1979},
+  doi     = {10.1214/aos/1176344552}
+}
+
+@inproceedings{liang2018vae,
+  author    = {Liang, Dawen and Krishnan, Rahul G. and Hoffman, Matthew D. and Jebara, Tony},
+  title     = {Variational Autoencoders for Collaborative Filtering},
+  booktitle = {Proceedings of the 2018 World Wide Web Conference},
+  pages     = {689--698},
+  year      = {2018},
+  doi       = {10.1145/3178876.3186150}
+}
+
+@inproceedings{smucker2007comparison,
+  author    = {Smucker, Mark D. and Allan, James and Carterette, Ben},
+  title     = {A Comparison of Statistical Significance Tests for Information Retrieval Evaluation},
+  booktitle = {Proceedings of the Sixteenth ACM Conference on Information and Knowledge Management},
+  pages     = {623--632},
+  year      = {2007},
+  doi       = {10.1145/1321440.1321528}
+}
+
+@article{phipson2010permutation,
+  author  = {Phipson, Belinda and Smyth, Gordon K.},
+  title   = {Permutation P-values Should Never Be Zero: Calculating Exact P-values When Permutations Are Randomly Drawn},
+  journal = {Statistical Applications in Genetics and Molecular Biology},
+  volume  = {9},
+  number  = {1},
+  year    = {2010},
+  doi     = {10.2202/1544-6115.1585}
+}
+
+@article{holm1979simple,
+  author  = {Holm, Sture},
+  title   = {A Simple Sequentially Rejective Multiple Test Procedure},
+  journal = {Scandinavian Journal of Statistics},
+  volume  = {6},
+  number  = {2},
+  pages   = {65--70},
+  year    = {1979}
+}
+
+@book{davison1997bootstrap,
+  author    = {Davison, A. C. and Hinkley, D. V.},
+  title     = {Bootstrap Methods and their Application},
+  publisher = {Cambridge University Press},
+  year      = {1997},
+  doi       = {10.1017/CBO9780511802843}
+}
+
+@inproceedings{steck2019ease,
+  author    = {Steck, Harald},
+  title     = {Embarrassingly Shallow Autoencoders for Sparse Data},
+  booktitle = {The World Wide Web Conference},
+  pages     = {3251--3257},
+  year      = {2019},
+  doi       = {10.1145/3308558.3313710}
+}
+
+@inproceedings{vancura2022elsa,
+  author    = {Van\v{c}ura, Vojt\v{e}ch and Alves, Rodrigo and Kasalick\'{y}, Petr and Kord\'{i}k, Pavel},
+  title     = {Scalable Linear Shallow Autoencoder for Collaborative Filtering},
+  booktitle = {Proceedings of the 16th ACM Conference on Recommender Systems},
+  pages     = {604--609},
+  year      = {2022},
+  doi       = {10.1145/3523227.3551482}
+}
+
+@book{cohen1988power,
+  author    = {Cohen, Jacob},
+  title     = {Statistical Power Analysis for the Behavioral Sciences},
+  edition   = {2},
+  publisher = {Lawrence Erlbaum Associates},
+  year      = {1988},
+  doi       = {10.4324/9780203771587}
+}
+"""
+
+
+def references_bibtex() -> str:
+    """BibTeX entries for the methods and models the reports rely on."""
+    return _BIBTEX
