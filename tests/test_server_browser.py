@@ -94,7 +94,7 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         link = page.get_attribute("#run-link", "href")
         run_id = link.rsplit("/", 1)[1]
         page.click("#run-link")
-        page.wait_for_url(f"**/#/experiments/{experiment_id}/runs/{run_id}**", timeout=60_000)
+        page.wait_for_url(f"**/#/experiments/{experiment_id}/runs/{run_id}**", timeout=120_000)
         page.wait_for_selector(f"text={client.get_run(run_id).info.run_name}", timeout=120_000)
         page.screenshot(path=str(shots / "server-run.png"))
         run = client.get_run(run_id)
