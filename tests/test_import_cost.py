@@ -41,7 +41,7 @@ import mlflow_recsys.metrics
 import mlflow_recsys.evaluation
 import mlflow_recsys.data
 # Every public name of the models package stays importable where it was, ELSA's included.
-from mlflow_recsys.models import EASE, ELSA, MODEL_CLASSES, ELSAConfig, ELSATrainer, Popularity
+from mlflow_recsys.models import EASE, ELSA, MODELS, ELSAConfig, ELSATrainer, Popularity
 """
 
 
@@ -52,10 +52,10 @@ def test_importing_the_core_does_not_import_torch_or_mlflow():
 @pytest.mark.parametrize("model", ["EASE(EASEConfig(l2=5.0))", "Popularity()"])
 def test_fitting_saving_loading_and_recommending_ease_and_popularity_do_not_import_torch(model, tmp_path):
     code = DATA + f"""
-from mlflow_recsys.models import MODEL_CLASSES, EASE, EASEConfig, Popularity
+from mlflow_recsys.models import MODELS, EASE, EASEConfig, Popularity
 fitted = {model}.fit(x)
 folder = fitted.save({str(tmp_path / "m")!r})
-loaded = MODEL_CLASSES[fitted.name].load(folder)
+loaded = MODELS[fitted.name].model_class.load(folder)
 assert type(loaded) is type(fitted)
 np.testing.assert_array_equal(loaded.recommend(x[:3], 4)[0], fitted.recommend(x[:3], 4)[0])
 """

@@ -1,12 +1,13 @@
 """Behaviour every model shares: the recommend contract, input checks, persistence format."""
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mlflow_recsys.models import EASE, ELSA, MODEL_CLASSES, EASEConfig, ELSAConfig, Popularity
+from mlflow_recsys.models import EASE, ELSA, MODELS, EASEConfig, ELSAConfig, Popularity, model_spec
 
 
 def training_matrix():
@@ -27,8 +28,23 @@ def fitted(request):
 
 
 def test_model_classes_are_registered_under_their_names():
-    assert {name: cls.name for name, cls in MODEL_CLASSES.items()} == {n: n for n in MODEL_CLASSES}
-    assert set(MODEL_CLASSES) == set(FACTORIES)
+    assert {name: spec.model_class.name for name, spec in MODELS.items()} == {n: n for n in MODELS}
+    assert set(MODELS) == set(FACTORIES)
+
+
+def test_the_registry_builds_each_model_from_the_hyper_parameters_it_takes():
+    settings = {"l2": 50.0, "seed": 3, "latent_dim": 8, "epochs": 2, "not_a_setting": 1}
+    for name, spec in MODELS.items():
+        fields = {f.name for f in dataclasses.fields(spec.config_class)} if spec.config_class else set()
+        assert set(spec.hyperparameters) <= fields, name
+        model = spec.build(settings)
+        assert type(model) is spec.model_class
+        taken = {k: v for k, v in settings.items() if k in spec.hyperparameters}
+        assert {k: getattr(model.config, k) for k in taken} == taken
+    assert MODELS["ELSA"].seeded and MODELS["ELSA"].epochs
+    assert not any(MODELS[m].seeded or MODELS[m].epochs for m in ("EASE", "Popularity"))
+    with pytest.raises(ValueError, match=r"model: expected one of \('EASE', 'ELSA', 'Popularity'\), found 'ALS'"):
+        model_spec("ALS")
 
 
 def test_recommendations_exclude_fold_in_and_follow_scores(fitted):
@@ -86,7 +102,7 @@ def test_saved_directory_holds_json_and_plain_npy_only(fitted, tmp_path):
 
 def test_loading_by_name_through_registry_round_trips(fitted, tmp_path):
     fitted.save(tmp_path / "m")
-    loaded = MODEL_CLASSES[fitted.name].load(tmp_path / "m")
+    loaded = MODELS[fitted.name].model_class.load(tmp_path / "m")
     source = training_matrix()
     np.testing.assert_array_equal(loaded.recommend(source, 4)[0], fitted.recommend(source, 4)[0])
 
@@ -104,7 +120,7 @@ def test_loading_a_missing_directory_raises_file_not_found(tmp_path):
 
 @pytest.mark.parametrize("cls_name", ["EASE", "ELSA", "Popularity"])
 def test_tampered_weights_file_fails_with_a_clear_error(tmp_path, cls_name):
-    from mlflow_recsys.models import MODEL_CLASSES, EASE, ELSAConfig, ELSATrainer, Popularity
+    from mlflow_recsys.models import MODELS, EASE, ELSAConfig, ELSATrainer, Popularity
 
     rng = np.random.default_rng(0)
     x = sp.csr_matrix((rng.random((30, 12)) < 0.3).astype(np.float32))
@@ -116,4 +132,4 @@ def test_tampered_weights_file_fails_with_a_clear_error(tmp_path, cls_name):
     data[-1] ^= 0xFF  # flip the bits of one weight
     weights.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=rf"{weights.name} does not match the sha256"):
-        MODEL_CLASSES[cls_name].load(folder)
+        MODELS[cls_name].model_class.load(folder)

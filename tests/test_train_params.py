@@ -10,7 +10,8 @@ from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 import mlflow_recsys as mr
-from mlflow_recsys.cli import HYPERPARAMETERS, cli
+from mlflow_recsys.cli import cli
+from mlflow_recsys.models import MODELS
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def test_a_hyper_parameter_the_model_does_not_take_is_refused_before_any_run(che
     res = CliRunner().invoke(cli, ["train", "--checkpoint", path, "--model", model, option, value])
     name = option[2:].replace("-", "_")
     assert res.exit_code == 2, res.output
-    takes = ", ".join(HYPERPARAMETERS[model]) or "none"
+    takes = ", ".join(MODELS[model].hyperparameters) or "none"
     assert f"{name}: not a hyper-parameter of {model} (it takes: {takes}); found {name}=" in res.output
     assert len(MlflowClient().search_runs([experiment_id])) == before
 
@@ -50,7 +51,7 @@ def test_each_run_logs_only_what_its_model_uses(checkpoint):
     assert set(runs["EASE"].data.params) == common | {"l2", "dtype"} and runs["EASE"].data.params["l2"] == "50.0"
     assert set(runs["Popularity"].data.params) == common
     elsa = runs["ELSA"].data.params
-    assert set(elsa) == common | set(HYPERPARAMETERS["ELSA"]) | {"optimizer"}
+    assert set(elsa) == common | set(MODELS["ELSA"].hyperparameters) | {"optimizer"}
     assert (elsa["seed"], elsa["epochs"], elsa["latent_dim"], elsa["batch_size"]) == ("3", "1", "8", "32")
     # The device is not part of a configuration: runs on cpu and cuda of one setting are seeds of one candidate.
     assert "device" not in runs["ELSA"].data.tags["recsys.config"]

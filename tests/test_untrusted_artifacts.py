@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from mlflow_recsys.data import build_recsys_checkpoint, checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.metrics import METRIC_CLASSES, value_range
-from mlflow_recsys.models import EASE, ELSA, MODEL_CLASSES, EASEConfig, ELSAConfig, Popularity
+from mlflow_recsys.models import EASE, ELSA, MODELS, EASEConfig, ELSAConfig, Popularity
 from mlflow_recsys.tracking.artifacts import (
     ArtifactError,
     _metric_values,
@@ -235,7 +235,7 @@ def saved(request, tmp_path):
     rng = np.random.default_rng(1)
     x = sp.csr_matrix((rng.random((30, 10)) < 0.3).astype(np.float32))
     folder = FACTORIES[request.param]().fit(x).save(tmp_path / "model")
-    return MODEL_CLASSES[request.param], folder
+    return MODELS[request.param].model_class, folder
 
 
 def edit_config(folder, edit):

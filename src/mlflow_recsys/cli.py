@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from mlflow_recsys.errors import Terminated, raise_terminated
+from mlflow_recsys.models.registry import MODELS
 
 METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
@@ -201,17 +202,9 @@ def split(dataset, user_col, item_col, value_col, timestamp_col, split_mode, see
                f"({m['n_val_users_dropped']:,} dropped)")
 
 
-#: The hyper-parameters each model takes: a run logs these and no others, and the command refuses the rest.
-HYPERPARAMETERS = {
-    "EASE": ("l2",),
-    "ELSA": ("seed", "latent_dim", "batch_size", "epochs", "lr", "weight_decay", "device", "patience"),
-    "Popularity": (),
-}
-
-
 @cli.command()
 @click.option("--checkpoint", required=True, help="checkpoint zip path or artifact URI (runs:/<id>/checkpoint.zip)")
-@click.option("--model", required=True, type=click.Choice(list(HYPERPARAMETERS)))
+@click.option("--model", required=True, type=click.Choice(list(MODELS)))
 # Each hyper-parameter also answers to its underscore spelling: `mlflow run -e train -P latent_dim=64` passes it
 # on as --latent_dim 64. None means "not given": the model's own default applies and nothing is logged for it.
 @click.option("--seed", default=None, type=int, help="ELSA: training seed [default: 0]")
@@ -235,9 +228,10 @@ def train(checkpoint, model, metrics, **hyperparameters):
     from mlflow_recsys.tracking.training import DEFAULT_METRICS, run_train
 
     given = {k: v for k, v in hyperparameters.items() if v is not None}
-    foreign = [k for k in given if k not in HYPERPARAMETERS[model]]
+    # A run logs the hyper-parameters its model takes and no others, so the command refuses the rest.
+    foreign = [k for k in given if k not in MODELS[model].hyperparameters]
     if foreign:
-        takes = ", ".join(HYPERPARAMETERS[model]) or "none"
+        takes = ", ".join(MODELS[model].hyperparameters) or "none"
         raise click.UsageError(f"{', '.join(foreign)}: not a hyper-parameter of {model} (it takes: {takes}); "
                                f"found {', '.join(f'{k}={given[k]}' for k in foreign)}")
     run_id = run_train(checkpoint=checkpoint, model=model, metrics=_split_list(metrics) or DEFAULT_METRICS, **given)

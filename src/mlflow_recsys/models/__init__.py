@@ -1,14 +1,13 @@
-"""Recommender models sharing one interface: fit, score, recommend, save, load."""
+"""Recommender models sharing one interface: fit, score, recommend, save, load; one registry by name."""
 
 from mlflow_recsys.models.base import Recommender, UnknownItemsWarning
 from mlflow_recsys.models.ease import EASE, EASEConfig
 from mlflow_recsys.models.elsa import ELSA, ELSAConfig, ELSATrainer
 from mlflow_recsys.models.popularity import Popularity
 from mlflow_recsys.models.ranking import top_k
-
-MODEL_CLASSES = {"EASE": EASE, "ELSA": ELSA, "Popularity": Popularity}
+from mlflow_recsys.models.registry import MODELS, ModelSpec, load_model, model_spec
 
 __all__ = [
-    "EASE", "EASEConfig", "ELSA", "ELSAConfig", "ELSATrainer", "MODEL_CLASSES", "Popularity", "Recommender",
-    "UnknownItemsWarning", "top_k",
+    "EASE", "EASEConfig", "ELSA", "ELSAConfig", "ELSATrainer", "MODELS", "ModelSpec", "Popularity", "Recommender",
+    "UnknownItemsWarning", "load_model", "model_spec", "top_k",
 ]

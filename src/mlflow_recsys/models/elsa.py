@@ -65,7 +65,7 @@ class ELSAConfig:
         Early stopping: stop after this many epochs without a better
         validation score and keep the best epoch's weights. ``None``
         (default) trains all ``epochs``. Needs a ``validate`` callback in
-        :meth:`ELSATrainer.fit`.
+        :meth:`ELSA.fit`.
 
     Raises
     ------
@@ -169,7 +169,7 @@ class _DeterministicAlgorithms:
 
 
 class ELSA(Recommender):
-    """Fitted ELSA model (Vančura et al., RecSys 2022).
+    """ELSA model (Vančura et al., RecSys 2022); :meth:`fit` trains it, the one training loop of the package.
 
     Attributes
     ----------
@@ -200,15 +200,88 @@ class ELSA(Recommender):
         on_epoch_end: Callable[..., None] | None = None,
         validate: Callable[["ELSA"], float] | None = None,
     ) -> "ELSA":
-        """Train with :class:`ELSATrainer` using ``self.config``; returns self.
+        """Train on ``x_train`` by minibatch gradient descent on the normalised-distance loss; returns self.
 
-        See :meth:`ELSATrainer.fit` for parameters and exceptions.
+        Users without any training interaction carry no signal and are skipped.
+        Same data + same config on the same device and torch build -> bit-identical
+        weights (deterministic algorithms are enforced during fit). On a GPU see
+        :class:`ELSATrainer` for what stays repeatable.
+
+        Parameters
+        ----------
+        x_train:
+            scipy sparse ``(n_users, n_items)`` binary interactions; at least
+            one row must have an interaction.
+        on_epoch_end:
+            Optional ``callback(epoch, loss, score)`` called after each epoch
+            with the 1-based epoch number, that epoch's mean loss over users,
+            and the validation score (``None`` without ``validate``).
+        validate:
+            Optional ``validate(model) -> float``, higher is better (e.g.
+            nDCG@100 on validation users), called on each epoch's weights and
+            passed to ``on_epoch_end``. With ``config.patience`` set, training
+            stops after that many epochs without improvement and the model
+            keeps the best epoch's weights; otherwise the last epoch's.
+
+        Returns
+        -------
+        ELSA
+            This model, fitted, with ``loss_history`` (one value per epoch run),
+            ``validation_history`` and ``best_epoch`` (1-based; the last epoch
+            without ``validate``).
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``x_train`` is invalid or has no interactions.
+        RuntimeError
+            From torch if ``config.device`` is unavailable.
         """
-        trained = ELSATrainer(self.config).fit(x_train, on_epoch_end=on_epoch_end, validate=validate)
-        self._set_weights(trained.weights)
-        self.loss_history = list(trained.loss_history)
-        self.validation_history = list(trained.validation_history)
-        self.best_epoch = trained.best_epoch
+        cfg = self.config
+        if cfg.patience is not None and validate is None:
+            raise ValueError("validate: config.patience needs a validate callback to know when to stop, found None")
+        x = _active_rows(x_train)
+        import torch
+
+        device = torch.device(cfg.device)
+        with _DeterministicAlgorithms(device):
+            generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
+            a = _initial_weights(x.shape[1], cfg.latent_dim, generator, device)
+            optimizer = getattr(torch.optim, OPTIMIZERS[cfg.optimizer])([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
+            history, watch = self._train_epochs(x, a, optimizer, generator, on_epoch_end, validate)
+            if cfg.patience is None or watch.best_weights is None:
+                # Without early stopping the validation score is only watched: keep the last epoch.
+                watch.best_weights, watch.best_epoch = a.detach().cpu().numpy().copy(), len(history)
+        self._set_weights(watch.best_weights)
+        self.loss_history = history
+        self.validation_history = watch.scores
+        self.best_epoch = watch.best_epoch
+        return self
+
+    def _train_epochs(self, x, a, optimizer, generator, on_epoch_end, validate) -> tuple[list[float], "_BestEpoch"]:
+        """Run the configured epochs, stopping early if the watch says so -> (loss per epoch, the watch)."""
+        from tqdm.auto import tqdm
+
+        cfg = self.config
+        history: list[float] = []
+        watch = _BestEpoch(cfg.patience)
+        progress = tqdm(range(1, cfg.epochs + 1), desc="ELSA", unit="epoch", disable=None)
+        for epoch in progress:
+            epoch_loss = _train_epoch(x, a, optimizer, generator, cfg.batch_size)
+            history.append(epoch_loss)
+            score = None
+            if validate is not None:
+                current = a.detach().cpu().numpy().copy()
+                score = watch.record(epoch, float(validate(ELSA(cfg)._with_weights(current))), current)
+            progress.set_postfix(loss=f"{epoch_loss:.5f}", **({} if score is None else {"val": f"{score:.4f}"}))
+            if on_epoch_end is not None:
+                on_epoch_end(epoch, epoch_loss, score)
+            if watch.stop:
+                break
+        return history, watch
+
+    def _with_weights(self, weights: np.ndarray) -> "ELSA":
+        self._set_weights(weights)
         return self
 
     def _set_weights(self, weights: np.ndarray) -> None:
@@ -242,9 +315,9 @@ class ELSA(Recommender):
 
 
 class ELSATrainer:
-    """Trains :class:`ELSA` by minibatch NAdam on the normalised-distance loss.
+    """Trains :class:`ELSA` (the name the comparison guide uses): ``ELSATrainer(config).fit(x)`` is
+    ``ELSA(config).fit(x)``, a new fitted model each call, through the one training loop of :meth:`ELSA.fit`.
 
-    Users without any training interaction carry no signal and are skipped.
     Same data + same config on the same device and torch build -> bit-identical
     weights (deterministic algorithms are enforced during fit).
 
@@ -265,100 +338,70 @@ class ELSATrainer:
         on_epoch_end: Callable[..., None] | None = None,
         validate: Callable[[ELSA], float] | None = None,
     ) -> ELSA:
-        """Train a new ELSA model.
+        """A new ELSA model trained on ``x_train``: :meth:`ELSA.fit`, whose parameters and exceptions apply."""
+        return ELSA(self.config).fit(x_train, on_epoch_end=on_epoch_end, validate=validate)
 
-        Parameters
-        ----------
-        x_train:
-            scipy sparse ``(n_users, n_items)`` binary interactions; at least
-            one row must have an interaction.
-        on_epoch_end:
-            Optional ``callback(epoch, loss, score)`` called after each epoch
-            with the 1-based epoch number, that epoch's mean loss over users,
-            and the validation score (``None`` without ``validate``).
-        validate:
-            Optional ``validate(model) -> float``, higher is better (e.g.
-            nDCG@100 on validation users), called on each epoch's weights and
-            passed to ``on_epoch_end``. With ``config.patience`` set, training
-            stops after that many epochs without improvement and the returned
-            model holds the best epoch's weights; otherwise the last epoch's.
 
-        Returns
-        -------
-        ELSA
-            Fitted model with ``loss_history`` (one value per epoch run),
-            ``validation_history`` and ``best_epoch`` (1-based; the last epoch
-            without ``validate``).
+def _active_rows(x_train: sp.spmatrix) -> sp.csr_matrix:
+    """The rows of ``x_train`` with at least one interaction (checked as interactions).
 
-        Raises
-        ------
-        TypeError, ValueError
-            If ``x_train`` is invalid or has no interactions.
-        RuntimeError
-            From torch if ``config.device`` is unavailable.
-        """
-        cfg = self.config
-        if cfg.patience is not None and validate is None:
-            raise ValueError("validate: config.patience needs a validate callback to know when to stop, found None")
-        x = as_interactions(x_train, "x_train")
-        active = np.flatnonzero(np.diff(x.indptr) > 0)
-        if active.size == 0:
-            raise ValueError(f"x_train: expected at least one interaction, found none in shape {x.shape}")
-        x = x[active]
-        n_users, n_items = x.shape
-        import torch
-        from tqdm.auto import tqdm
+    Raises
+    ------
+    ValueError
+        If no row has an interaction.
+    """
+    x = as_interactions(x_train, "x_train")
+    active = np.flatnonzero(np.diff(x.indptr) > 0)
+    if active.size == 0:
+        raise ValueError(f"x_train: expected at least one interaction, found none in shape {x.shape}")
+    return x[active]
 
-        device = torch.device(cfg.device)
 
-        with _DeterministicAlgorithms(device):
-            generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
-            initial = torch.empty((n_items, cfg.latent_dim), dtype=torch.float32)
-            torch.nn.init.xavier_uniform_(initial, generator=generator)
-            a = torch.nn.Parameter(initial.to(device))
-            optimizer = getattr(torch.optim, OPTIMIZERS[cfg.optimizer])([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
+def _initial_weights(n_items: int, latent_dim: int, generator: torch.Generator, device: torch.device):
+    """``A`` before training: Xavier-uniform from ``generator`` on the CPU, then moved to ``device``."""
+    import torch
 
-            history: list[float] = []
-            scores: list[float] = []
-            best_score, best_epoch, best_weights, stale = -np.inf, 0, None, 0
-            progress = tqdm(range(1, cfg.epochs + 1), desc="ELSA", unit="epoch", disable=None)
-            for epoch in progress:
-                order = torch.randperm(n_users, generator=generator).numpy()
-                total = 0.0
-                for start in range(0, n_users, cfg.batch_size):
-                    rows = order[start : start + cfg.batch_size]
-                    batch = torch.from_numpy(x[rows].toarray()).to(device)
-                    loss = normalized_distance_loss(elsa_forward(batch, a), batch)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
-                    total += float(loss.detach()) * len(rows)
-                epoch_loss = total / n_users
-                history.append(epoch_loss)
-                score = None
-                if validate is not None:
-                    current = a.detach().cpu().numpy().copy()
-                    candidate = ELSA(cfg)
-                    candidate._set_weights(current)
-                    score = float(validate(candidate))
-                    scores.append(score)
-                    if score > best_score:
-                        best_score, best_epoch, best_weights, stale = score, epoch, current, 0
-                    else:
-                        stale += 1
-                progress.set_postfix(loss=f"{epoch_loss:.5f}", **({} if score is None else {"val": f"{score:.4f}"}))
-                if on_epoch_end is not None:
-                    on_epoch_end(epoch, epoch_loss, score)
-                if cfg.patience is not None and stale >= cfg.patience:
-                    break
+    initial = torch.empty((n_items, latent_dim), dtype=torch.float32)
+    torch.nn.init.xavier_uniform_(initial, generator=generator)
+    return torch.nn.Parameter(initial.to(device))
 
-            if cfg.patience is None or best_weights is None:
-                # Without early stopping the validation score is only watched: keep the last epoch.
-                best_weights, best_epoch = a.detach().cpu().numpy().copy(), len(history)
 
-        model = ELSA(cfg)
-        model._set_weights(best_weights)
-        model.loss_history = history
-        model.validation_history = scores
-        model.best_epoch = best_epoch
-        return model
+def _train_epoch(x: sp.csr_matrix, a, optimizer, generator: torch.Generator, batch_size: int) -> float:
+    """One pass over the users in a shuffled order, one optimiser step per batch; the mean loss over users."""
+    import torch
+
+    n_users = x.shape[0]
+    order = torch.randperm(n_users, generator=generator).numpy()
+    total = 0.0
+    for start in range(0, n_users, batch_size):
+        rows = order[start : start + batch_size]
+        batch = torch.from_numpy(x[rows].toarray()).to(a.device)
+        loss = normalized_distance_loss(elsa_forward(batch, a), batch)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total += float(loss.detach()) * len(rows)
+    return total / n_users
+
+
+class _BestEpoch:
+    """The validation scores so far, the best epoch and its weights, and whether patience has run out."""
+
+    def __init__(self, patience: int | None) -> None:
+        self.patience = patience
+        self.scores: list[float] = []
+        self.best_score, self.best_epoch, self.best_weights, self.stale = -np.inf, 0, None, 0
+
+    def record(self, epoch: int, score: float, weights: np.ndarray) -> float:
+        """Note ``epoch``'s validation ``score`` (its ``weights`` kept if it is the best so far); return the score."""
+        self.scores.append(score)
+        if score > self.best_score:
+            self.best_score, self.best_epoch, self.best_weights, self.stale = score, epoch, weights, 0
+        else:
+            self.stale += 1
+        return score
+
+    @property
+    def stop(self) -> bool:
+        """Whether ``patience`` epochs have passed without a better score."""
+        return self.patience is not None and self.stale >= self.patience

@@ -47,13 +47,10 @@ DEFAULT_K = 20
 
 class RecommenderPyfunc(PythonModel):
     def load_context(self, context):
-        from mlflow_recsys.models import MODEL_CLASSES
+        from mlflow_recsys.models import load_model
 
         path = Path(context.artifacts["weights"])
-        name = json.loads((path / "config.json").read_text()).get("model")
-        if name not in MODEL_CLASSES:
-            raise ValueError(f"weights: expected a model of {sorted(MODEL_CLASSES)}, found {name!r}")
-        self.model = MODEL_CLASSES[name].load(path)
+        self.model = load_model(path, json.loads((path / "config.json").read_text()).get("model"))
         ids = np.load(Path(context.artifacts["catalogue"]) / "item_ids.npy", allow_pickle=False)
         self.catalogue = ItemCatalogue(ids, name="catalogue")
         if len(self.catalogue) != self.model.n_items:

@@ -14,6 +14,7 @@ import mlflow
 from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.metrics import parse_metric_keys
+from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.context import entry_point_run, environment_run
@@ -33,10 +34,6 @@ DEFAULT_METRICS = (
     "calibrated_recall@50",
     "recall@50",
 )
-
-MODELS = ("EASE", "ELSA", "Popularity")
-#: Models whose fit uses no randomness: their runs carry ``recsys.seed=none``.
-DETERMINISTIC = ("EASE", "Popularity")
 
 
 def run_split(
@@ -142,27 +139,6 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
     ))
 
 
-def build_model(model: str, *, seed: int, l2: float, latent_dim: int, batch_size: int, epochs: int,
-                lr: float, weight_decay: float, device: str, patience: int | None = None):
-    """An unfitted model (or trainer) named ``model`` with the given hyper-parameters.
-
-    Raises
-    ------
-    ValueError
-        If ``model`` is not one of :data:`MODELS`, or a hyper-parameter is invalid.
-    """
-    from mlflow_recsys.models import EASE, EASEConfig, ELSAConfig, ELSATrainer, Popularity
-
-    if model == "EASE":
-        return EASE(EASEConfig(l2=l2))
-    if model == "ELSA":
-        return ELSATrainer(ELSAConfig(latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr,
-                                      weight_decay=weight_decay, device=device, seed=seed, patience=patience))
-    if model == "Popularity":
-        return Popularity()
-    raise ValueError(f"model: expected one of {MODELS}, found {model!r}")
-
-
 def _log_epoch(epoch: int, loss: float, score: float | None) -> None:
     metrics = {"train_loss": loss} if score is None else {"train_loss": loss, "val_ndcg_at_100": score}
     mlflow.log_metrics(metrics, step=epoch)
@@ -223,19 +199,20 @@ def run_train(
         metric_objects = parse_metric_keys(list(metrics))
     except ValueError as exc:
         raise ValueError(f"metrics: {exc}") from None
-    trainer = build_model(model, seed=seed, l2=l2, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs,
-                          lr=lr, weight_decay=weight_decay, device=device, patience=patience)
-    seeded = model not in DETERMINISTIC
+    spec = model_spec(model)
+    unfitted = spec.build(dict(seed=seed, l2=l2, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr,
+                              weight_decay=weight_decay, device=device, patience=patience))
+    seeded = spec.seeded
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
         local = resolve_checkpoint(checkpoint, tmp)
         with read_checkpoint(local) as root:
             split = load_recsys_split(root)
-        validate = _validation_ndcg(split) if model == "ELSA" else None
-        if model == "ELSA" and validate is None and patience is not None:
+        validate = _validation_ndcg(split) if spec.epochs else None
+        if spec.epochs and validate is None and patience is not None:
             raise ValueError("patience: early stopping needs validation rows, and this split has none "
                              "(it was built with val_frac=0); drop --patience or rebuild the split")
         run_name = f"{model} seed {seed}" if seeded else model
-        config = getattr(trainer, "config", None)
+        config = unfitted.config
         # Only what the model uses: a deterministic model logs no seed, EASE no epochs, ELSA no l2.
         params = {"model": model, "checkpoint": checkpoint,
                   "metrics": ",".join(m for obj in metric_objects for m in obj.keys)}
@@ -252,11 +229,11 @@ def run_train(
                              tags.DATASET: split["manifest"]["dataset"]["name"]})
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
             started = time.perf_counter()
-            if model == "ELSA":
-                fitted = trainer.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
+            if spec.epochs:
+                fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
                 mlflow.log_metric("best_epoch", fitted.best_epoch)
             else:
-                fitted = trainer.fit(split["x_train"])
+                fitted = unfitted.fit(split["x_train"])
             fit_seconds = time.perf_counter() - started
             result = evaluate_recommender(
                 fitted, source=split["test_source_matrix"], targets=split["test_target_matrix"],

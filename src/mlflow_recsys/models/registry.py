@@ -1,0 +1,110 @@
+"""The models this package trains, by name: one registry for the CLI, the train step and model loading.
+
+Each :class:`ModelSpec` says which class a name stands for (and so how a saved
+model of that name loads), which config class holds its hyper-parameters,
+which of them the ``train`` step takes, whether its fit draws random numbers
+(its runs then carry a seed) and whether it trains in epochs (its fit then
+reports each epoch and may stop early on a validation score).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from mlflow_recsys.models.base import Recommender
+from mlflow_recsys.models.ease import EASE, EASEConfig
+from mlflow_recsys.models.elsa import ELSA, ELSAConfig
+from mlflow_recsys.models.popularity import Popularity
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One registered model.
+
+    Attributes
+    ----------
+    name:
+        The registry key, the model's ``name`` and the ``recsys.model`` tag of its runs.
+    model_class:
+        The :class:`~mlflow_recsys.models.Recommender` subclass; ``model_class.load`` reads a saved model.
+    config_class:
+        The frozen dataclass of its hyper-parameters, or ``None`` for a model without any.
+    hyperparameters:
+        The config fields the ``train`` step takes (the others keep the config's defaults), in the
+        order the command lists them.
+    seeded:
+        Whether fitting draws random numbers: runs of a seeded model carry ``recsys.seed``, the others
+        ``none``.
+    epochs:
+        Whether ``fit`` trains in epochs and takes ``on_epoch_end`` and ``validate`` callbacks.
+    """
+
+    name: str
+    model_class: type[Recommender]
+    config_class: type | None
+    hyperparameters: tuple[str, ...] = ()
+    seeded: bool = False
+    epochs: bool = False
+
+    def build(self, hyperparameters: Mapping[str, Any] | None = None) -> Recommender:
+        """An unfitted model whose config takes the values of ``hyperparameters`` it names; returns it.
+
+        Keys of ``hyperparameters`` that are not among :attr:`hyperparameters` are ignored, so one mapping of
+        every model's settings can build any of them.
+
+        Raises
+        ------
+        ValueError
+            If a value is out of range (from the config class).
+        """
+        if self.config_class is None:
+            return self.model_class()
+        given = hyperparameters or {}
+        return self.model_class(self.config_class(**{k: given[k] for k in self.hyperparameters if k in given}))
+
+
+#: Model name -> :class:`ModelSpec`, in the order the command line lists them.
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        ModelSpec("EASE", EASE, EASEConfig, hyperparameters=("l2",)),
+        ModelSpec(
+            "ELSA", ELSA, ELSAConfig,
+            hyperparameters=("seed", "latent_dim", "batch_size", "epochs", "lr", "weight_decay", "device",
+                             "patience"),
+            seeded=True, epochs=True,
+        ),
+        ModelSpec("Popularity", Popularity, None),
+    )
+}
+
+
+def model_spec(name: str) -> ModelSpec:
+    """The registered model called ``name``.
+
+    Raises
+    ------
+    ValueError
+        If no model has that name, listing those that do.
+    """
+    if name not in MODELS:
+        raise ValueError(f"model: expected one of {tuple(MODELS)}, found {name!r}")
+    return MODELS[name]
+
+
+def load_model(path: str | os.PathLike, name: str) -> Recommender:
+    """The saved model at ``path`` of the registered model ``name`` (the ``model`` field of its ``config.json``).
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not registered (the message speaks of the ``weights``, what a logged model calls the
+        folder), or as :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` raises.
+    FileNotFoundError
+        As :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` raises.
+    """
+    if name not in MODELS:
+        raise ValueError(f"weights: expected a model of {sorted(MODELS)}, found {name!r}")
+    return MODELS[name].model_class.load(path)
