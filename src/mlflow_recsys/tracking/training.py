@@ -158,6 +158,17 @@ def _validation_ndcg(split: dict):
     return score
 
 
+def configuration_tag(config) -> str:
+    """The ``recsys.config`` tag of a model's config (``None`` for a model without hyper-parameters).
+
+    What makes a configuration: every hyper-parameter but the seed (runs are pooled over it) and the device
+    (the same model on other hardware), as JSON with sorted keys. The study finds finished runs by it.
+    """
+    hyper = {k: v for k, v in (dataclasses.asdict(config) if config is not None else {}).items()
+             if k not in ("seed", "device")}
+    return json.dumps(hyper, sort_keys=True)
+
+
 def run_train(
     *,
     checkpoint: str,
@@ -219,11 +230,7 @@ def run_train(
         if config is not None:
             params.update(dataclasses.asdict(config))
         with entry_point_run(run_name, params=params) as run:
-            # What makes a configuration: not the seed (pooled over), nor the device (same model, other hardware).
-            hyper = {k: v for k, v in (dataclasses.asdict(config) if config is not None else {}).items()
-                     if k not in ("seed", "device")}
-            mlflow.set_tags({tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: model,
-                             tags.CONFIG: json.dumps(hyper, sort_keys=True),
+            mlflow.set_tags({tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: model, tags.CONFIG: configuration_tag(config),
                              tags.SEED: str(seed) if seeded else tags.NO_SEED,
                              tags.SPLIT_DIGEST: split["split_digest"],
                              tags.DATASET: split["manifest"]["dataset"]["name"]})
