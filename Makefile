@@ -6,7 +6,7 @@ STORE := sqlite:///mlruns.db
 ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test validate ui-check browser-test docs clean
+.PHONY: install demo test validate ui-check browser-test ray-test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,13 @@ browser-test: install
 	@# The same pages on real servers without a browser (compare jobs, recsys-auth, the how-to page), and a tracking
 	@# server killed or silenced mid-command: about 4 minutes.
 	$(PY) -m pytest -m "server_pages or server_faults" -q
+
+# A study fanned out on a local Ray beside the same study run sequentially (tests/test_study_executors.py, about
+# 3 minutes): the same metrics per seed, a failed training that leaves the others, and resume. Installs the ray extra
+# when it is missing; -s prints the two studies' wall times.
+ray-test: install
+	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install --quiet -e ".[ray]"
+	timeout 420 $(PY) -m pytest -m ray -q -s
 
 # Only what `make demo` and `make docs` (site/) made. The README points users at the demo's store for their own
 # runs, so scripts/clean_demo.py removes from it only the demo's study runs and their steps (with their artifacts),
