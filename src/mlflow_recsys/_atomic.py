@@ -1,14 +1,17 @@
-"""Atomic file writes: a temporary file beside the target, renamed into place when complete.
+"""Atomic writes: a temporary file or folder beside the target, renamed into place when complete.
 
 Every file the package writes (checkpoints, downloads, saved models, per-user
-artifacts) goes through :func:`atomic_write`, so a reader never sees a
-half-written file and a failure leaves the target as it was.
+artifacts) goes through :func:`atomic_write`, and a saved comparison report (a
+folder) through :func:`atomic_directory`, so a reader never sees a half-written
+one and a failure leaves the target as it was. What they leave behind gets the
+mode a plain ``open`` or ``mkdir`` would give (:func:`new_file_mode`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -36,6 +39,11 @@ def current_umask() -> int:
         mask = os.umask(0)
         os.umask(mask)
     return mask
+
+
+def new_file_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: ``0o666`` less the umask (temporary files start ``0o600``)."""
+    return 0o666 & ~current_umask()
 
 
 @contextlib.contextmanager
@@ -73,7 +81,7 @@ def atomic_write(target: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator
         with os.fdopen(fd, "wb") as handle:
             yield handle
             # chmod through the descriptor where the platform has it: no window in which the path could be swapped.
-            mode = 0o666 & ~current_umask()
+            mode = new_file_mode()
             if os.chmod in os.supports_fd and not handle.closed:
                 os.chmod(handle.fileno(), mode)
             else:
@@ -81,3 +89,46 @@ def atomic_write(target: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_directory(target: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
+    """Yield an empty folder that becomes ``target`` when the ``with`` block ends without error.
+
+    The folder is made in ``target``'s parent (which must exist) under a hidden
+    temporary name, with the mode a plain ``mkdir`` would give it (``0o777``
+    less the umask). On success it is renamed to ``target``; with ``replace``,
+    an existing ``target`` is first renamed aside, the new folder renamed into
+    place (the old one put back if that fails), and the old one deleted. On an
+    exception the temporary folder is deleted and ``target`` is left as it was.
+
+    Parameters
+    ----------
+    target:
+        Final path of the folder; it must not exist unless ``replace``.
+    replace:
+        Whether an existing ``target`` (checked by the caller) is replaced. Default False.
+
+    Yields
+    ------
+    pathlib.Path
+        The temporary folder to fill.
+    """
+    target = Path(target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~current_umask())  # mkdtemp gives 0o700
+        yield tmp
+        if replace:
+            aside = tmp.with_name(tmp.name + ".old")
+            os.rename(target, aside)
+            try:
+                os.rename(tmp, target)
+            except BaseException:
+                os.rename(aside, target)
+                raise
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -17,6 +17,7 @@ import click
 
 from mlflow_recsys.errors import Terminated, raise_terminated
 from mlflow_recsys.models.registry import MODELS
+from mlflow_recsys.tracking import tags
 
 METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
@@ -291,7 +292,7 @@ def _comparison_options(func):
 @click.option("--output-experiment", default=None, help="experiment for the comparison run (default: the sources')")
 @click.option("--seed", "report_seed", default=None,
               help="seed of the run that represents each seeded model in the report (default: its lowest)")
-@click.option("--model-tag", default="recsys.model", show_default=True, help="run tag that names the model")
+@click.option("--model-tag", default=tags.MODEL, show_default=True, help="run tag that names the model")
 @_comparison_options
 @_friendly_errors
 def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, report_seed, model_tag,

@@ -19,6 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
+from mlflow_recsys._digests import canonical_csr, update_with_csr
 from mlflow_recsys.catalogue import ItemCatalogue, id_kind
 from mlflow_recsys.metrics import RankingMetric, hit_matrix, metric_from_key
 from mlflow_recsys.models.base import UnknownItemsWarning
@@ -184,13 +185,10 @@ def targets_fingerprint(source: sp.spmatrix, targets: sp.spmatrix, sample_ids: n
     h.update(b"sample_ids:" + kind.encode())
     h.update("\x1f".join(map(str, ids.tolist())).encode())
     for name, m in (("source", source), ("targets", targets)):
-        csr = sp.csr_matrix(m, copy=True)
-        csr.sum_duplicates()
-        csr.sort_indices()
+        csr = canonical_csr(m)
         csr.eliminate_zeros()
-        h.update(f"{name}:{csr.shape[0]}x{csr.shape[1]}".encode())
-        h.update(np.asarray(csr.indptr, dtype=np.int64).tobytes())
-        h.update(np.asarray(csr.indices, dtype=np.int64).tobytes())
+        h.update(f"{name}:".encode())
+        update_with_csr(h, csr)
     return h.hexdigest()
 
 

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 __all__ = [
     "CalibratedRecall",
     "HitRate",
+    "KEY_PATTERN",
     "MAP",
     "METRIC_CLASSES",
     "MRR",
@@ -43,7 +44,8 @@ __all__ = [
     "value_range",
 ]
 
-_KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
+#: The form of a metric key, ``name@k``: the metric's name, then its cutoff.
+KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
 
 
 def _validate_k(k: object) -> int:
@@ -499,7 +501,7 @@ METRIC_CLASSES: dict[str, type[RankingMetric]] = {
 def _split_key(key: object) -> tuple[type[RankingMetric], int]:
     if not isinstance(key, str):
         raise ValueError(f"key: expected a string of the form 'name@k', found {key!r}")
-    match = _KEY_PATTERN.match(key)
+    match = KEY_PATTERN.match(key)
     if match is None:
         raise ValueError(
             f"key: expected the form 'name@k' (e.g. 'ndcg@100'), found {key!r}"

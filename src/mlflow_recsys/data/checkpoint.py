@@ -29,6 +29,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from mlflow_recsys._atomic import atomic_write
+from mlflow_recsys._digests import canonical_csr, sha256_file, update_with_csr
 from mlflow_recsys.data.datasets import (
     column_bytes,
     from_interactions,
@@ -37,7 +38,6 @@ from mlflow_recsys.data.datasets import (
     load_interactions,
     read_interactions_file,
 )
-from mlflow_recsys.data.download import sha256_file
 from mlflow_recsys.data import safezip
 from mlflow_recsys.data.preprocess import binarise, check_thresholds, kcore_prune
 from mlflow_recsys.data.split import (
@@ -352,12 +352,8 @@ def split_digest(arrays: dict[str, Any]) -> str:
         h.update(f"{key}:".encode())
         value = arrays[key]
         if key in MATRIX_KEYS:
-            m = sp.csr_matrix(value, dtype=np.float32, copy=True)
-            m.sum_duplicates()
-            m.sort_indices()
-            h.update(f"{m.shape[0]}x{m.shape[1]}".encode())
-            h.update(np.asarray(m.indptr, dtype=np.int64).tobytes())
-            h.update(np.asarray(m.indices, dtype=np.int64).tobytes())
+            m = canonical_csr(value, dtype=np.float32)
+            update_with_csr(h, m)
             h.update(np.asarray(m.data, dtype=np.float32).tobytes())
         else:
             h.update(column_bytes(np.asarray(value)))

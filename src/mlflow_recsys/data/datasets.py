@@ -27,8 +27,9 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.data import safezip
-from mlflow_recsys.data.download import download, sha256_file
+from mlflow_recsys.data.download import download
 
 INTERACTION_COLUMNS = ("user", "item", "value", "timestamp")
 #: Columns every interaction frame must have; ``timestamp`` is optional.

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
 
-from mlflow_recsys._atomic import current_umask
+from mlflow_recsys._atomic import new_file_mode
+from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.errors import DownloadError
 
-_CHUNK = 1 << 16
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """SHA-256 hex digest (lower case) of the file at ``path``, read in 64 KiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def download(
@@ -132,5 +122,5 @@ def download(
             f"nothing was written to {dest}"
         ) from None
     # pooch's temporary file is owner-only; give the cached file a new file's mode, as every file written here gets.
-    os.chmod(dest, 0o666 & ~current_umask())
+    os.chmod(dest, new_file_mode())
     return dest

@@ -14,7 +14,6 @@ who can rewrite weights and digests together.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from mlflow_recsys._atomic import atomic_write
+from mlflow_recsys._digests import sha256_file
 
 FORMAT = "mlflow-recsys-model"
 FORMAT_VERSION = 1
@@ -69,7 +69,7 @@ def save_model_dir(
         "state": state,
         "arrays": sorted(arrays),
         # Digests let load() tell a corrupted, truncated or accidentally edited weights file from a good one.
-        "sha256": {key: _sha256(root / f"{key}.npy") for key in sorted(arrays)},
+        "sha256": {key: sha256_file(root / f"{key}.npy") for key in sorted(arrays)},
     }
     text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     with atomic_write(root / CONFIG_FILE) as handle:
@@ -133,7 +133,7 @@ def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | Non
         file = root / f"{key}.npy"
         if not file.is_file():
             raise FileNotFoundError(f"path: saved model is missing array file {file}")
-        expected, found = digests[key], _sha256(file)
+        expected, found = digests[key], sha256_file(file)
         if found != expected:
             raise ValueError(
                 f"path: weights file {file.name} does not match the sha256 recorded at save time "
@@ -141,11 +141,3 @@ def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | Non
             )
         arrays[key] = np.load(file, allow_pickle=False)
     return document.get("config"), document.get("state", {}), arrays
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -172,18 +172,10 @@ def escape_latex(text: object) -> str:
     Greek or Cyrillic letters (they need their font encodings, e.g.
     ``\\usepackage[LGR,T2A,T1]{fontenc}``), CJK characters (``CJKutf8``) or
     emoji; xelatex or lualatex with a font that has them typesets them all.
-    Non-strings are formatted with ``str`` first.
-
-    Parameters
-    ----------
-    text:
-        Any object; usually a model name or a metric key.
-
-    Returns
-    -------
-    str
-        E.g. ``escape_latex("a_b 50%")`` is ``"a\\_b 50\\%"`` and
-        ``escape_latex("x--y")`` is ``"x-{}-y"``.
+    ``text`` may be any object (usually a model name or a metric key);
+    non-strings are formatted with ``str`` first. For example
+    ``escape_latex("a_b 50%")`` is ``"a\\_b 50\\%"`` and
+    ``escape_latex("x--y")`` is ``"x-{}-y"``.
     """
     escaped = visible_text(text).translate(_LATEX_ESCAPES)
     return _LIGATURE_START.sub(lambda m: m.group() + "{}", escaped)

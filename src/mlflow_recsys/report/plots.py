@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys._digests import text_digest
+from mlflow_recsys.report.escaping import visible_text
+
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
 
@@ -29,15 +32,11 @@ LABEL_WIDTH = 32
 def plot_label(name: object, width: int = LABEL_WIDTH) -> str:
     """``name`` as one line of at most ``width`` characters: control characters shown as ``\\n``-style escapes,
     a longer name cut and ended with ``…`` and six hex digits of its SHA-256, so cut names stay distinct."""
-    import hashlib
-
-    from mlflow_recsys.report.escaping import visible_text
-
     text = str(name)
     line = visible_text(text)
     if len(line) <= width:
         return line
-    tail = "…" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:6]
+    tail = "…" + text_digest(text, 6)
     return line[: width - len(tail)] + tail
 
 

@@ -369,15 +369,8 @@ def _p_label(report: "ComparisonReport", c: "PairwiseComparison") -> str:
 
 
 def seed_spread_text(spread: "SeedSpread", metric: str, *, markup: Markup = "plain") -> str:
-    """One sentence on the seed spread of ``metric``: :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`.
-
-    Raises
-    ------
-    KeyError
-        If ``metric`` is not in the table, listing those that are.
-    ValueError
-        If ``markup`` is neither ``"markdown"`` nor ``"plain"``.
-    """
+    """One sentence on the seed spread of ``metric``; parameters and errors as
+    :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
     name = name_writer(markup)
     summary = spread.summary
     rows = summary[summary["metric"] == metric]

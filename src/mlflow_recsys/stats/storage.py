@@ -15,14 +15,12 @@ import dataclasses
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mlflow_recsys._atomic import current_umask
+from mlflow_recsys._atomic import atomic_directory
 from mlflow_recsys.stats.comparison import (
     ALTERNATIVES,
     INTERVAL_METHODS,
@@ -137,25 +135,9 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
         raise error(f"path: expected its parent {str(parent)!r} to be an existing directory, found {found} there")
     table = _comparisons_table(report)
     meta = json.dumps(_report_meta(report), indent=2, allow_nan=False)
-    replace = _existing_report_iv(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent))
-    try:
-        os.chmod(tmp, 0o777 & ~current_umask())  # as a plain mkdir would make it (mkdtemp gives 0o700)
+    with atomic_directory(path, replace=_existing_report_iv(path)) as tmp:
         pq.write_table(table, tmp / COMPARISONS_FILE)
         (tmp / REPORT_FILE).write_text(meta, encoding="utf-8")
-        if replace:
-            aside = tmp.with_name(tmp.name + ".old")
-            os.rename(path, aside)
-            try:
-                os.rename(tmp, path)
-            except BaseException:
-                os.rename(aside, path)
-                raise
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 

@@ -20,7 +20,9 @@ import mlflow
 import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
+from mlflow_recsys._digests import text_digest
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.report.citations import references_bibtex
@@ -45,14 +47,13 @@ from mlflow_recsys.tracking.limits import (
     MAX_PARAM_LENGTH,
     MAX_RUN_NAME_LENGTH,
     MAX_TAG_LENGTH,
-    digest,
     duplicates,
     fit_key,
     fit_text,
     fit_values,
     shorten,
 )
-from mlflow_recsys.tracking.naming import metric_key, mlflow_metric_name, model_label
+from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name, model_label
 from mlflow_recsys.tracking.provenance import (
     collect_provenance,
     provenance_html,
@@ -491,18 +492,7 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
 
 def _logged_metric_keys(runs: list[Run]) -> dict[str, list[str]]:
     """Run id -> the metric keys whose aggregate it logged (``ndcg_at_100`` -> ``ndcg@100``), known keys only."""
-    out = {}
-    for r in runs:
-        keys = []
-        for name in r.data.metrics:
-            try:
-                key = metric_key(name)
-                parse_metric_keys([key])
-            except ValueError:
-                continue  # training curves, timings and counts are not metric keys
-            keys.append(key)
-        out[r.info.run_id] = sorted(keys)
-    return out
+    return {r.info.run_id: logged_metric_keys(r.data.metrics) for r in runs}
 
 
 class _Target:
@@ -880,7 +870,7 @@ def source_runs_tag(run_ids: list[str]) -> str:
     listed = ",".join(run_ids)
     if len(listed) <= MAX_TAG_LENGTH:
         return listed
-    return f"{len(run_ids)} runs, sha256 {digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
+    return f"{len(run_ids)} runs, sha256 {text_digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
 
 
 def _headline(report: ComparisonReport, primary: str | None) -> str:
@@ -896,7 +886,7 @@ def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
     primary metric as its ``primary`` param and started before all of them: the ``main`` entry point logs
     the primary metric when the study starts.
     """
-    parents = {r.data.tags.get("mlflow.parentRunId") for r in runs}
+    parents = {r.data.tags.get(MLFLOW_PARENT_RUN_ID) for r in runs}
     if primary is None or len(parents) != 1 or None in parents:
         return False
     try:
@@ -1001,8 +991,8 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
                 tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
                 tags.PRIMARY_METRIC: primary or "",
                 tags.RESULT: shorten(_headline(report, primary), MAX_TAG_LENGTH),
-                "mlflow.runName": run_name,
-                "mlflow.note.content": note,
+                MLFLOW_RUN_NAME: run_name,
+                MLFLOW_RUN_NOTE: note,
             })
             log_params_once(params)
             mlflow.log_metrics(metrics)

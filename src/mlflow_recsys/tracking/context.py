@@ -17,6 +17,7 @@ from mlflow.entities import Run
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from mlflow_recsys.errors import RunOwnershipError
 from mlflow_recsys.tracking import tags
@@ -152,7 +153,7 @@ def entry_point_run(run_name: str, *, experiment_id: str | None = None, params: 
             from mlflow_recsys.tracking.plugin import RecsysRunContext
 
             provider = RecsysRunContext()
-            mlflow.set_tags({"mlflow.runName": run_name, **(provider.tags() if provider.in_context() else {})})
+            mlflow.set_tags({MLFLOW_RUN_NAME: run_name, **(provider.tags() if provider.in_context() else {})})
         if to_log:
             mlflow.log_params(to_log)
     except BaseException:

@@ -10,8 +10,9 @@ holds them whole, and texts are chosen from versions that fit.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Iterable, Sequence
+
+from mlflow_recsys._digests import text_digest
 
 #: Longest metric, param or tag key MLflow accepts.
 MAX_KEY_LENGTH = 250
@@ -23,11 +24,6 @@ MAX_TAG_LENGTH = 8000
 MAX_RUN_NAME_LENGTH = 250
 
 
-def digest(text: str, length: int = 10) -> str:
-    """The first ``length`` hex characters of the SHA-256 of ``text`` (UTF-8)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
-
-
 def fit_key(key: str, limit: int = MAX_KEY_LENGTH) -> str:
     """``key`` unchanged if it fits, else a readable prefix, ``-`` and a hash of the whole key.
 
@@ -36,7 +32,7 @@ def fit_key(key: str, limit: int = MAX_KEY_LENGTH) -> str:
     """
     if len(key) <= limit:
         return key
-    tail = "-" + digest(key)
+    tail = "-" + text_digest(key)
     return key[: limit - len(tail)] + tail
 
 
@@ -58,14 +54,14 @@ def shorten(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters with an ellipsis and a hash, so cut names stay distinct."""
     if len(text) <= width:
         return text
-    tail = f"…[{digest(text, 6)}]"
+    tail = f"…[{text_digest(text, 6)}]"
     return text[: max(width - len(tail), 1)] + tail
 
 
 def fit_values(values: dict[str, str], limit: int, pointer: str) -> dict[str, str]:
     """``values`` with each one longer than ``limit`` replaced by its length, hash and ``pointer``
     (e.g. "the whole value is in settings.json")."""
-    return {key: value if len(value) <= limit else f"{len(value):,} characters, sha256 {digest(value, 16)}; {pointer}"
+    return {key: value if len(value) <= limit else f"{len(value):,} characters, sha256 {text_digest(value, 16)}; {pointer}"
             for key, value in values.items()}
 
 

@@ -1,15 +1,18 @@
 """The one place where metric keys become MLflow metric names and back.
 
 MLflow metric names may not contain ``@``; ``ndcg@100`` is logged as
-``ndcg_at_100``.
+``ndcg_at_100``. Keys have the form of :data:`mlflow_recsys.metrics.KEY_PATTERN`.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
-_KEY = re.compile(r"^([a-z_]+)@(\d+)$")
-_NAME = re.compile(r"^([a-z_]+)_at_(\d+)$")
+from mlflow_recsys._digests import text_digest
+from mlflow_recsys.metrics import KEY_PATTERN, parse_metric_keys
+
+_NAME = re.compile(r"^([a-z_]+)_at_([0-9]+)$")
 
 
 def mlflow_metric_name(key: str) -> str:
@@ -20,7 +23,7 @@ def mlflow_metric_name(key: str) -> str:
     ValueError
         If ``key`` is not of the form ``name@k``.
     """
-    match = _KEY.match(key)
+    match = KEY_PATTERN.match(key)
     if not match:
         raise ValueError(f"key: expected a metric key like 'ndcg@100', found {key!r}")
     return f"{match.group(1)}_at_{match.group(2)}"
@@ -38,6 +41,22 @@ def metric_key(name: str) -> str:
     if not match:
         raise ValueError(f"name: expected an MLflow metric name like 'ndcg_at_100', found {name!r}")
     return f"{match.group(1)}@{match.group(2)}"
+
+
+def logged_metric_keys(names: Iterable[str]) -> list[str]:
+    """The metric keys of this package among a run's MLflow metric names, sorted (``ndcg_at_100`` -> ``ndcg@100``).
+
+    Names that are not an aggregate of a known metric key (training curves, timings, counts) are left out.
+    """
+    keys = []
+    for name in names:
+        try:
+            key = metric_key(name)
+            parse_metric_keys([key])
+        except ValueError:
+            continue
+        keys.append(key)
+    return sorted(keys)
 
 
 #: A model name used as it is in metric names: ASCII letters, digits, ``_`` and ``-``.
@@ -62,6 +81,4 @@ def model_label(name: str) -> str:
         raise ValueError("name: expected a non-empty model name, found ''")
     if _PLAIN.match(name):
         return name
-    from mlflow_recsys.tracking.limits import digest
-
-    return re.sub(r"[^A-Za-z0-9_\-]", "_", name)[:60] + "-" + digest(name, 8)
+    return re.sub(r"[^A-Za-z0-9_\-]", "_", name)[:60] + "-" + text_digest(name, 8)

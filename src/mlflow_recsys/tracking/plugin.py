@@ -6,10 +6,10 @@ import os
 
 from mlflow.tracking.context.abstract_context import RunContextProvider
 
+from mlflow_recsys.tracking import tags
+
 #: Set by the ``mlflow-recsys`` command line (and so by every MLproject entry point) for its process.
 COMMAND_ENV = "MLFLOW_RECSYS_COMMAND"
-VERSION_TAG = "recsys.package_version"
-COMMAND_TAG = "recsys.command"
 
 
 class RecsysRunContext(RunContextProvider):
@@ -21,4 +21,4 @@ class RecsysRunContext(RunContextProvider):
     def tags(self) -> dict[str, str]:
         from mlflow_recsys import __version__
 
-        return {VERSION_TAG: __version__, COMMAND_TAG: os.environ.get(COMMAND_ENV, "")}
+        return {tags.PACKAGE_VERSION: __version__, tags.COMMAND: os.environ.get(COMMAND_ENV, "")}

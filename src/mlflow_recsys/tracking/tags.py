@@ -1,35 +1,47 @@
-"""Run tags of the ``recsys.`` namespace, named once."""
+"""Run and experiment tags of the ``recsys.`` namespace, named once (docs/howto/run-conventions.md lists them)."""
 
+#: What a run is: one of the ``ROLE_*`` values below.
 ROLE = "recsys.role"
-MODEL = "recsys.model"
-SEED = "recsys.seed"
-SPLIT_DIGEST = "recsys.split_digest"
-TARGETS_FINGERPRINT = "recsys.targets_fingerprint"
-SOURCE_RUNS = "recsys.source_runs"
-PRIMARY_METRIC = "recsys.primary_metric"
-DATASET = "recsys.dataset"
-#: JSON of the model's hyper-parameters except the seed: what runs of one model must share to be pooled.
-CONFIG = "recsys.config"
-
 ROLE_SPLIT = "split"
 ROLE_TRAIN = "train"
 ROLE_COMPARISON = "comparison"
 ROLE_MAIN = "main"
 
-#: Experiment tag ("true"): the experiment holds training runs, so the server page lists it with one query.
-HAS_TRAINING_RUNS = "recsys.has_training_runs"
-
+#: The model a training run fitted (the registry name, e.g. ``EASE``).
+MODEL = "recsys.model"
+#: JSON of the model's hyper-parameters except the seed: what runs of one model must share to be pooled.
+CONFIG = "recsys.config"
+#: The training seed, or :data:`NO_SEED` for a deterministic model.
+SEED = "recsys.seed"
 #: Seed tag value of a deterministic model (no seed).
 NO_SEED = "none"
+SPLIT_DIGEST = "recsys.split_digest"
+TARGETS_FINGERPRINT = "recsys.targets_fingerprint"
+DATASET = "recsys.dataset"
+
+#: Comparison runs: the runs compared, how many, the primary metric, the headline and, on failure, why.
+SOURCE_RUNS = "recsys.source_runs"
+#: How many runs a comparison compared (``recsys.source_runs`` may hold a digest instead of the list).
+N_SOURCE_RUNS = "recsys.n_source_runs"
+PRIMARY_METRIC = "recsys.primary_metric"
+#: A comparison's headline: the first result sentence of its primary metric (or of its first metric).
+RESULT = "recsys.result"
+#: Why a comparison run FAILED.
+ERROR = "recsys.error"
+
+#: The main (study) run: the comparison run the study produced.
+COMPARISON_RUN = "recsys.comparison_run"
+
+#: Set by the run context provider on every run an ``mlflow-recsys`` command makes: the package version and
+#: the command.
+PACKAGE_VERSION = "recsys.package_version"
+COMMAND = "recsys.command"
+
+#: Experiment tag ("true"): the experiment holds training runs, so the server page lists it with one query.
+HAS_TRAINING_RUNS = "recsys.has_training_runs"
 
 
 def seed_order(seed: str) -> tuple:
     """Sort key for ``recsys.seed`` values: integers by value, then any other text."""
     numeric = seed.lstrip("-").isdigit()
     return (not numeric, int(seed) if numeric else 0, seed)
-#: Why a comparison run FAILED.
-ERROR = "recsys.error"
-#: A comparison's headline: the first result sentence of its primary metric (or of its first metric).
-RESULT = "recsys.result"
-#: How many runs a comparison compared (``recsys.source_runs`` may hold a digest instead of the list).
-N_SOURCE_RUNS = "recsys.n_source_runs"
