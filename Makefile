@@ -6,7 +6,7 @@ STORE := sqlite:///mlruns.db
 ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test validate ui-check browser-test ray-test docs clean
+.PHONY: install demo test validate ui-check browser-test postgres-test ray-test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,14 @@ browser-test: install
 	@# The same pages on real servers without a browser (compare jobs, recsys-auth, the how-to page), and a tracking
 	@# server killed or silenced mid-command: about 4 minutes.
 	$(PY) -m pytest -m "server_pages or server_faults" -q
+
+# The tracking server in its production shape (tests/test_postgres_server.py, about 4 minutes): `mlflow server` on
+# PostgreSQL and on SQLite with proxied artifacts, the selection, comparison and refusal tests once per backend.
+# Debian's PostgreSQL (installed with apt when missing) runs from a temporary folder, as the postgres user under root.
+postgres-test: install
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
+	timeout 600 $(PY) -m pytest -m postgres -q
 
 # A study fanned out on a local Ray beside the same study run sequentially (tests/test_study_executors.py, about
 # 3 minutes): the same metrics per seed, a failed training that leaves the others, and resume. Installs the ray extra
