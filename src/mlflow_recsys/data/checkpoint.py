@@ -163,14 +163,59 @@ def build_recsys_checkpoint(
     params = _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac)
     # Everything that can be checked without the data is checked before loading it.
     check_seed(seed)
-    if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)
-                                   or not math.isfinite(min_rating)):
-        raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
+    _min_rating_iv(min_rating)
     check_thresholds(min_user_interactions, min_item_interactions)
     columns = _check_columns(columns, dataset)
     if columns.get("value", "value") is None and min_rating is not None:
         raise ValueError(f"min_rating: expected None for a log without ratings (columns value=None), "
                          f"found {min_rating!r}")
+    checkpoint_path = _checkpoint_path_iv(checkpoint_path, dataset, split_mode, seed, overwrite)
+    raw, source = _load(dataset, data_dir, columns)
+
+    positives = _positives(raw, min_rating)
+    pruned, report = _core(positives, min_user_interactions, min_item_interactions)
+    split = _split(pruned, split_mode, seed, params)
+    arrays = split_arrays(split)
+    manifest = {
+        "format": CHECKPOINT_FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "dataset": {**source, "interactions_sha256": interactions_digest(raw),
+                    "has_timestamps": "timestamp" in raw.columns},
+        "parameters": {
+            "split_mode": split_mode, "seed": int(seed), "eval_draws": int(eval_draws),
+            "eval_holdout_frac": params.get("eval_holdout_frac"), "test_frac": params.get("test_frac"),
+            "val_frac": params.get("val_frac"), "min_rating": None if min_rating is None else float(min_rating),
+            "min_user_interactions": int(min_user_interactions), "min_item_interactions": int(min_item_interactions),
+        },
+        "counts": _counts(raw, positives, report, split),
+        "split_digest": split_digest(arrays),
+    }
+    members = _members(arrays, manifest)
+    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
+    return checkpoint_path
+
+
+def _min_rating_iv(min_rating) -> None:
+    if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)
+                                   or not math.isfinite(min_rating)):
+        raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
+
+
+def _positives(raw: pd.DataFrame, min_rating: float | None) -> pd.DataFrame:
+    """The interactions kept as positives (see :func:`binarise`); ValueError when none is."""
+    positives = binarise(raw, min_rating=min_rating)
+    if positives.empty:
+        raise ValueError(
+            f"min_rating: expected some interactions with value >= {min_rating}, found none among {len(raw):,} "
+            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None (--min-rating none on the command line)"
+        )
+    return positives
+
+
+def _checkpoint_path_iv(checkpoint_path, dataset, split_mode: str, seed, overwrite: bool) -> Path:
+    """The zip's path (by default ``checkpoints/<dataset>-<mode>-seed<seed>.zip``), refusing a folder and, unless
+    ``overwrite``, an existing file."""
     if checkpoint_path is None:
         checkpoint_path = Path("checkpoints") / f"{_source_name(dataset)}-{split_mode}-seed{seed}.zip"
     checkpoint_path = Path(checkpoint_path)
@@ -181,14 +226,11 @@ def build_recsys_checkpoint(
             f"checkpoint_path: {checkpoint_path} already exists; pass overwrite=True to replace it, "
             "or choose another path"
         )
-    raw, source = _load(dataset, data_dir, columns)
+    return checkpoint_path
 
-    positives = binarise(raw, min_rating=min_rating)
-    if positives.empty:
-        raise ValueError(
-            f"min_rating: expected some interactions with value >= {min_rating}, found none among {len(raw):,} "
-            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None (--min-rating none on the command line)"
-        )
+
+def _core(positives: pd.DataFrame, min_user_interactions: int, min_item_interactions: int):
+    """The k-core of the positive interactions and the pruning report; ValueError when it is empty."""
     pruned, report = kcore_prune(
         positives,
         min_user_interactions=min_user_interactions,
@@ -199,6 +241,11 @@ def build_recsys_checkpoint(
             f"min_user_interactions, min_item_interactions: the ({min_user_interactions}, {min_item_interactions})-core "
             f"of the {len(positives):,} positive interactions is empty; lower the thresholds"
         )
+    return pruned, report
+
+
+def _split(pruned: pd.DataFrame, split_mode: str, seed: int, params: dict) -> UserSplit:
+    """The split of ``split_mode``; ValueError when it leaves no test rows."""
     if split_mode == "user_split":
         split = user_split(pruned, seed=seed, **params)
     elif split_mode == "leave_one_out":
@@ -210,38 +257,20 @@ def build_recsys_checkpoint(
             f"{split_mode}: the split has no test rows ({split.test.n_users_dropped} held-out user(s) dropped "
             "for lack of fold-in or targets); hold out more users or interactions"
         )
-    arrays = split_arrays(split)
-    manifest = {
-        "format": CHECKPOINT_FORMAT,
-        "schema_version": SCHEMA_VERSION,
-        "dataset": {**source, "interactions_sha256": interactions_digest(raw),
-                    "has_timestamps": "timestamp" in raw.columns},
-        "parameters": {
-            "split_mode": split_mode,
-            "seed": int(seed),
-            "eval_draws": int(eval_draws),
-            "eval_holdout_frac": params.get("eval_holdout_frac"),
-            "test_frac": params.get("test_frac"),
-            "val_frac": params.get("val_frac"),
-            "min_rating": None if min_rating is None else float(min_rating),
-            "min_user_interactions": int(min_user_interactions),
-            "min_item_interactions": int(min_item_interactions),
-        },
-        "counts": _counts(raw, positives, report, split),
-        "files": {},
-        "sizes": {},
-        "split_digest": split_digest(arrays),
-    }
+    return split
+
+
+def _members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
+    """The zip's array files by member name; each one's SHA-256 and size go into ``manifest``."""
     members: dict[str, bytes] = {}
+    manifest["files"], manifest["sizes"] = {}, {}
     for key in ARRAY_KEYS:
         name = _member_name(key)
         members[name] = _npz_bytes(arrays[key]) if key in MATRIX_KEYS else _npy_bytes(arrays[key])
         manifest["files"][name] = hashlib.sha256(members[name]).hexdigest()
         # A reader bounds each member by this size, so a tampered zip cannot make it write more.
         manifest["sizes"][name] = len(members[name])
-    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
-    return checkpoint_path
+    return members
 
 
 def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac) -> dict:

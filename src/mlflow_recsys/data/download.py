@@ -84,7 +84,14 @@ def download(
                 f"delete it to download again, or replace it with the file from {url}"
             )
         return dest
+    _fetch(url, dest, expected, retries=retries, timeout=timeout, progress=progress)
+    # pooch's temporary file is owner-only; give the cached file a new file's mode, as every file written here gets.
+    os.chmod(dest, new_file_mode())
+    return dest
 
+
+def _fetch(url: str, dest: Path, expected: str, *, retries: int, timeout: float, progress: bool) -> None:
+    """Have :mod:`pooch` fetch ``url`` to ``dest`` if its SHA-256 is ``expected``, retrying; errors say what to do."""
     import pooch  # here, not at module level: only a download needs it
     import requests
 
@@ -121,6 +128,3 @@ def download(
             f"{url}: downloaded file has SHA-256 {digests[-1]}, expected {expected}; "
             f"nothing was written to {dest}"
         ) from None
-    # pooch's temporary file is owner-only; give the cached file a new file's mode, as every file written here gets.
-    os.chmod(dest, new_file_mode())
-    return dest

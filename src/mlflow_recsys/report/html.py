@@ -161,9 +161,6 @@ def report_html(
     (:func:`~mlflow_recsys.stats.compare_seed_averaged`): its key table follows
     the representative-seed one under its own heading, with the seed counts.
     """
-    def image(data: bytes, alt: str) -> str:
-        return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
-
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -173,22 +170,13 @@ def report_html(
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
-        when = "declared in advance" if primary_declared else "chosen at comparison time, not before training"
-        parts.append(f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>")
-        for c in report.comparisons:
-            if c.metric == primary:
-                label = "<b>Representative seed.</b> " if seed_averaged is not None else ""
-                parts.append(f"<p>{label}{html.escape(results_text(report, c, markup='plain'))}</p>")
-        for c in seed_averaged.comparisons if seed_averaged is not None else ():
-            if c.metric == primary and c.averages_seeds:  # a pair without seeds would repeat its sentence
-                text = html.escape(results_text(seed_averaged, c, markup="plain"))
-                parts.append(f"<p><b>Seed-averaged.</b> {text}</p>")
+        parts += _primary_sentences(report, primary, primary_declared, seed_averaged)
     heading = "Representative-seed comparison" if seed_averaged is not None else "Paired comparison"
     parts += [
         f"<h2>{heading}</h2>",
         f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
         f'<p class="legend">{legend(report)}</p>',
-        image(forest_png, "forest plot of the differences with their intervals"),
+        _image(forest_png, "forest plot of the differences with their intervals"),
     ]
     if seed_averaged is not None:
         parts += [
@@ -197,24 +185,9 @@ def report_html(
             f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
             f'<p class="legend">{legend(seed_averaged)}</p>',
         ]
-    parts.append("<h2>Details</h2>")
-    if seed_averaged is not None:
-        parts.append("<h3>Representative-seed comparison</h3>")
-    parts.append(f'<div id="details-table" class="wide">{details_table(report)}</div>')
-    if seed_averaged is not None:
-        parts += ["<h3>Seed-averaged comparison</h3>",
-                  f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>']
+    parts += _details(report, seed_averaged)
     if spreads:
-        parts.append("<h2>Spread across training seeds</h2>")
-        for name, spread in spreads.items():
-            frame = spread.to_frame()
-            parts.append(f"<h3>{html.escape(name)}</h3>")
-            parts.append('<div class="wide">' + frame.drop(columns=["baseline", "candidate"]).to_html(
-                index=False, border=0, float_format=lambda v: f"{v:.6f}") + "</div>")
-            key = primary if primary in set(frame["metric"]) else frame["metric"].iloc[0]
-            parts.append(f"<p>{html.escape(spread.results_text(key, markup='plain'))}</p>")
-        if seed_png is not None:
-            parts.append(image(seed_png, "per-seed differences with their intervals"))
+        parts += _seed_spread_section(spreads, primary, seed_png)
     if provenance_html:
         parts.append(provenance_html)
     parts += [
@@ -225,3 +198,51 @@ def report_html(
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def _image(data: bytes, alt: str) -> str:
+    """A PNG embedded as a base64 data URI."""
+    return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+
+
+def _primary_sentences(report: "ComparisonReport", primary: str, declared: bool,
+                       seed_averaged: "ComparisonReport | None") -> list[str]:
+    """The primary metric and its result sentences, the seed-averaged ones after the representative seed's."""
+    when = "declared in advance" if declared else "chosen at comparison time, not before training"
+    parts = [f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>"]
+    for c in report.comparisons:
+        if c.metric == primary:
+            label = "<b>Representative seed.</b> " if seed_averaged is not None else ""
+            parts.append(f"<p>{label}{html.escape(results_text(report, c, markup='plain'))}</p>")
+    for c in seed_averaged.comparisons if seed_averaged is not None else ():
+        if c.metric == primary and c.averages_seeds:  # a pair without seeds would repeat its sentence
+            text = html.escape(results_text(seed_averaged, c, markup="plain"))
+            parts.append(f"<p><b>Seed-averaged.</b> {text}</p>")
+    return parts
+
+
+def _details(report: "ComparisonReport", seed_averaged: "ComparisonReport | None") -> list[str]:
+    """The details tables: the representative seed's, then the seed-averaged one's under headings of their own."""
+    parts = ["<h2>Details</h2>"]
+    if seed_averaged is not None:
+        parts.append("<h3>Representative-seed comparison</h3>")
+    parts.append(f'<div id="details-table" class="wide">{details_table(report)}</div>')
+    if seed_averaged is not None:
+        parts += ["<h3>Seed-averaged comparison</h3>",
+                  f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>']
+    return parts
+
+
+def _seed_spread_section(spreads: dict, primary: str | None, seed_png: bytes | None) -> list[str]:
+    """Each seed-spread table with its sentence (on the primary metric, else the first), then the per-seed plot."""
+    parts = ["<h2>Spread across training seeds</h2>"]
+    for name, spread in spreads.items():
+        frame = spread.to_frame()
+        parts.append(f"<h3>{html.escape(name)}</h3>")
+        parts.append('<div class="wide">' + frame.drop(columns=["baseline", "candidate"]).to_html(
+            index=False, border=0, float_format=lambda v: f"{v:.6f}") + "</div>")
+        key = primary if primary in set(frame["metric"]) else frame["metric"].iloc[0]
+        parts.append(f"<p>{html.escape(spread.results_text(key, markup='plain'))}</p>")
+    if seed_png is not None:
+        parts.append(_image(seed_png, "per-seed differences with their intervals"))
+    return parts

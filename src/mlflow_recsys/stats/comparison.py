@@ -548,63 +548,72 @@ def compare_models(
     names = _results_iv(results, metrics)
     pairs = _pairs(names, reference, alternative)
     check_replicate_memory(n_resamples, len(pairs) * len(metrics))
-
     if n_resamples < 999 and test_method not in ("t", "wilcoxon"):
         # The largest family sets the floor: the secondary metrics when the primary one stands alone.
-        J = len(pairs) * (len(metrics) - 1 if primary is not None and family == "primary" and len(metrics) > 1
-                          else len(metrics))
-        warn(
-            f"n_resamples={n_resamples} is below 999: the smallest Monte Carlo p-value is "
-            f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {J} hypothes{'is' if J == 1 else 'es'} "
-            "adjusted together "
-            f"the smallest adjusted p-value is J/(B+1) = {J / (n_resamples + 1):.4g} "
-            f"(alpha = {significance_level(confidence_level):.4g})",
-            LowResamplesWarning,
-        )
+        split = primary is not None and family == "primary" and len(metrics) > 1
+        _warn_low_resamples(n_resamples, len(pairs) * (len(metrics) - 1 if split else len(metrics)),
+                            confidence_level)
+    units = _units_iv(results[names[0]])
 
-    first = results[names[0]]
+    comparisons: list[PairwiseComparison] = []
+    for base_name, cand_name in pairs:
+        d, base_means, cand_means = _pair_differences(results[base_name], results[cand_name], metrics, units)
+        comparisons.extend(_compare_one_pair(
+            base_name, cand_name, metrics, d, base_means, cand_means, units,
+            confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+            test_method=test_method, random_state=random_state, interval_method=interval_method,
+            zero_method=zero_method,
+        ))
+    labels = [("primary" if c.metric == primary else "secondary") if primary is not None and family == "primary"
+              else "all" for c in comparisons]
+    return ComparisonReport(comparisons=_adjusted(comparisons, labels, correction, confidence_level, alternative),
+                            correction=correction, reference=reference, primary=primary)
+
+
+def _warn_low_resamples(n_resamples: int, J: int, confidence_level: float) -> None:
+    """LowResamplesWarning: with B below 999 the smallest (adjusted) p-value may not reach alpha."""
+    warn(
+        f"n_resamples={n_resamples} is below 999: the smallest Monte Carlo p-value is "
+        f"1/(B+1) = {1 / (n_resamples + 1):.4g}, and with {J} hypothes{'is' if J == 1 else 'es'} "
+        "adjusted together "
+        f"the smallest adjusted p-value is J/(B+1) = {J / (n_resamples + 1):.4g} "
+        f"(alpha = {significance_level(confidence_level):.4g})",
+        LowResamplesWarning,
+    )
+
+
+def _units_iv(first: EvaluationResult) -> Units:
+    """The units (users) of the results' sample ids; ValueError when fewer than two."""
     units = Units.from_sample_ids(first.sample_ids)
     if units.n_units < 2:
         raise ValueError(
             f"results: expected at least 2 distinct users (units) to estimate variation across users, "
             f"found {units.n_units} (from {units.n_samples} rows)"
         )
+    return units
 
-    comparisons: list[PairwiseComparison] = []
-    for base_name, cand_name in pairs:
-        # Column-major, one metric at a time: each column is contiguous and reduces exactly as it would
-        # alone, and no (rows x metrics) copy of the inputs is ever made.
-        d = np.empty((units.n_units, len(metrics)), dtype=np.float64, order="F")
-        base_means = np.empty(len(metrics))
-        cand_means = np.empty(len(metrics))
-        for j, metric in enumerate(metrics):
-            base_col = units.means(results[base_name].per_user[metric])
-            cand_col = units.means(results[cand_name].per_user[metric])
-            base_means[j], cand_means[j] = base_col.mean(), cand_col.mean()
-            np.subtract(cand_col, base_col, out=d[:, j])
-            _snap_rounding_ties(d[:, j], base_col, cand_col)
-        comparisons.extend(
-            _compare_one_pair(
-                base_name,
-                cand_name,
-                metrics,
-                d,
-                base_means,
-                cand_means,
-                units,
-                confidence_level=confidence_level,
-                n_resamples=n_resamples,
-                alternative=alternative,
-                test_method=test_method,
-                random_state=random_state,
-                interval_method=interval_method,
-                zero_method=zero_method,
-            )
-        )
 
+def _pair_differences(base: EvaluationResult, cand: EvaluationResult, metrics: list[str],
+                      units: Units) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-unit differences ``(n_units, n_metrics)``, rounding ties snapped to 0, and each side's mean per metric."""
+    # Column-major, one metric at a time: each column is contiguous and reduces exactly as it would
+    # alone, and no (rows x metrics) copy of the inputs is ever made.
+    d = np.empty((units.n_units, len(metrics)), dtype=np.float64, order="F")
+    base_means = np.empty(len(metrics))
+    cand_means = np.empty(len(metrics))
+    for j, metric in enumerate(metrics):
+        base_col = units.means(base.per_user[metric])
+        cand_col = units.means(cand.per_user[metric])
+        base_means[j], cand_means[j] = base_col.mean(), cand_col.mean()
+        np.subtract(cand_col, base_col, out=d[:, j])
+        _snap_rounding_ties(d[:, j], base_col, cand_col)
+    return d, base_means, cand_means
+
+
+def _adjusted(comparisons: list[PairwiseComparison], labels: list[str], correction: Correction,
+              confidence_level: float, alternative: str) -> tuple[PairwiseComparison, ...]:
+    """The comparisons with p-values adjusted within each family (``labels``), and the columns that follow."""
     alpha = significance_level(confidence_level)
-    split = primary is not None and family == "primary"
-    labels = [("primary" if c.metric == primary else "secondary") if split else "all" for c in comparisons]
     final: list[PairwiseComparison | None] = [None] * len(comparisons)
     for label in dict.fromkeys(labels):
         members = [i for i, lab in enumerate(labels) if lab == label]
@@ -621,8 +630,7 @@ def compare_models(
                 significant=bool(p <= alpha),
                 direction=_direction(c.difference, p <= alpha),
             )
-    return ComparisonReport(comparisons=tuple(final), correction=correction, reference=reference,
-                            primary=primary)
+    return tuple(final)
 
 
 def mde_alpha(alpha: float, correction: Correction, family_size: int) -> float:
@@ -704,96 +712,81 @@ def _compare_one_pair(
 
     out = []
     for j, metric in enumerate(metrics):
-        dj = d[:, j]
-        observed = float(estimates[j])
-        nz = int(n_nonzero[j])
+        dj, observed, nz = d[:, j], float(estimates[j]), int(n_nonzero[j])
+        label = f"{cand_name} vs {base_name} on {metric}"
         if nz < MIN_NONZERO_UNITS:
             warn(
-                f"{cand_name} vs {base_name} on {metric}: only {nz} of {units.n_units} users differ; "
+                f"{label}: only {nz} of {units.n_units} users differ; "
                 "the resampled differences take few distinct values, so the interval and the p-value "
                 "are coarse (the estimate still uses every user)",
                 FewNonzeroUnitsWarning,
             )
-        scale = float(np.abs(dj).mean())
-        method = test_method
-        if test_method == "randomization":
-            if _exact(nz, n_resamples):
-                null = exact_sign_flip_means(dj)
-                p = _p_value(null, observed, alternative, scale, monte_carlo=False)
-                method = "randomization-exact"
-            else:
-                null = flips[:, j].copy()
-                p = _p_value(null, observed, alternative, scale, monte_carlo=True)
-        elif test_method == "bootstrap":
-            # Shifting the replicates to mean zero imposes the null (Efron & Tibshirani 1993, sec. 16.4).
-            null = boot[:, j] - observed
-            p = _p_value(null, observed, alternative, scale, monte_carlo=True)
-        elif test_method == "wilcoxon":
-            null = None
-            p = _wilcoxon_p_value(dj, alternative, zero_method)
-        else:
-            null = None
-            p = _t_test_p_value(dj, alternative)
-
-        interval = "percentile"
-        if interval_method == "bca":
-            bounds = _bca_interval(boot[:, j], dj, observed, alpha, alternative)
-            if bounds is not None:
-                (low, high), interval = bounds, "bca"
-            else:
-                warn(
-                    f"{cand_name} vs {base_name} on {metric}: every bootstrap replicate lies on one side of the "
-                    "estimate, so the BCa bias correction is infinite; the percentile interval is reported "
-                    "(interval_method 'percentile' in this row)",
-                    IntervalFallbackWarning,
-                )
-        if interval == "percentile":
-            low, high = _percentile_interval(boot[:, j], observed, alpha, alternative)
-        wins = int((dj > 0).sum())
-        losses = int((dj < 0).sum())
-        base_mean = float(base_means[j])
-        cand_mean = float(cand_means[j])
-        out.append(
-            PairwiseComparison(
-                metric=metric,
-                baseline=base_name,
-                candidate=cand_name,
-                baseline_seeds=1,
-                candidate_seeds=1,
-                n_samples=units.n_samples,
-                n_units=units.n_units,
-                n_nonzero=nz,
-                tie_rate=1.0 - nz / units.n_units,
-                wins=wins,
-                ties=units.n_units - wins - losses,
-                losses=losses,
-                baseline_mean=base_mean,
-                candidate_mean=cand_mean,
-                difference=observed,
-                relative_difference=observed / base_mean if base_mean != 0 else float("nan"),
-                ci_low=low,
-                ci_high=high,
-                confidence_level=float(confidence_level),
-                bootstrap_standard_error=_standard_error(boot[:, j], observed),
-                p_value=p,
-                adjusted_p_value=p,
-                family="all",
-                family_size=1,
-                mde=float("nan"),
-                significant=bool(p <= alpha),
-                direction=_direction(observed, p <= alpha),
-                alternative=alternative,
-                test_method=method,
-                interval_method=interval,
-                n_resamples=int(n_resamples),
-                random_state=random_state,
-                unit_differences=dj.copy(),
-                null_distribution=null,
-                bootstrap_distribution=boot[:, j].copy(),
-                zero_method=zero_method if test_method == "wilcoxon" else None,
-            )
-        )
+        null, p, method = _test(dj, observed, nz, test_method, alternative, n_resamples, zero_method,
+                                flips=None if flips is None else flips[:, j], boot=boot[:, j])
+        low, high, interval = _interval(boot[:, j], dj, observed, alpha, alternative, interval_method, label)
+        base_mean, cand_mean = float(base_means[j]), float(cand_means[j])
+        out.append(PairwiseComparison(
+            metric=metric, baseline=base_name, candidate=cand_name, baseline_seeds=1, candidate_seeds=1,
+            **_unit_counts(dj, units), baseline_mean=base_mean, candidate_mean=cand_mean, difference=observed,
+            relative_difference=observed / base_mean if base_mean != 0 else float("nan"),
+            ci_low=low, ci_high=high, confidence_level=float(confidence_level),
+            bootstrap_standard_error=_standard_error(boot[:, j], observed), p_value=p, adjusted_p_value=p,
+            family="all", family_size=1, mde=float("nan"), significant=bool(p <= alpha),
+            direction=_direction(observed, p <= alpha), alternative=alternative, test_method=method,
+            interval_method=interval, n_resamples=int(n_resamples), random_state=random_state,
+            unit_differences=dj.copy(), null_distribution=null, bootstrap_distribution=boot[:, j].copy(),
+            zero_method=zero_method if test_method == "wilcoxon" else None,
+        ))
     return out
+
+
+def _test(d: np.ndarray, observed: float, n_nonzero: int, test_method: str, alternative: str, n_resamples: int,
+          zero_method: str, *, flips: np.ndarray | None, boot: np.ndarray) -> tuple[np.ndarray | None, float, str]:
+    """One metric's test -> (null replicates, or None for the t and Wilcoxon tests; p-value; method as reported).
+
+    ``flips`` are the Monte Carlo sign-flip means (None when every metric is enumerated exactly), ``boot`` the
+    bootstrap means; a randomization test with few enough non-zero units enumerates every sign pattern instead
+    and is reported as ``"randomization-exact"``.
+    """
+    scale = float(np.abs(d).mean())
+    if test_method == "randomization" and _exact(n_nonzero, n_resamples):
+        null = exact_sign_flip_means(d)
+        return null, _p_value(null, observed, alternative, scale, monte_carlo=False), "randomization-exact"
+    if test_method == "randomization":
+        null = flips.copy()
+        return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
+    if test_method == "bootstrap":
+        # Shifting the replicates to mean zero imposes the null (Efron & Tibshirani 1993, sec. 16.4).
+        null = boot - observed
+        return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
+    if test_method == "wilcoxon":
+        return None, _wilcoxon_p_value(d, alternative, zero_method), test_method
+    return None, _t_test_p_value(d, alternative), test_method
+
+
+def _interval(boot: np.ndarray, d: np.ndarray, observed: float, alpha: float, alternative: str,
+              interval_method: str, label: str) -> tuple[float, float, str]:
+    """The interval -> (low, high, method as reported): BCa when asked and possible, else the percentile one."""
+    if interval_method == "bca":
+        bounds = _bca_interval(boot, d, observed, alpha, alternative)
+        if bounds is not None:
+            return (*bounds, "bca")
+        warn(
+            f"{label}: every bootstrap replicate lies on one side of the "
+            "estimate, so the BCa bias correction is infinite; the percentile interval is reported "
+            "(interval_method 'percentile' in this row)",
+            IntervalFallbackWarning,
+        )
+    return (*_percentile_interval(boot, observed, alpha, alternative), "percentile")
+
+
+def _unit_counts(d: np.ndarray, units: Units) -> dict:
+    """Rows and units, and on how many units the candidate scored higher, equal and lower (wins, ties, losses)."""
+    nonzero = int((d != 0).sum())
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    return {"n_samples": units.n_samples, "n_units": units.n_units, "n_nonzero": nonzero,
+            "tie_rate": 1.0 - nonzero / units.n_units, "wins": wins, "ties": units.n_units - wins - losses,
+            "losses": losses}
 
 
 def _standard_error(replicates: np.ndarray, estimate: float) -> float:

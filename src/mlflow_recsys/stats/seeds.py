@@ -216,6 +216,26 @@ def seed_spread(
     metrics = _metrics_iv(metrics)
     base_seeds = _side_iv(baseline, "baseline", baseline_name)
     cand_seeds = _side_iv(candidate, "candidate", candidate_name)
+    protocol, pairs = _seed_pairs(baseline, candidate, base_seeds, cand_seeds, paired_seeds)
+    per_seed = _per_seed_frame(pairs, metrics, baseline_name, candidate_name, confidence_level=confidence_level,
+                               n_resamples=n_resamples, random_state=random_state)
+    summary = [
+        {"metric": metric, "baseline": baseline_name, "candidate": candidate_name,
+         **_spread_row(per_seed[per_seed["metric"] == metric], protocol, baseline, candidate, metric)}
+        for metric in metrics
+    ]
+    return SeedSpread(summary=pd.DataFrame(summary, columns=list(SEED_COLUMNS)), per_seed=per_seed)
+
+
+def _seed_pairs(baseline, candidate, base_seeds: list | None, cand_seeds: list | None,
+                paired_seeds: bool) -> tuple[str, list[tuple]]:
+    """The protocol and its seed pairs ``(baseline seed, candidate seed, baseline result, candidate result)``.
+
+    Raises
+    ------
+    ValueError
+        If neither side has seeds, or ``paired_seeds`` is set without the same seeds on both sides.
+    """
     if base_seeds is None and cand_seeds is None:
         raise ValueError(
             "baseline, candidate: expected at least one side to be a mapping seed -> EvaluationResult, "
@@ -223,103 +243,71 @@ def seed_spread(
         )
     if paired_seeds and (base_seeds is None or cand_seeds is None):
         raise ValueError("paired_seeds: True needs seeds on both sides, found one side deterministic")
+    if base_seeds is None:
+        return "one-side-seeded", [(None, s, baseline, candidate[s]) for s in cand_seeds]
+    if cand_seeds is None:
+        return "one-side-seeded", [(s, None, baseline[s], candidate) for s in base_seeds]
+    if not paired_seeds:
+        return "independent-seeds", [(b, c, baseline[b], candidate[c]) for b, c in zip(base_seeds, cand_seeds)]
+    if set(base_seeds) != set(cand_seeds):
+        raise ValueError(
+            "paired_seeds: expected the same seeds on both sides, found baseline seeds "
+            f"{base_seeds} and candidate seeds {cand_seeds}"
+        )
+    return "paired-seeds", [(s, s, baseline[s], candidate[s]) for s in base_seeds]
 
-    if base_seeds is None or cand_seeds is None:
-        protocol = "one-side-seeded"
-        if base_seeds is None:
-            pairs = [(None, s, baseline, candidate[s]) for s in cand_seeds]
-        else:
-            pairs = [(s, None, baseline[s], candidate) for s in base_seeds]
-    elif paired_seeds:
-        protocol = "paired-seeds"
-        if set(base_seeds) != set(cand_seeds):
-            raise ValueError(
-                "paired_seeds: expected the same seeds on both sides, found baseline seeds "
-                f"{base_seeds} and candidate seeds {cand_seeds}"
-            )
-        pairs = [(s, s, baseline[s], candidate[s]) for s in base_seeds]
-    else:
-        protocol = "independent-seeds"
-        pairs = [(b, c, baseline[b], candidate[c]) for b, c in zip(base_seeds, cand_seeds)]
 
+def _per_seed_frame(pairs: list[tuple], metrics: list[str], baseline_name: str, candidate_name: str,
+                    **settings) -> pd.DataFrame:
+    """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`: each pair compared with the bootstrap."""
     rows = []
     with warnings.catch_warnings():
         # The main comparison already raised these; repeating them once per seed adds noise, not information.
         warnings.simplefilter("ignore", ComparisonWarning)
         for b_seed, c_seed, b_res, c_res in pairs:
             report = compare_models(
-                {baseline_name: b_res, candidate_name: c_res},
-                metrics=metrics,
-                reference=baseline_name,
-                correction=None,
-                confidence_level=confidence_level,
-                n_resamples=n_resamples,
-                test_method="bootstrap",  # reuses the interval's replicates: no extra draws
-                random_state=random_state,
+                {baseline_name: b_res, candidate_name: c_res}, metrics=metrics, reference=baseline_name,
+                correction=None, test_method="bootstrap",  # reuses the interval's replicates: no extra draws
+                **settings,
             )
-            for c in report.comparisons:
-                rows.append(
-                    {
-                        "metric": c.metric,
-                        "baseline_seed": b_seed,
-                        "candidate_seed": c_seed,
-                        "baseline_mean": c.baseline_mean,
-                        "candidate_mean": c.candidate_mean,
-                        "difference": c.difference,
-                        "ci_low": c.ci_low,
-                        "ci_high": c.ci_high,
-                        "bootstrap_standard_error": c.bootstrap_standard_error,
-                    }
-                )
-    per_seed = pd.DataFrame(rows, columns=list(PER_SEED_COLUMNS))
+            rows += [{"metric": c.metric, "baseline_seed": b_seed, "candidate_seed": c_seed,
+                      **{k: getattr(c, k) for k in PER_SEED_COLUMNS[3:]}} for c in report.comparisons]
+    return pd.DataFrame(rows, columns=list(PER_SEED_COLUMNS))
 
-    summary = []
-    for metric in metrics:
-        m = per_seed[per_seed["metric"] == metric]
-        diffs = m["difference"].to_numpy()
-        sd_users = float(m["bootstrap_standard_error"].mean())
-        notes = []
-        if protocol == "independent-seeds":
-            base_aggs = _unit_means(baseline, metric)
-            cand_aggs = _unit_means(candidate, metric)
-            mean_difference = float(cand_aggs.mean() - base_aggs.mean())
-            sd_retraining = float(math.hypot(np.std(base_aggs, ddof=1), np.std(cand_aggs, ddof=1)))
-            n_seeds = int(min(len(base_aggs), len(cand_aggs)))
-            notes.append(
-                f"independent seeds ({len(base_aggs)} baseline, {len(cand_aggs)} candidate): sd_retraining "
-                "adds each model's own spread; min/max and reversals match seeds by sorted order"
-            )
-        else:
-            mean_difference = float(diffs.mean())
-            sd_retraining = float(np.std(diffs, ddof=1))
-            n_seeds = int(len(diffs))
-        ratio = sd_retraining / sd_users if sd_users > 0 else float("nan")
-        widens_by = math.hypot(sd_users, sd_retraining) / sd_users - 1 if sd_users > 0 else float("nan")
-        if n_seeds < MIN_SEEDS_TO_SEPARATE and 0.7 <= ratio <= 1.4:
-            rel_error = 1 / math.sqrt(2 * (n_seeds - 1))
-            notes.append(
-                f"with {n_seeds} seeds the retraining SD has about {rel_error:.0%} relative error, too much to "
-                f"tell a ratio of {ratio:.2f} from 1; run more seeds to separate the two sources"
-            )
-        summary.append(
-            {
-                "metric": metric,
-                "baseline": baseline_name,
-                "candidate": candidate_name,
-                "n_seeds": n_seeds,
-                "protocol": protocol,
-                "mean_difference": mean_difference,
-                "min_difference": float(diffs.min()),
-                "max_difference": float(diffs.max()),
-                "sd_users": sd_users,
-                "sd_retraining": sd_retraining,
-                "ratio": ratio,
-                "widens_by": widens_by,
-                "sign_reversals": int(np.sum(diffs * np.sign(mean_difference) < 0)),
-                "notes": "; ".join(notes),
-            }
+
+def _spread_row(m: pd.DataFrame, protocol: str, baseline, candidate, metric: str) -> dict:
+    """The :data:`SEED_COLUMNS` after the names, from one metric's per-seed rows ``m``."""
+    diffs = m["difference"].to_numpy()
+    sd_users = float(m["bootstrap_standard_error"].mean())
+    notes = []
+    if protocol == "independent-seeds":
+        base_aggs = _unit_means(baseline, metric)
+        cand_aggs = _unit_means(candidate, metric)
+        mean_difference = float(cand_aggs.mean() - base_aggs.mean())
+        sd_retraining = float(math.hypot(np.std(base_aggs, ddof=1), np.std(cand_aggs, ddof=1)))
+        n_seeds = int(min(len(base_aggs), len(cand_aggs)))
+        notes.append(
+            f"independent seeds ({len(base_aggs)} baseline, {len(cand_aggs)} candidate): sd_retraining "
+            "adds each model's own spread; min/max and reversals match seeds by sorted order"
         )
-    return SeedSpread(summary=pd.DataFrame(summary, columns=list(SEED_COLUMNS)), per_seed=per_seed)
+    else:
+        mean_difference = float(diffs.mean())
+        sd_retraining = float(np.std(diffs, ddof=1))
+        n_seeds = int(len(diffs))
+    ratio = sd_retraining / sd_users if sd_users > 0 else float("nan")
+    widens_by = math.hypot(sd_users, sd_retraining) / sd_users - 1 if sd_users > 0 else float("nan")
+    if n_seeds < MIN_SEEDS_TO_SEPARATE and 0.7 <= ratio <= 1.4:
+        rel_error = 1 / math.sqrt(2 * (n_seeds - 1))
+        notes.append(
+            f"with {n_seeds} seeds the retraining SD has about {rel_error:.0%} relative error, too much to "
+            f"tell a ratio of {ratio:.2f} from 1; run more seeds to separate the two sources"
+        )
+    return {
+        "n_seeds": n_seeds, "protocol": protocol, "mean_difference": mean_difference,
+        "min_difference": float(diffs.min()), "max_difference": float(diffs.max()), "sd_users": sd_users,
+        "sd_retraining": sd_retraining, "ratio": ratio, "widens_by": widens_by,
+        "sign_reversals": int(np.sum(diffs * np.sign(mean_difference) < 0)), "notes": "; ".join(notes),
+    }
 
 
 def _side_iv(side, name: str, label: str) -> list | None:

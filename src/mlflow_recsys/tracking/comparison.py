@@ -185,79 +185,29 @@ def compare_runs(
     stage = on_stage or (lambda name: None)
     if isinstance(seed, int) and not isinstance(seed, bool):
         seed = str(seed)  # seeds are compared as the recsys.seed tag's text
+    statistics = dict(reference=reference, correction=correction, confidence_level=confidence_level,
+                      n_resamples=n_resamples, alternative=alternative, test_method=test_method,
+                      random_state=random_state, interval_method=interval_method, zero_method=zero_method,
+                      primary=primary, family=family)
     with translated_server_errors():
         target = _Target.find(output_experiment)
         try:
             stage("selecting")
-            runs, plan = _preflight(
-                run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string,
-                reference=reference, metrics=metrics, primary=primary, correction=correction,
-                confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-                test_method=test_method, zero_method=zero_method, interval_method=interval_method, family=family,
-                random_state=random_state, paired_seeds=paired_seeds, seed=seed, model_tag=model_tag)
+            runs, plan = _preflight(run_ids=run_ids, compare_url=compare_url, experiment=experiment,
+                                    filter_string=filter_string, metrics=metrics, paired_seeds=paired_seeds,
+                                    seed=seed, model_tag=model_tag, **statistics)
         except BaseException as exc:
             target.record_failure(exc, [], create=False)  # only into a run that exists already
             raise
-        settings = {
-            "reference": reference, "primary": primary,
-            "correction": correction, "confidence_level": confidence_level, "n_resamples": n_resamples,
-            "alternative": alternative, "test_method": test_method, "zero_method": zero_method,
-            "interval_method": interval_method, "family": family, "random_state": random_state,
-            "paired_seeds": paired_seeds, "model_tag": model_tag,
-            "report_seed": seed if seed is not None else "lowest seed of each model",
-        }
-        _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", len(runs), len(plan.groups),
-                  len(plan.pairs), n_resamples)
-        if paired_seeds:
-            unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
-            if unpaired:
-                _log.warning("paired_seeds has no effect on %s: only one side has several seeds, so there is "
-                             "nothing to pair (protocol one-side-seeded)", ", ".join(unpaired))
+        _log_plan(runs, plan, n_resamples, paired_seeds)
         try:
-            stage("loading artifacts")
-            artifacts = load_many([r.info.run_id for r in runs])
-            _log.info("loaded the per-user artifacts of %d runs", len(runs))
-            stage("comparing")
-            provenance = collect_provenance(runs, plan.groups, plan.representative, seed)
-            _verify_same_evaluation(runs, artifacts)
-            plan = plan.with_metrics(_artifact_metric_keys(plan.metric_keys, primary, artifacts))
-            results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()}
-                       for m, seeds in plan.groups.items()}
-            instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
-            report = compare_models(
-                instances, metrics=plan.metric_keys, reference=reference, correction=correction,
-                confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-                test_method=test_method, random_state=random_state, interval_method=interval_method,
-                zero_method=zero_method, primary=primary, family=family,
-            )
-            spreads = {}
-            for base, cand in plan.seed_pairs:
-                spreads[f"{cand} vs {base}"] = seed_spread(
-                    _side(results[base]), _side(results[cand]), metrics=plan.metric_keys, baseline_name=base,
-                    candidate_name=cand,
-                    paired_seeds=paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
-                    confidence_level=confidence_level, n_resamples=n_resamples, random_state=random_state,
-                )
-            spreads = dict(sorted(spreads.items()))
-            averaged = None
-            if plan.seed_pairs:
-                with warnings.catch_warnings():
-                    # Already raised by the representative comparison, with the same settings and users.
-                    warnings.simplefilter("ignore", LowResamplesWarning)
-                    warnings.simplefilter("ignore", UnverifiedPairingWarning)
-                    averaged = compare_seed_averaged(
-                        {m: {s: res for s, (_, res) in results[m].items()} for m in plan.models},
-                        metrics=plan.metric_keys, reference=reference, correction=correction,
-                        confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-                        test_method=test_method, random_state=random_state, interval_method=interval_method,
-                        zero_method=zero_method, primary=primary, family=family,
-                    )
+            plan, provenance, (report, spreads, averaged) = _load_and_compare(runs, plan, seed, statistics,
+                                                                              paired_seeds, stage)
         except BaseException as exc:
             target.record_failure(exc, runs, create=True)
             raise
-        # "metrics" is what was asked for (under `mlflow run`, its '' stays); "compared_metrics" what was compared.
-        settings["metrics"] = ",".join(metrics) if metrics else None
-        settings["compared_metrics"] = ",".join(plan.metric_keys)
+        settings = _logged_settings(statistics, paired_seeds=paired_seeds, model_tag=model_tag, seed=seed,
+                                    metrics=metrics, compared=plan.metric_keys)
         _log.info("logging the comparison run")
         stage("logging")
         declared = _declared_in_advance(runs, primary)
@@ -265,6 +215,73 @@ def compare_runs(
                                  averaged)
     return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
                          report_seed=seed, seed_averaged=averaged)
+
+
+def _log_plan(runs: list[Run], plan: "_Plan", n_resamples: int, paired_seeds: bool) -> None:
+    """Log what is compared and, with ``paired_seeds``, the pairs it changes nothing for (one side seeded)."""
+    _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", len(runs), len(plan.groups),
+              len(plan.pairs), n_resamples)
+    unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
+    if paired_seeds and unpaired:
+        _log.warning("paired_seeds has no effect on %s: only one side has several seeds, so there is "
+                     "nothing to pair (protocol one-side-seeded)", ", ".join(unpaired))
+
+
+def _load_and_compare(runs: list[Run], plan: "_Plan", seed: str | None, statistics: dict, paired_seeds: bool,
+                      stage: Callable[[str], None]):
+    """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
+    metrics compared, the provenance, :func:`_compare`'s reports)."""
+    stage("loading artifacts")
+    artifacts = load_many([r.info.run_id for r in runs])
+    _log.info("loaded the per-user artifacts of %d runs", len(runs))
+    stage("comparing")
+    provenance = collect_provenance(runs, plan.groups, plan.representative, seed)
+    _verify_same_evaluation(runs, artifacts)
+    plan = plan.with_metrics(_artifact_metric_keys(plan.metric_keys, statistics["primary"], artifacts))
+    return plan, provenance, _compare(plan, artifacts, statistics, paired_seeds)
+
+
+def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts], statistics: dict,
+             paired_seeds: bool) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
+    """The paired report, the seed-spread tables by ``"<candidate> vs <baseline>"`` and, when a candidate has
+    seeds, the seed-averaged report (else None); ``statistics`` are :func:`compare_models`' keywords."""
+    results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
+    instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
+    report = compare_models(instances, metrics=plan.metric_keys, **statistics)
+    spreads = {}
+    for base, cand in plan.seed_pairs:
+        spreads[f"{cand} vs {base}"] = seed_spread(
+            _side(results[base]), _side(results[cand]), metrics=plan.metric_keys, baseline_name=base,
+            candidate_name=cand, paired_seeds=paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
+            confidence_level=statistics["confidence_level"], n_resamples=statistics["n_resamples"],
+            random_state=statistics["random_state"],
+        )
+    averaged = None
+    if plan.seed_pairs:
+        with warnings.catch_warnings():
+            # Already raised by the representative comparison, with the same settings and users.
+            warnings.simplefilter("ignore", LowResamplesWarning)
+            warnings.simplefilter("ignore", UnverifiedPairingWarning)
+            averaged = compare_seed_averaged(
+                {m: {s: res for s, (_, res) in results[m].items()} for m in plan.models},
+                metrics=plan.metric_keys, **statistics,
+            )
+    return report, dict(sorted(spreads.items())), averaged
+
+
+def _logged_settings(statistics: dict, *, paired_seeds: bool, model_tag: str, seed: str | None, metrics,
+                     compared: list[str]) -> dict:
+    """The comparison's settings as logged (params and ``settings.json``), in a fixed order."""
+    names = ("reference", "primary", "correction", "confidence_level", "n_resamples", "alternative", "test_method",
+             "zero_method", "interval_method", "family", "random_state")
+    return {
+        **{name: statistics[name] for name in names},
+        "paired_seeds": paired_seeds, "model_tag": model_tag,
+        "report_seed": seed if seed is not None else "lowest seed of each model",
+        # What was asked for (under `mlflow run`, its '' stays), and what was compared.
+        "metrics": ",".join(metrics) if metrics else None,
+        "compared_metrics": ",".join(compared),
+    }
 
 
 #: The stages :func:`compare_runs` reports to ``on_stage``, in order.
@@ -801,8 +818,6 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     After the full notes come compact ones: the result sentences (while they fit), then a table of the key
     columns with names cut to :data:`NOTE_NAME_WIDTH` and as many whole rows as fit, and a pointer to the files.
     """
-    pointer = ("The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
-               "report.csv; seed_spread.csv holds the seed table.")
     title = ["## Paired comparison", ""]
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     declared = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
@@ -822,35 +837,50 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     tables = [report.to_markdown(), ""]
     if averaged is not None:
         tables = ["### Representative seed", "", *tables, "### Seed-averaged", "", averaged.to_markdown(), ""]
-    yield "\n".join(title + declared + sentences + tables + seeds + what + [pointer])
-    # Compact provenance: the data and split in sentences, and which run stands for each model.
-    if provenance:
-        models = "; ".join(f"{escape_markdown(shorten(m, NOTE_NAME_WIDTH))}: {escape_markdown(i['why'])}"
-                           for m, i in provenance["models"].items())
-        if len(models) > MAX_TAG_LENGTH // 5:
-            models = "listed in report.md"
-        what = [f"- {escape_markdown(line)}" for line in provenance_lines(provenance)]
-        what += [f"- Runs in the table: {models}.", ""]
+    yield "\n".join(title + declared + sentences + tables + seeds + what + [NOTE_POINTER])
+    yield from _compact_notes(report, title, declared, sentences, seeds, _compact_provenance(provenance),
+                              averaged is not None)
 
+
+#: The last line of the run notes.
+NOTE_POINTER = ("The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
+                "report.csv; seed_spread.csv holds the seed table.")
+
+
+def _compact_provenance(provenance: dict | None) -> list[str]:
+    """The data and split in sentences, and which run stands for each model: the notes' short provenance."""
+    if not provenance:
+        return []
+    models = "; ".join(f"{escape_markdown(shorten(m, NOTE_NAME_WIDTH))}: {escape_markdown(i['why'])}"
+                       for m, i in provenance["models"].items())
+    if len(models) > MAX_TAG_LENGTH // 5:
+        models = "listed in report.md"
+    lines = [f"- {escape_markdown(line)}" for line in provenance_lines(provenance)]
+    return lines + [f"- Runs in the table: {models}.", ""]
+
+
+def _compact_notes(report: ComparisonReport, title: list[str], declared: list[str], sentences: list[str],
+                   seeds: list[str], what: list[str], averaged: bool):
+    """The compact notes, fullest first: the sentences while they fit, a table of as many whole rows as fit, a
+    pointer to the files; last, a line that says the table does not fit."""
     def cut(name: str) -> str:
         return escape_markdown(shorten(name, NOTE_NAME_WIDTH))
 
-    frame = report.to_frame()
     header = ["| metric | candidate | baseline | difference | interval | adjusted p | direction |",
               "|---|---|---|---|---|---|---|"]
     rows = [
         f"| {escape_markdown(r.metric)} | {cut(r.candidate)} | {cut(r.baseline)} | {r.difference:+.4f} | "
         f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.adjusted_p_value:.4g} | {r.direction} |"
-        for r in frame.itertuples()
+        for r in report.to_frame().itertuples()
     ]
     seeds_elsewhere = ["The seed-spread sentences are in report.html.", ""] if seeds else []
-    if averaged is not None:
+    if averaged:
         header = ["Representative seed (the seed-averaged table is in report.md):", ""] + header
     for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
         head = title + declared + extra + what
         # The longest prefix of rows that fits: the text grows by one line per row.
         fixed = len("\n".join(head + header + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.",
-                                                "", pointer])) + 1
+                                                "", NOTE_POINTER])) + 1
         budget, n = MAX_TAG_LENGTH - fixed, 0
         while n < len(rows) and budget - (len(rows[n]) + 1) >= 0:
             budget -= len(rows[n]) + 1
@@ -858,8 +888,8 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
         if extra != seeds_elsewhere and n < min(len(rows), MIN_NOTE_ROWS):
             continue  # a table matters more than the sentences, which report.md holds too
         more = [f"{len(rows) - n} more of the {len(rows)} rows are in report.md.", ""] if n < len(rows) else []
-        yield "\n".join(head + header + rows[:n] + [""] + more + [pointer])
-    yield "\n".join(title + [f"{len(rows)} hypotheses; the table does not fit MLflow's run notes.", "", pointer])
+        yield "\n".join(head + header + rows[:n] + [""] + more + [NOTE_POINTER])
+    yield "\n".join(title + [f"{len(rows)} hypotheses; the table does not fit MLflow's run notes.", "", NOTE_POINTER])
 
 
 def source_runs_tag(run_ids: list[str]) -> str:
@@ -904,70 +934,21 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
     Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
     to refuse or cut anything. Returns the run id.
     """
-    if report.reference:
-        run_name = f"{', '.join(m for m in plan.models if m != report.reference)} vs {report.reference}"
-    else:
-        run_name = "compare " + ", ".join(plan.models)
-    run_name = shorten(run_name, MAX_RUN_NAME_LENGTH)
+    run_name = _run_name(report, plan)
     source_ids = [r.info.run_id for r in runs]
     text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
     params = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
-    names = plan.metric_names
-    metrics = {}
-    for prefix, rows in (("", report.comparisons), ("seed_averaged.", averaged.comparisons if averaged else ())):
-        for c in rows:
-            for field in REPORT_FIELDS:
-                value = getattr(c, field)
-                if pd.notna(value) and abs(value) != float("inf"):
-                    metrics[names[(c.baseline, c.candidate, c.metric, prefix + field)]] = float(value)
-    for spread in spreads.values():
-        for row in spread.to_frame().itertuples():
-            for field in SEED_FIELDS:
-                value = getattr(row, field)
-                if pd.notna(value):
-                    metrics[names[(row.baseline, row.candidate, row.metric, f"seeds.{field}")]] = float(value)
-    key_map = [
-        {"mlflow_metric": name, "baseline": b, "candidate": c, "metric": m, "field": f}
-        for (b, c, m, f), name in names.items() if name in metrics
-    ]
-
+    metrics, key_map = _comparison_metrics(plan.metric_names, report, averaged, spreads)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
-        frame = report.to_frame()
-        csv_safe_frame(frame).to_csv(out / "report.csv", index=False, quoting=csv.QUOTE_NONNUMERIC)
-        frame.to_parquet(out / "report.parquet", index=False)
-        what = provenance_markdown(provenance)
-        tables, methods = report.to_markdown(), report.methods_text()
-        if averaged is not None:
-            averaged_frame = averaged.to_frame()
-            csv_safe_frame(averaged_frame).to_csv(out / "seed_averaged.csv", index=False,
-                                                  quoting=csv.QUOTE_NONNUMERIC)
-            averaged_frame.to_parquet(out / "seed_averaged.parquet", index=False)
-            tables = ("## Representative seed\n\n" + tables + "\n\n## Seed-averaged\n\n"
-                      + averaged.to_markdown())
-            methods += "\n\n" + seed_averaging_text(averaged).strip()
-        runs_used = "; ".join(f"{m}: {i['why']}" for m, i in provenance["models"].items())
-        latex = report.to_latex(title=f"One trained run per model ({runs_used}).")
-        if averaged is not None:
-            latex += "\n" + averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison.")
-        (out / "report.tex").write_text(latex)
-        (out / "report.md").write_text(tables + "\n\n" + what + "\n")
-        (out / "methods.md").write_text(methods + "\n\n" + what + "\n")
-        (out / "provenance.json").write_text(json.dumps(provenance, indent=2))
-        (out / "references.bib").write_text(references_bibtex())
+        frame, averaged_frame = _write_report_frames(out, report, averaged)
+        seed_frame = _write_seed_files(out, spreads)
+        _write_texts(out, report, averaged, provenance)
         (out / "source_runs.json").write_text(json.dumps(
             {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2))
         (out / "settings.json").write_text(json.dumps(settings, indent=2))
         (out / "metric_names.json").write_text(json.dumps(key_map, indent=2))
         forest_plot(report, out / "forest.png")
-        seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True) if spreads else None
-        if seed_frame is not None:
-            csv_safe_frame(seed_frame).to_csv(out / "seed_spread.csv", index=False, quoting=csv.QUOTE_NONNUMERIC)
-            per_seed = pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()],
-                                 ignore_index=True)
-            csv_safe_frame(per_seed).to_csv(out / "seed_spread_per_seed.csv", index=False,
-                                            quoting=csv.QUOTE_NONNUMERIC)
-            seed_spread_plot(per_seed, out / "seed_spread.png")
         (out / "report.html").write_text(report_html(
             report, spreads, primary=primary, title=run_name, forest_png=(out / "forest.png").read_bytes(),
             seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
@@ -997,3 +978,85 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
             log_params_once(params)
             mlflow.log_metrics(metrics)
             return run.info.run_id
+
+
+def _run_name(report: ComparisonReport, plan: _Plan) -> str:
+    """``B, C vs A`` with a reference, ``compare A, B, C`` without; cut to the length a run name may have."""
+    if report.reference:
+        run_name = f"{', '.join(m for m in plan.models if m != report.reference)} vs {report.reference}"
+    else:
+        run_name = "compare " + ", ".join(plan.models)
+    return shorten(run_name, MAX_RUN_NAME_LENGTH)
+
+
+def _comparison_metrics(names: dict, report: ComparisonReport, averaged: ComparisonReport | None,
+                        spreads: dict[str, SeedSpread]) -> tuple[dict[str, float], list[dict]]:
+    """The comparison run's metrics (finite values only) by MLflow name, and the map of each name to its hypothesis
+    and field (``metric_names.json``)."""
+    metrics = {}
+    for prefix, rows in (("", report.comparisons), ("seed_averaged.", averaged.comparisons if averaged else ())):
+        for c in rows:
+            for field in REPORT_FIELDS:
+                value = getattr(c, field)
+                if pd.notna(value) and abs(value) != float("inf"):
+                    metrics[names[(c.baseline, c.candidate, c.metric, prefix + field)]] = float(value)
+    for spread in spreads.values():
+        for row in spread.to_frame().itertuples():
+            for field in SEED_FIELDS:
+                value = getattr(row, field)
+                if pd.notna(value):
+                    metrics[names[(row.baseline, row.candidate, row.metric, f"seeds.{field}")]] = float(value)
+    key_map = [
+        {"mlflow_metric": name, "baseline": b, "candidate": c, "metric": m, "field": f}
+        for (b, c, m, f), name in names.items() if name in metrics
+    ]
+    return metrics, key_map
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` as CSV whose text a spreadsheet will not run as formulas, every non-number quoted."""
+    csv_safe_frame(frame).to_csv(path, index=False, quoting=csv.QUOTE_NONNUMERIC)
+
+
+def _write_report_frames(out: Path, report: ComparisonReport,
+                         averaged: ComparisonReport | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """``report.csv``/``.parquet`` and, for a seed-averaged report, ``seed_averaged.csv``/``.parquet``; their frames."""
+    frame = report.to_frame()
+    _write_csv(frame, out / "report.csv")
+    frame.to_parquet(out / "report.parquet", index=False)
+    if averaged is None:
+        return frame, None
+    averaged_frame = averaged.to_frame()
+    _write_csv(averaged_frame, out / "seed_averaged.csv")
+    averaged_frame.to_parquet(out / "seed_averaged.parquet", index=False)
+    return frame, averaged_frame
+
+
+def _write_seed_files(out: Path, spreads: dict[str, SeedSpread]) -> pd.DataFrame | None:
+    """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table (None without seeds)."""
+    if not spreads:
+        return None
+    seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True)
+    _write_csv(seed_frame, out / "seed_spread.csv")
+    per_seed = pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()], ignore_index=True)
+    _write_csv(per_seed, out / "seed_spread_per_seed.csv")
+    seed_spread_plot(per_seed, out / "seed_spread.png")
+    return seed_frame
+
+
+def _write_texts(out: Path, report: ComparisonReport, averaged: ComparisonReport | None, provenance: dict) -> None:
+    """``report.md``, ``methods.md``, ``report.tex``, ``provenance.json`` and ``references.bib``."""
+    what = provenance_markdown(provenance)
+    tables, methods = report.to_markdown(), report.methods_text()
+    if averaged is not None:
+        tables = "## Representative seed\n\n" + tables + "\n\n## Seed-averaged\n\n" + averaged.to_markdown()
+        methods += "\n\n" + seed_averaging_text(averaged).strip()
+    runs_used = "; ".join(f"{m}: {i['why']}" for m, i in provenance["models"].items())
+    latex = report.to_latex(title=f"One trained run per model ({runs_used}).")
+    if averaged is not None:
+        latex += "\n" + averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison.")
+    (out / "report.tex").write_text(latex)
+    (out / "report.md").write_text(tables + "\n\n" + what + "\n")
+    (out / "methods.md").write_text(methods + "\n\n" + what + "\n")
+    (out / "provenance.json").write_text(json.dumps(provenance, indent=2))
+    (out / "references.bib").write_text(references_bibtex())

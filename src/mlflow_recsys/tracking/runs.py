@@ -103,65 +103,80 @@ def select_runs(
     hint = ""
     if compare_url is not None:
         run_ids, _ = parse_compare_url(compare_url)
-        parts = urlsplit(unquote(unquote(compare_url)))
-        # The host alone: a pasted URL may carry user:password@, which must not reach a message.
-        try:
-            host = f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
-        except ValueError:  # a port that is no number
-            host = parts.hostname
-        if host:
-            hint = f"; the URL came from {host}: set MLFLOW_TRACKING_URI to that server if it is another store"
+        hint = _url_host_hint(compare_url)
     if run_ids:
-        runs = []
-        duplicated = sorted({r for r in run_ids if run_ids.count(r) > 1})
-        if duplicated:
-            raise RunSelectionError(f"runs: expected distinct run ids, found {duplicated} more than once")
-        for run_id in run_ids:
-            try:
-                runs.append(client.get_run(run_id))
-            except MlflowException as exc:
-                if not _missing(exc):
-                    raise
-                raise RunSelectionError(
-                    f"run {run_id!r} was not found",
-                    hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}") from None
+        runs = _runs_by_id(client, run_ids, hint)
     else:
-        exp = client.get_experiment_by_name(experiment)
-        if exp is None:
-            try:
-                exp = client.get_experiment(experiment)
-            except MlflowException as exc:
-                if not _missing(exc):
-                    raise
-                exp = None
-        if exp is None:
-            raise RunSelectionError(
-                f"experiment: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
-                f"found {experiment!r}"
-            )
-        if exp.lifecycle_stage != "active":
-            raise RunSelectionError(f"experiment: {exp.name!r} is deleted; restore it to compare its runs")
-        clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}'"
-        query = f"{clause} and {filter_string}" if filter_string else clause
-        runs, token = [], None
-        while True:
-            try:
-                page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size,
-                                          page_token=token)
-            except MlflowException as exc:
-                if exc.error_code != "INVALID_PARAMETER_VALUE":
-                    raise
-                raise RunSelectionError(
-                    f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
-            runs.extend(page)
-            token = page.token
-            if not token:
-                break
-        if not runs:
-            raise RunSelectionError(
-                f"no training runs in experiment {exp.name!r} match filter {filter_string!r}"
-            )
+        runs = _runs_in_experiment(client, experiment, filter_string, page_size)
     _require_training_runs(runs)
+    return runs
+
+
+def _url_host_hint(compare_url: str) -> str:
+    """Where a pasted compare URL came from, for a run that is not found here ("" when it names no host)."""
+    parts = urlsplit(unquote(unquote(compare_url)))
+    # The host alone: a pasted URL may carry user:password@, which must not reach a message.
+    try:
+        host = f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
+    except ValueError:  # a port that is no number
+        host = parts.hostname
+    return f"; the URL came from {host}: set MLFLOW_TRACKING_URI to that server if it is another store" if host else ""
+
+
+def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run]:
+    """The runs of ``run_ids``; RunSelectionError for a repeated or unknown id (``hint`` ends its advice)."""
+    duplicated = sorted({r for r in run_ids if run_ids.count(r) > 1})
+    if duplicated:
+        raise RunSelectionError(f"runs: expected distinct run ids, found {duplicated} more than once")
+    runs = []
+    for run_id in run_ids:
+        try:
+            runs.append(client.get_run(run_id))
+        except MlflowException as exc:
+            if not _missing(exc):
+                raise
+            raise RunSelectionError(
+                f"run {run_id!r} was not found",
+                hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}") from None
+    return runs
+
+
+def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None,
+                        page_size: int) -> list[Run]:
+    """The training runs of ``experiment`` (a name or an id) that ``filter_string`` selects, every page read."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        try:
+            exp = client.get_experiment(experiment)
+        except MlflowException as exc:
+            if not _missing(exc):
+                raise
+            exp = None
+    if exp is None:
+        raise RunSelectionError(
+            f"experiment: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
+            f"found {experiment!r}"
+        )
+    if exp.lifecycle_stage != "active":
+        raise RunSelectionError(f"experiment: {exp.name!r} is deleted; restore it to compare its runs")
+    clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}'"
+    query = f"{clause} and {filter_string}" if filter_string else clause
+    runs, token = [], None
+    while True:
+        try:
+            page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size,
+                                      page_token=token)
+        except MlflowException as exc:
+            if exc.error_code != "INVALID_PARAMETER_VALUE":
+                raise
+            raise RunSelectionError(
+                f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+        runs.extend(page)
+        token = page.token
+        if not token:
+            break
+    if not runs:
+        raise RunSelectionError(f"no training runs in experiment {exp.name!r} match filter {filter_string!r}")
     return runs
 
 

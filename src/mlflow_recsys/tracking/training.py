@@ -235,25 +235,33 @@ def run_train(
                              tags.SPLIT_DIGEST: split["split_digest"],
                              tags.DATASET: split["manifest"]["dataset"]["name"]})
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
-            started = time.perf_counter()
-            if spec.epochs:
-                fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
-                mlflow.log_metric("best_epoch", fitted.best_epoch)
-            else:
-                fitted = unfitted.fit(split["x_train"])
-            fit_seconds = time.perf_counter() - started
-            result = evaluate_recommender(
-                fitted, source=split["test_source_matrix"], targets=split["test_target_matrix"],
-                metrics=metric_objects, sample_ids=split["test_eval_user_ids"],
-            )
-            mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
-            mlflow.log_input(split_dataset(split["manifest"], split["split_digest"]), context="training")
-            mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
-            mlflow.log_metrics({"fit_seconds": fit_seconds, "n_eval_users": result.n_units,
-                                "n_eval_rows": result.n_samples})
-            out = Path(tmp) / "evaluation"
-            write_evaluation_artifacts(result, out, split_digest=split["split_digest"])
-            mlflow.log_artifacts(str(out))
+            fitted = _fit_and_log(unfitted, split, metric_objects, Path(tmp) / "evaluation", in_epochs=spec.epochs,
+                                  validate=validate)
             if log_model:
                 log_recommender(fitted, split["item_ids"], user_ids=split["test_eval_user_ids"])
             return run.info.run_id
+
+
+def _fit_and_log(unfitted, split: dict, metric_objects: list, out: Path, *, in_epochs: bool, validate):
+    """Fit on the training users (epoch by epoch, logging each, for a model that trains in epochs), evaluate on
+    the test users, and log to the active run: the fingerprint, the split as input, the metrics, the per-user
+    artifacts (written to ``out`` first); the fitted model."""
+    started = time.perf_counter()
+    if in_epochs:
+        fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
+        mlflow.log_metric("best_epoch", fitted.best_epoch)
+    else:
+        fitted = unfitted.fit(split["x_train"])
+    fit_seconds = time.perf_counter() - started
+    result = evaluate_recommender(
+        fitted, source=split["test_source_matrix"], targets=split["test_target_matrix"],
+        metrics=metric_objects, sample_ids=split["test_eval_user_ids"],
+    )
+    mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
+    mlflow.log_input(split_dataset(split["manifest"], split["split_digest"]), context="training")
+    mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
+    mlflow.log_metrics({"fit_seconds": fit_seconds, "n_eval_users": result.n_units,
+                        "n_eval_rows": result.n_samples})
+    write_evaluation_artifacts(result, out, split_digest=split["split_digest"])
+    mlflow.log_artifacts(str(out))
+    return fitted

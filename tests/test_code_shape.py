@@ -1,0 +1,58 @@
+"""The shape of the code (issue 16, point 10): short functions, and what people read kept out of the statistics."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import mlflow_recsys
+
+SRC = Path(mlflow_recsys.__file__).parent
+#: Longest function body allowed in the package, in lines from ``def`` to its last line, its docstring not counted.
+MAX_FUNCTION_LINES = 60
+
+
+def function_lengths(root: Path) -> list[tuple[int, str]]:
+    """(lines without the docstring, "file:line name") of every function and method under ``root``."""
+    rows = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            first = node.body[0]
+            doc = 0
+            if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
+                doc = first.end_lineno - first.lineno + 1
+            where = f"{path.relative_to(root.parent)}:{node.lineno} {node.name}"
+            rows.append((node.end_lineno - node.lineno + 1 - doc, where))
+    return rows
+
+
+def test_no_function_is_longer_than_sixty_lines_without_its_docstring():
+    long = sorted((n, where) for n, where in function_lengths(SRC) if n > MAX_FUNCTION_LINES)
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them into helpers): {long}"
+
+
+def test_the_count_leaves_out_the_docstring_only(tmp_path):
+    (tmp_path / "m.py").write_text('def f():\n    """One\n    two."""\n    a = 1\n    return a\n\n\n'
+                                   'def g():\n    pass\n')
+    assert sorted(n for n, _ in function_lengths(tmp_path)) == [2, 3]
+
+
+def test_presentation_lives_in_report_and_the_statistics_do_not_import_it():
+    stats = SRC / "stats"
+    assert not {"reporting.py", "html_report.py", "report_export.py", "plots.py"} & {p.name for p in stats.glob("*.py")}
+    assert {"escaping.py", "text.py", "latex.py", "html.py", "plots.py", "citations.py"} <= {
+        p.name for p in (SRC / "report").glob("*.py")}
+    for path in stats.glob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only: methods call it lazily
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            assert not [n for n in names if n.startswith("mlflow_recsys.report")], f"{path.name} imports {names}"
+
+
+def test_importing_the_statistics_loads_no_report_code():
+    code = ("import sys, mlflow_recsys.stats\n"
+            "print(sorted(m for m in sys.modules if m.startswith('mlflow_recsys.report')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
