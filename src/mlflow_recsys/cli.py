@@ -1,4 +1,4 @@
-"""Command line: ``mlflow-recsys split | train | compare | main | datasets``.
+"""Command line: ``mlflow-recsys split | train | compare | main (or study) | datasets``.
 
 Thin on purpose: every command calls the same functions a Python user would,
 and turns the errors they raise into one clear line instead of a traceback.
@@ -386,20 +386,41 @@ def _print_comparison(outcome, primary):
 @click.option("--batch-size", default=64, show_default=True, type=int, help="ELSA: users per batch")
 @click.option("--epochs", default=20, show_default=True, type=int, help="ELSA: training epochs")
 @click.option("--lr", default=0.01, show_default=True, type=float, help="ELSA: learning rate")
+@click.option("--device", default="cpu", show_default=True,
+              help="ELSA: torch device; with --executor ray, cuda asks Ray for one GPU per ELSA training")
 @click.option("--metrics", default="ndcg@100,calibrated_recall@20,recall@20,mrr@20", show_default=True,
               help=METRICS_HELP + " compared")
 @click.option("--primary", default="ndcg@100", show_default=True)
 @click.option("--n-resamples", default=9999, show_default=True, type=int)
+@click.option("--executor", default="sequential", show_default=True, type=click.Choice(["sequential", "ray"]),
+              help="where the trainings run: one train entry point after another, or one Ray task each "
+                   '(pip install "mlflow-recsys[ray]")')
+@click.option("--ray-address", default=None,
+              help="with --executor ray: 'auto' or a cluster address (host:6379, ray://host:10001) to join "
+                   "[default: a Ray started on this machine with its CPUs and GPUs]")
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
 @_friendly_errors
-def main(dataset, split_seed, seeds, l2, latent_dim, batch_size, epochs, lr, metrics, primary, n_resamples,
-         project_uri):
-    """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run."""
+def main(dataset, split_seed, seeds, l2, latent_dim, batch_size, epochs, lr, device, metrics, primary, n_resamples,
+         executor, ray_address, project_uri):
+    """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run (also `study`).
+
+    A training that fails leaves the others running: the study run ends FAILED and names it. Rerun the study to
+    train only what did not finish: trainings that finished in an earlier study on the same split are reused.
+    """
+    from mlflow_recsys.tracking.executors import make_executor
     from mlflow_recsys.tracking.study import run_study
 
+    try:
+        runner = make_executor(executor, ray_address=_none_if_empty(ray_address), project_uri=project_uri)
+    except ImportError as exc:  # Ray missing: the message says how to install it
+        raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     run_study(dataset=dataset, split_seed=split_seed, seeds=[int(s) for s in _split_list(seeds)], l2=l2,
-              latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, metrics=metrics,
-              primary=primary, n_resamples=n_resamples, project_uri=project_uri, echo=click.echo)
+              latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device, metrics=metrics,
+              primary=primary, n_resamples=n_resamples, executor=runner, project_uri=project_uri, echo=click.echo)
+
+
+# The issue's name for the main job; the same command.
+cli.add_command(main, name="study")
 
 
 if __name__ == "__main__":  # `python -m mlflow_recsys.cli` (the MLproject commands)

@@ -1,20 +1,37 @@
-"""The main job: every step of one study run as its own MLflow project entry point."""
+"""The main job: split, train EASE and ELSA under each seed, compare; every step an MLflow run under the study run.
+
+The split and the comparison are the ``split`` and ``compare`` entry points of the ``MLproject``. The trainings run
+on an executor (:mod:`~mlflow_recsys.tracking.executors`): one ``train`` entry point after another, or one Ray task
+each. A training that fails does not stop the others; a rerun of the study reuses every training that already
+FINISHED in an earlier study on the same split.
+"""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 import mlflow
 import mlflow.projects
-from mlflow.exceptions import ExecutionException
+from mlflow.entities import Run
+from mlflow.exceptions import ExecutionException, MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
 
 from mlflow_recsys.errors import StudyStepError
+from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.context import entry_point_run
+from mlflow_recsys.tracking.context import entry_point_run, environment_run
+from mlflow_recsys.tracking.executors import Training, TrainingOutcome, make_executor
+from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, fit_text, shorten
 from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.training import configuration_tag
+
+#: Hyper-parameters each training checks where it runs: the seed is its own, and the device is the machine's
+#: that trains it (a cluster's driver may have no GPU). The study checks the others before any run.
+_CHECKED_BY_TRAINING = ("seed", "device")
 
 
 def run_study(
@@ -30,15 +47,27 @@ def run_study(
     metrics: str,
     primary: str,
     n_resamples: int,
+    device: str = "cpu",
+    executor="sequential",
     project_uri: str = ".",
     echo: Callable[[str], None] = print,
 ) -> str:
     """Split, train EASE once and ELSA under each seed, compare; returns the comparison run id.
 
-    Each step runs through ``mlflow.projects.run`` (the ``split``, ``train`` and
-    ``compare`` entry points of the ``MLproject`` at ``project_uri``) as a child
-    of the main run, so the steps a user can run alone are exactly the steps
-    the study ran.
+    The split and the comparison run through ``mlflow.projects.run`` (the ``split`` and ``compare`` entry points
+    of the ``MLproject`` at ``project_uri``), the trainings on ``executor``; every step is a child run of the study
+    run. Before training, the experiment is searched for FINISHED training runs of earlier studies on the same
+    split (same split digest) with the same model, configuration (``recsys.config``) and seed: those are reused,
+    not retrained, and the output names them.
+
+    Parameters
+    ----------
+    device : str, default ``"cpu"``
+        ELSA's torch device. On Ray, a CUDA device makes each ELSA task ask Ray for one GPU.
+    executor : ``"sequential"``, ``"ray"`` or an executor object, default ``"sequential"``
+        Where the trainings run: one ``train`` entry point after another, or one Ray task each on a local Ray
+        started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
+        :mod:`mlflow_recsys.tracking.executors`.
 
     Raises
     ------
@@ -46,51 +75,187 @@ def run_study(
         If ``MLFLOW_RUN_ID`` names a run the study must not log into (see
         :func:`~mlflow_recsys.tracking.context.environment_run`); no step runs.
     ValueError
-        If ``seeds`` holds fewer than two seeds (no seed spread could be measured),
-        or a param the environment's run already holds with another value.
+        If ``seeds`` holds fewer than two seeds (no seed spread could be measured), a hyper-parameter other than
+        a seed or the device is invalid, or a param the environment's run already holds has another value; no
+        run is made. A seed or a device the model refuses fails that training alone.
+    ImportError
+        If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
     StudyStepError
-        If a step fails; MLflow marks its run FAILED, and the main run fails too.
+        If the split or the comparison fails, or any training failed. The study run ends FAILED, its
+        ``recsys.error`` tag and notes name each failed training, its run and why; the trainings that finished
+        stay FINISHED and, when at least two models finished, are compared first.
     """
     if len(seeds) < 2:
         raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {list(seeds)}")
+    if isinstance(executor, str):
+        executor = make_executor(executor, project_uri=project_uri)
+    trainings = study_trainings(l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs,
+                                lr=lr, device=device)
+    environment_run()  # refuse a run we must not log into before Ray starts or anything is written
     client = MlflowClient()
     params = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics,
-              "primary": primary, "n_resamples": n_resamples}
-    with entry_point_run(f"study {dataset}", params=params) as main_run:
+              "primary": primary, "n_resamples": n_resamples, "device": device, "executor": executor.name}
+    with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
-        experiment_id = main_run.info.experiment_id
-
-        def step(entry_point: str, run_name: str, parameters: dict) -> str:
-            echo(f"\n== {run_name} ==")
-            try:
-                submitted = mlflow.projects.run(
-                    project_uri, entry_point=entry_point, parameters=parameters, env_manager="local",
-                    experiment_id=experiment_id, run_name=run_name, synchronous=True,
-                )
-            except ExecutionException as exc:
-                raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
-            client.set_tag(submitted.run_id, "mlflow.parentRunId", main_run.info.run_id)
-            return submitted.run_id
-
+        experiment_id, study_id = main_run.info.experiment_id, main_run.info.run_id
+        step = functools.partial(_step, project_uri=project_uri, experiment_id=experiment_id, study_id=study_id,
+                                 echo=echo)
         split_id = step("split", f"split {dataset}", {"dataset": dataset, "seed": split_seed})
-        checkpoint = f"runs:/{split_id}/checkpoint.zip"
-        train_ids = [step("train", "EASE", {"checkpoint": checkpoint, "model": "EASE", "l2": l2})]
-        for seed in seeds:
-            train_ids.append(step("train", f"ELSA seed {seed}", {
-                "checkpoint": checkpoint, "model": "ELSA", "seed": seed, "latent_dim": latent_dim,
-                "batch_size": batch_size, "epochs": epochs, "lr": lr,
-            }))
-        compare_id = step("compare", "compare EASE vs ELSA", {
-            "run_ids": ",".join(train_ids), "reference": "EASE", "metrics": metrics, "primary": primary,
-            "n_resamples": n_resamples,
-        })
-        mlflow.set_tag("recsys.comparison_run", compare_id)
+        outcomes = _train(executor, trainings, client=client, checkpoint=f"runs:/{split_id}/checkpoint.zip",
+                          split_digest=client.get_run(split_id).data.tags[tags.SPLIT_DIGEST],
+                          experiment_id=experiment_id, study_id=study_id, echo=echo)
+        failed = [o for o in outcomes if not o.usable]
+        usable = [o for o in outcomes if o.usable]
+        if failed:
+            mlflow.set_tag(tags.ERROR, _failure_text(failed, len(outcomes), limit=MAX_TAG_LENGTH))
+        mlflow.set_tag(MLFLOW_RUN_NOTE, _study_note(outcomes, executor.name, split_id))
 
-        note = client.get_run(compare_id).data.tags.get("mlflow.note.content", "")
-        echo("\n== Result (the comparison run's notes) ==\n")
-        echo(note)
-        echo(_ui_hint(compare_id, experiment_id))
+        compare_id = None
+        if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
+            compare_id = step("compare", "compare EASE vs ELSA", {
+                "run_ids": ",".join(o.run_id for o in usable), "reference": "EASE", "metrics": metrics,
+                "primary": primary, "n_resamples": n_resamples,
+            })
+            _show_result(compare_id, experiment_id, echo)
+        if failed:
+            compared = (f"the {len(usable)} finished were compared in run {compare_id}" if compare_id else
+                        f"the {len(usable)} finished were not compared (fewer than two models finished)")
+            raise StudyStepError(f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared}. Rerun the "
+                                 "study to train only what did not finish")
         return compare_id
+
+
+def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None]) -> None:
+    """Tag the study run with its comparison run; print that run's notes and where to see it."""
+    mlflow.set_tag(tags.COMPARISON_RUN, compare_id)
+    echo("\n== Result (the comparison run's notes) ==\n")
+    echo(MlflowClient().get_run(compare_id).data.tags.get(MLFLOW_RUN_NOTE, ""))
+    echo(_ui_hint(compare_id, experiment_id))
+
+
+def _step(entry_point: str, run_name: str, parameters: dict, *, project_uri: str, experiment_id: str, study_id: str,
+          echo: Callable[[str], None]) -> str:
+    """Run an entry point of the project as a child of the study run; return its run id.
+
+    Raises
+    ------
+    StudyStepError
+        If the step fails (MLflow marks its run FAILED).
+    """
+    echo(f"\n== {run_name} ==")
+    try:
+        submitted = mlflow.projects.run(
+            project_uri, entry_point=entry_point, parameters=parameters, env_manager="local",
+            experiment_id=experiment_id, run_name=run_name, synchronous=True,
+        )
+    except ExecutionException as exc:
+        raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
+    MlflowClient().set_tag(submitted.run_id, MLFLOW_PARENT_RUN_ID, study_id)
+    return submitted.run_id
+
+
+def study_trainings(*, l2: float, seeds: Sequence[int], latent_dim: int, batch_size: int, epochs: int, lr: float,
+                    device: str = "cpu") -> list[Training]:
+    """The study's trainings: EASE, then ELSA under each seed.
+
+    Raises
+    ------
+    ValueError
+        If a hyper-parameter other than the seed or the device is invalid (the model's config says which).
+    """
+    elsa = {"latent_dim": latent_dim, "batch_size": batch_size, "epochs": epochs, "lr": lr, "device": device}
+    return [_training("EASE", {"l2": l2}), *(_training("ELSA", {"seed": seed, **elsa}) for seed in seeds)]
+
+
+def _training(model: str, hyperparameters: dict) -> Training:
+    spec = model_spec(model)
+    shared = {k: v for k, v in hyperparameters.items() if k not in _CHECKED_BY_TRAINING}
+    config = configuration_tag(spec.build(shared).config)  # the same for every seed and on every machine
+    seed = str(hyperparameters["seed"]) if spec.seeded else tags.NO_SEED
+    run_name = f"{model} seed {seed}" if spec.seeded else model  # as run_train names its run
+    return Training(model=model, hyperparameters=hyperparameters, run_name=run_name, config=config, seed=seed)
+
+
+def _train(executor, trainings: list[Training], *, client: MlflowClient, checkpoint: str, split_digest: str,
+           experiment_id: str, study_id: str, echo: Callable[[str], None]) -> list[TrainingOutcome]:
+    """Reuse what earlier studies finished, train the rest on ``executor``; one outcome per training, in order."""
+    earlier = finished_trainings(client, experiment_id, split_digest, trainings)
+    outcomes = {}
+    for training in trainings:
+        run = earlier.get(training.key)
+        if run is not None:
+            outcomes[training.key] = TrainingOutcome(training, "reused", run.info.run_id)
+            echo(f"reusing {training.run_name}: run {run.info.run_id}, FINISHED in study "
+                 f"{run.data.tags[MLFLOW_PARENT_RUN_ID]}")
+    to_train = [t for t in trainings if t.key not in outcomes]
+    echo(f"\n== {len(to_train)} trainings on the {executor.name} executor, {len(outcomes)} reused ==")
+    if to_train:
+        for outcome in executor.run(to_train, checkpoint=checkpoint, experiment_id=experiment_id,
+                                    parent_run_id=study_id, echo=echo):
+            outcomes[outcome.training.key] = outcome
+    return [outcomes[t.key] for t in trainings]
+
+
+def finished_trainings(client: MlflowClient, experiment_id: str, split_digest: str,
+                       trainings: Sequence[Training]) -> dict[tuple[str, str, str], Run]:
+    """FINISHED training runs that earlier studies made of ``trainings`` on this split, by training key.
+
+    A run counts when it is a child of a study run (``recsys.role=main``, not deleted) and has the split digest
+    and the training's model, configuration and seed; of several, the newest.
+    """
+    wanted = {t.key for t in trainings}
+    query = (f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "
+             "AND attributes.status = 'FINISHED'")
+    found: dict[tuple[str, str, str], Run] = {}
+    studies: dict[str, bool] = {}
+    token = None
+    while True:  # MLflow answers one page per call
+        page = client.search_runs([experiment_id], query, max_results=1000,
+                                  order_by=["attributes.start_time DESC"], page_token=token)
+        for run in page:
+            run_tags = run.data.tags
+            key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
+            if key in wanted and key not in found and _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
+                found[key] = run
+        token = page.token
+        if not token:
+            return found
+
+
+def _is_study(client: MlflowClient, run_id: str | None, seen: dict[str, bool]) -> bool:
+    if not run_id:
+        return False
+    if run_id not in seen:
+        try:
+            parent = client.get_run(run_id)
+        except MlflowException:  # removed for good
+            seen[run_id] = False
+        else:
+            seen[run_id] = (parent.data.tags.get(tags.ROLE) == tags.ROLE_MAIN
+                            and parent.info.lifecycle_stage == "active")
+    return seen[run_id]
+
+
+def _failure_text(failed: list[TrainingOutcome], total: int, *, limit: int) -> str:
+    """``2 of 4 trainings failed: ELSA seed 1 (run <id>): <reason>; ...``, cut to ``limit`` characters."""
+    items = [f"{o.training.run_name} (run {o.run_id or 'not started'}): {o.reason}" for o in failed]
+    return shorten(f"{len(failed)} of {total} trainings failed: " + "; ".join(items), limit)
+
+
+def _study_note(outcomes: list[TrainingOutcome], executor: str, split_id: str) -> str:
+    """The study run's notes: each training, what became of it, its run and, for a failure, why."""
+    from mlflow_recsys.report.escaping import escape_markdown
+
+    def row(o: TrainingOutcome, reasons: bool) -> str:
+        status = {"trained": "trained", "reused": "reused (an earlier study's run)", "failed": "**FAILED**"}[o.status]
+        seconds = f"{o.seconds:.1f}" if o.seconds is not None else ""
+        reason = escape_markdown(o.reason) if reasons and o.reason else ""
+        return f"| {escape_markdown(o.training.run_name)} | {status} | {o.run_id or ''} | {seconds} | {reason} |"
+
+    head = (f"Trainings of this study on the {executor} executor (split run {split_id}); a rerun reuses the "
+            "finished ones.\n\n| training | outcome | run | seconds | reason |\n|---|---|---|---|---|\n")
+    return fit_text([head + "\n".join(row(o, reasons) for o in outcomes) for reasons in (True, False)]
+                    + [shorten(head, MAX_TAG_LENGTH)])
 
 
 def _ui_hint(compare_id: str, experiment_id: str) -> str:

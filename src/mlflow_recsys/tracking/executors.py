@@ -1,0 +1,375 @@
+"""Where a study's trainings run: one after another through ``mlflow run``, or as tasks on Ray.
+
+Both executors take the same list of :class:`Training` and give back one :class:`TrainingOutcome` per training,
+failed ones included: a training that fails does not stop the others. Each training logs its own ``train`` run,
+a child of the study run (tag ``mlflow.parentRunId``), to the study's tracking URI. Neither executor schedules
+anything itself: the sequential one is ``mlflow.projects.run`` in a loop, the Ray one hands every training to
+Ray as one task and waits for them.
+
+Ray is an optional dependency (``pip install "mlflow-recsys[ray]"``), imported only when a Ray executor is made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Literal, Mapping, Sequence
+
+import mlflow
+import mlflow.projects
+from mlflow.exceptions import ExecutionException
+from mlflow.tracking import MlflowClient
+from mlflow.tracking.context.registry import resolve_tags
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.context import RUN_ID_ENV
+from mlflow_recsys.tracking.limits import shorten
+from mlflow_recsys.tracking.plugin import COMMAND_ENV
+from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.training import run_train
+
+#: The executors ``mlflow-recsys study --executor`` offers.
+EXECUTORS = ("sequential", "ray")
+ExecutorName = Literal["sequential", "ray"]
+
+#: What ``--executor ray`` says when Ray is missing.
+RAY_MISSING = 'executor: Ray is not installed; pip install "mlflow-recsys[ray]"'
+
+#: Variables a Ray worker must not inherit from the study's process: the study's own run (``mlflow run`` sets
+#: it for the study) and its experiment (each training's run already belongs to one).
+_NOT_FORWARDED = frozenset({"MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"})
+
+#: How ``mlflow.projects.run`` names the run of a step that failed (``mlflow.projects._wait_for``).
+_FAILED_PROJECT_RUN = re.compile(r"Run \(ID '(\w+)'\) failed")
+
+
+@dataclass(frozen=True)
+class Training:
+    """One training of a study: a registered model, its hyper-parameters (the seed among them) and its run name
+    (``ELSA seed 1``, ``EASE``), which says model and seed.
+
+    ``config`` and ``seed`` are the values the finished run's ``recsys.config`` and ``recsys.seed`` tags will
+    hold; with the model and the split digest they identify a training, so a rerun of the study can reuse it.
+    """
+
+    model: str
+    hyperparameters: Mapping[str, object]
+    run_name: str
+    config: str
+    seed: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """``(model, config, seed)``: what a finished run must match, on the same split, to stand for this one."""
+        return (self.model, self.config, self.seed)
+
+    @property
+    def device(self) -> str:
+        return str(self.hyperparameters.get("device", "cpu"))
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    """What became of one training: ``trained`` (a new FINISHED run), ``reused`` (a FINISHED run of an earlier
+    study) or ``failed`` (``reason`` says why; ``run_id`` is the FAILED run, or ``None`` if none was made)."""
+
+    training: Training
+    status: Literal["trained", "reused", "failed"]
+    run_id: str | None
+    reason: str | None = None
+    seconds: float | None = field(default=None, compare=False)
+
+    @property
+    def usable(self) -> bool:
+        """Whether the run can be compared: it FINISHED, now or in an earlier study."""
+        return self.status != "failed"
+
+
+def make_executor(name: ExecutorName, *, ray_address: str | None = None, project_uri: str = "."):
+    """The executor called ``name``: :class:`SequentialExecutor` or :class:`RayExecutor`.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of :data:`EXECUTORS`, or ``ray_address`` is given to the sequential executor.
+    ImportError
+        For ``ray`` when Ray is not installed; the message says how to install it (:data:`RAY_MISSING`).
+    """
+    if name == "sequential":
+        if ray_address is not None:
+            raise ValueError(f"ray_address: only the ray executor joins a Ray cluster, found {ray_address!r} "
+                             "with executor 'sequential'; add --executor ray or drop --ray-address")
+        return SequentialExecutor(project_uri=project_uri)
+    if name == "ray":
+        return RayExecutor(address=ray_address)
+    raise ValueError(f"executor: expected one of {EXECUTORS}, found {name!r}")
+
+
+class SequentialExecutor:
+    """One ``train`` entry point after another (``mlflow.projects.run`` with ``env_manager="local"``).
+
+    Each training is the ``MLproject``'s ``train`` entry point at ``project_uri``, run in its own process: exactly
+    what a user runs alone with ``mlflow run . -e train``.
+    """
+
+    name = "sequential"
+
+    def __init__(self, *, project_uri: str = "."):
+        self.project_uri = project_uri
+
+    @contextlib.contextmanager
+    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None] = print) -> Iterator[None]:
+        """Nothing to start: the trainings run on this machine as they come."""
+        yield
+
+    def run(self, trainings: Sequence[Training], *, checkpoint: str, experiment_id: str, parent_run_id: str,
+            echo: Callable[[str], None] = print) -> list[TrainingOutcome]:
+        """Run each training in turn; a failed one is recorded and the next one starts."""
+        return [self._run_one(t, checkpoint, experiment_id, parent_run_id, echo) for t in trainings]
+
+    def _run_one(self, training: Training, checkpoint: str, experiment_id: str, parent_run_id: str,
+                 echo: Callable[[str], None]) -> TrainingOutcome:
+        echo(f"\n== {training.run_name} ==")
+        client = MlflowClient()
+        started = time.perf_counter()
+        try:
+            # Synchronous: the entry point's command runs as a child of this process (asynchronous runs go through
+            # an `mlflow run` process of their own, which refuses an experiment id beside MLFLOW_EXPERIMENT_NAME).
+            run_id = mlflow.projects.run(
+                self.project_uri, entry_point="train", experiment_id=experiment_id, run_name=training.run_name,
+                parameters={"checkpoint": checkpoint, "model": training.model, **training.hyperparameters},
+                env_manager="local", synchronous=True,
+            ).run_id
+        except ExecutionException as exc:
+            # MLflow has marked the step's run FAILED; its message is the one place that names the run.
+            found = _FAILED_PROJECT_RUN.search(exc.message)
+            if found is None:  # the step did not start (a bad project or parameter): no run was made
+                return TrainingOutcome(training, "failed", None, redact(f"the train step did not start: {exc.message}"))
+            run_id = found.group(1)
+            client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, parent_run_id)
+            # The step's own output (above) says why; a step that recorded its reason on the run says it here too.
+            reason = (client.get_run(run_id).data.tags.get(tags.ERROR)
+                      or "the train step failed; its output above says why")
+            client.set_tag(run_id, tags.ERROR, reason)
+            return TrainingOutcome(training, "failed", run_id, reason, time.perf_counter() - started)
+        client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, parent_run_id)
+        return TrainingOutcome(training, "trained", run_id, seconds=time.perf_counter() - started)
+
+
+class RayExecutor:
+    """Every training one Ray task, all submitted at once; Ray runs as many at a time as it has resources.
+
+    A task asks Ray for one CPU, and for one GPU as well when the training's device is CUDA (Ray then makes
+    that GPU the task's only visible one, so ``cuda:N`` becomes ``cuda``). It calls
+    :func:`~mlflow_recsys.tracking.training.run_train`, the code behind the ``train`` entry point, inside the
+    Ray worker, logging to a run the study made for it as a child of the study run. The tracking URI and any
+    other ``MLFLOW_*`` variable (credentials included) reach the workers through the job's runtime environment,
+    never through task arguments.
+
+    Parameters
+    ----------
+    address : str, optional
+        ``None``: start a Ray on this machine with its CPUs and GPUs, for this study only, even if another Ray
+        runs here. ``"auto"``: join the Ray cluster this machine belongs to (``RAY_ADDRESS``, or the one ``ray
+        start`` began). Anything else is a cluster address (``10.0.0.5:6379``, ``ray://head:10001``). If Ray is
+        already initialised in this process, its cluster is used and ``address`` is ignored.
+
+    Raises
+    ------
+    ImportError
+        If Ray is not installed (:data:`RAY_MISSING`).
+    """
+
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None):
+        self.address = address
+        self._ray = _import_ray()
+        self._started_here = False
+
+    @contextlib.contextmanager
+    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None] = print) -> Iterator[None]:
+        """Check that a local Ray could place the trainings; on exit, shut down the Ray :meth:`run` started.
+
+        Ray itself starts (or is joined) only when :meth:`run` has something to train, so a rerun that reuses
+        every training starts no Ray.
+
+        Raises
+        ------
+        ValueError
+            If a training's device is CUDA and this machine, where the local Ray would run, has no GPU.
+        """
+        if self.address is None and not self._ray.is_initialized():
+            _require_gpus([t for t in trainings if _on_gpu(t.device)], _machine_gpus(), "this machine (the local Ray)")
+        try:
+            yield
+        finally:
+            if self._started_here:
+                self._ray.shutdown()
+                self._started_here = False
+
+    def _start(self, trainings: Sequence[Training], echo: Callable[[str], None]) -> None:
+        """Start or join Ray unless this process already has; say what it offers."""
+        ray = self._ray
+        if not ray.is_initialized():
+            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+            options = dict(include_dashboard=False, runtime_env={"env_vars": worker_environment()})
+            if self.address is None:
+                # "local", not None: None would join a Ray already running on this machine.
+                ray.init(address="local", num_cpus=_machine_cpus(), num_gpus=_machine_gpus(), **options)
+            else:
+                ray.init(address=self.address, **options)
+            self._started_here = True
+        resources = ray.cluster_resources()
+        echo(f"Ray: {resources.get('CPU', 0):g} CPUs and {resources.get('GPU', 0):g} GPUs for {len(trainings)} "
+             "trainings")
+        on_gpu = [t for t in trainings if _on_gpu(t.device)]
+        if on_gpu and resources.get("GPU", 0) < 1:  # a cluster's autoscaler may still add a GPU node
+            echo(f"warning: {', '.join(t.run_name for t in on_gpu)} ask Ray for a GPU each, and the Ray cluster has "
+                 "none now; they wait until a GPU joins")
+
+    def run(self, trainings: Sequence[Training], *, checkpoint: str, experiment_id: str, parent_run_id: str,
+            echo: Callable[[str], None] = print) -> list[TrainingOutcome]:
+        """Submit every training, then collect each outcome as its task ends; failures are outcomes, not errors.
+
+        Starts or joins Ray first (see :meth:`started`). On an interrupt (Ctrl-C, SIGTERM) the tasks not yet
+        ended are cancelled and their runs marked KILLED.
+        """
+        self._start(trainings, echo)
+        ray = self._ray
+        client = MlflowClient()
+        task = ray.remote(train_in_worker)
+        submitted, outcomes = {}, {}
+        try:
+            for training in trainings:
+                run_id = _create_child_run(client, training, experiment_id, parent_run_id)
+                gpus = 1 if _on_gpu(training.device) else 0
+                ref = task.options(num_cpus=1, num_gpus=gpus, max_retries=0, name=training.run_name).remote(
+                    run_id, training.model, dict(training.hyperparameters), checkpoint)
+                submitted[ref] = (training, run_id, time.perf_counter())
+                echo(f"submitted {training.run_name} (run {run_id}; 1 CPU{', 1 GPU' if gpus else ''})")
+            pending = list(submitted)
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                for ref in done:
+                    training, run_id, started = submitted[ref]
+                    outcomes[ref] = self._collect(ref, training, run_id, time.perf_counter() - started, client, echo)
+        except BaseException:  # Ctrl-C, SIGTERM, or the tracking server gone: stop what still runs, and say so
+            for ref, (_, run_id, _) in submitted.items():
+                if ref not in outcomes:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(ref, force=True)
+                    with contextlib.suppress(Exception):
+                        _end_if_running(client, run_id, "KILLED")
+            raise
+        return [outcomes[ref] for ref in submitted]  # in the order given
+
+    def _collect(self, ref, training: Training, run_id: str, seconds: float, client,
+                 echo: Callable[[str], None]) -> TrainingOutcome:
+        try:
+            self._ray.get(ref)
+        except Exception as exc:  # the task's exception (as Ray's RayTaskError), or Ray's own (a worker died)
+            reason = _reason(exc)
+            _end_if_running(client, run_id, "FAILED")
+            client.set_tag(run_id, tags.ERROR, reason)
+            echo(f"{training.run_name} FAILED, {seconds:.1f} s after submission (run {run_id}): {reason}")
+            echo(redact(str(exc)))
+            return TrainingOutcome(training, "failed", run_id, reason, seconds)
+        echo(f"{training.run_name} finished, {seconds:.1f} s after submission (run {run_id})")
+        return TrainingOutcome(training, "trained", run_id, seconds=seconds)
+
+
+def train_in_worker(run_id: str, model: str, hyperparameters: dict, checkpoint: str) -> str:
+    """The body of a Ray task: :func:`~mlflow_recsys.tracking.training.run_train` logging into run ``run_id``.
+
+    The run is handed over as ``mlflow run`` hands its run to an entry point, through ``MLFLOW_RUN_ID``, for
+    the length of the call (a Ray worker runs one task after another). The tracking URI comes from the
+    worker's environment.
+    """
+    hyperparameters = dict(hyperparameters)
+    if _on_gpu(str(hyperparameters.get("device", "cpu"))):
+        hyperparameters["device"] = "cuda"  # the GPU Ray gave this task, the only one it sees
+    previous = os.environ.get(RUN_ID_ENV)
+    os.environ[RUN_ID_ENV] = run_id
+    try:
+        return run_train(checkpoint=checkpoint, model=model, **hyperparameters)
+    finally:
+        if previous is None:
+            os.environ.pop(RUN_ID_ENV, None)
+        else:
+            os.environ[RUN_ID_ENV] = previous
+
+
+def worker_environment() -> dict[str, str]:
+    """The variables a Ray worker needs to log where the study logs: ``MLFLOW_*`` of this process (the
+    tracking URI, credentials, timeouts) but its run and experiment, with the tracking URI as MLflow resolves
+    it here (a relative SQLite path made absolute) and ``MLFLOW_RECSYS_COMMAND=train``."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_") and k not in _NOT_FORWARDED}
+    env["MLFLOW_TRACKING_URI"] = _absolute_sqlite(mlflow.get_tracking_uri())
+    env[COMMAND_ENV] = "train"  # the runs' recsys.command, as under the sequential executor
+    return env
+
+
+def _absolute_sqlite(uri: str) -> str:
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
+        return prefix + str(Path(uri[len(prefix):]).resolve())
+    return uri
+
+
+def _import_ray():
+    try:
+        import ray
+    except ModuleNotFoundError as exc:
+        if exc.name != "ray":  # Ray is there, but something it needs is not: that error says what
+            raise
+        raise ImportError(RAY_MISSING, name="ray") from None
+    return ray
+
+
+def _machine_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the CPUs this process may use (a container's share)
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _machine_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _require_gpus(trainings: Sequence[Training], gpus: int, where: str) -> None:
+    if trainings and gpus < 1:
+        raise ValueError(f"device: {', '.join(t.run_name for t in trainings)} ask Ray for a GPU each, and {where} "
+                         "has none; use --device cpu, or join a cluster with GPUs (--ray-address)")
+
+
+def _on_gpu(device: str) -> bool:
+    return device.split(":", 1)[0] == "cuda"
+
+
+def _create_child_run(client, training: Training, experiment_id: str, parent_run_id: str) -> str:
+    """A RUNNING run for ``training`` under the study run, as ``mlflow run`` makes one for its entry point."""
+    run = client.create_run(experiment_id, run_name=training.run_name,
+                            tags=resolve_tags({MLFLOW_PARENT_RUN_ID: parent_run_id}))
+    return run.info.run_id
+
+
+def _end_if_running(client, run_id: str, status: str) -> None:
+    """End the run with ``status`` unless it has ended already (a failed step ends its own run FAILED)."""
+    if client.get_run(run_id).info.status == "RUNNING":
+        client.set_terminated(run_id, status)
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for a failed task: the training's own exception (Ray keeps it as ``cause``), else Ray's."""
+    cause = getattr(exc, "cause", None) or exc
+    lines = [line for line in str(cause).splitlines() if line.strip()]
+    return shorten(redact(f"{type(cause).__name__}: {lines[0] if lines else ''}"), 1000)

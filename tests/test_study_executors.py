@@ -1,0 +1,223 @@
+"""A study's trainings on a local Ray beside the same study run one after another (issue 17, points 1-3).
+
+Real throughout: `mlflow-recsys study` processes against a SQLite store, MovieLens-100k, EASE and ELSA (2 epochs), a
+local Ray started by the study with this machine's CPUs. The tests marked ``ray`` take about 3 minutes (`make
+ray-test`, which prints the two studies' wall times with -s); the others are quick and run in `make test`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+from click.testing import CliRunner
+from conftest import BIN, clean_env
+from mlflow.tracking import MlflowClient
+
+PROJECT = Path(__file__).resolve().parents[1]
+SMALL = ["--epochs", "2", "--latent-dim", "8", "--batch-size", "128", "--n-resamples", "999",
+         "--metrics", "ndcg@100,recall@20", "--project-uri", str(PROJECT)]
+#: Logged by a training run but not a result of it.
+TIMINGS = {"fit_seconds"}
+
+
+def study(store: Path, experiment: str, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    """Run `mlflow-recsys study` in the store's folder, in ``experiment``; return the process and its wall time."""
+    env = clean_env(f"sqlite:///{store}/mlruns.db")
+    env.update(MLFLOW_EXPERIMENT_NAME=experiment, RAY_USAGE_STATS_ENABLED="0")
+    started = time.perf_counter()
+    proc = subprocess.run([str(BIN / "mlflow-recsys"), "study", *SMALL, *args], cwd=store, env=env,
+                          capture_output=True, text=True, timeout=600)
+    return proc, time.perf_counter() - started
+
+
+def runs_of(experiment: str, role: str) -> list:
+    experiment_id = mlflow.get_experiment_by_name(experiment).experiment_id
+    return MlflowClient().search_runs([experiment_id], f"tags.`recsys.role` = '{role}'", max_results=1000)
+
+
+def trainings(experiment: str) -> dict[tuple[str, str], list]:
+    """Training runs by (model, seed), oldest first."""
+    out: dict[tuple[str, str], list] = {}
+    for run in sorted(runs_of(experiment, "train"), key=lambda r: r.info.start_time):
+        out.setdefault((run.data.tags["recsys.model"], run.data.tags["recsys.seed"]), []).append(run)
+    return out
+
+
+def named(experiment: str, run_name: str) -> list:
+    """Every run of that name, oldest first: a training that failed before it began logging has no recsys tags."""
+    experiment_id = mlflow.get_experiment_by_name(experiment).experiment_id
+    runs = MlflowClient().search_runs([experiment_id], f"tags.`mlflow.runName` = '{run_name}'", max_results=1000)
+    return sorted(runs, key=lambda r: r.info.start_time)
+
+
+def show(proc: subprocess.CompletedProcess) -> str:
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One SQLite store for the module's studies; MLflow in this process points at it."""
+    root = tmp_path_factory.mktemp("studies")
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    for name in ("sequential", "ray", "failing", "gpu"):
+        mlflow.create_experiment(name, artifact_location=(root / "artifacts" / name).as_uri())
+    yield root
+    mlflow.set_tracking_uri(previous)
+
+
+@pytest.fixture(scope="module")
+def studies(store):
+    """The same study (EASE, ELSA under seeds 0, 1, 2) on each executor, in experiments of their own."""
+    seconds = {}
+    for executor in ("sequential", "ray"):
+        proc, seconds[executor] = study(store, executor, "--seeds", "0,1,2", "--executor", executor)
+        assert proc.returncode == 0, show(proc)
+    print(f"\nstudy wall time (EASE + ELSA x 3 seeds, 2 epochs, MovieLens-100k): sequential "
+          f"{seconds['sequential']:.1f} s, ray {seconds['ray']:.1f} s")
+    return seconds
+
+
+@pytest.mark.ray
+def test_ray_study_logs_the_same_runs_as_the_sequential_study(studies):
+    sequential, on_ray = trainings("sequential"), trainings("ray")
+    assert sorted(on_ray) == sorted(sequential) == [("EASE", "none"), ("ELSA", "0"), ("ELSA", "1"), ("ELSA", "2")]
+    for key in sequential:
+        (a,), (b,) = sequential[key], on_ray[key]
+        assert a.info.status == b.info.status == "FINISHED"
+        # Bit for bit: the same split, seed and code give the same model in a Ray worker as in its own process.
+        assert {k: v for k, v in b.data.metrics.items() if k not in TIMINGS} == \
+               {k: v for k, v in a.data.metrics.items() if k not in TIMINGS}, key
+        for tag in ("recsys.config", "recsys.split_digest", "recsys.targets_fingerprint", "recsys.command"):
+            assert b.data.tags[tag] == a.data.tags[tag], (key, tag)
+        assert {k: v for k, v in b.data.params.items() if k != "checkpoint"} == \
+               {k: v for k, v in a.data.params.items() if k != "checkpoint"}, key
+    for executor in ("sequential", "ray"):
+        (main,) = runs_of(executor, "main")
+        assert main.info.status == "FINISHED" and main.data.params["executor"] == executor
+        children = [r for rs in trainings(executor).values() for r in rs]
+        assert {r.data.tags["mlflow.parentRunId"] for r in children} == {main.info.run_id}
+        assert "| ELSA seed 2 | trained |" in main.data.tags["mlflow.note.content"]
+    # Same per-user values, same resampling seed: the comparisons agree to the last digit too.
+    (seq_comparison,), (ray_comparison,) = runs_of("sequential", "comparison"), runs_of("ray", "comparison")
+    assert ray_comparison.data.metrics == seq_comparison.data.metrics
+    print(f"per-seed metrics identical (exact) on both executors; sequential {studies['sequential']:.1f} s, "
+          f"ray {studies['ray']:.1f} s")
+
+
+@pytest.mark.ray
+def test_a_rerun_reuses_every_finished_training(store, studies):
+    before = {key: [r.info.run_id for r in runs] for key, runs in trainings("ray").items()}
+    proc, seconds = study(store, "ray", "--seeds", "0,1,2", "--executor", "ray")
+    assert proc.returncode == 0, show(proc)
+    assert {key: [r.info.run_id for r in runs] for key, runs in trainings("ray").items()} == before
+    assert proc.stdout.count("reusing ") == 4 and "0 trainings on the ray executor, 4 reused" in proc.stdout
+    assert "Started a local Ray" not in proc.stderr  # nothing to train, so no Ray
+    first, second = sorted(runs_of("ray", "comparison"), key=lambda r: r.info.start_time)
+    assert second.data.tags["recsys.source_runs"] == first.data.tags["recsys.source_runs"]
+    print(f"rerun on ray, every training reused: {seconds:.1f} s")
+
+
+@pytest.mark.ray
+def test_a_failed_training_leaves_the_others_and_fails_the_study(store):
+    # A seed ELSA refuses fails in its own task, while the other three train beside it.
+    proc, seconds = study(store, "failing", "--seeds", "0,1,-1", "--executor", "ray")
+    assert proc.returncode == 1, show(proc)
+    (main,) = runs_of("failing", "main")
+    runs = trainings("failing")
+    (bad,) = named("failing", "ELSA seed -1")
+    assert bad.data.tags["mlflow.parentRunId"] == main.info.run_id
+    reason = "ValueError: seed: expected an integer >= 0, found -1"
+    assert bad.info.status == "FAILED" and bad.data.tags["recsys.error"] == reason
+    assert all(r.info.status == "FINISHED" for (r,) in runs.values()) and len(runs) == 3
+    assert main.info.status == "FAILED"
+    assert main.data.tags["recsys.error"] == f"1 of 4 trainings failed: ELSA seed -1 (run {bad.info.run_id}): {reason}"
+    assert f"ELSA seed -1 (run {bad.info.run_id}): {reason}" in proc.stderr
+    assert "| ELSA seed \\-1 | **FAILED** |" in main.data.tags["mlflow.note.content"]
+    # What finished was compared all the same.
+    (comparison,) = runs_of("failing", "comparison")
+    assert comparison.info.status == "FINISHED"
+    compared = sorted(comparison.data.tags["recsys.source_runs"].split(","))
+    assert compared == sorted(r.info.run_id for (r,) in runs.values())
+    assert f"the 3 finished were compared in run {comparison.info.run_id}" in proc.stderr
+    print(f"ray study with a failing training: {seconds:.1f} s")
+
+    # The rerun trains only what is missing (seed 2); the runs that finished are reused.
+    proc, seconds = study(store, "failing", "--seeds", "0,1,2", "--executor", "ray")
+    assert proc.returncode == 0, show(proc)
+    after = trainings("failing")
+    assert {key: [r.info.run_id for r in rs] for key, rs in after.items() if key != ("ELSA", "2")} == \
+           {key: [r.info.run_id for r in rs] for key, rs in runs.items()}
+    (new,) = after[("ELSA", "2")]
+    rerun = max(runs_of("failing", "main"), key=lambda r: r.info.start_time)
+    assert new.data.tags["mlflow.parentRunId"] == rerun.info.run_id and rerun.info.status == "FINISHED"
+    assert "1 trainings on the ray executor, 3 reused" in proc.stdout
+    print(f"rerun on ray, 3 reused and 1 trained: {seconds:.1f} s")
+
+
+@pytest.mark.ray
+def test_the_sequential_executor_records_a_failed_training_too(store, studies):
+    proc, seconds = study(store, "sequential", "--seeds", "1,-1")
+    assert proc.returncode == 1, show(proc)
+    main = max(runs_of("sequential", "main"), key=lambda r: r.info.start_time)
+    (bad,) = named("sequential", "ELSA seed -1")
+    assert bad.info.status == "FAILED" and bad.data.tags["mlflow.parentRunId"] == main.info.run_id
+    assert main.info.status == "FAILED"
+    assert main.data.tags["recsys.error"] == (f"1 of 3 trainings failed: ELSA seed -1 (run {bad.info.run_id}): the "
+                                              "train step failed; its output above says why")
+    # The step's own error is in the output, and EASE and ELSA seed 1 came from the first study.
+    assert "seed: expected an integer >= 0, found -1" in proc.stderr
+    assert "0 trainings" not in proc.stdout and "1 trainings on the sequential executor, 2 reused" in proc.stdout
+    assert max(runs_of("sequential", "comparison"), key=lambda r: r.info.start_time).info.status == "FINISHED"
+    print(f"sequential study with a failing training, 2 reused: {seconds:.1f} s")
+
+
+@pytest.mark.ray
+def test_gpu_trainings_on_a_local_ray_without_gpus_are_refused_before_any_run(store):
+    proc, _ = study(store, "gpu", "--seeds", "5,6", "--executor", "ray", "--device", "cuda")
+    assert proc.returncode == 1, show(proc)
+    assert proc.stderr == ("Error: ValueError: device: ELSA seed 5, ELSA seed 6 ask Ray for a GPU each, and this "
+                           "machine (the local Ray) has none; use --device cpu, or join a cluster with GPUs "
+                           "(--ray-address)\n")
+    assert MlflowClient().search_runs([mlflow.get_experiment_by_name("gpu").experiment_id]) == []
+
+
+def test_ray_executor_without_ray_says_how_to_install_it(tmp_path):
+    # Ray blocked as if it were not installed; nothing may be logged.
+    code = ("import sys; sys.modules['ray'] = None; from mlflow_recsys.cli import cli; "
+            "cli(['study', '--executor', 'ray', '--seeds', '0,1'], prog_name='mlflow-recsys')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(f"sqlite:///{tmp_path}/m.db"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, show(proc)
+    assert proc.stderr.strip() == 'Error: ImportError: executor: Ray is not installed; pip install "mlflow-recsys[ray]"'
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_ray_address_needs_the_ray_executor(tmp_path, monkeypatch):
+    from mlflow_recsys.cli import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    result = CliRunner().invoke(cli, ["study", "--ray-address", "auto"])
+    assert result.exit_code == 1
+    assert "ValueError: ray_address: only the ray executor joins a Ray cluster, found 'auto'" in result.output
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_ray_workers_get_the_tracking_uri_and_credentials_by_environment(tmp_path, monkeypatch):
+    from mlflow_recsys.tracking.executors import worker_environment
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///relative.db")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret")
+    monkeypatch.setenv("MLFLOW_RUN_ID", "the-study-run")
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "study")
+    env = worker_environment()
+    assert env["MLFLOW_TRACKING_URI"] == f"sqlite:///{tmp_path.resolve()}/relative.db"
+    assert env["MLFLOW_TRACKING_PASSWORD"] == "s3cret" and env["MLFLOW_RECSYS_COMMAND"] == "train"
+    assert "MLFLOW_RUN_ID" not in env and "MLFLOW_EXPERIMENT_NAME" not in env
+    assert all(k.startswith("MLFLOW_") for k in env)
