@@ -26,7 +26,7 @@ N_SOURCE_RUNS = "recsys.n_source_runs"
 PRIMARY_METRIC = "recsys.primary_metric"
 #: A comparison's headline: the first result sentence of its primary metric (or of its first metric).
 RESULT = "recsys.result"
-#: Why a comparison run FAILED.
+#: Why a run FAILED: a comparison, a training a study ran, or the study (each failed training, its run and why).
 ERROR = "recsys.error"
 
 #: The main (study) run: the comparison run the study produced.
