@@ -221,3 +221,16 @@ def test_ray_workers_get_the_tracking_uri_and_credentials_by_environment(tmp_pat
     assert env["MLFLOW_TRACKING_PASSWORD"] == "s3cret" and env["MLFLOW_RECSYS_COMMAND"] == "train"
     assert "MLFLOW_RUN_ID" not in env and "MLFLOW_EXPERIMENT_NAME" not in env
     assert all(k.startswith("MLFLOW_") for k in env)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "0,1,0"], "ValueError: seeds: expected each seed once, found 0 more than once in [0, 1, 0]"),
+    (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer >= 1, found 0"),
+])
+def test_settings_every_training_shares_are_refused_before_any_run(tmp_path, monkeypatch, args, message):
+    from mlflow_recsys.cli import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    result = CliRunner().invoke(cli, ["study", *args])
+    assert result.exit_code == 1 and message in result.output
+    assert not (tmp_path / "m.db").exists()

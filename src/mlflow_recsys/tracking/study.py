@@ -24,8 +24,8 @@ from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import entry_point_run, environment_run
-from mlflow_recsys.tracking.executors import Training, TrainingOutcome, make_executor
-from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, fit_text, shorten
+from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
+from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.training import configuration_tag
 
@@ -48,7 +48,7 @@ def run_study(
     primary: str,
     n_resamples: int,
     device: str = "cpu",
-    executor="sequential",
+    executor: str | SequentialExecutor | RayExecutor = "sequential",
     project_uri: str = ".",
     echo: Callable[[str], None] = print,
 ) -> str:
@@ -75,8 +75,8 @@ def run_study(
         If ``MLFLOW_RUN_ID`` names a run the study must not log into (see
         :func:`~mlflow_recsys.tracking.context.environment_run`); no step runs.
     ValueError
-        If ``seeds`` holds fewer than two seeds (no seed spread could be measured), a hyper-parameter other than
-        a seed or the device is invalid, or a param the environment's run already holds has another value; no
+        If ``seeds`` holds fewer than two seeds (no seed spread could be measured) or one twice, a hyper-parameter
+        other than a seed or the device is invalid, or a param the environment's run already holds has another value; no
         run is made. A seed or a device the model refuses fails that training alone.
     ImportError
         If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
@@ -161,8 +161,12 @@ def study_trainings(*, l2: float, seeds: Sequence[int], latent_dim: int, batch_s
     Raises
     ------
     ValueError
-        If a hyper-parameter other than the seed or the device is invalid (the model's config says which).
+        If a seed is repeated, or a hyper-parameter other than the seed or the device is invalid (the model's
+        config says which).
     """
+    repeated = duplicates([str(seed) for seed in seeds])
+    if repeated:
+        raise ValueError(f"seeds: expected each seed once, found {', '.join(repeated)} more than once in {list(seeds)}")
     elsa = {"latent_dim": latent_dim, "batch_size": batch_size, "epochs": epochs, "lr": lr, "device": device}
     return [_training("EASE", {"l2": l2}), *(_training("ELSA", {"seed": seed, **elsa}) for seed in seeds)]
 
@@ -253,7 +257,8 @@ def _study_note(outcomes: list[TrainingOutcome], executor: str, split_id: str) -
         return f"| {escape_markdown(o.training.run_name)} | {status} | {o.run_id or ''} | {seconds} | {reason} |"
 
     head = (f"Trainings of this study on the {executor} executor (split run {split_id}); a rerun reuses the "
-            "finished ones.\n\n| training | outcome | run | seconds | reason |\n|---|---|---|---|---|\n")
+            "finished ones. Seconds: from the start (sequential) or the submission (Ray) to the end."
+            "\n\n| training | outcome | run | seconds | reason |\n|---|---|---|---|---|\n")
     return fit_text([head + "\n".join(row(o, reasons) for o in outcomes) for reasons in (True, False)]
                     + [shorten(head, MAX_TAG_LENGTH)])
 
