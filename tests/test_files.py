@@ -71,10 +71,22 @@ def test_evaluation_artifact_modes_follow_the_umask(umask, tmp_path):
 
 
 def test_downloaded_file_mode_follows_the_umask(umask, tmp_path):
-    source = tmp_path / "archive.bin"
-    source.write_bytes(b"x" * 1000)
-    dest = download(source.as_uri(), tmp_path / "cache" / "archive.bin",
-                    hashlib.sha256(source.read_bytes()).hexdigest(), progress=False)
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "archive.bin").write_bytes(b"x" * 1000)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            dest = download(f"http://127.0.0.1:{server.server_address[1]}/archive.bin",
+                            tmp_path / "cache" / "archive.bin", hashlib.sha256(b"x" * 1000).hexdigest(),
+                            progress=False)
+        finally:
+            server.shutdown()
     assert mode(dest) == MODES[umask]
     assert dest.read_bytes() == b"x" * 1000
 

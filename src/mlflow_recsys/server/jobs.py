@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from mlflow_recsys._atomic import atomic_write
+from mlflow_recsys._digests import text_digest
 
 #: Environment variable: how many comparisons may compute at once, across all worker processes (default 2).
 MAX_COMPARISONS_ENV = "MLFLOW_RECSYS_MAX_COMPARISONS"
@@ -78,7 +78,7 @@ def jobs_dir(store_uri: str) -> Path:
         if not path.parent.exists():
             path.parent.mkdir(parents=True, mode=0o700)
     else:
-        key = hashlib.sha256(store_uri.encode()).hexdigest()[:16]
+        key = text_digest(store_uri, 16)
         path = Path(tempfile.gettempdir()) / f"mlflow-recsys-jobs-{os.getuid()}" / key
         _private_folder(path.parent)
     _private_folder(path)

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.naming import metric_key, mlflow_metric_name
+from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
 
 #: Runs per ``search_runs`` call.
 PAGE_SIZE = 1000
@@ -103,15 +102,7 @@ def training_runs(client: MlflowClient, experiment_ids: list[str], *, page_size:
 
 
 def _metric_keys(run: Run) -> list[str]:
-    keys = []
-    for name in run.data.metrics:
-        try:
-            key = metric_key(name)
-            parse_metric_keys([key])
-        except ValueError:
-            continue  # timings, counts and training curves
-        keys.append(key)
-    return keys
+    return logged_metric_keys(run.data.metrics)  # timings, counts and training curves left out
 
 
 def _finite_values(run: Run) -> dict[str, float]:

@@ -20,6 +20,7 @@ from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
 from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
 from mlflow_recsys.server.listing import RUN_ID
+from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import parse_compare_url
@@ -238,7 +239,7 @@ def _listing_page(experiments: list, *, ticked: list[str], selection: Selection 
             continue
         state = run.info.status if run.info.lifecycle_stage == "active" else f"deleted ({run.info.status})"
         extra.append({"run_id": run_id, "name": run.info.run_name or run_id, "status": state,
-                      "role": run.data.tags.get("recsys.role", "")})
+                      "role": run.data.tags.get(tags.ROLE, "")})
     settings = selection or Selection(run_ids=ticked)
     body = render_template(
         "recsys/experiment.html", experiments=experiments, listing=lst, ticked=set(ticked), extra=extra,
