@@ -1,6 +1,8 @@
 """Longest functions in src/, counted without their docstrings."""
 
-import ast, pathlib, sys
+import ast
+import pathlib
+import sys
 
 rows = []
 for p in pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "src").rglob("*.py"):

@@ -1,8 +1,8 @@
 """Seed spread: retraining variance beside user variance."""
 
 import math
-import sys
 import subprocess
+import sys
 import warnings
 
 import numpy as np

@@ -15,8 +15,9 @@ from pathlib import Path
 import mlflow
 import pytest
 from click.testing import CliRunner
-from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
+
+from conftest import BIN, clean_env
 
 PROJECT = Path(__file__).resolve().parents[1]
 SMALL = [

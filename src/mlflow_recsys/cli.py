@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import warnings
-from pathlib import Path
 
 import click
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import numbers
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -93,7 +94,7 @@ class EvaluationResult:
         sample_ids: np.ndarray | None = None,
         targets_fingerprint: str | None = None,
         definitions: Mapping[str, str] | None = None,
-    ) -> "EvaluationResult":
+    ) -> EvaluationResult:
         """Build a comparable result from per-user values computed elsewhere.
 
         Parameters

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import ClassVar, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd

@@ -15,9 +15,10 @@ import contextlib
 import os
 import re
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal, Mapping, Sequence
+from typing import Literal
 
 import mlflow
 import mlflow.projects
