@@ -6,7 +6,7 @@ STORE := sqlite:///mlruns.db
 ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test lint validate ui-check browser-test postgres-test ray-test docs clean
+.PHONY: install demo test validate ui-check browser-test postgres-test ray-test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,12 +30,6 @@ demo: install
 
 test: install
 	$(PY) -m pytest
-
-# ruff (lint and format, the whole repository) and mypy (the package); settings in pyproject.toml.
-lint: install
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy src/mlflow_recsys
 
 validate: install
 	$(PY) -m pytest -m validation -s -q
