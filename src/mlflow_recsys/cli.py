@@ -317,15 +317,7 @@ def train(checkpoint, model, metrics, **hyperparameters):
 
 
 def _comparison_options(func):
-    options = _comparison_basic_options() + _comparison_method_options()
-    for option in reversed(options):
-        func = option(func)
-    return func
-
-
-def _comparison_basic_options() -> list:
-    """--reference ... --alternative: what is compared, how many resamples, at which level."""
-    return [
+    options = [
         click.option("--reference", default=None, help="baseline model every other model is compared with"),
         click.option("--metrics", default=None, help=METRICS_HELP + " (default: every key all runs share)"),
         click.option("--primary", default=None, help="metric declared primary in advance"),
@@ -350,12 +342,6 @@ def _comparison_basic_options() -> list:
             type=click.Choice(["two-sided", "greater", "less"]),
             help="one-sided only if the direction was fixed before seeing the data",
         ),
-    ]
-
-
-def _comparison_method_options() -> list:
-    """--test-method ... --paired-seeds: the test, the interval, the adjustment and the resampling seed."""
-    return [
         click.option(
             "--test-method",
             default="randomization",
@@ -406,6 +392,9 @@ def _comparison_method_options() -> list:
             help="when both models have seeds: pair runs by seed (shared randomness) or not",
         ),
     ]
+    for option in reversed(options):
+        func = option(func)
+    return func
 
 
 @cli.command()
@@ -495,7 +484,29 @@ def _print_comparison(outcome, primary):
         how = seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ")
         click.echo(f"\nSeed-averaged paired comparison: {how}\n")
         _print_table(averaged)
-    _print_seed_spread(outcome)
+    seeds = outcome.seed_frame()
+    if not seeds.empty:
+        click.echo("\nSpread across training seeds beside spread across users\n")
+        cols = [
+            "metric",
+            "baseline",
+            "candidate",
+            "n_seeds",
+            "mean_difference",
+            "min_difference",
+            "max_difference",
+            "sd_users",
+            "sd_retraining",
+            "ratio",
+            "widens_by",
+            "sign_reversals",
+        ]
+        seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
+        click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
+        click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
+        for row in seeds.itertuples():
+            if row.notes:
+                click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
     frame = report.to_frame()
     alpha = report.comparisons[0].alpha
     if report.correction is None:
@@ -536,34 +547,6 @@ def _print_comparison(outcome, primary):
         for spread in outcome.seed_spreads.values():
             click.echo(_visible(spread.results_text(primary)))
     click.echo(f"\ncomparison run {outcome.run_id}")
-
-
-def _print_seed_spread(outcome):
-    """The spread across training seeds beside the spread across users, when models have seeds."""
-    seeds = outcome.seed_frame()
-    if seeds.empty:
-        return
-    click.echo("\nSpread across training seeds beside spread across users\n")
-    cols = [
-        "metric",
-        "baseline",
-        "candidate",
-        "n_seeds",
-        "mean_difference",
-        "min_difference",
-        "max_difference",
-        "sd_users",
-        "sd_retraining",
-        "ratio",
-        "widens_by",
-        "sign_reversals",
-    ]
-    seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
-    click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
-    click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
-    for row in seeds.itertuples():
-        if row.notes:
-            click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
 
 
 @cli.command()

@@ -544,7 +544,30 @@ def evaluate_by_ids(
         history_rows[evaluated], clean.history_items[evaluated], len(users)
     )
     target, _ = clean.catalogue.matrix_from_pairs(target_rows, clean.target_items, len(users))
-    _warn_on_pairs(clean, evaluated, unknown, source, target, len(users))
+    if unknown.any():
+        examples = np.unique(clean.history_items[evaluated][unknown]).tolist()  # sorted: row order does not matter
+        warnings.warn(
+            f"histories: {int(unknown.sum())} row(s) of evaluated users name item ids outside item_ids "
+            f"(such as {examples[:5]}); they were left out of the fold-in, as the model has no column for them",
+            UnknownItemsWarning,
+            stacklevel=2,
+        )
+    n_cold = int(np.count_nonzero(np.diff(source.indptr) == 0))
+    if n_cold:
+        warnings.warn(
+            f"{n_cold} of {len(users)} evaluated users have no history item in item_ids and are ranked from "
+            "an empty history (cold start); drop them from targets to evaluate warm users only",
+            UserWarning,
+            stacklevel=2,
+        )
+    n_seen = int(source.multiply(target).count_nonzero())
+    if n_seen:
+        warnings.warn(
+            f"targets: {n_seen} target(s) are also in their user's history; models never recommend "
+            "history items, so each is a certain miss",
+            UserWarning,
+            stacklevel=2,
+        )
     return evaluate_recommender(
         model,
         source=source,
@@ -554,35 +577,6 @@ def evaluate_by_ids(
         batch_size=batch_size,
         collect_per_user=collect_per_user,
     )
-
-
-def _warn_on_pairs(clean, evaluated, unknown, source, target, n_users: int) -> None:
-    """evaluate_by_ids's warnings (stacklevel 3: its caller): unknown history items, cold-start users, targets
-    also in the history."""
-    if unknown.any():
-        examples = np.unique(clean.history_items[evaluated][unknown]).tolist()  # sorted: row order does not matter
-        warnings.warn(
-            f"histories: {int(unknown.sum())} row(s) of evaluated users name item ids outside item_ids "
-            f"(such as {examples[:5]}); they were left out of the fold-in, as the model has no column for them",
-            UnknownItemsWarning,
-            stacklevel=3,
-        )
-    n_cold = int(np.count_nonzero(np.diff(source.indptr) == 0))
-    if n_cold:
-        warnings.warn(
-            f"{n_cold} of {n_users} evaluated users have no history item in item_ids and are ranked from "
-            "an empty history (cold start); drop them from targets to evaluate warm users only",
-            UserWarning,
-            stacklevel=3,
-        )
-    n_seen = int(source.multiply(target).count_nonzero())
-    if n_seen:
-        warnings.warn(
-            f"targets: {n_seen} target(s) are also in their user's history; models never recommend "
-            "history items, so each is a certain miss",
-            UserWarning,
-            stacklevel=3,
-        )
 
 
 @dataclass(frozen=True)
