@@ -1,8 +1,6 @@
 """Longest functions in src/, counted without their docstrings."""
 
-import ast
-import pathlib
-import sys
+import ast, pathlib, sys
 
 rows = []
 for p in pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "src").rglob("*.py"):

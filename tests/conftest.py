@@ -10,8 +10,8 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
-import pytest
 from mlflow.entities import Metric
+import pytest
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking.local_server import local_tracking_server

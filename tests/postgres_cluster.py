@@ -14,10 +14,10 @@ import pwd
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from mlflow_recsys.tracking.local_server import free_port
 

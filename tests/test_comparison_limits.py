@@ -9,18 +9,19 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
 from mlflow_recsys.cli import cli
-from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_markdown
-from mlflow_recsys.stats import compare_models
 from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking.comparison import _note_versions, source_runs_tag
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import compare_models
 from mlflow_recsys.tracking.limits import (
     MAX_KEY_LENGTH,
     MAX_PARAM_LENGTH,

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import sqlite_store
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_latex, escape_markdown

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]

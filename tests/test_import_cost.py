@@ -12,8 +12,8 @@ import mlflow
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from conftest import sqlite_store
+
 from mlflow_recsys.models import ELSAConfig, ELSATrainer
 
 DATA = """

@@ -8,9 +8,9 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pytest
+from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
 
-from conftest import BIN, clean_env
 from mlflow_recsys import __version__
 from mlflow_recsys.stats import FewSeedsWarning
 from mlflow_recsys.tracking import ArtifactError, RunSelectionError, compare_runs, run_split, run_train

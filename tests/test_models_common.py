@@ -120,7 +120,7 @@ def test_loading_a_missing_directory_raises_file_not_found(tmp_path):
 
 @pytest.mark.parametrize("cls_name", ["EASE", "ELSA", "Popularity"])
 def test_tampered_weights_file_fails_with_a_clear_error(tmp_path, cls_name):
-    from mlflow_recsys.models import EASE, MODELS, ELSAConfig, ELSATrainer, Popularity
+    from mlflow_recsys.models import MODELS, EASE, ELSAConfig, ELSATrainer, Popularity
 
     rng = np.random.default_rng(0)
     x = sp.csr_matrix((rng.random((30, 12)) < 0.3).astype(np.float32))

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 import mlflow_recsys as mr
-from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.data import from_interactions, read_interactions_file
 

@@ -15,38 +15,38 @@ import subprocess
 import mlflow
 import pytest
 import sqlalchemy as sa
-from mlflow.tracking import MlflowClient
-
 from conftest import BIN, clean_env
+from mlflow.tracking import MlflowClient
+from postgres_cluster import postgres_cluster
+
 from mlflow_recsys.tracking import run_split, run_train, select_runs
 from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.training import resolve_checkpoint
-from postgres_cluster import postgres_cluster
 
 # The shared tests, collected here once per backend (in their files' order: some add runs later ones see).
 from test_integration import (  # noqa: F401
     METRICS,
-    test_a_running_run_is_refused_over_http,
+    test_compare_by_ids_over_http_logs_to_the_server,
     test_compare_by_a_pasted_ui_url_percent_encoded,
     test_compare_by_experiment_and_filter_over_http,
-    test_compare_by_ids_over_http_logs_to_the_server,
-    test_corrupted_artifact_over_http_is_refused_naming_the_run,
+    test_a_running_run_is_refused_over_http,
     test_mismatched_fingerprints_over_http_end_the_comparison_run_failed,
+    test_corrupted_artifact_over_http_is_refused_naming_the_run,
 )
 from test_tracking import (  # noqa: F401
     study,
-    test_a_config_tag_that_is_not_a_json_object_is_named,
-    test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_reported_in_order,
-    test_compare_by_experiment_and_filter,
-    test_compare_refuses_a_metric_that_was_not_evaluated,
-    test_compare_refuses_runs_from_different_splits_naming_them,
-    test_compare_refuses_runs_that_are_not_finished,
     test_compare_runs_logs_a_comparison_run_matching_an_independent_computation,
-    test_corrupted_per_user_artifact_is_refused_naming_the_run,
-    test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason,
     test_paired_seeds_with_different_seed_sets_is_refused_before_any_run,
+    test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_reported_in_order,
+    test_a_config_tag_that_is_not_a_json_object_is_named,
+    test_compare_refuses_runs_that_are_not_finished,
+    test_compare_refuses_runs_from_different_splits_naming_them,
+    test_compare_refuses_a_metric_that_was_not_evaluated,
+    test_compare_by_experiment_and_filter,
     test_report_seed_picks_the_representative_run,
     test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates,
+    test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason,
+    test_corrupted_per_user_artifact_is_refused_naming_the_run,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]

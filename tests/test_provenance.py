@@ -5,9 +5,9 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")

@@ -19,9 +19,10 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
 from mlflow_recsys.report.escaping import escape_latex
 from mlflow_recsys.report.latex import report_latex
-from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models, storage
+from mlflow_recsys.stats import storage
 
 HOSTILE = "a_b%&#$ {}~^\\"
 HOSTILE_METRIC = "m_1%<x>|y"
@@ -328,9 +329,9 @@ def test_latex_one_sided_interval_has_an_infinite_end():
     greater = quiet_compare(results, metrics="m", reference="A", alternative="greater", n_resamples=999)
     less = quiet_compare(results, metrics="m", reference="A", alternative="less", n_resamples=999)
     (g,) = greater.comparisons
-    (lo,) = less.comparisons
+    (l,) = less.comparisons
     assert table_rows(greater.to_latex())[0][3] == f"$[{g.ci_low:.4f}, \\infty)$"
-    assert table_rows(less.to_latex())[0][3] == f"$(-\\infty, {lo.ci_high:.4f}]$"
+    assert table_rows(less.to_latex())[0][3] == f"$(-\\infty, {l.ci_high:.4f}]$"
 
 
 def test_latex_escapes_hostile_names_everywhere(hostile_report):

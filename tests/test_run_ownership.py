@@ -2,10 +2,10 @@
 
 import mlflow
 import pytest
+from conftest import sqlite_store
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.tracking import run_split, run_train
 from mlflow_recsys.tracking.context import (

@@ -27,8 +27,8 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import free_port, loopback_process

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import mlflow
 import pytest
+from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import free_port, local_tracking_server
 from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS

@@ -14,12 +14,12 @@ import pytest
 import scipy.stats
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from kernel_oracles import bootstrap_means_reference, draw_indices
+
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats import ComparisonWarning, FewNonzeroUnitsWarning, compare_models, compare_pair, seed_spread
 from mlflow_recsys.stats.comparison import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS, _p_value
+from mlflow_recsys.report.plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats.resampling import (
     block_seeds,
     bootstrap_means,

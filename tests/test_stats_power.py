@@ -8,7 +8,6 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats import (
     COLUMNS,
     ComparisonWarning,
@@ -16,6 +15,7 @@ from mlflow_recsys.stats import (
     minimum_detectable_effect,
     required_users,
 )
+from mlflow_recsys.report.text import display_frame
 
 # Standard normal quantiles as printed in textbook tables: z_{0.975}, z_{0.95}, z_{0.8}, z_{0.9}.
 Z975, Z95, Z80, Z90 = 1.959964, 1.644854, 0.841621, 1.281552

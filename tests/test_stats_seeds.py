@@ -1,8 +1,8 @@
 """Seed spread: retraining variance beside user variance."""
 
 import math
-import subprocess
 import sys
+import subprocess
 import warnings
 
 import numpy as np

@@ -15,9 +15,8 @@ from pathlib import Path
 import mlflow
 import pytest
 from click.testing import CliRunner
-from mlflow.tracking import MlflowClient
-
 from conftest import BIN, clean_env
+from mlflow.tracking import MlflowClient
 
 PROJECT = Path(__file__).resolve().parents[1]
 SMALL = [

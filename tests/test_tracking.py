@@ -8,13 +8,13 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+import scipy.stats
 import pandas as pd
 import pytest
-import scipy.stats
+from conftest import sqlite_store
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import FewSeedsWarning
@@ -140,7 +140,8 @@ def test_logged_model_takes_item_ids_and_never_recommends_fold_in(study, split_a
 
 
 def test_logged_model_reports_unknown_item_ids_and_scores_the_known_ones(study, split_arrays):
-    from mlflow_recsys.models import ELSA, UnknownItemsWarning
+    from mlflow_recsys.models import ELSA
+    from mlflow_recsys.models import UnknownItemsWarning
 
     ids = split_arrays["item_ids"]
     unknown = [int(ids.max()) + 1, -3]

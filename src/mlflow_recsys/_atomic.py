@@ -14,9 +14,8 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Iterator
 
 _UMASK_LOCK = threading.Lock()
 

@@ -10,8 +10,7 @@ and each caller states what it does with them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd

@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import warnings
+from pathlib import Path
 
 import click
 

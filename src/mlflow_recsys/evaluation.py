@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import numbers
 import warnings
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -94,7 +93,7 @@ class EvaluationResult:
         sample_ids: np.ndarray | None = None,
         targets_fingerprint: str | None = None,
         definitions: Mapping[str, str] | None = None,
-    ) -> EvaluationResult:
+    ) -> "EvaluationResult":
         """Build a comparable result from per-user values computed elsewhere.
 
         Parameters

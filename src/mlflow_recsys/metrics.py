@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numbers
 import re
-from collections.abc import Iterable, Sequence
-from typing import ClassVar
+from typing import ClassVar, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse as sp

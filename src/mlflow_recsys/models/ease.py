@@ -108,7 +108,7 @@ class EASE(Recommender):
         self.weights: np.ndarray | None = None
         self.n_items: int | None = None
 
-    def fit(self, x_train: sp.spmatrix) -> EASE:
+    def fit(self, x_train: sp.spmatrix) -> "EASE":
         """Fit the item-item weights ``B`` on ``x_train``.
 
         Parameters
@@ -164,7 +164,7 @@ class EASE(Recommender):
         return dataclasses.asdict(self.config), {}, {"B": self.weights}
 
     @classmethod
-    def _from_saved(cls, config, state, arrays, n_items) -> EASE:
+    def _from_saved(cls, config, state, arrays, n_items) -> "EASE":
         model = cls(EASEConfig(**config))
         weights = arrays["B"]
         if weights.shape != (n_items, n_items):

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -199,8 +198,8 @@ class ELSA(Recommender):
         self,
         x_train: sp.spmatrix,
         on_epoch_end: Callable[..., None] | None = None,
-        validate: Callable[[ELSA], float] | None = None,
-    ) -> ELSA:
+        validate: Callable[["ELSA"], float] | None = None,
+    ) -> "ELSA":
         """Train on ``x_train`` by minibatch gradient descent on the normalised-distance loss; returns self.
 
         Users without any training interaction carry no signal and are skipped.
@@ -259,7 +258,7 @@ class ELSA(Recommender):
         self.best_epoch = watch.best_epoch
         return self
 
-    def _train_epochs(self, x, a, optimizer, generator, on_epoch_end, validate) -> tuple[list[float], _BestEpoch]:
+    def _train_epochs(self, x, a, optimizer, generator, on_epoch_end, validate) -> tuple[list[float], "_BestEpoch"]:
         """Run the configured epochs, stopping early if the watch says so -> (loss per epoch, the watch)."""
         from tqdm.auto import tqdm
 
@@ -281,7 +280,7 @@ class ELSA(Recommender):
                 break
         return history, watch
 
-    def _with_weights(self, weights: np.ndarray) -> ELSA:
+    def _with_weights(self, weights: np.ndarray) -> "ELSA":
         self._set_weights(weights)
         return self
 
@@ -308,7 +307,7 @@ class ELSA(Recommender):
         )
 
     @classmethod
-    def _from_saved(cls, config, state, arrays, n_items) -> ELSA:
+    def _from_saved(cls, config, state, arrays, n_items) -> "ELSA":
         model = cls(ELSAConfig(**config))
         weights = arrays["A"]
         if weights.ndim != 2 or weights.shape[0] != n_items:

@@ -7,6 +7,7 @@ Tasks", RecSys 2010.
 
 from __future__ import annotations
 
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -35,7 +36,7 @@ class Popularity(Recommender):
         self.counts: np.ndarray | None = None
         self.n_items: int | None = None
 
-    def fit(self, x_train: sp.spmatrix) -> Popularity:
+    def fit(self, x_train: sp.spmatrix) -> "Popularity":
         """Count interactions per item in ``x_train`` (scipy sparse ``(n_users, n_items)``).
 
         Raises
@@ -55,7 +56,7 @@ class Popularity(Recommender):
         return None, {}, {"counts": self.counts}
 
     @classmethod
-    def _from_saved(cls, config, state, arrays, n_items) -> Popularity:
+    def _from_saved(cls, config, state, arrays, n_items) -> "Popularity":
         model = cls()
         counts = arrays["counts"]
         if counts.shape != (n_items,):

@@ -10,9 +10,8 @@ reports each epoch and may stop early on a validation score).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from mlflow_recsys.models.base import Recommender
 from mlflow_recsys.models.ease import EASE, EASEConfig

@@ -91,7 +91,7 @@ def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
     return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
+def key_table(report: "ComparisonReport", *, seeds: bool = False) -> str:
     """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, values as :func:`display_frame` formats
     them; with ``seeds``, the comparison names each side's number of training seeds."""
     shown = display_frame(report)
@@ -119,7 +119,7 @@ def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
     return _table(KEY_COLUMNS, rows, "key")
 
 
-def details_table(report: ComparisonReport) -> str:
+def details_table(report: "ComparisonReport") -> str:
     """The display columns the key table leaves out (:data:`DETAIL_COLUMNS`), one row per hypothesis."""
     shown = display_frame(report)
     rows = []
@@ -133,7 +133,7 @@ def details_table(report: ComparisonReport) -> str:
     return _table(DETAIL_COLUMNS, rows, "details")
 
 
-def legend(report: ComparisonReport) -> str:
+def legend(report: "ComparisonReport") -> str:
     """One escaped line on how to read the key table (names no model)."""
     levels = sorted({c.confidence_level for c in report.comparisons})
     level = "/".join(f"{v:.0%}" for v in levels)
@@ -149,7 +149,7 @@ def legend(report: ComparisonReport) -> str:
     )
 
 
-def _seed_sentence(report: ComparisonReport) -> str:
+def _seed_sentence(report: "ComparisonReport") -> str:
     counts: dict[str, int] = {}
     for c in report.comparisons:
         counts.setdefault(c.baseline, c.baseline_seeds)
@@ -163,7 +163,7 @@ def _seed_sentence(report: ComparisonReport) -> str:
 
 
 def report_html(
-    report: ComparisonReport,
+    report: "ComparisonReport",
     spreads: dict,
     *,
     primary: str | None,
@@ -172,7 +172,7 @@ def report_html(
     seed_png: bytes | None = None,
     provenance_html: str | None = None,
     primary_declared: bool = False,
-    seed_averaged: ComparisonReport | None = None,
+    seed_averaged: "ComparisonReport | None" = None,
 ) -> str:
     """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods,
     references.
@@ -231,7 +231,7 @@ def _image(data: bytes, alt: str) -> str:
 
 
 def _primary_sentences(
-    report: ComparisonReport, primary: str, declared: bool, seed_averaged: ComparisonReport | None
+    report: "ComparisonReport", primary: str, declared: bool, seed_averaged: "ComparisonReport | None"
 ) -> list[str]:
     """The primary metric and its result sentences, the seed-averaged ones after the representative seed's."""
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
@@ -247,7 +247,7 @@ def _primary_sentences(
     return parts
 
 
-def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None) -> list[str]:
+def _details(report: "ComparisonReport", seed_averaged: "ComparisonReport | None") -> list[str]:
     """The details tables: the representative seed's, then the seed-averaged one's under headings of their own."""
     parts = ["<h2>Details</h2>"]
     if seed_averaged is not None:

@@ -62,7 +62,7 @@ def _error_lengths(centre, low, high) -> np.ndarray:
     return np.clip(np.vstack([centre - low, high - centre]), 0.0, None)
 
 
-def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
+def forest_plot(report: "ComparisonReport", path: str | os.PathLike) -> None:
     """Save one row per hypothesis: the difference (candidate - baseline) and its interval.
 
     Filled markers are significant after adjustment; the dashed line is no

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.server.listing import RUN_ID
 from mlflow_recsys.tracking.limits import shorten
-from mlflow_recsys.tracking.runs import RunSelectionError
+from mlflow_recsys.tracking.runs import RunSelectionError, select_runs
 
 #: ``correction`` choices of the form (the command line's), ``none`` meaning no adjustment.
 CORRECTIONS = ("holm", "bonferroni", "none")

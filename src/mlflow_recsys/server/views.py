@@ -18,8 +18,8 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
-from mlflow_recsys.server.listing import RUN_ID
 from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
+from mlflow_recsys.server.listing import RUN_ID
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact

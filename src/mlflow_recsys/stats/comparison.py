@@ -16,10 +16,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import warnings
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -44,10 +43,6 @@ from mlflow_recsys.stats.warnings import (
     UnverifiedPairingWarning,
     warn,
 )
-
-if TYPE_CHECKING:  # annotations only: save() and load() take a path
-    import os
-    import pathlib
 
 Alternative = Literal["two-sided", "greater", "less"]
 TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
@@ -336,7 +331,7 @@ class ComparisonReport:
 
         return report_summary(self)
 
-    def save(self, path: str | os.PathLike) -> pathlib.Path:
+    def save(self, path: "str | os.PathLike") -> "pathlib.Path":
         """Save the report as the directory ``path``, atomically; return ``path``.
 
         See :func:`~mlflow_recsys.stats.storage.save_report` for the files and the errors raised.
@@ -346,7 +341,7 @@ class ComparisonReport:
         return save_report(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> ComparisonReport:
+    def load(cls, path: "str | os.PathLike") -> "ComparisonReport":
         """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats.storage.load_report`)."""
         from mlflow_recsys.stats.storage import load_report
 
@@ -365,8 +360,7 @@ class ComparisonReport:
 
         ``markup="plain"`` (default) leaves names and the metric key as they are;
         ``"markdown"`` escapes them with
-        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for
-        another ``markup``.
+        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
         See :func:`~mlflow_recsys.report.text.results_text`.
         """
         from mlflow_recsys.report.text import results_text
@@ -985,8 +979,8 @@ def _bca_interval(
     -------
     ``(low, high)`` holding ``estimate`` (an end past it is moved onto it, as in
     :func:`_percentile_interval`); for constant differences the point
-    ``(estimate, estimate)``, open on the far side when one-sided; ``None`` when ``z0`` or an adjusted level is
-    not finite (every replicate on one side of the estimate), for the caller to fall back to the
+    ``(estimate, estimate)``, open on the far side when one-sided; ``None`` when ``z0`` or an adjusted level is not finite (every
+    replicate on one side of the estimate), for the caller to fall back to the
     percentile interval.
     """
     if np.all(d == d[0]):

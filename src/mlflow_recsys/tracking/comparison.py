@@ -11,10 +11,10 @@ import re
 import shlex
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator, Sequence
 
 import mlflow
 import pandas as pd
@@ -63,6 +63,7 @@ from mlflow_recsys.tracking.provenance import (
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
 from mlflow_recsys.tracking.server_errors import is_unreachable, translated_server_errors
+
 
 _log = logging.getLogger(__name__)
 
@@ -245,7 +246,7 @@ def compare_runs(
     )
 
 
-def _log_plan(runs: list[Run], plan: _Plan, n_resamples: int, paired_seeds: bool) -> None:
+def _log_plan(runs: list[Run], plan: "_Plan", n_resamples: int, paired_seeds: bool) -> None:
     """Log what is compared and, with ``paired_seeds``, the pairs it changes nothing for (one side seeded)."""
     _log.info(
         "comparing %d runs of %d candidates (%d pairs, B = %s)",
@@ -264,7 +265,7 @@ def _log_plan(runs: list[Run], plan: _Plan, n_resamples: int, paired_seeds: bool
 
 
 def _load_and_compare(
-    runs: list[Run], plan: _Plan, seed: str | None, statistics: dict, paired_seeds: bool, stage: Callable[[str], None]
+    runs: list[Run], plan: "_Plan", seed: str | None, statistics: dict, paired_seeds: bool, stage: Callable[[str], None]
 ):
     """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
     metrics compared, the provenance, :func:`_compare`'s reports)."""
@@ -279,7 +280,7 @@ def _load_and_compare(
 
 
 def _compare(
-    plan: _Plan, artifacts: dict[str, EvaluationArtifacts], statistics: dict, paired_seeds: bool
+    plan: "_Plan", artifacts: dict[str, EvaluationArtifacts], statistics: dict, paired_seeds: bool
 ) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
     """The paired report, the seed-spread tables by ``"<candidate> vs <baseline>"`` and, when a candidate has
     seeds, the seed-averaged report (else None); ``statistics`` are :func:`compare_models`' keywords."""
@@ -393,7 +394,7 @@ def _preflight(
     seed,
     model_tag,
     client=None,
-) -> tuple[list[Run], _Plan]:
+) -> tuple[list[Run], "_Plan"]:
     """The settings, the selection and the plan checked, in this order, from run metadata alone."""
     _check_settings(
         metrics=metrics,
@@ -496,7 +497,7 @@ class _Plan:
     seed_pairs: list[tuple[str, str]]  # pairs that get a seed-spread table
     reference: str | None
 
-    def with_metrics(self, metric_keys: list[str]) -> _Plan:
+    def with_metrics(self, metric_keys: list[str]) -> "_Plan":
         return dataclasses.replace(self, metric_keys=metric_keys)
 
     @property
@@ -606,8 +607,8 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
 
     ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>_vs_<baseline>.<metric>.<field>`` without;
     the seed-averaged report's under ``<candidate>.<metric>.seed_averaged.<field>`` and seed-table columns under
-    ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go
-    through :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
+    ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go through
+    :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
     :func:`~mlflow_recsys.tracking.limits.fit_key`.
 
     Raises
@@ -656,7 +657,7 @@ class _Target:
         self.experiment_name = experiment_name
 
     @classmethod
-    def find(cls, output_experiment: str | None) -> _Target:
+    def find(cls, output_experiment: str | None) -> "_Target":
         """Check, before anything is written, that the run to use may be used and the experiment may be made.
 
         Raises
@@ -813,7 +814,7 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
         for key, (name, rank) in configuration_names(model, by_key).items():
             names[model, key], order[model, key] = name, (model, rank)
     owner: dict[str, str] = {}
-    for (model, _key), name in names.items():
+    for (model, key), name in names.items():
         if name in owner:  # one model's names are distinct, so this is a model named like another's configuration
             raise RunSelectionError(
                 f"model names: runs of {owner[name]} and of {model} would both be the candidate {name!r}",
@@ -948,8 +949,7 @@ def _artifact_metric_keys(metric_keys: list[str] | None, primary, artifacts: dic
         missing = [m for m in metric_keys if m not in art.result.per_user]
         if missing:
             raise RunSelectionError(
-                f"run {run_id}: its per_user.parquet has no column for {missing}; "
-                f"it holds {sorted(art.result.per_user)}"
+                f"run {run_id}: its per_user.parquet has no column for {missing}; it holds {sorted(art.result.per_user)}"
             )
     return metric_keys
 
@@ -1086,10 +1086,7 @@ def source_runs_tag(run_ids: list[str]) -> str:
     listed = ",".join(run_ids)
     if len(listed) <= MAX_TAG_LENGTH:
         return listed
-    return (
-        f"{len(run_ids)} runs, sha256 {text_digest(listed, 16)} of their comma-separated ids; "
-        "listed in source_runs.json"
-    )
+    return f"{len(run_ids)} runs, sha256 {text_digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
 
 
 def _headline(report: ComparisonReport, primary: str | None) -> str:
@@ -1247,8 +1244,7 @@ def _write_report_frames(
 
 
 def _write_seed_files(out: Path, spreads: dict[str, SeedSpread]) -> pd.DataFrame | None:
-    """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table (None without
-    seeds)."""
+    """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table (None without seeds)."""
     if not spreads:
         return None
     seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True)

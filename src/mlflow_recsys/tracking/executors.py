@@ -15,10 +15,9 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Iterator, Literal, Mapping, Sequence
 
 import mlflow
 import mlflow.projects

@@ -10,7 +10,7 @@ holds them whole, and texts are chosen from versions that fit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from typing import Iterable, Sequence
 
 from mlflow_recsys._digests import text_digest
 

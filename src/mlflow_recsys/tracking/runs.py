@@ -16,15 +16,16 @@ from tqdm.auto import tqdm
 from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.limits import shorten
+from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.artifacts import (
     EVALUATION_FILE,
-    PER_USER_FILE,
     ArtifactError,
+    PER_USER_FILE,
     EvaluationArtifacts,
     read_evaluation_artifacts,
 )
-from mlflow_recsys.tracking.limits import shorten
-from mlflow_recsys.tracking.redact import redact
+
 
 #: Runs asked for per ``search_runs`` call; MLflow returns a page token while more remain.
 SEARCH_PAGE_SIZE = 1000

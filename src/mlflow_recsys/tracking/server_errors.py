@@ -11,8 +11,8 @@ use unless these variables are set.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Iterator
 
 import mlflow
 

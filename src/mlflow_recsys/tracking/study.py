@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Callable, Sequence
 
 import mlflow
 import mlflow.projects

@@ -6,8 +6,8 @@ import dataclasses
 import json
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Sequence
 
 import mlflow
 
