@@ -38,10 +38,8 @@ def ranking_like_results(n_units: int, seed: int = 0) -> dict[str, EvaluationRes
         base[key] = b
         cand[key] = np.clip(b + moved * rng.normal(0.005, 0.08, n_units), 0, 1)
     ids = np.arange(n_units)
-    return {
-        "EASE": EvaluationResult.from_per_user(base, sample_ids=ids, targets_fingerprint="x"),
-        "ELSA": EvaluationResult.from_per_user(cand, sample_ids=ids, targets_fingerprint="x"),
-    }
+    return {"EASE": EvaluationResult.from_per_user(base, sample_ids=ids, targets_fingerprint="x"),
+            "ELSA": EvaluationResult.from_per_user(cand, sample_ids=ids, targets_fingerprint="x")}
 
 
 def median_seconds(func, repeats: int = 5) -> float:
@@ -119,9 +117,8 @@ def main() -> None:
 
     print("\nScaling in B (2,500 users, 4 metrics)")
     for b in (999, 9_999, 99_999):
-        seconds = median_seconds(
-            lambda: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=b), repeats=3
-        )
+        seconds = median_seconds(lambda: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=b),
+                                 repeats=3)
         print(f"  B = {b:>6,}: {seconds * 1000:9.1f} ms")
 
 

@@ -31,9 +31,8 @@ def main() -> None:
     for split_seed in (42, 7):
         split_run = run_split(dataset="movielens-100k", seed=split_seed)
         digests[split_seed] = mlflow.get_run(split_run).data.tags["recsys.split_digest"]
-        common = dict(
-            checkpoint=f"runs:/{split_run}/checkpoint.zip", metrics=["ndcg@100", "recall@20"], log_model=False
-        )
+        common = dict(checkpoint=f"runs:/{split_run}/checkpoint.zip", metrics=["ndcg@100", "recall@20"],
+                      log_model=False)
         run_train(model="EASE", **common)
         run_train(seed=0, **elsa, **common)
         if split_seed == 42:
@@ -42,13 +41,9 @@ def main() -> None:
 
     first = digests[42]
     print("Filters")
-    for filter_string in [
-        f"tags.`recsys.split_digest` = '{first}'",
-        "tags.`recsys.model` = 'ELSA'",
-        "tags.`recsys.model` != 'Popularity'",
-        "params.epochs = '5'",
-        "metrics.ndcg_at_100 > 0.3",
-    ]:
+    for filter_string in [f"tags.`recsys.split_digest` = '{first}'", "tags.`recsys.model` = 'ELSA'",
+                          "tags.`recsys.model` != 'Popularity'", "params.epochs = '5'",
+                          "metrics.ndcg_at_100 > 0.3"]:
         print(f"  {filter_string.replace(first, '<digest>'):<46} {names(filter_string)}")
 
     try:
@@ -59,9 +54,7 @@ def main() -> None:
     outcome = compare_runs(
         experiment=EXPERIMENT,
         filter_string=f"tags.`recsys.split_digest` = '{first}' and tags.`recsys.model` != 'Popularity'",
-        reference="EASE",
-        primary="ndcg@100",
-        n_resamples=999,
+        reference="EASE", primary="ndcg@100", n_resamples=999,
     )
     print("\nCompared:", sorted(outcome.source_runs), "with seed tables", list(outcome.seed_spreads))
     print(outcome.report.results_text("ndcg@100", "ELSA"))

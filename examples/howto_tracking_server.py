@@ -27,20 +27,16 @@ def main(url: str) -> None:
 
     split_run = run_split(dataset="movielens-100k", seed=42)
     checkpoint = f"runs:/{split_run}/checkpoint.zip"
-    runs = [
-        run_train(checkpoint=checkpoint, model=model, metrics=["ndcg@100", "recall@20"], log_model=False)
-        for model in ("EASE", "Popularity")
-    ]
+    runs = [run_train(checkpoint=checkpoint, model=model, metrics=["ndcg@100", "recall@20"], log_model=False)
+            for model in ("EASE", "Popularity")]
     # The server proxies every artifact: nothing here depends on a local artifact path.
     print("artifact URI scheme:", mlflow.get_run(split_run).info.artifact_uri.split("/")[0])
 
     outcome = compare_runs(run_ids=runs, reference="EASE", primary="ndcg@100", n_resamples=999)
     comparison = mlflow.get_run(outcome.run_id)
     names = sorted(a.path for a in mlflow.artifacts.list_artifacts(run_id=outcome.run_id))
-    print(
-        f"comparison run {outcome.run_id}: {comparison.info.status}, {len(names)} artifacts on the server: "
-        + ", ".join(names)
-    )
+    print(f"comparison run {outcome.run_id}: {comparison.info.status}, {len(names)} artifacts on the server: "
+          + ", ".join(names))
     print(outcome.report.results_text("ndcg@100", "Popularity"))
 
 

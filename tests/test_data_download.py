@@ -43,7 +43,9 @@ def server(tmp_path):
     root = tmp_path / "served"
     root.mkdir()
     digest = make_zip(root / "tiny.zip")
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(root)))
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(QuietHandler, directory=str(root))
+    )
     httpd.gets, httpd.failures_left = 0, 0
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -124,11 +124,8 @@ def test_tampered_weights_file_fails_with_a_clear_error(tmp_path, cls_name):
 
     rng = np.random.default_rng(0)
     x = sp.csr_matrix((rng.random((30, 12)) < 0.3).astype(np.float32))
-    model = {
-        "EASE": lambda: EASE().fit(x),
-        "Popularity": lambda: Popularity().fit(x),
-        "ELSA": lambda: ELSATrainer(ELSAConfig(latent_dim=3, epochs=1)).fit(x),
-    }[cls_name]()
+    model = {"EASE": lambda: EASE().fit(x), "Popularity": lambda: Popularity().fit(x),
+             "ELSA": lambda: ELSATrainer(ELSAConfig(latent_dim=3, epochs=1)).fit(x)}[cls_name]()
     folder = model.save(tmp_path / "m")
     (weights,) = [f for f in folder.iterdir() if f.suffix == ".npy"]
     data = bytearray(weights.read_bytes())

@@ -94,16 +94,8 @@ def served(store, backend):
         "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
     }
     for seed in (0, 1):
-        runs[f"ELSA{seed}"] = run_train(
-            checkpoint=checkpoint,
-            model="ELSA",
-            seed=seed,
-            metrics=METRICS,
-            log_model=False,
-            latent_dim=8,
-            batch_size=128,
-            epochs=2,
-        )
+        runs[f"ELSA{seed}"] = run_train(checkpoint=checkpoint, model="ELSA", seed=seed, metrics=METRICS,
+                                        log_model=False, latent_dim=8, batch_size=128, epochs=2)
     mlflow.set_experiment("tracking")
     return {"url": backend["url"], "experiment_id": experiment_id, "split": split, "checkpoint": checkpoint, **runs}
 
@@ -113,16 +105,14 @@ def test_runs_live_in_the_backend_store_and_artifacts_behind_the_proxy(served, b
     assert run.info.artifact_uri == f"mlflow-artifacts:/{served['experiment_id']}/{served['EASE']}/artifacts"
     assert run.data.params["checkpoint"] == served["checkpoint"]
     # The server wrote the files under its --artifacts-destination, and the run row is in the database itself.
-    assert (
-        backend["root"] / "artifacts" / served["experiment_id"] / served["EASE"] / "artifacts" / "per_user.parquet"
-    ).is_file()
+    assert (backend["root"] / "artifacts" / served["experiment_id"] / served["EASE"] / "artifacts"
+            / "per_user.parquet").is_file()
     engine = sa.create_engine(backend["store"])
     try:
         with engine.connect() as connection:
             assert engine.dialect.name == backend["kind"]
-            found = connection.execute(
-                sa.text("SELECT status FROM runs WHERE run_uuid = :id"), {"id": served["EASE"]}
-            ).scalar_one()
+            found = connection.execute(sa.text("SELECT status FROM runs WHERE run_uuid = :id"),
+                                       {"id": served["EASE"]}).scalar_one()
     finally:
         engine.dispose()
     assert found == "FINISHED"
@@ -131,20 +121,17 @@ def test_runs_live_in_the_backend_store_and_artifacts_behind_the_proxy(served, b
 @pytest.mark.parametrize("form", ["mlflow-artifacts:/", "mlflow-artifacts://host:port/", "runs:/"])
 def test_a_checkpoint_is_read_through_each_artifact_uri_form(served, backend, tmp_path, form):
     path = f"{served['experiment_id']}/{served['split']}/artifacts/checkpoint.zip"
-    uri = {
-        "mlflow-artifacts:/": f"mlflow-artifacts:/{path}",
-        "mlflow-artifacts://host:port/": f"mlflow-artifacts://{backend['url'].split('://')[1]}/{path}",
-        "runs:/": f"runs:/{served['split']}/checkpoint.zip",
-    }[form]
+    uri = {"mlflow-artifacts:/": f"mlflow-artifacts:/{path}",
+           "mlflow-artifacts://host:port/": f"mlflow-artifacts://{backend['url'].split('://')[1]}/{path}",
+           "runs:/": f"runs:/{served['split']}/checkpoint.zip"}[form]
     local = resolve_checkpoint(uri, str(tmp_path))
     assert local.is_file() and local.read_bytes()[:2] == b"PK"
 
 
 def test_selection_pages_through_the_search_on_each_backend(served):
     finished = "attributes.status = 'FINISHED'"  # a shared test leaves a KILLED training run here
-    everything = MlflowClient().search_runs(
-        [served["experiment_id"]], max_results=1000, filter_string=f"tags.`recsys.role` = 'train' and {finished}"
-    )
+    everything = MlflowClient().search_runs([served["experiment_id"]], max_results=1000,
+                                            filter_string=f"tags.`recsys.role` = 'train' and {finished}")
     paged = select_runs(experiment="over-http", filter_string=finished, page_size=2)
     assert len(everything) >= 4
     assert [r.info.run_id for r in paged] == [r.info.run_id for r in everything]
@@ -157,25 +144,10 @@ def test_the_compare_command_over_http(served, backend, copy_run, tmp_path):
         copy_run(served[model], tmp_path / model, model=model, experiment_id=aside)
     digest = MlflowClient().get_run(served["EASE"]).data.tags["recsys.split_digest"]
     proc = subprocess.run(
-        [
-            str(BIN / "mlflow-recsys"),
-            "compare",
-            "--experiment",
-            "cli-study",
-            "--filter",
-            f"tags.`recsys.split_digest` = '{digest}'",
-            "--reference",
-            "Popularity",
-            "--primary",
-            "ndcg@100",
-            "--n-resamples",
-            "999",
-        ],
-        env=clean_env(backend["url"]),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+        [str(BIN / "mlflow-recsys"), "compare", "--experiment", "cli-study",
+         "--filter", f"tags.`recsys.split_digest` = '{digest}'", "--reference", "Popularity",
+         "--primary", "ndcg@100", "--n-resamples", "999"],
+        env=clean_env(backend["url"]), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Paired comparison" in proc.stdout
     (comparison,) = MlflowClient().search_runs([aside], filter_string="tags.`recsys.role` = 'comparison'")

@@ -21,9 +21,8 @@ def study(tmp_path_factory):
         split = run_split(dataset="movielens-100k", seed=42)
         checkpoint = f"runs:/{split}/checkpoint.zip"
         ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
-        elsa = {
-            s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, **FAST_ELSA) for s in (0, 1, 2)
-        }
+        elsa = {s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, **FAST_ELSA)
+                for s in (0, 1, 2)}
         yield {"experiment_id": experiment_id, "split": split, "ease": ease, "elsa": elsa}
 
 
@@ -43,8 +42,7 @@ def test_every_surface_names_the_data_the_split_and_the_runs(study):
     assert prov["models"]["ELSA"]["why"] == "seed 0, the lowest of 0, 1, 2"
     assert prov["models"]["ELSA"]["hyperparameters"]["latent_dim"] == 8
     assert {s: r["run_id"] for s, r in prov["models"]["ELSA"]["runs"].items()} == {
-        str(s): rid for s, rid in study["elsa"].items()
-    }
+        str(s): rid for s, rid in study["elsa"].items()}
 
     report_md = _artifact(outcome.run_id, "report.md")
     methods = _artifact(outcome.run_id, "methods.md")

@@ -19,20 +19,8 @@ from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
 
 PROJECT = Path(__file__).resolve().parents[1]
-SMALL = [
-    "--epochs",
-    "2",
-    "--latent-dim",
-    "8",
-    "--batch-size",
-    "128",
-    "--n-resamples",
-    "999",
-    "--metrics",
-    "ndcg@100,recall@20",
-    "--project-uri",
-    str(PROJECT),
-]
+SMALL = ["--epochs", "2", "--latent-dim", "8", "--batch-size", "128", "--n-resamples", "999",
+         "--metrics", "ndcg@100,recall@20", "--project-uri", str(PROJECT)]
 #: Logged by a training run but not a result of it.
 TIMINGS = {"fit_seconds"}
 
@@ -42,14 +30,8 @@ def study(store: Path, experiment: str, *args: str) -> tuple[subprocess.Complete
     env = clean_env(f"sqlite:///{store}/mlruns.db")
     env.update(MLFLOW_EXPERIMENT_NAME=experiment, RAY_USAGE_STATS_ENABLED="0")
     started = time.perf_counter()
-    proc = subprocess.run(
-        [str(BIN / "mlflow-recsys"), "study", *SMALL, *args],
-        cwd=store,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = subprocess.run([str(BIN / "mlflow-recsys"), "study", *SMALL, *args], cwd=store, env=env,
+                          capture_output=True, text=True, timeout=600)
     return proc, time.perf_counter() - started
 
 
@@ -96,10 +78,8 @@ def studies(store):
     for executor in ("sequential", "ray"):
         proc, seconds[executor] = study(store, executor, "--seeds", "0,1,2", "--executor", executor)
         assert proc.returncode == 0, show(proc)
-    print(
-        f"\nstudy wall time (EASE + ELSA x 3 seeds, 2 epochs, MovieLens-100k): sequential "
-        f"{seconds['sequential']:.1f} s, ray {seconds['ray']:.1f} s"
-    )
+    print(f"\nstudy wall time (EASE + ELSA x 3 seeds, 2 epochs, MovieLens-100k): sequential "
+          f"{seconds['sequential']:.1f} s, ray {seconds['ray']:.1f} s")
     return seconds
 
 
@@ -111,14 +91,12 @@ def test_ray_study_logs_the_same_runs_as_the_sequential_study(studies):
         (a,), (b,) = sequential[key], on_ray[key]
         assert a.info.status == b.info.status == "FINISHED"
         # Bit for bit: the same split, seed and code give the same model in a Ray worker as in its own process.
-        assert {k: v for k, v in b.data.metrics.items() if k not in TIMINGS} == {
-            k: v for k, v in a.data.metrics.items() if k not in TIMINGS
-        }, key
+        assert {k: v for k, v in b.data.metrics.items() if k not in TIMINGS} == \
+               {k: v for k, v in a.data.metrics.items() if k not in TIMINGS}, key
         for tag in ("recsys.config", "recsys.split_digest", "recsys.targets_fingerprint", "recsys.command"):
             assert b.data.tags[tag] == a.data.tags[tag], (key, tag)
-        assert {k: v for k, v in b.data.params.items() if k != "checkpoint"} == {
-            k: v for k, v in a.data.params.items() if k != "checkpoint"
-        }, key
+        assert {k: v for k, v in b.data.params.items() if k != "checkpoint"} == \
+               {k: v for k, v in a.data.params.items() if k != "checkpoint"}, key
     for executor in ("sequential", "ray"):
         (main,) = runs_of(executor, "main")
         assert main.info.status == "FINISHED" and main.data.params["executor"] == executor
@@ -128,10 +106,8 @@ def test_ray_study_logs_the_same_runs_as_the_sequential_study(studies):
     # Same per-user values, same resampling seed: the comparisons agree to the last digit too.
     (seq_comparison,), (ray_comparison,) = runs_of("sequential", "comparison"), runs_of("ray", "comparison")
     assert ray_comparison.data.metrics == seq_comparison.data.metrics
-    print(
-        f"per-seed metrics identical (exact) on both executors; sequential {studies['sequential']:.1f} s, "
-        f"ray {studies['ray']:.1f} s"
-    )
+    print(f"per-seed metrics identical (exact) on both executors; sequential {studies['sequential']:.1f} s, "
+          f"ray {studies['ray']:.1f} s")
 
 
 @pytest.mark.ray
@@ -175,9 +151,8 @@ def test_a_failed_training_leaves_the_others_and_fails_the_study(store):
     proc, seconds = study(store, "failing", "--seeds", "0,1,2", "--executor", "ray")
     assert proc.returncode == 0, show(proc)
     after = trainings("failing")
-    assert {key: [r.info.run_id for r in rs] for key, rs in after.items() if key != ("ELSA", "2")} == {
-        key: [r.info.run_id for r in rs] for key, rs in runs.items()
-    }
+    assert {key: [r.info.run_id for r in rs] for key, rs in after.items() if key != ("ELSA", "2")} == \
+           {key: [r.info.run_id for r in rs] for key, rs in runs.items()}
     (new,) = after[("ELSA", "2")]
     rerun = max(runs_of("failing", "main"), key=lambda r: r.info.start_time)
     assert new.data.tags["mlflow.parentRunId"] == rerun.info.run_id and rerun.info.status == "FINISHED"
@@ -193,10 +168,8 @@ def test_the_sequential_executor_records_a_failed_training_too(store, studies):
     (bad,) = named("sequential", "ELSA seed -1")
     assert bad.info.status == "FAILED" and bad.data.tags["mlflow.parentRunId"] == main.info.run_id
     assert main.info.status == "FAILED"
-    assert main.data.tags["recsys.error"] == (
-        f"1 of 3 trainings failed: ELSA seed -1 (run {bad.info.run_id}): the "
-        "train step failed; its output above says why"
-    )
+    assert main.data.tags["recsys.error"] == (f"1 of 3 trainings failed: ELSA seed -1 (run {bad.info.run_id}): the "
+                                              "train step failed; its output above says why")
     # The step's own error is in the output, and EASE and ELSA seed 1 came from the first study.
     assert "seed: expected an integer >= 0, found -1" in proc.stderr
     assert "0 trainings" not in proc.stdout and "1 trainings on the sequential executor, 2 reused" in proc.stdout
@@ -208,28 +181,18 @@ def test_the_sequential_executor_records_a_failed_training_too(store, studies):
 def test_gpu_trainings_on_a_local_ray_without_gpus_are_refused_before_any_run(store):
     proc, _ = study(store, "gpu", "--seeds", "5,6", "--executor", "ray", "--device", "cuda")
     assert proc.returncode == 1, show(proc)
-    assert proc.stderr == (
-        "Error: ValueError: device: ELSA seed 5, ELSA seed 6 ask Ray for a GPU each, and this "
-        "machine (the local Ray) has none; use --device cpu, or join a cluster with GPUs "
-        "(--ray-address)\n"
-    )
+    assert proc.stderr == ("Error: ValueError: device: ELSA seed 5, ELSA seed 6 ask Ray for a GPU each, and this "
+                           "machine (the local Ray) has none; use --device cpu, or join a cluster with GPUs "
+                           "(--ray-address)\n")
     assert MlflowClient().search_runs([mlflow.get_experiment_by_name("gpu").experiment_id]) == []
 
 
 def test_ray_executor_without_ray_says_how_to_install_it(tmp_path):
     # Ray blocked as if it were not installed; nothing may be logged.
-    code = (
-        "import sys; sys.modules['ray'] = None; from mlflow_recsys.cli import cli; "
-        "cli(['study', '--executor', 'ray', '--seeds', '0,1'], prog_name='mlflow-recsys')"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=tmp_path,
-        env=clean_env(f"sqlite:///{tmp_path}/m.db"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    code = ("import sys; sys.modules['ray'] = None; from mlflow_recsys.cli import cli; "
+            "cli(['study', '--executor', 'ray', '--seeds', '0,1'], prog_name='mlflow-recsys')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(f"sqlite:///{tmp_path}/m.db"),
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, show(proc)
     assert proc.stderr.strip() == 'Error: ImportError: executor: Ray is not installed; pip install "mlflow-recsys[ray]"'
     assert not (tmp_path / "m.db").exists()
@@ -260,13 +223,10 @@ def test_ray_workers_get_the_tracking_uri_and_credentials_by_environment(tmp_pat
     assert all(k.startswith("MLFLOW_") for k in env)
 
 
-@pytest.mark.parametrize(
-    "args, message",
-    [
-        (["--seeds", "0,1,0"], "ValueError: seeds: expected each seed once, found 0 more than once in [0, 1, 0]"),
-        (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer >= 1, found 0"),
-    ],
-)
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "0,1,0"], "ValueError: seeds: expected each seed once, found 0 more than once in [0, 1, 0]"),
+    (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer >= 1, found 0"),
+])
 def test_settings_every_training_shares_are_refused_before_any_run(tmp_path, monkeypatch, args, message):
     from mlflow_recsys.cli import cli
 

@@ -45,32 +45,17 @@ class Selection:
         """Keyword arguments of :func:`~mlflow_recsys.tracking.comparison.compare_runs`, as the CLI builds them."""
         d = cli_defaults()
         return dict(
-            run_ids=list(self.run_ids),
-            reference=self.reference,
-            metrics=self.metrics,
-            primary=self.primary,
+            run_ids=list(self.run_ids), reference=self.reference, metrics=self.metrics, primary=self.primary,
             correction=None if self.correction == "none" else self.correction,
-            confidence_level=d["confidence_level"],
-            n_resamples=self.n_resamples,
-            alternative=d["alternative"],
-            test_method=d["test_method"],
-            zero_method=d["zero_method"],
-            interval_method=d["interval_method"],
-            family=d["family"],
-            random_state=d["random_state"],
-            paired_seeds=d["paired_seeds"],
-            seed=d["report_seed"],
-            model_tag=d["model_tag"],
+            confidence_level=d["confidence_level"], n_resamples=self.n_resamples, alternative=d["alternative"],
+            test_method=d["test_method"], zero_method=d["zero_method"], interval_method=d["interval_method"],
+            family=d["family"], random_state=d["random_state"], paired_seeds=d["paired_seeds"],
+            seed=d["report_seed"], model_tag=d["model_tag"],
         )
 
     def to_json(self) -> dict:
-        return {
-            "reference": self.reference,
-            "primary": self.primary,
-            "metrics": self.metrics,
-            "correction": self.correction,
-            "n_resamples": self.n_resamples,
-        }
+        return {"reference": self.reference, "primary": self.primary, "metrics": self.metrics,
+                "correction": self.correction, "n_resamples": self.n_resamples}
 
 
 def parse_form(form) -> Selection:
@@ -86,9 +71,8 @@ def parse_form(form) -> Selection:
         raise RunSelectionError("runs: expected at least two ticked runs, found none")
     malformed = [r for r in run_ids if not RUN_ID.fullmatch(r)]
     if malformed:
-        raise RunSelectionError(
-            f"runs: expected MLflow run ids (letters, digits, _ and -), found {shorten(malformed[0], 40)!r}"
-        )
+        raise RunSelectionError(f"runs: expected MLflow run ids (letters, digits, _ and -), found "
+                                f"{shorten(malformed[0], 40)!r}")
     correction = form.get("correction", cli_defaults()["correction"])
     if correction not in CORRECTIONS:
         raise RunSelectionError(f"correction: expected one of {list(CORRECTIONS)}, found {correction!r}")
@@ -99,12 +83,8 @@ def parse_form(form) -> Selection:
         raise RunSelectionError(f"n_resamples: expected a whole number, found {raw!r}") from None
     metrics = [m for m in form.getlist("metrics") if m] or None
     return Selection(
-        run_ids=run_ids,
-        reference=form.get("reference") or None,
-        primary=form.get("primary") or None,
-        metrics=metrics,
-        correction=correction,
-        n_resamples=n_resamples,
+        run_ids=run_ids, reference=form.get("reference") or None, primary=form.get("primary") or None,
+        metrics=metrics, correction=correction, n_resamples=n_resamples,
         experiment_ids=[e for e in form.getlist("experiment") if e],
     )
 

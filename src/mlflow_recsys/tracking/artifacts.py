@@ -36,9 +36,7 @@ class EvaluationArtifacts:
     package_version: str | None
 
 
-def write_evaluation_artifacts(
-    result: EvaluationResult, directory: str | os.PathLike, *, split_digest: str | None
-) -> list[Path]:
+def write_evaluation_artifacts(result: EvaluationResult, directory: str | os.PathLike, *, split_digest: str | None) -> list[Path]:
     """Write ``per_user.parquet`` and ``evaluation.json`` into ``directory``.
 
     Each file is written under a temporary name and renamed into place, with
@@ -125,10 +123,8 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         )
     metrics = meta.get("metrics")
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
-        raise ArtifactError(
-            f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
-            f"found {type(metrics).__name__}"
-        )
+        raise ArtifactError(f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
+                            f"found {type(metrics).__name__}")
     try:
         frame = pd.read_parquet(parquet)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError and more for a damaged file
@@ -154,9 +150,8 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         targets_fingerprint=meta.get("targets_fingerprint"),
         definitions={k: v.get("definition", "") for k, v in metrics.items()},
     )
-    return EvaluationArtifacts(
-        result=result, split_digest=meta.get("split_digest"), package_version=meta.get("package_version")
-    )
+    return EvaluationArtifacts(result=result, split_digest=meta.get("split_digest"),
+                               package_version=meta.get("package_version"))
 
 
 def _metric_values(frame: pd.DataFrame, key: str, where: str) -> np.ndarray:

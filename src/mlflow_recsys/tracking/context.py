@@ -87,10 +87,8 @@ def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
     )
 
 
-_ENV_ADVICE = (
-    f"unset {RUN_ID_ENV} (it is inherited from an enclosing `mlflow run`) so that this step logs to a "
-    "new run of its own"
-)
+_ENV_ADVICE = (f"unset {RUN_ID_ENV} (it is inherited from an enclosing `mlflow run`) so that this step logs to a "
+               "new run of its own")
 
 
 def _environment_run() -> Run | None:

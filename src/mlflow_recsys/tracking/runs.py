@@ -54,9 +54,7 @@ def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
         try:
             value = json.loads(raw)
         except (json.JSONDecodeError, RecursionError):  # RecursionError: thousands of nested brackets
-            raise ValueError(
-                f"compare_url: expected {name}=[...] to be a JSON list, found {shorten(raw, 80)!r}"
-            ) from None
+            raise ValueError(f"compare_url: expected {name}=[...] to be a JSON list, found {shorten(raw, 80)!r}") from None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"compare_url: expected {name}=[...] to list strings, found {shorten(raw, 80)!r}")
         lists[name] = value
@@ -99,7 +97,8 @@ def select_runs(
     given = [x is not None and x != [] for x in (run_ids, compare_url, experiment)]
     if sum(given) != 1:
         raise RunSelectionError(
-            f"runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), found {sum(given)}"
+            "runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), "
+            f"found {sum(given)}"
         )
     hint = ""
     if compare_url is not None:
@@ -137,12 +136,13 @@ def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run
             if not _missing(exc):
                 raise
             raise RunSelectionError(
-                f"run {run_id!r} was not found", hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}"
-            ) from None
+                f"run {run_id!r} was not found",
+                hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}") from None
     return runs
 
 
-def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:
+def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None,
+                        page_size: int) -> list[Run]:
     """The training runs of ``experiment`` (a name or an id) that ``filter_string`` selects, every page read."""
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
@@ -164,11 +164,13 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
     runs, token = [], None
     while True:
         try:
-            page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size, page_token=token)
+            page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size,
+                                      page_token=token)
         except MlflowException as exc:
             if exc.error_code != "INVALID_PARAMETER_VALUE":
                 raise
-            raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+            raise RunSelectionError(
+                f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
         runs.extend(page)
         token = page.token
         if not token:
@@ -190,9 +192,7 @@ def _require_training_runs(runs: list[Run]) -> None:
     deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
     if deleted:
         raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
-    not_train = [
-        (r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN
-    ]
+    not_train = [(r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN]
     if not_train:
         listing = ", ".join(f"{i} ({tags.ROLE}={role})" for i, role in not_train)
         raise RunSelectionError(f"expected training runs only, found {listing}")
@@ -201,8 +201,7 @@ def _require_training_runs(runs: list[Run]) -> None:
         listing = ", ".join(f"{i} ({s})" for i, s in unfinished)
         hint = (
             "; a run left RUNNING usually means its `mlflow run` was interrupted or missing a parameter"
-            if any(s == "RUNNING" for _, s in unfinished)
-            else ""
+            if any(s == "RUNNING" for _, s in unfinished) else ""
         )
         raise RunSelectionError(f"expected FINISHED runs only, found {listing}{hint}")
 
@@ -234,12 +233,7 @@ def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, EvaluationAr
     """Download several runs' artifacts with a few threads and a progress bar."""
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(run_ids)))) as pool:
         loaded = list(
-            tqdm(
-                pool.map(load_evaluation_artifacts, run_ids),
-                total=len(run_ids),
-                desc="per-user artifacts",
-                unit="run",
-                disable=None,
-            )
+            tqdm(pool.map(load_evaluation_artifacts, run_ids), total=len(run_ids), desc="per-user artifacts",
+                 unit="run", disable=None)
         )
     return dict(zip(run_ids, loaded))
