@@ -338,7 +338,7 @@ def test_a_compare_address_without_experiments_looks_up_every_id_in_a_few_querie
     assert client.get_experiment(other).name in page  # the experiments of the runs, the 501st id's included
 
 
-def test_a_refusal_names_no_store_path_and_no_command_line_hint(web, store):
+def test_a_refusal_names_no_store_path_and_no_command_line_hint(web, store, monkeypatch):
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp)
     twin = log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=3)
@@ -352,6 +352,10 @@ def test_a_refusal_names_no_store_path_and_no_command_line_hint(web, store):
     # The command line keeps its hints.
     from mlflow_recsys.tracking.runs import select_runs
 
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    # Put back exactly what was there (often "not set", so the environment decides) after the test.
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", tracking_utils._tracking_uri)
     mlflow.set_tracking_uri(os.environ["_MLFLOW_SERVER_FILE_STORE"])
     with pytest.raises(RunSelectionError, match="the tracking store is sqlite"):
         select_runs(run_ids=["f" * 32], client=MlflowClient())

@@ -209,8 +209,12 @@ def test_ray_address_needs_the_ray_executor(tmp_path, monkeypatch):
 
 
 def test_ray_workers_get_the_tracking_uri_and_credentials_by_environment(tmp_path, monkeypatch):
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
     from mlflow_recsys.tracking.executors import worker_environment
 
+    # A tracking URI set in this process by an earlier test would win over the variable set below.
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///relative.db")
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret")
