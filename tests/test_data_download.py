@@ -94,20 +94,16 @@ def test_a_failed_attempt_is_retried_and_the_retry_places_the_file(server, tmp_p
     assert list(dest.parent.iterdir()) == [dest]
 
 
-def test_without_retries_one_failure_is_a_download_error(server, tmp_path):
+@pytest.mark.parametrize("failures, retries, requests", [
+    (1, 0, 1),  # without retries one failure is the error
+    (5, 1, 2),  # every attempt failing: one error after the retries
+])
+def test_failed_attempts_make_one_download_error_and_leave_no_file(server, tmp_path, failures, retries, requests):
     httpd, url, digest = server
-    httpd.failures_left = 1
+    httpd.failures_left = failures
     with pytest.raises(DownloadError, match="HTTP 503"):
-        download(url, tmp_path / "cache" / "tiny.zip", digest, retries=0, progress=False)
-    assert httpd.gets == 1 and list((tmp_path / "cache").iterdir()) == []
-
-
-def test_every_attempt_failing_makes_one_download_error_after_the_retries(server, tmp_path):
-    httpd, url, digest = server
-    httpd.failures_left = 5
-    with pytest.raises(DownloadError, match="HTTP 503"):
-        download(url, tmp_path / "cache" / "tiny.zip", digest, retries=1, progress=False)
-    assert httpd.gets == 2 and list((tmp_path / "cache").iterdir()) == []
+        download(url, tmp_path / "cache" / "tiny.zip", digest, retries=retries, progress=False)
+    assert httpd.gets == requests and list((tmp_path / "cache").iterdir()) == []
 
 
 def test_download_with_bad_checksum_names_both_digests_and_leaves_no_file(server, tmp_path):

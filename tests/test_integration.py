@@ -54,14 +54,8 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
         mlflow.set_tracking_uri(None)
 
 
-@pytest.fixture(scope="module")
-def served(mlflow_server):
-    """A split, EASE, Popularity and two ELSA seeds, logged to the live server."""
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(mlflow_server)
-    experiment_id = mlflow.set_experiment("over-http").experiment_id
-    split = run_split(dataset="movielens-100k", seed=3)
-    checkpoint = f"runs:/{split}/checkpoint.zip"
+def train_small_study(checkpoint: str) -> dict[str, str]:
+    """EASE, Popularity and ELSA under seeds 0 and 1 (2 epochs) on the checkpoint; run ids by name."""
     runs = {
         "EASE": run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False),
         "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
@@ -69,6 +63,17 @@ def served(mlflow_server):
     for seed in (0, 1):
         runs[f"ELSA{seed}"] = run_train(checkpoint=checkpoint, model="ELSA", seed=seed, metrics=METRICS,
                                         log_model=False, latent_dim=8, batch_size=128, epochs=2)
+    return runs
+
+
+@pytest.fixture(scope="module")
+def served(mlflow_server):
+    """A split, EASE, Popularity and two ELSA seeds, logged to the live server."""
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(mlflow_server)
+    experiment_id = mlflow.set_experiment("over-http").experiment_id
+    split = run_split(dataset="movielens-100k", seed=3)
+    runs = train_small_study(f"runs:/{split}/checkpoint.zip")
     yield {"url": mlflow_server, "experiment_id": experiment_id, **runs}
     mlflow.set_tracking_uri(previous)
 

@@ -19,13 +19,14 @@ from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
 from postgres_cluster import postgres_cluster
 
-from mlflow_recsys.tracking import run_split, run_train, select_runs
+from mlflow_recsys.tracking import run_split, select_runs
 from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.training import resolve_checkpoint
 
 # The shared tests, collected here once per backend (in their files' order: some add runs later ones see).
 from test_integration import (  # noqa: F401
     METRICS,
+    train_small_study,
     test_compare_by_ids_over_http_logs_to_the_server,
     test_compare_by_a_pasted_ui_url_percent_encoded,
     test_compare_by_experiment_and_filter_over_http,
@@ -89,13 +90,7 @@ def served(store, backend):
     split = run_split(dataset="movielens-100k", seed=3)
     checkpoint = f"{MlflowClient().get_run(split).info.artifact_uri}/checkpoint.zip"
     assert checkpoint.startswith("mlflow-artifacts:/")
-    runs = {
-        "EASE": run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False),
-        "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
-    }
-    for seed in (0, 1):
-        runs[f"ELSA{seed}"] = run_train(checkpoint=checkpoint, model="ELSA", seed=seed, metrics=METRICS,
-                                        log_model=False, latent_dim=8, batch_size=128, epochs=2)
+    runs = train_small_study(checkpoint)
     mlflow.set_experiment("tracking")
     return {"url": backend["url"], "experiment_id": experiment_id, "split": split, "checkpoint": checkpoint, **runs}
 
