@@ -7,8 +7,12 @@ ray-test`, which prints the two studies' wall times with -s); the others are qui
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,10 +29,23 @@ SMALL = ["--epochs", "2", "--latent-dim", "8", "--batch-size", "128", "--n-resam
 TIMINGS = {"fit_seconds"}
 
 
-def study(store: Path, experiment: str, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+#: Each store's folder for Ray's sessions: short, since Ray's socket paths must fit in 107 bytes.
+RAY_TMPDIRS: dict[Path, Path] = {}
+#: A password the studies carry in MLFLOW_TRACKING_PASSWORD (SQLite ignores it): it must not reach Ray's logs.
+PASSWORD = "pw-4d1f9c0e-never-in-a-log"
+
+
+def study_env(store: Path, experiment: str, uri: str | None = None) -> dict[str, str]:
+    env = clean_env(uri or f"sqlite:///{store}/mlruns.db")
+    # Ray's session folder (logs included) inside the store, so a test can read every log this study's Ray wrote.
+    env.update(MLFLOW_EXPERIMENT_NAME=experiment, RAY_USAGE_STATS_ENABLED="0", MLFLOW_TRACKING_PASSWORD=PASSWORD,
+               RAY_TMPDIR=str(RAY_TMPDIRS[store]))
+    return env
+
+
+def study(store: Path, experiment: str, *args: str, uri: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
     """Run `mlflow-recsys study` in the store's folder, in ``experiment``; return the process and its wall time."""
-    env = clean_env(f"sqlite:///{store}/mlruns.db")
-    env.update(MLFLOW_EXPERIMENT_NAME=experiment, RAY_USAGE_STATS_ENABLED="0")
+    env = study_env(store, experiment, uri)
     started = time.perf_counter()
     proc = subprocess.run([str(BIN / "mlflow-recsys"), "study", *SMALL, *args], cwd=store, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -63,12 +80,16 @@ def show(proc: subprocess.CompletedProcess) -> str:
 def store(tmp_path_factory):
     """One SQLite store for the module's studies; MLflow in this process points at it."""
     root = tmp_path_factory.mktemp("studies")
-    previous = mlflow.get_tracking_uri()
+    RAY_TMPDIRS[root] = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    previous = tracking_utils._tracking_uri  # often unset: put back exactly, so MLFLOW_TRACKING_URI is read again
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
-    for name in ("sequential", "ray", "failing", "gpu"):
+    for name in ("sequential", "ray", "failing", "gpu", "relative", "unreachable"):
         mlflow.create_experiment(name, artifact_location=(root / "artifacts" / name).as_uri())
     yield root
-    mlflow.set_tracking_uri(previous)
+    tracking_utils._tracking_uri = previous
+    shutil.rmtree(RAY_TMPDIRS.pop(root), ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -168,13 +189,76 @@ def test_the_sequential_executor_records_a_failed_training_too(store, studies):
     (bad,) = named("sequential", "ELSA seed -1")
     assert bad.info.status == "FAILED" and bad.data.tags["mlflow.parentRunId"] == main.info.run_id
     assert main.info.status == "FAILED"
-    assert main.data.tags["recsys.error"] == (f"1 of 3 trainings failed: ELSA seed -1 (run {bad.info.run_id}): the "
-                                              "train step failed; its output above says why")
+    # The step recorded its own reason on the run `mlflow run` made for it, before any logging began.
+    reason = "ValueError: seed: expected an integer >= 0, found -1"
+    assert bad.data.tags["recsys.error"] == reason
+    assert main.data.tags["recsys.error"] == f"1 of 3 trainings failed: ELSA seed -1 (run {bad.info.run_id}): {reason}"
     # The step's own error is in the output, and EASE and ELSA seed 1 came from the first study.
     assert "seed: expected an integer >= 0, found -1" in proc.stderr
     assert "0 trainings" not in proc.stdout and "1 trainings on the sequential executor, 2 reused" in proc.stdout
     assert max(runs_of("sequential", "comparison"), key=lambda r: r.info.start_time).info.status == "FINISHED"
     print(f"sequential study with a failing training, 2 reused: {seconds:.1f} s")
+
+
+@pytest.mark.ray
+def test_no_credential_reaches_rays_logs_or_the_output(store, studies):
+    ray_logs = [p for p in RAY_TMPDIRS[store].rglob("*") if p.is_file() and not p.is_symlink()]
+    assert len(ray_logs) > 10, "the study's Ray wrote no logs where RAY_TMPDIR says"
+    leaked = [str(p) for p in ray_logs if PASSWORD.encode() in p.read_bytes()]
+    assert leaked == [], leaked
+    assert any(b"runtime_env" in p.read_bytes() for p in ray_logs if p.name.startswith("runtime_env"))
+
+
+@pytest.mark.ray
+def test_a_relative_sqlite_uri_is_one_database_for_every_step(store):
+    # The steps run in the project's folder (--project-uri), elsewhere than the folder the URI is relative to.
+    def project_db():  # `make demo` may have made one there: it must stay as it was
+        path = PROJECT / "mlruns.db"
+        return path.stat().st_mtime_ns if path.exists() else None
+
+    before = project_db()
+    proc, _ = study(store, "relative", "--seeds", "0,1", "--n-resamples", "99", uri="sqlite:///mlruns.db")
+    assert proc.returncode == 0, show(proc)
+    assert project_db() == before
+    (main,) = runs_of("relative", "main")
+    roles = sorted(r.data.tags["recsys.role"] for r in MlflowClient().search_runs([main.info.experiment_id]))
+    assert roles == ["comparison", "main", "split", "train", "train", "train"]
+
+
+@pytest.mark.ray
+def test_an_unreachable_ray_address_fails_before_any_run(store):
+    proc, seconds = study(store, "unreachable", "--seeds", "0,1", "--executor", "ray", "--ray-address", "127.0.0.1:9")
+    assert proc.returncode == 1, show(proc)
+    assert proc.stderr.startswith("Error: ConnectionError: ray_address: no Ray cluster answers at '127.0.0.1:9' ("), \
+        show(proc)
+    assert seconds < 60
+    assert MlflowClient().search_runs([mlflow.get_experiment_by_name("unreachable").experiment_id]) == []
+    print(f"unreachable Ray address refused after {seconds:.1f} s")
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("signum, status, message, reason", [
+    (signal.SIGTERM, 143, "Error: stopped by signal 15 (SIGTERM)", "Terminated: stopped by signal 15 (SIGTERM)"),
+    (signal.SIGINT, 1, "Aborted!", "KeyboardInterrupt: interrupted (Ctrl-C)"),
+], ids=["SIGTERM", "Ctrl-C"])
+def test_a_stopped_study_ends_failed_with_its_reason_and_kills_the_trainings(store, signum, status, message, reason):
+    experiment = f"interrupted-{signum}"
+    mlflow.create_experiment(experiment, artifact_location=(store / "artifacts" / experiment).as_uri())
+    proc = subprocess.Popen([str(BIN / "mlflow-recsys"), "study", *SMALL, "--seeds", "0,1", "--epochs", "200",
+                             "--executor", "ray"], cwd=store, env=study_env(store, experiment),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.startswith("submitted ELSA seed 1"):
+            break
+    time.sleep(3)  # the trainings are running
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == status, f"exit {proc.returncode}\n{out[-3000:]}\n{err[-3000:]}"
+    assert message in err and "Traceback" not in err, err[-3000:]
+    (main,) = runs_of(experiment, "main")
+    assert main.info.status == "FAILED" and main.data.tags["recsys.error"] == reason
+    elsa = named(experiment, "ELSA seed 0") + named(experiment, "ELSA seed 1")
+    assert sorted(r.info.status for r in elsa) == ["KILLED", "KILLED"]
 
 
 @pytest.mark.ray
@@ -208,10 +292,10 @@ def test_ray_address_needs_the_ray_executor(tmp_path, monkeypatch):
     assert not (tmp_path / "m.db").exists()
 
 
-def test_ray_workers_get_the_tracking_uri_and_credentials_by_environment(tmp_path, monkeypatch):
+def test_ray_workers_get_the_tracking_uri_and_credentials_as_a_task_argument(tmp_path, monkeypatch):
     from mlflow.tracking._tracking_service import utils as tracking_utils
 
-    from mlflow_recsys.tracking.executors import worker_environment
+    from mlflow_recsys.tracking.executors import _environment, worker_environment
 
     # A tracking URI set in this process by an earlier test would win over the variable set below.
     monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
@@ -220,11 +304,69 @@ def test_ray_workers_get_the_tracking_uri_and_credentials_by_environment(tmp_pat
     monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret")
     monkeypatch.setenv("MLFLOW_RUN_ID", "the-study-run")
     monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", "study")
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)  # a CLI test may have set it
     env = worker_environment()
     assert env["MLFLOW_TRACKING_URI"] == f"sqlite:///{tmp_path.resolve()}/relative.db"
     assert env["MLFLOW_TRACKING_PASSWORD"] == "s3cret" and env["MLFLOW_RECSYS_COMMAND"] == "train"
     assert "MLFLOW_RUN_ID" not in env and "MLFLOW_EXPERIMENT_NAME" not in env
     assert all(k.startswith("MLFLOW_") for k in env)
+    assert "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT" not in env  # no credentials in this URI
+    # Set for the task, and the worker's own environment put back after it.
+    with _environment({**env, "MLFLOW_RUN_ID": "the-training"}, removed=frozenset({"MLFLOW_EXPERIMENT_NAME"})):
+        assert os.environ["MLFLOW_RUN_ID"] == "the-training" and "MLFLOW_EXPERIMENT_NAME" not in os.environ
+    assert os.environ["MLFLOW_RUN_ID"] == "the-study-run" and os.environ["MLFLOW_EXPERIMENT_NAME"] == "study"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://alice:s3cret@tracking.example:5000")
+    assert worker_environment()["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true"
+
+
+def test_a_tracking_uri_with_credentials_turns_off_mlflows_run_links(tmp_path, monkeypatch):
+    from mlflow_recsys.tracking.redact import hide_run_links_with_credentials
+
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    assert not hide_run_links_with_credentials("http://tracking.example:5000")
+    assert "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT" not in os.environ
+    assert hide_run_links_with_credentials("https://alice:s3cret@tracking.example")
+    assert os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true"
+
+
+@pytest.mark.parametrize("address", ["not an address", "10.0.0.5", "http://head:6379", "head:port", ""])
+def test_a_malformed_ray_address_is_refused_before_anything(tmp_path, monkeypatch, address):
+    pytest.importorskip("ray")
+    from mlflow_recsys.cli import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    result = CliRunner().invoke(cli, ["study", "--executor", "ray", "--ray-address", address or " "])
+    assert result.exit_code == 1, result.output
+    assert "ValueError: ray_address: expected 'auto' or a Ray cluster address such as 10.0.0.5:6379" in result.output
+    assert not (tmp_path / "m.db").exists()
+
+
+@pytest.mark.parametrize("executor, device, message", [
+    ("sequential", "cuda:x", "device: expected a torch device string such as 'cpu' or 'cuda', found 'cuda:x'"),
+    ("ray", "gpu", "device: expected a torch device string such as 'cpu' or 'cuda', found 'gpu'"),
+])
+def test_a_device_torch_cannot_read_is_refused_before_any_run(tmp_path, monkeypatch, executor, device, message):
+    if executor == "ray":
+        pytest.importorskip("ray")
+    from mlflow_recsys.cli import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    result = CliRunner().invoke(cli, ["study", "--executor", executor, "--device", device])
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_the_sequential_executor_refuses_a_gpu_this_machine_lacks_before_any_run(tmp_path, monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    from mlflow_recsys.cli import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    result = CliRunner().invoke(cli, ["study", "--device", "cuda"])
+    assert result.exit_code == 1 and "device: expected a device this machine has, found 'cuda'" in result.output
+    assert not (tmp_path / "m.db").exists()
 
 
 @pytest.mark.parametrize("args, message", [

@@ -10,6 +10,7 @@ import functools
 import logging
 import os
 import signal
+import sys
 import warnings
 from pathlib import Path
 
@@ -40,15 +41,15 @@ def _friendly_errors(func):
             with translated_server_errors():  # every command reports a silent server the same way
                 return func(*args, **kwargs)
         except Terminated as exc:
+            _record_on_environment_run(exc)
             click.echo(f"Error: {exc}", err=True)
             raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
         except Exception as exc:
-            import sys
-
             # Commands import MLflow only when they run: if it is not loaded, nothing raised is its exception.
             mlflow_error = getattr(sys.modules.get("mlflow.exceptions"), "MlflowException", ())
             if not isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error)):
                 raise
+            _record_on_environment_run(exc)
             ctx = click.get_current_context(silent=True)
             if ctx is not None and (ctx.find_root().obj or {}).get("debug"):
                 raise
@@ -61,6 +62,14 @@ def _friendly_errors(func):
             raise click.ClickException(redact(f"{type(exc).__name__}: {lines[0]}{more}")) from None
 
     return wrapper
+
+
+def _record_on_environment_run(exc: BaseException) -> None:
+    """Under ``mlflow run``, say on the step's run why the step failed (a refused argument, say)."""
+    if "mlflow" in sys.modules and os.environ.get("MLFLOW_RUN_ID"):
+        from mlflow_recsys.tracking.context import record_failure_on_environment_run
+
+        record_failure_on_environment_run(exc)
 
 
 def _visible(text) -> str:
@@ -84,6 +93,7 @@ def _split_list(value: str | None) -> list[str]:
 @click.pass_context
 def cli(ctx, debug):
     """Train, evaluate and statistically compare top-N recommenders as MLflow runs."""
+    from mlflow_recsys.tracking.redact import hide_run_links_with_credentials
     from mlflow_recsys.tracking.server_errors import use_cli_defaults
 
     ctx.obj = {"debug": debug}
@@ -102,6 +112,8 @@ def cli(ctx, debug):
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # On the command line a warning's source line is click's, which helps nobody: print the message only.
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {_visible(message)}\n"
+    # MLflow's "View run at <URL>" line would print a tracking URI's password.
+    hide_run_links_with_credentials(os.environ.get("MLFLOW_TRACKING_URI", ""))
     # Lets the run context provider (mlflow_recsys.tracking.plugin) tag the runs this command makes.
     os.environ["MLFLOW_RECSYS_COMMAND"] = ctx.invoked_subcommand or ""
 

@@ -93,7 +93,7 @@ class ELSAConfig:
             raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}")
         # The default needs no check, so building or loading a CPU model does not import torch.
         if self.device != "cpu":
-            _check_device(self.device)
+            check_device(self.device)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer: expected one of {sorted(OPTIMIZERS)}, found {self.optimizer!r}")
         if self.patience is not None:
@@ -103,14 +103,35 @@ class ELSAConfig:
         object.__setattr__(self, "seed", int(self.seed))
 
 
-def _check_device(device: str) -> None:
+def check_device_form(device: str) -> None:
+    """Refuse ``device`` unless torch reads it as a device (``cpu``, ``cuda``, ``cuda:1``, ``mps``), whether or not
+    this machine has it: a study checks this before its trainings go to machines of their own.
+
+    Raises
+    ------
+    ValueError
+        Naming ``device`` and the forms expected.
+    """
     import torch
 
     try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError) as exc:
+        torch.device(device)
+    except (RuntimeError, ValueError, TypeError) as exc:
         raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {device!r}") from exc
-    if kind == "cuda" and not torch.cuda.is_available():
+
+
+def check_device(device: str) -> None:
+    """Refuse ``device`` unless it is a torch device this machine has (see :func:`check_device_form`).
+
+    Raises
+    ------
+    ValueError
+        If ``device`` is not a torch device, or is CUDA and torch sees no CUDA GPU.
+    """
+    import torch
+
+    check_device_form(device)
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"device: expected a device this machine has, found {device!r} but torch "
             f"{torch.__version__} sees no CUDA GPU; use device='cpu'"

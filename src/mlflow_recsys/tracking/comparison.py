@@ -42,7 +42,13 @@ from mlflow_recsys.stats import (
 from mlflow_recsys.stats.comparison import FAMILIES, _pairs, _settings_iv, check_replicate_memory
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
-from mlflow_recsys.tracking.context import check_run_is_free, entry_point_run, environment_run, log_params_once
+from mlflow_recsys.tracking.context import (
+    check_run_is_free,
+    entry_point_run,
+    environment_run,
+    log_params_once,
+    mark_failed,
+)
 from mlflow_recsys.tracking.limits import (
     MAX_PARAM_LENGTH,
     MAX_RUN_NAME_LENGTH,
@@ -568,7 +574,7 @@ class _Target:
             mlflow.set_tag(tags.ROLE, tags.ROLE_COMPARISON)  # first, so even a run that fails says what it was
             yield run
         except BaseException as exc:
-            _mark_failed(run.info.run_id, exc, end=owned)
+            mark_failed(run.info.run_id, exc, end=owned)
             raise
         else:
             if owned:
@@ -595,23 +601,7 @@ class _Target:
                              **({tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs])} if runs else {})})
         except Exception as again:
             _log.warning("could not tag the failed comparison run: %s", redact(str(again)))
-        _mark_failed(run.info.run_id, exc, end=owned)
-
-
-def _mark_failed(run_id: str, exc: BaseException, *, end: bool) -> None:
-    """Tag the reason and end the run FAILED; never raise, so the first error is the one the user sees."""
-    if not is_unreachable(exc):
-        reason = redact(f"{type(exc).__name__}: {exc}")
-        try:
-            MlflowClient().set_tag(run_id, tags.ERROR, shorten(reason, MAX_TAG_LENGTH))
-        except Exception as again:  # the original error matters more than this one
-            _log.warning("could not tag run %s with its error: %s", run_id, redact(str(again)))
-    if end:
-        try:
-            mlflow.end_run(status="FAILED")
-        except Exception as again:
-            # mlflow.end_run leaves the local active run before telling the server, so it is ended here anyway.
-            _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
+        mark_failed(run.info.run_id, exc, end=owned)
 
 
 # -- verifying and grouping ---------------------------------------------------------

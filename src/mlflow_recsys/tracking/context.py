@@ -8,9 +8,11 @@ else is refused before a single tag, param or metric is written, and before a ne
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import shlex
+from pathlib import Path
 
 import mlflow
 from mlflow.entities import Run
@@ -21,10 +23,26 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from mlflow_recsys.errors import RunOwnershipError
 from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, shorten
 from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.server_errors import is_unreachable
+
+_log = logging.getLogger(__name__)
 
 #: The variable ``mlflow run`` sets to the run it created for the entry point.
 RUN_ID_ENV = "MLFLOW_RUN_ID"
+
+
+def absolute_sqlite_uri(uri: str) -> str:
+    """``uri`` with a relative SQLite path made absolute against the current folder; any other URI as it is.
+
+    ``mlflow run`` starts each step in the project's folder, and a Ray worker in its own, so a relative
+    ``sqlite:///mlruns.db`` would name another database there.
+    """
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
+        return prefix + str(Path(uri[len(prefix):]).resolve())
+    return uri
 
 
 def environment_run() -> str | None:
@@ -129,7 +147,8 @@ def entry_point_run(run_name: str, *, experiment_id: str | None = None, params: 
 
     Returns
     -------
-    mlflow.ActiveRun
+    StepRun
+        An :class:`mlflow.ActiveRun`.
 
     Raises
     ------
@@ -159,7 +178,59 @@ def entry_point_run(run_name: str, *, experiment_id: str | None = None, params: 
     except BaseException:
         mlflow.end_run(status="FAILED")
         raise
-    return run
+    return StepRun(run)
+
+
+class StepRun(mlflow.ActiveRun):
+    """The run of one step, as a context manager: on an exception it ends FAILED and says why in ``recsys.error``."""
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        if exc_val is not None and mlflow.active_run() is not None \
+                and mlflow.active_run().info.run_id == self.info.run_id:
+            mark_failed(self.info.run_id, exc_val, end=True, keep_reason=True)
+        return super().__exit__(exc_type, exc_val, exc_tb)
+
+
+def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool = False) -> None:
+    """Record why run ``run_id`` failed in ``recsys.error`` (``Type: message``, redacted) and, with ``end``, end
+    the active run FAILED. Never raises: the first error is the one the user must see.
+
+    Nothing is recorded when the tracking server is unreachable (the cause itself), or with ``keep_reason`` when
+    the run already holds a reason (a study names each failed training before it raises).
+    """
+    if not is_unreachable(exc):
+        message = str(exc) or ("interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else "")
+        reason = redact(f"{type(exc).__name__}: {message}")
+        try:
+            client = MlflowClient()
+            if not (keep_reason and tags.ERROR in client.get_run(run_id).data.tags):
+                client.set_tag(run_id, tags.ERROR, shorten(reason, MAX_TAG_LENGTH))
+        except Exception as again:  # the original error matters more than this one
+            _log.warning("could not tag run %s with its error: %s", run_id, redact(str(again)))
+    if end:
+        try:
+            mlflow.end_run(status="FAILED")
+        except Exception as again:
+            # mlflow.end_run leaves the local active run before telling the server, so it is ended here anyway.
+            _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
+
+
+def record_failure_on_environment_run(exc: BaseException) -> None:
+    """Say in ``recsys.error`` why a step failed before it took over the run ``mlflow run`` made for it.
+
+    ``mlflow run`` ends that run FAILED when the step's process exits, but only the step knows why: a refused
+    argument fails it before any logging starts. Written only to a run the step could have taken over (see
+    :func:`check_run_is_free`), so an inherited ``MLFLOW_RUN_ID`` of another run is never touched; never raises.
+    """
+    run_id = os.environ.get(RUN_ID_ENV, "").strip()
+    if not run_id or is_unreachable(exc):
+        return
+    try:
+        run = MlflowClient().get_run(run_id)
+        check_run_is_free(run)
+    except Exception:  # not ours to write to, or not there
+        return
+    mark_failed(run_id, exc, end=False)
 
 
 def log_params_once(params: dict) -> None:

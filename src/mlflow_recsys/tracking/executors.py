@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
+import socket
+import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Iterator, Literal, Mapping, Sequence
 
 import mlflow
@@ -27,10 +29,10 @@ from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.context import RUN_ID_ENV
+from mlflow_recsys.tracking.context import RUN_ID_ENV, absolute_sqlite_uri
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.plugin import COMMAND_ENV
-from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.redact import SUPPRESS_RUN_LINKS_ENV, redact
 from mlflow_recsys.tracking.training import run_train
 
 #: The executors ``mlflow-recsys study --executor`` offers.
@@ -43,6 +45,9 @@ RAY_MISSING = 'executor: Ray is not installed; pip install "mlflow-recsys[ray]"'
 #: Variables a Ray worker must not inherit from the study's process: the study's own run (``mlflow run`` sets
 #: it for the study) and its experiment (each training's run already belongs to one).
 _NOT_FORWARDED = frozenset({"MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME"})
+
+#: What ``--ray-address`` accepts: ``auto``, or ``[ray://]host:port`` (a bracketed IPv6 host too).
+_RAY_ADDRESS = re.compile(r"auto|(?:ray://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):\d{1,5}")
 
 #: How ``mlflow.projects.run`` names the run of a step that failed (``mlflow.projects._wait_for``).
 _FAILED_PROJECT_RUN = re.compile(r"Run \(ID '(\w+)'\) failed")
@@ -96,7 +101,8 @@ def make_executor(name: ExecutorName, *, ray_address: str | None = None, project
     Raises
     ------
     ValueError
-        If ``name`` is not one of :data:`EXECUTORS`, or ``ray_address`` is given to the sequential executor.
+        If ``name`` is not one of :data:`EXECUTORS`, ``ray_address`` is given to the sequential executor, or it
+        is neither ``auto`` nor ``[ray://]host:port``.
     ImportError
         For ``ray`` when Ray is not installed; the message says how to install it (:data:`RAY_MISSING`).
     """
@@ -124,7 +130,17 @@ class SequentialExecutor:
 
     @contextlib.contextmanager
     def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None] = print) -> Iterator[None]:
-        """Nothing to start: the trainings run on this machine as they come."""
+        """Nothing to start: the trainings run on this machine as they come.
+
+        Raises
+        ------
+        ValueError
+            If a training's device is one this machine does not have (``cuda`` without a GPU), before any run.
+        """
+        from mlflow_recsys.models.elsa import check_device
+
+        for device in sorted({t.device for t in trainings} - {"cpu"}):
+            check_device(device)
         yield
 
     def run(self, trainings: Sequence[Training], *, checkpoint: str, experiment_id: str, parent_run_id: str,
@@ -168,8 +184,9 @@ class RayExecutor:
     that GPU the task's only visible one, so ``cuda:N`` becomes ``cuda``). It calls
     :func:`~mlflow_recsys.tracking.training.run_train`, the code behind the ``train`` entry point, inside the
     Ray worker, logging to a run the study made for it as a child of the study run. The tracking URI and any
-    other ``MLFLOW_*`` variable (credentials included) reach the workers through the job's runtime environment,
-    never through task arguments.
+    other ``MLFLOW_*`` variable (credentials included) reach the task as one of its arguments, held by Ray in
+    memory, and are set in the worker's environment for the length of the task. They do not travel in Ray's
+    runtime environment, which Ray writes in clear text to its logs (``/tmp/ray/session_*/logs``).
 
     Parameters
     ----------
@@ -188,24 +205,38 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, *, address: str | None = None):
+        if address is not None and (not isinstance(address, str) or not _RAY_ADDRESS.fullmatch(address)):
+            raise ValueError(f"ray_address: expected 'auto' or a Ray cluster address such as 10.0.0.5:6379 or "
+                             f"ray://head:10001, found {redact(str(address))[:200]!r}")
         self.address = address
         self._ray = _import_ray()
         self._started_here = False
 
     @contextlib.contextmanager
     def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None] = print) -> Iterator[None]:
-        """Check that a local Ray could place the trainings; on exit, shut down the Ray :meth:`run` started.
+        """Join the cluster at ``address`` now, or check that a local Ray could place the trainings; on exit, shut
+        down the Ray this executor started or joined.
 
-        Ray itself starts (or is joined) only when :meth:`run` has something to train, so a rerun that reuses
-        every training starts no Ray.
+        A cluster is joined here, before the study makes any run, so a wrong or unreachable address fails the
+        study at once. A local Ray starts only when :meth:`run` has something to train, so a rerun that reuses
+        every training starts none.
 
         Raises
         ------
         ValueError
-            If a training's device is CUDA and this machine, where the local Ray would run, has no GPU.
+            If a training's device is not a torch device, or is CUDA and this machine, where the local Ray
+            would run, has no GPU.
+        ConnectionError
+            If no Ray cluster answers at ``address`` (Ray's own error).
         """
+        from mlflow_recsys.models.elsa import check_device_form
+
+        for device in {t.device for t in trainings}:
+            check_device_form(device)
         if self.address is None and not self._ray.is_initialized():
             _require_gpus([t for t in trainings if _on_gpu(t.device)], _machine_gpus(), "this machine (the local Ray)")
+        if self.address is not None:
+            self._start(trainings, echo)
         try:
             yield
         finally:
@@ -218,12 +249,15 @@ class RayExecutor:
         ray = self._ray
         if not ray.is_initialized():
             os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-            options = dict(include_dashboard=False, runtime_env={"env_vars": worker_environment()})
-            if self.address is None:
-                # "local", not None: None would join a Ray already running on this machine.
-                ray.init(address="local", num_cpus=_machine_cpus(), num_gpus=_machine_gpus(), **options)
-            else:
-                ray.init(address=self.address, **options)
+            if self.address not in (None, "auto"):
+                _probe(self.address)
+            with _keeping_sigterm_handler():
+                if self.address is None:
+                    # "local", not None: None would join a Ray already running on this machine.
+                    ray.init(address="local", num_cpus=_machine_cpus(), num_gpus=_machine_gpus(),
+                             include_dashboard=False)
+                else:
+                    ray.init(address=self.address)
             self._started_here = True
         resources = ray.cluster_resources()
         echo(f"Ray: {resources.get('CPU', 0):g} CPUs and {resources.get('GPU', 0):g} GPUs for {len(trainings)} "
@@ -241,33 +275,48 @@ class RayExecutor:
         ended are cancelled and their runs marked KILLED.
         """
         self._start(trainings, echo)
-        ray = self._ray
         client = MlflowClient()
-        task = ray.remote(train_in_worker)
-        submitted, outcomes = {}, {}
+        submitted: dict = {}
+        outcomes: dict = {}
+        received: list[int] = []
         try:
-            for training in trainings:
-                run_id = _create_child_run(client, training, experiment_id, parent_run_id)
-                gpus = 1 if _on_gpu(training.device) else 0
-                ref = task.options(num_cpus=1, num_gpus=gpus, max_retries=0, name=training.run_name).remote(
-                    run_id, training.model, dict(training.hyperparameters), checkpoint)
-                submitted[ref] = (training, run_id, time.perf_counter())
-                echo(f"submitted {training.run_name} (run {run_id}; 1 CPU{', 1 GPU' if gpus else ''})")
-            pending = list(submitted)
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for ref in done:
-                    training, run_id, started = submitted[ref]
-                    outcomes[ref] = self._collect(ref, training, run_id, time.perf_counter() - started, client, echo)
+            # A signal handler that raises inside Ray's wait comes out as a SystemError, so signals only stop
+            # the loop there, and are raised again, with this process's own handlers, once it has returned.
+            with _deferred_signals(received):
+                self._submit(trainings, submitted, client, checkpoint, experiment_id, parent_run_id, echo, received)
+                pending = list(submitted)
+                while pending and not received:
+                    done, pending = self._ray.wait(pending, num_returns=1, timeout=1.0)
+                    for ref in done:
+                        training, run_id, started = submitted[ref]
+                        seconds = time.perf_counter() - started
+                        outcomes[ref] = self._collect(ref, training, run_id, seconds, client, echo)
+            for signum in received[:1]:
+                signal.raise_signal(signum)  # SIGTERM: the CLI's handler raises Terminated; SIGINT: Ctrl-C
         except BaseException:  # Ctrl-C, SIGTERM, or the tracking server gone: stop what still runs, and say so
             for ref, (_, run_id, _) in submitted.items():
                 if ref not in outcomes:
                     with contextlib.suppress(Exception):
-                        ray.cancel(ref, force=True)
+                        self._ray.cancel(ref, force=True)
                     with contextlib.suppress(Exception):
                         _end_if_running(client, run_id, "KILLED")
             raise
         return [outcomes[ref] for ref in submitted]  # in the order given
+
+    def _submit(self, trainings, submitted: dict, client, checkpoint: str, experiment_id: str, parent_run_id: str,
+                echo: Callable[[str], None], received: list[int]) -> None:
+        """Make each training's run and hand the training to Ray, until all are submitted or a signal came."""
+        task = self._ray.remote(train_in_worker)
+        environment = worker_environment()
+        for training in trainings:
+            if received:
+                return
+            run_id = _create_child_run(client, training, experiment_id, parent_run_id)
+            gpus = 1 if _on_gpu(training.device) else 0
+            ref = task.options(num_cpus=1, num_gpus=gpus, max_retries=0, name=training.run_name).remote(
+                run_id, training.model, dict(training.hyperparameters), checkpoint, environment)
+            submitted[ref] = (training, run_id, time.perf_counter())
+            echo(f"submitted {training.run_name} (run {run_id}; 1 CPU{', 1 GPU' if gpus else ''})")
 
     def _collect(self, ref, training: Training, run_id: str, seconds: float, client,
                  echo: Callable[[str], None]) -> TrainingOutcome:
@@ -284,42 +333,98 @@ class RayExecutor:
         return TrainingOutcome(training, "trained", run_id, seconds=seconds)
 
 
-def train_in_worker(run_id: str, model: str, hyperparameters: dict, checkpoint: str) -> str:
+def train_in_worker(run_id: str, model: str, hyperparameters: dict, checkpoint: str,
+                    environment: Mapping[str, str]) -> str:
     """The body of a Ray task: :func:`~mlflow_recsys.tracking.training.run_train` logging into run ``run_id``.
 
-    The run is handed over as ``mlflow run`` hands its run to an entry point, through ``MLFLOW_RUN_ID``, for
-    the length of the call (a Ray worker runs one task after another). The tracking URI comes from the
-    worker's environment.
+    For the length of the call (a Ray worker runs one task after another), the worker's environment holds
+    ``environment`` (see :func:`worker_environment`: the tracking URI, credentials) and, as ``mlflow run``
+    hands its run to an entry point, ``MLFLOW_RUN_ID=run_id``; the study's own experiment variables, which a
+    local worker inherits, are removed.
     """
     hyperparameters = dict(hyperparameters)
     if _on_gpu(str(hyperparameters.get("device", "cpu"))):
         hyperparameters["device"] = "cuda"  # the GPU Ray gave this task, the only one it sees
-    previous = os.environ.get(RUN_ID_ENV)
-    os.environ[RUN_ID_ENV] = run_id
-    try:
+    with _environment({**environment, RUN_ID_ENV: run_id}, removed=_NOT_FORWARDED):
         return run_train(checkpoint=checkpoint, model=model, **hyperparameters)
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str], *, removed: frozenset[str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set and ``removed`` unset, put back as it was on exit."""
+    keys = set(values) | set(removed)
+    before = {k: os.environ.get(k) for k in keys}
+    for key in removed:
+        os.environ.pop(key, None)
+    os.environ.update(values)
+    try:
+        yield
     finally:
-        if previous is None:
-            os.environ.pop(RUN_ID_ENV, None)
-        else:
-            os.environ[RUN_ID_ENV] = previous
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@contextlib.contextmanager
+def _deferred_signals(received: list[int]) -> Iterator[None]:
+    """SIGINT and SIGTERM appended to ``received`` instead of handled, until the block ends (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    for signum in previous:
+        signal.signal(signum, lambda number, frame: received.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def _keeping_sigterm_handler() -> Iterator[None]:
+    """Put back this process's SIGTERM handler after ``ray.init``, which replaces it with a bare ``sys.exit``:
+    the CLI's handler unwinds the study so its runs end FAILED and say why."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGTERM) if main_thread else None
+    try:
+        yield
+    finally:
+        if main_thread and handler is not None:
+            signal.signal(signal.SIGTERM, handler)
 
 
 def worker_environment() -> dict[str, str]:
-    """The variables a Ray worker needs to log where the study logs: ``MLFLOW_*`` of this process (the
+    """The variables a Ray task needs to log where the study logs: ``MLFLOW_*`` of this process (the
     tracking URI, credentials, timeouts) but its run and experiment, with the tracking URI as MLflow resolves
-    it here (a relative SQLite path made absolute) and ``MLFLOW_RECSYS_COMMAND=train``."""
+    it here (a relative SQLite path made absolute) and ``MLFLOW_RECSYS_COMMAND=train``. A tracking URI with
+    credentials also turns off MLflow's run links, which would print them."""
+    uri = absolute_sqlite_uri(mlflow.get_tracking_uri())
     env = {k: v for k, v in os.environ.items() if k.startswith("MLFLOW_") and k not in _NOT_FORWARDED}
-    env["MLFLOW_TRACKING_URI"] = _absolute_sqlite(mlflow.get_tracking_uri())
+    env["MLFLOW_TRACKING_URI"] = uri
     env[COMMAND_ENV] = "train"  # the runs' recsys.command, as under the sequential executor
+    if redact(uri) != uri:
+        env[SUPPRESS_RUN_LINKS_ENV] = "true"
     return env
 
 
-def _absolute_sqlite(uri: str) -> str:
-    prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
-        return prefix + str(Path(uri[len(prefix):]).resolve())
-    return uri
+def _probe(address: str, timeout: float = 10.0) -> None:
+    """Refuse ``address`` unless something accepts a TCP connection there: ``ray.init`` retries an address where
+    nothing answers for minutes on end.
+
+    Raises
+    ------
+    ConnectionError
+        Naming the address and the socket's error.
+    """
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"ray_address: no Ray cluster answers at {address!r} ({exc}); start one there with "
+                              "`ray start --head`, or check the address") from None
 
 
 def _import_ray():

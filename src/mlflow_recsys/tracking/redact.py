@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 #: What a redacted secret reads as.
@@ -74,3 +75,22 @@ def redact(text: str) -> str:
         text = _NAMED_VALUE.sub(lambda m: f"{m['name']}={MASK}" if m["value"] else m[0], text)
     text = _DATABRICKS_TOKEN.sub(f"dapi{MASK}", text)
     return _BEARER.sub(f"Bearer {MASK}", text)
+
+
+#: MLflow's switch for the "View run ... at: <URL>" line it prints when a run on a tracking server ends.
+SUPPRESS_RUN_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+
+
+def hide_run_links_with_credentials(tracking_uri: str) -> bool:
+    """Stop MLflow printing run links when ``tracking_uri`` holds credentials; say whether it did.
+
+    MLflow prints ``View run <name> at: <URL>`` when a run on a tracking server ends, and builds the URL from
+    the tracking URI, ``user:password@`` included. When :func:`redact` would change ``tracking_uri``, this sets
+    ``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT=true`` in this process's environment, so the processes it starts
+    (``mlflow run`` steps, Ray workers) print no links either. Our own output names the run with the URI
+    redacted.
+    """
+    if redact(tracking_uri) == tracking_uri:
+        return False
+    os.environ[SUPPRESS_RUN_LINKS_ENV] = "true"
+    return True

@@ -23,10 +23,10 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
 from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.context import entry_point_run, environment_run
+from mlflow_recsys.tracking.context import absolute_sqlite_uri, entry_point_run, environment_run
 from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
-from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking.training import configuration_tag
 
 #: Hyper-parameters each training checks where it runs: the seed is its own, and the device is the machine's
@@ -69,6 +69,9 @@ def run_study(
         started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
         :mod:`mlflow_recsys.tracking.executors`.
 
+    A relative SQLite tracking URI is made absolute (``mlflow.set_tracking_uri``) before any step, so every step
+    logs to the one database the caller meant, whatever folder the step runs in.
+
     Raises
     ------
     RunOwnershipError
@@ -92,11 +95,12 @@ def run_study(
     trainings = study_trainings(l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs,
                                 lr=lr, device=device)
     environment_run()  # refuse a run we must not log into before Ray starts or anything is written
-    client = MlflowClient()
+    _pin_tracking_uri()
     params = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics,
               "primary": primary, "n_resamples": n_resamples, "device": device, "executor": executor.name}
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
+        client = MlflowClient()
         experiment_id, study_id = main_run.info.experiment_id, main_run.info.run_id
         step = functools.partial(_step, project_uri=project_uri, experiment_id=experiment_id, study_id=study_id,
                                  echo=echo)
@@ -123,6 +127,16 @@ def run_study(
             raise StudyStepError(f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared}. Rerun the "
                                  "study to train only what did not finish")
         return compare_id
+
+
+def _pin_tracking_uri() -> None:
+    """Make a relative SQLite tracking URI absolute for this process and the steps it starts, which run in the
+    project's folder (``--project-uri``) and would otherwise open another database; turn off MLflow's run links
+    when the URI holds credentials."""
+    uri = mlflow.get_tracking_uri()
+    if absolute_sqlite_uri(uri) != uri:
+        mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
+    hide_run_links_with_credentials(uri)
 
 
 def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None]) -> None:
@@ -265,10 +279,7 @@ def _study_note(outcomes: list[TrainingOutcome], executor: str, split_id: str) -
 
 def _ui_hint(compare_id: str, experiment_id: str) -> str:
     # Printed, so the password of a tracking server or database stays out; the user has it already.
-    uri = redact(mlflow.get_tracking_uri())
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        # Absolute, so the command works from any folder.
-        uri = "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    uri = redact(absolute_sqlite_uri(mlflow.get_tracking_uri()))  # absolute: the command works from any folder
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     if uri.startswith(("http://", "https://")):
         return f"\nOpen {uri}/#/experiments/{experiment_id}/runs/{compare_id} to see the runs."
