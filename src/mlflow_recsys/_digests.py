@@ -39,7 +39,7 @@ def canonical_csr(matrix, dtype=None) -> sp.csr_matrix:
     return m
 
 
-def update_with_csr(h: "hashlib._Hash", m: sp.csr_matrix) -> None:
+def update_with_csr(h: hashlib._Hash, m: sp.csr_matrix) -> None:
     """Feed ``h`` a canonical CSR matrix's structure: its shape as ``<rows>x<cols>``, then int64 indptr and indices."""
     h.update(f"{m.shape[0]}x{m.shape[1]}".encode())
     h.update(np.asarray(m.indptr, dtype=np.int64).tobytes())

@@ -10,7 +10,8 @@ and each caller states what it does with them.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -128,7 +129,7 @@ class ItemCatalogue:
         rows, ids, _ = flatten_id_lists(lists)
         matrix, unknown = self.matrix_from_pairs(rows, ids, n_rows)
         missing: list[list] = [[] for _ in range(n_rows)]
-        for row, item in zip(rows[unknown].tolist(), ids[unknown].tolist()):
+        for row, item in zip(rows[unknown].tolist(), ids[unknown].tolist(), strict=True):
             missing[row].append(plain_id(item))
         return matrix, missing
 

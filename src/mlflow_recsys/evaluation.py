@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import numbers
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -94,7 +95,7 @@ class EvaluationResult:
         sample_ids: np.ndarray | None = None,
         targets_fingerprint: str | None = None,
         definitions: Mapping[str, str] | None = None,
-    ) -> "EvaluationResult":
+    ) -> EvaluationResult:
         """Build a comparable result from per-user values computed elsewhere.
 
         Parameters
@@ -151,7 +152,8 @@ class EvaluationResult:
                 )
             per_user[key] = arr
         if sample_ids is None:
-            sample_ids = np.arange(n, dtype=np.int64)
+            # values holds at least one metric column (checked above), so n is set.
+            sample_ids = np.arange(cast(int, n), dtype=np.int64)
         sample_ids = np.asarray(sample_ids)
         if sample_ids.ndim != 1 or sample_ids.shape[0] != n:
             raise ValueError(

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numbers
 import re
-from typing import ClassVar, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -70,7 +71,8 @@ def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(ks)
 
 
-def _canonical_targets(targets: object, n_rows: int | None = None) -> sp.csr_matrix:
+# Any, not object: sp.issparse is no type guard, so mypy could not narrow an object to a sparse matrix.
+def _canonical_targets(targets: Any, n_rows: int | None = None) -> sp.csr_matrix:
     if not sp.issparse(targets):
         raise ValueError(
             f"targets: expected a scipy.sparse matrix (CSR), found {type(targets).__name__}"
@@ -312,7 +314,7 @@ class RankingMetric:
         empty = n_relevant == 0
         out: dict[str, np.ndarray] = {}
         with np.errstate(divide="ignore", invalid="ignore"):
-            for key, k in zip(self.keys, self.ks):
+            for key, k in zip(self.keys, self.ks, strict=True):
                 values = np.asarray(self._values(hits[:, :k], n_relevant, k), dtype=np.float64)
                 values[empty] = np.nan
                 out[key] = values
@@ -325,7 +327,7 @@ class RankingMetric:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.ks == other.ks  # type: ignore[attr-defined]
+        return type(self) is type(other) and self.ks == other.ks
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self.ks))

@@ -19,10 +19,10 @@ import math
 import os
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys._digests import canonical_csr, sha256_file, update_with_csr
+from mlflow_recsys.data import safezip
 from mlflow_recsys.data.datasets import (
     column_bytes,
     from_interactions,
@@ -38,7 +39,6 @@ from mlflow_recsys.data.datasets import (
     load_interactions,
     read_interactions_file,
 )
-from mlflow_recsys.data import safezip
 from mlflow_recsys.data.preprocess import binarise, check_thresholds, kcore_prune
 from mlflow_recsys.data.split import (
     UserSplit,
@@ -208,7 +208,8 @@ def _positives(raw: pd.DataFrame, min_rating: float | None) -> pd.DataFrame:
     if positives.empty:
         raise ValueError(
             f"min_rating: expected some interactions with value >= {min_rating}, found none among {len(raw):,} "
-            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None (--min-rating none on the command line)"
+            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None "
+            "(--min-rating none on the command line)"
         )
     return positives
 
@@ -238,7 +239,8 @@ def _core(positives: pd.DataFrame, min_user_interactions: int, min_item_interact
     )
     if pruned.empty:
         raise ValueError(
-            f"min_user_interactions, min_item_interactions: the ({min_user_interactions}, {min_item_interactions})-core "
+            f"min_user_interactions, min_item_interactions: the ({min_user_interactions}, "
+            f"{min_item_interactions})-core "
             f"of the {len(positives):,} positive interactions is empty; lower the thresholds"
         )
     return pruned, report

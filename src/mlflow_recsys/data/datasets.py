@@ -23,6 +23,7 @@ import zipfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -465,7 +466,8 @@ def _package_copy_path(copy: PackageCopy) -> Path | None:
         dist = metadata.distribution(copy.distribution)
     except metadata.PackageNotFoundError:
         return None
-    path = Path(dist.locate_file(copy.path))
+    # typeshed says SimplePath; a distribution installed on the file system locates a pathlib.Path.
+    path = Path(cast("os.PathLike[str]", dist.locate_file(copy.path)))
     if not path.is_file():
         return None
     found = sha256_file(path)
@@ -490,7 +492,9 @@ def _normalise(frame: pd.DataFrame, columns: tuple[str | None, ...], where: str)
     frame = frame.set_axis([c or f"_skip{i}" for i, c in enumerate(columns)], axis=1)
     for column in (c for c in columns if c):
         if frame[column].isna().any():
-            raise ValueError(f"{where}: expected no missing values in {column!r}, found {int(frame[column].isna().sum())}")
+            raise ValueError(
+                f"{where}: expected no missing values in {column!r}, found {int(frame[column].isna().sum())}"
+            )
     out = {"user": _ids(frame["user"]), "item": _ids(frame["item"]), "value": _numbers(frame["value"], "value", where)}
     if "timestamp" in columns:
         out["timestamp"] = _unix_seconds(frame["timestamp"], where)

@@ -115,7 +115,7 @@ def _fetch(url: str, dest: Path, expected: str, *, retries: int, timeout: float,
         if isinstance(exc, requests.HTTPError) and exc.response is not None:
             reason = f"HTTP {exc.response.status_code} {exc.response.reason}"
         else:
-            reason = exc
+            reason = str(exc)
         raise DownloadError(
             f"could not download {url}: {reason}. If this machine is offline, "
             f"fetch the file on another machine and place it at {dest} "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -11,6 +12,9 @@ import scipy.sparse as sp
 from mlflow_recsys.models._checks import as_interactions, positive_int
 from mlflow_recsys.models._io import load_model_dir, save_model_dir
 from mlflow_recsys.models.ranking import top_k
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 class UnknownItemsWarning(UserWarning):
@@ -22,6 +26,8 @@ class Recommender:
 
     name: str = ""
     n_items: int | None = None
+    # Declared, not set: each subclass's __init__ sets its frozen config dataclass, or None without hyper-parameters.
+    config: DataclassInstance | None
 
     def _require_fitted(self) -> int:
         if self.n_items is None:

@@ -104,11 +104,11 @@ class EASE(Recommender):
             config = EASEConfig()
         if not isinstance(config, EASEConfig):
             raise TypeError(f"config: expected an EASEConfig, found {type(config).__name__}")
-        self.config = config
+        self.config: EASEConfig = config
         self.weights: np.ndarray | None = None
         self.n_items: int | None = None
 
-    def fit(self, x_train: sp.spmatrix) -> "EASE":
+    def fit(self, x_train: sp.spmatrix) -> EASE:
         """Fit the item-item weights ``B`` on ``x_train``.
 
         Parameters
@@ -158,13 +158,15 @@ class EASE(Recommender):
         return self
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        # score() has checked n_items, which fit and load set together with the weights.
+        assert self.weights is not None
         return np.asarray(x.astype(self.weights.dtype) @ self.weights, dtype=np.float32)
 
     def _to_saved(self):
         return dataclasses.asdict(self.config), {}, {"B": self.weights}
 
     @classmethod
-    def _from_saved(cls, config, state, arrays, n_items) -> "EASE":
+    def _from_saved(cls, config, state, arrays, n_items) -> EASE:
         model = cls(EASEConfig(**config))
         weights = arrays["B"]
         if weights.shape != (n_items, n_items):

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -207,7 +208,7 @@ class ELSA(Recommender):
     name = "ELSA"
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
-        self.config = _config_or_default(config)
+        self.config: ELSAConfig = _config_or_default(config)
         self.weights: np.ndarray | None = None
         self.loss_history: list[float] = []
         self.validation_history: list[float] = []
@@ -219,8 +220,8 @@ class ELSA(Recommender):
         self,
         x_train: sp.spmatrix,
         on_epoch_end: Callable[..., None] | None = None,
-        validate: Callable[["ELSA"], float] | None = None,
-    ) -> "ELSA":
+        validate: Callable[[ELSA], float] | None = None,
+    ) -> ELSA:
         """Train on ``x_train`` by minibatch gradient descent on the normalised-distance loss; returns self.
 
         Users without any training interaction carry no signal and are skipped.
@@ -279,7 +280,7 @@ class ELSA(Recommender):
         self.best_epoch = watch.best_epoch
         return self
 
-    def _train_epochs(self, x, a, optimizer, generator, on_epoch_end, validate) -> tuple[list[float], "_BestEpoch"]:
+    def _train_epochs(self, x, a, optimizer, generator, on_epoch_end, validate) -> tuple[list[float], _BestEpoch]:
         """Run the configured epochs, stopping early if the watch says so -> (loss per epoch, the watch)."""
         from tqdm.auto import tqdm
 
@@ -301,7 +302,7 @@ class ELSA(Recommender):
                 break
         return history, watch
 
-    def _with_weights(self, weights: np.ndarray) -> "ELSA":
+    def _with_weights(self, weights: np.ndarray) -> ELSA:
         self._set_weights(weights)
         return self
 
@@ -314,6 +315,8 @@ class ELSA(Recommender):
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
         a_hat = self._normalized
+        # score() has checked n_items, which _set_weights sets together with _normalized.
+        assert a_hat is not None
         # Sparse x times Â first keeps the cost at O(nnz * d + n * d * n_items).
         scores = np.asarray(x @ a_hat, dtype=np.float32) @ a_hat.T
         scores -= x.toarray()
@@ -325,7 +328,7 @@ class ELSA(Recommender):
             {"A": self.weights}
 
     @classmethod
-    def _from_saved(cls, config, state, arrays, n_items) -> "ELSA":
+    def _from_saved(cls, config, state, arrays, n_items) -> ELSA:
         model = cls(ELSAConfig(**config))
         weights = arrays["A"]
         if weights.ndim != 2 or weights.shape[0] != n_items:
@@ -411,7 +414,8 @@ class _BestEpoch:
     def __init__(self, patience: int | None) -> None:
         self.patience = patience
         self.scores: list[float] = []
-        self.best_score, self.best_epoch, self.best_weights, self.stale = -np.inf, 0, None, 0
+        self.best_score, self.best_epoch, self.stale = -np.inf, 0, 0
+        self.best_weights: np.ndarray | None = None
 
     def record(self, epoch: int, score: float, weights: np.ndarray) -> float:
         """Note ``epoch``'s validation ``score`` (its ``weights`` kept if it is the best so far); return the score."""

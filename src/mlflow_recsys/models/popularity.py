@@ -7,7 +7,6 @@ Tasks", RecSys 2010.
 
 from __future__ import annotations
 
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -32,11 +31,11 @@ class Popularity(Recommender):
     name = "Popularity"
 
     def __init__(self) -> None:
-        self.config = None
+        self.config: None = None
         self.counts: np.ndarray | None = None
         self.n_items: int | None = None
 
-    def fit(self, x_train: sp.spmatrix) -> "Popularity":
+    def fit(self, x_train: sp.spmatrix) -> Popularity:
         """Count interactions per item in ``x_train`` (scipy sparse ``(n_users, n_items)``).
 
         Raises
@@ -50,13 +49,15 @@ class Popularity(Recommender):
         return self
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        # score() has checked n_items, which fit and load set together with the counts.
+        assert self.counts is not None
         return np.tile(self.counts, (x.shape[0], 1))
 
     def _to_saved(self):
         return None, {}, {"counts": self.counts}
 
     @classmethod
-    def _from_saved(cls, config, state, arrays, n_items) -> "Popularity":
+    def _from_saved(cls, config, state, arrays, n_items) -> Popularity:
         model = cls()
         counts = arrays["counts"]
         if counts.shape != (n_items,):

@@ -10,8 +10,9 @@ reports each epoch and may stop early on a validation score).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, cast
 
 from mlflow_recsys.models.base import Recommender
 from mlflow_recsys.models.ease import EASE, EASEConfig
@@ -62,7 +63,9 @@ class ModelSpec:
         if self.config_class is None:
             return self.model_class()
         given = hyperparameters or {}
-        return self.model_class(self.config_class(**{k: given[k] for k in self.hyperparameters if k in given}))
+        # A model with a config class takes that config as its argument, which type[Recommender] cannot say.
+        make = cast(Callable[[Any], Recommender], self.model_class)
+        return make(self.config_class(**{k: given[k] for k in self.hyperparameters if k in given}))
 
 
 #: Model name -> :class:`ModelSpec`, in the order the command line lists them.

@@ -83,7 +83,7 @@ _BIBTEX = r"""@article{efron1979bootstrap,
   year      = {1988},
   doi       = {10.4324/9780203771587}
 }
-"""
+"""  # noqa: E501 (a title that wrapped would change the BibTeX written out)
 
 
 def references_bibtex() -> str:

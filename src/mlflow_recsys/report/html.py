@@ -77,12 +77,12 @@ def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
     return f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def key_table(report: "ComparisonReport", *, seeds: bool = False) -> str:
+def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
     """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, values as :func:`display_frame` formats
     them; with ``seeds``, the comparison names each side's number of training seeds."""
     shown = display_frame(report)
     rows = []
-    for c, (_, r) in zip(report.comparisons, shown.iterrows()):
+    for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
         names = (_comparison(c.candidate, c.baseline, c.candidate_seeds, c.baseline_seeds) if seeds
                  else _comparison(c.candidate, c.baseline))
         rows.append(_row([
@@ -98,17 +98,17 @@ def key_table(report: "ComparisonReport", *, seeds: bool = False) -> str:
     return _table(KEY_COLUMNS, rows, "key")
 
 
-def details_table(report: "ComparisonReport") -> str:
+def details_table(report: ComparisonReport) -> str:
     """The display columns the key table leaves out (:data:`DETAIL_COLUMNS`), one row per hypothesis."""
     shown = display_frame(report)
     rows = []
-    for c, (_, r) in zip(report.comparisons, shown.iterrows()):
+    for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
         rows.append(_row([("name", _name(r["metric"])), ("name", _comparison(c.candidate, c.baseline))]
                          + [("", html.escape(str(r[col]))) for col in DETAIL_COLUMNS[2:]]))
     return _table(DETAIL_COLUMNS, rows, "details")
 
 
-def legend(report: "ComparisonReport") -> str:
+def legend(report: ComparisonReport) -> str:
     """One escaped line on how to read the key table (names no model)."""
     levels = sorted({c.confidence_level for c in report.comparisons})
     level = "/".join(f"{v:.0%}" for v in levels)
@@ -124,7 +124,7 @@ def legend(report: "ComparisonReport") -> str:
     )
 
 
-def _seed_sentence(report: "ComparisonReport") -> str:
+def _seed_sentence(report: ComparisonReport) -> str:
     counts: dict[str, int] = {}
     for c in report.comparisons:
         counts.setdefault(c.baseline, c.baseline_seeds)
@@ -138,7 +138,7 @@ def _seed_sentence(report: "ComparisonReport") -> str:
 
 
 def report_html(
-    report: "ComparisonReport",
+    report: ComparisonReport,
     spreads: dict,
     *,
     primary: str | None,
@@ -147,7 +147,7 @@ def report_html(
     seed_png: bytes | None = None,
     provenance_html: str | None = None,
     primary_declared: bool = False,
-    seed_averaged: "ComparisonReport | None" = None,
+    seed_averaged: ComparisonReport | None = None,
 ) -> str:
     """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods,
     references.
@@ -205,8 +205,8 @@ def _image(data: bytes, alt: str) -> str:
     return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def _primary_sentences(report: "ComparisonReport", primary: str, declared: bool,
-                       seed_averaged: "ComparisonReport | None") -> list[str]:
+def _primary_sentences(report: ComparisonReport, primary: str, declared: bool,
+                       seed_averaged: ComparisonReport | None) -> list[str]:
     """The primary metric and its result sentences, the seed-averaged ones after the representative seed's."""
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     parts = [f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>"]
@@ -214,14 +214,15 @@ def _primary_sentences(report: "ComparisonReport", primary: str, declared: bool,
         if c.metric == primary:
             label = "<b>Representative seed.</b> " if seed_averaged is not None else ""
             parts.append(f"<p>{label}{html.escape(results_text(report, c, markup='plain'))}</p>")
-    for c in seed_averaged.comparisons if seed_averaged is not None else ():
-        if c.metric == primary and c.averages_seeds:  # a pair without seeds would repeat its sentence
-            text = html.escape(results_text(seed_averaged, c, markup="plain"))
-            parts.append(f"<p><b>Seed-averaged.</b> {text}</p>")
+    if seed_averaged is not None:
+        for c in seed_averaged.comparisons:
+            if c.metric == primary and c.averages_seeds:  # a pair without seeds would repeat its sentence
+                text = html.escape(results_text(seed_averaged, c, markup="plain"))
+                parts.append(f"<p><b>Seed-averaged.</b> {text}</p>")
     return parts
 
 
-def _details(report: "ComparisonReport", seed_averaged: "ComparisonReport | None") -> list[str]:
+def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None) -> list[str]:
     """The details tables: the representative seed's, then the seed-averaged one's under headings of their own."""
     parts = ["<h2>Details</h2>"]
     if seed_averaged is not None:

@@ -12,7 +12,7 @@ mathtext (or fail on an unbalanced formula), hand text to TeX when
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
 
 #: rcParams under which every figure is built and saved: no mathtext, no TeX, whatever the user's settings.
-LITERAL_TEXT = {"text.parse_math": False, "text.usetex": False}
+# Keys typed Any: recent matplotlib types rc_context's keys as a Literal of every rc name, older releases as str.
+LITERAL_TEXT: dict[Any, bool] = {"text.parse_math": False, "text.usetex": False}
 #: Widest name drawn in a figure; longer names are cut and tagged with a hash, as in the run notes.
 LABEL_WIDTH = 32
 
@@ -62,7 +63,7 @@ def _error_lengths(centre, low, high) -> np.ndarray:
     return np.clip(np.vstack([centre - low, high - centre]), 0.0, None)
 
 
-def forest_plot(report: "ComparisonReport", path: str | os.PathLike) -> None:
+def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
     """Save one row per hypothesis: the difference (candidate - baseline) and its interval.
 
     Filled markers are significant after adjustment; the dashed line is no
@@ -91,7 +92,7 @@ def forest_plot(report: "ComparisonReport", path: str | os.PathLike) -> None:
                 # A one-sided interval runs on to infinity: draw it to the edge, ending in an arrow.
                 left, right = ax.get_xlim()
                 for end, open_side, marker in ((right, open_high, ">"), (left, open_low, "<")):
-                    for d, yy in zip(frame["difference"][open_side], y[open_side]):
+                    for d, yy in zip(frame["difference"][open_side], y[open_side], strict=True):
                         ax.plot([d, end], [yy, yy], color="0.3", linewidth=1)
                         ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
                 ax.set_xlim(left, right)
@@ -142,7 +143,7 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
         try:
             # Each comparison's points sit side by side within one seed's slot (at most 0.6 wide).
             step = min(0.15, 0.6 / max(n_comparisons - 1, 1))
-            for ax, metric in zip(axes[0], metrics):
+            for ax, metric in zip(axes[0], metrics, strict=True):
                 rows = per_seed[per_seed["metric"] == metric]
                 handles, names = [], []
                 for k, (name, group) in enumerate(rows.groupby("comparison", sort=False)):
@@ -155,7 +156,7 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
                 seeds = rows.drop_duplicates(["baseline_seed", "candidate_seed"])
                 ax.set_xticks(np.arange(len(seeds)),
                               [plot_label(c if c is not None and c == c else b, 12) for b, c in
-                               zip(seeds["baseline_seed"], seeds["candidate_seed"])], fontsize=8)
+                               zip(seeds["baseline_seed"], seeds["candidate_seed"], strict=True)], fontsize=8)
                 ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
                 ax.set_title(plot_label(metric), fontsize=9)
                 ax.set_xlabel("seed")

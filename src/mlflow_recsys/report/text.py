@@ -8,7 +8,7 @@ from the report's columns. Names are written literally through
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pandas as pd
 
@@ -44,7 +44,8 @@ _TEST_LABELS = {
     "wilcoxon": "Wilcoxon signed-rank test (zero_method={zero_method}: {zero_words})",
 }
 
-_ZERO_LABELS = {
+# Looked up by any comparison's zero_method, None for tests other than Wilcoxon's (which take no zero words).
+_ZERO_LABELS: dict[str | None, str] = {
     "wilcox": "zero differences dropped before ranking",
     "pratt": "zero differences ranked, then their ranks dropped",
     "zsplit": "ranks of zero differences split between the signs",
@@ -57,7 +58,7 @@ _SIDES = {
 }
 
 
-def display_frame(report: "ComparisonReport") -> pd.DataFrame:
+def display_frame(report: ComparisonReport) -> pd.DataFrame:
     """The columns a reader needs first, formatted as strings."""
     frame = report.to_frame()
     out = pd.DataFrame(
@@ -68,7 +69,8 @@ def display_frame(report: "ComparisonReport") -> pd.DataFrame:
             "n_units": frame["n_units"],
             "n_nonzero": frame["n_nonzero"],
             "tie_rate": frame["tie_rate"].map(lambda v: f"{v:.1%}"),
-            "W/T/L": [f"{w}/{t}/{l}" for w, t, l in zip(frame["wins"], frame["ties"], frame["losses"])],
+            "W/T/L": [f"{w}/{t}/{loss}"
+                      for w, t, loss in zip(frame["wins"], frame["ties"], frame["losses"], strict=True)],
             "baseline_mean": frame["baseline_mean"].map(lambda v: f"{v:.6f}"),
             "candidate_mean": frame["candidate_mean"].map(lambda v: f"{v:.6f}"),
             "difference": frame["difference"].map(lambda v: f"{v:.6f}"),
@@ -84,7 +86,7 @@ def display_frame(report: "ComparisonReport") -> pd.DataFrame:
     return out
 
 
-def report_markdown(report: "ComparisonReport") -> str:
+def report_markdown(report: ComparisonReport) -> str:
     """The display frame as a markdown table (via ``tabulate``), under a line stating the settings.
 
     Names and metric keys pass through :func:`escape_markdown` and are never
@@ -109,7 +111,7 @@ def report_markdown(report: "ComparisonReport") -> str:
     return settings + "\n\n" + table
 
 
-def seed_averaged_phrase(report: "ComparisonReport") -> str:
+def seed_averaged_phrase(report: ComparisonReport) -> str:
     """``Seed-averaged: each model's per-user values averaged over its training seeds (1 to 3 per model)``.
 
     Names no model, so it is safe in every markup.
@@ -119,7 +121,7 @@ def seed_averaged_phrase(report: "ComparisonReport") -> str:
     return f"Seed-averaged: each model's per-user values averaged over its training seeds ({span} per model)"
 
 
-def seed_averaging_text(report: "ComparisonReport") -> str:
+def seed_averaging_text(report: ComparisonReport) -> str:
     """The methods sentences of a seed-averaged report; empty for single trained instances."""
     if not report.seed_averaged:
         return ""
@@ -136,7 +138,7 @@ def seed_averaging_text(report: "ComparisonReport") -> str:
 CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}
 
 
-def interval_names(report: "ComparisonReport") -> str:
+def interval_names(report: ComparisonReport) -> str:
     """``percentile``, ``BCa`` or ``BCa/percentile`` (some rows fell back): the interval methods of the report."""
     named = {"percentile": "percentile", "bca": "BCa"}
     return "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
@@ -154,7 +156,7 @@ def _hypotheses(J: int) -> str:
     return f"{J} hypothes{'is' if J == 1 else 'es'}"
 
 
-def family_phrase(report: "ComparisonReport", name=str) -> str:
+def family_phrase(report: ComparisonReport, name=str) -> str:
     """``over 4 hypotheses``, or the two families when the primary metric stands alone.
 
     ``name`` writes the primary metric's key: ``str`` (default) for plain text,
@@ -169,7 +171,7 @@ def family_phrase(report: "ComparisonReport", name=str) -> str:
     return phrase
 
 
-def _correction_words(report: "ComparisonReport") -> str:
+def _correction_words(report: ComparisonReport) -> str:
     families = report.families
     if report.correction is None:
         return "p-values were not adjusted for multiple comparisons"
@@ -198,7 +200,7 @@ def _correction_words(report: "ComparisonReport") -> str:
     )
 
 
-def methods_text(report: "ComparisonReport") -> str:
+def methods_text(report: ComparisonReport) -> str:
     """A Methods paragraph naming the test, B, the interval, its level, the correction and the family.
 
     It names no model and no metric, so it is the same text for any names and
@@ -214,7 +216,10 @@ def methods_text(report: "ComparisonReport") -> str:
     ]
     tests = " and ".join(_TEST_WORDS[m] for m in methods)
     if "wilcoxon" in methods:
-        tests += f" ({_ZERO_WORDS[first.zero_method]}; p-values from scipy.stats.wilcoxon, exact for small samples without ties or zeros)"
+        # A report tests every hypothesis one way, so here the first comparison is a Wilcoxon one, with a zero method.
+        zero_words = _ZERO_WORDS[cast(str, first.zero_method)]
+        tests += (f" ({zero_words}; p-values from scipy.stats.wilcoxon, exact for small samples without ties "
+                  "or zeros)")
     units = (
         "Each user's rows were first averaged, so every user counts once. "
         if any(c.n_units != c.n_samples for c in report.comparisons)
@@ -242,7 +247,7 @@ def methods_text(report: "ComparisonReport") -> str:
     )
 
 
-def _mde_words(report: "ComparisonReport") -> str:
+def _mde_words(report: ComparisonReport) -> str:
     """How the ``mde`` column was computed, at the level each hypothesis is tested at."""
     J = max(report.families.values())
     alpha = report.comparisons[0].alpha
@@ -268,7 +273,7 @@ def _mde_words(report: "ComparisonReport") -> str:
     )
 
 
-def _interval_words(report: "ComparisonReport") -> str:
+def _interval_words(report: ComparisonReport) -> str:
     """The interval method(s) of the report, with sources; says which rows fell back from BCa."""
     used = {c.interval_method for c in report.comparisons}
     if used == {"percentile"}:
@@ -290,7 +295,7 @@ def _relative_words(relative: float) -> str:
     return f"a relative change of {relative:+.1%}"
 
 
-def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup: Markup = "plain") -> str:
+def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Markup = "plain") -> str:
     """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n.
 
     Parameters
@@ -362,13 +367,13 @@ def results_text(report: "ComparisonReport", c: "PairwiseComparison", *, markup:
     )
 
 
-def _p_label(report: "ComparisonReport", c: "PairwiseComparison") -> str:
+def _p_label(report: ComparisonReport, c: PairwiseComparison) -> str:
     if c.family_size == 1:
         return "p"
     return {"holm": "Holm-adjusted p", "bonferroni": "Bonferroni-adjusted p", None: "p"}[report.correction]
 
 
-def seed_spread_text(spread: "SeedSpread", metric: str, *, markup: Markup = "plain") -> str:
+def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain") -> str:
     """One sentence on the seed spread of ``metric``; parameters and errors as
     :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
     name = name_writer(markup)
@@ -404,7 +409,7 @@ def seed_spread_text(spread: "SeedSpread", metric: str, *, markup: Markup = "pla
     return text
 
 
-def report_string(report: "ComparisonReport") -> str:
+def report_string(report: ComparisonReport) -> str:
     """The report as a fixed-width text table under one line stating the settings.
 
     The columns are metric, ``candidate vs baseline``, difference, interval,
@@ -457,7 +462,7 @@ def report_string(report: "ComparisonReport") -> str:
     return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7}))
 
 
-def report_summary(report: "ComparisonReport") -> str:
+def report_summary(report: ComparisonReport) -> str:
     """One line per hypothesis: metric, pair, difference and interval, adjusted p, direction, W/T/L and mde.
 
     E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550
@@ -492,7 +497,7 @@ def report_summary(report: "ComparisonReport") -> str:
     return "\n".join(_aligned(rows, right=set()))
 
 
-def _pair_text(c: "PairwiseComparison") -> str:
+def _pair_text(c: PairwiseComparison) -> str:
     """``ELSA (3 seeds) vs EASE``: each side's seed count when it averages several."""
     candidate, baseline = (
         visible_text(name) + (f" ({seeds} seeds)" if seeds > 1 else "")
@@ -507,13 +512,14 @@ def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
         return []
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
-        "  ".join(cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+        "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
+                  for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
         .rstrip()
         for row in rows
     ]
 
 
-def _text_interval(c: "PairwiseComparison") -> str:
+def _text_interval(c: PairwiseComparison) -> str:
     low = "(-inf" if c.ci_low == -math.inf else f"[{_signed(c.ci_low)}"
     high = "inf)" if c.ci_high == math.inf else f"{_signed(c.ci_high)}]"
     return f"{low}, {high}"
@@ -535,7 +541,7 @@ def _percent(level: float) -> str:
     return f"{100 * level:.6g}"
 
 
-def _users(report: "ComparisonReport") -> str:
+def _users(report: ComparisonReport) -> str:
     counts = sorted({c.n_units for c in report.comparisons})
     users = " or ".join(f"{n:,}" for n in counts) + " users"
     if any(c.n_samples != c.n_units for c in report.comparisons):
@@ -543,7 +549,7 @@ def _users(report: "ComparisonReport") -> str:
     return users
 
 
-def _interval_label(report: "ComparisonReport") -> str:
+def _interval_label(report: ComparisonReport) -> str:
     used = [c.interval_method for c in report.comparisons]
     if "bca" not in used:
         return "percentile"
@@ -553,7 +559,7 @@ def _interval_label(report: "ComparisonReport") -> str:
     return "BCa"
 
 
-def _test_words(report: "ComparisonReport") -> str:
+def _test_words(report: ComparisonReport) -> str:
     methods = list(dict.fromkeys(c.test_method for c in report.comparisons))
     words = []
     for method in methods:
@@ -569,7 +575,7 @@ def _test_words(report: "ComparisonReport") -> str:
     return words[0] if len(words) == 1 else "by hypothesis, " + " or ".join(words)
 
 
-def _correction_label(report: "ComparisonReport") -> str:
+def _correction_label(report: ComparisonReport) -> str:
     """The correction and its families, as raw text: it names the primary metric, so escape it as a whole."""
     if report.correction is None:
         return "p-values not adjusted for multiple comparisons"
@@ -577,7 +583,7 @@ def _correction_label(report: "ComparisonReport") -> str:
     return f"p-values adjusted with the {how} procedure {family_phrase(report)}"
 
 
-def _seed_counts(report: "ComparisonReport") -> str:
+def _seed_counts(report: ComparisonReport) -> str:
     """``EASE: 1 seed; ELSA: 5 seeds``, as raw text: it names models, so escape it as a whole."""
     counts: dict[str, list[int]] = {}
     for c in report.comparisons:

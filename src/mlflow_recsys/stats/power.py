@@ -120,7 +120,9 @@ def _z_sum(alpha: float, power: float, alternative: str) -> float:
     return float(scipy.stats.norm.isf(tail) + scipy.stats.norm.ppf(power))
 
 
-def _power_iv(*, sd, n, alpha, power, alternative) -> tuple[float, int, float, float, str]:
+def _power_iv(
+    *, sd: float, n: int, alpha: float, power: float, alternative: Alternative
+) -> tuple[float, int, float, float, Alternative]:
     if isinstance(sd, bool) or not isinstance(sd, Real) or not (math.isfinite(sd) and sd >= 0):
         raise ValueError(f"sd: expected a finite number >= 0, found {sd!r}")
     if isinstance(n, bool) or not isinstance(n, Integral) or n < 2:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Mapping, Sequence
+from typing import Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -243,12 +244,15 @@ def _seed_pairs(baseline, candidate, base_seeds: list | None, cand_seeds: list |
         )
     if paired_seeds and (base_seeds is None or cand_seeds is None):
         raise ValueError("paired_seeds: True needs seeds on both sides, found one side deterministic")
-    if base_seeds is None:
-        return "one-side-seeded", [(None, s, baseline, candidate[s]) for s in cand_seeds]
+    if base_seeds is None:  # then cand_seeds is not (checked above)
+        return "one-side-seeded", [(None, s, baseline, candidate[s]) for s in cast(list, cand_seeds)]
     if cand_seeds is None:
         return "one-side-seeded", [(s, None, baseline[s], candidate) for s in base_seeds]
     if not paired_seeds:
-        return "independent-seeds", [(b, c, baseline[b], candidate[c]) for b, c in zip(base_seeds, cand_seeds)]
+        # strict=False: the sides may have different numbers of seeds; the per-seed table then pairs the smaller
+        # side's seeds in sorted order (see seed_spread).
+        return "independent-seeds", [(b, c, baseline[b], candidate[c])
+                                     for b, c in zip(base_seeds, cand_seeds, strict=False)]
     if set(base_seeds) != set(cand_seeds):
         raise ValueError(
             "paired_seeds: expected the same seeds on both sides, found baseline seeds "
@@ -340,7 +344,8 @@ def _unit_means(side: Mapping[object, EvaluationResult], metric: str) -> np.ndar
     out = []
     for res in side.values():
         units = Units.from_sample_ids(res.sample_ids)
-        out.append(float(units.means(res.per_user[metric]).mean()))
+        # Comparing each seed (before this) has refused a result without per-user values.
+        out.append(float(units.means(cast("dict[str, np.ndarray]", res.per_user)[metric]).mean()))
     return np.asarray(out)
 
 
@@ -382,6 +387,8 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
             raise TypeError(f"{name}[{seed!r}]: expected an EvaluationResult, found {type(res).__name__}")
         if res.per_user is None:
             raise ValueError(f"{name}[{seed!r}]: holds no per-user values (evaluated with collect_per_user=False)")
+    # The loop above refused any seed without per-user values.
+    seed_values = {seed: cast("dict[str, np.ndarray]", res.per_user) for seed, res in results.items()}
     # Sorted only to fix the summation order; repr keeps seeds of mixed types (1, "a", (1, 2)) sortable.
     seeds = sorted(results, key=lambda s: (type(s).__name__, repr(s)))
     first = results[seeds[0]]
@@ -401,18 +408,18 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
                 f"{seeds[0]!r} has {str(first.targets_fingerprint)[:12]}; the seeds were not scored on the same "
                 "targets"
             )
-        for key, values in res.per_user.items():
+        for key, values in seed_values[seed].items():
             if np.shape(values) != ids.shape:
                 raise ValueError(
                     f"{name}[{seed!r}]: expected per-user values of {key!r} with one value per sample id "
                     f"({ids.shape[0]}), found shape {np.shape(values)}"
                 )
-    keys = [k for k in first.per_user if all(k in results[s].per_user for s in seeds)]
+    keys = [k for k in seed_values[seeds[0]] if all(k in seed_values[s] for s in seeds)]
     per_user = {}
     for key in keys:
         total = np.zeros(ids.shape[0], dtype=np.float64)
         for seed in seeds:
-            total += np.asarray(results[seed].per_user[key], dtype=np.float64)
+            total += np.asarray(seed_values[seed][key], dtype=np.float64)
         per_user[key] = total / len(seeds)
     return EvaluationResult(
         metrics={k: float(v.mean()) for k, v in per_user.items()},

@@ -16,6 +16,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,7 +53,8 @@ _ARROW_TYPES = {
     "np.ndarray": pa.list_(pa.float64()),
     "np.ndarray | None": pa.list_(pa.float64()),
 }
-SCHEMA = pa.schema([(f.name, _ARROW_TYPES[f.type]) for f in dataclasses.fields(PairwiseComparison)])
+# Postponed annotations: each field's type is its annotation's text.
+SCHEMA = pa.schema([(f.name, _ARROW_TYPES[cast(str, f.type)]) for f in dataclasses.fields(PairwiseComparison)])
 _NULLABLE = {f.name for f in dataclasses.fields(PairwiseComparison) if f.type.endswith("| None")}
 #: The fields of ``report.json`` besides the format, its version and the package version.
 _META_FIELDS = ("correction", "reference", "primary", "n_hypotheses")
@@ -191,9 +193,9 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
         if not file.is_file():
             raise ValueError(f"{file}: expected this file of a saved comparison report, found none")
     meta = _read_meta(meta_path)
-    with open(table_path, "rb") as file:  # an unreadable file raises OSError here, as report.json's does
+    with open(table_path, "rb") as handle:  # an unreadable file raises OSError here, as report.json's does
         try:
-            table = pq.read_table(file)
+            table = pq.read_table(handle)
         except (pa.ArrowException, OSError) as exc:
             raise ValueError(f"{table_path}: expected a Parquet file, could not read it ({exc})") from None
     missing = [name for name in SCHEMA.names if name not in table.column_names]
@@ -209,7 +211,7 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
     if table.num_rows != meta["n_hypotheses"]:
         raise ValueError(f"{table_path}: expected {meta['n_hypotheses']} rows (n_hypotheses in {REPORT_FILE}), "
                          f"found {table.num_rows}")
-    columns = {}
+    columns: dict[str, list[Any]] = {}
     for field in SCHEMA:
         column = table.column(field.name)
         if pa.types.is_list(field.type):
@@ -231,7 +233,7 @@ def _check_values(columns: dict[str, list], table_path: Path) -> None:
         for row, value in enumerate(columns[name]):
             if not valid(value):
                 raise ValueError(f"{table_path}: column {name!r} row {row}: expected {expected}, found {value!r}")
-    for row, (d, n) in enumerate(zip(columns["unit_differences"], columns["n_units"])):
+    for row, (d, n) in enumerate(zip(columns["unit_differences"], columns["n_units"], strict=True)):
         if len(d) != n:
             raise ValueError(f"{table_path}: column 'unit_differences' row {row}: expected n_units = {n} values, "
                              f"found {len(d)}")

@@ -40,7 +40,7 @@ class Units:
         return int(self.codes.shape[0])
 
     @classmethod
-    def from_sample_ids(cls, sample_ids: np.ndarray) -> "Units":
+    def from_sample_ids(cls, sample_ids: np.ndarray) -> Units:
         codes, ids = pd.factorize(np.asarray(sample_ids), sort=False)
         codes = codes.astype(np.int64)
         counts = np.bincount(codes, minlength=len(ids)).astype(np.float64)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import warnings
 from pathlib import Path
+from types import FrameType
 
 _PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 
@@ -41,7 +42,7 @@ def warn(message: str, category: type[Warning]) -> None:
     """
     # stacklevel 1 is this function, 2 its caller; climb until the frame is the user's.
     level = 2
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(_PACKAGE_DIR):
         frame = frame.f_back
         level += 1

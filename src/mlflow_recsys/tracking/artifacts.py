@@ -36,7 +36,9 @@ class EvaluationArtifacts:
     package_version: str | None
 
 
-def write_evaluation_artifacts(result: EvaluationResult, directory: str | os.PathLike, *, split_digest: str | None) -> list[Path]:
+def write_evaluation_artifacts(
+    result: EvaluationResult, directory: str | os.PathLike, *, split_digest: str | None
+) -> list[Path]:
     """Write ``per_user.parquet`` and ``evaluation.json`` into ``directory``.
 
     Each file is written under a temporary name and renamed into place, with

@@ -310,7 +310,8 @@ def _same_param_value(logged: str, text: str) -> bool:
             return True
         if "," in form or "," in text:
             left, right = form.split(","), text.split(",")
-            if len(left) == len(right) and all(_same_item(a.strip(), b.strip()) for a, b in zip(left, right)):
+            if len(left) == len(right) and all(_same_item(a.strip(), b.strip())
+                                               for a, b in zip(left, right, strict=True)):
                 return True
     return False
 

@@ -18,8 +18,9 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Literal, Mapping, Sequence
+from typing import Literal
 
 import mlflow
 import mlflow.projects
@@ -95,7 +96,9 @@ class TrainingOutcome:
         return self.status != "failed"
 
 
-def make_executor(name: ExecutorName, *, ray_address: str | None = None, project_uri: str = "."):
+def make_executor(
+    name: str, *, ray_address: str | None = None, project_uri: str = "."
+) -> SequentialExecutor | RayExecutor:
     """The executor called ``name``: :class:`SequentialExecutor` or :class:`RayExecutor`.
 
     Raises

@@ -10,7 +10,7 @@ holds them whole, and texts are chosen from versions that fit.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from mlflow_recsys._digests import text_digest
 
@@ -61,7 +61,8 @@ def shorten(text: str, width: int) -> str:
 def fit_values(values: dict[str, str], limit: int, pointer: str) -> dict[str, str]:
     """``values`` with each one longer than ``limit`` replaced by its length, hash and ``pointer``
     (e.g. "the whole value is in settings.json")."""
-    return {key: value if len(value) <= limit else f"{len(value):,} characters, sha256 {text_digest(value, 16)}; {pointer}"
+    return {key: value if len(value) <= limit
+            else f"{len(value):,} characters, sha256 {text_digest(value, 16)}; {pointer}"
             for key, value in values.items()}
 
 

@@ -7,7 +7,7 @@ MLflow metric names may not contain ``@``; ``ndcg@100`` is logged as
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from mlflow_recsys._digests import text_digest
 from mlflow_recsys.metrics import KEY_PATTERN, parse_metric_keys

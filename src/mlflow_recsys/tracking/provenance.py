@@ -105,7 +105,8 @@ def _split_lines(split: dict[str, Any] | None) -> list[str]:
                                                                                  "interactions_sha256") if data.get(k))
     source = data.get("url") or data.get("file_name") or data.get("source", "")
     threshold = params.get("min_rating")
-    kept = "every interaction kept as a positive" if threshold is None else f"ratings >= {threshold:g} kept as positives"
+    kept = ("every interaction kept as a positive" if threshold is None
+            else f"ratings >= {threshold:g} kept as positives")
     lines = [
         f"Dataset: {data.get('name', '?')} ({source}; {digests}).",
         f"Preprocessing: {kept}; users with at least {params.get('min_user_interactions')} and items with at least "

@@ -79,8 +79,8 @@ class RecommenderPyfunc(PythonModel):
         top, scores = self.model.recommend(source, int(ks.max()) if len(ks) else 1)
         out = {} if "user" not in frame.columns else {"user": frame["user"].to_numpy()}
         item_ids = self.catalogue.item_ids
-        out["items"] = [item_ids[t[:k][t[:k] >= 0]].tolist() for t, k in zip(top, ks)]
-        out["scores"] = [s[:k][t[:k] >= 0].astype(float).tolist() for t, s, k in zip(top, scores, ks)]
+        out["items"] = [item_ids[t[:k][t[:k] >= 0]].tolist() for t, k in zip(top, ks, strict=True)]
+        out["scores"] = [s[:k][t[:k] >= 0].astype(float).tolist() for t, s, k in zip(top, scores, ks, strict=True)]
         out["unknown_items"] = unknown
         return pd.DataFrame(out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import mlflow
@@ -16,16 +17,15 @@ from tqdm.auto import tqdm
 from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.limits import shorten
-from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.artifacts import (
     EVALUATION_FILE,
-    ArtifactError,
     PER_USER_FILE,
+    ArtifactError,
     EvaluationArtifacts,
     read_evaluation_artifacts,
 )
-
+from mlflow_recsys.tracking.limits import shorten
+from mlflow_recsys.tracking.redact import redact
 
 #: Runs asked for per ``search_runs`` call; MLflow returns a page token while more remain.
 SEARCH_PAGE_SIZE = 1000
@@ -54,7 +54,9 @@ def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
         try:
             value = json.loads(raw)
         except (json.JSONDecodeError, RecursionError):  # RecursionError: thousands of nested brackets
-            raise ValueError(f"compare_url: expected {name}=[...] to be a JSON list, found {shorten(raw, 80)!r}") from None
+            raise ValueError(
+                f"compare_url: expected {name}=[...] to be a JSON list, found {shorten(raw, 80)!r}"
+            ) from None
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ValueError(f"compare_url: expected {name}=[...] to list strings, found {shorten(raw, 80)!r}")
         lists[name] = value
@@ -107,7 +109,8 @@ def select_runs(
     if run_ids:
         runs = _runs_by_id(client, run_ids, hint)
     else:
-        runs = _runs_in_experiment(client, experiment, filter_string, page_size)
+        # Exactly one source was given, and it was neither run ids nor a compare URL.
+        runs = _runs_in_experiment(client, cast(str, experiment), filter_string, page_size)
     _require_training_runs(runs)
     return runs
 
@@ -161,7 +164,8 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
         raise RunSelectionError(f"experiment: {exp.name!r} is deleted; restore it to compare its runs")
     clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}'"
     query = f"{clause} and {filter_string}" if filter_string else clause
-    runs, token = [], None
+    runs: list[Run] = []
+    token: str | None = None
     while True:
         try:
             page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size,
@@ -192,7 +196,8 @@ def _require_training_runs(runs: list[Run]) -> None:
     deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
     if deleted:
         raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
-    not_train = [(r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN]
+    not_train = [(r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs
+                 if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN]
     if not_train:
         listing = ", ".join(f"{i} ({tags.ROLE}={role})" for i, role in not_train)
         raise RunSelectionError(f"expected training runs only, found {listing}")
@@ -236,4 +241,4 @@ def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, EvaluationAr
             tqdm(pool.map(load_evaluation_artifacts, run_ids), total=len(run_ids), desc="per-user artifacts",
                  unit="run", disable=None)
         )
-    return dict(zip(run_ids, loaded))
+    return dict(zip(run_ids, loaded, strict=True))

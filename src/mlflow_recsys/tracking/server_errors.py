@@ -11,8 +11,8 @@ use unless these variables are set.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import mlflow
 
@@ -49,7 +49,8 @@ def worst_case_wait_seconds() -> float:
     factor = MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
     # urllib3 2 waits nothing before the first retry, then factor * 2**(n - 1), at most 120 s.
     backoff = sum(min(factor * 2 ** (n - 1), 120) for n in range(2, retries + 1))
-    return (retries + 1) * MLFLOW_HTTP_REQUEST_TIMEOUT.get() + backoff + retries * MLFLOW_HTTP_REQUEST_BACKOFF_JITTER.get()
+    return ((retries + 1) * MLFLOW_HTTP_REQUEST_TIMEOUT.get() + backoff
+            + retries * MLFLOW_HTTP_REQUEST_BACKOFF_JITTER.get())
 
 
 def is_unreachable(exc: BaseException) -> bool:
@@ -57,12 +58,13 @@ def is_unreachable(exc: BaseException) -> bool:
     import requests
 
     seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, (TrackingServerError, requests.exceptions.ConnectionError, requests.exceptions.Timeout,
-                            requests.exceptions.RetryError)):
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (TrackingServerError, requests.exceptions.ConnectionError,
+                                requests.exceptions.Timeout, requests.exceptions.RetryError)):
             return True
-        exc = exc.__cause__ or exc.__context__
+        current = current.__cause__ or current.__context__
     return False
 
 

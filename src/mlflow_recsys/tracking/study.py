@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import cast
 
 import mlflow
 import mlflow.projects
@@ -117,7 +118,8 @@ def run_study(
         compare_id = None
         if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
             compare_id = step("compare", "compare EASE vs ELSA", {
-                "run_ids": ",".join(o.run_id for o in usable), "reference": "EASE", "metrics": metrics,
+                # A usable outcome FINISHED, so it has a run.
+                "run_ids": ",".join(cast(str, o.run_id) for o in usable), "reference": "EASE", "metrics": metrics,
                 "primary": primary, "n_resamples": n_resamples,
             })
             _show_result(compare_id, experiment_id, echo)
@@ -126,7 +128,7 @@ def run_study(
                         f"the {len(usable)} finished were not compared (fewer than two models finished)")
             raise StudyStepError(f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared}. Rerun the "
                                  "study to train only what did not finish")
-        return compare_id
+        return cast(str, compare_id)  # nothing failed, so both models finished and were compared
 
 
 def _pin_tracking_uri() -> None:

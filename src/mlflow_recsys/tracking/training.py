@@ -6,8 +6,8 @@ import dataclasses
 import json
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import mlflow
 
@@ -98,20 +98,25 @@ def run_split(
 def split_dataset(manifest: dict, split_digest: str):
     """The split as an MLflow dataset, so the UI links split, train and comparison runs by one digest."""
     from mlflow.data.code_dataset_source import CodeDatasetSource
+    from mlflow.data.dataset_source import DatasetSource
     from mlflow.data.http_dataset_source import HTTPDatasetSource
     from mlflow.data.meta_dataset import MetaDataset
 
     params = manifest["parameters"]
     origin = manifest["dataset"]
     name = f"{origin['name']} {params['split_mode']} seed {params['seed']}"
+    source: DatasetSource
     if origin.get("url"):
         source = HTTPDatasetSource(origin["url"])
     else:
         # A user's own file or frame has no address; its content digest identifies it.
-        source = CodeDatasetSource(tags={k: str(v) for k, v in origin.items() if k in ("source", "file_name", "file_sha256")}
+        source = CodeDatasetSource(tags={k: str(v) for k, v in origin.items()
+                                         if k in ("source", "file_name", "file_sha256")}
                                    | {"interactions_sha256": origin["interactions_sha256"]})
     # MLflow stores at most 36 characters of a dataset digest.
-    return MetaDataset(source=source, name=name, digest=split_digest[:36])
+    # ignore: MLflow's MetaDataset leaves Dataset's abstract `profile` unimplemented, but Dataset is no ABC, so it
+    # instantiates (and MLflow itself builds MetaDatasets so).
+    return MetaDataset(source=source, name=name, digest=split_digest[:36])  # type: ignore[abstract]
 
 
 def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
