@@ -110,15 +110,16 @@ def main() -> None:
     sizes = [1_000, 10_000, 100_000] if args.quick else [1_000, 10_000, 100_000, 1_000_000]
     for n in sizes:
         res = ranking_like_results(n)
-        call = lambda: compare_models(res, metrics=METRICS, reference="EASE", n_resamples=B)  # noqa: E731
+        call = lambda res=res: compare_models(res, metrics=METRICS, reference="EASE", n_resamples=B)  # noqa: E731
         seconds = median_seconds(call, repeats=1 if n >= 100_000 else 3)
         peak = peak_extra_mib(call)
         print(f"  {n:>9,} {seconds:>13.3f} s {peak:>15.1f}")
 
     print("\nScaling in B (2,500 users, 4 metrics)")
     for b in (999, 9_999, 99_999):
-        seconds = median_seconds(lambda: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=b),
-                                 repeats=3)
+        seconds = median_seconds(
+            lambda b=b: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=b), repeats=3
+        )
         print(f"  B = {b:>6,}: {seconds * 1000:9.1f} ms")
 
 

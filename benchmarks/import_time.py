@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
         for label, code in cases(folder, uri).items():
             runs = [measure(code, env) for _ in range(args.repeat)]
 
-            def median(key: str) -> str:
+            def median(key: str, runs: list[dict[str, float]] = runs) -> str:
                 values = [r[key] for r in runs if key in r]
                 return f"{statistics.median(values):.0f}" if values else "-"
 

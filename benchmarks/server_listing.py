@@ -6,8 +6,9 @@ Logs ``--runs`` FINISHED training runs (10 models x 100 seeds on one split, each
 metrics `mlflow-recsys train` logs) into a SQLite store in a temporary folder, starts
 ``mlflow server --app-name recsys`` on 127.0.0.1 for it (4 workers, the default), and times ``GET
 /recsys/experiments/<id>`` over HTTP: the runs read page by page through ``search_runs`` page tokens, grouped and
-rendered. Waits ``--settle`` seconds (15) for every worker process to start, then prints the first request's time and the best of ``--repeat`` more, beside the time of the reading
-alone (in this process). The target is at most 2 s. Asserts nothing.
+rendered. Waits ``--settle`` seconds (15) for every worker process to start, then prints the first request's time
+and the best of ``--repeat`` more, beside the time of the reading alone (in this process). The target is at most
+2 s. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def main() -> None:
                 times.append(time.perf_counter() - started)
             listed = body.count('name="run"')
         print(f"GET /recsys/experiments/{experiment_id} over HTTP, {listed} runs listed, {len(body) / 1e6:.1f} MB: "
-              f"first (after {args.settle:g} s of start-up) {times[0]:.2f} s, best of {args.repeat} more {min(times[1:]):.2f} s (target <= 2 s)")
+              f"first (after {args.settle:g} s of start-up) {times[0]:.2f} s, best of {args.repeat} more "
+              f"{min(times[1:]):.2f} s (target <= 2 s)")
 
 
 if __name__ == "__main__":

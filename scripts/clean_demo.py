@@ -35,8 +35,8 @@ def _all(fetch):
 
 
 def _local_path(uri: str) -> Path | None:
-    from mlflow.utils.uri import is_local_uri
     from mlflow.utils.file_utils import local_file_uri_to_path
+    from mlflow.utils.uri import is_local_uri
 
     return Path(local_file_uri_to_path(uri)).resolve() if is_local_uri(uri) else None
 
