@@ -27,6 +27,7 @@ from mlflow_recsys.stats import ComparisonWarning
 from mlflow_recsys.tracking import compare_runs, select_runs, write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.runs import load_many
+from mlflow_recsys.stats import ComparisonSettings
 
 KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "precision@20", "hit_rate@20",
         "recall@50"]
@@ -76,7 +77,7 @@ def main() -> None:
             selected = time.perf_counter()
             load_many([r.info.run_id for r in runs])
             downloaded = time.perf_counter()
-            compare_runs(run_ids=run_ids, reference="M0", metrics=keys, n_resamples=9999)
+            compare_runs(run_ids=run_ids, settings=ComparisonSettings(reference="M0", metrics=keys, n_resamples=9999))
             total = time.perf_counter() - downloaded
             print(f"{args.runs} runs x {args.users:,} users x {len(keys)} metrics, B = 9,999, over HTTP:")
             print(f"  selection alone:                                  {selected - start:6.2f} s")

@@ -38,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from postgres_cluster import postgres_cluster  # noqa: E402
+from mlflow_recsys.stats import ComparisonSettings
 
 KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20"]
 DIGEST, FINGERPRINT = "b" * 64, "c" * 64
@@ -154,7 +155,7 @@ def _time_compare(url: str, experiment_id: str, n_resamples: int, out) -> None:
     mlflow.artifacts.download_artifacts = counted
     stages: list[tuple[str, float]] = []
     start = time.perf_counter()
-    outcome = compare_runs(experiment=experiment_id, reference="M0", primary="ndcg@100", n_resamples=n_resamples,
+    outcome = compare_runs(experiment=experiment_id, settings=ComparisonSettings(reference="M0", primary="ndcg@100", n_resamples=n_resamples),
                            on_stage=lambda name: stages.append((name, time.perf_counter())))
     total = time.perf_counter() - start
     marks = [*stages, ("end", start + total)]

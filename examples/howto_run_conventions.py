@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 import mlflow_recsys as mr
 from mlflow_recsys.evaluation import evaluate_rankings
 from mlflow_recsys.tracking import compare_runs, mlflow_metric_name, run_split, run_train, write_evaluation_artifacts
+from mlflow_recsys.stats import ComparisonSettings
 
 METRICS = ["ndcg@100", "recall@20"]
 
@@ -68,8 +69,7 @@ def main(workdir: Path) -> None:
             write_evaluation_artifacts(result, tmp, split_digest=split["split_digest"])
             mlflow.log_artifacts(tmp)
 
-    outcome = compare_runs(run_ids=[ease_run, own.info.run_id], reference="EASE", primary="ndcg@100",
-                           n_resamples=999)
+    outcome = compare_runs(run_ids=[ease_run, own.info.run_id], settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=999))
     print("\nHand-logged run compared with the EASE training run")
     print(outcome.report.results_text("ndcg@100", "CoOccurrence"))
 

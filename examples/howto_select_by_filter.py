@@ -15,6 +15,7 @@ import tempfile
 import mlflow
 
 from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train, select_runs
+from mlflow_recsys.stats import ComparisonSettings
 
 EXPERIMENT = "selection"
 
@@ -47,14 +48,14 @@ def main() -> None:
         print(f"  {filter_string.replace(first, '<digest>'):<46} {names(filter_string)}")
 
     try:
-        compare_runs(experiment=EXPERIMENT, reference="EASE", n_resamples=999)
+        compare_runs(experiment=EXPERIMENT, settings=ComparisonSettings(reference="EASE", n_resamples=999))
     except RunSelectionError as error:
         print("\nRefused:", str(error).split(":")[0])
 
     outcome = compare_runs(
         experiment=EXPERIMENT,
         filter_string=f"tags.`recsys.split_digest` = '{first}' and tags.`recsys.model` != 'Popularity'",
-        reference="EASE", primary="ndcg@100", n_resamples=999,
+        settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=999),
     )
     print("\nCompared:", sorted(outcome.source_runs), "with seed tables", list(outcome.seed_spreads))
     print(outcome.report.results_text("ndcg@100", "ELSA"))

@@ -26,6 +26,7 @@ from mlflow_recsys.models import ELSAConfig, ELSATrainer, UnknownItemsWarning
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import local_model_server
 from mlflow_recsys.tracking.model_logging import log_recommender
+from mlflow_recsys.stats import ComparisonSettings
 
 METRICS = ["ndcg@100", "recall@20"]
 
@@ -81,7 +82,7 @@ def main(workdir: Path) -> None:
                               "split_digest": split["split_digest"]},
         )
     print("Evaluator:", {name: round(value, 6) for name, value in result.metrics.items()})
-    outcome = compare_runs(run_ids=[ease_run, evaluated.info.run_id], reference="EASE", n_resamples=999)
+    outcome = compare_runs(run_ids=[ease_run, evaluated.info.run_id], settings=ComparisonSettings(reference="EASE", n_resamples=999))
     print(outcome.report.results_text("ndcg@100", "ELSA"))
 
 

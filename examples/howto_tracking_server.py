@@ -18,6 +18,7 @@ import mlflow
 
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import local_tracking_server
+from mlflow_recsys.stats import ComparisonSettings
 
 
 def main(url: str) -> None:
@@ -32,7 +33,7 @@ def main(url: str) -> None:
     # The server proxies every artifact: nothing here depends on a local artifact path.
     print("artifact URI scheme:", mlflow.get_run(split_run).info.artifact_uri.split("/")[0])
 
-    outcome = compare_runs(run_ids=runs, reference="EASE", primary="ndcg@100", n_resamples=999)
+    outcome = compare_runs(run_ids=runs, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=999))
     comparison = mlflow.get_run(outcome.run_id)
     names = sorted(a.path for a in mlflow.artifacts.list_artifacts(run_id=outcome.run_id))
     print(f"comparison run {outcome.run_id}: {comparison.info.status}, {len(names)} artifacts on the server: "

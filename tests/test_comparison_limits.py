@@ -31,6 +31,7 @@ from mlflow_recsys.tracking.limits import (
     shorten,
 )
 from mlflow_recsys.tracking.naming import model_label
+from mlflow_recsys.stats import ComparisonSettings
 
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
 FAST = dict(n_resamples=199)
@@ -86,7 +87,7 @@ def _artifact_names(run_id):
 def test_long_model_names_give_metric_keys_within_250_characters_with_a_mapping(store, experiment, tmp_path, copy_run):
     first, second = "A" * 110, "B" * 112
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, [first, second])
-    outcome = compare_runs(run_ids=ids, metrics=["ndcg@100"], output_experiment=None, **FAST)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(metrics=["ndcg@100"], **FAST), output_experiment=None)
     run = MlflowClient().get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
     logged = run.data.metrics
@@ -108,7 +109,7 @@ def test_long_model_names_give_metric_keys_within_250_characters_with_a_mapping(
 def test_names_that_sanitise_alike_keep_their_own_metrics(store, experiment, tmp_path, copy_run):
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["ELSA+", "ELSA_", "a//b", "x/../y"])
     # Different per-user values per model, so an overwritten metric would show.
-    outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], **FAST)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], **FAST))
     logged = MlflowClient().get_run(outcome.run_id).data.metrics
     labels = {name: model_label(name) for name in ["ELSA+", "ELSA_", "a//b", "x/../y"]}
     assert len(set(labels.values())) == 4 and labels["ELSA_"] == "ELSA_"
@@ -124,7 +125,7 @@ def test_names_that_would_share_a_metric_name_are_refused_before_any_run(store, 
     ids = _copies(copy_run, store, tmp_path, experiment, ["A", "M_vs_A", "Z", "Z_vs_M"])
     before = len(_comparison_runs())
     with pytest.raises(RunSelectionError, match=r"would share the MLflow metric name 'Z_vs_M_vs_A\.ndcg_at_100"):
-        compare_runs(run_ids=ids, metrics=["ndcg@100"], **FAST)
+        compare_runs(run_ids=ids, settings=ComparisonSettings(metrics=["ndcg@100"], **FAST))
     assert len(_comparison_runs()) == before
     assert mlflow.active_run() is None
 
@@ -132,7 +133,7 @@ def test_names_that_would_share_a_metric_name_are_refused_before_any_run(store, 
 def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path, copy_run):
     names = [f"candidate-{i:02d}-" + "x" * 150 for i in range(12)]
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, names)
-    outcome = compare_runs(run_ids=ids, reference="EASE", primary="ndcg@100", **FAST)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", **FAST))
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
     full = next(_note_versions(outcome.report, outcome.seed_spreads, "ndcg@100"))
     assert len(full) > MAX_TAG_LENGTH >= len(note)  # the full note would have been cut by MLflow
@@ -156,7 +157,7 @@ def test_source_runs_tag_lists_ids_while_they_fit_and_otherwise_a_count_and_dige
 
 def test_source_runs_json_and_count_tag_list_every_compared_run(store, experiment, tmp_path, copy_run):
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["P1", "P2"])
-    outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], **FAST)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], **FAST))
     run = MlflowClient().get_run(outcome.run_id)
     assert run.data.tags["recsys.n_source_runs"] == "3"
     assert run.data.tags["recsys.source_runs"] == ",".join(ids)
@@ -169,7 +170,7 @@ def test_source_runs_json_and_count_tag_list_every_compared_run(store, experimen
 def test_a_reference_name_longer_than_a_param_goes_whole_to_settings_json(store, experiment, tmp_path, copy_run):
     long_name = "R" * 7000
     ids = _copies(copy_run, store, tmp_path, experiment, [long_name, "Other"])
-    outcome = compare_runs(run_ids=ids, reference=long_name, metrics=["ndcg@100"], **FAST)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference=long_name, metrics=["ndcg@100"], **FAST))
     run = MlflowClient().get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
     assert all(len(v) <= MAX_PARAM_LENGTH for v in run.data.params.values())
@@ -188,7 +189,7 @@ def test_selection_by_experiment_reads_every_page(store, experiment, tmp_path, c
     monkeypatch.setattr(runs_module, "SEARCH_PAGE_SIZE", 2)
     selected = runs_module.select_runs(experiment=experiment)
     assert sorted(r.info.run_id for r in selected) == sorted(ids)
-    outcome = compare_runs(experiment=experiment, reference="M1", metrics=["ndcg@100"], **FAST)
+    outcome = compare_runs(experiment=experiment, settings=ComparisonSettings(reference="M1", metrics=["ndcg@100"], **FAST))
     assert sorted(outcome.source_runs) == ["M1", "M2", "M3", "M4", "M5"]
 
 
@@ -241,7 +242,7 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
     ]
     for kwargs, message in cases:
         with pytest.raises((RunSelectionError, ValueError), match=message):
-            compare_runs(metrics=["ndcg@100"], **FAST, **kwargs)
+            compare_runs(settings=ComparisonSettings(metrics=["ndcg@100"], **FAST), **kwargs)
         assert mlflow.active_run() is None
     assert len(_comparison_runs()) == before
 
@@ -251,7 +252,7 @@ def test_a_failure_that_needs_the_artifacts_is_a_failed_run_without_results(stor
                       edit_frame=lambda f: f.assign(**{"ndcg@100": np.full(len(f), 45.0)}))
     before = {r.info.run_id for r in _comparison_runs()}
     with pytest.raises(ValueError):
-        compare_runs(run_ids=[store["ease"], broken], metrics=["ndcg@100"], **FAST)
+        compare_runs(run_ids=[store["ease"], broken], settings=ComparisonSettings(metrics=["ndcg@100"], **FAST))
     assert mlflow.active_run() is None  # the failed run was ended in this process too
     failed = [r for r in _comparison_runs() if r.info.run_id not in before]
     assert len(failed) == 1
@@ -285,12 +286,22 @@ def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(store, e
     monkeypatch.setenv("MLFLOW_RUN_ID", entry)
     mlflow.set_experiment(experiment_id=experiment)  # as `mlflow run` sets MLFLOW_EXPERIMENT_ID
     before = {r.info.run_id for r in _comparison_runs()}
-    with pytest.raises(ValueError, match="n_resamples: expected an integer >= 1, found 0"):
-        compare_runs(run_ids=ids, n_resamples=0)
+    # A bad setting: refused by the command before any run is read, and said on the entry point's run.
+    result = CliRunner().invoke(cli, ["compare", *ids, "--n-resamples", "0"])
+    assert result.exit_code == 1 and "n_resamples: expected an integer >= 1, found 0" in result.output
+    run = client.get_run(entry)
+    assert run.info.status == "FAILED" and run.data.metrics == {}
+    assert run.data.tags["recsys.error"] == "ValueError: n_resamples: expected an integer >= 1, found 0"
+    assert {r.info.run_id for r in _comparison_runs()} == before
+    # A refusal that needs the runs: the entry point's run becomes the FAILED comparison run that says why.
+    entry = client.create_run(experiment).info.run_id
+    monkeypatch.setenv("MLFLOW_RUN_ID", entry)
+    with pytest.raises(RunSelectionError, match="reference: expected one of the compared models"):
+        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="Nope", n_resamples=99))
     assert mlflow.active_run() is None
     run = client.get_run(entry)
     assert run.info.status == "FAILED" and run.data.tags["recsys.role"] == "comparison"
-    assert "n_resamples" in run.data.tags["recsys.error"] and run.data.metrics == {}
+    assert "reference" in run.data.tags["recsys.error"] and run.data.metrics == {}
     assert {r.info.run_id for r in _comparison_runs()} - before == {entry}
 
 

@@ -27,6 +27,7 @@ from mlflow_recsys.stats import compare_models, compare_seed_averaged, seed_spre
 from mlflow_recsys.tracking import RunSelectionError, check_selection, compare_runs
 from mlflow_recsys.tracking.comparison import configuration_names
 from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
+from mlflow_recsys.stats import ComparisonSettings
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
 
@@ -93,8 +94,8 @@ def _artifact(run_id: str, name: str) -> str:
 def test_two_ease_configurations_and_popularity_are_three_candidates_matching_the_stats_api(study):
     ids, res = study["ids"], study["results"]
     selection = [ids["pop"], ids["ease500"], ids["ease50"]]
-    assert [r.info.run_id for r in check_selection(run_ids=selection, reference="EASE(l2=50)")] == selection
-    outcome = compare_runs(run_ids=selection, reference="EASE(l2=50)", **SETTINGS)
+    assert [r.info.run_id for r in check_selection(run_ids=selection, settings=ComparisonSettings(reference="EASE(l2=50)"))] == selection
+    outcome = compare_runs(run_ids=selection, settings=ComparisonSettings(reference="EASE(l2=50)", **SETTINGS))
 
     assert outcome.source_runs == {"EASE(l2=50)": {"none": ids["ease50"]}, "EASE(l2=500)": {"none": ids["ease500"]},
                                    "Popularity": {"none": ids["pop"]}}
@@ -137,7 +138,7 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
     ids, res = study["ids"], study["results"]
     small, large = "ELSA(latent_dim=64, lr=0.001)", "ELSA(latent_dim=128, lr=0.01)"
     selection = [ids[k] for k in ("large2", "small1", "pop", "large0", "small0", "large1")]
-    outcome = compare_runs(run_ids=selection, reference="Popularity", **SETTINGS)
+    outcome = compare_runs(run_ids=selection, settings=ComparisonSettings(reference="Popularity", **SETTINGS))
 
     # Only latent_dim and lr differ, so only they name the candidates; latent_dim 64 sorts before 128.
     assert outcome.source_runs == {
@@ -177,18 +178,18 @@ def test_a_plain_model_name_that_is_several_candidates_is_refused_as_reference_n
               "['EASE(l2=50)', 'EASE(l2=500)']")
     for check in (check_selection, compare_runs):
         with pytest.raises(RunSelectionError) as refused:
-            check(run_ids=selection, reference="EASE", n_resamples=999)
+            check(run_ids=selection, settings=ComparisonSettings(reference="EASE", n_resamples=999))
         assert refused.value.reason == reason
         assert refused.value.hint == "e.g. --reference 'EASE(l2=50)'"
     with pytest.raises(RunSelectionError, match=re.escape("found 'EASE(l2=5)'")):
-        check_selection(run_ids=selection, reference="EASE(l2=5)")
+        check_selection(run_ids=selection, settings=ComparisonSettings(reference="EASE(l2=5)"))
     # One configuration of EASE selected: it keeps its plain name, and the configured name means nothing.
-    assert len(check_selection(run_ids=[ids["ease50"], ids["pop"]], reference="EASE")) == 2
+    assert len(check_selection(run_ids=[ids["ease50"], ids["pop"]], settings=ComparisonSettings(reference="EASE"))) == 2
     with pytest.raises(RunSelectionError, match=re.escape("expected one of the compared models ['EASE', "
                                                           "'Popularity'], found 'EASE(l2=50)'")):
-        check_selection(run_ids=[ids["ease50"], ids["pop"]], reference="EASE(l2=50)")
+        check_selection(run_ids=[ids["ease50"], ids["pop"]], settings=ComparisonSettings(reference="EASE(l2=50)"))
     # Two configurations of one model are two candidates: enough for a comparison on their own.
-    outcome = compare_runs(run_ids=[ids["ease500"], ids["ease50"]], **SETTINGS)
+    outcome = compare_runs(run_ids=[ids["ease500"], ids["ease50"]], settings=ComparisonSettings(**SETTINGS))
     assert [(c.baseline, c.candidate) for c in outcome.report.comparisons][:1] == [("EASE(l2=50)", "EASE(l2=500)")]
 
 
@@ -200,7 +201,7 @@ def test_a_second_run_of_one_configuration_and_seed_is_a_duplicate_naming_the_co
         # With both configurations selected, the candidate's name says which configuration is doubled.
         for check in (check_selection, compare_runs):
             with pytest.raises(RunSelectionError) as refused:
-                check(run_ids=[ids["ease50"], ids["ease500"], again, ids["pop"]], n_resamples=999)
+                check(run_ids=[ids["ease50"], ids["ease500"], again, ids["pop"]], settings=ComparisonSettings(n_resamples=999))
             assert refused.value.reason == (f"runs {ids['ease50']} and {again} are both EASE(l2=50) with seed none, "
                                             "so they are the same candidate twice")
             assert "tags.mlflow.parentRunId" in refused.value.hint

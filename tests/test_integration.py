@@ -14,6 +14,7 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys import __version__
 from mlflow_recsys.stats import FewSeedsWarning
 from mlflow_recsys.tracking import ArtifactError, RunSelectionError, compare_runs, run_split, run_train
+from mlflow_recsys.stats import ComparisonSettings
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[1]
@@ -79,7 +80,7 @@ def served(mlflow_server):
 
 
 def test_compare_by_ids_over_http_logs_to_the_server(served):
-    outcome = compare_runs(run_ids=[served["Popularity"], served["EASE"]], reference="Popularity", n_resamples=999)
+    outcome = compare_runs(run_ids=[served["Popularity"], served["EASE"]], settings=ComparisonSettings(reference="Popularity", n_resamples=999))
     row = outcome.report.get("ndcg@100", "EASE")
     assert row.difference > 0 and row.direction == "better"
     run = MlflowClient().get_run(outcome.run_id)
@@ -92,14 +93,14 @@ def test_compare_by_a_pasted_ui_url_percent_encoded(served):
     url = f"{served['url']}/#/compare-runs?runs={runs}&experiments={json.dumps([served['experiment_id']])}"
     pasted = urllib.parse.quote(urllib.parse.quote(url, safe=""), safe="")
     with pytest.warns(FewSeedsWarning):  # two seeds only
-        outcome = compare_runs(compare_url=pasted, reference="EASE", n_resamples=999)
+        outcome = compare_runs(compare_url=pasted, settings=ComparisonSettings(reference="EASE", n_resamples=999))
     assert set(outcome.source_runs) == {"EASE", "ELSA"} and set(outcome.source_runs["ELSA"]) == {"0", "1"}
     assert not outcome.seed_frame().empty
 
 
 def test_compare_by_experiment_and_filter_over_http(served):
     outcome = compare_runs(experiment="over-http", filter_string="tags.`recsys.seed` = 'none'",
-                           reference="Popularity", n_resamples=999)
+                           settings=ComparisonSettings(reference="Popularity", n_resamples=999))
     assert set(outcome.source_runs) == {"EASE", "Popularity"}
 
 
@@ -116,7 +117,7 @@ def test_a_running_run_is_refused_over_http(served):
 def test_mismatched_fingerprints_over_http_end_the_comparison_run_failed(served, tmp_path, copy_run):
     fake = copy_run(served["EASE"], tmp_path, model="Other", edit_meta=lambda m: {**m, "targets_fingerprint": "0" * 64})
     with pytest.raises(RunSelectionError, match="targets fingerprint"):
-        compare_runs(run_ids=[served["EASE"], fake], reference="EASE", n_resamples=999)
+        compare_runs(run_ids=[served["EASE"], fake], settings=ComparisonSettings(reference="EASE", n_resamples=999))
     failed = MlflowClient().search_runs(
         [served["experiment_id"]], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'")
     assert failed and "targets fingerprint" in failed[0].data.tags["recsys.error"]
@@ -129,7 +130,7 @@ def test_corrupted_artifact_over_http_is_refused_naming_the_run(served, tmp_path
 
     fake = copy_run(served["EASE"], tmp_path, model="Broken", edit_frame=poison)
     with pytest.raises(ArtifactError, match=rf"run {fake}.*'recall@20'"):
-        compare_runs(run_ids=[served["EASE"], fake], reference="EASE", n_resamples=999)
+        compare_runs(run_ids=[served["EASE"], fake], settings=ComparisonSettings(reference="EASE", n_resamples=999))
 
 
 def test_compare_entry_point_with_a_bad_selection_fails_its_run_with_the_reason(tmp_path):

@@ -9,6 +9,7 @@ from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from mlflow_recsys.stats import ComparisonSettings
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01, log_model=False)
@@ -32,7 +33,7 @@ def _artifact(run_id: str, name: str) -> str:
 
 def test_every_surface_names_the_data_the_split_and_the_runs(study):
     ids = [study["ease"], *study["elsa"].values()]
-    outcome = compare_runs(run_ids=ids, reference="EASE", primary="ndcg@100", n_resamples=199)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=199))
     prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
     split = prov["split"]
     assert split["run_id"] == study["split"] and split["dataset"]["name"] == "movielens-100k"
@@ -62,7 +63,7 @@ def test_every_surface_names_the_data_the_split_and_the_runs(study):
 
 def test_a_chosen_seed_is_stated_in_words(study):
     ids = [study["ease"], *study["elsa"].values()]
-    outcome = compare_runs(run_ids=ids, reference="EASE", seed="2", n_resamples=199)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", seed="2", n_resamples=199))
     prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
     assert prov["models"]["ELSA"]["why"] == "seed 2, chosen for the report (--seed 2)"
     assert prov["models"]["ELSA"]["paired_table_seed"] == "2"

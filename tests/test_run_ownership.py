@@ -15,6 +15,7 @@ from mlflow_recsys.tracking.context import (
     log_params_once,
 )
 from mlflow_recsys.tracking.study import run_study
+from mlflow_recsys.stats import ComparisonSettings
 
 METRICS = ("ndcg@100", "recall@20")
 
@@ -213,7 +214,7 @@ def test_compare_refuses_a_train_run_named_by_mlflow_run_id(store, monkeypatch):
     before, ids_before = snapshot(train), run_ids(store["experiment_id"])
     monkeypatch.setenv("MLFLOW_RUN_ID", train)
     with pytest.raises(RunOwnershipError, match=rf"run {train} with status FINISHED, recsys.role='train'"):
-        compare_runs(run_ids=[store["EASE"], store["Popularity"]], reference="Popularity", n_resamples=99)
+        compare_runs(run_ids=[store["EASE"], store["Popularity"]], settings=ComparisonSettings(reference="Popularity", n_resamples=99))
     res = CliRunner().invoke(cli, ["compare", store["EASE"], store["Popularity"], "--n-resamples", "99"],
                              env={"MLFLOW_RUN_ID": train})
     assert res.exit_code == 1 and "MLFLOW_RUN_ID" in res.output and "unset MLFLOW_RUN_ID" in res.output

@@ -188,13 +188,14 @@ def test_compare_without_a_csrf_token_is_refused(web, store):
 
 def _cli_message(uri: str, run_ids: list[str], **kwargs) -> str:
     """What `compare_runs` (the command line's function) says about this selection."""
+    from mlflow_recsys.stats import ComparisonSettings
     from mlflow_recsys.tracking.comparison import compare_runs
 
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
     try:
         with pytest.raises(ValueError) as caught:
-            compare_runs(run_ids=run_ids, **kwargs)
+            compare_runs(run_ids=run_ids, settings=ComparisonSettings(**kwargs))
     finally:
         mlflow.set_tracking_uri(previous)
     return f"{type(caught.value).__name__}: {caught.value}"

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import free_port, local_tracking_server
 from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
+from mlflow_recsys.stats import ComparisonSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.server_faults, pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")]
 
@@ -166,11 +167,11 @@ def test_a_failure_while_logging_ends_the_run_failed_and_the_next_compare_starts
     mlflow.create_experiment("unwritable", artifact_location=(blocker / "artifacts").as_uri())
     ids = populated_store["ids"][:2]
     with pytest.raises(OSError):
-        compare_runs(run_ids=ids, reference="M0", output_experiment="unwritable", n_resamples=199)
+        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="M0", n_resamples=199), output_experiment="unwritable")
     assert mlflow.active_run() is None
     (failed,) = _comparison_runs()
     assert failed.info.status == "FAILED" and "not-a-folder" in failed.data.tags["recsys.error"]
-    outcome = compare_runs(run_ids=ids, reference="M0", n_resamples=199)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="M0", n_resamples=199))
     assert outcome.run_id != failed.info.run_id
     assert MlflowClient().get_run(outcome.run_id).info.status == "FINISHED"
     assert MlflowClient().get_run(failed.info.run_id).info.status == "FAILED"

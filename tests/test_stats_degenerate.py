@@ -18,7 +18,8 @@ from kernel_oracles import bootstrap_means_reference, draw_indices
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonWarning, FewNonzeroUnitsWarning, compare_models, compare_pair, seed_spread
-from mlflow_recsys.stats.comparison import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS, _p_value
+from mlflow_recsys.stats.comparison import _p_value
+from mlflow_recsys.stats.settings import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS
 from mlflow_recsys.report.plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats.resampling import (
     block_seeds,
@@ -315,7 +316,8 @@ def test_all_equal_differences_give_a_point_interval(value, n, shift, alternativ
 
 
 def test_resampling_settings_past_their_bounds_are_refused_before_any_work():
-    from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES, MAX_RESAMPLES
+    from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES
+    from mlflow_recsys.stats.settings import MAX_RESAMPLES
 
     results = {name: EvaluationResult.from_per_user({f"m{j}@1": np.full(6, 0.5) for j in range(4)},
                                                     targets_fingerprint="x") for name in ("A", "B", "C")}

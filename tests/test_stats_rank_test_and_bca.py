@@ -9,7 +9,8 @@ import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import COLUMNS, ComparisonWarning, compare_models, compare_pair
-from mlflow_recsys.stats.comparison import ALTERNATIVES, ZERO_METHODS, _bca_interval
+from mlflow_recsys.stats.comparison import _bca_interval
+from mlflow_recsys.stats.settings import ALTERNATIVES, ZERO_METHODS
 from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats.warnings import IntervalFallbackWarning
 

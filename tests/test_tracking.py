@@ -31,6 +31,7 @@ from mlflow_recsys.tracking import (
     run_train,
     write_evaluation_artifacts,
 )
+from mlflow_recsys.stats import ComparisonSettings
 
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
@@ -158,8 +159,7 @@ def test_logged_model_reports_unknown_item_ids_and_scores_the_known_ones(study, 
 def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(study):
     ids = [study["ease"], *study["elsa"].values()]
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=ids, reference="EASE", metrics=list(METRICS), primary="ndcg@100",
-                               n_resamples=999)
+        outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=list(METRICS), primary="ndcg@100", n_resamples=999))
     ease = load_evaluation(study["ease"])
     elsa = {s: load_evaluation(r) for s, r in study["elsa"].items()}
     # The report compares the lowest seed; its difference is the mean per-user difference.
@@ -212,8 +212,7 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
 
 def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_params(study):
     ids = [study["ease"], study["elsa"][0]]
-    outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], n_resamples=999,
-                           test_method="wilcoxon", zero_method="zsplit", interval_method="bca")
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999, test_method="wilcoxon", zero_method="zsplit", interval_method="bca"))
     ease, elsa = load_evaluation(study["ease"]), load_evaluation(study["elsa"][0])
     d = elsa.per_user["ndcg@100"] - ease.per_user["ndcg@100"]
     row = outcome.report.get("ndcg@100", "ELSA")
@@ -229,7 +228,7 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
     assert outcome.seed_averaged is None
     assert not [k for k in MlflowClient().get_run(outcome.run_id).data.metrics if "seed_averaged" in k]
     with pytest.raises(ValueError, match="zero_method: expected one of"):
-        compare_runs(run_ids=ids, reference="EASE", zero_method="pratt ")
+        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", zero_method="pratt "))
 
 
 def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, copy_run, tmp_path):
@@ -242,8 +241,7 @@ def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, 
     before = len(client.search_runs([experiment, aside], max_results=1000))
     with pytest.raises(RunSelectionError, match=r"paired_seeds: expected ELSA-wd and ELSA to have the same seeds.*"
                                                 r"ELSA: \['0', '1', '2'\] and ELSA-wd: \['0', '1', '5'\]"):
-        compare_runs(run_ids=[*study["elsa"].values(), *other], reference="ELSA", paired_seeds=True,
-                     n_resamples=99)
+        compare_runs(run_ids=[*study["elsa"].values(), *other], settings=ComparisonSettings(reference="ELSA", paired_seeds=True, n_resamples=99))
     assert len(client.search_runs([experiment, aside], max_results=1000)) == before
 
 
@@ -251,17 +249,18 @@ def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_report
     from mlflow_recsys.tracking import check_selection
 
     ids = [study["ease"], study["elsa"][0]]
-    assert [r.info.run_id for r in check_selection(run_ids=ids, reference="EASE")] == ids
-    for bad in (dict(run_ids=ids, reference="Pop"), dict(run_ids=ids[:1]), dict(run_ids=ids, n_resamples=0),
-                dict(run_ids=ids, metrics=["map@20"])):
+    assert [r.info.run_id for r in check_selection(run_ids=ids, settings=ComparisonSettings(reference="EASE"))] == ids
+    for selected, bad in ((ids, dict(reference="Pop")), (ids[:1], {}), (ids, dict(metrics=["map@20"]))):
         with pytest.raises((RunSelectionError, ValueError)) as refused:
-            check_selection(**bad)
+            check_selection(run_ids=selected, settings=ComparisonSettings(**bad))
         with pytest.raises(type(refused.value), match=re.escape(str(refused.value))):
-            compare_runs(**bad)
+            compare_runs(run_ids=selected, settings=ComparisonSettings(**bad))
+    with pytest.raises(TypeError, match="settings: expected a ComparisonSettings, found dict"):
+        check_selection(run_ids=ids, settings={"n_resamples": 0})
     with pytest.raises(TypeError, match="output"):
         check_selection(run_ids=ids, output="x")
     stages = []
-    compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], n_resamples=999, on_stage=stages.append)
+    compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999), on_stage=stages.append)
     from mlflow_recsys.tracking.comparison import STAGES
 
     assert stages == list(STAGES)
@@ -274,7 +273,7 @@ def test_a_config_tag_that_is_not_a_json_object_is_named(study, copy_run, tmp_pa
     bad = copy_run(study["elsa"][1], tmp_path / "bad", model="ELSA", experiment_id=aside,
                    tags={"recsys.config": config})
     with pytest.raises(RunSelectionError, match=rf"run {bad}: expected its 'recsys.config' tag to hold a JSON object"):
-        compare_runs(run_ids=[study["ease"], study["elsa"][0], bad], reference="EASE")
+        compare_runs(run_ids=[study["ease"], study["elsa"][0], bad], settings=ComparisonSettings(reference="EASE"))
 
 
 def test_compare_refuses_runs_that_are_not_finished(study):
@@ -296,7 +295,7 @@ def test_compare_refuses_runs_from_different_splits_naming_them(study):
 
 def test_compare_refuses_a_metric_that_was_not_evaluated(study):
     with pytest.raises(RunSelectionError, match=r"\['map@20'\].*available"):
-        compare_runs(run_ids=[study["ease"], study["elsa"][0]], metrics=["map@20"])
+        compare_runs(run_ids=[study["ease"], study["elsa"][0]], settings=ComparisonSettings(metrics=["map@20"]))
 
 
 def test_compare_by_experiment_and_filter(study):
@@ -305,7 +304,7 @@ def test_compare_by_experiment_and_filter(study):
     digest = run.data.tags["recsys.split_digest"]
     with pytest.warns(FewSeedsWarning):
         outcome = compare_runs(experiment=run.info.experiment_id, filter_string=f"tags.`recsys.split_digest` = '{digest}'",
-                               reference="EASE", n_resamples=999)
+                               settings=ComparisonSettings(reference="EASE", n_resamples=999))
     assert {c.candidate for c in outcome.report.comparisons} == {"ELSA"}
     assert set(outcome.source_runs["ELSA"]) == {"0", "1", "2"}
 
@@ -361,12 +360,12 @@ def test_cli_splits_a_users_own_log_by_time_with_lineage(store, tmp_path, monkey
 def test_report_seed_picks_the_representative_run(study):
     ids = [study["ease"], *study["elsa"].values()]
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], seed="2", n_resamples=999)
+        outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], seed="2", n_resamples=999))
     ease, elsa2 = load_evaluation(study["ease"]), load_evaluation(study["elsa"][2])
     expected = np.mean(elsa2.per_user["ndcg@100"] - ease.per_user["ndcg@100"])
     assert outcome.report.get("ndcg@100", "ELSA").difference == pytest.approx(expected)
     with pytest.raises(RunSelectionError, match="seed.*'7'"):
-        compare_runs(run_ids=ids, reference="EASE", seed="7", n_resamples=999)
+        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", seed="7", n_resamples=999))
 
 
 def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates(study):
@@ -376,9 +375,9 @@ def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidate
     with pytest.raises(RunSelectionError, match=re.escape(
             "reference: ELSA is 2 candidates here, one per configuration, so name one of "
             "['ELSA(latent_dim=4)', 'ELSA(latent_dim=8)']")):
-        compare_runs(run_ids=ids, reference="ELSA")
+        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="ELSA"))
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=ids, reference="EASE", metrics=["ndcg@100"], n_resamples=999)
+        outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999))
     # Seeds 0 and 1 of latent_dim 8 are pooled; the latent_dim 4 run (seed 5) stands alone.
     assert outcome.source_runs == {"EASE": {"none": study["ease"]}, "ELSA(latent_dim=4)": {"5": other},
                                    "ELSA(latent_dim=8)": {"0": study["elsa"][0], "1": study["elsa"][1]}}
@@ -400,7 +399,7 @@ def test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason
     fake = copy_run(study["ease"], tmp_path, model="Other",
                         edit_meta=lambda m: {**m, "targets_fingerprint": "deadbeef" * 8})
     with pytest.raises(RunSelectionError, match=r"users and targets.*deadbeef"):
-        compare_runs(run_ids=[study["ease"], fake], reference="EASE", n_resamples=999)
+        compare_runs(run_ids=[study["ease"], fake], settings=ComparisonSettings(reference="EASE", n_resamples=999))
     failed = _failed_comparisons(exp)
     assert len(failed) == before + 1
     assert "targets fingerprint" in failed[0].data.tags["recsys.error"]
@@ -414,13 +413,12 @@ def test_corrupted_per_user_artifact_is_refused_naming_the_run(study, tmp_path, 
 
     fake = copy_run(study["ease"], tmp_path, model="Broken", edit_frame=poison)
     with pytest.raises(ArtifactError, match=rf"run {fake}.*'ndcg@100'.*NaN"):
-        compare_runs(run_ids=[study["ease"], fake], reference="EASE", n_resamples=999)
+        compare_runs(run_ids=[study["ease"], fake], settings=ComparisonSettings(reference="EASE", n_resamples=999))
 
 
 def test_comparison_run_holds_a_self_contained_html_report(study, tmp_path):
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=[study["ease"], *study["elsa"].values()], reference="EASE",
-                               metrics=["ndcg@100"], primary="ndcg@100", n_resamples=999)
+        outcome = compare_runs(run_ids=[study["ease"], *study["elsa"].values()], settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], primary="ndcg@100", n_resamples=999))
     page = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.html",
                                                     dst_path=str(tmp_path))).read_text()
     assert 'id="report-table"' in page and page.count("data:image/png;base64,") == 2

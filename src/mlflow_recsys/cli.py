@@ -311,20 +311,23 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
             reference, metrics, primary, n_resamples, confidence_level, alternative, test_method, zero_method,
             interval_method, correction, family, random_state, paired_seeds):
     """Compare training runs and log the report as a comparison run."""
+    from mlflow_recsys.stats.settings import ComparisonSettings
     from mlflow_recsys.tracking.comparison import compare_runs
 
     ids = list(run_ids) + _split_list(run_ids_csv)
-    outcome = compare_runs(
-        run_ids=ids or None, compare_url=_none_if_empty(compare_url), experiment=_none_if_empty(experiment),
-        filter_string=_none_if_empty(filter_string), reference=_none_if_empty(reference),
-        metrics=_split_list(metrics) or None, primary=_none_if_empty(primary),
+    settings = ComparisonSettings(
+        reference=_none_if_empty(reference), metrics=_split_list(metrics) or None, primary=_none_if_empty(primary),
         correction=None if correction == "none" else correction, confidence_level=confidence_level,
         n_resamples=n_resamples, alternative=alternative, test_method=test_method, zero_method=zero_method,
         interval_method=interval_method, family=family, random_state=random_state, paired_seeds=paired_seeds,
-        seed=_none_if_empty(report_seed), model_tag=model_tag,
+        seed=_none_if_empty(report_seed),
+    )
+    outcome = compare_runs(
+        run_ids=ids or None, compare_url=_none_if_empty(compare_url), experiment=_none_if_empty(experiment),
+        filter_string=_none_if_empty(filter_string), settings=settings, model_tag=model_tag,
         output_experiment=_none_if_empty(output_experiment),
     )
-    _print_comparison(outcome, _none_if_empty(primary))
+    _print_comparison(outcome, settings.primary)
 
 
 def _print_table(report) -> None:

@@ -94,7 +94,7 @@ def run_job(folder: Path, job_id: str) -> dict:
         from mlflow_recsys.tracking.comparison import compare_runs
 
         selection = Selection(run_ids=job["run_ids"], **job["settings"])
-        outcome = compare_runs(**selection.compare_kwargs(), on_stage=update)
+        outcome = compare_runs(run_ids=list(selection.run_ids), settings=selection.settings(), on_stage=update)
         metric, sentences = _sentences(outcome, selection.primary)
         run = MlflowClient().get_run(outcome.run_id)
         job["finished"] = time.time()

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.server.listing import RUN_ID
+from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.runs import RunSelectionError, select_runs
 
@@ -41,17 +42,17 @@ class Selection:
     n_resamples: int = 9999
     experiment_ids: list[str] = field(default_factory=list)  # the listing the form came from
 
-    def compare_kwargs(self) -> dict:
-        """Keyword arguments of :func:`~mlflow_recsys.tracking.comparison.compare_runs`, as the CLI builds them."""
-        d = cli_defaults()
-        return dict(
-            run_ids=list(self.run_ids), reference=self.reference, metrics=self.metrics, primary=self.primary,
-            correction=None if self.correction == "none" else self.correction,
-            confidence_level=d["confidence_level"], n_resamples=self.n_resamples, alternative=d["alternative"],
-            test_method=d["test_method"], zero_method=d["zero_method"], interval_method=d["interval_method"],
-            family=d["family"], random_state=d["random_state"], paired_seeds=d["paired_seeds"],
-            seed=d["report_seed"], model_tag=d["model_tag"],
-        )
+    def settings(self) -> ComparisonSettings:
+        """The comparison's settings: those of the form, and for the rest the defaults (the command line's too).
+
+        Raises
+        ------
+        ValueError
+            For a setting out of range, with the command line's message.
+        """
+        return ComparisonSettings(reference=self.reference, metrics=self.metrics, primary=self.primary,
+                                  correction=None if self.correction == "none" else self.correction,
+                                  n_resamples=self.n_resamples)
 
     def to_json(self) -> dict:
         return {"reference": self.reference, "primary": self.primary, "metrics": self.metrics,
@@ -100,4 +101,4 @@ def check(client: MlflowClient, selection: Selection) -> None:
     """
     from mlflow_recsys.tracking.comparison import check_selection
 
-    check_selection(client=client, **selection.compare_kwargs())
+    check_selection(run_ids=list(selection.run_ids), settings=selection.settings(), client=client)

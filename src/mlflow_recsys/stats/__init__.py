@@ -13,6 +13,7 @@ from mlflow_recsys.stats.comparison import (
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
 from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
+from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.stats.seeds import (
     SEED_COLUMNS,
     SeedSpread,
@@ -33,6 +34,7 @@ __all__ = [
     "COLUMNS",
     "SEED_COLUMNS",
     "ComparisonReport",
+    "ComparisonSettings",
     "ComparisonWarning",
     "FewNonzeroUnitsWarning",
     "FewSeedsWarning",

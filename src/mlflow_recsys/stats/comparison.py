@@ -17,7 +17,6 @@ import dataclasses
 import hashlib
 import warnings
 from dataclasses import dataclass, field
-from numbers import Integral, Real
 from typing import Literal, Mapping, Sequence
 
 import numpy as np
@@ -25,8 +24,17 @@ import pandas as pd
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats.corrections import CORRECTIONS, Correction, adjust_p_values
+from mlflow_recsys.stats.corrections import Correction, adjust_p_values
 from mlflow_recsys.stats.power import REPORT_POWER, minimum_detectable_effect
+from mlflow_recsys.stats.settings import (
+    Alternative,
+    ComparisonSettings,
+    Family,
+    IntervalMethod,
+    TestMethod,
+    ZeroMethod,
+    metric_keys,
+)
 from mlflow_recsys.stats.resampling import (
     MAX_EXACT_UNITS,
     bootstrap_means,
@@ -44,24 +52,9 @@ from mlflow_recsys.stats.warnings import (
     warn,
 )
 
-Alternative = Literal["two-sided", "greater", "less"]
-TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
-IntervalMethod = Literal["percentile", "bca"]
-ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
-Family = Literal["primary", "all"]
 #: How names are written in a sentence of text: escaped for markdown, or as they are.
 Markup = Literal["markdown", "plain"]
 
-ALTERNATIVES = ("two-sided", "greater", "less")
-TEST_METHODS = ("randomization", "bootstrap", "t", "wilcoxon")
-INTERVAL_METHODS = ("percentile", "bca")
-#: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
-ZERO_METHODS = ("wilcox", "pratt", "zsplit")
-FAMILIES = ("primary", "all")
-
-#: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
-#: from more resamples.
-MAX_RESAMPLES = 1_000_000
 #: Bytes of replicates a report may keep: every hypothesis holds its B null and B bootstrap means (float64).
 MAX_REPLICATE_BYTES = 4 * 1024**3
 
@@ -536,15 +529,12 @@ def compare_models(
         When ``interval_method="bca"`` and a hypothesis' bias correction is
         infinite, so its row reports the percentile interval.
     """
-    metrics = _metrics_iv(metrics)
-    _settings_iv(
-        confidence_level, n_resamples, alternative, test_method, correction, random_state,
-        interval_method=interval_method, zero_method=zero_method,
+    ComparisonSettings(  # every setting checked, in one place
+        reference=reference, metrics=metrics, primary=primary, family=family, correction=correction,
+        confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
+        test_method=test_method, zero_method=zero_method, interval_method=interval_method, random_state=random_state,
     )
-    if family not in FAMILIES:
-        raise ValueError(f"family: expected one of {FAMILIES}, found {family!r}")
-    if primary is not None and primary not in metrics:
-        raise ValueError(f"primary: expected one of the compared metrics {metrics}, found {primary!r}")
+    metrics = metric_keys(metrics)
     names = _results_iv(results, metrics)
     pairs = _pairs(names, reference, alternative)
     check_replicate_memory(n_resamples, len(pairs) * len(metrics))
@@ -965,56 +955,6 @@ def _direction(difference: float, significant: bool) -> str:
 
 
 # -- input validation --------------------------------------------------------------
-
-
-def _metrics_iv(metrics) -> list[str]:
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    try:
-        metrics = list(metrics)
-    except TypeError:
-        raise TypeError(f"metrics: expected a metric key or a list of keys, found {type(metrics).__name__}") from None
-    if not metrics:
-        raise ValueError("metrics: expected at least one metric key, found none")
-    bad = [m for m in metrics if not isinstance(m, str)]
-    if bad:
-        raise TypeError(f"metrics: expected metric keys (str), found {bad!r}")
-    if len(set(metrics)) != len(metrics):
-        raise ValueError(f"metrics: expected distinct keys, found duplicates in {metrics}")
-    return metrics
-
-
-def _settings_iv(
-    confidence_level,
-    n_resamples,
-    alternative,
-    test_method,
-    correction,
-    random_state,
-    *,
-    interval_method="percentile",
-    zero_method="wilcox",
-) -> None:
-    if isinstance(confidence_level, bool) or not isinstance(confidence_level, Real) or not 0 < confidence_level < 1:
-        raise ValueError(f"confidence_level: expected a number strictly between 0 and 1, found {confidence_level!r}")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, Integral) or n_resamples < 1:
-        raise ValueError(f"n_resamples: expected an integer >= 1, found {n_resamples!r}")
-    if n_resamples > MAX_RESAMPLES:
-        raise ValueError(f"n_resamples: expected at most {MAX_RESAMPLES:,}, found {n_resamples:,}")
-    if alternative not in ALTERNATIVES:
-        raise ValueError(f"alternative: expected one of {ALTERNATIVES}, found {alternative!r}")
-    if test_method not in TEST_METHODS:
-        raise ValueError(f"test_method: expected one of {TEST_METHODS}, found {test_method!r}")
-    if interval_method not in INTERVAL_METHODS:
-        raise ValueError(f"interval_method: expected one of {INTERVAL_METHODS}, found {interval_method!r}")
-    if zero_method not in ZERO_METHODS:
-        raise ValueError(f"zero_method: expected one of {ZERO_METHODS}, found {zero_method!r}")
-    if correction not in CORRECTIONS:
-        raise ValueError(f"correction: expected one of 'holm', 'bonferroni' or None, found {correction!r}")
-    if random_state is not None and (
-        isinstance(random_state, bool) or not isinstance(random_state, Integral) or random_state < 0
-    ):
-        raise ValueError(f"random_state: expected a non-negative integer or None, found {random_state!r}")
 
 
 def _results_iv(results, metrics: list[str]) -> list[str]:

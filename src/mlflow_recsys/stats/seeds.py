@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats.comparison import ComparisonReport, Markup, _metrics_iv, compare_models
+from mlflow_recsys.stats.comparison import ComparisonReport, Markup, compare_models
+from mlflow_recsys.stats.settings import metric_keys
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
 
@@ -214,7 +215,7 @@ def seed_spread(
     FewSeedsWarning
         With 2 to 4 seeds on a seeded side.
     """
-    metrics = _metrics_iv(metrics)
+    metrics = metric_keys(metrics)
     base_seeds = _side_iv(baseline, "baseline", baseline_name)
     cand_seeds = _side_iv(candidate, "candidate", candidate_name)
     protocol, pairs = _seed_pairs(baseline, candidate, base_seeds, cand_seeds, paired_seeds)

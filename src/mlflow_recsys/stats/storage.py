@@ -22,15 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mlflow_recsys._atomic import atomic_directory
-from mlflow_recsys.stats.comparison import (
-    ALTERNATIVES,
-    INTERVAL_METHODS,
-    TEST_METHODS,
-    ZERO_METHODS,
-    ComparisonReport,
-    PairwiseComparison,
-)
+from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
 from mlflow_recsys.stats.corrections import CORRECTIONS
+from mlflow_recsys.stats.settings import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS, ZERO_METHODS
 
 #: File of a saved report holding one row per hypothesis.
 COMPARISONS_FILE = "comparisons.parquet"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import inspect
 import json
 import logging
 import re
@@ -39,7 +38,9 @@ from mlflow_recsys.stats import (
     compare_seed_averaged,
     seed_spread,
 )
-from mlflow_recsys.stats.comparison import FAMILIES, _pairs, _settings_iv, check_replicate_memory
+from mlflow_recsys.stats.comparison import _pairs, check_replicate_memory
+from mlflow_recsys.stats.settings import ComparisonSettings
+from mlflow_recsys import validation
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import (
@@ -121,20 +122,7 @@ def compare_runs(
     compare_url: str | None = None,
     experiment: str | None = None,
     filter_string: str | None = None,
-    reference: str | None = None,
-    metrics: Sequence[str] | None = None,
-    primary: str | None = None,
-    correction: str | None = "holm",
-    confidence_level: float = 0.95,
-    n_resamples: int = 9999,
-    alternative: str = "two-sided",
-    test_method: str = "randomization",
-    zero_method: str = "wilcox",
-    interval_method: str = "percentile",
-    family: str = "primary",
-    random_state: int = 0,
-    paired_seeds: bool = False,
-    seed: str | None = None,
+    settings: ComparisonSettings | None = None,
     model_tag: str = tags.MODEL,
     output_experiment: str | None = None,
     on_stage: Callable[[str], None] | None = None,
@@ -172,6 +160,21 @@ def compare_runs(
     order of :data:`STAGES` (``"selecting"``, ``"loading artifacts"``,
     ``"comparing"``, ``"logging"``); the server's page shows them as progress.
 
+    Parameters
+    ----------
+    run_ids, compare_url, experiment, filter_string
+        The selection, one way: see :func:`~mlflow_recsys.tracking.runs.select_runs`.
+    settings : ComparisonSettings, optional
+        Every statistical setting (:class:`~mlflow_recsys.stats.settings.ComparisonSettings`; its defaults when
+        omitted). ``settings.metrics`` ``None`` compares every metric the runs share; ``settings.seed`` picks
+        the run that stands for each seeded model in the paired report.
+    model_tag : str, default ``"recsys.model"``
+        The run tag that names the model.
+    output_experiment : str, optional
+        Experiment of the comparison run (default: the first source run's).
+    on_stage : callable, optional
+        Called with each stage's name as it begins.
+
     Raises
     ------
     RunSelectionError
@@ -180,77 +183,76 @@ def compare_runs(
         configuration and seed, ``reference`` names a model that is several
         candidates, or ``reference`` / ``primary`` / ``metrics`` / ``seed`` name
         nothing compared, or model names would collide in MLflow metric names.
-    ValueError
-        If a statistical setting is out of range (see
-        :func:`~mlflow_recsys.stats.compare_models`).
+    TypeError
+        If ``settings`` is not a :class:`~mlflow_recsys.stats.settings.ComparisonSettings`.
     ArtifactError
         If a run's per-user artifacts are missing or malformed.
     TrackingServerError
         If the tracking server does not answer within the bounded wait.
     """
     stage = on_stage or (lambda name: None)
-    if isinstance(seed, int) and not isinstance(seed, bool):
-        seed = str(seed)  # seeds are compared as the recsys.seed tag's text
-    statistics = dict(reference=reference, correction=correction, confidence_level=confidence_level,
-                      n_resamples=n_resamples, alternative=alternative, test_method=test_method,
-                      random_state=random_state, interval_method=interval_method, zero_method=zero_method,
-                      primary=primary, family=family)
+    settings = _settings_iv(settings)
     with translated_server_errors():
         target = _Target.find(output_experiment)
         try:
             stage("selecting")
             runs, plan = _preflight(run_ids=run_ids, compare_url=compare_url, experiment=experiment,
-                                    filter_string=filter_string, metrics=metrics, paired_seeds=paired_seeds,
-                                    seed=seed, model_tag=model_tag, **statistics)
+                                    filter_string=filter_string, settings=settings, model_tag=model_tag)
         except BaseException as exc:
             target.record_failure(exc, [], create=False)  # only into a run that exists already
             raise
-        _log_plan(runs, plan, n_resamples, paired_seeds)
+        _log_plan(runs, plan, settings)
         try:
-            plan, provenance, (report, spreads, averaged) = _load_and_compare(runs, plan, seed, statistics,
-                                                                              paired_seeds, stage)
+            plan, provenance, (report, spreads, averaged) = _load_and_compare(runs, plan, settings, stage)
         except BaseException as exc:
             target.record_failure(exc, runs, create=True)
             raise
-        settings = _logged_settings(statistics, paired_seeds=paired_seeds, model_tag=model_tag, seed=seed,
-                                    metrics=metrics, compared=plan.metric_keys)
+        logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys)
         _log.info("logging the comparison run")
         stage("logging")
-        declared = _declared_in_advance(runs, primary)
-        run_id = _log_comparison(target, report, spreads, runs, plan, settings, primary, provenance, declared,
-                                 averaged)
+        declared = _declared_in_advance(runs, settings.primary)
+        run_id = _log_comparison(target, report, spreads, runs, plan, logged, settings.primary, provenance,
+                                 declared, averaged)
     return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
-                         report_seed=seed, seed_averaged=averaged)
+                         report_seed=settings.seed, seed_averaged=averaged)
 
 
-def _log_plan(runs: list[Run], plan: "_Plan", n_resamples: int, paired_seeds: bool) -> None:
+def _settings_iv(settings) -> ComparisonSettings:
+    if settings is None:
+        return ComparisonSettings()
+    if not isinstance(settings, ComparisonSettings):
+        raise TypeError(f"settings: expected a ComparisonSettings, found {type(settings).__name__}")
+    return settings
+
+
+def _log_plan(runs: list[Run], plan: "_Plan", settings: ComparisonSettings) -> None:
     """Log what is compared and, with ``paired_seeds``, the pairs it changes nothing for (one side seeded)."""
     _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", len(runs), len(plan.groups),
-              len(plan.pairs), n_resamples)
+              len(plan.pairs), settings.n_resamples)
     unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
-    if paired_seeds and unpaired:
+    if settings.paired_seeds and unpaired:
         _log.warning("paired_seeds has no effect on %s: only one side has several seeds, so there is "
                      "nothing to pair (protocol one-side-seeded)", ", ".join(unpaired))
 
 
-def _load_and_compare(runs: list[Run], plan: "_Plan", seed: str | None, statistics: dict, paired_seeds: bool,
-                      stage: Callable[[str], None]):
+def _load_and_compare(runs: list[Run], plan: "_Plan", settings: ComparisonSettings, stage: Callable[[str], None]):
     """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
     metrics compared, the provenance, :func:`_compare`'s reports)."""
     stage("loading artifacts")
     artifacts = load_many([r.info.run_id for r in runs])
     _log.info("loaded the per-user artifacts of %d runs", len(runs))
     stage("comparing")
-    provenance = collect_provenance(runs, plan.groups, plan.representative, seed)
+    provenance = collect_provenance(runs, plan.groups, plan.representative, settings.seed)
     _verify_same_evaluation(runs, artifacts)
-    plan = plan.with_metrics(_artifact_metric_keys(plan.metric_keys, statistics["primary"], artifacts))
-    return plan, provenance, _compare(plan, artifacts, statistics, paired_seeds)
+    plan = plan.with_metrics(_artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
+    return plan, provenance, _compare(plan, artifacts, settings)
 
 
-def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts], statistics: dict,
-             paired_seeds: bool) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
+def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts],
+             settings: ComparisonSettings) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
     """The paired report, the seed-spread tables by ``"<candidate> vs <baseline>"`` and, when a candidate has
-    seeds, the seed-averaged report (else None); ``statistics`` are :func:`compare_models`' keywords."""
+    seeds, the seed-averaged report (else None)."""
+    statistics = settings.compare_models_kwargs()
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
     report = compare_models(instances, metrics=plan.metric_keys, **statistics)
@@ -258,9 +260,10 @@ def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts], statistic
     for base, cand in plan.seed_pairs:
         spreads[f"{cand} vs {base}"] = seed_spread(
             _side(results[base]), _side(results[cand]), metrics=plan.metric_keys, baseline_name=base,
-            candidate_name=cand, paired_seeds=paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
-            confidence_level=statistics["confidence_level"], n_resamples=statistics["n_resamples"],
-            random_state=statistics["random_state"],
+            candidate_name=cand,
+            paired_seeds=settings.paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
+            confidence_level=settings.confidence_level, n_resamples=settings.n_resamples,
+            random_state=settings.random_state,
         )
     averaged = None
     if plan.seed_pairs:
@@ -275,17 +278,16 @@ def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts], statistic
     return report, dict(sorted(spreads.items())), averaged
 
 
-def _logged_settings(statistics: dict, *, paired_seeds: bool, model_tag: str, seed: str | None, metrics,
-                     compared: list[str]) -> dict:
+def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str]) -> dict:
     """The comparison's settings as logged (params and ``settings.json``), in a fixed order."""
     names = ("reference", "primary", "correction", "confidence_level", "n_resamples", "alternative", "test_method",
-             "zero_method", "interval_method", "family", "random_state")
+             "zero_method", "interval_method", "family", "random_state", "paired_seeds")
     return {
-        **{name: statistics[name] for name in names},
-        "paired_seeds": paired_seeds, "model_tag": model_tag,
-        "report_seed": seed if seed is not None else "lowest seed of each model",
-        # What was asked for (under `mlflow run`, its '' stays), and what was compared.
-        "metrics": ",".join(metrics) if metrics else None,
+        **{name: getattr(settings, name) for name in names},
+        "model_tag": model_tag,
+        "report_seed": settings.seed if settings.seed is not None else "lowest seed of each model",
+        # What was asked for, and what was compared.
+        "metrics": ",".join(settings.metrics) if settings.metrics else None,
         "compared_metrics": ",".join(compared),
     }
 
@@ -294,61 +296,48 @@ def _logged_settings(statistics: dict, *, paired_seeds: bool, model_tag: str, se
 STAGES = ("selecting", "loading artifacts", "comparing", "logging")
 
 
-def check_selection(*, client: MlflowClient | None = None, **settings) -> list[Run]:
+def check_selection(*, run_ids: Sequence[str] | None = None, compare_url: str | None = None,
+                    experiment: str | None = None, filter_string: str | None = None,
+                    settings: ComparisonSettings | None = None, model_tag: str = tags.MODEL,
+                    client: MlflowClient | None = None) -> list[Run]:
     """Every check :func:`compare_runs` makes before it reads an artifact or writes anything; the runs selected.
 
     Parameters
     ----------
+    run_ids, compare_url, experiment, filter_string, settings, model_tag
+        As for :func:`compare_runs`.
     client:
         The client to read runs with (default: one for the current tracking URI).
-    **settings:
-        The keywords of :func:`compare_runs` (its defaults apply), but ``output_experiment`` and ``on_stage``.
 
     Raises
     ------
-    TypeError
-        For a keyword :func:`compare_runs` does not take.
-    RunSelectionError, ValueError
+    RunSelectionError, ValueError, TypeError
         Exactly as :func:`compare_runs` raises them for a bad setting or selection.
     """
-    bound = inspect.signature(compare_runs).bind(**settings)
-    bound.apply_defaults()
-    arguments = {k: v for k, v in bound.arguments.items() if k not in ("output_experiment", "on_stage")}
-    if isinstance(arguments["seed"], int) and not isinstance(arguments["seed"], bool):
-        arguments["seed"] = str(arguments["seed"])
     with translated_server_errors():
-        return _preflight(**arguments, client=client)[0]
+        return _preflight(run_ids=run_ids, compare_url=compare_url, experiment=experiment,
+                          filter_string=filter_string, settings=_settings_iv(settings), model_tag=model_tag,
+                          client=client)[0]
 
 
-def _preflight(*, run_ids, compare_url, experiment, filter_string, reference, metrics, primary, correction,
-               confidence_level, n_resamples, alternative, test_method, zero_method, interval_method, family,
-               random_state, paired_seeds, seed, model_tag, client=None) -> tuple[list[Run], "_Plan"]:
+def _preflight(*, run_ids, compare_url, experiment, filter_string, settings: ComparisonSettings, model_tag,
+               client=None) -> tuple[list[Run], "_Plan"]:
     """The settings, the selection and the plan checked, in this order, from run metadata alone."""
-    _check_settings(metrics=metrics, primary=primary, correction=correction, confidence_level=confidence_level,
-                    n_resamples=n_resamples, alternative=alternative, test_method=test_method,
-                    zero_method=zero_method, interval_method=interval_method, random_state=random_state, seed=seed,
-                    model_tag=model_tag, reference=reference, family=family)
+    _check_settings(settings, model_tag)
     runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url, experiment=experiment,
                        filter_string=filter_string, client=client)
-    plan = _plan(runs, metrics=metrics, primary=primary, reference=reference, seed=seed, model_tag=model_tag,
-                 alternative=alternative)
+    plan = _plan(runs, metrics=settings.metrics, primary=settings.primary, reference=settings.reference,
+                 seed=settings.seed, model_tag=model_tag, alternative=settings.alternative)
     if plan.metric_keys is not None:
-        check_replicate_memory(n_resamples, len(plan.pairs) * len(plan.metric_keys))
-    if paired_seeds:
+        check_replicate_memory(settings.n_resamples, len(plan.pairs) * len(plan.metric_keys))
+    if settings.paired_seeds:
         _paired_seeds_iv(plan)
     return runs, plan
 
 
-def _check_settings(*, metrics, primary, correction, confidence_level, n_resamples, alternative, test_method,
-                    zero_method="wilcox", interval_method="percentile",
-                    random_state, seed, model_tag, reference, family="primary") -> None:
-    """Every check the settings alone allow, before any run is read or written."""
-    if family not in FAMILIES:
-        raise ValueError(f"family: expected one of {FAMILIES}, found {family!r}")
-    _settings_iv(confidence_level, n_resamples, alternative, test_method, correction, random_state,
-                 interval_method=interval_method, zero_method=zero_method)
-    if reference is None and alternative != "two-sided":
-        raise ValueError(f"reference: a one-sided alternative ({alternative!r}) needs a reference model, found None")
+def _check_settings(settings: ComparisonSettings, model_tag) -> None:
+    """What a comparison of runs asks beyond the settings' own checks: metric keys the runs can have logged."""
+    metrics, primary = settings.metrics, settings.primary
     for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
         bad = []
         for key in keys:
@@ -358,13 +347,7 @@ def _check_settings(*, metrics, primary, correction, confidence_level, n_resampl
                 bad.append(key)
         if bad:
             raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
-    if metrics and len(set(metrics)) != len(list(metrics)):
-        raise RunSelectionError(f"metrics: expected distinct keys, found duplicates in {list(metrics)}")
-    if metrics and primary is not None and primary not in metrics:
-        raise RunSelectionError(f"primary: expected one of the compared metrics {list(metrics)}, found {primary!r}")
-    for name, value in (("seed", seed), ("model_tag", model_tag), ("reference", reference)):
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise ValueError(f"{name}: expected a non-empty string, found {value!r}")
+    validation.text(model_tag, "model_tag")
 
 
 @dataclass(frozen=True)
@@ -933,7 +916,7 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
         out = Path(tmp)
         frame, averaged_frame = _write_report_frames(out, report, averaged)
         seed_frame = _write_seed_files(out, spreads)
-        _write_texts(out, report, averaged, provenance)
+        _write_texts(out, report, averaged, provenance, settings)
         (out / "source_runs.json").write_text(json.dumps(
             {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2))
         (out / "settings.json").write_text(json.dumps(settings, indent=2))
@@ -1034,8 +1017,10 @@ def _write_seed_files(out: Path, spreads: dict[str, SeedSpread]) -> pd.DataFrame
     return seed_frame
 
 
-def _write_texts(out: Path, report: ComparisonReport, averaged: ComparisonReport | None, provenance: dict) -> None:
-    """``report.md``, ``methods.md``, ``report.tex``, ``provenance.json`` and ``references.bib``."""
+def _write_texts(out: Path, report: ComparisonReport, averaged: ComparisonReport | None, provenance: dict,
+                 settings: dict) -> None:
+    """``report.md``, ``methods.md`` (with every setting, as logged), ``report.tex``, ``provenance.json`` and
+    ``references.bib``."""
     what = provenance_markdown(provenance)
     tables, methods = report.to_markdown(), report.methods_text()
     if averaged is not None:
@@ -1047,6 +1032,13 @@ def _write_texts(out: Path, report: ComparisonReport, averaged: ComparisonReport
         latex += "\n" + averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison.")
     (out / "report.tex").write_text(latex)
     (out / "report.md").write_text(tables + "\n\n" + what + "\n")
-    (out / "methods.md").write_text(methods + "\n\n" + what + "\n")
+    (out / "methods.md").write_text(methods + "\n\n" + what + "\n\n" + _settings_markdown(settings) + "\n")
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2))
     (out / "references.bib").write_text(references_bibtex())
+
+
+def _settings_markdown(settings: dict) -> str:
+    """The comparison's settings as a markdown table, in the order they are logged as params."""
+    rows = "\n".join(f"| {escape_markdown(name)} | {escape_markdown(str(value))} |" for name, value in settings.items())
+    return "## Settings\n\nEvery setting of this comparison, as logged in the run's params:\n\n" \
+           "| setting | value |\n|---|---|\n" + rows

@@ -218,9 +218,10 @@ def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool
 def record_failure_on_environment_run(exc: BaseException) -> None:
     """Say in ``recsys.error`` why a step failed before it took over the run ``mlflow run`` made for it.
 
-    ``mlflow run`` ends that run FAILED when the step's process exits, but only the step knows why: a refused
-    argument fails it before any logging starts. Written only to a run the step could have taken over (see
-    :func:`check_run_is_free`), so an inherited ``MLFLOW_RUN_ID`` of another run is never touched; never raises.
+    Only the step knows why: a refused argument fails it before any logging starts. The run is tagged and ended
+    FAILED, as ``mlflow run`` ends it when the step's process exits. Written only to a run the step could have
+    taken over (see :func:`check_run_is_free`), so an inherited ``MLFLOW_RUN_ID`` of another run is never
+    touched; never raises.
     """
     run_id = os.environ.get(RUN_ID_ENV, "").strip()
     if not run_id or is_unreachable(exc):
@@ -231,6 +232,10 @@ def record_failure_on_environment_run(exc: BaseException) -> None:
     except Exception:  # not ours to write to, or not there
         return
     mark_failed(run_id, exc, end=False)
+    try:
+        MlflowClient().set_terminated(run_id, "FAILED")
+    except Exception as again:
+        _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
 
 
 def log_params_once(params: dict) -> None:

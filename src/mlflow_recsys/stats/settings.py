@@ -1,0 +1,192 @@
+"""Every statistical setting of a comparison in one frozen, validated object: :class:`ComparisonSettings`.
+
+The command line, the ``compare`` entry point, the server page and Python callers each build one, once; the
+comparison passes it on whole, logs it as the comparison run's params and prints it in ``methods.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+
+from mlflow_recsys.stats.corrections import CORRECTIONS, Correction
+from mlflow_recsys.validation import expected, integer, number, one_of, text
+
+if TYPE_CHECKING:
+    from mlflow_recsys.evaluation import EvaluationResult
+    from mlflow_recsys.stats.comparison import ComparisonReport
+
+Alternative = Literal["two-sided", "greater", "less"]
+TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
+IntervalMethod = Literal["percentile", "bca"]
+ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
+Family = Literal["primary", "all"]
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+TEST_METHODS = ("randomization", "bootstrap", "t", "wilcoxon")
+INTERVAL_METHODS = ("percentile", "bca")
+#: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
+ZERO_METHODS = ("wilcox", "pratt", "zsplit")
+FAMILIES = ("primary", "all")
+
+#: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
+#: from more resamples.
+MAX_RESAMPLES = 1_000_000
+
+#: The settings :func:`~mlflow_recsys.stats.compare_models` takes as keywords, in its order.
+COMPARE_MODELS_SETTINGS = ("reference", "correction", "confidence_level", "n_resamples", "alternative",
+                           "test_method", "random_state", "interval_method", "zero_method", "primary", "family")
+
+
+@dataclass(frozen=True)
+class ComparisonSettings:
+    """The statistical settings of a comparison, checked when made; immutable.
+
+    Fields, defaults and meanings are those of :func:`~mlflow_recsys.stats.compare_models` (see it for the
+    tests, intervals and corrections and their sources), plus the seed protocol of a comparison of runs.
+
+    Parameters
+    ----------
+    reference : str, optional
+        The baseline every other model is compared against; ``None`` compares every pair.
+    metrics : sequence of str, optional
+        Metric keys (``"ndcg@100"``), stored as a tuple; a single key may be given as a str. ``None``: every
+        metric the compared runs share (for a comparison of runs; :meth:`compare` needs them named).
+    primary : str, optional
+        The metric the conclusion rests on; one of ``metrics`` when they are named.
+    family : ``"primary"`` or ``"all"``, default ``"primary"``
+        ``"primary"``: the primary metric's hypotheses form a family of their own.
+    correction : ``"holm"``, ``"bonferroni"`` or None, default ``"holm"``
+        Family-wise error control within each family (Holm 1979; Bonferroni).
+    confidence_level : float, default 0.95
+        Strictly between 0 and 1; ``1 - confidence_level`` is also the significance level.
+    n_resamples : int, default 9999
+        B, from 1 to :data:`MAX_RESAMPLES`.
+    alternative : ``"two-sided"``, ``"greater"`` or ``"less"``, default ``"two-sided"``
+        A one-sided alternative needs ``reference``.
+    test_method : ``"randomization"``, ``"bootstrap"``, ``"t"`` or ``"wilcoxon"``, default ``"randomization"``
+    zero_method : ``"wilcox"``, ``"pratt"`` or ``"zsplit"``, default ``"wilcox"``
+        Only for the Wilcoxon test.
+    interval_method : ``"percentile"`` or ``"bca"``, default ``"percentile"``
+    random_state : int >= 0 or None, default 0
+        Seed of the resampling; ``None`` draws fresh entropy.
+    paired_seeds : bool, default False
+        The seed protocol of the seed-spread table when both models have seeds: pair runs by seed (shared
+        randomness) or treat the seeds as independent.
+    seed : str, optional
+        The seed (``recsys.seed`` tag) of the run that stands for each seeded model in the paired report;
+        ``None``: each model's lowest. An int is stored as its text.
+
+    Raises
+    ------
+    ValueError
+        For any field out of range, as ``"<field>: expected ..., found ..."``; :class:`TypeError` for metric
+        keys that are not strings.
+    """
+
+    reference: str | None = None
+    metrics: tuple[str, ...] | None = None
+    primary: str | None = None
+    family: Family = "primary"
+    correction: Correction = "holm"
+    confidence_level: float = 0.95
+    n_resamples: int = 9999
+    alternative: Alternative = "two-sided"
+    test_method: TestMethod = "randomization"
+    zero_method: ZeroMethod = "wilcox"
+    interval_method: IntervalMethod = "percentile"
+    random_state: int | None = 0
+    paired_seeds: bool = False
+    seed: str | None = None
+
+    def __post_init__(self) -> None:
+        put = object.__setattr__  # frozen: the checked, canonical values replace the given ones
+        if self.metrics is not None:
+            put(self, "metrics", tuple(metric_keys(self.metrics)))
+        for name in ("reference", "primary"):
+            if getattr(self, name) is not None:
+                text(getattr(self, name), name)
+        if self.metrics is not None and self.primary is not None and self.primary not in self.metrics:
+            raise ValueError(expected("primary", f"one of the compared metrics {list(self.metrics)}", self.primary))
+        one_of(self.family, "family", FAMILIES)
+        if self.correction not in CORRECTIONS:
+            raise ValueError(expected("correction", "one of 'holm', 'bonferroni' or None", self.correction))
+        put(self, "confidence_level", number(self.confidence_level, "confidence_level", above=0, below=1))
+        put(self, "n_resamples", integer(self.n_resamples, "n_resamples", minimum=1))
+        if self.n_resamples > MAX_RESAMPLES:
+            raise ValueError(f"n_resamples: expected at most {MAX_RESAMPLES:,}, found {self.n_resamples:,}")
+        one_of(self.alternative, "alternative", ALTERNATIVES)
+        one_of(self.test_method, "test_method", TEST_METHODS)
+        one_of(self.interval_method, "interval_method", INTERVAL_METHODS)
+        one_of(self.zero_method, "zero_method", ZERO_METHODS)
+        if self.random_state is not None:
+            put(self, "random_state", integer(self.random_state, "random_state", minimum=0))
+        if not isinstance(self.paired_seeds, bool):
+            raise ValueError(expected("paired_seeds", "True or False", self.paired_seeds))
+        if isinstance(self.seed, int) and not isinstance(self.seed, bool):
+            put(self, "seed", str(self.seed))  # compared as the recsys.seed tag's text
+        if self.seed is not None:
+            text(self.seed, "seed")
+        if self.reference is None and self.alternative != "two-sided":
+            raise ValueError(f"reference: a one-sided alternative ({self.alternative!r}) needs a reference model "
+                             "to say which side is the candidate, found None")
+
+    def replace(self, **changes) -> ComparisonSettings:
+        """A copy with ``changes`` applied, checked again."""
+        return dataclasses.replace(self, **changes)
+
+    def compare_models_kwargs(self) -> dict:
+        """The keywords of :func:`~mlflow_recsys.stats.compare_models` but ``metrics``: reference, correction,
+        confidence_level, n_resamples, alternative, test_method, random_state, interval_method, zero_method,
+        primary and family."""
+        return {name: getattr(self, name) for name in COMPARE_MODELS_SETTINGS}
+
+    def compare(self, results: Mapping[str, EvaluationResult]) -> ComparisonReport:
+        """:func:`~mlflow_recsys.stats.compare_models` of ``results`` under these settings.
+
+        Raises
+        ------
+        ValueError
+            If ``metrics`` is ``None`` (name them), and whatever ``compare_models`` raises.
+        """
+        from mlflow_recsys.stats.comparison import compare_models
+
+        if self.metrics is None:
+            raise ValueError(expected("metrics", "the metric keys to compare", None))
+        return compare_models(results, metrics=list(self.metrics), **self.compare_models_kwargs())
+
+    def to_params(self) -> dict[str, str]:
+        """The settings as MLflow params, in field order: text as MLflow stores it (``"None"`` for None), metrics
+        comma-separated."""
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = ",".join(value) if f.name == "metrics" and value is not None else str(value)
+        return out
+
+
+def metric_keys(metrics: str | Sequence[str]) -> list[str]:
+    """``metrics`` as a list of distinct keys; one key may be given as a str.
+
+    Raises
+    ------
+    TypeError
+        If ``metrics`` is not a str or a sequence of str.
+    ValueError
+        If it is empty or repeats a key.
+    """
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    try:
+        keys = list(metrics)
+    except TypeError:
+        raise TypeError(f"metrics: expected a metric key or a list of keys, found {type(metrics).__name__}") from None
+    if not keys:
+        raise ValueError("metrics: expected at least one metric key, found none")
+    bad = [m for m in keys if not isinstance(m, str)]
+    if bad:
+        raise TypeError(f"metrics: expected metric keys (str), found {bad!r}")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"metrics: expected distinct keys, found duplicates in {keys}")
+    return keys

@@ -1,0 +1,115 @@
+"""Argument checks with one message format: ``name: expected <what>, found <value>``.
+
+Every public function checks its arguments before it computes or writes anything, and says which argument is
+wrong, what it accepts and what it got. The helpers here are those checks; each returns the value in its
+canonical type (``int``, ``float``, ``str``) so callers keep what they checked. Booleans are never numbers here,
+although Python counts ``True`` as 1.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Collection, TypeVar
+
+T = TypeVar("T")
+
+
+def expected(name: str, what: str, found: object) -> str:
+    """The message: ``"<name>: expected <what>, found <found!r>"``; a long ``found`` is cut to 200 characters."""
+    shown = repr(found)
+    if len(shown) > 200:
+        shown = shown[:199] + "…"
+    return f"{name}: expected {what}, found {shown}"
+
+
+def integer(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as ``int`` when it is an integer (numpy's included) within ``[minimum, maximum]``.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: expected an integer >= <minimum>, found <value>"`` (or ``<= maximum``, or ``in [a, b]``).
+    """
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
+    if ok and minimum is not None and value < minimum:  # type: ignore[operator]  # Integral supports <
+        ok = False
+    if ok and maximum is not None and value > maximum:  # type: ignore[operator]
+        ok = False
+    if not ok:
+        raise ValueError(expected(name, _integer_range(minimum, maximum), value))
+    return int(value)  # type: ignore[call-overload]  # an Integral
+
+
+def number(value: object, name: str, *, above: float | None = None, at_least: float | None = None,
+           below: float | None = None) -> float:
+    """``value`` as ``float`` when it is a finite real number with ``value > above``, ``value >= at_least`` and
+    ``value < below`` (each bound optional).
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: expected a finite number > 0, found <value>"``, ``"... strictly between 0 and 1 ..."``, and so on.
+    """
+    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
+    if ok:
+        x = float(value)  # type: ignore[arg-type]  # a Real
+        ok = ((above is None or x > above) and (at_least is None or x >= at_least)
+              and (below is None or x < below))
+    if not ok:
+        raise ValueError(expected(name, _number_range(above, at_least, below), value))
+    return float(value)  # type: ignore[arg-type]
+
+
+def one_of(value: T, name: str, choices: Collection[T]) -> T:
+    """``value`` when it is one of ``choices``.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: expected one of (<choices>), found <value>"``.
+    """
+    try:
+        ok = value in choices
+    except TypeError:  # an unhashable value against a set
+        ok = False
+    if not ok:
+        raise ValueError(expected(name, f"one of {tuple(choices)}", value))
+    return value
+
+
+def text(value: object, name: str) -> str:
+    """``value`` when it is a string with something other than blanks in it.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: expected a non-empty string, found <value>"``.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(expected(name, "a non-empty string", value))
+    return value
+
+
+def _integer_range(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f"an integer in [{minimum}, {maximum:,}]"
+    if minimum is not None:
+        return f"an integer >= {minimum}"
+    if maximum is not None:
+        return f"an integer <= {maximum:,}"
+    return "an integer"
+
+
+def _number_range(above: float | None, at_least: float | None, below: float | None) -> str:
+    if above is not None and below is not None:
+        return f"a number strictly between {above:g} and {below:g}"
+    if at_least is not None and below is not None:
+        return f"a number in [{at_least:g}, {below:g})"
+    if above is not None:
+        return f"a finite number > {above:g}"
+    if at_least is not None:
+        return f"a finite number >= {at_least:g}"
+    if below is not None:
+        return f"a finite number < {below:g}"
+    return "a finite number"
