@@ -38,12 +38,14 @@ def goodbooks_like_zip(path: Path, scale: float, seed: int = 0) -> int:
     n = int(RATINGS * scale)
     n_users, n_items = max(int(USERS * scale), 100), ITEMS
     weights = 1.0 / np.arange(10, n_items + 10, dtype=np.float64) ** 0.8
-    frame = pd.DataFrame({
-        "user_id": rng.integers(1, n_users + 1, n),
-        "book_id": rng.choice(np.arange(1, n_items + 1), size=n, p=weights / weights.sum()),
-        # Star shares close to GoodBooks' own (mean rating about 3.9).
-        "rating": rng.choice([1, 2, 3, 4, 5], size=n, p=[0.02, 0.06, 0.23, 0.36, 0.33]),
-    })
+    frame = pd.DataFrame(
+        {
+            "user_id": rng.integers(1, n_users + 1, n),
+            "book_id": rng.choice(np.arange(1, n_items + 1), size=n, p=weights / weights.sum()),
+            # Star shares close to GoodBooks' own (mean rating about 3.9).
+            "rating": rng.choice([1, 2, 3, 4, 5], size=n, p=[0.02, 0.06, 0.23, 0.36, 0.33]),
+        }
+    )
     buf = io.StringIO()
     frame.to_csv(buf, index=False)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
@@ -60,11 +62,18 @@ def child(archive: str, out: str) -> None:
     path = build_recsys_checkpoint(raw, checkpoint_path=out, seed=42)
     done = time.perf_counter()
     counts = load_recsys_split(path)["manifest"]["counts"]
-    print(json.dumps({
-        "read_s": loaded - started, "build_s": done - loaded, "total_s": done - started,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "zip_mib": Path(out).stat().st_size / 2**20, "counts": counts,
-    }))
+    print(
+        json.dumps(
+            {
+                "read_s": loaded - started,
+                "build_s": done - loaded,
+                "total_s": done - started,
+                "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "zip_mib": Path(out).stat().st_size / 2**20,
+                "counts": counts,
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -80,25 +89,34 @@ def main() -> None:
         times = []
         for _ in range(3):
             started = time.perf_counter()
-            build_recsys_checkpoint("movielens-100k", checkpoint_path=Path(tmp) / "ml100k.zip", seed=42,
-                                    overwrite=True)
+            build_recsys_checkpoint("movielens-100k", checkpoint_path=Path(tmp) / "ml100k.zip", seed=42, overwrite=True)
             times.append(time.perf_counter() - started)
         print(f"movielens-100k user split: {np.median(times):.2f} s (median of 3)")
 
         archive = Path(tmp) / "goodbooks-like.zip"
         started = time.perf_counter()
         n = goodbooks_like_zip(archive, args.scale)
-        print(f"synthetic GoodBooks archive: {n:,} ratings, {archive.stat().st_size / 2**20:.0f} MiB, "
-              f"written in {time.perf_counter() - started:.1f} s (not part of the figures below)")
-        proc = subprocess.run([sys.executable, __file__, "--child", str(archive), str(Path(tmp) / "gb.zip")],
-                              capture_output=True, text=True, check=True)
+        print(
+            f"synthetic GoodBooks archive: {n:,} ratings, {archive.stat().st_size / 2**20:.0f} MiB, "
+            f"written in {time.perf_counter() - started:.1f} s (not part of the figures below)"
+        )
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(archive), str(Path(tmp) / "gb.zip")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         c = r["counts"]
-        print(f"goodbooks-sized user split: read {r['read_s']:.1f} s + build {r['build_s']:.1f} s = "
-              f"{r['total_s']:.1f} s; peak RSS {r['peak_rss_mib']:.0f} MiB; checkpoint {r['zip_mib']:.0f} MiB")
-        print(f"  {c['n_raw_interactions']:,} ratings -> {c['n_positive_interactions']:,} positives -> "
-              f"{c['n_users']:,} users x {c['n_items']:,} items; {c['n_train_users']:,} train / "
-              f"{c['n_val_users']:,} val / {c['n_test_users']:,} test users")
+        print(
+            f"goodbooks-sized user split: read {r['read_s']:.1f} s + build {r['build_s']:.1f} s = "
+            f"{r['total_s']:.1f} s; peak RSS {r['peak_rss_mib']:.0f} MiB; checkpoint {r['zip_mib']:.0f} MiB"
+        )
+        print(
+            f"  {c['n_raw_interactions']:,} ratings -> {c['n_positive_interactions']:,} positives -> "
+            f"{c['n_users']:,} users x {c['n_items']:,} items; {c['n_train_users']:,} train / "
+            f"{c['n_val_users']:,} val / {c['n_test_users']:,} test users"
+        )
 
 
 if __name__ == "__main__":

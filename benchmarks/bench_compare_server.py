@@ -23,14 +23,12 @@ import numpy as np
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import ComparisonWarning
+from mlflow_recsys.stats import ComparisonSettings, ComparisonWarning
 from mlflow_recsys.tracking import compare_runs, select_runs, write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.runs import load_many
-from mlflow_recsys.stats import ComparisonSettings
 
-KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "precision@20", "hit_rate@20",
-        "recall@50"]
+KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "precision@20", "hit_rate@20", "recall@50"]
 
 
 def log_runs(n_runs: int, n_users: int, keys: list[str], root: Path) -> list[str]:
@@ -46,10 +44,17 @@ def log_runs(n_runs: int, n_users: int, keys: list[str], root: Path) -> list[str
         result = EvaluationResult.from_per_user(values, sample_ids=ids, targets_fingerprint="bench")
         folder = root / f"run{i}"
         write_evaluation_artifacts(result, folder, split_digest="bench")
-        run = client.create_run(experiment_id, tags={
-            "recsys.role": "train", "recsys.model": model, "recsys.seed": str(seed),
-            "recsys.split_digest": "bench", "recsys.targets_fingerprint": "bench", "recsys.config": json.dumps({}),
-        })
+        run = client.create_run(
+            experiment_id,
+            tags={
+                "recsys.role": "train",
+                "recsys.model": model,
+                "recsys.seed": str(seed),
+                "recsys.split_digest": "bench",
+                "recsys.targets_fingerprint": "bench",
+                "recsys.config": json.dumps({}),
+            },
+        )
         client.log_artifacts(run.info.run_id, str(folder))
         client.set_terminated(run.info.run_id, "FINISHED")
         run_ids.append(run.info.run_id)

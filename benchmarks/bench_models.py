@@ -29,9 +29,7 @@ def synthetic_interactions(n_users: int, n_items: int, n_interactions: int, seed
     weights = 1.0 / np.arange(10, n_items + 10, dtype=np.float64) ** 0.9
     items = rng.choice(n_items, size=n_interactions, p=weights / weights.sum())
     users = rng.integers(0, n_users, size=n_interactions)
-    x = sp.csr_matrix(
-        (np.ones(n_interactions, dtype=np.float32), (users, items)), shape=(n_users, n_items)
-    )
+    x = sp.csr_matrix((np.ones(n_interactions, dtype=np.float32), (users, items)), shape=(n_users, n_items))
     x.sum_duplicates()
     x.data[:] = 1.0
     x.sort_indices()

@@ -38,8 +38,10 @@ def ranking_like_results(n_units: int, seed: int = 0) -> dict[str, EvaluationRes
         base[key] = b
         cand[key] = np.clip(b + moved * rng.normal(0.005, 0.08, n_units), 0, 1)
     ids = np.arange(n_units)
-    return {"EASE": EvaluationResult.from_per_user(base, sample_ids=ids, targets_fingerprint="x"),
-            "ELSA": EvaluationResult.from_per_user(cand, sample_ids=ids, targets_fingerprint="x")}
+    return {
+        "EASE": EvaluationResult.from_per_user(base, sample_ids=ids, targets_fingerprint="x"),
+        "ELSA": EvaluationResult.from_per_user(cand, sample_ids=ids, targets_fingerprint="x"),
+    }
 
 
 def median_seconds(func, repeats: int = 5) -> float:

@@ -64,14 +64,14 @@ def prepare(folder: Path, pyfunc: bool) -> str | None:
     """Save an EASE and a Popularity model under ``folder``; log the EASE one if ``pyfunc``; return its URI."""
     script = _FIT + textwrap.dedent(f"""
         from mlflow_recsys.models import EASE, EASEConfig, Popularity
-        EASE(EASEConfig(l2=10.0)).fit(x).save({str(folder / 'ease')!r})
-        Popularity().fit(x).save({str(folder / 'popularity')!r})
+        EASE(EASEConfig(l2=10.0)).fit(x).save({str(folder / "ease")!r})
+        Popularity().fit(x).save({str(folder / "popularity")!r})
         if {pyfunc!r}:
             import mlflow
             from mlflow_recsys.tracking.model_logging import log_recommender
-            eid = mlflow.create_experiment("import-time", artifact_location={(folder / 'artifacts').as_uri()!r})
+            eid = mlflow.create_experiment("import-time", artifact_location={(folder / "artifacts").as_uri()!r})
             with mlflow.start_run(experiment_id=eid):
-                print("URI", log_recommender(EASE.load({str(folder / 'ease')!r}), np.arange(25)).model_uri)
+                print("URI", log_recommender(EASE.load({str(folder / "ease")!r}), np.arange(25)).model_uri)
     """)
     out = subprocess.run(
         [sys.executable, "-c", script], env=_env(folder), capture_output=True, text=True, check=True
@@ -88,8 +88,9 @@ def _env(folder: Path) -> dict[str, str]:
 
 def measure(code: str, env: dict[str, str]) -> dict[str, float]:
     """One fresh interpreter running ``code`` under ``-X importtime``."""
-    timed = f"import time as _t; _s = _t.perf_counter()\n{code}\n_w = _t.perf_counter() - _s\n{_REPORT}\n" \
-        "print('WALL', _w)"
+    timed = (
+        f"import time as _t; _s = _t.perf_counter()\n{code}\n_w = _t.perf_counter() - _s\n{_REPORT}\nprint('WALL', _w)"
+    )
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", timed], env=env, capture_output=True, text=True, check=True
     )

@@ -37,17 +37,24 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from postgres_cluster import postgres_cluster  # noqa: E402
 from mlflow_recsys.stats import ComparisonSettings
+from postgres_cluster import postgres_cluster  # noqa: E402
 
 KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20"]
 DIGEST, FINGERPRINT = "b" * 64, "c" * 64
 
 
 def _tags(model: str, seed: int) -> dict[str, str]:
-    return {"recsys.role": "train", "recsys.model": model, "recsys.seed": str(seed), "recsys.split_digest": DIGEST,
-            "recsys.targets_fingerprint": FINGERPRINT, "recsys.dataset": "synthetic-ml-100k",
-            "recsys.config": json.dumps({"latent_dim": 64}), "mlflow.runName": f"{model} seed {seed}"}
+    return {
+        "recsys.role": "train",
+        "recsys.model": model,
+        "recsys.seed": str(seed),
+        "recsys.split_digest": DIGEST,
+        "recsys.targets_fingerprint": FINGERPRINT,
+        "recsys.dataset": "synthetic-ml-100k",
+        "recsys.config": json.dumps({"latent_dim": 64}),
+        "mlflow.runName": f"{model} seed {seed}",
+    }
 
 
 def log_study(url: str, n_models: int, n_seeds: int, n_users: int, root: Path) -> str:
@@ -67,15 +74,18 @@ def log_study(url: str, n_models: int, n_seeds: int, n_users: int, root: Path) -
     def one(i: int) -> None:
         model, seed = f"M{i // n_seeds}", i % n_seeds
         noise = np.random.default_rng(i)
-        values = {k: np.clip(v + 0.004 * (i // n_seeds) + noise.normal(0, 0.03, n_users), 0, 1)
-                  for k, v in base.items()}
+        values = {
+            k: np.clip(v + 0.004 * (i // n_seeds) + noise.normal(0, 0.03, n_users), 0, 1) for k, v in base.items()
+        }
         result = EvaluationResult.from_per_user(values, sample_ids=ids, targets_fingerprint=FINGERPRINT)
         folder = root / f"run{i}"
         write_evaluation_artifacts(result, folder, split_digest=DIGEST)
         run = client.create_run(experiment_id, tags=_tags(model, seed))
         now = int(time.time() * 1000)
-        client.log_batch(run.info.run_id, metrics=[Metric(mlflow_metric_name(k), float(np.mean(v)), now, 0)
-                                                   for k, v in values.items()])
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric(mlflow_metric_name(k), float(np.mean(v)), now, 0) for k, v in values.items()],
+        )
         client.log_artifacts(run.info.run_id, str(folder))
         client.set_terminated(run.info.run_id, "FINISHED")
 
@@ -101,15 +111,35 @@ def insert_runs(store_uri: str, url: str, n_runs: int, n_models: int = 10) -> st
             for i in range(start, min(start + chunk, n_runs)):
                 run_id = uuid.uuid4().hex
                 model, seed = f"M{i % n_models}", i // n_models
-                runs.append({"run_uuid": run_id, "name": f"{model} seed {seed}", "source_type": "UNKNOWN",
-                             "source_name": "", "entry_point_name": "", "user_id": "bench", "status": "FINISHED",
-                             "start_time": now - 1000 + i, "end_time": now + i, "deleted_time": None,
-                             "source_version": "", "lifecycle_stage": "active",
-                             "artifact_uri": f"mlflow-artifacts:/{experiment_id}/{run_id}/artifacts",
-                             "experiment_id": int(experiment_id)})
+                runs.append(
+                    {
+                        "run_uuid": run_id,
+                        "name": f"{model} seed {seed}",
+                        "source_type": "UNKNOWN",
+                        "source_name": "",
+                        "entry_point_name": "",
+                        "user_id": "bench",
+                        "status": "FINISHED",
+                        "start_time": now - 1000 + i,
+                        "end_time": now + i,
+                        "deleted_time": None,
+                        "source_version": "",
+                        "lifecycle_stage": "active",
+                        "artifact_uri": f"mlflow-artifacts:/{experiment_id}/{run_id}/artifacts",
+                        "experiment_id": int(experiment_id),
+                    }
+                )
                 tags += [{"key": k, "value": v, "run_uuid": run_id} for k, v in _tags(model, seed).items()]
-                metrics += [{"key": "ndcg_at_100", "value": float(rng.random()), "timestamp": now, "step": 0,
-                             "is_nan": False, "run_uuid": run_id}]
+                metrics += [
+                    {
+                        "key": "ndcg_at_100",
+                        "value": float(rng.random()),
+                        "timestamp": now,
+                        "step": 0,
+                        "is_nan": False,
+                        "run_uuid": run_id,
+                    }
+                ]
                 params += [{"key": "latent_dim", "value": "64", "run_uuid": run_id}]
             with engine.begin() as connection:
                 connection.execute(sa.insert(SqlRun.__table__), runs)
@@ -155,16 +185,26 @@ def _time_compare(url: str, experiment_id: str, n_resamples: int, out) -> None:
     mlflow.artifacts.download_artifacts = counted
     stages: list[tuple[str, float]] = []
     start = time.perf_counter()
-    outcome = compare_runs(experiment=experiment_id, settings=ComparisonSettings(reference="M0", primary="ndcg@100", n_resamples=n_resamples),
-                           on_stage=lambda name: stages.append((name, time.perf_counter())))
+    outcome = compare_runs(
+        experiment=experiment_id,
+        settings=ComparisonSettings(reference="M0", primary="ndcg@100", n_resamples=n_resamples),
+        on_stage=lambda name: stages.append((name, time.perf_counter())),
+    )
     total = time.perf_counter() - start
     marks = [*stages, ("end", start + total)]
     import inspect
 
-    out.put({"total": total, "stages": {name: marks[i + 1][1] - t for i, (name, t) in enumerate(marks[:-1])},
-             "runs": sum(len(s) for s in outcome.source_runs.values()), "peak_mib": _peak_mib(),
-             "most_downloads_in_flight": most, "pool": inspect.signature(load_many).parameters["threads"].default,
-             "hypotheses": len(outcome.report.comparisons)})
+    out.put(
+        {
+            "total": total,
+            "stages": {name: marks[i + 1][1] - t for i, (name, t) in enumerate(marks[:-1])},
+            "runs": sum(len(s) for s in outcome.source_runs.values()),
+            "peak_mib": _peak_mib(),
+            "most_downloads_in_flight": most,
+            "pool": inspect.signature(load_many).parameters["threads"].default,
+            "hypotheses": len(outcome.report.comparisons),
+        }
+    )
 
 
 def _time_paging(url: str, experiment_id: str, out) -> None:
@@ -180,8 +220,17 @@ def _time_paging(url: str, experiment_id: str, out) -> None:
     start = time.perf_counter()
     some = select_runs(experiment=experiment_id, filter_string="tags.`recsys.model` = 'M1'")
     some_s = time.perf_counter() - start
-    out.put({"all": len(everything), "all_s": all_s, "some": len(some), "some_s": some_s,
-             "page": SEARCH_PAGE_SIZE, "distinct": len({r.info.run_id for r in everything}), "peak_mib": _peak_mib()})
+    out.put(
+        {
+            "all": len(everything),
+            "all_s": all_s,
+            "some": len(some),
+            "some_s": some_s,
+            "page": SEARCH_PAGE_SIZE,
+            "distinct": len({r.info.run_id for r in everything}),
+            "peak_mib": _peak_mib(),
+        }
+    )
 
 
 def _in_child(target, *args):
@@ -198,7 +247,9 @@ def _in_child(target, *args):
                 return out.get(timeout=1)
             except queue.Empty:
                 if not proc.is_alive():
-                    raise RuntimeError(f"{target.__name__} exited {proc.exitcode} without a result (see above)") from None
+                    raise RuntimeError(
+                        f"{target.__name__} exited {proc.exitcode} without a result (see above)"
+                    ) from None
     finally:
         proc.join()
 
@@ -212,8 +263,9 @@ def main() -> None:
     parser.add_argument("--n-resamples", type=int, default=9999)
     args = parser.parse_args()
     # The fresh processes inherit these: no run URL printed per run, no progress bars.
-    os.environ.update(MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT="true", MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
-                      TQDM_DISABLE="1")
+    os.environ.update(
+        MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT="true", MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false", TQDM_DISABLE="1"
+    )
     from mlflow_recsys.tracking.local_server import local_tracking_server
 
     print(f"{os.cpu_count()} CPUs; PostgreSQL from Debian, started in a temporary folder")
@@ -222,32 +274,44 @@ def main() -> None:
         store = cluster.create_database("mlflow")
         started = time.perf_counter()
         with local_tracking_server(store, root / "artifacts") as url:
-            print(f"mlflow server on {store.split('@')[0]}@127.0.0.1:{cluster.port} up in "
-                  f"{time.perf_counter() - started:.1f} s at {url}")
+            print(
+                f"mlflow server on {store.split('@')[0]}@127.0.0.1:{cluster.port} up in "
+                f"{time.perf_counter() - started:.1f} s at {url}"
+            )
             n = args.models * args.seeds
             started = time.perf_counter()
             experiment_id = log_study(url, args.models, args.seeds, args.users, root / "logged")
             size = (root / "logged" / "run0" / "per_user.parquet").stat().st_size
-            print(f"logged {n} runs ({args.models} models x {args.seeds} seeds, {args.users} users x {len(KEYS)} "
-                  f"metrics, per_user.parquet {size / 1024:.0f} KiB) in {time.perf_counter() - started:.1f} s")
+            print(
+                f"logged {n} runs ({args.models} models x {args.seeds} seeds, {args.users} users x {len(KEYS)} "
+                f"metrics, per_user.parquet {size / 1024:.0f} KiB) in {time.perf_counter() - started:.1f} s"
+            )
             c = _in_child(_time_compare, url, experiment_id, args.n_resamples)
             assert c["runs"] == n, c
-            print(f"select + compare {c['runs']} runs by experiment (B = {args.n_resamples:,}, {c['hypotheses']} "
-                  f"hypotheses, seed spread and seed-averaged report, logged back): {c['total']:.1f} s")
+            print(
+                f"select + compare {c['runs']} runs by experiment (B = {args.n_resamples:,}, {c['hypotheses']} "
+                f"hypotheses, seed spread and seed-averaged report, logged back): {c['total']:.1f} s"
+            )
             for name, seconds in c["stages"].items():
                 print(f"  {name:<18} {seconds:6.1f} s")
             print(f"  peak memory of the comparing process: {c['peak_mib']:.0f} MiB")
-            print(f"  artifact downloads: a pool of {c['pool']} threads; at most {c['most_downloads_in_flight']} "
-                  "in flight at once")
+            print(
+                f"  artifact downloads: a pool of {c['pool']} threads; at most {c['most_downloads_in_flight']} "
+                "in flight at once"
+            )
 
             started = time.perf_counter()
             paging_id = insert_runs(store, url, args.paging_runs, args.models)
-            print(f"\ninserted {args.paging_runs:,} training runs into MLflow's tables in "
-                  f"{time.perf_counter() - started:.1f} s")
+            print(
+                f"\ninserted {args.paging_runs:,} training runs into MLflow's tables in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
             p = _in_child(_time_paging, url, paging_id)
             assert p["all"] == p["distinct"] == args.paging_runs, p
             pages = -(-p["all"] // p["page"])
-            print(f"select_runs over {p['all']:,} runs ({pages} search_runs pages of {p['page']:,}): {p['all_s']:.1f} s")
+            print(
+                f"select_runs over {p['all']:,} runs ({pages} search_runs pages of {p['page']:,}): {p['all_s']:.1f} s"
+            )
             print(f"select_runs with a filter, {p['some']:,} of them: {p['some_s']:.1f} s")
             print(f"  peak memory of the selecting process: {p['peak_mib']:.0f} MiB")
 

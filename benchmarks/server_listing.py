@@ -27,8 +27,17 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.server import listing
 from mlflow_recsys.tracking.local_server import free_port, loopback_process
 
-KEYS = ["ndcg_at_100", "calibrated_recall_at_20", "recall_at_20", "mrr_at_20", "map_at_20", "precision_at_20",
-        "hit_rate_at_20", "recall_at_50", "ndcg_at_20"]
+KEYS = [
+    "ndcg_at_100",
+    "calibrated_recall_at_20",
+    "recall_at_20",
+    "mrr_at_20",
+    "map_at_20",
+    "precision_at_20",
+    "hit_rate_at_20",
+    "recall_at_50",
+    "ndcg_at_20",
+]
 
 
 def log_runs(uri: str, n_runs: int) -> str:
@@ -38,14 +47,32 @@ def log_runs(uri: str, n_runs: int) -> str:
     for i in range(n_runs):
         model, seed = f"Model{i % 10}", str(i // 10)
         run = client.create_run(experiment_id, run_name=f"{model} seed {seed}")
-        tags = {"recsys.role": "train", "recsys.model": model, "recsys.seed": seed, "recsys.split_digest": "d" * 64,
-                "recsys.targets_fingerprint": "f" * 64, "recsys.dataset": "movielens-100k",
-                "recsys.config": json.dumps({"latent_dim": 24, "epochs": 20}), "recsys.package_version": "0.1.0"}
-        params = {"model": model, "seed": seed, "checkpoint": "runs:/abc/checkpoint.zip", "latent_dim": "24",
-                  "batch_size": "64", "epochs": "20", "lr": "0.01", "metrics": ",".join(KEYS)}
-        client.log_batch(run.info.run_id, metrics=[Metric(k, 0.3 + 0.001 * (i % 97), now, 0) for k in KEYS]
-                         + [Metric("fit_seconds", 1.0, now, 0)],
-                         params=[Param(k, v) for k, v in params.items()], tags=[RunTag(k, v) for k, v in tags.items()])
+        tags = {
+            "recsys.role": "train",
+            "recsys.model": model,
+            "recsys.seed": seed,
+            "recsys.split_digest": "d" * 64,
+            "recsys.targets_fingerprint": "f" * 64,
+            "recsys.dataset": "movielens-100k",
+            "recsys.config": json.dumps({"latent_dim": 24, "epochs": 20}),
+            "recsys.package_version": "0.1.0",
+        }
+        params = {
+            "model": model,
+            "seed": seed,
+            "checkpoint": "runs:/abc/checkpoint.zip",
+            "latent_dim": "24",
+            "batch_size": "64",
+            "epochs": "20",
+            "lr": "0.01",
+            "metrics": ",".join(KEYS),
+        }
+        client.log_batch(
+            run.info.run_id,
+            metrics=[Metric(k, 0.3 + 0.001 * (i % 97), now, 0) for k in KEYS] + [Metric("fit_seconds", 1.0, now, 0)],
+            params=[Param(k, v) for k, v in params.items()],
+            tags=[RunTag(k, v) for k, v in tags.items()],
+        )
         client.set_terminated(run.info.run_id, "FINISHED")
     return experiment_id
 
@@ -68,14 +95,29 @@ def main() -> None:
         runs, _ = listing.training_runs(client, [experiment_id])
         read = time.perf_counter() - started
         grouped = listing.group_runs(runs)
-        print(f"read {len(runs)} runs through search_runs pages of {listing.PAGE_SIZE} in {read:.2f} s, grouped in "
-              f"{time.perf_counter() - started - read:.2f} s ({len(grouped.splits)} split, "
-              f"{sum(len(s.models) for s in grouped.splits)} models)")
+        print(
+            f"read {len(runs)} runs through search_runs pages of {listing.PAGE_SIZE} in {read:.2f} s, grouped in "
+            f"{time.perf_counter() - started - read:.2f} s ({len(grouped.splits)} split, "
+            f"{sum(len(s.models) for s in grouped.splits)} models)"
+        )
 
         port = free_port()
-        argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-                "--backend-store-uri", uri, "--artifacts-destination", str(root / "artifacts"),
-                "--app-name", "recsys"]
+        argv = [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--backend-store-uri",
+            uri,
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--app-name",
+            "recsys",
+        ]
         url = f"http://127.0.0.1:{port}"
         env = {"PATH": str(Path(sys.executable).parent), "MLFLOW_RECSYS_JOBS_DIR": str(root / "jobs")}
         with loopback_process(argv, f"{url}/health", root / "server.log", env, 180):
@@ -88,9 +130,11 @@ def main() -> None:
                     body = response.read().decode()
                 times.append(time.perf_counter() - started)
             listed = body.count('name="run"')
-        print(f"GET /recsys/experiments/{experiment_id} over HTTP, {listed} runs listed, {len(body) / 1e6:.1f} MB: "
-              f"first (after {args.settle:g} s of start-up) {times[0]:.2f} s, best of {args.repeat} more "
-              f"{min(times[1:]):.2f} s (target <= 2 s)")
+        print(
+            f"GET /recsys/experiments/{experiment_id} over HTTP, {listed} runs listed, {len(body) / 1e6:.1f} MB: "
+            f"first (after {args.settle:g} s of start-up) {times[0]:.2f} s, best of {args.repeat} more "
+            f"{min(times[1:]):.2f} s (target <= 2 s)"
+        )
 
 
 if __name__ == "__main__":

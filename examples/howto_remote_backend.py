@@ -30,15 +30,19 @@ JOB_TEMPLATE = {
     "spec": {
         "ttlSecondsAfterFinished": 3600,
         "backoffLimit": 0,
-        "template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{
-                "name": "{replaced with MLflow Project name}",
-                "image": "{replaced with URI of Docker image created during Project execution}",
-                "command": ["{replaced with MLflow Project entry point command}"],
-                "resources": {"limits": {"nvidia.com/gpu": 1, "memory": "32Gi"}},
-            }],
-        }},
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [
+                    {
+                        "name": "{replaced with MLflow Project name}",
+                        "image": "{replaced with URI of Docker image created during Project execution}",
+                        "command": ["{replaced with MLflow Project entry point command}"],
+                        "resources": {"limits": {"nvidia.com/gpu": 1, "memory": "32Gi"}},
+                    }
+                ],
+            }
+        },
     },
 }
 
@@ -48,8 +52,16 @@ def write_kubernetes_config(folder: Path) -> Path:
     template = folder / "kubernetes_job_template.yaml"
     template.write_text(yaml.safe_dump(JOB_TEMPLATE, sort_keys=False))
     config = folder / "kubernetes_config.json"
-    config.write_text(json.dumps({"kube-context": "gpu-cluster", "repository-uri": "registry.example.com/mlflow-recsys",
-                                  "kube-job-template-path": str(template)}, indent=2))
+    config.write_text(
+        json.dumps(
+            {
+                "kube-context": "gpu-cluster",
+                "repository-uri": "registry.example.com/mlflow-recsys",
+                "kube-job-template-path": str(template),
+            },
+            indent=2,
+        )
+    )
     return config
 
 
@@ -64,24 +76,45 @@ def check_kubernetes_config(config_path: Path) -> None:
         raise ValueError("job template: expected a Kubernetes Job with metadata.namespace")
     if not job["spec"]["template"]["spec"]["containers"]:
         raise ValueError("job template: expected one container, which MLflow fills in")
-    print(f"{config_path.name}: registry {config['repository-uri']}, template {Path(config['kube-job-template-path']).name}, "
-          f"namespace {job['metadata']['namespace']}")
+    print(
+        f"{config_path.name}: registry {config['repository-uri']}, template {Path(config['kube-job-template-path']).name}, "
+        f"namespace {job['metadata']['namespace']}"
+    )
 
 
 def rehearse(experiment: str) -> None:
     """The steps a cluster would run, through the same entry points, on this machine."""
-    split = mlflow.projects.run(str(PROJECT), entry_point="split", parameters={"seed": 42}, env_manager="local",
-                                experiment_name=experiment, backend="local", synchronous=True)
+    split = mlflow.projects.run(
+        str(PROJECT),
+        entry_point="split",
+        parameters={"seed": 42},
+        env_manager="local",
+        experiment_name=experiment,
+        backend="local",
+        synchronous=True,
+    )
     train = mlflow.projects.run(
-        str(PROJECT), entry_point="train", env_manager="local", experiment_name=experiment, backend="local",
-        parameters={"checkpoint": f"runs:/{split.run_id}/checkpoint.zip", "model": "ELSA", "seed": 0,
-                    "latent_dim": 16, "epochs": 3, "device": "cpu"},
+        str(PROJECT),
+        entry_point="train",
+        env_manager="local",
+        experiment_name=experiment,
+        backend="local",
+        parameters={
+            "checkpoint": f"runs:/{split.run_id}/checkpoint.zip",
+            "model": "ELSA",
+            "seed": 0,
+            "latent_dim": 16,
+            "epochs": 3,
+            "device": "cpu",
+        },
         synchronous=True,
     )
     run = mlflow.get_run(train.run_id)
-    print(f"local rehearsal of `train`: run {train.run_id} {run.info.status}, "
-          f"model={run.data.tags['recsys.model']} seed={run.data.tags['recsys.seed']}, "
-          f"ndcg@100={run.data.metrics['ndcg_at_100']:.4f}")
+    print(
+        f"local rehearsal of `train`: run {train.run_id} {run.info.status}, "
+        f"model={run.data.tags['recsys.model']} seed={run.data.tags['recsys.seed']}, "
+        f"ndcg@100={run.data.metrics['ndcg_at_100']:.4f}"
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from mlflow.tracking import MlflowClient
 
 import mlflow_recsys as mr
 from mlflow_recsys.evaluation import evaluate_rankings
-from mlflow_recsys.tracking import compare_runs, mlflow_metric_name, run_split, run_train, write_evaluation_artifacts
 from mlflow_recsys.stats import ComparisonSettings
+from mlflow_recsys.tracking import compare_runs, mlflow_metric_name, run_split, run_train, write_evaluation_artifacts
 
 METRICS = ["ndcg@100", "recall@20"]
 
@@ -55,21 +55,34 @@ def main(workdir: Path) -> None:
     scores = np.asarray(source @ similarity)
     scores[source.nonzero()] = -np.inf
     rankings = np.argsort(-scores, axis=1, kind="stable")[:, :100]
-    result = evaluate_rankings(rankings, targets=split["test_target_matrix"], metrics=METRICS,
-                               sample_ids=split["test_eval_user_ids"], source=source)
+    result = evaluate_rankings(
+        rankings,
+        targets=split["test_target_matrix"],
+        metrics=METRICS,
+        sample_ids=split["test_eval_user_ids"],
+        source=source,
+    )
 
     with mlflow.start_run(run_name="CoOccurrence") as own:
-        mlflow.set_tags({
-            "recsys.role": "train", "recsys.model": "CoOccurrence", "recsys.seed": "none",
-            "recsys.split_digest": split["split_digest"], "recsys.targets_fingerprint": result.targets_fingerprint,
-            "recsys.config": json.dumps({"similarity": "co-occurrence"}),
-        })
+        mlflow.set_tags(
+            {
+                "recsys.role": "train",
+                "recsys.model": "CoOccurrence",
+                "recsys.seed": "none",
+                "recsys.split_digest": split["split_digest"],
+                "recsys.targets_fingerprint": result.targets_fingerprint,
+                "recsys.config": json.dumps({"similarity": "co-occurrence"}),
+            }
+        )
         mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
         with tempfile.TemporaryDirectory() as tmp:
             write_evaluation_artifacts(result, tmp, split_digest=split["split_digest"])
             mlflow.log_artifacts(tmp)
 
-    outcome = compare_runs(run_ids=[ease_run, own.info.run_id], settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=999))
+    outcome = compare_runs(
+        run_ids=[ease_run, own.info.run_id],
+        settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=999),
+    )
     print("\nHand-logged run compared with the EASE training run")
     print(outcome.report.results_text("ndcg@100", "CoOccurrence"))
 

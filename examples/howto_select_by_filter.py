@@ -14,8 +14,8 @@ import tempfile
 
 import mlflow
 
-from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train, select_runs
 from mlflow_recsys.stats import ComparisonSettings
+from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train, select_runs
 
 EXPERIMENT = "selection"
 
@@ -32,8 +32,9 @@ def main() -> None:
     for split_seed in (42, 7):
         split_run = run_split(dataset="movielens-100k", seed=split_seed)
         digests[split_seed] = mlflow.get_run(split_run).data.tags["recsys.split_digest"]
-        common = dict(checkpoint=f"runs:/{split_run}/checkpoint.zip", metrics=["ndcg@100", "recall@20"],
-                      log_model=False)
+        common = dict(
+            checkpoint=f"runs:/{split_run}/checkpoint.zip", metrics=["ndcg@100", "recall@20"], log_model=False
+        )
         run_train(model="EASE", **common)
         run_train(seed=0, **elsa, **common)
         if split_seed == 42:
@@ -42,9 +43,13 @@ def main() -> None:
 
     first = digests[42]
     print("Filters")
-    for filter_string in [f"tags.`recsys.split_digest` = '{first}'", "tags.`recsys.model` = 'ELSA'",
-                          "tags.`recsys.model` != 'Popularity'", "params.epochs = '5'",
-                          "metrics.ndcg_at_100 > 0.3"]:
+    for filter_string in [
+        f"tags.`recsys.split_digest` = '{first}'",
+        "tags.`recsys.model` = 'ELSA'",
+        "tags.`recsys.model` != 'Popularity'",
+        "params.epochs = '5'",
+        "metrics.ndcg_at_100 > 0.3",
+    ]:
         print(f"  {filter_string.replace(first, '<digest>'):<46} {names(filter_string)}")
 
     try:

@@ -23,10 +23,10 @@ import pandas as pd
 
 import mlflow_recsys as mr
 from mlflow_recsys.models import ELSAConfig, ELSATrainer, UnknownItemsWarning
+from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import local_model_server
 from mlflow_recsys.tracking.model_logging import log_recommender
-from mlflow_recsys.stats import ComparisonSettings
 
 METRICS = ["ndcg@100", "recall@20"]
 
@@ -35,7 +35,8 @@ def serve_and_ask(model_dir: str, records: list[dict], log_path: Path) -> list[d
     """Start `mlflow models serve` on a free loopback port, post ``records``, stop the server."""
     with local_model_server(model_dir, log_path) as url:
         request = urllib.request.Request(
-            f"{url}/invocations", data=json.dumps({"dataframe_records": records}).encode(),
+            f"{url}/invocations",
+            data=json.dumps({"dataframe_records": records}).encode(),
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=60) as response:
@@ -53,12 +54,21 @@ def main(workdir: Path) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnknownItemsWarning)
         answer = model.predict(request)
-    print("In Python:", answer.loc[0, "items"], "unknown:", answer.loc[0, "unknown_items"],
-          "warnings:", [w.category.__name__ for w in caught])
+    print(
+        "In Python:",
+        answer.loc[0, "items"],
+        "unknown:",
+        answer.loc[0, "unknown_items"],
+        "warnings:",
+        [w.category.__name__ for w in caught],
+    )
 
     folder = mlflow.artifacts.download_artifacts(f"runs:/{ease_run}/model", dst_path=str(workdir / "ease"))
-    for row in serve_and_ask(folder, [{"user": 3, "items": [50, 181, 258, 999999], "k": 5},
-                                      {"user": 7, "items": [1, 2, 3], "k": 3}], workdir / "serve.log"):
+    for row in serve_and_ask(
+        folder,
+        [{"user": 3, "items": [50, 181, 258, 999999], "k": 5}, {"user": 7, "items": [1, 2, 3], "k": 3}],
+        workdir / "serve.log",
+    ):
         print("Over HTTP:", row["user"], row["items"], "unknown:", row["unknown_items"])
 
     local = mlflow.artifacts.download_artifacts(checkpoint, dst_path=str(workdir / "checkpoint"))
@@ -73,16 +83,32 @@ def main(workdir: Path) -> None:
     def ids_per_row(matrix):
         return [item_ids[cols].tolist() for cols in np.split(matrix.indices, matrix.indptr[1:-1])]
 
-    frame = pd.DataFrame({"sample_id": split["test_eval_user_ids"], "items": ids_per_row(split["test_source_matrix"]),
-                          "targets": ids_per_row(split["test_target_matrix"])})
+    frame = pd.DataFrame(
+        {
+            "sample_id": split["test_eval_user_ids"],
+            "items": ids_per_row(split["test_source_matrix"]),
+            "targets": ids_per_row(split["test_target_matrix"]),
+        }
+    )
     with mlflow.start_run(run_name="ELSA evaluated") as evaluated:
         result = mlflow.models.evaluate(
-            elsa_model.model_uri, data=frame, targets="targets", model_type="recommender", evaluators="recsys",
-            evaluator_config={"metrics": METRICS, "model_name": "ELSA", "seed": 0, "item_ids": item_ids,
-                              "split_digest": split["split_digest"]},
+            elsa_model.model_uri,
+            data=frame,
+            targets="targets",
+            model_type="recommender",
+            evaluators="recsys",
+            evaluator_config={
+                "metrics": METRICS,
+                "model_name": "ELSA",
+                "seed": 0,
+                "item_ids": item_ids,
+                "split_digest": split["split_digest"],
+            },
         )
     print("Evaluator:", {name: round(value, 6) for name, value in result.metrics.items()})
-    outcome = compare_runs(run_ids=[ease_run, evaluated.info.run_id], settings=ComparisonSettings(reference="EASE", n_resamples=999))
+    outcome = compare_runs(
+        run_ids=[ease_run, evaluated.info.run_id], settings=ComparisonSettings(reference="EASE", n_resamples=999)
+    )
     print(outcome.report.results_text("ndcg@100", "ELSA"))
 
 

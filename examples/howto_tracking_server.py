@@ -16,9 +16,9 @@ from pathlib import Path
 
 import mlflow
 
+from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.stats import ComparisonSettings
 
 
 def main(url: str) -> None:
@@ -28,16 +28,22 @@ def main(url: str) -> None:
 
     split_run = run_split(dataset="movielens-100k", seed=42)
     checkpoint = f"runs:/{split_run}/checkpoint.zip"
-    runs = [run_train(checkpoint=checkpoint, model=model, metrics=["ndcg@100", "recall@20"], log_model=False)
-            for model in ("EASE", "Popularity")]
+    runs = [
+        run_train(checkpoint=checkpoint, model=model, metrics=["ndcg@100", "recall@20"], log_model=False)
+        for model in ("EASE", "Popularity")
+    ]
     # The server proxies every artifact: nothing here depends on a local artifact path.
     print("artifact URI scheme:", mlflow.get_run(split_run).info.artifact_uri.split("/")[0])
 
-    outcome = compare_runs(run_ids=runs, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=999))
+    outcome = compare_runs(
+        run_ids=runs, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=999)
+    )
     comparison = mlflow.get_run(outcome.run_id)
     names = sorted(a.path for a in mlflow.artifacts.list_artifacts(run_id=outcome.run_id))
-    print(f"comparison run {outcome.run_id}: {comparison.info.status}, {len(names)} artifacts on the server: "
-          + ", ".join(names))
+    print(
+        f"comparison run {outcome.run_id}: {comparison.info.status}, {len(names)} artifacts on the server: "
+        + ", ".join(names)
+    )
     print(outcome.report.results_text("ndcg@100", "Popularity"))
 
 

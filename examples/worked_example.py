@@ -26,8 +26,11 @@ ELSA_SETTINGS = dict(latent_dim=24, batch_size=64, epochs=20, lr=0.01, device="c
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = mr.build_recsys_checkpoint(
-            dataset="movielens-100k", checkpoint_path=Path(tmp) / "comparison.zip",
-            split_mode="user_split", eval_draws=1, seed=42,
+            dataset="movielens-100k",
+            checkpoint_path=Path(tmp) / "comparison.zip",
+            split_mode="user_split",
+            eval_draws=1,
+            seed=42,
         )
         with mr.read_checkpoint(checkpoint) as root:
             split = mr.load_recsys_split(root)
@@ -49,9 +52,24 @@ def main() -> None:
 
     report = compare_models(results, metrics=REPORTED, reference="EASE", n_resamples=9999, random_state=0)
     print("\nPaired comparison")
-    print(report.to_frame()[["metric", "n_samples", "n_nonzero", "tie_rate", "baseline_mean", "candidate_mean",
-                             "difference", "relative_difference", "ci_low", "ci_high", "adjusted_p_value",
-                             "direction"]].to_string(index=False))
+    print(
+        report.to_frame()[
+            [
+                "metric",
+                "n_samples",
+                "n_nonzero",
+                "tie_rate",
+                "baseline_mean",
+                "candidate_mean",
+                "difference",
+                "relative_difference",
+                "ci_low",
+                "ci_high",
+                "adjusted_p_value",
+                "direction",
+            ]
+        ].to_string(index=False)
+    )
     print("\n" + report.results_text("ndcg@100", "ELSA"))
 
     print("\nRandomization test against paired t-test")
@@ -64,12 +82,14 @@ def main() -> None:
     for seed in range(1, 5):
         by_seed[seed] = evaluate(ELSATrainer(ELSAConfig(seed=seed, **ELSA_SETTINGS)).fit(x_train))
     spread = seed_spread(results["EASE"], by_seed, metrics=REPORTED, baseline_name="EASE", candidate_name="ELSA")
-    print(spread.to_frame()[["metric", "mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by",
-                             "sign_reversals"]].to_string(index=False))
+    print(
+        spread.to_frame()[
+            ["metric", "mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"]
+        ].to_string(index=False)
+    )
     print(spread.results_text("ndcg@100"))
 
-    single = compare_pair(results["EASE"], by_seed[0], metric="ndcg@100", baseline_name="EASE",
-                          candidate_name="ELSA")
+    single = compare_pair(results["EASE"], by_seed[0], metric="ndcg@100", baseline_name="EASE", candidate_name="ELSA")
     assert np.isclose(single.difference, report.get("ndcg@100", "ELSA").difference)
     print("\nMethods\n" + report.methods_text())
 

@@ -77,31 +77,45 @@ def clean(store: str, experiment: str, artifacts: Path) -> str:
     from mlflow import MlflowClient
     from mlflow.entities import LifecycleStage, ViewType
 
-    db = Path(store[len(SQLITE):])
+    db = Path(store[len(SQLITE) :])
     if not db.exists():
         return f"no {db.name}: no runs to remove"
 
     client = MlflowClient(tracking_uri=store)
     backend = client._tracking_client.store  # the SqlAlchemyStore `mlflow gc` would open for this URI
-    experiment_ids = [e.experiment_id for e in _all(lambda t: client.search_experiments(
-        view_type=ViewType.ALL, max_results=PAGE, page_token=t))]
-    runs = _all(lambda t: client.search_runs(experiment_ids, run_view_type=ViewType.ALL, max_results=PAGE,
-                                             page_token=t)) if experiment_ids else []
+    experiment_ids = [
+        e.experiment_id
+        for e in _all(lambda t: client.search_experiments(view_type=ViewType.ALL, max_results=PAGE, page_token=t))
+    ]
+    runs = (
+        _all(lambda t: client.search_runs(experiment_ids, run_view_type=ViewType.ALL, max_results=PAGE, page_token=t))
+        if experiment_ids
+        else []
+    )
     demo = client.get_experiment_by_name(experiment)
-    mains = {r.info.run_id for r in runs if demo is not None and r.info.experiment_id == demo.experiment_id
-             and r.data.tags.get("recsys.role") == "main"}
+    mains = {
+        r.info.run_id
+        for r in runs
+        if demo is not None and r.info.experiment_id == demo.experiment_id and r.data.tags.get("recsys.role") == "main"
+    }
     demo_runs = [r for r in runs if r.info.run_id in mains or r.data.tags.get("mlflow.parentRunId") in mains]
 
     # A demo run is kept when its artifacts, or a model it logged, lie outside the artifacts folder, or when
     # a registered model version (the user's act) refers to it or to a model it logged.
-    models = _all(lambda t: client.search_logged_models(experiment_ids, max_results=PAGE, page_token=t)) \
-        if experiment_ids else []
+    models = (
+        _all(lambda t: client.search_logged_models(experiment_ids, max_results=PAGE, page_token=t))
+        if experiment_ids
+        else []
+    )
     versions = _all(lambda t: client.search_model_versions(max_results=PAGE, page_token=t))
     registered = {v.run_id for v in versions} | {getattr(v, "model_id", None) for v in versions}
     registered |= {m.source_run_id for m in models if m.model_id in registered}
     outside = {m.source_run_id for m in models if not _inside(m.artifact_location, artifacts)}
-    removable = {r.info.run_id for r in demo_runs if _inside(r.info.artifact_uri, artifacts)
-                 and r.info.run_id not in registered and r.info.run_id not in outside}
+    removable = {
+        r.info.run_id
+        for r in demo_runs
+        if _inside(r.info.artifact_uri, artifacts) and r.info.run_id not in registered and r.info.run_id not in outside
+    }
     demo_models = [m for m in models if m.source_run_id in removable]
 
     for model in demo_models:  # before the runs: a logged model refers to its source run
@@ -119,22 +133,41 @@ def clean(store: str, experiment: str, artifacts: Path) -> str:
     kept_demo = len(demo_runs) - len(removable)
     others = len(runs) - len(demo_runs)
     models_left = len(models) - len(demo_models)
-    traces = client.search_traces(locations=experiment_ids, max_results=1, include_spans=False) \
-        if experiment_ids else []
-    line = (f"removed {len(removable)} demo run(s) and {len(demo_models)} logged model(s) from {store}, "
-            f"with their artifacts")
+    traces = (
+        client.search_traces(locations=experiment_ids, max_results=1, include_spans=False) if experiment_ids else []
+    )
+    line = (
+        f"removed {len(removable)} demo run(s) and {len(demo_models)} logged model(s) from {store}, "
+        f"with their artifacts"
+    )
     if kept_demo == 0 and others == 0 and models_left == 0 and not versions and not traces:
         backend.engine.dispose()
-        for path in (db, db.with_name(db.name + "-journal"), db.with_name(db.name + "-wal"),
-                     db.with_name(db.name + "-shm")):
+        for path in (
+            db,
+            db.with_name(db.name + "-journal"),
+            db.with_name(db.name + "-wal"),
+            db.with_name(db.name + "-shm"),
+        ):
             path.unlink(missing_ok=True)
         left = _prune(artifacts)
-        return line + f"; nothing else was in it, so removed {db.name}" + (
-            f" and {artifacts.name}/" if not left else
-            f"; kept {left} file(s) in {artifacts.name}/ that no run of it owned (another store's?)")
-    kept = [f"{others} other run(s)"] + [f"{n} {what}" for n, what in (
-        (kept_demo, f"demo run(s) with artifacts outside {artifacts.name}/ or a registered model"),
-        (models_left, "other logged model(s)"), (len(versions), "registered model version(s)")) if n]
+        return (
+            line
+            + f"; nothing else was in it, so removed {db.name}"
+            + (
+                f" and {artifacts.name}/"
+                if not left
+                else f"; kept {left} file(s) in {artifacts.name}/ that no run of it owned (another store's?)"
+            )
+        )
+    kept = [f"{others} other run(s)"] + [
+        f"{n} {what}"
+        for n, what in (
+            (kept_demo, f"demo run(s) with artifacts outside {artifacts.name}/ or a registered model"),
+            (models_left, "other logged model(s)"),
+            (len(versions), "registered model version(s)"),
+        )
+        if n
+    ]
     kept += ["its traces"] if traces else []
     return line + "; kept " + ", ".join(kept)
 
@@ -142,8 +175,13 @@ def clean(store: str, experiment: str, artifacts: Path) -> str:
 @click.command(help=__doc__.split("\n\n")[0])
 @click.option("--store", required=True, help="The demo's tracking store, a local SQLite URI (sqlite:///mlruns.db).")
 @click.option("--experiment", required=True, help="The demo's experiment (mlflow-recsys-demo).")
-@click.option("--artifacts", default="mlartifacts", show_default=True, type=click.Path(file_okay=False),
-              help="The folder that holds the store's artifacts; only files inside it are deleted.")
+@click.option(
+    "--artifacts",
+    default="mlartifacts",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="The folder that holds the store's artifacts; only files inside it are deleted.",
+)
 def main(store: str, experiment: str, artifacts: str) -> None:
     if not store.startswith(SQLITE):
         raise click.BadParameter(f"expected a local SQLite URI ({SQLITE}...), found {store!r}", param_hint="--store")

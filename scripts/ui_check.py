@@ -33,8 +33,15 @@ from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.local_server import local_tracking_server
 
 KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 ASSISTANT_CLOSE = 'button[data-component-id="mlflow.assistant.chat_panel.close"]'
 # Run inside the report's frame: where each key header ends, against the widths a reader sees without scrolling.
@@ -59,29 +66,36 @@ def measure(page, iframe, primary: str | None, args, layout: str) -> dict[str, b
     if m is None:
         return {f"[{layout}] the report has its key table (#report-table)": False}
     visible = min(iframe_client, m["client"])
-    print(f"[{layout}] window {args.width}x{args.height}: iframe at x={box['x']:.0f}, client width "
-          f"{iframe_client}px; report document client width {m['client']}px, scroll width {m['scroll']}px; "
-          f"last key column ends at {m['headers'][-1]['right'] if m['headers'] else float('nan'):.0f}px")
+    print(
+        f"[{layout}] window {args.width}x{args.height}: iframe at x={box['x']:.0f}, client width "
+        f"{iframe_client}px; report document client width {m['client']}px, scroll width {m['scroll']}px; "
+        f"last key column ends at {m['headers'][-1]['right'] if m['headers'] else float('nan'):.0f}px"
+    )
     by_text = {h["text"]: h["right"] for h in m["headers"]}
-    checks = {f"[{layout}] the key table has exactly the key columns, in order":
-              tuple(h["text"] for h in m["headers"]) == KEY_COLUMNS}
+    checks = {
+        f"[{layout}] the key table has exactly the key columns, in order": tuple(h["text"] for h in m["headers"])
+        == KEY_COLUMNS
+    }
     for name in KEY_COLUMNS:
         right = by_text.get(name)
         edge = "missing" if right is None else f"{right:.0f}px"
-        checks[f"[{layout}] key column {name!r} visible without horizontal scrolling ({edge} <= {visible}px)"] = \
+        checks[f"[{layout}] key column {name!r} visible without horizontal scrolling ({edge} <= {visible}px)"] = (
             right is not None and right <= visible
-    checks[f"[{layout}] the report itself needs no horizontal scrolling ({m['scroll']}px <= {m['client']}px)"] = \
+        )
+    checks[f"[{layout}] the report itself needs no horizontal scrolling ({m['scroll']}px <= {m['client']}px)"] = (
         m["scroll"] <= m["client"]
-    checks[f"[{layout}] the key table has the primary metric's row ({primary})"] = \
+    )
+    checks[f"[{layout}] the key table has the primary metric's row ({primary})"] = (
         primary is not None and primary in m["rows"]
+    )
     return checks
 
 
 def absolute_sqlite(uri: str) -> str:
     """``sqlite:///mlruns.db`` relative to the working directory, as an absolute URI (other stores unchanged)."""
     prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri[len(prefix):].startswith("/"):
-        return prefix + str(Path(uri[len(prefix):]).resolve())
+    if uri.startswith(prefix) and not uri[len(prefix) :].startswith("/"):
+        return prefix + str(Path(uri[len(prefix) :]).resolve())
     return uri
 
 
@@ -90,15 +104,18 @@ def find_comparison(store: str, experiment: str):
     from mlflow.tracking import MlflowClient
 
     hint = "run `make demo` first (it leaves a comparison run in ./mlruns.db), or pass --store/--experiment"
-    if store.startswith("sqlite:///") and not Path(store[len("sqlite:///"):]).is_file():
+    if store.startswith("sqlite:///") and not Path(store[len("sqlite:///") :]).is_file():
         sys.exit(f"ui-check: no store at {store}: {hint}")
     client = MlflowClient(tracking_uri=store)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         sys.exit(f"ui-check: no experiment {experiment!r} in {store}: {hint}")
     runs = client.search_runs(
-        [exp.experiment_id], filter_string=f"tags.`{tags.ROLE}` = '{tags.ROLE_COMPARISON}' and "
-        "attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"], max_results=1)
+        [exp.experiment_id],
+        filter_string=f"tags.`{tags.ROLE}` = '{tags.ROLE_COMPARISON}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     if not runs:
         sys.exit(f"ui-check: no finished comparison run in experiment {experiment!r} of {store}: {hint}")
     return exp, runs[0]
@@ -127,8 +144,11 @@ def main() -> None:
     print(f"comparison run {run_id} ({run.info.run_name}) in experiment {exp.name!r} ({exp.experiment_id})")
     checks: dict[str, bool] = {}
     shot = Path(args.screenshot).resolve()
-    with tempfile.TemporaryDirectory() as tmp, \
-            local_tracking_server(store, Path(tmp) / "served-artifacts") as url, sync_playwright() as p:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        local_tracking_server(store, Path(tmp) / "served-artifacts") as url,
+        sync_playwright() as p,
+    ):
         page_url = f"{url}/#/experiments/{exp.experiment_id}/runs/{run_id}/artifacts/report.html"
         browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
         try:

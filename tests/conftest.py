@@ -10,8 +10,8 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
-from mlflow.entities import Metric
 import pytest
+from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking.local_server import local_tracking_server
@@ -78,8 +78,9 @@ def copy_run():
             frame = pd.read_parquet(folder / "per_user.parquet")
             edit_frame(frame).to_parquet(folder / "per_user.parquet", index=False)
         run_tags = {k: v for k, v in source.data.tags.items() if k.startswith("recsys.")}
-        run = client.create_run(experiment_id or source.info.experiment_id,
-                                tags={**run_tags, "recsys.model": model, **(tags or {})})
+        run = client.create_run(
+            experiment_id or source.info.experiment_id, tags={**run_tags, "recsys.model": model, **(tags or {})}
+        )
         now = int(time.time() * 1000)
         client.log_batch(run.info.run_id, metrics=[Metric(k, v, now, 0) for k, v in source.data.metrics.items()])
         client.log_artifacts(run.info.run_id, str(folder))

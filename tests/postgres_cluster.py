@@ -14,10 +14,10 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from mlflow_recsys.tracking.local_server import free_port
 
@@ -33,8 +33,10 @@ def postgres_bin() -> Path | None:
     """The folder holding ``initdb`` and ``pg_ctl``: ``$PG_BIN``, the newest Debian version, or PATH; else None."""
     if os.environ.get("PG_BIN"):
         return Path(os.environ["PG_BIN"])
-    versions = sorted((p.parent for p in DEBIAN_BINARIES.glob("*/bin/initdb")),
-                      key=lambda p: [int(x) for x in p.parent.name.split(".") if x.isdigit()])
+    versions = sorted(
+        (p.parent for p in DEBIAN_BINARIES.glob("*/bin/initdb")),
+        key=lambda p: [int(x) for x in p.parent.name.split(".") if x.isdigit()],
+    )
     if versions:
         return versions[-1]
     found = shutil.which("initdb")
@@ -58,8 +60,13 @@ class PostgresCluster:
 
     def create_database(self, name: str) -> str:
         """Create an empty database ``name``; return its URI."""
-        subprocess.run([str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, name],
-                       check=True, capture_output=True, text=True, timeout=60)
+        subprocess.run(
+            [str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", SUPERUSER, name],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return self.url(name)
 
     def log(self) -> str:
@@ -87,8 +94,10 @@ def postgres_cluster(*, durable: bool = False, timeout: float = 60.0) -> Iterato
     """
     binaries = postgres_bin()
     if binaries is None or not (binaries / "pg_ctl").exists():
-        raise RuntimeError("PostgreSQL: expected initdb and pg_ctl under /usr/lib/postgresql/*/bin, found none; "
-                           "install them with `apt-get install -y postgresql`")
+        raise RuntimeError(
+            "PostgreSQL: expected initdb and pg_ctl under /usr/lib/postgresql/*/bin, found none; "
+            "install them with `apt-get install -y postgresql`"
+        )
     # Not pytest's tmp_path: that is private to root (0700), and the cluster runs as another user.
     root = Path(tempfile.mkdtemp(prefix="recsys-pg-"))
     if os.geteuid() == 0:
@@ -96,8 +105,10 @@ def postgres_cluster(*, durable: bool = False, timeout: float = 60.0) -> Iterato
             account = pwd.getpwnam(SERVICE_USER)
         except KeyError:
             shutil.rmtree(root)
-            raise RuntimeError(f"PostgreSQL refuses to run as root and there is no {SERVICE_USER!r} account to run "
-                               "it as; `apt-get install -y postgresql` creates one") from None
+            raise RuntimeError(
+                f"PostgreSQL refuses to run as root and there is no {SERVICE_USER!r} account to run "
+                "it as; `apt-get install -y postgresql` creates one"
+            ) from None
         os.chown(root, account.pw_uid, account.pw_gid)
     data, log = root / "data", root / "postgres.log"
     port = free_port()
@@ -112,19 +123,43 @@ def postgres_cluster(*, durable: bool = False, timeout: float = 60.0) -> Iterato
         yield cluster
     finally:
         if started or (data / "postmaster.pid").exists():
-            subprocess.run(_as_service_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
-                           capture_output=True, timeout=60)
+            subprocess.run(
+                _as_service_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"]),
+                capture_output=True,
+                timeout=60,
+            )
         shutil.rmtree(root, ignore_errors=True)
 
 
 def _start(cluster: PostgresCluster, data: Path, log: Path, options: list[str], timeout: float) -> None:
-    initdb = [str(cluster.bin / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8",
-              "--no-locale", "--no-sync"]
+    initdb = [
+        str(cluster.bin / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        SUPERUSER,
+        "--auth=trust",
+        "-E",
+        "UTF8",
+        "--no-locale",
+        "--no-sync",
+    ]
     proc = subprocess.run(_as_service_user(initdb), capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"PostgreSQL: initdb failed: {proc.stdout}{proc.stderr}")
-    start = [str(cluster.bin / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", str(int(timeout)),
-             "-o", " ".join(options), "start"]
+    start = [
+        str(cluster.bin / "pg_ctl"),
+        "-D",
+        str(data),
+        "-l",
+        str(log),
+        "-w",
+        "-t",
+        str(int(timeout)),
+        "-o",
+        " ".join(options),
+        "start",
+    ]
     proc = subprocess.run(_as_service_user(start), capture_output=True, text=True, timeout=timeout + 10)
     if proc.returncode != 0:
         raise RuntimeError(f"PostgreSQL did not start: {proc.stdout}{proc.stderr}\n{cluster.log()}")

@@ -34,8 +34,9 @@ def test_no_function_is_longer_than_sixty_lines_without_its_docstring():
 
 
 def test_the_count_leaves_out_the_docstring_only(tmp_path):
-    (tmp_path / "m.py").write_text('def f():\n    """One\n    two."""\n    a = 1\n    return a\n\n\n'
-                                   'def g():\n    pass\n')
+    (tmp_path / "m.py").write_text(
+        'def f():\n    """One\n    two."""\n    a = 1\n    return a\n\n\ndef g():\n    pass\n'
+    )
     assert sorted(n for n, _ in function_lengths(tmp_path)) == [2, 3]
 
 
@@ -43,16 +44,21 @@ def test_presentation_lives_in_report_and_the_statistics_do_not_import_it():
     stats = SRC / "stats"
     assert not {"reporting.py", "html_report.py", "report_export.py", "plots.py"} & {p.name for p in stats.glob("*.py")}
     assert {"escaping.py", "text.py", "latex.py", "html.py", "plots.py", "citations.py"} <= {
-        p.name for p in (SRC / "report").glob("*.py")}
+        p.name for p in (SRC / "report").glob("*.py")
+    }
     for path in stats.glob("*.py"):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only: methods call it lazily
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
-                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else ([a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            )
             assert not [n for n in names if n.startswith("mlflow_recsys.report")], f"{path.name} imports {names}"
 
 
 def test_importing_the_statistics_loads_no_report_code():
-    code = ("import sys, mlflow_recsys.stats\n"
-            "print(sorted(m for m in sys.modules if m.startswith('mlflow_recsys.report')))")
+    code = (
+        "import sys, mlflow_recsys.stats\nprint(sorted(m for m in sys.modules if m.startswith('mlflow_recsys.report')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -9,19 +9,18 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
-import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
+from conftest import sqlite_store
 from mlflow_recsys.cli import cli
+from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_markdown
+from mlflow_recsys.stats import ComparisonSettings, compare_models
 from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking.comparison import _note_versions, source_runs_tag
-from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import compare_models
 from mlflow_recsys.tracking.limits import (
     MAX_KEY_LENGTH,
     MAX_PARAM_LENGTH,
@@ -31,7 +30,6 @@ from mlflow_recsys.tracking.limits import (
     shorten,
 )
 from mlflow_recsys.tracking.naming import model_label
-from mlflow_recsys.stats import ComparisonSettings
 
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
 FAST = dict(n_resamples=199)
@@ -59,12 +57,21 @@ def experiment(store, tmp_path):
 
 def _copies(copy_run, store, tmp_path, experiment_id, names, source="pop", tags=None):
     """Copies of a run under other names, each with its per-user values scaled differently (so none is a tie)."""
+
     def scaled(factor):
         return lambda frame: frame.assign(**{m: frame[m] * factor for m in METRICS})
 
-    return [copy_run(store[source], tmp_path / f"copy{i}", model=name, experiment_id=experiment_id, tags=tags,
-                     edit_frame=scaled(1 - 0.05 * i))
-            for i, name in enumerate(names)]
+    return [
+        copy_run(
+            store[source],
+            tmp_path / f"copy{i}",
+            model=name,
+            experiment_id=experiment_id,
+            tags=tags,
+            edit_frame=scaled(1 - 0.05 * i),
+        )
+        for i, name in enumerate(names)
+    ]
 
 
 def _runs_in(experiment_id):
@@ -73,8 +80,9 @@ def _runs_in(experiment_id):
 
 def _comparison_runs():
     experiments = [e.experiment_id for e in MlflowClient().search_experiments(view_type=3)]
-    return MlflowClient().search_runs(experiments, filter_string="tags.`recsys.role` = 'comparison'",
-                                      run_view_type=3, max_results=1000)
+    return MlflowClient().search_runs(
+        experiments, filter_string="tags.`recsys.role` = 'comparison'", run_view_type=3, max_results=1000
+    )
 
 
 def _artifact_names(run_id):
@@ -87,7 +95,9 @@ def _artifact_names(run_id):
 def test_long_model_names_give_metric_keys_within_250_characters_with_a_mapping(store, experiment, tmp_path, copy_run):
     first, second = "A" * 110, "B" * 112
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, [first, second])
-    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(metrics=["ndcg@100"], **FAST), output_experiment=None)
+    outcome = compare_runs(
+        run_ids=ids, settings=ComparisonSettings(metrics=["ndcg@100"], **FAST), output_experiment=None
+    )
     run = MlflowClient().get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
     logged = run.data.metrics
@@ -95,8 +105,9 @@ def test_long_model_names_give_metric_keys_within_250_characters_with_a_mapping(
     raw = f"{second}_vs_{first}.ndcg_at_100.adjusted_p_value"
     assert len(raw) > MAX_KEY_LENGTH and raw not in logged
     assert any(k.startswith(raw[:200]) and k != raw for k in logged)  # a readable prefix and a hash
-    mapping = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
-                                                                  artifact_path="metric_names.json")).read_text())
+    mapping = json.loads(
+        Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="metric_names.json")).read_text()
+    )
     assert {m["mlflow_metric"] for m in mapping} == set(logged)
     for m in mapping:
         row = outcome.report.get(m["metric"], m["candidate"], m["baseline"])
@@ -161,8 +172,9 @@ def test_source_runs_json_and_count_tag_list_every_compared_run(store, experimen
     run = MlflowClient().get_run(outcome.run_id)
     assert run.data.tags["recsys.n_source_runs"] == "3"
     assert run.data.tags["recsys.source_runs"] == ",".join(ids)
-    listed = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
-                                                                 artifact_path="source_runs.json")).read_text())
+    listed = json.loads(
+        Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="source_runs.json")).read_text()
+    )
     assert listed["run_ids"] == ids and listed["by_model"]["P2"] == {"none": ids[2]}
     assert run.data.params["metrics"] == "ndcg@100" and run.data.params["compared_metrics"] == "ndcg@100"
 
@@ -178,8 +190,9 @@ def test_a_reference_name_longer_than_a_param_goes_whole_to_settings_json(store,
     assert all(len(v) <= MAX_TAG_LENGTH for v in run.data.tags.values())
     assert run.data.params["reference"].startswith("7,000 characters, sha256 ")
     assert len(run.info.run_name) <= MAX_RUN_NAME_LENGTH and run.info.run_name.startswith("Other vs RRR")
-    settings = json.loads(Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
-                                                                   artifact_path="settings.json")).read_text())
+    settings = json.loads(
+        Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="settings.json")).read_text()
+    )
     assert settings["reference"] == long_name
     assert all(len(k) <= MAX_KEY_LENGTH for k in run.data.metrics)
 
@@ -189,7 +202,9 @@ def test_selection_by_experiment_reads_every_page(store, experiment, tmp_path, c
     monkeypatch.setattr(runs_module, "SEARCH_PAGE_SIZE", 2)
     selected = runs_module.select_runs(experiment=experiment)
     assert sorted(r.info.run_id for r in selected) == sorted(ids)
-    outcome = compare_runs(experiment=experiment, settings=ComparisonSettings(reference="M1", metrics=["ndcg@100"], **FAST))
+    outcome = compare_runs(
+        experiment=experiment, settings=ComparisonSettings(reference="M1", metrics=["ndcg@100"], **FAST)
+    )
     assert sorted(outcome.source_runs) == ["M1", "M2", "M3", "M4", "M5"]
 
 
@@ -248,8 +263,13 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
 
 
 def test_a_failure_that_needs_the_artifacts_is_a_failed_run_without_results(store, experiment, tmp_path, copy_run):
-    broken = copy_run(store["pop"], tmp_path / "broken", model="Broken", experiment_id=experiment,
-                      edit_frame=lambda f: f.assign(**{"ndcg@100": np.full(len(f), 45.0)}))
+    broken = copy_run(
+        store["pop"],
+        tmp_path / "broken",
+        model="Broken",
+        experiment_id=experiment,
+        edit_frame=lambda f: f.assign(**{"ndcg@100": np.full(len(f), 45.0)}),
+    )
     before = {r.info.run_id for r in _comparison_runs()}
     with pytest.raises(ValueError):
         compare_runs(run_ids=[store["ease"], broken], settings=ComparisonSettings(metrics=["ndcg@100"], **FAST))
@@ -277,8 +297,9 @@ def test_notes_drop_the_long_result_sentences_before_the_table():
     assert "R" * 100 not in note
 
 
-def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(store, experiment, tmp_path, copy_run,
-                                                                        monkeypatch):
+def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(
+    store, experiment, tmp_path, copy_run, monkeypatch
+):
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["Pop"])
     client = MlflowClient()
     # What `mlflow run -e compare` makes before the command starts: a RUNNING run without a recsys.role.
@@ -308,8 +329,21 @@ def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(store, e
 def test_the_cli_prints_control_characters_in_names_as_escapes(store, experiment, tmp_path, copy_run):
     name = "line1\nline2\r| evil |"
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, [name])
-    result = CliRunner().invoke(cli, ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100",
-                                      "--primary", "ndcg@100", "--n-resamples", "199"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "compare",
+            *ids,
+            "--reference",
+            "EASE",
+            "--metrics",
+            "ndcg@100",
+            "--primary",
+            "ndcg@100",
+            "--n-resamples",
+            "199",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "\r" not in result.output and "line1\\nline2\\r| evil |" in result.output
     lines = result.output.splitlines()

@@ -16,18 +16,17 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import sqlite_store
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_latex, escape_markdown
-from mlflow_recsys.stats import compare_models, compare_seed_averaged, seed_spread
+from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_seed_averaged, seed_spread
 from mlflow_recsys.tracking import RunSelectionError, check_selection, compare_runs
 from mlflow_recsys.tracking.comparison import configuration_names
 from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
-from mlflow_recsys.stats import ComparisonSettings
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
 
@@ -39,25 +38,45 @@ ELSA_SMALL = {"batch_size": 128, "epochs": 5, "latent_dim": 64, "lr": 0.001}
 ELSA_LARGE = {"batch_size": 128, "epochs": 5, "latent_dim": 128, "lr": 0.01}
 
 
-def _log_run(client, experiment_id, folder: Path, *, model: str, config: dict, seed: str | None, shift: float,
-             rng_seed: int) -> tuple[str, EvaluationResult]:
+def _log_run(
+    client, experiment_id, folder: Path, *, model: str, config: dict, seed: str | None, shift: float, rng_seed: int
+) -> tuple[str, EvaluationResult]:
     """One FINISHED training run tagged as `mlflow-recsys train` tags it, and the result its artifacts hold."""
     from mlflow_recsys.tracking import write_evaluation_artifacts
 
     rng = np.random.default_rng(rng_seed)
-    per_user = {"ndcg@100": np.clip(rng.beta(2, 5, N_USERS) + shift, 0, 1),
-                "recall@20": np.clip(rng.beta(2, 4, N_USERS) + shift, 0, 1)}
-    result = EvaluationResult(metrics={k: float(v.mean()) for k, v in per_user.items()}, per_user=per_user,
-                              sample_ids=np.arange(N_USERS), targets_fingerprint="f" * 64)
+    per_user = {
+        "ndcg@100": np.clip(rng.beta(2, 5, N_USERS) + shift, 0, 1),
+        "recall@20": np.clip(rng.beta(2, 4, N_USERS) + shift, 0, 1),
+    }
+    result = EvaluationResult(
+        metrics={k: float(v.mean()) for k, v in per_user.items()},
+        per_user=per_user,
+        sample_ids=np.arange(N_USERS),
+        targets_fingerprint="f" * 64,
+    )
     out = folder / f"run-{rng_seed}-{time.monotonic_ns()}"
     write_evaluation_artifacts(result, out, split_digest="d" * 64)
-    run = client.create_run(experiment_id, tags={
-        "recsys.role": "train", "recsys.model": model, "recsys.seed": seed or "none",
-        "recsys.config": json.dumps(config, sort_keys=True), "recsys.split_digest": "d" * 64,
-        "recsys.targets_fingerprint": "f" * 64, "mlflow.runName": model if seed is None else f"{model} seed {seed}"})
+    run = client.create_run(
+        experiment_id,
+        tags={
+            "recsys.role": "train",
+            "recsys.model": model,
+            "recsys.seed": seed or "none",
+            "recsys.config": json.dumps(config, sort_keys=True),
+            "recsys.split_digest": "d" * 64,
+            "recsys.targets_fingerprint": "f" * 64,
+            "mlflow.runName": model if seed is None else f"{model} seed {seed}",
+        },
+    )
     now = int(time.time() * 1000)
-    client.log_batch(run.info.run_id, metrics=[Metric("ndcg_at_100", result.metrics["ndcg@100"], now, 0),
-                                               Metric("recall_at_20", result.metrics["recall@20"], now, 0)])
+    client.log_batch(
+        run.info.run_id,
+        metrics=[
+            Metric("ndcg_at_100", result.metrics["ndcg@100"], now, 0),
+            Metric("recall_at_20", result.metrics["recall@20"], now, 0),
+        ],
+    )
     client.log_artifacts(run.info.run_id, str(out))
     client.set_terminated(run.info.run_id, "FINISHED")
     return run.info.run_id, result
@@ -70,21 +89,30 @@ def study(tmp_path_factory):
     with sqlite_store(root) as experiment_id:
         client, folder = MlflowClient(), root / "logged"
         runs = {
-            "ease50": _log_run(client, experiment_id, folder, model="EASE", config=EASE_50, seed=None, shift=0.03,
-                               rng_seed=1),
-            "ease500": _log_run(client, experiment_id, folder, model="EASE", config=EASE_500, seed=None, shift=0.05,
-                                rng_seed=2),
-            "pop": _log_run(client, experiment_id, folder, model="Popularity", config={}, seed=None, shift=0.0,
-                            rng_seed=3),
+            "ease50": _log_run(
+                client, experiment_id, folder, model="EASE", config=EASE_50, seed=None, shift=0.03, rng_seed=1
+            ),
+            "ease500": _log_run(
+                client, experiment_id, folder, model="EASE", config=EASE_500, seed=None, shift=0.05, rng_seed=2
+            ),
+            "pop": _log_run(
+                client, experiment_id, folder, model="Popularity", config={}, seed=None, shift=0.0, rng_seed=3
+            ),
         }
         for s in (0, 1):
-            runs[f"small{s}"] = _log_run(client, experiment_id, folder, model="ELSA", config=ELSA_SMALL,
-                                         seed=str(s), shift=0.02, rng_seed=10 + s)
+            runs[f"small{s}"] = _log_run(
+                client, experiment_id, folder, model="ELSA", config=ELSA_SMALL, seed=str(s), shift=0.02, rng_seed=10 + s
+            )
         for s in (0, 1, 2):
-            runs[f"large{s}"] = _log_run(client, experiment_id, folder, model="ELSA", config=ELSA_LARGE,
-                                         seed=str(s), shift=0.04, rng_seed=20 + s)
-        yield {"ids": {k: rid for k, (rid, _) in runs.items()}, "results": {k: res for k, (_, res) in runs.items()},
-               "experiment_id": experiment_id, "folder": folder}
+            runs[f"large{s}"] = _log_run(
+                client, experiment_id, folder, model="ELSA", config=ELSA_LARGE, seed=str(s), shift=0.04, rng_seed=20 + s
+            )
+        yield {
+            "ids": {k: rid for k, (rid, _) in runs.items()},
+            "results": {k: res for k, (_, res) in runs.items()},
+            "experiment_id": experiment_id,
+            "folder": folder,
+        }
 
 
 def _artifact(run_id: str, name: str) -> str:
@@ -94,17 +122,27 @@ def _artifact(run_id: str, name: str) -> str:
 def test_two_ease_configurations_and_popularity_are_three_candidates_matching_the_stats_api(study):
     ids, res = study["ids"], study["results"]
     selection = [ids["pop"], ids["ease500"], ids["ease50"]]
-    assert [r.info.run_id for r in check_selection(run_ids=selection, settings=ComparisonSettings(reference="EASE(l2=50)"))] == selection
+    assert [
+        r.info.run_id for r in check_selection(run_ids=selection, settings=ComparisonSettings(reference="EASE(l2=50)"))
+    ] == selection
     outcome = compare_runs(run_ids=selection, settings=ComparisonSettings(reference="EASE(l2=50)", **SETTINGS))
 
-    assert outcome.source_runs == {"EASE(l2=50)": {"none": ids["ease50"]}, "EASE(l2=500)": {"none": ids["ease500"]},
-                                   "Popularity": {"none": ids["pop"]}}
+    assert outcome.source_runs == {
+        "EASE(l2=50)": {"none": ids["ease50"]},
+        "EASE(l2=500)": {"none": ids["ease500"]},
+        "Popularity": {"none": ids["pop"]},
+    }
     # Independently: the stats API on the arrays this file drew, under the names the comparison chose.
-    expected = compare_models({"EASE(l2=50)": res["ease50"], "EASE(l2=500)": res["ease500"],
-                               "Popularity": res["pop"]}, reference="EASE(l2=50)", **SETTINGS)
+    expected = compare_models(
+        {"EASE(l2=50)": res["ease50"], "EASE(l2=500)": res["ease500"], "Popularity": res["pop"]},
+        reference="EASE(l2=50)",
+        **SETTINGS,
+    )
     pd.testing.assert_frame_equal(outcome.report.to_frame(), expected.to_frame())
     assert [(c.baseline, c.candidate) for c in outcome.report.comparisons if c.metric == "ndcg@100"] == [
-        ("EASE(l2=50)", "EASE(l2=500)"), ("EASE(l2=50)", "Popularity")]
+        ("EASE(l2=50)", "EASE(l2=500)"),
+        ("EASE(l2=50)", "Popularity"),
+    ]
     row = outcome.report.get("ndcg@100", "EASE(l2=500)")
     d = res["ease500"].per_user["ndcg@100"] - res["ease50"].per_user["ndcg@100"]
     assert row.difference == pytest.approx(d.mean())
@@ -147,8 +185,9 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
         large: {"2": ids["large2"], "0": ids["large0"], "1": ids["large1"]},
     }
     assert outcome.report_seed_rule == "its lowest seed"
-    expected = compare_models({"Popularity": res["pop"], small: res["small0"], large: res["large0"]},
-                              reference="Popularity", **SETTINGS)
+    expected = compare_models(
+        {"Popularity": res["pop"], small: res["small0"], large: res["large0"]}, reference="Popularity", **SETTINGS
+    )
     pd.testing.assert_frame_equal(outcome.report.to_frame(), expected.to_frame())
 
     seeds = {small: {s: res[f"small{s}"] for s in (0, 1)}, large: {s: res[f"large{s}"] for s in (0, 1, 2)}}
@@ -158,12 +197,18 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
     assert outcome.seed_averaged.get("ndcg@100", small).candidate_seeds == 2
     assert sorted(outcome.seed_spreads) == [f"{large} vs Popularity", f"{small} vs Popularity"]
     for name, side in seeds.items():
-        spread = seed_spread(res["pop"], side, metrics=METRICS, baseline_name="Popularity", candidate_name=name,
-                             n_resamples=999, random_state=3)
+        spread = seed_spread(
+            res["pop"],
+            side,
+            metrics=METRICS,
+            baseline_name="Popularity",
+            candidate_name=name,
+            n_resamples=999,
+            random_state=3,
+        )
         pd.testing.assert_frame_equal(outcome.seed_spreads[f"{name} vs Popularity"].to_frame(), spread.to_frame())
 
-    seed_csv = pd.read_csv(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
-                                                                artifact_path="seed_spread.csv"))
+    seed_csv = pd.read_csv(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="seed_spread.csv"))
     assert sorted(set(seed_csv["candidate"])) == [large, small]
     run = MlflowClient().get_run(outcome.run_id)
     assert all(len(k) <= MAX_KEY_LENGTH for k in run.data.metrics)
@@ -174,8 +219,9 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
 def test_a_plain_model_name_that_is_several_candidates_is_refused_as_reference_naming_them(study):
     ids = study["ids"]
     selection = [ids["ease50"], ids["ease500"], ids["pop"]]
-    reason = ("reference: EASE is 2 candidates here, one per configuration, so name one of "
-              "['EASE(l2=50)', 'EASE(l2=500)']")
+    reason = (
+        "reference: EASE is 2 candidates here, one per configuration, so name one of ['EASE(l2=50)', 'EASE(l2=500)']"
+    )
     for check in (check_selection, compare_runs):
         with pytest.raises(RunSelectionError) as refused:
             check(run_ids=selection, settings=ComparisonSettings(reference="EASE", n_resamples=999))
@@ -185,8 +231,10 @@ def test_a_plain_model_name_that_is_several_candidates_is_refused_as_reference_n
         check_selection(run_ids=selection, settings=ComparisonSettings(reference="EASE(l2=5)"))
     # One configuration of EASE selected: it keeps its plain name, and the configured name means nothing.
     assert len(check_selection(run_ids=[ids["ease50"], ids["pop"]], settings=ComparisonSettings(reference="EASE"))) == 2
-    with pytest.raises(RunSelectionError, match=re.escape("expected one of the compared models ['EASE', "
-                                                          "'Popularity'], found 'EASE(l2=50)'")):
+    with pytest.raises(
+        RunSelectionError,
+        match=re.escape("expected one of the compared models ['EASE', 'Popularity'], found 'EASE(l2=50)'"),
+    ):
         check_selection(run_ids=[ids["ease50"], ids["pop"]], settings=ComparisonSettings(reference="EASE(l2=50)"))
     # Two configurations of one model are two candidates: enough for a comparison on their own.
     outcome = compare_runs(run_ids=[ids["ease500"], ids["ease50"]], settings=ComparisonSettings(**SETTINGS))
@@ -195,27 +243,47 @@ def test_a_plain_model_name_that_is_several_candidates_is_refused_as_reference_n
 
 def test_a_second_run_of_one_configuration_and_seed_is_a_duplicate_naming_the_configuration(study):
     ids, client = study["ids"], MlflowClient()
-    again, _ = _log_run(client, study["experiment_id"], study["folder"], model="EASE", config=EASE_50, seed=None,
-                        shift=0.0, rng_seed=99)
+    again, _ = _log_run(
+        client, study["experiment_id"], study["folder"], model="EASE", config=EASE_50, seed=None, shift=0.0, rng_seed=99
+    )
     try:
         # With both configurations selected, the candidate's name says which configuration is doubled.
         for check in (check_selection, compare_runs):
             with pytest.raises(RunSelectionError) as refused:
-                check(run_ids=[ids["ease50"], ids["ease500"], again, ids["pop"]], settings=ComparisonSettings(n_resamples=999))
-            assert refused.value.reason == (f"runs {ids['ease50']} and {again} are both EASE(l2=50) with seed none, "
-                                            "so they are the same candidate twice")
+                check(
+                    run_ids=[ids["ease50"], ids["ease500"], again, ids["pop"]],
+                    settings=ComparisonSettings(n_resamples=999),
+                )
+            assert refused.value.reason == (
+                f"runs {ids['ease50']} and {again} are both EASE(l2=50) with seed none, "
+                "so they are the same candidate twice"
+            )
             assert "tags.mlflow.parentRunId" in refused.value.hint
         # With one configuration, the plain name is followed by the configuration itself.
-        with pytest.raises(RunSelectionError, match=re.escape(
+        with pytest.raises(
+            RunSelectionError,
+            match=re.escape(
                 f"runs {ids['ease50']} and {again} are both EASE with seed none and the same configuration "
-                '{"dtype": "float32", "l2": 50.0}, so they are the same candidate twice')):
+                '{"dtype": "float32", "l2": 50.0}, so they are the same candidate twice'
+            ),
+        ):
             check_selection(run_ids=[ids["ease50"], again, ids["pop"]])
         # A seeded configuration: seed 1 twice in ELSA(latent_dim=64, ...), while other seeds stay pooled.
-        twin, _ = _log_run(client, study["experiment_id"], study["folder"], model="ELSA", config=ELSA_SMALL,
-                           seed="1", shift=0.0, rng_seed=98)
+        twin, _ = _log_run(
+            client,
+            study["experiment_id"],
+            study["folder"],
+            model="ELSA",
+            config=ELSA_SMALL,
+            seed="1",
+            shift=0.0,
+            rng_seed=98,
+        )
         try:
-            with pytest.raises(RunSelectionError, match=re.escape(
-                    f"runs {ids['small1']} and {twin} are both ELSA(latent_dim=64, lr=0.001) with seed 1")):
+            with pytest.raises(
+                RunSelectionError,
+                match=re.escape(f"runs {ids['small1']} and {twin} are both ELSA(latent_dim=64, lr=0.001) with seed 1"),
+            ):
                 check_selection(run_ids=[ids["small0"], ids["small1"], ids["large0"], twin])
         finally:
             client.delete_run(twin)
@@ -225,13 +293,22 @@ def test_a_second_run_of_one_configuration_and_seed_is_a_duplicate_naming_the_co
 
 def test_a_model_named_like_another_models_configuration_is_refused(study):
     ids = study["ids"]
-    imposter, _ = _log_run(MlflowClient(), study["experiment_id"], study["folder"], model="EASE(l2=50)", config={},
-                           seed=None, shift=0.0, rng_seed=97)
+    imposter, _ = _log_run(
+        MlflowClient(),
+        study["experiment_id"],
+        study["folder"],
+        model="EASE(l2=50)",
+        config={},
+        seed=None,
+        shift=0.0,
+        rng_seed=97,
+    )
     try:
         with pytest.raises(RunSelectionError) as refused:
             check_selection(run_ids=[ids["ease50"], ids["ease500"], imposter])
-        assert refused.value.reason == ("model names: runs of EASE and of EASE(l2=50) would both be the candidate "
-                                        "'EASE(l2=50)'")
+        assert refused.value.reason == (
+            "model names: runs of EASE and of EASE(l2=50) would both be the candidate 'EASE(l2=50)'"
+        )
         assert refused.value.hint == "rename a model (its recsys.model tag) so that the names stay apart"
     finally:
         MlflowClient().delete_run(imposter)
@@ -243,13 +320,20 @@ def test_configuration_names_list_only_what_differs_in_short_text_and_stay_apart
 
     assert names([{"l2": 50.0, "dtype": "float32"}]) == ["M"]
     assert names([{"l2": 50.0, "dtype": "float32"}, {"l2": 500.0, "dtype": "float32"}]) == ["M(l2=50)", "M(l2=500)"]
-    assert names([{"lr": 0.001, "opt": "adam", "w": [64, 32]}, {"lr": 1e-05, "opt": "sgd", "w": [64, 32]},
-                  {"lr": 0.001, "opt": "a b", "w": [64, 32]}]) == [
-        "M(lr=0.001, opt=adam)", "M(lr=1e-05, opt=sgd)", 'M(lr=0.001, opt="a b")']
+    assert names(
+        [
+            {"lr": 0.001, "opt": "adam", "w": [64, 32]},
+            {"lr": 1e-05, "opt": "sgd", "w": [64, 32]},
+            {"lr": 0.001, "opt": "a b", "w": [64, 32]},
+        ]
+    ) == ["M(lr=0.001, opt=adam)", "M(lr=1e-05, opt=sgd)", 'M(lr=0.001, opt="a b")']
     assert names([{"p": True}, {"p": None}, {}]) == ["M(p=true)", "M(p=null)", "M(p=unset)"]
     # Short texts that coincide (50.0 and "50") fall back to exact JSON for every value.
     assert names([{"l2": 50.0, "k": 1}, {"l2": "50", "k": 1}, {"l2": 5, "k": 1}]) == [
-        "M(l2=50.0)", 'M(l2="50")', "M(l2=5)"]
+        "M(l2=50.0)",
+        'M(l2="50")',
+        "M(l2=5)",
+    ]
     # Told apart by k, the short form stands.
     assert names([{"l2": 50.0, "k": 1}, {"l2": "50", "k": 2}]) == ["M(k=1, l2=50)", "M(k=2, l2=50)"]
     # Long values are cut, with a hash that keeps them apart.
@@ -258,14 +342,27 @@ def test_configuration_names_list_only_what_differs_in_short_text_and_stay_apart
     # Candidates sort by model, then by the differing values (numbers by value, then text, then unset).
     ranks = configuration_names("M", {"a": {"l2": 500}, "b": {"l2": 50.0}, "c": {"l2": "x"}, "d": {}})
     assert [ranks[k][0] for k in sorted(ranks, key=lambda k: ranks[k][1])] == [
-        "M(l2=50)", "M(l2=500)", "M(l2=x)", "M(l2=unset)"]
+        "M(l2=50)",
+        "M(l2=500)",
+        "M(l2=x)",
+        "M(l2=unset)",
+    ]
 
 
 def test_cli_compares_configurations_with_one_as_the_reference(study, monkeypatch):
     monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
     ids = study["ids"]
-    args = ["compare", "--run-ids", ",".join([ids["ease50"], ids["ease500"], ids["pop"]]), "--metrics", "ndcg@100",
-            "--primary", "ndcg@100", "--n-resamples", "999"]
+    args = [
+        "compare",
+        "--run-ids",
+        ",".join([ids["ease50"], ids["ease500"], ids["pop"]]),
+        "--metrics",
+        "ndcg@100",
+        "--primary",
+        "ndcg@100",
+        "--n-resamples",
+        "999",
+    ]
     res = CliRunner().invoke(cli, [*args, "--reference", "EASE(l2=50)"])
     assert res.exit_code == 0, res.output
     assert re.search(r"ndcg@100\s+EASE\(l2=50\)\s+EASE\(l2=500\)", res.output)

@@ -83,8 +83,14 @@ def test_manifest_records_parameters_and_counts_consistent_with_arrays(loaded):
     assert m["format"] == "mlflow-recsys-checkpoint" and m["schema_version"] == 1
     assert m["dataset"]["name"] == "movielens-100k" and len(m["dataset"]["interactions_sha256"]) == 64
     assert m["parameters"] == {
-        "split_mode": "user_split", "seed": 42, "eval_draws": 1, "eval_holdout_frac": 0.2,
-        "test_frac": 0.2, "val_frac": 0.1, "min_rating": 4.0, "min_user_interactions": 5,
+        "split_mode": "user_split",
+        "seed": 42,
+        "eval_draws": 1,
+        "eval_holdout_frac": 0.2,
+        "test_frac": 0.2,
+        "val_frac": 0.1,
+        "min_rating": 4.0,
+        "min_user_interactions": 5,
         "min_item_interactions": 1,
     }
     c = m["counts"]

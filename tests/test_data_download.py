@@ -43,9 +43,7 @@ def server(tmp_path):
     root = tmp_path / "served"
     root.mkdir()
     digest = make_zip(root / "tiny.zip")
-    httpd = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), partial(QuietHandler, directory=str(root))
-    )
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(QuietHandler, directory=str(root)))
     httpd.gets, httpd.failures_left = 0, 0
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -94,10 +92,13 @@ def test_a_failed_attempt_is_retried_and_the_retry_places_the_file(server, tmp_p
     assert list(dest.parent.iterdir()) == [dest]
 
 
-@pytest.mark.parametrize("failures, retries, requests", [
-    (1, 0, 1),  # without retries one failure is the error
-    (5, 1, 2),  # every attempt failing: one error after the retries
-])
+@pytest.mark.parametrize(
+    "failures, retries, requests",
+    [
+        (1, 0, 1),  # without retries one failure is the error
+        (5, 1, 2),  # every attempt failing: one error after the retries
+    ],
+)
 def test_failed_attempts_make_one_download_error_and_leave_no_file(server, tmp_path, failures, retries, requests):
     httpd, url, digest = server
     httpd.failures_left = failures

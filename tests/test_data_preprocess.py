@@ -43,9 +43,12 @@ def test_kcore_prune_repeats_until_no_user_or_item_is_below_threshold():
     # stable. A single pass would have kept C-2 and C-3.
     df = frame(
         [
-            ("A", 1, 1.0, 0), ("A", 2, 1.0, 0),
-            ("B", 1, 1.0, 0), ("B", 2, 1.0, 0),
-            ("C", 2, 1.0, 0), ("C", 3, 1.0, 0),
+            ("A", 1, 1.0, 0),
+            ("A", 2, 1.0, 0),
+            ("B", 1, 1.0, 0),
+            ("B", 2, 1.0, 0),
+            ("C", 2, 1.0, 0),
+            ("C", 3, 1.0, 0),
             ("D", 3, 1.0, 0),
         ]
     )

@@ -21,13 +21,24 @@ import pytest
 from mlflow_recsys.data import DATASETS, build_recsys_checkpoint, load_interactions, load_recsys_split
 from mlflow_recsys.data.datasets import from_interactions, get_dataset_spec
 
-RATINGS = pd.DataFrame({
-    "user": [1, 1, 1, 2, 2, 3, 3, 3, 3],
-    "item": [10, 20, 30, 10, 40, 20, 30, 40, 50],
-    "value": [5.0, 3.5, 4.0, 2.0, 5.0, 4.0, 4.5, 1.0, 5.0],
-    "timestamp": [978300760, 978300761, 978300800, 978300100, 978301000, 978302000, 978302001, 978302002,
-                  978302003],
-})
+RATINGS = pd.DataFrame(
+    {
+        "user": [1, 1, 1, 2, 2, 3, 3, 3, 3],
+        "item": [10, 20, 30, 10, 40, 20, 30, 40, 50],
+        "value": [5.0, 3.5, 4.0, 2.0, 5.0, 4.0, 4.5, 1.0, 5.0],
+        "timestamp": [
+            978300760,
+            978300761,
+            978300800,
+            978300100,
+            978301000,
+            978302000,
+            978302001,
+            978302002,
+            978302003,
+        ],
+    }
+)
 
 
 def ratings_text(name: str) -> bytes:
@@ -75,7 +86,7 @@ class Handler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
         if self.path.startswith("/cut/"):
             # Announces the whole file, sends half of it, hangs up: a dropped connection.
-            body = (Path(self.directory) / self.path[len("/cut/"):]).read_bytes()
+            body = (Path(self.directory) / self.path[len("/cut/") :]).read_bytes()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -107,8 +118,9 @@ def register_local(monkeypatch, served, name, payload, *, sha256=None, path_pref
     root, base = served
     spec = get_dataset_spec(name)
     (root / spec.archive_name).write_bytes(payload)
-    local = dataclasses.replace(spec, url=f"{base}/{path_prefix}{spec.archive_name}",
-                                sha256=sha256 or hashlib.sha256(payload).hexdigest())
+    local = dataclasses.replace(
+        spec, url=f"{base}/{path_prefix}{spec.archive_name}", sha256=sha256 or hashlib.sha256(payload).hexdigest()
+    )
     monkeypatch.setitem(DATASETS, name, local)
     return local
 
@@ -135,14 +147,22 @@ def test_each_dataset_layout_downloads_and_parses(monkeypatch, served, tmp_path,
     assert [p.name for p in cached.parent.iterdir()] == [spec.archive_name]
     # The second load is served from the cache: stopping the server must not matter.
     (served[0] / spec.archive_name).unlink()
-    pd.testing.assert_frame_equal(load_interactions(name, data_dir=tmp_path / "cache", use_package_copy=False,
-                                                    progress=False), expected_frame(name))
+    pd.testing.assert_frame_equal(
+        load_interactions(name, data_dir=tmp_path / "cache", use_package_copy=False, progress=False),
+        expected_frame(name),
+    )
 
 
 def test_a_registered_download_feeds_a_checkpoint(monkeypatch, served, tmp_path):
     register_local(monkeypatch, served, "movielens-1m", build_archive("movielens-1m"))
-    path = build_recsys_checkpoint("movielens-1m", data_dir=tmp_path / "cache", checkpoint_path=tmp_path / "c.zip",
-                                   split_mode="leave_one_out", min_rating=None, min_user_interactions=1)
+    path = build_recsys_checkpoint(
+        "movielens-1m",
+        data_dir=tmp_path / "cache",
+        checkpoint_path=tmp_path / "c.zip",
+        split_mode="leave_one_out",
+        min_rating=None,
+        min_user_interactions=1,
+    )
     split = load_recsys_split(path)
     assert split["manifest"]["dataset"]["name"] == "movielens-1m"
     assert split["manifest"]["dataset"]["url"].startswith("http://127.0.0.1")
@@ -193,8 +213,14 @@ def test_archive_without_the_ratings_file_names_what_it_found(monkeypatch, serve
 
 
 def test_from_interactions_renames_columns_and_converts_datetimes():
-    frame = pd.DataFrame({"uid": ["a", "b"], "sku": [7, 8], "clicks": [3, 1],
-                          "when": pd.to_datetime(["1970-01-01 00:00:10", "2001-09-09 01:46:40"])})
+    frame = pd.DataFrame(
+        {
+            "uid": ["a", "b"],
+            "sku": [7, 8],
+            "clicks": [3, 1],
+            "when": pd.to_datetime(["1970-01-01 00:00:10", "2001-09-09 01:46:40"]),
+        }
+    )
     out = from_interactions(frame, user="uid", item="sku", value="clicks", timestamp="when")
     assert out["user"].tolist() == ["a", "b"] and out["item"].dtype == np.int64
     assert out["timestamp"].tolist() == [10, 1_000_000_000] and out["value"].tolist() == [3.0, 1.0]
@@ -203,10 +229,18 @@ def test_from_interactions_renames_columns_and_converts_datetimes():
 @pytest.mark.parametrize(
     "frame, kwargs, message",
     [
-        (pd.DataFrame({"u": [1], "item": [2], "value": [1.0]}), {}, r"user: expected a column 'user'.*found columns \['u'"),
+        (
+            pd.DataFrame({"u": [1], "item": [2], "value": [1.0]}),
+            {},
+            r"user: expected a column 'user'.*found columns \['u'",
+        ),
         (pd.DataFrame({"user": [1], "item": [2], "value": ["x"]}), {}, "expected numbers in 'value'"),
         (pd.DataFrame({"user": [1, None], "item": [2, 3], "value": [1.0, 1.0]}), {}, "no missing values in 'user'"),
-        (pd.DataFrame({"user": [1], "item": [2], "value": [1.0]}), {"timestamp": "ts"}, "timestamp: expected a column 'ts'"),
+        (
+            pd.DataFrame({"user": [1], "item": [2], "value": [1.0]}),
+            {"timestamp": "ts"},
+            "timestamp: expected a column 'ts'",
+        ),
         ([1, 2], {}, "frame: expected a pandas DataFrame, found list"),
     ],
 )
@@ -218,14 +252,21 @@ def test_from_interactions_names_the_bad_input(frame, kwargs, message):
 def test_csv_and_parquet_logs_build_the_same_split(tmp_path):
     rng = np.random.default_rng(0)
     n = 4000
-    frame = pd.DataFrame({"user": rng.integers(0, 200, n), "item": rng.integers(0, 150, n),
-                          "value": rng.integers(1, 6, n).astype(float), "timestamp": rng.integers(0, 10**6, n)})
+    frame = pd.DataFrame(
+        {
+            "user": rng.integers(0, 200, n),
+            "item": rng.integers(0, 150, n),
+            "value": rng.integers(1, 6, n).astype(float),
+            "timestamp": rng.integers(0, 10**6, n),
+        }
+    )
     frame.to_csv(tmp_path / "log.csv", index=False)
     frame.to_parquet(tmp_path / "log.parquet")
     kwargs = dict(seed=3, min_user_interactions=3)
     a = load_recsys_split(build_recsys_checkpoint(tmp_path / "log.csv", checkpoint_path=tmp_path / "a.zip", **kwargs))
-    b = load_recsys_split(build_recsys_checkpoint(str(tmp_path / "log.parquet"), checkpoint_path=tmp_path / "b.zip",
-                                                  **kwargs))
+    b = load_recsys_split(
+        build_recsys_checkpoint(str(tmp_path / "log.parquet"), checkpoint_path=tmp_path / "b.zip", **kwargs)
+    )
     c = load_recsys_split(build_recsys_checkpoint(frame, checkpoint_path=tmp_path / "c.zip", **kwargs))
     assert a["split_digest"] == b["split_digest"] == c["split_digest"]
     assert a["manifest"]["dataset"]["file_name"] == "log.csv" and c["manifest"]["dataset"]["source"] == "frame"
@@ -243,15 +284,22 @@ def test_csv_ids_keep_leading_zeros_and_plain_integers_become_int64(tmp_path):
 
 
 def test_ids_beyond_int64_stay_text_and_integral_floats_become_integers():
-    big = pd.DataFrame({"user": np.array([2**64 - 1, 2**64 - 2], dtype=np.uint64), "item": [1.0, 2.0],
-                        "value": [1.0, 1.0]})
+    big = pd.DataFrame(
+        {"user": np.array([2**64 - 1, 2**64 - 2], dtype=np.uint64), "item": [1.0, 2.0], "value": [1.0, 1.0]}
+    )
     out = from_interactions(big)
     assert out["user"].tolist() == [str(2**64 - 1), str(2**64 - 2)] and out["item"].tolist() == [1, 2]
 
 
 def test_timestamps_from_iso_text_and_floats_are_whole_utc_seconds():
-    frame = pd.DataFrame({"user": [1, 2], "item": [1, 2], "value": 1.0,
-                          "timestamp": ["1970-01-01T00:00:10", "1970-01-01T01:00:00+01:00"]})
+    frame = pd.DataFrame(
+        {
+            "user": [1, 2],
+            "item": [1, 2],
+            "value": 1.0,
+            "timestamp": ["1970-01-01T00:00:10", "1970-01-01T01:00:00+01:00"],
+        }
+    )
     assert from_interactions(frame)["timestamp"].tolist() == [10, 0]
     frame["timestamp"] = [-1.5, 2.9]
     assert from_interactions(frame)["timestamp"].tolist() == [-2, 2]
@@ -273,12 +321,14 @@ def test_empty_csv_is_named(tmp_path):
 
 def test_arguments_are_checked_before_any_data_is_loaded(tmp_path):
     # The dataset would fail too (it is not registered): the argument errors must come first.
-    for kwargs, message in ((dict(seed=-3), "seed: expected an integer >= 0"),
-                            (dict(min_rating=float("nan")), "min_rating: expected a finite number"),
-                            (dict(min_user_interactions=0), "min_user_interactions: expected an integer >= 1"),
-                            (dict(test_frac=1e9), r"test_frac: expected a number in \[0, 1\)"),
-                            (dict(eval_draws=True), "eval_draws: expected an integer >= 1"),
-                            (dict(checkpoint_path=tmp_path), "checkpoint_path: expected a file path")):
+    for kwargs, message in (
+        (dict(seed=-3), "seed: expected an integer >= 0"),
+        (dict(min_rating=float("nan")), "min_rating: expected a finite number"),
+        (dict(min_user_interactions=0), "min_user_interactions: expected an integer >= 1"),
+        (dict(test_frac=1e9), r"test_frac: expected a number in \[0, 1\)"),
+        (dict(eval_draws=True), "eval_draws: expected an integer >= 1"),
+        (dict(checkpoint_path=tmp_path), "checkpoint_path: expected a file path"),
+    ):
         with pytest.raises(ValueError, match=message):
             build_recsys_checkpoint("Netflix", **kwargs)
     with pytest.raises(ValueError, match="'Netflix' is not registered"):
@@ -288,6 +338,7 @@ def test_arguments_are_checked_before_any_data_is_loaded(tmp_path):
 def test_a_split_without_test_rows_is_refused(tmp_path):
     one_user = pd.DataFrame({"user": 1, "item": range(10), "value": 1.0, "timestamp": range(10)})
     with pytest.raises(ValueError, match="the split has no test rows"):
-        build_recsys_checkpoint(one_user, checkpoint_path=tmp_path / "x.zip", min_rating=None, test_frac=0.0,
-                                val_frac=0.0)
+        build_recsys_checkpoint(
+            one_user, checkpoint_path=tmp_path / "x.zip", min_rating=None, test_frac=0.0, val_frac=0.0
+        )
     assert not (tmp_path / "x.zip").exists()

@@ -19,8 +19,9 @@ def timed_frame(n_users=60, n_items=30, seed=0):
 
 
 def rows_as_sets(matrix, item_ids):
-    return [set(item_ids[matrix.indices[matrix.indptr[r]:matrix.indptr[r + 1]]].tolist())
-            for r in range(matrix.shape[0])]
+    return [
+        set(item_ids[matrix.indices[matrix.indptr[r] : matrix.indptr[r + 1]]].tolist()) for r in range(matrix.shape[0])
+    ]
 
 
 def test_leave_one_out_holds_out_each_users_latest_items():
@@ -140,13 +141,15 @@ def test_parameters_that_do_not_apply_to_the_mode_are_refused(tmp_path, kwargs, 
 def test_eval_draws_five_gives_five_times_the_rows_with_repeated_ids(tmp_path):
     df = timed_frame(n_users=150, seed=5)
     one = load_recsys_split(build_recsys_checkpoint(df, checkpoint_path=tmp_path / "1.zip", min_rating=None))
-    five = load_recsys_split(build_recsys_checkpoint(df, checkpoint_path=tmp_path / "5.zip", min_rating=None,
-                                                     eval_draws=5))
+    five = load_recsys_split(
+        build_recsys_checkpoint(df, checkpoint_path=tmp_path / "5.zip", min_rating=None, eval_draws=5)
+    )
     n = len(one["test_eval_user_ids"])
     assert five["test_source_matrix"].shape[0] == 5 * n == len(five["test_eval_user_ids"])
     np.testing.assert_array_equal(five["test_eval_user_ids"], np.tile(one["test_eval_user_ids"], 5))
     # Each draw splits the same catalogue items of a user; the draws differ somewhere.
     whole = (five["test_source_matrix"] + five["test_target_matrix"]).toarray()
-    assert all((whole[k * n:(k + 1) * n] == whole[:n]).all() for k in range(5))
-    assert any((five["test_target_matrix"][k * n:(k + 1) * n] != five["test_target_matrix"][:n]).nnz
-               for k in range(1, 5))
+    assert all((whole[k * n : (k + 1) * n] == whole[:n]).all() for k in range(5))
+    assert any(
+        (five["test_target_matrix"][k * n : (k + 1) * n] != five["test_target_matrix"][:n]).nnz for k in range(1, 5)
+    )

@@ -49,8 +49,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-PAGES = [ROOT / "README.md", ROOT / "docs" / "index.md", ROOT / "docs" / "citing.md",
-         *sorted((ROOT / "docs" / "guide").glob("*.md")), *sorted((ROOT / "docs" / "howto").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    ROOT / "docs" / "index.md",
+    ROOT / "docs" / "citing.md",
+    *sorted((ROOT / "docs" / "guide").glob("*.md")),
+    *sorted((ROOT / "docs" / "howto").glob("*.md")),
+]
 UPDATE = os.environ.get("DOCS_UPDATE_OUTPUT") == "1"
 
 PYTHON = {"python"}
@@ -91,14 +96,22 @@ def parse_blocks(page: Path) -> list[Block]:
         j = i + 1
         while j < len(lines) and not (lines[j].startswith(indent + fence) and not lines[j].strip().strip("`")):
             j += 1
-        body = [line[len(indent):] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
+        body = [line[len(indent) :] if line.startswith(indent) else line.lstrip() for line in lines[i + 1 : j]]
         k = i - 1
         while k >= 0 and not lines[k].strip():
             k -= 1
         marker = MARKER.match(lines[k]) if k >= 0 else None
-        blocks.append(Block(page=page, line=i + 1, lang=match["lang"].lower(), code="\n".join(body) + "\n",
-                            marker=marker["kind"] if marker else None,
-                            reason=(marker["reason"] or "").strip() if marker else None, end=j + 1))
+        blocks.append(
+            Block(
+                page=page,
+                line=i + 1,
+                lang=match["lang"].lower(),
+                code="\n".join(body) + "\n",
+                marker=marker["kind"] if marker else None,
+                reason=(marker["reason"] or "").strip() if marker else None,
+                end=j + 1,
+            )
+        )
         i = j + 1
     return blocks
 
@@ -118,9 +131,19 @@ def test_every_block_is_accounted_for():
             problems.append(f"{b.where}: a skip marker needs a reason: <!-- docs-test: skip (why) -->")
         if b.marker == "output" and b.lang not in TEXT:
             problems.append(f"{b.where}: an output block must be a text block")
-        kind = ("skipped" if b.marker == "skip" else "run" if b.lang in PYTHON | SHELL else
-                "output" if b.marker == "output" else "parsed" if b.lang in PARSED else
-                "cli synopsis" if _is_synopsis(b) else "prose text")
+        kind = (
+            "skipped"
+            if b.marker == "skip"
+            else "run"
+            if b.lang in PYTHON | SHELL
+            else "output"
+            if b.marker == "output"
+            else "parsed"
+            if b.lang in PARSED
+            else "cli synopsis"
+            if _is_synopsis(b)
+            else "prose text"
+        )
         counts[kind] = counts.get(kind, 0) + 1
     print("docs code blocks:", ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())))
     for b in SKIPPED:
@@ -139,8 +162,11 @@ def test_skipped_block(block):
 
 
 def _is_synopsis(block: Block) -> bool:
-    return block.lang in TEXT and block.marker is None and any(
-        line.strip().startswith("mlflow-recsys ") for line in block.code.splitlines())
+    return (
+        block.lang in TEXT
+        and block.marker is None
+        and any(line.strip().startswith("mlflow-recsys ") for line in block.code.splitlines())
+    )
 
 
 def _matches(expected: str, actual: str) -> bool:
@@ -165,8 +191,13 @@ class PageRunner:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = str(s.getsockname()[1])
-        self.env.update(MLFLOW_TRACKING_URI=self.uri, PATH=f"{BIN}{os.pathsep}{self.env.get('PATH', '')}",
-                        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false", PYTHONUNBUFFERED="1", PORT=self.port)
+        self.env.update(
+            MLFLOW_TRACKING_URI=self.uri,
+            PATH=f"{BIN}{os.pathsep}{self.env.get('PATH', '')}",
+            MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
+            PYTHONUNBUFFERED="1",
+            PORT=self.port,
+        )
         for name in ("MLproject", "conda.yaml"):
             shutil.copy(ROOT / name, workdir / name)
 
@@ -179,12 +210,21 @@ class PageRunner:
         return out.getvalue()
 
     def bash(self, block: Block) -> str:
-        script = (f"[ -f {self.state} ] && source {self.state}\nset -a\n{block.code}\n"
-                  f"export -p | grep -v -E '^declare -x (PWD|OLDPWD|SHLVL|_)=' > {self.state}\n")
+        script = (
+            f"[ -f {self.state} ] && source {self.state}\nset -a\n{block.code}\n"
+            f"export -p | grep -v -E '^declare -x (PWD|OLDPWD|SHLVL|_)=' > {self.state}\n"
+        )
         stdout, stderr = self.workdir / ".docs-stdout", self.workdir / ".docs-stderr"
         with open(stdout, "w") as out, open(stderr, "w") as err:
-            proc = subprocess.Popen(["bash", "-eo", "pipefail", "-c", script], cwd=self.workdir, env=self.env,
-                                    stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                ["bash", "-eo", "pipefail", "-c", script],
+                cwd=self.workdir,
+                env=self.env,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             self.groups.append(proc.pid)
             try:
                 code = proc.wait(timeout=300)
@@ -192,8 +232,10 @@ class PageRunner:
                 code = None
         text = stdout.read_text()
         sys.stdout.write(text)
-        assert code == 0, (f"{block.where}: bash block exited {code}\n--- stdout\n{text[-3000:]}\n"
-                           f"--- stderr\n{stderr.read_text()[-3000:]}")
+        assert code == 0, (
+            f"{block.where}: bash block exited {code}\n--- stdout\n{text[-3000:]}\n"
+            f"--- stderr\n{stderr.read_text()[-3000:]}"
+        )
         return text
 
     def close(self) -> None:
@@ -312,8 +354,11 @@ RUN_PAGES = [p for p in PAGES if any(b.marker != "skip" for b in parse_blocks(p)
 SERVER_PAGES = {ROOT / "docs" / "howto" / "server-page.md"}
 
 
-@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.server_pages) if p in SERVER_PAGES else p
-                                  for p in RUN_PAGES], ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES])
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.server_pages) if p in SERVER_PAGES else p for p in RUN_PAGES],
+    ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES],
+)
 def test_page(page, tmp_path, monkeypatch):
     blocks = parse_blocks(page)
     runner = PageRunner(page, tmp_path)
@@ -345,7 +390,10 @@ def test_page(page, tmp_path, monkeypatch):
     if stale and UPDATE:
         for block, actual in reversed(stale):
             _update_output(block, actual)
-    assert not stale, "\n\n".join(
-        f"{b.where}: the output shown differs from what the code prints now\n--- shown\n{b.code}--- printed\n{a}"
-        for b, a in stale
-    ) + "\n(DOCS_UPDATE_OUTPUT=1 rewrites the shown output)"
+    assert not stale, (
+        "\n\n".join(
+            f"{b.where}: the output shown differs from what the code prints now\n--- shown\n{b.code}--- printed\n{a}"
+            for b, a in stale
+        )
+        + "\n(DOCS_UPDATE_OUTPUT=1 rewrites the shown output)"
+    )

@@ -27,8 +27,14 @@ def test_the_old_import_paths_name_the_same_classes():
     from mlflow_recsys.tracking.server_errors import TrackingServerError
     from mlflow_recsys.tracking.study import StudyStepError
 
-    assert (RunSelectionError, ArtifactError, RunOwnershipError, TrackingServerError, DownloadError,
-            StudyStepError) == tuple(getattr(errors, n) for n in EXPECTED)
+    assert (
+        RunSelectionError,
+        ArtifactError,
+        RunOwnershipError,
+        TrackingServerError,
+        DownloadError,
+        StudyStepError,
+    ) == tuple(getattr(errors, n) for n in EXPECTED)
 
 
 def test_a_raised_error_is_caught_as_recsys_error(tmp_path):

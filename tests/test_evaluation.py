@@ -49,9 +49,7 @@ class FixedScoreModel:
 def csr_from_sets(sets, n_items):
     rows = [r for r, items in enumerate(sets) for _ in items]
     cols = [c for items in sets for c in sorted(items)]
-    return sp.csr_matrix(
-        (np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(len(sets), n_items)
-    )
+    return sp.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(len(sets), n_items))
 
 
 # item order by score: 1 (.9), 3 (.7), 2 (.5), 4 (.3), 5 (.2), 0 (.1)
@@ -96,9 +94,7 @@ def test_no_warning_when_every_row_has_targets():
     targets = csr_from_sets([{3}, {0}, {0}, {1}], 6)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        result = evaluate_recommender(
-            FixedScoreModel(SCORES), source=SOURCE, targets=targets, metrics=["recall@2"]
-        )
+        result = evaluate_recommender(FixedScoreModel(SCORES), source=SOURCE, targets=targets, metrics=["recall@2"])
     # default ids are row positions
     np.testing.assert_array_equal(result.sample_ids, [0, 1, 2, 3])
 
@@ -116,8 +112,7 @@ def random_case(seed=3, n_rows=23, n_items=15):
     return model, source, targets, ids
 
 
-METRICS = ["recall@5", "calibrated_recall@5", "ndcg@3", "ndcg@10", "mrr@10", "map@5",
-           "precision@5", "hit_rate@1"]
+METRICS = ["recall@5", "calibrated_recall@5", "ndcg@3", "ndcg@10", "mrr@10", "map@5", "precision@5", "hit_rate@1"]
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 1024])
@@ -142,9 +137,7 @@ def test_recommender_agrees_with_evaluating_its_rankings():
             model, source=source, targets=targets, metrics=METRICS, sample_ids=ids, batch_size=4
         )
     with pytest.warns(UserWarning):
-        by_rankings = evaluate_rankings(
-            rankings, targets=targets, metrics=METRICS, sample_ids=ids, source=source
-        )
+        by_rankings = evaluate_rankings(rankings, targets=targets, metrics=METRICS, sample_ids=ids, source=source)
     assert by_model.targets_fingerprint == by_rankings.targets_fingerprint
     np.testing.assert_array_equal(by_model.sample_ids, np.delete(ids, [4, 17]))
     np.testing.assert_array_equal(by_model.sample_ids, by_rankings.sample_ids)
@@ -157,9 +150,7 @@ def test_recommender_agrees_with_evaluating_its_rankings():
 def test_per_user_arrays_align_with_sample_ids():
     model, source, targets, ids = random_case(seed=11)
     with pytest.warns(UserWarning):
-        result = evaluate_recommender(
-            model, source=source, targets=targets, metrics=["hit_rate@3"], sample_ids=ids
-        )
+        result = evaluate_recommender(model, source=source, targets=targets, metrics=["hit_rate@3"], sample_ids=ids)
     rankings, _ = model.recommend(source, 3)
     for uid, value in zip(result.sample_ids, result.per_user["hit_rate@3"]):
         row = int(uid) - 100
@@ -211,40 +202,43 @@ def test_metrics_given_as_objects_or_keys_give_the_same_result():
 def test_repeated_metric_key_is_rejected():
     with pytest.raises(ValueError, match="metrics.*recall@5"):
         evaluate_recommender(
-            FixedScoreModel(SCORES), source=SOURCE, targets=TARGETS,
+            FixedScoreModel(SCORES),
+            source=SOURCE,
+            targets=TARGETS,
             metrics=[Recall(5), "recall@5"],
         )
 
 
 def test_source_and_targets_shape_mismatch_names_the_argument():
     with pytest.raises(ValueError, match="targets"):
-        evaluate_recommender(
-            FixedScoreModel(SCORES), source=SOURCE, targets=TARGETS[:3], metrics=["recall@2"]
-        )
+        evaluate_recommender(FixedScoreModel(SCORES), source=SOURCE, targets=TARGETS[:3], metrics=["recall@2"])
 
 
 def test_sample_ids_length_mismatch_names_the_argument():
     with pytest.raises(ValueError, match=r"sample_ids.*\(4,\)"):
         evaluate_recommender(
-            FixedScoreModel(SCORES), source=SOURCE, targets=TARGETS, metrics=["recall@2"],
+            FixedScoreModel(SCORES),
+            source=SOURCE,
+            targets=TARGETS,
+            metrics=["recall@2"],
             sample_ids=IDS[:3],
         )
     with pytest.raises(ValueError, match="sample_ids"):
-        evaluate_rankings(np.zeros((4, 2), dtype=np.int64), targets=TARGETS,
-                          metrics=["recall@2"], sample_ids=IDS[:2])
+        evaluate_rankings(np.zeros((4, 2), dtype=np.int64), targets=TARGETS, metrics=["recall@2"], sample_ids=IDS[:2])
 
 
 def test_source_width_must_match_model_items():
     with pytest.raises(ValueError, match="source.*7 columns"):
-        evaluate_recommender(
-            FixedScoreModel(SCORES + [0.0]), source=SOURCE, targets=TARGETS, metrics=["recall@2"]
-        )
+        evaluate_recommender(FixedScoreModel(SCORES + [0.0]), source=SOURCE, targets=TARGETS, metrics=["recall@2"])
 
 
 def test_bad_batch_size_is_rejected():
     with pytest.raises(ValueError, match="batch_size"):
         evaluate_recommender(
-            FixedScoreModel(SCORES), source=SOURCE, targets=TARGETS, metrics=["recall@2"],
+            FixedScoreModel(SCORES),
+            source=SOURCE,
+            targets=TARGETS,
+            metrics=["recall@2"],
             batch_size=0,
         )
 
@@ -257,9 +251,7 @@ def test_model_returning_wrong_shape_is_reported():
 
     with pytest.raises(ValueError, match="model"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        evaluate_recommender(
-            ShortModel(SCORES), source=SOURCE, targets=TARGETS, metrics=["recall@3"]
-        )
+        evaluate_recommender(ShortModel(SCORES), source=SOURCE, targets=TARGETS, metrics=["recall@3"])
 
 
 def test_rankings_rows_must_match_targets_rows():
@@ -267,7 +259,9 @@ def test_rankings_rows_must_match_targets_rows():
         evaluate_rankings(np.zeros((3, 2), dtype=np.int64), targets=TARGETS, metrics=["recall@2"])
     with pytest.raises(ValueError, match="source"):
         evaluate_rankings(
-            np.zeros((4, 2), dtype=np.int64), targets=TARGETS, metrics=["recall@2"],
+            np.zeros((4, 2), dtype=np.int64),
+            targets=TARGETS,
+            metrics=["recall@2"],
             source=SOURCE[:, :5],
         )
 
@@ -285,14 +279,14 @@ def test_rankings_without_source_have_no_fingerprint():
 def test_all_rows_without_targets_is_an_error():
     empty = sp.csr_matrix((4, 6), dtype=np.float32)
     with pytest.raises(ValueError, match="targets"):
-        evaluate_recommender(FixedScoreModel(SCORES), source=SOURCE, targets=empty,
-                             metrics=["recall@2"])
+        evaluate_recommender(FixedScoreModel(SCORES), source=SOURCE, targets=empty, metrics=["recall@2"])
 
 
 def test_result_is_an_evaluation_result():
     with pytest.warns(UserWarning):
-        result = evaluate_recommender(FixedScoreModel(SCORES), source=SOURCE, targets=TARGETS,
-                                      metrics=["mrr@3"], sample_ids=IDS)
+        result = evaluate_recommender(
+            FixedScoreModel(SCORES), source=SOURCE, targets=TARGETS, metrics=["mrr@3"], sample_ids=IDS
+        )
     assert isinstance(result, EvaluationResult)
     assert result.per_user["mrr@3"].dtype == np.float64
 

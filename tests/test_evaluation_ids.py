@@ -77,8 +77,9 @@ def test_shuffled_frames_of_string_ids_give_the_index_result_in_sorted_user_orde
         warnings.simplefilter("error")  # nothing unusual here, so nothing to warn about
         got = evaluate_by_ids(ease, histories, wanted, item_ids=ITEMS, metrics=METRICS, batch_size=7)
     order = np.argsort(names)
-    expected = evaluate_recommender(ease, source=source[order], targets=targets[order], metrics=METRICS,
-                                    sample_ids=names[order])
+    expected = evaluate_recommender(
+        ease, source=source[order], targets=targets[order], metrics=METRICS, sample_ids=names[order]
+    )
     assert got.sample_ids.tolist() == sorted(names.tolist())
     assert_same_result(got, expected)
     # The order of rows in the frames is not part of the result, nor is the fingerprint.
@@ -96,8 +97,9 @@ def test_integer_ids_in_other_columns_and_repeated_rows_count_once(ease, held_ou
     doubled_t = shuffled(pd.concat([wanted, wanted.iloc[::2]]), 6)
     got = evaluate_by_ids(ease, doubled_h, doubled_t, item_ids=items, metrics=METRICS, user_col="uid", item_col="iid")
     assert got.sample_ids.dtype == np.int64
-    assert_same_result(got, evaluate_recommender(ease, source=source, targets=targets, metrics=METRICS,
-                                                 sample_ids=users))
+    assert_same_result(
+        got, evaluate_recommender(ease, source=source, targets=targets, metrics=METRICS, sample_ids=users)
+    )
 
 
 def test_unknown_history_items_are_left_out_and_counted(ease, held_out):
@@ -106,11 +108,17 @@ def test_unknown_history_items_are_left_out_and_counted(ease, held_out):
     histories = long_frame(source, names, ITEMS)
     strangers = pd.DataFrame({"user": ["u03", "u03", "u07", "nobody"], "item": ["x1", "x2", "x1", "x9"]})
     with pytest.warns(UnknownItemsWarning, match=r"histories: 3 row\(s\) of evaluated users .*such as \['x1', 'x2'\]"):
-        got = evaluate_by_ids(ease, shuffled(pd.concat([histories, strangers]), 7), long_frame(targets, names, ITEMS),
-                              item_ids=ITEMS, metrics=METRICS)
+        got = evaluate_by_ids(
+            ease,
+            shuffled(pd.concat([histories, strangers]), 7),
+            long_frame(targets, names, ITEMS),
+            item_ids=ITEMS,
+            metrics=METRICS,
+        )
     # "nobody" has a history but no target: not evaluated, and its unknown item is not counted.
-    assert_same_result(got, evaluate_recommender(ease, source=source, targets=targets, metrics=METRICS,
-                                                 sample_ids=names))
+    assert_same_result(
+        got, evaluate_recommender(ease, source=source, targets=targets, metrics=METRICS, sample_ids=names)
+    )
 
 
 def test_users_without_history_are_evaluated_from_an_empty_history_and_counted(ease, held_out):
@@ -126,8 +134,9 @@ def test_users_without_history_are_evaluated_from_an_empty_history_and_counted(e
     messages = [str(w.message) for w in caught]
     assert any(m.startswith("3 of 40 evaluated users have no history item in item_ids") for m in messages)
     empty = sp.diags((~cold).astype(np.float32)) @ source
-    assert_same_result(got, evaluate_recommender(ease, source=empty, targets=targets, metrics=METRICS,
-                                                 sample_ids=names))
+    assert_same_result(
+        got, evaluate_recommender(ease, source=empty, targets=targets, metrics=METRICS, sample_ids=names)
+    )
 
 
 def test_a_target_already_in_the_history_is_kept_as_a_certain_miss(ease):
@@ -143,9 +152,13 @@ def test_history_frame_may_be_empty_and_then_every_user_is_cold(ease):
     wanted = pd.DataFrame({"user": ["b", "a", "a"], "item": ITEMS[[3, 0, 5]]})
     with pytest.warns(UserWarning, match="2 of 2 evaluated users have no history item"):
         got = evaluate_by_ids(ease, pd.DataFrame({"user": [], "item": []}), wanted, item_ids=ITEMS, metrics=METRICS)
-    direct = evaluate_recommender(ease, source=sp.csr_matrix((2, N_ITEMS), dtype=np.float32),
-                                  targets=sp.csr_matrix(([1.0] * 3, ([0, 0, 1], [0, 5, 3])), shape=(2, N_ITEMS)),
-                                  metrics=METRICS, sample_ids=np.array(["a", "b"]))
+    direct = evaluate_recommender(
+        ease,
+        source=sp.csr_matrix((2, N_ITEMS), dtype=np.float32),
+        targets=sp.csr_matrix(([1.0] * 3, ([0, 0, 1], [0, 5, 3])), shape=(2, N_ITEMS)),
+        metrics=METRICS,
+        sample_ids=np.array(["a", "b"]),
+    )
     assert_same_result(got, direct)
 
 
@@ -153,8 +166,11 @@ def test_unknown_target_items_are_refused_before_the_model_is_called(ease):
     model = CountingModel(ease)
     histories = pd.DataFrame({"user": [1, 2], "item": ITEMS[[0, 1]]})
     wanted = pd.DataFrame({"user": [1, 2, 2, 2], "item": [ITEMS[2], "gone", "gone", "lost"]})
-    with pytest.raises(ValueError, match=r"targets: expected item ids from item_ids, found 3 row\(s\) with other ids "
-                                         r"\(such as \['gone', 'lost'\]\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"targets: expected item ids from item_ids, found 3 row\(s\) with other ids "
+        r"\(such as \['gone', 'lost'\]\)",
+    ):
         evaluate_by_ids(model, histories, wanted, item_ids=ITEMS, metrics=METRICS)
     assert model.calls == 0
 
@@ -166,25 +182,45 @@ GOOD_T = pd.DataFrame({"user": [1, 2], "item": ["tt002", "tt003"]})
 @pytest.mark.parametrize(
     "change, message",
     [
-        (dict(histories=GOOD_H.to_dict()), "histories: expected a pandas DataFrame with columns 'user' and 'item', "
-                                           "found dict"),
-        (dict(targets=GOOD_T.rename(columns={"item": "movie"})),
-         r"targets: expected columns 'user' and 'item' .one row per user and item., found columns \['user', 'movie'\]"),
+        (
+            dict(histories=GOOD_H.to_dict()),
+            "histories: expected a pandas DataFrame with columns 'user' and 'item', found dict",
+        ),
+        (
+            dict(targets=GOOD_T.rename(columns={"item": "movie"})),
+            r"targets: expected columns 'user' and 'item' .one row per user and item., found columns \['user', 'movie'\]",
+        ),
         (dict(targets=GOOD_T.iloc[:0]), "targets: expected at least one row"),
-        (dict(targets=GOOD_T.assign(user=[1.0, np.nan])), r"targets\['user'\]: expected an id in every row, found 1 "
-                                                         "missing"),
-        (dict(targets=GOOD_T.assign(user=[1.5, 2.0])), r"targets\['user'\]: expected integer or string ids, "
-                                                      "found dtype float64"),
-        (dict(histories=GOOD_H.assign(user=np.array([1, "a"], dtype=object))),
-         r"histories\['user'\]: expected integer or string ids, found mixed-integer values of types \['int', 'str'\]"),
-        (dict(histories=GOOD_H.assign(user=["1", "2"])),
-         r"histories\['user'\]: expected integer user ids like targets\['user'\], found string ids"),
-        (dict(targets=GOOD_T.assign(item=[2, 3])),
-         r"targets\['item'\]: expected string item ids like item_ids, found integer ids"),
-        (dict(item_ids=ITEMS[:-1]), f"item_ids: expected {N_ITEMS} ids .one per column of the model., found "
-                                    f"{N_ITEMS - 1}"),
-        (dict(item_ids=np.r_[ITEMS[:-1], ITEMS[:1]]), "item_ids: expected distinct ids, found 1 repeated, such as "
-                                                      "'tt000'"),
+        (
+            dict(targets=GOOD_T.assign(user=[1.0, np.nan])),
+            r"targets\['user'\]: expected an id in every row, found 1 "
+            "missing",
+        ),
+        (
+            dict(targets=GOOD_T.assign(user=[1.5, 2.0])),
+            r"targets\['user'\]: expected integer or string ids, "
+            "found dtype float64",
+        ),
+        (
+            dict(histories=GOOD_H.assign(user=np.array([1, "a"], dtype=object))),
+            r"histories\['user'\]: expected integer or string ids, found mixed-integer values of types \['int', 'str'\]",
+        ),
+        (
+            dict(histories=GOOD_H.assign(user=["1", "2"])),
+            r"histories\['user'\]: expected integer user ids like targets\['user'\], found string ids",
+        ),
+        (
+            dict(targets=GOOD_T.assign(item=[2, 3])),
+            r"targets\['item'\]: expected string item ids like item_ids, found integer ids",
+        ),
+        (
+            dict(item_ids=ITEMS[:-1]),
+            f"item_ids: expected {N_ITEMS} ids .one per column of the model., found {N_ITEMS - 1}",
+        ),
+        (
+            dict(item_ids=np.r_[ITEMS[:-1], ITEMS[:1]]),
+            "item_ids: expected distinct ids, found 1 repeated, such as 'tt000'",
+        ),
         (dict(item_ids=ITEMS.reshape(2, -1)), r"item_ids: expected a 1-d array of ids, found shape \(2, 15\)"),
         (dict(metrics=["ndcg@10", 3]), "metrics: expected metric objects or keys like .ndcg@100., found int"),
         (dict(metrics=[]), "metrics: expected at least one metric, found none"),
@@ -219,10 +255,12 @@ def test_movielens_interaction_log_reproduces_the_split_evaluation_and_its_finge
     n_outside = int((log[~is_target]["user"].isin(test.user_ids) & ~log[~is_target]["item"].isin(split.item_ids)).sum())
     assert n_outside > 0
     with pytest.warns(UnknownItemsWarning, match=rf"histories: {n_outside} row\(s\) of evaluated users"):
-        got = evaluate_by_ids(model, histories, shuffled(wanted, 10), item_ids=split.item_ids,
-                              metrics=["ndcg@100", "recall@20"])
-    direct = evaluate_recommender(model, source=test.source, targets=test.target, metrics=["ndcg@100", "recall@20"],
-                                  sample_ids=test.user_ids)
+        got = evaluate_by_ids(
+            model, histories, shuffled(wanted, 10), item_ids=split.item_ids, metrics=["ndcg@100", "recall@20"]
+        )
+    direct = evaluate_recommender(
+        model, source=test.source, targets=test.target, metrics=["ndcg@100", "recall@20"], sample_ids=test.user_ids
+    )
     assert got.n_samples == 188
     assert_same_result(got, direct)
 
@@ -250,8 +288,11 @@ def test_the_mlflow_evaluator_maps_lists_of_ids_through_the_same_catalogue():
     inferred = _catalogue(None, [pd.Series([[30, 10], None]), np.array([[20]], dtype=object), pd.Series([[10, 40]])])
     assert inferred.item_ids.tolist() == [10, 20, 30, 40]
     assert _rankings(inferred, pd.Series([[40, 10, 30], [20], []]), 2).tolist() == [[3, 0], [1, -1], [-1, -1]]
-    with pytest.raises(ValueError, match=r"model output 'items': expected item ids from evaluator_config\['item_ids'\], "
-                                         r"found unknown ids \[99\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"model output 'items': expected item ids from evaluator_config\['item_ids'\], "
+        r"found unknown ids \[99\]",
+    ):
         _rankings(inferred, pd.Series([[10, 99]]), 1)
     with pytest.raises(ValueError, match="data: expected integer or string ids, found .*; pass evaluator_config"):
         _catalogue(None, [pd.Series([[1, "a"]])])

@@ -8,32 +8,42 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import clean_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_example(name: str, env: dict | None = None, cwd: Path | None = None) -> str:
-    proc = subprocess.run([sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=cwd)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name)], capture_output=True, text=True, timeout=300, env=env, cwd=cwd
+    )
     assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc.stdout
 
 
 def test_worked_example_runs_and_prints_every_table():
     out = run_example("worked_example.py")
-    for marker in ("Aggregate metrics", "Paired comparison", "Randomization test against paired t-test",
-                   "Retraining ELSA under five seeds", "sd_retraining", "Methods"):
+    for marker in (
+        "Aggregate metrics",
+        "Paired comparison",
+        "Randomization test against paired t-test",
+        "Retraining ELSA under five seeds",
+        "sd_retraining",
+        "Methods",
+    ):
         assert marker in out
 
 
 #: How-to script -> lines its output must contain (each one a result the script computed).
 HOWTOS = {
     "howto_run_conventions.py": [
-        "recsys.role                  train", "recsys.seed                  none",
+        "recsys.role                  train",
+        "recsys.seed                  none",
         "per_user.parquet: 188 rows, columns ['sample_id', 'ndcg@100', 'recall@20']",
         "evaluation.json: schema mlflow-recsys-evaluation v1, 188 users",
-        "CoOccurrence scored", "n = 188 users",
+        "CoOccurrence scored",
+        "n = 188 users",
     ],
     "howto_select_by_filter.py": [
         "tags.`recsys.model` = 'ELSA'                   ['ELSA/0', 'ELSA/0', 'ELSA/1']",
@@ -47,8 +57,11 @@ HOWTOS = {
     ],
     "howto_serve_model.py": [
         "unknown: [999999] warnings: ['UnknownItemsWarning']",
-        "Over HTTP: 3", "Over HTTP: 7",
-        "Evaluator: {'ndcg_at_100':", "ELSA scored", "n = 188 users",
+        "Over HTTP: 3",
+        "Over HTTP: 7",
+        "Evaluator: {'ndcg_at_100':",
+        "ELSA scored",
+        "n = 188 users",
     ],
 }
 
@@ -67,7 +80,13 @@ def test_howto_tracking_server_runs_against_a_live_server(mlflow_server, tmp_pat
     assert f"tracking server: {mlflow_server}" in out
     assert "artifact URI scheme: mlflow-artifacts:" in out
     listed = out.split(" artifacts on the server: ", 1)[1].splitlines()[0].split(", ")
-    assert ": FINISHED, " in out and {"report.html", "report.tex", "report.parquet", "methods.md",
-                                       "provenance.json", "forest.png"} <= set(listed)
+    assert ": FINISHED, " in out and {
+        "report.html",
+        "report.tex",
+        "report.parquet",
+        "methods.md",
+        "provenance.json",
+        "forest.png",
+    } <= set(listed)
     assert "seed_averaged.csv" not in listed  # one run per model: nothing to average over seeds
     assert "Popularity scored" in out and "n = 188 users" in out

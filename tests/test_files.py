@@ -62,11 +62,11 @@ def test_saved_model_modes_follow_the_umask(umask, tmp_path):
 
 
 def test_evaluation_artifact_modes_follow_the_umask(umask, tmp_path):
-    result = EvaluationResult(metrics={"recall@5": 0.5}, per_user={"recall@5": np.array([0.0, 1.0])},
-                              sample_ids=np.array([1, 2]))
+    result = EvaluationResult(
+        metrics={"recall@5": 0.5}, per_user={"recall@5": np.array([0.0, 1.0])}, sample_ids=np.array([1, 2])
+    )
     paths = write_evaluation_artifacts(result, tmp_path / "run", split_digest=None)
-    assert {p.name: mode(p) for p in paths} == {"per_user.parquet": MODES[umask],
-                                                 "evaluation.json": MODES[umask]}
+    assert {p.name: mode(p) for p in paths} == {"per_user.parquet": MODES[umask], "evaluation.json": MODES[umask]}
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["evaluation.json", "per_user.parquet"]
 
 
@@ -82,9 +82,12 @@ def test_downloaded_file_mode_follows_the_umask(umask, tmp_path):
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
-            dest = download(f"http://127.0.0.1:{server.server_address[1]}/archive.bin",
-                            tmp_path / "cache" / "archive.bin", hashlib.sha256(b"x" * 1000).hexdigest(),
-                            progress=False)
+            dest = download(
+                f"http://127.0.0.1:{server.server_address[1]}/archive.bin",
+                tmp_path / "cache" / "archive.bin",
+                hashlib.sha256(b"x" * 1000).hexdigest(),
+                progress=False,
+            )
         finally:
             server.shutdown()
     assert mode(dest) == MODES[umask]
@@ -112,8 +115,11 @@ def test_atomic_write_replaces_the_target_on_success(tmp_path):
 
 
 def test_no_module_writes_with_mkstemp_or_replace_outside_the_helper():
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "src").rglob("*.py")
-                 if p.name != "_atomic.py" and any(word in p.read_text() for word in ("mkstemp", "os.replace("))]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "src").rglob("*.py")
+        if p.name != "_atomic.py" and any(word in p.read_text() for word in ("mkstemp", "os.replace("))
+    ]
     assert offenders == []
 
 

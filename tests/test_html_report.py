@@ -15,13 +15,22 @@ import numpy as np
 import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import ComparisonWarning, compare_models
 from mlflow_recsys.report.html import report_html
 from mlflow_recsys.report.text import display_frame
+from mlflow_recsys.stats import ComparisonWarning, compare_models
 
 KEY = ["metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L"]
-DETAILS = ["metric", "comparison", "baseline_mean", "candidate_mean", "n_units", "n_nonzero", "tie_rate",
-           "p_value", "relative"]
+DETAILS = [
+    "metric",
+    "comparison",
+    "baseline_mean",
+    "candidate_mean",
+    "n_units",
+    "n_nonzero",
+    "tie_rate",
+    "p_value",
+    "relative",
+]
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 
 
@@ -80,18 +89,22 @@ def _report(names=("Popularity", "EASE", "ELSA"), metrics=("ndcg@100", "calibrat
     results = {names[0]: EvaluationResult.from_per_user(base, targets_fingerprint="x")}
     for k, name in enumerate(names[1:]):
         results[name] = EvaluationResult.from_per_user(
-            {m: v + rng.normal(0.04 * k, 0.1, n) for m, v in base.items()}, targets_fingerprint="x")
+            {m: v + rng.normal(0.04 * k, 0.1, n) for m, v in base.items()}, targets_fingerprint="x"
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
-        return compare_models(results, metrics=list(metrics), reference=names[0], primary=metrics[0],
-                              n_resamples=999)
+        return compare_models(results, metrics=list(metrics), reference=names[0], primary=metrics[0], n_resamples=999)
 
 
 def _seed_averaged(report, seeds):
     """The report with each side's seed count set (as a seed-averaged comparison would have them)."""
-    return dataclasses.replace(report, comparisons=tuple(
-        dataclasses.replace(c, baseline_seeds=seeds[c.baseline], candidate_seeds=seeds[c.candidate])
-        for c in report.comparisons))
+    return dataclasses.replace(
+        report,
+        comparisons=tuple(
+            dataclasses.replace(c, baseline_seeds=seeds[c.baseline], candidate_seeds=seeds[c.candidate])
+            for c in report.comparisons
+        ),
+    )
 
 
 def _page(report, **kwargs) -> str:
@@ -108,8 +121,16 @@ def test_key_table_holds_the_key_columns_one_row_per_hypothesis(report):
     assert rows[0] == KEY
     frame = report.to_frame()
     expected = [
-        [r.metric, f"{r.candidate} vs {r.baseline}", f"{r.difference:.6f}", f"[{r.ci_low:.6f}, {r.ci_high:.6f}]",
-         _p(r.adjusted_p_value), r.direction, f"{r.mde:.6f}", f"{r.wins}/{r.ties}/{r.losses}"]
+        [
+            r.metric,
+            f"{r.candidate} vs {r.baseline}",
+            f"{r.difference:.6f}",
+            f"[{r.ci_low:.6f}, {r.ci_high:.6f}]",
+            _p(r.adjusted_p_value),
+            r.direction,
+            f"{r.mde:.6f}",
+            f"{r.wins}/{r.ties}/{r.losses}",
+        ]
         for r in frame.itertuples()
     ]
     assert rows[1:] == expected
@@ -122,14 +143,28 @@ def test_details_table_holds_the_other_columns(report):
     assert rows[0] == DETAILS
     frame = report.to_frame()
     expected = [
-        [r.metric, f"{r.candidate} vs {r.baseline}", f"{r.baseline_mean:.6f}", f"{r.candidate_mean:.6f}",
-         str(r.n_units), str(r.n_nonzero), f"{r.tie_rate:.1%}", _p(r.p_value), f"{r.relative_difference:.2%}"]
+        [
+            r.metric,
+            f"{r.candidate} vs {r.baseline}",
+            f"{r.baseline_mean:.6f}",
+            f"{r.candidate_mean:.6f}",
+            str(r.n_units),
+            str(r.n_nonzero),
+            f"{r.tie_rate:.1%}",
+            _p(r.p_value),
+            f"{r.relative_difference:.2%}",
+        ]
         for r in frame.itertuples()
     ]
     assert rows[1:] == expected
     # Between them, the two tables show every column of the display frame, and only the names twice.
-    shown_as = {"baseline": "comparison", "candidate": "comparison", "ci_low": "interval", "ci_high": "interval",
-                "adjusted_p": "adjusted p"}
+    shown_as = {
+        "baseline": "comparison",
+        "candidate": "comparison",
+        "ci_low": "interval",
+        "ci_high": "interval",
+        "adjusted_p": "adjusted p",
+    }
     assert {shown_as.get(c, c) for c in display_frame(report).columns} == set(KEY) | set(DETAILS)
     assert set(KEY) & set(DETAILS) == {"metric", "comparison"}
 

@@ -12,8 +12,8 @@ import mlflow
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import sqlite_store
 
+from conftest import sqlite_store
 from mlflow_recsys.models import ELSAConfig, ELSATrainer
 
 DATA = """
@@ -51,7 +51,9 @@ def test_importing_the_core_does_not_import_torch_or_mlflow():
 
 @pytest.mark.parametrize("model", ["EASE(EASEConfig(l2=5.0))", "Popularity()"])
 def test_fitting_saving_loading_and_recommending_ease_and_popularity_do_not_import_torch(model, tmp_path):
-    code = DATA + f"""
+    code = (
+        DATA
+        + f"""
 from mlflow_recsys.models import MODELS, EASE, EASEConfig, Popularity
 fitted = {model}.fit(x)
 folder = fitted.save({str(tmp_path / "m")!r})
@@ -59,6 +61,7 @@ loaded = MODELS[fitted.name].model_class.load(folder)
 assert type(loaded) is type(fitted)
 np.testing.assert_array_equal(loaded.recommend(x[:3], 4)[0], fitted.recommend(x[:3], 4)[0])
 """
+    )
     assert loaded_after(code) == (False, False)
 
 
@@ -97,7 +100,9 @@ def test_elsa_training_and_device_checks_import_torch_when_used(code):
 
 
 def test_the_pyfunc_wrapper_loads_and_predicts_an_ease_model_without_torch(tmp_path):
-    code = DATA + f"""
+    code = (
+        DATA
+        + f"""
 import pandas as pd
 from mlflow.pyfunc import PythonModelContext
 from mlflow_recsys.models import EASE
@@ -111,6 +116,7 @@ wrapper.load_context(PythonModelContext(artifacts=artifacts, model_config=None))
 out = wrapper.predict(None, pd.DataFrame({{"items": [[100, 105]], "k": [3]}}))
 assert len(out["items"][0]) == 3
 """
+    )
     assert loaded_after(code) == (False, True)
 
 

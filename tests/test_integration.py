@@ -8,13 +8,12 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pytest
-from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
 
+from conftest import BIN, clean_env
 from mlflow_recsys import __version__
-from mlflow_recsys.stats import FewSeedsWarning
+from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import ArtifactError, RunSelectionError, compare_runs, run_split, run_train
-from mlflow_recsys.stats import ComparisonSettings
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[1]
@@ -27,19 +26,43 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
     try:
         mlflow.create_experiment("study", artifact_location=(tmp_path / "artifacts").as_uri())
         proc = subprocess.run(
-            [str(BIN / "mlflow"), "run", str(PROJECT), "--env-manager", "local", "--experiment-name", "study",
-             "-P", "seeds=0,1", "-P", "epochs=2", "-P", "n_resamples=999"],
-            env=clean_env(uri), capture_output=True, text=True, timeout=600,
+            [
+                str(BIN / "mlflow"),
+                "run",
+                str(PROJECT),
+                "--env-manager",
+                "local",
+                "--experiment-name",
+                "study",
+                "-P",
+                "seeds=0,1",
+                "-P",
+                "epochs=2",
+                "-P",
+                "n_resamples=999",
+            ],
+            env=clean_env(uri),
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert "| ndcg@100" in proc.stdout and "mlflow ui --backend-store-uri" in proc.stdout
         runs = MlflowClient().search_runs([mlflow.get_experiment_by_name("study").experiment_id])
         roles = sorted((r.data.tags.get("recsys.role"), r.data.tags.get("recsys.model", "")) for r in runs)
-        assert roles == [("comparison", ""), ("main", ""), ("split", ""), ("train", "EASE"), ("train", "ELSA"),
-                         ("train", "ELSA")]
+        assert roles == [
+            ("comparison", ""),
+            ("main", ""),
+            ("split", ""),
+            ("train", "EASE"),
+            ("train", "ELSA"),
+            ("train", "ELSA"),
+        ]
         assert all(r.info.status == "FINISHED" for r in runs)
         # Each training run holds only the params its model uses, though `mlflow run` logged them.
-        trained = {r.data.tags["recsys.model"]: r.data.params for r in runs if r.data.tags.get("recsys.role") == "train"}
+        trained = {
+            r.data.tags["recsys.model"]: r.data.params for r in runs if r.data.tags.get("recsys.role") == "train"
+        }
         assert "l2" in trained["EASE"] and not {"epochs", "seed", "lr", "latent_dim"} & set(trained["EASE"])
         assert {"seed", "epochs", "lr", "latent_dim"} <= set(trained["ELSA"]) and "l2" not in trained["ELSA"]
         assert {r.data.tags.get("recsys.package_version") for r in runs} == {__version__}
@@ -62,8 +85,16 @@ def train_small_study(checkpoint: str) -> dict[str, str]:
         "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
     }
     for seed in (0, 1):
-        runs[f"ELSA{seed}"] = run_train(checkpoint=checkpoint, model="ELSA", seed=seed, metrics=METRICS,
-                                        log_model=False, latent_dim=8, batch_size=128, epochs=2)
+        runs[f"ELSA{seed}"] = run_train(
+            checkpoint=checkpoint,
+            model="ELSA",
+            seed=seed,
+            metrics=METRICS,
+            log_model=False,
+            latent_dim=8,
+            batch_size=128,
+            epochs=2,
+        )
     return runs
 
 
@@ -80,7 +111,10 @@ def served(mlflow_server):
 
 
 def test_compare_by_ids_over_http_logs_to_the_server(served):
-    outcome = compare_runs(run_ids=[served["Popularity"], served["EASE"]], settings=ComparisonSettings(reference="Popularity", n_resamples=999))
+    outcome = compare_runs(
+        run_ids=[served["Popularity"], served["EASE"]],
+        settings=ComparisonSettings(reference="Popularity", n_resamples=999),
+    )
     row = outcome.report.get("ndcg@100", "EASE")
     assert row.difference > 0 and row.direction == "better"
     run = MlflowClient().get_run(outcome.run_id)
@@ -99,8 +133,11 @@ def test_compare_by_a_pasted_ui_url_percent_encoded(served):
 
 
 def test_compare_by_experiment_and_filter_over_http(served):
-    outcome = compare_runs(experiment="over-http", filter_string="tags.`recsys.seed` = 'none'",
-                           settings=ComparisonSettings(reference="Popularity", n_resamples=999))
+    outcome = compare_runs(
+        experiment="over-http",
+        filter_string="tags.`recsys.seed` = 'none'",
+        settings=ComparisonSettings(reference="Popularity", n_resamples=999),
+    )
     assert set(outcome.source_runs) == {"EASE", "Popularity"}
 
 
@@ -119,7 +156,8 @@ def test_mismatched_fingerprints_over_http_end_the_comparison_run_failed(served,
     with pytest.raises(RunSelectionError, match="targets fingerprint"):
         compare_runs(run_ids=[served["EASE"], fake], settings=ComparisonSettings(reference="EASE", n_resamples=999))
     failed = MlflowClient().search_runs(
-        [served["experiment_id"]], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'")
+        [served["experiment_id"]], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'"
+    )
     assert failed and "targets fingerprint" in failed[0].data.tags["recsys.error"]
 
 
@@ -139,9 +177,23 @@ def test_compare_entry_point_with_a_bad_selection_fails_its_run_with_the_reason(
     try:
         experiment_id = mlflow.create_experiment("bad", artifact_location=(tmp_path / "artifacts").as_uri())
         proc = subprocess.run(
-            [str(BIN / "mlflow"), "run", str(PROJECT), "--env-manager", "local", "--experiment-name", "bad",
-             "-e", "compare", "-P", "experiment=no-such-experiment"],
-            env=clean_env(uri), capture_output=True, text=True, timeout=300,
+            [
+                str(BIN / "mlflow"),
+                "run",
+                str(PROJECT),
+                "--env-manager",
+                "local",
+                "--experiment-name",
+                "bad",
+                "-e",
+                "compare",
+                "-P",
+                "experiment=no-such-experiment",
+            ],
+            env=clean_env(uri),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         assert proc.returncode != 0 and "no-such-experiment" in proc.stdout + proc.stderr
         (run,) = MlflowClient().search_runs([experiment_id])
@@ -158,9 +210,22 @@ def test_split_entry_point_takes_each_protocol_and_leaves_unset_fractions_unset(
         experiment_id = mlflow.create_experiment("splits", artifact_location=(tmp_path / "artifacts").as_uri())
         for params in (["-P", "split_mode=leave_one_out"], ["-P", "split_mode=time_split", "-P", "test_frac=0.3"]):
             proc = subprocess.run(
-                [str(BIN / "mlflow"), "run", str(PROJECT), "--env-manager", "local", "--experiment-name", "splits",
-                 "-e", "split", *params],
-                env=clean_env(uri), capture_output=True, text=True, timeout=300,
+                [
+                    str(BIN / "mlflow"),
+                    "run",
+                    str(PROJECT),
+                    "--env-manager",
+                    "local",
+                    "--experiment-name",
+                    "splits",
+                    "-e",
+                    "split",
+                    *params,
+                ],
+                env=clean_env(uri),
+                capture_output=True,
+                text=True,
+                timeout=300,
             )
             assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         manifests = {}

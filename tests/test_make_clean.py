@@ -68,8 +68,9 @@ class Store:
 
 def make_clean(root, python=sys.executable):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    done = subprocess.run(["make", "clean", f"PY={python}"], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        ["make", "clean", f"PY={python}"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -97,8 +98,15 @@ def test_make_clean_removes_the_demo_runs_and_keeps_the_users(tmp_path):
     assert store.client.search_logged_models([store.demo, other]) == []
     assert store.client.get_experiment(gone).lifecycle_stage == "deleted"
     assert (root / "mlruns" / "keep.txt").read_text() == "x"
-    assert sorted(p.name for p in root.iterdir()) == ["Makefile", "checkpoints", "mlartifacts", "mlruns", "mlruns.db",
-                                                      "other.db", "scripts"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        "Makefile",
+        "checkpoints",
+        "mlartifacts",
+        "mlruns",
+        "mlruns.db",
+        "other.db",
+        "scripts",
+    ]
     assert "removed 3 demo run(s) and 1 logged model(s)" in out and "kept 3 other run(s)" in out
 
 
@@ -121,5 +129,11 @@ def test_make_clean_without_the_venv_removes_only_site(tmp_path):
 
     make_clean(root, python=tmp_path / "no-venv" / "bin" / "python")
 
-    assert sorted(p.name for p in root.iterdir()) == ["Makefile", "checkpoints", "mlruns", "mlruns.db", "other.db",
-                                                      "scripts"]
+    assert sorted(p.name for p in root.iterdir()) == [
+        "Makefile",
+        "checkpoints",
+        "mlruns",
+        "mlruns.db",
+        "other.db",
+        "scripts",
+    ]

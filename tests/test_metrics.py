@@ -163,9 +163,7 @@ def test_extra_ranking_columns_beyond_max_k_are_ignored():
 
 def test_duplicate_stored_target_entries_count_once():
     # an uncanonical CSR with the pair (0, 3) stored twice is still one target
-    targets = sp.csr_matrix(
-        (np.ones(3, dtype=np.float32), np.array([3, 3, 5]), np.array([0, 3])), shape=(1, 10)
-    )
+    targets = sp.csr_matrix((np.ones(3, dtype=np.float32), np.array([3, 3, 5]), np.array([0, 3])), shape=(1, 10))
     values = Recall(2).compute(np.array([[3, 1]]), targets)
     assert values["recall@2"][0] == pytest.approx(1 / 2)  # 1 hit / |{3, 5}|
 

@@ -34,9 +34,7 @@ import scipy.sparse as sp
 
 from mlflow_recsys.metrics import METRIC_CLASSES
 
-ir_measures = pytest.importorskip(
-    "ir_measures", reason="ir_measures is a test dependency: pip install -e '.[test]'"
-)
+ir_measures = pytest.importorskip("ir_measures", reason="ir_measures is a test dependency: pip install -e '.[test]'")
 if importlib.util.find_spec("ranx") is None:
     pytest.skip("ranx is a test dependency: pip install -e '.[test]'", allow_module_level=True)
 
@@ -83,9 +81,7 @@ json.dump(out, sys.stdout)
 def random_case(seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
     """Rankings (N_USERS, WIDTH) with -1 padding and binary targets, from one seed."""
     rng = np.random.default_rng(seed)
-    n_relevant = np.concatenate(
-        [FIXED_RELEVANT, rng.integers(0, 21, size=N_USERS - len(FIXED_RELEVANT))]
-    )
+    n_relevant = np.concatenate([FIXED_RELEVANT, rng.integers(0, 21, size=N_USERS - len(FIXED_RELEVANT))])
     rows, cols = [], []
     rankings = np.full((N_USERS, WIDTH), -1, dtype=np.int64)
     for user, n_rel in enumerate(n_relevant):
@@ -97,18 +93,13 @@ def random_case(seed: int) -> tuple[np.ndarray, sp.csr_matrix]:
         score[targets] += rng.choice([0.0, 0.3, 0.6, 5.0])
         length = WIDTH if rng.random() < 0.85 else int(rng.integers(1, WIDTH))
         rankings[user, :length] = np.argsort(-score, kind="stable")[:length]
-    targets = sp.csr_matrix(
-        (np.ones(len(rows)), (rows, cols)), shape=(N_USERS, N_ITEMS), dtype=np.float64
-    )
+    targets = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(N_USERS, N_ITEMS), dtype=np.float64)
     return rankings, targets
 
 
 def trec_inputs(rankings: np.ndarray, targets: sp.csr_matrix, cut: int = WIDTH):
     """qrels and run dicts; a user without targets gets one judged non-relevant item."""
-    qrels = {
-        f"u{u}": {f"i{i}": 1 for i in targets[u].indices} or {"none": 0}
-        for u in range(rankings.shape[0])
-    }
+    qrels = {f"u{u}": {f"i{i}": 1 for i in targets[u].indices} or {"none": 0} for u in range(rankings.shape[0])}
     # distinct, decreasing scores: no ties for either library to break
     run = {
         f"u{u}": {f"i{i}": float(WIDTH - r) for r, i in enumerate(row[:cut]) if i >= 0}
@@ -132,8 +123,10 @@ def trec_eval_values(rankings: np.ndarray, targets: sp.csr_matrix) -> dict[str, 
             values[name + suffix][int(metric.query_id[1:])] = metric.value
 
     for k in KS:
-        collect({f"AP@{k}": AP @ k, f"nDCG@{k}": nDCG @ k, f"P@{k}": P @ k, f"R@{k}": R @ k,
-                 f"Success@{k}": Success @ k}, run)
+        collect(
+            {f"AP@{k}": AP @ k, f"nDCG@{k}": nDCG @ k, f"P@{k}": P @ k, f"R@{k}": R @ k, f"Success@{k}": Success @ k},
+            run,
+        )
         collect({"RR": RR}, trec_inputs(rankings, targets, cut=k)[1], suffix=f"@{k}")
     return values
 
@@ -142,8 +135,7 @@ def trec_eval_values(rankings: np.ndarray, targets: sp.csr_matrix) -> dict[str, 
 def cases() -> list[dict]:
     """Per seed: n_relevant, our per-user values, ranx's and trec_eval's, keyed 'name@k'."""
     data = [random_case(seed) for seed in SEEDS]
-    ranx_metrics = [f"{m}@{k}" for m in ("map", "ndcg", "precision", "recall", "mrr", "hit_rate")
-                    for k in KS]
+    ranx_metrics = [f"{m}@{k}" for m in ("map", "ndcg", "precision", "recall", "mrr", "hit_rate") for k in KS]
     request = [dict(zip(("qrels", "run"), trec_inputs(r, t)), metrics=ranx_metrics) for r, t in data]
     proc = subprocess.run(
         [sys.executable, "-c", RANX_WORKER],
@@ -161,16 +153,16 @@ def cases() -> list[dict]:
         ours: dict[str, np.ndarray] = {}
         for cls in METRIC_CLASSES.values():
             ours.update(cls(KS).compute(rankings, targets))
-        ranx_values = {
-            m: np.array([ranx_case[m][f"u{u}"] for u in range(rankings.shape[0])]) for m in ranx_metrics
-        }
-        out.append({
-            "n_relevant": np.diff(targets.indptr),
-            "padded": (rankings < 0).any(axis=1),
-            "ours": ours,
-            "ranx": ranx_values,
-            "trec_eval": trec_eval_values(rankings, targets),
-        })
+        ranx_values = {m: np.array([ranx_case[m][f"u{u}"] for u in range(rankings.shape[0])]) for m in ranx_metrics}
+        out.append(
+            {
+                "n_relevant": np.diff(targets.indptr),
+                "padded": (rankings < 0).any(axis=1),
+                "ours": ours,
+                "ranx": ranx_values,
+                "trec_eval": trec_eval_values(rankings, targets),
+            }
+        )
     return out
 
 
@@ -196,7 +188,10 @@ def test_same_convention_equal(cases, library, name):
         for k in KS:
             ours = case["ours"][f"{name}@{k}"][has]
             np.testing.assert_allclose(
-                ours, theirs(case, library, EQUAL[name], k)[has], rtol=0, atol=ATOL,
+                ours,
+                theirs(case, library, EQUAL[name], k)[has],
+                rtol=0,
+                atol=ATOL,
                 err_msg=f"{name}@{k} vs {library}",
             )
 
@@ -213,7 +208,10 @@ def test_min_k_r_normaliser_differs_exactly(cases, library, name):
             ours = case["ours"][f"{name}@{k}"][has]
             other = theirs(case, library, BY_MIN_K_R[name], k)[has]
             np.testing.assert_allclose(
-                ours * np.minimum(k, n[has]), other * n[has], rtol=0, atol=ATOL,
+                ours * np.minimum(k, n[has]),
+                other * n[has],
+                rtol=0,
+                atol=ATOL,
                 err_msg=f"{name}@{k} vs {library}",
             )
             # equal where |R| <= k, and larger by |R| / k where |R| > k and anything was found

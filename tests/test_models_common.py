@@ -120,12 +120,15 @@ def test_loading_a_missing_directory_raises_file_not_found(tmp_path):
 
 @pytest.mark.parametrize("cls_name", ["EASE", "ELSA", "Popularity"])
 def test_tampered_weights_file_fails_with_a_clear_error(tmp_path, cls_name):
-    from mlflow_recsys.models import MODELS, EASE, ELSAConfig, ELSATrainer, Popularity
+    from mlflow_recsys.models import EASE, MODELS, ELSAConfig, ELSATrainer, Popularity
 
     rng = np.random.default_rng(0)
     x = sp.csr_matrix((rng.random((30, 12)) < 0.3).astype(np.float32))
-    model = {"EASE": lambda: EASE().fit(x), "Popularity": lambda: Popularity().fit(x),
-             "ELSA": lambda: ELSATrainer(ELSAConfig(latent_dim=3, epochs=1)).fit(x)}[cls_name]()
+    model = {
+        "EASE": lambda: EASE().fit(x),
+        "Popularity": lambda: Popularity().fit(x),
+        "ELSA": lambda: ELSATrainer(ELSAConfig(latent_dim=3, epochs=1)).fit(x),
+    }[cls_name]()
     folder = model.save(tmp_path / "m")
     (weights,) = [f for f in folder.iterdir() if f.suffix == ".npy"]
     data = bytearray(weights.read_bytes())

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mlflow_recsys.models import ease as ease_module
 from mlflow_recsys.models import EASE, EASEConfig
+from mlflow_recsys.models import ease as ease_module
 
 
 def random_interactions(n_users, n_items, density, seed):

@@ -149,8 +149,9 @@ def test_early_stopping_keeps_the_best_validation_epoch():
     scores = iter([0.1, 0.3, 0.2, 0.25, 0.28, 0.5, 0.6])  # best at epoch 2, then 3 epochs without gain
     seen = []
     config = ELSAConfig(latent_dim=4, batch_size=16, epochs=7, lr=0.01, seed=0, patience=3)
-    model = ELSATrainer(config).fit(x, on_epoch_end=lambda e, loss, score: seen.append((e, score)),
-                                    validate=lambda m: next(scores))
+    model = ELSATrainer(config).fit(
+        x, on_epoch_end=lambda e, loss, score: seen.append((e, score)), validate=lambda m: next(scores)
+    )
     assert [e for e, _ in seen] == [1, 2, 3, 4, 5] and model.best_epoch == 2
     assert model.validation_history == [0.1, 0.3, 0.2, 0.25, 0.28]
     # The kept weights are epoch 2's: retraining for exactly 2 epochs gives the same weights.
@@ -169,8 +170,10 @@ def test_patience_without_validation_and_unknown_optimizer_are_refused():
 def test_optimizer_choice_changes_training():
     rng = np.random.default_rng(1)
     x = sp.csr_matrix((rng.random((40, 20)) < 0.3).astype(np.float32))
-    weights = {name: ELSATrainer(ELSAConfig(latent_dim=3, batch_size=8, epochs=2, optimizer=name)).fit(x).weights
-               for name in ("nadam", "adam", "sgd")}
+    weights = {
+        name: ELSATrainer(ELSAConfig(latent_dim=3, batch_size=8, epochs=2, optimizer=name)).fit(x).weights
+        for name in ("nadam", "adam", "sgd")
+    }
     assert not np.array_equal(weights["nadam"], weights["adam"]) and not np.array_equal(weights["adam"], weights["sgd"])
 
 
@@ -193,6 +196,7 @@ def test_loss_gradient_has_the_shape_of_a_and_matches_finite_differences():
             up, down = a.detach().clone(), a.detach().clone()
             up[i, j] += h
             down[i, j] -= h
-            numeric[i, j] = (normalized_distance_loss(elsa_forward(x, up), x)
-                             - normalized_distance_loss(elsa_forward(x, down), x)).item() / (2 * h)
+            numeric[i, j] = (
+                normalized_distance_loss(elsa_forward(x, up), x) - normalized_distance_loss(elsa_forward(x, down), x)
+            ).item() / (2 * h)
     np.testing.assert_allclose(grad.numpy(), numeric, rtol=1e-5, atol=1e-8)

@@ -66,11 +66,20 @@ def report():
 def spread():
     rng = np.random.default_rng(1)
     base = rng.random(40)
-    seeds = {f"${s}$": EvaluationResult.from_per_user({HOSTILE_METRIC: base + rng.normal(0.02, 0.05, 40)},
-                                                     targets_fingerprint="x") for s in range(5)}
-    return seed_spread(EvaluationResult.from_per_user({HOSTILE_METRIC: base}, targets_fingerprint="x"), seeds,
-                       metrics=HOSTILE_METRIC, baseline_name="<b>bold</b>", candidate_name="**md**|pipe",
-                       n_resamples=999)
+    seeds = {
+        f"${s}$": EvaluationResult.from_per_user(
+            {HOSTILE_METRIC: base + rng.normal(0.02, 0.05, 40)}, targets_fingerprint="x"
+        )
+        for s in range(5)
+    }
+    return seed_spread(
+        EvaluationResult.from_per_user({HOSTILE_METRIC: base}, targets_fingerprint="x"),
+        seeds,
+        metrics=HOSTILE_METRIC,
+        baseline_name="<b>bold</b>",
+        candidate_name="**md**|pipe",
+        n_resamples=999,
+    )
 
 
 # -- markdown ------------------------------------------------------------------------------
@@ -154,8 +163,13 @@ def test_methods_text_names_no_model_so_names_cannot_change_it(report):
 @pytest.mark.filterwarnings("ignore:Tight layout not applied")
 def test_html_report_escapes_names_once(report, spread, tmp_path):
     forest_plot(report, tmp_path / "forest.png")
-    page = report_html(report, {"**md**|pipe vs <b>bold</b>": spread}, primary="ndcg@100", title="<i>t</i>",
-                       forest_png=(tmp_path / "forest.png").read_bytes())
+    page = report_html(
+        report,
+        {"**md**|pipe vs <b>bold</b>": spread},
+        primary="ndcg@100",
+        title="<i>t</i>",
+        forest_png=(tmp_path / "forest.png").read_bytes(),
+    )
     assert "<b>bold</b>" not in page and "<i>t</i>" not in page
     assert "&lt;b&gt;bold&lt;/b&gt;" in page and "&lt;i&gt;t&lt;/i&gt;" in page
     for c in report.comparisons:
@@ -189,7 +203,7 @@ def test_csv_safe_frame_quotes_formula_text_and_leaves_numbers():
     )
     before = frame.copy()
     safe = csv_safe_frame(frame)
-    expected = ["'=HYPERLINK(\"x\")", "'+1", "'-cmd", "'@SUM(A1)", "'\tx", "'\rx", "plain", "a=b", None]
+    expected = ['\'=HYPERLINK("x")', "'+1", "'-cmd", "'@SUM(A1)", "'\tx", "'\rx", "plain", "a=b", None]
     pd.testing.assert_series_equal(safe["name"], pd.Series(expected, name="name", dtype=frame["name"].dtype))
     assert safe["kind"].tolist() == ["'=a", "b", "'=a", "b", "b", "b", "b", "b", "b"]
     assert list(safe.columns) == ["name", "difference", "n", "kind", "'=label"]
@@ -207,7 +221,7 @@ def test_csv_safe_frame_of_a_report_changes_only_hostile_text(report):
     frame = report.to_frame()
     safe = csv_safe_frame(frame)
     hyperlink = frame["candidate"] == '=HYPERLINK("x")'
-    assert safe.loc[hyperlink, "candidate"].tolist() == ["'=HYPERLINK(\"x\")"] * 2
+    assert safe.loc[hyperlink, "candidate"].tolist() == ['\'=HYPERLINK("x")'] * 2
     pd.testing.assert_frame_equal(safe.loc[~hyperlink], frame.loc[~hyperlink])
     numeric = frame.select_dtypes("number").columns
     pd.testing.assert_frame_equal(safe[numeric], frame[numeric])
@@ -248,8 +262,7 @@ def test_forest_plot_draws_names_as_plain_text(report, tmp_path, saved_figures):
     assert_png(tmp_path / "forest.png")
     (figure,) = saved_figures
     labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
-    assert labels == [f"{plot_label(c.candidate)} vs {plot_label(c.baseline)}\n{c.metric}"
-                      for c in report.comparisons]
+    assert labels == [f"{plot_label(c.candidate)} vs {plot_label(c.baseline)}\n{c.metric}" for c in report.comparisons]
     assert set(labels) <= set(literal_texts(figure))
 
 
@@ -262,8 +275,9 @@ def test_plot_labels_are_one_short_line_and_stay_distinct():
 
 
 def test_seed_spread_plot_draws_names_seeds_and_metric_as_plain_text(spread, tmp_path, saved_figures):
-    per_seed = pd.concat([spread.per_seed_frame().assign(comparison=name) for name in ("_under", "$x^2$")],
-                         ignore_index=True)
+    per_seed = pd.concat(
+        [spread.per_seed_frame().assign(comparison=name) for name in ("_under", "$x^2$")], ignore_index=True
+    )
     seed_spread_plot(per_seed, tmp_path / "seeds.png")
     assert_png(tmp_path / "seeds.png")
     (figure,) = saved_figures

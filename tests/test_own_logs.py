@@ -8,19 +8,24 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 import mlflow_recsys as mr
+from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.data import from_interactions, read_interactions_file
 
 
 def _log(n: int = 3000, seed: int = 1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"uid": rng.integers(0, 150, n), "sku": rng.integers(0, 90, n),
-                         "rating": rng.integers(1, 6, n).astype(float),
-                         "ts": rng.integers(10**9, 10**9 + 10**6, n)})
+    return pd.DataFrame(
+        {
+            "uid": rng.integers(0, 150, n),
+            "sku": rng.integers(0, 90, n),
+            "rating": rng.integers(1, 6, n).astype(float),
+            "ts": rng.integers(10**9, 10**9 + 10**6, n),
+        }
+    )
 
 
 def test_implicit_feedback_gives_every_row_the_value_one():
@@ -52,12 +57,18 @@ def test_mapped_columns_give_the_same_split_as_a_renamed_file(tmp_path):
     log = _log()
     log.to_csv(tmp_path / "mine.csv", index=False)
     log.rename(columns={"uid": "user", "sku": "item", "rating": "value", "ts": "timestamp"}).to_csv(
-        tmp_path / "renamed.csv", index=False)
-    mapped = mr.build_recsys_checkpoint(tmp_path / "mine.csv", checkpoint_path=tmp_path / "a.zip",
-                                        split_mode="time_split", min_user_interactions=2,
-                                        columns={"user": "uid", "item": "sku", "value": "rating", "timestamp": "ts"})
-    plain = mr.build_recsys_checkpoint(tmp_path / "renamed.csv", checkpoint_path=tmp_path / "b.zip",
-                                       split_mode="time_split", min_user_interactions=2)
+        tmp_path / "renamed.csv", index=False
+    )
+    mapped = mr.build_recsys_checkpoint(
+        tmp_path / "mine.csv",
+        checkpoint_path=tmp_path / "a.zip",
+        split_mode="time_split",
+        min_user_interactions=2,
+        columns={"user": "uid", "item": "sku", "value": "rating", "timestamp": "ts"},
+    )
+    plain = mr.build_recsys_checkpoint(
+        tmp_path / "renamed.csv", checkpoint_path=tmp_path / "b.zip", split_mode="time_split", min_user_interactions=2
+    )
     a, b = mr.load_recsys_split(mapped), mr.load_recsys_split(plain)
     assert (a["x_train"] != b["x_train"]).nnz == 0 and a["x_train"].nnz > 0
     np.testing.assert_array_equal(a["item_ids"], b["item_ids"])
@@ -65,17 +76,31 @@ def test_mapped_columns_give_the_same_split_as_a_renamed_file(tmp_path):
     assert a["manifest"]["counts"] == b["manifest"]["counts"]
 
 
-@pytest.mark.parametrize("columns, min_rating, message", [
-    ({"value": None}, 4.0, r"min_rating: expected None for a log without ratings \(columns value=None\), found 4.0"),
-    ({"rating": "x"}, None, r"columns: expected keys among \['user', 'item', 'value', 'timestamp'\], found \['rating'\]"),
-    ({"user": None}, None, r"columns: expected a column name for 'user', found None"),
-    ({"user": "nope"}, None, r"user: expected a column 'nope' in the interactions, found columns"),
-])
+@pytest.mark.parametrize(
+    "columns, min_rating, message",
+    [
+        (
+            {"value": None},
+            4.0,
+            r"min_rating: expected None for a log without ratings \(columns value=None\), found 4.0",
+        ),
+        (
+            {"rating": "x"},
+            None,
+            r"columns: expected keys among \['user', 'item', 'value', 'timestamp'\], found \['rating'\]",
+        ),
+        ({"user": None}, None, r"columns: expected a column name for 'user', found None"),
+        ({"user": "nope"}, None, r"user: expected a column 'nope' in the interactions, found columns"),
+    ],
+)
 def test_bad_column_mappings_are_refused_before_anything_is_written(tmp_path, columns, min_rating, message):
-    _log(100).rename(columns={"uid": "user", "sku": "item", "rating": "value"}).to_csv(tmp_path / "log.csv", index=False)
+    _log(100).rename(columns={"uid": "user", "sku": "item", "rating": "value"}).to_csv(
+        tmp_path / "log.csv", index=False
+    )
     with pytest.raises(ValueError, match=message):
-        mr.build_recsys_checkpoint(tmp_path / "log.csv", checkpoint_path=tmp_path / "out.zip", min_rating=min_rating,
-                                   columns=columns)
+        mr.build_recsys_checkpoint(
+            tmp_path / "log.csv", checkpoint_path=tmp_path / "out.zip", min_rating=min_rating, columns=columns
+        )
     assert not (tmp_path / "out.zip").exists()
 
 
@@ -93,21 +118,55 @@ def test_the_cli_splits_an_implicit_log_with_its_own_column_names(tmp_path, monk
     (tmp_path / "header.csv").write_text("uid,sku,ts\n")
     (tmp_path / "store").mkdir()
     with sqlite_store(tmp_path / "store") as experiment_id:
-        args = ["split", "--dataset", str(tmp_path / "views.csv"), "--user-col", "uid", "--item-col", "sku",
-                "--value-col", "none", "--timestamp-col", "ts", "--split-mode", "time_split",
-                "--min-user-interactions", "2", "--eval-holdout-frac", ""]
+        args = [
+            "split",
+            "--dataset",
+            str(tmp_path / "views.csv"),
+            "--user-col",
+            "uid",
+            "--item-col",
+            "sku",
+            "--value-col",
+            "none",
+            "--timestamp-col",
+            "ts",
+            "--split-mode",
+            "time_split",
+            "--min-user-interactions",
+            "2",
+            "--eval-holdout-frac",
+            "",
+        ]
         res = CliRunner().invoke(cli, args)
         assert res.exit_code == 0, res.output
         run = MlflowClient().get_run(res.output.split("split run ")[1].split(":")[0])
-        assert json.loads(run.data.params["columns"]) == {"item": "sku", "timestamp": "ts", "user": "uid",
-                                                           "value": None}
+        assert json.loads(run.data.params["columns"]) == {
+            "item": "sku",
+            "timestamp": "ts",
+            "user": "uid",
+            "value": None,
+        }
         assert run.data.params["min_rating"] == "None"  # auto: none for implicit feedback
         # A log with ratings keeps the threshold of 4 under auto; an explicit threshold on implicit data is refused.
         res = CliRunner().invoke(cli, [*args, "--min-rating", "3"])
         assert res.exit_code == 1 and "min_rating: expected None for a log without ratings" in res.output
         n_runs = len(MlflowClient().search_runs([experiment_id]))
         assert n_runs == 1
-        res = CliRunner().invoke(cli, ["split", "--dataset", str(tmp_path / "header.csv"), "--user-col", "uid",
-                                       "--item-col", "sku", "--value-col", "none", "--timestamp-col", "ts"])
+        res = CliRunner().invoke(
+            cli,
+            [
+                "split",
+                "--dataset",
+                str(tmp_path / "header.csv"),
+                "--user-col",
+                "uid",
+                "--item-col",
+                "sku",
+                "--value-col",
+                "none",
+                "--timestamp-col",
+                "ts",
+            ],
+        )
         assert res.exit_code == 1 and "expected interactions below the header, found no rows" in res.output
         assert len(MlflowClient().search_runs([experiment_id])) == n_runs  # nothing logged

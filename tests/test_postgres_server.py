@@ -15,39 +15,39 @@ import subprocess
 import mlflow
 import pytest
 import sqlalchemy as sa
-from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
-from postgres_cluster import postgres_cluster
 
+from conftest import BIN, clean_env
 from mlflow_recsys.tracking import run_split, select_runs
 from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.training import resolve_checkpoint
+from postgres_cluster import postgres_cluster
 
 # The shared tests, collected here once per backend (in their files' order: some add runs later ones see).
 from test_integration import (  # noqa: F401
     METRICS,
-    train_small_study,
-    test_compare_by_ids_over_http_logs_to_the_server,
+    test_a_running_run_is_refused_over_http,
     test_compare_by_a_pasted_ui_url_percent_encoded,
     test_compare_by_experiment_and_filter_over_http,
-    test_a_running_run_is_refused_over_http,
-    test_mismatched_fingerprints_over_http_end_the_comparison_run_failed,
+    test_compare_by_ids_over_http_logs_to_the_server,
     test_corrupted_artifact_over_http_is_refused_naming_the_run,
+    test_mismatched_fingerprints_over_http_end_the_comparison_run_failed,
+    train_small_study,
 )
 from test_tracking import (  # noqa: F401
     study,
-    test_compare_runs_logs_a_comparison_run_matching_an_independent_computation,
-    test_paired_seeds_with_different_seed_sets_is_refused_before_any_run,
-    test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_reported_in_order,
     test_a_config_tag_that_is_not_a_json_object_is_named,
-    test_compare_refuses_runs_that_are_not_finished,
-    test_compare_refuses_runs_from_different_splits_naming_them,
-    test_compare_refuses_a_metric_that_was_not_evaluated,
+    test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_reported_in_order,
     test_compare_by_experiment_and_filter,
+    test_compare_refuses_a_metric_that_was_not_evaluated,
+    test_compare_refuses_runs_from_different_splits_naming_them,
+    test_compare_refuses_runs_that_are_not_finished,
+    test_compare_runs_logs_a_comparison_run_matching_an_independent_computation,
+    test_corrupted_per_user_artifact_is_refused_naming_the_run,
+    test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason,
+    test_paired_seeds_with_different_seed_sets_is_refused_before_any_run,
     test_report_seed_picks_the_representative_run,
     test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates,
-    test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason,
-    test_corrupted_per_user_artifact_is_refused_naming_the_run,
 )
 
 pytestmark = [pytest.mark.postgres, pytest.mark.integration]
@@ -100,14 +100,16 @@ def test_runs_live_in_the_backend_store_and_artifacts_behind_the_proxy(served, b
     assert run.info.artifact_uri == f"mlflow-artifacts:/{served['experiment_id']}/{served['EASE']}/artifacts"
     assert run.data.params["checkpoint"] == served["checkpoint"]
     # The server wrote the files under its --artifacts-destination, and the run row is in the database itself.
-    assert (backend["root"] / "artifacts" / served["experiment_id"] / served["EASE"] / "artifacts"
-            / "per_user.parquet").is_file()
+    assert (
+        backend["root"] / "artifacts" / served["experiment_id"] / served["EASE"] / "artifacts" / "per_user.parquet"
+    ).is_file()
     engine = sa.create_engine(backend["store"])
     try:
         with engine.connect() as connection:
             assert engine.dialect.name == backend["kind"]
-            found = connection.execute(sa.text("SELECT status FROM runs WHERE run_uuid = :id"),
-                                       {"id": served["EASE"]}).scalar_one()
+            found = connection.execute(
+                sa.text("SELECT status FROM runs WHERE run_uuid = :id"), {"id": served["EASE"]}
+            ).scalar_one()
     finally:
         engine.dispose()
     assert found == "FINISHED"
@@ -116,17 +118,20 @@ def test_runs_live_in_the_backend_store_and_artifacts_behind_the_proxy(served, b
 @pytest.mark.parametrize("form", ["mlflow-artifacts:/", "mlflow-artifacts://host:port/", "runs:/"])
 def test_a_checkpoint_is_read_through_each_artifact_uri_form(served, backend, tmp_path, form):
     path = f"{served['experiment_id']}/{served['split']}/artifacts/checkpoint.zip"
-    uri = {"mlflow-artifacts:/": f"mlflow-artifacts:/{path}",
-           "mlflow-artifacts://host:port/": f"mlflow-artifacts://{backend['url'].split('://')[1]}/{path}",
-           "runs:/": f"runs:/{served['split']}/checkpoint.zip"}[form]
+    uri = {
+        "mlflow-artifacts:/": f"mlflow-artifacts:/{path}",
+        "mlflow-artifacts://host:port/": f"mlflow-artifacts://{backend['url'].split('://')[1]}/{path}",
+        "runs:/": f"runs:/{served['split']}/checkpoint.zip",
+    }[form]
     local = resolve_checkpoint(uri, str(tmp_path))
     assert local.is_file() and local.read_bytes()[:2] == b"PK"
 
 
 def test_selection_pages_through_the_search_on_each_backend(served):
     finished = "attributes.status = 'FINISHED'"  # a shared test leaves a KILLED training run here
-    everything = MlflowClient().search_runs([served["experiment_id"]], max_results=1000,
-                                            filter_string=f"tags.`recsys.role` = 'train' and {finished}")
+    everything = MlflowClient().search_runs(
+        [served["experiment_id"]], max_results=1000, filter_string=f"tags.`recsys.role` = 'train' and {finished}"
+    )
     paged = select_runs(experiment="over-http", filter_string=finished, page_size=2)
     assert len(everything) >= 4
     assert [r.info.run_id for r in paged] == [r.info.run_id for r in everything]
@@ -139,10 +144,25 @@ def test_the_compare_command_over_http(served, backend, copy_run, tmp_path):
         copy_run(served[model], tmp_path / model, model=model, experiment_id=aside)
     digest = MlflowClient().get_run(served["EASE"]).data.tags["recsys.split_digest"]
     proc = subprocess.run(
-        [str(BIN / "mlflow-recsys"), "compare", "--experiment", "cli-study",
-         "--filter", f"tags.`recsys.split_digest` = '{digest}'", "--reference", "Popularity",
-         "--primary", "ndcg@100", "--n-resamples", "999"],
-        env=clean_env(backend["url"]), capture_output=True, text=True, timeout=300)
+        [
+            str(BIN / "mlflow-recsys"),
+            "compare",
+            "--experiment",
+            "cli-study",
+            "--filter",
+            f"tags.`recsys.split_digest` = '{digest}'",
+            "--reference",
+            "Popularity",
+            "--primary",
+            "ndcg@100",
+            "--n-resamples",
+            "999",
+        ],
+        env=clean_env(backend["url"]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "Paired comparison" in proc.stdout
     (comparison,) = MlflowClient().search_runs([aside], filter_string="tags.`recsys.role` = 'comparison'")

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from conftest import sqlite_store
 from mlflow_recsys.stats import ComparisonSettings
+from mlflow_recsys.tracking import compare_runs, run_split, run_train
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01, log_model=False)
@@ -22,8 +22,9 @@ def study(tmp_path_factory):
         split = run_split(dataset="movielens-100k", seed=42)
         checkpoint = f"runs:/{split}/checkpoint.zip"
         ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
-        elsa = {s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, **FAST_ELSA)
-                for s in (0, 1, 2)}
+        elsa = {
+            s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, **FAST_ELSA) for s in (0, 1, 2)
+        }
         yield {"experiment_id": experiment_id, "split": split, "ease": ease, "elsa": elsa}
 
 
@@ -33,7 +34,9 @@ def _artifact(run_id: str, name: str) -> str:
 
 def test_every_surface_names_the_data_the_split_and_the_runs(study):
     ids = [study["ease"], *study["elsa"].values()]
-    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=199))
+    outcome = compare_runs(
+        run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=199)
+    )
     prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
     split = prov["split"]
     assert split["run_id"] == study["split"] and split["dataset"]["name"] == "movielens-100k"
@@ -43,7 +46,8 @@ def test_every_surface_names_the_data_the_split_and_the_runs(study):
     assert prov["models"]["ELSA"]["why"] == "seed 0, the lowest of 0, 1, 2"
     assert prov["models"]["ELSA"]["hyperparameters"]["latent_dim"] == 8
     assert {s: r["run_id"] for s, r in prov["models"]["ELSA"]["runs"].items()} == {
-        str(s): rid for s, rid in study["elsa"].items()}
+        str(s): rid for s, rid in study["elsa"].items()
+    }
 
     report_md = _artifact(outcome.run_id, "report.md")
     methods = _artifact(outcome.run_id, "methods.md")

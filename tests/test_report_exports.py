@@ -19,10 +19,9 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
 from mlflow_recsys.report.escaping import escape_latex
 from mlflow_recsys.report.latex import report_latex
-from mlflow_recsys.stats import storage
+from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models, storage
 
 HOSTILE = "a_b%&#$ {}~^\\"
 HOSTILE_METRIC = "m_1%<x>|y"
@@ -133,8 +132,9 @@ def marker_report():
     for name, t in [("none", 1.0), ("one", 2.2), ("two", 3.0), ("three", 6.0)]:
         d = t * sd / np.sqrt(n) + sd * z
         results[name] = result({"ndcg@100": base + d, "recall@20": base + d[::-1] * 0.5})
-    return quiet_compare(results, metrics=["ndcg@100", "recall@20"], reference="base", test_method="t",
-                         correction=None, n_resamples=999)
+    return quiet_compare(
+        results, metrics=["ndcg@100", "recall@20"], reference="base", test_method="t", correction=None, n_resamples=999
+    )
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +145,9 @@ def hostile_report():
     results = {"plain": result(base)}
     for k, name in enumerate([HOSTILE, NEWLINE_NAME]):
         results[name] = result({m: v + rng.normal(0.03 * (k + 1), 0.1, n) for m, v in base.items()})
-    report = quiet_compare(results, metrics=[HOSTILE_METRIC, "ndcg@100"], reference="plain", n_resamples=999,
-                           primary=HOSTILE_METRIC)
+    report = quiet_compare(
+        results, metrics=[HOSTILE_METRIC, "ndcg@100"], reference="plain", n_resamples=999, primary=HOSTILE_METRIC
+    )
     return seed_averaged(report, {HOSTILE: 3, NEWLINE_NAME: 2, "plain": 1})
 
 
@@ -170,11 +171,22 @@ def table_rows(latex: str) -> list[list[str]]:
 
 def compile_latex(tmp_path, body: str, *, preamble: str = "") -> str:
     """pdflatex's log for a plain article holding ``body``; fails the test on any LaTeX error."""
-    source = ("\\documentclass{article}\n\\usepackage{booktabs,adjustbox}\n" + preamble
-              + "\n\\begin{document}\n" + body + "\n\\end{document}\n")
+    source = (
+        "\\documentclass{article}\n\\usepackage{booktabs,adjustbox}\n"
+        + preamble
+        + "\n\\begin{document}\n"
+        + body
+        + "\n\\end{document}\n"
+    )
     (tmp_path / "doc.tex").write_text(source, encoding="utf-8")
-    done = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
-                          capture_output=True, text=True, errors="replace", timeout=120)
+    done = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=120,
+    )
     log = (tmp_path / "doc.log").read_text(errors="replace")
     assert done.returncode == 0, log[-3000:]
     return log
@@ -242,17 +254,35 @@ def test_latex_p_values_match_scipy_and_tiny_ones_use_powers_of_ten(marker_repor
 def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
     rng = np.random.default_rng(5)
     base = rng.random(60)
-    results = {"A": result({"m": base}), "B": result({"m": base + rng.normal(0.02, 0.1, 60)}),
-               "C": result({"m": base + rng.normal(0.0, 0.1, 60)})}
+    results = {
+        "A": result({"m": base}),
+        "B": result({"m": base + rng.normal(0.02, 0.1, 60)}),
+        "C": result({"m": base + rng.normal(0.0, 0.1, 60)}),
+    }
     # (settings, needles, alpha, alpha/5, alpha/50 as the caption must write them)
     cases = [
-        (dict(), ["randomization test", "B = 9,999", "Holm", "2 hypotheses", "95\\%", "percentile"],
-         "0.05", "0.01", "0.001"),
-        (dict(test_method="bootstrap", correction="bonferroni", confidence_level=0.9),
-         ["bootstrap test", "B = 9,999 resamples", "Bonferroni", "90\\%"], "0.1", "0.02", "0.002"),
+        (
+            dict(),
+            ["randomization test", "B = 9,999", "Holm", "2 hypotheses", "95\\%", "percentile"],
+            "0.05",
+            "0.01",
+            "0.001",
+        ),
+        (
+            dict(test_method="bootstrap", correction="bonferroni", confidence_level=0.9),
+            ["bootstrap test", "B = 9,999 resamples", "Bonferroni", "90\\%"],
+            "0.1",
+            "0.02",
+            "0.002",
+        ),
         (dict(test_method="t", correction=None), ["t-test", "not adjusted"], "0.05", "0.01", "0.001"),
-        (dict(test_method="wilcoxon", zero_method="pratt", interval_method="bca"),
-         ["Wilcoxon signed-rank test", "zero\\_method=pratt", "BCa"], "0.05", "0.01", "0.001"),
+        (
+            dict(test_method="wilcoxon", zero_method="pratt", interval_method="bca"),
+            ["Wilcoxon signed-rank test", "zero\\_method=pratt", "BCa"],
+            "0.05",
+            "0.01",
+            "0.001",
+        ),
         (dict(alternative="greater"), ["one-sided", "candidate better"], "0.05", "0.01", "0.001"),
         (dict(confidence_level=0.9875), ["98.75\\%"], "0.0125", "0.0025", "0.00025"),
         (dict(confidence_level=0.999, correction=None), ["99.9\\%"], "0.001", "0.0002", "2\\times 10^{-5}"),
@@ -261,9 +291,14 @@ def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
         report = quiet_compare(results, metrics="m", reference="A", **kwargs)
         text = caption(report.to_latex())
         p = "$p" if kwargs.get("correction", "holm") is None else "adjusted $p"
-        for needle in needles + [f"$\\alpha = {alpha}$", f"({p} \\le \\alpha$ is significant)",
-                                 f"$^{{*}}$ {p} \\le {alpha}$", f"$^{{**}}$ {p} \\le {two}$",
-                                 f"$^{{***}}$ {p} \\le {three}$", "W/T/L"]:
+        for needle in needles + [
+            f"$\\alpha = {alpha}$",
+            f"({p} \\le \\alpha$ is significant)",
+            f"$^{{*}}$ {p} \\le {alpha}$",
+            f"$^{{**}}$ {p} \\le {two}$",
+            f"$^{{***}}$ {p} \\le {three}$",
+            "W/T/L",
+        ]:
             assert needle in text, (kwargs, needle)
         if p == "$p":
             assert "adjusted $p" not in text
@@ -322,8 +357,19 @@ def test_latex_escapes_hostile_names_everywhere(hostile_report):
 
 
 def test_escape_latex_agrees_with_the_independent_table():
-    texts = [HOSTILE, HOSTILE_METRIC, NEWLINE_NAME, "".join(EXPECTED_ESCAPES), "Ελληνικά ñ 007", "\\\\ ~ ^ ",
-             "a--b---c-", "p,,q,", "x-y, z", "it's \"q\" `b`", "!`?` <<a>>"]
+    texts = [
+        HOSTILE,
+        HOSTILE_METRIC,
+        NEWLINE_NAME,
+        "".join(EXPECTED_ESCAPES),
+        "Ελληνικά ñ 007",
+        "\\\\ ~ ^ ",
+        "a--b---c-",
+        "p,,q,",
+        "x-y, z",
+        'it\'s "q" `b`',
+        "!`?` <<a>>",
+    ]
     for text in texts:
         assert escape_latex(text) == expected_latex(text)
     assert escape_latex("a--b,,c-") == "a-{}-b,{},c-{}"
@@ -333,15 +379,31 @@ def test_escape_latex_agrees_with_the_independent_table():
 @needs_pdflatex
 @pytest.mark.parametrize("encoding", ["", "\\usepackage[T1]{fontenc}"], ids=["OT1", "T1"])
 def test_pdflatex_typesets_every_escape(encoding, tmp_path):
-    names = ["a--b---c", "x''y``z", 'q"uote"', "it's", "p,,q", "<<a>> |b|", "!`?`", HOSTILE, HOSTILE_METRIC,
-             "ñandú-é", "end-", NEWLINE_NAME]
+    names = [
+        "a--b---c",
+        "x''y``z",
+        'q"uote"',
+        "it's",
+        "p,,q",
+        "<<a>> |b|",
+        "!`?`",
+        HOSTILE,
+        HOSTILE_METRIC,
+        "ñandú-é",
+        "end-",
+        NEWLINE_NAME,
+    ]
     lines = "\n\n".join(f"[{escape_latex(n)}]" for n in names)
     caption_text = " ".join(f"[{escape_latex(n)}]" for n in names)
-    compile_latex(tmp_path, f"\\listoftables\n\\begin{{table}}\\caption{{{caption_text}}}\\end{{table}}\n{lines}",
-                  preamble=encoding)
+    compile_latex(
+        tmp_path,
+        f"\\listoftables\n\\begin{{table}}\\caption{{{caption_text}}}\\end{{table}}\n{lines}",
+        preamble=encoding,
+    )
     if encoding and shutil.which("pdftotext"):  # T1 has every glyph, so the text comes back exactly
-        extracted = subprocess.run(["pdftotext", "-enc", "UTF-8", str(tmp_path / "doc.pdf"), "-"],
-                                   capture_output=True, text=True, check=True).stdout
+        extracted = subprocess.run(
+            ["pdftotext", "-enc", "UTF-8", str(tmp_path / "doc.pdf"), "-"], capture_output=True, text=True, check=True
+        ).stdout
         for name in names:
             assert f"[{visible(name)}]" in extracted.splitlines(), name
 
@@ -375,8 +437,10 @@ def test_latex_refuses_a_bad_label_and_an_empty_report(marker_report):
 
 def pair(c) -> str:
     """``ELSA (3 seeds) vs EASE``: a side's seed count when it averages several."""
-    sides = [visible(name) + (f" ({seeds} seeds)" if seeds > 1 else "")
-             for name, seeds in ((c.candidate, c.candidate_seeds), (c.baseline, c.baseline_seeds))]
+    sides = [
+        visible(name) + (f" ({seeds} seeds)" if seeds > 1 else "")
+        for name, seeds in ((c.candidate, c.candidate_seeds), (c.baseline, c.baseline_seeds))
+    ]
     return " vs ".join(sides)
 
 
@@ -469,9 +533,11 @@ def roundtrip_cases():
     rng = np.random.default_rng(9)
     n = 50
     base = rng.random(n)
-    results = {"EASE": result({"ndcg@100": base, "recall@20": rng.random(n)}),
-               "ELSA": result({"ndcg@100": base + rng.normal(0.01, 0.1, n), "recall@20": rng.random(n)}),
-               HOSTILE: result({"ndcg@100": base + rng.normal(0.2, 0.1, n), "recall@20": rng.random(n)})}
+    results = {
+        "EASE": result({"ndcg@100": base, "recall@20": rng.random(n)}),
+        "ELSA": result({"ndcg@100": base + rng.normal(0.01, 0.1, n), "recall@20": rng.random(n)}),
+        HOSTILE: result({"ndcg@100": base + rng.normal(0.2, 0.1, n), "recall@20": rng.random(n)}),
+    }
     both = dict(metrics=["ndcg@100", "recall@20"], n_resamples=999)
     small = {k: result({"m": v.per_user["ndcg@100"][:10]}) for k, v in results.items()}
     zero_base = {"zero": result({"m": np.zeros(n)}), "some": result({"m": rng.random(n)})}
@@ -518,8 +584,9 @@ def test_save_load_roundtrip_is_exact(case, tmp_path):
 def test_seed_averaged_counts_and_odd_floats_roundtrip(hostile_report, tmp_path):
     c = hostile_report.comparisons[0]
     odd_values = np.resize([-0.0, np.nan, np.inf, -np.inf, 5e-324], c.n_units)
-    odd = dataclasses.replace(c, mde=float("nan"), ci_low=-0.0, bootstrap_standard_error=float("inf"),
-                              unit_differences=odd_values)
+    odd = dataclasses.replace(
+        c, mde=float("nan"), ci_low=-0.0, bootstrap_standard_error=float("inf"), unit_differences=odd_values
+    )
     report = dataclasses.replace(hostile_report, comparisons=(odd, *hostile_report.comparisons[1:]))
     assert report.seed_averaged
     storage.save_report(report, tmp_path / "r")
@@ -538,8 +605,15 @@ def test_every_field_is_a_column_and_the_json_holds_the_report(hostile_report, t
     from mlflow_recsys import __version__
 
     meta = json.loads((path / "report.json").read_text())
-    assert meta == {"format": "mlflow-recsys-comparison-report", "format_version": 1, "package_version": __version__,
-                    "correction": "holm", "reference": "plain", "primary": HOSTILE_METRIC, "n_hypotheses": 4}
+    assert meta == {
+        "format": "mlflow-recsys-comparison-report",
+        "format_version": 1,
+        "package_version": __version__,
+        "correction": "holm",
+        "reference": "plain",
+        "primary": HOSTILE_METRIC,
+        "n_hypotheses": 4,
+    }
 
 
 def test_saving_again_replaces_an_earlier_report(hostile_report, marker_report, tmp_path):
@@ -553,12 +627,18 @@ def test_saving_again_replaces_an_earlier_report(hostile_report, marker_report, 
 def test_an_unserialisable_report_writes_nothing(hostile_report, tmp_path):
     bad = dataclasses.replace(hostile_report.comparisons[1], metric=object())
     report = dataclasses.replace(hostile_report, comparisons=(hostile_report.comparisons[0], bad))
-    with pytest.raises(TypeError, match=r"report\.comparisons\[1\]\.metric: expected a value stored as string, "
-                                        "found object"):
+    with pytest.raises(
+        TypeError,
+        match=r"report\.comparisons\[1\]\.metric: expected a value stored as string, "
+        "found object",
+    ):
         report.save(tmp_path / "r")
     texts = dataclasses.replace(hostile_report.comparisons[0], unit_differences=np.array(["a", "b"]))
-    with pytest.raises(TypeError, match=r"report\.comparisons\[0\]\.unit_differences: expected a value stored as "
-                                        r"list<item: double>, found ndarray"):
+    with pytest.raises(
+        TypeError,
+        match=r"report\.comparisons\[0\]\.unit_differences: expected a value stored as "
+        r"list<item: double>, found ndarray",
+    ):
         dataclasses.replace(hostile_report, comparisons=(texts,)).save(tmp_path / "r")
     assert os.listdir(tmp_path) == []
 
@@ -663,8 +743,10 @@ def with_value(path, column, row, value):
     values = table.column(column).to_pylist()
     values[row] = value
     index = table.column_names.index(column)
-    pq.write_table(table.set_column(index, column, pa.array(values, type=table.schema.field(column).type)),
-                   path / "comparisons.parquet")
+    pq.write_table(
+        table.set_column(index, column, pa.array(values, type=table.schema.field(column).type)),
+        path / "comparisons.parquet",
+    )
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,12 @@
 
 import mlflow
 import pytest
-from conftest import sqlite_store
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
+from conftest import sqlite_store
 from mlflow_recsys.cli import cli
+from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import run_split, run_train
 from mlflow_recsys.tracking.context import (
     RunOwnershipError,
@@ -15,7 +16,6 @@ from mlflow_recsys.tracking.context import (
     log_params_once,
 )
 from mlflow_recsys.tracking.study import run_study
-from mlflow_recsys.stats import ComparisonSettings
 
 METRICS = ("ndcg@100", "recall@20")
 
@@ -54,9 +54,15 @@ def snapshot(run_id):
         return sorted(out)
 
     history = {k: [(m.step, m.value) for m in client.get_metric_history(run_id, k)] for k in run.data.metrics}
-    return {"status": run.info.status, "end_time": run.info.end_time, "tags": dict(run.data.tags),
-            "params": dict(run.data.params), "metrics": dict(run.data.metrics), "history": history,
-            "artifacts": listing()}
+    return {
+        "status": run.info.status,
+        "end_time": run.info.end_time,
+        "tags": dict(run.data.tags),
+        "params": dict(run.data.params),
+        "metrics": dict(run.data.metrics),
+        "history": history,
+        "artifacts": listing(),
+    }
 
 
 def run_ids(experiment_id):
@@ -103,8 +109,20 @@ def test_split_and_study_refuse_a_finished_run(store, monkeypatch):
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
         run_split(dataset="movielens-100k", seed=1)
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
-        run_study(dataset="movielens-100k", split_seed=1, seeds=[0, 1], l2=500.0, latent_dim=8, batch_size=64,
-                  epochs=1, lr=0.01, metrics="ndcg@100", primary="ndcg@100", n_resamples=99, echo=lambda _: None)
+        run_study(
+            dataset="movielens-100k",
+            split_seed=1,
+            seeds=[0, 1],
+            l2=500.0,
+            latent_dim=8,
+            batch_size=64,
+            epochs=1,
+            lr=0.01,
+            metrics="ndcg@100",
+            primary="ndcg@100",
+            n_resamples=99,
+            echo=lambda _: None,
+        )
     assert snapshot(finished) == before
     assert run_ids(store["experiment_id"]) == ids_before
 
@@ -143,8 +161,11 @@ def test_a_fresh_mlproject_run_is_used_and_its_cli_form_params_are_kept(store, m
     assert after["tags"]["recsys.role"] == "train" and after["tags"]["recsys.model"] == "Popularity"
     assert after["tags"]["mlflow.runName"] == "Popularity" and after["tags"]["recsys.seed"] == "none"
     # Only what the model uses: Popularity takes no hyper-parameter, so no seed and no l2; our metrics param is added.
-    assert after["params"] == {"checkpoint": store["checkpoint"], "model": "Popularity",
-                               "metrics": "ndcg@100,recall@20"}
+    assert after["params"] == {
+        "checkpoint": store["checkpoint"],
+        "model": "Popularity",
+        "metrics": "ndcg@100,recall@20",
+    }
     assert {"per_user.parquet", "evaluation.json"} <= {path for path, _ in after["artifacts"]}
     reference = MlflowClient().get_run(store["Popularity"]).data.metrics
     assert after["metrics"]["ndcg_at_100"] == pytest.approx(reference["ndcg_at_100"])
@@ -167,12 +188,29 @@ def test_a_conflicting_param_is_refused_before_anything_is_written(store, monkey
 def test_log_params_once_skips_equal_values_and_refuses_different_ones(store):
     with mlflow.start_run() as run:
         # As `mlflow run` logs them: the command-line text, shell-quoted where needed.
-        for key, value in {"l2": "500", "min_rating": "4", "seeds": "'0, 1'", "metrics": "''",
-                           "val_frac": "none", "lr": "0.01", "split_mode": "user_split"}.items():
+        for key, value in {
+            "l2": "500",
+            "min_rating": "4",
+            "seeds": "'0, 1'",
+            "metrics": "''",
+            "val_frac": "none",
+            "lr": "0.01",
+            "split_mode": "user_split",
+        }.items():
             mlflow.log_param(key, value)
-        log_params_once({"l2": 500.0, "min_rating": 4.0, "seeds": "0,1", "metrics": "ndcg@100",
-                         "val_frac": 0.1, "lr": 0.01, "split_mode": "user_split", "dtype": "float32",
-                         "patience": None})
+        log_params_once(
+            {
+                "l2": 500.0,
+                "min_rating": 4.0,
+                "seeds": "0,1",
+                "metrics": "ndcg@100",
+                "val_frac": 0.1,
+                "lr": 0.01,
+                "split_mode": "user_split",
+                "dtype": "float32",
+                "patience": None,
+            }
+        )
         with pytest.raises(ValueError) as refused:
             log_params_once({"optimizer": "adam", "l2": 400.0})
         with pytest.raises(ValueError, match=r"param 'split_mode'.*'user_split'.*'time_split'"):
@@ -183,8 +221,17 @@ def test_log_params_once_skips_equal_values_and_refuses_different_ones(store):
     assert "param 'l2'" in message and "l2='500'" in message and "l2='400.0'" in message
     assert run.info.run_id in message
     params = MlflowClient().get_run(run.info.run_id).data.params
-    assert params == {"l2": "500", "min_rating": "4", "seeds": "'0, 1'", "metrics": "''", "val_frac": "none",
-                      "lr": "0.01", "split_mode": "user_split", "dtype": "float32", "patience": "None"}
+    assert params == {
+        "l2": "500",
+        "min_rating": "4",
+        "seeds": "'0, 1'",
+        "metrics": "''",
+        "val_frac": "none",
+        "lr": "0.01",
+        "split_mode": "user_split",
+        "dtype": "float32",
+        "patience": "None",
+    }
 
 
 def test_entry_point_run_logs_params_to_a_new_run_without_the_variable(store):
@@ -198,8 +245,11 @@ def test_entry_point_run_logs_params_to_a_new_run_without_the_variable(store):
 def test_cli_train_refuses_a_finished_run_with_exit_code_and_message(store):
     finished = store["Popularity"]
     before = snapshot(finished)
-    res = CliRunner().invoke(cli, ["train", "--checkpoint", store["checkpoint"], "--model", "EASE",
-                                   "--metrics", "ndcg@100"], env={"MLFLOW_RUN_ID": finished})
+    res = CliRunner().invoke(
+        cli,
+        ["train", "--checkpoint", store["checkpoint"], "--model", "EASE", "--metrics", "ndcg@100"],
+        env={"MLFLOW_RUN_ID": finished},
+    )
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "RunOwnershipError: MLFLOW_RUN_ID" in res.output and finished in res.output
     assert "status FINISHED" in res.output and "unset MLFLOW_RUN_ID" in res.output
@@ -214,9 +264,13 @@ def test_compare_refuses_a_train_run_named_by_mlflow_run_id(store, monkeypatch):
     before, ids_before = snapshot(train), run_ids(store["experiment_id"])
     monkeypatch.setenv("MLFLOW_RUN_ID", train)
     with pytest.raises(RunOwnershipError, match=rf"run {train} with status FINISHED, recsys.role='train'"):
-        compare_runs(run_ids=[store["EASE"], store["Popularity"]], settings=ComparisonSettings(reference="Popularity", n_resamples=99))
-    res = CliRunner().invoke(cli, ["compare", store["EASE"], store["Popularity"], "--n-resamples", "99"],
-                             env={"MLFLOW_RUN_ID": train})
+        compare_runs(
+            run_ids=[store["EASE"], store["Popularity"]],
+            settings=ComparisonSettings(reference="Popularity", n_resamples=99),
+        )
+    res = CliRunner().invoke(
+        cli, ["compare", store["EASE"], store["Popularity"], "--n-resamples", "99"], env={"MLFLOW_RUN_ID": train}
+    )
     assert res.exit_code == 1 and "MLFLOW_RUN_ID" in res.output and "unset MLFLOW_RUN_ID" in res.output
     after = snapshot(train)
     assert after == before and after["tags"]["recsys.role"] == "train" and "recsys.error" not in after["tags"]

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import sqlite_store
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
+from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.tracking import run_split, run_train
 from mlflow_recsys.tracking.context import log_params_once
@@ -17,47 +17,67 @@ from mlflow_recsys.tracking.redact import redact
 METRICS = ("ndcg@100",)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("http://user:secret@127.0.0.1:5000/c.zip", "http://***@127.0.0.1:5000/c.zip"),
-    ("https://alice:pa55@mlflow.example.com", "https://***@mlflow.example.com"),
-    ("postgresql+psycopg2://u:p@h:5432/db", "postgresql+psycopg2://***@h:5432/db"),
-    # A user name alone can be the secret (a token used as the user).
-    ("https://ghp_abc123@github.com/org/repo.git", "https://***@github.com/org/repo.git"),
-    # An unencoded "@" in the password: everything up to the host goes.
-    ("mysql://root:p@ss@db/x", "mysql://***@db/x"),
-    ("s3://AKIAXXX:wJalr%2Fkey@bucket/path", "s3://***@bucket/path"),
-    # A URL that went through pathlib.Path keeps one slash, and its password.
-    ("File not found: https:/u:hunter2@example.com/clicks.csv", "File not found: https:/***@example.com/clicks.csv"),
-    ("https://b.s3.amazonaws.com/c.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F2024%2Fs3"
-     "&X-Amz-Date=20240101T000000Z&X-Amz-Signature=0a1b2c&X-Amz-Security-Token=FQoG",
-     "https://b.s3.amazonaws.com/c.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
-     "&X-Amz-Date=20240101T000000Z&X-Amz-Signature=***&X-Amz-Security-Token=***"),
-    ("https://acct.blob.core.windows.net/c/x.zip?sv=2022&sig=abc%3D&se=2030",
-     "https://acct.blob.core.windows.net/c/x.zip?sv=2022&sig=***&se=2030"),
-    ("https://api.example.com/x?access_token=t0k&page=2#top", "https://api.example.com/x?access_token=***&page=2#top"),
-    ("could not download 'http://u:hunter2@10.0.0.1/c.zip' (connection refused); retry later",
-     "could not download 'http://***@10.0.0.1/c.zip' (connection refused); retry later"),
-    ("host=db port=5432 password=hunter2 user=me", "host=db port=5432 password=*** user=me"),
-    ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=ab+c==;",
-     "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;"),
-    ("DATABRICKS_TOKEN is dapi0123456789abcdef0123456789abcdef-2", "DATABRICKS_TOKEN is dapi***"),
-    ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig", "Authorization: Bearer ***"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("http://user:secret@127.0.0.1:5000/c.zip", "http://***@127.0.0.1:5000/c.zip"),
+        ("https://alice:pa55@mlflow.example.com", "https://***@mlflow.example.com"),
+        ("postgresql+psycopg2://u:p@h:5432/db", "postgresql+psycopg2://***@h:5432/db"),
+        # A user name alone can be the secret (a token used as the user).
+        ("https://ghp_abc123@github.com/org/repo.git", "https://***@github.com/org/repo.git"),
+        # An unencoded "@" in the password: everything up to the host goes.
+        ("mysql://root:p@ss@db/x", "mysql://***@db/x"),
+        ("s3://AKIAXXX:wJalr%2Fkey@bucket/path", "s3://***@bucket/path"),
+        # A URL that went through pathlib.Path keeps one slash, and its password.
+        (
+            "File not found: https:/u:hunter2@example.com/clicks.csv",
+            "File not found: https:/***@example.com/clicks.csv",
+        ),
+        (
+            "https://b.s3.amazonaws.com/c.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F2024%2Fs3"
+            "&X-Amz-Date=20240101T000000Z&X-Amz-Signature=0a1b2c&X-Amz-Security-Token=FQoG",
+            "https://b.s3.amazonaws.com/c.zip?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***"
+            "&X-Amz-Date=20240101T000000Z&X-Amz-Signature=***&X-Amz-Security-Token=***",
+        ),
+        (
+            "https://acct.blob.core.windows.net/c/x.zip?sv=2022&sig=abc%3D&se=2030",
+            "https://acct.blob.core.windows.net/c/x.zip?sv=2022&sig=***&se=2030",
+        ),
+        (
+            "https://api.example.com/x?access_token=t0k&page=2#top",
+            "https://api.example.com/x?access_token=***&page=2#top",
+        ),
+        (
+            "could not download 'http://u:hunter2@10.0.0.1/c.zip' (connection refused); retry later",
+            "could not download 'http://***@10.0.0.1/c.zip' (connection refused); retry later",
+        ),
+        ("host=db port=5432 password=hunter2 user=me", "host=db port=5432 password=*** user=me"),
+        (
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=ab+c==;",
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;",
+        ),
+        ("DATABRICKS_TOKEN is dapi0123456789abcdef0123456789abcdef-2", "DATABRICKS_TOKEN is dapi***"),
+        ("Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.sig", "Authorization: Bearer ***"),
+    ],
+)
 def test_redact_masks_credentials(text, expected):
     assert redact(text) == expected
     assert redact(expected) == expected
 
 
-@pytest.mark.parametrize("text", [
-    "",
-    "metrics: expected keys of the form 'name@k' (e.g. 'ndcg@100'), found ['ndcg100']",
-    "runs:/0123abcd/checkpoint.zip",
-    "/home/me@work/checkpoints/ml-100k.zip",
-    "sqlite:////tmp/a@b/mlruns.db",
-    "http://127.0.0.1:5000/#/compare-runs?runs=[\"a1\",\"b2\"]&experiments=[\"3\"]",
-    "mail me at alice@example.com",
-    "Bearer tokens are described in RFC 6750",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "metrics: expected keys of the form 'name@k' (e.g. 'ndcg@100'), found ['ndcg100']",
+        "runs:/0123abcd/checkpoint.zip",
+        "/home/me@work/checkpoints/ml-100k.zip",
+        "sqlite:////tmp/a@b/mlruns.db",
+        'http://127.0.0.1:5000/#/compare-runs?runs=["a1","b2"]&experiments=["3"]',
+        "mail me at alice@example.com",
+        "Bearer tokens are described in RFC 6750",
+    ],
+)
 def test_redact_leaves_text_without_credentials_unchanged(text):
     assert redact(text) == text
 
@@ -118,8 +138,13 @@ def test_params_are_logged_with_credentials_redacted_and_match_their_unredacted_
     with mlflow.start_run() as run:
         # `mlflow run` logs its -P values before our code can redact them; ours must not conflict with them.
         mlflow.log_param("checkpoint", "https://u:pw@host/c.zip")
-        log_params_once({"checkpoint": "https://u:pw@host/c.zip", "tracking": "postgresql://me:pw@db/mlflow",
-                         "source": "https://host/x?sig=abc&v=1"})
+        log_params_once(
+            {
+                "checkpoint": "https://u:pw@host/c.zip",
+                "tracking": "postgresql://me:pw@db/mlflow",
+                "source": "https://host/x?sig=abc&v=1",
+            }
+        )
     params = MlflowClient().get_run(run.info.run_id).data.params
     assert params["tracking"] == "postgresql://***@db/mlflow" and params["source"] == "https://host/x?sig=***&v=1"
     assert params["checkpoint"] == "https://u:pw@host/c.zip"  # MLflow's own, left as it is
@@ -127,8 +152,18 @@ def test_params_are_logged_with_credentials_redacted_and_match_their_unredacted_
 
 def test_cli_never_prints_the_password(store, closed_port, tmp_path):
     runner = CliRunner()
-    res = runner.invoke(cli, ["train", "--checkpoint", f"http://user:secret@127.0.0.1:{closed_port}/c.zip",
-                              "--model", "Popularity", "--metrics", "ndcg@100"])
+    res = runner.invoke(
+        cli,
+        [
+            "train",
+            "--checkpoint",
+            f"http://user:secret@127.0.0.1:{closed_port}/c.zip",
+            "--model",
+            "Popularity",
+            "--metrics",
+            "ndcg@100",
+        ],
+    )
     assert res.exit_code == 1 and "Traceback" not in res.output
     assert "secret" not in res.output
     assert "FileNotFoundError: checkpoint: could not download 'http://***@127.0.0.1" in res.output
@@ -138,9 +173,11 @@ def test_cli_never_prints_the_password(store, closed_port, tmp_path):
     store_uri = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(f"http://admin:topsecret@127.0.0.1:{closed_port}")
     try:
-        res = runner.invoke(cli, ["train", "--checkpoint", str(tmp_path / "c.zip"), "--model", "Popularity"],
-                            env={"MLFLOW_RUN_ID": "0" * 32, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-                                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"})
+        res = runner.invoke(
+            cli,
+            ["train", "--checkpoint", str(tmp_path / "c.zip"), "--model", "Popularity"],
+            env={"MLFLOW_RUN_ID": "0" * 32, "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"},
+        )
     finally:
         mlflow.set_tracking_uri(store_uri)
     assert res.exit_code == 1 and "topsecret" not in res.output and "Traceback" not in res.output

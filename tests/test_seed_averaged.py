@@ -12,8 +12,9 @@ N_USERS = 400
 
 def result(values, ids=None, fingerprint="fp"):
     n = len(next(iter(values.values())))
-    return EvaluationResult.from_per_user(values, sample_ids=np.arange(n) if ids is None else ids,
-                                          targets_fingerprint=fingerprint)
+    return EvaluationResult.from_per_user(
+        values, sample_ids=np.arange(n) if ids is None else ids, targets_fingerprint=fingerprint
+    )
 
 
 @pytest.fixture
@@ -45,8 +46,13 @@ def test_average_over_seeds_is_the_per_user_mean(models):
 
 def test_seed_averaged_report_compares_the_averages_and_labels_its_seed_counts(models):
     det, seeded = models
-    report = compare_seed_averaged({"EASE": det, "ELSA": seeded}, metrics=["ndcg@10", "recall@10"],
-                                   reference="EASE", primary="ndcg@10", n_resamples=999)
+    report = compare_seed_averaged(
+        {"EASE": det, "ELSA": seeded},
+        metrics=["ndcg@10", "recall@10"],
+        reference="EASE",
+        primary="ndcg@10",
+        n_resamples=999,
+    )
     assert report.seed_averaged
     for c in report.comparisons:
         mean_candidate = np.mean([seeded[s].per_user[c.metric] for s in seeded], axis=0)
@@ -55,24 +61,35 @@ def test_seed_averaged_report_compares_the_averages_and_labels_its_seed_counts(m
         assert (c.wins, c.ties, c.losses) == (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum()))
         assert (c.baseline_seeds, c.candidate_seeds) == (1, 3)
     # Same settings, same streams: exactly compare_models on the averaged results, with t from scipy.
-    plain = compare_models({"EASE": det, "ELSA": average_over_seeds(seeded)}, metrics=["ndcg@10", "recall@10"],
-                           reference="EASE", primary="ndcg@10", n_resamples=999)
+    plain = compare_models(
+        {"EASE": det, "ELSA": average_over_seeds(seeded)},
+        metrics=["ndcg@10", "recall@10"],
+        reference="EASE",
+        primary="ndcg@10",
+        n_resamples=999,
+    )
     frame, expected = report.to_frame(), plain.to_frame()
     assert (expected[["baseline_seeds", "candidate_seeds"]] == 1).all().all()
     columns = [c for c in frame.columns if c not in ("baseline_seeds", "candidate_seeds")]
     assert frame[columns].equals(expected[columns])
-    t_report = compare_seed_averaged({"EASE": det, "ELSA": seeded}, metrics="ndcg@10", reference="EASE",
-                                     test_method="t")
+    t_report = compare_seed_averaged(
+        {"EASE": det, "ELSA": seeded}, metrics="ndcg@10", reference="EASE", test_method="t"
+    )
     d = np.mean([seeded[s].per_user["ndcg@10"] for s in seeded], axis=0) - det.per_user["ndcg@10"]
     assert t_report.comparisons[0].p_value == pytest.approx(scipy.stats.ttest_1samp(d, 0).pvalue, rel=1e-10)
 
 
 def test_averaging_shrinks_the_retraining_noise_in_each_users_difference(models):
     det, seeded = models
-    averaged = compare_seed_averaged({"EASE": det, "ELSA": seeded}, metrics="ndcg@10", reference="EASE",
-                                     n_resamples=999).comparisons[0]
-    singles = [compare_models({"EASE": det, "ELSA": seeded[s]}, metrics="ndcg@10", reference="EASE",
-                              n_resamples=999).comparisons[0] for s in seeded]
+    averaged = compare_seed_averaged(
+        {"EASE": det, "ELSA": seeded}, metrics="ndcg@10", reference="EASE", n_resamples=999
+    ).comparisons[0]
+    singles = [
+        compare_models(
+            {"EASE": det, "ELSA": seeded[s]}, metrics="ndcg@10", reference="EASE", n_resamples=999
+        ).comparisons[0]
+        for s in seeded
+    ]
     sd = np.std(averaged.unit_differences, ddof=1)
     assert all(sd < np.std(c.unit_differences, ddof=1) for c in singles)
     assert averaged.mde < min(c.mde for c in singles)
@@ -82,17 +99,18 @@ def test_single_instances_and_one_seed_are_not_called_seed_averaged(models):
     det, seeded = models
     report = compare_seed_averaged({"EASE": det, "ELSA": {3: seeded[3]}}, metrics="ndcg@10", reference="EASE")
     assert not report.seed_averaged
-    assert report.to_frame().equals(compare_models({"EASE": det, "ELSA": seeded[3]}, metrics="ndcg@10",
-                                                   reference="EASE").to_frame())
+    assert report.to_frame().equals(
+        compare_models({"EASE": det, "ELSA": seeded[3]}, metrics="ndcg@10", reference="EASE").to_frame()
+    )
     assert "Seed-averaged" not in report.to_markdown() and "Seed-averaged" not in report.methods_text()
 
 
 def test_every_text_says_the_values_were_averaged_over_seeds(models):
     det, seeded = models
-    report = compare_seed_averaged({"EASE": det, "ELSA": seeded}, metrics="ndcg@10", reference="EASE",
-                                   n_resamples=999)
-    assert report.to_markdown().startswith("Seed-averaged: each model's per-user values averaged over its "
-                                           "training seeds (1 to 3 per model).")
+    report = compare_seed_averaged({"EASE": det, "ELSA": seeded}, metrics="ndcg@10", reference="EASE", n_resamples=999)
+    assert report.to_markdown().startswith(
+        "Seed-averaged: each model's per-user values averaged over its training seeds (1 to 3 per model)."
+    )
     methods = report.methods_text()
     assert "Seed-averaged" in methods and "a new training seed" in methods
     assert report.results_text("ndcg@10", "ELSA").startswith("Averaged over training seeds (ELSA: 3, EASE: 1), ELSA")
@@ -129,8 +147,12 @@ def test_a_model_averaged_over_copies_of_the_baseline_ties_on_every_user(copies)
     values = rng.choice([0.0, 0.2, 0.4, 0.8, 1 / 3, 0.1], size=200)
     base = result({"recall@20": values})
     with pytest.warns(FewNonzeroUnitsWarning, match="only 0 of 200 users differ"):
-        report = compare_seed_averaged({"base": base, "copy": dict.fromkeys(range(copies), base)},
-                                       metrics="recall@20", reference="base", n_resamples=999)
+        report = compare_seed_averaged(
+            {"base": base, "copy": dict.fromkeys(range(copies), base)},
+            metrics="recall@20",
+            reference="base",
+            n_resamples=999,
+        )
     c = report.comparisons[0]
     assert (c.wins, c.ties, c.losses, c.n_nonzero) == (0, 200, 0, 0)
     assert c.difference == 0 and c.p_value == 1 and c.direction == "inconclusive"
@@ -138,10 +160,14 @@ def test_a_model_averaged_over_copies_of_the_baseline_ties_on_every_user(copies)
 
 def test_seeds_with_per_user_values_of_another_length_are_named():
     good = result({"m": np.zeros(5)})
-    short = EvaluationResult(metrics={"m": 0.0}, per_user={"m": np.zeros(4)}, sample_ids=np.arange(5),
-                             targets_fingerprint="fp")
-    with pytest.raises(ValueError, match=r"results\[1\]: expected per-user values of 'm' with one value per "
-                                         r"sample id \(5\), found shape \(4,\)"):
+    short = EvaluationResult(
+        metrics={"m": 0.0}, per_user={"m": np.zeros(4)}, sample_ids=np.arange(5), targets_fingerprint="fp"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"results\[1\]: expected per-user values of 'm' with one value per "
+        r"sample id \(5\), found shape \(4,\)",
+    ):
         average_over_seeds({0: good, 1: short})
     # Seeds of mixed types still have one summation order.
     mixed = average_over_seeds({(1, 2): good, "a": good, 1: good})

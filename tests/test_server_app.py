@@ -27,8 +27,8 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.errors import RunSelectionError
+from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import free_port, loopback_process
@@ -40,28 +40,55 @@ BIN = Path(sys.executable).parent
 # -- a small study: training runs with real per-user artifacts -------------------------------------------------
 
 
-def log_training_run(client: MlflowClient, experiment_id: str, folder: Path, *, model: str, seed: str | None,
-                     digest: str = "d" * 64, shift: float = 0.0, n_users: int = 300, status: str = "FINISHED",
-                     name: str | None = None, extra_tags: dict | None = None, rng_seed: int = 0) -> str:
+def log_training_run(
+    client: MlflowClient,
+    experiment_id: str,
+    folder: Path,
+    *,
+    model: str,
+    seed: str | None,
+    digest: str = "d" * 64,
+    shift: float = 0.0,
+    n_users: int = 300,
+    status: str = "FINISHED",
+    name: str | None = None,
+    extra_tags: dict | None = None,
+    rng_seed: int = 0,
+) -> str:
     """One FINISHED (or ``status``) training run tagged as `mlflow-recsys train` tags it, with per-user artifacts."""
     rng = np.random.default_rng(rng_seed)
     ids = np.arange(n_users)
     ndcg = np.clip(rng.beta(2, 5, n_users) + shift, 0, 1)
     recall = np.clip(rng.beta(2, 4, n_users) + shift, 0, 1)
-    result = EvaluationResult(metrics={"ndcg@100": float(ndcg.mean()), "recall@20": float(recall.mean())},
-                              per_user={"ndcg@100": ndcg, "recall@20": recall}, sample_ids=ids,
-                              targets_fingerprint="f" * 64)
+    result = EvaluationResult(
+        metrics={"ndcg@100": float(ndcg.mean()), "recall@20": float(recall.mean())},
+        per_user={"ndcg@100": ndcg, "recall@20": recall},
+        sample_ids=ids,
+        targets_fingerprint="f" * 64,
+    )
     out = folder / f"{model}-{seed}-{digest[:4]}-{rng_seed}-{time.monotonic_ns()}"
     write_evaluation_artifacts(result, out, split_digest=digest)
-    tags = {"recsys.role": "train", "recsys.model": model, "recsys.seed": seed or "none",
-            "recsys.split_digest": digest, "recsys.targets_fingerprint": "f" * 64, "recsys.dataset": "synthetic",
-            "recsys.config": json.dumps({"size": 1}), "mlflow.runName": name or (f"{model} seed {seed}" if seed else model),
-            **(extra_tags or {})}
+    tags = {
+        "recsys.role": "train",
+        "recsys.model": model,
+        "recsys.seed": seed or "none",
+        "recsys.split_digest": digest,
+        "recsys.targets_fingerprint": "f" * 64,
+        "recsys.dataset": "synthetic",
+        "recsys.config": json.dumps({"size": 1}),
+        "mlflow.runName": name or (f"{model} seed {seed}" if seed else model),
+        **(extra_tags or {}),
+    }
     run = client.create_run(experiment_id, tags=tags)
     rid = run.info.run_id
     now = int(time.time() * 1000)
-    client.log_batch(rid, metrics=[Metric("ndcg_at_100", result.metrics["ndcg@100"], now, 0),
-                                   Metric("recall_at_20", result.metrics["recall@20"], now, 0)])
+    client.log_batch(
+        rid,
+        metrics=[
+            Metric("ndcg_at_100", result.metrics["ndcg@100"], now, 0),
+            Metric("recall_at_20", result.metrics["recall@20"], now, 0),
+        ],
+    )
     client.log_artifacts(rid, str(out))
     if status != "RUNNING":
         client.set_terminated(rid, status)
@@ -72,8 +99,10 @@ def small_study(client: MlflowClient, experiment_id: str, folder: Path) -> dict[
     """EASE (no seed), ELSA under seeds 0-2 and Popularity, all on one split."""
     return {
         "EASE": [log_training_run(client, experiment_id, folder, model="EASE", seed=None, shift=0.02, rng_seed=1)],
-        "ELSA": [log_training_run(client, experiment_id, folder, model="ELSA", seed=str(s), shift=0.03, rng_seed=10 + s)
-                 for s in range(3)],
+        "ELSA": [
+            log_training_run(client, experiment_id, folder, model="ELSA", seed=str(s), shift=0.03, rng_seed=10 + s)
+            for s in range(3)
+        ],
         "Popularity": [log_training_run(client, experiment_id, folder, model="Popularity", seed=None, rng_seed=2)],
     }
 
@@ -108,8 +137,14 @@ def csrf_token(page: str) -> str:
 
 def post_compare(web, experiment_id, run_ids, **fields):
     page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
-    data = {"csrf_token": csrf_token(page), "run": run_ids, "experiment": experiment_id,
-            "correction": "holm", "n_resamples": "999", **fields}
+    data = {
+        "csrf_token": csrf_token(page),
+        "run": run_ids,
+        "experiment": experiment_id,
+        "correction": "holm",
+        "n_resamples": "999",
+        **fields,
+    }
     return web.post("/recsys/compare", data=data)
 
 
@@ -156,20 +191,38 @@ def test_experiment_page_groups_runs_by_split_model_and_seed_with_the_metric(web
 def test_every_name_tag_and_param_is_escaped(web, store):
     client, experiment_id, tmp = store
     client.rename_experiment(experiment_id, XSS)
-    ids = [log_training_run(client, experiment_id, tmp, model=XSS, seed=XSS, name=XSS,
-                            extra_tags={"recsys.dataset": XSS, "recsys.config": json.dumps({XSS: XSS})}),
-           log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=3)]
+    ids = [
+        log_training_run(
+            client,
+            experiment_id,
+            tmp,
+            model=XSS,
+            seed=XSS,
+            name=XSS,
+            extra_tags={"recsys.dataset": XSS, "recsys.config": json.dumps({XSS: XSS})},
+        ),
+        log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=3),
+    ]
     client.log_param(ids[0], "payload", XSS)
     try:
         client.log_metric(ids[0], XSS, 1.0)
     except Exception:  # MLflow refuses such a metric name itself
         pass
-    comparison = client.create_run(experiment_id, tags={"recsys.role": "comparison", "mlflow.runName": XSS,
-                                                        "mlflow.note.content": f"## Paired comparison\n\n{XSS}"})
+    comparison = client.create_run(
+        experiment_id,
+        tags={
+            "recsys.role": "comparison",
+            "mlflow.runName": XSS,
+            "mlflow.note.content": f"## Paired comparison\n\n{XSS}",
+        },
+    )
     client.set_terminated(comparison.info.run_id)
-    pages = [web.get(f"/recsys/experiments/{experiment_id}"), web.get("/recsys/"),
-             web.get("/recsys/compare?runs=" + urllib.parse.quote(json.dumps([ids[0], XSS]))),
-             post_compare(web, experiment_id, [ids[0], XSS])]
+    pages = [
+        web.get(f"/recsys/experiments/{experiment_id}"),
+        web.get("/recsys/"),
+        web.get("/recsys/compare?runs=" + urllib.parse.quote(json.dumps([ids[0], XSS]))),
+        post_compare(web, experiment_id, [ids[0], XSS]),
+    ]
     for response in pages:
         text = response.get_data(as_text=True)
         assert "<img" not in text, text[:2000]
@@ -180,8 +233,9 @@ def test_every_name_tag_and_param_is_escaped(web, store):
 def test_compare_without_a_csrf_token_is_refused(web, store):
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp)
-    response = web.post("/recsys/compare", data={"run": study["EASE"] + study["Popularity"],
-                                                 "experiment": experiment_id})
+    response = web.post(
+        "/recsys/compare", data={"run": study["EASE"] + study["Popularity"], "experiment": experiment_id}
+    )
     assert response.status_code == 400 and "CSRF" in response.get_data(as_text=True)
     assert not list((tmp / "jobs").glob("*.json"))
 
@@ -201,8 +255,9 @@ def _cli_message(uri: str, run_ids: list[str], **kwargs) -> str:
     return f"{type(caught.value).__name__}: {caught.value}"
 
 
-@pytest.mark.parametrize("case", ["different splits", "running run", "single model", "unknown reference",
-                                  "resamples out of range"])
+@pytest.mark.parametrize(
+    "case", ["different splits", "running run", "single model", "unknown reference", "resamples out of range"]
+)
 def test_an_incomparable_selection_is_refused_with_the_command_lines_message(web, store, case):
     client, experiment_id, tmp = store
     uri = os.environ["_MLFLOW_SERVER_FILE_STORE"]
@@ -212,8 +267,7 @@ def test_an_incomparable_selection_is_refused_with_the_command_lines_message(web
         other = log_training_run(client, experiment_id, tmp, model="Other", seed=None, digest="e" * 64)
         run_ids = study["EASE"] + [other]
     elif case == "running run":
-        run_ids = study["EASE"] + [log_training_run(client, experiment_id, tmp, model="X", seed=None,
-                                                    status="RUNNING")]
+        run_ids = study["EASE"] + [log_training_run(client, experiment_id, tmp, model="X", seed=None, status="RUNNING")]
     elif case == "single model":
         run_ids = study["ELSA"]
     elif case == "unknown reference":
@@ -250,8 +304,9 @@ def test_a_compare_url_opens_the_selection_pre_ticked(web, store):
 
 def test_paging_follows_search_runs_page_tokens(store):
     client, experiment_id, tmp = store
-    ids = [log_training_run(client, experiment_id, tmp, model=f"M{i}", seed=None, rng_seed=i, n_users=20)
-           for i in range(7)]
+    ids = [
+        log_training_run(client, experiment_id, tmp, model=f"M{i}", seed=None, rng_seed=i, n_users=20) for i in range(7)
+    ]
     runs, truncated = listing.training_runs(client, [experiment_id], page_size=3)
     assert sorted(r.info.run_id for r in runs) == sorted(ids) and not truncated
     runs, truncated = listing.training_runs(client, [experiment_id], page_size=3, limit=5)
@@ -260,8 +315,14 @@ def test_paging_follows_search_runs_page_tokens(store):
 
 def test_the_comparisons_list_shows_the_result_tag_before_the_notes(store):
     client, experiment_id, _ = store
-    run = client.create_run(experiment_id, tags={"recsys.role": "comparison", "recsys.result": "B beat A <b>.",
-                                                  "mlflow.note.content": "## Paired comparison\n\nDifference = ..."})
+    run = client.create_run(
+        experiment_id,
+        tags={
+            "recsys.role": "comparison",
+            "recsys.result": "B beat A <b>.",
+            "mlflow.note.content": "## Paired comparison\n\nDifference = ...",
+        },
+    )
     client.set_terminated(run.info.run_id)
     rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
     assert rows[run.info.run_id].sentence == "B beat A <b>."
@@ -343,17 +404,19 @@ def test_a_refusal_names_no_store_path_and_no_command_line_hint(web, store, monk
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp)
     twin = log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=3)
-    for run_ids, expected in [(study["EASE"] + ["f" * 32], f"run {'f' * 32!r} was not found"),
-                              (study["EASE"] + [twin] + study["Popularity"], "are both EASE with seed none")]:
+    for run_ids, expected in [
+        (study["EASE"] + ["f" * 32], f"run {'f' * 32!r} was not found"),
+        (study["EASE"] + [twin] + study["Popularity"], "are both EASE with seed none"),
+    ]:
         page = post_compare(web, experiment_id, run_ids).get_data(as_text=True)
         shown = html.unescape(re.search(r'<div class="error" id="error" role="alert">(.*?)</div>', page, re.S).group(1))
         assert expected in shown, shown
         for leak in (str(tmp), "sqlite", "tracking store", "filter", "MLFLOW_TRACKING_URI"):
             assert leak not in shown, (leak, shown)
     # The command line keeps its hints.
-    from mlflow_recsys.tracking.runs import select_runs
-
     from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    from mlflow_recsys.tracking.runs import select_runs
 
     # Put back exactly what was there (often "not set", so the environment decides) after the test.
     monkeypatch.setattr(tracking_utils, "_tracking_uri", tracking_utils._tracking_uri)
@@ -384,14 +447,26 @@ def test_the_page_carries_every_metric_for_the_primary_metric_choice(web, store)
 
 def test_configurations_of_one_model_are_offered_as_candidates(web, store):
     client, experiment_id, tmp = store
-    ids = {l2: log_training_run(client, experiment_id, tmp, model="EASE", seed=None, rng_seed=l2, n_users=50,
-                                extra_tags={"recsys.config": json.dumps({"l2": float(l2), "dtype": "float32"})})
-           for l2 in (50, 500)}
+    ids = {
+        l2: log_training_run(
+            client,
+            experiment_id,
+            tmp,
+            model="EASE",
+            seed=None,
+            rng_seed=l2,
+            n_users=50,
+            extra_tags={"recsys.config": json.dumps({"l2": float(l2), "dtype": "float32"})},
+        )
+        for l2 in (50, 500)
+    }
     pop = log_training_run(client, experiment_id, tmp, model="Popularity", seed=None, n_users=50)
     page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
     assert page.count("compared as <code>EASE(l2=50)</code>") == 1 and "compared as <code>EASE(l2=500)</code>" in page
-    offered = re.findall(r'<option value="([^"]+)"></option>', re.search(r'<datalist id="candidates">(.*?)</datalist>',
-                                                                          page, re.S).group(1))
+    offered = re.findall(
+        r'<option value="([^"]+)"></option>',
+        re.search(r'<datalist id="candidates">(.*?)</datalist>', page, re.S).group(1),
+    )
     assert offered == ["EASE", "EASE(l2=50)", "EASE(l2=500)", "Popularity"]
     # The offered name is accepted as the reference (the job starts); the plain model name is refused, naming both.
     response = post_compare(web, experiment_id, [*ids.values(), pop], reference="EASE(l2=50)")
@@ -401,8 +476,10 @@ def test_configurations_of_one_model_are_offered_as_candidates(web, store):
 
 
 def test_note_sentence_undoes_markdown_escapes():
-    note = ("## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
-            "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |")
+    note = (
+        "## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
+        "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |"
+    )
     assert listing.note_sentence(note) == "ELSA_2 beats EASE on ndcg@100 by +0.01 <b>."
 
 
@@ -533,6 +610,7 @@ class _BrokenStore:
     def __getattr__(self, name):
         def fail(*args, **kwargs):
             raise self.exc
+
         return fail
 
 
@@ -547,10 +625,11 @@ def test_a_store_that_does_not_answer_is_503_not_404(web, store, monkeypatch, ki
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp) if kind == "locked" else None
     page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
-    exc = {"locked": MlflowException("(sqlite3.OperationalError) database is locked",
-                                     error_code=TEMPORARILY_UNAVAILABLE),
-           "unreachable": TrackingServerError("tracking server http://127.0.0.1:1 did not answer"),
-           "missing": MlflowException("no such experiment", error_code=RESOURCE_DOES_NOT_EXIST)}[kind]
+    exc = {
+        "locked": MlflowException("(sqlite3.OperationalError) database is locked", error_code=TEMPORARILY_UNAVAILABLE),
+        "unreachable": TrackingServerError("tracking server http://127.0.0.1:1 did not answer"),
+        "missing": MlflowException("no such experiment", error_code=RESOURCE_DOES_NOT_EXIST),
+    }[kind]
     monkeypatch.setattr(views, "client", lambda: _BrokenStore(exc))
     response = web.get(f"/recsys/experiments/{experiment_id}")
     if kind == "missing":
@@ -562,8 +641,13 @@ def test_a_store_that_does_not_answer_is_503_not_404(web, store, monkeypatch, ki
     index = web.get("/recsys/")
     assert index.status_code == 503 and "the tracking store did not answer" in index.get_data(as_text=True)
     if kind == "locked":
-        data = {"csrf_token": csrf_token(page), "run": study["EASE"] + study["Popularity"],
-                "experiment": experiment_id, "correction": "holm", "n_resamples": "999"}
+        data = {
+            "csrf_token": csrf_token(page),
+            "run": study["EASE"] + study["Popularity"],
+            "experiment": experiment_id,
+            "correction": "holm",
+            "n_resamples": "999",
+        }
         posted = web.post("/recsys/compare", data=data)
         assert posted.status_code == 503, posted.get_data(as_text=True)[:500]
         assert not list((tmp / "jobs").glob("*.json"))
@@ -578,8 +662,11 @@ def test_the_runner_uses_the_command_lines_bounded_retries(monkeypatch, tmp_path
     monkeypatch.setattr(runner.signal, "signal", lambda *args: None)
     monkeypatch.setattr(runner, "_watch_parent", lambda *args: None)
     seen = {}
-    monkeypatch.setattr(runner, "run_job", lambda folder, job_id: seen.update(
-        {k: os.environ.get(k) for k in CLI_DEFAULTS}) or {"stage": "done"})
+    monkeypatch.setattr(
+        runner,
+        "run_job",
+        lambda folder, job_id: seen.update({k: os.environ.get(k) for k in CLI_DEFAULTS}) or {"stage": "done"},
+    )
     assert runner.main([str(tmp_path), "0" * 32]) == 0
     assert seen == CLI_DEFAULTS
     for name in CLI_DEFAULTS:
@@ -604,8 +691,14 @@ def test_recsys_responses_carry_no_cors_headers(web, store):
     response = web.get("/recsys/", headers={"Origin": "http://127.0.0.1:9999"})
     assert response.status_code == 200
     assert not [k for k in response.headers.keys() if k.lower().startswith("access-control-allow-")]
-    made = FlaskResponse("x", headers={"Access-Control-Allow-Origin": "http://127.0.0.1:9999",
-                                       "Access-Control-Allow-Credentials": "true", "Vary": "Origin"})
+    made = FlaskResponse(
+        "x",
+        headers={
+            "Access-Control-Allow-Origin": "http://127.0.0.1:9999",
+            "Access-Control-Allow-Credentials": "true",
+            "Vary": "Origin",
+        },
+    )
     assert sorted(strip_cors(made).headers.keys()) == ["Content-Length", "Content-Type", "Vary"]
 
 
@@ -619,9 +712,17 @@ def test_the_uvicorn_app_strips_cors_headers_from_the_pages(store, monkeypatch):
     assert any(m.cls is _StripCors for m in served.user_middleware)
 
     async def inner(scope, receive, send):  # what MLflow's CORSMiddleware answers a localhost origin
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"access-control-allow-origin", b"http://localhost:9999"),
-                                (b"access-control-allow-credentials", b"true"), (b"content-type", b"text/html")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"access-control-allow-origin", b"http://localhost:9999"),
+                    (b"access-control-allow-credentials", b"true"),
+                    (b"content-type", b"text/html"),
+                ],
+            }
+        )
 
     def headers(path):
         sent = []
@@ -636,14 +737,17 @@ def test_the_uvicorn_app_strips_cors_headers_from_the_pages(store, monkeypatch):
     assert len(headers("/api/2.0/mlflow/experiments/search")) == 3
 
 
-@pytest.mark.parametrize("headers, refused", [
-    ({"Origin": "http://127.0.0.1:9999"}, True),
-    ({"Origin": "null"}, True),
-    ({"Referer": "http://127.0.0.1:9999/evil.html"}, True),
-    ({"Origin": "http://localhost"}, False),
-    ({"Referer": "http://localhost/recsys/experiments/1"}, False),
-    ({}, False),
-])
+@pytest.mark.parametrize(
+    "headers, refused",
+    [
+        ({"Origin": "http://127.0.0.1:9999"}, True),
+        ({"Origin": "null"}, True),
+        ({"Referer": "http://127.0.0.1:9999/evil.html"}, True),
+        ({"Origin": "http://localhost"}, False),
+        ({"Referer": "http://localhost/recsys/experiments/1"}, False),
+        ({}, False),
+    ],
+)
 def test_a_compare_posted_from_another_origin_is_refused(web, store, headers, refused):
     client, experiment_id, tmp = store
     page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
@@ -725,16 +829,19 @@ def test_experiment_ids_are_merged_bounded_and_checked_before_the_store_is_asked
     token = csrf_token(page)
     # One model only, experiment id repeated 5,000 times: one lookup, one listing, the refusal shown.
     started = time.monotonic()
-    response = web.post("/recsys/compare", data={"csrf_token": token, "run": study["ELSA"],
-                                                 "experiment": [experiment_id] * 5000})
+    response = web.post(
+        "/recsys/compare", data={"csrf_token": token, "run": study["ELSA"], "experiment": [experiment_id] * 5000}
+    )
     text = response.get_data(as_text=True)
     assert response.status_code == 400 and "expected at least two models" in html.unescape(text)
     assert text.count('name="experiment"') == 1 and time.monotonic() - started < 10
     too_many = json.dumps([str(i) for i in range(101)])
     response = web.get(f"/recsys/compare?runs={json.dumps(study['EASE'])}&experiments={too_many}")
     assert response.status_code == 400 and b"expected at most 100 experiment ids, found 101" in response.data
-    for path in ("/recsys/experiments/99999999999999999999999",
-                 '/recsys/compare?runs=["a"]&experiments=["99999999999999999999999"]'):
+    for path in (
+        "/recsys/experiments/99999999999999999999999",
+        '/recsys/compare?runs=["a"]&experiments=["99999999999999999999999"]',
+    ):
         assert web.get(path).status_code == 404, path
     # An experiment deleted between listing and Compare: the refusal page still comes, with the runs.
     other = client.create_experiment("short-lived")
@@ -752,8 +859,10 @@ def test_hostile_compare_addresses_and_run_ids_are_refused_briefly(web, store):
     assert response.status_code == 400 and b"expected runs=[...] to be a JSON list" in response.data
     page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
     long_id = "a" * 100_000
-    response = web.post("/recsys/compare", data={"csrf_token": csrf_token(page), "run": study["EASE"] + [long_id],
-                                                 "experiment": experiment_id})
+    response = web.post(
+        "/recsys/compare",
+        data={"csrf_token": csrf_token(page), "run": study["EASE"] + [long_id], "experiment": experiment_id},
+    )
     text = response.get_data(as_text=True)
     assert response.status_code == 400 and "runs: expected MLflow run ids" in html.unescape(text)
     assert len(text) < 60_000 and long_id not in text
@@ -766,8 +875,12 @@ def test_a_damaged_per_user_file_is_an_artifact_error_naming_the_run(tmp_path):
     from mlflow_recsys.tracking.artifacts import read_evaluation_artifacts
 
     log_dir = tmp_path / "run"
-    result = EvaluationResult(metrics={"ndcg@10": 0.5}, per_user={"ndcg@10": np.array([0.5, 0.5])},
-                              sample_ids=np.arange(2), targets_fingerprint="f" * 64)
+    result = EvaluationResult(
+        metrics={"ndcg@10": 0.5},
+        per_user={"ndcg@10": np.array([0.5, 0.5])},
+        sample_ids=np.arange(2),
+        targets_fingerprint="f" * 64,
+    )
     write_evaluation_artifacts(result, log_dir, split_digest="d" * 64)
     whole = (log_dir / "per_user.parquet").read_bytes()
     for damaged in (b"garbage" * 10, whole[: len(whole) // 2]):
@@ -779,7 +892,9 @@ def test_a_damaged_per_user_file_is_an_artifact_error_naming_the_run(tmp_path):
 
 def test_names_wrap_and_are_bidi_isolated(web, store):
     page = web.get("/recsys/").get_data(as_text=True)
-    assert "overflow-wrap: anywhere" in page and "unicode-bidi: isolate" in page and "select { max-width: 100%; }" in page
+    assert (
+        "overflow-wrap: anywhere" in page and "unicode-bidi: isolate" in page and "select { max-width: 100%; }" in page
+    )
 
 
 # -- the real server ------------------------------------------------------------------------------------------
@@ -790,12 +905,26 @@ def recsys_server(root: Path, *, app_name: str = "recsys", env: dict | None = No
     """`mlflow server --app-name <app_name>` on 127.0.0.1 with its default (4) uvicorn workers; yields its URL."""
     port = free_port()
     (root / "artifacts").mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-            "--backend-store-uri", f"sqlite:///{root}/server.db", "--artifacts-destination", str(root / "artifacts"),
-            "--app-name", app_name]
+    argv = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--backend-store-uri",
+        f"sqlite:///{root}/server.db",
+        "--artifacts-destination",
+        str(root / "artifacts"),
+        "--app-name",
+        app_name,
+    ]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "_MLFLOW_"))}
-    full_env.update({"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", jobs.JOBS_DIR_ENV: str(root / "jobs"),
-                     **(env or {})})
+    full_env.update(
+        {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", jobs.JOBS_DIR_ENV: str(root / "jobs"), **(env or {})}
+    )
     url = f"http://127.0.0.1:{port}"
     with loopback_process(argv, f"{url}/health", root / "server.log", full_env, 180):
         yield url
@@ -823,8 +952,9 @@ class Browser:
     def post(self, path: str, fields: dict) -> tuple[int, str, str]:
         data = urllib.parse.urlencode(fields, doseq=True).encode()
         try:
-            with self.opener.open(urllib.request.Request(self.url + path, data=data, headers=self.headers),
-                                  timeout=60) as r:
+            with self.opener.open(
+                urllib.request.Request(self.url + path, data=data, headers=self.headers), timeout=60
+            ) as r:
                 return r.status, r.read().decode(), r.url
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode(), path
@@ -869,9 +999,17 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
         job_ids = []
         for run_ids, fields in selections:
             posted = time.monotonic()
-            status, page, final_url = browser.post("/recsys/compare", {
-                "csrf_token": token, "run": run_ids, "experiment": experiment_id, "correction": "holm",
-                "n_resamples": "999", **fields})
+            status, page, final_url = browser.post(
+                "/recsys/compare",
+                {
+                    "csrf_token": token,
+                    "run": run_ids,
+                    "experiment": experiment_id,
+                    "correction": "holm",
+                    "n_resamples": "999",
+                    **fields,
+                },
+            )
             assert status == 200, page
             job_ids.append(final_url.rsplit("/", 1)[1])
         done = [wait_for_job(browser, j) for j in job_ids]
@@ -881,8 +1019,13 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
         intervals = sorted((j["started"], j["finished"]) for j in done)
         assert all(a[1] <= b[0] for a, b in zip(intervals, intervals[1:])), intervals  # never two at once
         first = done[0]
-        assert [s for s, _ in first["history"] if s != "queued"] == \
-            ["selecting", "loading artifacts", "comparing", "logging", "done"]
+        assert [s for s, _ in first["history"] if s != "queued"] == [
+            "selecting",
+            "loading artifacts",
+            "comparing",
+            "logging",
+            "done",
+        ]
         run = client.get_run(first["result"]["run_id"])
         assert run.info.status == "FINISHED" and run.data.tags["recsys.role"] == "comparison"
         assert run.info.experiment_id == experiment_id
@@ -898,19 +1041,26 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
         # The comparison runs are listed on the experiment page, with status and result sentence.
         status, page, _ = browser.get(f"/recsys/experiments/{experiment_id}")
         assert page.count("<td>FINISHED</td>") == 3
-        print(f"one compare from the page, end to end: {first['finished'] - first['created']:.1f} s; "
-              f"three one after another: {elapsed:.1f} s")
+        print(
+            f"one compare from the page, end to end: {first['finished'] - first['created']:.1f} s; "
+            f"three one after another: {elapsed:.1f} s"
+        )
 
 
 @pytest.mark.server_pages
 def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_admins_only(tmp_path, monkeypatch):
     password = "Recsys-Adm1n-Passw0rd-For-Tests"
     config = tmp_path / "auth.ini"
-    config.write_text("[mlflow]\ndefault_permission = READ\n"
-                      f"database_uri = sqlite:///{tmp_path}/auth.db\nadmin_username = admin\n"
-                      "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
-    env = {"MLFLOW_AUTH_CONFIG_PATH": str(config), "MLFLOW_AUTH_ADMIN_PASSWORD": password,
-           "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret"}
+    config.write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{tmp_path}/auth.db\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    env = {
+        "MLFLOW_AUTH_CONFIG_PATH": str(config),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
+    }
     with recsys_server(tmp_path, app_name="recsys-auth", env=env) as url:
         anonymous, admin = Browser(url), Browser(url, auth=("admin", password))
         for path in ("/recsys/", "/recsys/experiments/0", "/recsys/jobs/" + "0" * 32):
@@ -918,9 +1068,12 @@ def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_adm
         assert Browser(url, auth=("admin", "wrong")).get("/recsys/")[0] == 401
         status, page, _ = admin.get("/recsys/")
         assert status == 200 and "Experiments with training runs" in page
-        request = urllib.request.Request(f"{url}/api/2.0/mlflow/users/create", method="POST",
-                                         data=json.dumps({"username": "alice", "password": password + "x"}).encode(),
-                                         headers={**admin.headers, "Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{url}/api/2.0/mlflow/users/create",
+            method="POST",
+            data=json.dumps({"username": "alice", "password": password + "x"}).encode(),
+            headers={**admin.headers, "Content-Type": "application/json"},
+        )
         urllib.request.urlopen(request, timeout=60).close()
         status, page, _ = Browser(url, auth=("alice", password + "x")).get("/recsys/")
         assert status == 403  # basic-auth (fail-closed on unknown routes) or the pages themselves refuse
@@ -933,9 +1086,16 @@ def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_adm
         study = small_study(client, experiment_id, tmp_path / "local")
         status, page, _ = admin.get(f"/recsys/experiments/{experiment_id}")
         assert status == 200 and page.count('name="run"') == 5
-        status, page, final_url = admin.post("/recsys/compare", {
-            "csrf_token": csrf_token(page), "run": study["EASE"] + study["Popularity"], "experiment": experiment_id,
-            "correction": "holm", "n_resamples": "999"})
+        status, page, final_url = admin.post(
+            "/recsys/compare",
+            {
+                "csrf_token": csrf_token(page),
+                "run": study["EASE"] + study["Popularity"],
+                "experiment": experiment_id,
+                "correction": "holm",
+                "n_resamples": "999",
+            },
+        )
         assert status == 200, page
         job = wait_for_job(admin, final_url.rsplit("/", 1)[1])
         assert job["stage"] == "done", job["error"]

@@ -23,8 +23,15 @@ from test_server_app import XSS, log_training_run, recsys_server, small_study
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture
@@ -65,7 +72,8 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         first_split = page.locator(".split").first
         for model in ("EASE", "ELSA", "Popularity"):
             first_split.locator(".model", has=page.locator(".model-name", has_text=model)).locator(
-                "input.group").check()
+                "input.group"
+            ).check()
         assert page.locator("input[name=run]:checked").count() == 5
         page.fill("#reference", "EASE")
         # Choosing a primary metric shows its values beside the runs at once, with no round trip.
@@ -84,8 +92,10 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         clicked = time.monotonic()
         page.click("#compare")
         page.wait_for_selector("#result", timeout=150_000)
-        page.wait_for_function("document.querySelector('#forest').complete && "
-                               "document.querySelector('#forest').naturalWidth > 0", timeout=30_000)
+        page.wait_for_function(
+            "document.querySelector('#forest').complete && document.querySelector('#forest').naturalWidth > 0",
+            timeout=30_000,
+        )
         compare_seconds = time.monotonic() - clicked
         sentences = page.locator(".sentence").all_inner_texts()
         assert any("ndcg@100" in s and "ELSA" in s for s in sentences), sentences
@@ -102,14 +112,17 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         table = json.loads(Path(client.download_artifacts(run_id, "report_table.json", str(tmp_path))).read_text())
         rows = [dict(zip(table["columns"], row)) for row in table["data"]]
         assert sorted((r["candidate"], r["baseline"], r["metric"]) for r in rows) == sorted(
-            (m, "EASE", k) for m in ("ELSA", "Popularity") for k in ("ndcg@100", "recall@20"))
+            (m, "EASE", k) for m in ("ELSA", "Popularity") for k in ("ndcg@100", "recall@20")
+        )
         assert set(run.data.tags["recsys.source_runs"].split(",")) == {
-            r for m in ("EASE", "ELSA", "Popularity") for r in study[m]}
+            r for m in ("EASE", "ELSA", "Popularity") for r in study[m]
+        }
         # 5. An incomparable selection (one model only) is refused in the page, and nothing is started.
         n_runs = len(client.search_runs([experiment_id]))
         page.goto(f"{url}/recsys/experiments/{experiment_id}", wait_until="domcontentloaded")
         page.locator(".split").first.locator(".model", has=page.locator(".model-name", has_text="ELSA")).locator(
-            "input.group").check()
+            "input.group"
+        ).check()
         page.click("#compare")
         error = page.wait_for_selector("#error", timeout=90_000).inner_text()
         assert "expected at least two models to compare, found only ['ELSA']" in error, error
@@ -119,8 +132,11 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         # 6. The UI's compare-runs address with recsys/compare in place of #/compare-runs: pre-ticked.
         chosen = study["EASE"] + study["Popularity"]
         page.goto(f"{url}/recsys/compare?runs={json.dumps(chosen)}&experiments={json.dumps([experiment_id])}")
-        assert sorted(page.locator("input[name=run]:checked").evaluate_all("els => els.map(e => e.value)")) == \
-            sorted(chosen)
+        assert sorted(page.locator("input[name=run]:checked").evaluate_all("els => els.map(e => e.value)")) == sorted(
+            chosen
+        )
         assert not dialogs  # no script ran from a name
-    print(f"browser test: compare from the click to the forest plot {compare_seconds:.1f} s; "
-          f"whole test {time.monotonic() - started:.1f} s")
+    print(
+        f"browser test: compare from the click to the forest plot {compare_seconds:.1f} s; "
+        f"whole test {time.monotonic() - started:.1f} s"
+    )

@@ -13,15 +13,19 @@ from pathlib import Path
 
 import mlflow
 import pytest
-from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
+from conftest import sqlite_store
+from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import free_port, local_tracking_server
 from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
-from mlflow_recsys.stats import ComparisonSettings
 
-pytestmark = [pytest.mark.integration, pytest.mark.server_faults, pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.server_faults,
+    pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning"),
+]
 
 BIN = Path(sys.executable).parent
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
@@ -38,17 +42,27 @@ def _populate(copy_run, folder: Path) -> list[str]:
     """A split, one Popularity run and copies of it under MODELS (each scaled, so no pair ties)."""
     mlflow.set_experiment("faults")  # by name: an experiment id set by an earlier test means nothing here
     split_id = run_split(dataset="movielens-100k", seed=42)
-    source = run_train(checkpoint=f"runs:/{split_id}/checkpoint.zip", model="Popularity", metrics=METRICS,
-                       log_model=False)
-    return [copy_run(source, folder / name, model=name,
-                     edit_frame=lambda f, s=1 - 0.02 * i: f.assign(**{m: f[m] * s for m in METRICS}))
-            for i, name in enumerate(MODELS)]
+    source = run_train(
+        checkpoint=f"runs:/{split_id}/checkpoint.zip", model="Popularity", metrics=METRICS, log_model=False
+    )
+    return [
+        copy_run(
+            source,
+            folder / name,
+            model=name,
+            edit_frame=lambda f, s=1 - 0.02 * i: f.assign(**{m: f[m] * s for m in METRICS}),
+        )
+        for i, name in enumerate(MODELS)
+    ]
 
 
 def _start_compare(uri: str, ids: list[str], **env) -> subprocess.Popen:
     return subprocess.Popen(
         [str(BIN / "mlflow-recsys"), "compare", *ids, "--n-resamples", "1000000"],
-        env=_env(uri, **env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(uri, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -67,8 +81,7 @@ def _wait_for_line(stream, text: str, timeout: float) -> list[str]:
 
 def _comparison_runs():
     experiments = [e.experiment_id for e in MlflowClient().search_experiments(view_type=3)]
-    return MlflowClient().search_runs(experiments, filter_string="tags.`recsys.role` = 'comparison'",
-                                      run_view_type=3)
+    return MlflowClient().search_runs(experiments, filter_string="tags.`recsys.role` = 'comparison'", run_view_type=3)
 
 
 def test_killing_the_server_mid_compare_exits_within_the_bound_and_leaves_no_running_run(tmp_path, copy_run):
@@ -107,9 +120,13 @@ def test_killing_the_server_mid_compare_exits_within_the_bound_and_leaves_no_run
 
 def test_an_unreachable_server_is_reported_as_unreachable_within_the_bound(tmp_path):
     started = time.monotonic()
-    proc = subprocess.run([str(BIN / "mlflow-recsys"), "compare", "a" * 32, "b" * 32],
-                          env=_env(f"http://user:hunter2@127.0.0.1:{free_port()}"), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [str(BIN / "mlflow-recsys"), "compare", "a" * 32, "b" * 32],
+        env=_env(f"http://user:hunter2@127.0.0.1:{free_port()}"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     elapsed = time.monotonic() - started
     print(f"unreachable server reported after {elapsed:.1f} s")
     assert proc.returncode == 1
@@ -117,13 +134,21 @@ def test_an_unreachable_server_is_reported_as_unreachable_within_the_bound(tmp_p
     assert "hunter2" not in proc.stderr and "Traceback" not in proc.stderr
     # Connection refused: 3 retries after 0, 2 and 4 s (+ up to 1 s of jitter each) and the start of Python.
     assert CLI_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "3" and elapsed < 45, elapsed
-    split = subprocess.run([str(BIN / "mlflow-recsys"), "split"],
-                           env=_env(f"http://127.0.0.1:{free_port()}", MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
-                           capture_output=True, text=True, timeout=300)
+    split = subprocess.run(
+        [str(BIN / "mlflow-recsys"), "split"],
+        env=_env(f"http://127.0.0.1:{free_port()}", MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert split.returncode == 1 and "TrackingServerError" in split.stderr and "did not answer" in split.stderr
-    debug = subprocess.run([str(BIN / "mlflow-recsys"), "--debug", "compare", "a" * 32, "b" * 32],
-                           env=_env(f"http://127.0.0.1:{free_port()}", MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
-                           capture_output=True, text=True, timeout=300)
+    debug = subprocess.run(
+        [str(BIN / "mlflow-recsys"), "--debug", "compare", "a" * 32, "b" * 32],
+        env=_env(f"http://127.0.0.1:{free_port()}", MLFLOW_HTTP_REQUEST_MAX_RETRIES="0"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert debug.returncode == 1 and "Traceback" in debug.stderr
 
 
@@ -167,7 +192,9 @@ def test_a_failure_while_logging_ends_the_run_failed_and_the_next_compare_starts
     mlflow.create_experiment("unwritable", artifact_location=(blocker / "artifacts").as_uri())
     ids = populated_store["ids"][:2]
     with pytest.raises(OSError):
-        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="M0", n_resamples=199), output_experiment="unwritable")
+        compare_runs(
+            run_ids=ids, settings=ComparisonSettings(reference="M0", n_resamples=199), output_experiment="unwritable"
+        )
     assert mlflow.active_run() is None
     (failed,) = _comparison_runs()
     assert failed.info.status == "FAILED" and "not-a-folder" in failed.data.tags["recsys.error"]

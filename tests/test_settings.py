@@ -19,38 +19,54 @@ def test_defaults_are_compare_models_and_the_command_lines():
 
     defaults = {f.name: f.default for f in dataclasses.fields(ComparisonSettings)}
     signature = inspect.signature(compare_models).parameters
-    assert {name: signature[name].default for name in COMPARE_MODELS_SETTINGS} == \
-           {name: defaults[name] for name in COMPARE_MODELS_SETTINGS}
+    assert {name: signature[name].default for name in COMPARE_MODELS_SETTINGS} == {
+        name: defaults[name] for name in COMPARE_MODELS_SETTINGS
+    }
     # The command line spells "no correction" and "no value" its own way; every other default is the same.
     cli = {p.name: p.default for p in compare.params}
     spelled = {"correction": {"none": None}, "reference": {None: None}, "primary": {None: None}}
-    for name in ("reference", "primary", "family", "correction", "confidence_level", "n_resamples", "alternative",
-                 "test_method", "zero_method", "interval_method", "random_state", "paired_seeds"):
+    for name in (
+        "reference",
+        "primary",
+        "family",
+        "correction",
+        "confidence_level",
+        "n_resamples",
+        "alternative",
+        "test_method",
+        "zero_method",
+        "interval_method",
+        "random_state",
+        "paired_seeds",
+    ):
         value = spelled.get(name, {}).get(cli[name], cli[name])
         assert value == defaults[name], name
     assert cli["report_seed"] is None and defaults["seed"] is None
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("confidence_level", 1.0, "confidence_level: expected a number strictly between 0 and 1, found 1.0"),
-    ("confidence_level", True, "confidence_level: expected a number strictly between 0 and 1, found True"),
-    ("confidence_level", float("nan"), "confidence_level: expected a number strictly between 0 and 1, found nan"),
-    ("n_resamples", 0, "n_resamples: expected an integer >= 1, found 0"),
-    ("n_resamples", 99.0, "n_resamples: expected an integer >= 1, found 99.0"),
-    ("n_resamples", MAX_RESAMPLES + 1, f"n_resamples: expected at most {MAX_RESAMPLES:,}, found 1,000,001"),
-    ("alternative", "bigger", "alternative: expected one of ('two-sided', 'greater', 'less'), found 'bigger'"),
-    ("test_method", "z", "test_method: expected one of ('randomization', 'bootstrap', 't', 'wilcoxon'), found 'z'"),
-    ("interval_method", "bc", "interval_method: expected one of ('percentile', 'bca'), found 'bc'"),
-    ("zero_method", "pratt ", "zero_method: expected one of ('wilcox', 'pratt', 'zsplit'), found 'pratt '"),
-    ("family", "every", "family: expected one of ('primary', 'all'), found 'every'"),
-    ("correction", "sidak", "correction: expected one of 'holm', 'bonferroni' or None, found 'sidak'"),
-    ("random_state", -1, "random_state: expected an integer >= 0, found -1"),
-    ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
-    ("reference", " ", "reference: expected a non-empty string, found ' '"),
-    ("seed", "", "seed: expected a non-empty string, found ''"),
-    ("metrics", [], "metrics: expected at least one metric key, found none"),
-    ("metrics", ["a", "a"], "metrics: expected distinct keys, found duplicates in ['a', 'a']"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("confidence_level", 1.0, "confidence_level: expected a number strictly between 0 and 1, found 1.0"),
+        ("confidence_level", True, "confidence_level: expected a number strictly between 0 and 1, found True"),
+        ("confidence_level", float("nan"), "confidence_level: expected a number strictly between 0 and 1, found nan"),
+        ("n_resamples", 0, "n_resamples: expected an integer >= 1, found 0"),
+        ("n_resamples", 99.0, "n_resamples: expected an integer >= 1, found 99.0"),
+        ("n_resamples", MAX_RESAMPLES + 1, f"n_resamples: expected at most {MAX_RESAMPLES:,}, found 1,000,001"),
+        ("alternative", "bigger", "alternative: expected one of ('two-sided', 'greater', 'less'), found 'bigger'"),
+        ("test_method", "z", "test_method: expected one of ('randomization', 'bootstrap', 't', 'wilcoxon'), found 'z'"),
+        ("interval_method", "bc", "interval_method: expected one of ('percentile', 'bca'), found 'bc'"),
+        ("zero_method", "pratt ", "zero_method: expected one of ('wilcox', 'pratt', 'zsplit'), found 'pratt '"),
+        ("family", "every", "family: expected one of ('primary', 'all'), found 'every'"),
+        ("correction", "sidak", "correction: expected one of 'holm', 'bonferroni' or None, found 'sidak'"),
+        ("random_state", -1, "random_state: expected an integer >= 0, found -1"),
+        ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
+        ("reference", " ", "reference: expected a non-empty string, found ' '"),
+        ("seed", "", "seed: expected a non-empty string, found ''"),
+        ("metrics", [], "metrics: expected at least one metric key, found none"),
+        ("metrics", ["a", "a"], "metrics: expected distinct keys, found duplicates in ['a', 'a']"),
+    ],
+)
 def test_each_setting_out_of_range_is_refused_naming_it(field, value, message):
     with pytest.raises(ValueError) as refused:
         ComparisonSettings(**{field: value})
@@ -67,8 +83,9 @@ def test_settings_that_contradict_each_other_are_refused():
 
 
 def test_values_are_kept_in_one_canonical_form_and_cannot_change():
-    settings = ComparisonSettings(metrics="ndcg@100", n_resamples=np.int64(999), confidence_level=np.float32(0.5),
-                                  seed=2)
+    settings = ComparisonSettings(
+        metrics="ndcg@100", n_resamples=np.int64(999), confidence_level=np.float32(0.5), seed=2
+    )
     assert settings.metrics == ("ndcg@100",) and settings.seed == "2"
     assert type(settings.n_resamples) is int and type(settings.confidence_level) is float
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -76,8 +93,9 @@ def test_values_are_kept_in_one_canonical_form_and_cannot_change():
     assert settings.replace(n_resamples=99).n_resamples == 99 and settings.n_resamples == 999
     with pytest.raises(ValueError, match="n_resamples"):
         settings.replace(n_resamples=0)
-    assert hash(settings) == hash(ComparisonSettings(metrics=("ndcg@100",), n_resamples=999,
-                                                     confidence_level=0.5, seed="2"))
+    assert hash(settings) == hash(
+        ComparisonSettings(metrics=("ndcg@100",), n_resamples=999, confidence_level=0.5, seed="2")
+    )
 
 
 def test_params_hold_every_field_as_text():
@@ -90,30 +108,55 @@ def test_params_hold_every_field_as_text():
 def test_compare_gives_compare_models_under_the_same_settings():
     rng = np.random.default_rng(4)
     ids = np.arange(40)
-    results = {name: EvaluationResult.from_per_user({"m": rng.random(40), "k": rng.random(40)}, sample_ids=ids,
-                                                    targets_fingerprint="fp")
-               for name in ("A", "B", "C")}
-    settings = ComparisonSettings(reference="A", metrics=["m", "k"], primary="m", n_resamples=999, random_state=7,
-                                  test_method="bootstrap", interval_method="bca", correction="bonferroni")
-    direct = compare_models(results, metrics=["m", "k"], reference="A", primary="m", n_resamples=999,
-                            random_state=7, test_method="bootstrap", interval_method="bca", correction="bonferroni")
+    results = {
+        name: EvaluationResult.from_per_user(
+            {"m": rng.random(40), "k": rng.random(40)}, sample_ids=ids, targets_fingerprint="fp"
+        )
+        for name in ("A", "B", "C")
+    }
+    settings = ComparisonSettings(
+        reference="A",
+        metrics=["m", "k"],
+        primary="m",
+        n_resamples=999,
+        random_state=7,
+        test_method="bootstrap",
+        interval_method="bca",
+        correction="bonferroni",
+    )
+    direct = compare_models(
+        results,
+        metrics=["m", "k"],
+        reference="A",
+        primary="m",
+        n_resamples=999,
+        random_state=7,
+        test_method="bootstrap",
+        interval_method="bca",
+        correction="bonferroni",
+    )
     assert settings.compare(results).to_frame().equals(direct.to_frame())
     with pytest.raises(ValueError, match="^metrics: expected the metric keys to compare, found None$"):
         ComparisonSettings().compare(results)
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: validation.integer(2.0, "k", minimum=1), "k: expected an integer >= 1, found 2.0"),
-    (lambda: validation.integer(True, "k"), "k: expected an integer, found True"),
-    (lambda: validation.integer(11, "k", minimum=0, maximum=10), "k: expected an integer in [0, 10], found 11"),
-    (lambda: validation.number(0, "lr", above=0), "lr: expected a finite number > 0, found 0"),
-    (lambda: validation.number(float("inf"), "l2", at_least=0), "l2: expected a finite number >= 0, found inf"),
-    (lambda: validation.number(1, "frac", at_least=0, below=1), "frac: expected a number in [0, 1), found 1"),
-    (lambda: validation.one_of([], "x", ("a",)), "x: expected one of ('a',), found []"),
-    (lambda: validation.text(None, "name"), "name: expected a non-empty string, found None"),
-    (lambda: validation.one_of("x" * 500, "name", ("a",)),
-     "name: expected one of ('a',), found " + repr("x" * 500)[:199] + "…"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: validation.integer(2.0, "k", minimum=1), "k: expected an integer >= 1, found 2.0"),
+        (lambda: validation.integer(True, "k"), "k: expected an integer, found True"),
+        (lambda: validation.integer(11, "k", minimum=0, maximum=10), "k: expected an integer in [0, 10], found 11"),
+        (lambda: validation.number(0, "lr", above=0), "lr: expected a finite number > 0, found 0"),
+        (lambda: validation.number(float("inf"), "l2", at_least=0), "l2: expected a finite number >= 0, found inf"),
+        (lambda: validation.number(1, "frac", at_least=0, below=1), "frac: expected a number in [0, 1), found 1"),
+        (lambda: validation.one_of([], "x", ("a",)), "x: expected one of ('a',), found []"),
+        (lambda: validation.text(None, "name"), "name: expected a non-empty string, found None"),
+        (
+            lambda: validation.one_of("x" * 500, "name", ("a",)),
+            "name: expected one of ('a',), found " + repr("x" * 500)[:199] + "…",
+        ),
+    ],
+)
 def test_the_checks_say_name_expected_and_found(call, message):
     with pytest.raises(ValueError) as refused:
         call()

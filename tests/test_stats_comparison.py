@@ -272,8 +272,13 @@ def test_sample_ids_differing_in_length_content_or_order_are_refused():
 def test_different_targets_fingerprints_are_refused_naming_both():
     v = np.linspace(0, 1, 40)
     with pytest.raises(ValueError, match=r"fingerprints differ.*A: aaaa.*B: bbbb"):
-        compare_pair(result({"m": v}, fingerprint="aaaa"), result({"m": v}, fingerprint="bbbb"), metric="m",
-                     baseline_name="A", candidate_name="B")
+        compare_pair(
+            result({"m": v}, fingerprint="aaaa"),
+            result({"m": v}, fingerprint="bbbb"),
+            metric="m",
+            baseline_name="A",
+            candidate_name="B",
+        )
 
 
 def test_missing_fingerprint_warns_that_pairing_is_unverified():
@@ -323,8 +328,11 @@ def test_bad_settings_are_refused_naming_the_argument(kwargs, match):
 def test_low_n_resamples_warns_with_the_adjusted_floor():
     rng = np.random.default_rng(0)
     base = {k: rng.random(100) for k in "abc"}
-    results = {"A": result(base), "B": result({k: v + 0.1 for k, v in base.items()}),
-               "C": result({k: v + 0.2 for k, v in base.items()})}
+    results = {
+        "A": result(base),
+        "B": result({k: v + 0.1 for k, v in base.items()}),
+        "C": result({k: v + 0.2 for k, v in base.items()}),
+    }
     with pytest.warns(LowResamplesWarning, match=r"J/\(B\+1\) = 0\.0594"):
         compare_models(results, metrics=list("abc"), reference="A", n_resamples=100)
 

@@ -14,13 +14,12 @@ import pytest
 import scipy.stats
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kernel_oracles import bootstrap_means_reference, draw_indices
 
+from kernel_oracles import bootstrap_means_reference, draw_indices
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.report.plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats import ComparisonWarning, FewNonzeroUnitsWarning, compare_models, compare_pair, seed_spread
 from mlflow_recsys.stats.comparison import _p_value
-from mlflow_recsys.stats.settings import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS
-from mlflow_recsys.report.plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats.resampling import (
     block_seeds,
     bootstrap_means,
@@ -28,6 +27,7 @@ from mlflow_recsys.stats.resampling import (
     exact_sign_flip_means,
     sign_flip_means,
 )
+from mlflow_recsys.stats.settings import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -107,8 +107,9 @@ def test_a_tied_metric_leaves_the_other_metrics_of_the_call_unchanged():
     assert without.test_method == "randomization"  # Monte Carlo: 2**200 patterns
     # Every column but the size of the family, which counts the tied metric's hypothesis too.
     assert (with_tied.family_size, without.family_size) == (2, 1)
-    pd.testing.assert_frame_equal(with_tied.to_frame().drop(columns="family_size"),
-                                  without.to_frame().drop(columns="family_size"))
+    pd.testing.assert_frame_equal(
+        with_tied.to_frame().drop(columns="family_size"), without.to_frame().drop(columns="family_size")
+    )
     for name in ("unit_differences", "null_distribution", "bootstrap_distribution"):
         np.testing.assert_array_equal(getattr(with_tied, name), getattr(without, name))
 
@@ -171,8 +172,7 @@ def test_constant_shift_of_varying_values_keeps_the_estimate_inside_its_interval
         base = np.random.default_rng(n).random(n)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ComparisonWarning)
-            c = compare_pair(result(base), result(base + shift), metric="m", n_resamples=999,
-                             alternative=alternative)
+            c = compare_pair(result(base), result(base + shift), metric="m", n_resamples=999, alternative=alternative)
         assert c.ci_low <= c.difference <= c.ci_high
         assert c.difference == pytest.approx(shift, abs=1e-15)
 
@@ -191,8 +191,12 @@ def test_forest_plot_renders_constant_and_tied_differences(tmp_path):
     base = np.full(n, 0.25)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FewNonzeroUnitsWarning)
-        report = compare_models({"A": result({"m": base, "t": base}), "B": result({"m": base + 0.1, "t": base})},
-                                metrics=["m", "t"], reference="A", n_resamples=999)
+        report = compare_models(
+            {"A": result({"m": base, "t": base}), "B": result({"m": base + 0.1, "t": base})},
+            metrics=["m", "t"],
+            reference="A",
+            n_resamples=999,
+        )
     for c in report.comparisons:
         assert c.ci_low == c.difference == c.ci_high
     forest_plot(report, tmp_path / "forest.png")
@@ -212,7 +216,9 @@ def test_seed_spread_of_constant_differences_has_point_intervals_and_renders(tmp
     per_seed = spread.per_seed_frame()
     expected = [(0.25 + s) - 0.25 for s in (0.1, 1 / 3, 0.7, 0.2, 0.3)]
     assert per_seed["difference"].tolist() == expected
-    assert (per_seed["ci_low"] == per_seed["difference"]).all() and (per_seed["ci_high"] == per_seed["difference"]).all()
+    assert (per_seed["ci_low"] == per_seed["difference"]).all() and (
+        per_seed["ci_high"] == per_seed["difference"]
+    ).all()
     assert (per_seed["bootstrap_standard_error"] == 0.0).all()
     seed_spread_plot(per_seed, tmp_path / "seeds.png")
     assert_png(tmp_path / "seeds.png")
@@ -252,16 +258,21 @@ def per_user_pairs(draw):
     return base, np.array(draw(st.lists(unit_values, min_size=n, max_size=n)))
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(pair=per_user_pairs(), test_method=st.sampled_from(TEST_METHODS), alternative=st.sampled_from(ALTERNATIVES),
-       interval_method=st.sampled_from(INTERVAL_METHODS))
-def test_any_per_user_arrays_give_valid_numbers_or_the_documented_error(pair, test_method, alternative,
-                                                                        interval_method):
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pair=per_user_pairs(),
+    test_method=st.sampled_from(TEST_METHODS),
+    alternative=st.sampled_from(ALTERNATIVES),
+    interval_method=st.sampled_from(INTERVAL_METHODS),
+)
+def test_any_per_user_arrays_give_valid_numbers_or_the_documented_error(
+    pair, test_method, alternative, interval_method
+):
     base, cand = pair
     b = 99
-    call = dict(metric="m", n_resamples=b, test_method=test_method, alternative=alternative,
-                interval_method=interval_method)
+    call = dict(
+        metric="m", n_resamples=b, test_method=test_method, alternative=alternative, interval_method=interval_method
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)  # few users and B = 99 warn by design
         if len(base) < 2:
@@ -306,8 +317,14 @@ def test_all_equal_differences_give_a_point_interval(value, n, shift, alternativ
     base = np.full(n, value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
-        c = compare_pair(result(base), result(base + shift), metric="m", n_resamples=99, alternative=alternative,
-                         interval_method=interval_method)
+        c = compare_pair(
+            result(base),
+            result(base + shift),
+            metric="m",
+            n_resamples=99,
+            alternative=alternative,
+            interval_method=interval_method,
+        )
     d = (value + shift) - value
     assert c.interval_method == interval_method  # a point interval is its own BCa interval
     assert c.difference == d
@@ -319,8 +336,10 @@ def test_resampling_settings_past_their_bounds_are_refused_before_any_work():
     from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES
     from mlflow_recsys.stats.settings import MAX_RESAMPLES
 
-    results = {name: EvaluationResult.from_per_user({f"m{j}@1": np.full(6, 0.5) for j in range(4)},
-                                                    targets_fingerprint="x") for name in ("A", "B", "C")}
+    results = {
+        name: EvaluationResult.from_per_user({f"m{j}@1": np.full(6, 0.5) for j in range(4)}, targets_fingerprint="x")
+        for name in ("A", "B", "C")
+    }
     with pytest.raises(ValueError, match=r"n_resamples: expected at most 1,000,000, found 1,000,001"):
         compare_models(results, metrics="m0@1", n_resamples=MAX_RESAMPLES + 1)
     # 3 pairs x 4 metrics x 1,000,000 resamples x 16 bytes = 0.18 GiB: within the bound.

@@ -12,7 +12,6 @@ from kernel_oracles import (
     sign_flip_means_reference,
     xoshiro_words,
 )
-
 from mlflow_recsys.stats.resampling import block_seeds, bootstrap_means, exact_sign_flip_means, sign_flip_means
 
 MASK = (1 << 64) - 1

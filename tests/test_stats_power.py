@@ -8,6 +8,7 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats import (
     COLUMNS,
     ComparisonWarning,
@@ -15,7 +16,6 @@ from mlflow_recsys.stats import (
     minimum_detectable_effect,
     required_users,
 )
-from mlflow_recsys.report.text import display_frame
 
 # Standard normal quantiles as printed in textbook tables: z_{0.975}, z_{0.95}, z_{0.8}, z_{0.9}.
 Z975, Z95, Z80, Z90 = 1.959964, 1.644854, 0.841621, 1.281552
@@ -37,9 +37,7 @@ def test_one_sided_uses_the_full_alpha_in_one_tail():
         assert minimum_detectable_effect(0.1, 188, 0.05, alternative=alternative) == pytest.approx(
             (Z95 + Z80) * 0.1 / math.sqrt(188), rel=1e-6
         )
-    assert minimum_detectable_effect(0.1, 188, 0.05, alternative="greater") < minimum_detectable_effect(
-        0.1, 188, 0.05
-    )
+    assert minimum_detectable_effect(0.1, 188, 0.05, alternative="greater") < minimum_detectable_effect(0.1, 188, 0.05)
 
 
 def test_power_and_alpha_enter_as_quantiles():
@@ -142,7 +140,11 @@ def results():
 )
 def test_mde_column_is_the_formula_at_the_adjusted_level(results, correction, alternative, level, z_alpha):
     report = compare_models(
-        results, metrics=["a", "b"], reference="base", correction=correction, alternative=alternative,
+        results,
+        metrics=["a", "b"],
+        reference="base",
+        correction=correction,
+        alternative=alternative,
         n_resamples=999,
     )
     frame = report.to_frame()
@@ -167,7 +169,8 @@ def test_mde_counts_users_not_rows():
             "base": EvaluationResult.from_per_user({"m": base}, sample_ids=ids, targets_fingerprint="x"),
             "cand": EvaluationResult.from_per_user({"m": cand}, sample_ids=ids, targets_fingerprint="x"),
         },
-        metrics="m", n_resamples=999,
+        metrics="m",
+        n_resamples=999,
     )
     c = report.comparisons[0]
     assert c.n_units == 40 and c.unit_differences.shape == (40,)
@@ -192,8 +195,9 @@ def test_methods_text_states_the_level_of_each_correction(results):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
         texts = {
-            corr: compare_models(results, metrics=["a", "b"], reference="base", correction=corr,
-                                 n_resamples=99).methods_text()
+            corr: compare_models(
+                results, metrics=["a", "b"], reference="base", correction=corr, n_resamples=99
+            ).methods_text()
             for corr in ("holm", "bonferroni", None)
         }
     assert "first step of Holm's procedure" in texts["holm"]

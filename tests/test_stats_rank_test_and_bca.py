@@ -8,16 +8,17 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats import COLUMNS, ComparisonWarning, compare_models, compare_pair
 from mlflow_recsys.stats.comparison import _bca_interval
 from mlflow_recsys.stats.settings import ALTERNATIVES, ZERO_METHODS
-from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats.warnings import IntervalFallbackWarning
 
 
 def result(values, ids=None):
-    return EvaluationResult.from_per_user({"m": np.asarray(values, dtype=np.float64)}, sample_ids=ids,
-                                          targets_fingerprint="fp")
+    return EvaluationResult.from_per_user(
+        {"m": np.asarray(values, dtype=np.float64)}, sample_ids=ids, targets_fingerprint="fp"
+    )
 
 
 def skewed_pair(seed, n):
@@ -47,7 +48,7 @@ def test_win_tie_loss_counts_users_after_averaging_their_rows():
     assert (c.wins, c.ties, c.losses) == (2, 2, 1)
     assert c.wins + c.ties + c.losses == c.n_units == 5 and c.ties == c.n_units - c.n_nonzero
     frame = report.to_frame()
-    assert list(frame.columns[frame.columns.get_loc("tie_rate") + 1:][:3]) == ["wins", "ties", "losses"]
+    assert list(frame.columns[frame.columns.get_loc("tie_rate") + 1 :][:3]) == ["wins", "ties", "losses"]
     assert list(frame.columns) == list(COLUMNS)
     assert frame[["wins", "ties", "losses"]].to_numpy().tolist() == [[2, 2, 1]]
     assert all(np.issubdtype(frame[k].dtype, np.integer) for k in ("wins", "ties", "losses"))
@@ -74,8 +75,15 @@ def test_wilcoxon_p_value_equals_scipy_for_every_alternative_and_zero_method(cas
         base, cand = skewed_pair(6, 700)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
-        c = compare_pair(result(base), result(cand), metric="m", test_method="wilcoxon", zero_method=zero_method,
-                         alternative=alternative, n_resamples=99)
+        c = compare_pair(
+            result(base),
+            result(cand),
+            metric="m",
+            test_method="wilcoxon",
+            zero_method=zero_method,
+            alternative=alternative,
+            n_resamples=99,
+        )
         expected = scipy.stats.wilcoxon(cand - base, zero_method=zero_method, alternative=alternative).pvalue
     assert c.p_value == expected
     assert c.test_method == "wilcoxon" and c.zero_method == zero_method and c.null_distribution is None
@@ -89,8 +97,7 @@ def test_wilcoxon_and_randomization_disagree_when_rare_large_wins_outweigh_many_
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
         mean_test = compare_pair(result(base), result(base + d), metric="m", n_resamples=999)
-        rank_less = compare_pair(result(base), result(base + d), metric="m", test_method="wilcoxon",
-                                 alternative="less")
+        rank_less = compare_pair(result(base), result(base + d), metric="m", test_method="wilcoxon", alternative="less")
     assert mean_test.difference > 0 and mean_test.p_value < 0.01
     assert rank_less.p_value < 0.05  # the rank test favours the baseline
     assert (mean_test.wins, mean_test.ties, mean_test.losses) == (20, 0, 80)
@@ -98,8 +105,9 @@ def test_wilcoxon_and_randomization_disagree_when_rare_large_wins_outweigh_many_
 
 def test_wilcoxon_is_named_with_its_zero_method_in_the_methods_text_and_results_sentence():
     base, cand = skewed_pair(3, 200)
-    report = compare_models({"A": result(base), "B": result(cand)}, metrics="m", reference="A",
-                            test_method="wilcoxon", zero_method="pratt")
+    report = compare_models(
+        {"A": result(base), "B": result(cand)}, metrics="m", reference="A", test_method="wilcoxon", zero_method="pratt"
+    )
     text = report.methods_text()
     assert "Wilcoxon signed-rank test" in text and "(Wilcoxon, 1945)" in text and "(Pratt, 1959)" in text
     assert "Monte Carlo p-value" not in text
@@ -134,8 +142,15 @@ def bca_by_definition(replicates, d, alpha, alternative):
 @pytest.mark.parametrize("alternative", ALTERNATIVES)
 def test_bca_ends_equal_the_definition_with_an_explicit_jackknife(alternative):
     base, cand = skewed_pair(8, 300)
-    c = compare_pair(result(base), result(cand), metric="m", interval_method="bca", alternative=alternative,
-                     n_resamples=4999, test_method="t")
+    c = compare_pair(
+        result(base),
+        result(cand),
+        metric="m",
+        interval_method="bca",
+        alternative=alternative,
+        n_resamples=4999,
+        test_method="t",
+    )
     expected = bca_by_definition(c.bootstrap_distribution, c.unit_differences, 0.05, alternative)
     assert c.interval_method == "bca"
     np.testing.assert_allclose([c.ci_low, c.ci_high], expected, rtol=1e-10, atol=1e-14)
@@ -150,10 +165,23 @@ def test_bca_agrees_with_scipy_bootstrap_within_monte_carlo_error(alternative):
     # correction moves the skewed end of these data by more than 0.2 se.
     base, cand = skewed_pair(9, 400)
     b = 20_000
-    c = compare_pair(result(base), result(cand), metric="m", interval_method="bca", alternative=alternative,
-                     n_resamples=b, test_method="t")
-    ref = scipy.stats.bootstrap((cand - base,), np.mean, method="BCa", n_resamples=b, alternative=alternative,
-                                random_state=np.random.default_rng(1)).confidence_interval
+    c = compare_pair(
+        result(base),
+        result(cand),
+        metric="m",
+        interval_method="bca",
+        alternative=alternative,
+        n_resamples=b,
+        test_method="t",
+    )
+    ref = scipy.stats.bootstrap(
+        (cand - base,),
+        np.mean,
+        method="BCa",
+        n_resamples=b,
+        alternative=alternative,
+        random_state=np.random.default_rng(1),
+    ).confidence_interval
     se = c.bootstrap_standard_error
     assert abs(c.ci_low - ref.low) <= 0.15 * se or (np.isinf(c.ci_low) and np.isinf(ref.low))
     assert abs(c.ci_high - ref.high) <= 0.15 * se or (np.isinf(c.ci_high) and np.isinf(ref.high))
@@ -177,23 +205,41 @@ def test_bca_with_every_replicate_on_one_side_falls_back_to_the_percentile_inter
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
         for seed in range(20):
-            c = compare_pair(result(base), result(cand), metric="m", interval_method="bca", n_resamples=1,
-                             random_state=seed, test_method="t")
+            c = compare_pair(
+                result(base),
+                result(cand),
+                metric="m",
+                interval_method="bca",
+                n_resamples=1,
+                random_state=seed,
+                test_method="t",
+            )
             if c.bootstrap_distribution[0] != c.difference:
                 break
         else:  # pragma: no cover
             pytest.fail("no seed gave a replicate away from the estimate")
-        plain = compare_pair(result(base), result(cand), metric="m", n_resamples=1, random_state=seed,
-                             test_method="t")
+        plain = compare_pair(result(base), result(cand), metric="m", n_resamples=1, random_state=seed, test_method="t")
         with pytest.warns(IntervalFallbackWarning, match="BCa bias correction is infinite"):
-            compare_pair(result(base), result(cand), metric="m", interval_method="bca", n_resamples=1,
-                         random_state=seed, test_method="t")
+            compare_pair(
+                result(base),
+                result(cand),
+                metric="m",
+                interval_method="bca",
+                n_resamples=1,
+                random_state=seed,
+                test_method="t",
+            )
     assert c.interval_method == "percentile"
     assert (c.ci_low, c.ci_high) == (plain.ci_low, plain.ci_high)
     # Beside a row that kept its BCa interval, the methods text says how many fell back.
     a, b = skewed_pair(12, 100)
-    report = compare_models({"A": result(a), "B": result(b), "C": result(b[::-1])}, metrics="m", reference="A",
-                            interval_method="bca", n_resamples=999)
+    report = compare_models(
+        {"A": result(a), "B": result(b), "C": result(b[::-1])},
+        metrics="m",
+        reference="A",
+        interval_method="bca",
+        n_resamples=999,
+    )
     fell = dataclasses.replace(report.comparisons[1], interval_method="percentile")
     mixed = dataclasses.replace(report, comparisons=(report.comparisons[0], fell))
     assert "BCa" in report.methods_text() and "reported instead" not in report.methods_text()

@@ -19,8 +19,10 @@ def three_models(keys, elsa_shift, elsa_sd, n=600):
         "ELSA": {k: v + rng.normal(elsa_shift, elsa_sd, n) for k, v in base.items()},
         "Pop": {k: v + rng.normal(0.0, 0.2, n) for k, v in base.items()},
     }
-    return {name: EvaluationResult.from_per_user(values, targets_fingerprint="x")
-            for name, values in {"EASE": base, **shifted}.items()}
+    return {
+        name: EvaluationResult.from_per_user(values, targets_fingerprint="x")
+        for name, values in {"EASE": base, **shifted}.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -50,19 +52,30 @@ def test_improved_is_said_only_of_a_significant_gain():
     weak = compare_models(results, metrics="ndcg@100", reference="EASE", n_resamples=999).get("ndcg@100", "ELSA")
     assert weak.difference > 0 and not weak.significant
     text = compare_models(results, metrics="ndcg@100", reference="EASE", n_resamples=999).results_text(
-        "ndcg@100", "ELSA")
+        "ndcg@100", "ELSA"
+    )
     assert "improved" not in text and f"ELSA scored {weak.difference:.4f} higher than EASE" in text
     assert "not significant" in text
     strong = three_models(("ndcg@100",), elsa_shift=0.2, elsa_sd=0.05)
     text = compare_models(strong, metrics="ndcg@100", reference="EASE", n_resamples=999).results_text(
-        "ndcg@100", "ELSA")
+        "ndcg@100", "ELSA"
+    )
     assert text.startswith("ELSA improved ndcg@100 over EASE by")
 
 
 def test_methods_text_states_every_setting(report):
     text = report.methods_text()
-    for needle in ("randomization test", "B = 999", "95% percentile interval", "paired bootstrap", "Holm",
-                   "all 4 hypotheses", "at most 0.05", "Phipson & Smyth", "Efron, 1979"):
+    for needle in (
+        "randomization test",
+        "B = 999",
+        "95% percentile interval",
+        "paired bootstrap",
+        "Holm",
+        "all 4 hypotheses",
+        "at most 0.05",
+        "Phipson & Smyth",
+        "Efron, 1979",
+    ):
         assert needle in text
 
 
@@ -87,9 +100,17 @@ def test_bootstrap_test_p_value_is_recomputable_from_the_kept_replicates():
 def test_references_cover_methods_and_models():
     bib = references_bibtex()
     keys = re.findall(r"@\w+\{(\w+),", bib)
-    assert keys == ["efron1979bootstrap", "liang2018vae", "smucker2007comparison", "phipson2010permutation",
-                    "holm1979simple", "davison1997bootstrap", "steck2019ease", "vancura2022elsa",
-                    "cohen1988power"]
+    assert keys == [
+        "efron1979bootstrap",
+        "liang2018vae",
+        "smucker2007comparison",
+        "phipson2010permutation",
+        "holm1979simple",
+        "davison1997bootstrap",
+        "steck2019ease",
+        "vancura2022elsa",
+        "cohen1988power",
+    ]
 
 
 def test_exact_test_is_named_in_the_report():
@@ -129,8 +150,9 @@ def test_the_primary_metric_is_adjusted_as_its_own_family():
     metrics = ["ndcg@100", "recall@20", "mrr@20"]
     results = three_models(metrics, elsa_shift=0.01, elsa_sd=0.2)
     split = compare_models(results, metrics=metrics, reference="EASE", primary="ndcg@100", n_resamples=999)
-    together = compare_models(results, metrics=metrics, reference="EASE", primary="ndcg@100", family="all",
-                              n_resamples=999)
+    together = compare_models(
+        results, metrics=metrics, reference="EASE", primary="ndcg@100", family="all", n_resamples=999
+    )
     assert split.families == {"primary": 2, "secondary": 4} and together.families == {"all": 6}
     for family, members in (("primary", ["ndcg@100"]), ("secondary", ["recall@20", "mrr@20"])):
         rows = [c for c in split.comparisons if c.metric in members]
@@ -156,8 +178,14 @@ def test_a_p_value_equal_to_alpha_is_significant_at_confidence_0_9():
     results = three_models(("ndcg@100",), elsa_shift=0.2, elsa_sd=0.05, n=50)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        c = compare_models({k: results[k] for k in ("EASE", "ELSA")}, metrics="ndcg@100", reference="EASE",
-                           n_resamples=9, confidence_level=0.9, correction=None).comparisons[0]
+        c = compare_models(
+            {k: results[k] for k in ("EASE", "ELSA")},
+            metrics="ndcg@100",
+            reference="EASE",
+            n_resamples=9,
+            confidence_level=0.9,
+            correction=None,
+        ).comparisons[0]
     assert c.p_value == 0.1 and c.alpha == 0.1
     assert c.significant and c.direction == "better"
 
@@ -168,8 +196,10 @@ def test_markdown_shows_control_characters_and_escapes_the_primary_metric_in_the
     assert escape_markdown("a\tb\x1b[31m") == "a\\\\tb\\\\x1b\\[31m"
     rng = np.random.default_rng(4)
     key = "ndcg@100"
-    results = {name: EvaluationResult.from_per_user({key: rng.random(80), "m*x": rng.random(80)},
-                                                    targets_fingerprint="x") for name in ("A", "B\tC")}
+    results = {
+        name: EvaluationResult.from_per_user({key: rng.random(80), "m*x": rng.random(80)}, targets_fingerprint="x")
+        for name in ("A", "B\tC")
+    }
     report = compare_models(results, metrics=[key, "m*x"], reference="A", primary="m*x", n_resamples=999)
     settings, table = report.to_markdown().split("\n\n", 1)
     assert "the primary metric m\\*x (1 hypothesis)" in settings and "\t" not in table

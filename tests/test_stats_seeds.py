@@ -1,8 +1,8 @@
 """Seed spread: retraining variance beside user variance."""
 
 import math
-import sys
 import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -13,8 +13,9 @@ from mlflow_recsys.stats import FewSeedsWarning, compare_pair, seed_spread
 
 
 def result(values):
-    return EvaluationResult.from_per_user(values, sample_ids=np.arange(len(next(iter(values.values())))),
-                                          targets_fingerprint="fp")
+    return EvaluationResult.from_per_user(
+        values, sample_ids=np.arange(len(next(iter(values.values())))), targets_fingerprint="fp"
+    )
 
 
 @pytest.fixture
@@ -23,20 +24,20 @@ def runs():
     base = {"a": rng.random(500), "b": rng.random(500)}
     det = result(base)
     seeded = {
-        seed: result({k: v + rng.normal(0.01 + 0.003 * seed, 0.05, 500) for k, v in base.items()})
-        for seed in range(5)
+        seed: result({k: v + rng.normal(0.01 + 0.003 * seed, 0.05, 500) for k, v in base.items()}) for seed in range(5)
     }
     return det, seeded
 
 
 def test_one_deterministic_side_uses_sd_of_per_seed_differences(runs):
     det, seeded = runs
-    spread = seed_spread(det, seeded, metrics=["a", "b"], baseline_name="EASE", candidate_name="ELSA",
-                         n_resamples=999)
+    spread = seed_spread(det, seeded, metrics=["a", "b"], baseline_name="EASE", candidate_name="ELSA", n_resamples=999)
     frame = spread.to_frame()
     for metric in ("a", "b"):
-        cmps = [compare_pair(det, seeded[s], metric=metric, baseline_name="EASE", candidate_name="ELSA",
-                             n_resamples=999) for s in range(5)]
+        cmps = [
+            compare_pair(det, seeded[s], metric=metric, baseline_name="EASE", candidate_name="ELSA", n_resamples=999)
+            for s in range(5)
+        ]
         diffs = np.array([c.difference for c in cmps])
         sd_users = np.mean([c.bootstrap_standard_error for c in cmps])
         row = frame[frame.metric == metric].iloc[0]
@@ -82,8 +83,9 @@ def test_paired_seeds_pair_by_seed_and_need_the_same_seeds(runs):
     assert row.protocol == "paired-seeds"
     assert row.sd_retraining == pytest.approx(np.std(diffs, ddof=1))
     with pytest.raises(ValueError, match="same seeds"):
-        seed_spread({9: other[0], 8: other[1], 7: other[2], 6: other[3], 5: other[4]}, seeded, metrics="a",
-                    paired_seeds=True)
+        seed_spread(
+            {9: other[0], 8: other[1], 7: other[2], 6: other[3], 5: other[4]}, seeded, metrics="a", paired_seeds=True
+        )
     with pytest.raises(ValueError, match="paired_seeds"):
         seed_spread(det, seeded, metrics="a", paired_seeds=True)
 

@@ -19,12 +19,25 @@ from pathlib import Path
 import mlflow
 import pytest
 from click.testing import CliRunner
-from conftest import BIN, clean_env
 from mlflow.tracking import MlflowClient
 
+from conftest import BIN, clean_env
+
 PROJECT = Path(__file__).resolve().parents[1]
-SMALL = ["--epochs", "2", "--latent-dim", "8", "--batch-size", "128", "--n-resamples", "999",
-         "--metrics", "ndcg@100,recall@20", "--project-uri", str(PROJECT)]
+SMALL = [
+    "--epochs",
+    "2",
+    "--latent-dim",
+    "8",
+    "--batch-size",
+    "128",
+    "--n-resamples",
+    "999",
+    "--metrics",
+    "ndcg@100,recall@20",
+    "--project-uri",
+    str(PROJECT),
+]
 #: Logged by a training run but not a result of it.
 TIMINGS = {"fit_seconds"}
 
@@ -38,17 +51,29 @@ PASSWORD = "pw-4d1f9c0e-never-in-a-log"
 def study_env(store: Path, experiment: str, uri: str | None = None) -> dict[str, str]:
     env = clean_env(uri or f"sqlite:///{store}/mlruns.db")
     # Ray's session folder (logs included) inside the store, so a test can read every log this study's Ray wrote.
-    env.update(MLFLOW_EXPERIMENT_NAME=experiment, RAY_USAGE_STATS_ENABLED="0", MLFLOW_TRACKING_PASSWORD=PASSWORD,
-               RAY_TMPDIR=str(RAY_TMPDIRS[store]))
+    env.update(
+        MLFLOW_EXPERIMENT_NAME=experiment,
+        RAY_USAGE_STATS_ENABLED="0",
+        MLFLOW_TRACKING_PASSWORD=PASSWORD,
+        RAY_TMPDIR=str(RAY_TMPDIRS[store]),
+    )
     return env
 
 
-def study(store: Path, experiment: str, *args: str, uri: str | None = None) -> tuple[subprocess.CompletedProcess, float]:
+def study(
+    store: Path, experiment: str, *args: str, uri: str | None = None
+) -> tuple[subprocess.CompletedProcess, float]:
     """Run `mlflow-recsys study` in the store's folder, in ``experiment``; return the process and its wall time."""
     env = study_env(store, experiment, uri)
     started = time.perf_counter()
-    proc = subprocess.run([str(BIN / "mlflow-recsys"), "study", *SMALL, *args], cwd=store, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [str(BIN / "mlflow-recsys"), "study", *SMALL, *args],
+        cwd=store,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return proc, time.perf_counter() - started
 
 
@@ -99,8 +124,10 @@ def studies(store):
     for executor in ("sequential", "ray"):
         proc, seconds[executor] = study(store, executor, "--seeds", "0,1,2", "--executor", executor)
         assert proc.returncode == 0, show(proc)
-    print(f"\nstudy wall time (EASE + ELSA x 3 seeds, 2 epochs, MovieLens-100k): sequential "
-          f"{seconds['sequential']:.1f} s, ray {seconds['ray']:.1f} s")
+    print(
+        f"\nstudy wall time (EASE + ELSA x 3 seeds, 2 epochs, MovieLens-100k): sequential "
+        f"{seconds['sequential']:.1f} s, ray {seconds['ray']:.1f} s"
+    )
     return seconds
 
 
@@ -112,12 +139,14 @@ def test_ray_study_logs_the_same_runs_as_the_sequential_study(studies):
         (a,), (b,) = sequential[key], on_ray[key]
         assert a.info.status == b.info.status == "FINISHED"
         # Bit for bit: the same split, seed and code give the same model in a Ray worker as in its own process.
-        assert {k: v for k, v in b.data.metrics.items() if k not in TIMINGS} == \
-               {k: v for k, v in a.data.metrics.items() if k not in TIMINGS}, key
+        assert {k: v for k, v in b.data.metrics.items() if k not in TIMINGS} == {
+            k: v for k, v in a.data.metrics.items() if k not in TIMINGS
+        }, key
         for tag in ("recsys.config", "recsys.split_digest", "recsys.targets_fingerprint", "recsys.command"):
             assert b.data.tags[tag] == a.data.tags[tag], (key, tag)
-        assert {k: v for k, v in b.data.params.items() if k != "checkpoint"} == \
-               {k: v for k, v in a.data.params.items() if k != "checkpoint"}, key
+        assert {k: v for k, v in b.data.params.items() if k != "checkpoint"} == {
+            k: v for k, v in a.data.params.items() if k != "checkpoint"
+        }, key
     for executor in ("sequential", "ray"):
         (main,) = runs_of(executor, "main")
         assert main.info.status == "FINISHED" and main.data.params["executor"] == executor
@@ -127,8 +156,10 @@ def test_ray_study_logs_the_same_runs_as_the_sequential_study(studies):
     # Same per-user values, same resampling seed: the comparisons agree to the last digit too.
     (seq_comparison,), (ray_comparison,) = runs_of("sequential", "comparison"), runs_of("ray", "comparison")
     assert ray_comparison.data.metrics == seq_comparison.data.metrics
-    print(f"per-seed metrics identical (exact) on both executors; sequential {studies['sequential']:.1f} s, "
-          f"ray {studies['ray']:.1f} s")
+    print(
+        f"per-seed metrics identical (exact) on both executors; sequential {studies['sequential']:.1f} s, "
+        f"ray {studies['ray']:.1f} s"
+    )
 
 
 @pytest.mark.ray
@@ -172,8 +203,9 @@ def test_a_failed_training_leaves_the_others_and_fails_the_study(store):
     proc, seconds = study(store, "failing", "--seeds", "0,1,2", "--executor", "ray")
     assert proc.returncode == 0, show(proc)
     after = trainings("failing")
-    assert {key: [r.info.run_id for r in rs] for key, rs in after.items() if key != ("ELSA", "2")} == \
-           {key: [r.info.run_id for r in rs] for key, rs in runs.items()}
+    assert {key: [r.info.run_id for r in rs] for key, rs in after.items() if key != ("ELSA", "2")} == {
+        key: [r.info.run_id for r in rs] for key, rs in runs.items()
+    }
     (new,) = after[("ELSA", "2")]
     rerun = max(runs_of("failing", "main"), key=lambda r: r.info.start_time)
     assert new.data.tags["mlflow.parentRunId"] == rerun.info.run_id and rerun.info.status == "FINISHED"
@@ -229,24 +261,34 @@ def test_a_relative_sqlite_uri_is_one_database_for_every_step(store):
 def test_an_unreachable_ray_address_fails_before_any_run(store):
     proc, seconds = study(store, "unreachable", "--seeds", "0,1", "--executor", "ray", "--ray-address", "127.0.0.1:9")
     assert proc.returncode == 1, show(proc)
-    assert proc.stderr.startswith("Error: ConnectionError: ray_address: no Ray cluster answers at '127.0.0.1:9' ("), \
+    assert proc.stderr.startswith("Error: ConnectionError: ray_address: no Ray cluster answers at '127.0.0.1:9' ("), (
         show(proc)
+    )
     assert seconds < 60
     assert MlflowClient().search_runs([mlflow.get_experiment_by_name("unreachable").experiment_id]) == []
     print(f"unreachable Ray address refused after {seconds:.1f} s")
 
 
 @pytest.mark.ray
-@pytest.mark.parametrize("signum, status, message, reason", [
-    (signal.SIGTERM, 143, "Error: stopped by signal 15 (SIGTERM)", "Terminated: stopped by signal 15 (SIGTERM)"),
-    (signal.SIGINT, 1, "Aborted!", "KeyboardInterrupt: interrupted (Ctrl-C)"),
-], ids=["SIGTERM", "Ctrl-C"])
+@pytest.mark.parametrize(
+    "signum, status, message, reason",
+    [
+        (signal.SIGTERM, 143, "Error: stopped by signal 15 (SIGTERM)", "Terminated: stopped by signal 15 (SIGTERM)"),
+        (signal.SIGINT, 1, "Aborted!", "KeyboardInterrupt: interrupted (Ctrl-C)"),
+    ],
+    ids=["SIGTERM", "Ctrl-C"],
+)
 def test_a_stopped_study_ends_failed_with_its_reason_and_kills_the_trainings(store, signum, status, message, reason):
     experiment = f"interrupted-{signum}"
     mlflow.create_experiment(experiment, artifact_location=(store / "artifacts" / experiment).as_uri())
-    proc = subprocess.Popen([str(BIN / "mlflow-recsys"), "study", *SMALL, "--seeds", "0,1", "--epochs", "200",
-                             "--executor", "ray"], cwd=store, env=study_env(store, experiment),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "mlflow-recsys"), "study", *SMALL, "--seeds", "0,1", "--epochs", "200", "--executor", "ray"],
+        cwd=store,
+        env=study_env(store, experiment),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for line in proc.stdout:
         if line.startswith("submitted ELSA seed 1"):
             break
@@ -265,18 +307,28 @@ def test_a_stopped_study_ends_failed_with_its_reason_and_kills_the_trainings(sto
 def test_gpu_trainings_on_a_local_ray_without_gpus_are_refused_before_any_run(store):
     proc, _ = study(store, "gpu", "--seeds", "5,6", "--executor", "ray", "--device", "cuda")
     assert proc.returncode == 1, show(proc)
-    assert proc.stderr == ("Error: ValueError: device: ELSA seed 5, ELSA seed 6 ask Ray for a GPU each, and this "
-                           "machine (the local Ray) has none; use --device cpu, or join a cluster with GPUs "
-                           "(--ray-address)\n")
+    assert proc.stderr == (
+        "Error: ValueError: device: ELSA seed 5, ELSA seed 6 ask Ray for a GPU each, and this "
+        "machine (the local Ray) has none; use --device cpu, or join a cluster with GPUs "
+        "(--ray-address)\n"
+    )
     assert MlflowClient().search_runs([mlflow.get_experiment_by_name("gpu").experiment_id]) == []
 
 
 def test_ray_executor_without_ray_says_how_to_install_it(tmp_path):
     # Ray blocked as if it were not installed; nothing may be logged.
-    code = ("import sys; sys.modules['ray'] = None; from mlflow_recsys.cli import cli; "
-            "cli(['study', '--executor', 'ray', '--seeds', '0,1'], prog_name='mlflow-recsys')")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=clean_env(f"sqlite:///{tmp_path}/m.db"),
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; sys.modules['ray'] = None; from mlflow_recsys.cli import cli; "
+        "cli(['study', '--executor', 'ray', '--seeds', '0,1'], prog_name='mlflow-recsys')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=clean_env(f"sqlite:///{tmp_path}/m.db"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1, show(proc)
     assert proc.stderr.strip() == 'Error: ImportError: executor: Ray is not installed; pip install "mlflow-recsys[ray]"'
     assert not (tmp_path / "m.db").exists()
@@ -341,10 +393,13 @@ def test_a_malformed_ray_address_is_refused_before_anything(tmp_path, monkeypatc
     assert not (tmp_path / "m.db").exists()
 
 
-@pytest.mark.parametrize("executor, device, message", [
-    ("sequential", "cuda:x", "device: expected a torch device string such as 'cpu' or 'cuda', found 'cuda:x'"),
-    ("ray", "gpu", "device: expected a torch device string such as 'cpu' or 'cuda', found 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "executor, device, message",
+    [
+        ("sequential", "cuda:x", "device: expected a torch device string such as 'cpu' or 'cuda', found 'cuda:x'"),
+        ("ray", "gpu", "device: expected a torch device string such as 'cpu' or 'cuda', found 'gpu'"),
+    ],
+)
 def test_a_device_torch_cannot_read_is_refused_before_any_run(tmp_path, monkeypatch, executor, device, message):
     if executor == "ray":
         pytest.importorskip("ray")
@@ -369,10 +424,13 @@ def test_the_sequential_executor_refuses_a_gpu_this_machine_lacks_before_any_run
     assert not (tmp_path / "m.db").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--seeds", "0,1,0"], "ValueError: seeds: expected each seed once, found 0 more than once in [0, 1, 0]"),
-    (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer >= 1, found 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--seeds", "0,1,0"], "ValueError: seeds: expected each seed once, found 0 more than once in [0, 1, 0]"),
+        (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer >= 1, found 0"),
+    ],
+)
 def test_settings_every_training_shares_are_refused_before_any_run(tmp_path, monkeypatch, args, message):
     from mlflow_recsys.cli import cli
 

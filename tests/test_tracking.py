@@ -8,16 +8,16 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
-import scipy.stats
 import pandas as pd
 import pytest
-from conftest import sqlite_store
+import scipy.stats
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
+from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats import FewSeedsWarning
+from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import (
     ArtifactError,
     RunSelectionError,
@@ -31,7 +31,6 @@ from mlflow_recsys.tracking import (
     run_train,
     write_evaluation_artifacts,
 )
-from mlflow_recsys.stats import ComparisonSettings
 
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
@@ -49,8 +48,10 @@ def study(store):
     split_id = run_split(dataset="movielens-100k", seed=42)
     checkpoint = f"runs:/{split_id}/checkpoint.zip"
     ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS)
-    elsa = {s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, log_model=s == 0, **FAST_ELSA)
-            for s in (0, 1, 2)}
+    elsa = {
+        s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, log_model=s == 0, **FAST_ELSA)
+        for s in (0, 1, 2)
+    }
     return {"split": split_id, "checkpoint": checkpoint, "ease": ease, "elsa": elsa}
 
 
@@ -72,8 +73,9 @@ def test_compare_url_is_decoded_until_stable():
 
 
 def test_artifacts_round_trip_and_refuse_malformed_files(tmp_path):
-    result = EvaluationResult.from_per_user({"ndcg@10": np.array([0.1, 0.5, 1.0])}, sample_ids=np.array([4, 9, 2]),
-                                            targets_fingerprint="abc")
+    result = EvaluationResult.from_per_user(
+        {"ndcg@10": np.array([0.1, 0.5, 1.0])}, sample_ids=np.array([4, 9, 2]), targets_fingerprint="abc"
+    )
     write_evaluation_artifacts(result, tmp_path, split_digest="s1")
     back = read_evaluation_artifacts(tmp_path, origin="run x")
     np.testing.assert_array_equal(back.result.per_user["ndcg@10"], result.per_user["ndcg@10"])
@@ -138,15 +140,15 @@ def test_logged_model_takes_item_ids_and_never_recommends_fold_in(study, split_a
 
 
 def test_logged_model_reports_unknown_item_ids_and_scores_the_known_ones(study, split_arrays):
-    from mlflow_recsys.models import ELSA
-    from mlflow_recsys.models import UnknownItemsWarning
+    from mlflow_recsys.models import ELSA, UnknownItemsWarning
 
     ids = split_arrays["item_ids"]
     unknown = [int(ids.max()) + 1, -3]
     model_uri = f"runs:/{study['elsa'][0]}/model"
     with pytest.warns(UnknownItemsWarning, match="2 item id.s. in 1 row"):
         out = mlflow.pyfunc.load_model(model_uri).predict(
-            pd.DataFrame({"items": [[ids[4].item(), *unknown], [ids[9].item()]], "k": [5, 5]}))
+            pd.DataFrame({"items": [[ids[4].item(), *unknown], [ids[9].item()]], "k": [5, 5]})
+        )
     assert out["unknown_items"].tolist() == [unknown, []]
     # The known id alone gives the same list as the raw model scoring that column only.
     weights = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/weights")
@@ -159,7 +161,10 @@ def test_logged_model_reports_unknown_item_ids_and_scores_the_known_ones(study, 
 def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(study):
     ids = [study["ease"], *study["elsa"].values()]
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=list(METRICS), primary="ndcg@100", n_resamples=999))
+        outcome = compare_runs(
+            run_ids=ids,
+            settings=ComparisonSettings(reference="EASE", metrics=list(METRICS), primary="ndcg@100", n_resamples=999),
+        )
     ease = load_evaluation(study["ease"])
     elsa = {s: load_evaluation(r) for s, r in study["elsa"].items()}
     # The report compares the lowest seed; its difference is the mean per-user difference.
@@ -182,13 +187,29 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.metrics["ELSA.ndcg_at_100.difference"] == pytest.approx(row.difference)
     assert run.data.metrics["ELSA.ndcg_at_100.seeds.sd_retraining"] == pytest.approx(seeds.sd_retraining)
     names = {a.path for a in client.list_artifacts(outcome.run_id)}
-    assert {"report.csv", "report.md", "report.parquet", "seed_spread.csv", "methods.md", "references.bib",
-            "report_table.json", "seed_spread_table.json", "forest.png", "seed_spread.png", "seed_averaged.csv",
-            "seed_averaged.parquet", "seed_averaged_table.json", "report.tex"} <= names
+    assert {
+        "report.csv",
+        "report.md",
+        "report.parquet",
+        "seed_spread.csv",
+        "methods.md",
+        "references.bib",
+        "report_table.json",
+        "seed_spread_table.json",
+        "forest.png",
+        "seed_spread.png",
+        "seed_averaged.csv",
+        "seed_averaged.parquet",
+        "seed_averaged_table.json",
+        "report.tex",
+    } <= names
     tex = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.tex")).read_text()
     title = "One trained run per model (EASE: its only run; ELSA: seed 0, the lowest of 0, 1, 2)."
-    assert tex == (outcome.report.to_latex(title=title) + "\n"
-                   + outcome.seed_averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison."))
+    assert tex == (
+        outcome.report.to_latex(title=title)
+        + "\n"
+        + outcome.seed_averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison.")
+    )
 
     # Beside it, the seed-averaged comparison: ELSA's per-user values averaged over its 3 seeds, EASE's one run.
     averaged = outcome.seed_averaged.get("ndcg@100", "ELSA")
@@ -200,19 +221,33 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.difference"] == pytest.approx(averaged.difference)
     assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.adjusted_p_value"] == averaged.adjusted_p_value
     note = run.data.tags["mlflow.note.content"]
-    assert "**Representative seed.** ELSA" in note and "**Seed-averaged.** Averaged over training seeds (ELSA: 3, EASE: 1)" in note
+    assert (
+        "**Representative seed.** ELSA" in note
+        and "**Seed-averaged.** Averaged over training seeds (ELSA: 3, EASE: 1)" in note
+    )
     report_md = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.md")).read_text()
     assert "## Representative seed" in report_md and "## Seed-averaged" in report_md
     methods = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="methods.md")).read_text()
     assert methods.count("Seed-averaged:") == 1 and "Seed-averaged comparison: Seed" not in methods
-    logged = pd.read_parquet(mlflow.artifacts.download_artifacts(run_id=outcome.run_id,
-                                                                  artifact_path="seed_averaged.parquet"))
+    logged = pd.read_parquet(
+        mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="seed_averaged.parquet")
+    )
     pd.testing.assert_frame_equal(logged, outcome.seed_averaged.to_frame())
 
 
 def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_params(study):
     ids = [study["ease"], study["elsa"][0]]
-    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999, test_method="wilcoxon", zero_method="zsplit", interval_method="bca"))
+    outcome = compare_runs(
+        run_ids=ids,
+        settings=ComparisonSettings(
+            reference="EASE",
+            metrics=["ndcg@100"],
+            n_resamples=999,
+            test_method="wilcoxon",
+            zero_method="zsplit",
+            interval_method="bca",
+        ),
+    )
     ease, elsa = load_evaluation(study["ease"]), load_evaluation(study["elsa"][0])
     d = elsa.per_user["ndcg@100"] - ease.per_user["ndcg@100"]
     row = outcome.report.get("ndcg@100", "ELSA")
@@ -223,7 +258,8 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
     assert (params["test_method"], params["zero_method"], params["interval_method"]) == ("wilcoxon", "zsplit", "bca")
     # Without a primary metric the headline is the first metric's first sentence.
     assert MlflowClient().get_run(outcome.run_id).data.tags["recsys.result"] == outcome.report.results_text(
-        "ndcg@100", "ELSA")
+        "ndcg@100", "ELSA"
+    )
     # One run per model: nothing to average over seeds, so no seed-averaged report or metrics.
     assert outcome.seed_averaged is None
     assert not [k for k in MlflowClient().get_run(outcome.run_id).data.metrics if "seed_averaged" in k]
@@ -235,13 +271,23 @@ def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, 
     # A second seeded model with seeds 0, 1, 5 (copies of ELSA's runs): seed 5 has no partner among 0, 1, 2.
     client = MlflowClient()
     aside = client.create_experiment("paired-seeds-unmatched")  # kept out of the study's experiment and its filters
-    other = [copy_run(study["elsa"][s], tmp_path / f"c{s}", model="ELSA-wd", tags={"recsys.seed": str(t)},
-                      experiment_id=aside) for s, t in ((0, 0), (1, 1), (2, 5))]
+    other = [
+        copy_run(
+            study["elsa"][s], tmp_path / f"c{s}", model="ELSA-wd", tags={"recsys.seed": str(t)}, experiment_id=aside
+        )
+        for s, t in ((0, 0), (1, 1), (2, 5))
+    ]
     experiment = client.get_run(study["ease"]).info.experiment_id
     before = len(client.search_runs([experiment, aside], max_results=1000))
-    with pytest.raises(RunSelectionError, match=r"paired_seeds: expected ELSA-wd and ELSA to have the same seeds.*"
-                                                r"ELSA: \['0', '1', '2'\] and ELSA-wd: \['0', '1', '5'\]"):
-        compare_runs(run_ids=[*study["elsa"].values(), *other], settings=ComparisonSettings(reference="ELSA", paired_seeds=True, n_resamples=99))
+    with pytest.raises(
+        RunSelectionError,
+        match=r"paired_seeds: expected ELSA-wd and ELSA to have the same seeds.*"
+        r"ELSA: \['0', '1', '2'\] and ELSA-wd: \['0', '1', '5'\]",
+    ):
+        compare_runs(
+            run_ids=[*study["elsa"].values(), *other],
+            settings=ComparisonSettings(reference="ELSA", paired_seeds=True, n_resamples=99),
+        )
     assert len(client.search_runs([experiment, aside], max_results=1000)) == before
 
 
@@ -260,7 +306,11 @@ def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_report
     with pytest.raises(TypeError, match="output"):
         check_selection(run_ids=ids, output="x")
     stages = []
-    compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999), on_stage=stages.append)
+    compare_runs(
+        run_ids=ids,
+        settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999),
+        on_stage=stages.append,
+    )
     from mlflow_recsys.tracking.comparison import STAGES
 
     assert stages == list(STAGES)
@@ -270,8 +320,9 @@ def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_report
 def test_a_config_tag_that_is_not_a_json_object_is_named(study, copy_run, tmp_path, config):
     client = MlflowClient()
     aside = client.create_experiment(f"bad-config-{len(config)}")
-    bad = copy_run(study["elsa"][1], tmp_path / "bad", model="ELSA", experiment_id=aside,
-                   tags={"recsys.config": config})
+    bad = copy_run(
+        study["elsa"][1], tmp_path / "bad", model="ELSA", experiment_id=aside, tags={"recsys.config": config}
+    )
     with pytest.raises(RunSelectionError, match=rf"run {bad}: expected its 'recsys.config' tag to hold a JSON object"):
         compare_runs(run_ids=[study["ease"], study["elsa"][0], bad], settings=ComparisonSettings(reference="EASE"))
 
@@ -287,8 +338,9 @@ def test_compare_refuses_runs_that_are_not_finished(study):
 
 def test_compare_refuses_runs_from_different_splits_naming_them(study):
     other_split = run_split(dataset="movielens-100k", seed=7)
-    other = run_train(checkpoint=f"runs:/{other_split}/checkpoint.zip", model="Popularity", metrics=METRICS,
-                      log_model=False)
+    other = run_train(
+        checkpoint=f"runs:/{other_split}/checkpoint.zip", model="Popularity", metrics=METRICS, log_model=False
+    )
     with pytest.raises(RunSelectionError, match=rf"same split.*{study['ease']}.*{other}"):
         compare_runs(run_ids=[study["ease"], other])
 
@@ -303,8 +355,11 @@ def test_compare_by_experiment_and_filter(study):
     run = client.get_run(study["ease"])
     digest = run.data.tags["recsys.split_digest"]
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(experiment=run.info.experiment_id, filter_string=f"tags.`recsys.split_digest` = '{digest}'",
-                               settings=ComparisonSettings(reference="EASE", n_resamples=999))
+        outcome = compare_runs(
+            experiment=run.info.experiment_id,
+            filter_string=f"tags.`recsys.split_digest` = '{digest}'",
+            settings=ComparisonSettings(reference="EASE", n_resamples=999),
+        )
     assert {c.candidate for c in outcome.report.comparisons} == {"ELSA"}
     assert set(outcome.source_runs["ELSA"]) == {"0", "1", "2"}
 
@@ -313,11 +368,27 @@ def test_compare_by_experiment_and_filter(study):
 def test_cli_prints_the_representative_and_the_seed_averaged_comparison(study, monkeypatch):
     monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
     ids = [study["ease"], *study["elsa"].values()]
-    res = CliRunner().invoke(cli, ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100",
-                                   "--primary", "ndcg@100", "--n-resamples", "999"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "compare",
+            *ids,
+            "--reference",
+            "EASE",
+            "--metrics",
+            "ndcg@100",
+            "--primary",
+            "ndcg@100",
+            "--n-resamples",
+            "999",
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = res.output
-    first, second = out.index("Paired comparison (one trained run per model"), out.index("Seed-averaged paired comparison")
+    first, second = (
+        out.index("Paired comparison (one trained run per model"),
+        out.index("Seed-averaged paired comparison"),
+    )
     assert first < second and "(1 to 3 per model)" in out[second:]
     assert "Averaged over training seeds (ELSA: 3, EASE: 1), ELSA" in out
 
@@ -339,11 +410,26 @@ def test_cli_splits_a_users_own_log_by_time_with_lineage(store, tmp_path, monkey
     monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
     rng = np.random.default_rng(1)
     n = 3000
-    log = pd.DataFrame({"user": rng.integers(0, 150, n), "item": rng.integers(0, 90, n), "value": 1.0,
-                        "timestamp": rng.integers(10**9, 10**9 + 10**6, n)})
+    log = pd.DataFrame(
+        {
+            "user": rng.integers(0, 150, n),
+            "item": rng.integers(0, 90, n),
+            "value": 1.0,
+            "timestamp": rng.integers(10**9, 10**9 + 10**6, n),
+        }
+    )
     log.to_parquet(tmp_path / "clicks.parquet")
-    args = ["split", "--dataset", str(tmp_path / "clicks.parquet"), "--split-mode", "time_split",
-            "--test-frac", "0.25", "--eval-holdout-frac", ""]
+    args = [
+        "split",
+        "--dataset",
+        str(tmp_path / "clicks.parquet"),
+        "--split-mode",
+        "time_split",
+        "--test-frac",
+        "0.25",
+        "--eval-holdout-frac",
+        "",
+    ]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 1 and "min_rating: expected some interactions with value >= 4.0" in res.output
     res = CliRunner().invoke(cli, [*args, "--min-rating", "none", "--min-user-interactions", "2"])
@@ -360,7 +446,9 @@ def test_cli_splits_a_users_own_log_by_time_with_lineage(store, tmp_path, monkey
 def test_report_seed_picks_the_representative_run(study):
     ids = [study["ease"], *study["elsa"].values()]
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], seed="2", n_resamples=999))
+        outcome = compare_runs(
+            run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], seed="2", n_resamples=999)
+        )
     ease, elsa2 = load_evaluation(study["ease"]), load_evaluation(study["elsa"][2])
     expected = np.mean(elsa2.per_user["ndcg@100"] - ease.per_user["ndcg@100"])
     assert outcome.report.get("ndcg@100", "ELSA").difference == pytest.approx(expected)
@@ -369,18 +457,33 @@ def test_report_seed_picks_the_representative_run(study):
 
 
 def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates(study):
-    other = run_train(checkpoint=study["checkpoint"], model="ELSA", seed=5, metrics=METRICS, log_model=False,
-                      **{**FAST_ELSA, "latent_dim": 4})
+    other = run_train(
+        checkpoint=study["checkpoint"],
+        model="ELSA",
+        seed=5,
+        metrics=METRICS,
+        log_model=False,
+        **{**FAST_ELSA, "latent_dim": 4},
+    )
     ids = [study["ease"], study["elsa"][0], study["elsa"][1], other]
-    with pytest.raises(RunSelectionError, match=re.escape(
+    with pytest.raises(
+        RunSelectionError,
+        match=re.escape(
             "reference: ELSA is 2 candidates here, one per configuration, so name one of "
-            "['ELSA(latent_dim=4)', 'ELSA(latent_dim=8)']")):
+            "['ELSA(latent_dim=4)', 'ELSA(latent_dim=8)']"
+        ),
+    ):
         compare_runs(run_ids=ids, settings=ComparisonSettings(reference="ELSA"))
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999))
+        outcome = compare_runs(
+            run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999)
+        )
     # Seeds 0 and 1 of latent_dim 8 are pooled; the latent_dim 4 run (seed 5) stands alone.
-    assert outcome.source_runs == {"EASE": {"none": study["ease"]}, "ELSA(latent_dim=4)": {"5": other},
-                                   "ELSA(latent_dim=8)": {"0": study["elsa"][0], "1": study["elsa"][1]}}
+    assert outcome.source_runs == {
+        "EASE": {"none": study["ease"]},
+        "ELSA(latent_dim=4)": {"5": other},
+        "ELSA(latent_dim=8)": {"0": study["elsa"][0], "1": study["elsa"][1]},
+    }
     ease, small = load_evaluation(study["ease"]), load_evaluation(other)
     row = outcome.report.get("ndcg@100", "ELSA(latent_dim=4)")
     assert row.baseline == "EASE"
@@ -390,14 +493,16 @@ def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidate
 
 def _failed_comparisons(experiment_id):
     return MlflowClient().search_runs(
-        [experiment_id], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'")
+        [experiment_id], filter_string="tags.`recsys.role` = 'comparison' and attributes.status = 'FAILED'"
+    )
 
 
 def test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason(study, tmp_path, copy_run):
     exp = MlflowClient().get_run(study["ease"]).info.experiment_id
     before = len(_failed_comparisons(exp))
-    fake = copy_run(study["ease"], tmp_path, model="Other",
-                        edit_meta=lambda m: {**m, "targets_fingerprint": "deadbeef" * 8})
+    fake = copy_run(
+        study["ease"], tmp_path, model="Other", edit_meta=lambda m: {**m, "targets_fingerprint": "deadbeef" * 8}
+    )
     with pytest.raises(RunSelectionError, match=r"users and targets.*deadbeef"):
         compare_runs(run_ids=[study["ease"], fake], settings=ComparisonSettings(reference="EASE", n_resamples=999))
     failed = _failed_comparisons(exp)
@@ -418,13 +523,17 @@ def test_corrupted_per_user_artifact_is_refused_naming_the_run(study, tmp_path, 
 
 def test_comparison_run_holds_a_self_contained_html_report(study, tmp_path):
     with pytest.warns(FewSeedsWarning):
-        outcome = compare_runs(run_ids=[study["ease"], *study["elsa"].values()], settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], primary="ndcg@100", n_resamples=999))
-    page = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.html",
-                                                    dst_path=str(tmp_path))).read_text()
+        outcome = compare_runs(
+            run_ids=[study["ease"], *study["elsa"].values()],
+            settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], primary="ndcg@100", n_resamples=999),
+        )
+    page = Path(
+        mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.html", dst_path=str(tmp_path))
+    ).read_text()
     assert 'id="report-table"' in page and page.count("data:image/png;base64,") == 2
     assert outcome.report.results_text("ndcg@100", "ELSA").split(" (")[0] in page
     assert "Holm" in page and "@inproceedings{steck2019ease" in page
-    assert "src=\"http" not in page  # nothing fetched from elsewhere
+    assert 'src="http' not in page  # nothing fetched from elsewhere
 
 
 def test_run_context_provider_tags_runs_started_inside_a_command(store, monkeypatch):
@@ -452,23 +561,35 @@ def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study
     item_ids = split["item_ids"]
 
     def row_ids(m, i):
-        return item_ids[m.indices[m.indptr[i]:m.indptr[i + 1]]].tolist()
+        return item_ids[m.indices[m.indptr[i] : m.indptr[i + 1]]].tolist()
 
-    frame = pd.DataFrame({
-        "sample_id": ids,
-        "items": [row_ids(source, i) for i in range(source.shape[0])],
-        "targets": [row_ids(targets, i) for i in range(targets.shape[0])],
-    })
+    frame = pd.DataFrame(
+        {
+            "sample_id": ids,
+            "items": [row_ids(source, i) for i in range(source.shape[0])],
+            "targets": [row_ids(targets, i) for i in range(targets.shape[0])],
+        }
+    )
     model_uri = f"runs:/{study['elsa'][0]}/model"
     with mlflow.start_run(experiment_id=MlflowClient().create_experiment("served model")) as run:
-        out = mlflow.models.evaluate(model_uri, data=frame, targets="targets", model_type="recommender",
-                                     evaluators="recsys", evaluator_config={"metrics": ["ndcg@100", "recall@20"],
-                                                                            "model_name": "ELSA-served", "seed": 0,
-                                                                            "item_ids": item_ids})
+        out = mlflow.models.evaluate(
+            model_uri,
+            data=frame,
+            targets="targets",
+            model_type="recommender",
+            evaluators="recsys",
+            evaluator_config={
+                "metrics": ["ndcg@100", "recall@20"],
+                "model_name": "ELSA-served",
+                "seed": 0,
+                "item_ids": item_ids,
+            },
+        )
     # The same model evaluated directly, without MLflow in between.
     weights = mlflow.artifacts.download_artifacts(f"{model_uri}/artifacts/weights", dst_path=str(tmp_path / "w"))
-    direct = evaluate_recommender(ELSA.load(weights), source=source, targets=targets, metrics=["ndcg@100", "recall@20"],
-                                  sample_ids=ids)
+    direct = evaluate_recommender(
+        ELSA.load(weights), source=source, targets=targets, metrics=["ndcg@100", "recall@20"], sample_ids=ids
+    )
     assert out.metrics["ndcg_at_100"] == pytest.approx(direct.metrics["ndcg@100"])
     logged = load_evaluation(run.info.run_id)
     np.testing.assert_allclose(logged.per_user["recall@20"], direct.per_user["recall@20"])
@@ -482,16 +603,25 @@ def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study
 def test_recsys_evaluator_refuses_a_model_name_mlflow_would_cut(study, split_arrays):
     split = split_arrays
     source, targets, item_ids = split["test_source_matrix"], split["test_target_matrix"], split["item_ids"]
-    frame = pd.DataFrame({
-        "sample_id": split["test_eval_user_ids"][:5],
-        "items": [item_ids[source.indices[source.indptr[i]:source.indptr[i + 1]]].tolist() for i in range(5)],
-        "targets": [item_ids[targets.indices[targets.indptr[i]:targets.indptr[i + 1]]].tolist() for i in range(5)],
-    })
+    frame = pd.DataFrame(
+        {
+            "sample_id": split["test_eval_user_ids"][:5],
+            "items": [item_ids[source.indices[source.indptr[i] : source.indptr[i + 1]]].tolist() for i in range(5)],
+            "targets": [
+                item_ids[targets.indices[targets.indptr[i] : targets.indptr[i + 1]]].tolist() for i in range(5)
+            ],
+        }
+    )
     with mlflow.start_run() as run:
         with pytest.raises(Exception, match=r"model_name'\]: expected at most 8,000 characters, found 8,001"):
-            mlflow.models.evaluate(f"runs:/{study['elsa'][0]}/model", data=frame, targets="targets",
-                                   model_type="recommender", evaluators="recsys",
-                                   evaluator_config={"model_name": "x" * 8001, "item_ids": item_ids})
+            mlflow.models.evaluate(
+                f"runs:/{study['elsa'][0]}/model",
+                data=frame,
+                targets="targets",
+                model_type="recommender",
+                evaluators="recsys",
+                evaluator_config={"model_name": "x" * 8001, "item_ids": item_ids},
+            )
     assert "recsys.model" not in MlflowClient().get_run(run.info.run_id).data.tags
 
 
@@ -517,8 +647,14 @@ def test_logged_model_gives_identical_recommendations_in_a_fresh_process(study):
         "print(json.dumps({'items': out['items'].tolist(), 'scores': out['scores'].tolist()}))\n"
     )
     env = {**os.environ, "MLFLOW_TRACKING_URI": mlflow.get_tracking_uri()}
-    proc = subprocess.run([sys.executable, "-c", code, uri, frame.to_json(orient="columns")], env=env,
-                          capture_output=True, text=True, timeout=300, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, uri, frame.to_json(orient="columns")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     there = json.loads(proc.stdout.strip().splitlines()[-1])
     assert there["items"] == [list(map(int, r)) for r in here["items"]]
     assert there["scores"] == [list(map(float, r)) for r in here["scores"]]

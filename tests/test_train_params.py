@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from conftest import sqlite_store
 from mlflow.tracking import MlflowClient
 
 import mlflow_recsys as mr
+from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.models import MODELS
 
@@ -24,8 +24,10 @@ def checkpoint(tmp_path_factory):
         yield str(path), experiment_id
 
 
-@pytest.mark.parametrize("model, option, value", [("EASE", "--epochs", "5"), ("EASE", "--seed", "1"),
-                                                  ("ELSA", "--l2", "50"), ("Popularity", "--seed", "0")])
+@pytest.mark.parametrize(
+    "model, option, value",
+    [("EASE", "--epochs", "5"), ("EASE", "--seed", "1"), ("ELSA", "--l2", "50"), ("Popularity", "--seed", "0")],
+)
 def test_a_hyper_parameter_the_model_does_not_take_is_refused_before_any_run(checkpoint, model, option, value):
     path, experiment_id = checkpoint
     before = len(MlflowClient().search_runs([experiment_id]))
@@ -40,8 +42,11 @@ def test_a_hyper_parameter_the_model_does_not_take_is_refused_before_any_run(che
 def test_each_run_logs_only_what_its_model_uses(checkpoint):
     path, experiment_id = checkpoint
     runs = {}
-    for args in (["--model", "EASE", "--l2", "50"], ["--model", "Popularity"],
-                 ["--model", "ELSA", "--seed", "3", "--epochs", "1", "--latent_dim", "8", "--batch_size", "32"]):
+    for args in (
+        ["--model", "EASE", "--l2", "50"],
+        ["--model", "Popularity"],
+        ["--model", "ELSA", "--seed", "3", "--epochs", "1", "--latent_dim", "8", "--batch_size", "32"],
+    ):
         res = CliRunner().invoke(cli, ["train", "--checkpoint", path, "--metrics", "ndcg@10", *args])
         assert res.exit_code == 0, res.output
         run = MlflowClient().get_run(res.output.split("train run ")[1].split()[0])

@@ -144,11 +144,18 @@ def test_unlisted_member_fails_a_training_load_too(built, tmp_path):
 
 def test_listed_member_larger_than_declared_stops_at_the_declared_size(built, manifest, tmp_path, measured):
     declared = manifest["sizes"]["x_train.npz"]
-    swollen = rewrite(built, tmp_path / "swollen.zip", edit=lambda n, d: None if n == "x_train.npz" else d,
-                      extra=[("x_train.npz", BIG)])
+    swollen = rewrite(
+        built,
+        tmp_path / "swollen.zip",
+        edit=lambda n, d: None if n == "x_train.npz" else d,
+        extra=[("x_train.npz", BIG)],
+    )
     measured["read"].clear()  # count only what read_checkpoint decompresses
-    with pytest.raises(ValueError, match=rf"refusing zip member 'x_train.npz': expected at most {declared:,} bytes "
-                                         r"\(its declared size\), found at least"):
+    with pytest.raises(
+        ValueError,
+        match=rf"refusing zip member 'x_train.npz': expected at most {declared:,} bytes "
+        r"\(its declared size\), found at least",
+    ):
         with read_checkpoint(swollen):
             pass
     (folder,) = measured["folders"]
@@ -206,8 +213,9 @@ def test_manifest_listing_a_foreign_file_is_refused(built, tmp_path):
 
 
 def test_oversized_manifest_is_refused_without_reading_it_whole(built, tmp_path, measured):
-    big = rewrite(built, tmp_path / "big.zip", edit=lambda n, d: d,
-                  manifest_edit=lambda m: m.update(padding=" " * (2 * 2**20)))
+    big = rewrite(
+        built, tmp_path / "big.zip", edit=lambda n, d: d, manifest_edit=lambda m: m.update(padding=" " * (2 * 2**20))
+    )
     measured["read"].clear()
     with pytest.raises(ValueError, match=r"'manifest.json': expected at most 1,048,576 bytes \(the manifest size"):
         with read_checkpoint(big):
@@ -301,8 +309,9 @@ class Fixed:
 def artifacts(tmp_path):
     targets = sp.csr_matrix(np.array([[1, 0, 0, 1, 0, 0], [0, 1, 0, 0, 0, 1], [0, 0, 1, 0, 0, 0]], dtype=np.float32))
     source = sp.csr_matrix((3, 6), dtype=np.float32)
-    result = evaluate_recommender(Fixed(), source=source, targets=targets, metrics=["ndcg@5", "recall@3"],
-                                  sample_ids=np.array([10, 11, 12]))
+    result = evaluate_recommender(
+        Fixed(), source=source, targets=targets, metrics=["ndcg@5", "recall@3"], sample_ids=np.array([10, 11, 12])
+    )
     folder = tmp_path / "run"
     write_evaluation_artifacts(result, folder, split_digest=None)
     return folder
@@ -330,31 +339,43 @@ def test_values_inside_the_range_are_read_back_unchanged(artifacts):
 @pytest.mark.parametrize("key, value", [("ndcg@5", 45.0), ("recall@3", -0.25), ("ndcg@5", 1.0 + 1e-9)])
 def test_values_outside_the_metric_range_are_refused_naming_the_run(artifacts, key, value):
     edit_frame(artifacts, lambda f: f.__setitem__(key, [0.5, value, 0.5]))
-    with pytest.raises(ArtifactError, match=rf"^run abc: per_user.parquet: column '{key}' expected values in \[0, 1\] "
-                                            rf"\(the metric's range\), found 1 outside, e\.g\. {value!r} in row 1 "
-                                            r"\(sample_id 11\)"):
+    with pytest.raises(
+        ArtifactError,
+        match=rf"^run abc: per_user.parquet: column '{key}' expected values in \[0, 1\] "
+        rf"\(the metric's range\), found 1 outside, e\.g\. {value!r} in row 1 "
+        r"\(sample_id 11\)",
+    ):
         read_evaluation_artifacts(artifacts, origin="run abc")
 
 
 def test_boolean_metric_column_is_refused(artifacts):
     edit_frame(artifacts, lambda f: f.__setitem__("recall@3", [True, False, True]))
-    with pytest.raises(ArtifactError, match=r"^run abc: per_user.parquet: column 'recall@3' expected float64 metric "
-                                            r"values, found dtype bool"):
+    with pytest.raises(
+        ArtifactError,
+        match=r"^run abc: per_user.parquet: column 'recall@3' expected float64 metric "
+        r"values, found dtype bool",
+    ):
         read_evaluation_artifacts(artifacts, origin="run abc")
 
 
 def test_text_metric_column_is_refused(artifacts):
     edit_frame(artifacts, lambda f: f.__setitem__("recall@3", ["0.5", "0.1", "1"]))
-    with pytest.raises(ArtifactError, match=r"^run abc: per_user.parquet: column 'recall@3' expected float64 metric "
-                                            r"values, found dtype (object|str)"):
+    with pytest.raises(
+        ArtifactError,
+        match=r"^run abc: per_user.parquet: column 'recall@3' expected float64 metric "
+        r"values, found dtype (object|str)",
+    ):
         read_evaluation_artifacts(artifacts, origin="run abc")
 
 
 def test_complex_metric_column_is_refused():
     # Parquet cannot hold complex numbers, so the column check is called on a frame directly.
     frame = pd.DataFrame({"sample_id": [1, 2], "recall@3": np.array([0.5, 1.0], dtype=np.complex128)})
-    with pytest.raises(ArtifactError, match=r"^run abc: per_user.parquet: column 'recall@3' expected float64 metric "
-                                            r"values, found dtype complex128"):
+    with pytest.raises(
+        ArtifactError,
+        match=r"^run abc: per_user.parquet: column 'recall@3' expected float64 metric "
+        r"values, found dtype complex128",
+    ):
         _metric_values(frame, "recall@3", "run abc: ")
 
 

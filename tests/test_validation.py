@@ -24,7 +24,8 @@ def as_results(base: np.ndarray, cand: np.ndarray, keys=("m",)):
     cand = np.atleast_2d(cand.T).T if cand.ndim == 1 else cand
     ids = np.arange(base.shape[0])
     make = lambda v: EvaluationResult.from_per_user(  # noqa: E731
-        {k: v[:, i] for i, k in enumerate(keys)}, sample_ids=ids, targets_fingerprint="sim")
+        {k: v[:, i] for i, k in enumerate(keys)}, sample_ids=ids, targets_fingerprint="sim"
+    )
     return make(base), make(cand)
 
 
@@ -54,8 +55,10 @@ def test_type_one_error_of_each_test_under_an_exchangeable_null(n):
     n_sims = 4000
     rates = {method: rejection_rate(n, method, n_sims, seed=n) for method in ("randomization", "bootstrap", "t")}
     se = np.sqrt(ALPHA * (1 - ALPHA) / n_sims)
-    print(f"\ntype-I error at alpha={ALPHA}, n={n}, {n_sims} null data sets (MC s.e. {se:.4f}): "
-          + ", ".join(f"{m} {r:.4f}" for m, r in rates.items()))
+    print(
+        f"\ntype-I error at alpha={ALPHA}, n={n}, {n_sims} null data sets (MC s.e. {se:.4f}): "
+        + ", ".join(f"{m} {r:.4f}" for m, r in rates.items())
+    )
     assert 0.04 <= rates["randomization"] <= 0.06
     assert 0.03 <= rates["t"] <= 0.07
     assert 0.03 <= rates["bootstrap"] <= 0.08
@@ -77,8 +80,14 @@ def interval_coverage(n: int, n_sims: int, seed: int, interval_method: str) -> f
             b = rng.beta(0.5, 2.0, n)
             tied = rng.random(n) < 0.6
             b[tied] = a[tied]
-            c = compare_pair(*as_results(a, b), metric="m", n_resamples=B, test_method="t", random_state=sim,
-                             interval_method=interval_method)
+            c = compare_pair(
+                *as_results(a, b),
+                metric="m",
+                n_resamples=B,
+                test_method="t",
+                random_state=sim,
+                interval_method=interval_method,
+            )
             covered += c.ci_low <= true_difference <= c.ci_high
     return covered / n_sims
 
@@ -115,8 +124,14 @@ def test_family_wise_error_under_a_global_null_with_four_correlated_metrics(corr
             latent_a, latent_b = exchangeable_pair(rng, n)
             base = np.column_stack([np.clip(latent_a + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
             cand = np.column_stack([np.clip(latent_b + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
-            report = compare_models(dict(zip(("A", "B"), as_results(base, cand, keys))), metrics=list(keys),
-                                    reference="A", correction=correction, n_resamples=B, random_state=sim)
+            report = compare_models(
+                dict(zip(("A", "B"), as_results(base, cand, keys))),
+                metrics=list(keys),
+                reference="A",
+                correction=correction,
+                n_resamples=B,
+                random_state=sim,
+            )
             any_rejection += any(c.significant for c in report.comparisons)
     fwer = any_rejection / n_sims
     print(f"\nfamily-wise error with {correction}, 4 correlated metrics, {n_sims} global-null data sets: {fwer:.4f}")
@@ -144,9 +159,13 @@ def test_power_at_the_reported_minimum_detectable_effect(shape_name, correction)
     n, n_sims = 188, 20000
     rng = np.random.default_rng(13)
     base = rng.beta(0.4, 2.0, (n, 2))
-    pilot = compare_models(dict(zip(("A", "B"), as_results(base, base + rng.normal(0.0, 0.1, (n, 2)), ("m", "k")))),
-                           metrics=["m", "k"] if correction else ["m"], reference="A", correction=correction,
-                           n_resamples=B)
+    pilot = compare_models(
+        dict(zip(("A", "B"), as_results(base, base + rng.normal(0.0, 0.1, (n, 2)), ("m", "k")))),
+        metrics=["m", "k"] if correction else ["m"],
+        reference="A",
+        correction=correction,
+        n_resamples=B,
+    )
     c = pilot.comparisons[0]
     level = ALPHA / pilot.family_size if correction else ALPHA
     mde, sd = c.mde, float(np.std(c.unit_differences, ddof=1))
@@ -155,9 +174,12 @@ def test_power_at_the_reported_minimum_detectable_effect(shape_name, correction)
     p = scipy.stats.ttest_1samp(d, 0.0, axis=1).pvalue
     power_t = float(np.mean(p <= level))
     se = np.sqrt(0.8 * 0.2 / n_sims)
-    print(f"\npower at the reported mde = {mde:.5f} (sd {sd:.4f}, n={n}, per-hypothesis level {level:.3g}, "
-          f"{shape_name} differences): paired t-test (scipy.stats.ttest_1samp) {power_t:.4f} over {n_sims} data "
-          f"sets (MC s.e. {se:.4f})", end="")
+    print(
+        f"\npower at the reported mde = {mde:.5f} (sd {sd:.4f}, n={n}, per-hypothesis level {level:.3g}, "
+        f"{shape_name} differences): paired t-test (scipy.stats.ttest_1samp) {power_t:.4f} over {n_sims} data "
+        f"sets (MC s.e. {se:.4f})",
+        end="",
+    )
     assert 0.77 <= power_t <= 0.83
 
     if shape_name == "normal" and correction is None:
@@ -169,7 +191,10 @@ def test_power_at_the_reported_minimum_detectable_effect(shape_name, correction)
             r = compare_pair(*as_results(zeros, dr), metric="m", n_resamples=B, random_state=sim)
             rejected += r.p_value <= level
         power_r = rejected / n_rand
-        print(f"; randomization test (compare_pair, B={B}) {power_r:.4f} over {n_rand} data sets "
-              f"(MC s.e. {np.sqrt(0.16 / n_rand):.4f})", end="")
+        print(
+            f"; randomization test (compare_pair, B={B}) {power_r:.4f} over {n_rand} data sets "
+            f"(MC s.e. {np.sqrt(0.16 / n_rand):.4f})",
+            end="",
+        )
         assert 0.77 <= power_r <= 0.83
     print()

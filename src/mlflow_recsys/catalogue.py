@@ -168,9 +168,7 @@ def id_kind(ids: np.ndarray, name: str) -> str:
         return "integer"
     if inferred == "string":
         return "string"
-    raise ValueError(
-        f"{name}: expected integer or string ids, found {_describe(ids, inferred)}"
-    )
+    raise ValueError(f"{name}: expected integer or string ids, found {_describe(ids, inferred)}")
 
 
 def plain_id(item_id: Any) -> Any:

@@ -12,7 +12,6 @@ import os
 import signal
 import sys
 import warnings
-from pathlib import Path
 
 import click
 
@@ -126,12 +125,16 @@ def datasets():
 
     for name, spec in DATASETS.items():
         size = f"{spec.size_bytes:,} bytes" if spec.size_bytes else "size not published"
-        click.echo(f"{name}: {spec.description}\n  url: {spec.url} ({size})\n  sha256: {spec.sha256}\n"
-                   f"  licence: {spec.licence}\n  cite: {spec.citation}")
+        click.echo(
+            f"{name}: {spec.description}\n  url: {spec.url} ({size})\n  sha256: {spec.sha256}\n"
+            f"  licence: {spec.licence}\n  cite: {spec.citation}"
+        )
     for name, reason in NOT_REGISTERED.items():
         click.echo(f"{name} (not registered): {reason}")
-    click.echo("Your own data: pass a .csv or .parquet path as --dataset; name its columns with --user-col, "
-               "--item-col, --value-col (none: implicit feedback) and --timestamp-col.")
+    click.echo(
+        "Your own data: pass a .csv or .parquet path as --dataset; name its columns with --user-col, "
+        "--item-col, --value-col (none: implicit feedback) and --timestamp-col."
+    )
 
 
 def _optional_float(ctx, param, value):
@@ -163,56 +166,114 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
 
 
 @cli.command()
-@click.option("--dataset", default="movielens-100k", show_default=True,
-              help="registered dataset name, or a .csv/.parquet interaction log (see --user-col ... --timestamp-col)")
+@click.option(
+    "--dataset",
+    default="movielens-100k",
+    show_default=True,
+    help="registered dataset name, or a .csv/.parquet interaction log (see --user-col ... --timestamp-col)",
+)
 @click.option("--user-col", default=None, help="your log: the user id column [default: user]")
 @click.option("--item-col", default=None, help="your log: the item id column [default: item]")
-@click.option("--value-col", default=None,
-              help="your log: the rating or count column, or 'none' for implicit feedback (every row a positive) "
-                   "[default: value]")
-@click.option("--timestamp-col", default=None,
-              help="your log: the time column (Unix seconds or ISO 8601), or 'none' to ignore one "
-                   "[default: timestamp, if present]")
-@click.option("--split-mode", default="user_split", show_default=True,
-              type=click.Choice(["user_split", "leave_one_out", "time_split"]))
+@click.option(
+    "--value-col",
+    default=None,
+    help="your log: the rating or count column, or 'none' for implicit feedback (every row a positive) "
+    "[default: value]",
+)
+@click.option(
+    "--timestamp-col",
+    default=None,
+    help="your log: the time column (Unix seconds or ISO 8601), or 'none' to ignore one "
+    "[default: timestamp, if present]",
+)
+@click.option(
+    "--split-mode",
+    default="user_split",
+    show_default=True,
+    type=click.Choice(["user_split", "leave_one_out", "time_split"]),
+)
 @click.option("--seed", default=42, show_default=True, type=int, help="seed of every random choice of the split")
-@click.option("--eval-draws", default=1, show_default=True, type=int,
-              help="user_split: fold-in/target draws per held-out user")
-@click.option("--eval-holdout-frac", default=None, callback=_optional_float,
-              help="user_split: share of a held-out user's items scored  [default: 0.2]")
-@click.option("--test-frac", default=None, callback=_optional_float,
-              help="user_split: share of users; time_split: share of interactions, by time  [default: 0.2]")
-@click.option("--val-frac", default=None, callback=_optional_float,
-              help="as --test-frac, for validation  [default: 0.1]")
-@click.option("--min-rating", default="auto", show_default=True, callback=_min_rating,
-              help="lowest value kept as a positive; 'none' keeps every row; auto: 4, or none with --value-col none")
+@click.option(
+    "--eval-draws", default=1, show_default=True, type=int, help="user_split: fold-in/target draws per held-out user"
+)
+@click.option(
+    "--eval-holdout-frac",
+    default=None,
+    callback=_optional_float,
+    help="user_split: share of a held-out user's items scored  [default: 0.2]",
+)
+@click.option(
+    "--test-frac",
+    default=None,
+    callback=_optional_float,
+    help="user_split: share of users; time_split: share of interactions, by time  [default: 0.2]",
+)
+@click.option(
+    "--val-frac", default=None, callback=_optional_float, help="as --test-frac, for validation  [default: 0.1]"
+)
+@click.option(
+    "--min-rating",
+    default="auto",
+    show_default=True,
+    callback=_min_rating,
+    help="lowest value kept as a positive; 'none' keeps every row; auto: 4, or none with --value-col none",
+)
 @click.option("--min-user-interactions", default=5, show_default=True, type=int, help="k-core threshold for users")
 @click.option("--min-item-interactions", default=1, show_default=True, type=int, help="k-core threshold for items")
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
-def split(dataset, user_col, item_col, value_col, timestamp_col, split_mode, seed, eval_draws, eval_holdout_frac,
-          test_frac, val_frac, min_rating, min_user_interactions, min_item_interactions, data_dir):
+def split(
+    dataset,
+    user_col,
+    item_col,
+    value_col,
+    timestamp_col,
+    split_mode,
+    seed,
+    eval_draws,
+    eval_holdout_frac,
+    test_frac,
+    val_frac,
+    min_rating,
+    min_user_interactions,
+    min_item_interactions,
+    data_dir,
+):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
     from mlflow_recsys.tracking.training import run_split
 
-    given = {"user": _column(user_col, may_be_absent=False), "item": _column(item_col, may_be_absent=False),
-             "value": _column(value_col, may_be_absent=True),
-             "timestamp": _column(timestamp_col, may_be_absent=True)}
+    given = {
+        "user": _column(user_col, may_be_absent=False),
+        "item": _column(item_col, may_be_absent=False),
+        "value": _column(value_col, may_be_absent=True),
+        "timestamp": _column(timestamp_col, may_be_absent=True),
+    }
     columns = {role: name for role, name in given.items() if name is not False}
     if min_rating == "auto":
         min_rating = None if "value" in columns and columns["value"] is None else 4.0
-    run_id = run_split(dataset=dataset, split_mode=split_mode, seed=seed, eval_draws=eval_draws,
-                       data_dir=_none_if_empty(data_dir), eval_holdout_frac=eval_holdout_frac,
-                       test_frac=test_frac, val_frac=val_frac, min_rating=min_rating,
-                       min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions,
-                       columns=columns or None)
+    run_id = run_split(
+        dataset=dataset,
+        split_mode=split_mode,
+        seed=seed,
+        eval_draws=eval_draws,
+        data_dir=_none_if_empty(data_dir),
+        eval_holdout_frac=eval_holdout_frac,
+        test_frac=test_frac,
+        val_frac=val_frac,
+        min_rating=min_rating,
+        min_user_interactions=min_user_interactions,
+        min_item_interactions=min_item_interactions,
+        columns=columns or None,
+    )
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
     import mlflow
 
     m = {k: int(v) for k, v in mlflow.get_run(run_id).data.metrics.items()}
-    click.echo(f"  {m['n_train_users']:,} training users x {m['n_items']:,} items; test: {m['n_test_rows']:,} rows "
-               f"({m['n_test_users_dropped']:,} users dropped); validation: {m['n_val_rows']:,} rows "
-               f"({m['n_val_users_dropped']:,} dropped)")
+    click.echo(
+        f"  {m['n_train_users']:,} training users x {m['n_items']:,} items; test: {m['n_test_rows']:,} rows "
+        f"({m['n_test_users_dropped']:,} users dropped); validation: {m['n_val_rows']:,} rows "
+        f"({m['n_val_users_dropped']:,} dropped)"
+    )
 
 
 @cli.command()
@@ -228,8 +289,12 @@ def split(dataset, user_col, item_col, value_col, timestamp_col, split_mode, see
 @click.option("--lr", default=None, type=float, help="ELSA: learning rate [default: 0.01]")
 @click.option("--weight-decay", "--weight_decay", default=None, type=float, help="ELSA: weight decay [default: 0]")
 @click.option("--device", default=None, help="ELSA: torch device [default: cpu]")
-@click.option("--patience", default=None, type=int,
-              help="ELSA: stop after this many epochs without a better validation nDCG@100; keep the best")
+@click.option(
+    "--patience",
+    default=None,
+    type=int,
+    help="ELSA: stop after this many epochs without a better validation nDCG@100; keep the best",
+)
 @click.option("--metrics", default=None, help=METRICS_HELP + " (default: the standard set)")
 @_friendly_errors
 def train(checkpoint, model, metrics, **hyperparameters):
@@ -245,8 +310,10 @@ def train(checkpoint, model, metrics, **hyperparameters):
     foreign = [k for k in given if k not in MODELS[model].hyperparameters]
     if foreign:
         takes = ", ".join(MODELS[model].hyperparameters) or "none"
-        raise click.UsageError(f"{', '.join(foreign)}: not a hyper-parameter of {model} (it takes: {takes}); "
-                               f"found {', '.join(f'{k}={given[k]}' for k in foreign)}")
+        raise click.UsageError(
+            f"{', '.join(foreign)}: not a hyper-parameter of {model} (it takes: {takes}); "
+            f"found {', '.join(f'{k}={given[k]}' for k in foreign)}"
+        )
     run_id = run_train(checkpoint=checkpoint, model=model, metrics=_split_list(metrics) or DEFAULT_METRICS, **given)
     click.echo(f"train run {run_id} ({model})")
     import mlflow
@@ -255,8 +322,10 @@ def train(checkpoint, model, metrics, **hyperparameters):
 
     logged = mlflow.get_run(run_id).data.metrics
     keys = _split_list(metrics) or DEFAULT_METRICS
-    click.echo("  test " + ", ".join(f"{key} {logged[mlflow_metric_name(key)]:.4f}" for key in keys
-                                     if mlflow_metric_name(key) in logged))
+    click.echo(
+        "  test "
+        + ", ".join(f"{key} {logged[mlflow_metric_name(key)]:.4f}" for key in keys if mlflow_metric_name(key) in logged)
+    )
 
 
 def _comparison_options(func):
@@ -264,31 +333,76 @@ def _comparison_options(func):
         click.option("--reference", default=None, help="baseline model every other model is compared with"),
         click.option("--metrics", default=None, help=METRICS_HELP + " (default: every key all runs share)"),
         click.option("--primary", default=None, help="metric declared primary in advance"),
-        click.option("--n-resamples", default=9999, show_default=True, type=int,
-                     help="sign flips and bootstrap replicates B; the smallest p-value is 1/(B+1)"),
-        click.option("--confidence-level", default=0.95, show_default=True, type=float,
-                     help="interval level; 1 - level is also the significance level"),
-        click.option("--alternative", default="two-sided", show_default=True,
-                     type=click.Choice(["two-sided", "greater", "less"]),
-                     help="one-sided only if the direction was fixed before seeing the data"),
-        click.option("--test-method", default="randomization", show_default=True,
-                     type=click.Choice(["randomization", "bootstrap", "t", "wilcoxon"]), help="the paired test"),
-        click.option("--zero-method", default="wilcox", show_default=True,
-                     type=click.Choice(["wilcox", "pratt", "zsplit"]),
-                     help="with --test-method wilcoxon: how zero differences are ranked"),
-        click.option("--interval-method", default="percentile", show_default=True,
-                     type=click.Choice(["percentile", "bca"]),
-                     help="bootstrap interval: percentile, or bias-corrected and accelerated (BCa)"),
-        click.option("--correction", default="holm", show_default=True,
-                     type=click.Choice(["holm", "bonferroni", "none"]),
-                     help="family-wise adjustment within each family of hypotheses"),
-        click.option("--family", default="primary", show_default=True, type=click.Choice(["primary", "all"]),
-                     help="with --primary: adjust the primary metric as a family of its own (primary) or together "
-                          "with the other metrics (all)"),
-        click.option("--random-state", default=0, show_default=True, type=int,
-                     help="seed of the resampling; same seed, same numbers"),
-        click.option("--paired-seeds/--independent-seeds", default=False, show_default=True,
-                     help="when both models have seeds: pair runs by seed (shared randomness) or not"),
+        click.option(
+            "--n-resamples",
+            default=9999,
+            show_default=True,
+            type=int,
+            help="sign flips and bootstrap replicates B; the smallest p-value is 1/(B+1)",
+        ),
+        click.option(
+            "--confidence-level",
+            default=0.95,
+            show_default=True,
+            type=float,
+            help="interval level; 1 - level is also the significance level",
+        ),
+        click.option(
+            "--alternative",
+            default="two-sided",
+            show_default=True,
+            type=click.Choice(["two-sided", "greater", "less"]),
+            help="one-sided only if the direction was fixed before seeing the data",
+        ),
+        click.option(
+            "--test-method",
+            default="randomization",
+            show_default=True,
+            type=click.Choice(["randomization", "bootstrap", "t", "wilcoxon"]),
+            help="the paired test",
+        ),
+        click.option(
+            "--zero-method",
+            default="wilcox",
+            show_default=True,
+            type=click.Choice(["wilcox", "pratt", "zsplit"]),
+            help="with --test-method wilcoxon: how zero differences are ranked",
+        ),
+        click.option(
+            "--interval-method",
+            default="percentile",
+            show_default=True,
+            type=click.Choice(["percentile", "bca"]),
+            help="bootstrap interval: percentile, or bias-corrected and accelerated (BCa)",
+        ),
+        click.option(
+            "--correction",
+            default="holm",
+            show_default=True,
+            type=click.Choice(["holm", "bonferroni", "none"]),
+            help="family-wise adjustment within each family of hypotheses",
+        ),
+        click.option(
+            "--family",
+            default="primary",
+            show_default=True,
+            type=click.Choice(["primary", "all"]),
+            help="with --primary: adjust the primary metric as a family of its own (primary) or together "
+            "with the other metrics (all)",
+        ),
+        click.option(
+            "--random-state",
+            default=0,
+            show_default=True,
+            type=int,
+            help="seed of the resampling; same seed, same numbers",
+        ),
+        click.option(
+            "--paired-seeds/--independent-seeds",
+            default=False,
+            show_default=True,
+            help="when both models have seeds: pair runs by seed (shared randomness) or not",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -302,29 +416,66 @@ def _comparison_options(func):
 @click.option("--experiment", default=None, help="experiment name or id to select runs from")
 @click.option("--filter", "filter_string", default=None, help="MLflow filter string, with --experiment")
 @click.option("--output-experiment", default=None, help="experiment for the comparison run (default: the sources')")
-@click.option("--seed", "report_seed", default=None,
-              help="seed of the run that represents each seeded model in the report (default: its lowest)")
+@click.option(
+    "--seed",
+    "report_seed",
+    default=None,
+    help="seed of the run that represents each seeded model in the report (default: its lowest)",
+)
 @click.option("--model-tag", default=tags.MODEL, show_default=True, help="run tag that names the model")
 @_comparison_options
 @_friendly_errors
-def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, report_seed, model_tag,
-            reference, metrics, primary, n_resamples, confidence_level, alternative, test_method, zero_method,
-            interval_method, correction, family, random_state, paired_seeds):
+def compare(
+    run_ids,
+    run_ids_csv,
+    compare_url,
+    experiment,
+    filter_string,
+    output_experiment,
+    report_seed,
+    model_tag,
+    reference,
+    metrics,
+    primary,
+    n_resamples,
+    confidence_level,
+    alternative,
+    test_method,
+    zero_method,
+    interval_method,
+    correction,
+    family,
+    random_state,
+    paired_seeds,
+):
     """Compare training runs and log the report as a comparison run."""
     from mlflow_recsys.stats.settings import ComparisonSettings
     from mlflow_recsys.tracking.comparison import compare_runs
 
     ids = list(run_ids) + _split_list(run_ids_csv)
     settings = ComparisonSettings(
-        reference=_none_if_empty(reference), metrics=_split_list(metrics) or None, primary=_none_if_empty(primary),
-        correction=None if correction == "none" else correction, confidence_level=confidence_level,
-        n_resamples=n_resamples, alternative=alternative, test_method=test_method, zero_method=zero_method,
-        interval_method=interval_method, family=family, random_state=random_state, paired_seeds=paired_seeds,
+        reference=_none_if_empty(reference),
+        metrics=_split_list(metrics) or None,
+        primary=_none_if_empty(primary),
+        correction=None if correction == "none" else correction,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        test_method=test_method,
+        zero_method=zero_method,
+        interval_method=interval_method,
+        family=family,
+        random_state=random_state,
+        paired_seeds=paired_seeds,
         seed=_none_if_empty(report_seed),
     )
     outcome = compare_runs(
-        run_ids=ids or None, compare_url=_none_if_empty(compare_url), experiment=_none_if_empty(experiment),
-        filter_string=_none_if_empty(filter_string), settings=settings, model_tag=model_tag,
+        run_ids=ids or None,
+        compare_url=_none_if_empty(compare_url),
+        experiment=_none_if_empty(experiment),
+        filter_string=_none_if_empty(filter_string),
+        settings=settings,
+        model_tag=model_tag,
         output_experiment=_none_if_empty(output_experiment),
     )
     _print_comparison(outcome, settings.primary)
@@ -352,8 +503,20 @@ def _print_comparison(outcome, primary):
     seeds = outcome.seed_frame()
     if not seeds.empty:
         click.echo("\nSpread across training seeds beside spread across users\n")
-        cols = ["metric", "baseline", "candidate", "n_seeds", "mean_difference", "min_difference", "max_difference",
-                "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals"]
+        cols = [
+            "metric",
+            "baseline",
+            "candidate",
+            "n_seeds",
+            "mean_difference",
+            "min_difference",
+            "max_difference",
+            "sd_users",
+            "sd_retraining",
+            "ratio",
+            "widens_by",
+            "sign_reversals",
+        ]
         seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
         click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
         click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
@@ -363,21 +526,31 @@ def _print_comparison(outcome, primary):
     frame = report.to_frame()
     alpha = report.comparisons[0].alpha
     if report.correction is None:
-        click.echo(f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
-                   f"p <= {alpha:g}")
+        click.echo(
+            f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
+            f"p <= {alpha:g}"
+        )
     else:
         from mlflow_recsys.report.text import family_phrase
 
-        click.echo(f"\n{report.correction} adjustment {family_phrase(report, _visible)}; significant where the "
-                   f"adjusted p <= {alpha:g}")
+        click.echo(
+            f"\n{report.correction} adjustment {family_phrase(report, _visible)}; significant where the "
+            f"adjusted p <= {alpha:g}"
+        )
     for method, rows in frame.groupby("test_method", sort=True):
-        which = "all" if len(rows) == len(frame) else ", ".join(
-            f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
+        which = (
+            "all"
+            if len(rows) == len(frame)
+            else ", ".join(f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
+        )
         zero = f" (zero_method {report.comparisons[0].zero_method})" if method == "wilcoxon" else ""
         click.echo(f"test {method}{zero}: {which}")
     for method, rows in frame.groupby("interval_method", sort=True):
-        which = "all" if len(rows) == len(frame) else ", ".join(
-            f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
+        which = (
+            "all"
+            if len(rows) == len(frame)
+            else ", ".join(f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
+        )
         click.echo(f"interval {method}: {which}")
     if primary:
         click.echo("")
@@ -401,22 +574,53 @@ def _print_comparison(outcome, primary):
 @click.option("--batch-size", default=64, show_default=True, type=int, help="ELSA: users per batch")
 @click.option("--epochs", default=20, show_default=True, type=int, help="ELSA: training epochs")
 @click.option("--lr", default=0.01, show_default=True, type=float, help="ELSA: learning rate")
-@click.option("--device", default="cpu", show_default=True,
-              help="ELSA: torch device; with --executor ray, cuda asks Ray for one GPU per ELSA training")
-@click.option("--metrics", default="ndcg@100,calibrated_recall@20,recall@20,mrr@20", show_default=True,
-              help=METRICS_HELP + " compared")
+@click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    help="ELSA: torch device; with --executor ray, cuda asks Ray for one GPU per ELSA training",
+)
+@click.option(
+    "--metrics",
+    default="ndcg@100,calibrated_recall@20,recall@20,mrr@20",
+    show_default=True,
+    help=METRICS_HELP + " compared",
+)
 @click.option("--primary", default="ndcg@100", show_default=True)
 @click.option("--n-resamples", default=9999, show_default=True, type=int)
-@click.option("--executor", default="sequential", show_default=True, type=click.Choice(["sequential", "ray"]),
-              help="where the trainings run: one train entry point after another, or one Ray task each "
-                   '(pip install "mlflow-recsys[ray]")')
-@click.option("--ray-address", default=None,
-              help="with --executor ray: 'auto' or a cluster address (host:6379, ray://host:10001) to join "
-                   "[default: a Ray started on this machine with its CPUs and GPUs]")
+@click.option(
+    "--executor",
+    default="sequential",
+    show_default=True,
+    type=click.Choice(["sequential", "ray"]),
+    help="where the trainings run: one train entry point after another, or one Ray task each "
+    '(pip install "mlflow-recsys[ray]")',
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="with --executor ray: 'auto' or a cluster address (host:6379, ray://host:10001) to join "
+    "[default: a Ray started on this machine with its CPUs and GPUs]",
+)
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
 @_friendly_errors
-def main(dataset, split_seed, seeds, l2, latent_dim, batch_size, epochs, lr, device, metrics, primary, n_resamples,
-         executor, ray_address, project_uri):
+def main(
+    dataset,
+    split_seed,
+    seeds,
+    l2,
+    latent_dim,
+    batch_size,
+    epochs,
+    lr,
+    device,
+    metrics,
+    primary,
+    n_resamples,
+    executor,
+    ray_address,
+    project_uri,
+):
     """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run (also `study`).
 
     A training that fails leaves the others running: the study run ends FAILED and names it. Rerun the study to
@@ -429,9 +633,23 @@ def main(dataset, split_seed, seeds, l2, latent_dim, batch_size, epochs, lr, dev
         runner = make_executor(executor, ray_address=_none_if_empty(ray_address), project_uri=project_uri)
     except ImportError as exc:  # Ray missing: the message says how to install it
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    run_study(dataset=dataset, split_seed=split_seed, seeds=[int(s) for s in _split_list(seeds)], l2=l2,
-              latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device, metrics=metrics,
-              primary=primary, n_resamples=n_resamples, executor=runner, project_uri=project_uri, echo=click.echo)
+    run_study(
+        dataset=dataset,
+        split_seed=split_seed,
+        seeds=[int(s) for s in _split_list(seeds)],
+        l2=l2,
+        latent_dim=latent_dim,
+        batch_size=batch_size,
+        epochs=epochs,
+        lr=lr,
+        device=device,
+        metrics=metrics,
+        primary=primary,
+        n_resamples=n_resamples,
+        executor=runner,
+        project_uri=project_uri,
+        echo=click.echo,
+    )
 
 
 # The issue's name for the main job; the same command.

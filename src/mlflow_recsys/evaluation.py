@@ -79,8 +79,7 @@ class EvaluationResult:
         """
         if self.per_user is None:
             raise ValueError(
-                "this EvaluationResult holds no per-user values "
-                "(it was evaluated with collect_per_user=False)"
+                "this EvaluationResult holds no per-user values (it was evaluated with collect_per_user=False)"
             )
         frame = pd.DataFrame({"sample_id": np.asarray(self.sample_ids)})
         for key, values in self.per_user.items():
@@ -122,18 +121,14 @@ class EvaluationResult:
         if isinstance(values, pd.DataFrame):
             if "sample_id" not in values.columns:
                 raise ValueError(
-                    "values: expected a DataFrame with a 'sample_id' column, "
-                    f"found columns {list(values.columns)}"
+                    f"values: expected a DataFrame with a 'sample_id' column, found columns {list(values.columns)}"
                 )
             if sample_ids is not None:
                 raise ValueError(
-                    "sample_ids: expected None when values is a DataFrame "
-                    "(its 'sample_id' column is used)"
+                    "sample_ids: expected None when values is a DataFrame (its 'sample_id' column is used)"
                 )
             sample_ids = values["sample_id"].to_numpy()
-            arrays = {
-                str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")
-            }
+            arrays = {str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
         else:
             arrays = {str(k): np.asarray(v) for k, v in dict(values).items()}
         if not arrays:
@@ -147,9 +142,7 @@ class EvaluationResult:
             if n is None:
                 n = arr.shape[0]
             elif arr.shape[0] != n:
-                raise ValueError(
-                    f"values[{key!r}]: expected {n} values like the other metrics, found {arr.shape[0]}"
-                )
+                raise ValueError(f"values[{key!r}]: expected {n} values like the other metrics, found {arr.shape[0]}")
             per_user[key] = arr
         if sample_ids is None:
             # values holds at least one metric column (checked above), so n is set.
@@ -157,8 +150,7 @@ class EvaluationResult:
         sample_ids = np.asarray(sample_ids)
         if sample_ids.ndim != 1 or sample_ids.shape[0] != n:
             raise ValueError(
-                f"sample_ids: expected shape ({n},) to match the per-user values, "
-                f"found {sample_ids.shape}"
+                f"sample_ids: expected shape ({n},) to match the per-user values, found {sample_ids.shape}"
             )
         means = {k: float(np.mean(v)) if len(v) else float("nan") for k, v in per_user.items()}
         return cls(
@@ -206,10 +198,7 @@ def _resolve_metrics(metrics: MetricSpec | Sequence[MetricSpec]) -> list[Ranking
         if isinstance(item, str):
             item = metric_from_key(item)
         elif not isinstance(item, RankingMetric):
-            raise ValueError(
-                "metrics: expected metric objects or keys like 'ndcg@100', "
-                f"found {type(item).__name__}"
-            )
+            raise ValueError(f"metrics: expected metric objects or keys like 'ndcg@100', found {type(item).__name__}")
         repeated = seen.intersection(item.keys)
         if repeated:
             # two objects producing one key would silently overwrite each other
@@ -242,9 +231,7 @@ def _resolve_sample_ids(sample_ids: np.ndarray | None, n_rows: int) -> np.ndarra
         return np.arange(n_rows, dtype=np.int64)
     ids = np.asarray(sample_ids)
     if ids.shape != (n_rows,):
-        raise ValueError(
-            f"sample_ids: expected shape ({n_rows},), one id per row of targets, found {ids.shape}"
-        )
+        raise ValueError(f"sample_ids: expected shape ({n_rows},), one id per row of targets, found {ids.shape}")
     return ids
 
 
@@ -252,10 +239,7 @@ def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
     kept = np.flatnonzero(n_relevant > 0)
     n_left_out = n_relevant.shape[0] - kept.shape[0]
     if kept.size == 0:
-        raise ValueError(
-            f"targets: expected at least one row with a target, found {n_relevant.shape[0]} "
-            "empty rows"
-        )
+        raise ValueError(f"targets: expected at least one row with a target, found {n_relevant.shape[0]} empty rows")
     if n_left_out:
         # stacklevel 3: point at the caller of evaluate_*
         warnings.warn(
@@ -339,17 +323,13 @@ def evaluate_rankings(
         raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
     csr = _require_sparse(targets, "targets")
     if csr.shape[0] != arr.shape[0]:
-        raise ValueError(
-            f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}"
-        )
+        raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
     ids = _resolve_sample_ids(sample_ids, csr.shape[0])
     fingerprint = None
     if source is not None:
         src = _require_sparse(source, "source")
         if src.shape != csr.shape:
-            raise ValueError(
-                f"source: expected shape {csr.shape} like targets, found {src.shape}"
-            )
+            raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
         fingerprint = targets_fingerprint(source, targets, ids)
     hits = hit_matrix(arr, csr, max_k)
     n_relevant = np.asarray((csr != 0).sum(axis=1)).ravel().astype(np.int64)
@@ -423,9 +403,7 @@ def evaluate_recommender(
     _check_batch_size(batch_size)
     n_items = getattr(model, "n_items", None)
     if n_items is not None and int(n_items) != src.shape[1]:
-        raise ValueError(
-            f"source: expected {int(n_items)} columns (the model's n_items), found {src.shape[1]}"
-        )
+        raise ValueError(f"source: expected {int(n_items)} columns (the model's n_items), found {src.shape[1]}")
     ids = _resolve_sample_ids(sample_ids, src.shape[0])
     fingerprint = targets_fingerprint(source, targets, ids)
 
@@ -551,8 +529,14 @@ def evaluate_by_ids(
     you did.
     """
     clean = _evaluate_by_ids_iv(
-        model, histories, targets, item_ids=item_ids, metrics=metrics, user_col=user_col,
-        item_col=item_col, batch_size=batch_size,
+        model,
+        histories,
+        targets,
+        item_ids=item_ids,
+        metrics=metrics,
+        user_col=user_col,
+        item_col=item_col,
+        batch_size=batch_size,
     )
     users, target_rows = np.unique(clean.target_users, return_inverse=True)
     history_rows = pd.Index(users).get_indexer(clean.history_users)
@@ -586,8 +570,13 @@ def evaluate_by_ids(
             stacklevel=2,
         )
     return evaluate_recommender(
-        model, source=source, targets=target, metrics=clean.metrics, sample_ids=users,
-        batch_size=batch_size, collect_per_user=collect_per_user,
+        model,
+        source=source,
+        targets=target,
+        metrics=clean.metrics,
+        sample_ids=users,
+        batch_size=batch_size,
+        collect_per_user=collect_per_user,
     )
 
 
@@ -634,9 +623,7 @@ def _evaluate_by_ids_iv(
     catalogue = ItemCatalogue(item_ids, name="item_ids")
     n_items = getattr(model, "n_items", None)
     if n_items is not None and int(n_items) != len(catalogue):
-        raise ValueError(
-            f"item_ids: expected {int(n_items)} ids (one per column of the model), found {len(catalogue)}"
-        )
+        raise ValueError(f"item_ids: expected {int(n_items)} ids (one per column of the model), found {len(catalogue)}")
     target_users, user_kind = _id_column(targets, user_col, "targets")
     history_users, kind = _id_column(histories, user_col, "histories")
     if kind is not None and kind != user_kind:

@@ -74,9 +74,7 @@ def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
 # Any, not object: sp.issparse is no type guard, so mypy could not narrow an object to a sparse matrix.
 def _canonical_targets(targets: Any, n_rows: int | None = None) -> sp.csr_matrix:
     if not sp.issparse(targets):
-        raise ValueError(
-            f"targets: expected a scipy.sparse matrix (CSR), found {type(targets).__name__}"
-        )
+        raise ValueError(f"targets: expected a scipy.sparse matrix (CSR), found {type(targets).__name__}")
     if targets.ndim != 2:
         raise ValueError(f"targets: expected a 2-D sparse matrix, found shape {targets.shape}")
     # copy: canonicalising in place would modify the caller's matrix
@@ -85,9 +83,7 @@ def _canonical_targets(targets: Any, n_rows: int | None = None) -> sp.csr_matrix
     csr.eliminate_zeros()
     csr.sort_indices()
     if n_rows is not None and csr.shape[0] != n_rows:
-        raise ValueError(
-            f"targets: expected {n_rows} rows to match rankings, found {csr.shape[0]}"
-        )
+        raise ValueError(f"targets: expected {n_rows} rows to match rankings, found {csr.shape[0]}")
     return csr
 
 
@@ -98,27 +94,20 @@ def _validate_rankings(rankings: object, min_columns: int, n_items: int) -> np.n
     if not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"rankings: expected an integer array, found dtype {arr.dtype}")
     if arr.shape[1] < min_columns:
-        raise ValueError(
-            f"rankings: expected at least {min_columns} columns (the largest k), "
-            f"found {arr.shape[1]}"
-        )
+        raise ValueError(f"rankings: expected at least {min_columns} columns (the largest k), found {arr.shape[1]}")
     arr = arr[:, :min_columns].astype(np.int64, copy=False)
     if arr.size:
         lo, hi = int(arr.min()), int(arr.max())
         if lo < -1 or hi >= n_items:
             raise ValueError(
-                f"rankings: expected item indices in [0, {n_items}) or -1 padding, "
-                f"found values in [{lo}, {hi}]"
+                f"rankings: expected item indices in [0, {n_items}) or -1 padding, found values in [{lo}, {hi}]"
             )
         # a repeated item would be counted as several hits and push recall above 1
         ordered = np.sort(arr, axis=1)
         repeated = (ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)
         if repeated.any():
             row = int(np.flatnonzero(repeated.any(axis=1))[0])
-            raise ValueError(
-                f"rankings: expected distinct items within each row, found a repeated "
-                f"item in row {row}"
-            )
+            raise ValueError(f"rankings: expected distinct items within each row, found a repeated item in row {row}")
     return arr
 
 
@@ -303,14 +292,9 @@ class RankingMetric:
         hits = np.asarray(hits, dtype=bool)
         n_relevant = np.asarray(n_relevant, dtype=np.int64)
         if hits.ndim != 2 or hits.shape[1] < self.max_k:
-            raise ValueError(
-                f"hits: expected a 2-D array with at least {self.max_k} columns, "
-                f"found shape {hits.shape}"
-            )
+            raise ValueError(f"hits: expected a 2-D array with at least {self.max_k} columns, found shape {hits.shape}")
         if n_relevant.shape != (hits.shape[0],):
-            raise ValueError(
-                f"n_relevant: expected shape ({hits.shape[0]},), found {n_relevant.shape}"
-            )
+            raise ValueError(f"n_relevant: expected shape ({hits.shape[0]},), found {n_relevant.shape}")
         empty = n_relevant == 0
         out: dict[str, np.ndarray] = {}
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -457,8 +441,7 @@ class MRR(RankingMetric):
 
     def _definition(self, k):
         return (
-            f"mrr@{k}: 1/r for the smallest hit rank r<={k}, 0 if no hit; binary relevance "
-            "(Voorhees 1999, TREC-8 QA)"
+            f"mrr@{k}: 1/r for the smallest hit rank r<={k}, 0 if no hit; binary relevance (Voorhees 1999, TREC-8 QA)"
         )
 
 
@@ -505,14 +488,11 @@ def _split_key(key: object) -> tuple[type[RankingMetric], int]:
         raise ValueError(f"key: expected a string of the form 'name@k', found {key!r}")
     match = KEY_PATTERN.match(key)
     if match is None:
-        raise ValueError(
-            f"key: expected the form 'name@k' (e.g. 'ndcg@100'), found {key!r}"
-        )
+        raise ValueError(f"key: expected the form 'name@k' (e.g. 'ndcg@100'), found {key!r}")
     name, k = match.group(1), int(match.group(2))
     if name not in METRIC_CLASSES:
         raise ValueError(
-            f"key: unknown metric name {name!r} in {key!r}; known names: "
-            f"{', '.join(sorted(METRIC_CLASSES))}"
+            f"key: unknown metric name {name!r} in {key!r}; known names: {', '.join(sorted(METRIC_CLASSES))}"
         )
     return METRIC_CLASSES[name], _validate_k(k)
 

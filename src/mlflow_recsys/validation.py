@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Collection, TypeVar
+from collections.abc import Collection
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -41,8 +42,9 @@ def integer(value: object, name: str, *, minimum: int | None = None, maximum: in
     return int(value)  # type: ignore[call-overload]  # an Integral
 
 
-def number(value: object, name: str, *, above: float | None = None, at_least: float | None = None,
-           below: float | None = None) -> float:
+def number(
+    value: object, name: str, *, above: float | None = None, at_least: float | None = None, below: float | None = None
+) -> float:
     """``value`` as ``float`` when it is a finite real number with ``value > above``, ``value >= at_least`` and
     ``value < below`` (each bound optional).
 
@@ -54,8 +56,7 @@ def number(value: object, name: str, *, above: float | None = None, at_least: fl
     ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
     if ok:
         x = float(value)  # type: ignore[arg-type]  # a Real
-        ok = ((above is None or x > above) and (at_least is None or x >= at_least)
-              and (below is None or x < below))
+        ok = (above is None or x > above) and (at_least is None or x >= at_least) and (below is None or x < below)
     if not ok:
         raise ValueError(expected(name, _number_range(above, at_least, below), value))
     return float(value)  # type: ignore[arg-type]

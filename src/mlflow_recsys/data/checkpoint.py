@@ -167,8 +167,9 @@ def build_recsys_checkpoint(
     check_thresholds(min_user_interactions, min_item_interactions)
     columns = _check_columns(columns, dataset)
     if columns.get("value", "value") is None and min_rating is not None:
-        raise ValueError(f"min_rating: expected None for a log without ratings (columns value=None), "
-                         f"found {min_rating!r}")
+        raise ValueError(
+            f"min_rating: expected None for a log without ratings (columns value=None), found {min_rating!r}"
+        )
     checkpoint_path = _checkpoint_path_iv(checkpoint_path, dataset, split_mode, seed, overwrite)
     raw, source = _load(dataset, data_dir, columns)
 
@@ -179,13 +180,21 @@ def build_recsys_checkpoint(
     manifest = {
         "format": CHECKPOINT_FORMAT,
         "schema_version": SCHEMA_VERSION,
-        "dataset": {**source, "interactions_sha256": interactions_digest(raw),
-                    "has_timestamps": "timestamp" in raw.columns},
+        "dataset": {
+            **source,
+            "interactions_sha256": interactions_digest(raw),
+            "has_timestamps": "timestamp" in raw.columns,
+        },
         "parameters": {
-            "split_mode": split_mode, "seed": int(seed), "eval_draws": int(eval_draws),
-            "eval_holdout_frac": params.get("eval_holdout_frac"), "test_frac": params.get("test_frac"),
-            "val_frac": params.get("val_frac"), "min_rating": None if min_rating is None else float(min_rating),
-            "min_user_interactions": int(min_user_interactions), "min_item_interactions": int(min_item_interactions),
+            "split_mode": split_mode,
+            "seed": int(seed),
+            "eval_draws": int(eval_draws),
+            "eval_holdout_frac": params.get("eval_holdout_frac"),
+            "test_frac": params.get("test_frac"),
+            "val_frac": params.get("val_frac"),
+            "min_rating": None if min_rating is None else float(min_rating),
+            "min_user_interactions": int(min_user_interactions),
+            "min_item_interactions": int(min_item_interactions),
         },
         "counts": _counts(raw, positives, report, split),
         "split_digest": split_digest(arrays),
@@ -197,8 +206,9 @@ def build_recsys_checkpoint(
 
 
 def _min_rating_iv(min_rating) -> None:
-    if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)
-                                   or not math.isfinite(min_rating)):
+    if min_rating is not None and (
+        isinstance(min_rating, bool) or not isinstance(min_rating, Real) or not math.isfinite(min_rating)
+    ):
         raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
 
 
@@ -278,24 +288,32 @@ def _members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
 def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac) -> dict:
     """The split function's keyword arguments for ``split_mode``, refusing ones that do not apply."""
     given = {"eval_holdout_frac": eval_holdout_frac, "test_frac": test_frac, "val_frac": val_frac}
-    applies = {"user_split": ("eval_holdout_frac", "test_frac", "val_frac"),
-               "leave_one_out": (), "time_split": ("test_frac", "val_frac")}[split_mode]
+    applies = {
+        "user_split": ("eval_holdout_frac", "test_frac", "val_frac"),
+        "leave_one_out": (),
+        "time_split": ("test_frac", "val_frac"),
+    }[split_mode]
     for name, value in given.items():
         if value is not None and name not in applies:
             raise ValueError(f"{name}: does not apply to split_mode={split_mode!r}; leave it unset, found {value!r}")
     if isinstance(eval_draws, bool) or not isinstance(eval_draws, Integral) or eval_draws < 1:
         raise ValueError(f"eval_draws: expected an integer >= 1, found {eval_draws!r}")
     if split_mode != "user_split" and eval_draws != 1:
-        raise ValueError(f"eval_draws: expected 1 for split_mode={split_mode!r}, whose held-out rows are "
-                         f"fixed by the data, found {eval_draws!r}")
+        raise ValueError(
+            f"eval_draws: expected 1 for split_mode={split_mode!r}, whose held-out rows are "
+            f"fixed by the data, found {eval_draws!r}"
+        )
     defaults = {"eval_holdout_frac": 0.2, "test_frac": 0.2, "val_frac": 0.1}
     out = {}
     for name in applies:
         value = defaults[name] if given[name] is None else given[name]
         out[name] = float(value) if isinstance(value, Real) and not isinstance(value, bool) else value
     if "test_frac" in out:
-        check_fractions(out["test_frac"], out["val_frac"],
-                        "training users" if split_mode == "user_split" else "training interactions")
+        check_fractions(
+            out["test_frac"],
+            out["val_frac"],
+            "training users" if split_mode == "user_split" else "training interactions",
+        )
     if split_mode == "user_split":
         check_holdout_frac(out["eval_holdout_frac"])
         out["eval_draws"] = eval_draws
@@ -323,8 +341,9 @@ def _check_columns(columns, dataset) -> dict:
     if columns is None:
         return {}
     if not isinstance(columns, Mapping):
-        raise ValueError(f"columns: expected a mapping of {list(_COLUMN_ROLES)} to column names, "
-                         f"found {type(columns).__name__}")
+        raise ValueError(
+            f"columns: expected a mapping of {list(_COLUMN_ROLES)} to column names, found {type(columns).__name__}"
+        )
     unknown = sorted(set(columns) - set(_COLUMN_ROLES))
     if unknown:
         raise ValueError(f"columns: expected keys among {list(_COLUMN_ROLES)}, found {unknown}")
@@ -335,8 +354,10 @@ def _check_columns(columns, dataset) -> dict:
             raise ValueError(f"columns: expected a column name for {role!r}, found {name!r}")
     if columns and not (_is_file(dataset) or isinstance(dataset, pd.DataFrame)):
         get_dataset_spec(dataset)  # an unknown name is reported as such
-        raise ValueError(f"columns: apply to a .csv/.parquet file or a DataFrame, found the registered "
-                         f"dataset {dataset!r}, whose columns are known")
+        raise ValueError(
+            f"columns: apply to a .csv/.parquet file or a DataFrame, found the registered "
+            f"dataset {dataset!r}, whose columns are known"
+        )
     return dict(columns)
 
 
@@ -348,12 +369,21 @@ def _load(dataset, data_dir, columns: dict) -> tuple[pd.DataFrame, dict]:
     if _is_file(dataset):
         path = Path(dataset)
         frame = read_interactions_file(path, **columns)
-        return frame, {"name": path.stem, "source": "file", "file_name": path.name,
-                       "file_sha256": sha256_file(path), **mapping}
+        return frame, {
+            "name": path.stem,
+            "source": "file",
+            "file_name": path.name,
+            "file_sha256": sha256_file(path),
+            **mapping,
+        }
     spec = get_dataset_spec(dataset)
     return load_interactions(dataset, data_dir), {
-        "name": spec.name, "source": "registry", "url": spec.url, "archive_sha256": spec.sha256,
-        "citation": spec.citation, "licence": spec.licence,
+        "name": spec.name,
+        "source": "registry",
+        "url": spec.url,
+        "archive_sha256": spec.sha256,
+        "citation": spec.citation,
+        "licence": spec.licence,
     }
 
 
@@ -428,8 +458,9 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
             if MANIFEST_NAME not in names:
                 raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
             manifest_bytes = io.BytesIO()
-            _stream_member(zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, manifest_bytes.write, path,
-                           bound="the manifest size limit")
+            _stream_member(
+                zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, manifest_bytes.write, path, bound="the manifest size limit"
+            )
             manifest = _parse_manifest(manifest_bytes.getvalue(), path)
             _check_manifest(manifest, path)
             _check_zip_matches_manifest(names, manifest, path)
@@ -439,8 +470,9 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
                     with open(Path(tmp) / name, "xb") as out:
                         digest, count = _stream_member(zf, name, size, out.write, path, bound="its declared size")
                     if count != size:
-                        raise ValueError(f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), "
-                                         f"found {count:,}")
+                        raise ValueError(
+                            f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
+                        )
                     if digest != manifest["files"][name]:
                         raise ValueError(
                             f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
@@ -475,8 +507,9 @@ def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) ->
         )
 
 
-def _stream_member(zf: zipfile.ZipFile, name: str, limit: int, write: Callable[[bytes], Any], path: Path,
-                   *, bound: str) -> tuple[str, int]:
+def _stream_member(
+    zf: zipfile.ZipFile, name: str, limit: int, write: Callable[[bytes], Any], path: Path, *, bound: str
+) -> tuple[str, int]:
     """Copy member ``name`` to ``write`` in chunks, refusing it past ``limit`` bytes -> (SHA-256, bytes).
 
     The member is counted as it is decompressed rather than trusted by its zip
@@ -580,8 +613,11 @@ def _counts(raw, positives, report, split: UserSplit) -> dict[str, int]:
         "n_val_source_interactions": int(split.val.source.nnz),
         "n_val_target_interactions": int(split.val.target.nnz),
         "n_val_users_dropped": int(split.val.n_users_dropped),
-        **({} if split.cut_timestamps is None else
-           {"val_cut_timestamp": int(split.cut_timestamps[0]), "test_cut_timestamp": int(split.cut_timestamps[1])}),
+        **(
+            {}
+            if split.cut_timestamps is None
+            else {"val_cut_timestamp": int(split.cut_timestamps[0]), "test_cut_timestamp": int(split.cut_timestamps[1])}
+        ),
     }
 
 
@@ -607,9 +643,7 @@ def _check_manifest(manifest: dict, where: Path) -> None:
         )
     version = manifest.get("schema_version")
     if isinstance(version, bool) or version != SCHEMA_VERSION:
-        raise ValueError(
-            f"{where}: expected checkpoint schema_version {SCHEMA_VERSION}, found {version!r}"
-        )
+        raise ValueError(f"{where}: expected checkpoint schema_version {SCHEMA_VERSION}, found {version!r}")
     if not isinstance(manifest.get("split_digest"), str):
         raise ValueError(f"{where}: expected a split_digest string in the manifest, found none")
     expected = sorted(_member_name(key) for key in ARRAY_KEYS)

@@ -204,8 +204,7 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
         raise ValueError(f"dataset: {dataset!r} is not registered: {NOT_REGISTERED[dataset.lower()]}")
     if not isinstance(dataset, str) or dataset not in DATASETS:
         raise ValueError(
-            f"dataset: expected one of {sorted(DATASETS)} or a path to a .csv or .parquet file, "
-            f"found {dataset!r}"
+            f"dataset: expected one of {sorted(DATASETS)} or a path to a .csv or .parquet file, found {dataset!r}"
         )
     return DATASETS[dataset]
 
@@ -398,8 +397,9 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
     else:
         raise ValueError(f"dataset: expected a .csv or .parquet file, found {path.name!r}")
     if frame.empty:
-        raise ValueError(f"{path}: expected interactions below the header, found no rows "
-                         f"(columns {list(frame.columns)})")
+        raise ValueError(
+            f"{path}: expected interactions below the header, found no rows (columns {list(frame.columns)})"
+        )
     try:
         return from_interactions(frame, **columns)
     except ValueError as exc:
@@ -486,8 +486,7 @@ def _package_copy_path(copy: PackageCopy) -> Path | None:
 def _normalise(frame: pd.DataFrame, columns: tuple[str | None, ...], where: str) -> pd.DataFrame:
     if frame.shape[1] != len(columns):
         raise ValueError(
-            f"{where}: expected {len(columns)} fields ({', '.join(c or '-' for c in columns)}), "
-            f"found {frame.shape[1]}"
+            f"{where}: expected {len(columns)} fields ({', '.join(c or '-' for c in columns)}), found {frame.shape[1]}"
         )
     frame = frame.set_axis([c or f"_skip{i}" for i, c in enumerate(columns)], axis=1)
     for column in (c for c in columns if c):
@@ -510,8 +509,11 @@ def _ids(column: pd.Series) -> np.ndarray:
         if column.dtype.kind == "u" and len(column) and int(column.max()) > _INT64_MAX:
             return column.astype(str).to_numpy(dtype=object)  # would wrap to negatives
         return column.to_numpy(dtype=np.int64)
-    if pd.api.types.is_float_dtype(column) and np.all(np.mod(column.to_numpy(), 1) == 0) \
-            and np.abs(column.to_numpy()).max(initial=0) <= 2**53:
+    if (
+        pd.api.types.is_float_dtype(column)
+        and np.all(np.mod(column.to_numpy(), 1) == 0)
+        and np.abs(column.to_numpy()).max(initial=0) <= 2**53
+    ):
         return column.to_numpy().astype(np.int64)  # integers that a reader stored as floats
     text = column.astype(str)
     if len(text) and text.str.fullmatch(r"-?(0|[1-9][0-9]{0,17})").all():
@@ -531,13 +533,16 @@ def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
         try:
             column = pd.to_datetime(column, utc=True, format="ISO8601")
         except (ValueError, TypeError):
-            raise ValueError(f"{where}: expected Unix seconds or ISO 8601 dates in 'timestamp', "
-                             f"found values such as {column.iloc[0]!r}") from None
+            raise ValueError(
+                f"{where}: expected Unix seconds or ISO 8601 dates in 'timestamp', "
+                f"found values such as {column.iloc[0]!r}"
+            ) from None
     if pd.api.types.is_datetime64_any_dtype(column):
         utc = column.dt.tz_convert("UTC") if column.dt.tz is not None else column.dt.tz_localize("UTC")
         return ((utc - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
     seconds = _numbers(column, "timestamp", where)
     if not np.isfinite(seconds).all():
-        raise ValueError(f"{where}: expected finite timestamps, found {int((~np.isfinite(seconds)).sum())} "
-                         "infinite value(s)")
+        raise ValueError(
+            f"{where}: expected finite timestamps, found {int((~np.isfinite(seconds)).sum())} infinite value(s)"
+        )
     return np.floor(seconds).astype(np.int64)

@@ -125,6 +125,5 @@ def _fetch(url: str, dest: Path, expected: str, *, retries: int, timeout: float,
         if not digests:
             raise
         raise ValueError(
-            f"{url}: downloaded file has SHA-256 {digests[-1]}, expected {expected}; "
-            f"nothing was written to {dest}"
+            f"{url}: downloaded file has SHA-256 {digests[-1]}, expected {expected}; nothing was written to {dest}"
         ) from None

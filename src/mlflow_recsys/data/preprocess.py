@@ -49,8 +49,9 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
         Missing columns, or ``min_rating`` neither a real number nor None.
     """
     _check_frame(frame)
-    if min_rating is not None and (isinstance(min_rating, bool) or not isinstance(min_rating, Real)
-                                   or not math.isfinite(min_rating)):
+    if min_rating is not None and (
+        isinstance(min_rating, bool) or not isinstance(min_rating, Real) or not math.isfinite(min_rating)
+    ):
         raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
     kept = frame if min_rating is None else frame[frame["value"] >= float(min_rating)]
     keys = ["user", "item", "timestamp"] if "timestamp" in kept.columns else ["user", "item"]

@@ -186,9 +186,7 @@ def _held_out(
     counts = counts[keep_user]
     n_kept = len(kept_users)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if n_kept else np.zeros(0, np.int64)
-    n_target = np.clip(
-        np.floor(holdout_frac * counts + 0.5).astype(np.int64), 1, np.maximum(counts - 1, 1)
-    )
+    n_target = np.clip(np.floor(holdout_frac * counts + 0.5).astype(np.int64), 1, np.maximum(counts - 1, 1))
 
     src_blocks, tgt_blocks = [], []
     for _ in range(draws):
@@ -257,9 +255,13 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     is_test = evaluated & (from_end == 0)
     is_val = evaluated & (from_end == 1)
     group = users[counts >= 3]
-    return _fixed_split(user_col, item_col, ~(is_test | is_val),
-                        val=(group, ~(is_test | is_val), is_val),
-                        test=(group, ~is_test, is_test))
+    return _fixed_split(
+        user_col,
+        item_col,
+        ~(is_test | is_val),
+        val=(group, ~(is_test | is_val), is_val),
+        test=(group, ~is_test, is_test),
+    )
 
 
 def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float = 0.1) -> UserSplit:
@@ -299,31 +301,42 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
     """
     _check_split_input(frame, 0)
     if "timestamp" not in frame.columns:
-        raise ValueError("frame: time_split needs a timestamp column, found none "
-                         "(use split_mode='user_split' or 'leave_one_out' for data without times)")
+        raise ValueError(
+            "frame: time_split needs a timestamp column, found none "
+            "(use split_mode='user_split' or 'leave_one_out' for data without times)"
+        )
     check_fractions(test_frac, val_frac, "training interactions")
     stamps = frame["timestamp"].to_numpy(dtype=np.int64)
     ordered = np.sort(stamps)
     n = len(ordered)
     n_test, n_val = round_half_up(test_frac * n), round_half_up(val_frac * n)
     if n_test + n_val >= n:
-        raise ValueError(f"frame: expected enough interactions to keep some for training, found {n} "
-                         f"of which {n_test} test and {n_val} validation")
+        raise ValueError(
+            f"frame: expected enough interactions to keep some for training, found {n} "
+            f"of which {n_test} test and {n_val} validation"
+        )
     test_cut = int(ordered[n - n_test]) if n_test else int(ordered[-1]) + 1
     val_cut = int(ordered[n - n_test - n_val]) if n_val else test_cut
     if val_cut <= ordered[0]:
-        raise ValueError(f"frame: expected interactions before the validation cut {val_cut}, found none "
-                         "(all timestamps are equal or the fractions are too large)")
+        raise ValueError(
+            f"frame: expected interactions before the validation cut {val_cut}, found none "
+            "(all timestamps are equal or the fractions are too large)"
+        )
     user_col = frame["user"].to_numpy()
     item_col = frame["item"].to_numpy()
     train = stamps < val_cut
     in_val = (stamps >= val_cut) & (stamps < test_cut)
     in_test = stamps >= test_cut
-    split = _fixed_split(user_col, item_col, train,
-                         val=(np.unique(user_col[in_val]), train, in_val),
-                         test=(np.unique(user_col[in_test]), ~in_test, in_test))
-    return UserSplit(split.x_train, split.train_user_ids, split.item_ids, split.val, split.test,
-                     cut_timestamps=(val_cut, test_cut))
+    split = _fixed_split(
+        user_col,
+        item_col,
+        train,
+        val=(np.unique(user_col[in_val]), train, in_val),
+        test=(np.unique(user_col[in_test]), ~in_test, in_test),
+    )
+    return UserSplit(
+        split.x_train, split.train_user_ids, split.item_ids, split.val, split.test, cut_timestamps=(val_cut, test_cut)
+    )
 
 
 def _fixed_split(user_col, item_col, train, *, val, test) -> UserSplit:
@@ -332,8 +345,11 @@ def _fixed_split(user_col, item_col, train, *, val, test) -> UserSplit:
         raise ValueError("frame: expected some interactions left for training, found none")
     train_users = np.unique(user_col[train])
     item_ids = np.unique(item_col[train])
-    x_train = _matrix(np.searchsorted(train_users, user_col[train]), np.searchsorted(item_ids, item_col[train]),
-                      (len(train_users), len(item_ids)))
+    x_train = _matrix(
+        np.searchsorted(train_users, user_col[train]),
+        np.searchsorted(item_ids, item_col[train]),
+        (len(train_users), len(item_ids)),
+    )
     return UserSplit(
         x_train=x_train,
         train_user_ids=_id_array(train_users),
@@ -353,8 +369,12 @@ def _fixed_held_out(user_col, item_col, item_ids, group, source_mask, target_mas
         mask = mask & np.isin(user_col, kept)
         return _matrix(np.searchsorted(kept, user_col[mask]), np.searchsorted(item_ids, item_col[mask]), shape)
 
-    return HeldOut(source=rows_of(source_mask), target=rows_of(target_mask), user_ids=_id_array(kept),
-                   n_users_dropped=int(len(group) - len(kept)))
+    return HeldOut(
+        source=rows_of(source_mask),
+        target=rows_of(target_mask),
+        user_ids=_id_array(kept),
+        n_users_dropped=int(len(group) - len(kept)),
+    )
 
 
 def _check_split_input(frame: pd.DataFrame, seed: int) -> None:
@@ -372,8 +392,11 @@ def check_seed(seed: int) -> None:
 
 def check_holdout_frac(eval_holdout_frac: float) -> None:
     """Raise ValueError unless ``eval_holdout_frac`` is a number in (0, 1)."""
-    if isinstance(eval_holdout_frac, bool) or not isinstance(eval_holdout_frac, Real) \
-            or not 0.0 < eval_holdout_frac < 1.0:
+    if (
+        isinstance(eval_holdout_frac, bool)
+        or not isinstance(eval_holdout_frac, Real)
+        or not 0.0 < eval_holdout_frac < 1.0
+    ):
         raise ValueError(f"eval_holdout_frac: expected a number in (0, 1), found {eval_holdout_frac!r}")
 
 
@@ -383,8 +406,9 @@ def check_fractions(test_frac: float, val_frac: float, what: str) -> None:
         if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= value < 1.0:
             raise ValueError(f"{name}: expected a number in [0, 1), found {value!r}")
     if test_frac + val_frac >= 1.0:
-        raise ValueError(f"test_frac + val_frac: expected a sum below 1 so that {what} remain, "
-                         f"found {test_frac} + {val_frac}")
+        raise ValueError(
+            f"test_frac + val_frac: expected a sum below 1 so that {what} remain, found {test_frac} + {val_frac}"
+        )
 
 
 def _matrix(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:

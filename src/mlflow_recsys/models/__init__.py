@@ -8,6 +8,17 @@ from mlflow_recsys.models.ranking import top_k
 from mlflow_recsys.models.registry import MODELS, ModelSpec, load_model, model_spec
 
 __all__ = [
-    "EASE", "EASEConfig", "ELSA", "ELSAConfig", "ELSATrainer", "MODELS", "ModelSpec", "Popularity", "Recommender",
-    "UnknownItemsWarning", "load_model", "model_spec", "top_k",
+    "EASE",
+    "EASEConfig",
+    "ELSA",
+    "ELSAConfig",
+    "ELSATrainer",
+    "MODELS",
+    "ModelSpec",
+    "Popularity",
+    "Recommender",
+    "UnknownItemsWarning",
+    "load_model",
+    "model_spec",
+    "top_k",
 ]

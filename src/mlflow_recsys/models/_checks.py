@@ -35,9 +35,7 @@ def as_interactions(x, name: str, n_items: int | None = None) -> sp.csr_matrix:
     if len(x.shape) != 2:
         raise ValueError(f"{name}: expected a 2-D matrix, found shape {x.shape}")
     if n_items is not None and x.shape[1] != n_items:
-        raise ValueError(
-            f"{name}: expected {n_items} columns (the model's item catalogue), found {x.shape[1]}"
-        )
+        raise ValueError(f"{name}: expected {n_items} columns (the model's item catalogue), found {x.shape[1]}")
     csr = sp.csr_matrix(x, dtype=np.float32, copy=True)
     csr.sum_duplicates()
     csr.sort_indices()

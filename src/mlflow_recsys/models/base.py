@@ -85,8 +85,9 @@ class Recommender:
         """
         n_items = self._require_fitted()
         config, state, arrays = self._to_saved()
-        return save_model_dir(path, model_name=self.name, config=config, state={"n_items": n_items, **state},
-                              arrays=arrays)
+        return save_model_dir(
+            path, model_name=self.name, config=config, state={"n_items": n_items, **state}, arrays=arrays
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike):
@@ -112,9 +113,7 @@ class Recommender:
         config, state, arrays = load_model_dir(path, cls.name)
         return cls._from_saved(config, state, arrays, int(state["n_items"]))
 
-    def recommend(
-        self, source_rows: sp.spmatrix, k: int, *, batch_size: int = 1024
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def recommend(self, source_rows: sp.spmatrix, k: int, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` items per row, never recommending the row's own fold-in items.
 
         Parameters

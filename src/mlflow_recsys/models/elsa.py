@@ -324,8 +324,11 @@ class ELSA(Recommender):
         return scores.astype(np.float32, copy=False)
 
     def _to_saved(self):
-        return dataclasses.asdict(self.config), {"loss_history": [float(v) for v in self.loss_history]}, \
-            {"A": self.weights}
+        return (
+            dataclasses.asdict(self.config),
+            {"loss_history": [float(v) for v in self.loss_history]},
+            {"A": self.weights},
+        )
 
     @classmethod
     def _from_saved(cls, config, state, arrays, n_items) -> ELSA:

@@ -74,10 +74,12 @@ MODELS: dict[str, ModelSpec] = {
     for spec in (
         ModelSpec("EASE", EASE, EASEConfig, hyperparameters=("l2",)),
         ModelSpec(
-            "ELSA", ELSA, ELSAConfig,
-            hyperparameters=("seed", "latent_dim", "batch_size", "epochs", "lr", "weight_decay", "device",
-                             "patience"),
-            seeded=True, epochs=True,
+            "ELSA",
+            ELSA,
+            ELSAConfig,
+            hyperparameters=("seed", "latent_dim", "batch_size", "epochs", "lr", "weight_decay", "device", "patience"),
+            seeded=True,
+            epochs=True,
         ),
         ModelSpec("Popularity", Popularity, None),
     )

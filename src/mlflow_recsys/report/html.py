@@ -29,8 +29,17 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Headers of the key table, in order.
 KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
 #: Headers of the details table, in order: the rows' names, then the display columns the key table leaves out.
-DETAIL_COLUMNS = ("metric", "comparison", "baseline_mean", "candidate_mean", "n_units", "n_nonzero", "tie_rate",
-                  "p_value", "relative")
+DETAIL_COLUMNS = (
+    "metric",
+    "comparison",
+    "baseline_mean",
+    "candidate_mean",
+    "n_units",
+    "n_nonzero",
+    "tie_rate",
+    "p_value",
+    "relative",
+)
 
 _STYLE = (
     "body{font-family:sans-serif;font-size:14px;max-width:1100px;margin:1em auto;padding:0 8px;line-height:1.45;"
@@ -55,9 +64,11 @@ def _name(text: str) -> str:
     return html.escape(text).replace("_", "_<wbr>").replace("@", "<wbr>@")
 
 
-def _comparison(candidate: str, baseline: str, candidate_seeds: int | None = None,
-                baseline_seeds: int | None = None) -> str:
+def _comparison(
+    candidate: str, baseline: str, candidate_seeds: int | None = None, baseline_seeds: int | None = None
+) -> str:
     """``candidate vs baseline``, escaped; with seed counts when given."""
+
     def side(name: str, seeds: int | None) -> str:
         if seeds is None:
             return _name(name)
@@ -68,8 +79,11 @@ def _comparison(candidate: str, baseline: str, candidate_seeds: int | None = Non
 
 def _row(cells: list[tuple[str, str]]) -> str:
     """One ``<tr>`` of already escaped cell contents, each with its class ("" for none)."""
-    return "<tr>" + "".join(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>"
-                            for cls, text in cells) + "</tr>"
+    return (
+        "<tr>"
+        + "".join(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>" for cls, text in cells)
+        + "</tr>"
+    )
 
 
 def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
@@ -83,18 +97,25 @@ def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
     shown = display_frame(report)
     rows = []
     for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
-        names = (_comparison(c.candidate, c.baseline, c.candidate_seeds, c.baseline_seeds) if seeds
-                 else _comparison(c.candidate, c.baseline))
-        rows.append(_row([
-            ("name", _name(r["metric"])),
-            ("name", names),
-            ("", html.escape(r["difference"])),
-            ("interval", html.escape(f"[{r['ci_low']}, {r['ci_high']}]")),
-            ("", html.escape(r["adjusted_p"])),
-            (r["direction"] if r["direction"] in ("better", "worse") else "", html.escape(r["direction"])),
-            ("", html.escape(r["mde"])),
-            ("", html.escape(r["W/T/L"])),
-        ]))
+        names = (
+            _comparison(c.candidate, c.baseline, c.candidate_seeds, c.baseline_seeds)
+            if seeds
+            else _comparison(c.candidate, c.baseline)
+        )
+        rows.append(
+            _row(
+                [
+                    ("name", _name(r["metric"])),
+                    ("name", names),
+                    ("", html.escape(r["difference"])),
+                    ("interval", html.escape(f"[{r['ci_low']}, {r['ci_high']}]")),
+                    ("", html.escape(r["adjusted_p"])),
+                    (r["direction"] if r["direction"] in ("better", "worse") else "", html.escape(r["direction"])),
+                    ("", html.escape(r["mde"])),
+                    ("", html.escape(r["W/T/L"])),
+                ]
+            )
+        )
     return _table(KEY_COLUMNS, rows, "key")
 
 
@@ -103,8 +124,12 @@ def details_table(report: ComparisonReport) -> str:
     shown = display_frame(report)
     rows = []
     for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
-        rows.append(_row([("name", _name(r["metric"])), ("name", _comparison(c.candidate, c.baseline))]
-                         + [("", html.escape(str(r[col]))) for col in DETAIL_COLUMNS[2:]]))
+        rows.append(
+            _row(
+                [("name", _name(r["metric"])), ("name", _comparison(c.candidate, c.baseline))]
+                + [("", html.escape(str(r[col]))) for col in DETAIL_COLUMNS[2:]]
+            )
+        )
     return _table(DETAIL_COLUMNS, rows, "details")
 
 
@@ -205,8 +230,9 @@ def _image(data: bytes, alt: str) -> str:
     return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def _primary_sentences(report: ComparisonReport, primary: str, declared: bool,
-                       seed_averaged: ComparisonReport | None) -> list[str]:
+def _primary_sentences(
+    report: ComparisonReport, primary: str, declared: bool, seed_averaged: ComparisonReport | None
+) -> list[str]:
     """The primary metric and its result sentences, the seed-averaged ones after the representative seed's."""
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     parts = [f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>"]
@@ -229,8 +255,10 @@ def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None) -
         parts.append("<h3>Representative-seed comparison</h3>")
     parts.append(f'<div id="details-table" class="wide">{details_table(report)}</div>')
     if seed_averaged is not None:
-        parts += ["<h3>Seed-averaged comparison</h3>",
-                  f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>']
+        parts += [
+            "<h3>Seed-averaged comparison</h3>",
+            f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>',
+        ]
     return parts
 
 
@@ -240,8 +268,13 @@ def _seed_spread_section(spreads: dict, primary: str | None, seed_png: bytes | N
     for name, spread in spreads.items():
         frame = spread.to_frame()
         parts.append(f"<h3>{html.escape(name)}</h3>")
-        parts.append('<div class="wide">' + frame.drop(columns=["baseline", "candidate"]).to_html(
-            index=False, border=0, float_format=lambda v: f"{v:.6f}") + "</div>")
+        parts.append(
+            '<div class="wide">'
+            + frame.drop(columns=["baseline", "candidate"]).to_html(
+                index=False, border=0, float_format=lambda v: f"{v:.6f}"
+            )
+            + "</div>"
+        )
         key = primary if primary in set(frame["metric"]) else frame["metric"].iloc[0]
         parts.append(f"<p>{html.escape(spread.results_text(key, markup='plain'))}</p>")
     if seed_png is not None:

@@ -91,8 +91,15 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
     if title is not None and not isinstance(title, str):
         raise TypeError(f"title: expected a string or None, found {type(title).__name__}")
-    header = ["Metric", "Comparison", "Difference", f"{_percent(report.comparisons[0].confidence_level)}\\% CI",
-              "$p$" if report.correction is None else "Adj.~$p$", "MDE", "W/T/L"]
+    header = [
+        "Metric",
+        "Comparison",
+        "Difference",
+        f"{_percent(report.comparisons[0].confidence_level)}\\% CI",
+        "$p$" if report.correction is None else "Adj.~$p$",
+        "MDE",
+        "W/T/L",
+    ]
     rows = [
         [
             escape_latex(c.metric),
@@ -106,12 +113,27 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         for c in report.comparisons
     ]
     lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
-    return "\n".join([
-        f"% Needs {LATEX_PREAMBLE} in the preamble.", r"\begin{table}", r"\centering",
-        f"\\caption{{{_latex_caption(report, title)}}}", f"\\label{{{label}}}", r"\small",
-        r"\begin{adjustbox}{max width=\linewidth}", r"\begin{tabular}{llrcrrr}", r"\toprule", lines[0], r"\midrule",
-        *lines[1:], r"\bottomrule", r"\end{tabular}", r"\end{adjustbox}", r"\end{table}", "",
-    ])
+    return "\n".join(
+        [
+            f"% Needs {LATEX_PREAMBLE} in the preamble.",
+            r"\begin{table}",
+            r"\centering",
+            f"\\caption{{{_latex_caption(report, title)}}}",
+            f"\\label{{{label}}}",
+            r"\small",
+            r"\begin{adjustbox}{max width=\linewidth}",
+            r"\begin{tabular}{llrcrrr}",
+            r"\toprule",
+            lines[0],
+            r"\midrule",
+            *lines[1:],
+            r"\bottomrule",
+            r"\end{tabular}",
+            r"\end{adjustbox}",
+            r"\end{table}",
+            "",
+        ]
+    )
 
 
 def significance_marker(adjusted_p: float, alpha: float) -> str:

@@ -79,8 +79,9 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
 
     plt = _pyplot()
     frame = report.to_frame()
-    labels = [f"{plot_label(r.candidate)} vs {plot_label(r.baseline)}\n{plot_label(r.metric)}"
-              for r in frame.itertuples()]
+    labels = [
+        f"{plot_label(r.candidate)} vs {plot_label(r.baseline)}\n{plot_label(r.metric)}" for r in frame.itertuples()
+    ]
     y = np.arange(len(frame))[::-1]
     with matplotlib.rc_context(LITERAL_TEXT):
         fig, ax = plt.subplots(figsize=(8, 0.6 * len(frame) + 1.4))
@@ -98,11 +99,22 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
                 ax.set_xlim(left, right)
             significant = frame["significant"].to_numpy(dtype=bool)
             if significant.any():
-                ax.scatter(frame["difference"][significant], y[significant], color="C0", zorder=3,
-                           label="significant (adjusted)")
+                ax.scatter(
+                    frame["difference"][significant],
+                    y[significant],
+                    color="C0",
+                    zorder=3,
+                    label="significant (adjusted)",
+                )
             if (~significant).any():
-                ax.scatter(frame["difference"][~significant], y[~significant], facecolor="white", edgecolor="C0",
-                           zorder=3, label="not significant")
+                ax.scatter(
+                    frame["difference"][~significant],
+                    y[~significant],
+                    facecolor="white",
+                    edgecolor="C0",
+                    zorder=3,
+                    label="not significant",
+                )
             ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
             ax.set_yticks(y, labels, fontsize=8)
             level = frame["confidence_level"].iloc[0]
@@ -154,15 +166,19 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
                     names.append(plot_label(name))
                     ax.axhline(diff.mean(), color=f"C{k}", linewidth=1, alpha=0.6)
                 seeds = rows.drop_duplicates(["baseline_seed", "candidate_seed"])
-                ax.set_xticks(np.arange(len(seeds)),
-                              [plot_label(c if c is not None and c == c else b, 12) for b, c in
-                               zip(seeds["baseline_seed"], seeds["candidate_seed"], strict=True)], fontsize=8)
+                ax.set_xticks(
+                    np.arange(len(seeds)),
+                    [
+                        plot_label(c if c is not None and c == c else b, 12)
+                        for b, c in zip(seeds["baseline_seed"], seeds["candidate_seed"], strict=True)
+                    ],
+                    fontsize=8,
+                )
                 ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
                 ax.set_title(plot_label(metric), fontsize=9)
                 ax.set_xlabel("seed")
             axes[0][0].set_ylabel("difference (candidate - baseline)")
-            fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds",
-                         fontsize=9)
+            fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds", fontsize=9)
             if legend_rows:
                 # Below the panels, never over the data. Handles and labels passed explicitly: matplotlib would
                 # skip a name that starts with "_".

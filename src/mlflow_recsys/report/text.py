@@ -69,8 +69,9 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
             "n_units": frame["n_units"],
             "n_nonzero": frame["n_nonzero"],
             "tie_rate": frame["tie_rate"].map(lambda v: f"{v:.1%}"),
-            "W/T/L": [f"{w}/{t}/{loss}"
-                      for w, t, loss in zip(frame["wins"], frame["ties"], frame["losses"], strict=True)],
+            "W/T/L": [
+                f"{w}/{t}/{loss}" for w, t, loss in zip(frame["wins"], frame["ties"], frame["losses"], strict=True)
+            ],
             "baseline_mean": frame["baseline_mean"].map(lambda v: f"{v:.6f}"),
             "candidate_mean": frame["candidate_mean"].map(lambda v: f"{v:.6f}"),
             "difference": frame["difference"].map(lambda v: f"{v:.6f}"),
@@ -176,15 +177,20 @@ def _correction_words(report: ComparisonReport) -> str:
     if report.correction is None:
         return "p-values were not adjusted for multiple comparisons"
     if "primary" in families:
-        how = ("Holm's step-down procedure (Holm, 1979)" if report.correction == "holm"
-               else "the Bonferroni correction")
-        primary = ("the primary metric formed a family of its own "
-                   f"({_hypotheses(families['primary'])}, one per model pair)")
-        secondary = (f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
-                     if "secondary" in families else "")
-        return (f"{primary}{secondary}; p-values were adjusted within each family with {how}, which controls "
-                "each family's family-wise error rate under arbitrary dependence, so adding secondary metrics "
-                "does not weaken the primary result")
+        how = "Holm's step-down procedure (Holm, 1979)" if report.correction == "holm" else "the Bonferroni correction"
+        primary = (
+            f"the primary metric formed a family of its own ({_hypotheses(families['primary'])}, one per model pair)"
+        )
+        secondary = (
+            f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
+            if "secondary" in families
+            else ""
+        )
+        return (
+            f"{primary}{secondary}; p-values were adjusted within each family with {how}, which controls "
+            "each family's family-wise error rate under arbitrary dependence, so adding secondary metrics "
+            "does not weaken the primary result"
+        )
     J = report.family_size
     if J == 1:
         return f"only one hypothesis was tested, so the {report.correction} adjustment leaves its p-value unchanged"
@@ -218,8 +224,7 @@ def methods_text(report: ComparisonReport) -> str:
     if "wilcoxon" in methods:
         # A report tests every hypothesis one way, so here the first comparison is a Wilcoxon one, with a zero method.
         zero_words = _ZERO_WORDS[cast(str, first.zero_method)]
-        tests += (f" ({zero_words}; p-values from scipy.stats.wilcoxon, exact for small samples without ties "
-                  "or zeros)")
+        tests += f" ({zero_words}; p-values from scipy.stats.wilcoxon, exact for small samples without ties or zeros)"
     units = (
         "Each user's rows were first averaged, so every user counts once. "
         if any(c.n_units != c.n_samples for c in report.comparisons)
@@ -255,16 +260,20 @@ def _mde_words(report: ComparisonReport) -> str:
     if report.correction is not None and len(report.families) > 1:
         level, note = f"alpha/J = {alpha:.2g}/J (J the number of hypotheses in its family)", ""
         if report.correction == "holm":
-            note = (" That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
-                    "so the figure is conservative.")
+            note = (
+                " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
+                "so the figure is conservative."
+            )
     elif report.correction is None or J == 1:
         level, note = f"alpha = {alpha:.2g}", ""
     elif report.correction == "bonferroni":
         level, note = f"the Bonferroni level alpha/J = {alpha:.2g}/{J}", ""
     else:
         level = f"alpha/J = {alpha:.2g}/{J}"
-        note = (" That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
-                "so the figure is conservative.")
+        note = (
+            " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
+            "so the figure is conservative."
+        )
     return (
         "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference that a "
         f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
@@ -330,8 +339,11 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
         test = f"paired {c.test_method} test with {B:,} resamples"
         at_floor = abs(p - min(1.0, floor)) <= 1e-12
         p_words = f"{_p_label(report, c)} = {_format_p(p)}" + (
-            f", the smallest attainable with {B:,} resamples and {J} hypotheses" if at_floor and J > 1 else
-            f", the smallest attainable with {B:,} resamples" if at_floor else ""
+            f", the smallest attainable with {B:,} resamples and {J} hypotheses"
+            if at_floor and J > 1
+            else f", the smallest attainable with {B:,} resamples"
+            if at_floor
+            else ""
         )
     elif c.test_method == "randomization-exact":
         test = "exact paired randomization test over all sign patterns"
@@ -344,8 +356,11 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
         p_words = f"{_p_label(report, c)} = {_format_p(p)}"
     level = f"{c.confidence_level:.0%}"
     interval = (
-        f"[{c.ci_low:.4f}, {c.ci_high:.4f}]" if c.alternative == "two-sided"
-        else f"[{c.ci_low:.4f}, inf)" if c.alternative == "greater" else f"(-inf, {c.ci_high:.4f}]"
+        f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
+        if c.alternative == "two-sided"
+        else f"[{c.ci_low:.4f}, inf)"
+        if c.alternative == "greater"
+        else f"(-inf, {c.ci_high:.4f}]"
     )
     verdict = {
         "better": "significant, in the candidate's favour",
@@ -353,8 +368,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
         "inconclusive": "not significant",
     }[c.direction]
     if c.baseline_seeds > 1 or c.candidate_seeds > 1:
-        effect = (f"Averaged over training seeds ({cand}: {c.candidate_seeds}, {base}: {c.baseline_seeds}), "
-                  + effect)
+        effect = f"Averaged over training seeds ({cand}: {c.candidate_seeds}, {base}: {c.baseline_seeds}), " + effect
     if c.direction == "inconclusive" and not pd.isna(c.mde):
         verdict += (
             f"; with {c.n_units:,} users this comparison would detect a true difference of {c.mde:.4f} "
@@ -393,12 +407,16 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain
         "independent-seeds": "both models retrained independently",
     }[r.protocol]
     if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
-        spreads = (f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
-                   "(bootstrap standard error 0) the two cannot be compared")
+        spreads = (
+            f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
+            "(bootstrap standard error 0) the two cannot be compared"
+        )
     else:
-        spreads = (f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap "
-                   f"standard error over users, {r.sd_users:.4f}, so allowing for retraining widens the "
-                   f"interval by {r.widens_by:.1%}")
+        spreads = (
+            f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap "
+            f"standard error over users, {r.sd_users:.4f}, so allowing for retraining widens the "
+            f"interval by {r.widens_by:.1%}"
+        )
     text = (
         f"Over {r.n_seeds} seeds ({retrained}), {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
         f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
@@ -512,9 +530,9 @@ def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
         return []
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return [
-        "  ".join(cell.rjust(w) if i in right else cell.ljust(w)
-                  for i, (cell, w) in enumerate(zip(row, widths, strict=True)))
-        .rstrip()
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
         for row in rows
     ]
 
@@ -592,6 +610,5 @@ def _seed_counts(report: ComparisonReport) -> str:
             if n not in seen:
                 seen.append(n)
     return "; ".join(
-        f"{model}: {' or '.join(str(n) for n in ns)} seed{'' if ns == [1] else 's'}"
-        for model, ns in counts.items()
+        f"{model}: {' or '.join(str(n) for n in ns)} seed{'' if ns == [1] else 's'}" for model, ns in counts.items()
     )

@@ -89,8 +89,14 @@ class _StripCors:
 
         async def send_stripped(message):
             if message.get("type") == "http.response.start":
-                message = {**message, "headers": [(k, v) for k, v in message.get("headers", [])
-                                                  if not k.lower().startswith(b"access-control-allow-")]}
+                message = {
+                    **message,
+                    "headers": [
+                        (k, v)
+                        for k, v in message.get("headers", [])
+                        if not k.lower().startswith(b"access-control-allow-")
+                    ],
+                }
             await send(message)
 
         return await self.app(scope, receive, send_stripped)

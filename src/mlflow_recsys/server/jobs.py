@@ -101,11 +101,15 @@ def _private_folder(path: Path) -> None:
     if not stat.S_ISDIR(st.st_mode):
         raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is not a folder")
     if st.st_uid != os.getuid():
-        raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is owned by uid {st.st_uid}, not by this server's uid "
-                           f"{os.getuid()}; refusing to keep comparison jobs there")
+        raise RuntimeError(
+            f"{JOBS_DIR_ENV}: {path} is owned by uid {st.st_uid}, not by this server's uid "
+            f"{os.getuid()}; refusing to keep comparison jobs there"
+        )
     if st.st_mode & 0o022:
-        raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is writable by its group or by others (mode "
-                           f"{oct(st.st_mode & 0o777)}); refusing to keep comparison jobs there (chmod 700 it)")
+        raise RuntimeError(
+            f"{JOBS_DIR_ENV}: {path} is writable by its group or by others (mode "
+            f"{oct(st.st_mode & 0o777)}); refusing to keep comparison jobs there (chmod 700 it)"
+        )
 
 
 def secret_key(folder: Path) -> bytes:
@@ -155,8 +159,11 @@ def read_job(folder: Path, job_id: str) -> dict:
     if job["stage"] not in FINAL:
         pid = job["pid"]
         if (pid and not _alive(pid)) or (not pid and time.time() - job.get("created", 0) > UNLAUNCHED_AFTER_S):
-            job = {**job, "stage": "failed",
-                   "error": "the comparison process ended without a result (killed, or the server stopped)"}
+            job = {
+                **job,
+                "stage": "failed",
+                "error": "the comparison process ended without a result (killed, or the server stopped)",
+            }
     return job
 
 
@@ -218,9 +225,20 @@ def prune(folder: Path, *, now: float | None = None, keep_s: float = KEEP_JOBS_S
 def new_job(folder: Path, *, run_ids: list[str], settings: dict, experiment_ids: list[str]) -> dict:
     """Write a queued job and return it (after removing old ended jobs, see :func:`prune`)."""
     prune(folder)
-    job = {"id": uuid.uuid4().hex, "stage": "queued", "created": time.time(), "run_ids": run_ids,
-           "settings": settings, "experiment_ids": experiment_ids, "pid": None, "history": [["queued", time.time()]],
-           "started": None, "finished": None, "result": None, "error": None}
+    job = {
+        "id": uuid.uuid4().hex,
+        "stage": "queued",
+        "created": time.time(),
+        "run_ids": run_ids,
+        "settings": settings,
+        "experiment_ids": experiment_ids,
+        "pid": None,
+        "history": [["queued", time.time()]],
+        "started": None,
+        "finished": None,
+        "result": None,
+        "error": None,
+    }
     write_job(folder, job)
     return job
 
@@ -271,4 +289,3 @@ def acquire_slot(folder: Path, n: int, *, poll: float = 0.25, on_wait=None) -> i
             on_wait()
         waited = True
         time.sleep(poll)
-

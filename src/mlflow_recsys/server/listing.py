@@ -86,14 +86,20 @@ class Listing:
     truncated: bool  # more runs matched than MAX_LISTED
 
 
-def training_runs(client: MlflowClient, experiment_ids: list[str], *, page_size: int = PAGE_SIZE,
-                  limit: int = MAX_LISTED) -> tuple[list[Run], bool]:
+def training_runs(
+    client: MlflowClient, experiment_ids: list[str], *, page_size: int = PAGE_SIZE, limit: int = MAX_LISTED
+) -> tuple[list[Run], bool]:
     """FINISHED training runs of the experiments, page by page; and whether more than ``limit`` matched."""
     runs, token = [], None
     while True:
-        page = client.search_runs(experiment_ids, filter_string=TRAIN_FILTER, run_view_type=ViewType.ACTIVE_ONLY,
-                                  max_results=min(page_size, limit + 1 - len(runs)), page_token=token,
-                                  order_by=["attributes.start_time ASC"])
+        page = client.search_runs(
+            experiment_ids,
+            filter_string=TRAIN_FILTER,
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=min(page_size, limit + 1 - len(runs)),
+            page_token=token,
+            order_by=["attributes.start_time ASC"],
+        )
         runs.extend(page)
         token = page.token
         if not token or len(runs) > limit:
@@ -118,7 +124,7 @@ def _protocol(run: Run, digest: str) -> tuple[str, str]:
         if digest and d.digest and digest.startswith(d.digest):
             name = d.name  # "<dataset> <protocol> seed <seed>", as tracking.training.split_dataset names it
             if dataset and name.startswith(dataset + " "):
-                return dataset, name[len(dataset) + 1:]
+                return dataset, name[len(dataset) + 1 :]
             return dataset or name, name
     return dataset, "protocol not recorded"
 
@@ -142,20 +148,29 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
         if key not in models:
             models[key] = ModelGroup(model=model, config=_config_text(config), config_json=_canonical(config))
             splits[digest].models.append(models[key])
-        models[key].runs.append(RunRow(run_id=r.info.run_id, name=r.info.run_name or r.info.run_id,
-                                       seed=t.get(tags.SEED, tags.NO_SEED),
-                                       value=r.data.metrics.get(name) if name else None,
-                                       experiment_id=r.info.experiment_id,
-                                       values=_finite_values(r)))
+        models[key].runs.append(
+            RunRow(
+                run_id=r.info.run_id,
+                name=r.info.run_name or r.info.run_id,
+                seed=t.get(tags.SEED, tags.NO_SEED),
+                value=r.data.metrics.get(name) if name else None,
+                experiment_id=r.info.experiment_id,
+                values=_finite_values(r),
+            )
+        )
     for split in splits.values():
         _name_candidates(split.models)
         split.models.sort(key=lambda m: (m.model, m.config))
         for group in split.models:
             group.runs.sort(key=lambda row: tags.seed_order(row.seed))
-    return Listing(splits=sorted(splits.values(), key=lambda s: (s.dataset, s.protocol, s.digest)),
-                   metric_keys=keys, models=sorted({m.candidate for m in models.values()} | {m.model for m in models.values()}),
-                   shown_metric=shown_metric,
-                   n_runs=len(runs), truncated=truncated)
+    return Listing(
+        splits=sorted(splits.values(), key=lambda s: (s.dataset, s.protocol, s.digest)),
+        metric_keys=keys,
+        models=sorted({m.candidate for m in models.values()} | {m.model for m in models.values()}),
+        shown_metric=shown_metric,
+        n_runs=len(runs),
+        truncated=truncated,
+    )
 
 
 def _canonical(config: str) -> str:
@@ -197,16 +212,26 @@ def _config_text(config: str) -> str:
 def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filter_string: str | None = None) -> list:
     found, token = [], None
     while True:
-        page = client.search_experiments(view_type=view_type, filter_string=filter_string, max_results=PAGE_SIZE,
-                                         page_token=token, order_by=["name ASC"])
+        page = client.search_experiments(
+            view_type=view_type,
+            filter_string=filter_string,
+            max_results=PAGE_SIZE,
+            page_token=token,
+            order_by=["name ASC"],
+        )
         found.extend(page)
         token = page.token
         if not token:
             return found
 
 
-def _holding(client: MlflowClient, experiment_ids: list[str], filter_string: str, view_type=ViewType.ACTIVE_ONLY,
-             page_size: int = 200) -> set[str]:
+def _holding(
+    client: MlflowClient,
+    experiment_ids: list[str],
+    filter_string: str,
+    view_type=ViewType.ACTIVE_ONLY,
+    page_size: int = 200,
+) -> set[str]:
     """Which of the experiments hold a run matching the filter.
 
     Each query asks across every experiment not yet found; the experiments of its runs are found, and the next
@@ -231,7 +256,9 @@ def experiments_with_training_runs(client: MlflowClient) -> list:
     ``search_runs`` queries across all of them at once (never one query per experiment).
     """
     everything = _all_experiments(client)
-    tagged = {e.experiment_id for e in _all_experiments(client, filter_string=f"tags.`{tags.HAS_TRAINING_RUNS}` = 'true'")}
+    tagged = {
+        e.experiment_id for e in _all_experiments(client, filter_string=f"tags.`{tags.HAS_TRAINING_RUNS}` = 'true'")
+    }
     untagged = [e.experiment_id for e in everything if e.experiment_id not in tagged]
     # A tagged experiment is listed on the tag's word: if its training runs were deleted since, its page says so.
     holding = tagged | _holding(client, untagged, TRAIN_FILTER)
@@ -251,12 +278,17 @@ def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) ->
     experiment_ids = [e.experiment_id for e in _all_experiments(client, ViewType.ALL)]
     found: dict[str, Run] = {}
     for start in range(0, len(wanted), chunk):
-        part = wanted[start:start + chunk]
+        part = wanted[start : start + chunk]
         ids = ", ".join(f"'{r}'" for r in part)
         token = None
         while True:
-            page = client.search_runs(experiment_ids, filter_string=f"attributes.run_id IN ({ids})",
-                                      run_view_type=ViewType.ALL, max_results=PAGE_SIZE, page_token=token)
+            page = client.search_runs(
+                experiment_ids,
+                filter_string=f"attributes.run_id IN ({ids})",
+                run_view_type=ViewType.ALL,
+                max_results=PAGE_SIZE,
+                page_token=token,
+            )
             found.update((r.info.run_id, r) for r in page)
             token = page.token
             if not token:
@@ -274,18 +306,31 @@ class ComparisonRow:
     experiment_id: str = ""
 
 
-def comparisons(client: MlflowClient, experiment_ids: list[str], *, limit: int = MAX_COMPARISONS) -> list[ComparisonRow]:
+def comparisons(
+    client: MlflowClient, experiment_ids: list[str], *, limit: int = MAX_COMPARISONS
+) -> list[ComparisonRow]:
     """The experiments' comparison runs, newest first, each with its error, its ``recsys.result`` headline, or
     (runs made before that tag) the first result sentence of its notes."""
-    runs = client.search_runs(experiment_ids, filter_string=COMPARISON_FILTER, max_results=limit,
-                              order_by=["attributes.start_time DESC"])
+    runs = client.search_runs(
+        experiment_ids, filter_string=COMPARISON_FILTER, max_results=limit, order_by=["attributes.start_time DESC"]
+    )
     rows = []
     for r in runs:
-        sentence = (r.data.tags.get(tags.ERROR) or r.data.tags.get(tags.RESULT)
-                    or note_sentence(r.data.tags.get("mlflow.note.content", "")))
-        rows.append(ComparisonRow(run_id=r.info.run_id, name=r.info.run_name or r.info.run_id, status=r.info.status,
-                                  sentence=sentence, start_time=r.info.start_time,
-                                  experiment_id=r.info.experiment_id))
+        sentence = (
+            r.data.tags.get(tags.ERROR)
+            or r.data.tags.get(tags.RESULT)
+            or note_sentence(r.data.tags.get("mlflow.note.content", ""))
+        )
+        rows.append(
+            ComparisonRow(
+                run_id=r.info.run_id,
+                name=r.info.run_name or r.info.run_id,
+                status=r.info.status,
+                sentence=sentence,
+                start_time=r.info.start_time,
+                experiment_id=r.info.experiment_id,
+            )
+        )
     return rows
 
 

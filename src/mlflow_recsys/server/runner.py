@@ -28,21 +28,33 @@ from mlflow_recsys.server import jobs
 _KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
 
 
-def launch(folder: Path, job: dict, *, tracking_uri: str, username: str | None = None,
-           password: str | None = None) -> subprocess.Popen:
+def launch(
+    folder: Path, job: dict, *, tracking_uri: str, username: str | None = None, password: str | None = None
+) -> subprocess.Popen:
     """Start the job's process; a thread of this worker reaps it when it ends."""
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith(("MLFLOW_", "_MLFLOW_")) and not k.startswith(_KEEP_PREFIXES))}
-    env.update(MLFLOW_TRACKING_URI=tracking_uri, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
-               MLFLOW_RECSYS_COMMAND="server-compare",
-               **{jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons())})
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not (k.startswith(("MLFLOW_", "_MLFLOW_")) and not k.startswith(_KEEP_PREFIXES))
+    }
+    env.update(
+        MLFLOW_TRACKING_URI=tracking_uri,
+        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
+        MLFLOW_RECSYS_COMMAND="server-compare",
+        **{jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons())},
+    )
     if username is not None:
         env.update(MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password or "")
     try:
         with open(folder / f"{job['id']}.log", "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "mlflow_recsys.server.runner", str(folder), job["id"]],
-                                    env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    cwd=folder)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mlflow_recsys.server.runner", str(folder), job["id"]],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=folder,
+            )
     except BaseException:
         jobs.delete_job(folder, job["id"])  # no process: no job
         raise
@@ -65,8 +77,11 @@ def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
     metric = primary or report.comparisons[0].metric
     lines = [report.results_text(metric, c.candidate, c.baseline) for c in report.comparisons if c.metric == metric]
     if outcome.seed_averaged is not None:
-        lines += [outcome.seed_averaged.results_text(metric, c.candidate, c.baseline)
-                  for c in outcome.seed_averaged.comparisons if c.metric == metric and c.averages_seeds]
+        lines += [
+            outcome.seed_averaged.results_text(metric, c.candidate, c.baseline)
+            for c in outcome.seed_averaged.comparisons
+            if c.metric == metric and c.averages_seeds
+        ]
     lines += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
     return metric, lines
 
@@ -98,9 +113,17 @@ def run_job(folder: Path, job_id: str) -> dict:
         metric, sentences = _sentences(outcome, selection.primary)
         run = MlflowClient().get_run(outcome.run_id)
         job["finished"] = time.time()
-        update("done", result={"run_id": outcome.run_id, "experiment_id": run.info.experiment_id,
-                               "run_name": run.info.run_name, "status": run.info.status, "metric": metric,
-                               "sentences": sentences})
+        update(
+            "done",
+            result={
+                "run_id": outcome.run_id,
+                "experiment_id": run.info.experiment_id,
+                "run_name": run.info.run_name,
+                "status": run.info.status,
+                "metric": metric,
+                "sentences": sentences,
+            },
+        )
     except BaseException as exc:  # noqa: BLE001 - every ending is recorded, then re-raised
         lines = [line for line in str(exc).splitlines() if line.strip()] or [""]
         job["finished"] = time.time()

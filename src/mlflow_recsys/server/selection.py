@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.server.listing import RUN_ID
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking.limits import shorten
-from mlflow_recsys.tracking.runs import RunSelectionError, select_runs
+from mlflow_recsys.tracking.runs import RunSelectionError
 
 #: ``correction`` choices of the form (the command line's), ``none`` meaning no adjustment.
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -50,13 +50,22 @@ class Selection:
         ValueError
             For a setting out of range, with the command line's message.
         """
-        return ComparisonSettings(reference=self.reference, metrics=self.metrics, primary=self.primary,
-                                  correction=None if self.correction == "none" else self.correction,
-                                  n_resamples=self.n_resamples)
+        return ComparisonSettings(
+            reference=self.reference,
+            metrics=self.metrics,
+            primary=self.primary,
+            correction=None if self.correction == "none" else self.correction,
+            n_resamples=self.n_resamples,
+        )
 
     def to_json(self) -> dict:
-        return {"reference": self.reference, "primary": self.primary, "metrics": self.metrics,
-                "correction": self.correction, "n_resamples": self.n_resamples}
+        return {
+            "reference": self.reference,
+            "primary": self.primary,
+            "metrics": self.metrics,
+            "correction": self.correction,
+            "n_resamples": self.n_resamples,
+        }
 
 
 def parse_form(form) -> Selection:
@@ -72,8 +81,9 @@ def parse_form(form) -> Selection:
         raise RunSelectionError("runs: expected at least two ticked runs, found none")
     malformed = [r for r in run_ids if not RUN_ID.fullmatch(r)]
     if malformed:
-        raise RunSelectionError(f"runs: expected MLflow run ids (letters, digits, _ and -), found "
-                                f"{shorten(malformed[0], 40)!r}")
+        raise RunSelectionError(
+            f"runs: expected MLflow run ids (letters, digits, _ and -), found {shorten(malformed[0], 40)!r}"
+        )
     correction = form.get("correction", cli_defaults()["correction"])
     if correction not in CORRECTIONS:
         raise RunSelectionError(f"correction: expected one of {list(CORRECTIONS)}, found {correction!r}")
@@ -84,8 +94,12 @@ def parse_form(form) -> Selection:
         raise RunSelectionError(f"n_resamples: expected a whole number, found {raw!r}") from None
     metrics = [m for m in form.getlist("metrics") if m] or None
     return Selection(
-        run_ids=run_ids, reference=form.get("reference") or None, primary=form.get("primary") or None,
-        metrics=metrics, correction=correction, n_resamples=n_resamples,
+        run_ids=run_ids,
+        reference=form.get("reference") or None,
+        primary=form.get("primary") or None,
+        metrics=metrics,
+        correction=correction,
+        n_resamples=n_resamples,
         experiment_ids=[e for e in form.getlist("experiment") if e],
     )
 

@@ -18,8 +18,8 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
-from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
 from mlflow_recsys.server.listing import RUN_ID
+from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
@@ -80,8 +80,9 @@ def _only_admins():
         from mlflow.server.auth import sender_is_admin
 
         if not sender_is_admin():
-            return Response("The recsys pages are open to MLflow admins only on this server.", status=403,
-                            mimetype="text/plain")
+            return Response(
+                "The recsys pages are open to MLflow admins only on this server.", status=403, mimetype="text/plain"
+            )
     return None
 
 
@@ -221,8 +222,14 @@ def _experiment_ids(ids: list[str]) -> list:
     return [exp for _, exp in found]
 
 
-def _listing_page(experiments: list, *, ticked: list[str], selection: Selection | None = None,
-                  error: str | None = None, status: int = 200):
+def _listing_page(
+    experiments: list,
+    *,
+    ticked: list[str],
+    selection: Selection | None = None,
+    error: str | None = None,
+    status: int = 200,
+):
     ids = [e.experiment_id for e in experiments]
     runs, truncated = listing.training_runs(client(), ids)
     shown = (selection.primary if selection else None) or request.args.get("metric") or None
@@ -234,16 +241,30 @@ def _listing_page(experiments: list, *, ticked: list[str], selection: Selection 
     for run_id in unlisted:
         run = found.get(run_id)
         if run is None:  # a hand-made address may hold anything: shown short, as text
-            extra.append({"run_id": shorten(run_id, 256), "name": shorten(run_id, 60), "status": "not found",
-                          "role": ""})
+            extra.append(
+                {"run_id": shorten(run_id, 256), "name": shorten(run_id, 60), "status": "not found", "role": ""}
+            )
             continue
         state = run.info.status if run.info.lifecycle_stage == "active" else f"deleted ({run.info.status})"
-        extra.append({"run_id": run_id, "name": run.info.run_name or run_id, "status": state,
-                      "role": run.data.tags.get(tags.ROLE, "")})
+        extra.append(
+            {
+                "run_id": run_id,
+                "name": run.info.run_name or run_id,
+                "status": state,
+                "role": run.data.tags.get(tags.ROLE, ""),
+            }
+        )
     settings = selection or Selection(run_ids=ticked)
     body = render_template(
-        "recsys/experiment.html", experiments=experiments, listing=lst, ticked=set(ticked), extra=extra,
-        settings=settings, corrections=CORRECTIONS, defaults=cli_defaults(), error=error,
+        "recsys/experiment.html",
+        experiments=experiments,
+        listing=lst,
+        ticked=set(ticked),
+        extra=extra,
+        settings=settings,
+        corrections=CORRECTIONS,
+        defaults=cli_defaults(),
+        error=error,
         comparisons=listing.comparisons(client(), ids),
     )
     return Response(body, status=status, mimetype="text/html")
@@ -295,8 +316,9 @@ def page_message(exc: Exception) -> str:
 def compare():
     """Check the selection as the command line does, then start the comparison job and show its page."""
     if _cross_origin():
-        return Response("Compare was refused: the form was posted from another site.", status=403,
-                        mimetype="text/plain")
+        return Response(
+            "Compare was refused: the form was posted from another site.", status=403, mimetype="text/plain"
+        )
     csrf.protect()
     selection, error = None, None
     try:
@@ -314,17 +336,28 @@ def compare():
     with jobs.admission(folder):
         waiting, bound = jobs.unfinished_jobs(folder), 4 * jobs.max_comparisons()
         if waiting >= bound:
-            return Response(f"{waiting} comparisons are already waiting; try again when one finishes.", status=503,
-                            mimetype="text/plain", headers={"Retry-After": "30"})
-        job = jobs.new_job(folder, run_ids=selection.run_ids, settings=selection.to_json(),
-                           experiment_ids=selection.experiment_ids)
+            return Response(
+                f"{waiting} comparisons are already waiting; try again when one finishes.",
+                status=503,
+                mimetype="text/plain",
+                headers={"Retry-After": "30"},
+            )
+        job = jobs.new_job(
+            folder, run_ids=selection.run_ids, settings=selection.to_json(), experiment_ids=selection.experiment_ids
+        )
     auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
     try:
-        runner.launch(folder, job, tracking_uri=self_url(), username=auth.username if auth else None,
-                      password=auth.password if auth else None)
+        runner.launch(
+            folder,
+            job,
+            tracking_uri=self_url(),
+            username=auth.username if auth else None,
+            password=auth.password if auth else None,
+        )
     except OSError as exc:
-        return Response(f"the comparison process could not be started: {redact(str(exc))}", status=503,
-                        mimetype="text/plain")
+        return Response(
+            f"the comparison process could not be started: {redact(str(exc))}", status=503, mimetype="text/plain"
+        )
     return redirect(url_for("recsys.job_page", job_id=job["id"]), code=303)
 
 
@@ -338,18 +371,38 @@ def _job(job_id: str) -> dict:
 @bp.route("/jobs/<job_id>")
 def job_page(job_id: str):
     job = _job(job_id)
-    return render_template("recsys/job.html", job=job, stages=jobs.STAGES, final=job["stage"] in jobs.FINAL,
-                           max_comparisons=jobs.max_comparisons())
+    return render_template(
+        "recsys/job.html",
+        job=job,
+        stages=jobs.STAGES,
+        final=job["stage"] in jobs.FINAL,
+        max_comparisons=jobs.max_comparisons(),
+    )
 
 
 @bp.route("/jobs/<job_id>.json")
 def job_state(job_id: str):
     job = _job(job_id)
-    return {k: job.get(k) for k in ("id", "stage", "history", "created", "started", "finished", "result", "error", "run_ids",
-                                    "settings", "waiting_for_slot")}
+    return {
+        k: job.get(k)
+        for k in (
+            "id",
+            "stage",
+            "history",
+            "created",
+            "started",
+            "finished",
+            "result",
+            "error",
+            "run_ids",
+            "settings",
+            "waiting_for_slot",
+        )
+    }
 
 
 @bp.errorhandler(CSRFError)
 def _csrf_error(exc: CSRFError):
-    return Response(f"Compare was refused: {exc.description} Reload the page and try again.", status=400,
-                    mimetype="text/plain")
+    return Response(
+        f"Compare was refused: {exc.description} Reload the page and try again.", status=400, mimetype="text/plain"
+    )

@@ -13,7 +13,6 @@ from mlflow_recsys.stats.comparison import (
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
 from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
-from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.stats.seeds import (
     SEED_COLUMNS,
     SeedSpread,
@@ -21,6 +20,7 @@ from mlflow_recsys.stats.seeds import (
     compare_seed_averaged,
     seed_spread,
 )
+from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.stats.warnings import (
     ComparisonWarning,
     FewNonzeroUnitsWarning,

@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,14 @@ import scipy.stats
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.corrections import Correction, adjust_p_values
 from mlflow_recsys.stats.power import REPORT_POWER, minimum_detectable_effect
+from mlflow_recsys.stats.resampling import (
+    MAX_EXACT_UNITS,
+    bootstrap_means,
+    centred_means,
+    column_centres,
+    exact_sign_flip_means,
+    sign_flip_means,
+)
 from mlflow_recsys.stats.settings import (
     Alternative,
     ComparisonSettings,
@@ -34,14 +43,6 @@ from mlflow_recsys.stats.settings import (
     TestMethod,
     ZeroMethod,
     metric_keys,
-)
-from mlflow_recsys.stats.resampling import (
-    MAX_EXACT_UNITS,
-    bootstrap_means,
-    centred_means,
-    column_centres,
-    exact_sign_flip_means,
-    sign_flip_means,
 )
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import (
@@ -258,9 +259,7 @@ class ComparisonReport:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per (pair, metric), columns :data:`COLUMNS`."""
-        return pd.DataFrame(
-            [{c: getattr(cmp, c) for c in COLUMNS} for cmp in self.comparisons], columns=list(COLUMNS)
-        )
+        return pd.DataFrame([{c: getattr(cmp, c) for c in COLUMNS} for cmp in self.comparisons], columns=list(COLUMNS))
 
     def get(self, metric: str, candidate: str, baseline: str | None = None) -> PairwiseComparison:
         """The hypothesis for ``metric`` and ``candidate`` (and ``baseline`` when ambiguous).
@@ -315,8 +314,10 @@ class ComparisonReport:
         families = " ".join(f"{name}={size}" for name, size in self.families.items())
         averaged = " (seed-averaged)" if self.seed_averaged else ""
         J = len(self.comparisons)
-        return (f"<ComparisonReport{averaged}: {J} hypothes{'is' if J == 1 else 'es'}, "
-                f"{self.correction or 'no correction'}, families {families or 'none'}>")
+        return (
+            f"<ComparisonReport{averaged}: {J} hypothes{'is' if J == 1 else 'es'}, "
+            f"{self.correction or 'no correction'}, families {families or 'none'}>"
+        )
 
     def summary(self) -> str:
         """One line per hypothesis (:func:`~mlflow_recsys.report.text.report_summary`)."""
@@ -324,7 +325,7 @@ class ComparisonReport:
 
         return report_summary(self)
 
-    def save(self, path: "str | os.PathLike") -> "pathlib.Path":
+    def save(self, path: str | os.PathLike) -> pathlib.Path:
         """Save the report as the directory ``path``, atomically; return ``path``.
 
         See :func:`~mlflow_recsys.stats.storage.save_report` for the files and the errors raised.
@@ -334,7 +335,7 @@ class ComparisonReport:
         return save_report(self, path)
 
     @classmethod
-    def load(cls, path: "str | os.PathLike") -> "ComparisonReport":
+    def load(cls, path: str | os.PathLike) -> ComparisonReport:
         """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats.storage.load_report`)."""
         from mlflow_recsys.stats.storage import load_report
 
@@ -530,9 +531,18 @@ def compare_models(
         infinite, so its row reports the percentile interval.
     """
     ComparisonSettings(  # every setting checked, in one place
-        reference=reference, metrics=metrics, primary=primary, family=family, correction=correction,
-        confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-        test_method=test_method, zero_method=zero_method, interval_method=interval_method, random_state=random_state,
+        reference=reference,
+        metrics=metrics,
+        primary=primary,
+        family=family,
+        correction=correction,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        test_method=test_method,
+        zero_method=zero_method,
+        interval_method=interval_method,
+        random_state=random_state,
     )
     metrics = metric_keys(metrics)
     names = _results_iv(results, metrics)
@@ -541,23 +551,40 @@ def compare_models(
     if n_resamples < 999 and test_method not in ("t", "wilcoxon"):
         # The largest family sets the floor: the secondary metrics when the primary one stands alone.
         split = primary is not None and family == "primary" and len(metrics) > 1
-        _warn_low_resamples(n_resamples, len(pairs) * (len(metrics) - 1 if split else len(metrics)),
-                            confidence_level)
+        _warn_low_resamples(n_resamples, len(pairs) * (len(metrics) - 1 if split else len(metrics)), confidence_level)
     units = _units_iv(results[names[0]])
 
     comparisons: list[PairwiseComparison] = []
     for base_name, cand_name in pairs:
         d, base_means, cand_means = _pair_differences(results[base_name], results[cand_name], metrics, units)
-        comparisons.extend(_compare_one_pair(
-            base_name, cand_name, metrics, d, base_means, cand_means, units,
-            confidence_level=confidence_level, n_resamples=n_resamples, alternative=alternative,
-            test_method=test_method, random_state=random_state, interval_method=interval_method,
-            zero_method=zero_method,
-        ))
-    labels = [("primary" if c.metric == primary else "secondary") if primary is not None and family == "primary"
-              else "all" for c in comparisons]
-    return ComparisonReport(comparisons=_adjusted(comparisons, labels, correction, confidence_level, alternative),
-                            correction=correction, reference=reference, primary=primary)
+        comparisons.extend(
+            _compare_one_pair(
+                base_name,
+                cand_name,
+                metrics,
+                d,
+                base_means,
+                cand_means,
+                units,
+                confidence_level=confidence_level,
+                n_resamples=n_resamples,
+                alternative=alternative,
+                test_method=test_method,
+                random_state=random_state,
+                interval_method=interval_method,
+                zero_method=zero_method,
+            )
+        )
+    labels = [
+        ("primary" if c.metric == primary else "secondary") if primary is not None and family == "primary" else "all"
+        for c in comparisons
+    ]
+    return ComparisonReport(
+        comparisons=_adjusted(comparisons, labels, correction, confidence_level, alternative),
+        correction=correction,
+        reference=reference,
+        primary=primary,
+    )
 
 
 def _warn_low_resamples(n_resamples: int, J: int, confidence_level: float) -> None:
@@ -583,8 +610,9 @@ def _units_iv(first: EvaluationResult) -> Units:
     return units
 
 
-def _pair_differences(base: EvaluationResult, cand: EvaluationResult, metrics: list[str],
-                      units: Units) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pair_differences(
+    base: EvaluationResult, cand: EvaluationResult, metrics: list[str], units: Units
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-unit differences ``(n_units, n_metrics)``, rounding ties snapped to 0, and each side's mean per metric."""
     # Column-major, one metric at a time: each column is contiguous and reduces exactly as it would
     # alone, and no (rows x metrics) copy of the inputs is ever made.
@@ -600,8 +628,13 @@ def _pair_differences(base: EvaluationResult, cand: EvaluationResult, metrics: l
     return d, base_means, cand_means
 
 
-def _adjusted(comparisons: list[PairwiseComparison], labels: list[str], correction: Correction,
-              confidence_level: float, alternative: str) -> tuple[PairwiseComparison, ...]:
+def _adjusted(
+    comparisons: list[PairwiseComparison],
+    labels: list[str],
+    correction: Correction,
+    confidence_level: float,
+    alternative: str,
+) -> tuple[PairwiseComparison, ...]:
     """The comparisons with p-values adjusted within each family (``labels``), and the columns that follow."""
     alpha = significance_level(confidence_level)
     final: list[PairwiseComparison | None] = [None] * len(comparisons)
@@ -711,27 +744,68 @@ def _compare_one_pair(
                 "are coarse (the estimate still uses every user)",
                 FewNonzeroUnitsWarning,
             )
-        null, p, method = _test(dj, observed, nz, test_method, alternative, n_resamples, zero_method,
-                                flips=None if flips is None else flips[:, j], boot=boot[:, j])
+        null, p, method = _test(
+            dj,
+            observed,
+            nz,
+            test_method,
+            alternative,
+            n_resamples,
+            zero_method,
+            flips=None if flips is None else flips[:, j],
+            boot=boot[:, j],
+        )
         low, high, interval = _interval(boot[:, j], dj, observed, alpha, alternative, interval_method, label)
         base_mean, cand_mean = float(base_means[j]), float(cand_means[j])
-        out.append(PairwiseComparison(
-            metric=metric, baseline=base_name, candidate=cand_name, baseline_seeds=1, candidate_seeds=1,
-            **_unit_counts(dj, units), baseline_mean=base_mean, candidate_mean=cand_mean, difference=observed,
-            relative_difference=observed / base_mean if base_mean != 0 else float("nan"),
-            ci_low=low, ci_high=high, confidence_level=float(confidence_level),
-            bootstrap_standard_error=_standard_error(boot[:, j], observed), p_value=p, adjusted_p_value=p,
-            family="all", family_size=1, mde=float("nan"), significant=bool(p <= alpha),
-            direction=_direction(observed, p <= alpha), alternative=alternative, test_method=method,
-            interval_method=interval, n_resamples=int(n_resamples), random_state=random_state,
-            unit_differences=dj.copy(), null_distribution=null, bootstrap_distribution=boot[:, j].copy(),
-            zero_method=zero_method if test_method == "wilcoxon" else None,
-        ))
+        out.append(
+            PairwiseComparison(
+                metric=metric,
+                baseline=base_name,
+                candidate=cand_name,
+                baseline_seeds=1,
+                candidate_seeds=1,
+                **_unit_counts(dj, units),
+                baseline_mean=base_mean,
+                candidate_mean=cand_mean,
+                difference=observed,
+                relative_difference=observed / base_mean if base_mean != 0 else float("nan"),
+                ci_low=low,
+                ci_high=high,
+                confidence_level=float(confidence_level),
+                bootstrap_standard_error=_standard_error(boot[:, j], observed),
+                p_value=p,
+                adjusted_p_value=p,
+                family="all",
+                family_size=1,
+                mde=float("nan"),
+                significant=bool(p <= alpha),
+                direction=_direction(observed, p <= alpha),
+                alternative=alternative,
+                test_method=method,
+                interval_method=interval,
+                n_resamples=int(n_resamples),
+                random_state=random_state,
+                unit_differences=dj.copy(),
+                null_distribution=null,
+                bootstrap_distribution=boot[:, j].copy(),
+                zero_method=zero_method if test_method == "wilcoxon" else None,
+            )
+        )
     return out
 
 
-def _test(d: np.ndarray, observed: float, n_nonzero: int, test_method: str, alternative: str, n_resamples: int,
-          zero_method: str, *, flips: np.ndarray | None, boot: np.ndarray) -> tuple[np.ndarray | None, float, str]:
+def _test(
+    d: np.ndarray,
+    observed: float,
+    n_nonzero: int,
+    test_method: str,
+    alternative: str,
+    n_resamples: int,
+    zero_method: str,
+    *,
+    flips: np.ndarray | None,
+    boot: np.ndarray,
+) -> tuple[np.ndarray | None, float, str]:
     """One metric's test -> (null replicates, or None for the t and Wilcoxon tests; p-value; method as reported).
 
     ``flips`` are the Monte Carlo sign-flip means (None when every metric is enumerated exactly), ``boot`` the
@@ -754,8 +828,9 @@ def _test(d: np.ndarray, observed: float, n_nonzero: int, test_method: str, alte
     return None, _t_test_p_value(d, alternative), test_method
 
 
-def _interval(boot: np.ndarray, d: np.ndarray, observed: float, alpha: float, alternative: str,
-              interval_method: str, label: str) -> tuple[float, float, str]:
+def _interval(
+    boot: np.ndarray, d: np.ndarray, observed: float, alpha: float, alternative: str, interval_method: str, label: str
+) -> tuple[float, float, str]:
     """The interval -> (low, high, method as reported): BCa when asked and possible, else the percentile one."""
     if interval_method == "bca":
         bounds = _bca_interval(boot, d, observed, alpha, alternative)
@@ -774,9 +849,15 @@ def _unit_counts(d: np.ndarray, units: Units) -> dict:
     """Rows and units, and on how many units the candidate scored higher, equal and lower (wins, ties, losses)."""
     nonzero = int((d != 0).sum())
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
-    return {"n_samples": units.n_samples, "n_units": units.n_units, "n_nonzero": nonzero,
-            "tie_rate": 1.0 - nonzero / units.n_units, "wins": wins, "ties": units.n_units - wins - losses,
-            "losses": losses}
+    return {
+        "n_samples": units.n_samples,
+        "n_units": units.n_units,
+        "n_nonzero": nonzero,
+        "tie_rate": 1.0 - nonzero / units.n_units,
+        "wins": wins,
+        "ties": units.n_units - wins - losses,
+        "losses": losses,
+    }
 
 
 def _standard_error(replicates: np.ndarray, estimate: float) -> float:
@@ -793,7 +874,7 @@ def _standard_error(replicates: np.ndarray, estimate: float) -> float:
 
 def _exact(n_nonzero: int, n_resamples: int) -> bool:
     """Enumerate every sign pattern when there are no more of them than resamples."""
-    return n_nonzero <= MAX_EXACT_UNITS and 2**int(n_nonzero) <= n_resamples
+    return n_nonzero <= MAX_EXACT_UNITS and 2 ** int(n_nonzero) <= n_resamples
 
 
 def _pair_seed_sequences(random_state: int | None, base_name: str, cand_name: str):
@@ -959,7 +1040,9 @@ def _direction(difference: float, significant: bool) -> str:
 
 def _results_iv(results, metrics: list[str]) -> list[str]:
     if not isinstance(results, Mapping):
-        raise TypeError(f"results: expected a mapping of model name -> EvaluationResult, found {type(results).__name__}")
+        raise TypeError(
+            f"results: expected a mapping of model name -> EvaluationResult, found {type(results).__name__}"
+        )
     names = list(results)
     if len(names) < 2:
         raise ValueError(f"results: expected at least two models to compare, found {len(names)}: {names}")
@@ -974,9 +1057,7 @@ def _results_iv(results, metrics: list[str]) -> list[str]:
             )
         missing = [m for m in metrics if m not in res.per_user]
         if missing:
-            raise ValueError(
-                f"metrics: {missing} not evaluated for {name!r}; available: {sorted(res.per_user)}"
-            )
+            raise ValueError(f"metrics: {missing} not evaluated for {name!r}; available: {sorted(res.per_user)}")
         for m in metrics:
             values = np.asarray(res.per_user[m], dtype=np.float64)
             bad = ~np.isfinite(values)

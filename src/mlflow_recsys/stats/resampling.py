@@ -36,9 +36,7 @@ def block_seeds(seed_sequence: np.random.SeedSequence, n_resamples: int) -> np.n
     return words
 
 
-def sign_flip_means(
-    differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence
-) -> np.ndarray:
+def sign_flip_means(differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence) -> np.ndarray:
     """Means of randomly sign-flipped differences (the randomization null).
 
     Parameters
@@ -96,9 +94,7 @@ def centred_means(differences: np.ndarray) -> np.ndarray:
     return np.array([c + np.sum(d[:, j] - c) / d.shape[0] for j, c in enumerate(centres)], dtype=np.float64)
 
 
-def bootstrap_means(
-    differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence
-) -> np.ndarray:
+def bootstrap_means(differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence) -> np.ndarray:
     """Means of paired bootstrap resamples of the units (Efron 1979).
 
     Each replicate draws ``n_units`` unit indices uniformly with replacement and
@@ -154,8 +150,7 @@ def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:
     k = nonzero.shape[0]
     if k > MAX_EXACT_UNITS:
         raise ValueError(
-            f"differences: expected at most {MAX_EXACT_UNITS} non-zero values for exact "
-            f"enumeration, found {k}"
+            f"differences: expected at most {MAX_EXACT_UNITS} non-zero values for exact enumeration, found {k}"
         )
     # Both dimensions given: with k = 0, reshape(-1, 0) cannot infer the one empty pattern.
     signs = np.array(list(itertools.product((1.0, -1.0), repeat=k)), dtype=np.float64).reshape(2**k, k)

@@ -219,18 +219,30 @@ def seed_spread(
     base_seeds = _side_iv(baseline, "baseline", baseline_name)
     cand_seeds = _side_iv(candidate, "candidate", candidate_name)
     protocol, pairs = _seed_pairs(baseline, candidate, base_seeds, cand_seeds, paired_seeds)
-    per_seed = _per_seed_frame(pairs, metrics, baseline_name, candidate_name, confidence_level=confidence_level,
-                               n_resamples=n_resamples, random_state=random_state)
+    per_seed = _per_seed_frame(
+        pairs,
+        metrics,
+        baseline_name,
+        candidate_name,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        random_state=random_state,
+    )
     summary = [
-        {"metric": metric, "baseline": baseline_name, "candidate": candidate_name,
-         **_spread_row(per_seed[per_seed["metric"] == metric], protocol, baseline, candidate, metric)}
+        {
+            "metric": metric,
+            "baseline": baseline_name,
+            "candidate": candidate_name,
+            **_spread_row(per_seed[per_seed["metric"] == metric], protocol, baseline, candidate, metric),
+        }
         for metric in metrics
     ]
     return SeedSpread(summary=pd.DataFrame(summary, columns=list(SEED_COLUMNS)), per_seed=per_seed)
 
 
-def _seed_pairs(baseline, candidate, base_seeds: list | None, cand_seeds: list | None,
-                paired_seeds: bool) -> tuple[str, list[tuple]]:
+def _seed_pairs(
+    baseline, candidate, base_seeds: list | None, cand_seeds: list | None, paired_seeds: bool
+) -> tuple[str, list[tuple]]:
     """The protocol and its seed pairs ``(baseline seed, candidate seed, baseline result, candidate result)``.
 
     Raises
@@ -252,8 +264,9 @@ def _seed_pairs(baseline, candidate, base_seeds: list | None, cand_seeds: list |
     if not paired_seeds:
         # strict=False: the sides may have different numbers of seeds; the per-seed table then pairs the smaller
         # side's seeds in sorted order (see seed_spread).
-        return "independent-seeds", [(b, c, baseline[b], candidate[c])
-                                     for b, c in zip(base_seeds, cand_seeds, strict=False)]
+        return "independent-seeds", [
+            (b, c, baseline[b], candidate[c]) for b, c in zip(base_seeds, cand_seeds, strict=False)
+        ]
     if set(base_seeds) != set(cand_seeds):
         raise ValueError(
             "paired_seeds: expected the same seeds on both sides, found baseline seeds "
@@ -262,8 +275,9 @@ def _seed_pairs(baseline, candidate, base_seeds: list | None, cand_seeds: list |
     return "paired-seeds", [(s, s, baseline[s], candidate[s]) for s in base_seeds]
 
 
-def _per_seed_frame(pairs: list[tuple], metrics: list[str], baseline_name: str, candidate_name: str,
-                    **settings) -> pd.DataFrame:
+def _per_seed_frame(
+    pairs: list[tuple], metrics: list[str], baseline_name: str, candidate_name: str, **settings
+) -> pd.DataFrame:
     """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`: each pair compared with the bootstrap."""
     rows = []
     with warnings.catch_warnings():
@@ -271,12 +285,22 @@ def _per_seed_frame(pairs: list[tuple], metrics: list[str], baseline_name: str, 
         warnings.simplefilter("ignore", ComparisonWarning)
         for b_seed, c_seed, b_res, c_res in pairs:
             report = compare_models(
-                {baseline_name: b_res, candidate_name: c_res}, metrics=metrics, reference=baseline_name,
-                correction=None, test_method="bootstrap",  # reuses the interval's replicates: no extra draws
+                {baseline_name: b_res, candidate_name: c_res},
+                metrics=metrics,
+                reference=baseline_name,
+                correction=None,
+                test_method="bootstrap",  # reuses the interval's replicates: no extra draws
                 **settings,
             )
-            rows += [{"metric": c.metric, "baseline_seed": b_seed, "candidate_seed": c_seed,
-                      **{k: getattr(c, k) for k in PER_SEED_COLUMNS[3:]}} for c in report.comparisons]
+            rows += [
+                {
+                    "metric": c.metric,
+                    "baseline_seed": b_seed,
+                    "candidate_seed": c_seed,
+                    **{k: getattr(c, k) for k in PER_SEED_COLUMNS[3:]},
+                }
+                for c in report.comparisons
+            ]
     return pd.DataFrame(rows, columns=list(PER_SEED_COLUMNS))
 
 
@@ -308,10 +332,17 @@ def _spread_row(m: pd.DataFrame, protocol: str, baseline, candidate, metric: str
             f"tell a ratio of {ratio:.2f} from 1; run more seeds to separate the two sources"
         )
     return {
-        "n_seeds": n_seeds, "protocol": protocol, "mean_difference": mean_difference,
-        "min_difference": float(diffs.min()), "max_difference": float(diffs.max()), "sd_users": sd_users,
-        "sd_retraining": sd_retraining, "ratio": ratio, "widens_by": widens_by,
-        "sign_reversals": int(np.sum(diffs * np.sign(mean_difference) < 0)), "notes": "; ".join(notes),
+        "n_seeds": n_seeds,
+        "protocol": protocol,
+        "mean_difference": mean_difference,
+        "min_difference": float(diffs.min()),
+        "max_difference": float(diffs.max()),
+        "sd_users": sd_users,
+        "sd_retraining": sd_retraining,
+        "ratio": ratio,
+        "widens_by": widens_by,
+        "sign_reversals": int(np.sum(diffs * np.sign(mean_difference) < 0)),
+        "notes": "; ".join(notes),
     }
 
 
@@ -321,16 +352,13 @@ def _side_iv(side, name: str, label: str) -> list | None:
         return None
     if not isinstance(side, Mapping):
         raise TypeError(
-            f"{name}: expected an EvaluationResult or a mapping seed -> EvaluationResult, "
-            f"found {type(side).__name__}"
+            f"{name}: expected an EvaluationResult or a mapping seed -> EvaluationResult, found {type(side).__name__}"
         )
     for seed, res in side.items():
         if not isinstance(res, EvaluationResult):
             raise TypeError(f"{name}[{seed!r}]: expected an EvaluationResult, found {type(res).__name__}")
     if len(side) < 2:
-        raise ValueError(
-            f"{name}: expected at least 2 seeds to estimate a retraining spread, found {len(side)}"
-        )
+        raise ValueError(f"{name}: expected at least 2 seeds to estimate a retraining spread, found {len(side)}")
     if len(side) < 5:
         warn(
             f"{name} ({label}): only {len(side)} seeds; a standard deviation from so few runs is very uncertain "
@@ -484,7 +512,10 @@ def compare_seed_averaged(results: Mapping[str, Side], *, metrics: str | Sequenc
             averaged[model] = average_over_seeds(side, name=f"results[{model!r}]")
             counts[model] = len(side)
     report = compare_models(averaged, metrics=metrics, **settings)
-    return dataclasses.replace(report, comparisons=tuple(
-        dataclasses.replace(c, baseline_seeds=counts[c.baseline], candidate_seeds=counts[c.candidate])
-        for c in report.comparisons
-    ))
+    return dataclasses.replace(
+        report,
+        comparisons=tuple(
+            dataclasses.replace(c, baseline_seeds=counts[c.baseline], candidate_seeds=counts[c.candidate])
+            for c in report.comparisons
+        ),
+    )

@@ -7,8 +7,9 @@ comparison passes it on whole, logs it as the comparison run's params and prints
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from mlflow_recsys.stats.corrections import CORRECTIONS, Correction
 from mlflow_recsys.validation import expected, integer, number, one_of, text
@@ -35,8 +36,19 @@ FAMILIES = ("primary", "all")
 MAX_RESAMPLES = 1_000_000
 
 #: The settings :func:`~mlflow_recsys.stats.compare_models` takes as keywords, in its order.
-COMPARE_MODELS_SETTINGS = ("reference", "correction", "confidence_level", "n_resamples", "alternative",
-                           "test_method", "random_state", "interval_method", "zero_method", "primary", "family")
+COMPARE_MODELS_SETTINGS = (
+    "reference",
+    "correction",
+    "confidence_level",
+    "n_resamples",
+    "alternative",
+    "test_method",
+    "random_state",
+    "interval_method",
+    "zero_method",
+    "primary",
+    "family",
+)
 
 
 @dataclass(frozen=True)
@@ -129,8 +141,10 @@ class ComparisonSettings:
         if self.seed is not None:
             text(self.seed, "seed")
         if self.reference is None and self.alternative != "two-sided":
-            raise ValueError(f"reference: a one-sided alternative ({self.alternative!r}) needs a reference model "
-                             "to say which side is the candidate, found None")
+            raise ValueError(
+                f"reference: a one-sided alternative ({self.alternative!r}) needs a reference model "
+                "to say which side is the candidate, found None"
+            )
 
     def replace(self, **changes) -> ComparisonSettings:
         """A copy with ``changes`` applied, checked again."""

@@ -200,25 +200,31 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
         if found != field.type:
             raise ValueError(f"{table_path}: column {field.name!r} expected type {field.type}, found {found}")
         if field.name not in _NULLABLE and table.column(field.name).null_count:
-            raise ValueError(f"{table_path}: column {field.name!r} expected no nulls, "
-                             f"found {table.column(field.name).null_count}")
+            raise ValueError(
+                f"{table_path}: column {field.name!r} expected no nulls, found {table.column(field.name).null_count}"
+            )
     if table.num_rows != meta["n_hypotheses"]:
-        raise ValueError(f"{table_path}: expected {meta['n_hypotheses']} rows (n_hypotheses in {REPORT_FILE}), "
-                         f"found {table.num_rows}")
+        raise ValueError(
+            f"{table_path}: expected {meta['n_hypotheses']} rows (n_hypotheses in {REPORT_FILE}), "
+            f"found {table.num_rows}"
+        )
     columns: dict[str, list[Any]] = {}
     for field in SCHEMA:
         column = table.column(field.name)
         if pa.types.is_list(field.type):
-            columns[field.name] = [None if not v.is_valid else v.values.to_numpy(zero_copy_only=False).copy()
-                                   for v in column]
+            columns[field.name] = [
+                None if not v.is_valid else v.values.to_numpy(zero_copy_only=False).copy() for v in column
+            ]
         else:
             columns[field.name] = column.to_pylist()
     _check_values(columns, table_path)
     columns["random_state"] = [None if v is None else int(v) for v in columns["random_state"]]
-    comparisons = tuple(PairwiseComparison(**{name: values[i] for name, values in columns.items()})
-                        for i in range(table.num_rows))
-    return ComparisonReport(comparisons=comparisons, correction=meta["correction"], reference=meta["reference"],
-                            primary=meta["primary"])
+    comparisons = tuple(
+        PairwiseComparison(**{name: values[i] for name, values in columns.items()}) for i in range(table.num_rows)
+    )
+    return ComparisonReport(
+        comparisons=comparisons, correction=meta["correction"], reference=meta["reference"], primary=meta["primary"]
+    )
 
 
 def _check_values(columns: dict[str, list], table_path: Path) -> None:
@@ -229,8 +235,9 @@ def _check_values(columns: dict[str, list], table_path: Path) -> None:
                 raise ValueError(f"{table_path}: column {name!r} row {row}: expected {expected}, found {value!r}")
     for row, (d, n) in enumerate(zip(columns["unit_differences"], columns["n_units"], strict=True)):
         if len(d) != n:
-            raise ValueError(f"{table_path}: column 'unit_differences' row {row}: expected n_units = {n} values, "
-                             f"found {len(d)}")
+            raise ValueError(
+                f"{table_path}: column 'unit_differences' row {row}: expected n_units = {n} values, found {len(d)}"
+            )
 
 
 def _comparisons_table(report: ComparisonReport) -> pa.Table:
@@ -247,8 +254,10 @@ def _comparisons_table(report: ComparisonReport) -> pa.Table:
                 try:
                     pa.array([value], type=field.type)
                 except (pa.ArrowException, TypeError, ValueError, OverflowError):
-                    raise TypeError(f"report.comparisons[{i}].{field.name}: expected a value stored as "
-                                    f"{field.type}, found {type(value).__name__}") from None
+                    raise TypeError(
+                        f"report.comparisons[{i}].{field.name}: expected a value stored as "
+                        f"{field.type}, found {type(value).__name__}"
+                    ) from None
             raise
     return pa.Table.from_arrays(columns, schema=SCHEMA)
 

@@ -125,8 +125,10 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         )
     metrics = meta.get("metrics")
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
-        raise ArtifactError(f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
-                            f"found {type(metrics).__name__}")
+        raise ArtifactError(
+            f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
+            f"found {type(metrics).__name__}"
+        )
     try:
         frame = pd.read_parquet(parquet)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError and more for a damaged file
@@ -152,8 +154,9 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         targets_fingerprint=meta.get("targets_fingerprint"),
         definitions={k: v.get("definition", "") for k, v in metrics.items()},
     )
-    return EvaluationArtifacts(result=result, split_digest=meta.get("split_digest"),
-                               package_version=meta.get("package_version"))
+    return EvaluationArtifacts(
+        result=result, split_digest=meta.get("split_digest"), package_version=meta.get("package_version")
+    )
 
 
 def _metric_values(frame: pd.DataFrame, key: str, where: str) -> np.ndarray:

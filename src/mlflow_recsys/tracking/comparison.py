@@ -10,10 +10,10 @@ import re
 import shlex
 import tempfile
 import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
 
 import mlflow
 import pandas as pd
@@ -21,6 +21,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
+from mlflow_recsys import validation
 from mlflow_recsys._digests import text_digest
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
@@ -40,7 +41,6 @@ from mlflow_recsys.stats import (
 )
 from mlflow_recsys.stats.comparison import _pairs, check_replicate_memory
 from mlflow_recsys.stats.settings import ComparisonSettings
-from mlflow_recsys import validation
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import (
@@ -70,7 +70,6 @@ from mlflow_recsys.tracking.provenance import (
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
 from mlflow_recsys.tracking.server_errors import is_unreachable, translated_server_errors
-
 
 _log = logging.getLogger(__name__)
 
@@ -196,8 +195,14 @@ def compare_runs(
         target = _Target.find(output_experiment)
         try:
             stage("selecting")
-            runs, plan = _preflight(run_ids=run_ids, compare_url=compare_url, experiment=experiment,
-                                    filter_string=filter_string, settings=settings, model_tag=model_tag)
+            runs, plan = _preflight(
+                run_ids=run_ids,
+                compare_url=compare_url,
+                experiment=experiment,
+                filter_string=filter_string,
+                settings=settings,
+                model_tag=model_tag,
+            )
         except BaseException as exc:
             target.record_failure(exc, [], create=False)  # only into a run that exists already
             raise
@@ -211,10 +216,17 @@ def compare_runs(
         _log.info("logging the comparison run")
         stage("logging")
         declared = _declared_in_advance(runs, settings.primary)
-        run_id = _log_comparison(target, report, spreads, runs, plan, logged, settings.primary, provenance,
-                                 declared, averaged)
-    return RunComparison(report=report, seed_spreads=spreads, run_id=run_id, source_runs=plan.groups,
-                         report_seed=settings.seed, seed_averaged=averaged)
+        run_id = _log_comparison(
+            target, report, spreads, runs, plan, logged, settings.primary, provenance, declared, averaged
+        )
+    return RunComparison(
+        report=report,
+        seed_spreads=spreads,
+        run_id=run_id,
+        source_runs=plan.groups,
+        report_seed=settings.seed,
+        seed_averaged=averaged,
+    )
 
 
 def _settings_iv(settings) -> ComparisonSettings:
@@ -225,17 +237,25 @@ def _settings_iv(settings) -> ComparisonSettings:
     return settings
 
 
-def _log_plan(runs: list[Run], plan: "_Plan", settings: ComparisonSettings) -> None:
+def _log_plan(runs: list[Run], plan: _Plan, settings: ComparisonSettings) -> None:
     """Log what is compared and, with ``paired_seeds``, the pairs it changes nothing for (one side seeded)."""
-    _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", len(runs), len(plan.groups),
-              len(plan.pairs), settings.n_resamples)
+    _log.info(
+        "comparing %d runs of %d candidates (%d pairs, B = %s)",
+        len(runs),
+        len(plan.groups),
+        len(plan.pairs),
+        settings.n_resamples,
+    )
     unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
     if settings.paired_seeds and unpaired:
-        _log.warning("paired_seeds has no effect on %s: only one side has several seeds, so there is "
-                     "nothing to pair (protocol one-side-seeded)", ", ".join(unpaired))
+        _log.warning(
+            "paired_seeds has no effect on %s: only one side has several seeds, so there is "
+            "nothing to pair (protocol one-side-seeded)",
+            ", ".join(unpaired),
+        )
 
 
-def _load_and_compare(runs: list[Run], plan: "_Plan", settings: ComparisonSettings, stage: Callable[[str], None]):
+def _load_and_compare(runs: list[Run], plan: _Plan, settings: ComparisonSettings, stage: Callable[[str], None]):
     """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
     metrics compared, the provenance, :func:`_compare`'s reports)."""
     stage("loading artifacts")
@@ -248,8 +268,9 @@ def _load_and_compare(runs: list[Run], plan: "_Plan", settings: ComparisonSettin
     return plan, provenance, _compare(plan, artifacts, settings)
 
 
-def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts],
-             settings: ComparisonSettings) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
+def _compare(
+    plan: _Plan, artifacts: dict[str, EvaluationArtifacts], settings: ComparisonSettings
+) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
     """The paired report, the seed-spread tables by ``"<candidate> vs <baseline>"`` and, when a candidate has
     seeds, the seed-averaged report (else None)."""
     statistics = settings.compare_models_kwargs()
@@ -259,10 +280,14 @@ def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts],
     spreads = {}
     for base, cand in plan.seed_pairs:
         spreads[f"{cand} vs {base}"] = seed_spread(
-            _side(results[base]), _side(results[cand]), metrics=plan.metric_keys, baseline_name=base,
+            _side(results[base]),
+            _side(results[cand]),
+            metrics=plan.metric_keys,
+            baseline_name=base,
             candidate_name=cand,
             paired_seeds=settings.paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
-            confidence_level=settings.confidence_level, n_resamples=settings.n_resamples,
+            confidence_level=settings.confidence_level,
+            n_resamples=settings.n_resamples,
             random_state=settings.random_state,
         )
     averaged = None
@@ -273,15 +298,28 @@ def _compare(plan: "_Plan", artifacts: dict[str, EvaluationArtifacts],
             warnings.simplefilter("ignore", UnverifiedPairingWarning)
             averaged = compare_seed_averaged(
                 {m: {s: res for s, (_, res) in results[m].items()} for m in plan.models},
-                metrics=plan.metric_keys, **statistics,
+                metrics=plan.metric_keys,
+                **statistics,
             )
     return report, dict(sorted(spreads.items())), averaged
 
 
 def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str]) -> dict:
     """The comparison's settings as logged (params and ``settings.json``), in a fixed order."""
-    names = ("reference", "primary", "correction", "confidence_level", "n_resamples", "alternative", "test_method",
-             "zero_method", "interval_method", "family", "random_state", "paired_seeds")
+    names = (
+        "reference",
+        "primary",
+        "correction",
+        "confidence_level",
+        "n_resamples",
+        "alternative",
+        "test_method",
+        "zero_method",
+        "interval_method",
+        "family",
+        "random_state",
+        "paired_seeds",
+    )
     return {
         **{name: getattr(settings, name) for name in names},
         "model_tag": model_tag,
@@ -296,10 +334,16 @@ def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: 
 STAGES = ("selecting", "loading artifacts", "comparing", "logging")
 
 
-def check_selection(*, run_ids: Sequence[str] | None = None, compare_url: str | None = None,
-                    experiment: str | None = None, filter_string: str | None = None,
-                    settings: ComparisonSettings | None = None, model_tag: str = tags.MODEL,
-                    client: MlflowClient | None = None) -> list[Run]:
+def check_selection(
+    *,
+    run_ids: Sequence[str] | None = None,
+    compare_url: str | None = None,
+    experiment: str | None = None,
+    filter_string: str | None = None,
+    settings: ComparisonSettings | None = None,
+    model_tag: str = tags.MODEL,
+    client: MlflowClient | None = None,
+) -> list[Run]:
     """Every check :func:`compare_runs` makes before it reads an artifact or writes anything; the runs selected.
 
     Parameters
@@ -315,19 +359,38 @@ def check_selection(*, run_ids: Sequence[str] | None = None, compare_url: str | 
         Exactly as :func:`compare_runs` raises them for a bad setting or selection.
     """
     with translated_server_errors():
-        return _preflight(run_ids=run_ids, compare_url=compare_url, experiment=experiment,
-                          filter_string=filter_string, settings=_settings_iv(settings), model_tag=model_tag,
-                          client=client)[0]
+        return _preflight(
+            run_ids=run_ids,
+            compare_url=compare_url,
+            experiment=experiment,
+            filter_string=filter_string,
+            settings=_settings_iv(settings),
+            model_tag=model_tag,
+            client=client,
+        )[0]
 
 
-def _preflight(*, run_ids, compare_url, experiment, filter_string, settings: ComparisonSettings, model_tag,
-               client=None) -> tuple[list[Run], "_Plan"]:
+def _preflight(
+    *, run_ids, compare_url, experiment, filter_string, settings: ComparisonSettings, model_tag, client=None
+) -> tuple[list[Run], _Plan]:
     """The settings, the selection and the plan checked, in this order, from run metadata alone."""
     _check_settings(settings, model_tag)
-    runs = select_runs(run_ids=list(run_ids) if run_ids else None, compare_url=compare_url, experiment=experiment,
-                       filter_string=filter_string, client=client)
-    plan = _plan(runs, metrics=settings.metrics, primary=settings.primary, reference=settings.reference,
-                 seed=settings.seed, model_tag=model_tag, alternative=settings.alternative)
+    runs = select_runs(
+        run_ids=list(run_ids) if run_ids else None,
+        compare_url=compare_url,
+        experiment=experiment,
+        filter_string=filter_string,
+        client=client,
+    )
+    plan = _plan(
+        runs,
+        metrics=settings.metrics,
+        primary=settings.primary,
+        reference=settings.reference,
+        seed=settings.seed,
+        model_tag=model_tag,
+        alternative=settings.alternative,
+    )
     if plan.metric_keys is not None:
         check_replicate_memory(settings.n_resamples, len(plan.pairs) * len(plan.metric_keys))
     if settings.paired_seeds:
@@ -362,7 +425,7 @@ class _Plan:
     seed_pairs: list[tuple[str, str]]  # pairs that get a seed-spread table
     reference: str | None
 
-    def with_metrics(self, metric_keys: list[str]) -> "_Plan":
+    def with_metrics(self, metric_keys: list[str]) -> _Plan:
         return dataclasses.replace(self, metric_keys=metric_keys)
 
     @property
@@ -379,8 +442,10 @@ class _Plan:
 def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alternative) -> _Plan:
     """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
     # What was evaluated comes first: runs of two splits are the mistake to name, not their repeated seeds.
-    for label, tag in (("split (split digest)", tags.SPLIT_DIGEST),
-                       ("users and targets (targets fingerprint)", tags.TARGETS_FINGERPRINT)):
+    for label, tag in (
+        ("split (split digest)", tags.SPLIT_DIGEST),
+        ("users and targets (targets fingerprint)", tags.TARGETS_FINGERPRINT),
+    ):
         values = {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)}
         if len(set(values.values())) > 1:
             listing = "; ".join(f"run {rid}: {v[:16]}" for rid, v in values.items())
@@ -392,7 +457,8 @@ def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alte
         raise RunSelectionError(
             f"reference: {reference} is {len(configured[reference])} candidates here, one per configuration, "
             f"so name one of {configured[reference]}",
-            hint=f"e.g. --reference {shlex.quote(configured[reference][0])}")
+            hint=f"e.g. --reference {shlex.quote(configured[reference][0])}",
+        )
     if reference is not None and reference not in groups:
         raise RunSelectionError(f"reference: expected one of the compared models {list(groups)}, found {reference!r}")
     representative = {m: _representative_seed(m, seeds, seed) for m, seeds in groups.items()}
@@ -410,8 +476,15 @@ def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alte
     # Names collide or not whatever the metrics are, so the check runs now even when only the artifacts
     # will tell which metrics the runs share.
     _metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"], reference)
-    return _Plan(groups=groups, representative=representative, models=models, metric_keys=metric_keys, pairs=pairs,
-                 seed_pairs=seed_pairs, reference=reference)
+    return _Plan(
+        groups=groups,
+        representative=representative,
+        models=models,
+        metric_keys=metric_keys,
+        pairs=pairs,
+        seed_pairs=seed_pairs,
+        reference=reference,
+    )
 
 
 def _paired_seeds_iv(plan: _Plan) -> None:
@@ -479,13 +552,15 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
                 names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
                 if seed_pairs:
                     names[(base, cand, metric, f"seed_averaged.{field}")] = fit_key(
-                        f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}")
+                        f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}"
+                    )
     for base, cand in seed_pairs:
         who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
         for metric in metric_keys:
             for field in SEED_FIELDS:
                 names[(base, cand, metric, f"seeds.{field}")] = fit_key(
-                    f"{who}.{mlflow_metric_name(metric)}.seeds.{field}")
+                    f"{who}.{mlflow_metric_name(metric)}.seeds.{field}"
+                )
     clashes = duplicates(list(names.values()))
     if clashes:
         owners = sorted({f"{c} vs {b}" for (b, c, _, _), n in names.items() if n in clashes})
@@ -510,7 +585,7 @@ class _Target:
         self.experiment_name = experiment_name
 
     @classmethod
-    def find(cls, output_experiment: str | None) -> "_Target":
+    def find(cls, output_experiment: str | None) -> _Target:
         """Check, before anything is written, that the run to use may be used and the experiment may be made.
 
         Raises
@@ -580,8 +655,13 @@ class _Target:
             _log.warning("could not record the failure in MLflow: %s", redact(str(again)))
             return
         try:
-            mlflow.set_tags({tags.ROLE: tags.ROLE_COMPARISON, tags.N_SOURCE_RUNS: str(len(runs)),
-                             **({tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs])} if runs else {})})
+            mlflow.set_tags(
+                {
+                    tags.ROLE: tags.ROLE_COMPARISON,
+                    tags.N_SOURCE_RUNS: str(len(runs)),
+                    **({tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs])} if runs else {}),
+                }
+            )
         except Exception as again:
             _log.warning("could not tag the failed comparison run: %s", redact(str(again)))
         mark_failed(run.info.run_id, exc, end=owned)
@@ -596,13 +676,17 @@ def _verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArti
             listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
             hint = (
                 " (a run evaluated with mlflow.models.evaluate needs split_digest, sample_id and n_items in its "
-                "evaluator_config and data)" if any(v is None for v in values.values()) else ""
+                "evaluator_config and data)"
+                if any(v is None for v in values.values())
+                else ""
             )
             raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}{hint}")
 
     check("split (split digest)", {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
-    check("users and targets (targets fingerprint)",
-          {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs})
+    check(
+        "users and targets (targets fingerprint)",
+        {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs},
+    )
     first = runs[0].info.run_id
     ids = artifacts[first].result.sample_ids
     for r in runs[1:]:
@@ -646,7 +730,8 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
         if name in owner:  # one model's names are distinct, so this is a model named like another's configuration
             raise RunSelectionError(
                 f"model names: runs of {owner[name]} and of {model} would both be the candidate {name!r}",
-                hint=f"rename a model (its {model_tag} tag) so that the names stay apart")
+                hint=f"rename a model (its {model_tag} tag) so that the names stay apart",
+            )
         owner[name] = model
     groups: dict[str, dict[str, str]] = {}
     for run_id, model, key, seed in sorted(members, key=lambda m: order[m[1], m[2]]):
@@ -658,7 +743,8 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
                 f"runs {seeds[seed]} and {run_id} are both {name} with seed {seed}{same}, so they are the same "
                 "candidate twice",
                 hint="select one, e.g. by run ids or by adding to the filter "
-                     "tags.mlflow.parentRunId = '<the study run id>'")
+                "tags.mlflow.parentRunId = '<the study run id>'",
+            )
         seeds[seed] = run_id
     several: dict[str, list[str]] = {}
     for (model, _), name in names.items():
@@ -684,17 +770,21 @@ def configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple
     if len(configs) == 1:
         return {key: (model, ()) for key in configs}
     keys = sorted(set().union(*configs.values()))
-    differing = [k for k in keys
-                 if len({json.dumps(c[k], sort_keys=True) if k in c else None for c in configs.values()}) > 1]
+    differing = [
+        k for k in keys if len({json.dumps(c[k], sort_keys=True) if k in c else None for c in configs.values()}) > 1
+    ]
     ranks = {key: tuple(_value_rank(c.get(k, _UNSET)) for k in differing) for key, c in configs.items()}
     for text in (_short_value, _exact_value):
-        names = {key: f"{model}({', '.join(f'{k}={text(c.get(k, _UNSET))}' for k in differing)})"
-                 for key, c in configs.items()}
+        names = {
+            key: f"{model}({', '.join(f'{k}={text(c.get(k, _UNSET))}' for k in differing)})"
+            for key, c in configs.items()
+        }
         if len(set(names.values())) == len(names):
             return {key: (name, ranks[key]) for key, name in names.items()}
     raise RunSelectionError(  # only two values alike in their first characters and their 24-bit hash
         f"model names: configurations of {model} cannot be told apart by name: {sorted(configs)}",
-        hint="rename one configuration's model (its model tag)")
+        hint="rename one configuration's model (its model tag)",
+    )
 
 
 def _short_value(value) -> str:
@@ -745,7 +835,9 @@ def _representative_seed(model: str, seeds: dict, wanted: str | None) -> str:
     if len(seeds) == 1 or wanted is None:
         return sorted(seeds, key=tags.seed_order)[0]
     if wanted not in seeds:
-        raise RunSelectionError(f"seed: expected one of {model}'s seeds {sorted(seeds, key=tags.seed_order)}, found {wanted!r}")
+        raise RunSelectionError(
+            f"seed: expected one of {model}'s seeds {sorted(seeds, key=tags.seed_order)}, found {wanted!r}"
+        )
     return wanted
 
 
@@ -783,9 +875,14 @@ NOTE_NAME_WIDTH = 80
 MIN_NOTE_ROWS = 10
 
 
-def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], primary: str | None,
-                   provenance: dict | None = None, declared: bool = False,
-                   averaged: ComparisonReport | None = None):
+def _note_versions(
+    report: ComparisonReport,
+    spreads: dict[str, SeedSpread],
+    primary: str | None,
+    provenance: dict | None = None,
+    declared: bool = False,
+    averaged: ComparisonReport | None = None,
+):
     """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits.
 
     After the full notes come compact ones: the result sentences (while they fit), then a table of the key
@@ -794,13 +891,18 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     title = ["## Paired comparison", ""]
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     declared = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
-    sentences = [report.results_text(primary, c.candidate, c.baseline, markup="markdown")
-                 for c in report.comparisons if c.metric == primary]
+    sentences = [
+        report.results_text(primary, c.candidate, c.baseline, markup="markdown")
+        for c in report.comparisons
+        if c.metric == primary
+    ]
     if averaged is not None:
         sentences = [f"**Representative seed.** {text}" for text in sentences]
-        sentences += ["**Seed-averaged.** " + averaged.results_text(primary, c.candidate, c.baseline,
-                                                                     markup="markdown")
-                      for c in averaged.comparisons if c.metric == primary and c.averages_seeds]
+        sentences += [
+            "**Seed-averaged.** " + averaged.results_text(primary, c.candidate, c.baseline, markup="markdown")
+            for c in averaged.comparisons
+            if c.metric == primary and c.averages_seeds
+        ]
     sentences = [line for text in sentences for line in (text, "")]
     seeds = []
     for name, spread in spreads.items():
@@ -811,36 +913,51 @@ def _note_versions(report: ComparisonReport, spreads: dict[str, SeedSpread], pri
     if averaged is not None:
         tables = ["### Representative seed", "", *tables, "### Seed-averaged", "", averaged.to_markdown(), ""]
     yield "\n".join(title + declared + sentences + tables + seeds + what + [NOTE_POINTER])
-    yield from _compact_notes(report, title, declared, sentences, seeds, _compact_provenance(provenance),
-                              averaged is not None)
+    yield from _compact_notes(
+        report, title, declared, sentences, seeds, _compact_provenance(provenance), averaged is not None
+    )
 
 
 #: The last line of the run notes.
-NOTE_POINTER = ("The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
-                "report.csv; seed_spread.csv holds the seed table.")
+NOTE_POINTER = (
+    "The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
+    "report.csv; seed_spread.csv holds the seed table."
+)
 
 
 def _compact_provenance(provenance: dict | None) -> list[str]:
     """The data and split in sentences, and which run stands for each model: the notes' short provenance."""
     if not provenance:
         return []
-    models = "; ".join(f"{escape_markdown(shorten(m, NOTE_NAME_WIDTH))}: {escape_markdown(i['why'])}"
-                       for m, i in provenance["models"].items())
+    models = "; ".join(
+        f"{escape_markdown(shorten(m, NOTE_NAME_WIDTH))}: {escape_markdown(i['why'])}"
+        for m, i in provenance["models"].items()
+    )
     if len(models) > MAX_TAG_LENGTH // 5:
         models = "listed in report.md"
     lines = [f"- {escape_markdown(line)}" for line in provenance_lines(provenance)]
     return lines + [f"- Runs in the table: {models}.", ""]
 
 
-def _compact_notes(report: ComparisonReport, title: list[str], declared: list[str], sentences: list[str],
-                   seeds: list[str], what: list[str], averaged: bool):
+def _compact_notes(
+    report: ComparisonReport,
+    title: list[str],
+    declared: list[str],
+    sentences: list[str],
+    seeds: list[str],
+    what: list[str],
+    averaged: bool,
+):
     """The compact notes, fullest first: the sentences while they fit, a table of as many whole rows as fit, a
     pointer to the files; last, a line that says the table does not fit."""
+
     def cut(name: str) -> str:
         return escape_markdown(shorten(name, NOTE_NAME_WIDTH))
 
-    header = ["| metric | candidate | baseline | difference | interval | adjusted p | direction |",
-              "|---|---|---|---|---|---|---|"]
+    header = [
+        "| metric | candidate | baseline | difference | interval | adjusted p | direction |",
+        "|---|---|---|---|---|---|---|",
+    ]
     rows = [
         f"| {escape_markdown(r.metric)} | {cut(r.candidate)} | {cut(r.baseline)} | {r.difference:+.4f} | "
         f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}] | {r.adjusted_p_value:.4g} | {r.direction} |"
@@ -852,8 +969,16 @@ def _compact_notes(report: ComparisonReport, title: list[str], declared: list[st
     for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
         head = title + declared + extra + what
         # The longest prefix of rows that fits: the text grows by one line per row.
-        fixed = len("\n".join(head + header + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.",
-                                                "", NOTE_POINTER])) + 1
+        fixed = (
+            len(
+                "\n".join(
+                    head
+                    + header
+                    + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.", "", NOTE_POINTER]
+                )
+            )
+            + 1
+        )
         budget, n = MAX_TAG_LENGTH - fixed, 0
         while n < len(rows) and budget - (len(rows[n]) + 1) >= 0:
             budget -= len(rows[n]) + 1
@@ -896,12 +1021,21 @@ def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
         study = MlflowClient().get_run(parents.pop())
     except Exception:  # a parent that is gone or unreadable declares nothing
         return False
-    return (study.data.params.get("primary") == primary
-            and study.info.start_time <= min(r.info.start_time for r in runs))
+    return study.data.params.get("primary") == primary and study.info.start_time <= min(r.info.start_time for r in runs)
 
 
-def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, settings: dict, primary,
-                    provenance: dict, declared: bool = False, averaged: ComparisonReport | None = None) -> str:
+def _log_comparison(
+    target: _Target,
+    report,
+    spreads,
+    runs,
+    plan: _Plan,
+    settings: dict,
+    primary,
+    provenance: dict,
+    declared: bool = False,
+    averaged: ComparisonReport | None = None,
+) -> str:
     """Render every file, then log into the comparison run: artifacts first, then tags, params and metrics.
 
     Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
@@ -917,16 +1051,27 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
         frame, averaged_frame = _write_report_frames(out, report, averaged)
         seed_frame = _write_seed_files(out, spreads)
         _write_texts(out, report, averaged, provenance, settings)
-        (out / "source_runs.json").write_text(json.dumps(
-            {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2))
+        (out / "source_runs.json").write_text(
+            json.dumps(
+                {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2
+            )
+        )
         (out / "settings.json").write_text(json.dumps(settings, indent=2))
         (out / "metric_names.json").write_text(json.dumps(key_map, indent=2))
         forest_plot(report, out / "forest.png")
-        (out / "report.html").write_text(report_html(
-            report, spreads, primary=primary, title=run_name, forest_png=(out / "forest.png").read_bytes(),
-            seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
-            provenance_html=provenance_html(provenance), primary_declared=declared, seed_averaged=averaged,
-        ))
+        (out / "report.html").write_text(
+            report_html(
+                report,
+                spreads,
+                primary=primary,
+                title=run_name,
+                forest_png=(out / "forest.png").read_bytes(),
+                seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
+                provenance_html=provenance_html(provenance),
+                primary_declared=declared,
+                seed_averaged=averaged,
+            )
+        )
         note = fit_text(_note_versions(report, spreads, primary, provenance, declared, averaged))
         first = runs[0].data.tags
 
@@ -937,17 +1082,19 @@ def _log_comparison(target: _Target, report, spreads, runs, plan: _Plan, setting
                 mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
             if averaged is not None:
                 mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
-            mlflow.set_tags({
-                tags.ROLE: tags.ROLE_COMPARISON,
-                tags.SOURCE_RUNS: source_runs_tag(source_ids),
-                tags.N_SOURCE_RUNS: str(len(source_ids)),
-                tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
-                tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
-                tags.PRIMARY_METRIC: primary or "",
-                tags.RESULT: shorten(_headline(report, primary), MAX_TAG_LENGTH),
-                MLFLOW_RUN_NAME: run_name,
-                MLFLOW_RUN_NOTE: note,
-            })
+            mlflow.set_tags(
+                {
+                    tags.ROLE: tags.ROLE_COMPARISON,
+                    tags.SOURCE_RUNS: source_runs_tag(source_ids),
+                    tags.N_SOURCE_RUNS: str(len(source_ids)),
+                    tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
+                    tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+                    tags.PRIMARY_METRIC: primary or "",
+                    tags.RESULT: shorten(_headline(report, primary), MAX_TAG_LENGTH),
+                    MLFLOW_RUN_NAME: run_name,
+                    MLFLOW_RUN_NOTE: note,
+                }
+            )
             log_params_once(params)
             mlflow.log_metrics(metrics)
             return run.info.run_id
@@ -962,8 +1109,9 @@ def _run_name(report: ComparisonReport, plan: _Plan) -> str:
     return shorten(run_name, MAX_RUN_NAME_LENGTH)
 
 
-def _comparison_metrics(names: dict, report: ComparisonReport, averaged: ComparisonReport | None,
-                        spreads: dict[str, SeedSpread]) -> tuple[dict[str, float], list[dict]]:
+def _comparison_metrics(
+    names: dict, report: ComparisonReport, averaged: ComparisonReport | None, spreads: dict[str, SeedSpread]
+) -> tuple[dict[str, float], list[dict]]:
     """The comparison run's metrics (finite values only) by MLflow name, and the map of each name to its hypothesis
     and field (``metric_names.json``)."""
     metrics = {}
@@ -981,7 +1129,8 @@ def _comparison_metrics(names: dict, report: ComparisonReport, averaged: Compari
                     metrics[names[(row.baseline, row.candidate, row.metric, f"seeds.{field}")]] = float(value)
     key_map = [
         {"mlflow_metric": name, "baseline": b, "candidate": c, "metric": m, "field": f}
-        for (b, c, m, f), name in names.items() if name in metrics
+        for (b, c, m, f), name in names.items()
+        if name in metrics
     ]
     return metrics, key_map
 
@@ -991,8 +1140,9 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> None:
     csv_safe_frame(frame).to_csv(path, index=False, quoting=csv.QUOTE_NONNUMERIC)
 
 
-def _write_report_frames(out: Path, report: ComparisonReport,
-                         averaged: ComparisonReport | None) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+def _write_report_frames(
+    out: Path, report: ComparisonReport, averaged: ComparisonReport | None
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """``report.csv``/``.parquet`` and, for a seed-averaged report, ``seed_averaged.csv``/``.parquet``; their frames."""
     frame = report.to_frame()
     _write_csv(frame, out / "report.csv")
@@ -1017,8 +1167,9 @@ def _write_seed_files(out: Path, spreads: dict[str, SeedSpread]) -> pd.DataFrame
     return seed_frame
 
 
-def _write_texts(out: Path, report: ComparisonReport, averaged: ComparisonReport | None, provenance: dict,
-                 settings: dict) -> None:
+def _write_texts(
+    out: Path, report: ComparisonReport, averaged: ComparisonReport | None, provenance: dict, settings: dict
+) -> None:
     """``report.md``, ``methods.md`` (with every setting, as logged), ``report.tex``, ``provenance.json`` and
     ``references.bib``."""
     what = provenance_markdown(provenance)
@@ -1040,5 +1191,7 @@ def _write_texts(out: Path, report: ComparisonReport, averaged: ComparisonReport
 def _settings_markdown(settings: dict) -> str:
     """The comparison's settings as a markdown table, in the order they are logged as params."""
     rows = "\n".join(f"| {escape_markdown(name)} | {escape_markdown(str(value))} |" for name, value in settings.items())
-    return "## Settings\n\nEvery setting of this comparison, as logged in the run's params:\n\n" \
-           "| setting | value |\n|---|---|\n" + rows
+    return (
+        "## Settings\n\nEvery setting of this comparison, as logged in the run's params:\n\n"
+        "| setting | value |\n|---|---|\n" + rows
+    )

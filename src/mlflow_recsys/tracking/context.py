@@ -41,7 +41,7 @@ def absolute_sqlite_uri(uri: str) -> str:
     """
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
-        return prefix + str(Path(uri[len(prefix):]).resolve())
+        return prefix + str(Path(uri[len(prefix) :]).resolve())
     return uri
 
 
@@ -105,8 +105,10 @@ def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
     )
 
 
-_ENV_ADVICE = (f"unset {RUN_ID_ENV} (it is inherited from an enclosing `mlflow run`) so that this step logs to a "
-               "new run of its own")
+_ENV_ADVICE = (
+    f"unset {RUN_ID_ENV} (it is inherited from an enclosing `mlflow run`) so that this step logs to a "
+    "new run of its own"
+)
 
 
 def _environment_run() -> Run | None:
@@ -185,8 +187,11 @@ class StepRun(mlflow.ActiveRun):
     """The run of one step, as a context manager: on an exception it ends FAILED and says why in ``recsys.error``."""
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        if exc_val is not None and mlflow.active_run() is not None \
-                and mlflow.active_run().info.run_id == self.info.run_id:
+        if (
+            exc_val is not None
+            and mlflow.active_run() is not None
+            and mlflow.active_run().info.run_id == self.info.run_id
+        ):
             mark_failed(self.info.run_id, exc_val, end=True, keep_reason=True)
         return super().__exit__(exc_type, exc_val, exc_tb)
 
@@ -315,8 +320,9 @@ def _same_param_value(logged: str, text: str) -> bool:
             return True
         if "," in form or "," in text:
             left, right = form.split(","), text.split(",")
-            if len(left) == len(right) and all(_same_item(a.strip(), b.strip())
-                                               for a, b in zip(left, right, strict=True)):
+            if len(left) == len(right) and all(
+                _same_item(a.strip(), b.strip()) for a, b in zip(left, right, strict=True)
+            ):
                 return True
     return False
 

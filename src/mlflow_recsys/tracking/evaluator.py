@@ -67,7 +67,10 @@ class RecsysEvaluator(ModelEvaluator):
         _refuse_unknown([i for row in unknown for i in row], "targets")
         sample_ids = features["sample_id"].to_numpy() if "sample_id" in features.columns else None
         result = evaluate_rankings(
-            _rankings(catalogue, output["items"], k), targets=target, metrics=metrics, sample_ids=sample_ids,
+            _rankings(catalogue, output["items"], k),
+            targets=target,
+            metrics=metrics,
+            sample_ids=sample_ids,
             source=source,
         )
         return MlflowEvaluationResult(metrics=_log_result(run_id, result, config), artifacts={})
@@ -81,8 +84,10 @@ def _config_iv(evaluator_config) -> dict:
     for key in ("model_name", "seed", "split_digest"):
         # These become tags, which MLflow would cut at 8,000 characters without a word.
         if key in config and len(str(config[key])) > MAX_TAG_LENGTH:
-            raise ValueError(f"evaluator_config[{key!r}]: expected at most {MAX_TAG_LENGTH:,} characters, "
-                             f"found {len(str(config[key])):,}")
+            raise ValueError(
+                f"evaluator_config[{key!r}]: expected at most {MAX_TAG_LENGTH:,} characters, "
+                f"found {len(str(config[key])):,}"
+            )
     return config
 
 
@@ -114,8 +119,11 @@ def _log_result(run_id: str, result, config: dict) -> dict[str, float]:
     client.set_tag(run_id, tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
     if "model_name" in config:
         # Named runs become training runs that `mlflow-recsys compare` can select.
-        run_tags = {tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: str(config["model_name"]),
-                    tags.SEED: str(config.get("seed", tags.NO_SEED))}
+        run_tags = {
+            tags.ROLE: tags.ROLE_TRAIN,
+            tags.MODEL: str(config["model_name"]),
+            tags.SEED: str(config.get("seed", tags.NO_SEED)),
+        }
         if config.get("split_digest"):
             run_tags[tags.SPLIT_DIGEST] = str(config["split_digest"])
         for key, value in run_tags.items():
@@ -152,5 +160,7 @@ def _rankings(catalogue: ItemCatalogue, lists, k: int) -> np.ndarray:
 
 def _refuse_unknown(unknown, what: str) -> None:
     if len(unknown):
-        raise ValueError(f"{what}: expected item ids from evaluator_config['item_ids'], found unknown ids "
-                         f"{[plain_id(i) for i in unknown[:5]]}")
+        raise ValueError(
+            f"{what}: expected item ids from evaluator_config['item_ids'], found unknown ids "
+            f"{[plain_id(i) for i in unknown[:5]]}"
+        )

@@ -111,8 +111,10 @@ def make_executor(
     """
     if name == "sequential":
         if ray_address is not None:
-            raise ValueError(f"ray_address: only the ray executor joins a Ray cluster, found {ray_address!r} "
-                             "with executor 'sequential'; add --executor ray or drop --ray-address")
+            raise ValueError(
+                f"ray_address: only the ray executor joins a Ray cluster, found {ray_address!r} "
+                "with executor 'sequential'; add --executor ray or drop --ray-address"
+            )
         return SequentialExecutor(project_uri=project_uri)
     if name == "ray":
         return RayExecutor(address=ray_address)
@@ -146,13 +148,21 @@ class SequentialExecutor:
             check_device(device)
         yield
 
-    def run(self, trainings: Sequence[Training], *, checkpoint: str, experiment_id: str, parent_run_id: str,
-            echo: Callable[[str], None] = print) -> list[TrainingOutcome]:
+    def run(
+        self,
+        trainings: Sequence[Training],
+        *,
+        checkpoint: str,
+        experiment_id: str,
+        parent_run_id: str,
+        echo: Callable[[str], None] = print,
+    ) -> list[TrainingOutcome]:
         """Run each training in turn; a failed one is recorded and the next one starts."""
         return [self._run_one(t, checkpoint, experiment_id, parent_run_id, echo) for t in trainings]
 
-    def _run_one(self, training: Training, checkpoint: str, experiment_id: str, parent_run_id: str,
-                 echo: Callable[[str], None]) -> TrainingOutcome:
+    def _run_one(
+        self, training: Training, checkpoint: str, experiment_id: str, parent_run_id: str, echo: Callable[[str], None]
+    ) -> TrainingOutcome:
         echo(f"\n== {training.run_name} ==")
         client = MlflowClient()
         started = time.perf_counter()
@@ -160,9 +170,13 @@ class SequentialExecutor:
             # Synchronous: the entry point's command runs as a child of this process (asynchronous runs go through
             # an `mlflow run` process of their own, which refuses an experiment id beside MLFLOW_EXPERIMENT_NAME).
             run_id = mlflow.projects.run(
-                self.project_uri, entry_point="train", experiment_id=experiment_id, run_name=training.run_name,
+                self.project_uri,
+                entry_point="train",
+                experiment_id=experiment_id,
+                run_name=training.run_name,
                 parameters={"checkpoint": checkpoint, "model": training.model, **training.hyperparameters},
-                env_manager="local", synchronous=True,
+                env_manager="local",
+                synchronous=True,
             ).run_id
         except ExecutionException as exc:
             # MLflow has marked the step's run FAILED; its message is the one place that names the run.
@@ -172,8 +186,9 @@ class SequentialExecutor:
             run_id = found.group(1)
             client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, parent_run_id)
             # The step's own output (above) says why; a step that recorded its reason on the run says it here too.
-            reason = (client.get_run(run_id).data.tags.get(tags.ERROR)
-                      or "the train step failed; its output above says why")
+            reason = (
+                client.get_run(run_id).data.tags.get(tags.ERROR) or "the train step failed; its output above says why"
+            )
             client.set_tag(run_id, tags.ERROR, reason)
             return TrainingOutcome(training, "failed", run_id, reason, time.perf_counter() - started)
         client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, parent_run_id)
@@ -209,8 +224,10 @@ class RayExecutor:
 
     def __init__(self, *, address: str | None = None):
         if address is not None and (not isinstance(address, str) or not _RAY_ADDRESS.fullmatch(address)):
-            raise ValueError(f"ray_address: expected 'auto' or a Ray cluster address such as 10.0.0.5:6379 or "
-                             f"ray://head:10001, found {redact(str(address))[:200]!r}")
+            raise ValueError(
+                f"ray_address: expected 'auto' or a Ray cluster address such as 10.0.0.5:6379 or "
+                f"ray://head:10001, found {redact(str(address))[:200]!r}"
+            )
         self.address = address
         self._ray = _import_ray()
         self._started_here = False
@@ -257,21 +274,32 @@ class RayExecutor:
             with _keeping_sigterm_handler():
                 if self.address is None:
                     # "local", not None: None would join a Ray already running on this machine.
-                    ray.init(address="local", num_cpus=_machine_cpus(), num_gpus=_machine_gpus(),
-                             include_dashboard=False)
+                    ray.init(
+                        address="local", num_cpus=_machine_cpus(), num_gpus=_machine_gpus(), include_dashboard=False
+                    )
                 else:
                     ray.init(address=self.address)
             self._started_here = True
         resources = ray.cluster_resources()
-        echo(f"Ray: {resources.get('CPU', 0):g} CPUs and {resources.get('GPU', 0):g} GPUs for {len(trainings)} "
-             "trainings")
+        echo(
+            f"Ray: {resources.get('CPU', 0):g} CPUs and {resources.get('GPU', 0):g} GPUs for {len(trainings)} trainings"
+        )
         on_gpu = [t for t in trainings if _on_gpu(t.device)]
         if on_gpu and resources.get("GPU", 0) < 1:  # a cluster's autoscaler may still add a GPU node
-            echo(f"warning: {', '.join(t.run_name for t in on_gpu)} ask Ray for a GPU each, and the Ray cluster has "
-                 "none now; they wait until a GPU joins")
+            echo(
+                f"warning: {', '.join(t.run_name for t in on_gpu)} ask Ray for a GPU each, and the Ray cluster has "
+                "none now; they wait until a GPU joins"
+            )
 
-    def run(self, trainings: Sequence[Training], *, checkpoint: str, experiment_id: str, parent_run_id: str,
-            echo: Callable[[str], None] = print) -> list[TrainingOutcome]:
+    def run(
+        self,
+        trainings: Sequence[Training],
+        *,
+        checkpoint: str,
+        experiment_id: str,
+        parent_run_id: str,
+        echo: Callable[[str], None] = print,
+    ) -> list[TrainingOutcome]:
         """Submit every training, then collect each outcome as its task ends; failures are outcomes, not errors.
 
         Starts or joins Ray first (see :meth:`started`). On an interrupt (Ctrl-C, SIGTERM) the tasks not yet
@@ -306,8 +334,17 @@ class RayExecutor:
             raise
         return [outcomes[ref] for ref in submitted]  # in the order given
 
-    def _submit(self, trainings, submitted: dict, client, checkpoint: str, experiment_id: str, parent_run_id: str,
-                echo: Callable[[str], None], received: list[int]) -> None:
+    def _submit(
+        self,
+        trainings,
+        submitted: dict,
+        client,
+        checkpoint: str,
+        experiment_id: str,
+        parent_run_id: str,
+        echo: Callable[[str], None],
+        received: list[int],
+    ) -> None:
         """Make each training's run and hand the training to Ray, until all are submitted or a signal came."""
         task = self._ray.remote(train_in_worker)
         environment = worker_environment()
@@ -317,12 +354,14 @@ class RayExecutor:
             run_id = _create_child_run(client, training, experiment_id, parent_run_id)
             gpus = 1 if _on_gpu(training.device) else 0
             ref = task.options(num_cpus=1, num_gpus=gpus, max_retries=0, name=training.run_name).remote(
-                run_id, training.model, dict(training.hyperparameters), checkpoint, environment)
+                run_id, training.model, dict(training.hyperparameters), checkpoint, environment
+            )
             submitted[ref] = (training, run_id, time.perf_counter())
             echo(f"submitted {training.run_name} (run {run_id}; 1 CPU{', 1 GPU' if gpus else ''})")
 
-    def _collect(self, ref, training: Training, run_id: str, seconds: float, client,
-                 echo: Callable[[str], None]) -> TrainingOutcome:
+    def _collect(
+        self, ref, training: Training, run_id: str, seconds: float, client, echo: Callable[[str], None]
+    ) -> TrainingOutcome:
         try:
             self._ray.get(ref)
         except Exception as exc:  # the task's exception (as Ray's RayTaskError), or Ray's own (a worker died)
@@ -336,8 +375,9 @@ class RayExecutor:
         return TrainingOutcome(training, "trained", run_id, seconds=seconds)
 
 
-def train_in_worker(run_id: str, model: str, hyperparameters: dict, checkpoint: str,
-                    environment: Mapping[str, str]) -> str:
+def train_in_worker(
+    run_id: str, model: str, hyperparameters: dict, checkpoint: str, environment: Mapping[str, str]
+) -> str:
     """The body of a Ray task: :func:`~mlflow_recsys.tracking.training.run_train` logging into run ``run_id``.
 
     For the length of the call (a Ray worker runs one task after another), the worker's environment holds
@@ -426,8 +466,10 @@ def _probe(address: str, timeout: float = 10.0) -> None:
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise ConnectionError(f"ray_address: no Ray cluster answers at {address!r} ({exc}); start one there with "
-                              "`ray start --head`, or check the address") from None
+        raise ConnectionError(
+            f"ray_address: no Ray cluster answers at {address!r} ({exc}); start one there with "
+            "`ray start --head`, or check the address"
+        ) from None
 
 
 def _import_ray():
@@ -455,8 +497,10 @@ def _machine_gpus() -> int:
 
 def _require_gpus(trainings: Sequence[Training], gpus: int, where: str) -> None:
     if trainings and gpus < 1:
-        raise ValueError(f"device: {', '.join(t.run_name for t in trainings)} ask Ray for a GPU each, and {where} "
-                         "has none; use --device cpu, or join a cluster with GPUs (--ray-address)")
+        raise ValueError(
+            f"device: {', '.join(t.run_name for t in trainings)} ask Ray for a GPU each, and {where} "
+            "has none; use --device cpu, or join a cluster with GPUs (--ray-address)"
+        )
 
 
 def _on_gpu(device: str) -> bool:
@@ -465,8 +509,9 @@ def _on_gpu(device: str) -> bool:
 
 def _create_child_run(client, training: Training, experiment_id: str, parent_run_id: str) -> str:
     """A RUNNING run for ``training`` under the study run, as ``mlflow run`` makes one for its entry point."""
-    run = client.create_run(experiment_id, run_name=training.run_name,
-                            tags=resolve_tags({MLFLOW_PARENT_RUN_ID: parent_run_id}))
+    run = client.create_run(
+        experiment_id, run_name=training.run_name, tags=resolve_tags({MLFLOW_PARENT_RUN_ID: parent_run_id})
+    )
     return run.info.run_id
 
 

@@ -61,9 +61,10 @@ def shorten(text: str, width: int) -> str:
 def fit_values(values: dict[str, str], limit: int, pointer: str) -> dict[str, str]:
     """``values`` with each one longer than ``limit`` replaced by its length, hash and ``pointer``
     (e.g. "the whole value is in settings.json")."""
-    return {key: value if len(value) <= limit
-            else f"{len(value):,} characters, sha256 {text_digest(value, 16)}; {pointer}"
-            for key, value in values.items()}
+    return {
+        key: value if len(value) <= limit else f"{len(value):,} characters, sha256 {text_digest(value, 16)}; {pointer}"
+        for key, value in values.items()
+    }
 
 
 def duplicates(keys: Sequence[str]) -> list[str]:

@@ -64,7 +64,10 @@ def loopback_process(argv: list[str], probe_url: str, log_path: Path, env: dict,
 
 @contextmanager
 def local_tracking_server(
-    backend_store_uri: str, artifacts_destination: str | os.PathLike, *, timeout: float = 120.0,
+    backend_store_uri: str,
+    artifacts_destination: str | os.PathLike,
+    *,
+    timeout: float = 120.0,
     port: int | None = None,
 ) -> Iterator[str]:
     """Run ``mlflow server`` on 127.0.0.1 (``port``, default a free one) for the duration of a ``with``; yield
@@ -83,8 +86,20 @@ def local_tracking_server(
     destination = Path(artifacts_destination)
     destination.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
-    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-            "--backend-store-uri", backend_store_uri, "--artifacts-destination", str(destination)]
+    argv = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--backend-store-uri",
+        backend_store_uri,
+        "--artifacts-destination",
+        str(destination),
+    ]
     url = f"http://127.0.0.1:{port}"
     with loopback_process(argv, f"{url}/health", destination.parent / "server.log", env, timeout):
         yield url
@@ -106,8 +121,19 @@ def local_model_server(model_uri: str, log_path: str | os.PathLike, *, timeout: 
     bin_dir = Path(sys.executable).parent
     # The scoring server execs `uvicorn` from PATH: make it the one beside this interpreter.
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    argv = [str(bin_dir / "mlflow"), "models", "serve", "-m", model_uri, "--env-manager", "local",
-            "--host", "127.0.0.1", "--port", str(port)]
+    argv = [
+        str(bin_dir / "mlflow"),
+        "models",
+        "serve",
+        "-m",
+        model_uri,
+        "--env-manager",
+        "local",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     url = f"http://127.0.0.1:{port}"
     with loopback_process(argv, f"{url}/ping", Path(log_path), env, timeout):
         yield url

@@ -113,15 +113,19 @@ def _catalogue(item_ids, n_items: int) -> np.ndarray:
 def _signature(item: DataType, user: DataType) -> ModelSignature:
     """Input ``items`` (fold-in item ids), optional ``user`` and ``k``; output ids, scores, unknown ids."""
     return ModelSignature(
-        inputs=Schema([
-            ColSpec(user, "user", required=False),
-            ColSpec(Array(item), "items"),
-            ColSpec(DataType.long, "k", required=False),
-        ]),
-        outputs=Schema([
-            ColSpec(user, "user", required=False),
-            ColSpec(Array(item), "items"),
-            ColSpec(Array(DataType.double), "scores"),
-            ColSpec(Array(item), "unknown_items"),
-        ]),
+        inputs=Schema(
+            [
+                ColSpec(user, "user", required=False),
+                ColSpec(Array(item), "items"),
+                ColSpec(DataType.long, "k", required=False),
+            ]
+        ),
+        outputs=Schema(
+            [
+                ColSpec(user, "user", required=False),
+                ColSpec(Array(item), "items"),
+                ColSpec(Array(DataType.double), "scores"),
+                ColSpec(Array(item), "unknown_items"),
+            ]
+        ),
     )

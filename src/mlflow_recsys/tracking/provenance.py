@@ -22,8 +22,9 @@ from mlflow_recsys.tracking import tags
 _MANIFEST_FIELDS = ("dataset", "parameters", "counts", "split_digest")
 
 
-def collect_provenance(runs: list[Run], groups: dict[str, dict[str, str]], representative: dict[str, str],
-                       chosen_seed: str | None) -> dict[str, Any]:
+def collect_provenance(
+    runs: list[Run], groups: dict[str, dict[str, str]], representative: dict[str, str], chosen_seed: str | None
+) -> dict[str, Any]:
     """Provenance of a comparison as JSON-ready data.
 
     Parameters
@@ -97,16 +98,23 @@ def _split_lines(split: dict[str, Any] | None) -> list[str]:
     if split is None:
         return ["Split: the compared runs carry no split digest."]
     if "parameters" not in split:
-        where = f"split run {split['run_id']} has no manifest.json" if split.get("run_id") else (
-            "no split run with this digest is in the compared runs' experiments")
+        where = (
+            f"split run {split['run_id']} has no manifest.json"
+            if split.get("run_id")
+            else ("no split run with this digest is in the compared runs' experiments")
+        )
         return [f"Split digest {split['split_digest']}; {where}."]
     data, params, counts = split.get("dataset", {}), split["parameters"], split.get("counts", {})
-    digests = ", ".join(f"{k.replace('_sha256', '')} sha256 {data[k]}" for k in ("archive_sha256", "file_sha256",
-                                                                                 "interactions_sha256") if data.get(k))
+    digests = ", ".join(
+        f"{k.replace('_sha256', '')} sha256 {data[k]}"
+        for k in ("archive_sha256", "file_sha256", "interactions_sha256")
+        if data.get(k)
+    )
     source = data.get("url") or data.get("file_name") or data.get("source", "")
     threshold = params.get("min_rating")
-    kept = ("every interaction kept as a positive" if threshold is None
-            else f"ratings >= {threshold:g} kept as positives")
+    kept = (
+        "every interaction kept as a positive" if threshold is None else f"ratings >= {threshold:g} kept as positives"
+    )
     lines = [
         f"Dataset: {data.get('name', '?')} ({source}; {digests}).",
         f"Preprocessing: {kept}; users with at least {params.get('min_user_interactions')} and items with at least "
@@ -129,13 +137,18 @@ def provenance_markdown(provenance: dict[str, Any]) -> str:
 
     lines = ["## What was compared", ""]
     lines += [f"- {escape_markdown(line)}" for line in _split_lines(provenance["split"])]
-    lines += ["", "| model | in the paired table | runs compared (seed: run id) | hyper-parameters |",
-              "|---|---|---|---|"]
+    lines += [
+        "",
+        "| model | in the paired table | runs compared (seed: run id) | hyper-parameters |",
+        "|---|---|---|---|",
+    ]
     for model, info in provenance["models"].items():
         runs = ", ".join(f"{s}: {r['run_id']}" for s, r in info["runs"].items())
         params = json.dumps(info["hyperparameters"], sort_keys=True)
-        lines.append(f"| {escape_markdown(model)} | {escape_markdown(info['why'])} | {escape_markdown(runs)} | "
-                     f"{escape_markdown(params)} |")
+        lines.append(
+            f"| {escape_markdown(model)} | {escape_markdown(info['why'])} | {escape_markdown(runs)} | "
+            f"{escape_markdown(params)} |"
+        )
     return "\n".join(lines)
 
 
@@ -144,18 +157,23 @@ def provenance_html(provenance: dict[str, Any]) -> str:
 
     The links open in the whole window (``target="_top"``), since the UI shows an artifact inside a frame.
     """
+
     def link(run: dict[str, str]) -> str:
         href = f"/#/experiments/{html.escape(run['experiment_id'])}/runs/{html.escape(run['run_id'])}"
         return f'<a href="{href}" target="_top">{html.escape(run["run_id"])}</a>'
 
     parts = ["<h2>What was compared</h2>", "<ul>"]
     parts += [f"<li>{html.escape(line)}</li>" for line in _split_lines(provenance["split"])]
-    parts += ["</ul>", '<div class="wide"><table><tr><th>model</th><th>in the paired table</th>'
-                       "<th>runs compared (seed: run)</th><th>hyper-parameters</th></tr>"]
+    parts += [
+        "</ul>",
+        '<div class="wide"><table><tr><th>model</th><th>in the paired table</th>'
+        "<th>runs compared (seed: run)</th><th>hyper-parameters</th></tr>",
+    ]
     for model, info in provenance["models"].items():
         runs = ", ".join(f"{html.escape(s)}: {link(r)}" for s, r in info["runs"].items())
         params = html.escape(json.dumps(info["hyperparameters"], sort_keys=True))
-        parts.append(f"<tr><td>{html.escape(model)}</td><td>{html.escape(info['why'])}</td><td>{runs}</td>"
-                     f"<td>{params}</td></tr>")
+        parts.append(
+            f"<tr><td>{html.escape(model)}</td><td>{html.escape(info['why'])}</td><td>{runs}</td><td>{params}</td></tr>"
+        )
     parts.append("</table></div>")
     return "\n".join(parts)

@@ -99,8 +99,7 @@ def select_runs(
     given = [x is not None and x != [] for x in (run_ids, compare_url, experiment)]
     if sum(given) != 1:
         raise RunSelectionError(
-            "runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), "
-            f"found {sum(given)}"
+            f"runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), found {sum(given)}"
         )
     hint = ""
     if compare_url is not None:
@@ -139,13 +138,12 @@ def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run
             if not _missing(exc):
                 raise
             raise RunSelectionError(
-                f"run {run_id!r} was not found",
-                hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}") from None
+                f"run {run_id!r} was not found", hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}"
+            ) from None
     return runs
 
 
-def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None,
-                        page_size: int) -> list[Run]:
+def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:
     """The training runs of ``experiment`` (a name or an id) that ``filter_string`` selects, every page read."""
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
@@ -168,13 +166,11 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
     token: str | None = None
     while True:
         try:
-            page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size,
-                                      page_token=token)
+            page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size, page_token=token)
         except MlflowException as exc:
             if exc.error_code != "INVALID_PARAMETER_VALUE":
                 raise
-            raise RunSelectionError(
-                f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+            raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
         runs.extend(page)
         token = page.token
         if not token:
@@ -196,8 +192,9 @@ def _require_training_runs(runs: list[Run]) -> None:
     deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
     if deleted:
         raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
-    not_train = [(r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs
-                 if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN]
+    not_train = [
+        (r.info.run_id, r.data.tags.get(tags.ROLE)) for r in runs if r.data.tags.get(tags.ROLE) != tags.ROLE_TRAIN
+    ]
     if not_train:
         listing = ", ".join(f"{i} ({tags.ROLE}={role})" for i, role in not_train)
         raise RunSelectionError(f"expected training runs only, found {listing}")
@@ -206,7 +203,8 @@ def _require_training_runs(runs: list[Run]) -> None:
         listing = ", ".join(f"{i} ({s})" for i, s in unfinished)
         hint = (
             "; a run left RUNNING usually means its `mlflow run` was interrupted or missing a parameter"
-            if any(s == "RUNNING" for _, s in unfinished) else ""
+            if any(s == "RUNNING" for _, s in unfinished)
+            else ""
         )
         raise RunSelectionError(f"expected FINISHED runs only, found {listing}{hint}")
 
@@ -238,7 +236,12 @@ def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, EvaluationAr
     """Download several runs' artifacts with a few threads and a progress bar."""
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(run_ids)))) as pool:
         loaded = list(
-            tqdm(pool.map(load_evaluation_artifacts, run_ids), total=len(run_ids), desc="per-user artifacts",
-                 unit="run", disable=None)
+            tqdm(
+                pool.map(load_evaluation_artifacts, run_ids),
+                total=len(run_ids),
+                desc="per-user artifacts",
+                unit="run",
+                disable=None,
+            )
         )
     return dict(zip(run_ids, loaded, strict=True))

@@ -49,8 +49,9 @@ def worst_case_wait_seconds() -> float:
     factor = MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
     # urllib3 2 waits nothing before the first retry, then factor * 2**(n - 1), at most 120 s.
     backoff = sum(min(factor * 2 ** (n - 1), 120) for n in range(2, retries + 1))
-    return ((retries + 1) * MLFLOW_HTTP_REQUEST_TIMEOUT.get() + backoff
-            + retries * MLFLOW_HTTP_REQUEST_BACKOFF_JITTER.get())
+    return (
+        (retries + 1) * MLFLOW_HTTP_REQUEST_TIMEOUT.get() + backoff + retries * MLFLOW_HTTP_REQUEST_BACKOFF_JITTER.get()
+    )
 
 
 def is_unreachable(exc: BaseException) -> bool:
@@ -61,8 +62,15 @@ def is_unreachable(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, (TrackingServerError, requests.exceptions.ConnectionError,
-                                requests.exceptions.Timeout, requests.exceptions.RetryError)):
+        if isinstance(
+            current,
+            (
+                TrackingServerError,
+                requests.exceptions.ConnectionError,
+                requests.exceptions.Timeout,
+                requests.exceptions.RetryError,
+            ),
+        ):
             return True
         current = current.__cause__ or current.__context__
     return False

@@ -93,22 +93,39 @@ def run_study(
         raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {list(seeds)}")
     if isinstance(executor, str):
         executor = make_executor(executor, project_uri=project_uri)
-    trainings = study_trainings(l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs,
-                                lr=lr, device=device)
+    trainings = study_trainings(
+        l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device
+    )
     environment_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
-    params = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics,
-              "primary": primary, "n_resamples": n_resamples, "device": device, "executor": executor.name}
+    params = {
+        "dataset": dataset,
+        "split_seed": split_seed,
+        "seeds": ",".join(map(str, seeds)),
+        "metrics": metrics,
+        "primary": primary,
+        "n_resamples": n_resamples,
+        "device": device,
+        "executor": executor.name,
+    }
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
         client = MlflowClient()
         experiment_id, study_id = main_run.info.experiment_id, main_run.info.run_id
-        step = functools.partial(_step, project_uri=project_uri, experiment_id=experiment_id, study_id=study_id,
-                                 echo=echo)
+        step = functools.partial(
+            _step, project_uri=project_uri, experiment_id=experiment_id, study_id=study_id, echo=echo
+        )
         split_id = step("split", f"split {dataset}", {"dataset": dataset, "seed": split_seed})
-        outcomes = _train(executor, trainings, client=client, checkpoint=f"runs:/{split_id}/checkpoint.zip",
-                          split_digest=client.get_run(split_id).data.tags[tags.SPLIT_DIGEST],
-                          experiment_id=experiment_id, study_id=study_id, echo=echo)
+        outcomes = _train(
+            executor,
+            trainings,
+            client=client,
+            checkpoint=f"runs:/{split_id}/checkpoint.zip",
+            split_digest=client.get_run(split_id).data.tags[tags.SPLIT_DIGEST],
+            experiment_id=experiment_id,
+            study_id=study_id,
+            echo=echo,
+        )
         failed = [o for o in outcomes if not o.usable]
         usable = [o for o in outcomes if o.usable]
         if failed:
@@ -117,17 +134,29 @@ def run_study(
 
         compare_id = None
         if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
-            compare_id = step("compare", "compare EASE vs ELSA", {
-                # A usable outcome FINISHED, so it has a run.
-                "run_ids": ",".join(cast(str, o.run_id) for o in usable), "reference": "EASE", "metrics": metrics,
-                "primary": primary, "n_resamples": n_resamples,
-            })
+            compare_id = step(
+                "compare",
+                "compare EASE vs ELSA",
+                {
+                    # A usable outcome FINISHED, so it has a run.
+                    "run_ids": ",".join(cast(str, o.run_id) for o in usable),
+                    "reference": "EASE",
+                    "metrics": metrics,
+                    "primary": primary,
+                    "n_resamples": n_resamples,
+                },
+            )
             _show_result(compare_id, experiment_id, echo)
         if failed:
-            compared = (f"the {len(usable)} finished were compared in run {compare_id}" if compare_id else
-                        f"the {len(usable)} finished were not compared (fewer than two models finished)")
-            raise StudyStepError(f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared}. Rerun the "
-                                 "study to train only what did not finish")
+            compared = (
+                f"the {len(usable)} finished were compared in run {compare_id}"
+                if compare_id
+                else f"the {len(usable)} finished were not compared (fewer than two models finished)"
+            )
+            raise StudyStepError(
+                f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared}. Rerun the "
+                "study to train only what did not finish"
+            )
         return cast(str, compare_id)  # nothing failed, so both models finished and were compared
 
 
@@ -149,8 +178,16 @@ def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None
     echo(_ui_hint(compare_id, experiment_id))
 
 
-def _step(entry_point: str, run_name: str, parameters: dict, *, project_uri: str, experiment_id: str, study_id: str,
-          echo: Callable[[str], None]) -> str:
+def _step(
+    entry_point: str,
+    run_name: str,
+    parameters: dict,
+    *,
+    project_uri: str,
+    experiment_id: str,
+    study_id: str,
+    echo: Callable[[str], None],
+) -> str:
     """Run an entry point of the project as a child of the study run; return its run id.
 
     Raises
@@ -161,8 +198,13 @@ def _step(entry_point: str, run_name: str, parameters: dict, *, project_uri: str
     echo(f"\n== {run_name} ==")
     try:
         submitted = mlflow.projects.run(
-            project_uri, entry_point=entry_point, parameters=parameters, env_manager="local",
-            experiment_id=experiment_id, run_name=run_name, synchronous=True,
+            project_uri,
+            entry_point=entry_point,
+            parameters=parameters,
+            env_manager="local",
+            experiment_id=experiment_id,
+            run_name=run_name,
+            synchronous=True,
         )
     except ExecutionException as exc:
         raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
@@ -170,8 +212,9 @@ def _step(entry_point: str, run_name: str, parameters: dict, *, project_uri: str
     return submitted.run_id
 
 
-def study_trainings(*, l2: float, seeds: Sequence[int], latent_dim: int, batch_size: int, epochs: int, lr: float,
-                    device: str = "cpu") -> list[Training]:
+def study_trainings(
+    *, l2: float, seeds: Sequence[int], latent_dim: int, batch_size: int, epochs: int, lr: float, device: str = "cpu"
+) -> list[Training]:
     """The study's trainings: EASE, then ELSA under each seed.
 
     Raises
@@ -196,8 +239,17 @@ def _training(model: str, hyperparameters: dict) -> Training:
     return Training(model=model, hyperparameters=hyperparameters, run_name=run_name, config=config, seed=seed)
 
 
-def _train(executor, trainings: list[Training], *, client: MlflowClient, checkpoint: str, split_digest: str,
-           experiment_id: str, study_id: str, echo: Callable[[str], None]) -> list[TrainingOutcome]:
+def _train(
+    executor,
+    trainings: list[Training],
+    *,
+    client: MlflowClient,
+    checkpoint: str,
+    split_digest: str,
+    experiment_id: str,
+    study_id: str,
+    echo: Callable[[str], None],
+) -> list[TrainingOutcome]:
     """Reuse what earlier studies finished, train the rest on ``executor``; one outcome per training, in order."""
     earlier = finished_trainings(client, experiment_id, split_digest, trainings)
     outcomes = {}
@@ -205,33 +257,40 @@ def _train(executor, trainings: list[Training], *, client: MlflowClient, checkpo
         run = earlier.get(training.key)
         if run is not None:
             outcomes[training.key] = TrainingOutcome(training, "reused", run.info.run_id)
-            echo(f"reusing {training.run_name}: run {run.info.run_id}, FINISHED in study "
-                 f"{run.data.tags[MLFLOW_PARENT_RUN_ID]}")
+            echo(
+                f"reusing {training.run_name}: run {run.info.run_id}, FINISHED in study "
+                f"{run.data.tags[MLFLOW_PARENT_RUN_ID]}"
+            )
     to_train = [t for t in trainings if t.key not in outcomes]
     echo(f"\n== {len(to_train)} trainings on the {executor.name} executor, {len(outcomes)} reused ==")
     if to_train:
-        for outcome in executor.run(to_train, checkpoint=checkpoint, experiment_id=experiment_id,
-                                    parent_run_id=study_id, echo=echo):
+        for outcome in executor.run(
+            to_train, checkpoint=checkpoint, experiment_id=experiment_id, parent_run_id=study_id, echo=echo
+        ):
             outcomes[outcome.training.key] = outcome
     return [outcomes[t.key] for t in trainings]
 
 
-def finished_trainings(client: MlflowClient, experiment_id: str, split_digest: str,
-                       trainings: Sequence[Training]) -> dict[tuple[str, str, str], Run]:
+def finished_trainings(
+    client: MlflowClient, experiment_id: str, split_digest: str, trainings: Sequence[Training]
+) -> dict[tuple[str, str, str], Run]:
     """FINISHED training runs that earlier studies made of ``trainings`` on this split, by training key.
 
     A run counts when it is a child of a study run (``recsys.role=main``, not deleted) and has the split digest
     and the training's model, configuration and seed; of several, the newest.
     """
     wanted = {t.key for t in trainings}
-    query = (f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "
-             "AND attributes.status = 'FINISHED'")
+    query = (
+        f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "
+        "AND attributes.status = 'FINISHED'"
+    )
     found: dict[tuple[str, str, str], Run] = {}
     studies: dict[str, bool] = {}
     token = None
     while True:  # MLflow answers one page per call
-        page = client.search_runs([experiment_id], query, max_results=1000,
-                                  order_by=["attributes.start_time DESC"], page_token=token)
+        page = client.search_runs(
+            [experiment_id], query, max_results=1000, order_by=["attributes.start_time DESC"], page_token=token
+        )
         for run in page:
             run_tags = run.data.tags
             key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
@@ -251,8 +310,7 @@ def _is_study(client: MlflowClient, run_id: str | None, seen: dict[str, bool]) -
         except MlflowException:  # removed for good
             seen[run_id] = False
         else:
-            seen[run_id] = (parent.data.tags.get(tags.ROLE) == tags.ROLE_MAIN
-                            and parent.info.lifecycle_stage == "active")
+            seen[run_id] = parent.data.tags.get(tags.ROLE) == tags.ROLE_MAIN and parent.info.lifecycle_stage == "active"
     return seen[run_id]
 
 
@@ -272,11 +330,15 @@ def _study_note(outcomes: list[TrainingOutcome], executor: str, split_id: str) -
         reason = escape_markdown(o.reason) if reasons and o.reason else ""
         return f"| {escape_markdown(o.training.run_name)} | {status} | {o.run_id or ''} | {seconds} | {reason} |"
 
-    head = (f"Trainings of this study on the {executor} executor (split run {split_id}); a rerun reuses the "
-            "finished ones. Seconds: from the start (sequential) or the submission (Ray) to the end."
-            "\n\n| training | outcome | run | seconds | reason |\n|---|---|---|---|---|\n")
-    return fit_text([head + "\n".join(row(o, reasons) for o in outcomes) for reasons in (True, False)]
-                    + [shorten(head, MAX_TAG_LENGTH)])
+    head = (
+        f"Trainings of this study on the {executor} executor (split run {split_id}); a rerun reuses the "
+        "finished ones. Seconds: from the start (sequential) or the submission (Ray) to the end."
+        "\n\n| training | outcome | run | seconds | reason |\n|---|---|---|---|---|\n"
+    )
+    return fit_text(
+        [head + "\n".join(row(o, reasons) for o in outcomes) for reasons in (True, False)]
+        + [shorten(head, MAX_TAG_LENGTH)]
+    )
 
 
 def _ui_hint(compare_id: str, experiment_id: str) -> str:

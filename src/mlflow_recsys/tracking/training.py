@@ -72,10 +72,18 @@ def run_split(
     with tempfile.TemporaryDirectory() as tmp:
         # Built before the run starts: bad input fails here and leaves no run behind.
         path = build_recsys_checkpoint(
-            dataset=dataset, data_dir=data_dir, checkpoint_path=Path(tmp) / "checkpoint.zip",
-            split_mode=split_mode, eval_draws=eval_draws, seed=seed, eval_holdout_frac=eval_holdout_frac,
-            test_frac=test_frac, val_frac=val_frac, min_rating=min_rating,
-            min_user_interactions=min_user_interactions, min_item_interactions=min_item_interactions,
+            dataset=dataset,
+            data_dir=data_dir,
+            checkpoint_path=Path(tmp) / "checkpoint.zip",
+            split_mode=split_mode,
+            eval_draws=eval_draws,
+            seed=seed,
+            eval_holdout_frac=eval_holdout_frac,
+            test_frac=test_frac,
+            val_frac=val_frac,
+            min_rating=min_rating,
+            min_user_interactions=min_user_interactions,
+            min_item_interactions=min_item_interactions,
             columns=columns,
         )
         with read_checkpoint(path) as root:
@@ -86,8 +94,7 @@ def run_split(
         if columns:
             params["columns"] = json.dumps(columns, sort_keys=True)
         with entry_point_run(f"split {name} {split_mode} seed {seed}", params=params) as run:
-            mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"],
-                             tags.DATASET: name})
+            mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"], tags.DATASET: name})
             mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
             mlflow.log_artifact(str(path))
             mlflow.log_dict(manifest, "manifest.json")
@@ -110,9 +117,10 @@ def split_dataset(manifest: dict, split_digest: str):
         source = HTTPDatasetSource(origin["url"])
     else:
         # A user's own file or frame has no address; its content digest identifies it.
-        source = CodeDatasetSource(tags={k: str(v) for k, v in origin.items()
-                                         if k in ("source", "file_name", "file_sha256")}
-                                   | {"interactions_sha256": origin["interactions_sha256"]})
+        source = CodeDatasetSource(
+            tags={k: str(v) for k, v in origin.items() if k in ("source", "file_name", "file_sha256")}
+            | {"interactions_sha256": origin["interactions_sha256"]}
+        )
     # MLflow stores at most 36 characters of a dataset digest.
     # ignore: MLflow's MetaDataset leaves Dataset's abstract `profile` unimplemented, but Dataset is no ABC, so it
     # instantiates (and MLflow itself builds MetaDatasets so).
@@ -138,10 +146,12 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
         except Exception as exc:  # MLflow raises several types for a missing artifact
             # The download error repeats the URI, so the whole message is redacted, not just our part.
             raise FileNotFoundError(redact(f"checkpoint: could not download {checkpoint!r} ({exc})")) from None
-    raise FileNotFoundError(redact(
-        f"checkpoint: expected an existing checkpoint zip or an artifact URI (runs:/<id>/checkpoint.zip), "
-        f"found {checkpoint!r}"
-    ))
+    raise FileNotFoundError(
+        redact(
+            f"checkpoint: expected an existing checkpoint zip or an artifact URI (runs:/<id>/checkpoint.zip), "
+            f"found {checkpoint!r}"
+        )
+    )
 
 
 def _log_epoch(epoch: int, loss: float, score: float | None) -> None:
@@ -157,8 +167,13 @@ def _validation_ndcg(split: dict):
         return None
 
     def score(model) -> float:
-        return evaluate_recommender(model, source=split["val_source_matrix"], targets=split["val_target_matrix"],
-                                    metrics=[NDCG(100)], sample_ids=split["val_eval_user_ids"]).metrics["ndcg@100"]
+        return evaluate_recommender(
+            model,
+            source=split["val_source_matrix"],
+            targets=split["val_target_matrix"],
+            metrics=[NDCG(100)],
+            sample_ids=split["val_eval_user_ids"],
+        ).metrics["ndcg@100"]
 
     return score
 
@@ -169,8 +184,11 @@ def configuration_tag(config) -> str:
     What makes a configuration: every hyper-parameter but the seed (runs are pooled over it) and the device
     (the same model on other hardware), as JSON with sorted keys. The study finds finished runs by it.
     """
-    hyper = {k: v for k, v in (dataclasses.asdict(config) if config is not None else {}).items()
-             if k not in ("seed", "device")}
+    hyper = {
+        k: v
+        for k, v in (dataclasses.asdict(config) if config is not None else {}).items()
+        if k not in ("seed", "device")
+    }
     return json.dumps(hyper, sort_keys=True)
 
 
@@ -216,8 +234,19 @@ def run_train(
     except ValueError as exc:
         raise ValueError(f"metrics: {exc}") from None
     spec = model_spec(model)
-    unfitted = spec.build(dict(seed=seed, l2=l2, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr,
-                              weight_decay=weight_decay, device=device, patience=patience))
+    unfitted = spec.build(
+        dict(
+            seed=seed,
+            l2=l2,
+            latent_dim=latent_dim,
+            batch_size=batch_size,
+            epochs=epochs,
+            lr=lr,
+            weight_decay=weight_decay,
+            device=device,
+            patience=patience,
+        )
+    )
     seeded = spec.seeded
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
         local = resolve_checkpoint(checkpoint, tmp)
@@ -225,23 +254,35 @@ def run_train(
             split = load_recsys_split(root)
         validate = _validation_ndcg(split) if spec.epochs else None
         if spec.epochs and validate is None and patience is not None:
-            raise ValueError("patience: early stopping needs validation rows, and this split has none "
-                             "(it was built with val_frac=0); drop --patience or rebuild the split")
+            raise ValueError(
+                "patience: early stopping needs validation rows, and this split has none "
+                "(it was built with val_frac=0); drop --patience or rebuild the split"
+            )
         run_name = f"{model} seed {seed}" if seeded else model
         config = unfitted.config
         # Only what the model uses: a deterministic model logs no seed, EASE no epochs, ELSA no l2.
-        params = {"model": model, "checkpoint": checkpoint,
-                  "metrics": ",".join(m for obj in metric_objects for m in obj.keys)}
+        params = {
+            "model": model,
+            "checkpoint": checkpoint,
+            "metrics": ",".join(m for obj in metric_objects for m in obj.keys),
+        }
         if config is not None:
             params.update(dataclasses.asdict(config))
         with entry_point_run(run_name, params=params) as run:
-            mlflow.set_tags({tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: model, tags.CONFIG: configuration_tag(config),
-                             tags.SEED: str(seed) if seeded else tags.NO_SEED,
-                             tags.SPLIT_DIGEST: split["split_digest"],
-                             tags.DATASET: split["manifest"]["dataset"]["name"]})
+            mlflow.set_tags(
+                {
+                    tags.ROLE: tags.ROLE_TRAIN,
+                    tags.MODEL: model,
+                    tags.CONFIG: configuration_tag(config),
+                    tags.SEED: str(seed) if seeded else tags.NO_SEED,
+                    tags.SPLIT_DIGEST: split["split_digest"],
+                    tags.DATASET: split["manifest"]["dataset"]["name"],
+                }
+            )
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
-            fitted = _fit_and_log(unfitted, split, metric_objects, Path(tmp) / "evaluation", in_epochs=spec.epochs,
-                                  validate=validate)
+            fitted = _fit_and_log(
+                unfitted, split, metric_objects, Path(tmp) / "evaluation", in_epochs=spec.epochs, validate=validate
+            )
             if log_model:
                 log_recommender(fitted, split["item_ids"], user_ids=split["test_eval_user_ids"])
             return run.info.run_id
@@ -259,14 +300,16 @@ def _fit_and_log(unfitted, split: dict, metric_objects: list, out: Path, *, in_e
         fitted = unfitted.fit(split["x_train"])
     fit_seconds = time.perf_counter() - started
     result = evaluate_recommender(
-        fitted, source=split["test_source_matrix"], targets=split["test_target_matrix"],
-        metrics=metric_objects, sample_ids=split["test_eval_user_ids"],
+        fitted,
+        source=split["test_source_matrix"],
+        targets=split["test_target_matrix"],
+        metrics=metric_objects,
+        sample_ids=split["test_eval_user_ids"],
     )
     mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
     mlflow.log_input(split_dataset(split["manifest"], split["split_digest"]), context="training")
     mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
-    mlflow.log_metrics({"fit_seconds": fit_seconds, "n_eval_users": result.n_units,
-                        "n_eval_rows": result.n_samples})
+    mlflow.log_metrics({"fit_seconds": fit_seconds, "n_eval_users": result.n_units, "n_eval_rows": result.n_samples})
     write_evaluation_artifacts(result, out, split_digest=split["split_digest"])
     mlflow.log_artifacts(str(out))
     return fitted
