@@ -6,7 +6,7 @@ STORE := sqlite:///mlruns.db
 ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test validate ui-check browser-test postgres-test ray-test docs clean
+.PHONY: install demo test lint validate ui-check browser-test postgres-test ray-test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,17 @@ demo: install
 
 test: install
 	$(PY) -m pytest
+
+# ruff (lint, and the format check) over the repository, mypy over the package. The lint extra pins both tools, so
+# a new release of either cannot turn CI red on unchanged code.
+$(VENV)/.lint-installed: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[lint]"
+	touch $@
+
+lint: $(VENV)/.lint-installed
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
+	$(VENV)/bin/mypy
 
 validate: install
 	$(PY) -m pytest -m validation -s -q
