@@ -42,7 +42,7 @@ def test_movielens_100k_has_the_published_size(ml100k):
 
 
 def test_movielens_core_matches_a_plain_python_pruning(ml100k):
-    pos = {(u, i) for u, i, v in zip(ml100k["user"], ml100k["item"], ml100k["value"]) if v >= 4}
+    pos = {(u, i) for u, i, v in zip(ml100k["user"], ml100k["item"], ml100k["value"], strict=True) if v >= 4}
     while True:
         per_user = Counter(u for u, _ in pos)
         kept = {(u, i) for u, i in pos if per_user[u] >= 5}
@@ -50,7 +50,7 @@ def test_movielens_core_matches_a_plain_python_pruning(ml100k):
             break
         pos = kept
     core, _ = kcore_prune(binarise(ml100k, 4.0), min_user_interactions=5)
-    assert set(zip(core["user"], core["item"])) == pos
+    assert set(zip(core["user"], core["item"], strict=True)) == pos
 
 
 def test_interactions_digest_ignores_row_order_but_not_content(ml100k):

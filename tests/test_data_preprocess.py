@@ -9,7 +9,7 @@ def frame(rows):
 
 
 def pairs(df):
-    return sorted(zip(df["user"].tolist(), df["item"].tolist()))
+    return sorted(zip(df["user"].tolist(), df["item"].tolist(), strict=True))
 
 
 def test_binarise_keeps_ratings_at_or_above_threshold_as_ones():

@@ -49,7 +49,7 @@ def test_leave_one_out_holds_out_each_users_latest_items():
     assert set(s.test.user_ids) <= evaluated
     assert len(s.test.user_ids) + s.test.n_users_dropped == len(evaluated)
     # Training never sees an evaluated user's two held-out items.
-    train = dict(zip(s.train_user_ids, rows_as_sets(s.x_train, s.item_ids)))
+    train = dict(zip(s.train_user_ids, rows_as_sets(s.x_train, s.item_ids), strict=True))
     for r, u in enumerate(s.test.user_ids):
         assert not train.get(u, set()) & test_tgt[r]
 

@@ -152,7 +152,7 @@ def test_per_user_arrays_align_with_sample_ids():
     with pytest.warns(UserWarning):
         result = evaluate_recommender(model, source=source, targets=targets, metrics=["hit_rate@3"], sample_ids=ids)
     rankings, _ = model.recommend(source, 3)
-    for uid, value in zip(result.sample_ids, result.per_user["hit_rate@3"]):
+    for uid, value in zip(result.sample_ids, result.per_user["hit_rate@3"], strict=True):
         row = int(uid) - 100
         hit = bool(set(rankings[row].tolist()) & set(targets[row].indices.tolist()))
         assert value == float(hit)

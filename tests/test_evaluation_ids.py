@@ -188,7 +188,8 @@ GOOD_T = pd.DataFrame({"user": [1, 2], "item": ["tt002", "tt003"]})
         ),
         (
             dict(targets=GOOD_T.rename(columns={"item": "movie"})),
-            r"targets: expected columns 'user' and 'item' .one row per user and item., found columns \['user', 'movie'\]",
+            r"targets: expected columns 'user' and 'item' .one row per user and item., "
+            r"found columns \['user', 'movie'\]",
         ),
         (dict(targets=GOOD_T.iloc[:0]), "targets: expected at least one row"),
         (
@@ -203,7 +204,8 @@ GOOD_T = pd.DataFrame({"user": [1, 2], "item": ["tt002", "tt003"]})
         ),
         (
             dict(histories=GOOD_H.assign(user=np.array([1, "a"], dtype=object))),
-            r"histories\['user'\]: expected integer or string ids, found mixed-integer values of types \['int', 'str'\]",
+            r"histories\['user'\]: expected integer or string ids, "
+            r"found mixed-integer values of types \['int', 'str'\]",
         ),
         (
             dict(histories=GOOD_H.assign(user=["1", "2"])),

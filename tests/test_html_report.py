@@ -183,7 +183,7 @@ def test_seed_averaged_section_appears_only_when_given(report):
     assert page.tables["report-table"] == Page(plain).tables["report-table"]
     rows = page.tables["seed-averaged-table"]
     assert rows[0] == KEY and len(rows) - 1 == len(averaged.comparisons)
-    for row, c in zip(rows[1:], averaged.comparisons):
+    for row, c in zip(rows[1:], averaged.comparisons, strict=True):
         s = {1: "1\u00a0seed", 3: "3\u00a0seeds"}  # a number and its unit stay on one line
         assert row[1] == f"{c.candidate} ({s[seeds[c.candidate]]}) vs {c.baseline} ({s[seeds[c.baseline]]})"
         assert row[2] == f"{c.difference:.6f}"

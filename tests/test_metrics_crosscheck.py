@@ -136,7 +136,7 @@ def cases() -> list[dict]:
     """Per seed: n_relevant, our per-user values, ranx's and trec_eval's, keyed 'name@k'."""
     data = [random_case(seed) for seed in SEEDS]
     ranx_metrics = [f"{m}@{k}" for m in ("map", "ndcg", "precision", "recall", "mrr", "hit_rate") for k in KS]
-    request = [dict(zip(("qrels", "run"), trec_inputs(r, t)), metrics=ranx_metrics) for r, t in data]
+    request = [dict(zip(("qrels", "run"), trec_inputs(r, t), strict=True), metrics=ranx_metrics) for r, t in data]
     proc = subprocess.run(
         [sys.executable, "-c", RANX_WORKER],
         input=json.dumps(request),
@@ -149,7 +149,7 @@ def cases() -> list[dict]:
     ranx_scores = json.loads(proc.stdout)
 
     out = []
-    for (rankings, targets), ranx_case in zip(data, ranx_scores):
+    for (rankings, targets), ranx_case in zip(data, ranx_scores, strict=True):
         ours: dict[str, np.ndarray] = {}
         for cls in METRIC_CLASSES.values():
             ours.update(cls(KS).compute(rankings, targets))

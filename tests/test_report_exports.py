@@ -216,7 +216,7 @@ def test_latex_is_a_narrow_booktabs_table_with_one_row_per_hypothesis(marker_rep
     assert header == "Metric & Comparison & Difference & 95\\% CI & $p$ & MDE & W/T/L"  # no correction: p
     rows = table_rows(latex)
     assert len(rows) == len(marker_report.comparisons)
-    for row, c in zip(rows, marker_report.comparisons):
+    for row, c in zip(rows, marker_report.comparisons, strict=True):
         assert len(row) == 7
         assert row[:2] == [c.metric, f"{c.candidate} vs {c.baseline}"]
         assert re.fullmatch(rf"\${c.difference:.4f}(\^\{{\*+\}})?\$", row[2]), row[2]
@@ -231,7 +231,7 @@ def test_latex_markers_follow_the_adjusted_p_value_and_alpha(marker_report):
     frame = marker_report.to_frame()
     rows = table_rows(marker_report.to_latex())
     found = []
-    for row, p, level in zip(rows, frame["adjusted_p_value"], frame["confidence_level"]):
+    for row, p, level in zip(rows, frame["adjusted_p_value"], frame["confidence_level"], strict=True):
         match = re.fullmatch(rf"\$({NUMBER})(?:\^\{{(\*+)\}})?\$", row[2])
         assert match, row[2]
         found.append(match.group(2) or "")
@@ -245,7 +245,7 @@ def test_latex_markers_follow_the_adjusted_p_value_and_alpha(marker_report):
 def test_latex_p_values_match_scipy_and_tiny_ones_use_powers_of_ten(marker_report):
     rows = table_rows(marker_report.to_latex())
     assert any(c.adjusted_p_value < 1e-4 for c in marker_report.comparisons)
-    for row, c in zip(rows, marker_report.comparisons):
+    for row, c in zip(rows, marker_report.comparisons, strict=True):
         p = scipy.stats.ttest_1samp(c.unit_differences, 0.0).pvalue
         assert c.adjusted_p_value == pytest.approx(p, rel=1e-9)
         assert row[4] == expected_p_latex(c.adjusted_p_value)
@@ -328,9 +328,9 @@ def test_latex_one_sided_interval_has_an_infinite_end():
     greater = quiet_compare(results, metrics="m", reference="A", alternative="greater", n_resamples=999)
     less = quiet_compare(results, metrics="m", reference="A", alternative="less", n_resamples=999)
     (g,) = greater.comparisons
-    (l,) = less.comparisons
+    (lo,) = less.comparisons
     assert table_rows(greater.to_latex())[0][3] == f"$[{g.ci_low:.4f}, \\infty)$"
-    assert table_rows(less.to_latex())[0][3] == f"$(-\\infty, {l.ci_high:.4f}]$"
+    assert table_rows(less.to_latex())[0][3] == f"$(-\\infty, {lo.ci_high:.4f}]$"
 
 
 def test_latex_escapes_hostile_names_everywhere(hostile_report):
@@ -339,7 +339,7 @@ def test_latex_escapes_hostile_names_everywhere(hostile_report):
     assert len(rows) == len(hostile_report.comparisons)
     header = latex.split("\\toprule\n", 1)[1].split(" \\\\\n", 1)[0]
     assert header.split(" & ")[4] == "Adj.~$p$"
-    for row, c in zip(rows, hostile_report.comparisons):
+    for row, c in zip(rows, hostile_report.comparisons, strict=True):
         assert row[:2] == [expected_latex(c.metric), expected_latex(f"{c.candidate} vs {c.baseline}")]
         for cell in row:
             assert not unescaped_specials(cell), cell
@@ -451,7 +451,7 @@ def test_str_is_a_settings_line_and_one_row_per_hypothesis(hostile_report, marke
         assert len(lines) == 2 + len(report.comparisons) == len(text.splitlines())
         assert "alpha = 0.05" in lines[0] and "bootstrap interval" in lines[0]
         assert lines[1].split()[:2] == ["metric", "candidate"]
-        for line, c in zip(lines[2:], report.comparisons):
+        for line, c in zip(lines[2:], report.comparisons, strict=True):
             assert line.startswith(visible(c.metric))
             assert pair(c) in line
             assert expected_p_text(c.adjusted_p_value) in line and c.direction in line
@@ -466,7 +466,7 @@ def test_a_seed_averaged_report_says_so_first_in_every_view(hostile_report, mark
     assert repr(hostile_report) == (
         "<ComparisonReport (seed-averaged): 4 hypotheses, holm, families primary=2 secondary=2>"
     )
-    for line, c in zip(hostile_report.summary().splitlines(), hostile_report.comparisons):
+    for line, c in zip(hostile_report.summary().splitlines(), hostile_report.comparisons, strict=True):
         assert f"  {visible(c.candidate)} ({c.candidate_seeds} seeds) vs plain  " in line, line
     # a report of single trained runs mentions no seeds anywhere
     assert "seed" not in str(marker_report) + marker_report.summary() + repr(marker_report)
@@ -485,7 +485,7 @@ def test_summary_has_one_line_per_hypothesis_with_its_adjusted_p(hostile_report,
     for report in (hostile_report, marker_report):
         lines = report.summary().splitlines()
         assert len(lines) == len(report.comparisons)
-        for line, c in zip(lines, report.comparisons):
+        for line, c in zip(lines, report.comparisons, strict=True):
             assert pair(c) in line
             assert f"adj. p {expected_p_text(c.adjusted_p_value)}" in line
             assert f"{c.difference:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}]" in line
@@ -510,7 +510,7 @@ def assert_identical(saved: ComparisonReport, loaded: ComparisonReport) -> None:
     assert type(loaded) is ComparisonReport
     assert (loaded.correction, loaded.reference, loaded.primary) == (saved.correction, saved.reference, saved.primary)
     assert len(loaded.comparisons) == len(saved.comparisons)
-    for a, b in zip(saved.comparisons, loaded.comparisons):
+    for a, b in zip(saved.comparisons, loaded.comparisons, strict=True):
         assert type(b) is PairwiseComparison
         for f in dataclasses.fields(PairwiseComparison):
             x, y = getattr(a, f.name), getattr(b, f.name)

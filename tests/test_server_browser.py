@@ -110,7 +110,7 @@ def test_tick_compare_follow_the_link_and_be_refused(chromium, tmp_path):
         run = client.get_run(run_id)
         assert run.info.status == "FINISHED" and run.data.tags["recsys.role"] == "comparison"
         table = json.loads(Path(client.download_artifacts(run_id, "report_table.json", str(tmp_path))).read_text())
-        rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+        rows = [dict(zip(table["columns"], row, strict=True)) for row in table["data"]]
         assert sorted((r["candidate"], r["baseline"], r["metric"]) for r in rows) == sorted(
             (m, "EASE", k) for m in ("ELSA", "Popularity") for k in ("ndcg@100", "recall@20")
         )

@@ -39,7 +39,7 @@ def enumerate_sign_flip_p(d, alternative="two-sided"):
     extreme = 0
     total = 0
     for signs in itertools.product((1, -1), repeat=n):
-        t = sum(s * x for s, x in zip(signs, d)) / n
+        t = sum(s * x for s, x in zip(signs, d, strict=True)) / n
         total += 1
         if alternative == "two-sided":
             extreme += abs(t) >= abs(observed) - 1e-12

@@ -211,7 +211,7 @@ def test_forest_plot_renders_constant_and_tied_differences(tmp_path):
 def test_seed_spread_of_constant_differences_has_point_intervals_and_renders(tmp_path):
     n = 50
     base = np.full(n, 0.25)
-    seeds = {s: result(base + shift) for s, shift in zip((1, 2, 3, 4, 5), (0.1, 1 / 3, 0.7, 0.2, 0.3))}
+    seeds = {s: result(base + shift) for s, shift in zip((1, 2, 3, 4, 5), (0.1, 1 / 3, 0.7, 0.2, 0.3), strict=True)}
     spread = seed_spread(result(base), seeds, metrics="m", n_resamples=999)
     per_seed = spread.per_seed_frame()
     expected = [(0.25 + s) - 0.25 for s in (0.1, 1 / 3, 0.7, 0.2, 0.3)]

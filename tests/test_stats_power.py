@@ -150,7 +150,7 @@ def test_mde_column_is_the_formula_at_the_adjusted_level(results, correction, al
     frame = report.to_frame()
     assert list(frame.columns) == list(COLUMNS)
     assert COLUMNS.index("mde") == COLUMNS.index("adjusted_p_value") + 1
-    for c, mde in zip(report.comparisons, frame["mde"]):
+    for c, mde in zip(report.comparisons, frame["mde"], strict=True):
         d = c.unit_differences
         sd = math.sqrt(sum((x - d.mean()) ** 2 for x in d) / (len(d) - 1))
         expected = (z_alpha + scipy.stats.norm.ppf(0.8)) * sd / math.sqrt(len(d))

@@ -125,7 +125,7 @@ def test_family_wise_error_under_a_global_null_with_four_correlated_metrics(corr
             base = np.column_stack([np.clip(latent_a + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
             cand = np.column_stack([np.clip(latent_b + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
             report = compare_models(
-                dict(zip(("A", "B"), as_results(base, cand, keys))),
+                dict(zip(("A", "B"), as_results(base, cand, keys), strict=True)),
                 metrics=list(keys),
                 reference="A",
                 correction=correction,
@@ -160,7 +160,7 @@ def test_power_at_the_reported_minimum_detectable_effect(shape_name, correction)
     rng = np.random.default_rng(13)
     base = rng.beta(0.4, 2.0, (n, 2))
     pilot = compare_models(
-        dict(zip(("A", "B"), as_results(base, base + rng.normal(0.0, 0.1, (n, 2)), ("m", "k")))),
+        dict(zip(("A", "B"), as_results(base, base + rng.normal(0.0, 0.1, (n, 2)), ("m", "k")), strict=True)),
         metrics=["m", "k"] if correction else ["m"],
         reference="A",
         correction=correction,
