@@ -242,6 +242,47 @@ def test_no_credential_reaches_rays_logs_or_the_output(store, studies):
 
 
 @pytest.mark.ray
+def test_the_local_ray_of_a_study_is_private_so_auto_cannot_join_it(store, studies):
+    # `--ray-address auto` finds the newest cluster through this file of Ray's default folder; a study's own Ray
+    # lives in a folder of its own and leaves no such file behind.
+    ray_tmpdir = RAY_TMPDIRS[store]
+    assert list(ray_tmpdir.glob("ray-study-*/session_*")), sorted(p.name for p in ray_tmpdir.iterdir())
+    assert not (ray_tmpdir / "ray" / "ray_current_cluster").exists()
+
+
+@pytest.mark.ray
+def test_sigterm_during_a_sequential_step_stops_that_step_too(store):
+    experiment = "sequential-stopped"
+    mlflow.create_experiment(experiment, artifact_location=(store / "artifacts" / experiment).as_uri())
+    proc = subprocess.Popen(
+        [str(BIN / "mlflow-recsys"), "study", *SMALL, "--seeds", "0,1", "--epochs", "200"],
+        cwd=store,
+        env=study_env(store, experiment),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in proc.stdout:
+        if line.startswith("== ELSA seed 0 =="):
+            break
+    time.sleep(5)  # the train step's process is training
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, f"exit {proc.returncode}\n{out[-3000:]}\n{err[-3000:]}"
+    (main,) = runs_of(experiment, "main")
+    assert (
+        main.info.status == "FAILED" and main.data.tags["recsys.error"] == "Terminated: stopped by signal 15 (SIGTERM)"
+    )
+    (elsa,) = named(experiment, "ELSA seed 0")
+    # The step's process was stopped with the study: its run ended, and no process trains on from its checkpoint.
+    (split,) = runs_of(experiment, "split")
+    time.sleep(3)
+    left = subprocess.run(["pgrep", "-f", split.info.run_id], capture_output=True, text=True).stdout.split()
+    assert left == [] and MlflowClient().get_run(elsa.info.run_id).info.status == "FAILED"
+    assert not named(experiment, "ELSA seed 1")
+
+
+@pytest.mark.ray
 def test_a_relative_sqlite_uri_is_one_database_for_every_step(store):
     # The steps run in the project's folder (--project-uri), elsewhere than the folder the URI is relative to.
     def project_db():  # `make demo` may have made one there: it must stay as it was
@@ -398,6 +439,11 @@ def test_a_malformed_ray_address_is_refused_before_anything(tmp_path, monkeypatc
     [
         ("sequential", "cuda:x", "device: expected a torch device string such as 'cpu' or 'cuda', found 'cuda:x'"),
         ("ray", "gpu", "device: expected a torch device string such as 'cpu' or 'cuda', found 'gpu'"),
+        (
+            "ray",
+            "meta",
+            "device: expected a torch device string such as 'cpu' or 'cuda', found 'meta'; ELSA trains on ",
+        ),
     ],
 )
 def test_a_device_torch_cannot_read_is_refused_before_any_run(tmp_path, monkeypatch, executor, device, message):

@@ -46,10 +46,11 @@ class StudyStepError(RecsysError, RuntimeError):
     """A step of the study failed; MLflow marked its run FAILED."""
 
 
-class Terminated(BaseException):
+class Terminated(KeyboardInterrupt):
     """SIGTERM arrived; raised so that the run being logged ends FAILED on the way out.
 
-    A ``BaseException``, like ``KeyboardInterrupt``: ``except Exception`` must not swallow it.
+    A ``KeyboardInterrupt``, so ``except Exception`` does not swallow it and code that stops its work on Ctrl-C
+    stops it on SIGTERM too: ``mlflow.projects.run`` then terminates the step it is waiting for.
     """
 
 

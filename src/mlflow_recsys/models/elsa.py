@@ -105,8 +105,9 @@ class ELSAConfig:
 
 
 def check_device_form(device: str) -> None:
-    """Refuse ``device`` unless torch reads it as a device (``cpu``, ``cuda``, ``cuda:1``, ``mps``), whether or not
-    this machine has it: a study checks this before its trainings go to machines of their own.
+    """Refuse ``device`` unless torch reads it as a device ELSA can train on (:data:`TRAINING_DEVICES`: ``cpu``,
+    ``cuda``, ``cuda:1``, ``mps``), whether or not this machine has it: a study checks this before its trainings
+    go to machines of their own. torch's placeholder devices (``meta``) and other back ends are refused.
 
     Raises
     ------
@@ -115,10 +116,17 @@ def check_device_form(device: str) -> None:
     """
     import torch
 
+    message = f"device: expected a torch device string such as 'cpu' or 'cuda', found {device!r}"
     try:
-        torch.device(device)
+        kind = torch.device(device).type
     except (RuntimeError, ValueError, TypeError) as exc:
-        raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {device!r}") from exc
+        raise ValueError(message) from exc
+    if kind not in TRAINING_DEVICES:
+        raise ValueError(f"{message}; ELSA trains on {', '.join(TRAINING_DEVICES)}")
+
+
+#: The torch device types ELSA trains on.
+TRAINING_DEVICES = ("cpu", "cuda", "mps")
 
 
 def check_device(device: str) -> None:

@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -210,8 +211,9 @@ class RayExecutor:
     ----------
     address : str, optional
         ``None``: start a Ray on this machine with its CPUs and GPUs, for this study only, even if another Ray
-        runs here. ``"auto"``: join the Ray cluster this machine belongs to (``RAY_ADDRESS``, or the one ``ray
-        start`` began). Anything else is a cluster address (``10.0.0.5:6379``, ``ray://head:10001``). If Ray is
+        runs here; its session folder (logs included) is a new ``ray-study-*`` folder under ``RAY_TMPDIR`` or the
+        system's temporary folder, where ``auto`` does not look. ``"auto"``: join the Ray cluster this machine
+        belongs to (``RAY_ADDRESS``, or the one ``ray start`` began). Anything else is a cluster address (``10.0.0.5:6379``, ``ray://head:10001``). If Ray is
         already initialised in this process, its cluster is used and ``address`` is ignored.
 
     Raises
@@ -273,9 +275,15 @@ class RayExecutor:
                 _probe(self.address)
             with _keeping_sigterm_handler():
                 if self.address is None:
-                    # "local", not None: None would join a Ray already running on this machine.
+                    # "local", not None: None would join a Ray already running on this machine. A folder of its
+                    # own, because Ray records the newest cluster in its default folder, where `--ray-address
+                    # auto` of another study would find this private one and lose its tasks when this one ends.
                     ray.init(
-                        address="local", num_cpus=_machine_cpus(), num_gpus=_machine_gpus(), include_dashboard=False
+                        address="local",
+                        num_cpus=_machine_cpus(),
+                        num_gpus=_machine_gpus(),
+                        include_dashboard=False,
+                        _temp_dir=tempfile.mkdtemp(prefix="ray-study-", dir=os.environ.get("RAY_TMPDIR")),
                     )
                 else:
                     ray.init(address=self.address)
