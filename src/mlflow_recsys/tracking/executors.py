@@ -213,8 +213,9 @@ class RayExecutor:
         ``None``: start a Ray on this machine with its CPUs and GPUs, for this study only, even if another Ray
         runs here; its session folder (logs included) is a new ``ray-study-*`` folder under ``RAY_TMPDIR`` or the
         system's temporary folder, where ``auto`` does not look. ``"auto"``: join the Ray cluster this machine
-        belongs to (``RAY_ADDRESS``, or the one ``ray start`` began). Anything else is a cluster address (``10.0.0.5:6379``, ``ray://head:10001``). If Ray is
-        already initialised in this process, its cluster is used and ``address`` is ignored.
+        belongs to (``RAY_ADDRESS``, or the one ``ray start`` began). Anything else is a cluster address
+        (``10.0.0.5:6379``, ``ray://head:10001``). If Ray is already initialised in this process, its cluster is
+        used and ``address`` is ignored.
 
     Raises
     ------
