@@ -77,7 +77,8 @@ def check_kubernetes_config(config_path: Path) -> None:
     if not job["spec"]["template"]["spec"]["containers"]:
         raise ValueError("job template: expected one container, which MLflow fills in")
     print(
-        f"{config_path.name}: registry {config['repository-uri']}, template {Path(config['kube-job-template-path']).name}, "
+        f"{config_path.name}: registry {config['repository-uri']}, "
+        f"template {Path(config['kube-job-template-path']).name}, "
         f"namespace {job['metadata']['namespace']}"
     )
 

@@ -74,7 +74,7 @@ def main() -> None:
 
     print("\nRandomization test against paired t-test")
     t_report = compare_models(results, metrics=REPORTED, reference="EASE", test_method="t")
-    for rnd, t in zip(report.comparisons, t_report.comparisons):
+    for rnd, t in zip(report.comparisons, t_report.comparisons, strict=True):
         print(f"{rnd.metric:<22}{rnd.n_nonzero:>6}{rnd.tie_rate:>8.1%}{rnd.p_value:>12.4f}{t.p_value:>12.2e}")
 
     print("\nRetraining ELSA under five seeds")

@@ -328,83 +328,86 @@ def train(checkpoint, model, metrics, **hyperparameters):
     )
 
 
+#: The statistical settings' options of the commands that compare runs, in the order --help lists them.
+_COMPARISON_OPTIONS = (
+    click.option("--reference", default=None, help="baseline model every other model is compared with"),
+    click.option("--metrics", default=None, help=METRICS_HELP + " (default: every key all runs share)"),
+    click.option("--primary", default=None, help="metric declared primary in advance"),
+    click.option(
+        "--n-resamples",
+        default=9999,
+        show_default=True,
+        type=int,
+        help="sign flips and bootstrap replicates B; the smallest p-value is 1/(B+1)",
+    ),
+    click.option(
+        "--confidence-level",
+        default=0.95,
+        show_default=True,
+        type=float,
+        help="interval level; 1 - level is also the significance level",
+    ),
+    click.option(
+        "--alternative",
+        default="two-sided",
+        show_default=True,
+        type=click.Choice(["two-sided", "greater", "less"]),
+        help="one-sided only if the direction was fixed before seeing the data",
+    ),
+    click.option(
+        "--test-method",
+        default="randomization",
+        show_default=True,
+        type=click.Choice(["randomization", "bootstrap", "t", "wilcoxon"]),
+        help="the paired test",
+    ),
+    click.option(
+        "--zero-method",
+        default="wilcox",
+        show_default=True,
+        type=click.Choice(["wilcox", "pratt", "zsplit"]),
+        help="with --test-method wilcoxon: how zero differences are ranked",
+    ),
+    click.option(
+        "--interval-method",
+        default="percentile",
+        show_default=True,
+        type=click.Choice(["percentile", "bca"]),
+        help="bootstrap interval: percentile, or bias-corrected and accelerated (BCa)",
+    ),
+    click.option(
+        "--correction",
+        default="holm",
+        show_default=True,
+        type=click.Choice(["holm", "bonferroni", "none"]),
+        help="family-wise adjustment within each family of hypotheses",
+    ),
+    click.option(
+        "--family",
+        default="primary",
+        show_default=True,
+        type=click.Choice(["primary", "all"]),
+        help="with --primary: adjust the primary metric as a family of its own (primary) or together "
+        "with the other metrics (all)",
+    ),
+    click.option(
+        "--random-state",
+        default=0,
+        show_default=True,
+        type=int,
+        help="seed of the resampling; same seed, same numbers",
+    ),
+    click.option(
+        "--paired-seeds/--independent-seeds",
+        default=False,
+        show_default=True,
+        help="when both models have seeds: pair runs by seed (shared randomness) or not",
+    ),
+)
+
+
 def _comparison_options(func):
-    options = [
-        click.option("--reference", default=None, help="baseline model every other model is compared with"),
-        click.option("--metrics", default=None, help=METRICS_HELP + " (default: every key all runs share)"),
-        click.option("--primary", default=None, help="metric declared primary in advance"),
-        click.option(
-            "--n-resamples",
-            default=9999,
-            show_default=True,
-            type=int,
-            help="sign flips and bootstrap replicates B; the smallest p-value is 1/(B+1)",
-        ),
-        click.option(
-            "--confidence-level",
-            default=0.95,
-            show_default=True,
-            type=float,
-            help="interval level; 1 - level is also the significance level",
-        ),
-        click.option(
-            "--alternative",
-            default="two-sided",
-            show_default=True,
-            type=click.Choice(["two-sided", "greater", "less"]),
-            help="one-sided only if the direction was fixed before seeing the data",
-        ),
-        click.option(
-            "--test-method",
-            default="randomization",
-            show_default=True,
-            type=click.Choice(["randomization", "bootstrap", "t", "wilcoxon"]),
-            help="the paired test",
-        ),
-        click.option(
-            "--zero-method",
-            default="wilcox",
-            show_default=True,
-            type=click.Choice(["wilcox", "pratt", "zsplit"]),
-            help="with --test-method wilcoxon: how zero differences are ranked",
-        ),
-        click.option(
-            "--interval-method",
-            default="percentile",
-            show_default=True,
-            type=click.Choice(["percentile", "bca"]),
-            help="bootstrap interval: percentile, or bias-corrected and accelerated (BCa)",
-        ),
-        click.option(
-            "--correction",
-            default="holm",
-            show_default=True,
-            type=click.Choice(["holm", "bonferroni", "none"]),
-            help="family-wise adjustment within each family of hypotheses",
-        ),
-        click.option(
-            "--family",
-            default="primary",
-            show_default=True,
-            type=click.Choice(["primary", "all"]),
-            help="with --primary: adjust the primary metric as a family of its own (primary) or together "
-            "with the other metrics (all)",
-        ),
-        click.option(
-            "--random-state",
-            default=0,
-            show_default=True,
-            type=int,
-            help="seed of the resampling; same seed, same numbers",
-        ),
-        click.option(
-            "--paired-seeds/--independent-seeds",
-            default=False,
-            show_default=True,
-            help="when both models have seeds: pair runs by seed (shared randomness) or not",
-        ),
-    ]
-    for option in reversed(options):
+    for option in reversed(_COMPARISON_OPTIONS):
         func = option(func)
     return func
 
@@ -502,27 +505,48 @@ def _print_comparison(outcome, primary):
         _print_table(averaged)
     seeds = outcome.seed_frame()
     if not seeds.empty:
-        click.echo("\nSpread across training seeds beside spread across users\n")
-        cols = [
-            "metric",
-            "baseline",
-            "candidate",
-            "n_seeds",
-            "mean_difference",
-            "min_difference",
-            "max_difference",
-            "sd_users",
-            "sd_retraining",
-            "ratio",
-            "widens_by",
-            "sign_reversals",
-        ]
-        seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
-        click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
-        click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
-        for row in seeds.itertuples():
-            if row.notes:
-                click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
+        _print_seed_table(seeds)
+    _print_methods(report)
+    if primary:
+        click.echo("")
+        for c in report.comparisons:
+            if c.metric == primary:
+                click.echo(_visible(report.results_text(primary, c.candidate, c.baseline)))
+        for c in averaged.comparisons if averaged is not None else ():
+            if c.metric == primary and c.averages_seeds:
+                click.echo(_visible(averaged.results_text(primary, c.candidate, c.baseline)))
+        for spread in outcome.seed_spreads.values():
+            click.echo(_visible(spread.results_text(primary)))
+    click.echo(f"\ncomparison run {outcome.run_id}")
+
+
+def _print_seed_table(seeds):
+    """The seed-spread table, its protocol and the notes on its rows."""
+    click.echo("\nSpread across training seeds beside spread across users\n")
+    cols = [
+        "metric",
+        "baseline",
+        "candidate",
+        "n_seeds",
+        "mean_difference",
+        "min_difference",
+        "max_difference",
+        "sd_users",
+        "sd_retraining",
+        "ratio",
+        "widens_by",
+        "sign_reversals",
+    ]
+    seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
+    click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
+    click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
+    for row in seeds.itertuples():
+        if row.notes:
+            click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
+
+
+def _print_methods(report):
+    """How the p-values were adjusted, and which test and interval each row used."""
     frame = report.to_frame()
     alpha = report.comparisons[0].alpha
     if report.correction is None:
@@ -538,31 +562,19 @@ def _print_comparison(outcome, primary):
             f"adjusted p <= {alpha:g}"
         )
     for method, rows in frame.groupby("test_method", sort=True):
-        which = (
-            "all"
-            if len(rows) == len(frame)
-            else ", ".join(f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
-        )
+        which = _which_rows(rows, frame)
         zero = f" (zero_method {report.comparisons[0].zero_method})" if method == "wilcoxon" else ""
         click.echo(f"test {method}{zero}: {which}")
     for method, rows in frame.groupby("interval_method", sort=True):
-        which = (
-            "all"
-            if len(rows) == len(frame)
-            else ", ".join(f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
-        )
+        which = _which_rows(rows, frame)
         click.echo(f"interval {method}: {which}")
-    if primary:
-        click.echo("")
-        for c in report.comparisons:
-            if c.metric == primary:
-                click.echo(_visible(report.results_text(primary, c.candidate, c.baseline)))
-        for c in averaged.comparisons if averaged is not None else ():
-            if c.metric == primary and c.averages_seeds:
-                click.echo(_visible(averaged.results_text(primary, c.candidate, c.baseline)))
-        for spread in outcome.seed_spreads.values():
-            click.echo(_visible(spread.results_text(primary)))
-    click.echo(f"\ncomparison run {outcome.run_id}")
+
+
+def _which_rows(rows, frame) -> str:
+    """``all``, or the rows (metric and candidate) when only some of ``frame`` are meant."""
+    if len(rows) == len(frame):
+        return "all"
+    return ", ".join(f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
 
 
 @cli.command()

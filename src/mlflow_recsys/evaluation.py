@@ -553,22 +553,7 @@ def evaluate_by_ids(
             UnknownItemsWarning,
             stacklevel=2,
         )
-    n_cold = int(np.count_nonzero(np.diff(source.indptr) == 0))
-    if n_cold:
-        warnings.warn(
-            f"{n_cold} of {len(users)} evaluated users have no history item in item_ids and are ranked from "
-            "an empty history (cold start); drop them from targets to evaluate warm users only",
-            UserWarning,
-            stacklevel=2,
-        )
-    n_seen = int(source.multiply(target).count_nonzero())
-    if n_seen:
-        warnings.warn(
-            f"targets: {n_seen} target(s) are also in their user's history; models never recommend "
-            "history items, so each is a certain miss",
-            UserWarning,
-            stacklevel=2,
-        )
+    _warn_cold_users_and_seen_targets(source, target, len(users))
     return evaluate_recommender(
         model,
         source=source,
@@ -578,6 +563,27 @@ def evaluate_by_ids(
         batch_size=batch_size,
         collect_per_user=collect_per_user,
     )
+
+
+def _warn_cold_users_and_seen_targets(source, target, n_users: int) -> None:
+    """UserWarnings, for :func:`evaluate_by_ids`'s caller: users with an empty fold-in, and targets in the history."""
+    # stacklevel 3: past this helper and evaluate_by_ids, to the line that called it
+    n_cold = int(np.count_nonzero(np.diff(source.indptr) == 0))
+    if n_cold:
+        warnings.warn(
+            f"{n_cold} of {n_users} evaluated users have no history item in item_ids and are ranked from "
+            "an empty history (cold start); drop them from targets to evaluate warm users only",
+            UserWarning,
+            stacklevel=3,
+        )
+    n_seen = int(source.multiply(target).count_nonzero())
+    if n_seen:
+        warnings.warn(
+            f"targets: {n_seen} target(s) are also in their user's history; models never recommend "
+            "history items, so each is a certain miss",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 @dataclass(frozen=True)

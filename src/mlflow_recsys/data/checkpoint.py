@@ -185,17 +185,9 @@ def build_recsys_checkpoint(
             "interactions_sha256": interactions_digest(raw),
             "has_timestamps": "timestamp" in raw.columns,
         },
-        "parameters": {
-            "split_mode": split_mode,
-            "seed": int(seed),
-            "eval_draws": int(eval_draws),
-            "eval_holdout_frac": params.get("eval_holdout_frac"),
-            "test_frac": params.get("test_frac"),
-            "val_frac": params.get("val_frac"),
-            "min_rating": None if min_rating is None else float(min_rating),
-            "min_user_interactions": int(min_user_interactions),
-            "min_item_interactions": int(min_item_interactions),
-        },
+        "parameters": _manifest_parameters(
+            split_mode, seed, eval_draws, params, min_rating, min_user_interactions, min_item_interactions
+        ),
         "counts": _counts(raw, positives, report, split),
         "split_digest": split_digest(arrays),
     }
@@ -203,6 +195,29 @@ def build_recsys_checkpoint(
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
+
+
+def _manifest_parameters(
+    split_mode: str,
+    seed: int,
+    eval_draws: int,
+    params: dict,
+    min_rating: float | None,
+    min_user_interactions: int,
+    min_item_interactions: int,
+) -> dict:
+    """The manifest's ``parameters``: the split's and the preprocessing's settings, as JSON values."""
+    return {
+        "split_mode": split_mode,
+        "seed": int(seed),
+        "eval_draws": int(eval_draws),
+        "eval_holdout_frac": params.get("eval_holdout_frac"),
+        "test_frac": params.get("test_frac"),
+        "val_frac": params.get("val_frac"),
+        "min_rating": None if min_rating is None else float(min_rating),
+        "min_user_interactions": int(min_user_interactions),
+        "min_item_interactions": int(min_item_interactions),
+    }
 
 
 def _min_rating_iv(min_rating) -> None:

@@ -15,7 +15,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from mlflow.entities import Run, ViewType
+from mlflow.entities import Experiment, Run, ViewType
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking import tags
@@ -90,7 +90,8 @@ def training_runs(
     client: MlflowClient, experiment_ids: list[str], *, page_size: int = PAGE_SIZE, limit: int = MAX_LISTED
 ) -> tuple[list[Run], bool]:
     """FINISHED training runs of the experiments, page by page; and whether more than ``limit`` matched."""
-    runs, token = [], None
+    runs: list[Run] = []
+    token: str | None = None
     while True:
         page = client.search_runs(
             experiment_ids,
@@ -210,7 +211,8 @@ def _config_text(config: str) -> str:
 
 
 def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filter_string: str | None = None) -> list:
-    found, token = [], None
+    found: list[Experiment] = []
+    token: str | None = None
     while True:
         page = client.search_experiments(
             view_type=view_type,

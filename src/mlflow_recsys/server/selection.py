@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import cast
 
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.server.listing import RUN_ID
+from mlflow_recsys.stats.corrections import Correction
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.runs import RunSelectionError
@@ -52,9 +54,10 @@ class Selection:
         """
         return ComparisonSettings(
             reference=self.reference,
-            metrics=self.metrics,
+            metrics=None if self.metrics is None else tuple(self.metrics),
             primary=self.primary,
-            correction=None if self.correction == "none" else self.correction,
+            # the form's text, checked by ComparisonSettings like any caller's
+            correction=None if self.correction == "none" else cast(Correction, self.correction),
             n_resamples=self.n_resamples,
         )
 

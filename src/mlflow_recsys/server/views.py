@@ -198,7 +198,7 @@ def _lookup_experiments(ids: list[str]) -> list[tuple[str, object | None]]:
     ids = list(dict.fromkeys(ids))
     if len(ids) > MAX_EXPERIMENTS:
         abort(400, f"experiments: expected at most {MAX_EXPERIMENTS} experiment ids, found {len(ids):,}")
-    found = []
+    found: list[tuple[str, object | None]] = []
     for experiment_id in ids:
         if experiment_id.isdigit() and int(experiment_id) > _INT64_MAX:
             found.append((experiment_id, None))  # no store holds it; asking SQLite would raise an overflow

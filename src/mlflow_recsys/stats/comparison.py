@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
+import pathlib
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -354,7 +356,8 @@ class ComparisonReport:
 
         ``markup="plain"`` (default) leaves names and the metric key as they are;
         ``"markdown"`` escapes them with
-        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another ``markup``.
+        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for
+        another ``markup``.
         See :func:`~mlflow_recsys.report.text.results_text`.
         """
         from mlflow_recsys.report.text import results_text
@@ -532,7 +535,7 @@ def compare_models(
     """
     ComparisonSettings(  # every setting checked, in one place
         reference=reference,
-        metrics=metrics,
+        metrics=_metrics_tuple(metrics),
         primary=primary,
         family=family,
         correction=correction,
@@ -549,42 +552,68 @@ def compare_models(
     pairs = _pairs(names, reference, alternative)
     check_replicate_memory(n_resamples, len(pairs) * len(metrics))
     if n_resamples < 999 and test_method not in ("t", "wilcoxon"):
-        # The largest family sets the floor: the secondary metrics when the primary one stands alone.
-        split = primary is not None and family == "primary" and len(metrics) > 1
-        _warn_low_resamples(n_resamples, len(pairs) * (len(metrics) - 1 if split else len(metrics)), confidence_level)
+        # The largest family sets the floor on the smallest adjusted p-value.
+        J = _largest_family_size(len(pairs), len(metrics), primary, family)
+        _warn_low_resamples(n_resamples, J, confidence_level)
     units = _units_iv(results[names[0]])
-
-    comparisons: list[PairwiseComparison] = []
-    for base_name, cand_name in pairs:
-        d, base_means, cand_means = _pair_differences(results[base_name], results[cand_name], metrics, units)
-        comparisons.extend(
-            _compare_one_pair(
-                base_name,
-                cand_name,
-                metrics,
-                d,
-                base_means,
-                cand_means,
-                units,
-                confidence_level=confidence_level,
-                n_resamples=n_resamples,
-                alternative=alternative,
-                test_method=test_method,
-                random_state=random_state,
-                interval_method=interval_method,
-                zero_method=zero_method,
-            )
-        )
-    labels = [
-        ("primary" if c.metric == primary else "secondary") if primary is not None and family == "primary" else "all"
-        for c in comparisons
-    ]
+    comparisons = _compare_pairs(
+        results,
+        pairs,
+        metrics,
+        units,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        test_method=test_method,
+        random_state=random_state,
+        interval_method=interval_method,
+        zero_method=zero_method,
+    )
+    labels = _family_labels(comparisons, primary, family)
     return ComparisonReport(
         comparisons=_adjusted(comparisons, labels, correction, confidence_level, alternative),
         correction=correction,
         reference=reference,
         primary=primary,
     )
+
+
+def _compare_pairs(
+    results: Mapping[str, EvaluationResult],
+    pairs: list[tuple[str, str]],
+    metrics: list[str],
+    units: Units,
+    **settings,
+) -> list[PairwiseComparison]:
+    """Every hypothesis, pair by pair and metric by metric, unadjusted; ``settings`` go to ``_compare_one_pair``."""
+    comparisons: list[PairwiseComparison] = []
+    for base_name, cand_name in pairs:
+        d, base_means, cand_means = _pair_differences(results[base_name], results[cand_name], metrics, units)
+        comparisons.extend(
+            _compare_one_pair(base_name, cand_name, metrics, d, base_means, cand_means, units, **settings)
+        )
+    return comparisons
+
+
+def _metrics_tuple(metrics: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``metrics`` as the tuple of keys :class:`ComparisonSettings` holds.
+
+    None stays None, so that compare_models still reports it after checking the other settings.
+    """
+    return None if metrics is None else tuple(metric_keys(metrics))
+
+
+def _largest_family_size(n_pairs: int, n_metrics: int, primary: str | None, family: Family) -> int:
+    """Hypotheses in the largest family: the secondary metrics' when the primary one stands alone."""
+    split = primary is not None and family == "primary" and n_metrics > 1
+    return n_pairs * (n_metrics - 1 if split else n_metrics)
+
+
+def _family_labels(comparisons: list[PairwiseComparison], primary: str | None, family: Family) -> list[str]:
+    """Each comparison's family: ``"primary"`` or ``"secondary"`` when the primary metric is its own family."""
+    if primary is None or family != "primary":
+        return ["all"] * len(comparisons)
+    return ["primary" if c.metric == primary else "secondary" for c in comparisons]
 
 
 def _warn_low_resamples(n_resamples: int, J: int, confidence_level: float) -> None:
@@ -619,6 +648,8 @@ def _pair_differences(
     d = np.empty((units.n_units, len(metrics)), dtype=np.float64, order="F")
     base_means = np.empty(len(metrics))
     cand_means = np.empty(len(metrics))
+    # _results_iv has checked that every result has per-user values
+    assert base.per_user is not None and cand.per_user is not None
     for j, metric in enumerate(metrics):
         base_col = units.means(base.per_user[metric])
         cand_col = units.means(cand.per_user[metric])
@@ -633,16 +664,16 @@ def _adjusted(
     labels: list[str],
     correction: Correction,
     confidence_level: float,
-    alternative: str,
+    alternative: Alternative,
 ) -> tuple[PairwiseComparison, ...]:
     """The comparisons with p-values adjusted within each family (``labels``), and the columns that follow."""
     alpha = significance_level(confidence_level)
-    final: list[PairwiseComparison | None] = [None] * len(comparisons)
+    final = list(comparisons)  # every entry is replaced: each comparison belongs to exactly one family
     for label in dict.fromkeys(labels):
         members = [i for i, lab in enumerate(labels) if lab == label]
         adjusted = adjust_p_values(np.array([comparisons[i].p_value for i in members]), correction)
         level = mde_alpha(alpha, correction, len(members))
-        for i, p in zip(members, adjusted):
+        for i, p in zip(members, adjusted, strict=True):
             c = comparisons[i]
             final[i] = dataclasses.replace(
                 c,
@@ -699,7 +730,7 @@ def _snap_rounding_ties(d: np.ndarray, base: np.ndarray, cand: np.ndarray) -> No
     d[np.abs(d) <= TIE_RTOL * np.maximum(np.abs(base), np.abs(cand))] = 0.0
 
 
-def _mde(d: np.ndarray, alpha: float, alternative: str) -> float:
+def _mde(d: np.ndarray, alpha: float, alternative: Alternative) -> float:
     """Minimum detectable effect at 80% power for the unit differences ``d`` (NaN for one unit)."""
     if d.shape[0] < 2:
         return float("nan")
@@ -723,75 +754,96 @@ def _compare_one_pair(
     interval_method: str = "percentile",
     zero_method: str = "wilcox",
 ) -> list[PairwiseComparison]:
-    sign_seeds, boot_seeds = _pair_seed_sequences(random_state, base_name, cand_name)
     alpha = significance_level(confidence_level)
     n_nonzero = (d != 0).sum(axis=0)
-
-    boot = bootstrap_means(d, n_resamples, boot_seeds)
+    boot, flips = _pair_replicates(d, n_nonzero, test_method, n_resamples, random_state, base_name, cand_name)
     # Summed like the replicates, so a constant column's estimate equals each replicate exactly.
     estimates = centred_means(d)
-    needs_monte_carlo = test_method == "randomization" and not all(_exact(nz, n_resamples) for nz in n_nonzero)
-    flips = sign_flip_means(d, n_resamples, sign_seeds) if needs_monte_carlo else None
 
     out = []
     for j, metric in enumerate(metrics):
         dj, observed, nz = d[:, j], float(estimates[j]), int(n_nonzero[j])
+        boot_j, flips_j = boot[:, j], None if flips is None else flips[:, j]
         label = f"{cand_name} vs {base_name} on {metric}"
         if nz < MIN_NONZERO_UNITS:
-            warn(
-                f"{label}: only {nz} of {units.n_units} users differ; "
-                "the resampled differences take few distinct values, so the interval and the p-value "
-                "are coarse (the estimate still uses every user)",
-                FewNonzeroUnitsWarning,
-            )
+            _warn_few_nonzero(label, nz, units)
         null, p, method = _test(
-            dj,
-            observed,
-            nz,
-            test_method,
-            alternative,
-            n_resamples,
-            zero_method,
-            flips=None if flips is None else flips[:, j],
-            boot=boot[:, j],
+            dj, observed, nz, test_method, alternative, n_resamples, zero_method, flips=flips_j, boot=boot_j
         )
-        low, high, interval = _interval(boot[:, j], dj, observed, alpha, alternative, interval_method, label)
-        base_mean, cand_mean = float(base_means[j]), float(cand_means[j])
-        out.append(
-            PairwiseComparison(
-                metric=metric,
-                baseline=base_name,
-                candidate=cand_name,
-                baseline_seeds=1,
-                candidate_seeds=1,
-                **_unit_counts(dj, units),
-                baseline_mean=base_mean,
-                candidate_mean=cand_mean,
-                difference=observed,
-                relative_difference=observed / base_mean if base_mean != 0 else float("nan"),
-                ci_low=low,
-                ci_high=high,
-                confidence_level=float(confidence_level),
-                bootstrap_standard_error=_standard_error(boot[:, j], observed),
-                p_value=p,
-                adjusted_p_value=p,
-                family="all",
-                family_size=1,
-                mde=float("nan"),
-                significant=bool(p <= alpha),
-                direction=_direction(observed, p <= alpha),
-                alternative=alternative,
-                test_method=method,
-                interval_method=interval,
-                n_resamples=int(n_resamples),
-                random_state=random_state,
-                unit_differences=dj.copy(),
-                null_distribution=null,
-                bootstrap_distribution=boot[:, j].copy(),
-                zero_method=zero_method if test_method == "wilcoxon" else None,
-            )
+        low, high, interval = _interval(boot_j, dj, observed, alpha, alternative, interval_method, label)
+        row = PairwiseComparison(
+            metric=metric,
+            baseline=base_name,
+            candidate=cand_name,
+            baseline_seeds=1,
+            candidate_seeds=1,
+            **_unit_counts(dj, units),
+            baseline_mean=float(base_means[j]),
+            candidate_mean=float(cand_means[j]),
+            ci_low=low,
+            ci_high=high,
+            **_effect_and_test(observed, float(base_means[j]), p, alpha),
+            confidence_level=float(confidence_level),
+            bootstrap_standard_error=_standard_error(boot_j, observed),
+            alternative=alternative,
+            test_method=method,
+            interval_method=interval,
+            n_resamples=int(n_resamples),
+            random_state=random_state,
+            unit_differences=dj.copy(),
+            null_distribution=null,
+            bootstrap_distribution=boot_j.copy(),
+            zero_method=zero_method if test_method == "wilcoxon" else None,
         )
+        out.append(row)
     return out
+
+
+def _pair_replicates(
+    d: np.ndarray,
+    n_nonzero: np.ndarray,
+    test_method: str,
+    n_resamples: int,
+    random_state: int | None,
+    base_name: str,
+    cand_name: str,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One pair's bootstrap means and, when some metric needs a Monte Carlo randomization test, sign-flip means.
+
+    Both are drawn for every metric at once, from the pair's own seed sequences.
+    """
+    sign_seeds, boot_seeds = _pair_seed_sequences(random_state, base_name, cand_name)
+    boot = bootstrap_means(d, n_resamples, boot_seeds)
+    needs_monte_carlo = test_method == "randomization" and not all(_exact(nz, n_resamples) for nz in n_nonzero)
+    return boot, sign_flip_means(d, n_resamples, sign_seeds) if needs_monte_carlo else None
+
+
+def _warn_few_nonzero(label: str, nz: int, units: Units) -> None:
+    """FewNonzeroUnitsWarning: with few users that differ, the resampled differences are coarse."""
+    warn(
+        f"{label}: only {nz} of {units.n_units} users differ; "
+        "the resampled differences take few distinct values, so the interval and the p-value "
+        "are coarse (the estimate still uses every user)",
+        FewNonzeroUnitsWarning,
+    )
+
+
+def _effect_and_test(observed: float, base_mean: float, p: float, alpha: float) -> dict:
+    """A row's difference, relative difference and test columns, before the family adjustment.
+
+    The adjusted p-value starts as the raw one, in a family of one with no MDE: :func:`_adjusted` fills them in.
+    """
+    return {
+        "difference": observed,
+        "relative_difference": observed / base_mean if base_mean != 0 else float("nan"),
+        "p_value": p,
+        "adjusted_p_value": p,
+        "family": "all",
+        "family_size": 1,
+        "mde": float("nan"),
+        "significant": bool(p <= alpha),
+        "direction": _direction(observed, p <= alpha),
+    }
 
 
 def _test(
@@ -817,6 +869,7 @@ def _test(
         null = exact_sign_flip_means(d)
         return null, _p_value(null, observed, alternative, scale, monte_carlo=False), "randomization-exact"
     if test_method == "randomization":
+        assert flips is not None  # computed whenever a metric is not enumerated exactly
         null = flips.copy()
         return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
     if test_method == "bootstrap":
@@ -973,8 +1026,8 @@ def _bca_interval(
     -------
     ``(low, high)`` holding ``estimate`` (an end past it is moved onto it, as in
     :func:`_percentile_interval`); for constant differences the point
-    ``(estimate, estimate)``, open on the far side when one-sided; ``None`` when ``z0`` or an adjusted level is not finite (every
-    replicate on one side of the estimate), for the caller to fall back to the
+    ``(estimate, estimate)``, open on the far side when one-sided; ``None`` when ``z0`` or an adjusted level is
+    not finite (every replicate on one side of the estimate), for the caller to fall back to the
     percentile interval.
     """
     if np.all(d == d[0]):

@@ -274,15 +274,17 @@ def _compare(
     """The paired report, the seed-spread tables by ``"<candidate> vs <baseline>"`` and, when a candidate has
     seeds, the seed-averaged report (else None)."""
     statistics = settings.compare_models_kwargs()
+    metric_keys = plan.metric_keys
+    assert metric_keys is not None  # _load_and_compare has set them from the per-user files
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
-    report = compare_models(instances, metrics=plan.metric_keys, **statistics)
+    report = compare_models(instances, metrics=metric_keys, **statistics)
     spreads = {}
     for base, cand in plan.seed_pairs:
         spreads[f"{cand} vs {base}"] = seed_spread(
             _side(results[base]),
             _side(results[cand]),
-            metrics=plan.metric_keys,
+            metrics=metric_keys,
             baseline_name=base,
             candidate_name=cand,
             paired_seeds=settings.paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
@@ -298,7 +300,7 @@ def _compare(
             warnings.simplefilter("ignore", UnverifiedPairingWarning)
             averaged = compare_seed_averaged(
                 {m: {s: res for s, (_, res) in results[m].items()} for m in plan.models},
-                metrics=plan.metric_keys,
+                metrics=metric_keys,
                 **statistics,
             )
     return report, dict(sorted(spreads.items())), averaged
@@ -535,8 +537,8 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
 
     ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>_vs_<baseline>.<metric>.<field>`` without;
     the seed-averaged report's under ``<candidate>.<metric>.seed_averaged.<field>`` and seed-table columns under
-    ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go through
-    :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
+    ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go
+    through :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
     :func:`~mlflow_recsys.tracking.limits.fit_key`.
 
     Raises
@@ -579,7 +581,7 @@ def _logged_metric_keys(runs: list[Run]) -> dict[str, list[str]]:
 class _Target:
     """Where the comparison run goes: the caller's active run, the entry point's run, or a new run."""
 
-    def __init__(self, *, active: Run | None, environment_run_id: str | None, experiment_name: str | None):
+    def __init__(self, *, active: mlflow.ActiveRun | None, environment_run_id: str | None, experiment_name: str | None):
         self.active = active
         self.environment_run_id = environment_run_id
         self.experiment_name = experiment_name
@@ -612,8 +614,11 @@ class _Target:
                 )
         return cls(active=active, environment_run_id=environment_run_id, experiment_name=output_experiment)
 
-    def _open(self, source_experiment_id: str, run_name: str) -> tuple[mlflow.ActiveRun, bool]:
-        """The run to log into, and whether this comparison owns it (and so ends it)."""
+    def _open(self, source_experiment_id: str | None, run_name: str) -> tuple[mlflow.ActiveRun, bool]:
+        """The run to log into, and whether this comparison owns it (and so ends it).
+
+        ``source_experiment_id`` None (no source runs) lets MLflow choose the experiment.
+        """
         if self.active is not None:
             return self.active, False
         if self.environment_run_id is not None:
@@ -726,7 +731,7 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
         for key, (name, rank) in configuration_names(model, by_key).items():
             names[model, key], order[model, key] = name, (model, rank)
     owner: dict[str, str] = {}
-    for (model, key), name in names.items():
+    for (model, _key), name in names.items():
         if name in owner:  # one model's names are distinct, so this is a model named like another's configuration
             raise RunSelectionError(
                 f"model names: runs of {owner[name]} and of {model} would both be the candidate {name!r}",
@@ -849,19 +854,21 @@ def _side(seeds: dict[str, tuple[str, EvaluationResult]]):
 
 def _artifact_metric_keys(metric_keys: list[str] | None, primary, artifacts: dict[str, EvaluationArtifacts]):
     """The metric keys every per-user file holds: ``metric_keys`` checked, or the common keys if None."""
+    # Every loaded result was read from its per_user.parquet, so it holds per-user values.
+    columns = {run_id: list(art.result.per_user or ()) for run_id, art in artifacts.items()}
     if metric_keys is None:
-        per_user = [list(art.result.per_user) for art in artifacts.values()]
+        per_user = list(columns.values())
         common = [k for k in per_user[0] if all(k in keys for keys in per_user)]
         if not common:
             raise RunSelectionError("metrics: the runs' per-user files share no metric key")
         if primary is not None and primary not in common:
             raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
         return common
-    for run_id, art in artifacts.items():
-        missing = [m for m in metric_keys if m not in art.result.per_user]
+    for run_id, keys in columns.items():
+        missing = [m for m in metric_keys if m not in keys]
         if missing:
             raise RunSelectionError(
-                f"run {run_id}: its per_user.parquet has no column for {missing}; it holds {sorted(art.result.per_user)}"
+                f"run {run_id}: its per_user.parquet has no column for {missing}; it holds {sorted(keys)}"
             )
     return metric_keys
 
@@ -890,7 +897,7 @@ def _note_versions(
     """
     title = ["## Paired comparison", ""]
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
-    declared = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
+    declaration = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
     sentences = [
         report.results_text(primary, c.candidate, c.baseline, markup="markdown")
         for c in report.comparisons
@@ -912,9 +919,9 @@ def _note_versions(
     tables = [report.to_markdown(), ""]
     if averaged is not None:
         tables = ["### Representative seed", "", *tables, "### Seed-averaged", "", averaged.to_markdown(), ""]
-    yield "\n".join(title + declared + sentences + tables + seeds + what + [NOTE_POINTER])
+    yield "\n".join(title + declaration + sentences + tables + seeds + what + [NOTE_POINTER])
     yield from _compact_notes(
-        report, title, declared, sentences, seeds, _compact_provenance(provenance), averaged is not None
+        report, title, declaration, sentences, seeds, _compact_provenance(provenance), averaged is not None
     )
 
 
@@ -998,7 +1005,10 @@ def source_runs_tag(run_ids: list[str]) -> str:
     listed = ",".join(run_ids)
     if len(listed) <= MAX_TAG_LENGTH:
         return listed
-    return f"{len(run_ids)} runs, sha256 {text_digest(listed, 16)} of their comma-separated ids; listed in source_runs.json"
+    return (
+        f"{len(run_ids)} runs, sha256 {text_digest(listed, 16)} of their comma-separated ids; "
+        "listed in source_runs.json"
+    )
 
 
 def _headline(report: ComparisonReport, primary: str | None) -> str:
@@ -1015,10 +1025,11 @@ def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
     the primary metric when the study starts.
     """
     parents = {r.data.tags.get(MLFLOW_PARENT_RUN_ID) for r in runs}
-    if primary is None or len(parents) != 1 or None in parents:
+    parent_id = parents.pop() if len(parents) == 1 else None  # None: several parents, or none
+    if primary is None or parent_id is None:
         return False
     try:
-        study = MlflowClient().get_run(parents.pop())
+        study = MlflowClient().get_run(parent_id)
     except Exception:  # a parent that is gone or unreadable declares nothing
         return False
     return study.data.params.get("primary") == primary and study.info.start_time <= min(r.info.start_time for r in runs)
@@ -1051,26 +1062,10 @@ def _log_comparison(
         frame, averaged_frame = _write_report_frames(out, report, averaged)
         seed_frame = _write_seed_files(out, spreads)
         _write_texts(out, report, averaged, provenance, settings)
-        (out / "source_runs.json").write_text(
-            json.dumps(
-                {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2
-            )
-        )
-        (out / "settings.json").write_text(json.dumps(settings, indent=2))
-        (out / "metric_names.json").write_text(json.dumps(key_map, indent=2))
+        _write_json_files(out, source_ids, plan, settings, key_map)
         forest_plot(report, out / "forest.png")
-        (out / "report.html").write_text(
-            report_html(
-                report,
-                spreads,
-                primary=primary,
-                title=run_name,
-                forest_png=(out / "forest.png").read_bytes(),
-                seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
-                provenance_html=provenance_html(provenance),
-                primary_declared=declared,
-                seed_averaged=averaged,
-            )
+        _write_html(
+            out, report, spreads, run_name, primary, provenance, declared, averaged, seeds=seed_frame is not None
         )
         note = fit_text(_note_versions(report, spreads, primary, provenance, declared, averaged))
         first = runs[0].data.tags
@@ -1098,6 +1093,45 @@ def _log_comparison(
             log_params_once(params)
             mlflow.log_metrics(metrics)
             return run.info.run_id
+
+
+def _write_json_files(out: Path, source_ids: list[str], plan: _Plan, settings: dict, key_map: list[dict]) -> None:
+    """``source_runs.json`` (every source run, by model and seed), ``settings.json`` and ``metric_names.json``."""
+    (out / "source_runs.json").write_text(
+        json.dumps(
+            {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2
+        )
+    )
+    (out / "settings.json").write_text(json.dumps(settings, indent=2))
+    (out / "metric_names.json").write_text(json.dumps(key_map, indent=2))
+
+
+def _write_html(
+    out: Path,
+    report: ComparisonReport,
+    spreads: dict[str, SeedSpread],
+    run_name: str,
+    primary: str | None,
+    provenance: dict,
+    declared: bool,
+    averaged: ComparisonReport | None,
+    *,
+    seeds: bool,
+) -> None:
+    """``report.html``, with the forest plot and, when there are seeds, the seed plot already written in ``out``."""
+    (out / "report.html").write_text(
+        report_html(
+            report,
+            spreads,
+            primary=primary,
+            title=run_name,
+            forest_png=(out / "forest.png").read_bytes(),
+            seed_png=(out / "seed_spread.png").read_bytes() if seeds else None,
+            provenance_html=provenance_html(provenance),
+            primary_declared=declared,
+            seed_averaged=averaged,
+        )
+    )
 
 
 def _run_name(report: ComparisonReport, plan: _Plan) -> str:
@@ -1156,7 +1190,8 @@ def _write_report_frames(
 
 
 def _write_seed_files(out: Path, spreads: dict[str, SeedSpread]) -> pd.DataFrame | None:
-    """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table (None without seeds)."""
+    """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table, None without
+    seeds."""
     if not spreads:
         return None
     seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True)

@@ -98,16 +98,7 @@ def run_study(
     )
     environment_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
-    params = {
-        "dataset": dataset,
-        "split_seed": split_seed,
-        "seeds": ",".join(map(str, seeds)),
-        "metrics": metrics,
-        "primary": primary,
-        "n_resamples": n_resamples,
-        "device": device,
-        "executor": executor.name,
-    }
+    params = _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor.name)
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
         client = MlflowClient()
@@ -134,30 +125,58 @@ def run_study(
 
         compare_id = None
         if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
-            compare_id = step(
-                "compare",
-                "compare EASE vs ELSA",
-                {
-                    # A usable outcome FINISHED, so it has a run.
-                    "run_ids": ",".join(cast(str, o.run_id) for o in usable),
-                    "reference": "EASE",
-                    "metrics": metrics,
-                    "primary": primary,
-                    "n_resamples": n_resamples,
-                },
-            )
+            compare_id = _compare_step(step, usable, metrics=metrics, primary=primary, n_resamples=n_resamples)
             _show_result(compare_id, experiment_id, echo)
         if failed:
-            compared = (
-                f"the {len(usable)} finished were compared in run {compare_id}"
-                if compare_id
-                else f"the {len(usable)} finished were not compared (fewer than two models finished)"
-            )
-            raise StudyStepError(
-                f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared}. Rerun the "
-                "study to train only what did not finish"
-            )
+            raise _study_failure(failed, usable, len(outcomes), compare_id)
         return cast(str, compare_id)  # nothing failed, so both models finished and were compared
+
+
+def _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor_name) -> dict:
+    """The study run's params: what was asked for, and where the trainings ran."""
+    return {
+        "dataset": dataset,
+        "split_seed": split_seed,
+        "seeds": ",".join(map(str, seeds)),
+        "metrics": metrics,
+        "primary": primary,
+        "n_resamples": n_resamples,
+        "device": device,
+        "executor": executor_name,
+    }
+
+
+def _compare_step(
+    step: Callable[..., str], usable: list[TrainingOutcome], *, metrics: str, primary: str, n_resamples: int
+) -> str:
+    """Run the ``compare`` entry point over the usable trainings, EASE the reference; its run id."""
+    return step(
+        "compare",
+        "compare EASE vs ELSA",
+        {
+            # A usable outcome FINISHED, so it has a run.
+            "run_ids": ",".join(cast(str, o.run_id) for o in usable),
+            "reference": "EASE",
+            "metrics": metrics,
+            "primary": primary,
+            "n_resamples": n_resamples,
+        },
+    )
+
+
+def _study_failure(
+    failed: list[TrainingOutcome], usable: list[TrainingOutcome], n_outcomes: int, compare_id: str | None
+) -> StudyStepError:
+    """The error a study with failed trainings ends with: each failure, and whether the rest were compared."""
+    compared = (
+        f"the {len(usable)} finished were compared in run {compare_id}"
+        if compare_id
+        else f"the {len(usable)} finished were not compared (fewer than two models finished)"
+    )
+    return StudyStepError(
+        f"study: {_failure_text(failed, n_outcomes, limit=2000)}; {compared}. Rerun the "
+        "study to train only what did not finish"
+    )
 
 
 def _pin_tracking_uri() -> None:

@@ -13,7 +13,7 @@ import mlflow
 
 from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.evaluation import evaluate_recommender
-from mlflow_recsys.metrics import parse_metric_keys
+from mlflow_recsys.metrics import RankingMetric, parse_metric_keys
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
@@ -229,10 +229,7 @@ def run_train(
         param the environment's run already holds with another value.
     """
     environment_run()
-    try:
-        metric_objects = parse_metric_keys(list(metrics))
-    except ValueError as exc:
-        raise ValueError(f"metrics: {exc}") from None
+    metric_objects = _metric_objects_iv(metrics)
     spec = model_spec(model)
     unfitted = spec.build(
         dict(
@@ -260,25 +257,9 @@ def run_train(
             )
         run_name = f"{model} seed {seed}" if seeded else model
         config = unfitted.config
-        # Only what the model uses: a deterministic model logs no seed, EASE no epochs, ELSA no l2.
-        params = {
-            "model": model,
-            "checkpoint": checkpoint,
-            "metrics": ",".join(m for obj in metric_objects for m in obj.keys),
-        }
-        if config is not None:
-            params.update(dataclasses.asdict(config))
+        params = _train_params(model, checkpoint, metric_objects, config)
         with entry_point_run(run_name, params=params) as run:
-            mlflow.set_tags(
-                {
-                    tags.ROLE: tags.ROLE_TRAIN,
-                    tags.MODEL: model,
-                    tags.CONFIG: configuration_tag(config),
-                    tags.SEED: str(seed) if seeded else tags.NO_SEED,
-                    tags.SPLIT_DIGEST: split["split_digest"],
-                    tags.DATASET: split["manifest"]["dataset"]["name"],
-                }
-            )
+            mlflow.set_tags(_train_tags(model, config, str(seed) if seeded else tags.NO_SEED, split))
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
             fitted = _fit_and_log(
                 unfitted, split, metric_objects, Path(tmp) / "evaluation", in_epochs=spec.epochs, validate=validate
@@ -286,6 +267,39 @@ def run_train(
             if log_model:
                 log_recommender(fitted, split["item_ids"], user_ids=split["test_eval_user_ids"])
             return run.info.run_id
+
+
+def _metric_objects_iv(metrics: Sequence[str]) -> list[RankingMetric]:
+    """The metric objects for ``metrics``; ValueError naming the ``metrics`` argument for an unknown key."""
+    try:
+        return parse_metric_keys(list(metrics))
+    except ValueError as exc:
+        raise ValueError(f"metrics: {exc}") from None
+
+
+def _train_params(model: str, checkpoint: str, metric_objects: list[RankingMetric], config) -> dict:
+    """The train run's params: the model, checkpoint and metric keys, and the model's configuration."""
+    # Only what the model uses: a deterministic model logs no seed, EASE no epochs, ELSA no l2.
+    params = {
+        "model": model,
+        "checkpoint": checkpoint,
+        "metrics": ",".join(m for obj in metric_objects for m in obj.keys),
+    }
+    if config is not None:
+        params.update(dataclasses.asdict(config))
+    return params
+
+
+def _train_tags(model: str, config, seed_tag: str, split: dict) -> dict[str, str]:
+    """The train run's ``recsys.`` tags: its role, model, configuration, seed, split and dataset."""
+    return {
+        tags.ROLE: tags.ROLE_TRAIN,
+        tags.MODEL: model,
+        tags.CONFIG: configuration_tag(config),
+        tags.SEED: seed_tag,
+        tags.SPLIT_DIGEST: split["split_digest"],
+        tags.DATASET: split["manifest"]["dataset"]["name"],
+    }
 
 
 def _fit_and_log(unfitted, split: dict, metric_objects: list, out: Path, *, in_epochs: bool, validate):
