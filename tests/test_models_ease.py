@@ -93,7 +93,7 @@ def test_save_load_round_trip_gives_identical_scores(tmp_path):
         ({"l2": -1.0}, "l2: expected a finite number > 0"),
         ({"l2": float("inf")}, "l2: expected a finite number > 0"),
         ({"l2": "500"}, "l2: expected a finite number > 0, found '500'"),
-        ({"dtype": "float16"}, r"dtype: expected one of \['float32', 'float64'\], found 'float16'"),
+        ({"dtype": "float16"}, r"dtype: expected one of \('float32', 'float64'\), found 'float16'"),
     ],
 )
 def test_invalid_config_raises_naming_the_field(kwargs, message):

@@ -62,7 +62,7 @@ def number(
     return float(value)  # type: ignore[arg-type]
 
 
-def one_of(value: T, name: str, choices: Collection[T]) -> T:
+def one_of(value: T, name: str, choices: Collection[object]) -> T:
     """``value`` when it is one of ``choices``.
 
     Raises

@@ -20,7 +20,7 @@ import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from numbers import Integral, Real
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys import validation
 from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys._digests import canonical_csr, sha256_file, update_with_csr
 from mlflow_recsys.data import safezip
@@ -158,8 +159,7 @@ def build_recsys_checkpoint(
     """
     if not isinstance(overwrite, bool):
         raise ValueError(f"overwrite: expected True or False, found {overwrite!r}")
-    if split_mode not in SPLIT_MODES:
-        raise ValueError(f"split_mode: expected one of {list(SPLIT_MODES)}, found {split_mode!r}")
+    validation.one_of(split_mode, "split_mode", SPLIT_MODES)
     params = _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac)
     # Everything that can be checked without the data is checked before loading it.
     check_seed(seed)
@@ -311,8 +311,7 @@ def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_
     for name, value in given.items():
         if value is not None and name not in applies:
             raise ValueError(f"{name}: does not apply to split_mode={split_mode!r}; leave it unset, found {value!r}")
-    if isinstance(eval_draws, bool) or not isinstance(eval_draws, Integral) or eval_draws < 1:
-        raise ValueError(f"eval_draws: expected an integer >= 1, found {eval_draws!r}")
+    validation.integer(eval_draws, "eval_draws", minimum=1)
     if split_mode != "user_split" and eval_draws != 1:
         raise ValueError(
             f"eval_draws: expected 1 for split_mode={split_mode!r}, whose held-out rows are "

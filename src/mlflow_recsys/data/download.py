@@ -6,6 +6,7 @@ import os
 import re
 from pathlib import Path
 
+from mlflow_recsys import validation
 from mlflow_recsys._atomic import new_file_mode
 from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.errors import DownloadError
@@ -68,8 +69,7 @@ def download(
     """
     if not isinstance(sha256, str) or not _HEX64.match(sha256.lower()):
         raise ValueError(f"sha256: expected 64 hexadecimal digits, found {sha256!r}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ValueError(f"retries: expected an integer >= 0, found {retries!r}")
+    validation.integer(retries, "retries", minimum=0)
     expected = sha256.lower()
     dest = Path(dest)
     if dest.is_dir():

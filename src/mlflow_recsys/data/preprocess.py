@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 
 import pandas as pd
 
+from mlflow_recsys import validation
 from mlflow_recsys.data.datasets import REQUIRED_COLUMNS
 
 
@@ -127,8 +128,7 @@ def check_thresholds(min_user_interactions: int, min_item_interactions: int) -> 
         ("min_user_interactions", min_user_interactions),
         ("min_item_interactions", min_item_interactions),
     ):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name}: expected an integer >= 1, found {value!r}")
+        validation.integer(value, name, minimum=1)
 
 
 def _check_frame(frame: pd.DataFrame) -> None:

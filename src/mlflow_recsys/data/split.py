@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Integral, Real
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys import validation
 from mlflow_recsys.data.preprocess import _check_frame
 
 
@@ -119,8 +119,7 @@ def user_split(
     _check_split_input(frame, seed)
     check_fractions(test_frac, val_frac, "training users")
     check_holdout_frac(eval_holdout_frac)
-    if isinstance(eval_draws, bool) or not isinstance(eval_draws, Integral) or eval_draws < 1:
-        raise ValueError(f"eval_draws: expected an integer >= 1, found {eval_draws!r}")
+    validation.integer(eval_draws, "eval_draws", minimum=1)
 
     rng = np.random.default_rng(seed)
     users = np.unique(frame["user"].to_numpy())
@@ -386,25 +385,18 @@ def _check_split_input(frame: pd.DataFrame, seed: int) -> None:
 
 def check_seed(seed: int) -> None:
     """Raise ValueError unless ``seed`` is an integer >= 0 (bool refused)."""
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
-        raise ValueError(f"seed: expected an integer >= 0, found {seed!r}")
+    validation.integer(seed, "seed", minimum=0)
 
 
 def check_holdout_frac(eval_holdout_frac: float) -> None:
     """Raise ValueError unless ``eval_holdout_frac`` is a number in (0, 1)."""
-    if (
-        isinstance(eval_holdout_frac, bool)
-        or not isinstance(eval_holdout_frac, Real)
-        or not 0.0 < eval_holdout_frac < 1.0
-    ):
-        raise ValueError(f"eval_holdout_frac: expected a number in (0, 1), found {eval_holdout_frac!r}")
+    validation.number(eval_holdout_frac, "eval_holdout_frac", above=0, below=1)
 
 
 def check_fractions(test_frac: float, val_frac: float, what: str) -> None:
     """Raise ValueError unless both fractions are in [0, 1) and sum below 1 (``what`` names what remains)."""
     for name, value in (("test_frac", test_frac), ("val_frac", val_frac)):
-        if isinstance(value, bool) or not isinstance(value, Real) or not 0.0 <= value < 1.0:
-            raise ValueError(f"{name}: expected a number in [0, 1), found {value!r}")
+        validation.number(value, name, at_least=0, below=1)
     if test_frac + val_frac >= 1.0:
         raise ValueError(
             f"test_frac + val_frac: expected a sum below 1 so that {what} remain, found {test_frac} + {val_frac}"

@@ -1,9 +1,6 @@
-"""Input validation shared by the models: interaction matrices and config fields."""
+"""Input validation shared by the models: interaction matrices (scalar settings: :mod:`mlflow_recsys.validation`)."""
 
 from __future__ import annotations
-
-import math
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,24 +43,3 @@ def as_interactions(x, name: str, n_items: int | None = None) -> sp.csr_matrix:
             raise ValueError(f"{name}: expected non-negative values, found minimum {csr.data.min()}")
     csr.eliminate_zeros()
     return csr
-
-
-def positive_int(value, field: str) -> int:
-    """``value`` as int if it is an integer >= 1, else ValueError naming ``field``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{field}: expected an integer >= 1, found {value!r}")
-    return int(value)
-
-
-def positive_float(value, field: str) -> float:
-    """``value`` as float if it is a finite real > 0, else ValueError naming ``field``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{field}: expected a finite number > 0, found {value!r}")
-    return float(value)
-
-
-def non_negative_float(value, field: str) -> float:
-    """``value`` as float if it is a finite real >= 0, else ValueError naming ``field``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
-        raise ValueError(f"{field}: expected a finite number >= 0, found {value!r}")
-    return float(value)

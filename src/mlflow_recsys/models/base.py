@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from mlflow_recsys.models._checks import as_interactions, positive_int
+from mlflow_recsys import validation
+from mlflow_recsys.models._checks import as_interactions
 from mlflow_recsys.models._io import load_model_dir, save_model_dir
 from mlflow_recsys.models.ranking import top_k
 
@@ -143,9 +144,8 @@ class Recommender:
         """
         n_items = self._require_fitted()
         x = as_interactions(source_rows, "source_rows", n_items=n_items)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k: expected an integer >= 1, found {k!r}")
-        batch_size = positive_int(batch_size, "batch_size")
+        validation.integer(k, "k", minimum=1)
+        batch_size = validation.integer(batch_size, "batch_size", minimum=1)
         indices = np.empty((x.shape[0], int(k)), dtype=np.int64)
         scores = np.empty((x.shape[0], int(k)), dtype=np.float32)
         for start in range(0, x.shape[0], batch_size):

@@ -13,7 +13,8 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from mlflow_recsys.models._checks import as_interactions, positive_float
+from mlflow_recsys import validation
+from mlflow_recsys.models._checks import as_interactions
 from mlflow_recsys.models.base import Recommender
 
 _DTYPES = ("float32", "float64")
@@ -46,9 +47,8 @@ class EASEConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "l2", positive_float(self.l2, "l2"))
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype: expected one of {list(_DTYPES)}, found {self.dtype!r}")
+        object.__setattr__(self, "l2", validation.number(self.l2, "l2", above=0))
+        validation.one_of(self.dtype, "dtype", tuple(_DTYPES))
 
 
 def gram_matrix(x: sp.csr_matrix, dtype: np.dtype) -> np.ndarray:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from mlflow_recsys.models._checks import as_interactions, non_negative_float, positive_float, positive_int
+from mlflow_recsys import validation
+from mlflow_recsys.models._checks import as_interactions
 from mlflow_recsys.models.base import Recommender
 
 if TYPE_CHECKING:
@@ -85,23 +86,20 @@ class ELSAConfig:
     patience: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "latent_dim", positive_int(self.latent_dim, "latent_dim"))
-        object.__setattr__(self, "batch_size", positive_int(self.batch_size, "batch_size"))
-        object.__setattr__(self, "epochs", positive_int(self.epochs, "epochs"))
-        object.__setattr__(self, "lr", positive_float(self.lr, "lr"))
-        object.__setattr__(self, "weight_decay", non_negative_float(self.weight_decay, "weight_decay"))
+        object.__setattr__(self, "latent_dim", validation.integer(self.latent_dim, "latent_dim", minimum=1))
+        object.__setattr__(self, "batch_size", validation.integer(self.batch_size, "batch_size", minimum=1))
+        object.__setattr__(self, "epochs", validation.integer(self.epochs, "epochs", minimum=1))
+        object.__setattr__(self, "lr", validation.number(self.lr, "lr", above=0))
+        object.__setattr__(self, "weight_decay", validation.number(self.weight_decay, "weight_decay", at_least=0))
         if not isinstance(self.device, str):
             raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}")
         # The default needs no check, so building or loading a CPU model does not import torch.
         if self.device != "cpu":
             check_device(self.device)
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer: expected one of {sorted(OPTIMIZERS)}, found {self.optimizer!r}")
+        validation.one_of(self.optimizer, "optimizer", sorted(OPTIMIZERS))
         if self.patience is not None:
-            object.__setattr__(self, "patience", positive_int(self.patience, "patience"))
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed: expected an integer >= 0, found {self.seed!r}")
-        object.__setattr__(self, "seed", int(self.seed))
+            object.__setattr__(self, "patience", validation.integer(self.patience, "patience", minimum=1))
+        object.__setattr__(self, "seed", validation.integer(self.seed, "seed", minimum=0))
 
 
 def check_device_form(device: str) -> None:

@@ -8,10 +8,10 @@ ascending.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
+
+from mlflow_recsys import validation
 
 
 def top_k(
@@ -59,8 +59,7 @@ def top_k(
         raise ValueError(f"scores: expected a 2-D array (n_rows, n_items), found shape {scores.shape}")
     if not (np.issubdtype(scores.dtype, np.floating) or np.issubdtype(scores.dtype, np.integer)):
         raise ValueError(f"scores: expected a real-valued array, found dtype {scores.dtype}")
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise ValueError(f"k: expected an integer >= 1, found {k!r}")
+    validation.integer(k, "k", minimum=1)
     k = int(k)
     n_rows, n_items = scores.shape
     if np.issubdtype(scores.dtype, np.floating) and np.isnan(scores).any():

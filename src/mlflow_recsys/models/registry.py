@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+from mlflow_recsys import validation
 from mlflow_recsys.models.base import Recommender
 from mlflow_recsys.models.ease import EASE, EASEConfig
 from mlflow_recsys.models.elsa import ELSA, ELSAConfig
@@ -94,8 +95,7 @@ def model_spec(name: str) -> ModelSpec:
     ValueError
         If no model has that name, listing those that do.
     """
-    if name not in MODELS:
-        raise ValueError(f"model: expected one of {tuple(MODELS)}, found {name!r}")
+    validation.one_of(name, "model", tuple(MODELS))
     return MODELS[name]
 
 

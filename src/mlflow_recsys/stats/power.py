@@ -22,10 +22,11 @@ number of users needed.
 from __future__ import annotations
 
 import math
-from numbers import Integral, Real
 from typing import Literal
 
 import scipy.stats
+
+from mlflow_recsys import validation
 
 Alternative = Literal["two-sided", "greater", "less"]
 ALTERNATIVES = ("two-sided", "greater", "less")
@@ -107,8 +108,7 @@ def required_users(
     ValueError
         If an argument is out of range, naming it.
     """
-    if isinstance(effect, bool) or not isinstance(effect, Real) or not (math.isfinite(effect) and effect > 0):
-        raise ValueError(f"effect: expected a finite number > 0, found {effect!r}")
+    validation.number(effect, "effect", above=0)
     sd, _, alpha, power, alternative = _power_iv(sd=sd, n=2, alpha=alpha, power=power, alternative=alternative)
     n = (_z_sum(alpha, power, alternative) * sd / float(effect)) ** 2
     # Guard the ceiling against a product that lands an ulp above an integer.
@@ -123,14 +123,10 @@ def _z_sum(alpha: float, power: float, alternative: str) -> float:
 def _power_iv(
     *, sd: float, n: int, alpha: float, power: float, alternative: Alternative
 ) -> tuple[float, int, float, float, Alternative]:
-    if isinstance(sd, bool) or not isinstance(sd, Real) or not (math.isfinite(sd) and sd >= 0):
-        raise ValueError(f"sd: expected a finite number >= 0, found {sd!r}")
-    if isinstance(n, bool) or not isinstance(n, Integral) or n < 2:
-        raise ValueError(f"n: expected an integer >= 2, found {n!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, Real) or not 0 < alpha < 1:
-        raise ValueError(f"alpha: expected a number strictly between 0 and 1, found {alpha!r}")
-    if isinstance(power, bool) or not isinstance(power, Real) or not 0 < power < 1:
-        raise ValueError(f"power: expected a number strictly between 0 and 1, found {power!r}")
-    if alternative not in ALTERNATIVES:
-        raise ValueError(f"alternative: expected one of {ALTERNATIVES}, found {alternative!r}")
-    return float(sd), int(n), float(alpha), float(power), alternative
+    return (
+        validation.number(sd, "sd", at_least=0),
+        validation.integer(n, "n", minimum=2),
+        validation.number(alpha, "alpha", above=0, below=1),
+        validation.number(power, "power", above=0, below=1),
+        validation.one_of(alternative, "alternative", ALTERNATIVES),
+    )
