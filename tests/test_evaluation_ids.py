@@ -226,7 +226,7 @@ GOOD_T = pd.DataFrame({"user": [1, 2], "item": ["tt002", "tt003"]})
         (dict(item_ids=ITEMS.reshape(2, -1)), r"item_ids: expected a 1-d array of ids, found shape \(2, 15\)"),
         (dict(metrics=["ndcg@10", 3]), "metrics: expected metric objects or keys like .ndcg@100., found int"),
         (dict(metrics=[]), "metrics: expected at least one metric, found none"),
-        (dict(batch_size=0), "batch_size: expected a positive int, found 0"),
+        (dict(batch_size=0), "batch_size: expected an integer >= 1, found 0"),
         (dict(item_col="user"), "item_col: expected a column other than user_col, found 'user' for both"),
     ],
 )

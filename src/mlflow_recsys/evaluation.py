@@ -9,7 +9,6 @@ and calls it. The per-user values are what the paired statistics in
 from __future__ import annotations
 
 import hashlib
-import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
+from mlflow_recsys import validation
 from mlflow_recsys._digests import canonical_csr, update_with_csr
 from mlflow_recsys.catalogue import ItemCatalogue, id_kind
 from mlflow_recsys.metrics import RankingMetric, hit_matrix, metric_from_key
@@ -222,8 +222,7 @@ def _require_sparse(matrix: Any, name: str) -> sp.csr_matrix:
 
 
 def _check_batch_size(batch_size: Any) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"batch_size: expected a positive int, found {batch_size!r}")
+    validation.integer(batch_size, "batch_size", minimum=1)
 
 
 def _resolve_sample_ids(sample_ids: np.ndarray | None, n_rows: int) -> np.ndarray:

@@ -27,6 +27,8 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from mlflow_recsys import validation
+
 __all__ = [
     "CalibratedRecall",
     "HitRate",
@@ -50,10 +52,7 @@ KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
 
 
 def _validate_k(k: object) -> int:
-    # bool is an int subclass, but a cutoff of True is certainly a mistake
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) < 1:
-        raise ValueError(f"k: expected a positive int, found {k!r}")
-    return int(k)
+    return validation.integer(k, "k", minimum=1)
 
 
 def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
