@@ -61,6 +61,9 @@ def run_study(
     split (same split digest) with the same model, configuration (``recsys.config``) and seed: those are reused,
     not retrained, and the output names them.
 
+    A relative SQLite tracking URI is made absolute (``mlflow.set_tracking_uri``) before any step, so every step
+    logs to the one database the caller meant, whatever folder the step runs in.
+
     Parameters
     ----------
     device : str, default ``"cpu"``
@@ -69,9 +72,6 @@ def run_study(
         Where the trainings run: one ``train`` entry point after another, or one Ray task each on a local Ray
         started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
         :mod:`mlflow_recsys.tracking.executors`.
-
-    A relative SQLite tracking URI is made absolute (``mlflow.set_tracking_uri``) before any step, so every step
-    logs to the one database the caller meant, whatever folder the step runs in.
 
     Raises
     ------
@@ -84,6 +84,8 @@ def run_study(
         run is made. A seed or a device the model refuses fails that training alone.
     ImportError
         If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
+    ConnectionError
+        If the executor joins a Ray cluster and none answers at its address; no run is made.
     StudyStepError
         If the split or the comparison fails, or any training failed. The study run ends FAILED, its
         ``recsys.error`` tag and notes name each failed training, its run and why; the trainings that finished
