@@ -79,11 +79,11 @@ postgres-test: install
 	timeout 600 $(PY) -m pytest -m postgres -q
 
 # A study fanned out on a local Ray beside the same study run sequentially (tests/test_study_executors.py, about
-# 3 minutes): the same metrics per seed, a failed training that leaves the others, and resume. Installs the ray extra
+# 3.5 minutes): the same metrics per seed, a failed training that leaves the others, and resume. Installs the ray extra
 # when it is missing; -s prints the two studies' wall times.
 ray-test: install
 	$(PY) -c "import ray" 2>/dev/null || $(PY) -m pip install --quiet -e ".[ray]"
-	timeout 420 $(PY) -m pytest -m ray -q -s
+	timeout 600 $(PY) -m pytest -m ray -q -s
 
 # Only what `make demo` and `make docs` (site/) made. The README points users at the demo's store for their own
 # runs, so scripts/clean_demo.py removes from it only the demo's study runs and their steps (with their artifacts),

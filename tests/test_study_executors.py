@@ -186,7 +186,9 @@ def test_a_failed_training_leaves_the_others_and_fails_the_study(store):
     assert bad.data.tags["mlflow.parentRunId"] == main.info.run_id
     reason = "ValueError: seed: expected an integer >= 0, found -1"
     assert bad.info.status == "FAILED" and bad.data.tags["recsys.error"] == reason
-    assert all(r.info.status == "FINISHED" for (r,) in runs.values()) and len(runs) == 3
+    found = {key: [(r.info.status, r.data.tags.get("recsys.error")) for r in rs] for key, rs in runs.items()}
+    assert sorted(found) == [("EASE", "none"), ("ELSA", "0"), ("ELSA", "1")], (found, show(proc))
+    assert all(statuses == [("FINISHED", None)] for statuses in found.values()), (found, show(proc))
     assert main.info.status == "FAILED"
     assert main.data.tags["recsys.error"] == f"1 of 4 trainings failed: ELSA seed -1 (run {bad.info.run_id}): {reason}"
     assert f"ELSA seed -1 (run {bad.info.run_id}): {reason}" in proc.stderr
