@@ -533,9 +533,10 @@ def compare_models(
         When ``interval_method="bca"`` and a hypothesis' bias correction is
         infinite, so its row reports the percentile interval.
     """
+    metrics = metric_keys(metrics)
     ComparisonSettings(  # every setting checked, in one place
         reference=reference,
-        metrics=_metrics_tuple(metrics),
+        metrics=tuple(metrics),
         primary=primary,
         family=family,
         correction=correction,
@@ -547,7 +548,6 @@ def compare_models(
         interval_method=interval_method,
         random_state=random_state,
     )
-    metrics = metric_keys(metrics)
     names = _results_iv(results, metrics)
     pairs = _pairs(names, reference, alternative)
     check_replicate_memory(n_resamples, len(pairs) * len(metrics))
@@ -593,14 +593,6 @@ def _compare_pairs(
             _compare_one_pair(base_name, cand_name, metrics, d, base_means, cand_means, units, **settings)
         )
     return comparisons
-
-
-def _metrics_tuple(metrics: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """``metrics`` as the tuple of keys :class:`ComparisonSettings` holds.
-
-    None stays None, so that compare_models still reports it after checking the other settings.
-    """
-    return None if metrics is None else tuple(metric_keys(metrics))
 
 
 def _largest_family_size(n_pairs: int, n_metrics: int, primary: str | None, family: Family) -> int:
