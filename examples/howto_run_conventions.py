@@ -20,16 +20,24 @@ from mlflow.tracking import MlflowClient
 import mlflow_recsys as mr
 from mlflow_recsys.evaluation import evaluate_rankings
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import compare_runs, mlflow_metric_name, run_split, run_train, write_evaluation_artifacts
+from mlflow_recsys.tracking import (
+    SplitConfig,
+    TrainConfig,
+    compare_runs,
+    mlflow_metric_name,
+    run_split,
+    run_train,
+    write_evaluation_artifacts,
+)
 
 METRICS = ["ndcg@100", "recall@20"]
 
 
 def main(workdir: Path) -> None:
     mlflow.set_experiment("conventions")
-    split_run = run_split(dataset="movielens-100k", seed=42)
+    split_run = run_split("movielens-100k", SplitConfig(seed=42))
     checkpoint = f"runs:/{split_run}/checkpoint.zip"
-    ease_run = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
+    ease_run = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)
 
     run = MlflowClient().get_run(ease_run)
     print("Tags of the EASE training run")

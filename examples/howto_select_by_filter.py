@@ -15,7 +15,15 @@ import tempfile
 import mlflow
 
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train, select_runs
+from mlflow_recsys.tracking import (
+    RunSelectionError,
+    SplitConfig,
+    TrainConfig,
+    compare_runs,
+    run_split,
+    run_train,
+    select_runs,
+)
 
 EXPERIMENT = "selection"
 
@@ -27,19 +35,18 @@ def names(filter_string: str) -> list[str]:
 
 def main() -> None:
     mlflow.set_experiment(EXPERIMENT)
-    elsa = dict(model="ELSA", latent_dim=16, batch_size=128, epochs=5)
+    elsa = {"latent_dim": 16, "batch_size": 128, "epochs": 5}
+    metrics = ("ndcg@100", "recall@20")
     digests = {}
     for split_seed in (42, 7):
-        split_run = run_split(dataset="movielens-100k", seed=split_seed)
+        split_run = run_split("movielens-100k", SplitConfig(seed=split_seed))
         digests[split_seed] = mlflow.get_run(split_run).data.tags["recsys.split_digest"]
-        common = dict(
-            checkpoint=f"runs:/{split_run}/checkpoint.zip", metrics=["ndcg@100", "recall@20"], log_model=False
-        )
-        run_train(model="EASE", **common)
-        run_train(seed=0, **elsa, **common)
+        checkpoint = f"runs:/{split_run}/checkpoint.zip"
+        trainings = [TrainConfig("EASE"), TrainConfig("ELSA", {"seed": 0, **elsa})]
         if split_seed == 42:
-            run_train(model="Popularity", **common)
-            run_train(seed=1, **elsa, **common)
+            trainings += [TrainConfig("Popularity"), TrainConfig("ELSA", {"seed": 1, **elsa})]
+        for config in trainings:
+            run_train(checkpoint, config.replace(metrics=metrics), log_model=False)
 
     first = digests[42]
     print("Filters")

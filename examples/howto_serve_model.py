@@ -24,7 +24,7 @@ import pandas as pd
 import mlflow_recsys as mr
 from mlflow_recsys.models import ELSAConfig, ELSATrainer, UnknownItemsWarning
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import local_model_server
 from mlflow_recsys.tracking.model_logging import log_recommender
 
@@ -45,9 +45,9 @@ def serve_and_ask(model_dir: str, records: list[dict], log_path: Path) -> list[d
 
 def main(workdir: Path) -> None:
     mlflow.set_experiment("serving")
-    split_run = run_split(dataset="movielens-100k", seed=42)
+    split_run = run_split("movielens-100k", SplitConfig(seed=42))
     checkpoint = f"runs:/{split_run}/checkpoint.zip"
-    ease_run = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS)
+    ease_run = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS))
 
     model = mlflow.pyfunc.load_model(f"runs:/{ease_run}/model")
     request = pd.DataFrame({"user": [3], "items": [[50, 181, 258, 999999]], "k": [5]})
@@ -76,7 +76,7 @@ def main(workdir: Path) -> None:
         split = mr.load_recsys_split(root)
     elsa = ELSATrainer(ELSAConfig(latent_dim=24, batch_size=64, epochs=20, lr=0.01, seed=0)).fit(split["x_train"])
     with mlflow.start_run(run_name="ELSA from a notebook"):
-        elsa_model = log_recommender(elsa, split["item_ids"], user_ids=split["test_eval_user_ids"])
+        elsa_model = log_recommender(elsa, split["item_ids"], eval_user_ids=split["test_eval_user_ids"])
 
     item_ids = split["item_ids"]
 

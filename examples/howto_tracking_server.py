@@ -17,7 +17,7 @@ from pathlib import Path
 import mlflow
 
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import local_tracking_server
 
 
@@ -26,10 +26,10 @@ def main(url: str) -> None:
     mlflow.set_experiment("howto-tracking-server")
     print(f"tracking server: {url}")
 
-    split_run = run_split(dataset="movielens-100k", seed=42)
+    split_run = run_split("movielens-100k", SplitConfig(seed=42))
     checkpoint = f"runs:/{split_run}/checkpoint.zip"
     runs = [
-        run_train(checkpoint=checkpoint, model=model, metrics=["ndcg@100", "recall@20"], log_model=False)
+        run_train(checkpoint, TrainConfig(model, metrics=["ndcg@100", "recall@20"]), log_model=False)
         for model in ("EASE", "Popularity")
     ]
     # The server proxies every artifact: nothing here depends on a local artifact path.

@@ -18,7 +18,7 @@ from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, compare_models
-from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
+from mlflow_recsys.tracking import RunSelectionError, SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking.comparison import _note_versions, source_runs_tag
 from mlflow_recsys.tracking.limits import (
@@ -41,10 +41,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResample
 def store(tmp_path_factory):
     root = tmp_path_factory.mktemp("limits-store")
     with sqlite_store(root, "limits") as experiment_id:
-        split_id = run_split(dataset="movielens-100k", seed=42)
+        split_id = run_split("movielens-100k", SplitConfig(seed=42))
         checkpoint = f"runs:/{split_id}/checkpoint.zip"
-        ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
-        pop = run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False)
+        ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)
+        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False)
         yield {"root": root, "experiment_id": experiment_id, "ease": ease, "pop": pop}
 
 

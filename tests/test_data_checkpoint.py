@@ -61,8 +61,8 @@ def test_round_trip_returns_the_split_computed_in_memory(loaded):
         "val_target_matrix": s.val.target,
         "train_user_ids": s.train_user_ids,
         "item_ids": s.item_ids,
-        "test_eval_user_ids": s.test.user_ids,
-        "val_eval_user_ids": s.val.user_ids,
+        "test_eval_user_ids": s.test.eval_user_ids,
+        "val_eval_user_ids": s.val.eval_user_ids,
     }
     for key in MATRICES:
         m = loaded[key]

@@ -34,7 +34,7 @@ def row_items(matrix, r, item_ids):
 def test_user_split_fractions_and_disjoint_users():
     df = random_frame(n_users=100)
     s = user_split(df, seed=1, test_frac=0.2, val_frac=0.1)
-    train, test, val = set(s.train_user_ids), set(s.test.user_ids), set(s.val.user_ids)
+    train, test, val = set(s.train_user_ids), set(s.test.eval_user_ids), set(s.val.eval_user_ids)
     assert s.test.n_users_dropped == 0 and s.val.n_users_dropped == 0
     assert (len(train), len(test), len(val)) == (70, 20, 10)
     assert not (train & test) and not (train & val) and not (test & val)
@@ -72,7 +72,7 @@ def test_held_out_rows_are_the_users_items_seen_in_training():
     catalogue = set(s.item_ids.tolist())
     assert catalogue == set().union(*(truth[u] for u in s.train_user_ids))
     for held in (s.test, s.val):
-        for r, u in enumerate(held.user_ids):
+        for r, u in enumerate(held.eval_user_ids):
             seen = row_items(held.source, r, s.item_ids) | row_items(held.target, r, s.item_ids)
             assert seen == truth[u] & catalogue
 
@@ -82,7 +82,7 @@ def test_target_count_is_rounded_fraction_of_the_users_catalogue_items():
     s = user_split(df, seed=7, eval_holdout_frac=0.25)
     truth = user_items(df)
     catalogue = set(s.item_ids.tolist())
-    for r, u in enumerate(s.test.user_ids):
+    for r, u in enumerate(s.test.eval_user_ids):
         n = len(truth[u] & catalogue)
         expected = min(max(math.floor(0.25 * n + 0.5), 1), n - 1)
         assert s.test.target.indptr[r + 1] - s.test.target.indptr[r] == expected
@@ -92,11 +92,11 @@ def test_eval_draws_stack_blocks_of_the_same_users_with_fresh_draws():
     df = random_frame()
     s = user_split(df, seed=11, eval_draws=3)
     one = user_split(df, seed=11, eval_draws=1)
-    ids = s.test.user_ids
-    n = len(one.test.user_ids)
+    ids = s.test.eval_user_ids
+    n = len(one.test.eval_user_ids)
     assert len(ids) == 3 * n
     assert (ids[:n] == ids[n : 2 * n]).all() and (ids[:n] == ids[2 * n :]).all()
-    assert np.array_equal(np.sort(np.unique(ids)), np.sort(one.test.user_ids))
+    assert np.array_equal(np.sort(np.unique(ids)), np.sort(one.test.eval_user_ids))
     full = s.test.source + s.test.target
     for d in (1, 2):
         block = slice(d * n, (d + 1) * n)
@@ -118,7 +118,7 @@ def test_held_out_user_left_with_one_known_item_is_dropped_and_counted():
             assert s.test.n_users_dropped + s.val.n_users_dropped == 0
             continue
         held_out_seen += 1
-        assert 99 not in set(s.test.user_ids) and 99 not in set(s.val.user_ids)
+        assert 99 not in set(s.test.eval_user_ids) and 99 not in set(s.val.eval_user_ids)
         assert s.test.n_users_dropped + s.val.n_users_dropped == 1
     assert held_out_seen > 0
 
@@ -134,7 +134,7 @@ def test_same_seed_same_split_and_other_seed_other_split():
 def test_string_ids_are_kept_as_strings():
     s = user_split(random_frame(str_ids=True), seed=0)
     assert s.train_user_ids.dtype.kind == "U" and s.item_ids.dtype.kind == "U"
-    assert s.test.user_ids.dtype.kind == "U"
+    assert s.test.eval_user_ids.dtype.kind == "U"
 
 
 @pytest.mark.parametrize(

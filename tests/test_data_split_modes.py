@@ -31,26 +31,26 @@ def test_leave_one_out_holds_out_each_users_latest_items():
     by_user = {u: g for u, g in df.groupby("user")}
     test_src, test_tgt = rows_as_sets(s.test.source, s.item_ids), rows_as_sets(s.test.target, s.item_ids)
     val_src, val_tgt = rows_as_sets(s.val.source, s.item_ids), rows_as_sets(s.val.target, s.item_ids)
-    for r, u in enumerate(s.test.user_ids):
+    for r, u in enumerate(s.test.eval_user_ids):
         g = by_user[u]
         (last,) = test_tgt[r]
         # The target carries the user's latest time; everything else is fold-in (within the catalogue).
         assert g.loc[g["item"] == last, "timestamp"].item() == g["timestamp"].max()
         assert test_src[r] == (set(g["item"]) - {last}) & catalogue
-    for r, u in enumerate(s.val.user_ids):
+    for r, u in enumerate(s.val.eval_user_ids):
         g = by_user[u]
         (second,) = val_tgt[r]
-        test_row = list(s.test.user_ids).index(u) if u in set(s.test.user_ids) else None
+        test_row = list(s.test.eval_user_ids).index(u) if u in set(s.test.eval_user_ids) else None
         held = {second} | (test_tgt[test_row] if test_row is not None else set())
         assert val_src[r] == (set(g["item"]) - held) & catalogue
         assert g.loc[g["item"] == second, "timestamp"].item() <= g["timestamp"].max()
     counts = df.groupby("user").size()
     evaluated = set(counts[counts >= 3].index)
-    assert set(s.test.user_ids) <= evaluated
-    assert len(s.test.user_ids) + s.test.n_users_dropped == len(evaluated)
+    assert set(s.test.eval_user_ids) <= evaluated
+    assert len(s.test.eval_user_ids) + s.test.n_users_dropped == len(evaluated)
     # Training never sees an evaluated user's two held-out items.
     train = dict(zip(s.train_user_ids, rows_as_sets(s.x_train, s.item_ids), strict=True))
-    for r, u in enumerate(s.test.user_ids):
+    for r, u in enumerate(s.test.eval_user_ids):
         assert not train.get(u, set()) & test_tgt[r]
 
 
@@ -88,13 +88,13 @@ def test_time_split_cuts_at_the_quantile_and_predicts_the_future_from_the_past()
     assert set(s.item_ids.tolist()) == catalogue
     for held, lo, hi, before in ((s.test, test_cut, np.inf, test_cut), (s.val, val_cut, test_cut, val_cut)):
         src, tgt = rows_as_sets(held.source, s.item_ids), rows_as_sets(held.target, s.item_ids)
-        for r, u in enumerate(held.user_ids):
+        for r, u in enumerate(held.eval_user_ids):
             g = df[df["user"] == u]
             assert tgt[r] == set(g.loc[(g["timestamp"] >= lo) & (g["timestamp"] < hi), "item"]) & catalogue
             assert src[r] == set(g.loc[g["timestamp"] < before, "item"]) & catalogue
             assert src[r] and tgt[r]
         later = set(df.loc[(df["timestamp"] >= lo) & (df["timestamp"] < hi), "user"])
-        assert len(held.user_ids) + held.n_users_dropped == len(later)
+        assert len(held.eval_user_ids) + held.n_users_dropped == len(later)
 
 
 def test_time_split_refuses_data_without_times():

@@ -248,20 +248,22 @@ def movielens():
 def test_movielens_interaction_log_reproduces_the_split_evaluation_and_its_fingerprint(movielens):
     frame, split, model = movielens
     test = split.test
-    wanted = long_frame(test.target, test.user_ids, split.item_ids)
+    wanted = long_frame(test.target, test.eval_user_ids, split.item_ids)
     # The raw log of the test users less their targets: it still holds items outside the training
     # catalogue, which the split removed, and the training users' rows, which are not evaluated.
     log = frame[["user", "item", "timestamp"]]
     is_target = log.set_index(["user", "item"]).index.isin(wanted.set_index(["user", "item"]).index)
     histories = shuffled(log[~is_target], 9)
-    n_outside = int((log[~is_target]["user"].isin(test.user_ids) & ~log[~is_target]["item"].isin(split.item_ids)).sum())
+    n_outside = int(
+        (log[~is_target]["user"].isin(test.eval_user_ids) & ~log[~is_target]["item"].isin(split.item_ids)).sum()
+    )
     assert n_outside > 0
     with pytest.warns(UnknownItemsWarning, match=rf"histories: {n_outside} row\(s\) of evaluated users"):
         got = evaluate_by_ids(
             model, histories, shuffled(wanted, 10), item_ids=split.item_ids, metrics=["ndcg@100", "recall@20"]
         )
     direct = evaluate_recommender(
-        model, source=test.source, targets=test.target, metrics=["ndcg@100", "recall@20"], sample_ids=test.user_ids
+        model, source=test.source, targets=test.target, metrics=["ndcg@100", "recall@20"], sample_ids=test.eval_user_ids
     )
     assert got.n_samples == 188
     assert_same_result(got, direct)

@@ -13,7 +13,15 @@ from mlflow.tracking import MlflowClient
 from conftest import BIN, clean_env
 from mlflow_recsys import __version__
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
-from mlflow_recsys.tracking import ArtifactError, RunSelectionError, compare_runs, run_split, run_train
+from mlflow_recsys.tracking import (
+    ArtifactError,
+    RunSelectionError,
+    SplitConfig,
+    TrainConfig,
+    compare_runs,
+    run_split,
+    run_train,
+)
 
 pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).resolve().parents[1]
@@ -81,20 +89,12 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
 def train_small_study(checkpoint: str) -> dict[str, str]:
     """EASE, Popularity and ELSA under seeds 0 and 1 (2 epochs) on the checkpoint; run ids by name."""
     runs = {
-        "EASE": run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False),
-        "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
+        "EASE": run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False),
+        "Popularity": run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False),
     }
     for seed in (0, 1):
-        runs[f"ELSA{seed}"] = run_train(
-            checkpoint=checkpoint,
-            model="ELSA",
-            seed=seed,
-            metrics=METRICS,
-            log_model=False,
-            latent_dim=8,
-            batch_size=128,
-            epochs=2,
-        )
+        fast = {"seed": seed, "latent_dim": 8, "batch_size": 128, "epochs": 2}
+        runs[f"ELSA{seed}"] = run_train(checkpoint, TrainConfig("ELSA", fast, metrics=METRICS), log_model=False)
     return runs
 
 
@@ -104,7 +104,7 @@ def served(mlflow_server):
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(mlflow_server)
     experiment_id = mlflow.set_experiment("over-http").experiment_id
-    split = run_split(dataset="movielens-100k", seed=3)
+    split = run_split("movielens-100k", SplitConfig(seed=3))
     runs = train_small_study(f"runs:/{split}/checkpoint.zip")
     yield {"url": mlflow_server, "experiment_id": experiment_id, **runs}
     mlflow.set_tracking_uri(previous)

@@ -26,7 +26,7 @@ def string_model(fitted, tmp_path_factory):
     mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
     mlflow.set_experiment(experiment_id=mlflow.create_experiment("m", artifact_location=(root / "a").as_uri()))
     with mlflow.start_run():
-        info = log_recommender(fitted, ITEMS, user_ids=np.array(["alice", "bob"]))
+        info = log_recommender(fitted, ITEMS, eval_user_ids=np.array(["alice", "bob"]))
     yield mlflow.pyfunc.load_model(info.model_uri)
     mlflow.set_tracking_uri(previous)
 

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from mlflow.tracking import MlflowClient
 
 from conftest import BIN, clean_env
-from mlflow_recsys.tracking import run_split, select_runs
+from mlflow_recsys.tracking import SplitConfig, run_split, select_runs
 from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.training import resolve_checkpoint
 from postgres_cluster import postgres_cluster
@@ -87,7 +87,7 @@ def served(store, backend):
     ``test_tracking`` add runs.
     """
     experiment_id = mlflow.set_experiment("over-http").experiment_id
-    split = run_split(dataset="movielens-100k", seed=3)
+    split = run_split("movielens-100k", SplitConfig(seed=3))
     checkpoint = f"{MlflowClient().get_run(split).info.artifact_uri}/checkpoint.zip"
     assert checkpoint.startswith("mlflow-artifacts:/")
     runs = train_small_study(checkpoint)

@@ -9,21 +9,22 @@ from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
-FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01, log_model=False)
+FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
 METRICS = ("ndcg@100", "recall@20")
 
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     with sqlite_store(tmp_path_factory.mktemp("provenance"), "provenance") as experiment_id:
-        split = run_split(dataset="movielens-100k", seed=42)
+        split = run_split("movielens-100k", SplitConfig(seed=42))
         checkpoint = f"runs:/{split}/checkpoint.zip"
-        ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False)
+        ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)
         elsa = {
-            s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, **FAST_ELSA) for s in (0, 1, 2)
+            s: run_train(checkpoint, TrainConfig("ELSA", {"seed": s, **FAST_ELSA}, metrics=METRICS), log_model=False)
+            for s in (0, 1, 2)
         }
         yield {"experiment_id": experiment_id, "split": split, "ease": ease, "elsa": elsa}
 

@@ -8,7 +8,7 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import run_split, run_train
+from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
 from mlflow_recsys.tracking.context import (
     RunOwnershipError,
     entry_point_run,
@@ -23,12 +23,12 @@ METRICS = ("ndcg@100", "recall@20")
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     with sqlite_store(tmp_path_factory.mktemp("ownership"), "ownership") as experiment_id:
-        split_id = run_split(dataset="movielens-100k", seed=42)
+        split_id = run_split("movielens-100k", SplitConfig(seed=42))
         checkpoint = f"runs:/{split_id}/checkpoint.zip"
         runs = {
             "split": split_id,
-            "Popularity": run_train(checkpoint=checkpoint, model="Popularity", metrics=METRICS, log_model=False),
-            "EASE": run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS, log_model=False),
+            "Popularity": run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False),
+            "EASE": run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False),
         }
         yield {"experiment_id": experiment_id, "checkpoint": checkpoint, **runs}
 
@@ -87,7 +87,7 @@ def test_train_refuses_a_finished_train_run_and_leaves_it_unchanged(store, monke
     monkeypatch.setenv("MLFLOW_RUN_ID", finished)
     # The case: another model's results would have landed in this run under its own model param.
     with pytest.raises(RunOwnershipError) as refused:
-        run_train(checkpoint=store["checkpoint"], model="EASE", metrics=METRICS, log_model=False)
+        run_train(store["checkpoint"], TrainConfig("EASE", metrics=METRICS), log_model=False)
     message = str(refused.value)
     for part in ("MLFLOW_RUN_ID", finished, "status FINISHED", "recsys.role='train'", "unset MLFLOW_RUN_ID"):
         assert part in message
@@ -99,7 +99,7 @@ def test_the_refusal_comes_before_the_checkpoint_is_read(store, monkeypatch, tmp
     monkeypatch.setenv("MLFLOW_RUN_ID", store["EASE"])
     # A missing checkpoint would be a FileNotFoundError; the run check must win, as it runs first.
     with pytest.raises(RunOwnershipError, match="status FINISHED"):
-        run_train(checkpoint=str(tmp_path / "missing.zip"), model="Popularity")
+        run_train(str(tmp_path / "missing.zip"), TrainConfig("Popularity"))
 
 
 def test_split_and_study_refuse_a_finished_run(store, monkeypatch):
@@ -107,7 +107,7 @@ def test_split_and_study_refuse_a_finished_run(store, monkeypatch):
     before, ids_before = snapshot(finished), run_ids(store["experiment_id"])
     monkeypatch.setenv("MLFLOW_RUN_ID", finished)
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
-        run_split(dataset="movielens-100k", seed=1)
+        run_split("movielens-100k", SplitConfig(seed=1))
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
         run_study(
             dataset="movielens-100k",
@@ -134,7 +134,7 @@ def test_a_running_run_that_already_has_a_role_is_refused(store, monkeypatch):
     before, ids_before = snapshot(busy), run_ids(store["experiment_id"])
     monkeypatch.setenv("MLFLOW_RUN_ID", busy)
     with pytest.raises(RunOwnershipError) as refused:
-        run_train(checkpoint=store["checkpoint"], model="Popularity", metrics=METRICS, log_model=False)
+        run_train(store["checkpoint"], TrainConfig("Popularity", metrics=METRICS), log_model=False)
     message = str(refused.value)
     assert f"run {busy} with status RUNNING, recsys.role='split'" in message and "unset MLFLOW_RUN_ID" in message
     after = snapshot(busy)
@@ -154,7 +154,7 @@ def test_a_fresh_mlproject_run_is_used_and_its_cli_form_params_are_kept(store, m
     fresh = mlproject_train_run(store["experiment_id"], checkpoint=store["checkpoint"], model="Popularity")
     monkeypatch.setenv("MLFLOW_RUN_ID", fresh)
     assert environment_run() == fresh
-    assert run_train(checkpoint=store["checkpoint"], model="Popularity", metrics=METRICS, log_model=False) == fresh
+    assert run_train(store["checkpoint"], TrainConfig("Popularity", metrics=METRICS), log_model=False) == fresh
     after = snapshot(fresh)
     assert run_ids(store["experiment_id"]) == ids_before | {fresh}
     assert after["status"] == "FINISHED"
@@ -176,7 +176,7 @@ def test_a_conflicting_param_is_refused_before_anything_is_written(store, monkey
     before = snapshot(fresh)
     monkeypatch.setenv("MLFLOW_RUN_ID", fresh)
     with pytest.raises(ValueError) as refused:
-        run_train(checkpoint=store["checkpoint"], model="Popularity", metrics=METRICS, log_model=False)
+        run_train(store["checkpoint"], TrainConfig("Popularity", metrics=METRICS), log_model=False)
     message = str(refused.value)
     assert "param 'model'" in message and f"run {fresh}" in message
     assert "model='EASE'" in message and "model='Popularity'" in message

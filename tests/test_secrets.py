@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
-from mlflow_recsys.tracking import run_split, run_train
+from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
 from mlflow_recsys.tracking.context import log_params_once
 from mlflow_recsys.tracking.redact import redact
 
@@ -90,7 +90,7 @@ def test_redact_refuses_a_non_string():
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     with sqlite_store(tmp_path_factory.mktemp("secrets"), "secrets") as experiment_id:
-        split_id = run_split(dataset="movielens-100k", seed=42)
+        split_id = run_split("movielens-100k", SplitConfig(seed=42))
         yield {"experiment_id": experiment_id, "split": split_id, "checkpoint": f"runs:/{split_id}/checkpoint.zip"}
 
 
@@ -115,7 +115,7 @@ def test_a_checkpoint_url_with_a_password_is_redacted_in_the_error(store, closed
     before = run_count(store["experiment_id"])
     url = f"http://user:secret@127.0.0.1:{closed_port}/c.zip"
     with pytest.raises(FileNotFoundError) as missing:
-        run_train(checkpoint=url, model="Popularity", metrics=METRICS, log_model=False)
+        run_train(url, TrainConfig("Popularity", metrics=METRICS), log_model=False)
     message = str(missing.value)
     assert "secret" not in message and "user" not in message
     assert message.startswith(f"checkpoint: could not download 'http://***@127.0.0.1:{closed_port}/c.zip'")
@@ -125,8 +125,8 @@ def test_a_checkpoint_url_with_a_password_is_redacted_in_the_error(store, closed
 def test_checkpoint_params_keep_local_paths_and_runs_uris(store, tmp_path):
     folder = tmp_path / "me@work"  # an "@" in a plain path is no credential
     local = Path(mlflow.artifacts.download_artifacts(store["checkpoint"], dst_path=str(folder)))
-    by_path = run_train(checkpoint=str(local), model="Popularity", metrics=METRICS, log_model=False)
-    by_uri = run_train(checkpoint=store["checkpoint"], model="Popularity", metrics=METRICS, log_model=False)
+    by_path = run_train(str(local), TrainConfig("Popularity", metrics=METRICS), log_model=False)
+    by_uri = run_train(store["checkpoint"], TrainConfig("Popularity", metrics=METRICS), log_model=False)
     client = MlflowClient()
     assert client.get_run(by_path).data.params["checkpoint"] == str(local)
     assert client.get_run(by_uri).data.params["checkpoint"] == store["checkpoint"]

@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import compare_runs, run_split, run_train
+from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking.local_server import free_port, local_tracking_server
 from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
 
@@ -41,10 +41,8 @@ def _env(uri: str, **extra) -> dict:
 def _populate(copy_run, folder: Path) -> list[str]:
     """A split, one Popularity run and copies of it under MODELS (each scaled, so no pair ties)."""
     mlflow.set_experiment("faults")  # by name: an experiment id set by an earlier test means nothing here
-    split_id = run_split(dataset="movielens-100k", seed=42)
-    source = run_train(
-        checkpoint=f"runs:/{split_id}/checkpoint.zip", model="Popularity", metrics=METRICS, log_model=False
-    )
+    split_id = run_split("movielens-100k", SplitConfig(seed=42))
+    source = run_train(f"runs:/{split_id}/checkpoint.zip", TrainConfig("Popularity", metrics=METRICS), log_model=False)
     return [
         copy_run(
             source,

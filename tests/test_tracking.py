@@ -21,6 +21,8 @@ from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import (
     ArtifactError,
     RunSelectionError,
+    SplitConfig,
+    TrainConfig,
     compare_runs,
     load_evaluation,
     metric_key,
@@ -45,11 +47,11 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def study(store):
-    split_id = run_split(dataset="movielens-100k", seed=42)
+    split_id = run_split("movielens-100k", SplitConfig(seed=42))
     checkpoint = f"runs:/{split_id}/checkpoint.zip"
-    ease = run_train(checkpoint=checkpoint, model="EASE", metrics=METRICS)
+    ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS))
     elsa = {
-        s: run_train(checkpoint=checkpoint, model="ELSA", seed=s, metrics=METRICS, log_model=s == 0, **FAST_ELSA)
+        s: run_train(checkpoint, TrainConfig("ELSA", {"seed": s, **FAST_ELSA}, metrics=METRICS), log_model=s == 0)
         for s in (0, 1, 2)
     }
     return {"split": split_id, "checkpoint": checkpoint, "ease": ease, "elsa": elsa}
@@ -337,9 +339,9 @@ def test_compare_refuses_runs_that_are_not_finished(study):
 
 
 def test_compare_refuses_runs_from_different_splits_naming_them(study):
-    other_split = run_split(dataset="movielens-100k", seed=7)
+    other_split = run_split("movielens-100k", SplitConfig(seed=7))
     other = run_train(
-        checkpoint=f"runs:/{other_split}/checkpoint.zip", model="Popularity", metrics=METRICS, log_model=False
+        f"runs:/{other_split}/checkpoint.zip", TrainConfig("Popularity", metrics=METRICS), log_model=False
     )
     with pytest.raises(RunSelectionError, match=rf"same split.*{study['ease']}.*{other}"):
         compare_runs(run_ids=[study["ease"], other])
@@ -458,12 +460,9 @@ def test_report_seed_picks_the_representative_run(study):
 
 def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates(study):
     other = run_train(
-        checkpoint=study["checkpoint"],
-        model="ELSA",
-        seed=5,
-        metrics=METRICS,
+        study["checkpoint"],
+        TrainConfig("ELSA", {**FAST_ELSA, "seed": 5, "latent_dim": 4}, metrics=METRICS),
         log_model=False,
-        **{**FAST_ELSA, "latent_dim": 4},
     )
     ids = [study["ease"], study["elsa"][0], study["elsa"][1], other]
     with pytest.raises(

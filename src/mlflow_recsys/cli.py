@@ -240,6 +240,7 @@ def split(
     data_dir,
 ):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
+    from mlflow_recsys.data import SplitConfig
     from mlflow_recsys.tracking.training import run_split
 
     given = {
@@ -251,20 +252,18 @@ def split(
     columns = {role: name for role, name in given.items() if name is not False}
     if min_rating == "auto":
         min_rating = None if "value" in columns and columns["value"] is None else 4.0
-    run_id = run_split(
-        dataset=dataset,
+    config = SplitConfig(
         split_mode=split_mode,
         seed=seed,
         eval_draws=eval_draws,
-        data_dir=_none_if_empty(data_dir),
         eval_holdout_frac=eval_holdout_frac,
         test_frac=test_frac,
         val_frac=val_frac,
         min_rating=min_rating,
         min_user_interactions=min_user_interactions,
         min_item_interactions=min_item_interactions,
-        columns=columns or None,
     )
+    run_id = run_split(dataset, config, columns=columns or None, data_dir=_none_if_empty(data_dir))
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
     import mlflow
 
@@ -303,25 +302,22 @@ def train(checkpoint, model, metrics, **hyperparameters):
     Only the model's own hyper-parameters are taken (EASE: --l2; ELSA: --seed, --latent-dim, --batch-size,
     --epochs, --lr, --weight-decay, --device, --patience; Popularity: none).
     """
-    from mlflow_recsys.tracking.training import DEFAULT_METRICS, run_train
+    from mlflow_recsys.models.train_config import DEFAULT_METRICS, TrainConfig, foreign_hyperparameters
+    from mlflow_recsys.tracking.training import run_train
 
     given = {k: v for k, v in hyperparameters.items() if v is not None}
     # A run logs the hyper-parameters its model takes and no others, so the command refuses the rest.
-    foreign = [k for k in given if k not in MODELS[model].hyperparameters]
-    if foreign:
-        takes = ", ".join(MODELS[model].hyperparameters) or "none"
-        raise click.UsageError(
-            f"{', '.join(foreign)}: not a hyper-parameter of {model} (it takes: {takes}); "
-            f"found {', '.join(f'{k}={given[k]}' for k in foreign)}"
-        )
-    run_id = run_train(checkpoint=checkpoint, model=model, metrics=_split_list(metrics) or DEFAULT_METRICS, **given)
+    problem = foreign_hyperparameters(MODELS[model], given)
+    if problem:
+        raise click.UsageError(problem)
+    keys = _split_list(metrics) or DEFAULT_METRICS
+    run_id = run_train(checkpoint, TrainConfig(model, given, metrics=tuple(keys)))
     click.echo(f"train run {run_id} ({model})")
     import mlflow
 
     from mlflow_recsys.tracking.naming import mlflow_metric_name
 
     logged = mlflow.get_run(run_id).data.metrics
-    keys = _split_list(metrics) or DEFAULT_METRICS
     click.echo(
         "  test "
         + ", ".join(f"{key} {logged[mlflow_metric_name(key)]:.4f}" for key in keys if mlflow_metric_name(key) in logged)

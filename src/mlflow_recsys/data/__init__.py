@@ -4,7 +4,6 @@ Nothing here imports mlflow.
 """
 
 from mlflow_recsys.data.checkpoint import (
-    SPLIT_MODES,
     build_recsys_checkpoint,
     load_recsys_split,
     read_checkpoint,
@@ -21,6 +20,7 @@ from mlflow_recsys.data.datasets import (
 from mlflow_recsys.data.download import DownloadError, download
 from mlflow_recsys.data.preprocess import binarise, kcore_prune
 from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
+from mlflow_recsys.data.split_config import SPLIT_MODES, SplitConfig
 
 __all__ = [
     "DATASETS",
@@ -28,6 +28,7 @@ __all__ = [
     "DownloadError",
     "RatingsFile",
     "SPLIT_MODES",
+    "SplitConfig",
     "UserSplit",
     "binarise",
     "build_recsys_checkpoint",

@@ -15,12 +15,10 @@ import contextlib
 import hashlib
 import io
 import json
-import math
 import os
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,6 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from mlflow_recsys import validation
 from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys._digests import canonical_csr, sha256_file, update_with_csr
 from mlflow_recsys.data import safezip
@@ -40,20 +37,12 @@ from mlflow_recsys.data.datasets import (
     load_interactions,
     read_interactions_file,
 )
-from mlflow_recsys.data.preprocess import binarise, check_thresholds, kcore_prune
-from mlflow_recsys.data.split import (
-    UserSplit,
-    check_fractions,
-    check_holdout_frac,
-    check_seed,
-    leave_one_out,
-    time_split,
-    user_split,
-)
+from mlflow_recsys.data.preprocess import binarise, kcore_prune
+from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
+from mlflow_recsys.data.split_config import SplitConfig
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
 SCHEMA_VERSION = 1
-SPLIT_MODES = ("user_split", "leave_one_out", "time_split")
 MANIFEST_NAME = "manifest.json"
 
 # Members in the order they are written and hashed into split_digest.
@@ -159,12 +148,18 @@ def build_recsys_checkpoint(
     """
     if not isinstance(overwrite, bool):
         raise ValueError(f"overwrite: expected True or False, found {overwrite!r}")
-    validation.one_of(split_mode, "split_mode", SPLIT_MODES)
-    params = _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac)
     # Everything that can be checked without the data is checked before loading it.
-    check_seed(seed)
-    _min_rating_iv(min_rating)
-    check_thresholds(min_user_interactions, min_item_interactions)
+    config = SplitConfig(
+        split_mode=split_mode,
+        seed=seed,
+        eval_draws=eval_draws,
+        eval_holdout_frac=eval_holdout_frac,
+        test_frac=test_frac,
+        val_frac=val_frac,
+        min_rating=min_rating,
+        min_user_interactions=min_user_interactions,
+        min_item_interactions=min_item_interactions,
+    )
     columns = _check_columns(columns, dataset)
     if columns.get("value", "value") is None and min_rating is not None:
         raise ValueError(
@@ -173,9 +168,9 @@ def build_recsys_checkpoint(
     checkpoint_path = _checkpoint_path_iv(checkpoint_path, dataset, split_mode, seed, overwrite)
     raw, source = _load(dataset, data_dir, columns)
 
-    positives = _positives(raw, min_rating)
-    pruned, report = _core(positives, min_user_interactions, min_item_interactions)
-    split = _split(pruned, split_mode, seed, params)
+    positives = _positives(raw, config.min_rating)
+    pruned, report = _core(positives, config.min_user_interactions, config.min_item_interactions)
+    split = _split(pruned, config)
     arrays = split_arrays(split)
     manifest = {
         "format": CHECKPOINT_FORMAT,
@@ -185,9 +180,7 @@ def build_recsys_checkpoint(
             "interactions_sha256": interactions_digest(raw),
             "has_timestamps": "timestamp" in raw.columns,
         },
-        "parameters": _manifest_parameters(
-            split_mode, seed, eval_draws, params, min_rating, min_user_interactions, min_item_interactions
-        ),
+        "parameters": config.to_params(),
         "counts": _counts(raw, positives, report, split),
         "split_digest": split_digest(arrays),
     }
@@ -195,36 +188,6 @@ def build_recsys_checkpoint(
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
-
-
-def _manifest_parameters(
-    split_mode: str,
-    seed: int,
-    eval_draws: int,
-    params: dict,
-    min_rating: float | None,
-    min_user_interactions: int,
-    min_item_interactions: int,
-) -> dict:
-    """The manifest's ``parameters``: the split's and the preprocessing's settings, as JSON values."""
-    return {
-        "split_mode": split_mode,
-        "seed": int(seed),
-        "eval_draws": int(eval_draws),
-        "eval_holdout_frac": params.get("eval_holdout_frac"),
-        "test_frac": params.get("test_frac"),
-        "val_frac": params.get("val_frac"),
-        "min_rating": None if min_rating is None else float(min_rating),
-        "min_user_interactions": int(min_user_interactions),
-        "min_item_interactions": int(min_item_interactions),
-    }
-
-
-def _min_rating_iv(min_rating) -> None:
-    if min_rating is not None and (
-        isinstance(min_rating, bool) or not isinstance(min_rating, Real) or not math.isfinite(min_rating)
-    ):
-        raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
 
 
 def _positives(raw: pd.DataFrame, min_rating: float | None) -> pd.DataFrame:
@@ -271,17 +234,17 @@ def _core(positives: pd.DataFrame, min_user_interactions: int, min_item_interact
     return pruned, report
 
 
-def _split(pruned: pd.DataFrame, split_mode: str, seed: int, params: dict) -> UserSplit:
-    """The split of ``split_mode``; ValueError when it leaves no test rows."""
-    if split_mode == "user_split":
-        split = user_split(pruned, seed=seed, **params)
-    elif split_mode == "leave_one_out":
-        split = leave_one_out(pruned, seed=seed)
+def _split(pruned: pd.DataFrame, config: SplitConfig) -> UserSplit:
+    """The split ``config`` asks for; ValueError when it leaves no test rows."""
+    if config.split_mode == "user_split":
+        split = user_split(pruned, seed=config.seed, **config.split_keywords())
+    elif config.split_mode == "leave_one_out":
+        split = leave_one_out(pruned, seed=config.seed)
     else:
-        split = time_split(pruned, **params)
+        split = time_split(pruned, **config.split_keywords())
     if split.test.source.shape[0] == 0:
         raise ValueError(
-            f"{split_mode}: the split has no test rows ({split.test.n_users_dropped} held-out user(s) dropped "
+            f"{config.split_mode}: the split has no test rows ({split.test.n_users_dropped} held-out user(s) dropped "
             "for lack of fold-in or targets); hold out more users or interactions"
         )
     return split
@@ -298,40 +261,6 @@ def _members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
         # A reader bounds each member by this size, so a tampered zip cannot make it write more.
         manifest["sizes"][name] = len(members[name])
     return members
-
-
-def _split_parameters(split_mode, eval_draws, eval_holdout_frac, test_frac, val_frac) -> dict:
-    """The split function's keyword arguments for ``split_mode``, refusing ones that do not apply."""
-    given = {"eval_holdout_frac": eval_holdout_frac, "test_frac": test_frac, "val_frac": val_frac}
-    applies = {
-        "user_split": ("eval_holdout_frac", "test_frac", "val_frac"),
-        "leave_one_out": (),
-        "time_split": ("test_frac", "val_frac"),
-    }[split_mode]
-    for name, value in given.items():
-        if value is not None and name not in applies:
-            raise ValueError(f"{name}: does not apply to split_mode={split_mode!r}; leave it unset, found {value!r}")
-    validation.integer(eval_draws, "eval_draws", minimum=1)
-    if split_mode != "user_split" and eval_draws != 1:
-        raise ValueError(
-            f"eval_draws: expected 1 for split_mode={split_mode!r}, whose held-out rows are "
-            f"fixed by the data, found {eval_draws!r}"
-        )
-    defaults = {"eval_holdout_frac": 0.2, "test_frac": 0.2, "val_frac": 0.1}
-    out = {}
-    for name in applies:
-        value = defaults[name] if given[name] is None else given[name]
-        out[name] = float(value) if isinstance(value, Real) and not isinstance(value, bool) else value
-    if "test_frac" in out:
-        check_fractions(
-            out["test_frac"],
-            out["val_frac"],
-            "training users" if split_mode == "user_split" else "training interactions",
-        )
-    if split_mode == "user_split":
-        check_holdout_frac(out["eval_holdout_frac"])
-        out["eval_draws"] = eval_draws
-    return out
 
 
 def _source_name(dataset) -> str:
@@ -411,8 +340,8 @@ def split_arrays(split: UserSplit) -> dict[str, Any]:
         "val_target_matrix": split.val.target,
         "train_user_ids": split.train_user_ids,
         "item_ids": split.item_ids,
-        "test_eval_user_ids": split.test.user_ids,
-        "val_eval_user_ids": split.val.user_ids,
+        "test_eval_user_ids": split.test.eval_user_ids,
+        "val_eval_user_ids": split.val.eval_user_ids,
     }
 
 
@@ -617,12 +546,12 @@ def _counts(raw, positives, report, split: UserSplit) -> dict[str, int]:
         "n_items": int(len(split.item_ids)),
         "n_train_users": int(split.x_train.shape[0]),
         "n_train_interactions": int(split.x_train.nnz),
-        "n_test_users": int(len(np.unique(split.test.user_ids))),
+        "n_test_users": int(len(np.unique(split.test.eval_user_ids))),
         "n_test_rows": int(split.test.source.shape[0]),
         "n_test_source_interactions": int(split.test.source.nnz),
         "n_test_target_interactions": int(split.test.target.nnz),
         "n_test_users_dropped": int(split.test.n_users_dropped),
-        "n_val_users": int(len(np.unique(split.val.user_ids))),
+        "n_val_users": int(len(np.unique(split.val.eval_user_ids))),
         "n_val_rows": int(split.val.source.shape[0]),
         "n_val_source_interactions": int(split.val.source.nnz),
         "n_val_target_interactions": int(split.val.target.nnz),

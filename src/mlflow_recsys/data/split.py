@@ -33,14 +33,14 @@ class HeldOut:
     """Evaluation rows of one held-out group (validation or test).
 
     ``source`` and ``target`` are binary float32 CSR matrices of shape
-    ``(n_rows, n_items)``; row r belongs to user ``user_ids[r]``. With D draws
+    ``(n_rows, n_items)``; row r belongs to user ``eval_user_ids[r]``. With D draws
     the rows are D stacked blocks, each holding every user of the group once
     in the same order, so ``n_rows = D * n_users``.
     """
 
     source: sp.csr_matrix
     target: sp.csr_matrix
-    user_ids: np.ndarray
+    eval_user_ids: np.ndarray
     n_users_dropped: int
 
 
@@ -202,7 +202,7 @@ def _held_out(
     return HeldOut(
         source=_csr(sp.vstack(src_blocks, format="csr")),
         target=_csr(sp.vstack(tgt_blocks, format="csr")),
-        user_ids=_id_array(np.tile(kept_users, draws)),
+        eval_user_ids=_id_array(np.tile(kept_users, draws)),
         n_users_dropped=n_dropped,
     )
 
@@ -371,7 +371,7 @@ def _fixed_held_out(user_col, item_col, item_ids, group, source_mask, target_mas
     return HeldOut(
         source=rows_of(source_mask),
         target=rows_of(target_mask),
-        user_ids=_id_array(kept),
+        eval_user_ids=_id_array(kept),
         n_users_dropped=int(len(group) - len(kept)),
     )
 

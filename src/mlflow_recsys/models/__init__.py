@@ -6,8 +6,10 @@ from mlflow_recsys.models.elsa import ELSA, ELSAConfig, ELSATrainer
 from mlflow_recsys.models.popularity import Popularity
 from mlflow_recsys.models.ranking import top_k
 from mlflow_recsys.models.registry import MODELS, ModelSpec, load_model, model_spec
+from mlflow_recsys.models.train_config import DEFAULT_METRICS, TrainConfig
 
 __all__ = [
+    "DEFAULT_METRICS",
     "EASE",
     "EASEConfig",
     "ELSA",
@@ -17,6 +19,7 @@ __all__ = [
     "ModelSpec",
     "Popularity",
     "Recommender",
+    "TrainConfig",
     "UnknownItemsWarning",
     "load_model",
     "model_spec",

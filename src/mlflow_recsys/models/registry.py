@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from mlflow_recsys import validation
@@ -41,6 +41,9 @@ class ModelSpec:
         ``none``.
     epochs:
         Whether ``fit`` trains in epochs and takes ``on_epoch_end`` and ``validate`` callbacks.
+    train_defaults:
+        The ``train`` step's own defaults where they differ from the config class's (ELSA's config keeps the
+        sizes of its paper; the step's are sized for a quick run on MovieLens-100k).
     """
 
     name: str
@@ -49,6 +52,7 @@ class ModelSpec:
     hyperparameters: tuple[str, ...] = ()
     seeded: bool = False
     epochs: bool = False
+    train_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def build(self, hyperparameters: Mapping[str, Any] | None = None) -> Recommender:
         """An unfitted model whose config takes the values of ``hyperparameters`` it names; returns it.
@@ -81,6 +85,7 @@ MODELS: dict[str, ModelSpec] = {
             hyperparameters=("seed", "latent_dim", "batch_size", "epochs", "lr", "weight_decay", "device", "patience"),
             seeded=True,
             epochs=True,
+            train_defaults={"latent_dim": 24, "batch_size": 64, "epochs": 20},
         ),
         ModelSpec("Popularity", Popularity, None),
     )

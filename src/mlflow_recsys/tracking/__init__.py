@@ -20,6 +20,8 @@ _EXPORTS = {
     "load_evaluation": "runs",
     "parse_compare_url": "runs",
     "select_runs": "runs",
+    "SplitConfig": "training",
+    "TrainConfig": "training",
     "run_split": "training",
     "run_train": "training",
 }

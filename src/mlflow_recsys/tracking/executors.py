@@ -30,6 +30,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import RUN_ID_ENV, absolute_sqlite_uri
 from mlflow_recsys.tracking.limits import shorten
@@ -398,7 +399,8 @@ def train_in_worker(
     if _on_gpu(str(hyperparameters.get("device", "cpu"))):
         hyperparameters["device"] = "cuda"  # the GPU Ray gave this task, the only one it sees
     with _environment({**environment, RUN_ID_ENV: run_id}, removed=_NOT_FORWARDED):
-        return run_train(checkpoint=checkpoint, model=model, **hyperparameters)
+        # Checked here, not by the study: the device must exist on the machine that trains.
+        return run_train(checkpoint, TrainConfig(model, hyperparameters))
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ def _requirements() -> list[str]:
     return reqs
 
 
-def log_recommender(model, item_ids, *, user_ids=None, name: str = "model"):
+def log_recommender(model, item_ids, *, eval_user_ids=None, name: str = "model"):
     """Log ``model`` (any fitted :mod:`mlflow_recsys.models` recommender) to the active run.
 
     The weights travel as the artifact ``weights`` (``config.json`` + ``.npy``),
@@ -47,8 +47,8 @@ def log_recommender(model, item_ids, *, user_ids=None, name: str = "model"):
         Array-like of shape (n_items,), the raw id of each model column (the
         checkpoint's ``item_ids``): integers (stored as int64) or strings
         (stored as fixed-width unicode, so no pickle is needed to read them).
-    user_ids:
-        Optional array-like of user ids (e.g. the checkpoint's
+    eval_user_ids:
+        Optional array-like of evaluated users' ids (e.g. the checkpoint's
         ``test_eval_user_ids``): their type (integer or string) types the
         optional ``user`` column of the signature, and the first one is used in
         the input example. Default None: the ``user`` column takes the item ids' type.
@@ -67,7 +67,7 @@ def log_recommender(model, item_ids, *, user_ids=None, name: str = "model"):
         column, holds duplicates, or is neither integer nor string.
     """
     ids = _catalogue(item_ids, model.n_items)
-    users = ids if user_ids is None or len(user_ids) == 0 else _ids("user_ids", user_ids)
+    users = ids if eval_user_ids is None or len(eval_user_ids) == 0 else _ids("eval_user_ids", eval_user_ids)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-model-") as tmp:
         weights = Path(tmp) / "weights"
         model.save(weights)

@@ -6,54 +6,37 @@ import dataclasses
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 import mlflow
 
-from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_checkpoint
+from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.evaluation import evaluate_recommender
-from mlflow_recsys.metrics import RankingMetric, parse_metric_keys
-from mlflow_recsys.models.registry import model_spec
+from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.context import entry_point_run, environment_run
 from mlflow_recsys.tracking.model_logging import log_recommender
 from mlflow_recsys.tracking.naming import mlflow_metric_name
 from mlflow_recsys.tracking.redact import redact
-
-#: Metric keys evaluated by default: the guide's four plus the rest of the family.
-DEFAULT_METRICS = (
-    "ndcg@100",
-    "calibrated_recall@20",
-    "recall@20",
-    "mrr@20",
-    "map@20",
-    "precision@20",
-    "hit_rate@20",
-    "calibrated_recall@50",
-    "recall@50",
-)
+from mlflow_recsys.validation import expected
 
 
 def run_split(
-    *,
     dataset: str,
-    split_mode: str = "user_split",
-    seed: int = 42,
-    eval_draws: int = 1,
+    config: SplitConfig | None = None,
+    *,
+    columns: Mapping[str, str | None] | None = None,
     data_dir: str | None = None,
-    eval_holdout_frac: float | None = None,
-    test_frac: float | None = None,
-    val_frac: float | None = None,
-    min_rating: float | None = 4.0,
-    min_user_interactions: int = 5,
-    min_item_interactions: int = 1,
-    columns: dict | None = None,
 ) -> str:
-    """Build a split (see :func:`~mlflow_recsys.data.checkpoint.build_recsys_checkpoint`) and log it as a
-    ``split`` run; return the run id. ``columns`` (a user's own log: which column holds user, item, value and
-    timestamp) is logged as the param ``columns``, JSON.
+    """Build a split of ``dataset`` under ``config`` (default ``SplitConfig()``), log it as a ``split`` run and
+    return the run id.
+
+    See :func:`~mlflow_recsys.data.checkpoint.build_recsys_checkpoint` for the pipeline. The run's params are
+    ``dataset`` and :meth:`SplitConfig.to_params <mlflow_recsys.data.SplitConfig.to_params>` (the manifest's
+    ``parameters``); ``columns`` (a user's own log: which column holds user, item, value and timestamp) is
+    logged as the param ``columns``, JSON. ``data_dir`` is the download cache.
 
     The checkpoint is logged as the artifact ``checkpoint.zip``; training runs
     take it as ``runs:/<run id>/checkpoint.zip``.
@@ -65,26 +48,21 @@ def run_split(
         :func:`~mlflow_recsys.tracking.context.environment_run`); checked
         first, before the split is built.
     ValueError
-        For invalid split parameters, or a param the environment's run already
-        holds with another value.
+        If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad
+        ``columns``, or a param the environment's run already holds with another value.
     """
     environment_run()
+    config = SplitConfig() if config is None else config
+    if not isinstance(config, SplitConfig):
+        raise ValueError(expected("config", "a SplitConfig", config))
     with tempfile.TemporaryDirectory() as tmp:
         # Built before the run starts: bad input fails here and leaves no run behind.
         path = build_recsys_checkpoint(
             dataset=dataset,
             data_dir=data_dir,
             checkpoint_path=Path(tmp) / "checkpoint.zip",
-            split_mode=split_mode,
-            eval_draws=eval_draws,
-            seed=seed,
-            eval_holdout_frac=eval_holdout_frac,
-            test_frac=test_frac,
-            val_frac=val_frac,
-            min_rating=min_rating,
-            min_user_interactions=min_user_interactions,
-            min_item_interactions=min_item_interactions,
             columns=columns,
+            **config.to_params(),
         )
         with read_checkpoint(path) as root:
             split = load_recsys_split(root)
@@ -93,7 +71,7 @@ def run_split(
         params = {"dataset": str(dataset), **manifest["parameters"]}
         if columns:
             params["columns"] = json.dumps(columns, sort_keys=True)
-        with entry_point_run(f"split {name} {split_mode} seed {seed}", params=params) as run:
+        with entry_point_run(f"split {name} {config.split_mode} seed {config.seed}", params=params) as run:
             mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"], tags.DATASET: name})
             mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
             mlflow.log_artifact(str(path))
@@ -192,29 +170,14 @@ def configuration_tag(config) -> str:
     return json.dumps(hyper, sort_keys=True)
 
 
-def run_train(
-    *,
-    checkpoint: str,
-    model: str,
-    seed: int = 0,
-    l2: float = 500.0,
-    latent_dim: int = 24,
-    batch_size: int = 64,
-    epochs: int = 20,
-    lr: float = 0.01,
-    weight_decay: float = 0.0,
-    device: str = "cpu",
-    patience: int | None = None,
-    metrics: Sequence[str] = DEFAULT_METRICS,
-    log_model: bool = True,
-) -> str:
-    """Fit one model on the checkpoint's training users, evaluate it on the test users, log a ``train`` run.
+def run_train(checkpoint: str, config: TrainConfig, *, log_model: bool = True) -> str:
+    """Fit the model ``config`` names on the checkpoint's training users, evaluate it on the test users, log a
+    ``train`` run; return its id.
 
-    Logged: params (model, seed, hyper-parameters, checkpoint with any
-    credentials redacted), the ``recsys.``
-    tags, aggregate test metrics (MLflow-safe names, e.g. ``ndcg_at_100``), the
-    training loss per epoch (ELSA), ``per_user.parquet`` + ``evaluation.json``,
-    and the model. Returns the run id.
+    Logged: params (:meth:`TrainConfig.to_params <mlflow_recsys.models.TrainConfig.to_params>`: only what the
+    model uses, and the checkpoint with any credentials redacted), the ``recsys.`` tags, aggregate test metrics
+    (MLflow-safe names, e.g. ``ndcg_at_100``), the training loss per epoch (ELSA), ``per_user.parquet`` +
+    ``evaluation.json``, and the model unless ``log_model`` is False.
 
     Raises
     ------
@@ -225,69 +188,41 @@ def run_train(
     FileNotFoundError
         If the checkpoint cannot be found.
     ValueError
-        For an unknown model or metric key, an invalid hyper-parameter, or a
-        param the environment's run already holds with another value.
+        If ``config`` is not a :class:`~mlflow_recsys.models.TrainConfig`, it asks for early stopping on a
+        split without validation users, or a param the environment's run already holds with another value.
     """
     environment_run()
-    metric_objects = _metric_objects_iv(metrics)
-    spec = model_spec(model)
-    unfitted = spec.build(
-        dict(
-            seed=seed,
-            l2=l2,
-            latent_dim=latent_dim,
-            batch_size=batch_size,
-            epochs=epochs,
-            lr=lr,
-            weight_decay=weight_decay,
-            device=device,
-            patience=patience,
-        )
-    )
-    seeded = spec.seeded
+    if not isinstance(config, TrainConfig):
+        raise ValueError(expected("config", "a TrainConfig", config))
+    spec = config.spec
+    unfitted = config.build()
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
         local = resolve_checkpoint(checkpoint, tmp)
         with read_checkpoint(local) as root:
             split = load_recsys_split(root)
         validate = _validation_ndcg(split) if spec.epochs else None
-        if spec.epochs and validate is None and patience is not None:
+        if spec.epochs and validate is None and config.hyperparameters.get("patience") is not None:
             raise ValueError(
                 "patience: early stopping needs validation rows, and this split has none "
                 "(it was built with val_frac=0); drop --patience or rebuild the split"
             )
-        run_name = f"{model} seed {seed}" if seeded else model
-        config = unfitted.config
-        params = _train_params(model, checkpoint, metric_objects, config)
+        seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED  # type: ignore[union-attr]
+        run_name = f"{config.model} seed {seed}" if spec.seeded else config.model
+        params = {**config.to_params(), "checkpoint": checkpoint}
         with entry_point_run(run_name, params=params) as run:
-            mlflow.set_tags(_train_tags(model, config, str(seed) if seeded else tags.NO_SEED, split))
+            mlflow.set_tags(_train_tags(config.model, unfitted.config, seed, split))
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
             fitted = _fit_and_log(
-                unfitted, split, metric_objects, Path(tmp) / "evaluation", in_epochs=spec.epochs, validate=validate
+                unfitted,
+                split,
+                config.metric_objects(),
+                Path(tmp) / "evaluation",
+                in_epochs=spec.epochs,
+                validate=validate,
             )
             if log_model:
-                log_recommender(fitted, split["item_ids"], user_ids=split["test_eval_user_ids"])
+                log_recommender(fitted, split["item_ids"], eval_user_ids=split["test_eval_user_ids"])
             return run.info.run_id
-
-
-def _metric_objects_iv(metrics: Sequence[str]) -> list[RankingMetric]:
-    """The metric objects for ``metrics``; ValueError naming the ``metrics`` argument for an unknown key."""
-    try:
-        return parse_metric_keys(list(metrics))
-    except ValueError as exc:
-        raise ValueError(f"metrics: {exc}") from None
-
-
-def _train_params(model: str, checkpoint: str, metric_objects: list[RankingMetric], config) -> dict:
-    """The train run's params: the model, checkpoint and metric keys, and the model's configuration."""
-    # Only what the model uses: a deterministic model logs no seed, EASE no epochs, ELSA no l2.
-    params = {
-        "model": model,
-        "checkpoint": checkpoint,
-        "metrics": ",".join(m for obj in metric_objects for m in obj.keys),
-    }
-    if config is not None:
-        params.update(dataclasses.asdict(config))
-    return params
 
 
 def _train_tags(model: str, config, seed_tag: str, split: dict) -> dict[str, str]:
