@@ -534,7 +534,7 @@ def compare_models(
         infinite, so its row reports the percentile interval.
     """
     metrics = metric_keys(metrics)
-    ComparisonSettings(  # every setting checked, in one place
+    settings = ComparisonSettings(  # every setting checked, in one place
         reference=reference,
         metrics=tuple(metrics),
         primary=primary,
@@ -556,19 +556,7 @@ def compare_models(
         J = _largest_family_size(len(pairs), len(metrics), primary, family)
         _warn_low_resamples(n_resamples, J, confidence_level)
     units = _units_iv(results[names[0]])
-    comparisons = _compare_pairs(
-        results,
-        pairs,
-        metrics,
-        units,
-        confidence_level=confidence_level,
-        n_resamples=n_resamples,
-        alternative=alternative,
-        test_method=test_method,
-        random_state=random_state,
-        interval_method=interval_method,
-        zero_method=zero_method,
-    )
+    comparisons = _compare_pairs(results, pairs, metrics, units, settings)
     labels = _family_labels(comparisons, primary, family)
     return ComparisonReport(
         comparisons=_adjusted(comparisons, labels, correction, confidence_level, alternative),
@@ -583,15 +571,13 @@ def _compare_pairs(
     pairs: list[tuple[str, str]],
     metrics: list[str],
     units: Units,
-    **settings,
+    settings: ComparisonSettings,
 ) -> list[PairwiseComparison]:
-    """Every hypothesis, pair by pair and metric by metric, unadjusted; ``settings`` go to ``_compare_one_pair``."""
+    """Every hypothesis, pair by pair and metric by metric, unadjusted."""
     comparisons: list[PairwiseComparison] = []
     for base_name, cand_name in pairs:
         d, base_means, cand_means = _pair_differences(results[base_name], results[cand_name], metrics, units)
-        comparisons.extend(
-            _compare_one_pair(base_name, cand_name, metrics, d, base_means, cand_means, units, **settings)
-        )
+        comparisons.extend(_compare_one_pair(base_name, cand_name, metrics, d, base_means, cand_means, units, settings))
     return comparisons
 
 
@@ -737,15 +723,10 @@ def _compare_one_pair(
     base_means: np.ndarray,
     cand_means: np.ndarray,
     units: Units,
-    *,
-    confidence_level: float,
-    n_resamples: int,
-    alternative: str,
-    test_method: str,
-    random_state: int | None,
-    interval_method: str = "percentile",
-    zero_method: str = "wilcox",
+    settings: ComparisonSettings,
 ) -> list[PairwiseComparison]:
+    confidence_level, n_resamples, alternative = settings.confidence_level, settings.n_resamples, settings.alternative
+    test_method, zero_method, random_state = settings.test_method, settings.zero_method, settings.random_state
     alpha = significance_level(confidence_level)
     n_nonzero = (d != 0).sum(axis=0)
     boot, flips = _pair_replicates(d, n_nonzero, test_method, n_resamples, random_state, base_name, cand_name)
@@ -762,7 +743,7 @@ def _compare_one_pair(
         null, p, method = _test(
             dj, observed, nz, test_method, alternative, n_resamples, zero_method, flips=flips_j, boot=boot_j
         )
-        low, high, interval = _interval(boot_j, dj, observed, alpha, alternative, interval_method, label)
+        low, high, interval = _interval(boot_j, dj, observed, alpha, alternative, settings.interval_method, label)
         row = PairwiseComparison(
             metric=metric,
             baseline=base_name,
