@@ -222,23 +222,7 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
 @click.option("--min-item-interactions", default=1, show_default=True, type=int, help="k-core threshold for items")
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
-def split(
-    dataset,
-    user_col,
-    item_col,
-    value_col,
-    timestamp_col,
-    split_mode,
-    seed,
-    eval_draws,
-    eval_holdout_frac,
-    test_frac,
-    val_frac,
-    min_rating,
-    min_user_interactions,
-    min_item_interactions,
-    data_dir,
-):
+def split(dataset, user_col, item_col, value_col, timestamp_col, data_dir, **settings):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
     from mlflow_recsys.data import SplitConfig
     from mlflow_recsys.tracking.training import run_split
@@ -250,20 +234,10 @@ def split(
         "timestamp": _column(timestamp_col, may_be_absent=True),
     }
     columns = {role: name for role, name in given.items() if name is not False}
-    if min_rating == "auto":
-        min_rating = None if "value" in columns and columns["value"] is None else 4.0
-    config = SplitConfig(
-        split_mode=split_mode,
-        seed=seed,
-        eval_draws=eval_draws,
-        eval_holdout_frac=eval_holdout_frac,
-        test_frac=test_frac,
-        val_frac=val_frac,
-        min_rating=min_rating,
-        min_user_interactions=min_user_interactions,
-        min_item_interactions=min_item_interactions,
-    )
-    run_id = run_split(dataset, config, columns=columns or None, data_dir=_none_if_empty(data_dir))
+    if settings["min_rating"] == "auto":
+        settings["min_rating"] = None if "value" in columns and columns["value"] is None else 4.0
+    # The options other than the dataset, its columns and the cache are SplitConfig's fields, by name.
+    run_id = run_split(dataset, SplitConfig(**settings), columns=columns or None, data_dir=_none_if_empty(data_dir))
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
     import mlflow
 
