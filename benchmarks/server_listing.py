@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 import urllib.request
@@ -25,7 +24,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.server import listing
-from mlflow_recsys.tracking.local_server import free_port, loopback_process
+from mlflow_recsys.tracking.local_server import local_tracking_server
 
 KEYS = [
     "ndcg_at_100",
@@ -101,26 +100,8 @@ def main() -> None:
             f"{sum(len(s.models) for s in grouped.splits)} models)"
         )
 
-        port = free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "mlflow",
-            "server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--backend-store-uri",
-            uri,
-            "--artifacts-destination",
-            str(root / "artifacts"),
-            "--app-name",
-            "recsys",
-        ]
-        url = f"http://127.0.0.1:{port}"
-        env = {"PATH": str(Path(sys.executable).parent), "MLFLOW_RECSYS_JOBS_DIR": str(root / "jobs")}
-        with loopback_process(argv, f"{url}/health", root / "server.log", env, 180):
+        jobs = {"MLFLOW_RECSYS_JOBS_DIR": str(root / "jobs")}
+        with local_tracking_server(uri, root / "artifacts", timeout=180, app_name="recsys", env=jobs) as url:
             # /health answers as soon as one worker is up; the others are still importing on 2 cores.
             time.sleep(args.settle)
             times = []

@@ -31,7 +31,7 @@ from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
-from mlflow_recsys.tracking.local_server import free_port, loopback_process
+from mlflow_recsys.tracking.local_server import local_tracking_server
 
 XSS = "<img src=x onerror=alert(1)>"
 BIN = Path(sys.executable).parent
@@ -903,30 +903,9 @@ def test_names_wrap_and_are_bidi_isolated(web, store):
 @contextmanager
 def recsys_server(root: Path, *, app_name: str = "recsys", env: dict | None = None):
     """`mlflow server --app-name <app_name>` on 127.0.0.1 with its default (4) uvicorn workers; yields its URL."""
-    port = free_port()
-    (root / "artifacts").mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--backend-store-uri",
-        f"sqlite:///{root}/server.db",
-        "--artifacts-destination",
-        str(root / "artifacts"),
-        "--app-name",
-        app_name,
-    ]
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "_MLFLOW_"))}
-    full_env.update(
-        {"PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", jobs.JOBS_DIR_ENV: str(root / "jobs"), **(env or {})}
-    )
-    url = f"http://127.0.0.1:{port}"
-    with loopback_process(argv, f"{url}/health", root / "server.log", full_env, 180):
+    env = {jobs.JOBS_DIR_ENV: str(root / "jobs"), **(env or {})}
+    backend = f"sqlite:///{root}/server.db"
+    with local_tracking_server(backend, root / "artifacts", timeout=180, app_name=app_name, env=env) as url:
         yield url
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,12 +69,16 @@ def local_tracking_server(
     *,
     timeout: float = 120.0,
     port: int | None = None,
+    app_name: str | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
     """Run ``mlflow server`` on 127.0.0.1 (``port``, default a free one) for the duration of a ``with``; yield
     its URL.
 
     The server serves the UI and proxies artifacts to ``artifacts_destination``.
-    Its output goes to ``server.log`` beside the artifacts.
+    Its output goes to ``server.log`` beside the artifacts. ``app_name`` is passed as ``--app-name`` (``"recsys"``
+    serves this package's pages). The server's environment is this process's without its ``MLFLOW_`` variables,
+    the interpreter's folder first on ``PATH`` (the workers start executables from it), then ``env``.
 
     Raises
     ------
@@ -85,7 +89,10 @@ def local_tracking_server(
     port = port or free_port()
     destination = Path(artifacts_destination)
     destination.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    bin_dir = Path(sys.executable).parent
+    server_env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "_MLFLOW_"))}
+    server_env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    server_env.update(env or {})
     argv = [
         sys.executable,
         "-m",
@@ -99,9 +106,10 @@ def local_tracking_server(
         backend_store_uri,
         "--artifacts-destination",
         str(destination),
+        *(["--app-name", app_name] if app_name else []),
     ]
     url = f"http://127.0.0.1:{port}"
-    with loopback_process(argv, f"{url}/health", destination.parent / "server.log", env, timeout):
+    with loopback_process(argv, f"{url}/health", destination.parent / "server.log", server_env, timeout):
         yield url
 
 
