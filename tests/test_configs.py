@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 import json
+import math
 import pickle
 import re
+import warnings
 import zipfile
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
+from mlflow_recsys import validation
+from mlflow_recsys.cli import cli
 from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint
 from mlflow_recsys.models import MODELS, EASEConfig, TrainConfig
-from mlflow_recsys.tracking import run_split, run_train
+from mlflow_recsys.stats import ComparisonSettings
+from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
+from mlflow_recsys.tracking.limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, text_digest
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +62,7 @@ def test_split_defaults_are_build_recsys_checkpoints_and_the_command_lines():
         ({"split_mode": "random"}, "split_mode: expected one of ('user_split', 'leave_one_out', 'time_split')"),
         ({"seed": -1}, "seed: expected an integer >= 0, found -1"),
         ({"seed": 1.5}, "seed: expected an integer >= 0, found 1.5"),
-        ({"eval_draws": 0}, "eval_draws: expected an integer >= 1, found 0"),
+        ({"eval_draws": 0}, "eval_draws: expected an integer in [1, 100], found 0"),
         ({"split_mode": "leave_one_out", "eval_draws": 2}, "eval_draws: expected 1 for split_mode='leave_one_out'"),
         ({"split_mode": "time_split", "eval_holdout_frac": 0.3}, "eval_holdout_frac: does not apply to split_mode="),
         ({"split_mode": "leave_one_out", "test_frac": 0.3}, "test_frac: does not apply to split_mode="),
@@ -134,7 +143,12 @@ def test_each_train_setting_is_refused_with_its_name(args, message):
 
 def test_train_config_is_read_only_canonical_and_survives_pickling():
     config = TrainConfig("ELSA", {"seed": np.int64(3), "lr": 1}, metrics="ndcg@10")
-    assert dict(config.hyperparameters) == {"seed": 3, "lr": 1.0} and type(config.hyperparameters["seed"]) is int
+    # Whole and in the config's types: a default left out or spelled out makes the same config.
+    assert set(config.hyperparameters) == set(MODELS["ELSA"].hyperparameters)
+    assert (config.hyperparameters["seed"], config.hyperparameters["lr"]) == (3, 1.0)
+    assert type(config.hyperparameters["seed"]) is int
+    assert TrainConfig("ELSA") == TrainConfig("ELSA", {"latent_dim": 24, "patience": None})
+    assert dict(TrainConfig("EASE").hyperparameters) == {"l2": 500.0}
     assert config.metrics == ("ndcg@10",)
     with pytest.raises(TypeError):
         config.hyperparameters["seed"] = 4  # type: ignore[index]
@@ -171,3 +185,141 @@ def test_a_step_refuses_a_config_of_the_wrong_kind_before_any_run(tmp_path, step
             with pytest.raises(ValueError, match=re.escape("config: expected a TrainConfig, found 'EASE'")):
                 run_train(str(tmp_path / "missing.zip"), "EASE")  # type: ignore[arg-type]
         assert MlflowClient().search_runs([experiment_id]) == []
+
+
+# -- what the break test of session 7 found ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: validation.number(10**400, "x"), "x: expected a finite number, found 1000"),
+        (lambda: SplitConfig(test_frac=10**400), "test_frac: expected a number in [0, 1), found 1000"),
+        (lambda: TrainConfig("EASE", {"l2": 10**400}), "l2: expected a finite number > 0, found 1000"),
+        (lambda: SplitConfig(seed=2**63), f"seed: expected an integer <= {2**63 - 1:,} (2**63 - 1), found {2**63}"),
+        (lambda: TrainConfig("ELSA", {"seed": 2**70}), "seed: expected an integer <= 9,223,372,036,854,775,807"),
+        (lambda: ComparisonSettings(random_state=10**23), "random_state: expected an integer <= 9,223,"),
+        (lambda: TrainConfig("Popularity", metrics=["ndcg@1000000000"]), "k: expected an integer in [1, 10,000]"),
+        (lambda: SplitConfig(eval_draws=10**9), "eval_draws: expected an integer in [1, 100], found 1000000000"),
+        (lambda: TrainConfig("EASE", metrics=None), "metrics: expected a metric key or a sequence of keys, found None"),
+        (lambda: TrainConfig("EASE", metrics=b"ndcg@10"), "metrics: expected a metric key or a sequence of keys"),
+        (lambda: TrainConfig("EASE", metrics={"ndcg@10", "recall@20"}), "metrics: expected a metric key or a seq"),
+        (
+            lambda: ComparisonSettings(metrics={"ndcg@10"}),
+            "metrics: expected a metric key or a list of keys (in order)",
+        ),
+        (lambda: ComparisonSettings(metrics=["ndcg@10,recall@20"]), "metrics: expected keys without commas"),
+        (lambda: ComparisonSettings(metrics=["ndcg@10\n"]), "metrics: expected keys without commas"),
+        (lambda: ComparisonSettings(correction=np.array(["holm", "x"])), "correction: expected one of"),
+        (lambda: validation.one_of(True, "x", (1, 2)), "x: expected one of (1, 2), found True"),
+    ],
+)
+def test_out_of_range_and_odd_values_are_refused_with_their_name(make, message):
+    with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+        make()
+
+
+def test_the_largest_seed_is_taken_and_values_come_out_in_plain_python_types():
+    assert SplitConfig(seed=2**63 - 1).seed == 2**63 - 1
+    assert ComparisonSettings(random_state=2**63 - 1, seed=np.int64(1)).seed == "1"
+    zero = validation.number(-0.0, "x")
+    assert zero == 0.0 and math.copysign(1.0, zero) == 1.0
+    assert SplitConfig(val_frac=-0.0).to_params() == SplitConfig(val_frac=0.0).to_params()
+    assert str(SplitConfig(min_rating=-0.0).min_rating) == "0.0"
+    assert type(SplitConfig(split_mode=np.str_("time_split")).split_mode) is str
+    assert type(TrainConfig(np.str_("EASE")).model) is str
+
+
+def test_a_subclass_keeps_its_own_fields_through_pickling_and_copying():
+    @dataclasses.dataclass(frozen=True)
+    class Tagged(TrainConfig):
+        note: str = ""
+
+    globals()["Tagged"] = Tagged  # pickle finds a class by its module-level name
+    Tagged.__qualname__ = "Tagged"
+    config = Tagged("ELSA", {"epochs": 1}, note="x")
+    for copied in (pickle.loads(pickle.dumps(config)), copy.deepcopy(config), copy.copy(config)):
+        assert type(copied) is Tagged and copied == config and copied.note == "x"
+
+
+def test_replace_may_change_the_split_mode():
+    config = SplitConfig(seed=3).replace(split_mode="leave_one_out")
+    assert (config.split_mode, config.seed, config.test_frac) == ("leave_one_out", 3, None)
+    assert SplitConfig(split_mode="time_split").replace(split_mode="user_split") == SplitConfig()
+    assert SplitConfig(test_frac=0.3).replace(seed=1).test_frac == 0.3
+
+
+def test_a_long_foreign_hyper_parameter_is_named_in_a_short_message():
+    with pytest.raises(ValueError) as info:
+        TrainConfig("EASE", {"x" * 10_000: "y" * 10_000})
+    assert len(str(info.value)) < 500 and "not a hyper-parameter of EASE" in str(info.value)
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory, log):
+    root = tmp_path_factory.mktemp("configs-store")
+    path = root / ("n" * 200 + ".csv")
+    log.to_csv(path, index=False)
+    with sqlite_store(root) as experiment_id:
+        split = run_split(str(path), SplitConfig(min_user_interactions=3))
+        yield {"root": root, "csv": path, "split": split, "experiment_id": experiment_id}
+
+
+def test_bad_step_arguments_are_refused_before_any_run(small_store):
+    checkpoint = f"runs:/{small_store['split']}/checkpoint.zip"
+    before = len(MlflowClient().search_runs([small_store["experiment_id"]]))
+    with pytest.raises(ValueError, match=re.escape("checkpoint: expected a checkpoint zip path or an artifact URI")):
+        run_train(5, TrainConfig("Popularity"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=re.escape("log_model: expected True or False, found 'no'")):
+        run_train(checkpoint, TrainConfig("Popularity"), log_model="no")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=re.escape("data_dir: expected a folder path or None, found 5")):
+        run_split("movielens-100k", data_dir=5)  # type: ignore[arg-type]
+    with pytest.raises(RunSelectionError, match=re.escape("run_ids: expected a list of run ids")):
+        compare_runs(run_ids="a,b")  # type: ignore[arg-type]
+    assert len(MlflowClient().search_runs([small_store["experiment_id"]])) == before
+
+
+def test_long_params_and_names_are_kept_within_mlflows_limits(small_store, tmp_path, log):
+    split_run = MlflowClient().get_run(small_store["split"])
+    assert len(split_run.info.run_name) <= MAX_RUN_NAME_LENGTH
+    keys = [f"ndcg@{k}" for k in range(1, 1200)]
+    joined = ",".join(keys)
+    assert len(joined) > MAX_PARAM_LENGTH
+    train = run_train(
+        f"runs:/{small_store['split']}/checkpoint.zip", TrainConfig("Popularity", metrics=keys), log_model=False
+    )
+    logged = MlflowClient().get_run(train).data.params["metrics"]
+    assert (
+        logged == f"{len(joined):,} characters, sha256 {text_digest(joined, 16)}; the whole value is in evaluation.json"
+    )
+    column = "c" * 7000
+    path = tmp_path / "long.csv"
+    log.rename(columns={"user": column}).to_csv(path, index=False)
+    split = run_split(str(path), SplitConfig(min_user_interactions=3), columns={"user": column})
+    params = MlflowClient().get_run(split).data.params
+    assert params["columns"].endswith("the whole value is in manifest.json") and len(params["columns"]) < 200
+    frame = run_split(log, SplitConfig(min_user_interactions=3))
+    digest = MlflowClient().get_run(frame).data.params["dataset"]
+    assert re.fullmatch("DataFrame, interactions sha256 [0-9a-f]{64}", digest)
+
+
+def test_the_report_names_the_split_run_the_models_were_trained_on(small_store, log):
+    checkpoint = f"runs:/{small_store['split']}/checkpoint.zip"
+    ids = [run_train(checkpoint, TrainConfig(m, metrics="ndcg@10"), log_model=False) for m in ("EASE", "Popularity")]
+    # The same rows split again, later, under another name: the same digest, another dataset description.
+    later = run_split(log.rename(columns={"user": "u"}), SplitConfig(min_user_interactions=3), columns={"user": "u"})
+    client = MlflowClient()
+    assert (
+        client.get_run(later).data.tags["recsys.split_digest"]
+        == client.get_run(ids[0]).data.tags["recsys.split_digest"]
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(n_resamples=99))
+    provenance = mlflow.artifacts.load_dict(f"runs:/{outcome.run_id}/provenance.json")
+    assert provenance["split"]["run_id"] == small_store["split"]
+
+
+def test_compare_refuses_an_option_of_commas_alone(small_store):
+    res = CliRunner().invoke(cli, ["compare", "a", "b", "--metrics", ","])
+    assert res.exit_code == 2 and "expected comma-separated values, found ','" in res.output

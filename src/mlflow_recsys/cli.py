@@ -82,8 +82,12 @@ def _none_if_empty(value: str | None) -> str | None:
     return value if value not in (None, "", "None", "none") else None
 
 
-def _split_list(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
+def _split_list(value: str | None, option: str) -> list[str]:
+    """The items of a comma-separated option; ``""`` is the option left out (the MLproject's default)."""
+    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+    if value and value.strip() and not items:
+        raise click.BadParameter(f"expected comma-separated values, found {value!r}", param_hint=option)
+    return items
 
 
 @click.group()
@@ -284,7 +288,7 @@ def train(checkpoint, model, metrics, **hyperparameters):
     problem = foreign_hyperparameters(MODELS[model], given)
     if problem:
         raise click.UsageError(problem)
-    keys = _split_list(metrics) or DEFAULT_METRICS
+    keys = _split_list(metrics, "--metrics") or DEFAULT_METRICS
     run_id = run_train(checkpoint, TrainConfig(model, given, metrics=tuple(keys)))
     click.echo(f"train run {run_id} ({model})")
     import mlflow
@@ -425,10 +429,10 @@ def compare(
     from mlflow_recsys.stats.settings import ComparisonSettings
     from mlflow_recsys.tracking.comparison import compare_runs
 
-    ids = list(run_ids) + _split_list(run_ids_csv)
+    ids = list(run_ids) + _split_list(run_ids_csv, "--run-ids")
     settings = ComparisonSettings(
         reference=_none_if_empty(reference),
-        metrics=_split_list(metrics) or None,
+        metrics=_split_list(metrics, "--metrics") or None,
         primary=_none_if_empty(primary),
         correction=None if correction == "none" else correction,
         confidence_level=confidence_level,
@@ -618,7 +622,7 @@ def main(
     run_study(
         dataset=dataset,
         split_seed=split_seed,
-        seeds=[int(s) for s in _split_list(seeds)],
+        seeds=[int(s) for s in _split_list(seeds, "--seeds")],
         l2=l2,
         latent_dim=latent_dim,
         batch_size=batch_size,

@@ -81,10 +81,9 @@ class EvaluationResult:
             raise ValueError(
                 "this EvaluationResult holds no per-user values (it was evaluated with collect_per_user=False)"
             )
-        frame = pd.DataFrame({"sample_id": np.asarray(self.sample_ids)})
-        for key, values in self.per_user.items():
-            frame[key] = np.asarray(values, dtype=np.float64)
-        return frame
+        # Built at once: a column added one at a time fragments the frame (pandas warns past 100 metrics).
+        columns = {key: np.asarray(values, dtype=np.float64) for key, values in self.per_user.items()}
+        return pd.DataFrame({"sample_id": np.asarray(self.sample_ids), **columns})
 
     @classmethod
     def from_per_user(

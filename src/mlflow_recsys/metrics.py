@@ -51,8 +51,13 @@ __all__ = [
 KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
 
 
+#: The largest cutoff: a top-N list is read in batches of users × k ranks, so k bounds the memory an evaluation
+#: takes (10,000 ranks of 1,024 users hold 80 MB of item indices), and no top-N protocol looks further.
+MAX_CUTOFF = 10_000
+
+
 def _validate_k(k: object) -> int:
-    return validation.integer(k, "k", minimum=1)
+    return validation.integer(k, "k", minimum=1, maximum=MAX_CUTOFF)
 
 
 def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:

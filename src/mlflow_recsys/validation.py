@@ -8,12 +8,16 @@ although Python counts ``True`` as 1.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 from collections.abc import Collection
-from typing import TypeVar
+from typing import TypeVar, cast
 
 T = TypeVar("T")
+
+#: The largest seed or random state: torch's generators and Parquet's integers hold them as signed 64-bit.
+MAX_SEED = 2**63 - 1
 
 
 def expected(name: str, what: str, found: object) -> str:
@@ -53,13 +57,30 @@ def number(
     ValueError
         ``"<name>: expected a finite number > 0, found <value>"``, ``"... strictly between 0 and 1 ..."``, and so on.
     """
-    ok = not isinstance(value, bool) and isinstance(value, numbers.Real) and math.isfinite(value)
-    if ok:
-        x = float(value)  # type: ignore[arg-type]  # a Real
-        ok = (above is None or x > above) and (at_least is None or x >= at_least) and (below is None or x < below)
+    x = math.nan
+    if not isinstance(value, bool) and isinstance(value, numbers.Real):
+        with contextlib.suppress(OverflowError):  # an int past the float range (10**400) is no finite number
+            x = float(value)
+    ok = math.isfinite(x)
+    ok = ok and (above is None or x > above) and (at_least is None or x >= at_least) and (below is None or x < below)
     if not ok:
         raise ValueError(expected(name, _number_range(above, at_least, below), value))
-    return float(value)  # type: ignore[arg-type]
+    return x + 0.0  # -0.0 becomes 0.0: one setting, one logged value
+
+
+def seed(value: object, name: str) -> int:
+    """``value`` as ``int`` when it is an integer in ``[0, MAX_SEED]``.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: expected an integer >= 0, found <value>"``, or ``"... <= 9,223,372,036,854,775,807 (2**63 - 1)
+        ..."`` above the range.
+    """
+    checked = integer(value, name, minimum=0)
+    if checked > MAX_SEED:
+        raise ValueError(expected(name, f"an integer <= {MAX_SEED:,} (2**63 - 1)", value))
+    return checked
 
 
 def one_of(value: T, name: str, choices: Collection[object]) -> T:
@@ -71,12 +92,14 @@ def one_of(value: T, name: str, choices: Collection[object]) -> T:
         ``"<name>: expected one of (<choices>), found <value>"``.
     """
     try:
-        ok = value in choices
-    except TypeError:  # an unhashable value against a set
+        ok = bool(value in choices)
+    except (TypeError, ValueError):  # an unhashable value against a set; an array compared element-wise
         ok = False
+    if isinstance(value, bool) and not any(choice is value for choice in choices):
+        ok = False  # True == 1, yet True is no choice among numbers
     if not ok:
         raise ValueError(expected(name, f"one of {tuple(choices)}", value))
-    return value
+    return cast(T, str(value)) if isinstance(value, str) else value  # numpy's str_ as str
 
 
 def text(value: object, name: str) -> str:

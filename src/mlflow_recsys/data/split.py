@@ -384,8 +384,8 @@ def _check_split_input(frame: pd.DataFrame, seed: int) -> None:
 
 
 def check_seed(seed: int) -> None:
-    """Raise ValueError unless ``seed`` is an integer >= 0 (bool refused)."""
-    validation.integer(seed, "seed", minimum=0)
+    """Raise ValueError unless ``seed`` is an integer in [0, 2**63 - 1] (bool refused)."""
+    validation.seed(seed, "seed")
 
 
 def check_holdout_frac(eval_holdout_frac: float) -> None:

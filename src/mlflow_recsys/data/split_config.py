@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, fields
 from numbers import Real
@@ -12,6 +13,9 @@ from mlflow_recsys.data.preprocess import check_thresholds
 from mlflow_recsys.data.split import check_fractions, check_holdout_frac, check_seed
 
 SPLIT_MODES = ("user_split", "leave_one_out", "time_split")
+#: The most fold-in/target draws per held-out user: each draw repeats every held-out user's row in the test
+#: matrices, and past a few dozen draws the mean over draws has settled (the statistics average them per user).
+MAX_EVAL_DRAWS = 100
 
 #: The fractions each split mode takes; a fraction given to a mode that does not take it is refused.
 _FRACTIONS = {
@@ -39,7 +43,7 @@ class SplitConfig:
         user's last interaction is the target; ``time_split``: a global cut by time.
     seed : int >= 0, default 42
         Seeds every random choice of the split.
-    eval_draws : int >= 1, default 1
+    eval_draws : int in [1, 100], default 1
         ``user_split`` only: fold-in/target draws per held-out user; other modes take 1.
     eval_holdout_frac : float in (0, 1) or None
         ``user_split`` only: share of a held-out user's items that are targets. ``None`` means 0.2 where the mode
@@ -73,7 +77,7 @@ class SplitConfig:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
-        validation.one_of(self.split_mode, "split_mode", SPLIT_MODES)
+        put("split_mode", validation.one_of(self.split_mode, "split_mode", SPLIT_MODES))
         takes = _FRACTIONS[self.split_mode]
         for name in _DEFAULT_FRACTIONS:
             value = getattr(self, name)
@@ -81,31 +85,39 @@ class SplitConfig:
                 raise ValueError(
                     f"{name}: does not apply to split_mode={self.split_mode!r}; leave it unset, found {value!r}"
                 )
-        put("eval_draws", validation.integer(self.eval_draws, "eval_draws", minimum=1))
+        put("eval_draws", validation.integer(self.eval_draws, "eval_draws", minimum=1, maximum=MAX_EVAL_DRAWS))
         if self.split_mode != "user_split" and self.eval_draws != 1:
             raise ValueError(
                 f"eval_draws: expected 1 for split_mode={self.split_mode!r}, whose held-out rows are "
                 f"fixed by the data, found {self.eval_draws!r}"
             )
         for name in takes:
-            value = getattr(self, name)
-            value = _DEFAULT_FRACTIONS[name] if value is None else value
-            put(name, float(value) if isinstance(value, Real) and not isinstance(value, bool) else value)
+            if getattr(self, name) is None:
+                put(name, _DEFAULT_FRACTIONS[name])
         if "test_frac" in takes:
             remain = "training users" if self.split_mode == "user_split" else "training interactions"
             check_fractions(self.test_frac, self.val_frac, remain)  # type: ignore[arg-type]  # filled in above
         if "eval_holdout_frac" in takes:
             check_holdout_frac(self.eval_holdout_frac)  # type: ignore[arg-type]
+        for name in takes:
+            put(name, validation.number(getattr(self, name), name))  # checked above; as a plain float
         check_seed(self.seed)
         put("seed", int(self.seed))
         if self.min_rating is not None:
             rating = self.min_rating
             if isinstance(rating, bool) or not isinstance(rating, Real) or not math.isfinite(rating):
                 raise ValueError(validation.expected("min_rating", "a finite number or None", rating))
-            put("min_rating", float(rating))
+            put("min_rating", validation.number(rating, "min_rating"))
         check_thresholds(self.min_user_interactions, self.min_item_interactions)
         put("min_user_interactions", int(self.min_user_interactions))
         put("min_item_interactions", int(self.min_item_interactions))
+
+    def replace(self, **changes: Any) -> SplitConfig:
+        """A copy with ``changes`` applied, checked again. A new ``split_mode`` takes its own default fractions
+        unless ``changes`` gives them (``dataclasses.replace`` would carry the old mode's over, and be refused)."""
+        if "split_mode" in changes:
+            changes = {**dict.fromkeys(_DEFAULT_FRACTIONS), **changes}
+        return dataclasses.replace(self, **changes)
 
     def split_keywords(self) -> dict[str, Any]:
         """The keywords of the split function of :attr:`split_mode` beyond the frame and the seed."""

@@ -99,7 +99,7 @@ class ELSAConfig:
         validation.one_of(self.optimizer, "optimizer", sorted(OPTIMIZERS))
         if self.patience is not None:
             object.__setattr__(self, "patience", validation.integer(self.patience, "patience", minimum=1))
-        object.__setattr__(self, "seed", validation.integer(self.seed, "seed", minimum=0))
+        object.__setattr__(self, "seed", validation.seed(self.seed, "seed"))
 
 
 def check_device_form(device: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -42,9 +42,11 @@ class TrainConfig:
         Only the model's own (:attr:`ModelSpec.hyperparameters <mlflow_recsys.models.ModelSpec.hyperparameters>`;
         EASE: ``l2``; ELSA: ``seed``, ``latent_dim``, ``batch_size``, ``epochs``, ``lr``, ``weight_decay``,
         ``device``, ``patience``). The rest take the ``train`` step's defaults (ELSA: ``latent_dim=24``,
-        ``batch_size=64``, ``epochs=20``), then the config class's. Held read-only, values in the config's types.
+        ``batch_size=64``, ``epochs=20``), then the config class's. Held read-only and whole: every
+        hyper-parameter of the model, defaults filled in, values in the config's types.
     metrics : tuple of str, default :data:`DEFAULT_METRICS`
-        Metric keys scored on the test users (``"ndcg@100"``, ...); one key may be given as a str.
+        Metric keys scored on the test users (``"ndcg@100"``, ...), in order (a set is refused); one key may be
+        given as a str. Keys of one metric class are grouped (see :func:`~mlflow_recsys.metrics.parse_metric_keys`).
 
     Raises
     ------
@@ -59,6 +61,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         spec = model_spec(self.model)
+        object.__setattr__(self, "model", spec.name)  # a numpy str_ as str
         if not isinstance(self.hyperparameters, Mapping):
             raise ValueError(
                 validation.expected(
@@ -70,17 +73,23 @@ class TrainConfig:
         if problem:
             raise ValueError(problem)
         config = self._build(spec, given).config  # each value checked by the model's config class
-        canonical = {k: getattr(config, k) for k in spec.hyperparameters if k in given}
+        # Every hyper-parameter, defaults filled in: a default given or left out makes the same config.
+        canonical = {k: getattr(config, k) for k in spec.hyperparameters}
         object.__setattr__(self, "hyperparameters", MappingProxyType(canonical))
+        metrics = (self.metrics,) if isinstance(self.metrics, str) else self.metrics
+        # A set has no order, so the logged param would vary by process.
+        if isinstance(metrics, (bytes, Set, Mapping)) or not isinstance(metrics, Iterable):
+            raise ValueError(validation.expected("metrics", "a metric key or a sequence of keys", self.metrics))
         try:
-            keys = tuple(key for metric in parse_metric_keys(self.metrics) for key in metric.keys)
-        except (TypeError, ValueError) as exc:
+            keys = tuple(key for metric in parse_metric_keys(metrics) for key in metric.keys)
+        except ValueError as exc:
             raise ValueError(f"metrics: {exc}") from None
         object.__setattr__(self, "metrics", keys)
 
     def __reduce__(self):
         # A read-only mapping does not pickle; a Ray task receives the config pickled.
-        return (type(self), (self.model, dict(self.hyperparameters), self.metrics))
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return (_restore, (type(self), {**values, "hyperparameters": dict(self.hyperparameters)}))
 
     @staticmethod
     def _build(spec: ModelSpec, given: Mapping[str, Any]) -> Recommender:
@@ -120,5 +129,10 @@ def foreign_hyperparameters(spec: ModelSpec, given: Mapping[str, Any]) -> str | 
     if not foreign:
         return None
     takes = ", ".join(spec.hyperparameters) or "none"
-    found = ", ".join(f"{k}={given[k]}" for k in foreign)
-    return f"{', '.join(map(str, foreign))}: not a hyper-parameter of {spec.name} (it takes: {takes}); found {found}"
+    names, found = ", ".join(map(str, foreign)), ", ".join(f"{k}={given[k]}" for k in foreign)
+    names, found = (text if len(text) <= 200 else text[:199] + "…" for text in (names, found))
+    return f"{names}: not a hyper-parameter of {spec.name} (it takes: {takes}); found {found}"
+
+
+def _restore(cls: type[TrainConfig], values: dict[str, Any]) -> TrainConfig:
+    return cls(**values)

@@ -7,10 +7,12 @@ comparison passes it on whole, logs it as the comparison run's params and prints
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from mlflow_recsys import validation
 from mlflow_recsys.stats.corrections import CORRECTIONS, Correction
 from mlflow_recsys.validation import expected, integer, number, one_of, text
 
@@ -121,22 +123,22 @@ class ComparisonSettings:
                 text(getattr(self, name), name)
         if self.metrics is not None and self.primary is not None and self.primary not in self.metrics:
             raise ValueError(expected("primary", f"one of the compared metrics {list(self.metrics)}", self.primary))
-        one_of(self.family, "family", FAMILIES)
-        if self.correction not in CORRECTIONS:
+        put(self, "family", one_of(self.family, "family", FAMILIES))
+        if not isinstance(self.correction, (str, type(None))) or self.correction not in CORRECTIONS:
             raise ValueError(expected("correction", "one of 'holm', 'bonferroni' or None", self.correction))
         put(self, "confidence_level", number(self.confidence_level, "confidence_level", above=0, below=1))
         put(self, "n_resamples", integer(self.n_resamples, "n_resamples", minimum=1))
         if self.n_resamples > MAX_RESAMPLES:
             raise ValueError(f"n_resamples: expected at most {MAX_RESAMPLES:,}, found {self.n_resamples:,}")
-        one_of(self.alternative, "alternative", ALTERNATIVES)
-        one_of(self.test_method, "test_method", TEST_METHODS)
-        one_of(self.interval_method, "interval_method", INTERVAL_METHODS)
-        one_of(self.zero_method, "zero_method", ZERO_METHODS)
+        put(self, "alternative", one_of(self.alternative, "alternative", ALTERNATIVES))
+        put(self, "test_method", one_of(self.test_method, "test_method", TEST_METHODS))
+        put(self, "interval_method", one_of(self.interval_method, "interval_method", INTERVAL_METHODS))
+        put(self, "zero_method", one_of(self.zero_method, "zero_method", ZERO_METHODS))
         if self.random_state is not None:
-            put(self, "random_state", integer(self.random_state, "random_state", minimum=0))
+            put(self, "random_state", validation.seed(self.random_state, "random_state"))
         if not isinstance(self.paired_seeds, bool):
             raise ValueError(expected("paired_seeds", "True or False", self.paired_seeds))
-        if isinstance(self.seed, int) and not isinstance(self.seed, bool):
+        if isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool):
             put(self, "seed", str(self.seed))  # compared as the recsys.seed tag's text
         if self.seed is not None:
             text(self.seed, "seed")
@@ -192,6 +194,10 @@ def metric_keys(metrics: str | Sequence[str]) -> list[str]:
     """
     if isinstance(metrics, str):
         metrics = [metrics]
+    if isinstance(metrics, (Set, Mapping)):  # no order: the report's rows, and the logged param, would vary by process
+        raise TypeError(
+            f"metrics: expected a metric key or a list of keys (in order), found a {type(metrics).__name__}"
+        )
     try:
         keys = list(metrics)
     except TypeError:
@@ -201,6 +207,12 @@ def metric_keys(metrics: str | Sequence[str]) -> list[str]:
     bad = [m for m in keys if not isinstance(m, str)]
     if bad:
         raise TypeError(f"metrics: expected metric keys (str), found {bad!r}")
+    # Joined by commas into one param and read back as column names: a key must survive both.
+    malformed = [m for m in keys if not m.strip() or m != m.strip() or "," in m or not m.isprintable()]
+    if malformed:
+        raise ValueError(
+            expected("metrics", "keys without commas, control characters or surrounding blanks", malformed)
+        )
     if len(set(keys)) != len(keys):
         raise ValueError(f"metrics: expected distinct keys, found duplicates in {keys}")
     return keys

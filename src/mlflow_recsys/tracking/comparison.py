@@ -68,7 +68,7 @@ from mlflow_recsys.tracking.provenance import (
     provenance_markdown,
 )
 from mlflow_recsys.tracking.redact import redact
-from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
+from mlflow_recsys.tracking.runs import RunSelectionError, load_many, run_id_list, select_runs
 from mlflow_recsys.tracking.server_errors import is_unreachable, translated_server_errors
 
 _log = logging.getLogger(__name__)
@@ -378,7 +378,7 @@ def _preflight(
     """The settings, the selection and the plan checked, in this order, from run metadata alone."""
     _check_settings(settings, model_tag)
     runs = select_runs(
-        run_ids=list(run_ids) if run_ids else None,
+        run_ids=run_id_list(run_ids),
         compare_url=compare_url,
         experiment=experiment,
         filter_string=filter_string,

@@ -23,7 +23,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from mlflow_recsys.errors import RunOwnershipError
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, shorten
+from mlflow_recsys.tracking.limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, MAX_TAG_LENGTH, fit_values, shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.server_errors import is_unreachable
 
@@ -128,7 +128,9 @@ def _environment_run() -> Run | None:
     return run
 
 
-def entry_point_run(run_name: str, *, experiment_id: str | None = None, params: dict | None = None):
+def entry_point_run(
+    run_name: str, *, experiment_id: str | None = None, params: dict | None = None, whole_params_in: str = "artifacts"
+):
     """Start the run to log into, and log ``params`` to it first.
 
     Under ``mlflow run`` the run already exists (``MLFLOW_RUN_ID``) and is
@@ -145,7 +147,11 @@ def entry_point_run(run_name: str, *, experiment_id: str | None = None, params: 
         resuming the environment's run.
     params : dict, optional
         Params to log as :func:`log_params_once` does. Checked against the
-        environment's run before anything is written to it.
+        environment's run before anything is written to it. A value longer than MLflow's 6,000 characters
+        is logged as its length and SHA-256 with a pointer to ``whole_params_in``, the file that holds it whole
+        (MLflow would cut it without a word).
+    whole_params_in : str, default ``"artifacts"``
+        Where the run keeps its long params whole, e.g. ``"manifest.json"``.
 
     Returns
     -------
@@ -162,11 +168,14 @@ def entry_point_run(run_name: str, *, experiment_id: str | None = None, params: 
         with a different value; nothing is written.
     """
     existing = _environment_run()
+    run_name = shorten(run_name, MAX_RUN_NAME_LENGTH)
+    texts = {key: "None" if value is None else redact(str(value)) for key, value in (params or {}).items()}
+    texts = fit_values(texts, MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")
     if existing is None:
         run = mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
-        to_log = _params_to_log(run.info.run_id, {}, params or {})
+        to_log = _params_to_log(run.info.run_id, {}, texts)
     else:
-        to_log = _params_to_log(existing.info.run_id, existing.data.params, params or {})
+        to_log = _params_to_log(existing.info.run_id, existing.data.params, texts)
         run = mlflow.start_run(run_id=existing.info.run_id)
     try:
         if existing is not None:

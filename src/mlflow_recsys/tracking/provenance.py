@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 import mlflow
@@ -19,6 +20,8 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.tracking import tags
 
 #: Manifest fields that describe the split; the member list and digests only matter to the reader of the zip.
+#: A checkpoint param naming a split run's artifact: runs:/<run id>/checkpoint.zip.
+_RUNS_URI = re.compile(r"^runs:/([^/]+)/")
 _MANIFEST_FIELDS = ("dataset", "parameters", "counts", "split_digest")
 
 
@@ -70,17 +73,35 @@ def collect_provenance(
 def _split(runs: list[Run], digest: str | None) -> dict[str, Any] | None:
     if not digest:
         return None
-    experiments = sorted({r.info.experiment_id for r in runs})
-    query = f"tags.`{tags.ROLE}` = '{tags.ROLE_SPLIT}' and tags.`{tags.SPLIT_DIGEST}` = '{digest}'"
-    found = MlflowClient().search_runs(experiments, filter_string=query, max_results=1)
-    if not found:
+    run_id = _split_run_id(runs, digest)
+    if run_id is None:
         return {"run_id": None, "split_digest": digest}
-    run_id = found[0].info.run_id
     try:
         manifest = mlflow.artifacts.load_dict(f"runs:/{run_id}/manifest.json")
     except (MlflowException, OSError, ValueError):
         return {"run_id": run_id, "split_digest": digest}
     return {"run_id": run_id, **{k: manifest[k] for k in _MANIFEST_FIELDS if k in manifest}}
+
+
+def _split_run_id(runs: list[Run], digest: str) -> str | None:
+    """The split run the compared runs were trained on: the one their ``checkpoint`` param names, when it is a
+    split run with this digest; else the earliest split run with the digest in their experiments (a later split
+    of the same rows, under another name, has the same digest but another dataset description)."""
+    client = MlflowClient()
+    named = {m.group(1) for r in runs if (m := _RUNS_URI.match(r.data.params.get("checkpoint", "")))}
+    for run_id in sorted(named):
+        try:
+            found = client.get_run(run_id).data.tags
+        except MlflowException:
+            continue
+        if found.get(tags.ROLE) == tags.ROLE_SPLIT and found.get(tags.SPLIT_DIGEST) == digest:
+            return run_id
+    experiments = sorted({r.info.experiment_id for r in runs})
+    query = f"tags.`{tags.ROLE}` = '{tags.ROLE_SPLIT}' and tags.`{tags.SPLIT_DIGEST}` = '{digest}'"
+    earliest = client.search_runs(
+        experiments, filter_string=query, max_results=1, order_by=["attributes.start_time ASC"]
+    )
+    return earliest[0].info.run_id if earliest else None
 
 
 def _count(counts: dict, key: str) -> str:

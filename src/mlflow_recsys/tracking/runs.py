@@ -26,6 +26,7 @@ from mlflow_recsys.tracking.artifacts import (
 )
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.validation import expected
 
 #: Runs asked for per ``search_runs`` call; MLflow returns a page token while more remain.
 SEARCH_PAGE_SIZE = 1000
@@ -96,6 +97,7 @@ def select_runs(
     client = client or MlflowClient()
     if filter_string and experiment is None:
         raise RunSelectionError("filter_string: a filter selects runs within an experiment; give the experiment too")
+    run_ids = run_id_list(run_ids)
     given = [x is not None and x != [] for x in (run_ids, compare_url, experiment)]
     if sum(given) != 1:
         raise RunSelectionError(
@@ -123,6 +125,21 @@ def _url_host_hint(compare_url: str) -> str:
     except ValueError:  # a port that is no number
         host = parts.hostname
     return f"; the URL came from {host}: set MLFLOW_TRACKING_URI to that server if it is another store" if host else ""
+
+
+def run_id_list(run_ids) -> list[str] | None:
+    """``run_ids`` as a list (None when not given).
+
+    Raises
+    ------
+    RunSelectionError
+        For a str: it would be read as a list of one-character ids.
+    """
+    if isinstance(run_ids, (str, bytes)):
+        raise RunSelectionError(
+            expected("run_ids", "a list of run ids (split a comma-separated string first)", run_ids)
+        )
+    return list(run_ids) if run_ids else None
 
 
 def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 
 from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.evaluation import evaluate_recommender
@@ -24,14 +26,14 @@ from mlflow_recsys.validation import expected
 
 
 def run_split(
-    dataset: str,
+    dataset: str | os.PathLike | pd.DataFrame,
     config: SplitConfig | None = None,
     *,
     columns: Mapping[str, str | None] | None = None,
-    data_dir: str | None = None,
+    data_dir: str | os.PathLike | None = None,
 ) -> str:
-    """Build a split of ``dataset`` under ``config`` (default ``SplitConfig()``), log it as a ``split`` run and
-    return the run id.
+    """Build a split of ``dataset`` (a registered name, a .csv/.parquet path or a frame) under ``config`` (default
+    ``SplitConfig()``), log it as a ``split`` run and return the run id.
 
     See :func:`~mlflow_recsys.data.checkpoint.build_recsys_checkpoint` for the pipeline. The run's params are
     ``dataset`` and :meth:`SplitConfig.to_params <mlflow_recsys.data.SplitConfig.to_params>` (the manifest's
@@ -55,6 +57,8 @@ def run_split(
     config = SplitConfig() if config is None else config
     if not isinstance(config, SplitConfig):
         raise ValueError(expected("config", "a SplitConfig", config))
+    if data_dir is not None and not isinstance(data_dir, (str, os.PathLike)):
+        raise ValueError(expected("data_dir", "a folder path or None", data_dir))
     with tempfile.TemporaryDirectory() as tmp:
         # Built before the run starts: bad input fails here and leaves no run behind.
         path = build_recsys_checkpoint(
@@ -68,16 +72,25 @@ def run_split(
             split = load_recsys_split(root)
         manifest = split["manifest"]
         name = manifest["dataset"]["name"]
-        params = {"dataset": str(dataset), **manifest["parameters"]}
+        params = {"dataset": _dataset_param(dataset, manifest), **manifest["parameters"]}
         if columns:
             params["columns"] = json.dumps(columns, sort_keys=True)
-        with entry_point_run(f"split {name} {config.split_mode} seed {config.seed}", params=params) as run:
+        run_name = f"split {name} {config.split_mode} seed {config.seed}"
+        with entry_point_run(run_name, params=params, whole_params_in="manifest.json") as run:
             mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"], tags.DATASET: name})
             mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
             mlflow.log_artifact(str(path))
             mlflow.log_dict(manifest, "manifest.json")
             mlflow.log_input(split_dataset(manifest, split["split_digest"]), context="split")
             return run.info.run_id
+
+
+def _dataset_param(dataset, manifest: dict) -> str:
+    """The ``dataset`` param: the name or path given, or for a frame its content digest (its printed form would
+    be a table cut at random)."""
+    if isinstance(dataset, (str, os.PathLike)):
+        return str(dataset)
+    return f"{type(dataset).__name__}, interactions sha256 {manifest['dataset']['interactions_sha256']}"
 
 
 def split_dataset(manifest: dict, split_digest: str):
@@ -170,7 +183,7 @@ def configuration_tag(config) -> str:
     return json.dumps(hyper, sort_keys=True)
 
 
-def run_train(checkpoint: str, config: TrainConfig, *, log_model: bool = True) -> str:
+def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: bool = True) -> str:
     """Fit the model ``config`` names on the checkpoint's training users, evaluate it on the test users, log a
     ``train`` run; return its id.
 
@@ -194,6 +207,11 @@ def run_train(checkpoint: str, config: TrainConfig, *, log_model: bool = True) -
     environment_run()
     if not isinstance(config, TrainConfig):
         raise ValueError(expected("config", "a TrainConfig", config))
+    if not isinstance(checkpoint, (str, os.PathLike)):
+        raise ValueError(expected("checkpoint", "a checkpoint zip path or an artifact URI", checkpoint))
+    checkpoint = os.fspath(checkpoint)
+    if not isinstance(log_model, bool):
+        raise ValueError(expected("log_model", "True or False", log_model))
     spec = config.spec
     unfitted = config.build()
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
@@ -209,7 +227,7 @@ def run_train(checkpoint: str, config: TrainConfig, *, log_model: bool = True) -
         seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED  # type: ignore[union-attr]
         run_name = f"{config.model} seed {seed}" if spec.seeded else config.model
         params = {**config.to_params(), "checkpoint": checkpoint}
-        with entry_point_run(run_name, params=params) as run:
+        with entry_point_run(run_name, params=params, whole_params_in="evaluation.json") as run:
             mlflow.set_tags(_train_tags(config.model, unfitted.config, seed, split))
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
             fitted = _fit_and_log(
