@@ -326,7 +326,7 @@ def test_arguments_are_checked_before_any_data_is_loaded(tmp_path):
         (dict(min_rating=float("nan")), "min_rating: expected a finite number"),
         (dict(min_user_interactions=0), "min_user_interactions: expected an integer >= 1"),
         (dict(test_frac=1e9), r"test_frac: expected a number in \[0, 1\)"),
-        (dict(eval_draws=True), "eval_draws: expected an integer >= 1"),
+        (dict(eval_draws=True), r"eval_draws: expected an integer in \[1, 100\], found True"),
         (dict(checkpoint_path=tmp_path), "checkpoint_path: expected a file path"),
     ):
         with pytest.raises(ValueError, match=message):
