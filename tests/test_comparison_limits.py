@@ -148,7 +148,9 @@ def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path,
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
     full = next(_note_versions(outcome.report, outcome.seed_spreads, "ndcg@100"))
     assert len(full) > MAX_TAG_LENGTH >= len(note)  # the full note would have been cut by MLflow
-    assert note.rstrip().endswith("seed_spread.csv holds the seed table.")
+    # No model has seeds, so no seed table was logged and the notes point to none.
+    assert note.rstrip().endswith("report.md and report.csv.") and "seed_spread" not in note
+    assert "seed_spread.csv" not in _artifact_names(outcome.run_id)
     table = [line for line in note.splitlines() if line.startswith("|")]
     assert table and all(line.endswith("|") and line.count("|") == 8 for line in table)
     shown = len(table) - 2
@@ -254,12 +256,23 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
         (dict(run_ids=[ease, deleted]), "deleted runs"),
         (dict(run_ids=[ease, twin, pop]), "are both EASE with seed none"),
         (dict(run_ids=[ease, pop], output_experiment="x" * 501), "output_experiment: expected a non-empty name"),
+        # Arguments of the wrong type are refused by name, not by a TypeError from deep inside.
+        (dict(run_ids=[1, 2]), r"^run_ids: expected run ids as strings, found 1$"),
+        (dict(run_ids=5), r"^run_ids: expected a list of run ids, found 5$"),
+        (dict(experiment=5), r"^experiment: expected a str or None, found 5$"),
+        (dict(experiment=str(experiment), filter_string=3), r"^filter_string: expected a str or None, found 3$"),
+        (dict(compare_url=3), r"^compare_url: expected a str or None, found 3$"),
+        (dict(run_ids=[ease, pop], output_experiment=5), r"^output_experiment: expected a non-empty name without"),
+        (dict(run_ids=[ease, pop], output_experiment="x\ny"), r"without control characters.*found 'x\\ny'$"),
     ]
     for kwargs, message in cases:
         with pytest.raises((RunSelectionError, ValueError), match=message):
             compare_runs(settings=ComparisonSettings(metrics=["ndcg@100"], **FAST), **kwargs)
         assert mlflow.active_run() is None
+    with pytest.raises(TypeError, match=r"^on_stage: expected a callable taking the stage's name, or None, found 'x'$"):
+        compare_runs(run_ids=[ease, pop], on_stage="x")
     assert len(_comparison_runs()) == before
+    assert mlflow.get_experiment_by_name("x\ny") is None
 
 
 def test_a_failure_that_needs_the_artifacts_is_a_failed_run_without_results(store, experiment, tmp_path, copy_run):

@@ -70,8 +70,13 @@ def test_split_defaults_are_build_recsys_checkpoints_and_the_command_lines():
         ({"eval_holdout_frac": 1.0}, "eval_holdout_frac: expected a number strictly between 0 and 1, found 1.0"),
         ({"min_rating": float("nan")}, "min_rating: expected a finite number or None, found nan"),
         ({"min_rating": True}, "min_rating: expected a finite number or None, found True"),
-        ({"min_user_interactions": 0}, "min_user_interactions: expected an integer >= 1, found 0"),
-        ({"min_item_interactions": "2"}, "min_item_interactions: expected an integer >= 1, found '2'"),
+        ({"min_rating": 10**400}, "min_rating: expected a finite number or None, found 1000"),
+        ({"min_user_interactions": 0}, "min_user_interactions: expected an integer in [1, 2,147,483,647], found 0"),
+        ({"min_user_interactions": 2**64}, "min_user_interactions: expected an integer in [1, 2,147,483,647], found 1"),
+        ({"min_item_interactions": "2"}, "min_item_interactions: expected an integer in [1, 2,147,483,647], found '2'"),
+        # No test rows means nothing to evaluate; no validation rows is a split without early stopping.
+        ({"test_frac": 0}, "test_frac: expected a number strictly between 0 and 1, found 0"),
+        ({"split_mode": "time_split", "test_frac": 0.0}, "test_frac: expected a number strictly between 0 and 1"),
     ],
 )
 def test_each_split_setting_is_refused_with_its_name(given, message):
@@ -129,7 +134,11 @@ def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
         (("Popularity", {"seed": 0}), "seed: not a hyper-parameter of Popularity (it takes: none); found seed=0"),
         (("EASE", [("l2", 5.0)]), "hyperparameters: expected a mapping of hyper-parameter names to values, found"),
         (("EASE", {"l2": -1.0}), "l2: expected a finite number > 0, found -1.0"),
-        (("ELSA", {"epochs": 0}), "epochs: expected an integer >= 1, found 0"),
+        (("ELSA", {"epochs": 0}), "epochs: expected an integer in [1, 100,000], found 0"),
+        (("ELSA", {"epochs": 10**20}), "epochs: expected an integer in [1, 100,000], found 100000000000000000000"),
+        (("ELSA", {"latent_dim": 10**20}), "latent_dim: expected an integer in [1, 65,536], found 1000"),
+        (("ELSA", {"batch_size": 2**24 + 1}), "batch_size: expected an integer in [1, 16,777,216], found 16777217"),
+        (("ELSA", {"patience": 10**6}), "patience: expected an integer in [1, 100,000], found 1000000"),
         (("ELSA", {"device": "meta"}), "device"),
         (("EASE", {}, ("ndcg@x",)), "metrics: "),
         (("EASE", {}, ()), "metrics: "),
@@ -194,7 +203,7 @@ def test_a_step_refuses_a_config_of_the_wrong_kind_before_any_run(tmp_path, step
     "make, message",
     [
         (lambda: validation.number(10**400, "x"), "x: expected a finite number, found 1000"),
-        (lambda: SplitConfig(test_frac=10**400), "test_frac: expected a number in [0, 1), found 1000"),
+        (lambda: SplitConfig(test_frac=10**400), "test_frac: expected a number strictly between 0 and 1, found 1000"),
         (lambda: TrainConfig("EASE", {"l2": 10**400}), "l2: expected a finite number > 0, found 1000"),
         (lambda: SplitConfig(seed=2**63), f"seed: expected an integer <= {2**63 - 1:,} (2**63 - 1), found {2**63}"),
         (lambda: TrainConfig("ELSA", {"seed": 2**70}), "seed: expected an integer <= 9,223,372,036,854,775,807"),
@@ -247,6 +256,16 @@ def test_replace_may_change_the_split_mode():
     assert (config.split_mode, config.seed, config.test_frac) == ("leave_one_out", 3, None)
     assert SplitConfig(split_mode="time_split").replace(split_mode="user_split") == SplitConfig()
     assert SplitConfig(test_frac=0.3).replace(seed=1).test_frac == 0.3
+
+
+def test_replace_may_change_the_model_which_then_takes_its_own_defaults():
+    elsa = TrainConfig("ELSA", {"epochs": 3}, metrics="ndcg@10")
+    assert elsa.replace(model="EASE") == TrainConfig("EASE", metrics="ndcg@10")
+    assert elsa.replace(model="EASE", hyperparameters={"l2": 50.0}).hyperparameters == {"l2": 50.0}
+    assert elsa.replace(metrics="recall@20").hyperparameters["epochs"] == 3
+    assert elsa.replace(model="ELSA").hyperparameters["epochs"] == 3  # the same model keeps what it was given
+    with pytest.raises(ValueError, match=r"^l2: not a hyper-parameter of ELSA"):
+        elsa.replace(hyperparameters={"l2": 5.0})
 
 
 def test_a_long_foreign_hyper_parameter_is_named_in_a_short_message():
@@ -323,3 +342,35 @@ def test_the_report_names_the_split_run_the_models_were_trained_on(small_store, 
 def test_compare_refuses_an_option_of_commas_alone(small_store):
     res = CliRunner().invoke(cli, ["compare", "a", "b", "--metrics", ","])
     assert res.exit_code == 2 and "expected comma-separated values, found ','" in res.output
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # 99 resamples on a small log: the comparison is not the point
+def test_an_empty_option_is_an_option_left_out_and_huge_values_are_refused_before_a_run(small_store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    checkpoint = f"runs:/{small_store['split']}/checkpoint.zip"
+    client = MlflowClient()
+    before = len(client.search_runs([small_store["experiment_id"]]))
+    huge = ["train", "--checkpoint", checkpoint, "--model", "ELSA", "--latent-dim", "99999999999999999999"]
+    res = CliRunner().invoke(cli, huge)
+    assert res.exit_code == 1 and "latent_dim: expected an integer in [1, 65,536]" in res.output, res.output
+    assert len(client.search_runs([small_store["experiment_id"]])) == before
+    # `--device ''` is --device left out: EASE, which takes no device, trains.
+    ids = []
+    for model in ("EASE", "Popularity"):
+        res = CliRunner().invoke(cli, ["train", "--checkpoint", checkpoint, "--model", model, "--device", ""])
+        assert res.exit_code == 0, res.output
+        ids.append(re.search(r"train run ([0-9a-f]{32})", res.output).group(1))
+    assert "device" not in client.get_run(ids[0]).data.params
+    res = CliRunner().invoke(cli, ["compare", *ids, "--model-tag", "", "--n-resamples", "99", "--metrics", "ndcg@100"])
+    assert res.exit_code == 0, res.output
+    comparison = client.search_runs(
+        [small_store["experiment_id"]], filter_string="tags.`recsys.role` = 'comparison'", order_by=["start_time DESC"]
+    )[0]
+    assert comparison.data.params["model_tag"] == "recsys.model"
+
+
+def test_a_column_name_that_reads_like_a_secret_is_masked_in_params_and_whole_in_the_manifest(small_store, log):
+    split = run_split(log.rename(columns={"user": "api_key=abc"}), columns={"user": "api_key=abc"})
+    assert json.loads(MlflowClient().get_run(split).data.params["columns"]) == {"user": "api_key=***"}
+    manifest = mlflow.artifacts.load_dict(f"runs:/{split}/manifest.json")
+    assert manifest["dataset"]["columns"]["user"] == "api_key=abc"

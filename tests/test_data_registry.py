@@ -304,7 +304,7 @@ def test_timestamps_from_iso_text_and_floats_are_whole_utc_seconds():
     frame["timestamp"] = [-1.5, 2.9]
     assert from_interactions(frame)["timestamp"].tolist() == [-2, 2]
     frame["timestamp"] = [np.inf, 1.0]
-    with pytest.raises(ValueError, match="expected finite timestamps"):
+    with pytest.raises(ValueError, match="expected finite numbers in 'timestamp', found 1 infinite value"):
         from_interactions(frame)
     frame["timestamp"] = ["yesterday", "today"]
     with pytest.raises(ValueError, match="expected Unix seconds or ISO 8601 dates in 'timestamp'"):
@@ -324,8 +324,8 @@ def test_arguments_are_checked_before_any_data_is_loaded(tmp_path):
     for kwargs, message in (
         (dict(seed=-3), "seed: expected an integer >= 0"),
         (dict(min_rating=float("nan")), "min_rating: expected a finite number"),
-        (dict(min_user_interactions=0), "min_user_interactions: expected an integer >= 1"),
-        (dict(test_frac=1e9), r"test_frac: expected a number in \[0, 1\)"),
+        (dict(min_user_interactions=0), "min_user_interactions: expected an integer in \\[1, 2,147,483,647\\]"),
+        (dict(test_frac=1e9), r"test_frac: expected a number strictly between 0 and 1"),
         (dict(eval_draws=True), r"eval_draws: expected an integer in \[1, 100\], found True"),
         (dict(checkpoint_path=tmp_path), "checkpoint_path: expected a file path"),
     ):
@@ -335,10 +335,22 @@ def test_arguments_are_checked_before_any_data_is_loaded(tmp_path):
         build_recsys_checkpoint("Netflix")
 
 
-def test_a_split_without_test_rows_is_refused(tmp_path):
+def test_a_split_without_test_rows_is_refused_saying_what_to_change(tmp_path):
+    # One user: 20% of one user rounds to no test user.
     one_user = pd.DataFrame({"user": 1, "item": range(10), "value": 1.0, "timestamp": range(10)})
-    with pytest.raises(ValueError, match="the split has no test rows"):
+    with pytest.raises(ValueError, match=r"^user_split: the split has no test rows .*; raise test_frac"):
+        build_recsys_checkpoint(one_user, checkpoint_path=tmp_path / "x.zip", min_rating=None, val_frac=0.0)
+    # After the cut only user 2 is active, and it has no interaction before it to fold in.
+    late = pd.DataFrame({"user": [1] * 8 + [2] * 2, "item": range(10), "value": 1.0, "timestamp": range(10)})
+    with pytest.raises(
+        ValueError, match=r"^time_split: the split has no test rows \(1 test user\(s\) dropped .*a later"
+    ):
         build_recsys_checkpoint(
-            one_user, checkpoint_path=tmp_path / "x.zip", min_rating=None, test_frac=0.0, val_frac=0.0
+            late,
+            checkpoint_path=tmp_path / "x.zip",
+            split_mode="time_split",
+            min_rating=None,
+            min_user_interactions=1,
+            val_frac=0.0,
         )
     assert not (tmp_path / "x.zip").exists()

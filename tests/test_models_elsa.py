@@ -122,10 +122,13 @@ def test_save_load_round_trip_gives_identical_scores(tmp_path):
 @pytest.mark.parametrize(
     "field, value, expectation",
     [
-        ("latent_dim", 0, "an integer >= 1"),
-        ("latent_dim", 2.5, "an integer >= 1"),
-        ("batch_size", -4, "an integer >= 1"),
-        ("epochs", 0, "an integer >= 1"),
+        ("latent_dim", 0, "an integer in [1, 65,536]"),
+        ("latent_dim", 2.5, "an integer in [1, 65,536]"),
+        ("latent_dim", 65_537, "an integer in [1, 65,536]"),
+        ("batch_size", -4, "an integer in [1, 16,777,216]"),
+        ("epochs", 0, "an integer in [1, 100,000]"),
+        ("epochs", 100_001, "an integer in [1, 100,000]"),
+        ("patience", 0, "an integer in [1, 100,000]"),
         ("lr", 0.0, "a finite number > 0"),
         ("lr", float("nan"), "a finite number > 0"),
         ("weight_decay", -0.1, "a finite number >= 0"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,43 @@ def test_a_header_only_file_and_an_empty_frame_are_refused_as_having_no_rows(tmp
         read_interactions_file(tmp_path / "empty.parquet")
     with pytest.raises(ValueError, match="frame: expected at least one interaction, found no rows"):
         from_interactions(pd.DataFrame({"user": [], "item": [], "value": []}))
+
+
+@pytest.mark.parametrize(
+    "text, columns, message",
+    [
+        # pandas would read a repeated header name as "user" and "user.1" and pick the first silently.
+        ("user,user,item,value\n1,2,3,4\n", {}, "user: expected one column named 'user', found 2 columns"),
+        ("user,user,item,value\n1,2,3,4\n", {"user": "user.1"}, "user: expected a column 'user.1' in the"),
+        ("user,item,value\n1,2,inf\n2,3,4\n", {}, "expected finite numbers in 'value', found 1 infinite value"),
+        ("user,item,value,timestamp\n1,2,4,-inf\n", {}, "expected finite numbers in 'timestamp', found 1 infinite"),
+        # A row longer than the header: pandas would take its leading fields as the index and shift the rest.
+        ("user,item,value\n1,2,3,4\n", {}, "expected 3 comma-separated fields per row as in the header"),
+        ("user,item,value\n1,2,3\n1,2,3,4\n", {}, "expected 3 comma-separated fields per row as in the header"),
+        ("", {}, "expected a header line and interactions, found an empty file"),
+    ],
+)
+def test_malformed_logs_are_refused_naming_the_column_or_the_rows(tmp_path, text, columns, message):
+    (tmp_path / "log.csv").write_text(text)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        read_interactions_file(tmp_path / "log.csv", **columns)
+
+
+def test_a_frame_with_a_repeated_column_name_is_refused_and_other_repeats_are_left_alone():
+    frame = pd.DataFrame([[1, 2, 3, 4.0]], columns=["user", "user", "item", "value"])
+    with pytest.raises(ValueError, match=r"^user: expected one column named 'user', found 2 columns of that name$"):
+        from_interactions(frame)
+    # A repeated name among the columns not read is no ambiguity.
+    frame = pd.DataFrame([[1, "a", 3, "b"]], columns=["user", "note", "item", "note"])
+    assert from_interactions(frame, value=None).to_dict("list") == {"user": [1], "item": [3], "value": [1.0]}
+
+
+def test_a_missing_column_of_an_implicit_log_lists_only_the_logs_own_columns():
+    with pytest.raises(ValueError) as refused:
+        from_interactions(_log(10), user="nope", item="sku", value=None)
+    assert str(refused.value) == "user: expected a column 'nope' in the interactions, found columns " + str(
+        ["uid", "sku", "rating", "ts"]
+    )
 
 
 def test_one_column_for_two_roles_is_refused():

@@ -61,8 +61,12 @@ def test_defaults_are_compare_models_and_the_command_lines():
         ("correction", "sidak", "correction: expected one of 'holm', 'bonferroni' or None, found 'sidak'"),
         ("random_state", -1, "random_state: expected an integer >= 0, found -1"),
         ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
-        ("reference", " ", "reference: expected a non-empty string, found ' '"),
-        ("seed", "", "seed: expected a non-empty string, found ''"),
+        ("reference", " ", "reference: expected a non-empty name without control characters, found ' '"),
+        ("reference", "EASE\n", "reference: expected a non-empty name without control characters, found 'EASE\\n'"),
+        ("primary", "ndcg@100\t", "primary: expected a non-empty name without control characters, found 'ndcg@100\\t'"),
+        ("seed", "", "seed: expected a non-empty name without control characters, found ''"),
+        ("metrics", {"ndcg@100"}, "metrics: expected a metric key or a list of keys (in order), found a set"),
+        ("metrics", 5, "metrics: expected a metric key or a list of keys, found int"),
         ("metrics", [], "metrics: expected at least one metric key, found none"),
         ("metrics", ["a", "a"], "metrics: expected distinct keys, found duplicates in ['a', 'a']"),
     ],
@@ -78,7 +82,7 @@ def test_settings_that_contradict_each_other_are_refused():
         ComparisonSettings(metrics=["a"], primary="b")
     with pytest.raises(ValueError, match=r"^reference: a one-sided alternative \('greater'\) needs a reference"):
         ComparisonSettings(alternative="greater")
-    with pytest.raises(TypeError, match=r"^metrics: expected metric keys \(str\), found \[3\]$"):
+    with pytest.raises(ValueError, match=r"^metrics: expected metric keys \(str\), found \[3\]$"):
         ComparisonSettings(metrics=["a", 3])
 
 

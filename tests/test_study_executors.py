@@ -476,7 +476,7 @@ def test_the_sequential_executor_refuses_a_gpu_this_machine_lacks_before_any_run
     "args, message",
     [
         (["--seeds", "0,1,0"], "ValueError: seeds: expected each seed once, found 0 more than once in [0, 1, 0]"),
-        (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer >= 1, found 0"),
+        (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer in [1, 65,536], found 0"),
     ],
 )
 def test_settings_every_training_shares_are_refused_before_any_run(tmp_path, monkeypatch, args, message):

@@ -185,6 +185,8 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.tags["recsys.primary_metric"] == "ndcg@100"
     assert run.data.tags["recsys.result"] == outcome.report.results_text("ndcg@100", "ELSA")
     assert "ELSA" in run.data.tags["mlflow.note.content"]
+    # The notes point to the seed table, which this comparison (ELSA with 3 seeds) logged.
+    assert run.data.tags["mlflow.note.content"].rstrip().endswith("; seed_spread.csv holds the seed table.")
     assert run.data.params["n_resamples"] == "999" and run.data.params["correction"] == "holm"
     assert run.data.metrics["ELSA.ndcg_at_100.difference"] == pytest.approx(row.difference)
     assert run.data.metrics["ELSA.ndcg_at_100.seeds.sd_retraining"] == pytest.approx(seeds.sd_retraining)

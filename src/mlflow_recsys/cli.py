@@ -283,7 +283,8 @@ def train(checkpoint, model, metrics, **hyperparameters):
     from mlflow_recsys.models.train_config import DEFAULT_METRICS, TrainConfig, foreign_hyperparameters
     from mlflow_recsys.tracking.training import run_train
 
-    given = {k: v for k, v in hyperparameters.items() if v is not None}
+    # "" is an option left out, as everywhere in the CLI (the MLproject passes its empty defaults so).
+    given = {k: v for k, v in hyperparameters.items() if v is not None and v != ""}
     # A run logs the hyper-parameters its model takes and no others, so the command refuses the rest.
     problem = foreign_hyperparameters(MODELS[model], given)
     if problem:
@@ -452,7 +453,7 @@ def compare(
         experiment=_none_if_empty(experiment),
         filter_string=_none_if_empty(filter_string),
         settings=settings,
-        model_tag=model_tag,
+        model_tag=_none_if_empty(model_tag) or tags.MODEL,
         output_experiment=_none_if_empty(output_experiment),
     )
     _print_comparison(outcome, settings.primary)
@@ -628,7 +629,7 @@ def main(
         batch_size=batch_size,
         epochs=epochs,
         lr=lr,
-        device=device,
+        device=_none_if_empty(device) or "cpu",
         metrics=metrics,
         primary=primary,
         n_resamples=n_resamples,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import unicodedata
 from collections.abc import Collection
 from typing import TypeVar, cast
 
@@ -113,6 +114,26 @@ def text(value: object, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(expected(name, "a non-empty string", value))
     return value
+
+
+def line(value: object, name: str, *, longest: int | None = None) -> str:
+    """``value`` when it is a non-empty string on one line: no control characters (newline, tab, NUL, escape).
+
+    For names shown in tables, logs and the MLflow UI (experiments, models, metric keys), where a control
+    character would break a row or hide what follows it. ``longest`` bounds the length in characters.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: expected a non-empty name without control characters, found <value>"``.
+    """
+    shown = "a non-empty name without control characters"
+    if longest is not None:
+        shown += f", of at most {longest:,} characters"
+    ok = isinstance(value, str) and value.strip() and not any(unicodedata.category(c) == "Cc" for c in value)
+    if not ok or (longest is not None and len(value) > longest):  # type: ignore[arg-type]  # a str when ok
+        raise ValueError(expected(name, shown, value))
+    return cast(str, value)
 
 
 def _integer_range(minimum: int | None, maximum: int | None) -> str:

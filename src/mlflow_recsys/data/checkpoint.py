@@ -234,6 +234,14 @@ def _core(positives: pd.DataFrame, min_user_interactions: int, min_item_interact
     return pruned, report
 
 
+#: How to get test rows out of a split that left none, by split mode.
+_MORE_TEST_ROWS = {
+    "user_split": "raise test_frac (more test users) or lower min_user_interactions",
+    "leave_one_out": "each user needs 2 interactions or more; lower min_rating or min_item_interactions",
+    "time_split": "raise test_frac (a later cut) so that users active before it are active after it too",
+}
+
+
 def _split(pruned: pd.DataFrame, config: SplitConfig) -> UserSplit:
     """The split ``config`` asks for; ValueError when it leaves no test rows."""
     if config.split_mode == "user_split":
@@ -244,8 +252,8 @@ def _split(pruned: pd.DataFrame, config: SplitConfig) -> UserSplit:
         split = time_split(pruned, **config.split_keywords())
     if split.test.source.shape[0] == 0:
         raise ValueError(
-            f"{config.split_mode}: the split has no test rows ({split.test.n_users_dropped} held-out user(s) dropped "
-            "for lack of fold-in or targets); hold out more users or interactions"
+            f"{config.split_mode}: the split has no test rows ({split.test.n_users_dropped} test user(s) dropped "
+            f"for lack of fold-in rows or targets); {_MORE_TEST_ROWS[config.split_mode]}"
         )
     return split
 

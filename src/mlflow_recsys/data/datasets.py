@@ -16,14 +16,16 @@ and, when the source has times, ``timestamp`` (int64, Unix seconds).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import os
 import warnings
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path, PurePosixPath
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -345,23 +347,32 @@ def from_interactions(
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
     if frame.empty:
         raise ValueError(f"frame: expected at least one interaction, found no rows (columns {list(frame.columns)})")
-    if value is None:
-        frame = frame.assign(**{_IMPLICIT: 1.0})
-        value = _IMPLICIT
-    names = {"user": user, "item": item, "value": value}
+    names: dict[str, Any] = {"user": user, "item": item, "value": value}
     if timestamp is not None and (timestamp in frame.columns or timestamp != "timestamp"):
         names["timestamp"] = timestamp
-    for role, column in names.items():
-        if column not in frame.columns:
-            raise ValueError(
-                f"{role}: expected a column {column!r} in the interactions, found columns {list(frame.columns)}"
-            )
-    shared = sorted({c for c in names.values() if list(names.values()).count(c) > 1})
-    if shared:
-        roles = [r for r, c in names.items() if c in shared]
-        raise ValueError(f"{'/'.join(roles)}: expected a column of its own for each, found {shared} named twice")
-    picked = frame[list(names.values())].set_axis(list(names), axis=1)
+    check_column_names(names, list(frame.columns))
+    if value is None:
+        frame = frame.assign(**{_IMPLICIT: 1.0})
+        names["value"] = _IMPLICIT
+    positions = [frame.columns.get_loc(column) for column in names.values()]
+    picked = frame.iloc[:, positions].set_axis(list(names), axis=1)
     return _normalise(picked, tuple(names), "frame")
+
+
+def check_column_names(names: dict[str, Any], found: list) -> None:
+    """Raise ValueError unless each role's column in ``names`` (role to column name; ``None`` for no column) is
+    one column of ``found``, the log's columns in order, and no two roles share one."""
+    given = {role: column for role, column in names.items() if column is not None}
+    for role, column in given.items():
+        count = found.count(column)
+        if count == 0:
+            raise ValueError(f"{role}: expected a column {column!r} in the interactions, found columns {found}")
+        if count > 1:
+            raise ValueError(f"{role}: expected one column named {column!r}, found {count} columns of that name")
+    shared = sorted({str(c) for c in given.values() if list(given.values()).count(c) > 1})
+    if shared:
+        roles = [r for r, c in given.items() if str(c) in shared]
+        raise ValueError(f"{'/'.join(roles)}: expected a column of its own for each, found {shared} named twice")
 
 
 def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
@@ -388,10 +399,7 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
         # Ids are read as text and turned into integers only when every one is written as a
         # plain integer, so "0012" and "12" stay two different items.
         id_columns = {columns.get("user", "user"): str, columns.get("item", "item"): str}
-        try:
-            frame = pd.read_csv(path, dtype=id_columns)
-        except pd.errors.EmptyDataError:
-            raise ValueError(f"{path}: expected a header line and interactions, found an empty file") from None
+        frame = _read_csv(path, id_columns)
     elif suffix == ".parquet":
         frame = pd.read_parquet(path)
     else:
@@ -524,7 +532,32 @@ def _ids(column: pd.Series) -> np.ndarray:
 def _numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
     if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
         raise ValueError(f"{where}: expected numbers in {name!r}, found dtype {column.dtype}")
-    return column.to_numpy(dtype=np.float64)
+    values = column.to_numpy(dtype=np.float64)
+    infinite = int(np.isinf(values).sum())
+    if infinite:
+        raise ValueError(f"{where}: expected finite numbers in {name!r}, found {infinite} infinite value(s)")
+    return values
+
+
+def _read_csv(path: Path, dtype: Mapping[Any, type]) -> pd.DataFrame:
+    """The CSV file at ``path`` with its columns named as its header line writes them: pandas would rename a
+    repeated name (``user,user`` reads as ``user``, ``user.1``), and a log naming one column twice is refused."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            header = next(csv.reader(handle), [])
+        with warnings.catch_warnings():
+            # Rows longer than the header: pandas would take the extra leading fields as the index, or with
+            # index_col=False drop the trailing ones with a mere warning.
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            frame = pd.read_csv(path, dtype=dtype, index_col=False) if header else None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: expected UTF-8 text, found undecodable bytes ({exc.reason})") from None
+    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
+        fields = f"{len(header)} comma-separated fields per row as in the header"
+        raise ValueError(f"{path}: expected {fields} ({str(exc).strip()})") from None
+    if frame is None:
+        raise ValueError(f"{path}: expected a header line and interactions, found an empty file")
+    return frame.set_axis(header, axis=1)
 
 
 def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
@@ -540,9 +573,4 @@ def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
     if pd.api.types.is_datetime64_any_dtype(column):
         utc = column.dt.tz_convert("UTC") if column.dt.tz is not None else column.dt.tz_localize("UTC")
         return ((utc - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
-    seconds = _numbers(column, "timestamp", where)
-    if not np.isfinite(seconds).all():
-        raise ValueError(
-            f"{where}: expected finite timestamps, found {int((~np.isfinite(seconds)).sum())} infinite value(s)"
-        )
-    return np.floor(seconds).astype(np.int64)
+    return np.floor(_numbers(column, "timestamp", where)).astype(np.int64)

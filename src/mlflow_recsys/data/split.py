@@ -100,7 +100,7 @@ def user_split(
     seed:
         Integer >= 0.
     test_frac, val_frac:
-        Fractions of users held out, each in [0, 1) with sum < 1. Defaults 0.2, 0.1.
+        Fractions of users held out, ``test_frac`` in (0, 1), ``val_frac`` in [0, 1), sum < 1. Defaults 0.2, 0.1.
     eval_holdout_frac:
         Fraction of a held-out user's items used as targets, in (0, 1). Default 0.2.
     eval_draws:
@@ -285,7 +285,7 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
         (user, item) pairs.
     test_frac, val_frac:
         Shares of the interactions (by time) in the test and validation
-        periods, each in [0, 1) with sum < 1. Defaults 0.2 and 0.1.
+        periods, ``test_frac`` in (0, 1), ``val_frac`` in [0, 1), sum < 1. Defaults 0.2 and 0.1.
 
     Returns
     -------
@@ -394,9 +394,10 @@ def check_holdout_frac(eval_holdout_frac: float) -> None:
 
 
 def check_fractions(test_frac: float, val_frac: float, what: str) -> None:
-    """Raise ValueError unless both fractions are in [0, 1) and sum below 1 (``what`` names what remains)."""
-    for name, value in (("test_frac", test_frac), ("val_frac", val_frac)):
-        validation.number(value, name, at_least=0, below=1)
+    """Raise ValueError unless ``test_frac`` is in (0, 1), ``val_frac`` in [0, 1) and their sum below 1 (``what``
+    names what remains). A split without test rows has nothing to evaluate; one without validation rows is fine."""
+    validation.number(test_frac, "test_frac", above=0, below=1)
+    validation.number(val_frac, "val_frac", at_least=0, below=1)
     if test_frac + val_frac >= 1.0:
         raise ValueError(
             f"test_frac + val_frac: expected a sum below 1 so that {what} remain, found {test_frac} + {val_frac}"

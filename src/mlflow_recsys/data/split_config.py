@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, fields
-from numbers import Real
 from typing import Any
 
 from mlflow_recsys import validation
@@ -48,12 +46,12 @@ class SplitConfig:
     eval_holdout_frac : float in (0, 1) or None
         ``user_split`` only: share of a held-out user's items that are targets. ``None`` means 0.2 where the mode
         takes it; after checking, it holds the value used (``None`` where the mode does not take it).
-    test_frac, val_frac : float in [0, 1) or None
+    test_frac, val_frac : float in (0, 1) and [0, 1), or None
         ``user_split``: shares of users; ``time_split``: shares of interactions, by time. ``None`` means 0.2 and
         0.1; their sum must stay below 1. ``None`` for ``leave_one_out``.
     min_rating : float or None, default 4.0
         Lowest value kept as a positive; ``None`` keeps every row (implicit feedback).
-    min_user_interactions, min_item_interactions : int >= 1, default 5 and 1
+    min_user_interactions, min_item_interactions : int in [1, 2**31 - 1], default 5 and 1
         k-core thresholds (users, items).
 
     Raises
@@ -104,10 +102,12 @@ class SplitConfig:
         check_seed(self.seed)
         put("seed", int(self.seed))
         if self.min_rating is not None:
-            rating = self.min_rating
-            if isinstance(rating, bool) or not isinstance(rating, Real) or not math.isfinite(rating):
-                raise ValueError(validation.expected("min_rating", "a finite number or None", rating))
-            put("min_rating", validation.number(rating, "min_rating"))
+            try:
+                put("min_rating", validation.number(self.min_rating, "min_rating"))
+            except ValueError:
+                raise ValueError(
+                    validation.expected("min_rating", "a finite number or None", self.min_rating)
+                ) from None
         check_thresholds(self.min_user_interactions, self.min_item_interactions)
         put("min_user_interactions", int(self.min_user_interactions))
         put("min_item_interactions", int(self.min_item_interactions))

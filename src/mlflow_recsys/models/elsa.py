@@ -35,6 +35,12 @@ if TYPE_CHECKING:
 _NORM_EPS = 1e-12
 
 
+# Upper limits, refused when the config is made rather than deep in torch (an overflow, or an allocation that
+# cannot succeed): 65,536 latent columns already take 26 GB of float32 weights for 100,000 items.
+MAX_LATENT_DIM = 65_536
+MAX_BATCH_SIZE = 2**24
+MAX_EPOCHS = 100_000
+
 # Optimiser names and their ``torch.optim`` classes, looked up when training starts.
 OPTIMIZERS = {"nadam": "NAdam", "adam": "Adam", "sgd": "SGD"}
 
@@ -46,11 +52,11 @@ class ELSAConfig:
     Attributes
     ----------
     latent_dim:
-        Columns of ``A`` (rank of the item model), integer >= 1, default 256.
+        Columns of ``A`` (rank of the item model), integer in [1, 65,536], default 256.
     batch_size:
-        Users per optimisation step, integer >= 1, default 1024.
+        Users per optimisation step, integer in [1, 2**24], default 1024.
     epochs:
-        Passes over the training users, integer >= 1, default 10.
+        Passes over the training users, integer in [1, 100,000], default 10.
     lr:
         NAdam learning rate, finite > 0, default 0.01.
     weight_decay:
@@ -64,7 +70,7 @@ class ELSAConfig:
         Integer seeding the weight initialisation and the per-epoch user
         shuffles, default 0.
     patience:
-        Early stopping: stop after this many epochs without a better
+        Early stopping (integer in [1, 100,000]): stop after this many epochs without a better
         validation score and keep the best epoch's weights. ``None``
         (default) trains all ``epochs``. Needs a ``validate`` callback in
         :meth:`ELSA.fit`.
@@ -86,9 +92,8 @@ class ELSAConfig:
     patience: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "latent_dim", validation.integer(self.latent_dim, "latent_dim", minimum=1))
-        object.__setattr__(self, "batch_size", validation.integer(self.batch_size, "batch_size", minimum=1))
-        object.__setattr__(self, "epochs", validation.integer(self.epochs, "epochs", minimum=1))
+        for name, most in (("latent_dim", MAX_LATENT_DIM), ("batch_size", MAX_BATCH_SIZE), ("epochs", MAX_EPOCHS)):
+            object.__setattr__(self, name, validation.integer(getattr(self, name), name, minimum=1, maximum=most))
         object.__setattr__(self, "lr", validation.number(self.lr, "lr", above=0))
         object.__setattr__(self, "weight_decay", validation.number(self.weight_decay, "weight_decay", at_least=0))
         if not isinstance(self.device, str):
@@ -98,7 +103,8 @@ class ELSAConfig:
             check_device(self.device)
         validation.one_of(self.optimizer, "optimizer", sorted(OPTIMIZERS))
         if self.patience is not None:
-            object.__setattr__(self, "patience", validation.integer(self.patience, "patience", minimum=1))
+            patience = validation.integer(self.patience, "patience", minimum=1, maximum=MAX_EPOCHS)
+            object.__setattr__(self, "patience", patience)
         object.__setattr__(self, "seed", validation.seed(self.seed, "seed"))
 
 

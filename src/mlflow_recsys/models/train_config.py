@@ -109,7 +109,10 @@ class TrainConfig:
         return parse_metric_keys(self.metrics)
 
     def replace(self, **changes: Any) -> TrainConfig:
-        """A copy with ``changes`` applied to the fields, checked again."""
+        """A copy with ``changes`` applied to the fields, checked again. Another ``model`` takes its own default
+        hyper-parameters unless ``changes`` gives them: this model's would be refused as not its own."""
+        if "model" in changes and "hyperparameters" not in changes and model_spec(changes["model"]).name != self.model:
+            changes = {**changes, "hyperparameters": {}}
         return dataclasses.replace(self, **changes)
 
     def to_params(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from mlflow_recsys import validation
 from mlflow_recsys.stats.corrections import CORRECTIONS, Correction
-from mlflow_recsys.validation import expected, integer, number, one_of, text
+from mlflow_recsys.validation import expected, integer, line, number, one_of
 
 if TYPE_CHECKING:
     from mlflow_recsys.evaluation import EvaluationResult
@@ -95,8 +95,8 @@ class ComparisonSettings:
     Raises
     ------
     ValueError
-        For any field out of range, as ``"<field>: expected ..., found ..."``; :class:`TypeError` for metric
-        keys that are not strings.
+        For any field out of range or of the wrong type, as ``"<field>: expected ..., found ..."``; names
+        (``reference``, ``primary``, ``seed``, metric keys) with control characters included.
     """
 
     reference: str | None = None
@@ -120,7 +120,7 @@ class ComparisonSettings:
             put(self, "metrics", tuple(metric_keys(self.metrics)))
         for name in ("reference", "primary"):
             if getattr(self, name) is not None:
-                text(getattr(self, name), name)
+                put(self, name, line(getattr(self, name), name))
         if self.metrics is not None and self.primary is not None and self.primary not in self.metrics:
             raise ValueError(expected("primary", f"one of the compared metrics {list(self.metrics)}", self.primary))
         put(self, "family", one_of(self.family, "family", FAMILIES))
@@ -141,7 +141,7 @@ class ComparisonSettings:
         if isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool):
             put(self, "seed", str(self.seed))  # compared as the recsys.seed tag's text
         if self.seed is not None:
-            text(self.seed, "seed")
+            put(self, "seed", line(self.seed, "seed"))
         if self.reference is None and self.alternative != "two-sided":
             raise ValueError(
                 f"reference: a one-sided alternative ({self.alternative!r}) needs a reference model "
@@ -187,26 +187,24 @@ def metric_keys(metrics: str | Sequence[str]) -> list[str]:
 
     Raises
     ------
-    TypeError
-        If ``metrics`` is not a str or a sequence of str.
     ValueError
-        If it is empty or repeats a key.
+        If ``metrics`` is not a str or a sequence of str, is empty or repeats a key.
     """
     if isinstance(metrics, str):
         metrics = [metrics]
     if isinstance(metrics, (Set, Mapping)):  # no order: the report's rows, and the logged param, would vary by process
-        raise TypeError(
+        raise ValueError(
             f"metrics: expected a metric key or a list of keys (in order), found a {type(metrics).__name__}"
         )
     try:
         keys = list(metrics)
     except TypeError:
-        raise TypeError(f"metrics: expected a metric key or a list of keys, found {type(metrics).__name__}") from None
+        raise ValueError(f"metrics: expected a metric key or a list of keys, found {type(metrics).__name__}") from None
     if not keys:
         raise ValueError("metrics: expected at least one metric key, found none")
     bad = [m for m in keys if not isinstance(m, str)]
     if bad:
-        raise TypeError(f"metrics: expected metric keys (str), found {bad!r}")
+        raise ValueError(f"metrics: expected metric keys (str), found {bad!r}")
     # Joined by commas into one param and read back as column names: a key must survive both.
     malformed = [m for m in keys if not m.strip() or m != m.strip() or "," in m or not m.isprintable()]
     if malformed:

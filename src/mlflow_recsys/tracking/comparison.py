@@ -189,6 +189,8 @@ def compare_runs(
     TrackingServerError
         If the tracking server does not answer within the bounded wait.
     """
+    if on_stage is not None and not callable(on_stage):
+        raise TypeError(validation.expected("on_stage", "a callable taking the stage's name, or None", on_stage))
     stage = on_stage or (lambda name: None)
     settings = _settings_iv(settings)
     with translated_server_errors():
@@ -412,7 +414,7 @@ def _check_settings(settings: ComparisonSettings, model_tag) -> None:
                 bad.append(key)
         if bad:
             raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
-    validation.text(model_tag, "model_tag")
+    validation.line(model_tag, "model_tag")
 
 
 @dataclass(frozen=True)
@@ -602,11 +604,10 @@ class _Target:
         if active is not None:
             check_run_is_free(MlflowClient().get_run(active.info.run_id), source="the active run")
         if output_experiment is not None:
-            if len(output_experiment) > 500 or not output_experiment.strip():
-                raise RunSelectionError(
-                    f"output_experiment: expected a non-empty name of at most 500 characters, found "
-                    f"{len(output_experiment)} characters"
-                )
+            try:
+                validation.line(output_experiment, "output_experiment", longest=500)
+            except ValueError as exc:
+                raise RunSelectionError(str(exc)) from None
             exp = mlflow.get_experiment_by_name(output_experiment)
             if exp is not None and exp.lifecycle_stage != "active":
                 raise RunSelectionError(
@@ -919,17 +920,17 @@ def _note_versions(
     tables = [report.to_markdown(), ""]
     if averaged is not None:
         tables = ["### Representative seed", "", *tables, "### Seed-averaged", "", averaged.to_markdown(), ""]
-    yield "\n".join(title + declaration + sentences + tables + seeds + what + [NOTE_POINTER])
+    yield "\n".join(title + declaration + sentences + tables + seeds + what + [_note_pointer(bool(spreads))])
     yield from _compact_notes(
         report, title, declaration, sentences, seeds, _compact_provenance(provenance), averaged is not None
     )
 
 
-#: The last line of the run notes.
-NOTE_POINTER = (
-    "The full report is in this run's artifacts: report.html (table, plots, methods), report.md and "
-    "report.csv; seed_spread.csv holds the seed table."
-)
+def _note_pointer(has_seed_table: bool) -> str:
+    """The last line of the run notes: where the full report is, and the seed table when one was logged."""
+    files = "report.html (table, plots, methods), report.md and report.csv"
+    seeds = "; seed_spread.csv holds the seed table" if has_seed_table else ""
+    return f"The full report is in this run's artifacts: {files}{seeds}."
 
 
 def _compact_provenance(provenance: dict | None) -> list[str]:
@@ -971,6 +972,7 @@ def _compact_notes(
         for r in report.to_frame().itertuples()
     ]
     seeds_elsewhere = ["The seed-spread sentences are in report.html.", ""] if seeds else []
+    pointer = _note_pointer(bool(seeds))
     if averaged:
         header = ["Representative seed (the seed-averaged table is in report.md):", ""] + header
     for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
@@ -979,9 +981,7 @@ def _compact_notes(
         fixed = (
             len(
                 "\n".join(
-                    head
-                    + header
-                    + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.", "", NOTE_POINTER]
+                    head + header + ["", f"{len(rows)} more of the {len(rows)} rows are in report.md.", "", pointer]
                 )
             )
             + 1
@@ -993,8 +993,8 @@ def _compact_notes(
         if extra != seeds_elsewhere and n < min(len(rows), MIN_NOTE_ROWS):
             continue  # a table matters more than the sentences, which report.md holds too
         more = [f"{len(rows) - n} more of the {len(rows)} rows are in report.md.", ""] if n < len(rows) else []
-        yield "\n".join(head + header + rows[:n] + [""] + more + [NOTE_POINTER])
-    yield "\n".join(title + [f"{len(rows)} hypotheses; the table does not fit MLflow's run notes.", "", NOTE_POINTER])
+        yield "\n".join(head + header + rows[:n] + [""] + more + [pointer])
+    yield "\n".join(title + [f"{len(rows)} hypotheses; the table does not fit MLflow's run notes.", "", pointer])
 
 
 def source_runs_tag(run_ids: list[str]) -> str:

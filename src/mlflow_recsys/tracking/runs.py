@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -95,6 +96,9 @@ def select_runs(
         experiment (e.g. it cannot be reached); the caller reports it.
     """
     client = client or MlflowClient()
+    for name, value in (("compare_url", compare_url), ("experiment", experiment), ("filter_string", filter_string)):
+        if value is not None and not isinstance(value, str):
+            raise RunSelectionError(expected(name, "a str or None", value))
     if filter_string and experiment is None:
         raise RunSelectionError("filter_string: a filter selects runs within an experiment; give the experiment too")
     run_ids = run_id_list(run_ids)
@@ -139,7 +143,13 @@ def run_id_list(run_ids) -> list[str] | None:
         raise RunSelectionError(
             expected("run_ids", "a list of run ids (split a comma-separated string first)", run_ids)
         )
-    return list(run_ids) if run_ids else None
+    if run_ids is not None and not isinstance(run_ids, Iterable):
+        raise RunSelectionError(expected("run_ids", "a list of run ids", run_ids))
+    listed = list(run_ids) if run_ids else []
+    for run_id in listed:
+        if not isinstance(run_id, str):
+            raise RunSelectionError(expected("run_ids", "run ids as strings", run_id))
+    return [str(run_id) for run_id in listed] or None
 
 
 def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run]:
