@@ -138,10 +138,12 @@ def test_ray_study_logs_the_same_runs_as_the_sequential_study(studies):
     for key in sequential:
         (a,), (b,) = sequential[key], on_ray[key]
         assert a.info.status == b.info.status == "FINISHED"
-        # Bit for bit: the same split, seed and code give the same model in a Ray worker as in its own process.
-        assert {k: v for k, v in b.data.metrics.items() if k not in TIMINGS} == {
-            k: v for k, v in a.data.metrics.items() if k not in TIMINGS
-        }, key
+        # Bit for bit: the same split, seed and code give the same model, so the same scores, in a Ray worker
+        # as in its own process. The mean training loss is a diagnostic summed by torch's threaded reduction,
+        # and a Ray task gets one thread where a process gets every core: it agrees to float32 precision.
+        ray_metrics, own_metrics = ({k: v for k, v in run.data.metrics.items() if k not in TIMINGS} for run in (b, a))
+        assert ray_metrics.pop("train_loss", 0.0) == pytest.approx(own_metrics.pop("train_loss", 0.0), rel=1e-6)
+        assert ray_metrics == own_metrics, key
         for tag in ("recsys.config", "recsys.split_digest", "recsys.targets_fingerprint", "recsys.command"):
             assert b.data.tags[tag] == a.data.tags[tag], (key, tag)
         assert {k: v for k, v in b.data.params.items() if k != "checkpoint"} == {
