@@ -263,7 +263,12 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
         (dict(experiment=str(experiment), filter_string=3), r"^filter_string: expected a str or None, found 3$"),
         (dict(compare_url=3), r"^compare_url: expected a str or None, found 3$"),
         (dict(run_ids=[ease, pop], output_experiment=5), r"^output_experiment: expected a non-empty name without"),
-        (dict(run_ids=[ease, pop], output_experiment="x\ny"), r"without control characters.*found 'x\\ny'$"),
+        (dict(run_ids=[ease, pop], output_experiment="x\ny"), r"without control or invisible.*found 'x\\ny'$"),
+        (dict(run_ids=[ease, pop], output_experiment="a\u202eb"), r"^output_experiment: expected a non-empty name"),
+        (dict(run_ids=[ease, pop], output_experiment="a\udcffb"), r"^output_experiment: expected a non-empty name"),
+        (dict(experiment="a\udcffb"), r"^experiment: expected UTF-8 text"),
+        (dict(run_ids=np.array([ease, pop, pop])), "expected distinct run ids"),
+        (dict(run_ids={ease, pop}), r"^run_ids: expected a list of run ids \(in order\), found a set"),
     ]
     for kwargs, message in cases:
         with pytest.raises((RunSelectionError, ValueError), match=message):

@@ -133,7 +133,7 @@ def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
         (("EASE", {"epochs": 5}), "epochs: not a hyper-parameter of EASE (it takes: l2); found epochs=5"),
         (("Popularity", {"seed": 0}), "seed: not a hyper-parameter of Popularity (it takes: none); found seed=0"),
         (("EASE", [("l2", 5.0)]), "hyperparameters: expected a mapping of hyper-parameter names to values, found"),
-        (("EASE", {"l2": -1.0}), "l2: expected a finite number > 0, found -1.0"),
+        (("EASE", {"l2": -1.0}), "l2: expected a number in [1e-06, 1e+12], found -1.0"),
         (("ELSA", {"epochs": 0}), "epochs: expected an integer in [1, 100,000], found 0"),
         (("ELSA", {"epochs": 10**20}), "epochs: expected an integer in [1, 100,000], found 100000000000000000000"),
         (("ELSA", {"latent_dim": 10**20}), "latent_dim: expected an integer in [1, 65,536], found 1000"),
@@ -143,6 +143,7 @@ def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
         (("EASE", {}, ("ndcg@x",)), "metrics: "),
         (("EASE", {}, ()), "metrics: "),
         (("EASE", {}, 3), "metrics: "),
+        (("EASE", {}, ("ndcg@10", "ndcg@10")), "metrics: expected distinct keys, found ['ndcg@10'] more than once"),
     ],
 )
 def test_each_train_setting_is_refused_with_its_name(args, message):
@@ -204,7 +205,7 @@ def test_a_step_refuses_a_config_of_the_wrong_kind_before_any_run(tmp_path, step
     [
         (lambda: validation.number(10**400, "x"), "x: expected a finite number, found 1000"),
         (lambda: SplitConfig(test_frac=10**400), "test_frac: expected a number strictly between 0 and 1, found 1000"),
-        (lambda: TrainConfig("EASE", {"l2": 10**400}), "l2: expected a finite number > 0, found 1000"),
+        (lambda: TrainConfig("EASE", {"l2": 10**400}), "l2: expected a number in [1e-06, 1e+12], found 1000"),
         (lambda: SplitConfig(seed=2**63), f"seed: expected an integer <= {2**63 - 1:,} (2**63 - 1), found {2**63}"),
         (lambda: TrainConfig("ELSA", {"seed": 2**70}), "seed: expected an integer <= 9,223,372,036,854,775,807"),
         (lambda: ComparisonSettings(random_state=10**23), "random_state: expected an integer <= 9,223,"),
@@ -354,13 +355,20 @@ def test_an_empty_option_is_an_option_left_out_and_huge_values_are_refused_befor
     res = CliRunner().invoke(cli, huge)
     assert res.exit_code == 1 and "latent_dim: expected an integer in [1, 65,536]" in res.output, res.output
     assert len(client.search_runs([small_store["experiment_id"]])) == before
-    # `--device ''` is --device left out: EASE, which takes no device, trains.
+    res = CliRunner().invoke(cli, ["train", "--checkpoint", checkpoint, "--model", "EASE", "--l2", "1e400"])
+    assert res.exit_code == 2 and "expected a finite number or nothing, found '1e400'" in res.output, res.output
+    # `--device ''` and `--l2 ''` are the options left out: EASE, which takes no device, trains with l2=500.
     ids = []
     for model in ("EASE", "Popularity"):
-        res = CliRunner().invoke(cli, ["train", "--checkpoint", checkpoint, "--model", model, "--device", ""])
+        left_out = ["--device", ""] + (["--l2", ""] if model == "EASE" else [])
+        res = CliRunner().invoke(cli, ["train", "--checkpoint", checkpoint, "--model", model, *left_out])
         assert res.exit_code == 0, res.output
         ids.append(re.search(r"train run ([0-9a-f]{32})", res.output).group(1))
-    assert "device" not in client.get_run(ids[0]).data.params
+    assert "device" not in client.get_run(ids[0]).data.params and client.get_run(ids[0]).data.params["l2"] == "500.0"
+    # `--min-rating ''` is the default (auto: 4 for a log with ratings), not "keep every row".
+    res = CliRunner().invoke(cli, ["split", "--dataset", str(small_store["csv"]), "--min-rating", ""])
+    split_id = re.search(r"split run ([0-9a-f]{32})", res.output).group(1)
+    assert client.get_run(split_id).data.params["min_rating"] == "4.0"
     res = CliRunner().invoke(cli, ["compare", *ids, "--model-tag", "", "--n-resamples", "99", "--metrics", "ndcg@100"])
     assert res.exit_code == 0, res.output
     comparison = client.search_runs(
@@ -374,3 +382,11 @@ def test_a_column_name_that_reads_like_a_secret_is_masked_in_params_and_whole_in
     assert json.loads(MlflowClient().get_run(split).data.params["columns"]) == {"user": "api_key=***"}
     manifest = mlflow.artifacts.load_dict(f"runs:/{split}/manifest.json")
     assert manifest["dataset"]["columns"]["user"] == "api_key=abc"
+
+
+def test_a_file_name_that_is_not_utf8_is_logged_with_its_byte_escaped(small_store, log, tmp_path):
+    path = tmp_path / b"\xff.csv".decode("utf-8", "surrogateescape")  # a byte a shell may pass on
+    log.to_csv(path, index=False)
+    run = MlflowClient().get_run(run_split(str(path), SplitConfig(min_user_interactions=3)))
+    assert run.info.status == "FINISHED" and run.data.params["dataset"].endswith("\\udcff.csv")
+    assert run.data.tags["recsys.dataset"] == "\\udcff" and run.info.run_name.startswith("split \\udcff ")

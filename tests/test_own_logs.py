@@ -58,15 +58,50 @@ def test_a_header_only_file_and_an_empty_frame_are_refused_as_having_no_rows(tmp
         ("user,item,value\n1,2,inf\n2,3,4\n", {}, "expected finite numbers in 'value', found 1 infinite value"),
         ("user,item,value,timestamp\n1,2,4,-inf\n", {}, "expected finite numbers in 'timestamp', found 1 infinite"),
         # A row longer than the header: pandas would take its leading fields as the index and shift the rest.
-        ("user,item,value\n1,2,3,4\n", {}, "expected 3 comma-separated fields per row as in the header"),
-        ("user,item,value\n1,2,3\n1,2,3,4\n", {}, "expected 3 comma-separated fields per row as in the header"),
+        ("user,item,value\n1,2,3,4\n", {}, "expected comma-separated rows of the header's fields"),
+        ("user,item,value\n1,2,3\n1,2,3,4\n", {}, "expected comma-separated rows of the header's fields"),
         ("", {}, "expected a header line and interactions, found an empty file"),
+        ("  \n\n", {}, "expected a header line and interactions, found an empty file"),
+        # Past the years 1 to 9999, or through float64 past 2**53, a timestamp would wrap or lose its order.
+        ("user,item,value,timestamp\n1,2,4,1e20\n", {}, "expected Unix seconds in [-62,135,596,800, 253,402,300,"),
+        ("user,item,value,timestamp\n1,2,4,9223372036854775000\n", {}, "1 value(s) outside, such as 92233720368"),
+        ("user,item,value,n\n1,2,3\n", {"user": "x" * 140_000}, "user: expected a column 'xxxx"),
     ],
 )
 def test_malformed_logs_are_refused_naming_the_column_or_the_rows(tmp_path, text, columns, message):
     (tmp_path / "log.csv").write_text(text)
     with pytest.raises(ValueError, match=re.escape(message)):
         read_interactions_file(tmp_path / "log.csv", **columns)
+
+
+def test_ids_and_timestamps_keep_every_distinction_the_file_makes(tmp_path):
+    # "-0" is not the integer 0 as written, so the ids stay text; a far date keeps its order; a header longer than
+    # the csv module's field limit is still a header.
+    long = "t" * 140_000
+    text = f"user,item,value,{long}\n0,1,4,9999-12-31T00:00:00\n-0,1,4,2020-01-01T00:00:00+02:00\n"
+    (tmp_path / "log.csv").write_text("\n" + text)  # a blank first line, skipped as pandas skips it
+    frame = read_interactions_file(tmp_path / "log.csv", timestamp=long)
+    assert frame["user"].tolist() == ["0", "-0"]
+    assert frame["timestamp"].tolist() == [253_402_214_400, 1_577_829_600]
+
+
+def test_a_parquet_file_naming_a_column_twice_or_broken_is_refused_with_its_path(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrays = [pa.array([1]), pa.array([2]), pa.array([3]), pa.array([4.0])]
+    pq.write_table(pa.Table.from_arrays(arrays, names=["user", "user", "item", "value"]), tmp_path / "twice.parquet")
+    with pytest.raises(ValueError, match=r"twice.parquet: expected each column named once, found \['user'\] more"):
+        read_interactions_file(tmp_path / "twice.parquet")
+    (tmp_path / "broken.parquet").write_text("nope")
+    with pytest.raises(ValueError, match=r"broken.parquet: expected a Parquet file, found one pyarrow cannot read"):
+        read_interactions_file(tmp_path / "broken.parquet")
+
+
+def test_an_implicit_log_may_use_any_column_name():
+    frame = pd.DataFrame({"__implicit_value__": [1, 2, 3], "item": [4, 5, 6]})
+    read = from_interactions(frame, user="__implicit_value__", value=None)
+    assert read.to_dict("list") == {"user": [1, 2, 3], "item": [4, 5, 6], "value": [1.0, 1.0, 1.0]}
 
 
 def test_a_frame_with_a_repeated_column_name_is_refused_and_other_repeats_are_left_alone():

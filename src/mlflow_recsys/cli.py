@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import signal
 import sys
@@ -147,15 +148,32 @@ def _optional_float(ctx, param, value):
     if value is None:
         return None
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         raise click.BadParameter(f"expected a number or nothing, found {value!r}") from None
+    if not math.isfinite(number):  # "1e400" reads as inf: say what was typed
+        raise click.BadParameter(f"expected a finite number or nothing, found {value!r}")
+    return number
+
+
+def _optional_int(ctx, param, value):
+    """Integer options that may be left unset, also from MLproject parameters whose default is ''."""
+    value = _none_if_empty(value)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise click.BadParameter(f"expected an integer or nothing, found {value!r}") from None
 
 
 def _min_rating(ctx, param, value):
-    """``auto`` (the default): 4 for a log with ratings, none for implicit feedback (``--value-col none``)."""
-    if isinstance(value, str) and value.strip().lower() == "auto":
+    """``auto`` (the default, also for ''): 4 for a log with ratings, none for implicit feedback (``--value-col
+    none``); ``none`` keeps every row."""
+    if value is None or value.strip().lower() in ("auto", ""):
         return "auto"
+    if value.strip().lower() == "none":
+        return None
     return _optional_float(ctx, param, value)
 
 
@@ -258,18 +276,24 @@ def split(dataset, user_col, item_col, value_col, timestamp_col, data_dir, **set
 @click.option("--model", required=True, type=click.Choice(list(MODELS)))
 # Each hyper-parameter also answers to its underscore spelling: `mlflow run -e train -P latent_dim=64` passes it
 # on as --latent_dim 64. None means "not given": the model's own default applies and nothing is logged for it.
-@click.option("--seed", default=None, type=int, help="ELSA: training seed [default: 0]")
-@click.option("--l2", default=None, type=float, help="EASE: L2 regularisation [default: 500]")
-@click.option("--latent-dim", "--latent_dim", default=None, type=int, help="ELSA: latent dimension [default: 24]")
-@click.option("--batch-size", "--batch_size", default=None, type=int, help="ELSA: users per batch [default: 64]")
-@click.option("--epochs", default=None, type=int, help="ELSA: training epochs [default: 20]")
-@click.option("--lr", default=None, type=float, help="ELSA: learning rate [default: 0.01]")
-@click.option("--weight-decay", "--weight_decay", default=None, type=float, help="ELSA: weight decay [default: 0]")
+@click.option("--seed", default=None, callback=_optional_int, help="ELSA: training seed [default: 0]")
+@click.option("--l2", default=None, callback=_optional_float, help="EASE: L2 regularisation [default: 500]")
+@click.option(
+    "--latent-dim", "--latent_dim", default=None, callback=_optional_int, help="ELSA: latent dimension [default: 24]"
+)
+@click.option(
+    "--batch-size", "--batch_size", default=None, callback=_optional_int, help="ELSA: users per batch [default: 64]"
+)
+@click.option("--epochs", default=None, callback=_optional_int, help="ELSA: training epochs [default: 20]")
+@click.option("--lr", default=None, callback=_optional_float, help="ELSA: learning rate [default: 0.01]")
+@click.option(
+    "--weight-decay", "--weight_decay", default=None, callback=_optional_float, help="ELSA: weight decay [default: 0]"
+)
 @click.option("--device", default=None, help="ELSA: torch device [default: cpu]")
 @click.option(
     "--patience",
     default=None,
-    type=int,
+    callback=_optional_int,
     help="ELSA: stop after this many epochs without a better validation nDCG@100; keep the best",
 )
 @click.option("--metrics", default=None, help=METRICS_HELP + " (default: the standard set)")

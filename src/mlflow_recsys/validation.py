@@ -48,10 +48,16 @@ def integer(value: object, name: str, *, minimum: int | None = None, maximum: in
 
 
 def number(
-    value: object, name: str, *, above: float | None = None, at_least: float | None = None, below: float | None = None
+    value: object,
+    name: str,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    below: float | None = None,
+    at_most: float | None = None,
 ) -> float:
-    """``value`` as ``float`` when it is a finite real number with ``value > above``, ``value >= at_least`` and
-    ``value < below`` (each bound optional).
+    """``value`` as ``float`` when it is a finite real number with ``value > above``, ``value >= at_least``,
+    ``value < below`` and ``value <= at_most`` (each bound optional).
 
     Raises
     ------
@@ -64,8 +70,9 @@ def number(
             x = float(value)
     ok = math.isfinite(x)
     ok = ok and (above is None or x > above) and (at_least is None or x >= at_least) and (below is None or x < below)
+    ok = ok and (at_most is None or x <= at_most)
     if not ok:
-        raise ValueError(expected(name, _number_range(above, at_least, below), value))
+        raise ValueError(expected(name, _number_range(above, at_least, below, at_most), value))
     return x + 0.0  # -0.0 becomes 0.0: one setting, one logged value
 
 
@@ -116,24 +123,34 @@ def text(value: object, name: str) -> str:
     return value
 
 
-def line(value: object, name: str, *, longest: int | None = None) -> str:
-    """``value`` when it is a non-empty string on one line: no control characters (newline, tab, NUL, escape).
+#: Unicode categories a name may not hold: control (newline, tab, NUL, escape), format (zero-width space,
+#: right-to-left override), surrogate (bytes that are not UTF-8, which MLflow cannot store) and the line and
+#: paragraph separators.
+_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
-    For names shown in tables, logs and the MLflow UI (experiments, models, metric keys), where a control
-    character would break a row or hide what follows it. ``longest`` bounds the length in characters.
+
+def line(value: object, name: str, *, longest: int | None = None) -> str:
+    """``value`` when it is a non-empty name on one line, shown as written.
+
+    For names shown in tables, logs and the MLflow UI (experiments, models, metric keys): a control or invisible
+    character (Unicode categories Cc, Cf, Cs, Zl, Zp) would break a row, hide or reorder what follows, or fail to
+    encode as UTF-8; surrounding blanks would make two names look alike. ``longest`` bounds the length in
+    characters.
 
     Raises
     ------
     ValueError
-        ``"<name>: expected a non-empty name without control characters, found <value>"``.
+        ``"<name>: expected a non-empty name without control or invisible characters or surrounding blanks,
+        found <value>"``.
     """
-    shown = "a non-empty name without control characters"
+    shown = "a non-empty name without control or invisible characters or surrounding blanks"
     if longest is not None:
         shown += f", of at most {longest:,} characters"
-    ok = isinstance(value, str) and value.strip() and not any(unicodedata.category(c) == "Cc" for c in value)
-    if not ok or (longest is not None and len(value) > longest):  # type: ignore[arg-type]  # a str when ok
+    ok = isinstance(value, str) and bool(value) and value == value.strip()
+    ok = ok and not any(unicodedata.category(c) in _UNSEEN for c in cast(str, value))
+    if not ok or (longest is not None and len(cast(str, value)) > longest):
         raise ValueError(expected(name, shown, value))
-    return cast(str, value)
+    return str(value)
 
 
 def _integer_range(minimum: int | None, maximum: int | None) -> str:
@@ -146,7 +163,10 @@ def _integer_range(minimum: int | None, maximum: int | None) -> str:
     return "an integer"
 
 
-def _number_range(above: float | None, at_least: float | None, below: float | None) -> str:
+def _number_range(above: float | None, at_least: float | None, below: float | None, at_most: float | None) -> str:
+    if at_most is not None:
+        low = "(" if above is not None else "["
+        return f"a number in {low}{above if above is not None else at_least:g}, {at_most:g}]"
     if above is not None and below is not None:
         return f"a number strictly between {above:g} and {below:g}"
     if at_least is not None and below is not None:

@@ -271,6 +271,12 @@ def _members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
     return members
 
 
+def _readable(name: str) -> str:
+    """A file name as UTF-8 text: a byte that is not UTF-8 (held by Python as a lone surrogate, which neither a
+    JSON reader in another language nor MLflow accepts) is written as its escape, ``\\udcff``."""
+    return name.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _source_name(dataset) -> str:
     """The dataset's name in the default checkpoint path, found without loading any data."""
     if isinstance(dataset, pd.DataFrame):
@@ -321,9 +327,9 @@ def _load(dataset, data_dir, columns: dict) -> tuple[pd.DataFrame, dict]:
         path = Path(dataset)
         frame = read_interactions_file(path, **columns)
         return frame, {
-            "name": path.stem,
+            "name": _readable(path.stem),
             "source": "file",
-            "file_name": path.name,
+            "file_name": _readable(path.name),
             "file_sha256": sha256_file(path),
             **mapping,
         }

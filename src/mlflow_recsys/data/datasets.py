@@ -16,7 +16,6 @@ and, when the source has times, ``timestamp`` (int64, Unix seconds).
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 import warnings
@@ -296,10 +295,6 @@ def read_archive(archive: str | os.PathLike, ratings: RatingsFile) -> pd.DataFra
     return _normalise(frame, ratings.columns, f"{archive}:{member}")
 
 
-#: Column added for a log read as implicit feedback (``value=None``); not a name a user's log is expected to use.
-_IMPLICIT = "__implicit_value__"
-
-
 def from_interactions(
     frame: pd.DataFrame,
     *,
@@ -326,7 +321,8 @@ def from_interactions(
     timestamp:
         Column holding Unix seconds (integers; fractions are floored), datetimes
         or ISO 8601 text (converted to Unix seconds, UTC; naive times are taken
-        as UTC). Default ``"timestamp"``; when that default column is
+        as UTC), within the years 1 to 9999 (seconds in [-62,135,596,800,
+        253,402,300,799]). Default ``"timestamp"``; when that default column is
         absent the result simply has no timestamp. ``None`` ignores any
         timestamp column.
 
@@ -340,8 +336,9 @@ def from_interactions(
     ------
     ValueError
         ``frame`` not a DataFrame or without rows, a named column missing (the
-        message lists the columns found), one column named for two roles,
-        missing values, or non-numeric values or timestamps.
+        message lists the columns found) or present twice, one column named for
+        two roles, missing values, non-numeric or infinite values, or
+        timestamps that are not times or fall outside the years 1 to 9999.
     """
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
@@ -351,11 +348,10 @@ def from_interactions(
     if timestamp is not None and (timestamp in frame.columns or timestamp != "timestamp"):
         names["timestamp"] = timestamp
     check_column_names(names, list(frame.columns))
-    if value is None:
-        frame = frame.assign(**{_IMPLICIT: 1.0})
-        names["value"] = _IMPLICIT
-    positions = [frame.columns.get_loc(column) for column in names.values()]
-    picked = frame.iloc[:, positions].set_axis(list(names), axis=1)
+    roles = [role for role, column in names.items() if column is not None]
+    picked = frame.iloc[:, [frame.columns.get_loc(names[role]) for role in roles]].set_axis(roles, axis=1)
+    if value is None:  # implicit feedback: each row one observed interaction
+        picked.insert(2, "value", 1.0)
     return _normalise(picked, tuple(names), "frame")
 
 
@@ -401,7 +397,7 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
         id_columns = {columns.get("user", "user"): str, columns.get("item", "item"): str}
         frame = _read_csv(path, id_columns)
     elif suffix == ".parquet":
-        frame = pd.read_parquet(path)
+        frame = _read_parquet(path)
     else:
         raise ValueError(f"dataset: expected a .csv or .parquet file, found {path.name!r}")
     if frame.empty:
@@ -524,7 +520,7 @@ def _ids(column: pd.Series) -> np.ndarray:
     ):
         return column.to_numpy().astype(np.int64)  # integers that a reader stored as floats
     text = column.astype(str)
-    if len(text) and text.str.fullmatch(r"-?(0|[1-9][0-9]{0,17})").all():
+    if len(text) and text.str.fullmatch(r"0|-?[1-9][0-9]{0,17}").all():
         return text.astype(np.int64).to_numpy()
     return text.to_numpy(dtype=object)
 
@@ -543,21 +539,42 @@ def _read_csv(path: Path, dtype: Mapping[Any, type]) -> pd.DataFrame:
     """The CSV file at ``path`` with its columns named as its header line writes them: pandas would rename a
     repeated name (``user,user`` reads as ``user``, ``user.1``), and a log naming one column twice is refused."""
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            header = next(csv.reader(handle), [])
+        # The header read as a row of text: as pandas finds it (blank lines skipped, BOM removed), names unmangled.
+        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
         with warnings.catch_warnings():
             # Rows longer than the header: pandas would take the extra leading fields as the index, or with
             # index_col=False drop the trailing ones with a mere warning.
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, dtype=dtype, index_col=False) if header else None
+            frame = pd.read_csv(path, dtype=dtype, index_col=False)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: expected a header line and interactions, found an empty file") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"{path}: expected UTF-8 text, found undecodable bytes ({exc.reason})") from None
     except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
-        fields = f"{len(header)} comma-separated fields per row as in the header"
-        raise ValueError(f"{path}: expected {fields} ({str(exc).strip()})") from None
-    if frame is None:
-        raise ValueError(f"{path}: expected a header line and interactions, found an empty file")
+        raise ValueError(f"{path}: expected comma-separated rows of the header's fields ({str(exc).strip()})") from None
     return frame.set_axis(header, axis=1)
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    """The Parquet file at ``path``; one whose schema names a column twice is refused (pyarrow cannot pick one)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"{path}: expected each column named once, found {repeated} more than once")
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        if str(exc).startswith(str(path)):
+            raise
+        raise ValueError(
+            f"{path}: expected a Parquet file, found one pyarrow cannot read ({str(exc).splitlines()[0]})"
+        ) from None
+
+
+#: Unix seconds of 0001-01-01 and 9999-12-31 23:59:59 UTC: timestamps outside are refused, not wrapped.
+_FIRST_SECOND, _LAST_SECOND = -62_135_596_800, 253_402_300_799
 
 
 def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
@@ -571,6 +588,19 @@ def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
                 f"found values such as {column.iloc[0]!r}"
             ) from None
     if pd.api.types.is_datetime64_any_dtype(column):
-        utc = column.dt.tz_convert("UTC") if column.dt.tz is not None else column.dt.tz_localize("UTC")
-        return ((utc - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
-    return np.floor(_numbers(column, "timestamp", where)).astype(np.int64)
+        naive = column.dt.tz_convert("UTC").dt.tz_localize(None) if column.dt.tz is not None else column
+        return naive.to_numpy().astype("datetime64[s]").astype(np.int64)  # any unit: ns, us (year 9999), s
+    if pd.api.types.is_integer_dtype(column) and not pd.api.types.is_bool_dtype(column):
+        # Integers stay integers: through float64 they would lose precision past 2**53.
+        seconds = column.to_numpy()
+        outside = (seconds < _FIRST_SECOND) | (seconds > _LAST_SECOND)
+    else:
+        floored = np.floor(_numbers(column, "timestamp", where))
+        outside = (floored < _FIRST_SECOND) | (floored > _LAST_SECOND)
+        seconds = np.where(outside, 0, floored)
+    if outside.any():
+        raise ValueError(
+            f"{where}: expected Unix seconds in [{_FIRST_SECOND:,}, {_LAST_SECOND:,}] (years 1 to 9999) in "
+            f"'timestamp', found {int(outside.sum())} value(s) outside, such as {column[outside].tolist()[0]!r}"
+        )
+    return seconds.astype(np.int64)

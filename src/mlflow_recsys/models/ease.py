@@ -22,6 +22,10 @@ _DTYPES = ("float32", "float64")
 # block (at most this many x n_items entries) well below the dense matrix.
 _GRAM_BLOCK_ROWS = 512
 
+# The range of l2: below 1e-6 the penalty vanishes in the float32 sum with the Gram diagonal (1e-320 is 0 there),
+# above 1e12 the weights shrink towards float32's smallest numbers and every score rounds to the same value.
+MIN_L2, MAX_L2 = 1e-6, 1e12
+
 
 @dataclass(frozen=True)
 class EASEConfig:
@@ -30,8 +34,8 @@ class EASEConfig:
     Attributes
     ----------
     l2:
-        L2 penalty lambda added to the diagonal of the Gram matrix, finite
-        and > 0 (default 500.0, the magnitude Steck 2019 reports for
+        L2 penalty lambda added to the diagonal of the Gram matrix, in
+        [1e-6, 1e12] (default 500.0, the magnitude Steck 2019 reports for
         MovieLens-20M/Netflix).
     dtype:
         Floating type of the Gram matrix, its Cholesky factor and the weights:
@@ -47,7 +51,7 @@ class EASEConfig:
     dtype: str = "float32"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "l2", validation.number(self.l2, "l2", above=0))
+        object.__setattr__(self, "l2", validation.number(self.l2, "l2", at_least=MIN_L2, at_most=MAX_L2))
         validation.one_of(self.dtype, "dtype", tuple(_DTYPES))
 
 

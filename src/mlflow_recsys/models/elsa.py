@@ -40,6 +40,10 @@ _NORM_EPS = 1e-12
 MAX_LATENT_DIM = 65_536
 MAX_BATCH_SIZE = 2**24
 MAX_EPOCHS = 100_000
+# torch holds the learning rate and weight decay as float32 (past 3.4e38 it refuses them mid-training); far below
+# that a step overshoots to NaN weights. 100 and 1e6 are well past any useful value.
+MAX_LR = 100.0
+MAX_WEIGHT_DECAY = 1e6
 
 # Optimiser names and their ``torch.optim`` classes, looked up when training starts.
 OPTIMIZERS = {"nadam": "NAdam", "adam": "Adam", "sgd": "SGD"}
@@ -58,9 +62,9 @@ class ELSAConfig:
     epochs:
         Passes over the training users, integer in [1, 100,000], default 10.
     lr:
-        NAdam learning rate, finite > 0, default 0.01.
+        NAdam learning rate, in (0, 100], default 0.01.
     weight_decay:
-        L2 weight decay of the optimiser, finite >= 0, default 0.0.
+        L2 weight decay of the optimiser, in [0, 1e6], default 0.0.
     optimizer:
         ``"nadam"`` (default, as in the ELSA paper), ``"adam"`` or ``"sgd"``.
     device:
@@ -94,8 +98,9 @@ class ELSAConfig:
     def __post_init__(self) -> None:
         for name, most in (("latent_dim", MAX_LATENT_DIM), ("batch_size", MAX_BATCH_SIZE), ("epochs", MAX_EPOCHS)):
             object.__setattr__(self, name, validation.integer(getattr(self, name), name, minimum=1, maximum=most))
-        object.__setattr__(self, "lr", validation.number(self.lr, "lr", above=0))
-        object.__setattr__(self, "weight_decay", validation.number(self.weight_decay, "weight_decay", at_least=0))
+        object.__setattr__(self, "lr", validation.number(self.lr, "lr", above=0, at_most=MAX_LR))
+        decay = validation.number(self.weight_decay, "weight_decay", at_least=0, at_most=MAX_WEIGHT_DECAY)
+        object.__setattr__(self, "weight_decay", decay)
         if not isinstance(self.device, str):
             raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}")
         # The default needs no check, so building or loading a CPU model does not import torch.

@@ -80,8 +80,12 @@ class TrainConfig:
         # A set has no order, so the logged param would vary by process.
         if isinstance(metrics, (bytes, Set, Mapping)) or not isinstance(metrics, Iterable):
             raise ValueError(validation.expected("metrics", "a metric key or a sequence of keys", self.metrics))
+        listed = list(metrics)
+        repeated = sorted({str(key) for key in listed if listed.count(key) > 1})
+        if repeated:
+            raise ValueError(f"metrics: expected distinct keys, found {repeated} more than once")
         try:
-            keys = tuple(key for metric in parse_metric_keys(metrics) for key in metric.keys)
+            keys = tuple(key for metric in parse_metric_keys(listed) for key in metric.keys)
         except ValueError as exc:
             raise ValueError(f"metrics: {exc}") from None
         object.__setattr__(self, "metrics", keys)

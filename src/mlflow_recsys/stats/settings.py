@@ -53,6 +53,10 @@ COMPARE_MODELS_SETTINGS = (
 )
 
 
+#: The longest model name a reference may be: a model name is an MLflow tag value, which holds 8,000 characters.
+MAX_NAME_LENGTH = 8_000
+
+
 @dataclass(frozen=True)
 class ComparisonSettings:
     """The statistical settings of a comparison, checked when made; immutable.
@@ -118,9 +122,9 @@ class ComparisonSettings:
         put = object.__setattr__  # frozen: the checked, canonical values replace the given ones
         if self.metrics is not None:
             put(self, "metrics", tuple(metric_keys(self.metrics)))
-        for name in ("reference", "primary"):
+        for name, longest in (("reference", MAX_NAME_LENGTH), ("primary", None)):
             if getattr(self, name) is not None:
-                put(self, name, line(getattr(self, name), name))
+                put(self, name, line(getattr(self, name), name, longest=longest))
         if self.metrics is not None and self.primary is not None and self.primary not in self.metrics:
             raise ValueError(expected("primary", f"one of the compared metrics {list(self.metrics)}", self.primary))
         put(self, "family", one_of(self.family, "family", FAMILIES))
@@ -213,4 +217,4 @@ def metric_keys(metrics: str | Sequence[str]) -> list[str]:
         )
     if len(set(keys)) != len(keys):
         raise ValueError(f"metrics: expected distinct keys, found duplicates in {keys}")
-    return keys
+    return [str(key) for key in keys]  # numpy's str_ as str

@@ -23,7 +23,14 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
 from mlflow_recsys.errors import RunOwnershipError
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, MAX_TAG_LENGTH, fit_values, shorten
+from mlflow_recsys.tracking.limits import (
+    MAX_PARAM_LENGTH,
+    MAX_RUN_NAME_LENGTH,
+    MAX_TAG_LENGTH,
+    fit_values,
+    shorten,
+    storable,
+)
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.server_errors import is_unreachable
 
@@ -168,8 +175,8 @@ def entry_point_run(
         with a different value; nothing is written.
     """
     existing = _environment_run()
-    run_name = shorten(run_name, MAX_RUN_NAME_LENGTH)
-    texts = {key: "None" if value is None else redact(str(value)) for key, value in (params or {}).items()}
+    run_name = shorten(storable(run_name), MAX_RUN_NAME_LENGTH)
+    texts = {key: "None" if value is None else storable(redact(str(value))) for key, value in (params or {}).items()}
     texts = fit_values(texts, MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")
     if existing is None:
         run = mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
@@ -302,7 +309,7 @@ def _params_to_log(run_id: str, existing: dict[str, str], params: dict) -> dict[
     """The params of ``params`` not yet in ``existing``, as text; raise on the first conflicting one."""
     to_log = {}
     for key, value in params.items():
-        text = "None" if value is None else redact(str(value))
+        text = "None" if value is None else storable(redact(str(value)))
         if key not in existing:
             to_log[key] = text
         elif not _same_param_value(existing[key], text):

@@ -58,6 +58,12 @@ def shorten(text: str, width: int) -> str:
     return text[: max(width - len(tail), 1)] + tail
 
 
+def storable(text: str) -> str:
+    """``text`` as MLflow can store it: UTF-8. A file name's byte that is not UTF-8 (Python holds it as a lone
+    surrogate, which MLflow cannot encode) is written as its escape, ``\\udcff``; other text is unchanged."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def fit_values(values: dict[str, str], limit: int, pointer: str) -> dict[str, str]:
     """``values`` with each one longer than ``limit`` replaced by its length, hash and ``pointer``
     (e.g. "the whole value is in settings.json")."""

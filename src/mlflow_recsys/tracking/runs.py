@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
 from typing import cast
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -99,6 +99,8 @@ def select_runs(
     for name, value in (("compare_url", compare_url), ("experiment", experiment), ("filter_string", filter_string)):
         if value is not None and not isinstance(value, str):
             raise RunSelectionError(expected(name, "a str or None", value))
+        if value is not None and not _utf8(value):  # MLflow sends text as UTF-8; bytes of another encoding fail
+            raise RunSelectionError(expected(name, "UTF-8 text", value))
     if filter_string and experiment is None:
         raise RunSelectionError("filter_string: a filter selects runs within an experiment; give the experiment too")
     run_ids = run_id_list(run_ids)
@@ -118,6 +120,15 @@ def select_runs(
         runs = _runs_in_experiment(client, cast(str, experiment), filter_string, page_size)
     _require_training_runs(runs)
     return runs
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (a lone surrogate, from a command-line byte that is not UTF-8, does not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _url_host_hint(compare_url: str) -> str:
@@ -143,9 +154,11 @@ def run_id_list(run_ids) -> list[str] | None:
         raise RunSelectionError(
             expected("run_ids", "a list of run ids (split a comma-separated string first)", run_ids)
         )
+    if isinstance(run_ids, (Set, Mapping)):  # no order: the report's order, and the default experiment, would vary
+        raise RunSelectionError(f"run_ids: expected a list of run ids (in order), found a {type(run_ids).__name__}")
     if run_ids is not None and not isinstance(run_ids, Iterable):
         raise RunSelectionError(expected("run_ids", "a list of run ids", run_ids))
-    listed = list(run_ids) if run_ids else []
+    listed = [] if run_ids is None else list(run_ids)
     for run_id in listed:
         if not isinstance(run_id, str):
             raise RunSelectionError(expected("run_ids", "run ids as strings", run_id))
