@@ -522,20 +522,10 @@ def _print_comparison(outcome, primary):
 def _print_seed_table(seeds):
     """The seed-spread table, its protocol and the notes on its rows."""
     click.echo("\nSpread across training seeds beside spread across users\n")
-    cols = [
-        "metric",
-        "baseline",
-        "candidate",
-        "n_seeds",
-        "mean_difference",
-        "min_difference",
-        "max_difference",
-        "sd_users",
-        "sd_retraining",
-        "ratio",
-        "widens_by",
-        "sign_reversals",
-    ]
+    from mlflow_recsys.stats.seeds import SEED_COLUMNS
+
+    # The protocol and the notes are printed below the table, once.
+    cols = [c for c in SEED_COLUMNS if c not in ("protocol", "notes")]
     seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
     click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
     click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
