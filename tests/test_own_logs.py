@@ -83,6 +83,9 @@ def test_ids_and_timestamps_keep_every_distinction_the_file_makes(tmp_path):
     frame = read_interactions_file(tmp_path / "log.csv", timestamp=long)
     assert frame["user"].tolist() == ["0", "-0"]
     assert frame["timestamp"].tolist() == [253_402_214_400, 1_577_829_600]
+    # Nanoseconds past pandas' 2262 limit: the fraction is below the second taken, so it is dropped.
+    late = pd.DataFrame({"user": [1], "item": [2], "value": [4.0], "timestamp": ["9999-12-31T23:59:59.999999999"]})
+    assert from_interactions(late)["timestamp"].tolist() == [253_402_300_799]
 
 
 def test_a_parquet_file_naming_a_column_twice_or_broken_is_refused_with_its_path(tmp_path):

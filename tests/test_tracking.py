@@ -72,6 +72,10 @@ def test_compare_url_is_decoded_until_stable():
         assert parse_compare_url(text) == (["a1", "b2"], ["3"])
     with pytest.raises(ValueError, match="runs="):
         parse_compare_url("http://127.0.0.1:5000/#/experiments/1")
+    # A %-encoded byte that is not UTF-8 is refused, not read as U+FFFD; encoded UTF-8 is read.
+    with pytest.raises(ValueError, match=r"^compare_url: expected %-encoded UTF-8, found 'http://x/#/compare-runs"):
+        parse_compare_url("http://x/#/compare-runs?runs=%5B%22%FF%22%5D")
+    assert parse_compare_url("http://x/#/compare-runs?runs=%5B%22a%C3%A9%22%5D") == (["a\u00e9"], [])
 
 
 def test_artifacts_round_trip_and_refuse_malformed_files(tmp_path):

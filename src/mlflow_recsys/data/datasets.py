@@ -577,11 +577,21 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 _FIRST_SECOND, _LAST_SECOND = -62_135_596_800, 253_402_300_799
 
 
+def _iso_dates(column: pd.Series) -> pd.Series:
+    """ISO 8601 text as UTC datetimes. Digits past the microsecond are dropped when pandas cannot hold them (it
+    reads nanoseconds only up to 2262); the seconds taken from the result are floored, so nothing changes."""
+    try:
+        return pd.to_datetime(column, utc=True, format="ISO8601")
+    except (ValueError, TypeError):
+        micro = column.astype(str).str.replace(r"(\.\d{6})\d+", r"\1", regex=True)
+        return pd.to_datetime(micro, utc=True, format="ISO8601")
+
+
 def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
     """Whole Unix seconds from integers, floats (floored), datetimes or ISO 8601 text (naive = UTC)."""
     if not pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_datetime64_any_dtype(column):
         try:
-            column = pd.to_datetime(column, utc=True, format="ISO8601")
+            column = _iso_dates(column)
         except (ValueError, TypeError):
             raise ValueError(
                 f"{where}: expected Unix seconds or ISO 8601 dates in 'timestamp', "

@@ -46,7 +46,10 @@ def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
     """
     decoded, previous = url.strip(), None
     while decoded != previous:
-        previous, decoded = decoded, unquote(decoded)
+        try:  # strict: a %-encoded byte that is not UTF-8 would otherwise become U+FFFD, a run id no one wrote
+            previous, decoded = decoded, unquote(decoded, errors="strict")
+        except UnicodeDecodeError:
+            raise ValueError(expected("compare_url", "%-encoded UTF-8", shorten(url, 120))) from None
     fragment = urlsplit(decoded).fragment or decoded
     query = fragment.split("?", 1)[1] if "?" in fragment else fragment
     fields = parse_qs(query, keep_blank_values=True)
@@ -133,7 +136,7 @@ def _utf8(text: str) -> bool:
 
 def _url_host_hint(compare_url: str) -> str:
     """Where a pasted compare URL came from, for a run that is not found here ("" when it names no host)."""
-    parts = urlsplit(unquote(unquote(compare_url)))
+    parts = urlsplit(unquote(unquote(compare_url)))  # parse_compare_url has already refused what is not UTF-8
     # The host alone: a pasted URL may carry user:password@, which must not reach a message.
     try:
         host = f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
