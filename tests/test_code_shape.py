@@ -62,3 +62,34 @@ def test_importing_the_statistics_loads_no_report_code():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+#: Attribute uses that write to the terminal.
+_TERMINAL = {("click", "echo"), ("click", "secho"), ("sys", "stdout"), ("sys", "stderr")}
+
+
+def _output_calls(path: Path) -> list[str]:
+    """Each use of ``print``, ``click.echo``/``secho`` or ``sys.stdout``/``sys.stderr`` in ``path``, as "line name"."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name) and node.id == "print":
+            found.append(f"{node.lineno} print")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in _TERMINAL:
+                found.append(f"{node.lineno} {node.value.id}.{node.attr}")
+    return found
+
+
+def test_only_the_command_line_prints_library_code_logs():
+    printing = {
+        str(path.relative_to(SRC)): calls
+        for path in sorted(SRC.rglob("*.py"))
+        if path.name != "cli.py" and (calls := _output_calls(path))
+    }
+    assert not printing, f"library code writes to the terminal (log, or take an echo from the caller): {printing}"
+
+
+def test_the_output_check_sees_a_print_passed_as_a_default(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import sys\n\n\ndef f(echo=print):\n    sys.stderr.write('x')\n")
+    assert _output_calls(module) == ["4 print", "5 sys.stderr"]

@@ -9,6 +9,7 @@ FINISHED in an earlier study on the same split.
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,6 +35,8 @@ from mlflow_recsys.tracking.training import configuration_tag
 #: that trains it (a cluster's driver may have no GPU). The study checks the others before any run.
 _CHECKED_BY_TRAINING = ("seed", "device")
 
+_log = logging.getLogger(__name__)
+
 
 def run_study(
     *,
@@ -51,7 +54,7 @@ def run_study(
     device: str = "cpu",
     executor: str | SequentialExecutor | RayExecutor = "sequential",
     project_uri: str = ".",
-    echo: Callable[[str], None] = print,
+    echo: Callable[[str], None] = _log.info,
 ) -> str:
     """Split, train EASE once and ELSA under each seed, compare; returns the comparison run id.
 
@@ -72,6 +75,8 @@ def run_study(
         Where the trainings run: one ``train`` entry point after another, or one Ray task each on a local Ray
         started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
         :mod:`mlflow_recsys.tracking.executors`.
+    echo : callable, default the ``mlflow_recsys.tracking.study`` logger at INFO
+        Takes each progress line and the result; the command line passes ``click.echo``.
 
     Raises
     ------
