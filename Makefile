@@ -6,7 +6,7 @@ STORE := sqlite:///mlruns.db
 ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test lint validate ui-check browser-test postgres-test ray-test docs clean
+.PHONY: install demo test docs-test lint validate ui-check browser-test postgres-test ray-test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,11 @@ lint: $(VENV)/.lint-installed
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
+
+# Every documentation page and example script run whole, as a reader would (tests marked walkthrough, about 5
+# minutes): the shown output must still be what the code prints.
+docs-test: install
+	$(PY) -m pytest -m walkthrough -q
 
 validate: install
 	$(PY) -m pytest -m validation -s -q

@@ -388,13 +388,17 @@ def _check_running(namespace: dict, printed: str) -> None:
 PAGE_CHECKS = {"docs/guide/reporting.md": _check_reporting, "docs/guide/running.md": _check_running}
 
 RUN_PAGES = [p for p in PAGES if any(b.marker != "skip" for b in parse_blocks(p))]
-#: Pages that start `mlflow server --app-name recsys`; they run with the server-pages suite, not `make test`.
+#: Pages that start `mlflow server --app-name recsys`; they run with the server-pages suite. The others run with
+#: `make docs-test` (marker walkthrough): together they take minutes, which `make test` cannot spare.
 SERVER_PAGES = {ROOT / "docs" / "howto" / "server-page.md"}
 
 
 @pytest.mark.parametrize(
     "page",
-    [pytest.param(p, marks=pytest.mark.server_pages) if p in SERVER_PAGES else p for p in RUN_PAGES],
+    [
+        pytest.param(p, marks=pytest.mark.server_pages if p in SERVER_PAGES else pytest.mark.walkthrough)
+        for p in RUN_PAGES
+    ],
     ids=[str(p.relative_to(ROOT)) for p in RUN_PAGES],
 )
 def test_page(page, tmp_path, monkeypatch):

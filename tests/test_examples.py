@@ -1,6 +1,7 @@
 """The example scripts must run, so they cannot rot.
 
-README.md's code blocks are run by tests/test_docs.py, with those of the guide and how-to pages.
+README.md's code blocks are run by tests/test_docs.py, with those of the guide and how-to pages. Each script runs
+whole, in its own process, so these are walkthrough tests: ``make docs-test`` runs them, and CI after ``make test``.
 """
 
 import subprocess
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from conftest import clean_env
+
+pytestmark = pytest.mark.walkthrough
 
 ROOT = Path(__file__).resolve().parents[1]
 
