@@ -12,7 +12,6 @@ Ray is an optional dependency (``pip install "mlflow-recsys[ray]"``), imported o
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
 import signal
@@ -38,9 +37,6 @@ from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.plugin import COMMAND_ENV
 from mlflow_recsys.tracking.redact import SUPPRESS_RUN_LINKS_ENV, redact
 from mlflow_recsys.tracking.training import run_train
-
-# Progress goes to the caller's echo; without one, to this logger (library code does not print).
-_log = logging.getLogger(__name__)
 
 #: The executors ``mlflow-recsys study --executor`` offers.
 EXECUTORS = ("sequential", "ray")
@@ -140,7 +136,7 @@ class SequentialExecutor:
         self.project_uri = project_uri
 
     @contextlib.contextmanager
-    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None] = _log.info) -> Iterator[None]:
+    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None]) -> Iterator[None]:
         """Nothing to start: the trainings run on this machine as they come.
 
         Raises
@@ -161,7 +157,7 @@ class SequentialExecutor:
         checkpoint: str,
         experiment_id: str,
         parent_run_id: str,
-        echo: Callable[[str], None] = _log.info,
+        echo: Callable[[str], None],
     ) -> list[TrainingOutcome]:
         """Run each training in turn; a failed one is recorded and the next one starts."""
         return [self._run_one(t, checkpoint, experiment_id, parent_run_id, echo) for t in trainings]
@@ -241,7 +237,7 @@ class RayExecutor:
         self._started_here = False
 
     @contextlib.contextmanager
-    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None] = _log.info) -> Iterator[None]:
+    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None]) -> Iterator[None]:
         """Join the cluster at ``address`` now, or check that a local Ray could place the trainings; on exit, shut
         down the Ray this executor started or joined.
 
@@ -312,7 +308,7 @@ class RayExecutor:
         checkpoint: str,
         experiment_id: str,
         parent_run_id: str,
-        echo: Callable[[str], None] = _log.info,
+        echo: Callable[[str], None],
     ) -> list[TrainingOutcome]:
         """Submit every training, then collect each outcome as its task ends; failures are outcomes, not errors.
 
