@@ -488,3 +488,58 @@ def test_settings_every_training_shares_are_refused_before_any_run(tmp_path, mon
     result = CliRunner().invoke(cli, ["study", *args])
     assert result.exit_code == 1 and message in result.output
     assert not (tmp_path / "m.db").exists()
+
+
+def test_seeds_that_are_not_integers_are_refused_by_option_name_before_any_run(tmp_path, monkeypatch):
+    from mlflow_recsys.cli import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    result = CliRunner().invoke(cli, ["study", "--seeds", "0,x"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for --seeds: expected comma-separated integers, found '0,x'" in result.output
+    assert not (tmp_path / "m.db").exists()
+
+
+#: A study small enough to start; every case below is refused before it does.
+_STUDY = dict(
+    dataset="movielens-100k",
+    split_seed=42,
+    seeds=[0, 1],
+    l2=500.0,
+    latent_dim=8,
+    batch_size=64,
+    epochs=1,
+    lr=0.01,
+    metrics="ndcg@100",
+    primary="ndcg@100",
+    n_resamples=99,
+)
+
+
+@pytest.mark.parametrize(
+    "given, error, message",
+    [
+        ({"seeds": "01"}, ValueError, "seeds: expected a list of integer seeds (in order), found '01'"),
+        ({"seeds": {0, 1}}, ValueError, "seeds: expected a list of integer seeds (in order), found {0, 1}"),
+        ({"seeds": [0, 1.5]}, ValueError, "seeds: expected an integer, found 1.5"),
+        ({"seeds": [0, True]}, ValueError, "seeds: expected an integer, found True"),
+        ({"seeds": [0, "1"]}, ValueError, "seeds: expected an integer, found '1'"),
+        (
+            {"seeds": (s for s in (0, 0))},
+            ValueError,
+            "seeds: expected each seed once, found 0 more than once in [0, 0]",
+        ),
+        ({"echo": None}, TypeError, "echo: expected a callable that takes one line of text, found None"),
+        ({"echo": "log"}, TypeError, "echo: expected a callable that takes one line of text, found 'log'"),
+    ],
+)
+def test_run_study_refuses_seeds_of_the_wrong_kind_and_an_echo_it_cannot_call_before_any_run(
+    tmp_path, monkeypatch, given, error, message
+):
+    from mlflow_recsys.tracking.study import run_study
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    with pytest.raises(error) as refused:
+        run_study(**{**_STUDY, **given}, project_uri=str(PROJECT))
+    assert str(refused.value) == message
+    assert not (tmp_path / "m.db").exists()

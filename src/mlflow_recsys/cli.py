@@ -91,6 +91,15 @@ def _split_list(value: str | None, option: str) -> list[str]:
     return items
 
 
+def _split_ints(value: str | None, option: str) -> list[int]:
+    """The integers of a comma-separated option, as :func:`_split_list` reads it."""
+    items = _split_list(value, option)
+    try:
+        return [int(v) for v in items]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, found {value!r}", param_hint=option) from None
+
+
 @click.group()
 @click.version_option(package_name="mlflow-recsys")
 @click.option("--debug", is_flag=True, help="show the full traceback of an error, not only its one-line message")
@@ -637,7 +646,7 @@ def main(
     run_study(
         dataset=dataset,
         split_seed=split_seed,
-        seeds=[int(s) for s in _split_list(seeds, "--seeds")],
+        seeds=_split_ints(seeds, "--seeds"),
         l2=l2,
         latent_dim=latent_dim,
         batch_size=batch_size,

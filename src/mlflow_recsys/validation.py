@@ -12,7 +12,7 @@ import contextlib
 import math
 import numbers
 import unicodedata
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Mapping, Set
 from typing import TypeVar, cast
 
 T = TypeVar("T")
@@ -89,6 +89,22 @@ def seed(value: object, name: str) -> int:
     if checked > MAX_SEED:
         raise ValueError(expected(name, f"an integer <= {MAX_SEED:,} (2**63 - 1)", value))
     return checked
+
+
+def ordered(value: object, name: str, what: str) -> list:
+    """``value`` as a list when it is an ordered collection (a list, a tuple, an array, a generator).
+
+    A str or bytes would be read as its characters, and a set or a mapping has no order that holds between
+    processes, so each is refused.
+
+    Raises
+    ------
+    ValueError
+        ``"<name>: expected <what> (in order), found <value>"``.
+    """
+    if isinstance(value, (str, bytes, Set, Mapping)) or not isinstance(value, Iterable):
+        raise ValueError(expected(name, f"{what} (in order)", value))
+    return list(value)
 
 
 def one_of(value: T, name: str, choices: Collection[object]) -> T:

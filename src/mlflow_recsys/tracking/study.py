@@ -22,6 +22,7 @@ from mlflow.exceptions import ExecutionException, MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
 
+from mlflow_recsys import validation
 from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
@@ -30,6 +31,7 @@ from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Tr
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking.training import configuration_tag
+from mlflow_recsys.validation import expected
 
 #: Hyper-parameters each training checks where it runs: the seed is its own, and the device is the machine's
 #: that trains it (a cluster's driver may have no GPU). The study checks the others before any run.
@@ -76,15 +78,20 @@ def run_study(
         started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
         :mod:`mlflow_recsys.tracking.executors`.
     echo : callable, default the ``mlflow_recsys.tracking.study`` logger at INFO
-        Takes each progress line and the result; the command line passes ``click.echo``.
+        Takes the study's own progress lines and the result; the command line passes ``click.echo``. The split,
+        the sequential trainings and the comparison are command-line processes (``mlflow run``), and what they
+        print goes to this process's standard output and error, whatever ``echo`` is.
 
     Raises
     ------
     RunOwnershipError
         If ``MLFLOW_RUN_ID`` names a run the study must not log into (see
         :func:`~mlflow_recsys.tracking.context.environment_run`); no step runs.
+    TypeError
+        If ``echo`` is not callable; no run is made.
     ValueError
-        If ``seeds`` holds fewer than two seeds (no seed spread could be measured) or one twice, a hyper-parameter
+        If ``seeds`` is not an ordered collection of integers (a str, a set, ``1.5`` or ``True`` in it), holds fewer
+        than two seeds (no seed spread could be measured) or one twice, a hyper-parameter
         other than a seed or the device is invalid, or a param the environment's run already holds has another value; no
         run is made. A seed or a device the model refuses fails that training alone.
     ImportError
@@ -96,8 +103,9 @@ def run_study(
         ``recsys.error`` tag and notes name each failed training, its run and why; the trainings that finished
         stay FINISHED and, when at least two models finished, are compared first.
     """
-    if len(seeds) < 2:
-        raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {list(seeds)}")
+    seeds = _seeds_iv(seeds)
+    if not callable(echo):
+        raise TypeError(expected("echo", "a callable that takes one line of text", echo))
     if isinstance(executor, str):
         executor = make_executor(executor, project_uri=project_uri)
     trainings = study_trainings(
@@ -236,6 +244,16 @@ def _step(
         raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
     MlflowClient().set_tag(submitted.run_id, MLFLOW_PARENT_RUN_ID, study_id)
     return submitted.run_id
+
+
+def _seeds_iv(seeds: object) -> list[int]:
+    """``seeds`` as a list of at least two ints. Only their type is checked here: a seed's range is the
+    training's own check (see ``_CHECKED_BY_TRAINING``), so a refused seed fails that training alone."""
+    listed = validation.ordered(seeds, "seeds", "a list of integer seeds")
+    checked = [validation.integer(seed, "seeds") for seed in listed]
+    if len(checked) < 2:
+        raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {checked}")
+    return checked
 
 
 def study_trainings(
