@@ -16,6 +16,9 @@ from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.data import from_interactions, read_interactions_file
 
+#: A log whose columns have names of their own.
+_MAPPED = {"user": "uid", "item": "sku", "value": "stars"}
+
 
 def _log(n: int = 3000, seed: int = 1) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
@@ -66,6 +69,12 @@ def test_a_header_only_file_and_an_empty_frame_are_refused_as_having_no_rows(tmp
         ("user,item,value,timestamp\n1,2,4,1e20\n", {}, "expected Unix seconds in [-62,135,596,800, 253,402,300,"),
         ("user,item,value,timestamp\n1,2,4,9223372036854775000\n", {}, "1 value(s) outside, such as 92233720368"),
         ("user,item,value,n\n1,2,3\n", {"user": "x" * 140_000}, "user: expected a column 'xxxx"),
+        # A mapped column is named as the log names it, not by its role.
+        ("uid,sku,stars\n1,2,\n2,3,4\n", _MAPPED, "log.csv: frame: expected no missing values in 'stars', found 1"),
+        ("uid,sku,stars\n1,,4\n", _MAPPED, "expected no missing values in 'sku', found 1"),
+        ("uid,sku,stars\n1,2,inf\n", _MAPPED, "expected finite numbers in 'stars', found 1 infinite"),
+        ("uid,sku,stars,when\n1,2,4,soon\n", _MAPPED | {"timestamp": "when"}, "ISO 8601 dates in 'when', found"),
+        ("uid,sku,stars,when\n1,2,4,1e20\n", _MAPPED | {"timestamp": "when"}, "(years 1 to 9999) in 'when', found 1"),
     ],
 )
 def test_malformed_logs_are_refused_naming_the_column_or_the_rows(tmp_path, text, columns, message):

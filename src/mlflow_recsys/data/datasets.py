@@ -352,7 +352,8 @@ def from_interactions(
     picked = frame.iloc[:, [frame.columns.get_loc(names[role]) for role in roles]].set_axis(roles, axis=1)
     if value is None:  # implicit feedback: each row one observed interaction
         picked.insert(2, "value", 1.0)
-    return _normalise(picked, tuple(names), "frame")
+    labels = {role: column for role, column in names.items() if column is not None}
+    return _normalise(picked, tuple(names), "frame", labels)
 
 
 def check_column_names(names: dict[str, Any], found: list) -> None:
@@ -487,7 +488,12 @@ def _package_copy_path(copy: PackageCopy) -> Path | None:
     return path
 
 
-def _normalise(frame: pd.DataFrame, columns: tuple[str | None, ...], where: str) -> pd.DataFrame:
+def _normalise(
+    frame: pd.DataFrame, columns: tuple[str | None, ...], where: str, labels: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """The loaders' form of ``frame``, whose fields are the roles ``columns``; a message names a role's column as
+    ``labels`` gives it (the caller's column names), else by the role."""
+    shown = {role: (labels or {}).get(role, role) for role in INTERACTION_COLUMNS}
     if frame.shape[1] != len(columns):
         raise ValueError(
             f"{where}: expected {len(columns)} fields ({', '.join(c or '-' for c in columns)}), found {frame.shape[1]}"
@@ -496,11 +502,12 @@ def _normalise(frame: pd.DataFrame, columns: tuple[str | None, ...], where: str)
     for column in (c for c in columns if c):
         if frame[column].isna().any():
             raise ValueError(
-                f"{where}: expected no missing values in {column!r}, found {int(frame[column].isna().sum())}"
+                f"{where}: expected no missing values in {shown[column]!r}, found {int(frame[column].isna().sum())}"
             )
-    out = {"user": _ids(frame["user"]), "item": _ids(frame["item"]), "value": _numbers(frame["value"], "value", where)}
+    value = _numbers(frame["value"], shown["value"], where)
+    out = {"user": _ids(frame["user"]), "item": _ids(frame["item"]), "value": value}
     if "timestamp" in columns:
-        out["timestamp"] = _unix_seconds(frame["timestamp"], where)
+        out["timestamp"] = _unix_seconds(frame["timestamp"], where, shown["timestamp"])
     return pd.DataFrame(out)
 
 
@@ -587,15 +594,14 @@ def _iso_dates(column: pd.Series) -> pd.Series:
         return pd.to_datetime(micro, utc=True, format="ISO8601")
 
 
-def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
+def _unix_seconds(column: pd.Series, where: str, name: str = "timestamp") -> np.ndarray:
     """Whole Unix seconds from integers, floats (floored), datetimes or ISO 8601 text (naive = UTC)."""
     if not pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_datetime64_any_dtype(column):
         try:
             column = _iso_dates(column)
         except (ValueError, TypeError):
             raise ValueError(
-                f"{where}: expected Unix seconds or ISO 8601 dates in 'timestamp', "
-                f"found values such as {column.iloc[0]!r}"
+                f"{where}: expected Unix seconds or ISO 8601 dates in {name!r}, found values such as {column.iloc[0]!r}"
             ) from None
     if pd.api.types.is_datetime64_any_dtype(column):
         naive = column.dt.tz_convert("UTC").dt.tz_localize(None) if column.dt.tz is not None else column
@@ -605,12 +611,12 @@ def _unix_seconds(column: pd.Series, where: str) -> np.ndarray:
         seconds = column.to_numpy()
         outside = (seconds < _FIRST_SECOND) | (seconds > _LAST_SECOND)
     else:
-        floored = np.floor(_numbers(column, "timestamp", where))
+        floored = np.floor(_numbers(column, name, where))
         outside = (floored < _FIRST_SECOND) | (floored > _LAST_SECOND)
         seconds = np.where(outside, 0, floored)
     if outside.any():
         raise ValueError(
             f"{where}: expected Unix seconds in [{_FIRST_SECOND:,}, {_LAST_SECOND:,}] (years 1 to 9999) in "
-            f"'timestamp', found {int(outside.sum())} value(s) outside, such as {column[outside].tolist()[0]!r}"
+            f"{name!r}, found {int(outside.sum())} value(s) outside, such as {column[outside].tolist()[0]!r}"
         )
     return seconds.astype(np.int64)
