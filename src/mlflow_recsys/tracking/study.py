@@ -31,7 +31,6 @@ from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Tr
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking.training import configuration_tag
-from mlflow_recsys.validation import expected
 
 #: Hyper-parameters each training checks where it runs: the seed is its own, and the device is the machine's
 #: that trains it (a cluster's driver may have no GPU). The study checks the others before any run.
@@ -105,7 +104,7 @@ def run_study(
     """
     seeds = _seeds_iv(seeds)
     if not callable(echo):
-        raise TypeError(expected("echo", "a callable that takes one line of text", echo))
+        raise TypeError(validation.expected("echo", "a callable that takes one line of text", echo))
     if isinstance(executor, str):
         executor = make_executor(executor, project_uri=project_uri)
     trainings = study_trainings(
