@@ -19,6 +19,22 @@ from mlflow_recsys.tracking.local_server import local_tracking_server
 BIN = Path(sys.executable).parent
 
 
+#: run_study's arguments for a study small enough to start, for tests that are refused before it does.
+SMALL_STUDY = dict(
+    dataset="movielens-100k",
+    split_seed=42,
+    seeds=[0, 1],
+    l2=500.0,
+    latent_dim=8,
+    batch_size=64,
+    epochs=1,
+    lr=0.01,
+    metrics="ndcg@100",
+    primary="ndcg@100",
+    n_resamples=99,
+)
+
+
 def clean_env(tracking_uri: str) -> dict:
     """This environment without MLflow variables, pointing at ``tracking_uri``, with the venv on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
+from conftest import SMALL_STUDY, sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
@@ -109,20 +109,7 @@ def test_split_and_study_refuse_a_finished_run(store, monkeypatch):
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
         run_split("movielens-100k", SplitConfig(seed=1))
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
-        run_study(
-            dataset="movielens-100k",
-            split_seed=1,
-            seeds=[0, 1],
-            l2=500.0,
-            latent_dim=8,
-            batch_size=64,
-            epochs=1,
-            lr=0.01,
-            metrics="ndcg@100",
-            primary="ndcg@100",
-            n_resamples=99,
-            echo=lambda _: None,
-        )
+        run_study(**{**SMALL_STUDY, "split_seed": 1}, echo=lambda _: None)
     assert snapshot(finished) == before
     assert run_ids(store["experiment_id"]) == ids_before
 

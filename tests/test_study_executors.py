@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import BIN, clean_env
+from conftest import BIN, SMALL_STUDY, clean_env
 
 PROJECT = Path(__file__).resolve().parents[1]
 SMALL = [
@@ -500,22 +500,6 @@ def test_seeds_that_are_not_integers_are_refused_by_option_name_before_any_run(t
     assert not (tmp_path / "m.db").exists()
 
 
-#: A study small enough to start; every case below is refused before it does.
-_STUDY = dict(
-    dataset="movielens-100k",
-    split_seed=42,
-    seeds=[0, 1],
-    l2=500.0,
-    latent_dim=8,
-    batch_size=64,
-    epochs=1,
-    lr=0.01,
-    metrics="ndcg@100",
-    primary="ndcg@100",
-    n_resamples=99,
-)
-
-
 @pytest.mark.parametrize(
     "given, error, message",
     [
@@ -540,6 +524,6 @@ def test_run_study_refuses_seeds_of_the_wrong_kind_and_an_echo_it_cannot_call_be
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     with pytest.raises(error) as refused:
-        run_study(**{**_STUDY, **given}, project_uri=str(PROJECT))
+        run_study(**{**SMALL_STUDY, **given}, project_uri=str(PROJECT))
     assert str(refused.value) == message
     assert not (tmp_path / "m.db").exists()
