@@ -338,12 +338,12 @@ def test_arguments_are_checked_before_any_data_is_loaded(tmp_path):
 def test_a_split_without_test_rows_is_refused_saying_what_to_change(tmp_path):
     # One user: 20% of one user rounds to no test user.
     one_user = pd.DataFrame({"user": 1, "item": range(10), "value": 1.0, "timestamp": range(10)})
-    with pytest.raises(ValueError, match=r"^user_split: the split has no test rows .*; raise test_frac"):
+    with pytest.raises(ValueError, match=r"^user_split: the split has no test rows .*: raise test_frac"):
         build_recsys_checkpoint(one_user, checkpoint_path=tmp_path / "x.zip", min_rating=None, val_frac=0.0)
     # After the cut only user 2 is active, and it has no interaction before it to fold in.
     late = pd.DataFrame({"user": [1] * 8 + [2] * 2, "item": range(10), "value": 1.0, "timestamp": range(10)})
     with pytest.raises(
-        ValueError, match=r"^time_split: the split has no test rows \(1 test user\(s\) dropped .*a later"
+        ValueError, match=r"^time_split: the split has no test rows \(1 test user\(s\) dropped .*an earlier cut"
     ):
         build_recsys_checkpoint(
             late,

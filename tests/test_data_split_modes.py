@@ -1,11 +1,16 @@
 """leave_one_out and time_split, each checked against a plain-Python statement of the protocol."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split
-from mlflow_recsys.data.split import leave_one_out, time_split
+from mlflow_recsys.data import SPLIT_MODES, build_recsys_checkpoint, load_recsys_split
+from mlflow_recsys.data.checkpoint import split_arrays, split_digest
+from mlflow_recsys.data.split import MIN_EVAL_INTERACTIONS, leave_one_out, time_split, user_split
 
 
 def timed_frame(n_users=60, n_items=30, seed=0):
@@ -153,3 +158,93 @@ def test_eval_draws_five_gives_five_times_the_rows_with_repeated_ids(tmp_path):
     assert any(
         (five["test_target_matrix"][k * n : (k + 1) * n] != five["test_target_matrix"][:n]).nnz for k in range(1, 5)
     )
+
+
+_SPLITS = {
+    "user_split": lambda frame, seed: user_split(frame, seed=seed, test_frac=0.3, val_frac=0.2),
+    "leave_one_out": lambda frame, seed: leave_one_out(frame, seed=seed),
+    "time_split": lambda frame, seed: time_split(frame, test_frac=0.3, val_frac=0.2),
+}
+
+
+@pytest.mark.parametrize("mode", SPLIT_MODES)
+def test_a_refusal_states_the_rule_its_split_enforces(tmp_path, mode):
+    minimum = MIN_EVAL_INTERACTIONS[mode]
+    split_function = {"user_split": user_split, "leave_one_out": leave_one_out, "time_split": time_split}[mode]
+    # The docstring states the one declared rule ...
+    stated = {int(n) for n in re.findall(r"at least (\d+) interactions", " ".join(split_function.__doc__.split()))}
+    assert stated == {minimum}
+    # ... the split evaluates users at the minimum and drops them one below it ...
+    at_minimum = pd.DataFrame(
+        {"user": np.repeat(np.arange(40), minimum), "item": np.arange(40 * minimum) % 7, "value": 1.0}
+    ).assign(timestamp=lambda f: f.groupby("user").cumcount() * 100 + f["user"])
+    below = at_minimum.groupby("user").head(minimum - 1).reset_index(drop=True)
+    assert _SPLITS[mode](at_minimum, 0).test.source.shape[0] > 0
+    assert _SPLITS[mode](below, 0).test.source.shape[0] == 0
+    # ... and the refusal of a split without test rows states that same rule.
+    with pytest.raises(ValueError) as refusal:
+        build_recsys_checkpoint(
+            below, checkpoint_path=tmp_path / "x.zip", split_mode=mode, min_rating=None, min_user_interactions=1
+        )
+    assert f"each evaluated user needs {minimum} interactions or more" in str(refusal.value)
+    assert f"needs {minimum - 1} interactions" not in str(refusal.value)
+    assert not (tmp_path / "x.zip").exists()
+
+
+def test_leave_one_out_refusal_with_every_user_at_two_interactions_names_three(tmp_path):
+    # The issue's case: every user at exactly 2 interactions.
+    frame = pd.DataFrame({"user": np.repeat(np.arange(30), 2), "item": np.tile([0, 1], 30), "value": 1.0})
+    with pytest.raises(ValueError, match=r"^leave_one_out: the split has no test rows") as refusal:
+        build_recsys_checkpoint(
+            frame,
+            checkpoint_path=tmp_path / "x.zip",
+            split_mode="leave_one_out",
+            min_rating=None,
+            min_user_interactions=1,
+        )
+    assert "each evaluated user needs 3 interactions or more (one fold-in, one validation and one test target)" in (
+        str(refusal.value)
+    )
+
+
+@st.composite
+def _interactions(draw):
+    n_users = draw(st.integers(3, 12))
+    pairs = draw(
+        st.lists(st.tuples(st.integers(0, n_users - 1), st.integers(0, 8)), min_size=6, max_size=60, unique=True)
+    )
+    stamps = draw(st.lists(st.integers(0, 3), min_size=len(pairs), max_size=len(pairs)))  # many ties
+    frame = pd.DataFrame(pairs, columns=["user", "item"]).assign(value=1.0, timestamp=stamps)
+    if draw(st.booleans()):
+        frame = frame.assign(user="u" + frame["user"].astype(str), item="i" + frame["item"].astype(str))
+    return frame
+
+
+def _outcome(mode, frame, seed):
+    """Everything a split gives (its arrays' digest, drop counts and cuts), or the refusal it gives."""
+    try:
+        s = _SPLITS[mode](frame, seed)
+    except ValueError as exc:
+        return ("refused", str(exc))
+    return (split_digest(split_arrays(s)), s.test.n_users_dropped, s.val.n_users_dropped, s.cut_timestamps)
+
+
+@pytest.mark.parametrize("mode", SPLIT_MODES)
+@settings(max_examples=60, deadline=None)
+@given(frame=_interactions(), seed=st.integers(0, 2**32), order_seed=st.integers(0, 2**32))
+def test_a_split_depends_on_the_rows_not_their_order(mode, frame, seed, order_seed):
+    shuffled = frame.sample(frac=1.0, random_state=order_seed % 2**32).reset_index(drop=True)
+    assert _outcome(mode, shuffled, seed) == _outcome(mode, frame, seed)
+
+
+def test_leave_one_out_gives_tied_users_the_same_targets_in_any_row_order():
+    # The issue's case: users whose interactions tie in time, the frame given in another row order.
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(
+        {"user": np.repeat(np.arange(50), 6), "item": np.tile(np.arange(6), 50), "value": 1.0, "timestamp": 0}
+    )
+    for seed in range(10):
+        shuffled = frame.iloc[rng.permutation(len(frame))]
+        a, b = leave_one_out(frame, seed=seed), leave_one_out(shuffled, seed=seed)
+        assert (a.test.target != b.test.target).nnz == 0 and (a.val.target != b.val.target).nnz == 0
+        assert split_digest(split_arrays(a)) == split_digest(split_arrays(b))

@@ -38,7 +38,14 @@ from mlflow_recsys.data.datasets import (
     read_interactions_file,
 )
 from mlflow_recsys.data.preprocess import binarise, kcore_prune
-from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
+from mlflow_recsys.data.split import (
+    MIN_EVAL_INTERACTIONS,
+    UserSplit,
+    evaluation_rule,
+    leave_one_out,
+    time_split,
+    user_split,
+)
 from mlflow_recsys.data.split_config import SplitConfig
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
@@ -234,16 +241,17 @@ def _core(positives: pd.DataFrame, min_user_interactions: int, min_item_interact
     return pruned, report
 
 
-#: How to get test rows out of a split that left none, by split mode.
+#: How to get test rows out of a split that left none, by split mode (after the rule it enforces).
 _MORE_TEST_ROWS = {
     "user_split": "raise test_frac (more test users) or lower min_user_interactions",
-    "leave_one_out": "each user needs 2 interactions or more; lower min_rating or min_item_interactions",
-    "time_split": "raise test_frac (a later cut) so that users active before it are active after it too",
+    "leave_one_out": "lower min_rating or min_item_interactions, or raise min_user_interactions to "
+    f"{MIN_EVAL_INTERACTIONS['leave_one_out']} so that every user kept is evaluated",
+    "time_split": "raise test_frac (an earlier cut) so that users active after it were active before it too",
 }
 
 
 def _split(pruned: pd.DataFrame, config: SplitConfig) -> UserSplit:
-    """The split ``config`` asks for; ValueError when it leaves no test rows."""
+    """The split ``config`` asks for; ValueError when it leaves no test rows, stating the mode's rule."""
     if config.split_mode == "user_split":
         split = user_split(pruned, seed=config.seed, **config.split_keywords())
     elif config.split_mode == "leave_one_out":
@@ -253,7 +261,8 @@ def _split(pruned: pd.DataFrame, config: SplitConfig) -> UserSplit:
     if split.test.source.shape[0] == 0:
         raise ValueError(
             f"{config.split_mode}: the split has no test rows ({split.test.n_users_dropped} test user(s) dropped "
-            f"for lack of fold-in rows or targets); {_MORE_TEST_ROWS[config.split_mode]}"
+            f"for lack of fold-in rows or targets); {evaluation_rule(config.split_mode)}: "
+            f"{_MORE_TEST_ROWS[config.split_mode]}"
         )
     return split
 

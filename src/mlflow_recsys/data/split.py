@@ -63,6 +63,28 @@ class UserSplit:
     cut_timestamps: tuple[int, int] | None = None
 
 
+#: The fewest interactions a user needs to be an evaluation row, by split mode. Declared once: the splits
+#: enforce it, their docstrings state it and the refusal of a split without test rows quotes it
+#: (:func:`evaluation_rule`); ``tests/test_data_split_modes.py`` checks the three agree.
+MIN_EVAL_INTERACTIONS = {"user_split": 2, "leave_one_out": 3, "time_split": 2}
+
+#: What those interactions are for, by split mode.
+_EVAL_ROLES = {
+    "user_split": "at least one fold-in item and one target, among the training users' items",
+    "leave_one_out": "one fold-in, one validation and one test target",
+    "time_split": "at least one before the test cut, as fold-in, and one at or after it, as target",
+}
+
+
+def evaluation_rule(split_mode: str) -> str:
+    """The rule a user must meet to be evaluated under ``split_mode``, as a refusal states it:
+    ``"each evaluated user needs 3 interactions or more (one fold-in, one validation and one test target)"``."""
+    return (
+        f"each evaluated user needs {MIN_EVAL_INTERACTIONS[split_mode]} interactions or more "
+        f"({_EVAL_ROLES[split_mode]})"
+    )
+
+
 def round_half_up(x: float) -> int:
     """Nearest integer, halves rounded up (Python's ``round`` rounds halves to even)."""
     return int(math.floor(x + 0.5))
@@ -85,12 +107,16 @@ def user_split(
        ``round_half_up(test_frac * n_users)`` become test users, the next
        ``round_half_up(val_frac * n_users)`` validation users, the rest training users.
     2. The item catalogue is the sorted set of items of the training users;
-       items outside it are removed from held-out users, and held-out users
-       left with fewer than 2 items are dropped (counted in ``n_users_dropped``).
+       items outside it are removed from held-out users. A held-out user is
+       evaluated with at least 2 interactions left (one fold-in, one target);
+       one left with fewer is dropped (counted in ``n_users_dropped``).
     3. For each draw (test draws first, then validation draws), each held-out
        user with n items gets ``t = clip(round_half_up(eval_holdout_frac * n), 1,
        n - 1)`` items chosen uniformly without replacement as targets; the other
        ``n - t`` items are the fold-in source.
+
+    The split depends on the set of rows, not their order: rows are put in (user, item) order before any
+    random draw (as in every split function).
 
     Parameters
     ----------
@@ -116,7 +142,7 @@ def user_split(
     ValueError
         Bad argument values, duplicate (user, item) pairs, or no training user.
     """
-    _check_split_input(frame, seed)
+    frame = _split_input(frame, seed)
     check_fractions(test_frac, val_frac, "training users")
     check_holdout_frac(eval_holdout_frac)
     validation.integer(eval_draws, "eval_draws", minimum=1)
@@ -171,7 +197,7 @@ def _held_out(
     rows = np.searchsorted(group, user_col[mask])
     cols = np.searchsorted(item_ids, item_col[mask])
     counts = np.bincount(rows, minlength=len(group))
-    keep_user = counts >= 2
+    keep_user = counts >= MIN_EVAL_INTERACTIONS["user_split"]
     n_dropped = int(len(group) - keep_user.sum())
     kept_users = group[keep_user]
     # Renumber rows over the kept users and order entries by (row, col) so the
@@ -212,7 +238,8 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
 
     Every user with at least 3 interactions is evaluated. Their interactions are
     ordered by timestamp (ties, and all of them when the frame has no timestamp,
-    in an order drawn from ``numpy.random.Generator(PCG64(seed))``): the last is
+    in an order drawn from ``numpy.random.Generator(PCG64(seed))`` over the rows
+    put in (user, item) order, so the row order of ``frame`` does not matter): the last is
     the test target, with every earlier one as fold-in; the second last is the
     validation target, with the ones before it as fold-in. ``x_train`` holds
     everything except the held-out targets of evaluated users (users with
@@ -238,7 +265,8 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     ValueError
         Bad seed, duplicate pairs, or no interaction left for training.
     """
-    _check_split_input(frame, seed)
+    frame = _split_input(frame, seed)
+    minimum = MIN_EVAL_INTERACTIONS["leave_one_out"]
     rng = np.random.default_rng(seed)
     user_col = frame["user"].to_numpy()
     item_col = frame["item"].to_numpy()
@@ -250,10 +278,10 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     from_end = np.empty(len(frame), dtype=np.int64)
     from_end[order] = counts[user_idx[order]] - 1 - (np.arange(len(frame)) - starts[user_idx[order]])
-    evaluated = counts[user_idx] >= 3
+    evaluated = counts[user_idx] >= minimum
     is_test = evaluated & (from_end == 0)
     is_val = evaluated & (from_end == 1)
-    group = users[counts >= 3]
+    group = users[counts >= minimum]
     return _fixed_split(
         user_col,
         item_col,
@@ -275,8 +303,10 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
     training-period items, targets = their validation-period items. A user with
     test-period interactions is a test row: fold-in = everything they did before
     the test cut, targets = their test-period items. Items outside the training
-    catalogue are removed; users left without fold-in or without targets are
-    dropped from that group and counted. No randomness is involved.
+    catalogue are removed; a user is evaluated with at least 2 interactions left,
+    one before the group's period and one in it: users left without fold-in or
+    without targets are dropped from that group and counted. No randomness is
+    involved, and the row order of ``frame`` does not matter.
 
     Parameters
     ----------
@@ -298,7 +328,7 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
         No timestamp column, bad fractions, duplicate pairs, or no interaction
         before the validation cut.
     """
-    _check_split_input(frame, 0)
+    frame = _split_input(frame, 0)
     if "timestamp" not in frame.columns:
         raise ValueError(
             "frame: time_split needs a timestamp column, found none "
@@ -376,11 +406,15 @@ def _fixed_held_out(user_col, item_col, item_ids, group, source_mask, target_mas
     )
 
 
-def _check_split_input(frame: pd.DataFrame, seed: int) -> None:
+def _split_input(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """The checked ``frame`` in canonical row order, (user, item), index reset: every split function starts
+    from it, so a split depends on the set of rows and the seed alone, never on the order the rows came in
+    (random keys are drawn one per row, and ties in time are broken by them)."""
     _check_frame(frame)
     check_seed(seed)
     if frame.duplicated(["user", "item"]).any():
         raise ValueError("frame: expected distinct (user, item) pairs, found duplicates")
+    return frame.sort_values(["user", "item"], kind="mergesort").reset_index(drop=True)
 
 
 def check_seed(seed: int) -> None:
