@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from mlflow_recsys.evaluation import (
     EvaluationResult,
+    FoldInRankedWarning,
     evaluate_rankings,
     evaluate_recommender,
     targets_fingerprint,
@@ -312,3 +313,68 @@ def test_fingerprint_is_the_same_for_object_and_unicode_arrays_of_the_same_ids()
     assert targets_fingerprint(m, m, as_text) == targets_fingerprint(m, m, as_text.astype(object))
     assert targets_fingerprint(m, m, np.arange(3)) == targets_fingerprint(m, m, np.arange(3).astype(np.uint32))
     assert targets_fingerprint(m, m, np.arange(3)) != targets_fingerprint(m, m, np.array(["0", "1", "2"]))
+
+
+def _ndcg_by_hand(ranked: list[int], relevant: set[int], k: int) -> float:
+    dcg = sum(1.0 / math.log2(r + 2) for r, item in enumerate(ranked[:k]) if item in relevant)
+    ideal = sum(1.0 / math.log2(r + 2) for r in range(min(k, len(relevant))))
+    return dcg / ideal
+
+
+@pytest.fixture(scope="module")
+def movielens_test_rows(tmp_path_factory):
+    from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split
+
+    path = build_recsys_checkpoint("movielens-100k", checkpoint_path=tmp_path_factory.mktemp("ml") / "s.zip")
+    return load_recsys_split(path)
+
+
+def test_rankings_that_leak_the_fold_in_are_scored_without_it(movielens_test_rows):
+    split = movielens_test_rows
+    source, targets = split["test_source_matrix"], split["test_target_matrix"]
+    # A popularity list, the same for every user, that keeps each user's own fold-in items.
+    popularity = np.asarray(split["x_train"].sum(axis=0)).ravel()
+    ranked = np.argsort(-popularity, kind="stable")[:400]
+    rankings = np.tile(ranked, (source.shape[0], 1))
+    by_hand, unfiltered, n_leaked, n_lists = [], [], 0, 0
+    for r in range(source.shape[0]):
+        own = set(source.indices[source.indptr[r] : source.indptr[r + 1]].tolist())
+        relevant = set(targets.indices[targets.indptr[r] : targets.indptr[r + 1]].tolist())
+        kept = [int(i) for i in ranked if int(i) not in own]
+        n_leaked += len(ranked) - len(kept)
+        n_lists += len(kept) < len(ranked)
+        by_hand.append(_ndcg_by_hand(kept, relevant, 100))
+        unfiltered.append(_ndcg_by_hand(ranked.tolist(), relevant, 100))
+    with pytest.warns(FoldInRankedWarning, match=rf"^rankings: {n_leaked:,} fold-in item\(s\) in {n_lists:,} of "):
+        removed = evaluate_rankings(rankings, targets=targets, metrics="ndcg@100", source=source)
+    np.testing.assert_allclose(removed.per_user["ndcg@100"], by_hand, rtol=1e-12)
+    assert removed.metrics["ndcg@100"] == pytest.approx(np.mean(by_hand), rel=1e-12)
+    # Scored as given (no source), the leaked items are misses and the value falls.
+    as_given = evaluate_rankings(rankings, targets=targets, metrics="ndcg@100")
+    np.testing.assert_allclose(as_given.per_user["ndcg@100"], unfiltered, rtol=1e-12)
+    assert as_given.metrics["ndcg@100"] < removed.metrics["ndcg@100"]
+    # The strict setting refuses the lists instead, naming the count.
+    with pytest.raises(ValueError, match=rf"^rankings: expected no fold-in item .* found {n_leaked:,} in {n_lists:,}"):
+        evaluate_rankings(rankings, targets=targets, metrics="ndcg@100", source=source, fold_in="refuse")
+    with pytest.raises(ValueError, match=r"^fold_in: expected one of \('remove', 'refuse'\), found 'drop'"):
+        evaluate_rankings(rankings, targets=targets, metrics="ndcg@100", source=source, fold_in="drop")
+
+
+class _LeakyModel(FixedScoreModel):
+    """Ranks by the fixed scores without excluding the fold-in, as a model written elsewhere might."""
+
+    def recommend(self, source_rows, k):
+        order = np.argsort(-self.item_scores, kind="stable")[:k]
+        return np.tile(order, (source_rows.shape[0], 1)), np.tile(self.item_scores[order], (source_rows.shape[0], 1))
+
+
+def test_a_recommender_whose_lists_leak_the_fold_in_is_scored_without_it():
+    # item order by score: 1, 3, 2, 4, 5, 0; rows 0, 1 and 3 hold fold-in items within the top 4
+    source, targets = csr_from_sets([{1}, {3}, set(), {2, 4}], 6), csr_from_sets([{3, 4}, {0}, {0}, {1}], 6)
+    with pytest.warns(FoldInRankedWarning, match=r"^rankings: 4 fold-in item\(s\) in 3 of 4 lists"):
+        leaky = evaluate_recommender(_LeakyModel(SCORES), source=source, targets=targets, metrics="ndcg@4")
+    filtered = [[3, 2, 4, -1], [1, 2, 4, -1], [1, 3, 2, 4], [1, 3, -1, -1]]
+    by_hand = [_ndcg_by_hand(row, rel, 4) for row, rel in zip(filtered, [{3, 4}, {0}, {0}, {1}], strict=True)]
+    np.testing.assert_allclose(leaky.per_user["ndcg@4"], by_hand, rtol=1e-12)
+    with pytest.raises(ValueError, match=r"output is invalid: rankings: expected no fold-in item .*first in row 0"):
+        evaluate_recommender(_LeakyModel(SCORES), source=source, targets=targets, metrics="ndcg@4", fold_in="refuse")

@@ -12,7 +12,7 @@ import hashlib
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,15 @@ from mlflow_recsys._digests import canonical_csr, update_with_csr
 from mlflow_recsys.catalogue import ItemCatalogue, id_kind
 from mlflow_recsys.metrics import RankingMetric, hit_matrix, metric_from_key
 from mlflow_recsys.models.base import UnknownItemsWarning
+
+
+class FoldInRankedWarning(UserWarning):
+    """Ranked lists held their users' own fold-in items; those were taken out before scoring (and counted)."""
+
+
+#: What to do with a user's fold-in items found in their ranked list: take them out and warn, or refuse.
+FOLD_IN_POLICIES = ("remove", "refuse")
+FoldInPolicy = Literal["remove", "refuse"]
 
 
 @dataclass(frozen=True)
@@ -249,6 +258,51 @@ def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
     return kept
 
 
+def _without_fold_in(
+    rankings: np.ndarray, source: sp.csr_matrix, fold_in: str, row_numbers: np.ndarray | None = None
+) -> tuple[np.ndarray, int, int]:
+    """``rankings`` with each row's fold-in items (the row's stored entries of ``source``) taken out and the
+    items after them moved up, ``-1`` padding at the end -> (rankings, items taken out, rows touched).
+
+    Every column is checked as :func:`~mlflow_recsys.metrics.hit_matrix` checks its top k (integers, indices in
+    ``[-1, n_items)``, distinct within a row), since items past the cutoff move up when earlier ones go. With
+    ``fold_in="refuse"`` a leaked item is a ValueError naming the first such row (as ``row_numbers`` numbers the
+    rows; default their positions).
+    """
+    if rankings.size == 0:
+        return rankings, 0, 0
+    leaked = hit_matrix(rankings, source, rankings.shape[1])
+    n_leaked = int(leaked.sum())
+    if n_leaked == 0:
+        return rankings, 0, 0
+    rows_touched = leaked.any(axis=1)
+    if fold_in == "refuse":
+        first = np.flatnonzero(rows_touched)[0]
+        first = first if row_numbers is None else row_numbers[first]
+        raise ValueError(
+            f"rankings: expected no fold-in item (an entry of source) in a user's list, found {n_leaked:,} in "
+            f"{int(rows_touched.sum()):,} of {rankings.shape[0]:,} lists (the first in row {int(first)}); take "
+            "them out, or pass fold_in='remove'"
+        )
+    # A stable sort on "leaked" keeps the other items in their order and puts the leaked ones last.
+    order = np.argsort(leaked, axis=1, kind="stable")
+    kept = np.take_along_axis(np.asarray(rankings, dtype=np.int64), order, axis=1)
+    kept[np.take_along_axis(leaked, order, axis=1)] = -1
+    return kept, n_leaked, int(rows_touched.sum())
+
+
+def _warn_fold_in_removed(n_items: int, n_rows: int, n_lists: int, max_k: int, stacklevel: int) -> None:
+    if n_items:
+        warnings.warn(
+            f"rankings: {n_items:,} fold-in item(s) in {n_rows:,} of {n_lists:,} lists were taken out before "
+            f"scoring (a user's fold-in items are never targets, so they would count as misses); the items after "
+            f"them moved up, and a list left with fewer than {max_k} items is padded (no hit). Pass "
+            "fold_in='refuse' to refuse such lists",
+            FoldInRankedWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
 def _result(
     metrics: list[RankingMetric],
     per_user: dict[str, np.ndarray],
@@ -275,12 +329,21 @@ def evaluate_rankings(
     metrics: MetricSpec | Sequence[MetricSpec],
     sample_ids: np.ndarray | None = None,
     source: sp.spmatrix | None = None,
+    fold_in: FoldInPolicy = "remove",
 ) -> EvaluationResult:
     """Evaluate precomputed rankings against target items.
 
     Rows whose targets row is empty have no defined metric value; they are left
     out of the result together with their sample ids, and a ``UserWarning``
     reports how many.
+
+    With ``source`` given, a list that still holds its user's own fold-in items
+    is not scored as it stands: those items can never be targets, so they would
+    count as misses and push every later item down (a popularity list that
+    keeps them scores about half its nDCG). Under ``fold_in="remove"`` they are
+    taken out of each list, the items after them move up, and a
+    :class:`FoldInRankedWarning` counts them; ``fold_in="refuse"`` raises
+    instead. Pass lists longer than ``max_k`` so that enough items remain.
 
     Parameters
     ----------
@@ -298,8 +361,14 @@ def evaluate_rankings(
         Array of shape ``(n,)``, the user id of each row; default ``0..n-1``
         (int64).
     source:
-        Fold-in matrix of shape ``(n, n_items)``, only used for the targets
-        fingerprint; without it the fingerprint is ``None``.
+        Fold-in matrix of shape ``(n, n_items)``: the targets fingerprint is
+        taken over it, and its items are taken out of the lists (see
+        ``fold_in``). Without it the fingerprint is ``None`` and lists are
+        scored as given.
+    fold_in:
+        ``"remove"`` (default): take each row's fold-in items out of its list
+        before scoring, with a warning that counts them; ``"refuse"``: raise a
+        ValueError if any list holds one. Used only with ``source``.
 
     Returns
     -------
@@ -311,8 +380,18 @@ def evaluate_rankings(
     ValueError
         If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not
         a 2-D integer array with at least ``max_k`` columns and valid item
-        indices; ``targets`` or ``source`` is not a sparse matrix of matching
-        shape; ``sample_ids`` has the wrong length; or no row has targets.
+        indices (every column when ``source`` is given); ``targets`` or
+        ``source`` is not a sparse matrix of matching shape; ``sample_ids`` has
+        the wrong length; ``fold_in`` is not one of its two values, or is
+        ``"refuse"`` and a list holds a fold-in item; or no row has targets.
+
+    Warns
+    -----
+    FoldInRankedWarning
+        Under ``fold_in="remove"``, when lists held fold-in items: how many
+        items, in how many lists.
+    UserWarning
+        When rows without targets were left out.
     """
     metric_objs = _resolve_metrics(metrics)
     max_k = max(m.max_k for m in metric_objs)
@@ -323,12 +402,16 @@ def evaluate_rankings(
     if csr.shape[0] != arr.shape[0]:
         raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
     ids = _resolve_sample_ids(sample_ids, csr.shape[0])
+    validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
     fingerprint = None
     if source is not None:
         src = _require_sparse(source, "source")
         if src.shape != csr.shape:
             raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
         fingerprint = targets_fingerprint(source, targets, ids)
+        hit_matrix(arr, csr, max_k)  # the shape, dtype and width checks first, in their own words
+        arr, n_removed, n_rows = _without_fold_in(arr, src, fold_in)
+        _warn_fold_in_removed(n_removed, n_rows, arr.shape[0], max_k, stacklevel=2)
     hits = hit_matrix(arr, csr, max_k)
     n_relevant = np.asarray((csr != 0).sum(axis=1)).ravel().astype(np.int64)
     kept = _kept_rows(n_relevant)
@@ -347,6 +430,7 @@ def evaluate_recommender(
     sample_ids: np.ndarray | None = None,
     batch_size: int = 1024,
     collect_per_user: bool = True,
+    fold_in: FoldInPolicy = "remove",
 ) -> EvaluationResult:
     """Rank items for held-out rows in batches and evaluate the rankings.
 
@@ -354,7 +438,11 @@ def evaluate_recommender(
     top ``max_k`` item indices (fold-in items excluded by the model); rows are
     independent, so the result does not depend on ``batch_size``. Rows whose
     targets row is empty are skipped before ranking and left out of the result
-    with their sample ids; a ``UserWarning`` reports how many, if any.
+    with their sample ids; a ``UserWarning`` reports how many, if any. A model
+    that returns fold-in items anyway is treated as in :func:`evaluate_rankings`
+    (``fold_in``): they are taken out and counted in a
+    :class:`FoldInRankedWarning`, leaving that list shorter than ``max_k``, or
+    refused.
 
     Parameters
     ----------
@@ -375,6 +463,9 @@ def evaluate_recommender(
     collect_per_user:
         Keep per-row values (default True, needed for paired comparisons);
         False gives ``per_user=None`` with the same means.
+    fold_in:
+        ``"remove"`` (default) or ``"refuse"``: what becomes of fold-in items
+        in the model's lists (see :func:`evaluate_rankings`).
 
     Returns
     -------
@@ -388,9 +479,17 @@ def evaluate_recommender(
         If ``metrics`` is empty, unknown or repeats a key; ``source`` or
         ``targets`` is not sparse or their shapes differ; the model's
         ``n_items`` differs from the number of columns; ``sample_ids`` has the
-        wrong length; ``batch_size`` is not a positive int; no row has targets;
-        or ``model.recommend`` returns rankings of the wrong shape or with
-        invalid item indices.
+        wrong length; ``batch_size`` is not a positive int; ``fold_in`` is
+        neither ``"remove"`` nor ``"refuse"``; no row has targets; or
+        ``model.recommend`` returns rankings of the wrong shape, with invalid
+        item indices, or (under ``"refuse"``) with fold-in items.
+
+    Warns
+    -----
+    FoldInRankedWarning
+        When the model's lists held fold-in items (under ``"remove"``).
+    UserWarning
+        When rows without targets were left out.
     """
     metric_objs = _resolve_metrics(metrics)
     max_k = max(m.max_k for m in metric_objs)
@@ -399,6 +498,7 @@ def evaluate_recommender(
     if src.shape != tgt.shape:
         raise ValueError(f"targets: expected shape {src.shape} like source, found {tgt.shape}")
     _check_batch_size(batch_size)
+    validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
     n_items = getattr(model, "n_items", None)
     if n_items is not None and int(n_items) != src.shape[1]:
         raise ValueError(f"source: expected {int(n_items)} columns (the model's n_items), found {src.shape[1]}")
@@ -408,6 +508,7 @@ def evaluate_recommender(
     n_relevant = np.asarray((tgt != 0).sum(axis=1)).ravel().astype(np.int64)
     kept = _kept_rows(n_relevant)
     chunks: dict[str, list[np.ndarray]] = {key: [] for m in metric_objs for key in m.keys}
+    leaked = np.zeros(2, dtype=np.int64)  # fold-in items taken out, lists they were in
     starts = range(0, kept.shape[0], int(batch_size))
     for start in tqdm(starts, desc="evaluate", unit="batch", disable=None, leave=False):
         rows = kept[start : start + int(batch_size)]
@@ -419,12 +520,16 @@ def evaluate_recommender(
                 f"shape ({rows.shape[0]}, {max_k}), found {indices.shape}"
             )
         try:
-            hits = hit_matrix(indices, tgt[rows], max_k)
+            hits = hit_matrix(indices, tgt[rows], max_k)  # checks first, so a bad ranking is named as such
+            indices, *counts = _without_fold_in(indices, src[rows], fold_in, row_numbers=rows)
+            hits = hit_matrix(indices, tgt[rows], max_k) if counts[0] else hits
         except ValueError as err:
             raise ValueError(f"model: recommend(source_rows, {max_k}) output is invalid: {err}") from err
+        leaked += counts
         for metric in metric_objs:
             for key, values in metric.from_hits(hits, n_relevant[rows]).items():
                 chunks[key].append(values)
+    _warn_fold_in_removed(int(leaked[0]), int(leaked[1]), kept.shape[0], max_k, stacklevel=2)
     per_user = {key: np.concatenate(parts) for key, parts in chunks.items()}
     return _result(metric_objs, per_user, ids[kept], fingerprint, collect_per_user)
 
