@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from mlflow_recsys.data.preprocess import binarise, kcore_prune
+from mlflow_recsys.data.preprocess import binarise, kcore_prune, preprocess_interactions
 
 
 def frame(rows):
@@ -82,3 +82,24 @@ def test_binarise_without_timestamps_keeps_the_first_row_of_a_pair():
     out = binarise(frame, min_rating=4)
     assert list(out.columns) == ["user", "item", "value"]
     assert out[["user", "item"]].values.tolist() == [[1, 3], [2, 5]]
+
+
+def test_preprocess_counts_the_rows_each_step_removed():
+    frame = pd.DataFrame(
+        {
+            "user": [1, 1, 1, 1, 2, 2, 2, 3],
+            "item": [1, 1, 2, 3, 1, 2, 3, 1],
+            "value": [5.0, 4.0, 4.0, 2.0, 5.0, 5.0, 4.0, 5.0],
+            "timestamp": [3, 1, 2, 4, 1, 2, 3, 1],
+        }
+    )
+    out = preprocess_interactions(frame, min_rating=4, min_user_interactions=2)
+    by_hand = kcore_prune(binarise(frame, min_rating=4), min_user_interactions=2)[0]
+    pd.testing.assert_frame_equal(out.frame, by_hand)
+    assert [(s.step, s.rows_in, s.rows_out) for s in out.steps] == [
+        ("min_rating", 8, 7),  # the 2.0
+        ("duplicates", 7, 6),  # user 1's second row of item 1
+        ("kcore", 6, 5),  # user 3, with one item
+    ]
+    assert out.steps[0].describe() == "min_rating >= 4 removed 1 of 8 rows (12%)"
+    assert preprocess_interactions(frame, min_rating=None, min_user_interactions=1).steps[0].removed == 0

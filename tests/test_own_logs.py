@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import mlflow
 import numpy as np
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ from mlflow.tracking import MlflowClient
 import mlflow_recsys as mr
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
-from mlflow_recsys.data import from_interactions, read_interactions_file
+from mlflow_recsys.data import from_interactions, load_interactions, read_interactions_file
 
 #: A log whose columns have names of their own.
 _MAPPED = {"user": "uid", "item": "sku", "value": "stars"}
@@ -128,8 +129,11 @@ def test_a_frame_with_a_repeated_column_name_is_refused_and_other_repeats_are_le
 def test_a_missing_column_of_an_implicit_log_lists_only_the_logs_own_columns():
     with pytest.raises(ValueError) as refused:
         from_interactions(_log(10), user="nope", item="sku", value=None)
-    assert str(refused.value) == "user: expected a column 'nope' in the interactions, found columns " + str(
-        ["uid", "sku", "rating", "ts"]
+    assert str(refused.value) == (
+        "user: expected a column 'nope' in the interactions, found columns "
+        + str(["uid", "sku", "rating", "ts"])
+        + "; the log has a column 'uid': use --user-col uid on the command line "
+        "(in Python columns={'user': 'uid'}, or user='uid' for from_interactions)"
     )
 
 
@@ -255,3 +259,55 @@ def test_the_cli_splits_an_implicit_log_with_its_own_column_names(tmp_path, monk
         )
         assert res.exit_code == 1 and "expected interactions below the header, found no rows" in res.output
         assert len(MlflowClient().search_runs([experiment_id])) == n_runs  # nothing logged
+
+
+def _share(removed: int, rows: int) -> str:
+    share = 100 * removed / rows
+    return "<1" if 0 < share < 1 else f"{share:.0f}"
+
+
+def test_a_log_refused_for_its_value_column_names_the_option_and_the_split_counts_each_step(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    # A real log: MovieLens-100k's first 20,557 rows with the rating under its own name, and 40 ratings repeated.
+    ml = load_interactions("movielens-100k").head(20_557).rename(columns={"value": "rating"})
+    repeats = ml[ml["rating"] >= 4].head(40).assign(timestamp=lambda f: f["timestamp"] + 1)
+    log = pd.concat([ml, repeats], ignore_index=True)
+    log.to_csv(tmp_path / "own.csv", index=False)
+    # The counts of each step, computed here with pandas alone.
+    rated = log[log["rating"] >= 4]
+    pairs = rated.drop_duplicates(["user", "item"])
+    core = pairs
+    while True:
+        keep = core.groupby("user")["item"].transform("size") >= 5
+        if keep.all():
+            break
+        core = core[keep]
+    expected = [
+        ("min_rating", "min_rating >= 4", len(log), len(rated)),
+        ("duplicates", "one row per (user, item)", len(rated), len(pairs)),
+        ("kcore", "the (5, 1)-core (min_user_interactions, min_item_interactions)", len(pairs), len(core)),
+    ]
+    assert len(log) > len(rated) and len(rated) - len(pairs) == 40 and len(pairs) > len(core)  # each step removes rows
+    (tmp_path / "store").mkdir()
+    with sqlite_store(tmp_path / "store") as experiment_id:
+        refused = CliRunner().invoke(cli, ["split", "--dataset", str(tmp_path / "own.csv")])
+        assert refused.exit_code == 1
+        assert "value: expected a column 'value' in the interactions" in refused.output
+        assert "the log has a column 'rating': use --value-col rating" in refused.output
+        assert "columns={'value': 'rating'}" in refused.output
+        assert not MlflowClient().search_runs([experiment_id])
+        res = CliRunner().invoke(cli, ["split", "--dataset", str(tmp_path / "own.csv"), "--value-col", "rating"])
+        assert res.exit_code == 0, res.output
+        for _, rule, rows_in, rows_out in expected:
+            removed = rows_in - rows_out
+            line = f"  {rule} removed {removed:,} of {rows_in:,} rows ({_share(removed, rows_in)}%)"
+            assert line in res.output.splitlines()
+        run = MlflowClient().get_run(res.output.split("split run ")[1].split(":")[0])
+        for step, _, rows_in, rows_out in expected:
+            assert run.data.metrics[f"n_removed_{step}"] == rows_in - rows_out
+        manifest = mr.load_recsys_split(
+            mlflow.artifacts.download_artifacts(f"runs:/{run.info.run_id}/checkpoint.zip", dst_path=str(tmp_path))
+        )["manifest"]
+        steps = [(s["step"], s["rule"], s["rows_in"], s["rows_out"]) for s in manifest["preprocessing"]]
+        assert steps == expected
+        assert manifest["counts"]["n_interactions"] == len(core)

@@ -272,6 +272,11 @@ def split(dataset, user_col, item_col, value_col, timestamp_col, data_dir, **set
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
     import mlflow
 
+    from mlflow_recsys.data import StepCount
+
+    # What each preprocessing step removed, from the manifest the run logged: "min_rating >= 4 removed ...".
+    for step in mlflow.artifacts.load_dict(f"runs:/{run_id}/manifest.json")["preprocessing"]:
+        click.echo(f"  {StepCount(**step).describe()}")
     m = {k: int(v) for k, v in mlflow.get_run(run_id).data.metrics.items()}
     click.echo(
         f"  {m['n_train_users']:,} training users x {m['n_items']:,} items; test: {m['n_test_rows']:,} rows "

@@ -18,7 +18,7 @@ from mlflow_recsys.data.datasets import (
     read_interactions_file,
 )
 from mlflow_recsys.data.download import DownloadError, download
-from mlflow_recsys.data.preprocess import binarise, kcore_prune
+from mlflow_recsys.data.preprocess import Preprocessed, StepCount, binarise, kcore_prune, preprocess_interactions
 from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
 from mlflow_recsys.data.split_config import SPLIT_MODES, SplitConfig
 
@@ -26,9 +26,11 @@ __all__ = [
     "DATASETS",
     "DatasetSpec",
     "DownloadError",
+    "Preprocessed",
     "RatingsFile",
     "SPLIT_MODES",
     "SplitConfig",
+    "StepCount",
     "UserSplit",
     "binarise",
     "build_recsys_checkpoint",
@@ -39,6 +41,7 @@ __all__ = [
     "leave_one_out",
     "load_interactions",
     "load_recsys_split",
+    "preprocess_interactions",
     "read_checkpoint",
     "read_interactions_file",
     "time_split",

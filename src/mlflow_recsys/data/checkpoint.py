@@ -12,6 +12,7 @@ no clock time, so the same inputs and seed give a byte-identical file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import io
 import json
@@ -37,7 +38,7 @@ from mlflow_recsys.data.datasets import (
     load_interactions,
     read_interactions_file,
 )
-from mlflow_recsys.data.preprocess import binarise, kcore_prune
+from mlflow_recsys.data.preprocess import Preprocessed, preprocess_interactions
 from mlflow_recsys.data.split import (
     MIN_EVAL_INTERACTIONS,
     UserSplit,
@@ -92,9 +93,12 @@ def build_recsys_checkpoint(
     Pipeline: load (:func:`~mlflow_recsys.data.datasets.load_interactions`,
     :func:`~mlflow_recsys.data.datasets.read_interactions_file` or
     :func:`~mlflow_recsys.data.datasets.from_interactions`) ->
-    :func:`~mlflow_recsys.data.preprocess.binarise` (``min_rating``) ->
-    :func:`~mlflow_recsys.data.preprocess.kcore_prune` -> the split of
-    ``split_mode``. See those functions for the meaning of the parameters.
+    :func:`~mlflow_recsys.data.preprocess.preprocess_interactions` (the ``min_rating`` filter, one
+    row per (user, item), the k-core) -> the split of ``split_mode``. See those
+    functions for the meaning of the parameters. The manifest's ``preprocessing``
+    lists each step's rule and rows in and out, and its ``counts`` hold the rows
+    each step removed (``n_removed_min_rating``, ``n_removed_duplicates``,
+    ``n_removed_kcore``).
 
     Parameters
     ----------
@@ -174,10 +178,7 @@ def build_recsys_checkpoint(
         )
     checkpoint_path = _checkpoint_path_iv(checkpoint_path, dataset, split_mode, seed, overwrite)
     raw, source = _load(dataset, data_dir, columns)
-
-    positives = _positives(raw, config.min_rating)
-    pruned, report = _core(positives, config.min_user_interactions, config.min_item_interactions)
-    split = _split(pruned, config)
+    prepared, split = _preprocess_and_split(raw, config)
     arrays = split_arrays(split)
     manifest = {
         "format": CHECKPOINT_FORMAT,
@@ -188,25 +189,14 @@ def build_recsys_checkpoint(
             "has_timestamps": "timestamp" in raw.columns,
         },
         "parameters": config.to_params(),
-        "counts": _counts(raw, positives, report, split),
+        "counts": _counts(raw, prepared, split),
+        "preprocessing": [dataclasses.asdict(step) for step in prepared.steps],
         "split_digest": split_digest(arrays),
     }
     members = _members(arrays, manifest)
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
     _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
-
-
-def _positives(raw: pd.DataFrame, min_rating: float | None) -> pd.DataFrame:
-    """The interactions kept as positives (see :func:`binarise`); ValueError when none is."""
-    positives = binarise(raw, min_rating=min_rating)
-    if positives.empty:
-        raise ValueError(
-            f"min_rating: expected some interactions with value >= {min_rating}, found none among {len(raw):,} "
-            f"(values range {raw['value'].min():g} to {raw['value'].max():g}); for implicit data use min_rating=None "
-            "(--min-rating none on the command line)"
-        )
-    return positives
 
 
 def _checkpoint_path_iv(checkpoint_path, dataset, split_mode: str, seed, overwrite: bool) -> Path:
@@ -225,22 +215,6 @@ def _checkpoint_path_iv(checkpoint_path, dataset, split_mode: str, seed, overwri
     return checkpoint_path
 
 
-def _core(positives: pd.DataFrame, min_user_interactions: int, min_item_interactions: int):
-    """The k-core of the positive interactions and the pruning report; ValueError when it is empty."""
-    pruned, report = kcore_prune(
-        positives,
-        min_user_interactions=min_user_interactions,
-        min_item_interactions=min_item_interactions,
-    )
-    if pruned.empty:
-        raise ValueError(
-            f"min_user_interactions, min_item_interactions: the ({min_user_interactions}, "
-            f"{min_item_interactions})-core "
-            f"of the {len(positives):,} positive interactions is empty; lower the thresholds"
-        )
-    return pruned, report
-
-
 #: How to get test rows out of a split that left none, by split mode (after the rule it enforces).
 _MORE_TEST_ROWS = {
     "user_split": "raise test_frac (more test users) or lower min_user_interactions",
@@ -250,8 +224,16 @@ _MORE_TEST_ROWS = {
 }
 
 
-def _split(pruned: pd.DataFrame, config: SplitConfig) -> UserSplit:
-    """The split ``config`` asks for; ValueError when it leaves no test rows, stating the mode's rule."""
+def _preprocess_and_split(raw: pd.DataFrame, config: SplitConfig) -> tuple[Preprocessed, UserSplit]:
+    """The preprocessed interactions and the split ``config`` asks for; ValueError when it leaves no test rows,
+    stating the mode's rule."""
+    prepared = preprocess_interactions(
+        raw,
+        min_rating=config.min_rating,
+        min_user_interactions=config.min_user_interactions,
+        min_item_interactions=config.min_item_interactions,
+    )
+    pruned = prepared.frame
     if config.split_mode == "user_split":
         split = user_split(pruned, seed=config.seed, **config.split_keywords())
     elif config.split_mode == "leave_one_out":
@@ -264,7 +246,7 @@ def _split(pruned: pd.DataFrame, config: SplitConfig) -> UserSplit:
             f"for lack of fold-in rows or targets); {evaluation_rule(config.split_mode)}: "
             f"{_MORE_TEST_ROWS[config.split_mode]}"
         )
-    return split
+    return prepared, split
 
 
 def _members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
@@ -556,12 +538,16 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
     return out
 
 
-def _counts(raw, positives, report, split: UserSplit) -> dict[str, int]:
+def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
+    """The manifest's counts (logged as the split run's metrics): each preprocessing step's removed rows as
+    ``n_removed_<step>``, then what the split holds."""
+    report = prepared.prune
     return {
         "n_raw_interactions": int(len(raw)),
         "n_raw_users": int(raw["user"].nunique()),
         "n_raw_items": int(raw["item"].nunique()),
-        "n_positive_interactions": int(len(positives)),
+        **{f"n_removed_{step.step}": int(step.removed) for step in prepared.steps},
+        "n_positive_interactions": int(report.n_interactions_before),
         "kcore_iterations": int(report.iterations),
         "n_interactions": int(report.n_interactions_after),
         "n_users": int(report.n_users_after),

@@ -356,14 +356,44 @@ def from_interactions(
     return _normalise(picked, tuple(names), "frame", labels)
 
 
+#: Column names that usually hold each role in a log, compared ignoring case and ``_``/``-``/blanks: a missing
+#: column's refusal names the option that reads the first of them the log has.
+LIKELY_COLUMNS = {
+    "user": ("user", "user_id", "userid", "uid", "customer_id", "customer", "visitor_id", "member_id"),
+    "item": ("item", "item_id", "itemid", "iid", "movie_id", "movie", "product_id", "product", "sku", "book_id"),
+    "value": ("value", "rating", "ratings", "score", "stars", "count", "weight", "plays", "clicks"),
+    "timestamp": ("timestamp", "time", "ts", "datetime", "date", "event_time", "created_at"),
+}
+
+
+def _column_hint(role: str, found: list, taken: set) -> str:
+    """How to read ``role`` from a column of ``found`` that looks like one (none of ``taken``), or ''."""
+
+    def plain(name: object) -> str:
+        return "".join(c for c in str(name).lower() if c not in "_- ")
+
+    by_plain = {plain(c): c for c in reversed(found) if c not in taken}
+    likely = next((by_plain[plain(n)] for n in LIKELY_COLUMNS[role] if plain(n) in by_plain), None)
+    if likely is None:
+        return "; for a log without ratings use --value-col none (columns={'value': None})" if role == "value" else ""
+    return (
+        f"; the log has a column {likely!r}: use --{role}-col {likely} on the command line "
+        f"(in Python columns={{{role!r}: {likely!r}}}, or {role}={likely!r} for from_interactions)"
+    )
+
+
 def check_column_names(names: dict[str, Any], found: list) -> None:
     """Raise ValueError unless each role's column in ``names`` (role to column name; ``None`` for no column) is
-    one column of ``found``, the log's columns in order, and no two roles share one."""
+    one column of ``found``, the log's columns in order, and no two roles share one. A missing column's message
+    names the option that reads a likely column of the log (:data:`LIKELY_COLUMNS`): ``"value: expected a column
+    'value' in the interactions, found columns [...]; the log has a column 'rating': use --value-col rating ..."``.
+    """
     given = {role: column for role, column in names.items() if column is not None}
     for role, column in given.items():
         count = found.count(column)
         if count == 0:
-            raise ValueError(f"{role}: expected a column {column!r} in the interactions, found columns {found}")
+            hint = _column_hint(role, found, set(given.values()))
+            raise ValueError(f"{role}: expected a column {column!r} in the interactions, found columns {found}{hint}")
         if count > 1:
             raise ValueError(f"{role}: expected one column named {column!r}, found {count} columns of that name")
     shared = sorted({str(c) for c in given.values() if list(given.values()).count(c) > 1})
