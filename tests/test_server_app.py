@@ -32,6 +32,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import local_tracking_server
+from mlflow_recsys.tracking.runs import runs_by_id
 
 XSS = "<img src=x onerror=alert(1)>"
 BIN = Path(sys.executable).parent
@@ -112,7 +113,12 @@ def small_study(client: MlflowClient, experiment_id: str, folder: Path) -> dict[
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    """A SQLite store the app reads as the server's backend store, and a job folder of its own."""
+    """A SQLite store the app reads as the server's backend store, and a job folder of its own.
+
+    The test runs in ``tmp_path``: an experiment made without an artifact location keeps its artifacts under
+    ``./mlruns`` of the current folder, which must not be the project's.
+    """
+    monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/server.db"
     monkeypatch.setenv("_MLFLOW_SERVER_FILE_STORE", uri)
     monkeypatch.setenv(jobs.JOBS_DIR_ENV, str(tmp_path / "jobs"))
@@ -313,19 +319,19 @@ def test_paging_follows_search_runs_page_tokens(store):
     assert len(runs) == 5 and truncated
 
 
-def test_the_comparisons_list_shows_the_result_tag_before_the_notes(store):
+def test_the_comparisons_list_shows_the_result_tag_when_the_notes_hold_no_sentence(store):
     client, experiment_id, _ = store
     run = client.create_run(
         experiment_id,
         tags={
             "recsys.role": "comparison",
             "recsys.result": "B beat A <b>.",
-            "mlflow.note.content": "## Paired comparison\n\nDifference = ...",
+            "mlflow.note.content": "## Paired comparison\n\n| a | b |",
         },
     )
     client.set_terminated(run.info.run_id)
     rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
-    assert rows[run.info.run_id].sentence == "B beat A <b>."
+    assert rows[run.info.run_id].sentences == ["B beat A <b>."]
 
 
 def test_repeated_ids_in_a_compare_address_are_shown_once(web, store):
@@ -389,7 +395,7 @@ def test_a_compare_address_without_experiments_looks_up_every_id_in_a_few_querie
     missing = [f"{i:032x}" for i in range(600)]
     chosen = missing + study["EASE"] + study["Popularity"] + [deleted, late, "'); drop table runs; --"]
     counting = CountingClient(uri)
-    found = listing.runs_by_id(counting, chosen)
+    found = runs_by_id(counting, chosen)
     assert set(found) == set(study["EASE"] + study["Popularity"] + [deleted, late])
     assert counting.calls["search_runs"] == 7  # 100 ids a query, not one query per id
     page = web.get("/recsys/compare?runs=" + urllib.parse.quote(json.dumps(chosen))).get_data(as_text=True)
@@ -475,12 +481,13 @@ def test_configurations_of_one_model_are_offered_as_candidates(web, store):
     assert "name one of [&#39;EASE(l2=50)&#39;, &#39;EASE(l2=500)&#39;]" in page
 
 
-def test_note_sentence_undoes_markdown_escapes():
+def test_note_sentences_undo_markdown_escapes():
     note = (
         "## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
-        "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |"
+        "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\nPop ties EASE.\n\n| a | b |\n\nafter"
     )
-    assert listing.note_sentence(note) == "ELSA_2 beats EASE on ndcg@100 by +0.01 <b>."
+    assert listing.note_sentences(note) == ["ELSA_2 beats EASE on ndcg@100 by +0.01 <b>.", "Pop ties EASE."]
+    assert listing.note_sentences("## Paired comparison\n\n| a | b |") == []
 
 
 # -- jobs and slots -------------------------------------------------------------------------------------------
@@ -665,7 +672,7 @@ def test_the_runner_uses_the_command_lines_bounded_retries(monkeypatch, tmp_path
     monkeypatch.setattr(
         runner,
         "run_job",
-        lambda folder, job_id: seen.update({k: os.environ.get(k) for k in CLI_DEFAULTS}) or {"stage": "done"},
+        lambda folder, job_id, **kw: seen.update({k: os.environ.get(k) for k in CLI_DEFAULTS}) or {"stage": "done"},
     )
     assert runner.main([str(tmp_path), "0" * 32]) == 0
     assert seen == CLI_DEFAULTS
@@ -1020,7 +1027,7 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
             assert r.read(8) == b"\x89PNG\r\n\x1a\n"
         # The comparison runs are listed on the experiment page, with status and result sentence.
         status, page, _ = browser.get(f"/recsys/experiments/{experiment_id}")
-        assert page.count("<td>FINISHED</td>") == 3
+        assert page.count('<td class="status">FINISHED</td>') == 3
         print(
             f"one compare from the page, end to end: {first['finished'] - first['created']:.1f} s; "
             f"three one after another: {elapsed:.1f} s"
@@ -1082,3 +1089,171 @@ def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_adm
         run = client.get_run(job["result"]["run_id"])
         assert run.info.status == "FINISHED" and run.info.experiment_id == experiment_id
         assert set(run.data.tags["recsys.source_runs"].split(",")) == set(study["EASE"] + study["Popularity"])
+
+
+# -- issue 27: defaults, the comparisons list, origins, dead and cancelled jobs, bounds, links ------------------
+
+
+def _study_run(client, experiment_id, *, primary: str, metrics: str) -> str:
+    """A study run (`mlflow run .`, role main) with the params the main entry point logs."""
+    run = client.create_run(experiment_id, tags={"recsys.role": "main"})
+    for key, value in {"primary": primary, "metrics": metrics, "n_resamples": "9999"}.items():
+        client.log_param(run.info.run_id, key, value)
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def _selected(page: str, select_id: str) -> list[str]:
+    block = re.search(rf'<select name="\w+" id="{select_id}"[^>]*>(.*?)</select>', page, re.S).group(1)
+    return [html.unescape(v) for v in re.findall(r'<option value="([^"]*)" selected>', block)]
+
+
+def test_page_defaults_follow_declared_primary(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert _selected(page, "primary") == [] and _selected(page, "metrics") == []  # nothing declared: none chosen
+    _study_run(client, experiment_id, primary="recall@20", metrics="recall@20, calibrated_recall@20")
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    # The declared primary and the declared metrics the runs logged (calibrated_recall@20 they did not).
+    assert _selected(page, "primary") == ["recall@20"] and _selected(page, "metrics") == ["recall@20"]
+    assert re.search(r'<strong id="shown-metric">recall@20</strong>', page)
+    value = client.get_run(study["EASE"][0]).data.metrics["recall_at_20"]
+    assert f"{value:.4f}" in page
+    # The compare page opened from the UI's address has the same defaults.
+    page = web.get("/recsys/compare?runs=" + json.dumps(study["EASE"])).get_data(as_text=True)
+    assert _selected(page, "primary") == ["recall@20"]
+    # Two study runs that disagree declare nothing.
+    _study_run(client, experiment_id, primary="ndcg@100", metrics="ndcg@100")
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert _selected(page, "primary") == [] and _selected(page, "metrics") == []
+
+
+def test_job_page_settings_show_the_actual_defaults(web, store):
+    client, experiment_id, tmp = store
+    job = jobs.new_job(
+        tmp / "jobs",
+        run_ids=["a" * 32, "b" * 32],
+        settings={"reference": None, "primary": "ndcg@100", "metrics": None, "correction": "holm", "n_resamples": 999},
+        experiment_ids=[experiment_id],
+    )
+    jobs.write_job(tmp / "jobs", {**job, "pid": os.getpid()})
+    page = html.unescape(web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True))
+    rows = dict(re.findall(r"<tr><th>(\w+)</th><td>([^<]*)</td></tr>", page))
+    assert ">default<" not in page
+    assert rows["reference"] == "none: every pair" and rows["metrics"] == "every metric the runs share"
+    assert rows["primary"] == "ndcg@100" and rows["n_resamples"] == "999" and rows["correction"] == "holm"
+    assert rows["confidence_level"] == "0.95" and rows["alternative"] == "two-sided" and rows["random_state"] == "0"
+    assert rows["seed"] == "lowest seed of each model"
+
+
+def test_comparison_list_shows_every_candidates_primary_result(web, store, monkeypatch):
+    from mlflow_recsys.server.runner import _sentences
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking.comparison import compare_runs
+
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    monkeypatch.setattr(mlflow, "get_tracking_uri", lambda: os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    mlflow.set_tracking_uri(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    try:
+        everything = compare_runs(
+            run_ids=study["EASE"] + study["ELSA"] + study["Popularity"],
+            settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=199),
+        )
+        pair = compare_runs(
+            run_ids=study["EASE"] + study["ELSA"],
+            settings=ComparisonSettings(reference="EASE", primary="recall@20", metrics=("recall@20",), n_resamples=199),
+        )
+    finally:
+        mlflow.set_tracking_uri(None)
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
+    assert len(rows) == 2
+    first = rows[everything.run_id]
+    _, expected = _sentences(everything, "ndcg@100")
+    # Both candidates (Popularity and ELSA against EASE), representative seed and seed-averaged, each shown.
+    candidates = {c.candidate for c in everything.report.comparisons if c.metric == "ndcg@100"}
+    assert candidates == {"ELSA", "Popularity"}
+    assert len(first.sentences) == 3
+    for sentence in expected[:3]:
+        assert any(sentence in shown for shown in first.sentences), (sentence, first.sentences)
+    assert first.reference == "EASE" and first.primary == "ndcg@100" and first.metrics == "ndcg@100,recall@20"
+    assert first.n_runs == "5" and first.n_resamples == "199" and first.date.endswith(" UTC")
+    second = rows[pair.run_id]
+    assert second.primary == "recall@20" and second.metrics == "recall@20" and second.n_runs == "4"
+    page = html.unescape(web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True))
+    assert page.count('<tr class="comparison">') == 2 and page.count('<td class="status">FINISHED</td>') == 2
+    assert "td.status, td.date { white-space: nowrap" in page  # "FINISHED" never wraps
+    for sentence in first.sentences + second.sentences:
+        assert sentence in page
+
+
+@pytest.mark.parametrize(
+    "env, origin, accepted",
+    [
+        ({}, "https://mlflow.example.com", False),
+        ({"MLFLOW_SERVER_CORS_ALLOWED_ORIGINS": "https://other.example.com, https://mlflow.example.com"}, None, True),
+        ({"MLFLOW_RECSYS_SERVER_URL": "https://mlflow.example.com/tracking"}, None, True),
+        ({"MLFLOW_SERVER_CORS_ALLOWED_ORIGINS": "*"}, None, False),  # names no site
+        ({"MLFLOW_SERVER_CORS_ALLOWED_ORIGINS": "https://mlflow.example.com"}, "https://evil.example.com", False),
+    ],
+)
+def test_a_compare_through_a_proxy_that_rewrites_host_is_accepted_from_allowed_origins(
+    web, store, monkeypatch, env, origin, accepted
+):
+    client, experiment_id, tmp = store
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # nginx's default: the browser's page is https://mlflow.example.com, the upstream Host 127.0.0.1:5000.
+    page = web.get(f"/recsys/experiments/{experiment_id}", headers={"Host": "127.0.0.1:5000"}).get_data(as_text=True)
+    headers = {"Host": "127.0.0.1:5000", "Origin": origin or "https://mlflow.example.com"}
+    data = {"csrf_token": csrf_token(page), "run": [], "experiment": experiment_id}
+    response = web.post("/recsys/compare", data=data, headers=headers)
+    text = response.get_data(as_text=True)
+    if accepted:
+        assert response.status_code == 400 and "at least two ticked runs" in text  # past the origin check
+    else:
+        assert response.status_code == 403 and "another site" in text
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_killed_job_ends_its_comparison_run_killed_and_stale_runs_are_marked(web, store):
+    client, experiment_id, tmp = store
+    folder = tmp / "jobs"
+    job = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[experiment_id])
+    jobs.write_job(folder, {**job, "stage": "logging", "pid": _dead_pid()})  # SIGKILLed while logging
+    left = client.create_run(
+        experiment_id,
+        tags={"recsys.role": "comparison", "recsys.server_job": job["id"], "recsys.result": "ELSA beat EASE."},
+    ).info.run_id
+    live = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[experiment_id])
+    jobs.write_job(folder, {**live, "stage": "comparing", "pid": os.getpid()})
+    running = client.create_run(
+        experiment_id, tags={"recsys.role": "comparison", "recsys.server_job": live["id"]}
+    ).info.run_id
+    old = int((time.time() - 7 * 3600) * 1000)  # a `mlflow-recsys compare` killed 7 hours ago
+    cli = client.create_run(
+        experiment_id, start_time=old, tags={"recsys.role": "comparison", "recsys.result": "Pop beat EASE."}
+    ).info.run_id
+    state = json.loads(web.get(f"/recsys/jobs/{job['id']}.json").data)
+    assert state["stage"] == "failed" and "ended without a result" in state["error"]
+    run = client.get_run(left)
+    assert run.info.status == "KILLED" and "ended without a result" in run.data.tags["recsys.error"]
+    assert json.loads((folder / f"{job['id']}.json").read_text())["stage"] == "failed"  # settled once, on file
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id], live_jobs=frozenset([live["id"]]))}
+    assert rows[left].status == "KILLED" and rows[left].sentences == [run.data.tags["recsys.error"]]
+    assert rows[running].status == "RUNNING" and rows[running].stale == ""
+    assert rows[cli].stale.startswith("stale: started 7 h ago") and rows[cli].sentences == []
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert page.count('<span class="stale">') == 1 and "Pop beat EASE." not in page
+    # A page job's RUNNING run whose job is gone from this server is stale.
+    gone = client.create_run(
+        experiment_id, tags={"recsys.role": "comparison", "recsys.server_job": "f" * 32}
+    ).info.run_id
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
+    assert rows[gone].stale == "stale: its comparison job on this server is not running"
