@@ -1257,3 +1257,288 @@ def test_a_killed_job_ends_its_comparison_run_killed_and_stale_runs_are_marked(w
     ).info.run_id
     rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
     assert rows[gone].stale == "stale: its comparison job on this server is not running"
+
+
+#: The issue's nine metrics: what the train entry point logs by default.
+NINE = ("ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "ndcg@20", "recall@50", "mrr@10", "map@10")
+
+
+def _metadata_run(client, experiment_id: str, model: str, seed: str) -> str:
+    """A FINISHED training run with the nine aggregate metrics logged and no artifacts: enough for every check
+    made before an artifact is read."""
+    from mlflow_recsys.tracking.naming import mlflow_metric_name
+
+    tags = {
+        "recsys.role": "train",
+        "recsys.model": model,
+        "recsys.seed": seed,
+        "recsys.split_digest": "d" * 64,
+        "recsys.targets_fingerprint": "f" * 64,
+    }
+    run = client.create_run(experiment_id, tags=tags)
+    now = int(time.time() * 1000)
+    client.log_batch(run.info.run_id, metrics=[Metric(mlflow_metric_name(k), 0.5, now, 0) for k in NINE])
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def test_the_replicate_bound_counts_every_report_a_job_keeps(web, store):
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES
+    from mlflow_recsys.tracking.comparison import check_selection
+
+    client, experiment_id, tmp = store
+    # The issue's case: 20 candidates x 2 seeds x 9 metrics at B = 1,000,000, every candidate against M00.
+    seeded = [_metadata_run(client, experiment_id, f"M{i:02d}", str(s)) for i in range(20) for s in (0, 1)]
+    settings = ComparisonSettings(reference="M00", n_resamples=1_000_000)
+    one_report = 16 * 1_000_000 * 19 * 9  # 2.55 GiB: what the bound counted before
+    assert one_report <= MAX_REPLICATE_BYTES < 2 * one_report
+    with pytest.raises(ValueError, match=r"342 hypotheses would keep 5\.1 GiB of replicates") as caught:
+        check_selection(run_ids=seeded, settings=settings, client=client)
+    assert "at most 4 GiB" in str(caught.value)
+    # The page refuses it before any job starts.
+    response = post_compare(web, experiment_id, seeded, reference="M00", n_resamples="1000000")
+    text = html.unescape(response.get_data(as_text=True))
+    assert response.status_code == 400 and "5.1 GiB of replicates" in text and not list((tmp / "jobs").glob("*.json"))
+    # Without seeds one report is kept, and the same selection size passes.
+    unseeded = [_metadata_run(client, experiment_id, f"N{i:02d}", "none") for i in range(20)]
+    assert len(check_selection(run_ids=unseeded, settings=settings.replace(reference="N00"), client=client)) == 20
+
+
+class RunCountingClient(CountingClient):
+    def __init__(self, uri):
+        super().__init__(uri)
+        self.calls["get_run"] = 0
+
+    def get_run(self, run_id):
+        self.calls["get_run"] += 1
+        return super().get_run(run_id)
+
+
+def test_selection_checks_are_paged_queries_not_one_request_per_run(store):
+    from mlflow_recsys.tracking.comparison import check_selection
+
+    client, experiment_id, tmp = store
+    ids = [_metadata_run(client, experiment_id, f"M{i % 2}", str(i)) for i in range(250)]
+    counting = RunCountingClient(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    runs = check_selection(run_ids=ids, client=counting)
+    assert [r.info.run_id for r in runs] == ids  # in the order given
+    assert counting.calls["get_run"] == 0 and counting.calls["search_runs"] == 3  # 100 ids a query
+    missing = "0" * 32
+    with pytest.raises(RunSelectionError, match=f"run '{missing}' was not found"):
+        check_selection(run_ids=ids[:5] + [missing], client=counting)
+
+
+def test_cancel_ends_the_job_failed_with_who_cancelled_it(web, store):
+    client, experiment_id, tmp = store
+    folder = tmp / "jobs"
+    job = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[experiment_id])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    jobs.write_job(folder, {**job, "stage": "comparing", "pid": sleeper.pid})
+    page = web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True)
+    assert 'id="cancel"' in page
+    response = web.post(f"/recsys/jobs/{job['id']}/cancel", data={"csrf_token": csrf_token(page)})
+    assert response.status_code == 303
+    assert sleeper.wait(10) == -10  # the cancel signal (SIGUSR1) reached the job's process
+    assert jobs.cancel_reason(folder, job["id"]) == "cancelled from the recsys page by a user of this server"
+    assert web.post(f"/recsys/jobs/{job['id']}/cancel", data={}).status_code == 400  # no CSRF token
+    # A job not yet started is ended on file; an ended one cannot be cancelled.
+    queued = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[])
+    jobs.write_job(folder, {**queued, "pid": os.getpid()})
+    jobs.record_launch(folder, queued["id"], os.getpid())
+    from mlflow_recsys.server import runner
+
+    runner.cancel(folder, {**queued, "pid": None}, by="admin")
+    state = jobs.read_job(folder, queued["id"])
+    assert state["stage"] == "failed" and state["error"] == "Terminated: cancelled from the recsys page by admin"
+    assert web.post(f"/recsys/jobs/{queued['id']}/cancel", data={"csrf_token": csrf_token(page)}).status_code == 409
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "604801"])
+def test_the_job_time_limit_is_validated(monkeypatch, raw):
+    monkeypatch.setenv(jobs.TIME_LIMIT_ENV, raw)
+    with pytest.raises(ValueError, match=jobs.TIME_LIMIT_ENV) as caught:
+        jobs.time_limit()
+    assert repr(raw) in str(caught.value)
+    monkeypatch.setenv(jobs.TIME_LIMIT_ENV, "90")
+    assert jobs.time_limit() == 90
+    monkeypatch.delenv(jobs.TIME_LIMIT_ENV)
+    assert jobs.time_limit() == 3600
+
+
+def test_the_suite_writes_only_to_temporary_folders(store, tmp_path):
+    from conftest import ROOT, new_in_working_tree, working_tree_state
+
+    client, experiment_id, tmp = store
+    before = working_tree_state()
+    # An experiment without an artifact location: its artifacts land under ./mlruns of the test's folder.
+    bare = client.create_experiment("no artifact location")
+    log_training_run(client, bare, tmp / "local", model="EASE", seed=None, n_users=20)
+    assert Path(urllib.parse.urlparse(client.get_experiment(bare).artifact_location).path).is_relative_to(tmp_path)
+    assert new_in_working_tree(before, working_tree_state()) == []
+    assert not (ROOT / "mlruns").exists()
+    # The check sees a file written into a checkout, and into a folder that is no checkout.
+    for folder in (tmp_path / "checkout", tmp_path / "plain"):
+        folder.mkdir()
+        if folder.name == "checkout":
+            subprocess.run(["git", "init", "-q", str(folder)], check=True)
+        start = working_tree_state(folder)
+        (folder / "mlruns" / "1").mkdir(parents=True)
+        (folder / "mlruns" / "1" / "meta.yaml").write_text("x")
+        assert any("mlruns" in entry for entry in new_in_working_tree(start, working_tree_state(folder))), folder
+
+
+# -- the job's own process: killed, cancelled, past its time limit --------------------------------------------
+
+
+def _launch_job(store, run_ids: list[str], **settings) -> tuple[dict, subprocess.Popen]:
+    """Start a page job's real process over the store (as Compare does, with the store's URI for the server's)."""
+    from mlflow_recsys.server import runner
+
+    client, experiment_id, tmp = store
+    chosen = {"reference": None, "primary": None, "metrics": None, "correction": "holm", "n_resamples": 999}
+    job = jobs.new_job(tmp / "jobs", run_ids=run_ids, settings={**chosen, **settings}, experiment_ids=[experiment_id])
+    return job, runner.launch(tmp / "jobs", job, tracking_uri=os.environ["_MLFLOW_SERVER_FILE_STORE"])
+
+
+def _wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"{what} within {timeout} s")
+
+
+def test_a_sigkilled_page_job_ends_its_comparison_run_killed(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    job, proc = _launch_job(store, study["EASE"] + study["ELSA"] + study["Popularity"], reference="EASE")
+
+    def running_run():
+        found = client.search_runs(
+            [experiment_id], filter_string=f"tags.`recsys.server_job` = '{job['id']}' and attributes.status = 'RUNNING'"
+        )
+        return found[0] if found else None
+
+    run = _wait_until(running_run, 120, "no RUNNING comparison run appeared")
+    proc.kill()  # SIGKILL: no handler runs, the run stays RUNNING
+    proc.wait(30)
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"
+    page = html.unescape(web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True))
+    assert "ended without a result" in page
+    ended = client.get_run(run.info.run_id)
+    assert ended.info.status == "KILLED" and ended.data.tags["recsys.error"].startswith("Killed: the comparison")
+    listed = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}[run.info.run_id]
+    assert listed.status == "KILLED" and listed.stale == "" and listed.sentences == [ended.data.tags["recsys.error"]]
+
+
+def test_cancel_and_the_time_limit_stop_a_page_job_and_say_why(web, store, monkeypatch):
+    client, experiment_id, tmp = store
+    models = [
+        log_training_run(client, experiment_id, tmp, model=f"M{i}", seed=None, shift=0.01 * i, rng_seed=i)
+        for i in range(6)
+    ]
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    job, proc = _launch_job(store, models, n_resamples=1_000_000)  # 15 pairs x 2 metrics at B = 10**6: minutes
+    _wait_until(lambda: jobs.read_job(tmp / "jobs", job["id"])["stage"] == "comparing", 120, "not comparing")
+    cancelled = time.monotonic()
+    response = web.post(f"/recsys/jobs/{job['id']}/cancel", data={"csrf_token": csrf_token(page)})
+    assert response.status_code == 303
+    proc.wait(60)
+    print(f"a cancelled job ended {time.monotonic() - cancelled:.1f} s after Cancel")
+    state = jobs.read_job(tmp / "jobs", job["id"])
+    assert state["stage"] == "failed"
+    assert state["error"] == "Terminated: cancelled from the recsys page by a user of this server"
+    assert client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'") == []
+    # The time limit: counted from the moment the job holds a slot.
+    monkeypatch.setenv(jobs.TIME_LIMIT_ENV, "2")
+    job, proc = _launch_job(store, models, n_resamples=1_000_000)
+    started = time.monotonic()
+    proc.wait(120)
+    state = jobs.read_job(tmp / "jobs", job["id"])
+    print(f"a job past its 2 s limit ended after {time.monotonic() - started:.1f} s")
+    assert state["stage"] == "failed" and f"the time limit of the page's jobs ({jobs.TIME_LIMIT_ENV})" in state["error"]
+    assert state["error"].startswith("Terminated: stopped after 2 s")
+
+
+def _auth_env(root: Path) -> tuple[dict, str]:
+    """What `--app-name recsys-auth` needs: a basic-auth config, the admin password and the secret key."""
+    password = "Recsys-Adm1n-Passw0rd-For-Tests"
+    config = root / "auth.ini"
+    config.write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{root}/auth.db\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    env = {
+        "MLFLOW_AUTH_CONFIG_PATH": str(config),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
+    }
+    return env, password
+
+
+def _cors_headers(url: str, auth: tuple[str, str] | None, origin: str) -> dict:
+    headers = {"Origin": origin}
+    if auth:
+        import base64
+
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
+        return {k.lower(): v for k, v in r.headers.items() if k.lower().startswith("access-control-allow-")}
+
+
+@pytest.mark.server_pages
+@pytest.mark.parametrize("app_name", ["recsys", "recsys-auth"])
+def test_cors_headers_are_stripped_from_the_pages_under_both_apps(tmp_path, monkeypatch, app_name):
+    from mlflow_recsys.tracking.server_page import recsys_page_url
+
+    env, password = _auth_env(tmp_path) if app_name == "recsys-auth" else ({}, None)
+    auth = ("admin", password) if password else None
+    foreign = "http://localhost:9999"  # another local page: MLflow's CORS answers localhost with credentials
+    with recsys_server(tmp_path, app_name=app_name, env=env) as url:
+        # The API answers the foreign origin with credentials: the header really is sent, and only stripped below.
+        api = _cors_headers(f"{url}/api/2.0/mlflow/experiments/search?max_results=1", auth, foreign)
+        assert api.get("access-control-allow-origin") == foreign and api.get("access-control-allow-credentials")
+        for path in ("/recsys/", "/recsys/experiments/0"):
+            assert _cors_headers(url + path, auth, foreign) == {}, (app_name, path)
+        # The server has the pages: comparison notes and the study's text link to them.
+        if auth:
+            monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+            monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+        assert recsys_page_url("0", url) == f"{url}/recsys/experiments/0"
+        if auth:
+            monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
+            assert recsys_page_url("0", url) is None  # refused: no page this user can open
+
+
+@pytest.mark.server_pages
+def test_comparison_notes_link_to_the_recsys_page_when_the_server_has_one(tmp_path, mlflow_server, monkeypatch):
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking.comparison import compare_runs
+    from mlflow_recsys.tracking.server_page import SERVER_URL_ENV, recsys_page_url
+
+    monkeypatch.delenv(SERVER_URL_ENV, raising=False)
+    assert recsys_page_url("1", mlflow_server) is None  # a plain `mlflow server`: no pages
+    assert recsys_page_url("1", f"sqlite:///{tmp_path}/x.db") is None  # a database: no server
+    monkeypatch.setenv(SERVER_URL_ENV, "https://user:pw@mlflow.example.com/")
+    assert recsys_page_url("7", mlflow_server) == "https://mlflow.example.com/recsys/experiments/7"
+    monkeypatch.delenv(SERVER_URL_ENV)
+    with recsys_server(tmp_path) as url:
+        client = MlflowClient(tracking_uri=url)
+        experiment_id = client.create_experiment("linked")
+        study = small_study(client, experiment_id, tmp_path / "local")
+        mlflow.set_tracking_uri(url)
+        try:
+            outcome = compare_runs(
+                run_ids=study["EASE"] + study["Popularity"], settings=ComparisonSettings(n_resamples=199)
+            )
+        finally:
+            mlflow.set_tracking_uri(None)
+        note = client.get_run(outcome.run_id).data.tags["mlflow.note.content"]
+        link = f"{url}/recsys/experiments/{experiment_id}"
+        assert note.endswith(f"Compare these and other runs on the server's page: {link}")
+        with urllib.request.urlopen(link, timeout=60) as r:
+            assert r.status == 200 and outcome.run_id in r.read().decode()

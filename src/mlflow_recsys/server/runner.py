@@ -24,7 +24,6 @@ from pathlib import Path
 from mlflow_recsys.errors import Terminated, raise_terminated
 from mlflow_recsys.server import jobs
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.plugin import SERVER_JOB_ENV
 
 #: Variables passed on from the server's environment: MLflow's own HTTP settings, and no server internals.
 _KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
@@ -34,6 +33,8 @@ def launch(
     folder: Path, job: dict, *, tracking_uri: str, username: str | None = None, password: str | None = None
 ) -> subprocess.Popen:
     """Start the job's process; a thread of this worker reaps it when it ends."""
+    from mlflow_recsys.tracking.plugin import SERVER_JOB_ENV  # not at import: the plugin module imports MLflow's
+
     env = {
         k: v
         for k, v in os.environ.items()
