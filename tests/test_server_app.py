@@ -1036,18 +1036,7 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
 
 @pytest.mark.server_pages
 def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_admins_only(tmp_path, monkeypatch):
-    password = "Recsys-Adm1n-Passw0rd-For-Tests"
-    config = tmp_path / "auth.ini"
-    config.write_text(
-        "[mlflow]\ndefault_permission = READ\n"
-        f"database_uri = sqlite:///{tmp_path}/auth.db\nadmin_username = admin\n"
-        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-    )
-    env = {
-        "MLFLOW_AUTH_CONFIG_PATH": str(config),
-        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
-        "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
-    }
+    env, password = _auth_env(tmp_path)
     with recsys_server(tmp_path, app_name="recsys-auth", env=env) as url:
         anonymous, admin = Browser(url), Browser(url, auth=("admin", password))
         for path in ("/recsys/", "/recsys/experiments/0", "/recsys/jobs/" + "0" * 32):
@@ -1542,3 +1531,28 @@ def test_comparison_notes_link_to_the_recsys_page_when_the_server_has_one(tmp_pa
         assert note.endswith(f"Compare these and other runs on the server's page: {link}")
         with urllib.request.urlopen(link, timeout=60) as r:
             assert r.status == 200 and outcome.run_id in r.read().decode()
+
+
+def test_the_demo_prints_both_commands_for_its_store(tmp_path, monkeypatch):
+    from mlflow_recsys.tracking import study
+    from mlflow_recsys.tracking.server_page import SERVER_URL_ENV
+
+    monkeypatch.delenv(SERVER_URL_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri("sqlite:///mlruns.db")  # the demo's store, relative to the project folder
+    try:
+        text = study._ui_hint("c" * 32, "3")
+    finally:
+        mlflow.set_tracking_uri(None)
+    store = f"sqlite:///{tmp_path}/mlruns.db"
+    assert f"ui --backend-store-uri {store} --port 5000" in text
+    assert f"server --app-name recsys --backend-store-uri {store} --port 5000" in text
+    assert text.endswith("then open http://127.0.0.1:5000/recsys/experiments/3")
+    # Against a server with the pages, its page is named.
+    monkeypatch.setenv(SERVER_URL_ENV, "https://mlflow.example.com")
+    mlflow.set_tracking_uri("https://mlflow.example.com")
+    try:
+        text = study._ui_hint("c" * 32, "3")
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert text.endswith("compare them again on https://mlflow.example.com/recsys/experiments/3")
