@@ -6,7 +6,7 @@ STORE := sqlite:///mlruns.db
 ARTIFACTS := mlartifacts
 EXPERIMENT ?= mlflow-recsys-demo
 
-.PHONY: install demo test docs-test lint validate ui-check browser-test postgres-test ray-test docs clean
+.PHONY: install demo demo-server test docs-test lint validate ui-check browser-test postgres-test ray-test docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ demo: install
 	artifact_location=pathlib.Path('$(ARTIFACTS)').resolve().as_uri())"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" MLFLOW_TRACKING_URI=$(STORE) \
 		$(VENV)/bin/mlflow run . --env-manager local --experiment-name $(EXPERIMENT)
+
+# The demo's store served with the recsys pages (`make demo` first): tick its runs and compare them in the browser.
+demo-server: install
+	@echo "open http://127.0.0.1:5000/recsys/ (Ctrl-C stops the server)"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/mlflow server --app-name recsys --backend-store-uri $(STORE) \
+		--host 127.0.0.1 --port 5000
 
 test: install
 	$(PY) -m pytest

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -104,3 +105,54 @@ def copy_run():
         return run.info.run_id
 
     return make
+
+
+# -- the suite leaves the working tree as it found it -------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Made by any Python or pytest run; not something a test wrote.
+_CACHES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+
+
+def working_tree_state(root: Path = ROOT) -> set[str]:
+    """What ``git status --porcelain --ignored`` says of ``root`` (changed, untracked and ignored paths), caches
+    left out; outside a git checkout, every path below ``root`` but the caches, ``.git`` and ``.venv``."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        out = [
+            str(p.relative_to(root))
+            for p in root.rglob("*")
+            if not {".git", ".venv", *_CACHES} & set(p.relative_to(root).parts)
+        ]
+    return {line for line in out if not any(c in line.split("/") or c + "/" in line for c in _CACHES)}
+
+
+def new_in_working_tree(before: set[str], after: set[str]) -> list[str]:
+    """Entries of ``after`` that ``before`` lacks: what the session wrote into the working tree."""
+    return sorted(after - before)
+
+
+def pytest_sessionstart(session):
+    session.config._recsys_tree = working_tree_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session when a test wrote into the working tree (an MLflow store or artifacts, a report): every
+    test must write under its temporary folder only."""
+    before = getattr(session.config, "_recsys_tree", None)
+    if before is None:
+        return
+    written = new_in_working_tree(before, working_tree_state())
+    if written:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = "the tests wrote into the working tree (expected temporary folders only): " + ", ".join(written)
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

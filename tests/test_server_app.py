@@ -32,6 +32,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import local_tracking_server
+from mlflow_recsys.tracking.runs import runs_by_id
 
 XSS = "<img src=x onerror=alert(1)>"
 BIN = Path(sys.executable).parent
@@ -112,7 +113,12 @@ def small_study(client: MlflowClient, experiment_id: str, folder: Path) -> dict[
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    """A SQLite store the app reads as the server's backend store, and a job folder of its own."""
+    """A SQLite store the app reads as the server's backend store, and a job folder of its own.
+
+    The test runs in ``tmp_path``: an experiment made without an artifact location keeps its artifacts under
+    ``./mlruns`` of the current folder, which must not be the project's.
+    """
+    monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/server.db"
     monkeypatch.setenv("_MLFLOW_SERVER_FILE_STORE", uri)
     monkeypatch.setenv(jobs.JOBS_DIR_ENV, str(tmp_path / "jobs"))
@@ -313,19 +319,19 @@ def test_paging_follows_search_runs_page_tokens(store):
     assert len(runs) == 5 and truncated
 
 
-def test_the_comparisons_list_shows_the_result_tag_before_the_notes(store):
+def test_the_comparisons_list_shows_the_result_tag_when_the_notes_hold_no_sentence(store):
     client, experiment_id, _ = store
     run = client.create_run(
         experiment_id,
         tags={
             "recsys.role": "comparison",
             "recsys.result": "B beat A <b>.",
-            "mlflow.note.content": "## Paired comparison\n\nDifference = ...",
+            "mlflow.note.content": "## Paired comparison\n\n| a | b |",
         },
     )
     client.set_terminated(run.info.run_id)
     rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
-    assert rows[run.info.run_id].sentence == "B beat A <b>."
+    assert rows[run.info.run_id].sentences == ["B beat A <b>."]
 
 
 def test_repeated_ids_in_a_compare_address_are_shown_once(web, store):
@@ -389,7 +395,7 @@ def test_a_compare_address_without_experiments_looks_up_every_id_in_a_few_querie
     missing = [f"{i:032x}" for i in range(600)]
     chosen = missing + study["EASE"] + study["Popularity"] + [deleted, late, "'); drop table runs; --"]
     counting = CountingClient(uri)
-    found = listing.runs_by_id(counting, chosen)
+    found = runs_by_id(counting, chosen)
     assert set(found) == set(study["EASE"] + study["Popularity"] + [deleted, late])
     assert counting.calls["search_runs"] == 7  # 100 ids a query, not one query per id
     page = web.get("/recsys/compare?runs=" + urllib.parse.quote(json.dumps(chosen))).get_data(as_text=True)
@@ -475,12 +481,13 @@ def test_configurations_of_one_model_are_offered_as_candidates(web, store):
     assert "name one of [&#39;EASE(l2=50)&#39;, &#39;EASE(l2=500)&#39;]" in page
 
 
-def test_note_sentence_undoes_markdown_escapes():
+def test_note_sentences_undo_markdown_escapes():
     note = (
         "## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
-        "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\n| a | b |"
+        "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\nPop ties EASE.\n\n| a | b |\n\nafter"
     )
-    assert listing.note_sentence(note) == "ELSA_2 beats EASE on ndcg@100 by +0.01 <b>."
+    assert listing.note_sentences(note) == ["ELSA_2 beats EASE on ndcg@100 by +0.01 <b>.", "Pop ties EASE."]
+    assert listing.note_sentences("## Paired comparison\n\n| a | b |") == []
 
 
 # -- jobs and slots -------------------------------------------------------------------------------------------
@@ -665,7 +672,7 @@ def test_the_runner_uses_the_command_lines_bounded_retries(monkeypatch, tmp_path
     monkeypatch.setattr(
         runner,
         "run_job",
-        lambda folder, job_id: seen.update({k: os.environ.get(k) for k in CLI_DEFAULTS}) or {"stage": "done"},
+        lambda folder, job_id, **kw: seen.update({k: os.environ.get(k) for k in CLI_DEFAULTS}) or {"stage": "done"},
     )
     assert runner.main([str(tmp_path), "0" * 32]) == 0
     assert seen == CLI_DEFAULTS
@@ -1020,7 +1027,7 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
             assert r.read(8) == b"\x89PNG\r\n\x1a\n"
         # The comparison runs are listed on the experiment page, with status and result sentence.
         status, page, _ = browser.get(f"/recsys/experiments/{experiment_id}")
-        assert page.count("<td>FINISHED</td>") == 3
+        assert page.count('<td class="status">FINISHED</td>') == 3
         print(
             f"one compare from the page, end to end: {first['finished'] - first['created']:.1f} s; "
             f"three one after another: {elapsed:.1f} s"
@@ -1029,18 +1036,7 @@ def test_compare_from_the_page_on_the_real_server_at_most_one_at_a_time(tmp_path
 
 @pytest.mark.server_pages
 def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_admins_only(tmp_path, monkeypatch):
-    password = "Recsys-Adm1n-Passw0rd-For-Tests"
-    config = tmp_path / "auth.ini"
-    config.write_text(
-        "[mlflow]\ndefault_permission = READ\n"
-        f"database_uri = sqlite:///{tmp_path}/auth.db\nadmin_username = admin\n"
-        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
-    )
-    env = {
-        "MLFLOW_AUTH_CONFIG_PATH": str(config),
-        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
-        "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
-    }
+    env, password = _auth_env(tmp_path)
     with recsys_server(tmp_path, app_name="recsys-auth", env=env) as url:
         anonymous, admin = Browser(url), Browser(url, auth=("admin", password))
         for path in ("/recsys/", "/recsys/experiments/0", "/recsys/jobs/" + "0" * 32):
@@ -1082,3 +1078,481 @@ def test_recsys_auth_puts_basic_auth_in_front_of_the_pages_and_opens_them_to_adm
         run = client.get_run(job["result"]["run_id"])
         assert run.info.status == "FINISHED" and run.info.experiment_id == experiment_id
         assert set(run.data.tags["recsys.source_runs"].split(",")) == set(study["EASE"] + study["Popularity"])
+
+
+# -- issue 27: defaults, the comparisons list, origins, dead and cancelled jobs, bounds, links ------------------
+
+
+def _study_run(client, experiment_id, *, primary: str, metrics: str) -> str:
+    """A study run (`mlflow run .`, role main) with the params the main entry point logs."""
+    run = client.create_run(experiment_id, tags={"recsys.role": "main"})
+    for key, value in {"primary": primary, "metrics": metrics, "n_resamples": "9999"}.items():
+        client.log_param(run.info.run_id, key, value)
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def _selected(page: str, select_id: str) -> list[str]:
+    block = re.search(rf'<select name="\w+" id="{select_id}"[^>]*>(.*?)</select>', page, re.S).group(1)
+    return [html.unescape(v) for v in re.findall(r'<option value="([^"]*)" selected>', block)]
+
+
+def test_page_defaults_follow_declared_primary(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert _selected(page, "primary") == [] and _selected(page, "metrics") == []  # nothing declared: none chosen
+    _study_run(client, experiment_id, primary="recall@20", metrics="recall@20, calibrated_recall@20")
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    # The declared primary and the declared metrics the runs logged (calibrated_recall@20 they did not).
+    assert _selected(page, "primary") == ["recall@20"] and _selected(page, "metrics") == ["recall@20"]
+    assert re.search(r'<strong id="shown-metric">recall@20</strong>', page)
+    value = client.get_run(study["EASE"][0]).data.metrics["recall_at_20"]
+    assert f"{value:.4f}" in page
+    # The compare page opened from the UI's address has the same defaults.
+    page = web.get("/recsys/compare?runs=" + json.dumps(study["EASE"])).get_data(as_text=True)
+    assert _selected(page, "primary") == ["recall@20"]
+    # Two study runs that disagree declare nothing.
+    _study_run(client, experiment_id, primary="ndcg@100", metrics="ndcg@100")
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert _selected(page, "primary") == [] and _selected(page, "metrics") == []
+
+
+def test_job_page_settings_show_the_actual_defaults(web, store):
+    client, experiment_id, tmp = store
+    job = jobs.new_job(
+        tmp / "jobs",
+        run_ids=["a" * 32, "b" * 32],
+        settings={"reference": None, "primary": "ndcg@100", "metrics": None, "correction": "holm", "n_resamples": 999},
+        experiment_ids=[experiment_id],
+    )
+    jobs.write_job(tmp / "jobs", {**job, "pid": os.getpid()})
+    page = html.unescape(web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True))
+    rows = dict(re.findall(r"<tr><th>(\w+)</th><td>([^<]*)</td></tr>", page))
+    assert ">default<" not in page
+    assert rows["reference"] == "none: every pair" and rows["metrics"] == "every metric the runs share"
+    assert rows["primary"] == "ndcg@100" and rows["n_resamples"] == "999" and rows["correction"] == "holm"
+    assert rows["confidence_level"] == "0.95" and rows["alternative"] == "two-sided" and rows["random_state"] == "0"
+    assert rows["seed"] == "lowest seed of each model"
+
+
+def test_comparison_list_shows_every_candidates_primary_result(web, store, monkeypatch):
+    from mlflow_recsys.server.runner import _sentences
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking.comparison import compare_runs
+
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    monkeypatch.setattr(mlflow, "get_tracking_uri", lambda: os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    mlflow.set_tracking_uri(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    try:
+        everything = compare_runs(
+            run_ids=study["EASE"] + study["ELSA"] + study["Popularity"],
+            settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=199),
+        )
+        pair = compare_runs(
+            run_ids=study["EASE"] + study["ELSA"],
+            settings=ComparisonSettings(reference="EASE", primary="recall@20", metrics=("recall@20",), n_resamples=199),
+        )
+    finally:
+        mlflow.set_tracking_uri(None)
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
+    assert len(rows) == 2
+    first = rows[everything.run_id]
+    _, expected = _sentences(everything, "ndcg@100")
+    # Both candidates (Popularity and ELSA against EASE), representative seed and seed-averaged, each shown.
+    candidates = {c.candidate for c in everything.report.comparisons if c.metric == "ndcg@100"}
+    assert candidates == {"ELSA", "Popularity"}
+    assert len(first.sentences) == 3
+    for sentence in expected[:3]:
+        assert any(sentence in shown for shown in first.sentences), (sentence, first.sentences)
+    assert first.reference == "EASE" and first.primary == "ndcg@100" and first.metrics == "ndcg@100,recall@20"
+    assert first.n_runs == "5" and first.n_resamples == "199" and first.date.endswith(" UTC")
+    second = rows[pair.run_id]
+    assert second.primary == "recall@20" and second.metrics == "recall@20" and second.n_runs == "4"
+    page = html.unescape(web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True))
+    assert page.count('<tr class="comparison">') == 2 and page.count('<td class="status">FINISHED</td>') == 2
+    assert "td.status, td.date { white-space: nowrap" in page  # "FINISHED" never wraps
+    for sentence in first.sentences + second.sentences:
+        assert sentence in page
+
+
+@pytest.mark.parametrize(
+    "env, origin, accepted",
+    [
+        ({}, "https://mlflow.example.com", False),
+        ({"MLFLOW_SERVER_CORS_ALLOWED_ORIGINS": "https://other.example.com, https://mlflow.example.com"}, None, True),
+        ({"MLFLOW_RECSYS_SERVER_URL": "https://mlflow.example.com/tracking"}, None, True),
+        ({"MLFLOW_SERVER_CORS_ALLOWED_ORIGINS": "*"}, None, False),  # names no site
+        ({"MLFLOW_SERVER_CORS_ALLOWED_ORIGINS": "https://mlflow.example.com"}, "https://evil.example.com", False),
+    ],
+)
+def test_a_compare_through_a_proxy_that_rewrites_host_is_accepted_from_allowed_origins(
+    web, store, monkeypatch, env, origin, accepted
+):
+    client, experiment_id, tmp = store
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # nginx's default: the browser's page is https://mlflow.example.com, the upstream Host 127.0.0.1:5000.
+    page = web.get(f"/recsys/experiments/{experiment_id}", headers={"Host": "127.0.0.1:5000"}).get_data(as_text=True)
+    headers = {"Host": "127.0.0.1:5000", "Origin": origin or "https://mlflow.example.com"}
+    data = {"csrf_token": csrf_token(page), "run": [], "experiment": experiment_id}
+    response = web.post("/recsys/compare", data=data, headers=headers)
+    text = response.get_data(as_text=True)
+    if accepted:
+        assert response.status_code == 400 and "at least two ticked runs" in text  # past the origin check
+    else:
+        assert response.status_code == 403 and "another site" in text
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_killed_job_ends_its_comparison_run_killed_and_stale_runs_are_marked(web, store):
+    client, experiment_id, tmp = store
+    folder = tmp / "jobs"
+    job = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[experiment_id])
+    jobs.write_job(folder, {**job, "stage": "logging", "pid": _dead_pid()})  # SIGKILLed while logging
+    left = client.create_run(
+        experiment_id,
+        tags={"recsys.role": "comparison", "recsys.server_job": job["id"], "recsys.result": "ELSA beat EASE."},
+    ).info.run_id
+    live = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[experiment_id])
+    jobs.write_job(folder, {**live, "stage": "comparing", "pid": os.getpid()})
+    running = client.create_run(
+        experiment_id, tags={"recsys.role": "comparison", "recsys.server_job": live["id"]}
+    ).info.run_id
+    old = int((time.time() - 7 * 3600) * 1000)  # a `mlflow-recsys compare` killed 7 hours ago
+    cli = client.create_run(
+        experiment_id, start_time=old, tags={"recsys.role": "comparison", "recsys.result": "Pop beat EASE."}
+    ).info.run_id
+    state = json.loads(web.get(f"/recsys/jobs/{job['id']}.json").data)
+    assert state["stage"] == "failed" and "ended without a result" in state["error"]
+    run = client.get_run(left)
+    assert run.info.status == "KILLED" and "ended without a result" in run.data.tags["recsys.error"]
+    assert json.loads((folder / f"{job['id']}.json").read_text())["stage"] == "failed"  # settled once, on file
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id], live_jobs=frozenset([live["id"]]))}
+    assert rows[left].status == "KILLED" and rows[left].sentences == [run.data.tags["recsys.error"]]
+    assert rows[running].status == "RUNNING" and rows[running].stale == ""
+    assert rows[cli].stale.startswith("stale: started 7 h ago") and rows[cli].sentences == []
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert page.count('<span class="stale">') == 1 and "Pop beat EASE." not in page
+    # A page job's RUNNING run whose job is gone from this server is stale.
+    gone = client.create_run(
+        experiment_id, tags={"recsys.role": "comparison", "recsys.server_job": "f" * 32}
+    ).info.run_id
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
+    assert rows[gone].stale == "stale: its comparison job on this server is not running"
+
+
+#: The issue's nine metrics: what the train entry point logs by default.
+NINE = ("ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "ndcg@20", "recall@50", "mrr@10", "map@10")
+
+
+def _metadata_run(client, experiment_id: str, model: str, seed: str) -> str:
+    """A FINISHED training run with the nine aggregate metrics logged and no artifacts: enough for every check
+    made before an artifact is read."""
+    from mlflow_recsys.tracking.naming import mlflow_metric_name
+
+    tags = {
+        "recsys.role": "train",
+        "recsys.model": model,
+        "recsys.seed": seed,
+        "recsys.split_digest": "d" * 64,
+        "recsys.targets_fingerprint": "f" * 64,
+    }
+    run = client.create_run(experiment_id, tags=tags)
+    now = int(time.time() * 1000)
+    client.log_batch(run.info.run_id, metrics=[Metric(mlflow_metric_name(k), 0.5, now, 0) for k in NINE])
+    client.set_terminated(run.info.run_id)
+    return run.info.run_id
+
+
+def test_the_replicate_bound_counts_every_report_a_job_keeps(web, store):
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES
+    from mlflow_recsys.tracking.comparison import check_selection
+
+    client, experiment_id, tmp = store
+    # The issue's case: 20 candidates x 2 seeds x 9 metrics at B = 1,000,000, every candidate against M00.
+    seeded = [_metadata_run(client, experiment_id, f"M{i:02d}", str(s)) for i in range(20) for s in (0, 1)]
+    settings = ComparisonSettings(reference="M00", n_resamples=1_000_000)
+    one_report = 16 * 1_000_000 * 19 * 9  # 2.55 GiB: what the bound counted before
+    assert one_report <= MAX_REPLICATE_BYTES < 2 * one_report
+    with pytest.raises(ValueError, match=r"342 hypotheses would keep 5\.1 GiB of replicates") as caught:
+        check_selection(run_ids=seeded, settings=settings, client=client)
+    assert "at most 4 GiB" in str(caught.value)
+    # The page refuses it before any job starts.
+    response = post_compare(web, experiment_id, seeded, reference="M00", n_resamples="1000000")
+    text = html.unescape(response.get_data(as_text=True))
+    assert response.status_code == 400 and "5.1 GiB of replicates" in text and not list((tmp / "jobs").glob("*.json"))
+    # Without seeds one report is kept, and the same selection size passes.
+    unseeded = [_metadata_run(client, experiment_id, f"N{i:02d}", "none") for i in range(20)]
+    assert len(check_selection(run_ids=unseeded, settings=settings.replace(reference="N00"), client=client)) == 20
+
+
+class RunCountingClient(CountingClient):
+    def __init__(self, uri):
+        super().__init__(uri)
+        self.calls["get_run"] = 0
+
+    def get_run(self, run_id):
+        self.calls["get_run"] += 1
+        return super().get_run(run_id)
+
+
+def test_selection_checks_are_paged_queries_not_one_request_per_run(store):
+    from mlflow_recsys.tracking.comparison import check_selection
+
+    client, experiment_id, tmp = store
+    ids = [_metadata_run(client, experiment_id, f"M{i % 2}", str(i)) for i in range(250)]
+    counting = RunCountingClient(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    runs = check_selection(run_ids=ids, client=counting)
+    assert [r.info.run_id for r in runs] == ids  # in the order given
+    assert counting.calls["get_run"] == 0 and counting.calls["search_runs"] == 3  # 100 ids a query
+    missing = "0" * 32
+    with pytest.raises(RunSelectionError, match=f"run '{missing}' was not found"):
+        check_selection(run_ids=ids[:5] + [missing], client=counting)
+
+
+def test_cancel_ends_the_job_failed_with_who_cancelled_it(web, store):
+    client, experiment_id, tmp = store
+    folder = tmp / "jobs"
+    job = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[experiment_id])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    jobs.write_job(folder, {**job, "stage": "comparing", "pid": sleeper.pid})
+    page = web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True)
+    assert 'id="cancel"' in page
+    response = web.post(f"/recsys/jobs/{job['id']}/cancel", data={"csrf_token": csrf_token(page)})
+    assert response.status_code == 303
+    assert sleeper.wait(10) == -10  # the cancel signal (SIGUSR1) reached the job's process
+    assert jobs.cancel_reason(folder, job["id"]) == "cancelled from the recsys page by a user of this server"
+    assert web.post(f"/recsys/jobs/{job['id']}/cancel", data={}).status_code == 400  # no CSRF token
+    # A job not yet started is ended on file; an ended one cannot be cancelled.
+    queued = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[])
+    jobs.write_job(folder, {**queued, "pid": os.getpid()})
+    jobs.record_launch(folder, queued["id"], os.getpid())
+    from mlflow_recsys.server import runner
+
+    runner.cancel(folder, {**queued, "pid": None}, by="admin")
+    state = jobs.read_job(folder, queued["id"])
+    assert state["stage"] == "failed" and state["error"] == "Terminated: cancelled from the recsys page by admin"
+    assert web.post(f"/recsys/jobs/{queued['id']}/cancel", data={"csrf_token": csrf_token(page)}).status_code == 409
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "604801"])
+def test_the_job_time_limit_is_validated(monkeypatch, raw):
+    monkeypatch.setenv(jobs.TIME_LIMIT_ENV, raw)
+    with pytest.raises(ValueError, match=jobs.TIME_LIMIT_ENV) as caught:
+        jobs.time_limit()
+    assert repr(raw) in str(caught.value)
+    monkeypatch.setenv(jobs.TIME_LIMIT_ENV, "90")
+    assert jobs.time_limit() == 90
+    monkeypatch.delenv(jobs.TIME_LIMIT_ENV)
+    assert jobs.time_limit() == 3600
+
+
+def test_the_suite_writes_only_to_temporary_folders(store, tmp_path):
+    from conftest import ROOT, new_in_working_tree, working_tree_state
+
+    client, experiment_id, tmp = store
+    before = working_tree_state()
+    # An experiment without an artifact location: its artifacts land under ./mlruns of the test's folder.
+    bare = client.create_experiment("no artifact location")
+    log_training_run(client, bare, tmp / "local", model="EASE", seed=None, n_users=20)
+    assert Path(urllib.parse.urlparse(client.get_experiment(bare).artifact_location).path).is_relative_to(tmp_path)
+    assert new_in_working_tree(before, working_tree_state()) == []
+    assert not (ROOT / "mlruns").exists()
+    # The check sees a file written into a checkout, and into a folder that is no checkout.
+    for folder in (tmp_path / "checkout", tmp_path / "plain"):
+        folder.mkdir()
+        if folder.name == "checkout":
+            subprocess.run(["git", "init", "-q", str(folder)], check=True)
+        start = working_tree_state(folder)
+        (folder / "mlruns" / "1").mkdir(parents=True)
+        (folder / "mlruns" / "1" / "meta.yaml").write_text("x")
+        assert any("mlruns" in entry for entry in new_in_working_tree(start, working_tree_state(folder))), folder
+
+
+# -- the job's own process: killed, cancelled, past its time limit --------------------------------------------
+
+
+def _launch_job(store, run_ids: list[str], **settings) -> tuple[dict, subprocess.Popen]:
+    """Start a page job's real process over the store (as Compare does, with the store's URI for the server's)."""
+    from mlflow_recsys.server import runner
+
+    client, experiment_id, tmp = store
+    chosen = {"reference": None, "primary": None, "metrics": None, "correction": "holm", "n_resamples": 999}
+    job = jobs.new_job(tmp / "jobs", run_ids=run_ids, settings={**chosen, **settings}, experiment_ids=[experiment_id])
+    return job, runner.launch(tmp / "jobs", job, tracking_uri=os.environ["_MLFLOW_SERVER_FILE_STORE"])
+
+
+def _wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.02)
+    raise AssertionError(f"{what} within {timeout} s")
+
+
+def test_a_sigkilled_page_job_ends_its_comparison_run_killed(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    job, proc = _launch_job(store, study["EASE"] + study["ELSA"] + study["Popularity"], reference="EASE")
+
+    def running_run():
+        found = client.search_runs(
+            [experiment_id], filter_string=f"tags.`recsys.server_job` = '{job['id']}' and attributes.status = 'RUNNING'"
+        )
+        return found[0] if found else None
+
+    run = _wait_until(running_run, 120, "no RUNNING comparison run appeared")
+    proc.kill()  # SIGKILL: no handler runs, the run stays RUNNING
+    proc.wait(30)
+    assert client.get_run(run.info.run_id).info.status == "RUNNING"
+    page = html.unescape(web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True))
+    assert "ended without a result" in page
+    ended = client.get_run(run.info.run_id)
+    assert ended.info.status == "KILLED" and ended.data.tags["recsys.error"].startswith("Killed: the comparison")
+    listed = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}[run.info.run_id]
+    assert listed.status == "KILLED" and listed.stale == "" and listed.sentences == [ended.data.tags["recsys.error"]]
+
+
+def test_cancel_and_the_time_limit_stop_a_page_job_and_say_why(web, store, monkeypatch):
+    client, experiment_id, tmp = store
+    models = [
+        log_training_run(client, experiment_id, tmp, model=f"M{i}", seed=None, shift=0.01 * i, rng_seed=i)
+        for i in range(6)
+    ]
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    job, proc = _launch_job(store, models, n_resamples=1_000_000)  # 15 pairs x 2 metrics at B = 10**6: minutes
+    _wait_until(lambda: jobs.read_job(tmp / "jobs", job["id"])["stage"] == "comparing", 120, "not comparing")
+    cancelled = time.monotonic()
+    response = web.post(f"/recsys/jobs/{job['id']}/cancel", data={"csrf_token": csrf_token(page)})
+    assert response.status_code == 303
+    proc.wait(60)
+    print(f"a cancelled job ended {time.monotonic() - cancelled:.1f} s after Cancel")
+    state = jobs.read_job(tmp / "jobs", job["id"])
+    assert state["stage"] == "failed"
+    assert state["error"] == "Terminated: cancelled from the recsys page by a user of this server"
+    assert client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'") == []
+    # The time limit: counted from the moment the job holds a slot.
+    monkeypatch.setenv(jobs.TIME_LIMIT_ENV, "2")
+    job, proc = _launch_job(store, models, n_resamples=1_000_000)
+    started = time.monotonic()
+    proc.wait(120)
+    state = jobs.read_job(tmp / "jobs", job["id"])
+    print(f"a job past its 2 s limit ended after {time.monotonic() - started:.1f} s")
+    assert state["stage"] == "failed" and f"the time limit of the page's jobs ({jobs.TIME_LIMIT_ENV})" in state["error"]
+    assert state["error"].startswith("Terminated: stopped after 2 s")
+
+
+def _auth_env(root: Path) -> tuple[dict, str]:
+    """What `--app-name recsys-auth` needs: a basic-auth config, the admin password and the secret key."""
+    password = "Recsys-Adm1n-Passw0rd-For-Tests"
+    config = root / "auth.ini"
+    config.write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{root}/auth.db\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    env = {
+        "MLFLOW_AUTH_CONFIG_PATH": str(config),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
+    }
+    return env, password
+
+
+def _cors_headers(url: str, auth: tuple[str, str] | None, origin: str) -> dict:
+    headers = {"Origin": origin}
+    if auth:
+        import base64
+
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as r:
+        return {k.lower(): v for k, v in r.headers.items() if k.lower().startswith("access-control-allow-")}
+
+
+@pytest.mark.server_pages
+@pytest.mark.parametrize("app_name", ["recsys", "recsys-auth"])
+def test_cors_headers_are_stripped_from_the_pages_under_both_apps(tmp_path, monkeypatch, app_name):
+    from mlflow_recsys.tracking.server_page import recsys_page_url
+
+    env, password = _auth_env(tmp_path) if app_name == "recsys-auth" else ({}, None)
+    auth = ("admin", password) if password else None
+    foreign = "http://localhost:9999"  # another local page: MLflow's CORS answers localhost with credentials
+    with recsys_server(tmp_path, app_name=app_name, env=env) as url:
+        # The API answers the foreign origin with credentials: the header really is sent, and only stripped below.
+        api = _cors_headers(f"{url}/api/2.0/mlflow/experiments/search?max_results=1", auth, foreign)
+        assert api.get("access-control-allow-origin") == foreign and api.get("access-control-allow-credentials")
+        for path in ("/recsys/", "/recsys/experiments/0"):
+            assert _cors_headers(url + path, auth, foreign) == {}, (app_name, path)
+        # The server has the pages: comparison notes and the study's text link to them.
+        if auth:
+            monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+            monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+        assert recsys_page_url("0", url) == f"{url}/recsys/experiments/0"
+        if auth:
+            monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
+            assert recsys_page_url("0", url) is None  # refused: no page this user can open
+
+
+@pytest.mark.server_pages
+def test_comparison_notes_link_to_the_recsys_page_when_the_server_has_one(tmp_path, mlflow_server, monkeypatch):
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking.comparison import compare_runs
+    from mlflow_recsys.tracking.server_page import SERVER_URL_ENV, recsys_page_url
+
+    monkeypatch.delenv(SERVER_URL_ENV, raising=False)
+    assert recsys_page_url("1", mlflow_server) is None  # a plain `mlflow server`: no pages
+    assert recsys_page_url("1", f"sqlite:///{tmp_path}/x.db") is None  # a database: no server
+    monkeypatch.setenv(SERVER_URL_ENV, "https://user:pw@mlflow.example.com/")
+    assert recsys_page_url("7", mlflow_server) == "https://mlflow.example.com/recsys/experiments/7"
+    monkeypatch.delenv(SERVER_URL_ENV)
+    with recsys_server(tmp_path) as url:
+        client = MlflowClient(tracking_uri=url)
+        experiment_id = client.create_experiment("linked")
+        study = small_study(client, experiment_id, tmp_path / "local")
+        mlflow.set_tracking_uri(url)
+        try:
+            outcome = compare_runs(
+                run_ids=study["EASE"] + study["Popularity"], settings=ComparisonSettings(n_resamples=199)
+            )
+        finally:
+            mlflow.set_tracking_uri(None)
+        note = client.get_run(outcome.run_id).data.tags["mlflow.note.content"]
+        link = f"{url}/recsys/experiments/{experiment_id}"
+        assert note.endswith(f"Compare these and other runs on the server's page: {link}")
+        with urllib.request.urlopen(link, timeout=60) as r:
+            assert r.status == 200 and outcome.run_id in r.read().decode()
+
+
+def test_the_demo_prints_both_commands_for_its_store(tmp_path, monkeypatch):
+    from mlflow_recsys.tracking import study
+    from mlflow_recsys.tracking.server_page import SERVER_URL_ENV
+
+    monkeypatch.delenv(SERVER_URL_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri("sqlite:///mlruns.db")  # the demo's store, relative to the project folder
+    try:
+        text = study._ui_hint("c" * 32, "3")
+    finally:
+        mlflow.set_tracking_uri(None)
+    store = f"sqlite:///{tmp_path}/mlruns.db"
+    assert f"ui --backend-store-uri {store} --port 5000" in text
+    assert f"server --app-name recsys --backend-store-uri {store} --port 5000" in text
+    assert text.endswith("then open http://127.0.0.1:5000/recsys/experiments/3")
+    # Against a server with the pages, its page is named.
+    monkeypatch.setenv(SERVER_URL_ENV, "https://mlflow.example.com")
+    mlflow.set_tracking_uri("https://mlflow.example.com")
+    try:
+        text = study._ui_hint("c" * 32, "3")
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert text.endswith("compare them again on https://mlflow.example.com/recsys/experiments/3")

@@ -278,7 +278,9 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
 def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, copy_run, tmp_path):
     # A second seeded model with seeds 0, 1, 5 (copies of ELSA's runs): seed 5 has no partner among 0, 1, 2.
     client = MlflowClient()
-    aside = client.create_experiment("paired-seeds-unmatched")  # kept out of the study's experiment and its filters
+    aside = client.create_experiment(  # kept out of the study's experiment and its filters
+        "paired-seeds-unmatched", artifact_location=(tmp_path / "aside").as_uri()
+    )
     other = [
         copy_run(
             study["elsa"][s], tmp_path / f"c{s}", model="ELSA-wd", tags={"recsys.seed": str(t)}, experiment_id=aside
@@ -327,7 +329,7 @@ def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_report
 @pytest.mark.parametrize("config", ["not json <img src=x>", "[1, 2]"])
 def test_a_config_tag_that_is_not_a_json_object_is_named(study, copy_run, tmp_path, config):
     client = MlflowClient()
-    aside = client.create_experiment(f"bad-config-{len(config)}")
+    aside = client.create_experiment(f"bad-config-{len(config)}", artifact_location=(tmp_path / "aside").as_uri())
     bad = copy_run(
         study["elsa"][1], tmp_path / "bad", model="ELSA", experiment_id=aside, tags={"recsys.config": config}
     )
@@ -576,7 +578,8 @@ def test_recsys_evaluator_computes_ranking_metrics_through_mlflow_evaluate(study
         }
     )
     model_uri = f"runs:/{study['elsa'][0]}/model"
-    with mlflow.start_run(experiment_id=MlflowClient().create_experiment("served model")) as run:
+    served = MlflowClient().create_experiment("served model", artifact_location=(tmp_path / "served").as_uri())
+    with mlflow.start_run(experiment_id=served) as run:
         out = mlflow.models.evaluate(
             model_uri,
             data=frame,

@@ -65,15 +65,25 @@ def _warm_up(flask_app) -> None:
 
 
 def _served(flask_app):
+    """What ``mlflow server`` serves without an app: the FastAPI app around ``flask_app`` under uvicorn."""
     if os.environ.get("_MLFLOW_SGI_NAME") == "uvicorn":
         from mlflow.server.fastapi_app import create_fastapi_app
 
-        served = create_fastapi_app(flask_app)
+        return create_fastapi_app(flask_app)
+    return flask_app
+
+
+def protect(served):
+    """``served`` with no ``Access-Control-Allow-*`` header on the pages' responses, whichever app built it.
+
+    The Flask app strips them itself (:func:`install`); a FastAPI app (ours or basic-auth's, under uvicorn) adds
+    MLflow's CORS middleware outside Flask, so :class:`_StripCors` goes outermost, after it.
+    """
+    if hasattr(served, "add_middleware"):
         from mlflow_recsys.server.views import ui_prefix
 
-        served.add_middleware(_StripCors, prefix=ui_prefix() + URL_PREFIX + "/")  # outermost: after MLflow's CORS
-        return served
-    return flask_app
+        served.add_middleware(_StripCors, prefix=ui_prefix() + URL_PREFIX + "/")
+    return served
 
 
 class _StripCors:
@@ -107,7 +117,7 @@ def create_app():
     from mlflow.server import app as flask_app
 
     install(flask_app)
-    return _served(flask_app)
+    return protect(_served(flask_app))
 
 
 def create_auth_app():
@@ -121,4 +131,4 @@ def create_auth_app():
     from mlflow.server.auth import create_app as basic_auth
 
     install(flask_app, admins_only=True)
-    return basic_auth(flask_app)
+    return protect(basic_auth(flask_app))

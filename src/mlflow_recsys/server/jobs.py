@@ -33,6 +33,9 @@ MAX_COMPARISONS_ENV = "MLFLOW_RECSYS_MAX_COMPARISONS"
 DEFAULT_MAX_COMPARISONS = 2
 #: Environment variable: the job folder (default: one per backend store under the temporary folder).
 JOBS_DIR_ENV = "MLFLOW_RECSYS_JOBS_DIR"
+#: Environment variable: seconds a job may compute once it holds a slot before it is stopped (default 3600).
+TIME_LIMIT_ENV = "MLFLOW_RECSYS_JOB_TIME_LIMIT_S"
+DEFAULT_TIME_LIMIT_S = 3600
 
 #: The stages a job goes through, in order; ``done`` and ``failed`` end it.
 STAGES = ("queued", "selecting", "loading artifacts", "comparing", "logging", "done")
@@ -44,6 +47,9 @@ UNLAUNCHED_AFTER_S = 60.0
 #: :data:`KEEP_JOBS` ended ones.
 KEEP_JOBS_S = 7 * 24 * 3600.0
 KEEP_JOBS = 500
+
+#: The error of a job whose process ended without writing its result.
+DIED = "the comparison process ended without a result (killed, or the server stopped)"
 
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 #: The slot files this process holds locked.
@@ -67,6 +73,22 @@ def max_comparisons() -> int:
         return DEFAULT_MAX_COMPARISONS
     if not raw.isdigit() or not 1 <= int(raw) <= 64:
         raise ValueError(f"{MAX_COMPARISONS_ENV}: expected a whole number from 1 to 64, found {raw!r}")
+    return int(raw)
+
+
+def time_limit() -> int:
+    """Seconds a job may compute (from the moment it holds a slot), from :data:`TIME_LIMIT_ENV`.
+
+    Raises
+    ------
+    ValueError
+        If the variable is set to anything but a whole number of seconds from 1 to 604,800 (a week).
+    """
+    raw = os.environ.get(TIME_LIMIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIME_LIMIT_S
+    if not raw.isdigit() or not 1 <= int(raw) <= 604_800:
+        raise ValueError(f"{TIME_LIMIT_ENV}: expected a whole number of seconds from 1 to 604800, found {raw!r}")
     return int(raw)
 
 
@@ -159,24 +181,24 @@ def read_job(folder: Path, job_id: str) -> dict:
     if job["stage"] not in FINAL:
         pid = job["pid"]
         if (pid and not _alive(pid)) or (not pid and time.time() - job.get("created", 0) > UNLAUNCHED_AFTER_S):
-            job = {
-                **job,
-                "stage": "failed",
-                "error": "the comparison process ended without a result (killed, or the server stopped)",
-            }
+            job = {**job, "stage": "failed", "error": DIED, "died": True}
     return job
+
+
+def all_jobs(folder: Path) -> list[dict]:
+    """Every job in ``folder`` as :func:`read_job` reads it (unreadable files left out)."""
+    found = []
+    for path in folder.glob("*.json"):
+        try:
+            found.append(read_job(folder, path.stem))
+        except (JobNotFound, ValueError, KeyError, OSError):
+            continue
+    return found
 
 
 def unfinished_jobs(folder: Path) -> int:
     """How many jobs in ``folder`` are queued or running (with a live process)."""
-    n = 0
-    for path in folder.glob("*.json"):
-        try:
-            if read_job(folder, path.stem)["stage"] not in FINAL:
-                n += 1
-        except (JobNotFound, ValueError, KeyError, OSError):
-            continue
-    return n
+    return sum(job["stage"] not in FINAL for job in all_jobs(folder))
 
 
 def record_launch(folder: Path, job_id: str, pid: int) -> None:
@@ -196,10 +218,24 @@ def _launched_pid(folder: Path, job_id: str) -> int | None:
         return None
 
 
+def request_cancel(folder: Path, job_id: str, reason: str) -> None:
+    """Record why the job is being cancelled, for its process to end with (see :func:`cancel_reason`)."""
+    with atomic_write(_path(folder, job_id).with_suffix(".cancel")) as out:
+        out.write(reason.encode())
+
+
+def cancel_reason(folder: Path, job_id: str) -> str | None:
+    """Why the job was cancelled, or None when it was not."""
+    try:
+        return _path(folder, job_id).with_suffix(".cancel").read_text()
+    except OSError:
+        return None
+
+
 def delete_job(folder: Path, job_id: str) -> None:
     """Remove the job's files."""
     path = _path(folder, job_id)
-    for suffix in (".json", ".pid", ".log"):
+    for suffix in (".json", ".pid", ".log", ".cancel"):
         path.with_suffix(suffix).unlink(missing_ok=True)
 
 
@@ -222,11 +258,15 @@ def prune(folder: Path, *, now: float | None = None, keep_s: float = KEEP_JOBS_S
     return len(old)
 
 
-def new_job(folder: Path, *, run_ids: list[str], settings: dict, experiment_ids: list[str]) -> dict:
-    """Write a queued job and return it (after removing old ended jobs, see :func:`prune`)."""
+def new_job(
+    folder: Path, *, run_ids: list[str], settings: dict, experiment_ids: list[str], owner: str | None = None
+) -> dict:
+    """Write a queued job and return it (after removing old ended jobs, see :func:`prune`); ``owner`` is the
+    user who started it (None without authentication)."""
     prune(folder)
     job = {
         "id": uuid.uuid4().hex,
+        "owner": owner,
         "stage": "queued",
         "created": time.time(),
         "run_ids": run_ids,

@@ -112,6 +112,11 @@ def _metric_keys(run: Run) -> list[str]:
     return logged_metric_keys(run.data.metrics)  # timings, counts and training curves left out
 
 
+def metric_keys_of(runs: list[Run]) -> list[str]:
+    """Every metric key (``ndcg@100``) any of ``runs`` logged, sorted."""
+    return sorted({k for r in runs for k in _metric_keys(r)})
+
+
 def _finite_values(run: Run) -> dict[str, float]:
     values = {k: run.data.metrics[mlflow_metric_name(k)] for k in _metric_keys(run)}
     return {k: v for k, v in values.items() if math.isfinite(v)}  # NaN is not JSON
@@ -132,7 +137,7 @@ def _protocol(run: Run, digest: str) -> tuple[str, str]:
 
 def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: bool = False) -> Listing:
     """Group runs by split (digest, dataset, protocol), then model and configuration, then seed."""
-    keys = sorted({k for r in runs for k in _metric_keys(r)})
+    keys = metric_keys_of(runs)
     if shown_metric is None or shown_metric not in keys:
         shown_metric = DEFAULT_SHOWN_METRIC if DEFAULT_SHOWN_METRIC in keys else (keys[0] if keys else None)
     name = mlflow_metric_name(shown_metric) if shown_metric else None
@@ -227,6 +232,11 @@ def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filte
             return found
 
 
+def all_experiment_ids(client: MlflowClient) -> list[str]:
+    """Every experiment's id, deleted ones included (one paged ``search_experiments``)."""
+    return [e.experiment_id for e in _all_experiments(client, ViewType.ALL)]
+
+
 def _holding(
     client: MlflowClient,
     experiment_ids: list[str],
@@ -267,83 +277,139 @@ def experiments_with_training_runs(client: MlflowClient) -> list:
     return [e for e in everything if e.experiment_id in holding]
 
 
-#: What an MLflow run id may look like (MLflow's own check); anything else names no run.
-RUN_ID = re.compile(r"[A-Za-z0-9][\w\-]{0,255}", re.ASCII)
+STUDY_FILTER = f"tags.`{tags.ROLE}` = '{tags.ROLE_MAIN}'"
 
 
-def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) -> dict[str, Run]:
-    """The runs of these ids that exist (deleted ones included), looked up ``chunk`` ids per query across every
-    experiment. An id that is not shaped like an MLflow run id is absent from the result, as a missing run is."""
-    wanted = [r for r in dict.fromkeys(run_ids) if RUN_ID.fullmatch(r)]
-    if not wanted:
-        return {}
-    experiment_ids = [e.experiment_id for e in _all_experiments(client, ViewType.ALL)]
-    found: dict[str, Run] = {}
-    for start in range(0, len(wanted), chunk):
-        part = wanted[start : start + chunk]
-        ids = ", ".join(f"'{r}'" for r in part)
-        token = None
-        while True:
-            page = client.search_runs(
-                experiment_ids,
-                filter_string=f"attributes.run_id IN ({ids})",
-                run_view_type=ViewType.ALL,
-                max_results=PAGE_SIZE,
-                page_token=token,
-            )
-            found.update((r.info.run_id, r) for r in page)
-            token = page.token
-            if not token:
-                break
-    return found
+@dataclass(frozen=True)
+class Declared:
+    """What the experiments' study runs declared before training: the primary metric and the metric list (each
+    None when no study run declared it, or the study runs disagree)."""
+
+    primary: str | None = None
+    metrics: tuple[str, ...] | None = None
+
+
+def declared_settings(client: MlflowClient, experiment_ids: list[str], metric_keys: list[str]) -> Declared:
+    """The primary metric and metrics the experiments' study runs (``recsys.role=main``, params ``primary`` and
+    ``metrics``) agree on, kept to those among ``metric_keys`` (what the listed runs logged).
+
+    One paged ``search_runs`` query. A value two study runs give differently is no default (None): the page
+    then falls back to the ``compare`` command's defaults.
+    """
+    primaries, metric_lists = set(), set()
+    token: str | None = None
+    while True:
+        page = client.search_runs(experiment_ids, filter_string=STUDY_FILTER, max_results=PAGE_SIZE, page_token=token)
+        for run in page:
+            params = run.data.params
+            if params.get("primary"):
+                primaries.add(params["primary"])
+            if params.get("metrics"):
+                metric_lists.add(tuple(k.strip() for k in params["metrics"].split(",") if k.strip()))
+        token = page.token
+        if not token:
+            break
+    primary = primaries.pop() if len(primaries) == 1 else None
+    metrics = metric_lists.pop() if len(metric_lists) == 1 else None
+    if metrics is not None:
+        metrics = tuple(k for k in dict.fromkeys(metrics) if k in metric_keys) or None
+    return Declared(
+        primary=primary if primary in metric_keys and (metrics is None or primary in metrics) else None,
+        metrics=metrics,
+    )
+
+
+#: A RUNNING comparison run that no job of this server is computing, started this long ago, is marked stale on the
+#: page: its process most likely died (a comparison of the page ends within its time limit; see
+#: :data:`~mlflow_recsys.server.jobs.TIME_LIMIT_ENV`).
+STALE_AFTER_S = 6 * 3600
 
 
 @dataclass
 class ComparisonRow:
+    """One comparison run as the experiment page lists it: enough to tell two comparisons of one pair apart."""
+
     run_id: str
     name: str
     status: str
-    sentence: str
+    sentences: list[str]  # every candidate's result on the primary metric, or the error, or the headline
     start_time: int
     experiment_id: str = ""
+    date: str = ""  # start time, UTC, to the minute
+    reference: str = ""  # "" for every pair
+    primary: str = ""
+    metrics: str = ""  # the metrics compared, comma-separated
+    n_runs: str = ""
+    n_resamples: str = ""
+    stale: str = ""  # why a RUNNING run is taken for dead ("" when it is not)
 
 
 def comparisons(
-    client: MlflowClient, experiment_ids: list[str], *, limit: int = MAX_COMPARISONS
+    client: MlflowClient,
+    experiment_ids: list[str],
+    *,
+    live_jobs: frozenset[str] = frozenset(),
+    now_ms: int | None = None,
+    limit: int = MAX_COMPARISONS,
 ) -> list[ComparisonRow]:
-    """The experiments' comparison runs, newest first, each with its error, its ``recsys.result`` headline, or
-    (runs made before that tag) the first result sentence of its notes."""
+    """The experiments' comparison runs, newest first (one query), each with its start date, reference, primary
+    metric, metrics, runs and B, and its error or every result sentence of its primary metric (its
+    ``recsys.result`` headline when the notes hold none). A RUNNING run is marked stale when it is a page job's
+    (tag ``recsys.server_job``) that is not among ``live_jobs``, or started over :data:`STALE_AFTER_S` ago."""
+    import time
+
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     runs = client.search_runs(
         experiment_ids, filter_string=COMPARISON_FILTER, max_results=limit, order_by=["attributes.start_time DESC"]
     )
-    rows = []
-    for r in runs:
-        sentence = (
-            r.data.tags.get(tags.ERROR)
-            or r.data.tags.get(tags.RESULT)
-            or note_sentence(r.data.tags.get("mlflow.note.content", ""))
-        )
-        rows.append(
-            ComparisonRow(
-                run_id=r.info.run_id,
-                name=r.info.run_name or r.info.run_id,
-                status=r.info.status,
-                sentence=sentence,
-                start_time=r.info.start_time,
-                experiment_id=r.info.experiment_id,
-            )
-        )
-    return rows
+    return [_comparison_row(r, live_jobs, now_ms) for r in runs]
+
+
+def _comparison_row(r: Run, live_jobs: frozenset[str], now_ms: int) -> ComparisonRow:
+    import datetime
+
+    t, p = r.data.tags, r.data.params
+    error = t.get(tags.ERROR)
+    sentences = [error] if error else (note_sentences(t.get("mlflow.note.content", "")) or [t.get(tags.RESULT, "")])
+    stale = ""
+    if r.info.status == "RUNNING":
+        job, age_h = t.get(tags.SERVER_JOB), (now_ms - r.info.start_time) / 3.6e6
+        if job and job not in live_jobs:
+            stale = "stale: its comparison job on this server is not running"
+        elif not job and age_h * 3600 > STALE_AFTER_S:
+            stale = f"stale: started {age_h:.0f} h ago and not ended"
+        sentences = [s for s in sentences if s == error]  # a run that did not finish has no result to show
+    started = datetime.datetime.fromtimestamp(r.info.start_time / 1000, tz=datetime.timezone.utc)
+    return ComparisonRow(
+        run_id=r.info.run_id,
+        name=r.info.run_name or r.info.run_id,
+        status=r.info.status,
+        sentences=[s for s in sentences if s],
+        start_time=r.info.start_time,
+        experiment_id=r.info.experiment_id,
+        date=started.strftime("%Y-%m-%d %H:%M UTC"),
+        reference="" if p.get("reference") in (None, "None") else p["reference"],
+        primary=t.get(tags.PRIMARY_METRIC) or ("" if p.get("primary") in (None, "None") else p["primary"]),
+        metrics=p.get("compared_metrics", ""),
+        n_runs=t.get(tags.N_SOURCE_RUNS, ""),
+        n_resamples=p.get("n_resamples", ""),
+        stale=stale,
+    )
 
 
 _MARKDOWN = re.compile(r"\\(.)|\*\*")
 
 
-def note_sentence(note: str) -> str:
-    """The first result sentence of a comparison run's notes, as plain text (markdown escapes undone)."""
+def note_sentences(note: str) -> list[str]:
+    """The result sentences of a comparison run's notes, as plain text (markdown escapes undone): the paragraphs
+    after the ``Primary metric`` line, up to the first table or heading; none when the notes declare no primary."""
     paragraphs = [p.strip() for p in note.split("\n\n") if p.strip()]
-    for p in paragraphs:
-        if p.startswith(("#", "|", "Primary metric")):
-            continue
-        return html.unescape(_MARKDOWN.sub(lambda m: m.group(1) or "", p))
-    return ""
+    declared = [i for i, p in enumerate(paragraphs) if p.startswith("Primary metric")]
+    if not declared:
+        return []
+    found = []
+    for p in paragraphs[declared[0] + 1 :]:
+        if p.startswith(("#", "|", "The full report")):
+            break
+        found.append(html.unescape(_MARKDOWN.sub(lambda m: m.group(1) or "", p)))
+    return found

@@ -21,8 +21,9 @@ import threading
 import time
 from pathlib import Path
 
-from mlflow_recsys.errors import raise_terminated
+from mlflow_recsys.errors import Terminated, raise_terminated
 from mlflow_recsys.server import jobs
+from mlflow_recsys.tracking import tags
 
 #: Variables passed on from the server's environment: MLflow's own HTTP settings, and no server internals.
 _KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
@@ -32,6 +33,8 @@ def launch(
     folder: Path, job: dict, *, tracking_uri: str, username: str | None = None, password: str | None = None
 ) -> subprocess.Popen:
     """Start the job's process; a thread of this worker reaps it when it ends."""
+    from mlflow_recsys.tracking.plugin import SERVER_JOB_ENV  # not at import: the plugin module imports MLflow's
+
     env = {
         k: v
         for k, v in os.environ.items()
@@ -41,7 +44,11 @@ def launch(
         MLFLOW_TRACKING_URI=tracking_uri,
         MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
         MLFLOW_RECSYS_COMMAND="server-compare",
-        **{jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons())},
+        **{
+            jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons()),
+            jobs.TIME_LIMIT_ENV: str(jobs.time_limit()),
+            SERVER_JOB_ENV: job["id"],
+        },
     )
     if username is not None:
         env.update(MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password or "")
@@ -86,8 +93,11 @@ def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
     return metric, lines
 
 
-def run_job(folder: Path, job_id: str) -> dict:
-    """Wait for a slot, compare, and record every stage in the job file; returns the final job."""
+def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
+    """Wait for a slot, compare, and record every stage in the job file; returns the final job.
+
+    ``on_start`` (no arguments) is called once the slot is held, before the comparison starts.
+    """
     from mlflow_recsys.tracking.redact import redact
 
     job = jobs.read_job(folder, job_id)
@@ -103,6 +113,8 @@ def run_job(folder: Path, job_id: str) -> dict:
     job["started"] = time.time()
     job.update(slot=slot, waiting_for_slot=False)
     try:
+        if on_start is not None:
+            on_start()
         from mlflow.tracking import MlflowClient
 
         from mlflow_recsys.server.selection import Selection
@@ -133,15 +145,77 @@ def run_job(folder: Path, job_id: str) -> dict:
     return job
 
 
+#: The signal the pages' Cancel sends a job's process (SIGTERM stays the worker's and the system's).
+CANCEL_SIGNAL = signal.SIGUSR1
+
+
+def _stop_handlers(folder: Path, job_id: str, limit: int) -> None:
+    """Cancel (:data:`CANCEL_SIGNAL`) and the time limit (SIGALRM) raise :class:`Terminated` with their reason,
+    so the comparison run being logged ends FAILED with it, as on SIGTERM."""
+
+    def cancelled(signum, frame):
+        raise Terminated(jobs.cancel_reason(folder, job_id) or "cancelled from the recsys page")
+
+    def timed_out(signum, frame):
+        raise Terminated(f"stopped after {limit:,} s, the time limit of the page's jobs ({jobs.TIME_LIMIT_ENV})")
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    signal.signal(CANCEL_SIGNAL, cancelled)
+    signal.signal(signal.SIGALRM, timed_out)
+
+
 def main(argv: list[str]) -> int:
     from mlflow_recsys.tracking.server_errors import use_cli_defaults
 
     use_cli_defaults()  # bounded HTTP retries: an unresponsive store fails the job in minutes, not many
-    signal.signal(signal.SIGTERM, raise_terminated)  # the comparison run being logged then ends FAILED
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     folder, job_id = Path(argv[0]), argv[1]
-    job = run_job(folder, job_id)
+    limit = jobs.time_limit()
+    _stop_handlers(folder, job_id, limit)
+    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
+    job = run_job(folder, job_id, on_start=lambda: signal.alarm(limit))
     return 0 if job["stage"] == "done" else 1
+
+
+def cancel(folder: Path, job: dict, *, by: str) -> None:
+    """Stop a queued or running job: its process ends it, and its comparison run, FAILED, saying ``by`` whom.
+
+    A job whose process is not started yet, or is gone, is written failed here.
+    """
+    reason = f"cancelled from the recsys page by {by}"
+    jobs.request_cancel(folder, job["id"], reason)
+    pid = job.get("pid")
+    try:
+        if pid:
+            os.kill(pid, CANCEL_SIGNAL)
+            return
+    except ProcessLookupError:
+        pass
+    jobs.write_job(folder, {**job, "stage": "failed", "error": f"Terminated: {reason}", "finished": time.time()})
+
+
+def end_if_dead(folder: Path, job: dict, client) -> dict:
+    """A job :func:`~mlflow_recsys.server.jobs.read_job` found dead, settled: each RUNNING run its process made
+    (tag ``recsys.server_job``) ended KILLED with the reason in ``recsys.error``, and the job written failed.
+    Any other job is returned as it is."""
+    if not job.get("died"):
+        return job
+    from mlflow.entities import ViewType
+
+    from mlflow_recsys.server.listing import all_experiment_ids
+
+    reason = f"Killed: {jobs.DIED}"
+    found = client.search_runs(
+        all_experiment_ids(client),
+        filter_string=f"tags.`{tags.SERVER_JOB}` = '{job['id']}' and attributes.status = 'RUNNING'",
+        run_view_type=ViewType.ALL,
+    )
+    for run in found:
+        client.set_tag(run.info.run_id, tags.ERROR, reason)
+        client.set_terminated(run.info.run_id, "KILLED")
+    settled = {k: v for k, v in job.items() if k != "died"}
+    settled.update(error=reason, finished=settled.get("finished") or time.time())
+    jobs.write_job(folder, settled)
+    return settled
 
 
 if __name__ == "__main__":

@@ -14,11 +14,10 @@ from typing import cast
 
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.server.listing import RUN_ID
 from mlflow_recsys.stats.corrections import Correction
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking.limits import shorten
-from mlflow_recsys.tracking.runs import RunSelectionError
+from mlflow_recsys.tracking.runs import RUN_ID, RunSelectionError
 
 #: ``correction`` choices of the form (the command line's), ``none`` meaning no adjustment.
 CORRECTIONS = ("holm", "bonferroni", "none")
@@ -69,6 +68,25 @@ class Selection:
             "correction": self.correction,
             "n_resamples": self.n_resamples,
         }
+
+
+#: How the job page writes a setting left unset (None): what the comparison then does.
+_UNSET_TEXT = {
+    "reference": "none: every pair",
+    "metrics": "every metric the runs share",
+    "primary": "none declared",
+    "correction": "none",
+    "random_state": "none (fresh entropy)",
+    "seed": "lowest seed of each model",
+}
+
+
+def shown_settings(settings: dict) -> list[tuple[str, str]]:
+    """(name, value) of every setting a job's comparison runs under, as the job page lists them: the form's
+    choices (``settings``, :meth:`Selection.to_json`) and, for the rest, the actual defaults, in
+    :class:`~mlflow_recsys.stats.settings.ComparisonSettings` field order; an unset one in words."""
+    params = Selection(run_ids=[], **settings).settings().to_params()
+    return [(name, _UNSET_TEXT.get(name, value) if value == "None" else value) for name, value in params.items()]
 
 
 def parse_form(form) -> Selection:

@@ -18,20 +18,25 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
-from mlflow_recsys.server.listing import RUN_ID
-from mlflow_recsys.server.selection import CORRECTIONS, RunSelectionError, Selection, check, cli_defaults, parse_form
+from mlflow_recsys.server.selection import (
+    CORRECTIONS,
+    RunSelectionError,
+    Selection,
+    check,
+    cli_defaults,
+    parse_form,
+    shown_settings,
+)
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
-from mlflow_recsys.tracking.runs import parse_compare_url
+from mlflow_recsys.tracking.runs import RUN_ID, parse_compare_url, runs_by_id
+from mlflow_recsys.tracking.server_page import SERVER_URL_ENV  # the comparison processes reach this server there
 
 #: The backend store URI ``mlflow server`` passes to its workers (``mlflow.server.BACKEND_STORE_URI_ENV_VAR``).
 STORE_ENV = "_MLFLOW_SERVER_FILE_STORE"
 #: The static prefix ``mlflow server --static-prefix`` passes to its workers.
 PREFIX_ENV = "_MLFLOW_STATIC_PREFIX"
-#: Environment variable: the URL the comparison processes use to reach this server (default: the socket the
-#: request came in on, 127.0.0.1 when it listens on every address).
-SERVER_URL_ENV = "MLFLOW_RECSYS_SERVER_URL"
 csrf = CSRFProtect()
 bp = Blueprint("recsys", __name__, template_folder="templates")
 
@@ -162,15 +167,28 @@ def _origin_of(url: str) -> str | None:
     return f"{parts.scheme.lower()}://{host}" + (f":{port}" if port and port != default else "")
 
 
+#: MLflow's own list of origins allowed to call the server (``mlflow server --cors-allowed-origins``).
+CORS_ORIGINS_ENV = "MLFLOW_SERVER_CORS_ALLOWED_ORIGINS"
+
+
+def allowed_origins() -> set[str]:
+    """The origins a Compare may be posted from: this request's own (its ``Host``), each origin of
+    :data:`CORS_ORIGINS_ENV` (comma-separated; ``*`` is not taken, it names no site) and the origin of
+    :data:`SERVER_URL_ENV`. A reverse proxy that rewrites ``Host`` (nginx's default) needs one of the last two."""
+    listed = [o.strip() for o in os.environ.get(CORS_ORIGINS_ENV, "").split(",")]
+    listed += [os.environ.get(SERVER_URL_ENV, ""), request.host_url]
+    return {origin for origin in map(_origin_of, listed) if origin}
+
+
 def _cross_origin() -> bool:
-    """Whether the POST came from a page of another origin (``Origin``, else ``Referer``, differs from ours)."""
-    own = _origin_of(request.host_url)
+    """Whether the POST came from a page of an origin not in :func:`allowed_origins` (``Origin``, else
+    ``Referer``)."""
     origin = request.headers.get("Origin")
     if origin is not None:
-        return origin == "null" or _origin_of(origin) != own
+        return origin == "null" or _origin_of(origin) not in allowed_origins()
     referer = request.headers.get("Referer")
     if referer:
-        return _origin_of(referer) != own
+        return _origin_of(referer) not in allowed_origins()
     return False
 
 
@@ -232,11 +250,16 @@ def _listing_page(
 ):
     ids = [e.experiment_id for e in experiments]
     runs, truncated = listing.training_runs(client(), ids)
-    shown = (selection.primary if selection else None) or request.args.get("metric") or None
+    if selection is None:  # a fresh page: the study's declared primary metric and metrics are its defaults
+        declared = listing.declared_settings(client(), ids, listing.metric_keys_of(runs))
+        selection = Selection(
+            run_ids=ticked, primary=declared.primary, metrics=list(declared.metrics) if declared.metrics else None
+        )
+    shown = selection.primary or request.args.get("metric") or None
     lst = listing.group_runs(runs, shown_metric=shown, truncated=truncated)
     listed = {row.run_id for s in lst.splits for m in s.models for row in m.runs}
     unlisted = [r for r in ticked if r not in listed]
-    found = listing.runs_by_id(client(), unlisted)
+    found = runs_by_id(client(), unlisted)
     extra = []
     for run_id in unlisted:
         run = found.get(run_id)
@@ -254,18 +277,17 @@ def _listing_page(
                 "role": run.data.tags.get(tags.ROLE, ""),
             }
         )
-    settings = selection or Selection(run_ids=ticked)
     body = render_template(
         "recsys/experiment.html",
         experiments=experiments,
         listing=lst,
         ticked=set(ticked),
         extra=extra,
-        settings=settings,
+        settings=selection,
         corrections=CORRECTIONS,
         defaults=cli_defaults(),
         error=error,
-        comparisons=listing.comparisons(client(), ids),
+        comparisons=listing.comparisons(client(), ids, live_jobs=_live_jobs()),
     )
     return Response(body, status=status, mimetype="text/html")
 
@@ -293,7 +315,7 @@ def compare_from_url():
 
 def _experiments_of(run_ids: list[str]) -> list:
     """The active experiments the runs belong to, in the order the runs name them (a few queries in all)."""
-    runs = listing.runs_by_id(client(), run_ids)
+    runs = runs_by_id(client(), run_ids)
     ids = list(dict.fromkeys(runs[r].info.experiment_id for r in run_ids if r in runs))
     experiments = []
     for experiment_id in ids:
@@ -343,7 +365,11 @@ def compare():
                 headers={"Retry-After": "30"},
             )
         job = jobs.new_job(
-            folder, run_ids=selection.run_ids, settings=selection.to_json(), experiment_ids=selection.experiment_ids
+            folder,
+            run_ids=selection.run_ids,
+            settings=selection.to_json(),
+            experiment_ids=selection.experiment_ids,
+            owner=_user(),
         )
     auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
     try:
@@ -361,11 +387,47 @@ def compare():
     return redirect(url_for("recsys.job_page", job_id=job["id"]), code=303)
 
 
+def _live_jobs() -> frozenset[str]:
+    """Ids of this server's queued and running jobs; each job found dead on the way is settled (its comparison
+    run ended KILLED, see :func:`~mlflow_recsys.server.runner.end_if_dead`)."""
+    folder, live = job_folder(), set()
+    for job in jobs.all_jobs(folder):
+        job = runner.end_if_dead(folder, job, client())
+        if job["stage"] not in jobs.FINAL:
+            live.add(job["id"])
+    return frozenset(live)
+
+
 def _job(job_id: str) -> dict:
     try:
-        return jobs.read_job(job_folder(), job_id)
+        return runner.end_if_dead(job_folder(), jobs.read_job(job_folder(), job_id), client())
     except jobs.JobNotFound as exc:
         abort(404, str(exc))
+
+
+def _user() -> str | None:
+    """The authenticated user of this request (``recsys-auth``), else None."""
+    auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
+    return auth.username if auth else None
+
+
+@bp.route("/jobs/<job_id>/cancel", methods=["POST"])
+def cancel_job(job_id: str):
+    """Cancel a queued or running job (its owner, or an admin): it ends FAILED, its comparison run too."""
+    if _cross_origin():
+        return Response("Cancel was refused: the form was posted from another site.", status=403, mimetype="text/plain")
+    csrf.protect()
+    job = _job(job_id)
+    user = _user()
+    if current_app.config.get("RECSYS_ADMIN_ONLY") and user != job.get("owner"):
+        from mlflow.server.auth import sender_is_admin
+
+        if not sender_is_admin():
+            return Response("Only the job's owner or an admin may cancel it.", status=403, mimetype="text/plain")
+    if job["stage"] in jobs.FINAL:
+        return Response(f"The job has already ended ({job['stage']}).", status=409, mimetype="text/plain")
+    runner.cancel(job_folder(), job, by=user or "a user of this server")
+    return redirect(url_for("recsys.job_page", job_id=job_id), code=303)
 
 
 @bp.route("/jobs/<job_id>")
@@ -377,6 +439,7 @@ def job_page(job_id: str):
         stages=jobs.STAGES,
         final=job["stage"] in jobs.FINAL,
         max_comparisons=jobs.max_comparisons(),
+        settings=shown_settings(job["settings"]),
     )
 
 

@@ -70,6 +70,7 @@ from mlflow_recsys.tracking.provenance import (
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RunSelectionError, load_many, run_id_list, select_runs
 from mlflow_recsys.tracking.server_errors import is_unreachable, translated_server_errors
+from mlflow_recsys.tracking.server_page import recsys_page_url
 
 _log = logging.getLogger(__name__)
 
@@ -396,7 +397,9 @@ def _preflight(
         alternative=settings.alternative,
     )
     if plan.metric_keys is not None:
-        check_replicate_memory(settings.n_resamples, len(plan.pairs) * len(plan.metric_keys))
+        # Every report the comparison keeps: with seeded candidates, the seed-averaged report's as well.
+        reports = 2 if plan.seed_pairs else 1
+        check_replicate_memory(settings.n_resamples, reports * len(plan.pairs) * len(plan.metric_keys))
     if settings.paired_seeds:
         _paired_seeds_iv(plan)
     return runs, plan
@@ -1067,7 +1070,9 @@ def _log_comparison(
         _write_html(
             out, report, spreads, run_name, primary, provenance, declared, averaged, seeds=seed_frame is not None
         )
-        note = fit_text(_note_versions(report, spreads, primary, provenance, declared, averaged))
+        page = recsys_page_url(runs[0].info.experiment_id)
+        link = f"\n\nCompare these and other runs on the server's page: {page}" if page else ""
+        note = fit_text(v + link for v in _note_versions(report, spreads, primary, provenance, declared, averaged))
         first = runs[0].data.tags
 
         with target.run(runs[0].info.experiment_id, run_name) as run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterable, Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
@@ -10,7 +11,7 @@ from typing import cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import mlflow
-from mlflow.entities import Run
+from mlflow.entities import Run, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
@@ -173,17 +174,52 @@ def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run
     duplicated = sorted({r for r in run_ids if run_ids.count(r) > 1})
     if duplicated:
         raise RunSelectionError(f"runs: expected distinct run ids, found {duplicated} more than once")
-    runs = []
+    found = runs_by_id(client, run_ids)
     for run_id in run_ids:
-        try:
-            runs.append(client.get_run(run_id))
-        except MlflowException as exc:
-            if not _missing(exc):
-                raise
+        if run_id not in found:
             raise RunSelectionError(
                 f"run {run_id!r} was not found", hint=f"the tracking store is {redact(mlflow.get_tracking_uri())}{hint}"
-            ) from None
-    return runs
+            )
+    return [found[run_id] for run_id in run_ids]
+
+
+#: What an MLflow run id may look like (MLflow's own check); anything else names no run.
+RUN_ID = re.compile(r"[A-Za-z0-9][\w\-]{0,255}", re.ASCII)
+
+
+def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) -> dict[str, Run]:
+    """The runs of these ids that exist (deleted ones included), by id: ``search_runs`` across every experiment
+    with ``attributes.run_id IN (...)``, ``chunk`` ids a query, each followed through its page tokens; a few
+    queries for thousands of ids, not one request per run. An id not shaped like an MLflow run id is absent from
+    the result, as a missing run is."""
+    wanted = [r for r in dict.fromkeys(run_ids) if RUN_ID.fullmatch(r)]
+    if not wanted:
+        return {}
+    experiment_ids: list[str] = []
+    token: str | None = None
+    while True:
+        experiments = client.search_experiments(view_type=ViewType.ALL, max_results=1000, page_token=token)
+        experiment_ids += [e.experiment_id for e in experiments]
+        token = experiments.token
+        if not token:
+            break
+    found: dict[str, Run] = {}
+    for start in range(0, len(wanted), chunk):
+        ids = ", ".join(f"'{r}'" for r in wanted[start : start + chunk])
+        token = None
+        while True:
+            page = client.search_runs(
+                experiment_ids,
+                filter_string=f"attributes.run_id IN ({ids})",
+                run_view_type=ViewType.ALL,
+                max_results=1000,
+                page_token=token,
+            )
+            found.update((r.info.run_id, r) for r in page)
+            token = page.token
+            if not token:
+                break
+    return found
 
 
 def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:

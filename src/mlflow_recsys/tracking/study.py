@@ -30,6 +30,7 @@ from mlflow_recsys.tracking.context import absolute_sqlite_uri, entry_point_run,
 from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
+from mlflow_recsys.tracking.server_page import recsys_page_url
 from mlflow_recsys.tracking.training import configuration_tag
 
 #: Hyper-parameters each training checks where it runs: the seed is its own, and the device is the machine's
@@ -389,9 +390,16 @@ def _ui_hint(compare_id: str, experiment_id: str) -> str:
     uri = redact(absolute_sqlite_uri(mlflow.get_tracking_uri()))  # absolute: the command works from any folder
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     if uri.startswith(("http://", "https://")):
-        return f"\nOpen {uri}/#/experiments/{experiment_id}/runs/{compare_id} to see the runs."
+        page = recsys_page_url(experiment_id)
+        return f"\nOpen {uri}/#/experiments/{experiment_id}/runs/{compare_id} to see the runs." + (
+            f"\nPick runs and compare them again on {page}" if page else ""
+        )
+    mlflow_cli = mlflow_cli if mlflow_cli.exists() else Path("mlflow")
     return (
         "\nTo see every run, its artifacts and the report in the MLflow UI, run:\n\n"
-        f"    {mlflow_cli if mlflow_cli.exists() else 'mlflow'} ui --backend-store-uri {uri} --port 5000\n\n"
-        f"then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{compare_id}"
+        f"    {mlflow_cli} ui --backend-store-uri {uri} --port 5000\n\n"
+        f"then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{compare_id}\n\n"
+        "To tick runs and compare them from the browser as well, serve the same store with the recsys pages:\n\n"
+        f"    {mlflow_cli} server --app-name recsys --backend-store-uri {uri} --port 5000\n\n"
+        f"then open http://127.0.0.1:5000/recsys/experiments/{experiment_id}"
     )

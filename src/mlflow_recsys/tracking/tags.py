@@ -36,6 +36,9 @@ COMPARISON_RUN = "recsys.comparison_run"
 #: the command.
 PACKAGE_VERSION = "recsys.package_version"
 COMMAND = "recsys.command"
+#: Set by the run context provider on runs a comparison job of the server pages makes: the job's id, so that the
+#: server can end the run of a job whose process died.
+SERVER_JOB = "recsys.server_job"
 
 #: Experiment tag ("true"): the experiment holds training runs, so the server page lists it with one query.
 HAS_TRAINING_RUNS = "recsys.has_training_runs"
