@@ -18,7 +18,7 @@ from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
-from mlflow_recsys.tracking.context import entry_point_run, environment_run
+from mlflow_recsys.tracking.context import check_step_run, entry_point_run
 from mlflow_recsys.tracking.model_logging import log_recommender
 from mlflow_recsys.tracking.naming import mlflow_metric_name
 from mlflow_recsys.tracking.redact import redact
@@ -46,14 +46,14 @@ def run_split(
     Raises
     ------
     RunOwnershipError
-        If ``MLFLOW_RUN_ID`` names a run this step must not log into (see
-        :func:`~mlflow_recsys.tracking.context.environment_run`); checked
-        first, before the split is built.
+        If the caller's active run or ``MLFLOW_RUN_ID`` names a run this step must not log under (see
+        :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
+        split run is nested under it); checked first, before the split is built.
     ValueError
         If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad
         ``columns``, or a param the environment's run already holds with another value.
     """
-    environment_run()
+    check_step_run()
     config = SplitConfig() if config is None else config
     if not isinstance(config, SplitConfig):
         raise ValueError(expected("config", "a SplitConfig", config))
@@ -195,16 +195,16 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
     Raises
     ------
     RunOwnershipError
-        If ``MLFLOW_RUN_ID`` names a run this step must not log into (see
-        :func:`~mlflow_recsys.tracking.context.environment_run`); checked
-        first, before anything is read or written.
+        If the caller's active run or ``MLFLOW_RUN_ID`` names a run this step must not log under (see
+        :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
+        train run is nested under it); checked first, before anything is read or written.
     FileNotFoundError
         If the checkpoint cannot be found.
     ValueError
         If ``config`` is not a :class:`~mlflow_recsys.models.TrainConfig`, it asks for early stopping on a
         split without validation users, or a param the environment's run already holds with another value.
     """
-    environment_run()
+    check_step_run()
     if not isinstance(config, TrainConfig):
         raise ValueError(expected("config", "a TrainConfig", config))
     if not isinstance(checkpoint, (str, os.PathLike)):
