@@ -16,7 +16,7 @@ import warnings
 
 import click
 
-from mlflow_recsys.errors import Terminated, raise_terminated
+from mlflow_recsys.errors import Terminated, failure_text, raise_terminated
 from mlflow_recsys.models.registry import MODELS
 from mlflow_recsys.tracking import tags
 
@@ -55,11 +55,11 @@ def _friendly_errors(func):
                 raise
             from mlflow_recsys.tracking.redact import redact
 
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            lines = [line for line in str(message).splitlines() if line.strip()] or [""]
+            # The innermost system failure (a full disk or database) if any: what wraps it names a consequence.
+            lines = [line for line in failure_text(exc).splitlines() if line.strip()] or [""]
             # MLflow's messages can run to dozens of lines; the first says what happened.
             more = " (more with --debug)" if len(lines) > 1 else ""
-            raise click.ClickException(redact(f"{type(exc).__name__}: {lines[0]}{more}")) from None
+            raise click.ClickException(redact(f"{lines[0]}{more}")) from None
 
     return wrapper
 

@@ -23,7 +23,7 @@ from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
-from mlflow_recsys.errors import RunOwnershipError
+from mlflow_recsys.errors import RunOwnershipError, failure_text
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import (
     MAX_PARAM_LENGTH,
@@ -282,15 +282,15 @@ class StepRun(mlflow.ActiveRun):
 
 
 def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool = False) -> None:
-    """Record why run ``run_id`` failed in ``recsys.error`` (``Type: message``, redacted) and, with ``end``, end
+    """Record why run ``run_id`` failed in ``recsys.error`` (``Type: message`` of the innermost system failure,
+    :func:`~mlflow_recsys.errors.failure_text`, redacted) and, with ``end``, end
     the active run FAILED. Never raises: the first error is the one the user must see.
 
     Nothing is recorded when the tracking server is unreachable (the cause itself), or with ``keep_reason`` when
     the run already holds a reason (a study names each failed training before it raises).
     """
     if not is_unreachable(exc):
-        message = str(exc) or ("interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else "")
-        reason = redact(f"{type(exc).__name__}: {message}")
+        reason = redact(failure_text(exc))
         try:
             client = MlflowClient()
             if not (keep_reason and tags.ERROR in client.get_run(run_id).data.tags):

@@ -31,6 +31,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from mlflow_recsys.errors import failure_text
 from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import RUN_ID_ENV, absolute_sqlite_uri
@@ -591,7 +592,8 @@ def _end_if_running(client, run_id: str, status: str) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    """One line for a failed task: the training's own exception (Ray keeps it as ``cause``), else Ray's."""
+    """One line for a failed task: the training's own exception (Ray keeps it as ``cause``), else Ray's; its
+    innermost system failure if it has one (:func:`~mlflow_recsys.errors.failure_text`)."""
     cause = getattr(exc, "cause", None) or exc
-    lines = [line for line in str(cause).splitlines() if line.strip()]
-    return shorten(redact(f"{type(cause).__name__}: {lines[0] if lines else ''}"), 1000)
+    lines = [line for line in failure_text(cause).splitlines() if line.strip()]
+    return shorten(redact(lines[0] if lines else type(cause).__name__), 1000)
