@@ -75,7 +75,9 @@ def root_cause(exc: BaseException) -> BaseException:
     cause. Any other exception in the chain is left alone: a message this package wrote around a refused
     connection or a missing file is the one to show.
     """
-    found, current, seen = exc, exc, set()
+    found: BaseException = exc
+    current: BaseException | None = exc
+    seen = set()
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if is_system_failure(current):
