@@ -237,3 +237,59 @@ def test_split_entry_point_takes_each_protocol_and_leaves_unset_fractions_unset(
         assert manifests["time_split"]["eval_holdout_frac"] is None
     finally:
         mlflow.set_tracking_uri(None)
+
+
+def mlflow_run(uri: str, experiment: str, entry_point: str, *params: str) -> subprocess.CompletedProcess:
+    """``mlflow run`` of this project's ``entry_point`` with ``-P`` ``params``, in ``experiment``; it must succeed."""
+    args = [a for p in params for a in ("-P", p)]
+    proc = subprocess.run(
+        [str(BIN / "mlflow"), "run", str(PROJECT), "--env-manager", "local", "--experiment-name", experiment]
+        + ["-e", entry_point, *args],
+        env=clean_env(uri),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+#: What `mlflow run` logged for a parameter left unset before (issue 27, A8): shell-quoted empty text, or a word
+#: the step resolves itself.
+PLACEHOLDERS = {"''", "", "none", "None", "auto"}
+
+
+def test_entry_point_params_left_unset_are_logged_as_resolved_not_as_placeholders(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    mlflow.set_tracking_uri(uri)
+    try:
+        experiment_id = mlflow.create_experiment("params", artifact_location=(tmp_path / "artifacts").as_uri())
+        mlflow_run(uri, "params", "split")
+        mlflow_run(uri, "params", "split", "seed=7", "val_frac=0.15", "min_rating=3")
+        splits = {
+            r.data.params["seed"]: r
+            for r in MlflowClient().search_runs([experiment_id], "tags.`recsys.role` = 'split'")
+        }
+        default = splits["42"].data.params
+        assert not {k: v for k, v in default.items() if v in PLACEHOLDERS and k != "eval_draws"}, default
+        # Each resolved once, from the split's manifest (SplitConfig's resolution), and no column names at all.
+        assert (default["val_frac"], default["test_frac"], default["eval_holdout_frac"]) == ("0.1", "0.2", "0.2")
+        assert default["min_rating"] == "4.0" and not {"user_col", "columns"} & set(default)
+        # Given ones come through as -P options MLflow passes on: logged as typed, and used.
+        given = splits["7"].data.params
+        assert (given["val_frac"], given["min_rating"]) == ("0.15", "3")
+        manifest = mlflow.artifacts.load_dict(f"runs:/{splits['7'].info.run_id}/manifest.json")
+        assert manifest["parameters"]["val_frac"] == 0.15 and manifest["parameters"]["min_rating"] == 3.0
+
+        checkpoint = f"runs:/{splits['42'].info.run_id}/checkpoint.zip"
+        sources = [
+            run_train(checkpoint, TrainConfig(m, metrics=METRICS), log_model=False) for m in ("EASE", "Popularity")
+        ]
+        mlflow_run(uri, "params", "compare", f"run_ids={','.join(sources)}", "n_resamples=99")
+        (comparison,) = MlflowClient().search_runs([experiment_id], "tags.`recsys.role` = 'comparison'")
+        params = comparison.data.params
+        assert "''" not in params.values() and not {"filter", "experiment", "compare_url"} & set(params), params
+        assert params["run_ids"] == ",".join(sources) and params["compared_metrics"] == ",".join(METRICS)
+        assert params["metrics"] == "None"  # the comparison's own record: no metrics were asked for
+    finally:
+        mlflow.set_tracking_uri(None)

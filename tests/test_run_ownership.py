@@ -244,7 +244,7 @@ def test_cli_train_refuses_a_finished_run_with_exit_code_and_message(store):
 
 
 def test_compare_refuses_a_train_run_named_by_mlflow_run_id(store, monkeypatch):
-    # comparison.py runs the same check (context.environment_run) before any write.
+    # comparison.py runs the same check (context.check_step_run) before any write.
     from mlflow_recsys.tracking import compare_runs
 
     train = store["EASE"]
@@ -262,3 +262,53 @@ def test_compare_refuses_a_train_run_named_by_mlflow_run_id(store, monkeypatch):
     after = snapshot(train)
     assert after == before and after["tags"]["recsys.role"] == "train" and "recsys.error" not in after["tags"]
     assert run_ids(store["experiment_id"]) == ids_before
+
+
+def test_steps_inside_a_callers_active_run_nest_under_it(store, monkeypatch):
+    """Issue 27 B4: split, train and compare inside `with mlflow.start_run():` each make a child run."""
+    from mlflow_recsys.tracking import compare_runs
+
+    before_ease = snapshot(store["EASE"])
+    with mlflow.start_run(run_name="caller") as outer:
+        # An MLFLOW_RUN_ID set afterwards (another run's) is not read while the caller's run is active.
+        monkeypatch.setenv("MLFLOW_RUN_ID", store["EASE"])
+        split_id = run_split("movielens-100k", SplitConfig(seed=7))
+        train_id = run_train(
+            f"runs:/{split_id}/checkpoint.zip", TrainConfig("Popularity", metrics=METRICS), log_model=False
+        )
+        outcome = compare_runs(
+            run_ids=[store["EASE"], store["Popularity"]],
+            settings=ComparisonSettings(reference="Popularity", metrics=list(METRICS), n_resamples=99),
+        )
+        assert mlflow.active_run().info.run_id == outer.info.run_id  # the caller's run is active again
+    client = MlflowClient()
+    roles = {}
+    for child in (split_id, train_id, outcome.run_id):
+        run = client.get_run(child)
+        assert run.data.tags["mlflow.parentRunId"] == outer.info.run_id
+        assert run.info.status == "FINISHED" and run.info.experiment_id == outer.info.experiment_id
+        roles[run.data.tags["recsys.role"]] = child
+    assert set(roles) == {"split", "train", "comparison"}
+    caller = snapshot(outer.info.run_id)
+    assert caller["status"] == "FINISHED" and caller["params"] == {} and caller["metrics"] == {}
+    assert "recsys.role" not in caller["tags"] and caller["artifacts"] == []
+    assert snapshot(store["EASE"]) == before_ease
+
+
+def test_steps_refuse_a_callers_run_that_ended_before_any_work(store, tmp_path):
+    """A caller's active run terminated elsewhere: every step refuses by name before it builds or reads anything."""
+    from mlflow_recsys.tracking import compare_runs
+
+    with mlflow.start_run() as outer:
+        MlflowClient().set_terminated(outer.info.run_id, "KILLED")
+        ids_before = run_ids(store["experiment_id"])
+        expected = rf"the active run: expected a RUNNING run .* found run {outer.info.run_id} with status KILLED"
+        with pytest.raises(RunOwnershipError, match=expected):
+            run_split("movielens-100k", SplitConfig(seed=8))
+        with pytest.raises(RunOwnershipError, match=expected):  # before the missing checkpoint is looked for
+            run_train(str(tmp_path / "missing.zip"), TrainConfig("Popularity"))
+        with pytest.raises(RunOwnershipError, match=expected):
+            run_study(**{**SMALL_STUDY, "split_seed": 8}, echo=lambda _: None)
+        with pytest.raises(RunOwnershipError, match=expected):
+            compare_runs(run_ids=[store["EASE"], store["Popularity"]], settings=ComparisonSettings(n_resamples=99))
+        assert run_ids(store["experiment_id"]) == ids_before

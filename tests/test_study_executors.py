@@ -250,7 +250,7 @@ def test_the_local_ray_of_a_study_is_private_so_auto_cannot_join_it(store, studi
     # `--ray-address auto` finds the newest cluster through this file of Ray's default folder; a study's own Ray
     # lives in a folder of its own and leaves no such file behind.
     ray_tmpdir = RAY_TMPDIRS[store]
-    assert list(ray_tmpdir.glob("ray-study-*/session_*")), sorted(p.name for p in ray_tmpdir.iterdir())
+    assert list(ray_tmpdir.glob("ray-*/session_*")), sorted(p.name for p in ray_tmpdir.iterdir())
     assert not (ray_tmpdir / "ray" / "ray_current_cluster").exists()
 
 
@@ -527,3 +527,84 @@ def test_run_study_refuses_seeds_of_the_wrong_kind_and_an_echo_it_cannot_call_be
         run_study(**{**SMALL_STUDY, **given}, project_uri=str(PROJECT))
     assert str(refused.value) == message
     assert not (tmp_path / "m.db").exists()
+
+
+#: A socket path of a real local Ray (2.60, started without its dashboard), as it named it under /tmp/rs.HV0F.
+RAY_SOCKET_SEEN = "/tmp/rs.HV0F/session_2026-12-02_17-06-27_755956_13205/sockets/plasma_store"
+
+
+def room_for_ray_tmpdir() -> int:
+    """By hand, from the path Ray built: 107 bytes less everything after its folder, for this process's id."""
+    after_folder = "/ray-12345678" + RAY_SOCKET_SEEN[len("/tmp/rs.HV0F") :].replace("13205", str(os.getpid()))
+    return 107 - len(after_folder)
+
+
+def folder_of(tmp: Path, size: int) -> Path:
+    """A folder whose absolute path is exactly ``size`` bytes long (``tmp`` is shorter)."""
+    folder = tmp / ("r" * (size - len(str(tmp)) - 1))
+    folder.mkdir()
+    assert len(str(folder)) == size
+    return folder
+
+
+def test_ray_socket_path_length_is_checked_as_ray_counts_it(monkeypatch):
+    from mlflow_recsys.tracking.executors import check_ray_socket_paths
+
+    room = room_for_ray_tmpdir()
+    assert 30 <= room <= 32  # process ids of 5 to 7 digits
+    short = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
+    try:
+        fits = folder_of(short, room)
+        monkeypatch.setenv("RAY_TMPDIR", str(fits))
+        assert check_ray_socket_paths() == str(fits)
+        too_long = folder_of(short, room + 1)
+        monkeypatch.setenv("RAY_TMPDIR", str(too_long))
+        with pytest.raises(ValueError) as refused:
+            check_ray_socket_paths()
+        message = str(refused.value)
+        assert message.startswith(f"RAY_TMPDIR: expected a folder of at most {room} bytes")
+        assert f"found {str(too_long)!r} ({room + 1} bytes)" in message and "within the 107 bytes" in message
+        # The issue's folder of 28 characters fits now; under the old ray-study-XXXXXXXX it left 107 - 109 bytes.
+        issue = folder_of(short, 28)
+        monkeypatch.setenv("RAY_TMPDIR", str(issue))
+        assert check_ray_socket_paths() == str(issue)
+        assert 28 + len("/ray-study-12345678") - len("/ray-12345678") > room
+    finally:
+        shutil.rmtree(short)
+
+
+def test_a_study_with_a_long_ray_tmpdir_is_refused_before_any_run(tmp_path, monkeypatch):
+    import ray
+
+    from mlflow_recsys.tracking.study import run_study
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    long_folder = folder_of(tmp_path, max(len(str(tmp_path)) + 2, room_for_ray_tmpdir() + 1))
+    monkeypatch.setenv("RAY_TMPDIR", str(long_folder))
+    with pytest.raises(ValueError, match=rf"^RAY_TMPDIR: expected a folder of at most {room_for_ray_tmpdir()} bytes"):
+        run_study(**SMALL_STUDY, executor="ray", project_uri=str(PROJECT), echo=lambda _: None)
+    assert not ray.is_initialized() and list(long_folder.iterdir()) == []
+    assert MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()]) == []
+
+
+@pytest.mark.ray
+def test_the_socket_path_check_matches_the_path_a_real_ray_builds(monkeypatch):
+    import ray
+
+    from mlflow_recsys.tracking.executors import RayExecutor
+
+    room = room_for_ray_tmpdir()
+    short = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
+    try:
+        monkeypatch.setenv("RAY_TMPDIR", str(folder_of(short, room)))
+        monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        executor = RayExecutor()
+        with executor.started([], echo=lambda _: None):
+            executor._start([], lambda _: None)  # a local Ray at the longest folder the check allows
+            assert ray.is_initialized()
+            sockets = sorted(p for p in short.rglob("sockets/*"))
+        assert [p.name for p in sockets] == ["plasma_store", "raylet"]
+        assert len(str(sockets[0]).encode()) == 107  # exactly at the limit, as computed
+    finally:
+        shutil.rmtree(short, ignore_errors=True)

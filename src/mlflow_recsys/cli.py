@@ -16,7 +16,7 @@ import warnings
 
 import click
 
-from mlflow_recsys.errors import Terminated, raise_terminated
+from mlflow_recsys.errors import Terminated, failure_text, raise_terminated
 from mlflow_recsys.models.registry import MODELS
 from mlflow_recsys.tracking import tags
 
@@ -55,11 +55,11 @@ def _friendly_errors(func):
                 raise
             from mlflow_recsys.tracking.redact import redact
 
-            message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            lines = [line for line in str(message).splitlines() if line.strip()] or [""]
+            # The innermost system failure (a full disk or database) if any: what wraps it names a consequence.
+            lines = [line for line in failure_text(exc).splitlines() if line.strip()] or [""]
             # MLflow's messages can run to dozens of lines; the first says what happened.
             more = " (more with --debug)" if len(lines) > 1 else ""
-            raise click.ClickException(redact(f"{type(exc).__name__}: {lines[0]}{more}")) from None
+            raise click.ClickException(redact(f"{lines[0]}{more}")) from None
 
     return wrapper
 
@@ -84,7 +84,7 @@ def _none_if_empty(value: str | None) -> str | None:
 
 
 def _split_list(value: str | None, option: str) -> list[str]:
-    """The items of a comma-separated option; ``""`` is the option left out (the MLproject's default)."""
+    """The items of a comma-separated option; ``""`` is the option left out (``-P metrics=`` of ``mlflow run``)."""
     items = [v.strip() for v in (value or "").split(",") if v.strip()]
     if value and value.strip() and not items:
         raise click.BadParameter(f"expected comma-separated values, found {value!r}", param_hint=option)
@@ -152,7 +152,7 @@ def datasets():
 
 
 def _optional_float(ctx, param, value):
-    """Float options that may be left unset, also from MLproject parameters whose default is ''."""
+    """Float options that may be left unset, also as ``''`` (``-P val_frac=`` of ``mlflow run``)."""
     value = _none_if_empty(value)
     if value is None:
         return None
@@ -166,7 +166,7 @@ def _optional_float(ctx, param, value):
 
 
 def _optional_int(ctx, param, value):
-    """Integer options that may be left unset, also from MLproject parameters whose default is ''."""
+    """Integer options that may be left unset, also as ``''`` (``-P latent_dim=`` of ``mlflow run``)."""
     value = _none_if_empty(value)
     if value is None:
         return None
@@ -203,16 +203,20 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
     show_default=True,
     help="registered dataset name, or a .csv/.parquet interaction log (see --user-col ... --timestamp-col)",
 )
-@click.option("--user-col", default=None, help="your log: the user id column [default: user]")
-@click.option("--item-col", default=None, help="your log: the item id column [default: item]")
+@click.option("--user-col", "--user_col", "user_col", default=None, help="your log: the user id column [default: user]")
+@click.option("--item-col", "--item_col", "item_col", default=None, help="your log: the item id column [default: item]")
 @click.option(
     "--value-col",
+    "--value_col",
+    "value_col",
     default=None,
     help="your log: the rating or count column, or 'none' for implicit feedback (every row a positive) "
     "[default: value]",
 )
 @click.option(
     "--timestamp-col",
+    "--timestamp_col",
+    "timestamp_col",
     default=None,
     help="your log: the time column (Unix seconds or ISO 8601), or 'none' to ignore one "
     "[default: timestamp, if present]",
@@ -229,21 +233,32 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
 )
 @click.option(
     "--eval-holdout-frac",
+    "--eval_holdout_frac",
+    "eval_holdout_frac",
     default=None,
     callback=_optional_float,
     help="user_split: share of a held-out user's items scored  [default: 0.2]",
 )
 @click.option(
     "--test-frac",
+    "--test_frac",
+    "test_frac",
     default=None,
     callback=_optional_float,
     help="user_split: share of users; time_split: share of interactions, by time  [default: 0.2]",
 )
 @click.option(
-    "--val-frac", default=None, callback=_optional_float, help="as --test-frac, for validation  [default: 0.1]"
+    "--val-frac",
+    "--val_frac",
+    "val_frac",
+    default=None,
+    callback=_optional_float,
+    help="as --test-frac, for validation  [default: 0.1]",
 )
 @click.option(
     "--min-rating",
+    "--min_rating",
+    "min_rating",
     default="auto",
     show_default=True,
     callback=_min_rating,
@@ -321,7 +336,7 @@ def train(checkpoint, model, metrics, **hyperparameters):
     from mlflow_recsys.models.train_config import DEFAULT_METRICS, TrainConfig, foreign_hyperparameters
     from mlflow_recsys.tracking.training import run_train
 
-    # "" is an option left out, as everywhere in the CLI (the MLproject passes its empty defaults so).
+    # "" is an option left out, as everywhere in the CLI (`mlflow run -P name=` passes it so).
     given = {k: v for k, v in hyperparameters.items() if v is not None and v != ""}
     # A run logs the hyper-parameters its model takes and no others, so the command refuses the rest.
     problem = foreign_hyperparameters(MODELS[model], given)
@@ -427,13 +442,17 @@ def _comparison_options(func):
 
 @cli.command()
 @click.argument("run_ids", nargs=-1)
-@click.option("--run-ids", "run_ids_csv", default=None, help="comma-separated run ids (alternative to arguments)")
-@click.option("--compare-url", default=None, help="a pasted MLflow UI compare-runs URL")
+@click.option(
+    "--run-ids", "--run_ids", "run_ids_csv", default=None, help="comma-separated run ids (alternative to arguments)"
+)
+@click.option("--compare-url", "--compare_url", "compare_url", default=None, help="a pasted MLflow UI compare-runs URL")
 @click.option("--experiment", default=None, help="experiment name or id to select runs from")
 @click.option("--filter", "filter_string", default=None, help="MLflow filter string, with --experiment")
 @click.option("--output-experiment", default=None, help="experiment for the comparison run (default: the sources')")
 @click.option(
     "--seed",
+    "--representative-seed",
+    "--representative_seed",
     "report_seed",
     default=None,
     help="seed of the run that represents each seeded model in the report (default: its lowest)",
@@ -613,6 +632,8 @@ def _which_rows(rows, frame) -> str:
 )
 @click.option(
     "--ray-address",
+    "--ray_address",
+    "ray_address",
     default=None,
     help="with --executor ray: 'auto' or a cluster address (host:6379, ray://host:10001) to join "
     "[default: a Ray started on this machine with its CPUs and GPUs]",

@@ -9,6 +9,16 @@ Programming errors and bad arguments to pure functions stay plain
 
 from __future__ import annotations
 
+import errno
+import sqlite3
+
+#: ``errno`` values that say the machine, not the input, failed: a disk full, out of quota or read-only, a file
+#: past the size limit, an I/O error, memory or file handles exhausted. Layers above tend to report them as
+#: something else (a missing artifact, a database "autoflush"); :func:`root_cause` finds them.
+SYSTEM_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+)
+
 
 class RecsysError(Exception):
     """Base of the package's own errors."""
@@ -52,6 +62,51 @@ class Terminated(KeyboardInterrupt):
     A ``KeyboardInterrupt``, so ``except Exception`` does not swallow it and code that stops its work on Ctrl-C
     stops it on SIGTERM too: ``mlflow.projects.run`` then terminates the step it is waiting for.
     """
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The failure to report for ``exc``: the innermost system failure in its chain, else ``exc`` itself.
+
+    The chain is followed through ``__cause__``, else ``__context__`` (each exception once; a context hidden by
+    ``raise ... from None`` counts too, as such code means to drop detail, not a full disk). A system failure is
+    an :class:`OSError` whose ``errno`` is in :data:`SYSTEM_ERRNOS` (``ENOSPC`` with the path it could not
+    write, say), or an :mod:`sqlite3` error other than a constraint, API or programming error (``database or
+    disk is full``): what MLflow, SQLAlchemy or this package wrapped around it names a consequence, not the
+    cause. Any other exception in the chain is left alone: a message this package wrote around a refused
+    connection or a missing file is the one to show.
+    """
+    found: BaseException = exc
+    current: BaseException | None = exc
+    seen = set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if is_system_failure(current):
+            found = current
+        current = current.__cause__ or current.__context__
+    return found
+
+
+def failure_text(exc: BaseException) -> str:
+    """``Type: message`` of :func:`root_cause` of ``exc``, the form the command line prints and runs record in
+    ``recsys.error``. A :mod:`sqlite3` error's type is written ``sqlite3.OperationalError``, apart from
+    SQLAlchemy's class of that name; a ``KeyError`` shows its key unquoted; an interrupt without a message
+    reads ``interrupted (Ctrl-C)``. Not redacted: callers redact what they show.
+    """
+    cause = root_cause(exc)
+    name = type(cause).__name__
+    if isinstance(cause, sqlite3.Error):
+        name = f"sqlite3.{name}"
+    message = str(cause.args[0]) if isinstance(cause, KeyError) and cause.args else str(cause)
+    if not message and isinstance(cause, KeyboardInterrupt):
+        message = "interrupted (Ctrl-C)"
+    return f"{name}: {message}"
+
+
+def is_system_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` itself is a system failure in the sense of :func:`root_cause`."""
+    if isinstance(exc, sqlite3.Error):
+        return not isinstance(exc, (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError))
+    return isinstance(exc, OSError) and exc.errno in SYSTEM_ERRNOS
 
 
 def raise_terminated(signum, frame):

@@ -44,9 +44,8 @@ from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import (
-    check_run_is_free,
+    check_step_run,
     entry_point_run,
-    environment_run,
     log_params_once,
     mark_failed,
 )
@@ -153,8 +152,10 @@ def compare_runs(
     that needs the per-user artifacts fails, a FAILED comparison run records
     the reason (tag ``recsys.error``) and holds no results. The run goes to
     ``output_experiment`` or, by default, the experiment of the first source
-    run. Inside an active run, or the run of the ``compare`` entry point of
-    ``mlflow run`` (``MLFLOW_RUN_ID``), that run is used instead.
+    run. Inside the caller's active run (``with mlflow.start_run():``) the comparison run is a new run nested
+    under it, in its experiment unless ``output_experiment`` is given; under the ``compare`` entry point of
+    ``mlflow run`` (``MLFLOW_RUN_ID``) that run is used. This is the rule of every step
+    (:func:`~mlflow_recsys.tracking.context.check_step_run`).
 
     ``on_stage``, when given, is called with each stage as it begins, in the
     order of :data:`STAGES` (``"selecting"``, ``"loading artifacts"``,
@@ -584,11 +585,12 @@ def _logged_metric_keys(runs: list[Run]) -> dict[str, list[str]]:
 
 
 class _Target:
-    """Where the comparison run goes: the caller's active run, the entry point's run, or a new run."""
+    """Where the comparison run goes, by the one rule of :func:`~mlflow_recsys.tracking.context.check_step_run`:
+    nested under the caller's active run, the entry point's run, or a new run."""
 
-    def __init__(self, *, active: mlflow.ActiveRun | None, environment_run_id: str | None, experiment_name: str | None):
-        self.active = active
-        self.environment_run_id = environment_run_id
+    def __init__(self, *, nested: bool, environment_run: bool, experiment_name: str | None):
+        self.nested = nested
+        self.environment_run = environment_run
         self.experiment_name = experiment_name
 
     @classmethod
@@ -600,12 +602,9 @@ class _Target:
         RunSelectionError
             If ``output_experiment`` is deleted or not a valid name.
         RunOwnershipError
-            If ``MLFLOW_RUN_ID`` (or the active run) names a run this comparison must not write into.
+            If ``MLFLOW_RUN_ID`` (or the active run) names a run this comparison must not log under.
         """
-        active = mlflow.active_run()
-        environment_run_id = None if active is not None else environment_run()
-        if active is not None:
-            check_run_is_free(MlflowClient().get_run(active.info.run_id), source="the active run")
+        target = check_step_run()
         if output_experiment is not None:
             try:
                 validation.line(output_experiment, "output_experiment", longest=500)
@@ -616,50 +615,50 @@ class _Target:
                 raise RunSelectionError(
                     f"output_experiment: {output_experiment!r} is deleted; restore it or choose another name"
                 )
-        return cls(active=active, environment_run_id=environment_run_id, experiment_name=output_experiment)
+        return cls(
+            nested=target.parent_run_id is not None,
+            environment_run=target.environment_run_id is not None,
+            experiment_name=output_experiment,
+        )
 
-    def _open(self, source_experiment_id: str | None, run_name: str) -> tuple[mlflow.ActiveRun, bool]:
-        """The run to log into, and whether this comparison owns it (and so ends it).
+    def _open(self, source_experiment_id: str | None, run_name: str) -> mlflow.ActiveRun:
+        """The run to log into (see :func:`~mlflow_recsys.tracking.context.entry_point_run`).
 
-        ``source_experiment_id`` None (no source runs) lets MLflow choose the experiment.
+        A new run goes to ``output_experiment``, else (nested) the caller's run's experiment, else
+        ``source_experiment_id``; None (no source runs) lets MLflow choose.
         """
-        if self.active is not None:
-            return self.active, False
-        if self.environment_run_id is not None:
-            return entry_point_run(run_name), True
-        experiment_id = source_experiment_id
+        experiment_id = None if self.nested else source_experiment_id
         if self.experiment_name is not None:
             exp = mlflow.get_experiment_by_name(self.experiment_name)
             experiment_id = exp.experiment_id if exp else mlflow.create_experiment(self.experiment_name)
-        return mlflow.start_run(experiment_id=experiment_id, run_name=run_name), True
+        return entry_point_run(run_name, experiment_id=experiment_id)
 
     @contextmanager
     def run(self, source_experiment_id: str, run_name: str) -> Iterator[mlflow.ActiveRun]:
         """The comparison run, ended FAILED with the reason on any exception, and always ended locally."""
-        run, owned = self._open(source_experiment_id, run_name)
+        run = self._open(source_experiment_id, run_name)
         try:
             mlflow.set_tag(tags.ROLE, tags.ROLE_COMPARISON)  # first, so even a run that fails says what it was
             yield run
         except BaseException as exc:
-            mark_failed(run.info.run_id, exc, end=owned)
+            mark_failed(run.info.run_id, exc, end=True)
             raise
         else:
-            if owned:
-                mlflow.end_run()
+            mlflow.end_run()
 
     def record_failure(self, exc: BaseException, runs: list[Run], *, create: bool) -> None:
         """Mark the comparison FAILED with the reason, before any result exists.
 
         The entry point's run (``MLFLOW_RUN_ID``), made for this comparison, always records the reason. With
-        ``create`` (the runs passed every metadata check), the caller's active run records it too, and otherwise
-        an error in the per-user data gets a FAILED comparison run of its own, so the reason shows in MLflow;
+        ``create`` (the runs passed every metadata check), an error in the per-user data gets a FAILED comparison
+        run of its own (nested under the caller's active run, if any), so the reason shows in MLflow;
         an interruption (SIGTERM, Ctrl-C) creates none. Nothing is recorded when the server cannot be reached.
         """
-        existing = self.environment_run_id is not None or (create and self.active is not None)
+        existing = self.environment_run
         if is_unreachable(exc) or not (existing or (create and isinstance(exc, Exception))):
             return
         try:
-            run, owned = self._open(runs[0].info.experiment_id if runs else None, "comparison (failed)")
+            run = self._open(runs[0].info.experiment_id if runs else None, "comparison (failed)")
         except Exception as again:
             _log.warning("could not record the failure in MLflow: %s", redact(str(again)))
             return
@@ -673,7 +672,7 @@ class _Target:
             )
         except Exception as again:
             _log.warning("could not tag the failed comparison run: %s", redact(str(again)))
-        mark_failed(run.info.run_id, exc, end=owned)
+        mark_failed(run.info.run_id, exc, end=True)
 
 
 # -- verifying and grouping ---------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Where a run's logging goes: the run `mlflow run` created, or a new one; and params logged once, consistently.
+"""Where a step's run goes, one rule for every step (:func:`check_step_run`): nested under the caller's active
+run, the run `mlflow run` created, or a new one; and params logged once, consistently.
 
 ``mlflow run`` hands its run to the entry point's process through ``MLFLOW_RUN_ID``, and every process started
 below it inherits that variable. So a run id in the environment is used only when it still looks like the run
@@ -13,6 +14,7 @@ import math
 import os
 import shlex
 from pathlib import Path
+from typing import NamedTuple
 
 import mlflow
 from mlflow.entities import Run
@@ -21,7 +23,7 @@ from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
-from mlflow_recsys.errors import RunOwnershipError
+from mlflow_recsys.errors import RunOwnershipError, failure_text
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import (
     MAX_PARAM_LENGTH,
@@ -135,23 +137,76 @@ def _environment_run() -> Run | None:
     return run
 
 
+class StepTarget(NamedTuple):
+    """Where a step's run goes (see :func:`check_step_run`): at most one of the two ids is set."""
+
+    #: The caller's active run, which the step's new run is nested under.
+    parent_run_id: str | None
+    #: The run of ``MLFLOW_RUN_ID`` (``mlflow run``'s), which the step adopts.
+    environment_run_id: str | None
+
+
+def check_step_run() -> StepTarget:
+    """Check, before a step does any work, that it may log where :func:`entry_point_run` would; writes nothing.
+
+    The rule, the same for every step (split, train, study, compare):
+
+    1. A run active in this process (the caller's ``with mlflow.start_run():``): the step's run is a new run
+       nested under it (tag ``mlflow.parentRunId``); the caller's run itself gets nothing. ``MLFLOW_RUN_ID`` is
+       then not read: the caller's run wins.
+    2. Else ``MLFLOW_RUN_ID`` (set by ``mlflow run`` for its entry point): that run is adopted and logged into,
+       after :func:`environment_run` accepts it.
+    3. Else a new run.
+
+    Returns
+    -------
+    StepTarget
+        The parent run id (case 1) or the environment's run id (case 2); both None in case 3.
+
+    Raises
+    ------
+    RunOwnershipError
+        For case 1, if the caller's run is deleted or no longer RUNNING in the tracking store; for case 2, as
+        :func:`environment_run`.
+    MlflowException
+        If the tracking store cannot be asked (unreachable server).
+    """
+    parent_id, existing = _step_target()
+    return StepTarget(parent_id, None if existing is None else existing.info.run_id)
+
+
+def _step_target() -> tuple[str | None, Run | None]:
+    """(the caller's active run id to nest under, or None; the environment's run to adopt, or None)."""
+    active = mlflow.active_run()
+    if active is None:
+        return None, _environment_run()
+    parent = MlflowClient().get_run(active.info.run_id)
+    if parent.info.status != "RUNNING" or parent.info.lifecycle_stage != "active":
+        deleted = ", deleted" if parent.info.lifecycle_stage != "active" else ""
+        raise RunOwnershipError(
+            f"the active run: expected a RUNNING run to nest this step's run under, found run "
+            f"{parent.info.run_id} with status {parent.info.status}{deleted}; end it (mlflow.end_run()) so that "
+            "this step starts a run of its own"
+        )
+    return parent.info.run_id, None
+
+
 def entry_point_run(
     run_name: str, *, experiment_id: str | None = None, params: dict | None = None, whole_params_in: str = "artifacts"
 ):
-    """Start the run to log into, and log ``params`` to it first.
+    """Start the run to log into, by the rule of :func:`check_step_run`, and log ``params`` to it first.
 
-    Under ``mlflow run`` the run already exists (``MLFLOW_RUN_ID``) and is
-    resumed, after :func:`environment_run` accepts it; otherwise a new run
-    is started. Used as a context manager: an exception inside marks the run
-    FAILED.
+    Nested under the caller's active run; else the run of ``MLFLOW_RUN_ID`` (``mlflow run``'s), resumed;
+    else a new run. Used as a context manager: an exception inside marks the run FAILED and, for a nested run,
+    leaves the caller's run active.
 
     Parameters
     ----------
     run_name : str
         The run's name (the ``mlflow.runName`` tag).
     experiment_id : str, optional
-        Experiment of a new run; default the active experiment. Ignored when
-        resuming the environment's run.
+        Experiment of a new run; default: the caller's run's experiment for a nested run, else the active
+        experiment. Ignored when resuming the environment's run.
     params : dict, optional
         Params to log as :func:`log_params_once` does. Checked against the
         environment's run before anything is written to it. A value longer than MLflow's 6,000 characters
@@ -168,19 +223,18 @@ def entry_point_run(
     Raises
     ------
     RunOwnershipError
-        If ``MLFLOW_RUN_ID`` names a run this step must not use (see
-        :func:`environment_run`); nothing is written and no run is made.
+        As :func:`check_step_run`; nothing is written and no run is made.
     ValueError
         If a param in ``params`` was already logged to the environment's run
         with a different value; nothing is written.
     """
-    existing = _environment_run()
+    parent_id, existing = _step_target()
     run_name = shorten(storable(run_name), MAX_RUN_NAME_LENGTH)
     texts = {key: "None" if value is None else storable(redact(str(value))) for key, value in (params or {}).items()}
     texts = fit_values(texts, MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")
     if existing is None:
-        run = mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
-        to_log = _params_to_log(run.info.run_id, {}, texts)
+        to_log = _params_to_log("(new)", {}, texts)
+        run = _start_new_run(run_name, experiment_id, parent_id)
     else:
         to_log = _params_to_log(existing.info.run_id, existing.data.params, texts)
         run = mlflow.start_run(run_id=existing.info.run_id)
@@ -199,6 +253,21 @@ def entry_point_run(
     return StepRun(run)
 
 
+def _start_new_run(run_name: str, experiment_id: str | None, parent_id: str | None) -> mlflow.ActiveRun:
+    """A new run, nested under ``parent_id`` (in its experiment unless ``experiment_id``) when given."""
+    if parent_id is None:
+        return mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
+    if experiment_id is None:
+        experiment_id = MlflowClient().get_run(parent_id).info.experiment_id
+    # mlflow.start_run resumes MLFLOW_RUN_ID whenever it is set, nested or not; the caller's run wins here.
+    inherited = os.environ.pop(RUN_ID_ENV, None)
+    try:
+        return mlflow.start_run(run_name=run_name, experiment_id=experiment_id, nested=True, parent_run_id=parent_id)
+    finally:
+        if inherited is not None:
+            os.environ[RUN_ID_ENV] = inherited
+
+
 class StepRun(mlflow.ActiveRun):
     """The run of one step, as a context manager: on an exception it ends FAILED and says why in ``recsys.error``."""
 
@@ -213,15 +282,15 @@ class StepRun(mlflow.ActiveRun):
 
 
 def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool = False) -> None:
-    """Record why run ``run_id`` failed in ``recsys.error`` (``Type: message``, redacted) and, with ``end``, end
+    """Record why run ``run_id`` failed in ``recsys.error`` (``Type: message`` of the innermost system failure,
+    :func:`~mlflow_recsys.errors.failure_text`, redacted) and, with ``end``, end
     the active run FAILED. Never raises: the first error is the one the user must see.
 
     Nothing is recorded when the tracking server is unreachable (the cause itself), or with ``keep_reason`` when
     the run already holds a reason (a study names each failed training before it raises).
     """
     if not is_unreachable(exc):
-        message = str(exc) or ("interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else "")
-        reason = redact(f"{type(exc).__name__}: {message}")
+        reason = redact(failure_text(exc))
         try:
             client = MlflowClient()
             if not (keep_reason and tags.ERROR in client.get_run(run_id).data.tags):

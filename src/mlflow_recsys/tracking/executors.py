@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -30,6 +31,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from mlflow_recsys.errors import failure_text
 from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import RUN_ID_ENV, absolute_sqlite_uri
@@ -51,6 +53,13 @@ _NOT_FORWARDED = frozenset({"MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXP
 
 #: What ``--ray-address`` accepts: ``auto``, or ``[ray://]host:port`` (a bracketed IPv6 host too).
 _RAY_ADDRESS = re.compile(r"auto|(?:ray://)?(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):\d{1,5}")
+
+#: The prefix of the folder a study's local Ray keeps its session in (``tempfile.mkdtemp`` adds 8 characters).
+_RAY_FOLDER_PREFIX = "ray-"
+
+#: The longest file name Ray gives a socket of its session's ``sockets`` folder when it starts without its
+#: dashboard, as here: ``plasma_store`` and ``raylet`` (``ray._private.node.Node._prepare_socket_file``).
+_RAY_LONGEST_SOCKET = "plasma_store"
 
 #: How ``mlflow.projects.run`` names the run of a step that failed (``mlflow.projects._wait_for``).
 _FAILED_PROJECT_RUN = re.compile(r"Run \(ID '(\w+)'\) failed")
@@ -212,8 +221,9 @@ class RayExecutor:
     ----------
     address : str, optional
         ``None``: start a Ray on this machine with its CPUs and GPUs, for this study only, even if another Ray
-        runs here; its session folder (logs included) is a new ``ray-study-*`` folder under ``RAY_TMPDIR`` or the
-        system's temporary folder, where ``auto`` does not look. ``"auto"``: join the Ray cluster this machine
+        runs here; its session folder (logs included) is a new ``ray-*`` folder under ``RAY_TMPDIR`` or the
+        system's temporary folder, where ``auto`` does not look. That folder must be short enough for Ray's
+        socket paths (see :func:`check_ray_socket_paths`). ``"auto"``: join the Ray cluster this machine
         belongs to (``RAY_ADDRESS``, or the one ``ray start`` began). Anything else is a cluster address
         (``10.0.0.5:6379``, ``ray://head:10001``). If Ray is already initialised in this process, its cluster is
         used and ``address`` is ignored.
@@ -249,7 +259,8 @@ class RayExecutor:
         ------
         ValueError
             If a training's device is not a torch device, or is CUDA and this machine, where the local Ray
-            would run, has no GPU.
+            would run, has no GPU; or if the local Ray's socket paths would be too long
+            (:func:`check_ray_socket_paths`).
         ConnectionError
             If no Ray cluster answers at ``address`` (Ray's own error).
         """
@@ -259,6 +270,7 @@ class RayExecutor:
             check_device_form(device)
         if self.address is None and not self._ray.is_initialized():
             _require_gpus([t for t in trainings if _on_gpu(t.device)], _machine_gpus(), "this machine (the local Ray)")
+            check_ray_socket_paths()
         if self.address is not None:
             self._start(trainings, echo)
         try:
@@ -285,7 +297,7 @@ class RayExecutor:
                         num_cpus=_machine_cpus(),
                         num_gpus=_machine_gpus(),
                         include_dashboard=False,
-                        _temp_dir=tempfile.mkdtemp(prefix="ray-study-", dir=os.environ.get("RAY_TMPDIR")),
+                        _temp_dir=tempfile.mkdtemp(prefix=_RAY_FOLDER_PREFIX, dir=check_ray_socket_paths()),
                     )
                 else:
                     ray.init(address=self.address)
@@ -483,6 +495,53 @@ def _probe(address: str, timeout: float = 10.0) -> None:
         ) from None
 
 
+def check_ray_socket_paths() -> str:
+    """The folder a study's local Ray makes its session folder in, once it is known to be short enough.
+
+    Ray names its sockets ``<folder>/ray-XXXXXXXX/session_<YYYY-mm-dd_HH-MM-SS_ffffff>_<pid>/sockets/plasma_store``
+    (``raylet`` beside it is shorter; ``ray._private.node.Node``) and refuses to start, after the study's split,
+    when one is longer than a Unix socket path may be: 107 bytes on Linux, 103 on macOS
+    (``ray._private.utils.validate_socket_filepath``). That longest path is computed here from ``<folder>``, this
+    process's id (the Ray session's) and a timestamp of fixed width.
+
+    Returns
+    -------
+    str
+        ``RAY_TMPDIR`` made absolute, or the system's temporary folder (``tempfile.gettempdir()``: ``TMPDIR``).
+
+    Raises
+    ------
+    ValueError
+        If the longest socket path would pass the limit, naming the variable, the folder, its length in bytes,
+        the longest it may be and the limit.
+    """
+    given = os.environ.get("RAY_TMPDIR")
+    folder = os.path.abspath(given) if given else tempfile.gettempdir()
+    limit = ray_socket_path_limit()
+    if limit is None:  # Windows: Ray uses TCP, not Unix sockets
+        return folder
+    session = f"session_{'0000-00-00_00-00-00_000000'}_{os.getpid()}"
+    tail = os.path.join(_RAY_FOLDER_PREFIX + "x" * 8, session, "sockets", _RAY_LONGEST_SOCKET)
+    room = limit - len(tail.encode()) - 1  # the separator before the tail
+    size = len(folder.encode())
+    if size > room:
+        name = "RAY_TMPDIR" if given else "TMPDIR (the system's temporary folder; RAY_TMPDIR is unset)"
+        raise ValueError(
+            f"{name}: expected a folder of at most {room} bytes, so that the local Ray's longest socket path "
+            f"({os.path.join(folder, tail)}) stays within the {limit} bytes a Unix socket path may have, found "
+            f"{folder!r} ({size} bytes); set RAY_TMPDIR to a shorter folder, e.g. /tmp"
+        )
+    return folder
+
+
+def ray_socket_path_limit() -> int | None:
+    """The most bytes Ray lets a Unix socket path have on this system (107 on Linux, 103 on macOS), or None on
+    Windows, as ``ray._private.utils.validate_socket_filepath`` counts."""
+    if sys.platform == "win32":
+        return None
+    return (104 if sys.platform.startswith("darwin") else 108) - 1
+
+
 def _import_ray():
     try:
         import ray
@@ -533,7 +592,8 @@ def _end_if_running(client, run_id: str, status: str) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    """One line for a failed task: the training's own exception (Ray keeps it as ``cause``), else Ray's."""
+    """One line for a failed task: the training's own exception (Ray keeps it as ``cause``), else Ray's; its
+    innermost system failure if it has one (:func:`~mlflow_recsys.errors.failure_text`)."""
     cause = getattr(exc, "cause", None) or exc
-    lines = [line for line in str(cause).splitlines() if line.strip()]
-    return shorten(redact(f"{type(cause).__name__}: {lines[0] if lines else ''}"), 1000)
+    lines = [line for line in failure_text(cause).splitlines() if line.strip()]
+    return shorten(redact(lines[0] if lines else type(cause).__name__), 1000)

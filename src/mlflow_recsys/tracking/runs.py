@@ -26,6 +26,7 @@ from mlflow_recsys.tracking.artifacts import (
     EvaluationArtifacts,
     read_evaluation_artifacts,
 )
+from mlflow_recsys.tracking.downloads import download_file
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.validation import expected
@@ -294,14 +295,19 @@ def load_evaluation_artifacts(run_id: str) -> EvaluationArtifacts:
     Raises
     ------
     ArtifactError
-        If ``per_user.parquet`` or ``evaluation.json`` is missing or malformed,
+        If ``per_user.parquet`` or ``evaluation.json`` is missing or malformed, or the store fails to serve it,
         naming the run.
+    OSError
+        If the local copy cannot be written (a full temporary folder: ``ENOSPC`` with its path); that is no fault
+        of the run's.
     """
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-") as tmp:
         for name in (PER_USER_FILE, EVALUATION_FILE):
             try:
-                mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp)
-            except (MlflowException, OSError) as exc:
+                download_file(f"runs:/{run_id}/{name}", tmp)
+            except FileNotFoundError:
+                raise ArtifactError(f"run {run_id}: expected artifact {name}, found none in the run") from None
+            except MlflowException as exc:
                 raise ArtifactError(f"run {run_id}: expected artifact {name}, could not download it ({exc})") from None
         return read_evaluation_artifacts(tmp, origin=f"run {run_id}")
 

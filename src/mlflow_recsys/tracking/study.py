@@ -26,7 +26,7 @@ from mlflow_recsys import validation
 from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.context import absolute_sqlite_uri, entry_point_run, environment_run
+from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, entry_point_run
 from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
@@ -85,8 +85,9 @@ def run_study(
     Raises
     ------
     RunOwnershipError
-        If ``MLFLOW_RUN_ID`` names a run the study must not log into (see
-        :func:`~mlflow_recsys.tracking.context.environment_run`); no step runs.
+        If the caller's active run or ``MLFLOW_RUN_ID`` names a run the study must not log under (see
+        :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
+        study run is nested under it); no step runs.
     TypeError
         If ``echo`` is not callable; no run is made.
     ValueError
@@ -111,7 +112,7 @@ def run_study(
     trainings = study_trainings(
         l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device
     )
-    environment_run()  # refuse a run we must not log into before Ray starts or anything is written
+    check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
     params = _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor.name)
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:

@@ -14,11 +14,13 @@ import mlflow
 import pandas as pd
 
 from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint, load_recsys_split, read_checkpoint
+from mlflow_recsys.errors import is_system_failure, root_cause
 from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
-from mlflow_recsys.tracking.context import entry_point_run, environment_run
+from mlflow_recsys.tracking.context import check_step_run, entry_point_run
+from mlflow_recsys.tracking.downloads import download_file
 from mlflow_recsys.tracking.model_logging import log_recommender
 from mlflow_recsys.tracking.naming import mlflow_metric_name
 from mlflow_recsys.tracking.redact import redact
@@ -46,14 +48,14 @@ def run_split(
     Raises
     ------
     RunOwnershipError
-        If ``MLFLOW_RUN_ID`` names a run this step must not log into (see
-        :func:`~mlflow_recsys.tracking.context.environment_run`); checked
-        first, before the split is built.
+        If the caller's active run or ``MLFLOW_RUN_ID`` names a run this step must not log under (see
+        :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
+        split run is nested under it); checked first, before the split is built.
     ValueError
         If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad
         ``columns``, or a param the environment's run already holds with another value.
     """
-    environment_run()
+    check_step_run()
     config = SplitConfig() if config is None else config
     if not isinstance(config, SplitConfig):
         raise ValueError(expected("config", "a SplitConfig", config))
@@ -126,6 +128,9 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
     FileNotFoundError
         If ``checkpoint`` is neither an existing file nor a downloadable URI. The
         message holds the URI and the download error with credentials redacted.
+    OSError
+        If the local copy cannot be written (``ENOSPC`` naming the path, see
+        :func:`~mlflow_recsys.errors.root_cause`): raised as it is, not as a missing checkpoint.
     """
     local = Path(checkpoint)
     if local.is_file():
@@ -133,8 +138,10 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
     # A proxied artifact's URI (mlflow-artifacts:/<experiment>/<run>/artifacts/...) has a single slash.
     if "://" in checkpoint or checkpoint.startswith(("runs:/", "mlflow-artifacts:/")):
         try:
-            return Path(mlflow.artifacts.download_artifacts(artifact_uri=checkpoint, dst_path=dst))
+            return download_file(checkpoint, dst)
         except Exception as exc:  # MLflow raises several types for a missing artifact
+            if is_system_failure(root_cause(exc)):  # a full disk here is no missing checkpoint
+                raise
             # The download error repeats the URI, so the whole message is redacted, not just our part.
             raise FileNotFoundError(redact(f"checkpoint: could not download {checkpoint!r} ({exc})")) from None
     raise FileNotFoundError(
@@ -195,16 +202,16 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
     Raises
     ------
     RunOwnershipError
-        If ``MLFLOW_RUN_ID`` names a run this step must not log into (see
-        :func:`~mlflow_recsys.tracking.context.environment_run`); checked
-        first, before anything is read or written.
+        If the caller's active run or ``MLFLOW_RUN_ID`` names a run this step must not log under (see
+        :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
+        train run is nested under it); checked first, before anything is read or written.
     FileNotFoundError
         If the checkpoint cannot be found.
     ValueError
         If ``config`` is not a :class:`~mlflow_recsys.models.TrainConfig`, it asks for early stopping on a
         split without validation users, or a param the environment's run already holds with another value.
     """
-    environment_run()
+    check_step_run()
     if not isinstance(config, TrainConfig):
         raise ValueError(expected("config", "a TrainConfig", config))
     if not isinstance(checkpoint, (str, os.PathLike)):
