@@ -5,10 +5,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import hypothesis.configuration
 import mlflow
 import pandas as pd
 import pytest
@@ -110,6 +112,8 @@ def copy_run():
 # -- the suite leaves the working tree as it found it -------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parent.parent
+# Hypothesis keeps its example database under ./.hypothesis of the working directory unless told otherwise.
+hypothesis.configuration.set_hypothesis_home_dir(tempfile.mkdtemp(prefix="recsys-hypothesis-"))
 #: Made by any Python or pytest run; not something a test wrote.
 _CACHES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
 
