@@ -493,12 +493,14 @@ def compare(
 
 
 def _print_table(report) -> None:
-    from mlflow_recsys.report.text import display_frame
+    from mlflow_recsys.report.text import display_frame, no_mde_note
 
     table = display_frame(report)
     for column in ("metric", "baseline", "candidate"):
         table[column] = table[column].map(_visible)
     click.echo(table.to_string(index=False))
+    if no_mde_note(report):
+        click.echo(no_mde_note(report))
 
 
 def _print_comparison(outcome, primary):

@@ -19,6 +19,7 @@ from mlflow_recsys.report.text import (
     family_phrase,
     interval_names,
     methods_text,
+    no_mde_note,
     results_text,
 )
 from mlflow_recsys.stats.power import REPORT_POWER
@@ -146,6 +147,7 @@ def legend(report: ComparisonReport) -> str:
         f"adjusted p: {correction} adjustment {family_phrase(report)}; direction: better or worse where the "
         f"adjusted p is at most {alpha}, else inconclusive; mde: the smallest true difference this design detects "
         f"with {REPORT_POWER:.0%} power; W/T/L: users on which the candidate scored higher/equal/lower."
+        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
     )
 
 

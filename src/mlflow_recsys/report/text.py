@@ -80,11 +80,39 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
             "ci_high": frame["ci_high"].map(lambda v: f"{v:.6f}"),
             "p_value": frame["p_value"].map(_format_p),
             "adjusted_p": frame["adjusted_p_value"].map(_format_p),
-            "mde": frame["mde"].map(lambda v: f"{v:.6f}"),
+            "mde": frame["mde"].map(lambda v: NO_MDE if pd.isna(v) else f"{v:.6f}"),
             "direction": frame["direction"],
         }
     )
     return out
+
+
+#: What the ``mde`` cell of a table shows when no minimum detectable effect can be estimated.
+NO_MDE = "n/a"
+
+
+def no_mde_words(c: PairwiseComparison) -> str:
+    """Why ``c`` has no minimum detectable effect (its ``mde`` is NaN): ``""`` when it has one.
+
+    ``"no minimum detectable effect: the per-user differences have no spread"`` (their SD is 0, e.g. a model
+    compared with itself) or ``"...: fewer than two users"``. Names nothing, so it is safe in every markup.
+    """
+    if not math.isnan(c.mde):
+        return ""
+    why = "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
+    return f"no minimum detectable effect: {why}"
+
+
+def no_mde_note(report: ComparisonReport) -> str:
+    """A sentence for under a table whose ``mde`` column reads :data:`NO_MDE` somewhere; ``""`` when none does."""
+    missing = [c for c in report.comparisons if math.isnan(c.mde)]
+    if not missing:
+        return ""
+    return (
+        f"mde {NO_MDE} ({len(missing)} of {len(report.comparisons)} hypotheses): "
+        f"{no_mde_words(missing[0]).removeprefix('no minimum detectable effect: ')}, so no minimum detectable "
+        "effect can be estimated."
+    )
 
 
 def report_markdown(report: ComparisonReport) -> str:
@@ -109,7 +137,8 @@ def report_markdown(report: ComparisonReport) -> str:
     for column in text_columns:
         frame[column] = frame[column].map(escape_markdown)
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
-    return settings + "\n\n" + table
+    note = no_mde_note(report)
+    return settings + "\n\n" + table + (f"\n\n{note}" if note else "")
 
 
 def seed_averaged_phrase(report: ComparisonReport) -> str:
@@ -279,6 +308,7 @@ def _mde_words(report: ComparisonReport) -> str:
         f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
         "of its per-user differences and the number of users, by the normal approximation "
         f"(Cohen, 1988), which is slightly optimistic for few users.{note}"
+        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
     )
 
 
@@ -374,6 +404,8 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
             f"; with {c.n_units:,} users this comparison would detect a true difference of {c.mde:.4f} "
             f"with {REPORT_POWER:.0%} power"
         )
+    elif c.direction == "inconclusive":
+        verdict += f"; {no_mde_words(c)}"
     return (
         f"{effect} ({level} {'BCa ' if c.interval_method == 'bca' else ''}paired-bootstrap interval {interval}, "
         f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
@@ -449,7 +481,8 @@ def report_string(report: ComparisonReport) -> str:
     -------
     str
         ``2 + len(report.comparisons)`` lines (settings, header, rows), no
-        trailing newline.
+        trailing newline; one more, :func:`no_mde_note`, when some row has
+        no minimum detectable effect (its mde reads ``n/a``).
     """
     if not report.comparisons:
         return "ComparisonReport with no hypotheses"
@@ -477,7 +510,8 @@ def report_string(report: ComparisonReport) -> str:
         ]
         for c in report.comparisons
     ]
-    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7}))
+    note = no_mde_note(report)
+    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
 
 
 def report_summary(report: ComparisonReport) -> str:

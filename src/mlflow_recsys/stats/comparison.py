@@ -172,7 +172,9 @@ class PairwiseComparison:
     :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of
     ``unit_differences``, ``n_units`` and the alternative, at the level the
     hypothesis is tested at after adjustment (:func:`mde_alpha`). NaN on a
-    single unit.
+    single unit and when the unit differences have no spread (SD 0, e.g. a
+    model compared with itself): then no minimum detectable effect can be
+    estimated, and the reports say so in words.
     """
 
     metric: str
@@ -709,7 +711,7 @@ def _snap_rounding_ties(d: np.ndarray, base: np.ndarray, cand: np.ndarray) -> No
 
 
 def _mde(d: np.ndarray, alpha: float, alternative: Alternative) -> float:
-    """Minimum detectable effect at 80% power for the unit differences ``d`` (NaN for one unit)."""
+    """Minimum detectable effect at 80% power for the unit differences ``d`` (NaN for one unit or no spread)."""
     if d.shape[0] < 2:
         return float("nan")
     return minimum_detectable_effect(float(np.std(d, ddof=1)), d.shape[0], alpha, REPORT_POWER, alternative)
