@@ -26,7 +26,7 @@ from mlflow_recsys._digests import text_digest
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.report.citations import references_bibtex
-from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
+from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report.html import report_html
 from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.report.text import seed_averaging_text
@@ -39,7 +39,7 @@ from mlflow_recsys.stats import (
     compare_seed_averaged,
     seed_spread,
 )
-from mlflow_recsys.stats.comparison import _pairs, check_replicate_memory
+from mlflow_recsys.stats.comparison import Markup, _pairs, check_replicate_memory
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
@@ -897,25 +897,7 @@ def _note_versions(
     columns with names cut to :data:`NOTE_NAME_WIDTH` and as many whole rows as fit, and a pointer to the files.
     """
     title = ["## Paired comparison", ""]
-    when = "declared in advance" if declared else "chosen at comparison time, not before training"
-    declaration = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
-    sentences = [
-        report.results_text(primary, c.candidate, c.baseline, markup="markdown")
-        for c in report.comparisons
-        if c.metric == primary
-    ]
-    if averaged is not None:
-        sentences = [f"**Representative seed.** {text}" for text in sentences]
-        sentences += [
-            "**Seed-averaged.** " + averaged.results_text(primary, c.candidate, c.baseline, markup="markdown")
-            for c in averaged.comparisons
-            if c.metric == primary and c.averages_seeds
-        ]
-    sentences = [line for text in sentences for line in (text, "")]
-    seeds = []
-    for name, spread in spreads.items():
-        key = primary or spread.to_frame()["metric"].iloc[0]
-        seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup='markdown')}", ""]
+    declaration, sentences, seeds = _result_paragraphs(report, spreads, primary, declared, averaged, "markdown")
     what = [provenance_markdown(provenance), ""] if provenance else []
     tables = [report.to_markdown(), ""]
     if averaged is not None:
@@ -924,6 +906,79 @@ def _note_versions(
     yield from _compact_notes(
         report, title, declaration, sentences, seeds, _compact_provenance(provenance), averaged is not None
     )
+
+
+def _result_paragraphs(
+    report: ComparisonReport,
+    spreads: dict[str, SeedSpread],
+    primary: str | None,
+    declared: bool,
+    averaged: ComparisonReport | None,
+    markup: Markup,
+) -> tuple[list[str], list[str], list[str]]:
+    """The primary metric's declaration, its result sentences and the seed sentences, as lines each followed by
+    a blank one: in markdown for the run notes, in plain text for ``summary.txt`` and the terminal."""
+    name = name_writer(markup)
+
+    def bold(text: str) -> str:
+        return f"**{text}**" if markup == "markdown" else text
+
+    when = "declared in advance" if declared else "chosen at comparison time, not before training"
+    declaration = [f"Primary metric ({when}): {bold(name(primary))}.", ""] if primary else []
+    sentences = [
+        report.results_text(primary, c.candidate, c.baseline, markup=markup)
+        for c in report.comparisons
+        if c.metric == primary
+    ]
+    if averaged is not None:
+        sentences = [f"{bold('Representative seed.')} {text}" for text in sentences]
+        sentences += [
+            f"{bold('Seed-averaged.')} " + averaged.results_text(primary, c.candidate, c.baseline, markup=markup)
+            for c in averaged.comparisons
+            if c.metric == primary and c.averages_seeds
+        ]
+    sentences = [line for text in sentences for line in (text, "")]
+    seeds = []
+    for label, spread in spreads.items():
+        key = primary or spread.to_frame()["metric"].iloc[0]
+        seeds += [f"{bold(f'Seeds ({name(label)})')}: {spread.results_text(key, markup=markup)}", ""]
+    return declaration, sentences, seeds
+
+
+def _summary_text(
+    report: ComparisonReport,
+    spreads: dict[str, SeedSpread],
+    primary: str | None,
+    provenance: dict,
+    declared: bool,
+    averaged: ComparisonReport | None,
+) -> str:
+    """``summary.txt``: what the run notes say, as plain text for a terminal (the study prints it).
+
+    No markup and no escapes: a web address reads as it is and can be copied; names keep control
+    characters as visible escapes, so every line is one line.
+    """
+    declaration, sentences, seeds = (
+        [visible_text(line) for line in part]
+        for part in _result_paragraphs(report, spreads, primary, declared, averaged, "plain")
+    )
+    tables = [str(report), ""]  # already one line per row, names written visibly
+    if averaged is not None:
+        tables = ["Representative seed", "", *tables, "Seed-averaged", "", str(averaged), ""]
+    what = ["What was compared", ""] + [f"- {visible_text(line)}" for line in provenance_lines(provenance)]
+    what += [f"- {visible_text(model)}: {visible_text(i['why'])}" for model, i in provenance["models"].items()]
+    lines = [
+        "Paired comparison",
+        "",
+        *declaration,
+        *sentences,
+        *tables,
+        *seeds,
+        *what,
+        "",
+        _note_pointer(bool(spreads)),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _note_pointer(has_seed_table: bool) -> str:
@@ -1062,6 +1117,7 @@ def _log_comparison(
         frame, averaged_frame = _write_report_frames(out, report, averaged)
         seed_frame = _write_seed_files(out, spreads)
         _write_texts(out, report, averaged, provenance, settings)
+        (out / "summary.txt").write_text(_summary_text(report, spreads, primary, provenance, declared, averaged))
         _write_json_files(out, source_ids, plan, settings, key_map)
         forest_plot(report, out / "forest.png")
         _write_html(
