@@ -401,6 +401,28 @@ def test_cli_prints_the_representative_and_the_seed_averaged_comparison(study, m
     assert "Averaged over training seeds (ELSA: 3, EASE: 1), ELSA" in out
 
 
+@pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
+def test_printout_states_seed_protocol_test_and_interval_in_words(study, monkeypatch):
+    """No code-words (one-side-seeded, 'test randomization: all'): each setting the reader needs is a sentence."""
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    ids = [study["ease"], *study["elsa"].values()]
+    args = ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100", "--n-resamples", "999"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    out = res.output
+    for jargon in ("protocol:", "one-side-seeded", "test randomization", "interval percentile", ": all"):
+        assert jargon not in out, jargon
+    assert "ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone." in out
+    assert "Test: paired sign-flip randomization test (B = 999 random sign patterns), two-sided, for every " in out
+    assert "Interval: 95% percentile bootstrap interval, for every hypothesis." in out
+    assert "Holm adjustment over 1 hypothesis; significant where the adjusted p <= 0.05." in out
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", n_resamples=199))
+    note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
+    page = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.html")).read_text()
+    for text in (note, page):
+        assert "ELSA trained under 3 seeds, EASE once" in text and "one-side-seeded" not in text
+
+
 def test_cli_reports_bad_input_in_one_line(study, tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")  # the CLI sets it; monkeypatch restores it afterwards
     runner = CliRunner()

@@ -513,9 +513,8 @@ def _print_comparison(outcome, primary):
         how = seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ")
         click.echo(f"\nSeed-averaged paired comparison: {how}\n")
         _print_table(averaged)
-    seeds = outcome.seed_frame()
-    if not seeds.empty:
-        _print_seed_table(seeds)
+    if not outcome.seed_frame().empty:
+        _print_seed_table(outcome)
     _print_methods(report)
     if primary:
         click.echo("")
@@ -530,51 +529,32 @@ def _print_comparison(outcome, primary):
     click.echo(f"\ncomparison run {outcome.run_id}")
 
 
-def _print_seed_table(seeds):
-    """The seed-spread table, its protocol and the notes on its rows."""
-    click.echo("\nSpread across training seeds beside spread across users\n")
+def _print_seed_table(outcome):
+    """The seed-spread table, then how each comparison used its seeds and the notes on its rows, in words."""
+    from mlflow_recsys.report.text import seed_protocol_text
     from mlflow_recsys.stats.seeds import SEED_COLUMNS
 
-    # The protocol and the notes are printed below the table, once.
+    click.echo("\nSpread across training seeds beside spread across users\n")
+    seeds = outcome.seed_frame()
+    # The protocol and the notes are sentences, printed below the table.
     cols = [c for c in SEED_COLUMNS if c not in ("protocol", "notes")]
     seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
     click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
-    click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
+    for spread in outcome.seed_spreads.values():
+        first = spread.to_frame()["metric"].iloc[0]
+        click.echo(_visible(seed_protocol_text(spread, first)) + ".")
     for row in seeds.itertuples():
         if row.notes:
-            click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
+            click.echo(f"Note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}.")
 
 
 def _print_methods(report):
-    """How the p-values were adjusted, and which test and interval each row used."""
-    frame = report.to_frame()
-    alpha = report.comparisons[0].alpha
-    if report.correction is None:
-        click.echo(
-            f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
-            f"p <= {alpha:g}"
-        )
-    else:
-        from mlflow_recsys.report.text import family_phrase
+    """How the p-values were adjusted, and which test and interval each row used, in sentences."""
+    from mlflow_recsys.report.text import procedure_lines
 
-        click.echo(
-            f"\n{report.correction} adjustment {family_phrase(report, _visible)}; significant where the "
-            f"adjusted p <= {alpha:g}"
-        )
-    for method, rows in frame.groupby("test_method", sort=True):
-        which = _which_rows(rows, frame)
-        zero = f" (zero_method {report.comparisons[0].zero_method})" if method == "wilcoxon" else ""
-        click.echo(f"test {method}{zero}: {which}")
-    for method, rows in frame.groupby("interval_method", sort=True):
-        which = _which_rows(rows, frame)
-        click.echo(f"interval {method}: {which}")
-
-
-def _which_rows(rows, frame) -> str:
-    """``all``, or the rows (metric and candidate) when only some of ``frame`` are meant."""
-    if len(rows) == len(frame):
-        return "all"
-    return ", ".join(f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
+    click.echo("")
+    for line in procedure_lines(report, _visible):
+        click.echo(line + ".")
 
 
 @cli.command()

@@ -21,6 +21,7 @@ from mlflow_recsys.report.text import (
     methods_text,
     no_mde_note,
     results_text,
+    seed_protocol_text,
 )
 from mlflow_recsys.stats.power import REPORT_POWER
 
@@ -270,9 +271,10 @@ def _seed_spread_section(spreads: dict, primary: str | None, seed_png: bytes | N
     for name, spread in spreads.items():
         frame = spread.to_frame()
         parts.append(f"<h3>{html.escape(name)}</h3>")
+        parts.append(f"<p>{html.escape(seed_protocol_text(spread, frame['metric'].iloc[0]))}.</p>")
         parts.append(
             '<div class="wide">'
-            + frame.drop(columns=["baseline", "candidate"]).to_html(
+            + frame.drop(columns=["baseline", "candidate", "protocol"]).to_html(
                 index=False, border=0, float_format=lambda v: f"{v:.6f}"
             )
             + "</div>"

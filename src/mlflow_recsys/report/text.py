@@ -41,7 +41,7 @@ _TEST_LABELS = {
     "randomization-exact": "exact paired sign-flip randomization test (all sign patterns enumerated)",
     "bootstrap": "paired null-centred bootstrap test (B = {B:,} resamples)",
     "t": "paired t-test",
-    "wilcoxon": "Wilcoxon signed-rank test (zero_method={zero_method}: {zero_words})",
+    "wilcoxon": "Wilcoxon signed-rank test ({zero_words})",
 }
 
 # Looked up by any comparison's zero_method, None for tests other than Wilcoxon's (which take no zero words).
@@ -126,7 +126,7 @@ def report_markdown(report: ComparisonReport) -> str:
     intervals = interval_names(report)
     settings = (
         f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
-        f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
+        f"bootstrap interval; {_test_words(report)}, {_SIDES[first.alternative]}; "
         f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
     )
@@ -433,11 +433,6 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain
         if r.sign_reversals == 0
         else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
     )
-    retrained = {
-        "one-side-seeded": "only one model retrained",
-        "paired-seeds": "both models retrained, paired by seed",
-        "independent-seeds": "both models retrained independently",
-    }[r.protocol]
     if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
         spreads = (
             f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
@@ -450,13 +445,44 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain
             f"interval by {r.widens_by:.1%}"
         )
     text = (
-        f"Over {r.n_seeds} seeds ({retrained}), {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
+        f"{seed_protocol_text(spread, metric, markup=markup)}. "
+        f"Over {r.n_seeds} seeds, {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
         f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
         f"{spreads}, and {reversals}."
     )
     if r.notes:
         text += f" Note: {r.notes}."
     return text
+
+
+def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain") -> str:
+    """How the seeds of ``metric``'s seed-spread row were used, in words (the ``protocol`` column, said once here).
+
+    E.g. ``ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone``; with seeds on both
+    sides, ``... under the same 3 seeds, paired by seed`` or ``... each under their own seeds, treated as
+    independent``. No final full stop. ``markup`` writes the names as in :func:`seed_spread_text`.
+
+    Raises
+    ------
+    KeyError
+        If ``metric`` is not in the table.
+    """
+    name = name_writer(markup)
+    rows = spread.summary[spread.summary["metric"] == metric]
+    if rows.empty:
+        raise KeyError(f"metric: expected one of {spread.summary['metric'].tolist()}, found {metric!r}")
+    r = rows.iloc[0]
+    base, cand = name(r.baseline), name(r.candidate)
+    if r.protocol == "paired-seeds":
+        return f"{cand} and {base} trained under the same {r.n_seeds} seeds, paired by seed (shared randomness)"
+    if r.protocol == "independent-seeds":
+        return (
+            f"{cand} and {base} each trained under their own seeds, treated as independent: the spread adds "
+            "each model's own spread across its seeds"
+        )
+    per_seed = spread.per_seed[spread.per_seed["metric"] == metric]
+    seeded, once = (base, cand) if per_seed["candidate_seed"].isna().all() else (cand, base)
+    return f"{seeded} trained under {r.n_seeds} seeds, {once} once: the spread is {seeded}'s retraining alone"
 
 
 def report_string(report: ComparisonReport) -> str:
@@ -613,18 +639,51 @@ def _interval_label(report: ComparisonReport) -> str:
 
 def _test_words(report: ComparisonReport) -> str:
     methods = list(dict.fromkeys(c.test_method for c in report.comparisons))
-    words = []
-    for method in methods:
-        c = next(c for c in report.comparisons if c.test_method == method)
-        template = _TEST_LABELS.get(method, method)
-        words.append(
-            template.format(
-                B=c.n_resamples,
-                zero_method=c.zero_method,
-                zero_words=_ZERO_LABELS.get(c.zero_method, "zero differences as scipy treats them"),
-            )
-        )
+    words = [_test_label(next(c for c in report.comparisons if c.test_method == m)) for m in methods]
     return words[0] if len(words) == 1 else "by hypothesis, " + " or ".join(words)
+
+
+def _test_label(c: PairwiseComparison) -> str:
+    """``paired sign-flip randomization test (B = 9,999 random sign patterns)``: the test of ``c`` in words."""
+    return _TEST_LABELS[c.test_method].format(
+        B=c.n_resamples, zero_words=_ZERO_LABELS.get(c.zero_method, "zero differences as scipy treats them")
+    )
+
+
+def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
+    """How the p-values were adjusted, and which test and which interval each hypothesis used, in sentences.
+
+    E.g. ``Holm adjustment within each family: ...; significant where the adjusted p <= 0.05``, ``Test: a paired
+    sign-flip randomization test (B = 9,999 random sign patterns), for every hypothesis`` and ``Interval: 95%
+    percentile bootstrap interval, for every hypothesis``; a test or interval used for some hypotheses only
+    names them (metric and candidate). ``name`` writes names and metric keys (``str``, or
+    :func:`~mlflow_recsys.report.escaping.visible_text` for a terminal).
+    """
+    alpha = report.comparisons[0].alpha
+    if report.correction is None:
+        lines = [
+            f"No adjustment: each of the {len(report.comparisons)} hypotheses is tested on its own; significant "
+            f"where p <= {alpha:g}"
+        ]
+    else:
+        lines = [
+            f"{CORRECTION_NAMES[report.correction]} adjustment {family_phrase(report, name)}; significant where "
+            f"the adjusted p <= {alpha:g}"
+        ]
+
+    def which(rows: list[PairwiseComparison]) -> str:
+        if len(rows) == len(report.comparisons):
+            return "for every hypothesis"
+        return "for " + ", ".join(f"{name(c.metric)} ({name(c.candidate)} vs {name(c.baseline)})" for c in rows)
+
+    for method in dict.fromkeys(c.test_method for c in report.comparisons):
+        rows = [c for c in report.comparisons if c.test_method == method]
+        lines.append(f"Test: {_test_label(rows[0])}, {_SIDES[rows[0].alternative]}, {which(rows)}")
+    for method in dict.fromkeys(c.interval_method for c in report.comparisons):
+        rows = [c for c in report.comparisons if c.interval_method == method]
+        words = "percentile" if method == "percentile" else "bias-corrected and accelerated (BCa)"
+        lines.append(f"Interval: {_percent(rows[0].confidence_level)}% {words} bootstrap interval, {which(rows)}")
+    return lines
 
 
 def _correction_label(report: ComparisonReport) -> str:
