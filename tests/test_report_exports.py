@@ -758,7 +758,11 @@ def with_value(path, column, row, value):
         ("random_state", "", "decimal integer text"),
         ("direction", "up", "one of ('better', 'worse', 'inconclusive')"),
         ("alternative", "both", "one of ('two-sided', 'greater', 'less')"),
-        ("test_method", "z", "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'randomization-exact')"),
+        (
+            "test_method",
+            "z",
+            "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'randomization-exact', 'wilcoxon-exact')",
+        ),
         ("interval_method", "bc", "one of ('percentile', 'bca')"),
         ("family", "none", "one of ('primary', 'secondary', 'all')"),
         ("zero_method", "x", "one of (None, 'wilcox', 'pratt', 'zsplit')"),

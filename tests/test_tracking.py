@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.report.escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import (
     ArtifactError,
@@ -264,6 +265,13 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
     assert (row.wins, row.ties, row.losses) == (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum()))
     params = MlflowClient().get_run(outcome.run_id).data.params
     assert (params["test_method"], params["zero_method"], params["interval_method"]) == ("wilcoxon", "zsplit", "bca")
+    # 188 users with ties: the normal approximation, by the package's rule, and the SciPy version that computed it.
+    assert row.test_method == "wilcoxon" and params["scipy_version"] == scipy.__version__
+    methods = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="methods.md")).read_text()
+    assert (
+        f"| scipy\\_version | {escape_markdown(scipy.__version__)} |" in methods
+        and "the normal approximation otherwise" in methods
+    )
     # Without a primary metric the headline is the first metric's first sentence.
     assert MlflowClient().get_run(outcome.run_id).data.tags["recsys.result"] == outcome.report.results_text(
         "ndcg@100", "ELSA"

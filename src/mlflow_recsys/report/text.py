@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, cast
 import pandas as pd
 
 from mlflow_recsys.report.escaping import escape_markdown, name_writer, visible_text
-from mlflow_recsys.stats.comparison import Markup
+from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX, Markup
 from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,7 +25,11 @@ _TEST_WORDS = {
     "randomization-exact": "an exact paired sign-flip randomization test (all sign patterns enumerated)",
     "bootstrap": "a paired null-centred bootstrap test",
     "t": "a paired t-test on the per-user differences",
-    "wilcoxon": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945)",
+    "wilcoxon": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945), its p-value from the "
+    "normal approximation of the signed-rank sum, with the variance corrected for tied ranks and no continuity "
+    "correction",
+    "wilcoxon-exact": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945), its p-value from "
+    "the exact null distribution of the signed-rank sum",
 }
 
 #: How each ``zero_method`` of the Wilcoxon test is described in the methods text.
@@ -41,7 +45,8 @@ _TEST_LABELS = {
     "randomization-exact": "exact paired sign-flip randomization test (all sign patterns enumerated)",
     "bootstrap": "paired null-centred bootstrap test (B = {B:,} resamples)",
     "t": "paired t-test",
-    "wilcoxon": "Wilcoxon signed-rank test ({zero_words})",
+    "wilcoxon": "Wilcoxon signed-rank test, normal approximation ({zero_words})",
+    "wilcoxon-exact": "Wilcoxon signed-rank test, exact null distribution (no zero or tied differences)",
 }
 
 # Looked up by any comparison's zero_method, None for tests other than Wilcoxon's (which take no zero words).
@@ -250,10 +255,8 @@ def methods_text(report: ComparisonReport) -> str:
         first.alternative
     ]
     tests = " and ".join(_TEST_WORDS[m] for m in methods)
-    if "wilcoxon" in methods:
-        # A report tests every hypothesis one way, so here the first comparison is a Wilcoxon one, with a zero method.
-        zero_words = _ZERO_WORDS[cast(str, first.zero_method)]
-        tests += f" ({zero_words}; p-values from scipy.stats.wilcoxon, exact for small samples without ties or zeros)"
+    if any(m.startswith("wilcoxon") for m in methods):
+        tests += f" ({_wilcoxon_rule_words(report)})"
     units = (
         "Each user's rows were first averaged, so every user counts once. "
         if any(c.n_units != c.n_samples for c in report.comparisons)
@@ -278,6 +281,17 @@ def methods_text(report: ComparisonReport) -> str:
         "evaluation users for the trained model instances compared; variation across training seeds is "
         "reported separately. "
         f"{_mde_words(report)}"
+    )
+
+
+def _wilcoxon_rule_words(report: ComparisonReport) -> str:
+    """The Wilcoxon test's method rule and its zero method, for the methods text."""
+    c = next(c for c in report.comparisons if c.test_method.startswith("wilcoxon"))
+    zeros = f"; {_ZERO_WORDS[c.zero_method]}" if c.zero_method in _ZERO_WORDS else ""
+    return (
+        f"computed with scipy.stats.wilcoxon: the exact null distribution when a hypothesis had at most "
+        f"{WILCOXON_EXACT_MAX} differences, none zero and no two of equal size, the normal approximation "
+        f"otherwise{zeros}"
     )
 
 
@@ -378,8 +392,9 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
     elif c.test_method == "randomization-exact":
         test = "exact paired randomization test over all sign patterns"
         p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    elif c.test_method == "wilcoxon":
-        test = "Wilcoxon signed-rank test"
+    elif c.test_method.startswith("wilcoxon"):
+        how = "exact null distribution" if c.test_method == "wilcoxon-exact" else "normal approximation"
+        test = f"Wilcoxon signed-rank test ({how})"
         p_words = f"{_p_label(report, c)} = {_format_p(p)}"
     else:
         test = "paired t-test"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
+import scipy
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
@@ -331,6 +332,8 @@ def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: 
         # What was asked for, and what was compared.
         "metrics": ",".join(settings.metrics) if settings.metrics else None,
         "compared_metrics": ",".join(compared),
+        # The tests, intervals and the Wilcoxon null come from SciPy: the version that computed them.
+        "scipy_version": scipy.__version__,
     }
 
 
