@@ -8,7 +8,7 @@ from the report's columns. Names are written literally through
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
