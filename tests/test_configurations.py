@@ -213,7 +213,9 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
     run = MlflowClient().get_run(outcome.run_id)
     assert all(len(k) <= MAX_KEY_LENGTH for k in run.data.metrics)
     assert "seed_averaged" in " ".join(run.data.metrics) and ".seeds.sd_retraining" in " ".join(run.data.metrics)
-    assert "ELSA\\(latent\\_dim=64, lr=0\\.001\\)" in _artifact(outcome.run_id, "report.md")
+    assert escape_markdown(small) == "ELSA(latent\\_dim=64, lr=0.001)" and escape_markdown(small) in _artifact(
+        outcome.run_id, "report.md"
+    )
 
 
 def test_a_plain_model_name_that_is_several_candidates_is_refused_as_reference_naming_them(study):

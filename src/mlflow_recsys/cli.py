@@ -411,6 +411,14 @@ _COMPARISON_OPTIONS = (
         show_default=True,
         help="when both models have seeds: pair runs by seed (shared randomness) or not",
     ),
+    click.option(
+        "--primary-analysis",
+        default="auto",
+        show_default=True,
+        type=click.Choice(["auto", "seed-averaged", "representative-seed"]),
+        help="the analysis the conclusion rests on when a model has seeds (the other is a sensitivity "
+        "analysis); auto: seed-averaged when a model has two or more seeds, else the representative seed",
+    ),
 )
 
 
@@ -458,6 +466,7 @@ def compare(
     family,
     random_state,
     paired_seeds,
+    primary_analysis,
 ):
     """Compare training runs and log the report as a comparison run."""
     from mlflow_recsys.stats.settings import ComparisonSettings
@@ -479,6 +488,7 @@ def compare(
         random_state=random_state,
         paired_seeds=paired_seeds,
         seed=_none_if_empty(report_seed),
+        primary_analysis=primary_analysis,
     )
     outcome = compare_runs(
         run_ids=ids or None,
@@ -489,7 +499,7 @@ def compare(
         model_tag=_none_if_empty(model_tag) or tags.MODEL,
         output_experiment=_none_if_empty(output_experiment),
     )
-    _print_comparison(outcome, settings.primary)
+    _print_comparison(outcome, settings.primary, settings.primary_analysis)
 
 
 def _print_table(report) -> None:
@@ -503,27 +513,32 @@ def _print_table(report) -> None:
         click.echo(no_mde_note(report))
 
 
-def _print_comparison(outcome, primary):
-    report, averaged = outcome.report, outcome.seed_averaged
-    click.echo("\nPaired comparison (one trained run per model: " + outcome.report_seed_rule + ")\n")
-    _print_table(report)
-    if averaged is not None:
-        from mlflow_recsys.report.text import seed_averaged_phrase
+def _print_comparison(outcome, primary, requested_analysis):
+    from mlflow_recsys.report.text import analysis_heading, primary_analysis_text, seed_averaged_phrase
 
-        how = seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ")
-        click.echo(f"\nSeed-averaged paired comparison: {how}\n")
-        _print_table(averaged)
+    report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
+    what = {
+        "representative-seed": f"one trained run per model: {outcome.report_seed_rule}",
+        "seed-averaged": seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ") if averaged else "",
+    }
+    shown = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
+    shown.sort(key=lambda pair: pair[0] != analysis)  # the primary analysis first
+    for kind, r in shown:
+        heading = analysis_heading(kind, analysis) if averaged is not None else "Paired comparison"
+        click.echo(f"\n{heading} ({what[kind]})\n")
+        _print_table(r)
+    if averaged is not None:
+        click.echo("\n" + primary_analysis_text(analysis, requested_analysis))
     if not outcome.seed_frame().empty:
         _print_seed_table(outcome)
-    _print_methods(report)
+    _print_methods(outcome.primary_report)
     if primary:
         click.echo("")
-        for c in report.comparisons:
-            if c.metric == primary:
-                click.echo(_visible(report.results_text(primary, c.candidate, c.baseline)))
-        for c in averaged.comparisons if averaged is not None else ():
-            if c.metric == primary and c.averages_seeds:
-                click.echo(_visible(averaged.results_text(primary, c.candidate, c.baseline)))
+        for kind, r in shown:
+            label = f"{analysis_heading(kind, analysis)}. " if averaged is not None else ""
+            for c in r.comparisons:
+                if c.metric == primary and (kind == "representative-seed" or c.averages_seeds):
+                    click.echo(_visible(label + r.results_text(primary, c.candidate, c.baseline)))
         for spread in outcome.seed_spreads.values():
             click.echo(_visible(spread.results_text(primary)))
     click.echo(f"\ncomparison run {outcome.run_id}")

@@ -169,6 +169,48 @@ def seed_averaging_text(report: ComparisonReport) -> str:
     )
 
 
+#: What each analysis of a comparison of runs is called (see ``ComparisonSettings.primary_analysis``).
+ANALYSIS_TITLES = {
+    "representative-seed": "representative-seed comparison",
+    "seed-averaged": "seed-averaged comparison",
+}
+
+
+def analysis_heading(analysis: str, primary_analysis: str) -> str:
+    """``Primary analysis: seed-averaged comparison`` or ``Sensitivity analysis: representative-seed comparison``.
+
+    ``analysis`` and ``primary_analysis`` are ``"seed-averaged"`` or ``"representative-seed"``; names nothing,
+    so it is safe in every markup.
+    """
+    role = "Primary analysis" if analysis == primary_analysis else "Sensitivity analysis"
+    return f"{role}: {ANALYSIS_TITLES[analysis]}"
+
+
+def primary_analysis_text(primary_analysis: str, requested: str | None = None) -> str:
+    """The methods sentences saying which analysis the conclusion rests on and what the other one is.
+
+    ``primary_analysis`` is the analysis used (``"seed-averaged"`` or ``"representative-seed"``),
+    ``requested`` the setting: ``"auto"`` when the default rule chose it, ``None`` (default) when unknown.
+    """
+    other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
+    why = {
+        "auto": ", chosen by the default rule, which takes the seed-averaged comparison whenever a model has two "
+        "or more seeds",
+        None: "",
+    }.get(requested, ", as set for the comparison (primary_analysis)")
+    return (
+        f"The primary analysis is the {ANALYSIS_TITLES[primary_analysis]}{why}; the conclusion rests "
+        f"on it. The {ANALYSIS_TITLES[other]} tests the same hypotheses on "
+        + (
+            "one trained run per model"
+            if other == "representative-seed"
+            else "each model's per-user values averaged over its training seeds"
+        )
+        + " and is reported as a sensitivity analysis: it shows whether the conclusion depends on that "
+        "choice, and is not a second test of the hypotheses."
+    )
+
+
 #: How each ``correction`` is named in a settings line.
 CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}
 
@@ -375,30 +417,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
         effect = f"{cand} scored {-c.difference:.4f} lower than {base} on {metric}"
     else:
         effect = f"{cand} and {base} scored the same mean {metric}"
-    J = c.family_size
-    B = c.n_resamples
-    p = c.adjusted_p_value
-    if c.test_method == "randomization" or c.test_method == "bootstrap":
-        floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
-        test = f"paired {c.test_method} test with {B:,} resamples"
-        at_floor = abs(p - min(1.0, floor)) <= 1e-12
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}" + (
-            f", the smallest attainable with {B:,} resamples and {J} hypotheses"
-            if at_floor and J > 1
-            else f", the smallest attainable with {B:,} resamples"
-            if at_floor
-            else ""
-        )
-    elif c.test_method == "randomization-exact":
-        test = "exact paired randomization test over all sign patterns"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    elif c.test_method.startswith("wilcoxon"):
-        how = "exact null distribution" if c.test_method == "wilcoxon-exact" else "normal approximation"
-        test = f"Wilcoxon signed-rank test ({how})"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    else:
-        test = "paired t-test"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    test, p_words = _test_and_p_words(report, c)
     level = f"{c.confidence_level:.0%}"
     interval = (
         f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
@@ -426,6 +445,35 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
         f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
         f"{c.n_nonzero:,} scored differently)."
     )
+
+
+def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[str, str]:
+    """The test of ``c`` as the result sentence names it, and its adjusted p-value with its floor when reached."""
+    J = c.family_size
+    B = c.n_resamples
+    p = c.adjusted_p_value
+    if c.test_method == "randomization" or c.test_method == "bootstrap":
+        floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
+        test = f"paired {c.test_method} test with {B:,} resamples"
+        at_floor = abs(p - min(1.0, floor)) <= 1e-12
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}" + (
+            f", the smallest attainable with {B:,} resamples and {J} hypotheses"
+            if at_floor and J > 1
+            else f", the smallest attainable with {B:,} resamples"
+            if at_floor
+            else ""
+        )
+    elif c.test_method == "randomization-exact":
+        test = "exact paired randomization test over all sign patterns"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    elif c.test_method.startswith("wilcoxon"):
+        how = "exact null distribution" if c.test_method == "wilcoxon-exact" else "normal approximation"
+        test = f"Wilcoxon signed-rank test ({how})"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    else:
+        test = "paired t-test"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    return test, p_words
 
 
 def _p_label(report: ComparisonReport, c: PairwiseComparison) -> str:
