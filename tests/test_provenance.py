@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
+from mlflow_recsys.tracking.study import _show_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
@@ -89,6 +90,11 @@ def test_terminal_gets_plain_text_and_markdown_escapes_only_what_it_must(study):
     assert "ratings >= 4 kept as positives" in summary and "Split: user_split, seed 42" in summary
     assert "Primary metric (chosen at comparison time, not before training): ndcg@100." in summary
     assert "\\" not in summary and "&gt;" not in summary and "**" not in summary and "&#" not in summary
+    # The study prints summary.txt, not the notes.
+    printed: list[str] = []
+    with mlflow.start_run(experiment_id=study["experiment_id"]):
+        _show_result(outcome.run_id, study["experiment_id"], printed.append)
+    assert summary.rstrip("\n") in printed and not any("**" in line for line in printed)
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
     for text in (note, _artifact(outcome.run_id, "report.md")):
         assert f"Dataset: movielens-100k (<{url}>; " in text  # an autolink: clicked and copied as it is

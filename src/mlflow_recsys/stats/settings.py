@@ -231,7 +231,7 @@ def resolve_primary_analysis(
                 primary_analysis,
             )
         )
-    return primary_analysis  # type: ignore[return-value]
+    return primary_analysis
 
 
 def metric_keys(metrics: str | Sequence[str]) -> list[str]:
