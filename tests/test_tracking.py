@@ -405,7 +405,7 @@ def test_one_primary_analysis_is_named_on_every_surface_and_the_other_is_a_sensi
     out = res.output
     # Default rule: ELSA has 3 seeds, so the seed-averaged comparison is primary, printed first.
     assert out.index(primary + " (each model's per-user values averaged") < out.index(sensitivity + " (one trained")
-    assert "(1 to 3 per model)" in out and primary_analysis_text("seed-averaged", "auto") in out
+    assert "seeds, 1 to 3 per model)" in out and primary_analysis_text("seed-averaged", "auto") in out
     assert f"{primary}. Averaged over training seeds (ELSA: 3, EASE: 1), ELSA" in out
     assert f"{sensitivity}. ELSA scored" in out
     run = MlflowClient().get_run(out.split("comparison run ")[-1].strip())

@@ -519,7 +519,10 @@ def _print_comparison(outcome, primary, requested_analysis):
     report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
     what = {
         "representative-seed": f"one trained run per model: {outcome.report_seed_rule}",
-        "seed-averaged": seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ") if averaged else "",
+        # "each model's per-user values averaged over its training seeds, 1 to 3 per model"
+        "seed-averaged": seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ").replace(" (", ", ")[:-1]
+        if averaged
+        else "",
     }
     shown = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
     shown.sort(key=lambda pair: pair[0] != analysis)  # the primary analysis first
