@@ -53,8 +53,8 @@ def escape_markdown(text: object) -> str:
 
     - ``\\ ` * _ [ ] | ~ $`` are backslash-escaped everywhere (they format inline text or split a table
       cell); ``<`` becomes ``&lt;`` (raw HTML) and an ``&`` only where it would start a character reference
-      (a name holding ``&amp;`` is written ``&amp;amp;``, so it still reads ``&amp;``); a lone ``&`` and ``>`` stay as they are, so ``>= 4``
-      reads ``>= 4`` in the source too;
+      (a name holding ``&amp;`` is written ``&amp;amp;``, so it still reads ``&amp;``); a lone ``&`` and
+      ``>`` stay as they are, so ``>= 4`` reads ``>= 4`` in the source too;
     - a start that would open a block if the text began a line (``#``, ``-``, ``+``, ``=``, ``>``, ``1.``)
       is escaped there only; a hyphen or a parenthesis inside the text is left alone
       (``movielens-100k (ml-100k)`` is unchanged);
