@@ -142,7 +142,7 @@ def test_names_that_would_share_a_metric_name_are_refused_before_any_run(store, 
 
 
 def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path, copy_run):
-    names = [f"candidate-{i:02d}-" + "x" * 150 for i in range(12)]
+    names = [f"candidate-{i:02d}-" + "x" * 150 for i in range(20)]
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, names)
     outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", **FAST))
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
@@ -154,7 +154,7 @@ def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path,
     table = [line for line in note.splitlines() if line.startswith("|")]
     assert table and all(line.endswith("|") and line.count("|") == 8 for line in table)
     shown = len(table) - 2
-    assert f"{36 - shown} more of the 36 rows are in report.md." in note
+    assert 0 < shown < 60 and f"{60 - shown} more of the 60 rows are in report.md." in note
     report_md = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.md")).read_text()
     assert all(escape_markdown(name) in report_md for name in names)
 

@@ -16,7 +16,7 @@ import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.text import display_frame
+from mlflow_recsys.report.text import display_frame, primary_analysis_text
 from mlflow_recsys.stats import ComparisonWarning, compare_models
 
 KEY = ["metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L"]
@@ -177,7 +177,13 @@ def test_seed_averaged_section_appears_only_when_given(report):
     seeds = {"Popularity": 1, "EASE": 1, "ELSA": 3}
     averaged = _seed_averaged(report, seeds)
     page = Page(_page(report, seed_averaged=averaged))
-    assert page.headings.index("Representative-seed comparison") < page.headings.index("Seed-averaged comparison")
+    # By default (as ComparisonSettings.primary_analysis="auto") the seed-averaged comparison is the primary analysis.
+    primary, sensitivity = (
+        "Primary analysis: seed-averaged comparison",
+        "Sensitivity analysis: representative-seed comparison",
+    )
+    assert page.headings.index(sensitivity) < page.headings.index(primary)
+    assert primary_analysis_text("seed-averaged") in page.paragraphs
     assert "Paired comparison" not in page.headings
     # The representative-seed table is unchanged; the seed-averaged one names each side's seeds.
     assert page.tables["report-table"] == Page(plain).tables["report-table"]
@@ -191,13 +197,17 @@ def test_seed_averaged_section_appears_only_when_given(report):
     assert "Popularity: 1" in sentence and "EASE: 1" in sentence and "ELSA: 3" in sentence
     assert "over users" in sentence and "not over new training seeds" in sentence
     assert page.tables["seed-averaged-details"][0] == DETAILS
-    # Above the tables, the primary metric's sentence of each comparison, each labelled.
-    for label, source in (("Representative seed. ", report), ("Seed-averaged. ", averaged)):
+    # Above the tables, the primary metric's sentence of each comparison, each labelled, the primary analysis' first.
+    sentences = []
+    for label, source in ((primary + ". ", averaged), (sensitivity + ". ", report)):
         for c in source.comparisons:
             if c.metric == report.primary:
                 # A pair in which neither side has seeds would only repeat its sentence: it is shown once.
-                shown = label == "Representative seed. " or c.candidate == "ELSA"
-                assert (label + source.results_text(c.metric, c.candidate, c.baseline) in page.paragraphs) == shown
+                shown = label.startswith("Sensitivity") or c.candidate == "ELSA"
+                sentence = label + source.results_text(c.metric, c.candidate, c.baseline)
+                assert (sentence in page.paragraphs) == shown
+                sentences += [page.paragraphs.index(sentence)] if shown else []
+    assert sentences == sorted(sentences)
 
 
 HOSTILE = ["<b>bold</b>", "a&amp;b \"q\" 'x'", "<script>alert(1)</script>_x@y"]

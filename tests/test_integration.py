@@ -55,7 +55,11 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
             timeout=600,
         )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-        assert "| ndcg@100" in proc.stdout and "mlflow ui --backend-store-uri" in proc.stdout
+        assert "mlflow ui --backend-store-uri" in proc.stdout
+        # The result is printed as plain text (summary.txt), not as the notes' markdown.
+        result = proc.stdout[proc.stdout.index("== Result") :]
+        assert "Primary metric (declared in advance): ndcg@100." in result and "candidate vs baseline" in result
+        assert "movielens-100k (https://" in result and "\\-" not in result and "&gt;" not in result
         runs = MlflowClient().search_runs([mlflow.get_experiment_by_name("study").experiment_id])
         roles = sorted((r.data.tags.get("recsys.role"), r.data.tags.get("recsys.model", "")) for r in runs)
         assert roles == [

@@ -10,6 +10,7 @@ import matplotlib.text
 import numpy as np
 import pandas as pd
 import pytest
+from markdown_it import MarkdownIt
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
@@ -31,21 +32,26 @@ HOSTILE_NAMES = [
 HOSTILE_METRIC = "*m*|_1_"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
-# CommonMark: a backslash before ASCII punctuation is an escape; entities are character references.
-_ASCII_PUNCTUATION = re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
-_MARKDOWN_TOKEN = re.compile(rf"\\([{_ASCII_PUNCTUATION}])|&(amp|lt|gt|#10|#13);")
-_ENTITIES = {"amp": "&", "lt": "<", "gt": ">", "#10": "\n", "#13": "\r"}
+# A CommonMark renderer with GFM tables and strikethrough: what a reader of the run notes or report.md sees.
+_MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+
+
+def _inline_tokens(source: str):
+    return _MARKDOWN.parseInline(source)[0].children
 
 
 def markdown_text(source: str) -> str:
-    """The text a CommonMark renderer shows for ``source`` made only of literal text, escapes and entities."""
-    return _MARKDOWN_TOKEN.sub(lambda m: m.group(1) or _ENTITIES[m.group(2)], source)
+    """The text a CommonMark renderer shows for the inline markdown ``source``."""
+    return "".join(t.content for t in _inline_tokens(source) if t.type == "text")
 
 
-def active_markup(source: str) -> str:
-    """What is left of ``source`` once escapes and entities are removed: characters markdown could act on."""
-    rest = _MARKDOWN_TOKEN.sub("", source)
-    return "".join(ch for ch in rest if ch in "\\`*_{}[]()#+-.!|~$<>&\n\r")
+def active_markup(source: str) -> list[str]:
+    """The markup a renderer reads in ``source``: every token but text and autolinks (links whose text is the
+    address)."""
+    tokens = _inline_tokens(source)
+    autolinks = {i for i, t in enumerate(tokens) if t.type == "link_open" and t.info == "auto"}
+    allowed = autolinks | {i + 2 for i in autolinks} | {i + 1 for i in autolinks}
+    return [t.type for i, t in enumerate(tokens) if t.type != "text" and i not in allowed]
 
 
 @pytest.fixture(scope="module")
@@ -85,24 +91,65 @@ def spread():
 # -- markdown ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ch", list("\\`*_{}[]()#+-.!|~$"))
-def test_markdown_specials_are_backslash_escaped(ch):
+@pytest.mark.parametrize("ch", list("\\`*_[]|~$"))
+def test_markdown_escapes_only_what_formats_text(ch):
     assert escape_markdown(f"a{ch}b") == f"a\\{ch}b"
 
 
-def test_html_specials_and_line_breaks_become_character_references():
-    assert escape_markdown("<b>bold</b> & co") == "&lt;b&gt;bold&lt;/b&gt; &amp; co"
+@pytest.mark.parametrize("ch", list("{}()#+-.!>=&'\"@:/"))
+def test_markdown_leaves_punctuation_alone_inside_text(ch):
+    # Inside a line these characters format nothing, so the source reads as the text does.
+    assert escape_markdown(f"a{ch}b") == f"a{ch}b"
+    assert markdown_text(f"a{ch}b") == f"a{ch}b"
+
+
+@pytest.mark.parametrize(
+    "text, escaped",
+    [
+        ("# head", "\\# head"),
+        ("- item", "\\- item"),
+        ("+ item", "\\+ item"),
+        ("1. first", "1\\. first"),
+        ("12) twelve", "12\\) twelve"),
+        ("> quote", "&gt; quote"),
+        ("=", "\\="),
+    ],
+)
+def test_markdown_escapes_a_block_start_only_at_the_start(text, escaped):
+    assert escape_markdown(text) == escaped
+    assert escape_markdown("x " + text) == "x " + text
+    html_out = _MARKDOWN.render(f"- {escaped}")  # as a provenance line puts it: one list item holding the text
+    assert html_out.count("<li>") == 1 and "<h1>" not in html_out and "<blockquote>" not in html_out
+
+
+def test_markdown_html_and_line_breaks_cannot_escape_the_text():
+    assert escape_markdown("<b>bold</b> & co >= 4") == "&lt;b>bold&lt;/b> & co >= 4"
+    assert escape_markdown("&amp; &#10;") == "&amp;amp; &amp;#10;"  # would otherwise render as "& " and a newline
     assert escape_markdown("a\nb\rc") == "a&#10;b&#13;c"
     assert escape_markdown("**md**|pipe") == "\\*\\*md\\*\\*\\|pipe"
-    assert escape_markdown("EASE λ ndcg@100 名前") == "EASE λ ndcg@100 名前"  # nothing to escape, nothing changed
+    assert escape_markdown("EASE λ ndcg@100 名前 ml-100k (l2=500)") == "EASE λ ndcg@100 名前 ml-100k (l2=500)"
     assert escape_markdown(7) == "7"
 
 
-@pytest.mark.parametrize("name", HOSTILE_NAMES + [HOSTILE_METRIC, "\\", "\\|", "&lt;"])
+def test_markdown_web_address_is_an_autolink_never_escaped():
+    url = "https://files.grouplens.org/datasets/movielens/ml-100k.zip"
+    line = f"Dataset: movielens-100k ({url}; archive sha256 0a1b_2c). Ratings >= 4 kept as positives."
+    escaped = escape_markdown(line)
+    assert escaped == f"Dataset: movielens-100k (<{url}>; archive sha256 0a1b\\_2c). Ratings >= 4 kept as positives."
+    assert markdown_text(escaped) == line and active_markup(escaped) == []
+    assert f'<a href="{url}">{url}</a>' in _MARKDOWN.render(escaped)
+    # Punctuation that ends the sentence is not part of the address; an address with odd characters in it is.
+    assert escape_markdown("see https://x.org/a_(b)_c.") == "see <https://x.org/a_(b)_c>."
+    assert escape_markdown("(https://x.org/q?a=1&b=2)") == "(<https://x.org/q?a=1&b=2>)"
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES + [HOSTILE_METRIC, "\\", "\\|", "&lt;", "a &amp; b"])
 def test_an_escaped_name_reads_back_as_itself_and_holds_no_active_markup(name):
     escaped = escape_markdown(name)
     assert markdown_text(escaped) == name
-    assert active_markup(escaped) == ""
+    assert active_markup(escaped) == []
+    cells = re.findall(r"<td>(.*?)</td>", _MARKDOWN.render(f"| a | b |\n|---|---|\n| {escaped} | x |\n"), re.S)
+    assert [html.unescape(c) for c in cells] == [name.strip(), "x"] or "http" in name  # one cell, the name in it
 
 
 def test_markdown_table_keeps_one_row_per_hypothesis_and_shows_each_name(report):
@@ -129,7 +176,7 @@ def test_results_sentence_in_markdown_reads_back_as_the_plain_sentence(report):
         assert markdown_text(md) == plain
         assert escape_markdown(c.candidate) in md and escape_markdown(c.metric) in md
     bold = report.results_text("ndcg@100", "<b>bold</b>", markup="markdown")
-    assert "<b>" not in bold and "&lt;b&gt;bold&lt;/b&gt;" in bold
+    assert "<b>" not in bold and "&lt;b>bold&lt;/b>" in bold
     with pytest.raises(ValueError, match="markup: expected 'markdown' or 'plain', found 'rst'"):
         report.results_text("ndcg@100", "0042", markup="rst")
 
@@ -138,7 +185,7 @@ def test_seed_spread_sentence_in_markdown_reads_back_as_the_plain_sentence(sprea
     md = spread.results_text(HOSTILE_METRIC, markup="markdown")
     plain = spread.results_text(HOSTILE_METRIC)
     assert "**md**|pipe minus <b>bold</b> on *m*|_1_" in plain
-    assert "\\*\\*md\\*\\*\\|pipe minus &lt;b&gt;bold&lt;/b&gt; on \\*m\\*\\|\\_1\\_" in md
+    assert "\\*\\*md\\*\\*\\|pipe minus &lt;b>bold&lt;/b> on \\*m\\*\\|\\_1\\_" in md
     assert markdown_text(md) == plain
 
 

@@ -10,6 +10,7 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
+from mlflow_recsys.tracking.study import _show_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
@@ -58,7 +59,7 @@ def test_every_surface_names_the_data_the_split_and_the_runs(study):
     for text in (report_md, methods, note):
         assert "## What was compared" in text
         assert "Split: user\\_split, seed 42, digest " + split["split_digest"] in text
-        assert "ratings &gt;= 4 kept as positives" in text and "188 test users \\(0 dropped\\)" in text
+        assert "ratings >= 4 kept as positives" in text and "188 test users (0 dropped)" in text
         assert study["elsa"][1] in text  # every run compared is named, not only the one in the table
     page = _artifact(outcome.run_id, "report.html")
     exp = study["experiment_id"]
@@ -72,4 +73,29 @@ def test_a_chosen_seed_is_stated_in_words(study):
     prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
     assert prov["models"]["ELSA"]["why"] == "seed 2, chosen for the report (--seed 2)"
     assert prov["models"]["ELSA"]["paired_table_seed"] == "2"
-    assert "seed 2, chosen for the report \\(\\-\\-seed 2\\)" in _artifact(outcome.run_id, "report.md")
+    assert "seed 2, chosen for the report (--seed 2)" in _artifact(outcome.run_id, "report.md")
+
+
+def test_terminal_gets_plain_text_and_markdown_escapes_only_what_it_must(study):
+    """summary.txt (what the study prints) has no markdown escapes; the notes and report.md keep the address whole."""
+    ids = [study["ease"], *study["elsa"].values()]
+    outcome = compare_runs(
+        run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", n_resamples=199)
+    )
+    prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
+    url = prov["split"]["dataset"]["url"]
+    assert url.startswith("https://")
+    summary = _artifact(outcome.run_id, "summary.txt")
+    assert f"Dataset: movielens-100k ({url}; " in summary
+    assert "ratings >= 4 kept as positives" in summary and "Split: user_split, seed 42" in summary
+    assert "Primary metric (chosen at comparison time, not before training): ndcg@100." in summary
+    assert "\\" not in summary and "&gt;" not in summary and "**" not in summary and "&#" not in summary
+    # The study prints summary.txt, not the notes.
+    printed: list[str] = []
+    with mlflow.start_run(experiment_id=study["experiment_id"]):
+        _show_result(outcome.run_id, study["experiment_id"], printed.append)
+    assert summary.rstrip("\n") in printed and not any("**" in line for line in printed)
+    note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
+    for text in (note, _artifact(outcome.run_id, "report.md")):
+        assert f"Dataset: movielens-100k (<{url}>; " in text  # an autolink: clicked and copied as it is
+        assert "movielens\\-100k" not in text and "&gt;=" not in text

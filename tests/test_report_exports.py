@@ -278,7 +278,7 @@ def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
         (dict(test_method="t", correction=None), ["t-test", "not adjusted"], "0.05", "0.01", "0.001"),
         (
             dict(test_method="wilcoxon", zero_method="pratt", interval_method="bca"),
-            ["Wilcoxon signed-rank test", "zero\\_method=pratt", "BCa"],
+            ["Wilcoxon signed-rank test", "zero differences ranked, then their ranks dropped", "BCa"],
             "0.05",
             "0.01",
             "0.001",
@@ -758,7 +758,11 @@ def with_value(path, column, row, value):
         ("random_state", "", "decimal integer text"),
         ("direction", "up", "one of ('better', 'worse', 'inconclusive')"),
         ("alternative", "both", "one of ('two-sided', 'greater', 'less')"),
-        ("test_method", "z", "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'randomization-exact')"),
+        (
+            "test_method",
+            "z",
+            "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'randomization-exact', 'wilcoxon-exact')",
+        ),
         ("interval_method", "bc", "one of ('percentile', 'bca')"),
         ("family", "none", "one of ('primary', 'secondary', 'all')"),
         ("zero_method", "x", "one of (None, 'wilcox', 'pratt', 'zsplit')"),

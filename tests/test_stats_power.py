@@ -46,8 +46,9 @@ def test_power_and_alpha_enter_as_quantiles():
     assert minimum_detectable_effect(1.0, 100, 0.025) == pytest.approx((2.241403 + Z80) / 10, rel=1e-6)
 
 
-def test_zero_sd_detects_any_effect():
-    assert minimum_detectable_effect(0.0, 10, 0.05) == 0.0
+def test_mde_not_estimable_without_spread_is_nan():
+    # Differences that are all equal give the formula no SD to scale: no effect size is "detectable", not 0.
+    assert math.isnan(minimum_detectable_effect(0.0, 10, 0.05))
     assert required_users(0.01, 0.0) == 1
 
 
@@ -203,3 +204,29 @@ def test_methods_text_states_the_level_of_each_correction(results):
     assert "first step of Holm's procedure" in texts["holm"]
     assert "Bonferroni level alpha/J = 0.05/2" in texts["bonferroni"]
     assert "test at alpha = 0.05 would detect" in texts[None]
+
+
+def test_mde_absent_without_spread_is_said_in_words():
+    # Two identical runs: every per-user difference is 0, so the SD is 0 and no effect size can be "detected".
+    values = np.random.default_rng(7).random(50)
+    same = {
+        "EASE": EvaluationResult.from_per_user({"ndcg@100": values}, targets_fingerprint="x"),
+        "copy": EvaluationResult.from_per_user({"ndcg@100": values.copy()}, targets_fingerprint="x"),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        report = compare_models(same, metrics="ndcg@100", reference="EASE", n_resamples=999)
+    c = report.comparisons[0]
+    assert float(np.std(c.unit_differences, ddof=1)) == 0.0 and math.isnan(c.mde)
+    assert report.to_frame()["mde"].isna().all()
+    sentence = report.results_text("ndcg@100", "copy")
+    assert "would detect" not in sentence and "0.0000 with 80% power" not in sentence
+    assert "not significant; no minimum detectable effect: the per-user differences have no spread" in sentence
+    note = "mde n/a (1 of 1 hypotheses): the per-user differences have no spread"
+    assert display_frame(report)["mde"].tolist() == ["n/a"]
+    for surface in (str(report), report.to_markdown(), report.methods_text()):
+        assert note in surface, surface
+    assert "mde n/a" in report.to_latex()
+    from mlflow_recsys.report.html import legend
+
+    assert note in legend(report)

@@ -1,6 +1,7 @@
 """Win/tie/loss counts, the Wilcoxon signed-rank test and the BCa interval, against hand counts and scipy."""
 
 import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -10,7 +11,7 @@ import scipy.stats
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats import COLUMNS, ComparisonWarning, compare_models, compare_pair
-from mlflow_recsys.stats.comparison import _bca_interval
+from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX, _bca_interval, wilcoxon_method
 from mlflow_recsys.stats.settings import ALTERNATIVES, ZERO_METHODS
 from mlflow_recsys.stats.warnings import IntervalFallbackWarning
 
@@ -84,9 +85,13 @@ def test_wilcoxon_p_value_equals_scipy_for_every_alternative_and_zero_method(cas
             alternative=alternative,
             n_resamples=99,
         )
-        expected = scipy.stats.wilcoxon(cand - base, zero_method=zero_method, alternative=alternative).pvalue
+        method = "exact" if case == "small-exact" else "approx"
+        expected = scipy.stats.wilcoxon(
+            cand - base, zero_method=zero_method, alternative=alternative, method=method, correction=False
+        ).pvalue
     assert c.p_value == expected
-    assert c.test_method == "wilcoxon" and c.zero_method == zero_method and c.null_distribution is None
+    assert c.test_method == ("wilcoxon-exact" if case == "small-exact" else "wilcoxon")
+    assert c.zero_method == zero_method and c.null_distribution is None
 
 
 def test_wilcoxon_and_randomization_disagree_when_rare_large_wins_outweigh_many_small_losses():
@@ -111,7 +116,7 @@ def test_wilcoxon_is_named_with_its_zero_method_in_the_methods_text_and_results_
     text = report.methods_text()
     assert "Wilcoxon signed-rank test" in text and "(Wilcoxon, 1945)" in text and "(Pratt, 1959)" in text
     assert "Monte Carlo p-value" not in text
-    assert "Wilcoxon signed-rank test, p = " in report.results_text("m", "B")
+    assert "Wilcoxon signed-rank test (normal approximation), p = " in report.results_text("m", "B")
     # zero_method belongs to the Wilcoxon test only.
     assert compare_pair(result(base), result(cand), metric="m", zero_method="zsplit").zero_method is None
 
@@ -257,3 +262,76 @@ def test_bca_acceleration_closed_form_matches_the_explicit_jackknife():
     replicates = np.sort(np.random.default_rng(0).choice(d, (999, d.shape[0])).mean(axis=1))
     got = _bca_interval(replicates, d, float(d.mean()), 0.05, "two-sided")
     np.testing.assert_allclose(got, bca_by_definition(replicates, d, 0.05, "two-sided"), rtol=1e-10)
+
+
+# -- the Wilcoxon method is the package's rule, checked against independent computations ---------------------
+
+
+def _signed_rank_sum(d: np.ndarray) -> float:
+    """T+: the sum of the (mid)ranks of |d| over the positive differences."""
+    return float(scipy.stats.rankdata(np.abs(d))[d > 0].sum())
+
+
+def _exact_p_by_enumeration(d: np.ndarray, alternative: str) -> float:
+    """The exact p-value of T+ from all 2**n sign patterns of the ranks 1..n (no zeros, no ties)."""
+    n = d.shape[0]
+    ranks = np.arange(1, n + 1)
+    signs = (np.arange(2**n)[:, None] >> np.arange(n)) & 1  # every subset of ranks taken as positive
+    null = signs @ ranks
+    t = _signed_rank_sum(d)
+    greater, less = np.mean(null >= t), np.mean(null <= t)
+    return {"greater": greater, "less": less, "two-sided": min(1.0, 2 * min(greater, less))}[alternative]
+
+
+def _normal_p_by_hand(d: np.ndarray, alternative: str) -> float:
+    """Zeros dropped (zero_method="wilcox"), midranks, variance less sum(t^3 - t)/48 for ties, no continuity."""
+    d = d[d != 0]
+    n = d.shape[0]
+    _, counts = np.unique(np.abs(d), return_counts=True)
+    mean = n * (n + 1) / 4
+    var = n * (n + 1) * (2 * n + 1) / 24 - np.sum(counts**3 - counts) / 48
+    z = (_signed_rank_sum(d) - mean) / math.sqrt(var)
+    return {
+        "greater": scipy.stats.norm.sf(z),
+        "less": scipy.stats.norm.cdf(z),
+        "two-sided": 2 * scipy.stats.norm.sf(abs(z)),
+    }[alternative]
+
+
+@pytest.mark.parametrize("alternative", ALTERNATIVES)
+def test_wilcoxon_method_is_chosen_by_the_package_not_the_scipy_version(alternative):
+    # The issue's case: 7 users with a zero and tied magnitudes. SciPy 1.17's "auto" gives an exact permutation
+    # p-value (0.03125) where SciPy 1.11 gave the normal approximation; the package passes method= itself.
+    with_ties = np.array([0.0, 0.1, 0.1, 0.2, 0.3, 0.3, 0.4])
+    distinct = np.array([0.05, -0.11, 0.32, 0.47, -0.02, 0.61, 0.23, 0.9, 0.15, -0.38])
+    assert wilcoxon_method(with_ties) == "approx" and wilcoxon_method(distinct) == "exact"
+    assert wilcoxon_method(np.linspace(0.01, 1, WILCOXON_EXACT_MAX + 1)) == "approx"  # too many for exact
+    base = np.full(10, 0.5)
+    approx = compare_pair(
+        result(base[:7]), result(base[:7] + with_ties), metric="m", test_method="wilcoxon", alternative=alternative
+    )
+    exact = compare_pair(
+        result(base), result(base + distinct), metric="m", test_method="wilcoxon", alternative=alternative
+    )
+    assert approx.test_method == "wilcoxon" and exact.test_method == "wilcoxon-exact"
+    assert approx.p_value == pytest.approx(_normal_p_by_hand(with_ties, alternative), rel=1e-12)
+    assert exact.p_value == pytest.approx(_exact_p_by_enumeration(distinct, alternative), rel=1e-12)
+    if alternative == "two-sided":
+        # 6 non-zero differences, T+ = 21 of 21: z = (21 - 10.5) / sqrt(22.75 - 12/48) = 2.2136, p = 0.02686.
+        assert approx.p_value == pytest.approx(0.026857, abs=1e-6)
+        assert exact.p_value == pytest.approx(2 * 54 / 1024, rel=1e-12)  # T+ = 44: 54 of 1,024 patterns as high
+
+
+def test_wilcoxon_method_is_stated_in_the_methods_text_and_the_sentence():
+    base = np.full(7, 0.5)
+    report = compare_models(
+        {"A": result(base), "B": result(base + np.array([0.0, 0.1, 0.1, 0.2, 0.3, 0.3, 0.4]))},
+        metrics="m",
+        reference="A",
+        test_method="wilcoxon",
+    )
+    text = report.methods_text()
+    assert f"the exact null distribution when a hypothesis had at most {WILCOXON_EXACT_MAX} differences" in text
+    assert "normal approximation of the signed-rank sum" in text
+    assert "Wilcoxon signed-rank test (normal approximation)" in report.results_text("m", "B")
+    assert "Wilcoxon signed-rank test, normal approximation" in str(report)

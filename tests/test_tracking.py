@@ -17,6 +17,8 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.report.escaping import escape_markdown
+from mlflow_recsys.report.text import primary_analysis_text
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import (
     ArtifactError,
@@ -187,7 +189,11 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.tags["recsys.role"] == "comparison"
     assert set(run.data.tags["recsys.source_runs"].split(",")) == set(ids)
     assert run.data.tags["recsys.primary_metric"] == "ndcg@100"
-    assert run.data.tags["recsys.result"] == outcome.report.results_text("ndcg@100", "ELSA")
+    # ELSA has seeds: the headline is the primary analysis, seed-averaged by default.
+    assert outcome.primary_analysis == "seed-averaged" and outcome.primary_report is outcome.seed_averaged
+    assert run.data.tags["recsys.result"] == (
+        "Primary analysis: seed-averaged comparison. " + outcome.seed_averaged.results_text("ndcg@100", "ELSA")
+    )
     assert "ELSA" in run.data.tags["mlflow.note.content"]
     # The notes point to the seed table, which this comparison (ELSA with 3 seeds) logged.
     assert run.data.tags["mlflow.note.content"].rstrip().endswith("; seed_spread.csv holds the seed table.")
@@ -212,11 +218,16 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
         "report.tex",
     } <= names
     tex = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.tex")).read_text()
-    title = "One trained run per model (EASE: its only run; ELSA: seed 0, the lowest of 0, 1, 2)."
+    # The primary analysis (seed-averaged) first, the sensitivity analysis after it, each caption naming its role.
+    title = "one trained run per model (EASE: its only run; ELSA: seed 0, the lowest of 0, 1, 2)."
     assert tex == (
-        outcome.report.to_latex(title=title)
+        outcome.seed_averaged.to_latex(
+            label="tab:seed-averaged",
+            title="Primary analysis: seed-averaged comparison, each model's per-user values averaged over its "
+            "training seeds.",
+        )
         + "\n"
-        + outcome.seed_averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison.")
+        + outcome.report.to_latex(title="Sensitivity analysis: representative-seed comparison, " + title)
     )
 
     # Beside it, the seed-averaged comparison: ELSA's per-user values averaged over its 3 seeds, EASE's one run.
@@ -229,12 +240,13 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.difference"] == pytest.approx(averaged.difference)
     assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.adjusted_p_value"] == averaged.adjusted_p_value
     note = run.data.tags["mlflow.note.content"]
-    assert (
-        "**Representative seed.** ELSA" in note
-        and "**Seed-averaged.** Averaged over training seeds (ELSA: 3, EASE: 1)" in note
-    )
+    primary = "**Primary analysis: seed-averaged comparison.** Averaged over training seeds (ELSA: 3, EASE: 1)"
+    sensitivity = "**Sensitivity analysis: representative-seed comparison.** ELSA"
+    assert note.index(primary) < note.index(sensitivity)
     report_md = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.md")).read_text()
-    assert "## Representative seed" in report_md and "## Seed-averaged" in report_md
+    assert report_md.index("## Primary analysis: seed-averaged comparison") < report_md.index(
+        "## Sensitivity analysis: representative-seed comparison"
+    )
     methods = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="methods.md")).read_text()
     assert methods.count("Seed-averaged:") == 1 and "Seed-averaged comparison: Seed" not in methods
     logged = pd.read_parquet(
@@ -264,6 +276,13 @@ def test_compare_runs_passes_the_rank_test_and_bca_through_and_logs_them_as_para
     assert (row.wins, row.ties, row.losses) == (int((d > 0).sum()), int((d == 0).sum()), int((d < 0).sum()))
     params = MlflowClient().get_run(outcome.run_id).data.params
     assert (params["test_method"], params["zero_method"], params["interval_method"]) == ("wilcoxon", "zsplit", "bca")
+    # 188 users with ties: the normal approximation, by the package's rule, and the SciPy version that computed it.
+    assert row.test_method == "wilcoxon" and params["scipy_version"] == scipy.__version__
+    methods = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="methods.md")).read_text()
+    assert (
+        f"| scipy\\_version | {escape_markdown(scipy.__version__)} |" in methods
+        and "the normal approximation otherwise" in methods
+    )
     # Without a primary metric the headline is the first metric's first sentence.
     assert MlflowClient().get_run(outcome.run_id).data.tags["recsys.result"] == outcome.report.results_text(
         "ndcg@100", "ELSA"
@@ -375,32 +394,72 @@ def test_compare_by_experiment_and_filter(study):
 
 
 @pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
-def test_cli_prints_the_representative_and_the_seed_averaged_comparison(study, monkeypatch):
+def test_one_primary_analysis_is_named_on_every_surface_and_the_other_is_a_sensitivity_analysis(study, monkeypatch):
     monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
     ids = [study["ease"], *study["elsa"].values()]
-    res = CliRunner().invoke(
-        cli,
-        [
-            "compare",
-            *ids,
-            "--reference",
-            "EASE",
-            "--metrics",
-            "ndcg@100",
-            "--primary",
-            "ndcg@100",
-            "--n-resamples",
-            "999",
-        ],
+    args = ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100", "--primary", "ndcg@100"]
+    primary, sensitivity = (
+        "Primary analysis: seed-averaged comparison",
+        "Sensitivity analysis: representative-seed comparison",
     )
+    res = CliRunner().invoke(cli, [*args, "--n-resamples", "999"])
     assert res.exit_code == 0, res.output
     out = res.output
-    first, second = (
-        out.index("Paired comparison (one trained run per model"),
-        out.index("Seed-averaged paired comparison"),
+    # Default rule: ELSA has 3 seeds, so the seed-averaged comparison is primary, printed first.
+    assert out.index(primary + " (each model's per-user values averaged") < out.index(sensitivity + " (one trained")
+    assert "seeds, 1 to 3 per model)" in out and primary_analysis_text("seed-averaged", "auto") in out
+    assert f"{primary}. Averaged over training seeds (ELSA: 3, EASE: 1), ELSA" in out
+    assert f"{sensitivity}. ELSA scored" in out
+    run = MlflowClient().get_run(out.split("comparison run ")[-1].strip())
+    assert run.data.params["primary_analysis"] == "auto" and run.data.params["primary_analysis_used"] == "seed-averaged"
+    assert run.data.tags["recsys.result"].startswith(primary + ". Averaged over training seeds")
+    methods = Path(mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="methods.md")).read_text()
+    assert primary_analysis_text("seed-averaged", "auto") in methods
+    for name in ("summary.txt", "report.html"):
+        text = Path(mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=name)).read_text()
+        assert primary in text and sensitivity in text, name
+
+    # Set the other way, the representative seed is primary everywhere.
+    res = CliRunner().invoke(cli, [*args, "--n-resamples", "199", "--primary-analysis", "representative-seed"])
+    assert res.exit_code == 0, res.output
+    assert res.output.index("Primary analysis: representative-seed comparison (one trained run per model") < (
+        res.output.index("Sensitivity analysis: seed-averaged comparison")
     )
-    assert first < second and "(1 to 3 per model)" in out[second:]
-    assert "Averaged over training seeds (ELSA: 3, EASE: 1), ELSA" in out
+    run = MlflowClient().get_run(res.output.split("comparison run ")[-1].strip())
+    assert run.data.params["primary_analysis_used"] == "representative-seed"
+    assert run.data.tags["recsys.result"].startswith("Primary analysis: representative-seed comparison. ELSA")
+
+    # Seed-averaged asked for where no model has seeds: refused before any run is written.
+    experiment = MlflowClient().get_run(study["ease"]).info.experiment_id
+    before = len(MlflowClient().search_runs([experiment]))
+    settings = ComparisonSettings(reference="EASE", primary_analysis="seed-averaged", n_resamples=199)
+    with pytest.raises(RunSelectionError, match="^primary_analysis: expected 'auto' or 'representative-seed' when"):
+        compare_runs(run_ids=[study["ease"], study["elsa"][0]], settings=settings)
+    assert len(MlflowClient().search_runs([experiment])) == before
+    with pytest.raises(ValueError, match="^primary_analysis: expected one of"):
+        ComparisonSettings(primary_analysis="averaged")
+
+
+@pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
+def test_printout_states_seed_protocol_test_and_interval_in_words(study, monkeypatch):
+    """No code-words (one-side-seeded, 'test randomization: all'): each setting the reader needs is a sentence."""
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    ids = [study["ease"], *study["elsa"].values()]
+    args = ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100", "--n-resamples", "999"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    out = res.output
+    for jargon in ("protocol:", "one-side-seeded", "test randomization", "interval percentile", ": all"):
+        assert jargon not in out, jargon
+    assert "ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone." in out
+    assert "Test: paired sign-flip randomization test (B = 999 random sign patterns), two-sided, for every " in out
+    assert "Interval: 95% percentile bootstrap interval, for every hypothesis." in out
+    assert "Holm adjustment over 1 hypothesis; significant where the adjusted p <= 0.05." in out
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", n_resamples=199))
+    note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
+    page = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.html")).read_text()
+    for text in (note, page):
+        assert "ELSA trained under 3 seeds, EASE once" in text and "one-side-seeded" not in text
 
 
 def test_cli_reports_bad_input_in_one_line(study, tmp_path, monkeypatch):

@@ -431,6 +431,14 @@ _COMPARISON_OPTIONS = (
         show_default=True,
         help="when both models have seeds: pair runs by seed (shared randomness) or not",
     ),
+    click.option(
+        "--primary-analysis",
+        default="auto",
+        show_default=True,
+        type=click.Choice(["auto", "seed-averaged", "representative-seed"]),
+        help="the analysis the conclusion rests on when a model has seeds (the other is a sensitivity "
+        "analysis); auto: seed-averaged when a model has two or more seeds, else the representative seed",
+    ),
 )
 
 
@@ -482,6 +490,7 @@ def compare(
     family,
     random_state,
     paired_seeds,
+    primary_analysis,
 ):
     """Compare training runs and log the report as a comparison run."""
     from mlflow_recsys.stats.settings import ComparisonSettings
@@ -503,6 +512,7 @@ def compare(
         random_state=random_state,
         paired_seeds=paired_seeds,
         seed=_none_if_empty(report_seed),
+        primary_analysis=primary_analysis,
     )
     outcome = compare_runs(
         run_ids=ids or None,
@@ -513,90 +523,80 @@ def compare(
         model_tag=_none_if_empty(model_tag) or tags.MODEL,
         output_experiment=_none_if_empty(output_experiment),
     )
-    _print_comparison(outcome, settings.primary)
+    _print_comparison(outcome, settings.primary, settings.primary_analysis)
 
 
 def _print_table(report) -> None:
-    from mlflow_recsys.report.text import display_frame
+    from mlflow_recsys.report.text import display_frame, no_mde_note
 
     table = display_frame(report)
     for column in ("metric", "baseline", "candidate"):
         table[column] = table[column].map(_visible)
     click.echo(table.to_string(index=False))
+    if no_mde_note(report):
+        click.echo(no_mde_note(report))
 
 
-def _print_comparison(outcome, primary):
-    report, averaged = outcome.report, outcome.seed_averaged
-    click.echo("\nPaired comparison (one trained run per model: " + outcome.report_seed_rule + ")\n")
-    _print_table(report)
+def _print_comparison(outcome, primary, requested_analysis):
+    from mlflow_recsys.report.text import analysis_heading, primary_analysis_text, seed_averaged_phrase
+
+    report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
+    what = {
+        "representative-seed": f"one trained run per model: {outcome.report_seed_rule}",
+        # "each model's per-user values averaged over its training seeds, 1 to 3 per model"
+        "seed-averaged": seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ").replace(" (", ", ")[:-1]
+        if averaged
+        else "",
+    }
+    shown = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
+    shown.sort(key=lambda pair: pair[0] != analysis)  # the primary analysis first
+    for kind, r in shown:
+        heading = analysis_heading(kind, analysis) if averaged is not None else "Paired comparison"
+        click.echo(f"\n{heading} ({what[kind]})\n")
+        _print_table(r)
     if averaged is not None:
-        from mlflow_recsys.report.text import seed_averaged_phrase
-
-        how = seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ")
-        click.echo(f"\nSeed-averaged paired comparison: {how}\n")
-        _print_table(averaged)
-    seeds = outcome.seed_frame()
-    if not seeds.empty:
-        _print_seed_table(seeds)
-    _print_methods(report)
+        click.echo("\n" + primary_analysis_text(analysis, requested_analysis))
+    if not outcome.seed_frame().empty:
+        _print_seed_table(outcome)
+    _print_methods(outcome.primary_report)
     if primary:
         click.echo("")
-        for c in report.comparisons:
-            if c.metric == primary:
-                click.echo(_visible(report.results_text(primary, c.candidate, c.baseline)))
-        for c in averaged.comparisons if averaged is not None else ():
-            if c.metric == primary and c.averages_seeds:
-                click.echo(_visible(averaged.results_text(primary, c.candidate, c.baseline)))
+        for kind, r in shown:
+            label = f"{analysis_heading(kind, analysis)}. " if averaged is not None else ""
+            for c in r.comparisons:
+                if c.metric == primary and (kind == "representative-seed" or c.averages_seeds):
+                    click.echo(_visible(label + r.results_text(primary, c.candidate, c.baseline)))
         for spread in outcome.seed_spreads.values():
             click.echo(_visible(spread.results_text(primary)))
     click.echo(f"\ncomparison run {outcome.run_id}")
 
 
-def _print_seed_table(seeds):
-    """The seed-spread table, its protocol and the notes on its rows."""
-    click.echo("\nSpread across training seeds beside spread across users\n")
+def _print_seed_table(outcome):
+    """The seed-spread table, then how each comparison used its seeds and the notes on its rows, in words."""
+    from mlflow_recsys.report.text import seed_protocol_text
     from mlflow_recsys.stats.seeds import SEED_COLUMNS
 
-    # The protocol and the notes are printed below the table, once.
+    click.echo("\nSpread across training seeds beside spread across users\n")
+    seeds = outcome.seed_frame()
+    # The protocol and the notes are sentences, printed below the table.
     cols = [c for c in SEED_COLUMNS if c not in ("protocol", "notes")]
     seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
     click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
-    click.echo(f"protocol: {', '.join(sorted(set(seeds['protocol'])))}")
+    for spread in outcome.seed_spreads.values():
+        first = spread.to_frame()["metric"].iloc[0]
+        click.echo(_visible(seed_protocol_text(spread, first)) + ".")
     for row in seeds.itertuples():
         if row.notes:
-            click.echo(f"note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}")
+            click.echo(f"Note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}.")
 
 
 def _print_methods(report):
-    """How the p-values were adjusted, and which test and interval each row used."""
-    frame = report.to_frame()
-    alpha = report.comparisons[0].alpha
-    if report.correction is None:
-        click.echo(
-            f"\nno adjustment: each of the {len(frame)} hypotheses is tested on its own; significant where "
-            f"p <= {alpha:g}"
-        )
-    else:
-        from mlflow_recsys.report.text import family_phrase
+    """How the p-values were adjusted, and which test and interval each row used, in sentences."""
+    from mlflow_recsys.report.text import procedure_lines
 
-        click.echo(
-            f"\n{report.correction} adjustment {family_phrase(report, _visible)}; significant where the "
-            f"adjusted p <= {alpha:g}"
-        )
-    for method, rows in frame.groupby("test_method", sort=True):
-        which = _which_rows(rows, frame)
-        zero = f" (zero_method {report.comparisons[0].zero_method})" if method == "wilcoxon" else ""
-        click.echo(f"test {method}{zero}: {which}")
-    for method, rows in frame.groupby("interval_method", sort=True):
-        which = _which_rows(rows, frame)
-        click.echo(f"interval {method}: {which}")
-
-
-def _which_rows(rows, frame) -> str:
-    """``all``, or the rows (metric and candidate) when only some of ``frame`` are meant."""
-    if len(rows) == len(frame):
-        return "all"
-    return ", ".join(f"{r.metric} ({_visible(r.candidate)})" for r in rows.itertuples())
+    click.echo("")
+    for line in procedure_lines(report, _visible):
+        click.echo(line + ".")
 
 
 @cli.command()

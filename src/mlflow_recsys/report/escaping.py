@@ -1,7 +1,7 @@
 """Names written literally in every format a report is read in.
 
 Model names and metric keys come from users and are shown as they are:
-markdown surfaces pass them through :func:`escape_markdown`, LaTeX through
+markdown surfaces (run notes, ``report.md``) pass them through :func:`escape_markdown`, LaTeX through
 :func:`escape_latex`, terminals and figures through :func:`visible_text`, HTML
 through :func:`html.escape`, and CSV files written from report frames go
 through :func:`csv_safe_frame`.
@@ -16,51 +16,95 @@ import pandas as pd
 
 from mlflow_recsys.stats.comparison import Markup
 
-#: Characters that change markdown when unescaped. CommonMark lets any ASCII punctuation be backslash-escaped
-#: (spec 0.31, sec. 2.4); these are the ones some CommonMark or GFM construct reads (``~`` strikethrough, ``$`` math
-#: on GitHub). ``&``, ``<`` and ``>`` become entities instead, so renderers that pass raw HTML still show text.
-_MARKDOWN_SPECIALS = "\\`*_{}[]()#+-.!|~$"
-
-_MARKDOWN_TABLE = str.maketrans(
+#: Characters that format inline text wherever they stand, and what stands for each literally: emphasis (``*``,
+#: ``_``), code spans, links (``[`` ``]``), GFM strikethrough (``~``) and table cells (``|``), GitHub math (``$``),
+#: raw HTML (``<``) and the backslash itself. Other ASCII punctuation (``( ) . - + # ! { } >``) only acts at the start
+#: of a line or right after one of these, and stays as it is. Line breaks become character references, so a name
+#: stays inside its table row or paragraph.
+_MARKDOWN_INLINE = str.maketrans(
     {
-        **{c: "\\" + c for c in _MARKDOWN_SPECIALS},
-        "&": "&amp;",
+        **{c: "\\" + c for c in "\\`*_[]|~$"},
         "<": "&lt;",
-        ">": "&gt;",
-        # A line break would end a table row or a paragraph; as character references they stay inside.
         "\n": "&#10;",
         "\r": "&#13;",
     }
 )
+#: An ``&`` that a renderer would read as the start of a character reference (``&amp;``, ``&#10;``, ``&#x41;``).
+_ENTITY_START = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
+#: A start that would open a block when the text begins a line: a heading, a list item (``-``, ``+``, ``1.``,
+#: ``1)``), a block quote, a setext underline or a thematic break (``=``). The text keeps it with its last
+#: character escaped.
+_BLOCK_START = re.compile(r"\A(?:[#+\-=]|>|\d{1,9}[.)])")
+#: A web address: it is written as an autolink (``<https://...>``), never escaped inside. It ends at white space or
+#: at a character a table or an autolink cannot hold; trailing punctuation belongs to the sentence.
+_URL = re.compile(r"https?://[^\s<>|\\`\"]+")
+_URL_TRAILING = ".,;:!?*_~'"
 
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
 CSV_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def escape_markdown(text: object) -> str:
-    """``text`` as markdown source that renders as exactly ``text``.
+    """``text`` as markdown source that renders as exactly ``text``, escaped no more than markdown needs.
 
-    Backslash-escapes every character of ``\\ ` * _ { } [ ] ( ) # + - . ! | ~ $``
-    (any ASCII punctuation may be escaped in CommonMark, spec 0.31 sec. 2.4) and
-    writes ``&``, ``<``, ``>``, line feed and carriage return as character
-    references, so a name can neither format text, break a table row, start a
-    block, nor inject HTML; other control characters (tab, escape) are written
-    as visible escapes (``\\t``, ``\\x1b``), then escaped as text. Non-strings
-    are formatted with ``str`` first.
+    The one place that decides what a name, a metric key or a provenance line looks like in markdown (run
+    notes, ``report.md``, ``methods.md``); terminals get :func:`visible_text`, HTML :func:`html.escape` and
+    LaTeX :func:`escape_latex` instead. The rules, for CommonMark 0.31 with GFM tables and strikethrough:
+
+    - ``\\ ` * _ [ ] | ~ $`` are backslash-escaped everywhere (they format inline text or split a table
+      cell); ``<`` becomes ``&lt;`` (raw HTML) and an ``&`` only where it would start a character reference
+      (a name holding ``&amp;`` is written ``&amp;amp;``, so it still reads ``&amp;``); a lone ``&`` and
+      ``>`` stay as they are, so ``>= 4`` reads ``>= 4`` in the source too;
+    - a start that would open a block if the text began a line (``#``, ``-``, ``+``, ``=``, ``>``, ``1.``)
+      is escaped there only; a hyphen or a parenthesis inside the text is left alone
+      (``movielens-100k (ml-100k)`` is unchanged);
+    - a web address (``http://`` or ``https://`` up to white space, trailing punctuation excluded) is
+      written as an autolink ``<https://...>`` and never escaped inside, so it can be clicked and copied;
+    - line feed and carriage return become ``&#10;`` and ``&#13;``, so a name stays on its table row;
+      other control characters (tab, escape) are written as visible escapes (``\\t``, ``\\x1b``).
+
+    Non-strings are formatted with ``str`` first.
 
     Parameters
     ----------
     text:
-        Any object; usually a model name or a metric key.
+        Any object; usually a model name, a metric key or a sentence holding them.
 
     Returns
     -------
     str
-        E.g. ``escape_markdown("**A**|<b>")`` is ``"\\*\\*A\\*\\*\\|&lt;b&gt;"``.
+        E.g. ``escape_markdown("**A**|<b>")`` is ``"\\*\\*A\\*\\*\\|&lt;b>"`` and
+        ``escape_markdown("ml-100k (https://x.org/a_b.zip)")`` is ``"ml-100k (<https://x.org/a_b.zip>)"``.
     """
     # Other control characters (tab, escape sequences) would reach a terminal or a cell raw: show them as escapes.
     text = "".join(c if c.isprintable() or c in "\n\r" else visible_text(c) for c in str(text))
-    return text.translate(_MARKDOWN_TABLE)
+    parts, position = [], 0
+    for match in _URL.finditer(text):
+        url = _url_end(match.group())
+        if len(url) <= len("https://"):
+            continue
+        parts += [_escape_inline(text[position : match.start()], starts_line=position == 0), f"<{url}>"]
+        position = match.start() + len(url)
+    parts.append(_escape_inline(text[position:], starts_line=position == 0))
+    return "".join(parts)
+
+
+def _url_end(url: str) -> str:
+    """``url`` without the punctuation that ends the sentence around it, and without an unbalanced ``)``."""
+    while url and (url[-1] in _URL_TRAILING or (url[-1] == ")" and url.count("(") < url.count(")"))):
+        url = url[:-1]
+    return url
+
+
+def _escape_inline(text: str, *, starts_line: bool) -> str:
+    """``text`` (no web address in it) with the characters that format it escaped; see :func:`escape_markdown`."""
+    text = _ENTITY_START.sub("&amp;", text).translate(_MARKDOWN_INLINE)
+    block = _BLOCK_START.match(text) if starts_line else None
+    if block is None:
+        return text
+    opener = block.group()
+    last = "&gt;" if opener == ">" else "\\" + opener[-1]
+    return opener[:-1] + last + text[block.end() :]
 
 
 def visible_text(text: object) -> str:

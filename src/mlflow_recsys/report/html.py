@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING
 from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.text import (
     CORRECTION_NAMES,
+    analysis_heading,
     display_frame,
     family_phrase,
     interval_names,
     methods_text,
+    no_mde_note,
+    primary_analysis_text,
     results_text,
+    seed_protocol_text,
 )
 from mlflow_recsys.stats.power import REPORT_POWER
 
@@ -146,6 +150,7 @@ def legend(report: ComparisonReport) -> str:
         f"adjusted p: {correction} adjustment {family_phrase(report)}; direction: better or worse where the "
         f"adjusted p is at most {alpha}, else inconclusive; mde: the smallest true difference this design detects "
         f"with {REPORT_POWER:.0%} power; W/T/L: users on which the candidate scored higher/equal/lower."
+        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
     )
 
 
@@ -173,6 +178,7 @@ def report_html(
     provenance_html: str | None = None,
     primary_declared: bool = False,
     seed_averaged: ComparisonReport | None = None,
+    primary_analysis: str | None = None,
 ) -> str:
     """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods,
     references.
@@ -185,7 +191,15 @@ def report_html(
     ``seed_averaged``, when given, is the seed-averaged comparison
     (:func:`~mlflow_recsys.stats.compare_seed_averaged`): its key table follows
     the representative-seed one under its own heading, with the seed counts.
+    ``primary_analysis`` (``"representative-seed"`` or ``"seed-averaged"``;
+    default ``None``: the settings' default rule, seed-averaged when
+    ``seed_averaged`` is given) names the analysis the conclusion rests on: with a
+    seed-averaged report, every heading and sentence says which is the primary
+    analysis and which the sensitivity analysis, the primary one's sentences
+    come first, and the methods end by saying why.
     """
+    if primary_analysis is None:
+        primary_analysis = "seed-averaged" if seed_averaged is not None else "representative-seed"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -195,8 +209,10 @@ def report_html(
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
-        parts += _primary_sentences(report, primary, primary_declared, seed_averaged)
-    heading = "Representative-seed comparison" if seed_averaged is not None else "Paired comparison"
+        parts += _primary_sentences(report, primary, primary_declared, seed_averaged, primary_analysis)
+    heading = (
+        analysis_heading("representative-seed", primary_analysis) if seed_averaged is not None else "Paired comparison"
+    )
     parts += [
         f"<h2>{heading}</h2>",
         f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
@@ -205,12 +221,12 @@ def report_html(
     ]
     if seed_averaged is not None:
         parts += [
-            "<h2>Seed-averaged comparison</h2>",
+            f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
             f"<p>{_seed_sentence(seed_averaged)}</p>",
             f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
             f'<p class="legend">{legend(seed_averaged)}</p>',
         ]
-    parts += _details(report, seed_averaged)
+    parts += _details(report, seed_averaged, primary_analysis)
     if spreads:
         parts += _seed_spread_section(spreads, primary, seed_png)
     if provenance_html:
@@ -218,6 +234,7 @@ def report_html(
     parts += [
         "<h2>Methods</h2>",
         f"<p>{html.escape(methods_text(report))}</p>",
+        *([f"<p>{html.escape(primary_analysis_text(primary_analysis))}</p>"] if seed_averaged is not None else []),
         "<h2>References</h2>",
         f"<pre>{html.escape(references_bibtex())}</pre>",
         "</body></html>",
@@ -231,32 +248,34 @@ def _image(data: bytes, alt: str) -> str:
 
 
 def _primary_sentences(
-    report: ComparisonReport, primary: str, declared: bool, seed_averaged: ComparisonReport | None
+    report: ComparisonReport,
+    primary: str,
+    declared: bool,
+    seed_averaged: ComparisonReport | None,
+    primary_analysis: str,
 ) -> list[str]:
-    """The primary metric and its result sentences, the seed-averaged ones after the representative seed's."""
+    """The primary metric and its result sentences, the primary analysis' first, each labelled with its role."""
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     parts = [f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>"]
-    for c in report.comparisons:
-        if c.metric == primary:
-            label = "<b>Representative seed.</b> " if seed_averaged is not None else ""
-            parts.append(f"<p>{label}{html.escape(results_text(report, c, markup='plain'))}</p>")
-    if seed_averaged is not None:
-        for c in seed_averaged.comparisons:
-            if c.metric == primary and c.averages_seeds:  # a pair without seeds would repeat its sentence
-                text = html.escape(results_text(seed_averaged, c, markup="plain"))
-                parts.append(f"<p><b>Seed-averaged.</b> {text}</p>")
+    analyses = [("representative-seed", report)] + ([("seed-averaged", seed_averaged)] if seed_averaged else [])
+    for kind, shown in sorted(analyses, key=lambda pair: pair[0] != primary_analysis):
+        label = f"<b>{analysis_heading(kind, primary_analysis)}.</b> " if seed_averaged is not None else ""
+        for c in shown.comparisons:
+            # a pair without seeds would repeat its representative-seed sentence
+            if c.metric == primary and (kind == "representative-seed" or c.averages_seeds):
+                parts.append(f"<p>{label}{html.escape(results_text(shown, c, markup='plain'))}</p>")
     return parts
 
 
-def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None) -> list[str]:
+def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str) -> list[str]:
     """The details tables: the representative seed's, then the seed-averaged one's under headings of their own."""
     parts = ["<h2>Details</h2>"]
     if seed_averaged is not None:
-        parts.append("<h3>Representative-seed comparison</h3>")
+        parts.append(f"<h3>{analysis_heading('representative-seed', primary_analysis)}</h3>")
     parts.append(f'<div id="details-table" class="wide">{details_table(report)}</div>')
     if seed_averaged is not None:
         parts += [
-            "<h3>Seed-averaged comparison</h3>",
+            f"<h3>{analysis_heading('seed-averaged', primary_analysis)}</h3>",
             f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>',
         ]
     return parts
@@ -268,9 +287,10 @@ def _seed_spread_section(spreads: dict, primary: str | None, seed_png: bytes | N
     for name, spread in spreads.items():
         frame = spread.to_frame()
         parts.append(f"<h3>{html.escape(name)}</h3>")
+        parts.append(f"<p>{html.escape(seed_protocol_text(spread, frame['metric'].iloc[0]))}.</p>")
         parts.append(
             '<div class="wide">'
-            + frame.drop(columns=["baseline", "candidate"]).to_html(
+            + frame.drop(columns=["baseline", "candidate", "protocol"]).to_html(
                 index=False, border=0, float_format=lambda v: f"{v:.6f}"
             )
             + "</div>"

@@ -21,6 +21,7 @@ from mlflow_recsys.report.text import (
     _seed_counts,
     _test_words,
     _users,
+    no_mde_note,
 )
 from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
 from mlflow_recsys.stats.power import REPORT_POWER
@@ -180,6 +181,8 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
         " W/T/L: users on which the candidate scored higher/equal/lower. MDE: the smallest true difference "
         f"detected with {REPORT_POWER:.0%} power at the level its hypothesis is tested at."
     )
+    if no_mde_note(report):
+        plain += " " + no_mde_note(report)
     p = "$p" if report.correction is None else "adjusted $p"
     thresholds = ", ".join(
         f"$^{{{symbol}}}$ {p} \\le {_tex_float(f'{first.alpha / divisor:.6g}')}$"

@@ -8,12 +8,12 @@ from the report's columns. Names are written literally through
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from mlflow_recsys.report.escaping import escape_markdown, name_writer, visible_text
-from mlflow_recsys.stats.comparison import Markup
+from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX, Markup
 from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -25,7 +25,11 @@ _TEST_WORDS = {
     "randomization-exact": "an exact paired sign-flip randomization test (all sign patterns enumerated)",
     "bootstrap": "a paired null-centred bootstrap test",
     "t": "a paired t-test on the per-user differences",
-    "wilcoxon": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945)",
+    "wilcoxon": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945), its p-value from the "
+    "normal approximation of the signed-rank sum, with the variance corrected for tied ranks and no continuity "
+    "correction",
+    "wilcoxon-exact": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945), its p-value from "
+    "the exact null distribution of the signed-rank sum",
 }
 
 #: How each ``zero_method`` of the Wilcoxon test is described in the methods text.
@@ -41,7 +45,8 @@ _TEST_LABELS = {
     "randomization-exact": "exact paired sign-flip randomization test (all sign patterns enumerated)",
     "bootstrap": "paired null-centred bootstrap test (B = {B:,} resamples)",
     "t": "paired t-test",
-    "wilcoxon": "Wilcoxon signed-rank test (zero_method={zero_method}: {zero_words})",
+    "wilcoxon": "Wilcoxon signed-rank test, normal approximation ({zero_words})",
+    "wilcoxon-exact": "Wilcoxon signed-rank test, exact null distribution (no zero or tied differences)",
 }
 
 # Looked up by any comparison's zero_method, None for tests other than Wilcoxon's (which take no zero words).
@@ -80,11 +85,39 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
             "ci_high": frame["ci_high"].map(lambda v: f"{v:.6f}"),
             "p_value": frame["p_value"].map(_format_p),
             "adjusted_p": frame["adjusted_p_value"].map(_format_p),
-            "mde": frame["mde"].map(lambda v: f"{v:.6f}"),
+            "mde": frame["mde"].map(lambda v: NO_MDE if pd.isna(v) else f"{v:.6f}"),
             "direction": frame["direction"],
         }
     )
     return out
+
+
+#: What the ``mde`` cell of a table shows when no minimum detectable effect can be estimated.
+NO_MDE = "n/a"
+
+
+def no_mde_words(c: PairwiseComparison) -> str:
+    """Why ``c`` has no minimum detectable effect (its ``mde`` is NaN): ``""`` when it has one.
+
+    ``"no minimum detectable effect: the per-user differences have no spread"`` (their SD is 0, e.g. a model
+    compared with itself) or ``"...: fewer than two users"``. Names nothing, so it is safe in every markup.
+    """
+    if not math.isnan(c.mde):
+        return ""
+    why = "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
+    return f"no minimum detectable effect: {why}"
+
+
+def no_mde_note(report: ComparisonReport) -> str:
+    """A sentence for under a table whose ``mde`` column reads :data:`NO_MDE` somewhere; ``""`` when none does."""
+    missing = [c for c in report.comparisons if math.isnan(c.mde)]
+    if not missing:
+        return ""
+    return (
+        f"mde {NO_MDE} ({len(missing)} of {len(report.comparisons)} hypotheses): "
+        f"{no_mde_words(missing[0]).removeprefix('no minimum detectable effect: ')}, so no minimum detectable "
+        "effect can be estimated."
+    )
 
 
 def report_markdown(report: ComparisonReport) -> str:
@@ -98,7 +131,7 @@ def report_markdown(report: ComparisonReport) -> str:
     intervals = interval_names(report)
     settings = (
         f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
-        f"bootstrap interval; {first.test_method} test ({first.alternative}), B = {first.n_resamples:,}; "
+        f"bootstrap interval; {_test_words(report)}, {_SIDES[first.alternative]}; "
         f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
     )
@@ -109,7 +142,8 @@ def report_markdown(report: ComparisonReport) -> str:
     for column in text_columns:
         frame[column] = frame[column].map(escape_markdown)
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
-    return settings + "\n\n" + table
+    note = no_mde_note(report)
+    return settings + "\n\n" + table + (f"\n\n{note}" if note else "")
 
 
 def seed_averaged_phrase(report: ComparisonReport) -> str:
@@ -132,6 +166,48 @@ def seed_averaging_text(report: ComparisonReport) -> str:
         "user's difference, but inference remains over users for these trained instances: the intervals and "
         "p-values do not cover the spread a new training seed would bring, which the seed-spread table "
         "describes. "
+    )
+
+
+#: What each analysis of a comparison of runs is called (see ``ComparisonSettings.primary_analysis``).
+ANALYSIS_TITLES = {
+    "representative-seed": "representative-seed comparison",
+    "seed-averaged": "seed-averaged comparison",
+}
+
+
+def analysis_heading(analysis: str, primary_analysis: str) -> str:
+    """``Primary analysis: seed-averaged comparison`` or ``Sensitivity analysis: representative-seed comparison``.
+
+    ``analysis`` and ``primary_analysis`` are ``"seed-averaged"`` or ``"representative-seed"``; names nothing,
+    so it is safe in every markup.
+    """
+    role = "Primary analysis" if analysis == primary_analysis else "Sensitivity analysis"
+    return f"{role}: {ANALYSIS_TITLES[analysis]}"
+
+
+def primary_analysis_text(primary_analysis: str, requested: str | None = None) -> str:
+    """The methods sentences saying which analysis the conclusion rests on and what the other one is.
+
+    ``primary_analysis`` is the analysis used (``"seed-averaged"`` or ``"representative-seed"``),
+    ``requested`` the setting: ``"auto"`` when the default rule chose it, ``None`` (default) when unknown.
+    """
+    other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
+    why = {
+        "auto": ", chosen by the default rule, which takes the seed-averaged comparison whenever a model has two "
+        "or more seeds",
+        None: "",
+    }.get(requested, ", as set for the comparison (primary_analysis)")
+    return (
+        f"The primary analysis is the {ANALYSIS_TITLES[primary_analysis]}{why}; the conclusion rests "
+        f"on it. The {ANALYSIS_TITLES[other]} tests the same hypotheses on "
+        + (
+            "one trained run per model"
+            if other == "representative-seed"
+            else "each model's per-user values averaged over its training seeds"
+        )
+        + " and is reported as a sensitivity analysis: it shows whether the conclusion depends on that "
+        "choice, and is not a second test of the hypotheses."
     )
 
 
@@ -221,10 +297,8 @@ def methods_text(report: ComparisonReport) -> str:
         first.alternative
     ]
     tests = " and ".join(_TEST_WORDS[m] for m in methods)
-    if "wilcoxon" in methods:
-        # A report tests every hypothesis one way, so here the first comparison is a Wilcoxon one, with a zero method.
-        zero_words = _ZERO_WORDS[cast(str, first.zero_method)]
-        tests += f" ({zero_words}; p-values from scipy.stats.wilcoxon, exact for small samples without ties or zeros)"
+    if any(m.startswith("wilcoxon") for m in methods):
+        tests += f" ({_wilcoxon_rule_words(report)})"
     units = (
         "Each user's rows were first averaged, so every user counts once. "
         if any(c.n_units != c.n_samples for c in report.comparisons)
@@ -249,6 +323,17 @@ def methods_text(report: ComparisonReport) -> str:
         "evaluation users for the trained model instances compared; variation across training seeds is "
         "reported separately. "
         f"{_mde_words(report)}"
+    )
+
+
+def _wilcoxon_rule_words(report: ComparisonReport) -> str:
+    """The Wilcoxon test's method rule and its zero method, for the methods text."""
+    c = next(c for c in report.comparisons if c.test_method.startswith("wilcoxon"))
+    zeros = f"; {_ZERO_WORDS[c.zero_method]}" if c.zero_method in _ZERO_WORDS else ""
+    return (
+        f"computed with scipy.stats.wilcoxon: the exact null distribution when a hypothesis had at most "
+        f"{WILCOXON_EXACT_MAX} differences, none zero and no two of equal size, the normal approximation "
+        f"otherwise{zeros}"
     )
 
 
@@ -279,6 +364,7 @@ def _mde_words(report: ComparisonReport) -> str:
         f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
         "of its per-user differences and the number of users, by the normal approximation "
         f"(Cohen, 1988), which is slightly optimistic for few users.{note}"
+        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
     )
 
 
@@ -331,29 +417,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
         effect = f"{cand} scored {-c.difference:.4f} lower than {base} on {metric}"
     else:
         effect = f"{cand} and {base} scored the same mean {metric}"
-    J = c.family_size
-    B = c.n_resamples
-    p = c.adjusted_p_value
-    if c.test_method == "randomization" or c.test_method == "bootstrap":
-        floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
-        test = f"paired {c.test_method} test with {B:,} resamples"
-        at_floor = abs(p - min(1.0, floor)) <= 1e-12
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}" + (
-            f", the smallest attainable with {B:,} resamples and {J} hypotheses"
-            if at_floor and J > 1
-            else f", the smallest attainable with {B:,} resamples"
-            if at_floor
-            else ""
-        )
-    elif c.test_method == "randomization-exact":
-        test = "exact paired randomization test over all sign patterns"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    elif c.test_method == "wilcoxon":
-        test = "Wilcoxon signed-rank test"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    else:
-        test = "paired t-test"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    test, p_words = _test_and_p_words(report, c)
     level = f"{c.confidence_level:.0%}"
     interval = (
         f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
@@ -374,11 +438,42 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
             f"; with {c.n_units:,} users this comparison would detect a true difference of {c.mde:.4f} "
             f"with {REPORT_POWER:.0%} power"
         )
+    elif c.direction == "inconclusive":
+        verdict += f"; {no_mde_words(c)}"
     return (
         f"{effect} ({level} {'BCa ' if c.interval_method == 'bca' else ''}paired-bootstrap interval {interval}, "
         f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
         f"{c.n_nonzero:,} scored differently)."
     )
+
+
+def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[str, str]:
+    """The test of ``c`` as the result sentence names it, and its adjusted p-value with its floor when reached."""
+    J = c.family_size
+    B = c.n_resamples
+    p = c.adjusted_p_value
+    if c.test_method == "randomization" or c.test_method == "bootstrap":
+        floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
+        test = f"paired {c.test_method} test with {B:,} resamples"
+        at_floor = abs(p - min(1.0, floor)) <= 1e-12
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}" + (
+            f", the smallest attainable with {B:,} resamples and {J} hypotheses"
+            if at_floor and J > 1
+            else f", the smallest attainable with {B:,} resamples"
+            if at_floor
+            else ""
+        )
+    elif c.test_method == "randomization-exact":
+        test = "exact paired randomization test over all sign patterns"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    elif c.test_method.startswith("wilcoxon"):
+        how = "exact null distribution" if c.test_method == "wilcoxon-exact" else "normal approximation"
+        test = f"Wilcoxon signed-rank test ({how})"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    else:
+        test = "paired t-test"
+        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
+    return test, p_words
 
 
 def _p_label(report: ComparisonReport, c: PairwiseComparison) -> str:
@@ -401,11 +496,6 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain
         if r.sign_reversals == 0
         else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
     )
-    retrained = {
-        "one-side-seeded": "only one model retrained",
-        "paired-seeds": "both models retrained, paired by seed",
-        "independent-seeds": "both models retrained independently",
-    }[r.protocol]
     if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
         spreads = (
             f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
@@ -418,13 +508,44 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain
             f"interval by {r.widens_by:.1%}"
         )
     text = (
-        f"Over {r.n_seeds} seeds ({retrained}), {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
+        f"{seed_protocol_text(spread, metric, markup=markup)}. "
+        f"Over {r.n_seeds} seeds, {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
         f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
         f"{spreads}, and {reversals}."
     )
     if r.notes:
         text += f" Note: {r.notes}."
     return text
+
+
+def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain") -> str:
+    """How the seeds of ``metric``'s seed-spread row were used, in words (the ``protocol`` column, said once here).
+
+    E.g. ``ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone``; with seeds on both
+    sides, ``... under the same 3 seeds, paired by seed`` or ``... each under their own seeds, treated as
+    independent``. No final full stop. ``markup`` writes the names as in :func:`seed_spread_text`.
+
+    Raises
+    ------
+    KeyError
+        If ``metric`` is not in the table.
+    """
+    name = name_writer(markup)
+    rows = spread.summary[spread.summary["metric"] == metric]
+    if rows.empty:
+        raise KeyError(f"metric: expected one of {spread.summary['metric'].tolist()}, found {metric!r}")
+    r = rows.iloc[0]
+    base, cand = name(r.baseline), name(r.candidate)
+    if r.protocol == "paired-seeds":
+        return f"{cand} and {base} trained under the same {r.n_seeds} seeds, paired by seed (shared randomness)"
+    if r.protocol == "independent-seeds":
+        return (
+            f"{cand} and {base} each trained under their own seeds, treated as independent: the spread adds "
+            "each model's own spread across its seeds"
+        )
+    per_seed = spread.per_seed[spread.per_seed["metric"] == metric]
+    seeded, once = (base, cand) if per_seed["candidate_seed"].isna().all() else (cand, base)
+    return f"{seeded} trained under {r.n_seeds} seeds, {once} once: the spread is {seeded}'s retraining alone"
 
 
 def report_string(report: ComparisonReport) -> str:
@@ -449,7 +570,8 @@ def report_string(report: ComparisonReport) -> str:
     -------
     str
         ``2 + len(report.comparisons)`` lines (settings, header, rows), no
-        trailing newline.
+        trailing newline; one more, :func:`no_mde_note`, when some row has
+        no minimum detectable effect (its mde reads ``n/a``).
     """
     if not report.comparisons:
         return "ComparisonReport with no hypotheses"
@@ -477,7 +599,8 @@ def report_string(report: ComparisonReport) -> str:
         ]
         for c in report.comparisons
     ]
-    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7}))
+    note = no_mde_note(report)
+    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
 
 
 def report_summary(report: ComparisonReport) -> str:
@@ -579,18 +702,51 @@ def _interval_label(report: ComparisonReport) -> str:
 
 def _test_words(report: ComparisonReport) -> str:
     methods = list(dict.fromkeys(c.test_method for c in report.comparisons))
-    words = []
-    for method in methods:
-        c = next(c for c in report.comparisons if c.test_method == method)
-        template = _TEST_LABELS.get(method, method)
-        words.append(
-            template.format(
-                B=c.n_resamples,
-                zero_method=c.zero_method,
-                zero_words=_ZERO_LABELS.get(c.zero_method, "zero differences as scipy treats them"),
-            )
-        )
+    words = [_test_label(next(c for c in report.comparisons if c.test_method == m)) for m in methods]
     return words[0] if len(words) == 1 else "by hypothesis, " + " or ".join(words)
+
+
+def _test_label(c: PairwiseComparison) -> str:
+    """``paired sign-flip randomization test (B = 9,999 random sign patterns)``: the test of ``c`` in words."""
+    return _TEST_LABELS[c.test_method].format(
+        B=c.n_resamples, zero_words=_ZERO_LABELS.get(c.zero_method, "zero differences as scipy treats them")
+    )
+
+
+def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
+    """How the p-values were adjusted, and which test and which interval each hypothesis used, in sentences.
+
+    E.g. ``Holm adjustment within each family: ...; significant where the adjusted p <= 0.05``, ``Test: a paired
+    sign-flip randomization test (B = 9,999 random sign patterns), for every hypothesis`` and ``Interval: 95%
+    percentile bootstrap interval, for every hypothesis``; a test or interval used for some hypotheses only
+    names them (metric and candidate). ``name`` writes names and metric keys (``str``, or
+    :func:`~mlflow_recsys.report.escaping.visible_text` for a terminal).
+    """
+    alpha = report.comparisons[0].alpha
+    if report.correction is None:
+        lines = [
+            f"No adjustment: each of the {len(report.comparisons)} hypotheses is tested on its own; significant "
+            f"where p <= {alpha:g}"
+        ]
+    else:
+        lines = [
+            f"{CORRECTION_NAMES[report.correction]} adjustment {family_phrase(report, name)}; significant where "
+            f"the adjusted p <= {alpha:g}"
+        ]
+
+    def which(rows: list[PairwiseComparison]) -> str:
+        if len(rows) == len(report.comparisons):
+            return "for every hypothesis"
+        return "for " + ", ".join(f"{name(c.metric)} ({name(c.candidate)} vs {name(c.baseline)})" for c in rows)
+
+    for method in dict.fromkeys(c.test_method for c in report.comparisons):
+        rows = [c for c in report.comparisons if c.test_method == method]
+        lines.append(f"Test: {_test_label(rows[0])}, {_SIDES[rows[0].alternative]}, {which(rows)}")
+    for method in dict.fromkeys(c.interval_method for c in report.comparisons):
+        rows = [c for c in report.comparisons if c.interval_method == method]
+        words = "percentile" if method == "percentile" else "bias-corrected and accelerated (BCa)"
+        lines.append(f"Interval: {_percent(rows[0].confidence_level)}% {words} bootstrap interval, {which(rows)}")
+    return lines
 
 
 def _correction_label(report: ComparisonReport) -> str:

@@ -10,6 +10,7 @@ from mlflow_recsys.stats.comparison import (
     PairwiseComparison,
     compare_models,
     compare_pair,
+    wilcoxon_method,
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
 from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
@@ -51,6 +52,7 @@ __all__ = [
     "minimum_detectable_effect",
     "required_users",
     "seed_spread",
+    "wilcoxon_method",
 ]
 
 

@@ -172,7 +172,9 @@ class PairwiseComparison:
     :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of
     ``unit_differences``, ``n_units`` and the alternative, at the level the
     hypothesis is tested at after adjustment (:func:`mde_alpha`). NaN on a
-    single unit.
+    single unit and when the unit differences have no spread (SD 0, e.g. a
+    model compared with itself): then no minimum detectable effect can be
+    estimated, and the reports say so in words.
     """
 
     metric: str
@@ -466,9 +468,11 @@ def compare_models(
         interval's replicates), ``"t"`` (one-sample t-test of the unit
         differences, ``scipy.stats.ttest_1samp``; Student 1908) or
         ``"wilcoxon"`` (Wilcoxon signed-rank test of the unit differences,
-        ``scipy.stats.wilcoxon`` with ``method="auto"``: exact null for small
-        samples without ties or zeros, normal approximation otherwise; Wilcoxon
-        1945). The Wilcoxon test asks whether the differences are symmetric
+        ``scipy.stats.wilcoxon`` with the method this package chooses,
+        :func:`wilcoxon_method`: the exact null for at most 50 differences
+        without zeros or tied magnitudes, reported as ``"wilcoxon-exact"``, and
+        the tie-corrected normal approximation otherwise, reported as
+        ``"wilcoxon"``; Wilcoxon 1945). The Wilcoxon test asks whether the differences are symmetric
         about 0 (a median-like location), not whether their mean is 0, so it
         can disagree with the others on skewed differences.
     random_state:
@@ -709,7 +713,7 @@ def _snap_rounding_ties(d: np.ndarray, base: np.ndarray, cand: np.ndarray) -> No
 
 
 def _mde(d: np.ndarray, alpha: float, alternative: Alternative) -> float:
-    """Minimum detectable effect at 80% power for the unit differences ``d`` (NaN for one unit)."""
+    """Minimum detectable effect at 80% power for the unit differences ``d`` (NaN for one unit or no spread)."""
     if d.shape[0] < 2:
         return float("nan")
     return minimum_detectable_effect(float(np.std(d, ddof=1)), d.shape[0], alpha, REPORT_POWER, alternative)
@@ -850,7 +854,8 @@ def _test(
         null = boot - observed
         return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
     if test_method == "wilcoxon":
-        return None, _wilcoxon_p_value(d, alternative, zero_method), test_method
+        p, reported = _wilcoxon_p_value(d, alternative, zero_method)
+        return None, p, reported
     return None, _t_test_p_value(d, alternative), test_method
 
 
@@ -946,24 +951,57 @@ def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
     return float(scipy.stats.ttest_1samp(d - centre, -centre, alternative=alternative).pvalue)
 
 
-def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> float:
-    """Wilcoxon signed-rank test of the unit differences (Wilcoxon 1945): ``scipy.stats.wilcoxon``'s p-value.
+#: Most non-zero differences for which the Wilcoxon test uses the exact null distribution of its rank sum.
+WILCOXON_EXACT_MAX = 50
 
-    ``method="auto"`` lets scipy choose: the exact null distribution of the rank
-    sum for small samples without ties or zeros, the normal approximation
-    otherwise. When every difference is 0 there is nothing to rank: the models
-    tie everywhere, and p = 1 as for the other tests (scipy returns NaN or
-    warns there). A NaN from scipy in any other case is also read as p = 1.
+
+def wilcoxon_method(d: np.ndarray) -> Literal["exact", "approx"]:
+    """How the Wilcoxon signed-rank test of the differences ``d`` is computed: this package's rule, not scipy's.
+
+    ``"exact"`` (the exact null distribution of the signed-rank sum, Wilcoxon 1945) when ``d`` has no zero,
+    no two equal magnitudes ``|d_i|`` and at most :data:`WILCOXON_EXACT_MAX` values; else ``"approx"``: the
+    normal approximation of the rank sum with the variance corrected for tied ranks and without continuity
+    correction (Lehmann, 1975, *Nonparametrics*, sec. 3.2). The rule is passed to ``scipy.stats.wilcoxon``
+    as ``method=``, so the p-value does not depend on the SciPy version: the ``"auto"`` choice changed
+    between versions (SciPy 1.11 used the normal approximation whenever there were zeros or ties, newer
+    versions compute an exact permutation distribution for small samples with them), while ``"exact"``
+    without zeros or ties and ``"approx"`` compute the same in every version from 1.11 on.
+
+    Parameters
+    ----------
+    d:
+        1-D float array of the unit differences.
+
+    Returns
+    -------
+    ``"exact"`` or ``"approx"``.
     """
+    magnitudes = np.abs(d)
+    no_zeros_or_ties = bool(np.all(magnitudes > 0)) and np.unique(magnitudes).shape[0] == d.shape[0]
+    return "exact" if no_zeros_or_ties and d.shape[0] <= WILCOXON_EXACT_MAX else "approx"
+
+
+def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> tuple[float, str]:
+    """Wilcoxon signed-rank test of the unit differences (Wilcoxon 1945) -> (p-value, method as reported).
+
+    ``scipy.stats.wilcoxon`` with ``method=`` from :func:`wilcoxon_method`; reported as ``"wilcoxon-exact"``
+    or ``"wilcoxon"`` (the normal approximation). When every difference is 0 there is nothing to rank: the
+    models tie everywhere, and p = 1 as for the other tests (scipy returns NaN or warns there). A NaN from
+    scipy in any other case is also read as p = 1.
+    """
+    method = wilcoxon_method(d)
+    reported = "wilcoxon-exact" if method == "exact" else "wilcoxon"
     if not np.any(d):
-        return 1.0
+        return 1.0, reported
     with warnings.catch_warnings():
-        # scipy warns when it switches from the exact to the normal null (ties, zeros) or when few differences
-        # remain; the choice is documented above, and the p-value is scipy's either way.
+        # scipy warns when few differences remain for the normal approximation; the rule is documented above.
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        p = float(scipy.stats.wilcoxon(d, zero_method=zero_method, alternative=alternative, method="auto").pvalue)
-    return 1.0 if np.isnan(p) else p
+        result = scipy.stats.wilcoxon(
+            d, zero_method=zero_method, alternative=alternative, method=method, correction=False
+        )
+    p = float(result.pvalue)
+    return (1.0 if np.isnan(p) else p), reported
 
 
 def _bca_interval(

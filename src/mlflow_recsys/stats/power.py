@@ -62,7 +62,9 @@ def minimum_detectable_effect(
     Returns
     -------
     float
-        The effect, in the units of the differences; 0 when ``sd`` is 0.
+        The effect, in the units of the differences; NaN when ``sd`` is 0: differences without spread give
+        the formula nothing to scale (every user differs by the same amount), so no minimum detectable
+        effect can be estimated, and 0 would claim that any effect is detected.
 
     Raises
     ------
@@ -70,6 +72,8 @@ def minimum_detectable_effect(
         If an argument is out of range, naming it.
     """
     sd, n, alpha, power, alternative = _power_iv(sd=sd, n=n, alpha=alpha, power=power, alternative=alternative)
+    if sd == 0:
+        return math.nan
     return _z_sum(alpha, power, alternative) * sd / math.sqrt(n)
 
 

@@ -316,8 +316,9 @@ def _spread_row(m: pd.DataFrame, protocol: str, baseline, candidate, metric: str
         sd_retraining = float(math.hypot(np.std(base_aggs, ddof=1), np.std(cand_aggs, ddof=1)))
         n_seeds = int(min(len(base_aggs), len(cand_aggs)))
         notes.append(
-            f"independent seeds ({len(base_aggs)} baseline, {len(cand_aggs)} candidate): sd_retraining "
-            "adds each model's own spread; min/max and reversals match seeds by sorted order"
+            f"{len(base_aggs)} baseline and {len(cand_aggs)} candidate seeds, treated as independent: the "
+            "retraining SD adds each model's own spread, and the lowest and highest differences and the sign "
+            "reversals pair the seeds in sorted order"
         )
     else:
         mean_difference = float(diffs.mean())

@@ -25,6 +25,7 @@ TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
 IntervalMethod = Literal["percentile", "bca"]
 ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
 Family = Literal["primary", "all"]
+PrimaryAnalysis = Literal["auto", "seed-averaged", "representative-seed"]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 TEST_METHODS = ("randomization", "bootstrap", "t", "wilcoxon")
@@ -32,6 +33,9 @@ INTERVAL_METHODS = ("percentile", "bca")
 #: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
 ZERO_METHODS = ("wilcox", "pratt", "zsplit")
 FAMILIES = ("primary", "all")
+#: Which of a comparison of runs' two analyses of the same hypotheses is the primary one (the other is a
+#: sensitivity analysis): ``"auto"`` resolves by :func:`resolve_primary_analysis`.
+PRIMARY_ANALYSES = ("auto", "seed-averaged", "representative-seed")
 
 #: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
 #: from more resamples.
@@ -95,6 +99,11 @@ class ComparisonSettings:
     seed : str, optional
         The seed (``recsys.seed`` tag) of the run that stands for each seeded model in the paired report;
         ``None``: each model's lowest. An int is stored as its text.
+    primary_analysis : ``"auto"``, ``"seed-averaged"`` or ``"representative-seed"``, default ``"auto"``
+        Which analysis of a comparison of runs the conclusion rests on, when a model has several seeds and
+        both a representative-seed and a seed-averaged comparison test the same hypotheses; the other is
+        reported as a sensitivity analysis. ``"auto"``: seed-averaged when any compared model has two or
+        more seeds, else the representative seed (:func:`resolve_primary_analysis`).
 
     Raises
     ------
@@ -117,6 +126,7 @@ class ComparisonSettings:
     random_state: int | None = 0
     paired_seeds: bool = False
     seed: str | None = None
+    primary_analysis: PrimaryAnalysis = "auto"
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: the checked, canonical values replace the given ones
@@ -146,6 +156,7 @@ class ComparisonSettings:
             put(self, "seed", str(self.seed))  # compared as the recsys.seed tag's text
         if self.seed is not None:
             put(self, "seed", line(self.seed, "seed"))
+        put(self, "primary_analysis", one_of(self.primary_analysis, "primary_analysis", PRIMARY_ANALYSES))
         if self.reference is None and self.alternative != "two-sided":
             raise ValueError(
                 f"reference: a one-sided alternative ({self.alternative!r}) needs a reference model "
@@ -184,6 +195,43 @@ class ComparisonSettings:
             value = getattr(self, f.name)
             out[f.name] = ",".join(value) if f.name == "metrics" and value is not None else str(value)
         return out
+
+
+def resolve_primary_analysis(
+    primary_analysis: PrimaryAnalysis, *, seeded: bool
+) -> Literal["seed-averaged", "representative-seed"]:
+    """The primary analysis a comparison of runs reports: ``primary_analysis`` with ``"auto"`` resolved.
+
+    Parameters
+    ----------
+    primary_analysis:
+        One of :data:`PRIMARY_ANALYSES`.
+    seeded:
+        Whether some compared model has two or more seeds (so a seed-averaged comparison exists).
+
+    Returns
+    -------
+    ``"seed-averaged"`` or ``"representative-seed"``; ``"auto"`` gives the first when ``seeded``, else the
+    second.
+
+    Raises
+    ------
+    ValueError
+        If ``primary_analysis`` is ``"seed-averaged"`` and no model has seeds, or is not one of
+        :data:`PRIMARY_ANALYSES`.
+    """
+    one_of(primary_analysis, "primary_analysis", PRIMARY_ANALYSES)
+    if primary_analysis == "auto":
+        return "seed-averaged" if seeded else "representative-seed"
+    if primary_analysis == "seed-averaged" and not seeded:
+        raise ValueError(
+            expected(
+                "primary_analysis",
+                "'auto' or 'representative-seed' when no model has two or more seeds",
+                primary_analysis,
+            )
+        )
+    return primary_analysis
 
 
 def metric_keys(metrics: str | Sequence[str]) -> list[str]:

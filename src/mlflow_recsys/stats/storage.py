@@ -64,7 +64,7 @@ def _one_of(*allowed):
 _VALID = {
     "direction": _one_of("better", "worse", "inconclusive"),
     "alternative": _one_of(*ALTERNATIVES),
-    "test_method": _one_of(*TEST_METHODS, "randomization-exact"),
+    "test_method": _one_of(*TEST_METHODS, "randomization-exact", "wilcoxon-exact"),
     "interval_method": _one_of(*INTERVAL_METHODS),
     "family": _one_of("primary", "secondary", "all"),
     "zero_method": _one_of(None, *ZERO_METHODS),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
+import scipy
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
@@ -26,10 +27,10 @@ from mlflow_recsys._digests import text_digest
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.report.citations import references_bibtex
-from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
+from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report.html import report_html
 from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
-from mlflow_recsys.report.text import seed_averaging_text
+from mlflow_recsys.report.text import analysis_heading, primary_analysis_text, seed_averaging_text
 from mlflow_recsys.stats import (
     ComparisonReport,
     LowResamplesWarning,
@@ -39,8 +40,8 @@ from mlflow_recsys.stats import (
     compare_seed_averaged,
     seed_spread,
 )
-from mlflow_recsys.stats.comparison import _pairs, check_replicate_memory
-from mlflow_recsys.stats.settings import ComparisonSettings
+from mlflow_recsys.stats.comparison import Markup, _pairs, check_replicate_memory
+from mlflow_recsys.stats.settings import ComparisonSettings, resolve_primary_analysis
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import (
@@ -95,6 +96,9 @@ class RunComparison:
         When a model has two or more seeds: the same hypotheses on each model's per-user values averaged
         over all its seeds (:func:`~mlflow_recsys.stats.compare_seed_averaged`), adjusted in families of
         their own; otherwise ``None``.
+    primary_analysis:
+        ``"seed-averaged"`` or ``"representative-seed"``: the analysis the conclusion rests on
+        (``settings.primary_analysis`` resolved); the other one, when there is one, is a sensitivity analysis.
     """
 
     report: ComparisonReport
@@ -103,6 +107,12 @@ class RunComparison:
     source_runs: dict[str, dict[str, str]]
     report_seed: str | None = None
     seed_averaged: ComparisonReport | None = None
+    primary_analysis: str = "representative-seed"
+
+    @property
+    def primary_report(self) -> ComparisonReport:
+        """The report of the primary analysis: :attr:`seed_averaged` or :attr:`report`."""
+        return self.seed_averaged if self.primary_analysis == "seed-averaged" and self.seed_averaged else self.report
 
     @property
     def report_seed_rule(self) -> str:
@@ -216,7 +226,8 @@ def compare_runs(
         except BaseException as exc:
             target.record_failure(exc, runs, create=True)
             raise
-        logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys)
+        analysis = resolve_primary_analysis(settings.primary_analysis, seeded=averaged is not None)
+        logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
         _log.info("logging the comparison run")
         stage("logging")
         declared = _declared_in_advance(runs, settings.primary)
@@ -230,6 +241,7 @@ def compare_runs(
         source_runs=plan.groups,
         report_seed=settings.seed,
         seed_averaged=averaged,
+        primary_analysis=analysis,
     )
 
 
@@ -310,7 +322,7 @@ def _compare(
     return report, dict(sorted(spreads.items())), averaged
 
 
-def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str]) -> dict:
+def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str], analysis: str) -> dict:
     """The comparison's settings as logged (params and ``settings.json``), in a fixed order."""
     names = (
         "reference",
@@ -325,14 +337,18 @@ def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: 
         "family",
         "random_state",
         "paired_seeds",
+        "primary_analysis",
     )
     return {
         **{name: getattr(settings, name) for name in names},
+        "primary_analysis_used": analysis,
         "model_tag": model_tag,
         "report_seed": settings.seed if settings.seed is not None else "lowest seed of each model",
         # What was asked for, and what was compared.
         "metrics": ",".join(settings.metrics) if settings.metrics else None,
         "compared_metrics": ",".join(compared),
+        # The tests, intervals and the Wilcoxon null come from SciPy: the version that computed them.
+        "scipy_version": scipy.__version__,
     }
 
 
@@ -403,6 +419,10 @@ def _preflight(
         check_replicate_memory(settings.n_resamples, reports * len(plan.pairs) * len(plan.metric_keys))
     if settings.paired_seeds:
         _paired_seeds_iv(plan)
+    try:
+        resolve_primary_analysis(settings.primary_analysis, seeded=plan.seed_averaged)
+    except ValueError as exc:
+        raise RunSelectionError(str(exc)) from None
     return runs, plan
 
 
@@ -892,6 +912,7 @@ def _note_versions(
     provenance: dict | None = None,
     declared: bool = False,
     averaged: ComparisonReport | None = None,
+    analysis: str = "representative-seed",
 ):
     """The run notes, fullest first: MLflow keeps 8,000 characters, and :func:`fit_text` takes the first that fits.
 
@@ -899,33 +920,103 @@ def _note_versions(
     columns with names cut to :data:`NOTE_NAME_WIDTH` and as many whole rows as fit, and a pointer to the files.
     """
     title = ["## Paired comparison", ""]
-    when = "declared in advance" if declared else "chosen at comparison time, not before training"
-    declaration = [f"Primary metric ({when}): **{escape_markdown(primary)}**.", ""] if primary else []
-    sentences = [
-        report.results_text(primary, c.candidate, c.baseline, markup="markdown")
-        for c in report.comparisons
-        if c.metric == primary
-    ]
-    if averaged is not None:
-        sentences = [f"**Representative seed.** {text}" for text in sentences]
-        sentences += [
-            "**Seed-averaged.** " + averaged.results_text(primary, c.candidate, c.baseline, markup="markdown")
-            for c in averaged.comparisons
-            if c.metric == primary and c.averages_seeds
-        ]
-    sentences = [line for text in sentences for line in (text, "")]
-    seeds = []
-    for name, spread in spreads.items():
-        key = primary or spread.to_frame()["metric"].iloc[0]
-        seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup='markdown')}", ""]
+    declaration, sentences, seeds = _result_paragraphs(
+        report, spreads, primary, declared, averaged, "markdown", analysis
+    )
     what = [provenance_markdown(provenance), ""] if provenance else []
     tables = [report.to_markdown(), ""]
     if averaged is not None:
-        tables = ["### Representative seed", "", *tables, "### Seed-averaged", "", averaged.to_markdown(), ""]
+        tables = []
+        for kind, shown in _analyses(report, averaged, analysis):
+            tables += [f"### {analysis_heading(kind, analysis)}", "", shown.to_markdown(), ""]
     yield "\n".join(title + declaration + sentences + tables + seeds + what + [_note_pointer(bool(spreads))])
+    primary_report = dict(_analyses(report, averaged, analysis))[analysis]
+    compact_label = analysis_heading(analysis, analysis) if averaged is not None else None
     yield from _compact_notes(
-        report, title, declaration, sentences, seeds, _compact_provenance(provenance), averaged is not None
+        primary_report, title, declaration, sentences, seeds, _compact_provenance(provenance), compact_label
     )
+
+
+def _analyses(
+    report: ComparisonReport, averaged: ComparisonReport | None, analysis: str
+) -> list[tuple[str, ComparisonReport]]:
+    """The analyses made, primary first: ``("seed-averaged", averaged)`` and ``("representative-seed", report)``."""
+    made = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
+    return sorted(made, key=lambda pair: pair[0] != analysis)
+
+
+def _result_paragraphs(
+    report: ComparisonReport,
+    spreads: dict[str, SeedSpread],
+    primary: str | None,
+    declared: bool,
+    averaged: ComparisonReport | None,
+    markup: Markup,
+    analysis: str = "representative-seed",
+) -> tuple[list[str], list[str], list[str]]:
+    """The primary metric's declaration, its result sentences and the seed sentences, as lines each followed by
+    a blank one: in markdown for the run notes, in plain text for ``summary.txt`` and the terminal."""
+    name = name_writer(markup)
+
+    def bold(text: str) -> str:
+        return f"**{text}**" if markup == "markdown" else text
+
+    when = "declared in advance" if declared else "chosen at comparison time, not before training"
+    declaration = [f"Primary metric ({when}): {bold(name(primary))}.", ""] if primary else []
+    sentences = []
+    for kind, shown in _analyses(report, averaged, analysis):
+        label = f"{bold(analysis_heading(kind, analysis) + '.')} " if averaged is not None else ""
+        sentences += [
+            label + shown.results_text(primary, c.candidate, c.baseline, markup=markup)
+            for c in shown.comparisons
+            # a pair without seeds would repeat its representative-seed sentence
+            if c.metric == primary and (kind == "representative-seed" or c.averages_seeds)
+        ]
+    sentences = [line for text in sentences for line in (text, "")]
+    seeds = []
+    for label, spread in spreads.items():
+        key = primary or spread.to_frame()["metric"].iloc[0]
+        seeds += [f"{bold(f'Seeds ({name(label)})')}: {spread.results_text(key, markup=markup)}", ""]
+    return declaration, sentences, seeds
+
+
+def _summary_text(
+    report: ComparisonReport,
+    spreads: dict[str, SeedSpread],
+    primary: str | None,
+    provenance: dict,
+    declared: bool,
+    averaged: ComparisonReport | None,
+    analysis: str = "representative-seed",
+) -> str:
+    """``summary.txt``: what the run notes say, as plain text for a terminal (the study prints it).
+
+    No markup and no escapes: a web address reads as it is and can be copied; names keep control
+    characters as visible escapes, so every line is one line.
+    """
+    declaration, sentences, seeds = (
+        [visible_text(line) for line in part]
+        for part in _result_paragraphs(report, spreads, primary, declared, averaged, "plain", analysis)
+    )
+    tables = [str(report), ""]  # already one line per row, names written visibly
+    if averaged is not None:
+        tables = []
+        for kind, shown in _analyses(report, averaged, analysis):
+            tables += [analysis_heading(kind, analysis), "", str(shown), ""]
+    what = ["What was compared", ""] + [f"- {visible_text(line)}" for line in provenance_lines(provenance)]
+    what += [f"- {visible_text(model)}: {visible_text(i['why'])}" for model, i in provenance["models"].items()]
+    lines = [
+        "Paired comparison",
+        "",
+        *declaration,
+        *sentences,
+        *tables,
+        *seeds,
+        *what,
+        "",
+        _note_pointer(bool(spreads)),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def _note_pointer(has_seed_table: bool) -> str:
@@ -956,7 +1047,7 @@ def _compact_notes(
     sentences: list[str],
     seeds: list[str],
     what: list[str],
-    averaged: bool,
+    label: str | None,
 ):
     """The compact notes, fullest first: the sentences while they fit, a table of as many whole rows as fit, a
     pointer to the files; last, a line that says the table does not fit."""
@@ -975,8 +1066,8 @@ def _compact_notes(
     ]
     seeds_elsewhere = ["The seed-spread sentences are in report.html.", ""] if seeds else []
     pointer = _note_pointer(bool(seeds))
-    if averaged:
-        header = ["Representative seed (the seed-averaged table is in report.md):", ""] + header
+    if label is not None:
+        header = [f"{label} (the sensitivity analysis is in report.md):", ""] + header
     for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
         head = title + declared + extra + what
         # The longest prefix of rows that fits: the text grows by one line per row.
@@ -1013,10 +1104,13 @@ def source_runs_tag(run_ids: list[str]) -> str:
     )
 
 
-def _headline(report: ComparisonReport, primary: str | None) -> str:
-    """The first result sentence of the primary metric, or of the first compared metric without one."""
-    first = next(c for c in report.comparisons if c.metric == (primary or report.comparisons[0].metric))
-    return report.results_text(first.metric, first.candidate, first.baseline)
+def _headline(report: ComparisonReport, primary: str | None, averaged: ComparisonReport | None, analysis: str) -> str:
+    """The primary analysis' first result sentence of the primary metric, or of the first compared metric without
+    one; named ``Primary analysis: ...`` when a sensitivity analysis exists beside it."""
+    shown = dict(_analyses(report, averaged, analysis))[analysis]
+    first = next(c for c in shown.comparisons if c.metric == (primary or shown.comparisons[0].metric))
+    sentence = shown.results_text(first.metric, first.candidate, first.baseline)
+    return sentence if averaged is None else f"{analysis_heading(analysis, analysis)}. {sentence}"
 
 
 def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
@@ -1055,6 +1149,7 @@ def _log_comparison(
     to refuse or cut anything. Returns the run id.
     """
     run_name = _run_name(report, plan)
+    analysis = settings["primary_analysis_used"]
     source_ids = [r.info.run_id for r in runs]
     text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
     params = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
@@ -1064,14 +1159,20 @@ def _log_comparison(
         frame, averaged_frame = _write_report_frames(out, report, averaged)
         seed_frame = _write_seed_files(out, spreads)
         _write_texts(out, report, averaged, provenance, settings)
+        (out / "summary.txt").write_text(
+            _summary_text(report, spreads, primary, provenance, declared, averaged, analysis)
+        )
         _write_json_files(out, source_ids, plan, settings, key_map)
         forest_plot(report, out / "forest.png")
+        seeds = seed_frame is not None
         _write_html(
-            out, report, spreads, run_name, primary, provenance, declared, averaged, seeds=seed_frame is not None
+            out, report, spreads, run_name, primary, provenance, declared, averaged, seeds=seeds, analysis=analysis
         )
         page = recsys_page_url(runs[0].info.experiment_id)
         link = f"\n\nCompare these and other runs on the server's page: {page}" if page else ""
-        note = fit_text(v + link for v in _note_versions(report, spreads, primary, provenance, declared, averaged))
+        versions = _note_versions(report, spreads, primary, provenance, declared, averaged, analysis)
+        note = fit_text(v + link for v in versions)
+        headline = _headline(report, primary, averaged, analysis)
         first = runs[0].data.tags
 
         with target.run(runs[0].info.experiment_id, run_name) as run:
@@ -1089,7 +1190,7 @@ def _log_comparison(
                     tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
                     tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
                     tags.PRIMARY_METRIC: primary or "",
-                    tags.RESULT: shorten(_headline(report, primary), MAX_TAG_LENGTH),
+                    tags.RESULT: shorten(headline, MAX_TAG_LENGTH),
                     MLFLOW_RUN_NAME: run_name,
                     MLFLOW_RUN_NOTE: note,
                 }
@@ -1121,6 +1222,7 @@ def _write_html(
     averaged: ComparisonReport | None,
     *,
     seeds: bool,
+    analysis: str,
 ) -> None:
     """``report.html``, with the forest plot and, when there are seeds, the seed plot already written in ``out``."""
     (out / "report.html").write_text(
@@ -1134,6 +1236,7 @@ def _write_html(
             provenance_html=provenance_html(provenance),
             primary_declared=declared,
             seed_averaged=averaged,
+            primary_analysis=analysis,
         )
     )
 
@@ -1213,13 +1316,23 @@ def _write_texts(
     ``references.bib``."""
     what = provenance_markdown(provenance)
     tables, methods = report.to_markdown(), report.methods_text()
-    if averaged is not None:
-        tables = "## Representative seed\n\n" + tables + "\n\n## Seed-averaged\n\n" + averaged.to_markdown()
-        methods += "\n\n" + seed_averaging_text(averaged).strip()
     runs_used = "; ".join(f"{m}: {i['why']}" for m, i in provenance["models"].items())
     latex = report.to_latex(title=f"One trained run per model ({runs_used}).")
     if averaged is not None:
-        latex += "\n" + averaged.to_latex(label="tab:seed-averaged", title="Seed-averaged comparison.")
+        analysis = settings["primary_analysis_used"]
+        methods += "\n\n" + seed_averaging_text(averaged).strip()
+        methods += " " + primary_analysis_text(analysis, settings["primary_analysis"])
+        shown = dict(_analyses(report, averaged, analysis))
+        tables = "\n\n".join(f"## {analysis_heading(kind, analysis)}\n\n{shown[kind].to_markdown()}" for kind in shown)
+        titles = {
+            "representative-seed": f"one trained run per model ({runs_used}).",
+            "seed-averaged": "each model's per-user values averaged over its training seeds.",
+        }
+        labels = {"representative-seed": "tab:comparison", "seed-averaged": "tab:seed-averaged"}
+        latex = "\n".join(
+            shown[kind].to_latex(label=labels[kind], title=f"{analysis_heading(kind, analysis)}, {titles[kind]}")
+            for kind in shown
+        )
     (out / "report.tex").write_text(latex)
     (out / "report.md").write_text(tables + "\n\n" + what + "\n")
     (out / "methods.md").write_text(methods + "\n\n" + what + "\n\n" + _settings_markdown(settings) + "\n")

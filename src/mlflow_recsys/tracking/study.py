@@ -206,10 +206,11 @@ def _pin_tracking_uri() -> None:
 
 
 def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None]) -> None:
-    """Tag the study run with its comparison run; print that run's notes and where to see it."""
+    """Tag the study run with its comparison run; print that run's summary (its notes as plain text: the notes
+    are markdown, for the MLflow UI) and where to see it."""
     mlflow.set_tag(tags.COMPARISON_RUN, compare_id)
-    echo("\n== Result (the comparison run's notes) ==\n")
-    echo(MlflowClient().get_run(compare_id).data.tags.get(MLFLOW_RUN_NOTE, ""))
+    echo("\n== Result (the comparison run's summary.txt) ==\n")
+    echo(mlflow.artifacts.load_text(f"runs:/{compare_id}/summary.txt").rstrip("\n"))
     echo(_ui_hint(compare_id, experiment_id))
 
 
