@@ -1159,8 +1159,9 @@ def _log_comparison(
         frame, averaged_frame = _write_report_frames(out, report, averaged)
         seed_frame = _write_seed_files(out, spreads)
         _write_texts(out, report, averaged, provenance, settings)
+        link = _page_link(runs[0].info.experiment_id)
         (out / "summary.txt").write_text(
-            _summary_text(report, spreads, primary, provenance, declared, averaged, analysis)
+            _summary_text(report, spreads, primary, provenance, declared, averaged, analysis) + link
         )
         _write_json_files(out, source_ids, plan, settings, key_map)
         forest_plot(report, out / "forest.png")
@@ -1168,13 +1169,9 @@ def _log_comparison(
         _write_html(
             out, report, spreads, run_name, primary, provenance, declared, averaged, seeds=seeds, analysis=analysis
         )
-        page = recsys_page_url(runs[0].info.experiment_id)
-        link = f"\n\nCompare these and other runs on the server's page: {page}" if page else ""
         versions = _note_versions(report, spreads, primary, provenance, declared, averaged, analysis)
         note = fit_text(v + link for v in versions)
         headline = _headline(report, primary, averaged, analysis)
-        first = runs[0].data.tags
-
         with target.run(runs[0].info.experiment_id, run_name) as run:
             mlflow.log_artifacts(str(out))
             mlflow.log_table(frame, artifact_file="report_table.json")
@@ -1182,22 +1179,32 @@ def _log_comparison(
                 mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
             if averaged is not None:
                 mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
-            mlflow.set_tags(
-                {
-                    tags.ROLE: tags.ROLE_COMPARISON,
-                    tags.SOURCE_RUNS: source_runs_tag(source_ids),
-                    tags.N_SOURCE_RUNS: str(len(source_ids)),
-                    tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
-                    tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
-                    tags.PRIMARY_METRIC: primary or "",
-                    tags.RESULT: shorten(headline, MAX_TAG_LENGTH),
-                    MLFLOW_RUN_NAME: run_name,
-                    MLFLOW_RUN_NOTE: note,
-                }
-            )
+            mlflow.set_tags(_comparison_tags(runs[0].data.tags, source_ids, primary, headline, run_name, note))
             log_params_once(params)
             mlflow.log_metrics(metrics)
             return run.info.run_id
+
+
+def _comparison_tags(first: dict, source_ids: list[str], primary, headline: str, run_name: str, note: str) -> dict:
+    """The comparison run's tags: its role and sources, the split and targets of ``first`` (a source run's tags),
+    the primary metric and the result headline, its name and notes."""
+    return {
+        tags.ROLE: tags.ROLE_COMPARISON,
+        tags.SOURCE_RUNS: source_runs_tag(source_ids),
+        tags.N_SOURCE_RUNS: str(len(source_ids)),
+        tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
+        tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+        tags.PRIMARY_METRIC: primary or "",
+        tags.RESULT: shorten(headline, MAX_TAG_LENGTH),
+        MLFLOW_RUN_NAME: run_name,
+        MLFLOW_RUN_NOTE: note,
+    }
+
+
+def _page_link(experiment_id: str) -> str:
+    """The closing line of the notes and ``summary.txt``: where the server's recsys page shows these runs, or ''."""
+    page = recsys_page_url(experiment_id)
+    return f"\n\nCompare these and other runs on the server's page: {page}" if page else ""
 
 
 def _write_json_files(out: Path, source_ids: list[str], plan: _Plan, settings: dict, key_map: list[dict]) -> None:
