@@ -25,12 +25,14 @@ from mlflow_recsys.tracking.artifacts import (
     EvaluationArtifacts,
     read_evaluation_artifacts,
 )
-from mlflow_recsys.tracking.limits import shorten
+from mlflow_recsys.tracking.limits import duplicates, shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.validation import expected
 
 #: Runs asked for per ``search_runs`` call; MLflow returns a page token while more remain.
 SEARCH_PAGE_SIZE = 1000
+#: Most run ids one message lists; the rest are counted.
+SHOWN_IDS = 20
 
 
 def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
@@ -170,9 +172,7 @@ def run_id_list(run_ids) -> list[str] | None:
 
 def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run]:
     """The runs of ``run_ids``; RunSelectionError for a repeated or unknown id (``hint`` ends its advice)."""
-    duplicated = sorted({r for r in run_ids if run_ids.count(r) > 1})
-    if duplicated:
-        raise RunSelectionError(f"runs: expected distinct run ids, found {duplicated} more than once")
+    _require_distinct(run_ids)
     runs = []
     for run_id in run_ids:
         try:
@@ -223,15 +223,23 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
     return runs
 
 
+def _require_distinct(run_ids: list[str]) -> None:
+    """RunSelectionError naming the ids listed more than once (at most :data:`SHOWN_IDS` of them); linear time."""
+    repeated = duplicates(run_ids)
+    if repeated:
+        shown = ", ".join(repeated[:SHOWN_IDS]) + (
+            f" and {len(repeated) - SHOWN_IDS} others" if len(repeated) > SHOWN_IDS else ""
+        )
+        raise RunSelectionError(f"runs: expected distinct run ids, found {shown} more than once")
+
+
 def _missing(exc: MlflowException) -> bool:
     """MLflow's answer for a run or experiment that does not exist (or an id it cannot parse)."""
     return exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
 
 
 def _require_training_runs(runs: list[Run]) -> None:
-    ids = [r.info.run_id for r in runs]
-    if len(set(ids)) != len(ids):
-        raise RunSelectionError(f"runs: expected distinct run ids, found duplicates in {ids}")
+    _require_distinct([r.info.run_id for r in runs])
     deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
     if deleted:
         raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
