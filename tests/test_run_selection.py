@@ -51,7 +51,9 @@ def test_duplicate_check_of_a_selection_names_the_repeated_id_before_reading_any
     ids = _ids_with_one_repeat(40_000)
     with sqlite_store(tmp_path):
         # Not one of these runs exists: the repeat is found before any is fetched (else "was not found").
-        with pytest.raises(RunSelectionError, match=rf"^runs: expected distinct run ids, found {ids[7]} more than once"):
+        with pytest.raises(
+            RunSelectionError, match=rf"^runs: expected distinct run ids, found {ids[7]} more than once"
+        ):
             select_runs(run_ids=ids, client=MlflowClient())
         assert mlflow.search_runs(search_all_experiments=True).empty
 

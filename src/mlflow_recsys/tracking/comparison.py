@@ -60,7 +60,7 @@ from mlflow_recsys.tracking.limits import (
     fit_values,
     shorten,
 )
-from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name, model_label
+from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name, pair_label, pair_metric_prefix
 from mlflow_recsys.tracking.provenance import (
     collect_provenance,
     provenance_html,
@@ -83,7 +83,9 @@ class RunComparison:
     report:
         The paired comparison, one trained run per candidate (its lowest seed, or ``report_seed``).
     seed_spreads:
-        ``"<candidate> vs <baseline>"`` -> :class:`SeedSpread` for every pair where a side has seeds.
+        ``(baseline, candidate)`` -> :class:`SeedSpread` for every pair where a side has seeds, in the order of
+        the pairs. Keyed by the pair, not by a joined text, so no names can make two tables one;
+        :func:`~mlflow_recsys.tracking.naming.pair_label` gives the text the files show.
     run_id:
         The comparison run's id.
     source_runs:
@@ -98,7 +100,7 @@ class RunComparison:
     """
 
     report: ComparisonReport
-    seed_spreads: dict[str, SeedSpread]
+    seed_spreads: dict[tuple[str, str], SeedSpread]
     run_id: str
     source_runs: dict[str, dict[str, str]]
     report_seed: str | None = None
@@ -248,7 +250,7 @@ def _log_plan(runs: list[Run], plan: _Plan, settings: ComparisonSettings) -> Non
         len(plan.pairs),
         settings.n_resamples,
     )
-    unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
+    unpaired = [pair_label(b, c) for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
     if settings.paired_seeds and unpaired:
         _log.warning(
             "paired_seeds has no effect on %s: only one side has several seeds, so there is "
@@ -273,17 +275,17 @@ def _load_and_compare(runs: list[Run], plan: _Plan, settings: ComparisonSettings
 def _compare(
     plan: _Plan, artifacts: dict[str, EvaluationArtifacts], settings: ComparisonSettings
 ) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
-    """The paired report, the seed-spread tables by ``"<candidate> vs <baseline>"`` and, when a candidate has
-    seeds, the seed-averaged report (else None)."""
+    """The paired report, the seed-spread tables by (baseline, candidate) in the order of the pairs and, when a
+    candidate has seeds, the seed-averaged report (else None)."""
     statistics = settings.compare_models_kwargs()
     metric_keys = plan.metric_keys
     assert metric_keys is not None  # _load_and_compare has set them from the per-user files
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
     report = compare_models(instances, metrics=metric_keys, **statistics)
-    spreads = {}
+    spreads: dict[tuple[str, str], SeedSpread] = {}
     for base, cand in plan.seed_pairs:
-        spreads[f"{cand} vs {base}"] = seed_spread(
+        spreads[base, cand] = seed_spread(
             _side(results[base]),
             _side(results[cand]),
             metrics=metric_keys,
@@ -305,7 +307,7 @@ def _compare(
                 metrics=metric_keys,
                 **statistics,
             )
-    return report, dict(sorted(spreads.items())), averaged
+    return report, spreads, averaged
 
 
 def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str]) -> dict:
@@ -537,20 +539,21 @@ SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_
 def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, str, str, str], str]:
     """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
 
-    ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>_vs_<baseline>.<metric>.<field>`` without;
+    ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>.vs.<baseline>.<metric>.<field>`` without;
     the seed-averaged report's under ``<candidate>.<metric>.seed_averaged.<field>`` and seed-table columns under
     ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go
-    through :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
-    :func:`~mlflow_recsys.tracking.limits.fit_key`.
+    through :func:`~mlflow_recsys.tracking.naming.pair_metric_prefix`, which no two pairs share, and long names
+    through :func:`~mlflow_recsys.tracking.limits.fit_key`.
 
     Raises
     ------
     RunSelectionError
-        If two hypotheses would share a name (model names such as ``A_vs_B`` and ``A`` can collide).
+        If two hypotheses would still share a name: two long names whose 40-bit hashes collide, or two model
+        names whose labels' hashes do.
     """
     names = {}
     for base, cand in pairs:
-        who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
+        who = pair_metric_prefix(base, cand, reference)
         for metric in metric_keys:
             for field in REPORT_FIELDS:
                 names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
@@ -559,7 +562,7 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
                         f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}"
                     )
     for base, cand in seed_pairs:
-        who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
+        who = pair_metric_prefix(base, cand, reference)
         for metric in metric_keys:
             for field in SEED_FIELDS:
                 names[(base, cand, metric, f"seeds.{field}")] = fit_key(
@@ -567,7 +570,7 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
                 )
     clashes = duplicates(list(names.values()))
     if clashes:
-        owners = sorted({f"{c} vs {b}" for (b, c, _, _), n in names.items() if n in clashes})
+        owners = sorted({pair_label(b, c) for (b, c, _, _), n in names.items() if n in clashes})
         raise RunSelectionError(
             f"model names: the comparisons {owners} would share the MLflow metric name {clashes[0]!r}; "
             "rename a model (its recsys.model tag) so that the names stay apart"
@@ -885,7 +888,7 @@ MIN_NOTE_ROWS = 10
 
 def _note_versions(
     report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
+    spreads: dict[tuple[str, str], SeedSpread],
     primary: str | None,
     provenance: dict | None = None,
     declared: bool = False,
@@ -913,9 +916,10 @@ def _note_versions(
         ]
     sentences = [line for text in sentences for line in (text, "")]
     seeds = []
-    for name, spread in spreads.items():
+    for (base, cand), spread in spreads.items():
         key = primary or spread.to_frame()["metric"].iloc[0]
-        seeds += [f"**Seeds ({escape_markdown(name)})**: {spread.results_text(key, markup='markdown')}", ""]
+        label = escape_markdown(pair_label(base, cand))
+        seeds += [f"**Seeds ({label})**: {spread.results_text(key, markup='markdown')}", ""]
     what = [provenance_markdown(provenance), ""] if provenance else []
     tables = [report.to_markdown(), ""]
     if averaged is not None:
@@ -1109,7 +1113,7 @@ def _write_json_files(out: Path, source_ids: list[str], plan: _Plan, settings: d
 def _write_html(
     out: Path,
     report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
+    spreads: dict[tuple[str, str], SeedSpread],
     run_name: str,
     primary: str | None,
     provenance: dict,
@@ -1122,7 +1126,7 @@ def _write_html(
     (out / "report.html").write_text(
         report_html(
             report,
-            spreads,
+            {pair_label(b, c): spread for (b, c), spread in spreads.items()},  # one-to-one headings
             primary=primary,
             title=run_name,
             forest_png=(out / "forest.png").read_bytes(),
@@ -1144,7 +1148,10 @@ def _run_name(report: ComparisonReport, plan: _Plan) -> str:
 
 
 def _comparison_metrics(
-    names: dict, report: ComparisonReport, averaged: ComparisonReport | None, spreads: dict[str, SeedSpread]
+    names: dict,
+    report: ComparisonReport,
+    averaged: ComparisonReport | None,
+    spreads: dict[tuple[str, str], SeedSpread],
 ) -> tuple[dict[str, float], list[dict]]:
     """The comparison run's metrics (finite values only) by MLflow name, and the map of each name to its hypothesis
     and field (``metric_names.json``)."""
@@ -1189,14 +1196,21 @@ def _write_report_frames(
     return frame, averaged_frame
 
 
-def _write_seed_files(out: Path, spreads: dict[str, SeedSpread]) -> pd.DataFrame | None:
+def _write_seed_files(out: Path, spreads: dict[tuple[str, str], SeedSpread]) -> pd.DataFrame | None:
     """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table, None without
-    seeds."""
+    seeds. Each per-seed row names its pair in ``baseline`` and ``candidate``, and in ``comparison`` as
+    :func:`~mlflow_recsys.tracking.naming.pair_label` writes it (one text per pair, so the plot keeps pairs apart)."""
     if not spreads:
         return None
     seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True)
     _write_csv(seed_frame, out / "seed_spread.csv")
-    per_seed = pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()], ignore_index=True)
+    per_seed = pd.concat(
+        [
+            s.per_seed_frame().assign(baseline=b, candidate=c, comparison=pair_label(b, c))
+            for (b, c), s in spreads.items()
+        ],
+        ignore_index=True,
+    )
     _write_csv(per_seed, out / "seed_spread_per_seed.csv")
     seed_spread_plot(per_seed, out / "seed_spread.png")
     return seed_frame
