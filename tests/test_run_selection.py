@@ -3,16 +3,23 @@
 Real SQLite stores under temporary folders; the runs are copies of real training runs on MovieLens-100k.
 """
 
+import logging
 import uuid
 
 import mlflow
 import pytest
+from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
-from mlflow_recsys.tracking import RunSelectionError
+from mlflow_recsys.cli import cli
+from mlflow_recsys.server import listing
+from mlflow_recsys.stats import ComparisonSettings
+from mlflow_recsys.tracking import RunSelectionError, SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking.limits import duplicates
 from mlflow_recsys.tracking.runs import select_runs
+
+pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
 
 
 class _CountedId(str):
@@ -63,3 +70,80 @@ def test_duplicate_check_lists_at_most_twenty_repeated_ids(tmp_path):
     assert duplicates(ids) == [f"run{i}" for i in range(30)]  # each once, in first-seen order
     with sqlite_store(tmp_path), pytest.raises(RunSelectionError, match=r"found run0, .*, run19 and 10 others more"):
         select_runs(run_ids=ids, client=MlflowClient())
+
+
+# -- C6: an experiment selection takes its FINISHED training runs, the same ones the server's page lists ----------
+
+METRICS = ("ndcg@100", "recall@20")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("selection-store")
+    with sqlite_store(root, "selection") as experiment_id:
+        split_id = run_split("movielens-100k", SplitConfig(seed=42))
+        checkpoint = f"runs:/{split_id}/checkpoint.zip"
+        ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)
+        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False)
+        yield {"experiment_id": experiment_id, "ease": ease, "pop": pop}
+
+
+def _experiment_with_leftovers(trained, copy_run, tmp_path, name):
+    """An experiment with FINISHED EASE and Popularity runs, a RUNNING one (a killed study's zombie or a sweep in
+    progress) and a FAILED one; their ids by state."""
+    client = MlflowClient()
+    experiment_id = client.create_experiment(name, artifact_location=(tmp_path / "art").as_uri())
+    runs = {}
+    for state, source, model in [
+        ("FINISHED", "ease", "EASE"),
+        ("FINISHED", "pop", "Popularity"),
+        ("RUNNING", "ease", "ELSA"),
+        ("FAILED", "pop", "Broken"),
+    ]:
+        run_id = copy_run(trained[source], tmp_path / model, model=model, experiment_id=experiment_id)
+        client.update_run(run_id, status=state)
+        runs.setdefault(state, []).append(run_id)
+    return experiment_id, runs
+
+
+def test_experiment_selection_takes_finished_runs_and_counts_the_others(trained, copy_run, tmp_path, caplog):
+    experiment_id, runs = _experiment_with_leftovers(trained, copy_run, tmp_path, "with-leftovers")
+    with caplog.at_level(logging.WARNING, logger="mlflow_recsys.tracking.runs"):
+        outcome = compare_runs(experiment="with-leftovers", settings=ComparisonSettings(n_resamples=199))
+    assert MlflowClient().get_run(outcome.run_id).info.status == "FINISHED"
+    assert sorted(outcome.source_runs) == ["EASE", "Popularity"]
+    assert sorted(rid for seeds in outcome.source_runs.values() for rid in seeds.values()) == sorted(runs["FINISHED"])
+    assert [r.getMessage() for r in caplog.records] == [
+        "experiment 'with-leftovers': compared its 2 FINISHED training runs; "
+        "left out 2 training runs that are not FINISHED (1 FAILED, 1 RUNNING)"
+    ]
+    # The server's page lists exactly these runs: one rule decides both.
+    page_runs, truncated = listing.training_runs(MlflowClient(), [experiment_id])
+    selected = select_runs(experiment=experiment_id, client=MlflowClient())
+    assert [r.info.run_id for r in page_runs] == [r.info.run_id for r in selected] and not truncated
+    assert sorted(r.info.run_id for r in selected) == sorted(runs["FINISHED"])
+    # Named by id, a RUNNING run is still refused: the user asked for that run.
+    with pytest.raises(RunSelectionError, match=rf"{runs['RUNNING'][0]} \(RUNNING\)"):
+        select_runs(run_ids=runs["FINISHED"] + runs["RUNNING"], client=MlflowClient())
+
+
+def test_experiment_selection_of_only_unfinished_runs_says_what_it_left_out(trained, copy_run, tmp_path):
+    client = MlflowClient()
+    experiment_id = client.create_experiment("only-running", artifact_location=(tmp_path / "art").as_uri())
+    run_id = copy_run(trained["ease"], tmp_path / "r", model="EASE", experiment_id=experiment_id)
+    client.update_run(run_id, status="RUNNING")
+    with pytest.raises(
+        RunSelectionError,
+        match=r"^no FINISHED training runs in experiment 'only-running' match filter None; "
+        r"left out 1 training run that is not FINISHED \(1 RUNNING\)$",
+    ):
+        select_runs(experiment="only-running", client=client)
+
+
+def test_compare_command_takes_an_experiment_with_a_run_left_running(trained, copy_run, tmp_path):
+    _experiment_with_leftovers(trained, copy_run, tmp_path, "cli-leftovers")
+    result = CliRunner().invoke(cli, ["compare", "--experiment", "cli-leftovers", "--n-resamples", "199"])
+    assert result.exit_code == 0, result.output
+    run_id = result.output.strip().splitlines()[-1].removeprefix("comparison run ")
+    run = MlflowClient().get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["recsys.n_source_runs"] == "2"
