@@ -274,7 +274,7 @@ def _load_and_compare(runs: list[Run], plan: _Plan, settings: ComparisonSettings
 
 def _compare(
     plan: _Plan, artifacts: dict[str, EvaluationArtifacts], settings: ComparisonSettings
-) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
+) -> tuple[ComparisonReport, dict[tuple[str, str], SeedSpread], ComparisonReport | None]:
     """The paired report, the seed-spread tables by (baseline, candidate) in the order of the pairs and, when a
     candidate has seeds, the seed-averaged report (else None)."""
     statistics = settings.compare_models_kwargs()
