@@ -3,7 +3,11 @@
 Real SQLite stores under temporary folders; the runs are copies of real training runs on MovieLens-100k.
 """
 
+import base64
+import json
 import logging
+import time
+import urllib.request
 import uuid
 
 import mlflow
@@ -13,10 +17,12 @@ from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
+from mlflow_recsys.errors import RecsysError, TrackingPermissionError
 from mlflow_recsys.server import listing
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import RunSelectionError, SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking.limits import duplicates
+from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.runs import select_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
@@ -147,3 +153,90 @@ def test_compare_command_takes_an_experiment_with_a_run_left_running(trained, co
     run_id = result.output.strip().splitlines()[-1].removeprefix("comparison run ")
     run = MlflowClient().get_run(run_id)
     assert run.info.status == "FINISHED" and run.data.tags["recsys.n_source_runs"] == "2"
+
+
+# -- C8: the comparison run is made before any work, so a server that will not take it says so first ------------
+
+
+def test_permission_error_is_a_recsys_error_and_a_permission_error():
+    assert issubclass(TrackingPermissionError, RecsysError) and issubclass(TrackingPermissionError, PermissionError)
+
+
+def _create_user(url: str, admin: tuple[str, str], username: str, password: str) -> None:
+    token = base64.b64encode(":".join(admin).encode()).decode()
+    request = urllib.request.Request(
+        f"{url}/api/2.0/mlflow/users/create",
+        method="POST",
+        data=json.dumps({"username": username, "password": password}).encode(),
+        headers={"Authorization": f"Basic {token}", "Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(request, timeout=60).close()
+
+
+def _as_user(monkeypatch, username: str, password: str) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", username)
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", password)
+
+
+@pytest.mark.server_pages
+def test_write_permission_to_the_target_experiment_is_checked_before_any_work(tmp_path, monkeypatch):
+    password = "Recsys-Adm1n-Passw0rd-For-Tests"
+    config = tmp_path / "auth.ini"
+    config.write_text(
+        "[mlflow]\ndefault_permission = READ\n"
+        f"database_uri = sqlite:///{tmp_path}/auth.db\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    env = {
+        "MLFLOW_AUTH_CONFIG_PATH": str(config),
+        "MLFLOW_AUTH_ADMIN_PASSWORD": password,
+        "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
+    }
+    backend = f"sqlite:///{tmp_path}/server.db"
+    previous = mlflow.get_tracking_uri()
+    with local_tracking_server(backend, tmp_path / "artifacts", app_name="basic-auth", env=env, timeout=180) as url:
+        try:
+            mlflow.set_tracking_uri(url)
+            _as_user(monkeypatch, "admin", password)
+            experiment_id = mlflow.create_experiment("guarded")
+            mlflow.set_experiment(experiment_id=experiment_id)
+            checkpoint = f"runs:/{run_split('movielens-100k', SplitConfig(seed=42))}/checkpoint.zip"
+            ids = [
+                run_train(checkpoint, TrainConfig(m, metrics=METRICS), log_model=False) for m in ("EASE", "Popularity")
+            ]
+            _create_user(url, ("admin", password), "reader", password + "r")
+            mlflow.set_experiment(experiment_id="0")  # the reader's comparison must not depend on the admin's choice
+
+            _as_user(monkeypatch, "reader", password + "r")  # READ on every experiment: the server's default
+            stages = []
+            started = time.monotonic()
+            with pytest.raises(TrackingPermissionError) as refused:
+                compare_runs(run_ids=ids, settings=ComparisonSettings(n_resamples=999), on_stage=stages.append)
+            waited = time.monotonic() - started
+            assert str(refused.value) == (
+                f"output_experiment: the tracking server refused to write the comparison run into experiment "
+                f"'guarded' (id {experiment_id}), the first source run's for user 'reader'; nothing was computed. "
+                "Ask the experiment's owner for EDIT permission, or write the comparison into an experiment you may "
+                "write to: --output-experiment NAME (output_experiment= in Python; a new name is created)"
+            )
+            assert stages == ["selecting"]  # refused before any per-user artifact was read
+            assert mlflow.active_run() is None
+            result = CliRunner().invoke(cli, ["compare", *ids, "--n-resamples", "999"])
+            assert result.exit_code == 1
+            assert "Error: TrackingPermissionError: output_experiment: the tracking server refused" in result.output
+            assert "--output-experiment NAME" in result.output
+
+            # The remedy works: an experiment of the reader's own.
+            outcome = compare_runs(
+                run_ids=ids, settings=ComparisonSettings(n_resamples=999), output_experiment="reader's comparisons"
+            )
+            run = MlflowClient().get_run(outcome.run_id)
+            assert run.info.status == "FINISHED" and run.data.tags["recsys.n_source_runs"] == "2"
+            _as_user(monkeypatch, "admin", password)
+            made = MlflowClient().search_runs(
+                [experiment_id], filter_string="tags.`recsys.role` = 'comparison'", run_view_type=3
+            )
+            assert made == []  # the refused compares left nothing in the guarded experiment
+            print(f"a READ-only user's compare refused after {waited:.1f} s, before loading any artifact")
+        finally:
+            mlflow.set_tracking_uri(previous)

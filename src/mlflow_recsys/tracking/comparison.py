@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import logging
+import os
 import re
 import shlex
 import tempfile
@@ -18,11 +19,13 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
 from mlflow_recsys import validation
 from mlflow_recsys._digests import text_digest
+from mlflow_recsys.errors import TrackingPermissionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.report.citations import references_bibtex
@@ -148,14 +151,18 @@ def compare_runs(
     across users.
 
     Everything that settings, run metadata and tags can show is checked before
-    any run or experiment is created, so a mistake leaves nothing behind. The
-    comparison run is created only once the report is computed, and then
-    receives its artifacts first, then tags, params and metrics. If a check
-    that needs the per-user artifacts fails, a FAILED comparison run records
-    the reason (tag ``recsys.error``) and holds no results. The run goes to
-    ``output_experiment`` or, by default, the experiment of the first source
-    run. Inside an active run, or the run of the ``compare`` entry point of
-    ``mlflow run`` (``MLFLOW_RUN_ID``), that run is used instead.
+    any run or experiment is created, so a mistake leaves nothing behind. Then,
+    before any artifact is read, the comparison run is created (RUNNING, tagged
+    with its role and source runs), so a tracking server that refuses the write
+    (a user with READ permission only) stops the comparison before any work.
+    Once the report is computed the run receives its artifacts first, then
+    tags, params and metrics, and ends FINISHED. If anything fails after it was
+    created (a check that needs the per-user artifacts, an interruption, a
+    failed upload), the run ends FAILED with the reason (tag ``recsys.error``)
+    and holds no results. The run goes to ``output_experiment`` or, by
+    default, the experiment of the first source run. Inside an active run, or
+    the run of the ``compare`` entry point of ``mlflow run``
+    (``MLFLOW_RUN_ID``), that run is used instead.
 
     ``on_stage``, when given, is called with each stage as it begins, in the
     order of :data:`STAGES` (``"selecting"``, ``"loading artifacts"``,
@@ -190,6 +197,9 @@ def compare_runs(
         If a run's per-user artifacts are missing or malformed.
     TrackingServerError
         If the tracking server does not answer within the bounded wait.
+    TrackingPermissionError
+        If the tracking server refuses to create or write the comparison run, naming the experiment and what
+        to do; raised before any artifact is read.
     """
     if on_stage is not None and not callable(on_stage):
         raise TypeError(validation.expected("on_stage", "a callable taking the stage's name, or None", on_stage))
@@ -208,21 +218,19 @@ def compare_runs(
                 model_tag=model_tag,
             )
         except BaseException as exc:
-            target.record_failure(exc, [], create=False)  # only into a run that exists already
+            target.record_failure(exc)  # only into a run that exists already
             raise
         _log_plan(runs, plan, settings)
-        try:
+        # The run exists before any work: a store that will not take it (a READ-only user) says so now, not after
+        # hours of resampling. Any later failure ends it FAILED with the reason and no results.
+        with target.run(runs, _run_name(plan)) as run:
             plan, provenance, (report, spreads, averaged) = _load_and_compare(runs, plan, settings, stage)
-        except BaseException as exc:
-            target.record_failure(exc, runs, create=True)
-            raise
-        logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys)
-        _log.info("logging the comparison run")
-        stage("logging")
-        declared = _declared_in_advance(runs, settings.primary)
-        run_id = _log_comparison(
-            target, report, spreads, runs, plan, logged, settings.primary, provenance, declared, averaged
-        )
+            logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys)
+            _log.info("logging the comparison run")
+            stage("logging")
+            declared = _declared_in_advance(runs, settings.primary)
+            _log_comparison(report, spreads, runs, plan, logged, settings.primary, provenance, declared, averaged)
+            run_id = run.info.run_id
     return RunComparison(
         report=report,
         seed_spreads=spreads,
@@ -634,11 +642,34 @@ class _Target:
         return mlflow.start_run(experiment_id=experiment_id, run_name=run_name), True
 
     @contextmanager
-    def run(self, source_experiment_id: str, run_name: str) -> Iterator[mlflow.ActiveRun]:
-        """The comparison run, ended FAILED with the reason on any exception, and always ended locally."""
-        run, owned = self._open(source_experiment_id, run_name)
+    def run(self, runs: list[Run], run_name: str) -> Iterator[mlflow.ActiveRun]:
+        """The comparison run of ``runs``, tagged with its role and source runs as it is made; ended FAILED with
+        the reason on any exception, and always ended locally.
+
+        Raises
+        ------
+        TrackingPermissionError
+            If the tracking server refuses to create or tag the run (HTTP 403), naming the experiment.
+        """
+        experiment_id = runs[0].info.experiment_id
         try:
-            mlflow.set_tag(tags.ROLE, tags.ROLE_COMPARISON)  # first, so even a run that fails says what it was
+            run, owned = self._open(experiment_id, run_name)
+        except MlflowException as exc:
+            self._raise_if_refused(exc, experiment_id)
+            raise
+        try:
+            mlflow.set_tags(  # first, so even a run that fails says what it was and what it compared
+                {
+                    tags.ROLE: tags.ROLE_COMPARISON,
+                    tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs]),
+                    tags.N_SOURCE_RUNS: str(len(runs)),
+                }
+            )
+        except MlflowException as exc:
+            mark_failed(run.info.run_id, exc, end=owned)
+            self._raise_if_refused(exc, run.info.experiment_id)
+            raise
+        try:
             yield run
         except BaseException as exc:
             mark_failed(run.info.run_id, exc, end=owned)
@@ -647,33 +678,50 @@ class _Target:
             if owned:
                 mlflow.end_run()
 
-    def record_failure(self, exc: BaseException, runs: list[Run], *, create: bool) -> None:
-        """Mark the comparison FAILED with the reason, before any result exists.
+    def _raise_if_refused(self, exc: MlflowException, experiment_id: str) -> None:
+        """For MLflow's PERMISSION_DENIED (HTTP 403), a TrackingPermissionError saying where the comparison may not
+        write and what to do; nothing for any other error."""
+        if exc.error_code != "PERMISSION_DENIED":
+            return
+        if self.active is not None or self.environment_run_id is not None:
+            where = f"the run {(self.active.info.run_id if self.active else self.environment_run_id)!r}"
+        elif self.experiment_name is not None:
+            where = f"experiment {self.experiment_name!r} (output_experiment)"
+        else:
+            where = f"experiment {_experiment_name(experiment_id)!r} (id {experiment_id}), the first source run's"
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+        raise TrackingPermissionError(
+            f"output_experiment: the tracking server refused to write the comparison run into {where}"
+            + (f" for user {user!r}" if user else "")
+            + "; nothing was computed. Ask the experiment's owner for EDIT permission, or write the comparison "
+            "into an experiment you may write to: --output-experiment NAME (output_experiment= in Python; a new "
+            "name is created)"
+        ) from None
 
-        The entry point's run (``MLFLOW_RUN_ID``), made for this comparison, always records the reason. With
-        ``create`` (the runs passed every metadata check), the caller's active run records it too, and otherwise
-        an error in the per-user data gets a FAILED comparison run of its own, so the reason shows in MLflow;
-        an interruption (SIGTERM, Ctrl-C) creates none. Nothing is recorded when the server cannot be reached.
-        """
-        existing = self.environment_run_id is not None or (create and self.active is not None)
-        if is_unreachable(exc) or not (existing or (create and isinstance(exc, Exception))):
+    def record_failure(self, exc: BaseException) -> None:
+        """Mark the entry point's run (``MLFLOW_RUN_ID``), made for this comparison, FAILED with the reason of a
+        failure before the comparison run was opened. Nothing else exists yet, so nothing else records it;
+        nothing is recorded when the server cannot be reached."""
+        if self.environment_run_id is None or is_unreachable(exc):
             return
         try:
-            run, owned = self._open(runs[0].info.experiment_id if runs else None, "comparison (failed)")
+            run, owned = self._open(None, "comparison (failed)")
         except Exception as again:
             _log.warning("could not record the failure in MLflow: %s", redact(str(again)))
             return
         try:
-            mlflow.set_tags(
-                {
-                    tags.ROLE: tags.ROLE_COMPARISON,
-                    tags.N_SOURCE_RUNS: str(len(runs)),
-                    **({tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs])} if runs else {}),
-                }
-            )
+            mlflow.set_tags({tags.ROLE: tags.ROLE_COMPARISON, tags.N_SOURCE_RUNS: "0"})
         except Exception as again:
             _log.warning("could not tag the failed comparison run: %s", redact(str(again)))
         mark_failed(run.info.run_id, exc, end=owned)
+
+
+def _experiment_name(experiment_id: str) -> str:
+    """The name of experiment ``experiment_id``, or the id when it cannot be read."""
+    try:
+        return mlflow.get_experiment(experiment_id).name
+    except Exception:  # noqa: BLE001 - a name for a message; the refusal is what matters
+        return experiment_id
 
 
 # -- verifying and grouping ---------------------------------------------------------
@@ -1040,7 +1088,6 @@ def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
 
 
 def _log_comparison(
-    target: _Target,
     report,
     spreads,
     runs,
@@ -1050,13 +1097,14 @@ def _log_comparison(
     provenance: dict,
     declared: bool = False,
     averaged: ComparisonReport | None = None,
-) -> str:
-    """Render every file, then log into the comparison run: artifacts first, then tags, params and metrics.
+) -> None:
+    """Render every file, then log into the active (comparison) run: artifacts first, then tags, params and
+    metrics.
 
-    Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
-    to refuse or cut anything. Returns the run id.
+    Every key and value is made to fit MLflow's limits here, before anything is logged, so MLflow has no reason
+    to refuse or cut anything.
     """
-    run_name = _run_name(report, plan)
+    run_name = _run_name(plan)
     source_ids = [r.info.run_id for r in runs]
     text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
     params = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
@@ -1073,30 +1121,24 @@ def _log_comparison(
         )
         note = fit_text(_note_versions(report, spreads, primary, provenance, declared, averaged))
         first = runs[0].data.tags
-
-        with target.run(runs[0].info.experiment_id, run_name) as run:
-            mlflow.log_artifacts(str(out))
-            mlflow.log_table(frame, artifact_file="report_table.json")
-            if seed_frame is not None:
-                mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
-            if averaged is not None:
-                mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
-            mlflow.set_tags(
-                {
-                    tags.ROLE: tags.ROLE_COMPARISON,
-                    tags.SOURCE_RUNS: source_runs_tag(source_ids),
-                    tags.N_SOURCE_RUNS: str(len(source_ids)),
-                    tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
-                    tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
-                    tags.PRIMARY_METRIC: primary or "",
-                    tags.RESULT: shorten(_headline(report, primary), MAX_TAG_LENGTH),
-                    MLFLOW_RUN_NAME: run_name,
-                    MLFLOW_RUN_NOTE: note,
-                }
-            )
-            log_params_once(params)
-            mlflow.log_metrics(metrics)
-            return run.info.run_id
+        mlflow.log_artifacts(str(out))
+        mlflow.log_table(frame, artifact_file="report_table.json")
+        if seed_frame is not None:
+            mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
+        if averaged is not None:
+            mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
+        mlflow.set_tags(
+            {
+                tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
+                tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+                tags.PRIMARY_METRIC: primary or "",
+                tags.RESULT: shorten(_headline(report, primary), MAX_TAG_LENGTH),
+                MLFLOW_RUN_NAME: run_name,
+                MLFLOW_RUN_NOTE: note,
+            }
+        )
+        log_params_once(params)
+        mlflow.log_metrics(metrics)
 
 
 def _write_json_files(out: Path, source_ids: list[str], plan: _Plan, settings: dict, key_map: list[dict]) -> None:
@@ -1138,10 +1180,10 @@ def _write_html(
     )
 
 
-def _run_name(report: ComparisonReport, plan: _Plan) -> str:
+def _run_name(plan: _Plan) -> str:
     """``B, C vs A`` with a reference, ``compare A, B, C`` without; cut to the length a run name may have."""
-    if report.reference:
-        run_name = f"{', '.join(m for m in plan.models if m != report.reference)} vs {report.reference}"
+    if plan.reference:
+        run_name = f"{', '.join(m for m in plan.models if m != plan.reference)} vs {plan.reference}"
     else:
         run_name = "compare " + ", ".join(plan.models)
     return shorten(run_name, MAX_RUN_NAME_LENGTH)
