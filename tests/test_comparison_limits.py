@@ -9,6 +9,7 @@ from pathlib import Path
 
 import mlflow
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
@@ -20,7 +21,7 @@ from mlflow_recsys.report.escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, compare_models
 from mlflow_recsys.tracking import RunSelectionError, SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking import runs as runs_module
-from mlflow_recsys.tracking.comparison import _note_versions, source_runs_tag
+from mlflow_recsys.tracking.comparison import SEED_FIELDS, _note_versions, source_runs_tag
 from mlflow_recsys.tracking.limits import (
     MAX_KEY_LENGTH,
     MAX_PARAM_LENGTH,
@@ -29,7 +30,7 @@ from mlflow_recsys.tracking.limits import (
     fit_text,
     shorten,
 )
-from mlflow_recsys.tracking.naming import model_label
+from mlflow_recsys.tracking.naming import model_label, pair_label
 
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
 FAST = dict(n_resamples=199)
@@ -102,7 +103,7 @@ def test_long_model_names_give_metric_keys_within_250_characters_with_a_mapping(
     assert run.info.status == "FINISHED"
     logged = run.data.metrics
     assert logged and max(map(len, logged)) <= MAX_KEY_LENGTH
-    raw = f"{second}_vs_{first}.ndcg_at_100.adjusted_p_value"
+    raw = f"{second}.vs.{first}.ndcg_at_100.adjusted_p_value"
     assert len(raw) > MAX_KEY_LENGTH and raw not in logged
     assert any(k.startswith(raw[:200]) and k != raw for k in logged)  # a readable prefix and a hash
     mapping = json.loads(
@@ -131,14 +132,73 @@ def test_names_that_sanitise_alike_keep_their_own_metrics(store, experiment, tmp
     assert len(logged) == 4 * 6
 
 
-def test_names_that_would_share_a_metric_name_are_refused_before_any_run(store, experiment, tmp_path, copy_run):
-    # Without a reference, "Z_vs_M" against "A" and "Z" against "M_vs_A" would both log "Z_vs_M_vs_A.<metric>".
-    ids = _copies(copy_run, store, tmp_path, experiment, ["A", "M_vs_A", "Z", "Z_vs_M"])
-    before = len(_comparison_runs())
-    with pytest.raises(RunSelectionError, match=r"would share the MLflow metric name 'Z_vs_M_vs_A\.ndcg_at_100"):
-        compare_runs(run_ids=ids, settings=ComparisonSettings(metrics=["ndcg@100"], **FAST))
-    assert len(_comparison_runs()) == before
-    assert mlflow.active_run() is None
+def test_names_joined_alike_keep_their_own_metric_names(store, experiment, tmp_path, copy_run):
+    # Without a reference, "Z_vs_M" against "A" and "Z" against "M_vs_A" both logged "Z_vs_M_vs_A.<metric>" once,
+    # and were refused; a "." joins the labels now, and no label holds one.
+    names = ["A", "M_vs_A", "Z", "Z_vs_M"]
+    ids = _copies(copy_run, store, tmp_path, experiment, names)
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(metrics=["ndcg@100"], **FAST))
+    logged = MlflowClient().get_run(outcome.run_id).data.metrics
+    assert len(logged) == 6 * 6  # six pairs, six fields each
+    assert logged["Z_vs_M.vs.A.ndcg_at_100.difference"] == outcome.report.get("ndcg@100", "Z_vs_M", "A").difference
+    assert logged["Z.vs.M_vs_A.ndcg_at_100.difference"] == outcome.report.get("ndcg@100", "Z", "M_vs_A").difference
+
+
+def _seed_pairs_of(per_seed_or_summary):
+    return sorted(set(zip(per_seed_or_summary["baseline"], per_seed_or_summary["candidate"], strict=True)))
+
+
+@pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
+def test_per_pair_results_are_keyed_by_the_pair_not_by_joined_names(store, experiment, tmp_path, copy_run):
+    # Without a reference, "Z" against "Y vs X" and "Z vs Y" against "X" both read "Z vs Y vs X": keyed by that
+    # text, one seed table and its seeds.* metrics were lost and the run still FINISHED.
+    seeded = [("X", "0"), ("X", "1"), ("Y vs X", None), ("Z", "0"), ("Z", "1"), ("Z vs Y", None)]
+    ids = [
+        copy_run(
+            store["pop"],
+            tmp_path / f"copy{i}",
+            model=name,
+            experiment_id=experiment,
+            tags={"recsys.seed": seed} if seed else None,
+            edit_frame=lambda f, i=i: f.assign(**{m: f[m] * (1 - 0.04 * i) for m in METRICS}),
+        )
+        for i, (name, seed) in enumerate(seeded)
+    ]
+    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(metrics=["ndcg@100"], **FAST))
+    pairs = [("X", "Y vs X"), ("X", "Z"), ("X", "Z vs Y"), ("Y vs X", "Z"), ("Z", "Z vs Y")]  # a side seeded
+    assert list(outcome.seed_spreads) == pairs
+    for (base, cand), spread in outcome.seed_spreads.items():
+        assert _seed_pairs_of(spread.to_frame()) == [(base, cand)]
+    run = MlflowClient().get_run(outcome.run_id)
+    assert run.info.status == "FINISHED"
+
+    def artifact(name):
+        return mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path=name)
+
+    assert _seed_pairs_of(pd.read_csv(artifact("seed_spread.csv"))) == pairs
+    per_seed = pd.read_csv(artifact("seed_spread_per_seed.csv"), keep_default_na=False)
+    assert _seed_pairs_of(per_seed) == pairs
+    labels = dict(
+        zip(zip(per_seed["baseline"], per_seed["candidate"], strict=True), per_seed["comparison"], strict=True)
+    )
+    assert len(set(labels.values())) == 5
+    assert labels["Y vs X", "Z"] == '"Z" vs "Y vs X"' and labels["X", "Z vs Y"] == '"Z vs Y" vs "X"'
+    assert labels["X", "Z"] == "Z vs X"
+    # Every seed table's every field is a metric of its own, with the table's value.
+    mapping = json.loads(Path(artifact("metric_names.json")).read_text())
+    seed_rows = [m for m in mapping if m["field"].startswith("seeds.")]
+    assert sorted({(m["baseline"], m["candidate"]) for m in seed_rows}) == pairs
+    for m in seed_rows:
+        row = outcome.seed_spreads[m["baseline"], m["candidate"]].to_frame().iloc[0]
+        assert run.data.metrics[m["mlflow_metric"]] == pytest.approx(row[m["field"].removeprefix("seeds.")], rel=1e-12)
+    assert len(seed_rows) == sum(  # every finite value of every table
+        int(pd.notna(s.to_frame().iloc[0][f])) for s in outcome.seed_spreads.values() for f in SEED_FIELDS
+    )
+    z_against_yx = f"Z.vs.{model_label('Y vs X')}.ndcg_at_100.seeds.mean_difference"
+    assert run.data.metrics[z_against_yx] == outcome.seed_spreads["Y vs X", "Z"].to_frame()["mean_difference"][0]
+    html = Path(artifact("report.html")).read_text()
+    assert html.count("<h3>&quot;Z&quot; vs &quot;Y vs X&quot;</h3>") == 1
+    assert html.count("<h3>&quot;Z vs Y&quot; vs &quot;X&quot;</h3>") == 1
 
 
 def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path, copy_run):
@@ -368,3 +428,12 @@ def test_the_cli_prints_control_characters_in_names_as_escapes(store, experiment
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("metric baseline"))
     row = lines[header + 1]  # the one hypothesis, whole, on one line
     assert row.lstrip().startswith("ndcg@100") and row.rstrip().endswith(("worse", "better", "inconclusive"))
+
+
+def test_pair_labels_are_one_to_one_for_names_that_hold_the_separator():
+    names = ["X", "Y", "X vs Z", "Z vs Y", "a", "vs b", "a vs", "b", '"a vs"', '"b"', "vs", "vs vs", " vs ", "Z vs"]
+    pairs = [(b, c) for b in names for c in names if b != c]
+    labels = {pair_label(b, c) for b, c in pairs}
+    assert len(labels) == len(pairs)
+    assert pair_label("EASE", "ELSA") == "ELSA vs EASE"  # plain names stay plain
+    assert pair_label("Y", "X vs Z") == '"X vs Z" vs "Y"' and pair_label("Z vs Y", "X") == '"X" vs "Z vs Y"'

@@ -195,7 +195,7 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
     pd.testing.assert_frame_equal(outcome.seed_averaged.to_frame(), averaged.to_frame())
     assert outcome.seed_averaged.get("ndcg@100", large).candidate_seeds == 3
     assert outcome.seed_averaged.get("ndcg@100", small).candidate_seeds == 2
-    assert sorted(outcome.seed_spreads) == [f"{large} vs Popularity", f"{small} vs Popularity"]
+    assert sorted(outcome.seed_spreads) == [("Popularity", large), ("Popularity", small)]
     for name, side in seeds.items():
         spread = seed_spread(
             res["pop"],
@@ -206,7 +206,7 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
             n_resamples=999,
             random_state=3,
         )
-        pd.testing.assert_frame_equal(outcome.seed_spreads[f"{name} vs Popularity"].to_frame(), spread.to_frame())
+        pd.testing.assert_frame_equal(outcome.seed_spreads["Popularity", name].to_frame(), spread.to_frame())
 
     seed_csv = pd.read_csv(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="seed_spread.csv"))
     assert sorted(set(seed_csv["candidate"])) == [large, small]

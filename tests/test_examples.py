@@ -52,7 +52,7 @@ HOWTOS = {
         "tags.`recsys.model` = 'ELSA'                   ['ELSA/0', 'ELSA/0', 'ELSA/1']",
         "params.epochs = '5'                            ['ELSA/0', 'ELSA/0', 'ELSA/1']",
         "Refused: runs were not evaluated on the same split (split digest)",
-        "Compared: ['EASE', 'ELSA'] with seed tables ['ELSA vs EASE']",
+        "Compared: ['EASE', 'ELSA'] with seed tables [('EASE', 'ELSA')]",
     ],
     "howto_remote_backend.py": [
         "kubernetes_config.json: registry registry.example.com/mlflow-recsys, template kubernetes_job_template.yaml",

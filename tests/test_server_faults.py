@@ -82,7 +82,7 @@ def _comparison_runs():
     return MlflowClient().search_runs(experiments, filter_string="tags.`recsys.role` = 'comparison'", run_view_type=3)
 
 
-def test_killing_the_server_mid_compare_exits_within_the_bound_and_leaves_no_running_run(tmp_path, copy_run):
+def test_killing_the_server_mid_compare_exits_within_the_bound_and_leaves_no_results(tmp_path, copy_run):
     port = free_port()
     db = f"sqlite:///{tmp_path}/server.db"
     with local_tracking_server(db, tmp_path / "artifacts", port=port) as url:
@@ -110,10 +110,15 @@ def test_killing_the_server_mid_compare_exits_within_the_bound_and_leaves_no_run
     with local_tracking_server(db, tmp_path / "artifacts", port=port) as url:
         mlflow.set_tracking_uri(url)
         try:
-            statuses = [r.info.status for r in _comparison_runs()]
+            (left,) = _comparison_runs()
+            artifacts = MlflowClient().list_artifacts(left.info.run_id)
         finally:
             mlflow.set_tracking_uri(None)
-    assert "RUNNING" not in statuses and "FINISHED" not in statuses, statuses
+    # The comparison run is made before the artifacts are read (so that a server refusing the write says so
+    # before any work); with its server gone for good nobody can end it, so it stays as the server last saw it:
+    # RUNNING, with its source runs and no result.
+    assert left.info.status == "RUNNING" and left.data.tags["recsys.n_source_runs"] == str(len(ids))
+    assert left.data.metrics == {} and artifacts == [] and "recsys.result" not in left.data.tags
 
 
 def test_an_unreachable_server_is_reported_as_unreachable_within_the_bound(tmp_path):
@@ -156,7 +161,7 @@ def populated_store(tmp_path, copy_run):
         yield {"uri": mlflow.get_tracking_uri(), "experiment_id": experiment_id, "ids": _populate(copy_run, tmp_path)}
 
 
-def test_sigterm_ends_the_entry_point_run_failed_and_creates_no_other(populated_store):
+def test_sigterm_ends_the_comparison_run_failed_whichever_made_it(populated_store):
     client = MlflowClient()
     # What `mlflow run -e compare` makes before our command starts: a RUNNING run without a recsys.role.
     entry = client.create_run(populated_store["experiment_id"]).info.run_id
@@ -172,7 +177,7 @@ def test_sigterm_ends_the_entry_point_run_failed_and_creates_no_other(populated_
     assert run.info.status == "FAILED" and "SIGTERM" in run.data.tags["recsys.error"], err[-2000:]
     assert run.data.metrics == {} and [r.info.run_id for r in _comparison_runs()] == [entry]
 
-    # Without a run to fail, a SIGTERM leaves nothing behind.
+    # Without an entry point's run, the comparison's own run (made before any artifact is read) ends FAILED.
     proc = _start_compare(populated_store["uri"], populated_store["ids"])
     try:
         _wait_for_line(proc.stderr, "loaded the per-user artifacts", timeout=120)
@@ -180,7 +185,9 @@ def test_sigterm_ends_the_entry_point_run_failed_and_creates_no_other(populated_
         proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode != 0 and [r.info.run_id for r in _comparison_runs()] == [entry]
+    assert proc.returncode != 0
+    (own,) = [r for r in _comparison_runs() if r.info.run_id != entry]
+    assert own.info.status == "FAILED" and "SIGTERM" in own.data.tags["recsys.error"] and own.data.metrics == {}
 
 
 def test_a_failure_while_logging_ends_the_run_failed_and_the_next_compare_starts_afresh(populated_store, tmp_path):

@@ -554,7 +554,7 @@ def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidate
     row = outcome.report.get("ndcg@100", "ELSA(latent_dim=4)")
     assert row.baseline == "EASE"
     assert row.difference == pytest.approx(np.mean(small.per_user["ndcg@100"] - ease.per_user["ndcg@100"]))
-    assert list(outcome.seed_spreads) == ["ELSA(latent_dim=8) vs EASE"]
+    assert list(outcome.seed_spreads) == [("EASE", "ELSA(latent_dim=8)")]
 
 
 def _failed_comparisons(experiment_id):

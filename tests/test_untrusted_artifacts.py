@@ -6,22 +6,27 @@ loads only with a digest for every array; per-user values must be numbers inside
 
 import hashlib
 import json
+import subprocess
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
 from mlflow_recsys.data import build_recsys_checkpoint, checkpoint, load_recsys_split, read_checkpoint
-from mlflow_recsys.evaluation import evaluate_recommender
+from mlflow_recsys.evaluation import EvaluationResult, evaluate_recommender
 from mlflow_recsys.metrics import METRIC_CLASSES, value_range
 from mlflow_recsys.models import EASE, ELSA, MODELS, EASEConfig, ELSAConfig, Popularity
 from mlflow_recsys.tracking.artifacts import (
     ArtifactError,
     _metric_values,
+    per_user_byte_limit,
     read_evaluation_artifacts,
     write_evaluation_artifacts,
 )
@@ -428,3 +433,117 @@ def test_every_metric_stays_within_its_range_and_reaches_its_ends(name):
     assert values[1] == low
     if name != "precision":  # precision@10 of a 3-target row is 0.3 at best
         assert values[0] == high
+
+
+# -- issue 27, C3: a per-user file is read only in the columns and the size its evaluation.json declares ----------
+
+N_USERS = 943  # MovieLens-100k's users
+HUGE_TEXT = 256 * 1024  # one value of a compressible column: 943 rows of it decode to 247 MB
+
+
+@pytest.fixture
+def ml100k_shaped(tmp_path):
+    rng = np.random.default_rng(27)
+    values = {"ndcg@100": rng.random(N_USERS), "recall@20": rng.random(N_USERS)}
+    ids = np.array([f"u{i}" for i in range(N_USERS)])
+    result = EvaluationResult.from_per_user(values, sample_ids=ids, targets_fingerprint="x")
+    folder = tmp_path / "run"
+    write_evaluation_artifacts(result, folder, split_digest=None)
+    return folder
+
+
+def _repeated(text_bytes: int) -> pa.DictionaryArray:
+    """One long value repeated on every row under a dictionary: a few KB on disk, ``N_USERS * text_bytes`` decoded."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(N_USERS, dtype=np.int32)), pa.array(["x" * text_bytes]))
+
+
+def _rewrite(folder: Path, **columns) -> int:
+    """Replace or add columns of ``per_user.parquet`` (written without the Arrow schema, so text reads back dense,
+    as other tools write it); its size in bytes."""
+    path = folder / "per_user.parquet"
+    table = pq.read_table(path)
+    for name, column in columns.items():
+        index = table.schema.get_field_index(name)
+        table = table.set_column(index, name, column) if index >= 0 else table.append_column(name, column)
+    pq.write_table(table, path, compression="zstd", store_schema=False)
+    return path.stat().st_size
+
+
+_MEASURE = """
+import json, resource, sys
+import pyarrow as pa
+from mlflow_recsys.tracking.artifacts import ArtifactError, read_evaluation_artifacts
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    read = read_evaluation_artifacts(sys.argv[1], origin="run bomb")
+    outcome = {"rows": len(read.result.sample_ids), "ndcg": read.result.per_user["ndcg@100"].tolist()}
+except ArtifactError as exc:
+    outcome = {"error": str(exc)}
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = pa.default_memory_pool().max_memory()
+print(json.dumps({**outcome, "arrow_peak": peak, "rss_growth": (after - before) * 1024}))
+"""
+
+
+def _read_in_a_fresh_process(folder: Path) -> dict:
+    """What reading ``folder`` gives in a fresh process, with the process's peak memory: Arrow's pool and RSS."""
+    done = subprocess.run([sys.executable, "-c", _MEASURE, str(folder)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_per_user_columns_nobody_reads_cost_nothing_to_read(ml100k_shaped):
+    expected = pd.read_parquet(ml100k_shaped / "per_user.parquet")["ndcg@100"].tolist()
+    size = _rewrite(ml100k_shaped, notes=_repeated(HUGE_TEXT))
+    assert size < 64 * 1024  # tens of KB on disk ...
+    notes = pq.ParquetFile(ml100k_shaped / "per_user.parquet", read_dictionary=["notes"]).read(columns=["notes"])
+    assert notes["notes"].chunk(0).dictionary[0].as_py() == "x" * HUGE_TEXT and len(notes) == N_USERS  # ... 247 MB read
+    measured = _read_in_a_fresh_process(ml100k_shaped)
+    assert measured["rows"] == N_USERS and measured["ndcg"] == expected
+    # Reading every column took more than N_USERS * HUGE_TEXT = 247 MB; only sample_id and the metrics are read.
+    assert measured["arrow_peak"] < 16 * 2**20 and measured["rss_growth"] < 64 * 2**20
+
+
+@pytest.mark.parametrize("column", ["sample_id", "recall@20"])
+def test_per_user_columns_that_decode_past_their_bound_are_refused_before_decoding(ml100k_shaped, column):
+    _rewrite(ml100k_shaped, **{column: _repeated(HUGE_TEXT)})
+    limit = per_user_byte_limit(N_USERS, 2)
+    assert limit == N_USERS * (1024 + 2 * 16) + 2**20
+    # Decoded text is each row's bytes and a 4-byte offset; numbers are what the footer says.
+    decoded = N_USERS * (HUGE_TEXT + 4)
+    if column != "sample_id":
+        decoded += sum(len(f"u{i}") + 4 for i in range(N_USERS))
+    decoded += _footer_bytes(ml100k_shaped, {"ndcg@100", "recall@20"} - {column})
+    measured = _read_in_a_fresh_process(ml100k_shaped)
+    assert measured["error"] == (
+        "run bomb: per_user.parquet: expected columns ['sample_id', 'ndcg@100', 'recall@20'] to take at most "
+        f"{limit:,} bytes decoded, found {decoded:,}"
+    )
+    assert measured["arrow_peak"] < 16 * 2**20 and measured["rss_growth"] < 64 * 2**20
+
+
+def _footer_bytes(folder: Path, columns: set[str]) -> int:
+    """The footer's uncompressed bytes of ``columns``."""
+    meta = pq.ParquetFile(folder / "per_user.parquet").metadata
+    return sum(
+        meta.row_group(g).column(i).total_uncompressed_size
+        for g in range(meta.num_row_groups)
+        for i in range(meta.num_columns)
+        if meta.row_group(g).column(i).path_in_schema in columns
+    )
+
+
+def test_per_user_row_count_and_plain_size_are_checked_from_the_footer(ml100k_shaped):
+    meta = json.loads((ml100k_shaped / "evaluation.json").read_text())
+    (ml100k_shaped / "evaluation.json").write_text(json.dumps({**meta, "n_samples": 10}))
+    with pytest.raises(ArtifactError, match=r"^run abc: per_user.parquet: expected 10 rows \(n_samples\), found 943$"):
+        read_evaluation_artifacts(ml100k_shaped, origin="run abc")
+    for bad in (True, "943", -1, None):
+        (ml100k_shaped / "evaluation.json").write_text(json.dumps({**meta, "n_samples": bad}))
+        with pytest.raises(ArtifactError, match=r"evaluation.json: expected 'n_samples' to be a count of rows"):
+            read_evaluation_artifacts(ml100k_shaped, origin="run abc")
+    (ml100k_shaped / "evaluation.json").write_text(json.dumps(meta))
+    # Distinct ids of 4 KB each: no repetition to hide behind, so the footer alone shows them over the bound.
+    _rewrite(ml100k_shaped, sample_id=pa.array([f"{i:04d}" + "y" * 4096 for i in range(N_USERS)]))
+    with pytest.raises(ArtifactError, match=r"^run abc: per_user.parquet: expected columns .* bytes decoded, found"):
+        read_evaluation_artifacts(ml100k_shaped, origin="run abc")

@@ -48,6 +48,10 @@ class TrackingServerError(RecsysError, ConnectionError):
     """The tracking server (or its artifact store) did not answer within the bounded wait."""
 
 
+class TrackingPermissionError(RecsysError, PermissionError):
+    """The tracking server refused a write (HTTP 403); the message names where and what to do."""
+
+
 class DownloadError(RecsysError, OSError):
     """A file could not be fetched; the message says where to place it by hand."""
 

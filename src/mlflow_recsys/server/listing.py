@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
+from mlflow_recsys.tracking.runs import search_training_runs, training_runs_filter
 
 #: Runs per ``search_runs`` call.
 PAGE_SIZE = 1000
@@ -30,7 +31,8 @@ MAX_COMPARISONS = 25
 #: The metric shown beside each run when no primary metric is chosen and the runs logged it.
 DEFAULT_SHOWN_METRIC = "ndcg@100"
 
-TRAIN_FILTER = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' and attributes.status = 'FINISHED'"
+#: The runs a page lists: those an experiment selection takes (tracking.runs decides, for the command line too).
+TRAIN_FILTER = training_runs_filter()
 COMPARISON_FILTER = f"tags.`{tags.ROLE}` = '{tags.ROLE_COMPARISON}'"
 
 
@@ -89,23 +91,11 @@ class Listing:
 def training_runs(
     client: MlflowClient, experiment_ids: list[str], *, page_size: int = PAGE_SIZE, limit: int = MAX_LISTED
 ) -> tuple[list[Run], bool]:
-    """FINISHED training runs of the experiments, page by page; and whether more than ``limit`` matched."""
-    runs: list[Run] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs(
-            experiment_ids,
-            filter_string=TRAIN_FILTER,
-            run_view_type=ViewType.ACTIVE_ONLY,
-            max_results=min(page_size, limit + 1 - len(runs)),
-            page_token=token,
-            order_by=["attributes.start_time ASC"],
-        )
-        runs.extend(page)
-        token = page.token
-        if not token or len(runs) > limit:
-            break
-    return runs[:limit], len(runs) > limit
+    """FINISHED training runs of the experiments, page by page; and whether more than ``limit`` matched.
+
+    The runs ``compare --experiment`` would take (:func:`~mlflow_recsys.tracking.runs.search_training_runs`).
+    """
+    return search_training_runs(client, experiment_ids, page_size=page_size, limit=limit)
 
 
 def _metric_keys(run: Run) -> list[str]:

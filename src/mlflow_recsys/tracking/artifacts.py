@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys._atomic import atomic_write
+from mlflow_recsys._parquet import ParquetRefused, read_columns
 from mlflow_recsys.errors import ArtifactError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import value_range
@@ -103,8 +104,15 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     ArtifactError
         If a file is missing, the schema or its version is unknown, a metric
         column is missing, boolean or not numeric, a value is NaN, infinite or
-        outside its metric's range, or the row count disagrees with
-        ``n_samples``. The message starts with ``origin``.
+        outside its metric's range, the row count disagrees with
+        ``n_samples``, or ``sample_id`` and the metric columns would take more
+        than :func:`per_user_byte_limit` bytes uncompressed. The message starts
+        with ``origin``.
+
+    Only ``sample_id`` and the metric columns are read, and only after the
+    Parquet footer has shown the row count and their uncompressed size: a
+    small file that decodes to gigabytes is refused, and columns a reader does
+    not use (another tool's notes) cost nothing.
     """
     where = f"{origin}: " if origin else ""
     directory = Path(directory)
@@ -129,20 +137,8 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
             f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
             f"found {type(metrics).__name__}"
         )
-    try:
-        frame = pd.read_parquet(parquet)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError and more for a damaged file
-        # pyarrow names the local path of the download; the run and the file name say all that is useful.
-        reason = str(exc).replace(str(parquet), PER_USER_FILE).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ArtifactError(f"{where}{PER_USER_FILE} is not a readable Parquet file ({reason})") from None
     keys = list(metrics)
-    missing = [c for c in ["sample_id", *keys] if c not in frame.columns]
-    if missing:
-        raise ArtifactError(f"{where}{PER_USER_FILE}: expected columns {missing}, found {list(frame.columns)}")
-    if len(frame) != meta.get("n_samples"):
-        raise ArtifactError(
-            f"{where}{PER_USER_FILE}: expected {meta.get('n_samples')} rows (n_samples), found {len(frame)}"
-        )
+    frame = _read_per_user(parquet, keys, meta.get("n_samples"), where)
     per_user = {key: _metric_values(frame, key, where) for key in keys}
     sample_ids = frame["sample_id"].to_numpy()
     if meta.get("sample_id_kind") == "str":
@@ -157,6 +153,41 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     return EvaluationArtifacts(
         result=result, split_digest=meta.get("split_digest"), package_version=meta.get("package_version")
     )
+
+
+#: Most bytes one sample id may take in ``per_user.parquet`` (a user id as in the split; an e-mail or a hash fits).
+MAX_SAMPLE_ID_BYTES = 1024
+#: Most bytes one metric value may take uncompressed (float64 is 8, plus its share of levels and headers).
+MAX_METRIC_VALUE_BYTES = 16
+#: Bytes a per-user file may take beyond its rows' share: page headers and dictionaries.
+PER_USER_SLACK_BYTES = 1024**2
+
+
+def per_user_byte_limit(n_samples: int, n_metrics: int) -> int:
+    """Most uncompressed bytes ``sample_id`` and ``n_metrics`` metric columns of ``n_samples`` rows may take:
+    ``n_samples * (MAX_SAMPLE_ID_BYTES + n_metrics * MAX_METRIC_VALUE_BYTES) + PER_USER_SLACK_BYTES``."""
+    return n_samples * (MAX_SAMPLE_ID_BYTES + n_metrics * MAX_METRIC_VALUE_BYTES) + PER_USER_SLACK_BYTES
+
+
+def _read_per_user(parquet: Path, keys: list[str], n_samples, where: str) -> pd.DataFrame:
+    """``sample_id`` and the ``keys`` columns of ``per_user.parquet``, read only once its footer shows
+    ``n_samples`` rows within :func:`per_user_byte_limit`; other columns are never decoded."""
+    if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 0:
+        raise ArtifactError(
+            f"{where}{EVALUATION_FILE}: expected 'n_samples' to be a count of rows, found {n_samples!r}"
+        )
+    try:
+        table = read_columns(
+            parquet,
+            ["sample_id", *keys],
+            rows=n_samples,
+            rows_from="n_samples",
+            max_bytes=per_user_byte_limit(n_samples, len(keys)),
+            name=PER_USER_FILE,
+        )
+    except ParquetRefused as exc:
+        raise ArtifactError(f"{where}{exc}") from None
+    return table.to_pandas()
 
 
 def _metric_values(frame: pd.DataFrame, key: str, where: str) -> np.ndarray:

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import json
 import logging
+import os
 import re
 import shlex
 import tempfile
@@ -19,11 +20,13 @@ import mlflow
 import pandas as pd
 import scipy
 from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
 from mlflow_recsys import validation
 from mlflow_recsys._digests import text_digest
+from mlflow_recsys.errors import TrackingPermissionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.report.citations import references_bibtex
@@ -60,7 +63,7 @@ from mlflow_recsys.tracking.limits import (
     fit_values,
     shorten,
 )
-from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name, model_label
+from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name, pair_label, pair_metric_prefix
 from mlflow_recsys.tracking.provenance import (
     collect_provenance,
     provenance_html,
@@ -84,7 +87,9 @@ class RunComparison:
     report:
         The paired comparison, one trained run per candidate (its lowest seed, or ``report_seed``).
     seed_spreads:
-        ``"<candidate> vs <baseline>"`` -> :class:`SeedSpread` for every pair where a side has seeds.
+        ``(baseline, candidate)`` -> :class:`SeedSpread` for every pair where a side has seeds, in the order of
+        the pairs. Keyed by the pair, not by a joined text, so no names can make two tables one;
+        :func:`~mlflow_recsys.tracking.naming.pair_label` gives the text the files show.
     run_id:
         The comparison run's id.
     source_runs:
@@ -102,7 +107,7 @@ class RunComparison:
     """
 
     report: ComparisonReport
-    seed_spreads: dict[str, SeedSpread]
+    seed_spreads: dict[tuple[str, str], SeedSpread]
     run_id: str
     source_runs: dict[str, dict[str, str]]
     report_seed: str | None = None
@@ -156,15 +161,20 @@ def compare_runs(
     across users.
 
     Everything that settings, run metadata and tags can show is checked before
-    any run or experiment is created, so a mistake leaves nothing behind. The
-    comparison run is created only once the report is computed, and then
-    receives its artifacts first, then tags, params and metrics. If a check
-    that needs the per-user artifacts fails, a FAILED comparison run records
-    the reason (tag ``recsys.error``) and holds no results. The run goes to
-    ``output_experiment`` or, by default, the experiment of the first source
-    run. Inside the caller's active run (``with mlflow.start_run():``) the comparison run is a new run nested
-    under it, in its experiment unless ``output_experiment`` is given; under the ``compare`` entry point of
-    ``mlflow run`` (``MLFLOW_RUN_ID``) that run is used. This is the rule of every step
+    any run or experiment is created, so a mistake leaves nothing behind. Then,
+    before any artifact is read, the comparison run is created (RUNNING, tagged
+    with its role and source runs), so a tracking server that refuses the write
+    (a user with READ permission only) stops the comparison before any work.
+    Once the report is computed the run receives its artifacts first, then
+    tags, params and metrics, and ends FINISHED. If anything fails after it was
+    created (a check that needs the per-user artifacts, an interruption, a
+    failed upload), the run ends FAILED with the reason (tag ``recsys.error``)
+    and holds no results. The run goes to ``output_experiment`` or, by
+    default, the experiment of the first source run. Inside the caller's active
+    run (``with mlflow.start_run():``) the comparison run is a new run nested
+    under it, in its experiment unless ``output_experiment`` is given; under the
+    ``compare`` entry point of ``mlflow run`` (``MLFLOW_RUN_ID``) that run is
+    used. This is the rule of every step
     (:func:`~mlflow_recsys.tracking.context.check_step_run`).
 
     ``on_stage``, when given, is called with each stage as it begins, in the
@@ -200,6 +210,9 @@ def compare_runs(
         If a run's per-user artifacts are missing or malformed.
     TrackingServerError
         If the tracking server does not answer within the bounded wait.
+    TrackingPermissionError
+        If the tracking server refuses to create or write the comparison run, naming the experiment and what
+        to do; raised before any artifact is read.
     """
     if on_stage is not None and not callable(on_stage):
         raise TypeError(validation.expected("on_stage", "a callable taking the stage's name, or None", on_stage))
@@ -218,22 +231,20 @@ def compare_runs(
                 model_tag=model_tag,
             )
         except BaseException as exc:
-            target.record_failure(exc, [], create=False)  # only into a run that exists already
+            target.record_failure(exc)  # only into a run that exists already
             raise
         _log_plan(runs, plan, settings)
-        try:
+        # The run exists before any work: a store that will not take it (a READ-only user) says so now, not after
+        # hours of resampling. Any later failure ends it FAILED with the reason and no results.
+        with target.run(runs, _run_name(plan)) as run:
             plan, provenance, (report, spreads, averaged) = _load_and_compare(runs, plan, settings, stage)
-        except BaseException as exc:
-            target.record_failure(exc, runs, create=True)
-            raise
-        analysis = resolve_primary_analysis(settings.primary_analysis, seeded=averaged is not None)
-        logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
-        _log.info("logging the comparison run")
-        stage("logging")
-        declared = _declared_in_advance(runs, settings.primary)
-        run_id = _log_comparison(
-            target, report, spreads, runs, plan, logged, settings.primary, provenance, declared, averaged
-        )
+            analysis = resolve_primary_analysis(settings.primary_analysis, seeded=averaged is not None)
+            logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
+            _log.info("logging the comparison run")
+            stage("logging")
+            declared = _declared_in_advance(runs, settings.primary)
+            _log_comparison(report, spreads, runs, plan, logged, settings.primary, provenance, declared, averaged)
+            run_id = run.info.run_id
     return RunComparison(
         report=report,
         seed_spreads=spreads,
@@ -262,7 +273,7 @@ def _log_plan(runs: list[Run], plan: _Plan, settings: ComparisonSettings) -> Non
         len(plan.pairs),
         settings.n_resamples,
     )
-    unpaired = [f"{c} vs {b}" for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
+    unpaired = [pair_label(b, c) for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
     if settings.paired_seeds and unpaired:
         _log.warning(
             "paired_seeds has no effect on %s: only one side has several seeds, so there is "
@@ -286,18 +297,18 @@ def _load_and_compare(runs: list[Run], plan: _Plan, settings: ComparisonSettings
 
 def _compare(
     plan: _Plan, artifacts: dict[str, EvaluationArtifacts], settings: ComparisonSettings
-) -> tuple[ComparisonReport, dict[str, SeedSpread], ComparisonReport | None]:
-    """The paired report, the seed-spread tables by ``"<candidate> vs <baseline>"`` and, when a candidate has
-    seeds, the seed-averaged report (else None)."""
+) -> tuple[ComparisonReport, dict[tuple[str, str], SeedSpread], ComparisonReport | None]:
+    """The paired report, the seed-spread tables by (baseline, candidate) in the order of the pairs and, when a
+    candidate has seeds, the seed-averaged report (else None)."""
     statistics = settings.compare_models_kwargs()
     metric_keys = plan.metric_keys
     assert metric_keys is not None  # _load_and_compare has set them from the per-user files
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
     report = compare_models(instances, metrics=metric_keys, **statistics)
-    spreads = {}
+    spreads: dict[tuple[str, str], SeedSpread] = {}
     for base, cand in plan.seed_pairs:
-        spreads[f"{cand} vs {base}"] = seed_spread(
+        spreads[base, cand] = seed_spread(
             _side(results[base]),
             _side(results[cand]),
             metrics=metric_keys,
@@ -319,7 +330,7 @@ def _compare(
                 metrics=metric_keys,
                 **statistics,
             )
-    return report, dict(sorted(spreads.items())), averaged
+    return report, spreads, averaged
 
 
 def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str], analysis: str) -> dict:
@@ -561,20 +572,21 @@ SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_
 def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, str, str, str], str]:
     """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
 
-    ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>_vs_<baseline>.<metric>.<field>`` without;
+    ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>.vs.<baseline>.<metric>.<field>`` without;
     the seed-averaged report's under ``<candidate>.<metric>.seed_averaged.<field>`` and seed-table columns under
     ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go
-    through :func:`~mlflow_recsys.tracking.naming.model_label`, and long names through
-    :func:`~mlflow_recsys.tracking.limits.fit_key`.
+    through :func:`~mlflow_recsys.tracking.naming.pair_metric_prefix`, which no two pairs share, and long names
+    through :func:`~mlflow_recsys.tracking.limits.fit_key`.
 
     Raises
     ------
     RunSelectionError
-        If two hypotheses would share a name (model names such as ``A_vs_B`` and ``A`` can collide).
+        If two hypotheses would still share a name: two long names whose 40-bit hashes collide, or two model
+        names whose labels' hashes do.
     """
     names = {}
     for base, cand in pairs:
-        who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
+        who = pair_metric_prefix(base, cand, reference)
         for metric in metric_keys:
             for field in REPORT_FIELDS:
                 names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
@@ -583,7 +595,7 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
                         f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}"
                     )
     for base, cand in seed_pairs:
-        who = model_label(cand) if reference is not None else f"{model_label(cand)}_vs_{model_label(base)}"
+        who = pair_metric_prefix(base, cand, reference)
         for metric in metric_keys:
             for field in SEED_FIELDS:
                 names[(base, cand, metric, f"seeds.{field}")] = fit_key(
@@ -591,7 +603,7 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
                 )
     clashes = duplicates(list(names.values()))
     if clashes:
-        owners = sorted({f"{c} vs {b}" for (b, c, _, _), n in names.items() if n in clashes})
+        owners = sorted({pair_label(b, c) for (b, c, _, _), n in names.items() if n in clashes})
         raise RunSelectionError(
             f"model names: the comparisons {owners} would share the MLflow metric name {clashes[0]!r}; "
             "rename a model (its recsys.model tag) so that the names stay apart"
@@ -654,11 +666,34 @@ class _Target:
         return entry_point_run(run_name, experiment_id=experiment_id)
 
     @contextmanager
-    def run(self, source_experiment_id: str, run_name: str) -> Iterator[mlflow.ActiveRun]:
-        """The comparison run, ended FAILED with the reason on any exception, and always ended locally."""
-        run = self._open(source_experiment_id, run_name)
+    def run(self, runs: list[Run], run_name: str) -> Iterator[mlflow.ActiveRun]:
+        """The comparison run of ``runs``, tagged with its role and source runs as it is made; ended FAILED with
+        the reason on any exception, and always ended locally.
+
+        Raises
+        ------
+        TrackingPermissionError
+            If the tracking server refuses to create or tag the run (HTTP 403), naming the experiment.
+        """
+        experiment_id = runs[0].info.experiment_id
         try:
-            mlflow.set_tag(tags.ROLE, tags.ROLE_COMPARISON)  # first, so even a run that fails says what it was
+            run = self._open(experiment_id, run_name)
+        except MlflowException as exc:
+            self._raise_if_refused(exc, experiment_id)
+            raise
+        try:
+            mlflow.set_tags(  # first, so even a run that fails says what it was and what it compared
+                {
+                    tags.ROLE: tags.ROLE_COMPARISON,
+                    tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs]),
+                    tags.N_SOURCE_RUNS: str(len(runs)),
+                }
+            )
+        except MlflowException as exc:
+            mark_failed(run.info.run_id, exc, end=True)
+            self._raise_if_refused(exc, run.info.experiment_id)
+            raise
+        try:
             yield run
         except BaseException as exc:
             mark_failed(run.info.run_id, exc, end=True)
@@ -666,33 +701,52 @@ class _Target:
         else:
             mlflow.end_run()
 
-    def record_failure(self, exc: BaseException, runs: list[Run], *, create: bool) -> None:
-        """Mark the comparison FAILED with the reason, before any result exists.
+    def _raise_if_refused(self, exc: MlflowException, experiment_id: str) -> None:
+        """For MLflow's PERMISSION_DENIED (HTTP 403), a TrackingPermissionError saying where the comparison may not
+        write and what to do; nothing for any other error."""
+        if exc.error_code != "PERMISSION_DENIED":
+            return
+        if self.experiment_name is not None:
+            where = f"experiment {self.experiment_name!r} (output_experiment)"
+        elif self.environment_run:
+            where = "the entry point's run (MLFLOW_RUN_ID)"
+        elif self.nested:
+            where = "the experiment of the active run the comparison nests under"
+        else:
+            where = f"experiment {_experiment_name(experiment_id)!r} (id {experiment_id}), the first source run's"
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+        raise TrackingPermissionError(
+            f"output_experiment: the tracking server refused to write the comparison run into {where}"
+            + (f" for user {user!r}" if user else "")
+            + "; nothing was computed. Ask the experiment's owner for EDIT permission, or write the comparison "
+            "into an experiment you may write to: --output-experiment NAME (output_experiment= in Python; a new "
+            "name is created)"
+        ) from None
 
-        The entry point's run (``MLFLOW_RUN_ID``), made for this comparison, always records the reason. With
-        ``create`` (the runs passed every metadata check), an error in the per-user data gets a FAILED comparison
-        run of its own (nested under the caller's active run, if any), so the reason shows in MLflow;
-        an interruption (SIGTERM, Ctrl-C) creates none. Nothing is recorded when the server cannot be reached.
-        """
-        existing = self.environment_run
-        if is_unreachable(exc) or not (existing or (create and isinstance(exc, Exception))):
+    def record_failure(self, exc: BaseException) -> None:
+        """Mark the entry point's run (``MLFLOW_RUN_ID``), made for this comparison, FAILED with the reason of a
+        failure before the comparison run was opened. Nothing else exists yet, so nothing else records it;
+        nothing is recorded when the server cannot be reached."""
+        if not self.environment_run or is_unreachable(exc):
             return
         try:
-            run = self._open(runs[0].info.experiment_id if runs else None, "comparison (failed)")
+            run = self._open(None, "comparison (failed)")
         except Exception as again:
             _log.warning("could not record the failure in MLflow: %s", redact(str(again)))
             return
         try:
-            mlflow.set_tags(
-                {
-                    tags.ROLE: tags.ROLE_COMPARISON,
-                    tags.N_SOURCE_RUNS: str(len(runs)),
-                    **({tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs])} if runs else {}),
-                }
-            )
+            mlflow.set_tags({tags.ROLE: tags.ROLE_COMPARISON, tags.N_SOURCE_RUNS: "0"})
         except Exception as again:
             _log.warning("could not tag the failed comparison run: %s", redact(str(again)))
         mark_failed(run.info.run_id, exc, end=True)
+
+
+def _experiment_name(experiment_id: str) -> str:
+    """The name of experiment ``experiment_id``, or the id when it cannot be read."""
+    try:
+        return mlflow.get_experiment(experiment_id).name
+    except Exception:  # noqa: BLE001 - a name for a message; the refusal is what matters
+        return experiment_id
 
 
 # -- verifying and grouping ---------------------------------------------------------
@@ -907,7 +961,7 @@ MIN_NOTE_ROWS = 10
 
 def _note_versions(
     report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
+    spreads: dict[tuple[str, str], SeedSpread],
     primary: str | None,
     provenance: dict | None = None,
     declared: bool = False,
@@ -947,7 +1001,7 @@ def _analyses(
 
 def _result_paragraphs(
     report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
+    spreads: dict[tuple[str, str], SeedSpread],
     primary: str | None,
     declared: bool,
     averaged: ComparisonReport | None,
@@ -974,15 +1028,16 @@ def _result_paragraphs(
         ]
     sentences = [line for text in sentences for line in (text, "")]
     seeds = []
-    for label, spread in spreads.items():
+    for (base, cand), spread in spreads.items():
         key = primary or spread.to_frame()["metric"].iloc[0]
-        seeds += [f"{bold(f'Seeds ({name(label)})')}: {spread.results_text(key, markup=markup)}", ""]
+        label = name(pair_label(base, cand))
+        seeds += [f"{bold(f'Seeds ({label})')}: {spread.results_text(key, markup=markup)}", ""]
     return declaration, sentences, seeds
 
 
 def _summary_text(
     report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
+    spreads: dict[tuple[str, str], SeedSpread],
     primary: str | None,
     provenance: dict,
     declared: bool,
@@ -1132,7 +1187,6 @@ def _declared_in_advance(runs: list[Run], primary: str | None) -> bool:
 
 
 def _log_comparison(
-    target: _Target,
     report,
     spreads,
     runs,
@@ -1142,13 +1196,14 @@ def _log_comparison(
     provenance: dict,
     declared: bool = False,
     averaged: ComparisonReport | None = None,
-) -> str:
-    """Render every file, then log into the comparison run: artifacts first, then tags, params and metrics.
+) -> None:
+    """Render every file, then log into the active (comparison) run: artifacts first, then tags, params and
+    metrics.
 
-    Every key and value is made to fit MLflow's limits here, before the run exists, so MLflow has no reason
-    to refuse or cut anything. Returns the run id.
+    Every key and value is made to fit MLflow's limits here, before anything is logged, so MLflow has no reason
+    to refuse or cut anything.
     """
-    run_name = _run_name(report, plan)
+    run_name = _run_name(plan)
     analysis = settings["primary_analysis_used"]
     source_ids = [r.info.run_id for r in runs]
     text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
@@ -1172,26 +1227,21 @@ def _log_comparison(
         versions = _note_versions(report, spreads, primary, provenance, declared, averaged, analysis)
         note = fit_text(v + link for v in versions)
         headline = _headline(report, primary, averaged, analysis)
-        with target.run(runs[0].info.experiment_id, run_name) as run:
-            mlflow.log_artifacts(str(out))
-            mlflow.log_table(frame, artifact_file="report_table.json")
-            if seed_frame is not None:
-                mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
-            if averaged is not None:
-                mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
-            mlflow.set_tags(_comparison_tags(runs[0].data.tags, source_ids, primary, headline, run_name, note))
-            log_params_once(params)
-            mlflow.log_metrics(metrics)
-            return run.info.run_id
+        mlflow.log_artifacts(str(out))
+        mlflow.log_table(frame, artifact_file="report_table.json")
+        if seed_frame is not None:
+            mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
+        if averaged is not None:
+            mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
+        mlflow.set_tags(_result_tags(runs[0].data.tags, primary, headline, run_name, note))
+        log_params_once(params)
+        mlflow.log_metrics(metrics)
 
 
-def _comparison_tags(first: dict, source_ids: list[str], primary, headline: str, run_name: str, note: str) -> dict:
-    """The comparison run's tags: its role and sources, the split and targets of ``first`` (a source run's tags),
-    the primary metric and the result headline, its name and notes."""
+def _result_tags(first: dict, primary, headline: str, run_name: str, note: str) -> dict:
+    """The tags a comparison run gets with its results (its role and sources it got when it was made): the split
+    and targets of ``first`` (a source run's tags), the primary metric and the result headline, its name and notes."""
     return {
-        tags.ROLE: tags.ROLE_COMPARISON,
-        tags.SOURCE_RUNS: source_runs_tag(source_ids),
-        tags.N_SOURCE_RUNS: str(len(source_ids)),
         tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
         tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
         tags.PRIMARY_METRIC: primary or "",
@@ -1221,7 +1271,7 @@ def _write_json_files(out: Path, source_ids: list[str], plan: _Plan, settings: d
 def _write_html(
     out: Path,
     report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
+    spreads: dict[tuple[str, str], SeedSpread],
     run_name: str,
     primary: str | None,
     provenance: dict,
@@ -1235,7 +1285,7 @@ def _write_html(
     (out / "report.html").write_text(
         report_html(
             report,
-            spreads,
+            {pair_label(b, c): spread for (b, c), spread in spreads.items()},  # one-to-one headings
             primary=primary,
             title=run_name,
             forest_png=(out / "forest.png").read_bytes(),
@@ -1248,17 +1298,20 @@ def _write_html(
     )
 
 
-def _run_name(report: ComparisonReport, plan: _Plan) -> str:
+def _run_name(plan: _Plan) -> str:
     """``B, C vs A`` with a reference, ``compare A, B, C`` without; cut to the length a run name may have."""
-    if report.reference:
-        run_name = f"{', '.join(m for m in plan.models if m != report.reference)} vs {report.reference}"
+    if plan.reference:
+        run_name = f"{', '.join(m for m in plan.models if m != plan.reference)} vs {plan.reference}"
     else:
         run_name = "compare " + ", ".join(plan.models)
     return shorten(run_name, MAX_RUN_NAME_LENGTH)
 
 
 def _comparison_metrics(
-    names: dict, report: ComparisonReport, averaged: ComparisonReport | None, spreads: dict[str, SeedSpread]
+    names: dict,
+    report: ComparisonReport,
+    averaged: ComparisonReport | None,
+    spreads: dict[tuple[str, str], SeedSpread],
 ) -> tuple[dict[str, float], list[dict]]:
     """The comparison run's metrics (finite values only) by MLflow name, and the map of each name to its hypothesis
     and field (``metric_names.json``)."""
@@ -1303,14 +1356,21 @@ def _write_report_frames(
     return frame, averaged_frame
 
 
-def _write_seed_files(out: Path, spreads: dict[str, SeedSpread]) -> pd.DataFrame | None:
+def _write_seed_files(out: Path, spreads: dict[tuple[str, str], SeedSpread]) -> pd.DataFrame | None:
     """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table, None without
-    seeds."""
+    seeds. Each per-seed row names its pair in ``baseline`` and ``candidate``, and in ``comparison`` as
+    :func:`~mlflow_recsys.tracking.naming.pair_label` writes it (one text per pair, so the plot keeps pairs apart)."""
     if not spreads:
         return None
     seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True)
     _write_csv(seed_frame, out / "seed_spread.csv")
-    per_seed = pd.concat([s.per_seed_frame().assign(comparison=n) for n, s in spreads.items()], ignore_index=True)
+    per_seed = pd.concat(
+        [
+            s.per_seed_frame().assign(baseline=b, candidate=c, comparison=pair_label(b, c))
+            for (b, c), s in spreads.items()
+        ],
+        ignore_index=True,
+    )
     _write_csv(per_seed, out / "seed_spread_per_seed.csv")
     seed_spread_plot(per_seed, out / "seed_spread.png")
     return seed_frame

@@ -1,11 +1,15 @@
-"""The one place where metric keys become MLflow metric names and back.
+"""The one place where metric keys and model names become MLflow names and texts, one-to-one.
 
 MLflow metric names may not contain ``@``; ``ndcg@100`` is logged as
 ``ndcg_at_100``. Keys have the form of :data:`mlflow_recsys.metrics.KEY_PATTERN`.
+Model names become labels of metric names (:func:`model_label`), and a pair of
+models a text (:func:`pair_label`) or a metric-name prefix (:func:`pair_metric_prefix`)
+that no other pair shares.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 
@@ -82,3 +86,37 @@ def model_label(name: str) -> str:
     if _PLAIN.match(name):
         return name
     return re.sub(r"[^A-Za-z0-9_\-]", "_", name)[:60] + "-" + text_digest(name, 8)
+
+
+#: What joins a candidate's and a baseline's name in text: ``ELSA vs EASE``.
+PAIR_SEPARATOR = " vs "
+
+
+def pair_label(baseline: str, candidate: str) -> str:
+    """A (baseline, candidate) pair as one text, one-to-one: ``"ELSA vs EASE"``.
+
+    Names that could make the joined text ambiguous (one holding ``" vs "``, beginning with ``"vs "``, ending
+    with ``" vs"`` or being ``"vs"``, or one that begins with ``"``) are written as JSON strings:
+    ``"X" vs "Z vs Y"`` and ``"X vs Z" vs "Y"`` stay apart. A label is for people and for columns of files;
+    structures in code are keyed by the pair itself.
+    """
+    if all(_bare(name) for name in (baseline, candidate)):
+        return f"{candidate}{PAIR_SEPARATOR}{baseline}"
+    return f"{json.dumps(candidate, ensure_ascii=False)}{PAIR_SEPARATOR}{json.dumps(baseline, ensure_ascii=False)}"
+
+
+def _bare(name: str) -> bool:
+    """Whether ``name`` joins with another bare name into a text that splits back one way only."""
+    return not name.startswith('"') and PAIR_SEPARATOR not in f" {name} "
+
+
+def pair_metric_prefix(baseline: str, candidate: str, reference: str | None) -> str:
+    """The part of a comparison run's metric name that says which hypothesis it is, one-to-one.
+
+    ``<candidate label>`` when every pair has the ``reference`` as baseline, else
+    ``<candidate label>.vs.<baseline label>`` (labels by :func:`model_label`, which never hold a ``.``, so no
+    two pairs share a prefix: ``A_vs_B`` against ``C`` and ``A`` against ``B_vs_C`` stay apart).
+    """
+    if reference is not None:
+        return model_label(candidate)
+    return f"{model_label(candidate)}.vs.{model_label(baseline)}"

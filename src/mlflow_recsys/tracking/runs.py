@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
 from typing import cast
@@ -27,12 +29,19 @@ from mlflow_recsys.tracking.artifacts import (
     read_evaluation_artifacts,
 )
 from mlflow_recsys.tracking.downloads import download_file
-from mlflow_recsys.tracking.limits import shorten
+from mlflow_recsys.tracking.limits import duplicates, shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.validation import expected
 
 #: Runs asked for per ``search_runs`` call; MLflow returns a page token while more remain.
 SEARCH_PAGE_SIZE = 1000
+#: Most run ids one message lists; the rest are counted.
+SHOWN_IDS = 20
+#: The state of the runs an experiment selection takes; the command line, the Python API and the server's pages
+#: share this rule (:func:`search_training_runs`).
+SELECTED_STATUS = "FINISHED"
+
+_log = logging.getLogger(__name__)
 
 
 def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
@@ -86,16 +95,22 @@ def select_runs(
     Exactly one of ``run_ids``, ``compare_url`` or ``experiment`` (a name or an
     id) must be given; ``filter_string`` is an MLflow search filter used with
     ``experiment``. Only runs tagged ``recsys.role=train`` are training runs.
-    A search is read page by page (``page_size`` runs a page, default
-    :data:`SEARCH_PAGE_SIZE`) until MLflow returns no page token, so no match is
-    dropped; deleted runs are never selected.
+    An experiment selection takes the FINISHED ones (:func:`search_training_runs`,
+    the rule the server's pages follow too): a run still RUNNING (a sweep in
+    progress, a killed study's leftover), FAILED or KILLED is left out, and a
+    warning on this module's logger says how many were, by state. Runs named by
+    id or by a compare URL must all be FINISHED. A search is read page by page
+    (``page_size`` runs a page, default :data:`SEARCH_PAGE_SIZE`) until MLflow
+    returns no page token, so no match is dropped; deleted runs are never selected.
 
     Raises
     ------
     RunSelectionError
-        If the selection is ambiguous or empty, a run or experiment does not
-        exist, a run is deleted or listed twice, a run is not a training run,
-        or a run is not FINISHED (the message lists every such run with its state).
+        If the selection is ambiguous or empty (for an experiment: no FINISHED
+        training run matches, the message counting those left out), a run or
+        experiment does not exist, a run is deleted or listed twice, a run is not
+        a training run, or a run named by id is not FINISHED (the message lists
+        every such run with its state).
     MlflowException
         If the tracking server fails for another reason than a missing run or
         experiment (e.g. it cannot be reached); the caller reports it.
@@ -172,9 +187,7 @@ def run_id_list(run_ids) -> list[str] | None:
 
 def _runs_by_id(client: MlflowClient, run_ids: list[str], hint: str) -> list[Run]:
     """The runs of ``run_ids``; RunSelectionError for a repeated or unknown id (``hint`` ends its advice)."""
-    duplicated = sorted({r for r in run_ids if run_ids.count(r) > 1})
-    if duplicated:
-        raise RunSelectionError(f"runs: expected distinct run ids, found {duplicated} more than once")
+    _require_distinct(run_ids)
     found = runs_by_id(client, run_ids)
     for run_id in run_ids:
         if run_id not in found:
@@ -240,24 +253,106 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
         )
     if exp.lifecycle_stage != "active":
         raise RunSelectionError(f"experiment: {exp.name!r} is deleted; restore it to compare its runs")
-    clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}'"
-    query = f"{clause} and {filter_string}" if filter_string else clause
+    try:
+        runs, _ = search_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
+        left_out = left_out_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
+    except MlflowException as exc:
+        if exc.error_code != "INVALID_PARAMETER_VALUE":
+            raise
+        raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+    others = _left_out_text(left_out)
+    if not runs:
+        raise RunSelectionError(
+            f"no {SELECTED_STATUS} training runs in experiment {exp.name!r} match filter {filter_string!r}"
+            + (f"; {others}" if others else "")
+        )
+    if others:
+        _log.warning(
+            "experiment %r: compared its %d %s training runs; %s", exp.name, len(runs), SELECTED_STATUS, others
+        )
+    return runs
+
+
+def training_runs_filter(filter_string: str | None = None, *, selected: bool = True) -> str:
+    """The MLflow search filter of an experiment selection: training runs (``recsys.role = 'train'``) whose
+    status is :data:`SELECTED_STATUS` (with ``selected=False``: any other status), and ``filter_string``."""
+    status = f"attributes.status {'=' if selected else '!='} '{SELECTED_STATUS}'"
+    clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' and {status}"
+    return f"{clause} and {filter_string}" if filter_string else clause
+
+
+def search_training_runs(
+    client: MlflowClient,
+    experiment_ids: list[str],
+    filter_string: str | None = None,
+    *,
+    page_size: int = SEARCH_PAGE_SIZE,
+    limit: int | None = None,
+) -> tuple[list[Run], bool]:
+    """The runs an experiment selection takes: active FINISHED training runs of ``experiment_ids`` that
+    ``filter_string`` selects, oldest first, read page by page (``page_size`` a page) to the last page, or to
+    ``limit`` runs; and whether more than ``limit`` matched.
+
+    The one rule for `compare --experiment`, :func:`select_runs` and the server's run lists.
+
+    Raises
+    ------
+    MlflowException
+        As MLflow raises it: ``INVALID_PARAMETER_VALUE`` for a filter it cannot parse, others for a server fault.
+    """
     runs: list[Run] = []
     token: str | None = None
     while True:
-        try:
-            page = client.search_runs([exp.experiment_id], filter_string=query, max_results=page_size, page_token=token)
-        except MlflowException as exc:
-            if exc.error_code != "INVALID_PARAMETER_VALUE":
-                raise
-            raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
+        page = client.search_runs(
+            experiment_ids,
+            filter_string=training_runs_filter(filter_string),
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=page_size if limit is None else min(page_size, limit + 1 - len(runs)),
+            page_token=token,
+            order_by=["attributes.start_time ASC"],
+        )
         runs.extend(page)
         token = page.token
-        if not token:
+        if not token or (limit is not None and len(runs) > limit):
             break
-    if not runs:
-        raise RunSelectionError(f"no training runs in experiment {exp.name!r} match filter {filter_string!r}")
-    return runs
+    if limit is None:
+        return runs, False
+    return runs[:limit], len(runs) > limit
+
+
+def left_out_training_runs(
+    client: MlflowClient,
+    experiment_ids: list[str],
+    filter_string: str | None = None,
+    *,
+    page_size: int = SEARCH_PAGE_SIZE,
+) -> dict[str, int]:
+    """Status -> number of active training runs that ``filter_string`` selects but :func:`search_training_runs`
+    leaves out, because they are not FINISHED (``{"RUNNING": 2}``); empty when there are none."""
+    counts: Counter[str] = Counter()
+    token: str | None = None
+    while True:
+        page = client.search_runs(
+            experiment_ids,
+            filter_string=training_runs_filter(filter_string, selected=False),
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=page_size,
+            page_token=token,
+        )
+        counts.update(r.info.status for r in page)
+        token = page.token
+        if not token:
+            return dict(sorted(counts.items()))
+
+
+def _left_out_text(left_out: dict[str, int]) -> str:
+    """``"left out 3 training runs that are not FINISHED (1 FAILED, 2 RUNNING)"``; "" for none."""
+    total = sum(left_out.values())
+    if not total:
+        return ""
+    states = ", ".join(f"{n} {status}" for status, n in left_out.items())
+    runs = "run that is" if total == 1 else "runs that are"
+    return f"left out {total} training {runs} not {SELECTED_STATUS} ({states})"
 
 
 def _missing(exc: MlflowException) -> bool:
@@ -265,10 +360,18 @@ def _missing(exc: MlflowException) -> bool:
     return exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
 
 
+def _require_distinct(run_ids: list[str]) -> None:
+    """RunSelectionError naming the ids listed more than once (at most :data:`SHOWN_IDS` of them); linear time."""
+    repeated = duplicates(run_ids)
+    if repeated:
+        shown = ", ".join(repeated[:SHOWN_IDS]) + (
+            f" and {len(repeated) - SHOWN_IDS} others" if len(repeated) > SHOWN_IDS else ""
+        )
+        raise RunSelectionError(f"runs: expected distinct run ids, found {shown} more than once")
+
+
 def _require_training_runs(runs: list[Run]) -> None:
-    ids = [r.info.run_id for r in runs]
-    if len(set(ids)) != len(ids):
-        raise RunSelectionError(f"runs: expected distinct run ids, found duplicates in {ids}")
+    _require_distinct([r.info.run_id for r in runs])
     deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
     if deleted:
         raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
