@@ -551,7 +551,7 @@ def test_ray_socket_path_length_is_checked_as_ray_counts_it(monkeypatch):
     from mlflow_recsys.tracking.executors import check_ray_socket_paths
 
     room = room_for_ray_tmpdir()
-    assert 30 <= room <= 32  # process ids of 5 to 7 digits
+    assert 30 <= room <= 36  # process ids of 1 to 7 digits
     short = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))
     try:
         fits = folder_of(short, room)

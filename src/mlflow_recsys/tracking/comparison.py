@@ -653,17 +653,17 @@ class _Target:
             experiment_name=output_experiment,
         )
 
-    def _open(self, source_experiment_id: str | None, run_name: str) -> mlflow.ActiveRun:
+    def _open(self, source_experiment_id: str | None, run_name: str, made_with: dict[str, str]) -> mlflow.ActiveRun:
         """The run to log into (see :func:`~mlflow_recsys.tracking.context.entry_point_run`).
 
-        A new run goes to ``output_experiment``, else (nested) the caller's run's experiment, else
-        ``source_experiment_id``; None (no source runs) lets MLflow choose.
+        It carries ``made_with`` from its first moment. A new run goes to ``output_experiment``, else (nested)
+        the caller's run's experiment, else ``source_experiment_id``; None (no source runs) lets MLflow choose.
         """
         experiment_id = None if self.nested else source_experiment_id
         if self.experiment_name is not None:
             exp = mlflow.get_experiment_by_name(self.experiment_name)
             experiment_id = exp.experiment_id if exp else mlflow.create_experiment(self.experiment_name)
-        return entry_point_run(run_name, experiment_id=experiment_id)
+        return entry_point_run(run_name, experiment_id=experiment_id, tags=made_with)
 
     @contextmanager
     def run(self, runs: list[Run], run_name: str) -> Iterator[mlflow.ActiveRun]:
@@ -676,22 +676,15 @@ class _Target:
             If the tracking server refuses to create or tag the run (HTTP 403), naming the experiment.
         """
         experiment_id = runs[0].info.experiment_id
+        made_with = {  # so even a run that fails, or a process killed at once, says what it was and compared
+            tags.ROLE: tags.ROLE_COMPARISON,
+            tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs]),
+            tags.N_SOURCE_RUNS: str(len(runs)),
+        }
         try:
-            run = self._open(experiment_id, run_name)
+            run = self._open(experiment_id, run_name, made_with)
         except MlflowException as exc:
             self._raise_if_refused(exc, experiment_id)
-            raise
-        try:
-            mlflow.set_tags(  # first, so even a run that fails says what it was and what it compared
-                {
-                    tags.ROLE: tags.ROLE_COMPARISON,
-                    tags.SOURCE_RUNS: source_runs_tag([r.info.run_id for r in runs]),
-                    tags.N_SOURCE_RUNS: str(len(runs)),
-                }
-            )
-        except MlflowException as exc:
-            mark_failed(run.info.run_id, exc, end=True)
-            self._raise_if_refused(exc, run.info.experiment_id)
             raise
         try:
             yield run
@@ -730,14 +723,10 @@ class _Target:
         if not self.environment_run or is_unreachable(exc):
             return
         try:
-            run = self._open(None, "comparison (failed)")
+            run = self._open(None, "comparison (failed)", {tags.ROLE: tags.ROLE_COMPARISON, tags.N_SOURCE_RUNS: "0"})
         except Exception as again:
             _log.warning("could not record the failure in MLflow: %s", redact(str(again)))
             return
-        try:
-            mlflow.set_tags({tags.ROLE: tags.ROLE_COMPARISON, tags.N_SOURCE_RUNS: "0"})
-        except Exception as again:
-            _log.warning("could not tag the failed comparison run: %s", redact(str(again)))
         mark_failed(run.info.run_id, exc, end=True)
 
 

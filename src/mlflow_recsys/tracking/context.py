@@ -192,7 +192,12 @@ def _step_target() -> tuple[str | None, Run | None]:
 
 
 def entry_point_run(
-    run_name: str, *, experiment_id: str | None = None, params: dict | None = None, whole_params_in: str = "artifacts"
+    run_name: str,
+    *,
+    experiment_id: str | None = None,
+    params: dict | None = None,
+    whole_params_in: str = "artifacts",
+    tags: dict[str, str] | None = None,
 ):
     """Start the run to log into, by the rule of :func:`check_step_run`, and log ``params`` to it first.
 
@@ -214,6 +219,9 @@ def entry_point_run(
         (MLflow would cut it without a word).
     whole_params_in : str, default ``"artifacts"``
         Where the run keeps its long params whole, e.g. ``"manifest.json"``.
+    tags : dict, optional
+        Tags the run carries from its first moment: a new run is created with them, so that a process killed
+        right after (SIGKILL) still leaves a run that says what it is; the environment's run gets them first.
 
     Returns
     -------
@@ -234,7 +242,7 @@ def entry_point_run(
     texts = fit_values(texts, MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")
     if existing is None:
         to_log = _params_to_log("(new)", {}, texts)
-        run = _start_new_run(run_name, experiment_id, parent_id)
+        run = _start_new_run(run_name, experiment_id, parent_id, tags or {})
     else:
         to_log = _params_to_log(existing.info.run_id, existing.data.params, texts)
         run = mlflow.start_run(run_id=existing.info.run_id)
@@ -244,7 +252,8 @@ def entry_point_run(
             from mlflow_recsys.tracking.plugin import RecsysRunContext
 
             provider = RecsysRunContext()
-            mlflow.set_tags({MLFLOW_RUN_NAME: run_name, **(provider.tags() if provider.in_context() else {})})
+            context_tags = provider.tags() if provider.in_context() else {}
+            mlflow.set_tags({MLFLOW_RUN_NAME: run_name, **context_tags, **(tags or {})})
         if to_log:
             mlflow.log_params(to_log)
     except BaseException:
@@ -253,16 +262,21 @@ def entry_point_run(
     return StepRun(run)
 
 
-def _start_new_run(run_name: str, experiment_id: str | None, parent_id: str | None) -> mlflow.ActiveRun:
-    """A new run, nested under ``parent_id`` (in its experiment unless ``experiment_id``) when given."""
+def _start_new_run(
+    run_name: str, experiment_id: str | None, parent_id: str | None, tags: dict[str, str]
+) -> mlflow.ActiveRun:
+    """A new run with ``tags``, nested under ``parent_id`` (in its experiment unless ``experiment_id``) when
+    given."""
     if parent_id is None:
-        return mlflow.start_run(run_name=run_name, experiment_id=experiment_id)
+        return mlflow.start_run(run_name=run_name, experiment_id=experiment_id, tags=tags)
     if experiment_id is None:
         experiment_id = MlflowClient().get_run(parent_id).info.experiment_id
     # mlflow.start_run resumes MLFLOW_RUN_ID whenever it is set, nested or not; the caller's run wins here.
     inherited = os.environ.pop(RUN_ID_ENV, None)
     try:
-        return mlflow.start_run(run_name=run_name, experiment_id=experiment_id, nested=True, parent_run_id=parent_id)
+        return mlflow.start_run(
+            run_name=run_name, experiment_id=experiment_id, nested=True, parent_run_id=parent_id, tags=tags
+        )
     finally:
         if inherited is not None:
             os.environ[RUN_ID_ENV] = inherited

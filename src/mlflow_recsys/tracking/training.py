@@ -78,8 +78,8 @@ def run_split(
         if columns:
             params["columns"] = json.dumps(columns, sort_keys=True)
         run_name = f"split {name} {config.split_mode} seed {config.seed}"
-        with entry_point_run(run_name, params=params, whole_params_in="manifest.json") as run:
-            mlflow.set_tags({tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"], tags.DATASET: name})
+        made_with = {tags.ROLE: tags.ROLE_SPLIT, tags.SPLIT_DIGEST: split["split_digest"], tags.DATASET: name}
+        with entry_point_run(run_name, params=params, whole_params_in="manifest.json", tags=made_with) as run:
             mlflow.log_metrics({k: float(v) for k, v in manifest["counts"].items()})
             mlflow.log_artifact(str(path))
             mlflow.log_dict(manifest, "manifest.json")
@@ -234,8 +234,8 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
         seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED  # type: ignore[union-attr]
         run_name = f"{config.model} seed {seed}" if spec.seeded else config.model
         params = {**config.to_params(), "checkpoint": checkpoint}
-        with entry_point_run(run_name, params=params, whole_params_in="evaluation.json") as run:
-            mlflow.set_tags(_train_tags(config.model, unfitted.config, seed, split))
+        made_with = _train_tags(config.model, unfitted.config, seed, split)
+        with entry_point_run(run_name, params=params, whole_params_in="evaluation.json", tags=made_with) as run:
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
             fitted = _fit_and_log(
                 unfitted,
