@@ -135,7 +135,12 @@ def working_tree_state(root: Path = ROOT) -> set[str]:
             for p in root.rglob("*")
             if not {".git", ".venv", *_CACHES} & set(p.relative_to(root).parts)
         ]
-    return {line for line in out if not any(c in line.split("/") or c + "/" in line for c in _CACHES)}
+    # The project's own environment is installed into, never written by a test (make browser-test adds to it).
+    return {
+        line
+        for line in out
+        if not line[3:].startswith(".venv/") and not any(c in line.split("/") or c + "/" in line for c in _CACHES)
+    }
 
 
 def new_in_working_tree(before: set[str], after: set[str]) -> list[str]:

@@ -441,6 +441,37 @@ def test_one_primary_analysis_is_named_on_every_surface_and_the_other_is_a_sensi
 
 
 @pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
+def test_the_primary_analysis_states_every_candidate_and_the_sensitivity_one_only_the_seeded(study, monkeypatch):
+    """With one seeded and one unseeded candidate, the seed-averaged (primary) analysis states both; the
+    representative-seed (sensitivity) analysis states only the seeded one, whose comparison it tests differently:
+    the unseeded pair's comparison is one and the same in both analyses and is not called a sensitivity result."""
+    monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")
+    pop = run_train(study["checkpoint"], TrainConfig("Popularity", metrics=METRICS), log_model=False)
+    ids = [study["ease"], pop, *study["elsa"].values()]
+    args = ["compare", *ids, "--reference", "EASE", "--metrics", "ndcg@100", "--primary", "ndcg@100"]
+    res = CliRunner().invoke(cli, [*args, "--n-resamples", "199"])
+    assert res.exit_code == 0, res.output
+    primary = "Primary analysis: seed-averaged comparison."
+    sensitivity = "Sensitivity analysis: representative-seed comparison."
+    lines = res.output.splitlines()
+    stated = [line for line in lines if line.startswith((primary, sensitivity))]
+    assert [line.startswith(primary) for line in stated] == [True, True, False]
+    assert "ELSA" in stated[0] + stated[1] and "Popularity" in stated[0] + stated[1]
+    assert "ELSA" in stated[2] and "Popularity" not in stated[2]
+    run = MlflowClient().get_run(res.output.split("comparison run ")[-1].strip())
+    notes = run.data.tags["mlflow.note.content"]
+    assert notes.count(f"**{primary}**") == 2 and notes.count(f"**{sensitivity}**") == 1
+    # The headline is one of the primary analysis' sentences, said with the same label as in the notes.
+    headline = run.data.tags["recsys.result"]
+    assert headline.startswith(primary) and headline[len(primary) + 1 :] in notes.split(f"**{sensitivity}**")[0]
+    summary = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/summary.txt")
+    assert "report.csv: the representative-seed comparison, the sensitivity analysis" in summary
+    assert "seed_averaged.csv: the seed-averaged comparison, the primary analysis" in summary
+    html = mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/report.html")
+    assert html.count(f"<b>{primary}</b>") == 2 and html.count(f"<b>{sensitivity}</b>") == 1
+
+
+@pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
 def test_printout_states_seed_protocol_test_and_interval_in_words(study, monkeypatch):
     """No code-words (one-side-seeded, 'test randomization: all'): each setting the reader needs is a sentence."""
     monkeypatch.setenv("MLFLOW_RECSYS_COMMAND", "")

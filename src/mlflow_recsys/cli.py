@@ -538,7 +538,7 @@ def _print_table(report) -> None:
 
 
 def _print_comparison(outcome, primary, requested_analysis):
-    from mlflow_recsys.report.text import analysis_heading, primary_analysis_text, seed_averaged_phrase
+    from mlflow_recsys.report.text import analysis_heading, primary_analysis_text, seed_averaged_phrase, stated_results
 
     report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
     what = {
@@ -561,11 +561,8 @@ def _print_comparison(outcome, primary, requested_analysis):
     _print_methods(outcome.primary_report)
     if primary:
         click.echo("")
-        for kind, r in shown:
-            label = f"{analysis_heading(kind, analysis)}. " if averaged is not None else ""
-            for c in r.comparisons:
-                if c.metric == primary and (kind == "representative-seed" or c.averages_seeds):
-                    click.echo(_visible(label + r.results_text(primary, c.candidate, c.baseline)))
+        for label, r, c in stated_results(report, averaged, analysis, primary):
+            click.echo(_visible((f"{label}. " if label else "") + r.results_text(primary, c.candidate, c.baseline)))
         for spread in outcome.seed_spreads.values():
             click.echo(_visible(spread.results_text(primary)))
     click.echo(f"\ncomparison run {outcome.run_id}")

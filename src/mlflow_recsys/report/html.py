@@ -24,6 +24,7 @@ from mlflow_recsys.report.text import (
     primary_analysis_text,
     results_text,
     seed_protocol_text,
+    stated_results,
 )
 from mlflow_recsys.stats.power import REPORT_POWER
 
@@ -257,13 +258,9 @@ def _primary_sentences(
     """The primary metric and its result sentences, the primary analysis' first, each labelled with its role."""
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     parts = [f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>"]
-    analyses = [("representative-seed", report)] + ([("seed-averaged", seed_averaged)] if seed_averaged else [])
-    for kind, shown in sorted(analyses, key=lambda pair: pair[0] != primary_analysis):
-        label = f"<b>{analysis_heading(kind, primary_analysis)}.</b> " if seed_averaged is not None else ""
-        for c in shown.comparisons:
-            # a pair without seeds would repeat its representative-seed sentence
-            if c.metric == primary and (kind == "representative-seed" or c.averages_seeds):
-                parts.append(f"<p>{label}{html.escape(results_text(shown, c, markup='plain'))}</p>")
+    for label, shown, c in stated_results(report, seed_averaged, primary_analysis, primary):
+        bold = f"<b>{label}.</b> " if label else ""
+        parts.append(f"<p>{bold}{html.escape(results_text(shown, c, markup='plain'))}</p>")
     return parts
 
 

@@ -186,6 +186,30 @@ def analysis_heading(analysis: str, primary_analysis: str) -> str:
     return f"{role}: {ANALYSIS_TITLES[analysis]}"
 
 
+def stated_results(
+    report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, metric: str
+) -> list[tuple[str, ComparisonReport, PairwiseComparison]]:
+    """The results of ``metric`` that a reader is told, the primary analysis' first, as (label, report, pair).
+
+    The primary analysis states every pair. The sensitivity analysis states only the pairs it tests differently:
+    a pair in which neither model has two or more seeds has one and the same comparison in both, which would
+    otherwise be said twice, once as a sensitivity result. ``label`` is :func:`analysis_heading` of the pair's
+    analysis, or ``""`` without a seed-averaged comparison (one analysis, nothing to tell apart).
+    ``primary_analysis`` is ``"seed-averaged"`` or ``"representative-seed"``.
+    """
+    if seed_averaged is None:
+        return [("", report, c) for c in report.comparisons if c.metric == metric]
+    differs = {(c.baseline, c.candidate) for c in seed_averaged.comparisons if c.averages_seeds}
+    analyses = {"representative-seed": report, "seed-averaged": seed_averaged}
+    order = [primary_analysis] + [kind for kind in analyses if kind != primary_analysis]
+    return [
+        (analysis_heading(kind, primary_analysis), analyses[kind], c)
+        for kind in order
+        for c in analyses[kind].comparisons
+        if c.metric == metric and (kind == primary_analysis or (c.baseline, c.candidate) in differs)
+    ]
+
+
 def primary_analysis_text(primary_analysis: str, requested: str | None = None) -> str:
     """The methods sentences saying which analysis the conclusion rests on and what the other one is.
 

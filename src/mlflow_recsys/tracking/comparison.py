@@ -33,7 +33,13 @@ from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report.html import report_html
 from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
-from mlflow_recsys.report.text import analysis_heading, primary_analysis_text, seed_averaging_text
+from mlflow_recsys.report.text import (
+    ANALYSIS_TITLES,
+    analysis_heading,
+    primary_analysis_text,
+    seed_averaging_text,
+    stated_results,
+)
 from mlflow_recsys.stats import (
     ComparisonReport,
     LowResamplesWarning,
@@ -972,11 +978,12 @@ def _note_versions(
         tables = []
         for kind, shown in _analyses(report, averaged, analysis):
             tables += [f"### {analysis_heading(kind, analysis)}", "", shown.to_markdown(), ""]
-    yield "\n".join(title + declaration + sentences + tables + seeds + what + [_note_pointer(bool(spreads))])
+    pointer = _note_pointer(bool(spreads), analysis if averaged is not None else None)
+    yield "\n".join(title + declaration + sentences + tables + seeds + what + [pointer])
     primary_report = dict(_analyses(report, averaged, analysis))[analysis]
     compact_label = analysis_heading(analysis, analysis) if averaged is not None else None
     yield from _compact_notes(
-        primary_report, title, declaration, sentences, seeds, _compact_provenance(provenance), compact_label
+        primary_report, title, declaration, sentences, seeds, _compact_provenance(provenance), compact_label, pointer
     )
 
 
@@ -1006,15 +1013,15 @@ def _result_paragraphs(
 
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     declaration = [f"Primary metric ({when}): {bold(name(primary))}.", ""] if primary else []
-    sentences = []
-    for kind, shown in _analyses(report, averaged, analysis):
-        label = f"{bold(analysis_heading(kind, analysis) + '.')} " if averaged is not None else ""
-        sentences += [
-            label + shown.results_text(primary, c.candidate, c.baseline, markup=markup)
-            for c in shown.comparisons
-            # a pair without seeds would repeat its representative-seed sentence
-            if c.metric == primary and (kind == "representative-seed" or c.averages_seeds)
+    sentences = (
+        [
+            (f"{bold(label + '.')} " if label else "")
+            + shown.results_text(primary, c.candidate, c.baseline, markup=markup)
+            for label, shown, c in stated_results(report, averaged, analysis, primary)
         ]
+        if primary
+        else []
+    )
     sentences = [line for text in sentences for line in (text, "")]
     seeds = []
     for (base, cand), spread in spreads.items():
@@ -1058,14 +1065,22 @@ def _summary_text(
         *seeds,
         *what,
         "",
-        _note_pointer(bool(spreads)),
+        _note_pointer(bool(spreads), analysis if averaged is not None else None),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _note_pointer(has_seed_table: bool) -> str:
-    """The last line of the run notes: where the full report is, and the seed table when one was logged."""
+def _note_pointer(has_seed_table: bool, analysis: str | None = None) -> str:
+    """The last line of the run notes: where the full report is, which table file holds which analysis when a
+    seed-averaged comparison was made (``analysis``: the primary one's name), and the seed table when one was
+    logged."""
     files = "report.html (table, plots, methods), report.md and report.csv"
+    if analysis is not None:
+        role = {kind: "primary" if kind == analysis else "sensitivity" for kind in ANALYSIS_TITLES}
+        files += (
+            f" (report.csv: the representative-seed comparison, the {role['representative-seed']} analysis; "
+            f"seed_averaged.csv: the seed-averaged comparison, the {role['seed-averaged']} analysis)"
+        )
     seeds = "; seed_spread.csv holds the seed table" if has_seed_table else ""
     return f"The full report is in this run's artifacts: {files}{seeds}."
 
@@ -1092,9 +1107,10 @@ def _compact_notes(
     seeds: list[str],
     what: list[str],
     label: str | None,
+    pointer: str,
 ):
-    """The compact notes, fullest first: the sentences while they fit, a table of as many whole rows as fit, a
-    pointer to the files; last, a line that says the table does not fit."""
+    """The compact notes, fullest first: the sentences while they fit, a table of as many whole rows as fit,
+    ``pointer`` to the files; last, a line that says the table does not fit."""
 
     def cut(name: str) -> str:
         return escape_markdown(shorten(name, NOTE_NAME_WIDTH))
@@ -1109,7 +1125,6 @@ def _compact_notes(
         for r in report.to_frame().itertuples()
     ]
     seeds_elsewhere = ["The seed-spread sentences are in report.html.", ""] if seeds else []
-    pointer = _note_pointer(bool(seeds))
     if label is not None:
         header = [f"{label} (the sensitivity analysis is in report.md):", ""] + header
     for extra in (sentences + seeds, sentences + seeds_elsewhere, seeds_elsewhere):
