@@ -129,8 +129,11 @@ def test_a_checkpoint_is_read_through_each_artifact_uri_form(served, backend, tm
 
 def test_selection_pages_through_the_search_on_each_backend(served):
     finished = "attributes.status = 'FINISHED'"  # a shared test leaves a KILLED training run here
-    everything = MlflowClient().search_runs(
-        [served["experiment_id"]], max_results=1000, filter_string=f"tags.`recsys.role` = 'train' and {finished}"
+    everything = MlflowClient().search_runs(  # a selection lists its runs oldest first
+        [served["experiment_id"]],
+        max_results=1000,
+        filter_string=f"tags.`recsys.role` = 'train' and {finished}",
+        order_by=["attributes.start_time ASC"],
     )
     paged = select_runs(experiment="over-http", filter_string=finished, page_size=2)
     assert len(everything) >= 4
