@@ -329,6 +329,7 @@ def test_the_comparisons_list_shows_the_result_tag_when_the_notes_hold_no_senten
             "mlflow.note.content": "## Paired comparison\n\n| a | b |",
         },
     )
+    client.log_param(run.info.run_id, "reference", "None")  # a run that ended logged its settings
     client.set_terminated(run.info.run_id)
     rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
     assert rows[run.info.run_id].sentences == ["B beat A <b>."]
@@ -479,15 +480,6 @@ def test_configurations_of_one_model_are_offered_as_candidates(web, store):
     assert response.status_code == 303, response.get_data(as_text=True)[:2000]
     page = post_compare(web, experiment_id, [*ids.values(), pop], reference="EASE").get_data(as_text=True)
     assert "name one of [&#39;EASE(l2=50)&#39;, &#39;EASE(l2=500)&#39;]" in page
-
-
-def test_note_sentences_undo_markdown_escapes():
-    note = (
-        "## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
-        "ELSA\\_2 beats **EASE** on ndcg@100 by \\+0\\.01 &lt;b&gt;.\n\nPop ties EASE.\n\n| a | b |\n\nafter"
-    )
-    assert listing.note_sentences(note) == ["ELSA_2 beats EASE on ndcg@100 by +0.01 <b>.", "Pop ties EASE."]
-    assert listing.note_sentences("## Paired comparison\n\n| a | b |") == []
 
 
 # -- jobs and slots -------------------------------------------------------------------------------------------
@@ -1556,3 +1548,165 @@ def test_the_demo_prints_both_commands_for_its_store(tmp_path, monkeypatch):
     finally:
         mlflow.set_tracking_uri(None)
     assert text.endswith("compare them again on https://mlflow.example.com/recsys/experiments/3")
+
+
+# -- issue 27, points A3 and A5 on the server pages --------------------------------------------------------------
+
+
+def _compare_in_store(run_ids: list[str], **settings):
+    """``compare_runs`` into the test store (the server's backend store)."""
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking.comparison import compare_runs
+
+    mlflow.set_tracking_uri(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    try:
+        return compare_runs(run_ids=run_ids, settings=ComparisonSettings(**settings))
+    finally:
+        mlflow.set_tracking_uri(None)
+
+
+def _result_lines(outcome, metric: str) -> list[str]:
+    """The primary metric's result sentences, primary analysis first, labelled when there are two: built here from
+    the outcome, independently of the notes and of the page."""
+    analyses = [("representative-seed", outcome.report)]
+    if outcome.seed_averaged is not None:
+        analyses.append(("seed-averaged", outcome.seed_averaged))
+    analyses.sort(key=lambda pair: pair[0] != outcome.primary_analysis)
+    lines = []
+    for kind, report in analyses:
+        role = "Primary" if kind == outcome.primary_analysis else "Sensitivity"
+        label = f"{role} analysis: {kind} comparison. " if outcome.seed_averaged is not None else ""
+        lines += [
+            label + report.results_text(metric, c.candidate, c.baseline)
+            for c in report.comparisons
+            if c.metric == metric and (kind == "representative-seed" or c.averages_seeds)
+        ]
+    return lines
+
+
+def test_the_comparisons_list_shows_only_result_sentences_whatever_notes_were_logged(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    others = [
+        log_training_run(client, experiment_id, tmp, model=f"Model{i}", seed=None, shift=0.005 * i, rng_seed=20 + i)
+        for i in range(4)
+    ]
+    outcome = _compare_in_store(
+        study["EASE"] + study["ELSA"] + study["Popularity"] + others,
+        reference="EASE",
+        primary="ndcg@100",
+        n_resamples=199,
+    )
+    note = client.get_run(outcome.run_id).data.tags["mlflow.note.content"]
+    # The compact notes were logged: the full ones do not fit, and the sentences come before the seeds, the
+    # provenance bullets and the caption of the table.
+    assert "What was compared" not in note and "\n- Runs in the table: " in note
+    assert "Primary analysis: seed-averaged comparison (the sensitivity analysis is in report.md):" in note
+    assert "**Seeds (" in note
+    expected = _result_lines(outcome, "ndcg@100")
+    assert len(expected) == 6 + 1  # six candidates against EASE, and ELSA's seed-averaged sentence
+    assert expected[0].startswith("Primary analysis: seed-averaged comparison. Averaged over training seeds (ELSA: 3")
+    assert all(s.startswith("Sensitivity analysis: representative-seed comparison. ") for s in expected[1:])
+    row = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}[outcome.run_id]
+    assert row.sentences == expected
+    page = html.unescape(web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True))
+    cell = re.search(r'<tr class="comparison">.*?</tr>', page, re.S).group(0)
+    assert re.findall(r'<p class="sentence">(.*?)</p>', cell, re.S) == expected
+    assert "Seeds" not in cell and "Dataset" not in cell and "report.md" not in cell
+
+
+def test_note_sentences_stop_at_the_first_paragraph_that_is_no_result_sentence():
+    end = "n = 300 users, of whom 290 scored differently)."
+    note = (
+        "## Paired comparison\n\nPrimary metric (chosen at comparison time): **ndcg@100**.\n\n"
+        f"**Primary analysis: seed-averaged comparison.** ELSA\\_2 beat **EASE** &lt;b&gt; ({end}\n\n"
+        f"Pop scored less than EASE ({end}\n\n"
+        "**Seeds (EASE vs ELSA)**: ELSA ranges.\n\n- Dataset: synthetic\n\n"
+        f"Primary analysis: seed-averaged comparison (the sensitivity analysis is in report.md):\n\n| a | b |\n\n{end}"
+    )
+    assert listing.note_sentences(note) == [
+        f"Primary analysis: seed-averaged comparison. ELSA_2 beat EASE <b> ({end}",
+        f"Pop scored less than EASE ({end}",
+    ]
+    assert listing.note_sentences("## Paired comparison\n\n| a | b |") == []
+    # Compact notes that dropped the sentences hold none: the row then shows the headline.
+    dropped = (
+        "## Paired comparison\n\nPrimary metric (x): **ndcg@100**.\n\nThe seed-spread sentences are in report.html."
+    )
+    assert listing.note_sentences(dropped) == []
+
+
+def test_job_page_names_the_primary_analysis_first_and_the_sensitivity_analysis_second(web, store, monkeypatch):
+    from mlflow_recsys.server import runner
+
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    run_ids = study["EASE"] + study["ELSA"] + study["Popularity"]
+    settings = {"reference": "EASE", "primary": "ndcg@100", "metrics": None, "correction": "holm", "n_resamples": 199}
+    folder = tmp / "jobs"
+    job = jobs.new_job(folder, run_ids=run_ids, settings=settings, experiment_ids=[experiment_id])
+    mlflow.set_tracking_uri(os.environ["_MLFLOW_SERVER_FILE_STORE"])
+    try:
+        done = runner.run_job(folder, job["id"])
+    finally:
+        mlflow.set_tracking_uri(None)
+    assert done["stage"] == "done", done.get("error")
+    outcome = _compare_in_store(run_ids, reference="EASE", primary="ndcg@100", n_resamples=199)  # the same again
+    expected = _result_lines(outcome, "ndcg@100")
+    assert [s.split(". ")[0] for s in expected] == [
+        "Primary analysis: seed-averaged comparison",
+        "Sensitivity analysis: representative-seed comparison",
+        "Sensitivity analysis: representative-seed comparison",
+    ]
+    page = html.unescape(web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True))
+    shown = re.findall(r'<p class="sentence">(.*?)</p>', page, re.S)
+    assert shown[:3] == expected and len(shown) == 3 + len(outcome.seed_spreads)
+    # The notes label them the same way.
+    note = client.get_run(done["result"]["run_id"]).data.tags["mlflow.note.content"]
+    assert listing.note_sentences(note) == expected
+    rows = dict(re.findall(r"<tr><th>(\w+)</th><td>([^<]*)</td></tr>", page))
+    assert rows["primary_analysis"] == "auto: seed-averaged" and rows["paired_seeds"] == "no"
+
+
+def test_job_settings_show_the_resolved_analysis_and_booleans_in_words():
+    from mlflow_recsys.server.selection import shown_settings
+
+    form = {"reference": None, "primary": None, "metrics": None, "correction": "holm", "n_resamples": 999}
+    before = dict(shown_settings(form))
+    assert before["primary_analysis"] == "auto" and before["paired_seeds"] == "no"
+    assert "False" not in before.values() and "True" not in before.values()
+    assert dict(shown_settings(form, primary_analysis_used="seed-averaged"))["primary_analysis"] == (
+        "auto: seed-averaged"
+    )
+    assert dict(shown_settings(form, primary_analysis_used="representative-seed"))["primary_analysis"] == (
+        "auto: representative-seed"
+    )
+
+
+def test_a_comparison_run_without_params_shows_its_settings_as_not_logged(web, store):
+    client, experiment_id, _ = store
+    base = {"recsys.role": "comparison", "recsys.n_source_runs": "4"}
+    running = client.create_run(experiment_id, tags=base).info.run_id  # cut off before its end
+    # Killed between its tags and its params: notes and headline are there, its settings are not.
+    note = "## Paired comparison\n\nPrimary metric (x): **ndcg@100**.\n\nB beat A (3, of whom 2 scored differently)."
+    killed = client.create_run(
+        experiment_id, tags={**base, "recsys.result": "B beat A early.", "mlflow.note.content": note}
+    ).info.run_id
+    client.set_terminated(killed, "KILLED")
+    rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
+    for run_id in (running, killed):
+        row = rows[run_id]
+        assert (row.reference, row.primary, row.metrics, row.n_resamples) == ("not logged",) * 4
+        assert row.n_runs == "4" and row.sentences == []
+    page = html.unescape(web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True))
+    cells = re.findall(r'<tr class="comparison">.*?</tr>', page, re.S)
+    assert len(cells) == 2
+    for cell in cells:
+        assert re.findall(r"<td>([^<]*)</td><td>([^<]*)</td>", cell)[0] == ("not logged", "not logged")
+        assert "every pair" not in cell and ">none<" not in cell and '<p class="sentence">' not in cell
+    assert "B beat A" not in page
+    # A run that logged its params shows their meaning: every pair, no primary metric.
+    client.log_param(killed, "reference", "None")
+    client.log_param(killed, "primary", "None")
+    row = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}[killed]
+    assert (row.reference, row.primary, row.metrics) == ("every pair", "none", "not logged")

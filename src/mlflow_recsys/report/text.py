@@ -414,8 +414,14 @@ def _relative_words(relative: float) -> str:
     return f"a relative change of {relative:+.1%}"
 
 
+#: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes
+#: from the paragraphs around it (:func:`~mlflow_recsys.server.listing.note_sentences`).
+RESULT_SENTENCE_END = "scored differently)."
+
+
 def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Markup = "plain") -> str:
-    """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n.
+    """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n; it ends with
+    :data:`RESULT_SENTENCE_END`.
 
     Parameters
     ----------
@@ -467,7 +473,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
     return (
         f"{effect} ({level} {'BCa ' if c.interval_method == 'bca' else ''}paired-bootstrap interval {interval}, "
         f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
-        f"{c.n_nonzero:,} scored differently)."
+        f"{c.n_nonzero:,} {RESULT_SENTENCE_END}"
     )
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from mlflow.entities import Experiment, Run, ViewType
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
@@ -315,9 +316,17 @@ def declared_settings(client: MlflowClient, experiment_ids: list[str], metric_ke
 STALE_AFTER_S = 6 * 3600
 
 
+#: How the comparisons list writes a setting a run has not logged (yet): a comparison run logs its params at its
+#: end, so one cut off before has none, and no value may be guessed for it.
+NOT_LOGGED = "not logged"
+
+
 @dataclass
 class ComparisonRow:
-    """One comparison run as the experiment page lists it: enough to tell two comparisons of one pair apart."""
+    """One comparison run as the experiment page lists it: enough to tell two comparisons of one pair apart.
+
+    ``reference``, ``primary``, ``metrics``, ``n_runs`` and ``n_resamples`` are the cells' text: the value, its
+    meaning in words for an unset one (``every pair``, ``none``), or :data:`NOT_LOGGED`."""
 
     run_id: str
     name: str
@@ -326,11 +335,11 @@ class ComparisonRow:
     start_time: int
     experiment_id: str = ""
     date: str = ""  # start time, UTC, to the minute
-    reference: str = ""  # "" for every pair
-    primary: str = ""
-    metrics: str = ""  # the metrics compared, comma-separated
-    n_runs: str = ""
-    n_resamples: str = ""
+    reference: str = NOT_LOGGED
+    primary: str = NOT_LOGGED
+    metrics: str = NOT_LOGGED  # the metrics compared, comma-separated
+    n_runs: str = NOT_LOGGED
+    n_resamples: str = NOT_LOGGED
     stale: str = ""  # why a RUNNING run is taken for dead ("" when it is not)
 
 
@@ -355,12 +364,23 @@ def comparisons(
     return [_comparison_row(r, live_jobs, now_ms) for r in runs]
 
 
+def _param_text(params: dict[str, str], key: str, unset: str) -> str:
+    """A comparison run's param as its cell shows it: ``unset`` for None (``"None"``), :data:`NOT_LOGGED` when
+    the run has no such param."""
+    value = params.get(key)
+    return NOT_LOGGED if value is None else unset if value == "None" else value
+
+
 def _comparison_row(r: Run, live_jobs: frozenset[str], now_ms: int) -> ComparisonRow:
     import datetime
 
     t, p = r.data.tags, r.data.params
     error = t.get(tags.ERROR)
-    sentences = [error] if error else (note_sentences(t.get("mlflow.note.content", "")) or [t.get(tags.RESULT, "")])
+    # A result only of a run that ended and logged its settings (the last thing logged): anything else of a run cut
+    # off midway (notes, headline) is not its result.
+    ended = r.info.status == "FINISHED" and bool(p)
+    results = (note_sentences(t.get(MLFLOW_RUN_NOTE, "")) or [t.get(tags.RESULT, "")]) if ended else []
+    sentences = [error] if error else results
     stale = ""
     if r.info.status == "RUNNING":
         job, age_h = t.get(tags.SERVER_JOB), (now_ms - r.info.start_time) / 3.6e6
@@ -368,7 +388,6 @@ def _comparison_row(r: Run, live_jobs: frozenset[str], now_ms: int) -> Compariso
             stale = "stale: its comparison job on this server is not running"
         elif not job and age_h * 3600 > STALE_AFTER_S:
             stale = f"stale: started {age_h:.0f} h ago and not ended"
-        sentences = [s for s in sentences if s == error]  # a run that did not finish has no result to show
     started = datetime.datetime.fromtimestamp(r.info.start_time / 1000, tz=datetime.timezone.utc)
     return ComparisonRow(
         run_id=r.info.run_id,
@@ -378,11 +397,11 @@ def _comparison_row(r: Run, live_jobs: frozenset[str], now_ms: int) -> Compariso
         start_time=r.info.start_time,
         experiment_id=r.info.experiment_id,
         date=started.strftime("%Y-%m-%d %H:%M UTC"),
-        reference="" if p.get("reference") in (None, "None") else p["reference"],
-        primary=t.get(tags.PRIMARY_METRIC) or ("" if p.get("primary") in (None, "None") else p["primary"]),
-        metrics=p.get("compared_metrics", ""),
-        n_runs=t.get(tags.N_SOURCE_RUNS, ""),
-        n_resamples=p.get("n_resamples", ""),
+        reference=_param_text(p, "reference", "every pair"),
+        primary=t.get(tags.PRIMARY_METRIC) or _param_text(p, "primary", "none"),
+        metrics=_param_text(p, "compared_metrics", "none"),
+        n_runs=t.get(tags.N_SOURCE_RUNS) or NOT_LOGGED,
+        n_resamples=_param_text(p, "n_resamples", "none"),
         stale=stale,
     )
 
@@ -391,15 +410,22 @@ _MARKDOWN = re.compile(r"\\(.)|\*\*")
 
 
 def note_sentences(note: str) -> list[str]:
-    """The result sentences of a comparison run's notes, as plain text (markdown escapes undone): the paragraphs
-    after the ``Primary metric`` line, up to the first table or heading; none when the notes declare no primary."""
+    """The result sentences of a comparison run's notes, as plain text (markdown escapes undone), whichever
+    version of the notes was logged (full or compact): the paragraphs right after the ``Primary metric`` line
+    that are result sentences, each ending as every
+    :func:`~mlflow_recsys.report.text.results_text` sentence does
+    (:data:`~mlflow_recsys.report.text.RESULT_SENTENCE_END`), up to the first that is not (the seeds, the
+    provenance, a caption or a table); none when the notes declare no primary metric or dropped the sentences."""
+    from mlflow_recsys.report.text import RESULT_SENTENCE_END
+
     paragraphs = [p.strip() for p in note.split("\n\n") if p.strip()]
     declared = [i for i, p in enumerate(paragraphs) if p.startswith("Primary metric")]
     if not declared:
         return []
     found = []
     for p in paragraphs[declared[0] + 1 :]:
-        if p.startswith(("#", "|", "The full report")):
+        text = html.unescape(_MARKDOWN.sub(lambda m: m.group(1) or "", p))
+        if not text.endswith(RESULT_SENTENCE_END):
             break
-        found.append(html.unescape(_MARKDOWN.sub(lambda m: m.group(1) or "", p)))
+        found.append(text)
     return found

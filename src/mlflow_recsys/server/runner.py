@@ -79,15 +79,23 @@ def _watch_parent(parent: int, every: float = 1.0) -> None:
 
 
 def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
-    """The primary metric (or the first compared one) and its result sentences, as the command line prints them."""
-    report = outcome.report
-    metric = primary or report.comparisons[0].metric
-    lines = [report.results_text(metric, c.candidate, c.baseline) for c in report.comparisons if c.metric == metric]
-    if outcome.seed_averaged is not None:
+    """The primary metric (or the first compared one) and its result sentences, as the run notes give them: the
+    primary analysis' first, then the sensitivity analysis', each named by
+    :func:`~mlflow_recsys.report.text.analysis_heading` when there are two (``Primary analysis: seed-averaged
+    comparison. ...``); then the seed-spread sentences."""
+    from mlflow_recsys.report.text import analysis_heading
+    from mlflow_recsys.tracking.comparison import _analyses
+
+    metric = primary or outcome.report.comparisons[0].metric
+    averaged, analysis = outcome.seed_averaged, outcome.primary_analysis
+    lines = []
+    for kind, shown in _analyses(outcome.report, averaged, analysis):
+        label = f"{analysis_heading(kind, analysis)}. " if averaged is not None else ""
         lines += [
-            outcome.seed_averaged.results_text(metric, c.candidate, c.baseline)
-            for c in outcome.seed_averaged.comparisons
-            if c.metric == metric and c.averages_seeds
+            label + shown.results_text(metric, c.candidate, c.baseline)
+            for c in shown.comparisons
+            # a pair without seeds would repeat its representative-seed sentence
+            if c.metric == metric and (kind == "representative-seed" or c.averages_seeds)
         ]
     lines += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
     return metric, lines
@@ -134,6 +142,8 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
                 "status": run.info.status,
                 "metric": metric,
                 "sentences": sentences,
+                # the analysis ``primary_analysis`` resolved to, as the run logged it, for the Settings table
+                "primary_analysis_used": run.data.params.get("primary_analysis_used"),
             },
         )
     except BaseException as exc:  # noqa: BLE001 - every ending is recorded, then re-raised

@@ -81,12 +81,24 @@ _UNSET_TEXT = {
 }
 
 
-def shown_settings(settings: dict) -> list[tuple[str, str]]:
+#: How the job page writes a boolean setting.
+_BOOLEAN_TEXT = {"True": "yes", "False": "no"}
+
+
+def shown_settings(settings: dict, *, primary_analysis_used: str | None = None) -> list[tuple[str, str]]:
     """(name, value) of every setting a job's comparison runs under, as the job page lists them: the form's
     choices (``settings``, :meth:`Selection.to_json`) and, for the rest, the actual defaults, in
-    :class:`~mlflow_recsys.stats.settings.ComparisonSettings` field order; an unset one in words."""
+    :class:`~mlflow_recsys.stats.settings.ComparisonSettings` field order; an unset one in words, a boolean as
+    ``yes``/``no``, and ``primary_analysis`` with the analysis it resolved to (``auto: seed-averaged``) once the
+    comparison run logged it (its ``primary_analysis_used`` param, given as ``primary_analysis_used``)."""
     params = Selection(run_ids=[], **settings).settings().to_params()
-    return [(name, _UNSET_TEXT.get(name, value) if value == "None" else value) for name, value in params.items()]
+    shown = {
+        name: _UNSET_TEXT.get(name, value) if value == "None" else _BOOLEAN_TEXT.get(value, value)
+        for name, value in params.items()
+    }
+    if primary_analysis_used and shown["primary_analysis"] != primary_analysis_used:
+        shown["primary_analysis"] += f": {primary_analysis_used}"
+    return list(shown.items())
 
 
 def parse_form(form) -> Selection:

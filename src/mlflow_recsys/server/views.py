@@ -439,7 +439,9 @@ def job_page(job_id: str):
         stages=jobs.STAGES,
         final=job["stage"] in jobs.FINAL,
         max_comparisons=jobs.max_comparisons(),
-        settings=shown_settings(job["settings"]),
+        settings=shown_settings(
+            job["settings"], primary_analysis_used=(job.get("result") or {}).get("primary_analysis_used")
+        ),
     )
 
 
