@@ -1572,14 +1572,18 @@ def _result_lines(outcome, metric: str) -> list[str]:
     if outcome.seed_averaged is not None:
         analyses.append(("seed-averaged", outcome.seed_averaged))
     analyses.sort(key=lambda pair: pair[0] != outcome.primary_analysis)
+    seeded = {
+        (c.baseline, c.candidate) for c in (outcome.seed_averaged or outcome.report).comparisons if c.averages_seeds
+    }
     lines = []
     for kind, report in analyses:
-        role = "Primary" if kind == outcome.primary_analysis else "Sensitivity"
-        label = f"{role} analysis: {kind} comparison. " if outcome.seed_averaged is not None else ""
+        primary = kind == outcome.primary_analysis
+        label = f"{'Primary' if primary else 'Sensitivity'} analysis: {kind} comparison. " if len(analyses) == 2 else ""
         lines += [
             label + report.results_text(metric, c.candidate, c.baseline)
             for c in report.comparisons
-            if c.metric == metric and (kind == "representative-seed" or c.averages_seeds)
+            # every pair in the primary analysis; in the other only those whose seeds make it differ
+            if c.metric == metric and (primary or (c.baseline, c.candidate) in seeded)
         ]
     return lines
 
@@ -1604,9 +1608,10 @@ def test_the_comparisons_list_shows_only_result_sentences_whatever_notes_were_lo
     assert "Primary analysis: seed-averaged comparison (the sensitivity analysis is in report.md):" in note
     assert "**Seeds (" in note
     expected = _result_lines(outcome, "ndcg@100")
-    assert len(expected) == 6 + 1  # six candidates against EASE, and ELSA's seed-averaged sentence
-    assert expected[0].startswith("Primary analysis: seed-averaged comparison. Averaged over training seeds (ELSA: 3")
-    assert all(s.startswith("Sensitivity analysis: representative-seed comparison. ") for s in expected[1:])
+    assert len(expected) == 6 + 1  # six candidates against EASE, and ELSA's representative-seed sentence
+    assert all(s.startswith("Primary analysis: seed-averaged comparison. ") for s in expected[:6])
+    assert sum("Averaged over training seeds (ELSA: 3" in s for s in expected[:6]) == 1
+    assert expected[6].startswith("Sensitivity analysis: representative-seed comparison. ELSA")
     row = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}[outcome.run_id]
     assert row.sentences == expected
     page = html.unescape(web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True))
@@ -1655,7 +1660,7 @@ def test_job_page_names_the_primary_analysis_first_and_the_sensitivity_analysis_
     expected = _result_lines(outcome, "ndcg@100")
     assert [s.split(". ")[0] for s in expected] == [
         "Primary analysis: seed-averaged comparison",
-        "Sensitivity analysis: representative-seed comparison",
+        "Primary analysis: seed-averaged comparison",
         "Sensitivity analysis: representative-seed comparison",
     ]
     page = html.unescape(web.get(f"/recsys/jobs/{job['id']}").get_data(as_text=True))

@@ -79,24 +79,16 @@ def _watch_parent(parent: int, every: float = 1.0) -> None:
 
 
 def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
-    """The primary metric (or the first compared one) and its result sentences, as the run notes give them: the
-    primary analysis' first, then the sensitivity analysis', each named by
-    :func:`~mlflow_recsys.report.text.analysis_heading` when there are two (``Primary analysis: seed-averaged
-    comparison. ...``); then the seed-spread sentences."""
-    from mlflow_recsys.report.text import analysis_heading
-    from mlflow_recsys.tracking.comparison import _analyses
+    """The primary metric (or the first compared one) and its result sentences, as the run notes give them
+    (:func:`~mlflow_recsys.report.text.stated_results`: the primary analysis' first, each named when there are
+    two, ``Primary analysis: seed-averaged comparison. ...``); then the seed-spread sentences."""
+    from mlflow_recsys.report.text import stated_results
 
     metric = primary or outcome.report.comparisons[0].metric
-    averaged, analysis = outcome.seed_averaged, outcome.primary_analysis
-    lines = []
-    for kind, shown in _analyses(outcome.report, averaged, analysis):
-        label = f"{analysis_heading(kind, analysis)}. " if averaged is not None else ""
-        lines += [
-            label + shown.results_text(metric, c.candidate, c.baseline)
-            for c in shown.comparisons
-            # a pair without seeds would repeat its representative-seed sentence
-            if c.metric == metric and (kind == "representative-seed" or c.averages_seeds)
-        ]
+    stated = stated_results(outcome.report, outcome.seed_averaged, outcome.primary_analysis, metric)
+    lines = [
+        (f"{label}. " if label else "") + r.results_text(metric, c.candidate, c.baseline) for label, r, c in stated
+    ]
     lines += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
     return metric, lines
 
