@@ -182,7 +182,12 @@ def test_seed_averaged_section_appears_only_when_given(report):
         "Primary analysis: seed-averaged comparison",
         "Sensitivity analysis: representative-seed comparison",
     )
-    assert page.headings.index(sensitivity) < page.headings.index(primary)
+    # The primary analysis' table comes first, with the forest plot of that analysis, in the key and details alike.
+    assert [h for h in page.headings if h in (primary, sensitivity)] == [primary, sensitivity] * 2
+    assert "forest plot of the seed-averaged comparison's differences" in _page(report, seed_averaged=averaged)
+    flipped = Page(_page(report, seed_averaged=averaged, primary_analysis="representative-seed"))
+    first, second = "Primary analysis: representative-seed comparison", "Sensitivity analysis: seed-averaged comparison"
+    assert [h for h in flipped.headings if h in (first, second)] == [first, second] * 2
     assert primary_analysis_text("seed-averaged") in page.paragraphs
     assert "Paired comparison" not in page.headings
     # The representative-seed table is unchanged; the seed-averaged one names each side's seeds.

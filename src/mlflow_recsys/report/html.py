@@ -211,22 +211,7 @@ def report_html(
     ]
     if primary is not None:
         parts += _primary_sentences(report, primary, primary_declared, seed_averaged, primary_analysis)
-    heading = (
-        analysis_heading("representative-seed", primary_analysis) if seed_averaged is not None else "Paired comparison"
-    )
-    parts += [
-        f"<h2>{heading}</h2>",
-        f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
-        f'<p class="legend">{legend(report)}</p>',
-        _image(forest_png, "forest plot of the differences with their intervals"),
-    ]
-    if seed_averaged is not None:
-        parts += [
-            f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
-            f"<p>{_seed_sentence(seed_averaged)}</p>",
-            f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
-            f'<p class="legend">{legend(seed_averaged)}</p>',
-        ]
+    parts += _key_sections(report, seed_averaged, primary_analysis, forest_png)
     parts += _details(report, seed_averaged, primary_analysis)
     if spreads:
         parts += _seed_spread_section(spreads, primary, seed_png)
@@ -264,18 +249,45 @@ def _primary_sentences(
     return parts
 
 
-def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str) -> list[str]:
-    """The details tables: the representative seed's, then the seed-averaged one's under headings of their own."""
-    parts = ["<h2>Details</h2>"]
-    if seed_averaged is not None:
-        parts.append(f"<h3>{analysis_heading('representative-seed', primary_analysis)}</h3>")
-    parts.append(f'<div id="details-table" class="wide">{details_table(report)}</div>')
-    if seed_averaged is not None:
-        parts += [
-            f"<h3>{analysis_heading('seed-averaged', primary_analysis)}</h3>",
-            f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>',
+def _key_sections(
+    report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, forest_png: bytes
+) -> list[str]:
+    """The key tables, the primary analysis' first with the forest plot (of that analysis) below it."""
+    if seed_averaged is None:
+        return [
+            "<h2>Paired comparison</h2>",
+            f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
+            f'<p class="legend">{legend(report)}</p>',
+            _image(forest_png, "forest plot of the differences with their intervals"),
         ]
-    return parts
+    sections = {
+        "representative-seed": [
+            f"<h2>{analysis_heading('representative-seed', primary_analysis)}</h2>",
+            f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
+            f'<p class="legend">{legend(report)}</p>',
+        ],
+        "seed-averaged": [
+            f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
+            f"<p>{_seed_sentence(seed_averaged)}</p>",
+            f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
+            f'<p class="legend">{legend(seed_averaged)}</p>',
+        ],
+    }
+    other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
+    plot = _image(forest_png, f"forest plot of the {primary_analysis} comparison's differences with their intervals")
+    return [*sections[primary_analysis], plot, *sections[other]]
+
+
+def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str) -> list[str]:
+    """The details tables, the primary analysis' first, each under a heading of its own when there are two."""
+    if seed_averaged is None:
+        return ["<h2>Details</h2>", f'<div id="details-table" class="wide">{details_table(report)}</div>']
+    tables = {
+        "representative-seed": f'<div id="details-table" class="wide">{details_table(report)}</div>',
+        "seed-averaged": f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>',
+    }
+    order = sorted(tables, key=lambda kind: kind != primary_analysis)
+    return ["<h2>Details</h2>", *(f"<h3>{analysis_heading(k, primary_analysis)}</h3>{tables[k]}" for k in order)]
 
 
 def _seed_spread_section(spreads: dict, primary: str | None, seed_png: bytes | None) -> list[str]:

@@ -1223,7 +1223,7 @@ def _log_comparison(
             _summary_text(report, spreads, primary, provenance, declared, averaged, analysis) + link
         )
         _write_json_files(out, source_ids, plan, settings, key_map)
-        forest_plot(report, out / "forest.png")
+        forest_plot(dict(_analyses(report, averaged, analysis))[analysis], out / "forest.png")  # the primary one
         seeds = seed_frame is not None
         _write_html(
             out, report, spreads, run_name, primary, provenance, declared, averaged, seeds=seeds, analysis=analysis
