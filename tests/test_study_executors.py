@@ -575,6 +575,7 @@ def test_ray_socket_path_length_is_checked_as_ray_counts_it(monkeypatch):
         shutil.rmtree(short)
 
 
+@pytest.mark.ray  # needs the ray extra, which make ray-test installs
 def test_a_study_with_a_long_ray_tmpdir_is_refused_before_any_run(tmp_path, monkeypatch):
     import ray
 
