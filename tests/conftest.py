@@ -70,6 +70,19 @@ def sqlite_store(root: Path, experiment: str = "tests"):
         mlflow.set_tracking_uri(previous)
 
 
+@contextmanager
+def ease_and_popularity(root: Path, experiment: str, metrics: tuple[str, ...]):
+    """A fresh SQLite store under ``root`` (see :func:`sqlite_store`) holding MovieLens-100k split with seed 42 and
+    EASE and Popularity trained on it with ``metrics``; yields root, experiment_id and the two run ids."""
+    from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
+
+    with sqlite_store(root, experiment) as experiment_id:
+        checkpoint = f"runs:/{run_split('movielens-100k', SplitConfig(seed=42))}/checkpoint.zip"
+        ease = run_train(checkpoint, TrainConfig("EASE", metrics=metrics), log_model=False)
+        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=metrics), log_model=False)
+        yield {"root": root, "experiment_id": experiment_id, "ease": ease, "pop": pop}
+
+
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory):
     """One `mlflow server` on 127.0.0.1 for the whole session (it takes 10 to 25 s to start)."""

@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
+from conftest import ease_and_popularity
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, compare_models
-from mlflow_recsys.tracking import RunSelectionError, SplitConfig, TrainConfig, compare_runs, run_split, run_train
+from mlflow_recsys.tracking import RunSelectionError, compare_runs
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking.comparison import SEED_FIELDS, _note_versions, source_runs_tag
 from mlflow_recsys.tracking.limits import (
@@ -40,13 +40,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResample
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("limits-store")
-    with sqlite_store(root, "limits") as experiment_id:
-        split_id = run_split("movielens-100k", SplitConfig(seed=42))
-        checkpoint = f"runs:/{split_id}/checkpoint.zip"
-        ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)
-        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False)
-        yield {"root": root, "experiment_id": experiment_id, "ease": ease, "pop": pop}
+    with ease_and_popularity(tmp_path_factory.mktemp("limits-store"), "limits", METRICS) as trained:
+        yield trained
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
+from conftest import ease_and_popularity, sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.errors import RecsysError, TrackingPermissionError
 from mlflow_recsys.server import listing
@@ -85,13 +85,8 @@ METRICS = ("ndcg@100", "recall@20")
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    root = tmp_path_factory.mktemp("selection-store")
-    with sqlite_store(root, "selection") as experiment_id:
-        split_id = run_split("movielens-100k", SplitConfig(seed=42))
-        checkpoint = f"runs:/{split_id}/checkpoint.zip"
-        ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)
-        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False)
-        yield {"experiment_id": experiment_id, "ease": ease, "pop": pop}
+    with ease_and_popularity(tmp_path_factory.mktemp("selection-store"), "selection", METRICS) as trained:
+        yield trained
 
 
 def _experiment_with_leftovers(trained, copy_run, tmp_path, name):

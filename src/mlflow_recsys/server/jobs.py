@@ -68,12 +68,7 @@ def max_comparisons() -> int:
     ValueError
         If the variable is set to anything but a whole number from 1 to 64.
     """
-    raw = os.environ.get(MAX_COMPARISONS_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_COMPARISONS
-    if not raw.isdigit() or not 1 <= int(raw) <= 64:
-        raise ValueError(f"{MAX_COMPARISONS_ENV}: expected a whole number from 1 to 64, found {raw!r}")
-    return int(raw)
+    return _whole_number_env(MAX_COMPARISONS_ENV, DEFAULT_MAX_COMPARISONS, 64, "a whole number")
 
 
 def time_limit() -> int:
@@ -84,11 +79,17 @@ def time_limit() -> int:
     ValueError
         If the variable is set to anything but a whole number of seconds from 1 to 604,800 (a week).
     """
-    raw = os.environ.get(TIME_LIMIT_ENV, "").strip()
+    return _whole_number_env(TIME_LIMIT_ENV, DEFAULT_TIME_LIMIT_S, 604_800, "a whole number of seconds")
+
+
+def _whole_number_env(name: str, default: int, highest: int, what: str) -> int:
+    """The whole number from 1 to ``highest`` that variable ``name`` holds, or ``default`` when it is unset or
+    blank; ValueError naming the variable, ``what`` was expected and what was found otherwise."""
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_TIME_LIMIT_S
-    if not raw.isdigit() or not 1 <= int(raw) <= 604_800:
-        raise ValueError(f"{TIME_LIMIT_ENV}: expected a whole number of seconds from 1 to 604800, found {raw!r}")
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= highest:
+        raise ValueError(f"{name}: expected {what} from 1 to {highest}, found {raw!r}")
     return int(raw)
 
 
