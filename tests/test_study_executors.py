@@ -101,6 +101,17 @@ def show(proc: subprocess.CompletedProcess) -> str:
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
 
 
+@pytest.fixture
+def env_store(tmp_path, monkeypatch):
+    """MLFLOW_TRACKING_URI set to a fresh SQLite file under ``tmp_path``, and no tracking URI set in this process (the
+    module's ``store`` sets one for the module, which would win over the variable); yields the file's path."""
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
+    return tmp_path / "m.db"
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """One SQLite store for the module's studies; MLflow in this process points at it."""
@@ -379,10 +390,9 @@ def test_ray_executor_without_ray_says_how_to_install_it(tmp_path):
     assert not (tmp_path / "m.db").exists()
 
 
-def test_ray_address_needs_the_ray_executor(tmp_path, monkeypatch):
+def test_ray_address_needs_the_ray_executor(tmp_path, monkeypatch, env_store):
     from mlflow_recsys.cli import cli
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     result = CliRunner().invoke(cli, ["study", "--ray-address", "auto"])
     assert result.exit_code == 1
     assert "ValueError: ray_address: only the ray executor joins a Ray cluster, found 'auto'" in result.output
@@ -427,11 +437,10 @@ def test_a_tracking_uri_with_credentials_turns_off_mlflows_run_links(tmp_path, m
 
 
 @pytest.mark.parametrize("address", ["not an address", "10.0.0.5", "http://head:6379", "head:port", ""])
-def test_a_malformed_ray_address_is_refused_before_anything(tmp_path, monkeypatch, address):
+def test_a_malformed_ray_address_is_refused_before_anything(tmp_path, monkeypatch, env_store, address):
     pytest.importorskip("ray")
     from mlflow_recsys.cli import cli
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     result = CliRunner().invoke(cli, ["study", "--executor", "ray", "--ray-address", address or " "])
     assert result.exit_code == 1, result.output
     assert "ValueError: ray_address: expected 'auto' or a Ray cluster address such as 10.0.0.5:6379" in result.output
@@ -450,25 +459,25 @@ def test_a_malformed_ray_address_is_refused_before_anything(tmp_path, monkeypatc
         ),
     ],
 )
-def test_a_device_torch_cannot_read_is_refused_before_any_run(tmp_path, monkeypatch, executor, device, message):
+def test_a_device_torch_cannot_read_is_refused_before_any_run(
+    tmp_path, monkeypatch, env_store, executor, device, message
+):
     if executor == "ray":
         pytest.importorskip("ray")
     from mlflow_recsys.cli import cli
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     result = CliRunner().invoke(cli, ["study", "--executor", executor, "--device", device])
     assert result.exit_code == 1 and message in result.output, result.output
     assert not (tmp_path / "m.db").exists()
 
 
-def test_the_sequential_executor_refuses_a_gpu_this_machine_lacks_before_any_run(tmp_path, monkeypatch):
+def test_the_sequential_executor_refuses_a_gpu_this_machine_lacks_before_any_run(tmp_path, monkeypatch, env_store):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     from mlflow_recsys.cli import cli
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     result = CliRunner().invoke(cli, ["study", "--device", "cuda"])
     assert result.exit_code == 1 and "device: expected a device this machine has, found 'cuda'" in result.output
     assert not (tmp_path / "m.db").exists()
@@ -481,19 +490,17 @@ def test_the_sequential_executor_refuses_a_gpu_this_machine_lacks_before_any_run
         (["--latent-dim", "0"], "ValueError: latent_dim: expected an integer in [1, 65,536], found 0"),
     ],
 )
-def test_settings_every_training_shares_are_refused_before_any_run(tmp_path, monkeypatch, args, message):
+def test_settings_every_training_shares_are_refused_before_any_run(tmp_path, monkeypatch, env_store, args, message):
     from mlflow_recsys.cli import cli
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     result = CliRunner().invoke(cli, ["study", *args])
     assert result.exit_code == 1 and message in result.output
     assert not (tmp_path / "m.db").exists()
 
 
-def test_seeds_that_are_not_integers_are_refused_by_option_name_before_any_run(tmp_path, monkeypatch):
+def test_seeds_that_are_not_integers_are_refused_by_option_name_before_any_run(tmp_path, monkeypatch, env_store):
     from mlflow_recsys.cli import cli
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     result = CliRunner().invoke(cli, ["study", "--seeds", "0,x"])
     assert result.exit_code == 2, result.output
     assert "Invalid value for --seeds: expected comma-separated integers, found '0,x'" in result.output
@@ -518,11 +525,10 @@ def test_seeds_that_are_not_integers_are_refused_by_option_name_before_any_run(t
     ],
 )
 def test_run_study_refuses_seeds_of_the_wrong_kind_and_an_echo_it_cannot_call_before_any_run(
-    tmp_path, monkeypatch, given, error, message
+    tmp_path, monkeypatch, env_store, given, error, message
 ):
     from mlflow_recsys.tracking.study import run_study
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     with pytest.raises(error) as refused:
         run_study(**{**SMALL_STUDY, **given}, project_uri=str(PROJECT))
     assert str(refused.value) == message
@@ -576,12 +582,11 @@ def test_ray_socket_path_length_is_checked_as_ray_counts_it(monkeypatch):
 
 
 @pytest.mark.ray  # needs the ray extra, which make ray-test installs
-def test_a_study_with_a_long_ray_tmpdir_is_refused_before_any_run(tmp_path, monkeypatch):
+def test_a_study_with_a_long_ray_tmpdir_is_refused_before_any_run(tmp_path, monkeypatch, env_store):
     import ray
 
     from mlflow_recsys.tracking.study import run_study
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/m.db")
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     long_folder = folder_of(tmp_path, max(len(str(tmp_path)) + 2, room_for_ray_tmpdir() + 1))
     monkeypatch.setenv("RAY_TMPDIR", str(long_folder))
