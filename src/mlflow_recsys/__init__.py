@@ -1,7 +1,26 @@
-"""mlflow-recsys: train, evaluate and statistically compare top-N recommenders in MLflow."""
+"""mlflow-recsys: train, evaluate and statistically compare top-N recommenders in MLflow.
+
+The names that touch MLflow are loaded on first use, so ``import mlflow_recsys`` stays cheap and the core works
+without a tracking store.
+"""
+
+import importlib
 
 from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_checkpoint
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "build_recsys_checkpoint", "load_recsys_split", "read_checkpoint"]
+#: Public name -> the module that defines it, imported when the name is first used.
+_LAZY: dict[str, str] = {}
+
+__all__ = sorted(["__version__", "build_recsys_checkpoint", "load_recsys_split", "read_checkpoint", *_LAZY])
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+def __dir__():
+    return __all__
