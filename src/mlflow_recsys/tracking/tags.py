@@ -18,6 +18,9 @@ NO_SEED = "none"
 SPLIT_DIGEST = "recsys.split_digest"
 TARGETS_FINGERPRINT = "recsys.targets_fingerprint"
 DATASET = "recsys.dataset"
+#: A train-role run scored from another framework's lists: the format they came in (dataframe, parquet, csv,
+#: trec, ranx).
+IMPORTED_FROM = "recsys.imported_from"
 
 #: Comparison runs: the runs compared, how many, the primary metric, the headline and, on failure, why.
 SOURCE_RUNS = "recsys.source_runs"

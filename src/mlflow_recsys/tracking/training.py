@@ -250,12 +250,13 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
             return run.info.run_id
 
 
-def _train_tags(model: str, config, seed_tag: str, split: dict) -> dict[str, str]:
-    """The train run's ``recsys.`` tags: its role, model, configuration, seed, split and dataset."""
+def _train_tags(model: str, config, seed_tag: str, split: dict, config_tag: str | None = None) -> dict[str, str]:
+    """The train run's ``recsys.`` tags: its role, model, configuration (``config_tag``, default that of
+    ``config``), seed, split and dataset."""
     return {
         tags.ROLE: tags.ROLE_TRAIN,
         tags.MODEL: model,
-        tags.CONFIG: configuration_tag(config),
+        tags.CONFIG: configuration_tag(config) if config_tag is None else config_tag,
         tags.SEED: seed_tag,
         tags.SPLIT_DIGEST: split["split_digest"],
         tags.DATASET: split["manifest"]["dataset"]["name"],
@@ -280,10 +281,19 @@ def _fit_and_log(unfitted, split: dict, metric_objects: list, out: Path, *, in_e
         metrics=metric_objects,
         sample_ids=split["test_eval_user_ids"],
     )
+    mlflow.log_metric("fit_seconds", fit_seconds)
+    log_evaluation(result, split, out)
+    return fitted
+
+
+def log_evaluation(result, split: dict, out_dir: Path) -> None:
+    """Log a test-set result to the active run, as every ``train``-role run has it (trained or imported): the
+    targets fingerprint tag, the split as the ``training`` input, the metrics (MLflow-safe names) with
+    ``n_eval_users``/``n_eval_rows``, and ``per_user.parquet`` + ``evaluation.json`` (written to ``out_dir``
+    first)."""
     mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
     mlflow.log_input(split_dataset(split["manifest"], split["split_digest"]), context="training")
     mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
-    mlflow.log_metrics({"fit_seconds": fit_seconds, "n_eval_users": result.n_units, "n_eval_rows": result.n_samples})
-    write_evaluation_artifacts(result, out, split_digest=split["split_digest"])
-    mlflow.log_artifacts(str(out))
-    return fitted
+    mlflow.log_metrics({"n_eval_users": result.n_units, "n_eval_rows": result.n_samples})
+    write_evaluation_artifacts(result, out_dir, split_digest=split["split_digest"])
+    mlflow.log_artifacts(str(out_dir))

@@ -1,0 +1,341 @@
+"""Recommendation lists from other frameworks, read, checked against a split's protocol and scored.
+
+Inputs: a pandas frame, a Parquet or CSV file (user, item and a rank or a score column), a TREC run file
+(``qid Q0 docid rank score tag``) or a ``ranx.Run``. Every reader returns one frame of (user, item, rank) rows;
+:func:`score_recommendations` never knows where a list came from. Scoring goes through
+:func:`mlflow_recsys.evaluation.evaluate_rankings` over the split's own fold-in, targets and sample ids, so the
+metric definitions and the targets fingerprint are exactly a ``train`` run's on that split.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from mlflow_recsys import validation
+from mlflow_recsys.catalogue import ItemCatalogue
+from mlflow_recsys.evaluation import EvaluationResult, FoldInRankedWarning, evaluate_rankings
+from mlflow_recsys.metrics import RankingMetric, hit_matrix, parse_metric_keys
+
+#: Most rows read from one file. Files are read in Arrow batches and refused, naming this limit, as soon as
+#: more rows than this have been read, so memory stays bounded (about 24 bytes a row while reading).
+MAX_ROWS = 100_000_000
+#: Rows shown in a refusal.
+SHOWN_ROWS = 3
+FORMATS = ("auto", "parquet", "csv", "trec")
+HISTORY_POLICIES = ("remove", "strict")
+MISSING_POLICIES = ("zero", "strict")
+_TREC_SUFFIXES = (".trec", ".run", ".txt")
+
+
+@dataclass(frozen=True)
+class Recommendations:
+    """Lists as read: ``frame`` has columns user, item, order (float64, smaller is better) and optionally draw;
+    ``source`` names the input in messages; ``kind`` is dataframe/parquet/csv/trec/ranx; ``order_col`` the
+    column the order came from."""
+
+    frame: pd.DataFrame
+    source: str
+    kind: str
+    order_col: str
+
+
+@dataclass(frozen=True)
+class ScoredRecommendations:
+    """The scored lists: the evaluation result and the counts ``n_history_items_removed``, ``n_missing_users``
+    and ``n_short_lists``."""
+
+    result: EvaluationResult
+    counts: dict[str, int]
+
+
+def _fail(where: str, column: str, what: str, rows: pd.DataFrame | None = None) -> ValueError:
+    shown = "" if rows is None else f"; first rows: {rows.head(SHOWN_ROWS).to_dict('records')}"
+    return ValueError(f"{where}[{column!r}]: {what}{shown}")
+
+
+def read_recommendations(
+    recommendations: Any,
+    *,
+    user_col: str = "user",
+    item_col: str = "item",
+    rank_col: str | None = None,
+    score_col: str | None = None,
+    format: str = "auto",
+) -> Recommendations:
+    """Read lists from a frame, a .parquet/.csv path, a TREC run file or a ``ranx.Run``.
+
+    Frames and Parquet/CSV files need ``user_col`` and ``item_col`` and exactly one of ``rank_col`` (integer
+    ranks, 1 best) and ``score_col`` (higher is better); with neither, a column ``rank`` or else ``score`` is used.
+    A ``draw`` column (0-based block index) is kept. TREC files (``format="trec"`` or a .trec/.run/.txt suffix)
+    are ordered as trec_eval orders them: by score descending (the rank field only breaks ties, ascending);
+    a ranx.Run by score descending.
+
+    Raises
+    ------
+    ValueError
+        Unknown format, missing columns, both or neither of rank/score, more than :data:`MAX_ROWS` rows, an
+        empty input, non-integer ranks, NaN or infinite scores; each names the input and the column.
+    FileNotFoundError
+        A path that is no file.
+    """
+    validation.one_of(format, "format", FORMATS)
+    if isinstance(recommendations, pd.DataFrame):
+        return _from_frame(recommendations, "recommendations", "dataframe", user_col, item_col, rank_col, score_col)
+    if type(recommendations).__name__ == "Run" and hasattr(recommendations, "to_dict"):
+        return _from_ranx(recommendations)
+    if not isinstance(recommendations, (str, os.PathLike)):
+        raise ValueError(
+            validation.expected(
+                "recommendations", "a DataFrame, a .parquet/.csv/TREC path or a ranx.Run", recommendations
+            )
+        )
+    path = Path(recommendations)
+    if not path.is_file():
+        raise FileNotFoundError(f"recommendations: no file at {path}")
+    kind = format if format != "auto" else _kind_of(path)
+    if kind == "trec":
+        return _from_trec(path)
+    columns = [c for c in (user_col, item_col, rank_col, score_col, "draw", "rank", "score") if c]
+    frame = _read_batches(path, kind, columns)
+    return _from_frame(frame, str(path), kind, user_col, item_col, rank_col, score_col)
+
+
+def _kind_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in _TREC_SUFFIXES:
+        return "trec"
+    if suffix in (".parquet", ".csv"):
+        return suffix[1:]
+    raise ValueError(f"recommendations: expected a .parquet, .csv or TREC (.trec/.run/.txt) file, found {path.name!r}")
+
+
+def _read_batches(path: Path, kind: str, wanted: list[str]) -> pd.DataFrame:
+    """The file's wanted columns, read in Arrow batches; ValueError past :data:`MAX_ROWS` rows."""
+    import pyarrow as pa
+    import pyarrow.csv as pv
+    import pyarrow.parquet as pq
+
+    try:
+        if kind == "parquet":
+            handle = pq.ParquetFile(path)
+            names = handle.schema_arrow.names
+            batches = handle.iter_batches(batch_size=1 << 20, columns=[c for c in dict.fromkeys(wanted) if c in names])
+        else:
+            reader = pv.open_csv(path, convert_options=pv.ConvertOptions(strings_can_be_null=False))
+            names = reader.schema.names
+            batches = reader
+        kept, n = [], 0
+        for batch in batches:
+            n += batch.num_rows
+            if n > MAX_ROWS:
+                raise ValueError(f"{path}: expected at most {MAX_ROWS:,} rows (MAX_ROWS), found more")
+            kept.append(batch.select([c for c in dict.fromkeys(wanted) if c in names]))
+    except pa.ArrowInvalid as exc:
+        raise ValueError(f"{path}: expected a readable {kind} file ({str(exc).splitlines()[0]})") from None
+    if not kept:
+        return pd.DataFrame({c: [] for c in names})
+    return pa.Table.from_batches(kept).to_pandas()
+
+
+def _from_trec(path: Path) -> Recommendations:
+    names = ["qid", "q0", "docid", "rank", "score", "tag"]
+    try:
+        frame = pd.read_csv(path, sep=r"\s+", header=None, names=names, dtype={"qid": str, "docid": str})
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame(columns=names)
+    if frame[names].isna().any().any():
+        bad = frame[frame[names].isna().any(axis=1)]
+        raise _fail(str(path), "tag", "expected six whitespace-separated fields (qid Q0 docid rank score tag)", bad)
+    frame = frame.rename(columns={"qid": "user", "docid": "item"})
+    checked = _from_frame(frame, str(path), "trec", "user", "item", None, "score")
+    _integer_ranks(frame, str(path), "rank")
+    # trec_eval's order: score descending; here the rank field breaks ties.
+    order = checked.frame.assign(_r=frame["rank"].to_numpy()).sort_values(["user", "order", "_r"], kind="mergesort")
+    order["order"] = order.groupby("user", sort=False).cumcount().astype(np.float64)
+    return Recommendations(order.drop(columns="_r"), str(path), "trec", "rank")
+
+
+def _from_ranx(run) -> Recommendations:
+    rows = [(q, d, s) for q, docs in run.to_dict().items() for d, s in docs.items()]
+    frame = pd.DataFrame(rows, columns=["user", "item", "score"])
+    return _from_frame(frame, "recommendations (ranx.Run)", "ranx", "user", "item", None, "score")
+
+
+def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col) -> Recommendations:
+    if rank_col is None and score_col is None:
+        rank_col = "rank" if "rank" in frame.columns else None
+        score_col = "score" if rank_col is None and "score" in frame.columns else None
+    if (rank_col is None) == (score_col is None):
+        raise ValueError(
+            f"{where}: expected exactly one of a rank column and a score column (rank_col/score_col), "
+            f"found columns {list(frame.columns)}"
+        )
+    order_col = rank_col or score_col
+    for column in (user_col, item_col, order_col):
+        if column not in frame.columns:
+            raise ValueError(f"{where}[{column!r}]: expected this column, found columns {list(frame.columns)}")
+    if len(frame) == 0:
+        raise ValueError(f"{where}: expected at least one recommended item, found an empty input")
+    if rank_col is not None:
+        order = _integer_ranks(frame, where, rank_col)
+    else:
+        order = _finite_scores(frame, where, score_col)
+    out = {"user": frame[user_col].to_numpy(), "item": frame[item_col].to_numpy(), "order": order}
+    if "draw" in frame.columns:
+        out["draw"] = _integer_ranks(frame, where, "draw").astype(np.int64)
+    return Recommendations(pd.DataFrame(out), where, kind, order_col)
+
+
+def _integer_ranks(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values) | (np.mod(values, 1) != 0)
+    if bad.any():
+        raise _fail(where, column, f"expected integers, found {int(bad.sum()):,} other value(s)", frame[bad])
+    return values
+
+
+def _finite_scores(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise _fail(
+            where, column, f"expected finite numbers, found {int(bad.sum()):,} NaN/infinite/non-numeric", frame[bad]
+        )
+    return -values  # higher score first
+
+
+def _as_kind(values: np.ndarray, kind: str, where: str, column: str, frame: pd.DataFrame) -> np.ndarray:
+    """Ids as the split holds them: int64 for an integer split (text ids such as TREC's ``"12"`` converted),
+    else str."""
+    if kind == "string":
+        return np.asarray(values).astype(str)
+    series = pd.Series(values)
+    if pd.api.types.is_integer_dtype(series):
+        return series.to_numpy(dtype=np.int64)
+    text = series.astype(str)
+    good = text.str.fullmatch(r"-?[0-9]{1,18}").to_numpy()
+    if not good.all():
+        raise _fail(where, column, "expected integer ids like the split's, found other values", frame[~good])
+    return text.astype(np.int64).to_numpy()
+
+
+def score_recommendations(
+    recs: Recommendations,
+    split: dict,
+    *,
+    metrics: Any,
+    history: Literal["remove", "strict"] = "remove",
+    missing: Literal["zero", "strict"] = "zero",
+) -> ScoredRecommendations:
+    """Check ``recs`` against the split's test protocol and score them on its evaluated test rows.
+
+    ``split`` is :func:`~mlflow_recsys.data.load_recsys_split`'s dict. Rows are the split's test rows (one per
+    user and draw); a list is its user's (and ``draw``'s) items in ``order``. History (fold-in) items in a list
+    are taken out and counted (``history="remove"``, with a :class:`FoldInRankedWarning`) or refused
+    (``"strict"``); a split user without a list scores 0 everywhere (``missing="zero"``) or is refused; a list
+    shorter than the largest cutoff is scored as it is (counted).
+
+    Raises
+    ------
+    ValueError
+        Unknown users or items, duplicate (user, item) rows, repeated ranks in a list, no ``draw`` column on a
+        split with several draws (or a draw out of range), history items under ``"strict"``, missing users under
+        ``"strict"``. Each names the input, the column and the first offending rows.
+    """
+    validation.one_of(history, "history", HISTORY_POLICIES)
+    validation.one_of(missing, "missing", MISSING_POLICIES)
+    metric_objs = [m if isinstance(m, RankingMetric) else None for m in metrics]
+    metric_objs = metrics if all(metric_objs) else parse_metric_keys(list(metrics))
+    max_k = max(m.max_k for m in metric_objs)
+    rows, cols, positions = _positions(recs, split)
+    n_rows = split["test_source_matrix"].shape[0]
+    width = max(max_k, int(positions.max()) + 1)
+    rankings = np.full((n_rows, width), -1, dtype=np.int64)
+    rankings[rows, positions] = cols
+    source, targets = split["test_source_matrix"], split["test_target_matrix"]
+    leaked = hit_matrix(rankings, source, width)
+    n_leaked = int(leaked.sum())
+    if n_leaked and history == "strict":
+        bad = leaked[rows, positions]
+        raise _fail(
+            recs.source,
+            "item",
+            f"expected no fold-in (history) item of the user, found {n_leaked:,} (history='strict')",
+            recs.frame[bad],
+        )
+    has_list = np.zeros(n_rows, dtype=bool)
+    has_list[rows] = True
+    ids = split["test_eval_user_ids"]
+    n_missing = int(len(pd.unique(ids[~has_list])))
+    if n_missing and missing == "strict":
+        shown = pd.DataFrame({"user": ids[~has_list][:SHOWN_ROWS]})
+        raise _fail(
+            recs.source,
+            "user",
+            f"expected a list for every test user of the split, found {n_missing:,} without (missing='strict')",
+            shown,
+        )
+    lengths = (rankings >= 0).sum(axis=1) - leaked.sum(axis=1)
+    n_short = int((has_list & (lengths < max_k)).sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FoldInRankedWarning)  # warned below with the file's name
+        result = evaluate_rankings(rankings, targets=targets, metrics=metric_objs, sample_ids=ids, source=source)
+    if n_leaked:
+        warnings.warn(
+            f"{recs.source}: {n_leaked:,} fold-in (history) item(s) were taken out of the users' lists before "
+            "scoring; pass history='strict' to refuse such lists",
+            FoldInRankedWarning,
+            stacklevel=2,
+        )
+    counts = {"n_history_items_removed": n_leaked, "n_missing_users": n_missing, "n_short_lists": n_short}
+    return ScoredRecommendations(result, counts)
+
+
+def _positions(recs: Recommendations, split: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(test row, item column, 0-based position in the list) of every row, checked."""
+    frame, where = recs.frame, recs.source
+    ids = split["test_eval_user_ids"]
+    catalogue = ItemCatalogue(split["item_ids"], name="split item_ids")
+    users = _as_kind(frame["user"].to_numpy(), "string" if ids.dtype.kind in "UO" else "integer", where, "user", frame)
+    items = _as_kind(frame["item"].to_numpy(), catalogue.kind, where, "item", frame)
+    per_draw = pd.Index(pd.unique(ids))
+    n_draws = len(ids) // len(per_draw)
+    user_row = per_draw.get_indexer(users)
+    if (user_row < 0).any():
+        raise _fail(where, "user", "expected test users of the split, found other users", frame[user_row < 0])
+    cols = catalogue.indices(items)
+    if (cols < 0).any():
+        raise _fail(where, "item", "expected items of the split's catalogue, found other items", frame[cols < 0])
+    if "draw" in frame.columns:
+        draw = frame["draw"].to_numpy()
+        if ((draw < 0) | (draw >= n_draws)).any():
+            raise _fail(where, "draw", f"expected draws 0..{n_draws - 1}", frame[(draw < 0) | (draw >= n_draws)])
+    elif n_draws > 1:
+        raise _fail(
+            where,
+            "draw",
+            f"expected a draw column (0-based): the split scores each user in {n_draws} draws, each its own fold-in",
+        )
+    else:
+        draw = np.zeros(len(frame), dtype=np.int64)
+    rows = draw * len(per_draw) + user_row
+    keys = pd.DataFrame({"row": rows, "col": cols, "order": frame["order"].to_numpy()})
+    dup = keys.duplicated(["row", "col"], keep=False).to_numpy()
+    if dup.any():
+        raise _fail(where, "item", "expected each (user, item) once, found duplicate rows", frame[dup])
+    if recs.order_col != "score" or recs.kind == "trec":
+        tied = keys.duplicated(["row", "order"], keep=False).to_numpy()
+        if tied.any() and recs.kind not in ("trec",):
+            raise _fail(
+                where, recs.order_col, "expected distinct ranks within a user's list, found repeated", frame[tied]
+            )
+    ordered = keys.sort_values(["row", "order"], kind="mergesort")
+    positions = ordered.groupby("row", sort=False).cumcount().to_numpy()
+    return ordered["row"].to_numpy(), ordered["col"].to_numpy(), positions

@@ -1,0 +1,143 @@
+"""Reading and scoring other frameworks' recommendation lists (no MLflow): hand-computed values, refusals."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from mlflow_recsys.evaluation import FoldInRankedWarning
+from mlflow_recsys.interchange.recommendations import read_recommendations, score_recommendations
+
+ITEMS = np.array([10, 20, 30, 40, 50], dtype=np.int64)
+
+
+def _matrix(rows):
+    m = sp.lil_matrix((len(rows), len(ITEMS)), dtype=np.float32)
+    for r, items in enumerate(rows):
+        for item in items:
+            m[r, int(np.flatnonzero(ITEMS == item)[0])] = 1
+    return sp.csr_matrix(m)
+
+
+# user 1: history {10}, targets {20, 40}; user 2: history {50}, targets {30}
+SPLIT = {
+    "item_ids": ITEMS,
+    "test_eval_user_ids": np.array([1, 2], dtype=np.int64),
+    "test_source_matrix": _matrix([[10], [50]]),
+    "test_target_matrix": _matrix([[20, 40], [30]]),
+}
+METRICS = ["ndcg@3", "recall@3"]
+
+
+def _dcg(hits):
+    return sum(h / np.log2(r + 2) for r, h in enumerate(hits))
+
+
+def _score(frame, **kw):
+    return score_recommendations(
+        read_recommendations(frame, **{k: v for k, v in kw.items() if k.endswith("col")}),
+        SPLIT,
+        metrics=METRICS,
+        **{k: v for k, v in kw.items() if not k.endswith("col")},
+    )
+
+
+LISTS = pd.DataFrame({"user": [1, 1, 1, 2, 2, 2], "item": [40, 30, 20, 20, 30, 10], "rank": [1, 2, 3, 1, 2, 3]})
+
+
+def test_ndcg_and_recall_of_ranked_lists_match_hand_computed_values():
+    scored = _score(LISTS)
+    frame = scored.result.to_frame()
+    # user 1: hits at ranks 1 and 3 of 2 targets; user 2: hit at rank 2 of 1 target
+    np.testing.assert_allclose(frame["ndcg@3"], [_dcg([1, 0, 1]) / _dcg([1, 1]), _dcg([0, 1]) / _dcg([1])])
+    np.testing.assert_allclose(frame["recall@3"], [1.0, 1.0])
+    assert scored.counts == {"n_history_items_removed": 0, "n_missing_users": 0, "n_short_lists": 0}
+
+
+def test_score_only_input_is_ranked_by_score_descending():
+    scores = LISTS.assign(score=-LISTS["rank"] * 1.5).drop(columns="rank")
+    pd.testing.assert_frame_equal(_score(scores).result.to_frame(), _score(LISTS).result.to_frame())
+
+
+def test_history_items_in_a_list_are_removed_and_counted():
+    lists = pd.DataFrame({"user": [1, 1, 1, 2], "item": [10, 30, 20, 30], "rank": [1, 2, 3, 1]})
+    with pytest.warns(FoldInRankedWarning, match="recommendations: 1 fold-in"):
+        scored = _score(lists)
+    assert scored.counts["n_history_items_removed"] == 1
+    # 10 taken out: user 1's list becomes [30, 20], a hit at rank 2; it is shorter than 3 (and so is user 2's)
+    np.testing.assert_allclose(scored.result.to_frame()["ndcg@3"], [_dcg([0, 1]) / _dcg([1, 1]), 1.0])
+    assert scored.counts["n_short_lists"] == 2
+
+
+def test_history_items_are_refused_under_strict():
+    lists = pd.DataFrame({"user": [1, 2], "item": [10, 30], "rank": [1, 1]})
+    with pytest.raises(ValueError, match=r"recommendations\['item'\]: expected no fold-in .*'item': 10"):
+        _score(lists, history="strict")
+
+
+def test_missing_users_score_zero_and_are_counted_or_refused():
+    lists = LISTS[LISTS["user"] == 1]
+    scored = _score(lists)
+    assert scored.counts["n_missing_users"] == 1
+    assert scored.result.to_frame().iloc[1][METRICS].tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match=r"\['user'\]: expected a list for every test user.*'user': 2"):
+        _score(lists, missing="strict")
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (LISTS.assign(user=[1, 1, 1, 2, 2, 9]), r"\['user'\]: expected test users of the split.*'user': 9"),
+        (LISTS.assign(item=[40, 30, 20, 20, 30, 99]), r"\['item'\]: expected items of the split.*'item': 99"),
+        (LISTS.assign(item=[40, 40, 20, 20, 30, 10]), r"\['item'\]: expected each \(user, item\) once"),
+        (LISTS.assign(rank=[1, 1, 3, 1, 2, 3]), r"\['rank'\]: expected distinct ranks"),
+        (LISTS.assign(rank=[1, 2.5, 3, 1, 2, 3]), r"\['rank'\]: expected integers.*2.5"),
+        (LISTS.drop(columns="rank").assign(score=[1, np.nan, 0, 1, 2, 3]), r"\['score'\]: expected finite"),
+        (LISTS.drop(columns="rank").assign(score=[1, np.inf, 0, 1, 2, 3]), r"\['score'\]: expected finite"),
+        (LISTS.iloc[:0], r"recommendations: expected at least one recommended item, found an empty input"),
+    ],
+)
+def test_bad_lists_are_refused_naming_the_column_and_rows(frame, message):
+    with pytest.raises(ValueError, match=message):
+        _score(frame)
+
+
+def test_trec_file_and_ranx_run_give_the_frame_s_values(tmp_path):
+    from ranx import Run
+
+    trec = tmp_path / "recs.trec"
+    scores = {1: {"40": 3.0, "30": 2.0, "20": 1.0}, 2: {"20": 3.0, "30": 2.0, "10": 1.0}}
+    # written out of order: trec_eval orders by score, not by line or rank field
+    lines = [f"{u} Q0 {d} {9 - i} {s} mine" for u, docs in scores.items() for i, (d, s) in enumerate(docs.items())]
+    trec.write_text("\n".join(reversed(lines)) + "\n")
+    expected = _score(LISTS).result.to_frame()
+    from_trec = score_recommendations(read_recommendations(trec), SPLIT, metrics=METRICS)
+    pd.testing.assert_frame_equal(from_trec.result.to_frame(), expected)
+    run = Run({str(u): docs for u, docs in scores.items()})
+    from_ranx = score_recommendations(read_recommendations(run), SPLIT, metrics=METRICS)
+    pd.testing.assert_frame_equal(from_ranx.result.to_frame(), expected)
+    assert read_recommendations(trec).kind == "trec" and read_recommendations(run).kind == "ranx"
+
+
+def test_parquet_and_csv_files_read_in_batches_give_the_frame_s_values(tmp_path):
+    LISTS.to_parquet(tmp_path / "r.parquet")
+    LISTS.to_csv(tmp_path / "r.csv", index=False)
+    expected = _score(LISTS).result.to_frame()
+    for name in ("r.parquet", "r.csv"):
+        recs = read_recommendations(tmp_path / name)
+        pd.testing.assert_frame_equal(score_recommendations(recs, SPLIT, metrics=METRICS).result.to_frame(), expected)
+
+
+def test_a_split_with_several_draws_needs_a_draw_column():
+    split = dict(SPLIT, test_eval_user_ids=np.array([1, 2, 1, 2]))
+    split["test_source_matrix"] = sp.vstack([SPLIT["test_source_matrix"]] * 2).tocsr()
+    split["test_target_matrix"] = sp.vstack([SPLIT["test_target_matrix"]] * 2).tocsr()
+    with pytest.raises(ValueError, match=r"\['draw'\]: expected a draw column .* 2 draws"):
+        score_recommendations(read_recommendations(LISTS), split, metrics=METRICS)
+    both = pd.concat([LISTS.assign(draw=0), LISTS.assign(draw=1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        frame = score_recommendations(read_recommendations(both), split, metrics=METRICS).result.to_frame()
+    assert len(frame) == 4
