@@ -1,0 +1,77 @@
+"""log_recommendations against a real SQLite store and the MovieLens-100k split: a train-like run."""
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ease_and_popularity
+from mlflow_recsys import log_recommendations
+from mlflow_recsys.data import load_recsys_split, read_checkpoint
+from mlflow_recsys.models.train_config import TrainConfig
+from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.training import resolve_checkpoint
+
+METRICS = ("ndcg@100", "recall@20")
+
+pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
+
+
+def _per_user(run_id: str, dst) -> pd.DataFrame:
+    path = mlflow.artifacts.download_artifacts(f"runs:/{run_id}/per_user.parquet", dst_path=str(dst))
+    return pd.read_parquet(path)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("import")
+    with ease_and_popularity(root, "import", METRICS) as runs:
+        client = mlflow.MlflowClient()
+        split_run = client.get_run(runs["ease"]).data.params["checkpoint"]
+        (root / "ckpt").mkdir()
+        with read_checkpoint(resolve_checkpoint(split_run, str(root / "ckpt"))) as ckpt:
+            split = load_recsys_split(ckpt)
+        fitted = TrainConfig("EASE", metrics=METRICS).build().fit(split["x_train"])
+        indices, _ = fitted.recommend(split["test_source_matrix"], 100)
+        users = np.repeat(split["test_eval_user_ids"], 100)
+        frame = pd.DataFrame({"user": users, "item": split["item_ids"][indices.ravel()]})
+        frame["rank"] = np.tile(np.arange(1, 101), len(split["test_eval_user_ids"]))
+        yield {**runs, "checkpoint": split_run, "frame": frame[indices.ravel() >= 0]}
+
+
+def test_ease_lists_imported_equal_the_trained_ease_run(store, tmp_path):
+    run_id = log_recommendations(store["frame"], checkpoint=store["checkpoint"], model="EASE-lists", metrics=METRICS)
+    client = mlflow.MlflowClient()
+    imported, trained = client.get_run(run_id), client.get_run(store["ease"])
+    pd.testing.assert_frame_equal(_per_user(run_id, tmp_path / "a"), _per_user(store["ease"], tmp_path / "b"))
+    assert imported.data.tags[tags.TARGETS_FINGERPRINT] == trained.data.tags[tags.TARGETS_FINGERPRINT]
+    assert imported.data.tags[tags.ROLE] == tags.ROLE_TRAIN
+    assert imported.data.tags[tags.IMPORTED_FROM] == "dataframe"
+    assert imported.data.tags[tags.SEED] == tags.NO_SEED
+    assert imported.data.tags[tags.SPLIT_DIGEST] == trained.data.tags[tags.SPLIT_DIGEST]
+    assert imported.data.metrics["n_history_items_removed"] == 0
+    assert imported.data.metrics["n_missing_users"] == 0
+    assert imported.data.metrics["ndcg_at_100"] == pytest.approx(trained.data.metrics["ndcg_at_100"])
+    assert imported.data.params["history"] == "remove"
+
+
+def test_compare_runs_accepts_an_imported_run_beside_a_trained_one(store):
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking import compare_runs
+
+    run_id = log_recommendations(
+        store["frame"], checkpoint=store["checkpoint"], model="EASE-lists", seed=3, params={"l2": 500}, metrics=METRICS
+    )
+    outcome = compare_runs(
+        run_ids=[store["pop"], run_id], settings=ComparisonSettings(reference="Popularity", n_resamples=199)
+    )
+    assert outcome.run_id
+    assert mlflow.MlflowClient().get_run(run_id).data.tags[tags.CONFIG] == '{"l2": "500"}'
+
+
+def test_a_refused_import_leaves_no_run(store):
+    before = len(mlflow.search_runs(search_all_experiments=True))
+    bad = store["frame"].assign(rank=1)
+    with pytest.raises(ValueError, match=r"recommendations\['rank'\]: expected distinct ranks"):
+        log_recommendations(bad, checkpoint=store["checkpoint"], model="bad", metrics=METRICS)
+    assert len(mlflow.search_runs(search_all_experiments=True)) == before
