@@ -75,3 +75,19 @@ def test_a_refused_import_leaves_no_run(store):
     with pytest.raises(ValueError, match=r"recommendations\['rank'\]: expected distinct ranks"):
         log_recommendations(bad, checkpoint=store["checkpoint"], model="bad", metrics=METRICS)
     assert len(mlflow.search_runs(search_all_experiments=True)) == before
+
+
+def test_import_run_command_prints_the_run_id_and_the_counts(store, tmp_path):
+    from click.testing import CliRunner
+
+    from mlflow_recsys.cli import cli
+
+    path = tmp_path / "recs.parquet"
+    store["frame"][store["frame"]["user"] != store["frame"]["user"].iloc[0]].to_parquet(path)
+    args = ["import-run", "--checkpoint", store["checkpoint"], "--recommendations", str(path), "--model", "EASE-file"]
+    result = CliRunner().invoke(cli, [*args, "--param", "l2=500", "--metrics", "ndcg@100"])
+    assert result.exit_code == 0, result.output
+    run_id = result.output.split()[2]
+    run = mlflow.MlflowClient().get_run(run_id)
+    assert run.data.tags[tags.IMPORTED_FROM] == "parquet" and run.data.params["l2"] == "500"
+    assert "n_missing_users 1" in result.output and run.data.metrics["n_missing_users"] == 1

@@ -356,6 +356,49 @@ def train(checkpoint, model, metrics, **hyperparameters):
     )
 
 
+def _key_values(ctx, param, values) -> dict[str, str]:
+    out = {}
+    for text in values:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, found {text!r}")
+        out[key] = value
+    return out
+
+
+@cli.command("import-run")
+@click.option("--checkpoint", required=True, help="the split's checkpoint (runs:/<split run>/checkpoint.zip)")
+@click.option("--recommendations", required=True, help="lists: a .parquet, .csv or TREC run file")
+@click.option("--model", required=True, help="name of the model the lists came from (the recsys.model tag)")
+@click.option("--seed", default=None, help="the training seed behind the lists [default: none]")
+@click.option("--param", "params", multiple=True, callback=_key_values, help="KEY=VALUE hyper-parameter (repeatable)")
+@click.option("--user-col", default="user", show_default=True, help="the user id column")
+@click.option("--item-col", default="item", show_default=True, help="the item id column")
+@click.option("--rank-col", default=None, help="the rank column (1 best) [default: rank, if present]")
+@click.option("--score-col", default=None, help="the score column (higher first) [default: score, if no rank]")
+@click.option(
+    "--format", "file_format", default="auto", show_default=True, type=click.Choice(["auto", "parquet", "csv", "trec"])
+)
+@click.option("--history", default="remove", show_default=True, type=click.Choice(["remove", "strict"]))
+@click.option("--missing", default="zero", show_default=True, type=click.Choice(["zero", "strict"]))
+@click.option("--metrics", default=None, help=METRICS_HELP + " (default: the train step's set)")
+@_friendly_errors
+def import_run(recommendations, seed, params, metrics, file_format, **options):
+    """Score another framework's recommendation lists on a split's test users; log them as a train-role run."""
+    import mlflow
+
+    from mlflow_recsys.tracking.imports import log_recommendations
+
+    keys = _split_list(metrics, "--metrics") or None
+    run_id = log_recommendations(
+        recommendations, seed=seed or None, params=params, metrics=keys, format=file_format, **options
+    )
+    click.echo(f"imported run {run_id} ({options['model']})")
+    logged = mlflow.get_run(run_id).data.metrics
+    for name in ("n_history_items_removed", "n_missing_users", "n_short_lists"):
+        click.echo(f"  {name} {int(logged[name])}")
+
+
 #: The statistical settings' options of the commands that compare runs, in the order --help lists them.
 _COMPARISON_OPTIONS = (
     click.option("--reference", default=None, help="baseline model every other model is compared with"),
