@@ -251,8 +251,10 @@ def score_recommendations(
     """
     validation.one_of(history, "history", HISTORY_POLICIES)
     validation.one_of(missing, "missing", MISSING_POLICIES)
-    metric_objs = [m if isinstance(m, RankingMetric) else None for m in metrics]
-    metric_objs = metrics if all(metric_objs) else parse_metric_keys(list(metrics))
+    given = list(metrics)
+    metric_objs: list[RankingMetric] = (
+        given if all(isinstance(m, RankingMetric) for m in given) else parse_metric_keys(given)
+    )
     max_k = max(m.max_k for m in metric_objs)
     rows, cols, positions = _positions(recs, split)
     n_rows = split["test_source_matrix"].shape[0]
