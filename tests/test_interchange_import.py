@@ -141,3 +141,29 @@ def test_a_split_with_several_draws_needs_a_draw_column():
         warnings.simplefilter("error")
         frame = score_recommendations(read_recommendations(both), split, metrics=METRICS).result.to_frame()
     assert len(frame) == 4
+
+
+def test_recsys_evaluator_scores_static_predictions_without_a_model(tmp_path):
+    import mlflow
+
+    from conftest import sqlite_store
+
+    data = pd.DataFrame(
+        {
+            "items": [[10], [50]],
+            "targets": [[20, 40], [30]],
+            "recommended": [[40, 30, 20], [20, 30, 10]],
+            "sample_id": [1, 2],
+        }
+    )
+    with sqlite_store(tmp_path), mlflow.start_run():
+        result = mlflow.models.evaluate(
+            data=data,
+            targets="targets",
+            predictions="recommended",
+            model_type="recommender",
+            evaluators="recsys",
+            evaluator_config={"metrics": ["ndcg@3"], "item_ids": ITEMS.tolist()},
+        )
+    expected = np.mean([_dcg([1, 0, 1]) / _dcg([1, 1]), _dcg([0, 1]) / _dcg([1])])
+    assert result.metrics["ndcg_at_3"] == pytest.approx(expected)

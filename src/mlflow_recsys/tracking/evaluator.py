@@ -7,6 +7,9 @@ Registered under the ``mlflow.model_evaluator`` entry point as ``recsys``. Use::
         evaluators="recsys", evaluator_config={"metrics": ["ndcg@100", "recall@20"]},
     )
 
+Without a model, ``predictions="<column>"`` names the frame's column of recommended ids per row (best first;
+a column other than the fold-in ``items``) and those static lists are scored the same way.
+
 ``frame`` has a column ``items`` (each user's fold-in item ids), the targets
 column (the held-out item ids to find) and optionally ``sample_id``. The model
 must return, per row, a list of recommended item ids in a column ``items`` (best
@@ -56,7 +59,11 @@ class RecsysEvaluator(ModelEvaluator):
         k = max(m.max_k for m in metrics)
         features = pd.DataFrame(dataset.features_data)
         _inputs_iv(features, dataset, model)
-        output = model.predict(features[["items"]].assign(k=k))
+        if model is None:
+            # Static predictions: the data's predictions column holds each row's recommended ids, best first.
+            output = pd.DataFrame({"items": list(dataset.predictions_data)})
+        else:
+            output = model.predict(features[["items"]].assign(k=k))
         if not isinstance(output, pd.DataFrame) or "items" not in output.columns:
             raise ValueError("model: expected predictions with a column 'items' (recommended item ids)")
 
@@ -99,8 +106,10 @@ def _inputs_iv(features: pd.DataFrame, dataset, model) -> None:
         raise ValueError(f"data: expected a column 'items' of fold-in item ids, found {list(features.columns)}")
     if not dataset.has_targets:
         raise ValueError("targets: expected the name of the column of held-out item ids, found none")
-    if model is None:
-        raise ValueError("model: the recsys evaluator needs a model to produce rankings, found None")
+    if model is None and dataset.predictions_data is None:
+        raise ValueError(
+            "model: expected a model, or static predictions (predictions='<column of recommended ids>'), found neither"
+        )
 
 
 def _log_result(run_id: str, result, config: dict) -> dict[str, float]:
