@@ -167,3 +167,12 @@ def test_recsys_evaluator_scores_static_predictions_without_a_model(tmp_path):
         )
     expected = np.mean([_dcg([1, 0, 1]) / _dcg([1, 1]), _dcg([0, 1]) / _dcg([1])])
     assert result.metrics["ndcg_at_3"] == pytest.approx(expected)
+
+
+def test_a_file_past_the_row_limit_is_refused_naming_it(tmp_path, monkeypatch):
+    from mlflow_recsys.interchange import recommendations
+
+    LISTS.to_parquet(tmp_path / "r.parquet")
+    monkeypatch.setattr(recommendations, "MAX_ROWS", 5)  # six rows, limit five: the same check as at 100 million
+    with pytest.raises(ValueError, match=r"r.parquet: expected at most 5 rows \(MAX_ROWS\)"):
+        read_recommendations(tmp_path / "r.parquet")
