@@ -34,7 +34,7 @@ def _monte_carlo_tolerance(standard_error: float, n_resamples: int, tail: float 
     One estimate's SE is sqrt(p (1 - p) / B) / g(q_p) (the sample quantile's asymptotic SE), with the bootstrap
     density g at the quantile taken from the normal approximation of the mean's bootstrap distribution
     (SD = the mean's standard error): g = phi(1.96) / SE. Two independent estimates differ by sqrt(2) times that.
-    For nDCG-like values of 188 users (SE ~ 0.016) at B = 9999 this is about 0.0024.
+    For nDCG-like values of 188 users (SE ~ 0.016) at B = 9999 this is about 0.0027.
     """
     density = scipy.stats.norm.pdf(scipy.stats.norm.ppf(1 - tail)) / standard_error
     return 4 * np.sqrt(2) * np.sqrt(tail * (1 - tail) / n_resamples) / density

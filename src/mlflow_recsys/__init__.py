@@ -11,7 +11,9 @@ from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_
 __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported when the name is first used.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "metric_level_intervals": "mlflow_recsys.stats.levels",
+}
 
 __all__ = sorted(["__version__", "build_recsys_checkpoint", "load_recsys_split", "read_checkpoint", *_LAZY])
 
