@@ -71,13 +71,14 @@ def write_evaluation_artifacts(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     frame = result.to_frame()
-    meta = {
+    metrics: dict[str, dict[str, object]] = {
+        key: {"mean": float(value), "definition": result.definitions.get(key, "")}
+        for key, value in result.metrics.items()
+    }
+    meta: dict[str, object] = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "metrics": {
-            key: {"mean": float(value), "definition": result.definitions.get(key, "")}
-            for key, value in result.metrics.items()
-        },
+        "metrics": metrics,
         "n_samples": result.n_samples,
         "n_units": result.n_units,
         "sample_id_kind": "int" if np.issubdtype(np.asarray(result.sample_ids).dtype, np.integer) else "str",
@@ -87,7 +88,7 @@ def write_evaluation_artifacts(
     }
     if level_intervals is not None:
         meta["level_intervals"] = level_intervals.settings()
-        for key, entry in meta["metrics"].items():
+        for key, entry in metrics.items():
             entry |= {"ci_low": level_intervals.ci_low[key], "ci_high": level_intervals.ci_high[key]}
     parquet = directory / PER_USER_FILE
     with atomic_write(parquet) as handle:
