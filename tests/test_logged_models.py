@@ -163,3 +163,48 @@ def test_split_dataset_digest_is_the_one_the_metrics_carry(store):
     model = client.get_logged_model(run.outputs.model_outputs[0].model_id)
     ndcg = next(m for m in model.metrics if m.key == "ndcg_at_100")
     assert (ndcg.dataset_name, ndcg.dataset_digest) == (dataset.name, dataset.digest)
+
+
+def test_a_run_logged_by_hand_calls_log_test_metrics_and_gets_an_external_model_named_by_its_tag(tmp_path):
+    """The import path's call: a run with its recsys. tags, a result scored elsewhere, no model id."""
+    from mlflow.data.code_dataset_source import CodeDatasetSource
+    from mlflow.data.meta_dataset import MetaDataset
+
+    from mlflow_recsys.evaluation import EvaluationResult
+    from mlflow_recsys.tracking.logged_models import log_test_metrics
+
+    values = np.array([0.0, 0.5, 1.0, 0.25])
+    result = EvaluationResult.from_per_user({"ndcg@100": values}, sample_ids=np.arange(4), targets_fingerprint="x")
+    dataset = MetaDataset(source=CodeDatasetSource(tags={}), name="own split", digest="d" * 36)
+    with sqlite_store(tmp_path) as experiment_id:
+        made_with = {"recsys.model": "ItemKNN", "recsys.seed": "none", "recsys.split_digest": "d" * 64}
+        with mlflow.start_run(tags=made_with) as run:
+            mlflow.log_param("k", "20")
+            intervals = log_test_metrics(result, dataset=dataset)
+        (model,) = mlflow.search_logged_models(experiment_ids=[experiment_id], output_format="list")
+    assert model.name == "ItemKNN" and model.source_run_id == run.info.run_id
+    assert {k: model.tags[k] for k in made_with} == made_with and model.params == {"k": "20"}
+    linked = {m.key: (m.value, m.dataset_name, m.dataset_digest) for m in model.metrics}
+    assert linked == {
+        "ndcg_at_100": (0.4375, "own split", "d" * 36),
+        "ndcg_at_100.ci_low": (intervals.ci_low["ndcg@100"], "own split", "d" * 36),
+        "ndcg_at_100.ci_high": (intervals.ci_high["ndcg@100"], "own split", "d" * 36),
+    }
+
+
+@pytest.mark.integration
+def test_over_http_a_live_server_ranks_the_logged_models_of_a_split(mlflow_server):
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(mlflow_server)
+    try:
+        experiment_id = mlflow.set_experiment("logged-models-over-http").experiment_id
+        checkpoint = f"runs:/{run_split('movielens-100k', SplitConfig(seed=42))}/checkpoint.zip"
+        ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS))
+        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False)
+        digest = MlflowClient().get_run(ease).data.tags["recsys.split_digest"]
+        models = _models_of_split({"experiment_id": experiment_id}, digest)
+        ndcg = {r: MlflowClient().get_run(r).data.metrics["ndcg_at_100"] for r in (ease, pop)}
+    finally:
+        mlflow.set_tracking_uri(previous)
+    assert [m.source_run_id for m in models] == sorted(ndcg, key=ndcg.get, reverse=True)
+    assert {m.name for m in models} == {"model", "Popularity"}
