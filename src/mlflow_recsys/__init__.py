@@ -13,9 +13,11 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it, imported when the name is first used.
 _LAZY: dict[str, str] = {
     "log_recommendations": "mlflow_recsys.tracking.imports",
+    "metric_level_intervals": "mlflow_recsys.stats.levels",
 }
 
-__all__ = sorted(["__version__", "build_recsys_checkpoint", "load_recsys_split", "read_checkpoint", *_LAZY])
+__all__ = ["__version__", "build_recsys_checkpoint", "load_recsys_split", "read_checkpoint"]
+__all__ += sorted(_LAZY)
 
 
 def __getattr__(name):

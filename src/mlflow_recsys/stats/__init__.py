@@ -13,6 +13,7 @@ from mlflow_recsys.stats.comparison import (
     wilcoxon_method,
 )
 from mlflow_recsys.stats.corrections import adjust_p_values
+from mlflow_recsys.stats.levels import LevelIntervals, metric_level_intervals
 from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
 from mlflow_recsys.stats.seeds import (
     SEED_COLUMNS,
@@ -40,6 +41,7 @@ __all__ = [
     "FewNonzeroUnitsWarning",
     "FewSeedsWarning",
     "IntervalFallbackWarning",
+    "LevelIntervals",
     "LowResamplesWarning",
     "PairwiseComparison",
     "SeedSpread",
@@ -49,6 +51,7 @@ __all__ = [
     "compare_models",
     "compare_pair",
     "compare_seed_averaged",
+    "metric_level_intervals",
     "minimum_detectable_effect",
     "required_users",
     "seed_spread",

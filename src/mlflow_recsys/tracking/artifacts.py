@@ -12,6 +12,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,9 @@ from mlflow_recsys._parquet import ParquetRefused, read_columns
 from mlflow_recsys.errors import ArtifactError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import value_range
+
+if TYPE_CHECKING:
+    from mlflow_recsys.stats.levels import LevelIntervals
 
 PER_USER_FILE = "per_user.parquet"
 EVALUATION_FILE = "evaluation.json"
@@ -38,9 +42,17 @@ class EvaluationArtifacts:
 
 
 def write_evaluation_artifacts(
-    result: EvaluationResult, directory: str | os.PathLike, *, split_digest: str | None
+    result: EvaluationResult,
+    directory: str | os.PathLike,
+    *,
+    split_digest: str | None,
+    level_intervals: LevelIntervals | None = None,
 ) -> list[Path]:
     """Write ``per_user.parquet`` and ``evaluation.json`` into ``directory``.
+
+    With ``level_intervals`` (what a training run logged as ``<metric>.ci_low`` / ``.ci_high``), each metric's
+    entry gains ``ci_low`` and ``ci_high``, and ``level_intervals`` states how they were made (its
+    :meth:`~mlflow_recsys.stats.levels.LevelIntervals.settings`); readers of this schema version ignore both.
 
     Each file is written under a temporary name and renamed into place, with
     the mode a new file gets under the umask.
@@ -59,13 +71,14 @@ def write_evaluation_artifacts(
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     frame = result.to_frame()
-    meta = {
+    metrics: dict[str, dict[str, object]] = {
+        key: {"mean": float(value), "definition": result.definitions.get(key, "")}
+        for key, value in result.metrics.items()
+    }
+    meta: dict[str, object] = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "metrics": {
-            key: {"mean": float(value), "definition": result.definitions.get(key, "")}
-            for key, value in result.metrics.items()
-        },
+        "metrics": metrics,
         "n_samples": result.n_samples,
         "n_units": result.n_units,
         "sample_id_kind": "int" if np.issubdtype(np.asarray(result.sample_ids).dtype, np.integer) else "str",
@@ -73,6 +86,10 @@ def write_evaluation_artifacts(
         "split_digest": split_digest,
         "package_version": __version__,
     }
+    if level_intervals is not None:
+        meta["level_intervals"] = level_intervals.settings()
+        for key, entry in metrics.items():
+            entry |= {"ci_low": level_intervals.ci_low[key], "ci_high": level_intervals.ci_high[key]}
     parquet = directory / PER_USER_FILE
     with atomic_write(parquet) as handle:
         frame.to_parquet(handle, index=False)

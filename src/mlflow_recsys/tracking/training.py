@@ -21,8 +21,8 @@ from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.context import check_step_run, entry_point_run
 from mlflow_recsys.tracking.downloads import download_file
+from mlflow_recsys.tracking.logged_models import log_test_metrics
 from mlflow_recsys.tracking.model_logging import log_recommender
-from mlflow_recsys.tracking.naming import mlflow_metric_name
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.validation import expected
 
@@ -237,16 +237,15 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
         made_with = _train_tags(config.model, unfitted.config, seed, split)
         with entry_point_run(run_name, params=params, whole_params_in="evaluation.json", tags=made_with) as run:
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
-            fitted = _fit_and_log(
+            _fit_and_log(
                 unfitted,
                 split,
                 config.metric_objects(),
                 Path(tmp) / "evaluation",
                 in_epochs=spec.epochs,
                 validate=validate,
+                log_model=log_model,
             )
-            if log_model:
-                log_recommender(fitted, split["item_ids"], eval_user_ids=split["test_eval_user_ids"])
             return run.info.run_id
 
 
@@ -263,10 +262,13 @@ def _train_tags(model: str, config, seed_tag: str, split: dict, config_tag: str 
     }
 
 
-def _fit_and_log(unfitted, split: dict, metric_objects: list, out: Path, *, in_epochs: bool, validate):
+def _fit_and_log(
+    unfitted, split: dict, metric_objects: list, out: Path, *, in_epochs: bool, validate, log_model: bool
+) -> None:
     """Fit on the training users (epoch by epoch, logging each, for a model that trains in epochs), evaluate on
-    the test users, and log to the active run: the fingerprint, the split as input, the metrics, the per-user
-    artifacts (written to ``out`` first); the fitted model."""
+    the test users, and log to the active run: the fingerprint, the split as input, the fitted model (when
+    ``log_model``), the metrics with their level intervals (linked to that logged model, or to an external one,
+    and to the split), the per-user artifacts (written to ``out`` first)."""
     started = time.perf_counter()
     if in_epochs:
         fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
@@ -281,19 +283,23 @@ def _fit_and_log(unfitted, split: dict, metric_objects: list, out: Path, *, in_e
         metrics=metric_objects,
         sample_ids=split["test_eval_user_ids"],
     )
+    # The model first: its id is known when the test metrics are logged (log_model also links metrics before it).
+    model = log_recommender(fitted, split["item_ids"], eval_user_ids=split["test_eval_user_ids"]) if log_model else None
+    log_evaluation(result, split, out, model_id=model.model_id if model is not None else None)
     mlflow.log_metric("fit_seconds", fit_seconds)
-    log_evaluation(result, split, out)
-    return fitted
 
 
-def log_evaluation(result, split: dict, out_dir: Path) -> None:
+def log_evaluation(result, split: dict, out_dir: Path, *, model_id: str | None = None) -> None:
     """Log a test-set result to the active run, as every ``train``-role run has it (trained or imported): the
-    targets fingerprint tag, the split as the ``training`` input, the metrics (MLflow-safe names) with
+    targets fingerprint tag, the split as the ``training`` input, the metrics (MLflow-safe names) with their
+    level intervals, linked to the logged model ``model_id`` (None: an external model named after the run's
+    ``recsys.model`` tag, see :func:`~mlflow_recsys.tracking.logged_models.log_test_metrics`) and to the split,
     ``n_eval_users``/``n_eval_rows``, and ``per_user.parquet`` + ``evaluation.json`` (written to ``out_dir``
     first)."""
     mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
-    mlflow.log_input(split_dataset(split["manifest"], split["split_digest"]), context="training")
-    mlflow.log_metrics({mlflow_metric_name(k): v for k, v in result.metrics.items()})
+    dataset = split_dataset(split["manifest"], split["split_digest"])
+    mlflow.log_input(dataset, context="training")
+    intervals = log_test_metrics(result, dataset=dataset, model_id=model_id)
     mlflow.log_metrics({"n_eval_users": result.n_units, "n_eval_rows": result.n_samples})
-    write_evaluation_artifacts(result, out_dir, split_digest=split["split_digest"])
+    write_evaluation_artifacts(result, out_dir, split_digest=split["split_digest"], level_intervals=intervals)
     mlflow.log_artifacts(str(out_dir))
