@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported when the name is first used.
 _LAZY: dict[str, str] = {
+    "export_split": "mlflow_recsys.tracking.interchange",
     "log_recommendations": "mlflow_recsys.tracking.imports",
     "metric_level_intervals": "mlflow_recsys.stats.levels",
 }

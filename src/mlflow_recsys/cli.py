@@ -399,6 +399,22 @@ def import_run(recommendations, seed, params, metrics, file_format, **options):
         click.echo(f"  {name} {int(logged[name])}")
 
 
+@cli.command("export-split")
+@click.option("--checkpoint", required=True, help="the split's checkpoint (runs:/<split run>/checkpoint.zip or a path)")
+@click.option("--out", required=True, help="a new folder for the files")
+@click.option("--format", "file_format", default="parquet", show_default=True, type=click.Choice(["parquet", "csv"]))
+@_friendly_errors
+def export_split_command(checkpoint, out, file_format):
+    """Write a split as files other frameworks read (train, test and validation fold-in and targets, the
+    catalogue, split.json), with the dataset's own ids."""
+    from mlflow_recsys.tracking.interchange import export_split
+
+    folder = export_split(checkpoint, out, format=file_format)
+    click.echo(f"exported the split to {folder}")
+    for path in sorted(folder.iterdir()):
+        click.echo(f"  {path.name}")
+
+
 #: The statistical settings' options of the commands that compare runs, in the order --help lists them.
 _COMPARISON_OPTIONS = (
     click.option("--reference", default=None, help="baseline model every other model is compared with"),
