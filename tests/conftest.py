@@ -91,35 +91,36 @@ def mlflow_server(tmp_path_factory):
         yield url
 
 
+def copy_training_run(source_run_id, folder, *, model, edit_meta=None, edit_frame=None, tags=None, experiment_id=None):
+    """A FINISHED training run whose per-user artifacts and aggregate metrics are an (optionally edited) copy of
+    another's; ``tags`` are set over the copied ``recsys.`` tags."""
+    client = MlflowClient()
+    source = client.get_run(source_run_id)
+    folder = Path(folder) / "artifacts"  # not the model name: names may be long or hold a slash
+    folder.mkdir(parents=True)
+    for name in ("per_user.parquet", "evaluation.json"):
+        mlflow.artifacts.download_artifacts(run_id=source_run_id, artifact_path=name, dst_path=str(folder))
+    if edit_meta is not None:
+        meta = json.loads((folder / "evaluation.json").read_text())
+        (folder / "evaluation.json").write_text(json.dumps(edit_meta(meta)))
+    if edit_frame is not None:
+        frame = pd.read_parquet(folder / "per_user.parquet")
+        edit_frame(frame).to_parquet(folder / "per_user.parquet", index=False)
+    run_tags = {k: v for k, v in source.data.tags.items() if k.startswith("recsys.")}
+    run = client.create_run(
+        experiment_id or source.info.experiment_id, tags={**run_tags, "recsys.model": model, **(tags or {})}
+    )
+    now = int(time.time() * 1000)
+    client.log_batch(run.info.run_id, metrics=[Metric(k, v, now, 0) for k, v in source.data.metrics.items()])
+    client.log_artifacts(run.info.run_id, str(folder))
+    client.set_terminated(run.info.run_id, "FINISHED")
+    return run.info.run_id
+
+
 @pytest.fixture
 def copy_run():
-    """Make a FINISHED training run whose per-user artifacts and aggregate metrics are an (optionally edited) copy
-    of another's; ``tags`` are set over the copied ``recsys.`` tags."""
-
-    def make(source_run_id, folder, *, model, edit_meta=None, edit_frame=None, tags=None, experiment_id=None):
-        client = MlflowClient()
-        source = client.get_run(source_run_id)
-        folder = Path(folder) / "artifacts"  # not the model name: names may be long or hold a slash
-        folder.mkdir(parents=True)
-        for name in ("per_user.parquet", "evaluation.json"):
-            mlflow.artifacts.download_artifacts(run_id=source_run_id, artifact_path=name, dst_path=str(folder))
-        if edit_meta is not None:
-            meta = json.loads((folder / "evaluation.json").read_text())
-            (folder / "evaluation.json").write_text(json.dumps(edit_meta(meta)))
-        if edit_frame is not None:
-            frame = pd.read_parquet(folder / "per_user.parquet")
-            edit_frame(frame).to_parquet(folder / "per_user.parquet", index=False)
-        run_tags = {k: v for k, v in source.data.tags.items() if k.startswith("recsys.")}
-        run = client.create_run(
-            experiment_id or source.info.experiment_id, tags={**run_tags, "recsys.model": model, **(tags or {})}
-        )
-        now = int(time.time() * 1000)
-        client.log_batch(run.info.run_id, metrics=[Metric(k, v, now, 0) for k, v in source.data.metrics.items()])
-        client.log_artifacts(run.info.run_id, str(folder))
-        client.set_terminated(run.info.run_id, "FINISHED")
-        return run.info.run_id
-
-    return make
+    """:func:`copy_training_run`, for tests that take it as a fixture."""
+    return copy_training_run
 
 
 # -- the suite leaves the working tree as it found it -------------------------------------------------------------

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from conftest import ease_and_popularity
+from mlflow_recsys import load_comparison_settings, search_comparisons
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_markdown
@@ -122,7 +123,7 @@ def test_names_that_sanitise_alike_keep_their_own_metrics(store, experiment, tmp
     assert len(set(labels.values())) == 4 and labels["ELSA_"] == "ELSA_"
     for name, label in labels.items():
         assert "/" not in label and ".." not in label
-        key = f"{label}.ndcg_at_100.difference"
+        key = f"{label}.vs.EASE.ndcg_at_100.difference"
         assert logged[key] == outcome.report.get("ndcg@100", name).difference
     assert len(logged) == 4 * 6
 
@@ -252,6 +253,9 @@ def test_a_reference_name_longer_than_a_param_goes_whole_to_settings_json(store,
     )
     assert settings["reference"] == long_name
     assert all(len(k) <= MAX_KEY_LENGTH for k in run.data.metrics)
+    # Read back whole, where the param holds only its length and hash.
+    assert load_comparison_settings(outcome.run_id).reference == long_name
+    assert set(search_comparisons(experiment)["reference"]) == {long_name}
 
 
 def test_selection_by_experiment_reads_every_page(store, experiment, tmp_path, copy_run, monkeypatch):

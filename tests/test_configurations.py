@@ -27,6 +27,7 @@ from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_seed
 from mlflow_recsys.tracking import RunSelectionError, check_selection, compare_runs
 from mlflow_recsys.tracking.comparison import configuration_names
 from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
+from mlflow_recsys.tracking.naming import model_label
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
 
@@ -159,9 +160,12 @@ def test_two_ease_configurations_and_popularity_are_three_candidates_matching_th
     key_map = json.loads(_artifact(outcome.run_id, "metric_names.json"))
     by_name = {(e["candidate"], e["metric"], e["field"]): e["mlflow_metric"] for e in key_map}
     name = by_name["EASE(l2=500)", "ndcg@100", "difference"]
-    assert re.fullmatch(r"EASE_l2_500_-[0-9a-f]{8}\.ndcg_at_100\.difference", name)
+    assert re.fullmatch(r"EASE_l2_500_-[0-9a-f]{8}\.vs\.EASE_l2_50_-[0-9a-f]{8}\.ndcg_at_100\.difference", name)
     assert run.data.metrics[name] == pytest.approx(row.difference)
-    assert by_name["Popularity", "ndcg@100", "difference"] == "Popularity.ndcg_at_100.difference"
+    assert (
+        by_name["Popularity", "ndcg@100", "difference"]
+        == f"Popularity.vs.{model_label('EASE(l2=50)')}.ndcg_at_100.difference"
+    )
     assert len(set(by_name.values())) == len(by_name) == len(run.data.metrics)
     report_md = _artifact(outcome.run_id, "report.md")
     assert escape_markdown("EASE(l2=500)") in report_md and "| EASE(l2=50) |" in report_md

@@ -84,8 +84,8 @@ def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
         assert "Primary metric (declared in advance): **ndcg@100**." in note
         # The primary metric is a family of its own: one hypothesis (ELSA vs EASE), unadjusted.
         c = comparison.data.metrics
-        assert c["ELSA.ndcg_at_100.adjusted_p_value"] == c["ELSA.ndcg_at_100.p_value"]
-        assert c["ELSA.recall_at_20.adjusted_p_value"] >= c["ELSA.recall_at_20.p_value"]
+        assert c["ELSA.vs.EASE.ndcg_at_100.adjusted_p_value"] == c["ELSA.vs.EASE.ndcg_at_100.p_value"]
+        assert c["ELSA.vs.EASE.recall_at_20.adjusted_p_value"] >= c["ELSA.vs.EASE.recall_at_20.p_value"]
     finally:
         mlflow.set_tracking_uri(None)
 

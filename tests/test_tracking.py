@@ -198,8 +198,8 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     # The notes point to the seed table, which this comparison (ELSA with 3 seeds) logged.
     assert run.data.tags["mlflow.note.content"].rstrip().endswith("; seed_spread.csv holds the seed table.")
     assert run.data.params["n_resamples"] == "999" and run.data.params["correction"] == "holm"
-    assert run.data.metrics["ELSA.ndcg_at_100.difference"] == pytest.approx(row.difference)
-    assert run.data.metrics["ELSA.ndcg_at_100.seeds.sd_retraining"] == pytest.approx(seeds.sd_retraining)
+    assert run.data.metrics["ELSA.vs.EASE.ndcg_at_100.difference"] == pytest.approx(row.difference)
+    assert run.data.metrics["ELSA.vs.EASE.ndcg_at_100.seeds.sd_retraining"] == pytest.approx(seeds.sd_retraining)
     names = {a.path for a in client.list_artifacts(outcome.run_id)}
     assert {
         "report.csv",
@@ -237,8 +237,8 @@ def test_compare_runs_logs_a_comparison_run_matching_an_independent_computation(
     assert (averaged.baseline_seeds, averaged.candidate_seeds) == (1, 3)
     assert (averaged.wins, averaged.losses) == (int((d > 1e-12).sum()), int((d < -1e-12).sum()))
     assert averaged.family == "primary" and averaged.family_size == 1
-    assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.difference"] == pytest.approx(averaged.difference)
-    assert run.data.metrics["ELSA.ndcg_at_100.seed_averaged.adjusted_p_value"] == averaged.adjusted_p_value
+    assert run.data.metrics["ELSA.vs.EASE.ndcg_at_100.seed_averaged.difference"] == pytest.approx(averaged.difference)
+    assert run.data.metrics["ELSA.vs.EASE.ndcg_at_100.seed_averaged.adjusted_p_value"] == averaged.adjusted_p_value
     note = run.data.tags["mlflow.note.content"]
     primary = "**Primary analysis: seed-averaged comparison.** Averaged over training seeds (ELSA: 3, EASE: 1)"
     sensitivity = "**Sensitivity analysis: representative-seed comparison.** ELSA"

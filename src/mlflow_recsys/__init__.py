@@ -13,6 +13,10 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it, imported when the name is first used.
 _LAZY: dict[str, str] = {
     "export_split": "mlflow_recsys.tracking.interchange",
+    "load_comparison": "mlflow_recsys.tracking.queries",
+    "load_comparison_settings": "mlflow_recsys.tracking.queries",
+    "search_comparisons": "mlflow_recsys.tracking.queries",
+    "search_trainings": "mlflow_recsys.tracking.queries",
     "log_recommendations": "mlflow_recsys.tracking.imports",
     "metric_level_intervals": "mlflow_recsys.stats.levels",
 }

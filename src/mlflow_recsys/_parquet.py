@@ -26,7 +26,7 @@ def read_columns(
     path: str | os.PathLike,
     columns: Sequence[str],
     *,
-    rows: int,
+    rows: int | None,
     rows_from: str = "",
     max_bytes: int | None = None,
     name: str | None = None,
@@ -40,7 +40,8 @@ def read_columns(
     columns:
         Top-level column names to read, in the order wanted; other columns are never decoded.
     rows:
-        The number of rows the file must hold (``num_rows`` of its footer).
+        The number of rows the file must hold (``num_rows`` of its footer); ``None``: any number, when
+        ``max_bytes`` bounds the file instead.
     rows_from:
         Where ``rows`` comes from (``"n_samples"``), for the message.
     max_bytes:
@@ -54,7 +55,7 @@ def read_columns(
     Returns
     -------
     pyarrow.Table
-        ``rows`` rows, exactly ``columns``.
+        ``rows`` rows (or the file's), exactly ``columns``.
 
     Raises
     ------
@@ -76,7 +77,7 @@ def read_columns(
     if twice:
         raise ParquetRefused(f"{name}: expected the columns {twice} once each, found them more than once")
     found = parquet.metadata.num_rows
-    if found != rows:
+    if rows is not None and found != rows:
         raise ParquetRefused(f"{name}: expected {rows} rows{f' ({rows_from})' if rows_from else ''}, found {found}")
     texts = {c: kind for c in columns if (kind := _text_type(parquet.schema_arrow.field(c).type)) is not None}
     if max_bytes is not None:

@@ -7,6 +7,7 @@ and turns the errors they raise into one clear line instead of a traceback.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
 import os
@@ -413,6 +414,66 @@ def export_split_command(checkpoint, out, file_format):
     click.echo(f"exported the split to {folder}")
     for path in sorted(folder.iterdir()):
         click.echo(f"  {path.name}")
+
+
+#: The columns ``comparisons --format table`` shows; csv and json give every column of search_comparisons.
+COMPARISON_TABLE_COLUMNS = (
+    "start_time",
+    "run_id",
+    "dataset",
+    "analysis_role",
+    "metric",
+    "candidate",
+    "baseline",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "adjusted_p_value",
+    "direction",
+    "wins",
+    "ties",
+    "losses",
+)
+
+
+@cli.command("comparisons")
+@click.option("--experiment", "experiments", multiple=True, required=True, help="experiment name or id (repeatable)")
+@click.option("--filter", "filter_string", default=None, help="MLflow search filter for the comparison runs")
+@click.option(
+    "--format",
+    "output_format",
+    default="table",
+    show_default=True,
+    type=click.Choice(["table", "csv", "json"]),
+    help="table: the key columns; csv and json: every column",
+)
+@_friendly_errors
+def comparisons(experiments, filter_string, output_format):
+    """Every hypothesis of the experiments' FINISHED comparison runs, one row each, oldest run first (the frame
+    mlflow_recsys.search_comparisons returns)."""
+    from mlflow_recsys.report.escaping import csv_safe_frame
+    from mlflow_recsys.tracking.queries import search_comparisons
+
+    frame = search_comparisons(list(experiments), _none_if_empty(filter_string))
+    if output_format == "csv":
+        click.echo(csv_safe_frame(frame).to_csv(index=False), nl=False)
+    elif output_format == "json":
+        # json.dumps, not DataFrame.to_json: that rounds floats to 10 digits, where repr keeps every bit.
+        frame = frame.assign(start_time=frame["start_time"].map(lambda t: t.isoformat()))
+        records = frame.astype(object).where(frame.notna(), None).to_dict(orient="records")
+        click.echo(json.dumps(records, indent=1, allow_nan=False, default=int))
+    elif frame.empty:
+        click.echo("no FINISHED comparison runs match")
+    else:
+        shown = frame[list(COMPARISON_TABLE_COLUMNS)].copy()
+        shown["start_time"] = shown["start_time"].dt.strftime("%Y-%m-%d %H:%M")
+        for column in ("dataset", "metric", "candidate", "baseline"):
+            shown[column] = shown[column].map(lambda v: v if v is None else _visible(v))
+        click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        click.echo(
+            f"{len(frame)} hypotheses of {frame['run_id'].nunique()} comparison runs; --format csv or json "
+            "gives every column"
+        )
 
 
 #: The statistical settings' options of the commands that compare runs, in the order --help lists them.

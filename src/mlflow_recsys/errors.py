@@ -37,7 +37,7 @@ class RunSelectionError(RecsysError, ValueError):
 
 
 class ArtifactError(RecsysError, ValueError):
-    """A per-user artifact is missing or malformed."""
+    """An artifact of a run (per-user values, a comparison's report) is missing or malformed."""
 
 
 class RunOwnershipError(RecsysError, ValueError):

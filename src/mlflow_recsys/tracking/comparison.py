@@ -249,7 +249,7 @@ def compare_runs(
             _log.info("logging the comparison run")
             stage("logging")
             declared = _declared_in_advance(runs, settings.primary)
-            _log_comparison(report, spreads, runs, plan, logged, settings.primary, provenance, declared, averaged)
+            _log_comparison(report, spreads, runs, plan, settings, logged, provenance, declared, averaged)
             run_id = run.info.run_id
     return RunComparison(
         report=report,
@@ -476,7 +476,7 @@ class _Plan:
     @property
     def metric_names(self) -> dict[tuple[str, str, str, str], str]:
         """(baseline, candidate, metric, field) -> MLflow metric name."""
-        return _metric_names(self.pairs, self.seed_pairs, self.metric_keys, self.reference)
+        return _metric_names(self.pairs, self.seed_pairs, self.metric_keys)
 
     @property
     def seed_averaged(self) -> bool:
@@ -520,7 +520,7 @@ def _plan(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alte
     seed_pairs = [(b, c) for b, c in pairs if len(groups[b]) > 1 or len(groups[c]) > 1]
     # Names collide or not whatever the metrics are, so the check runs now even when only the artifacts
     # will tell which metrics the runs share.
-    _metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"], reference)
+    _metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"])
     return _Plan(
         groups=groups,
         representative=representative,
@@ -570,19 +570,24 @@ def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None
     return common
 
 
+#: The comparison run's artifacts that :func:`~mlflow_recsys.tracking.queries.load_comparison` reads: the
+#: representative-seed report and, when a model has seeds, the seed-averaged one, each as
+#: :meth:`~mlflow_recsys.stats.ComparisonReport.save` writes it, and the settings.
+REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE = "report", "seed_averaged_report", "settings.json"
+
 #: Report columns logged as metrics of the comparison run, and seed-table columns logged under ``.seeds``.
 REPORT_FIELDS = ("difference", "relative_difference", "ci_low", "ci_high", "p_value", "adjusted_p_value")
 SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals")
 
 
-def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, str, str, str], str]:
+def _metric_names(pairs, seed_pairs, metric_keys) -> dict[tuple[str, str, str, str], str]:
     """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
 
-    ``<candidate>.<metric>.<field>`` with a reference, ``<candidate>.vs.<baseline>.<metric>.<field>`` without;
-    the seed-averaged report's under ``<candidate>.<metric>.seed_averaged.<field>`` and seed-table columns under
-    ``<candidate>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not empty). Names go
-    through :func:`~mlflow_recsys.tracking.naming.pair_metric_prefix`, which no two pairs share, and long names
-    through :func:`~mlflow_recsys.tracking.limits.fit_key`.
+    ``<candidate>.vs.<baseline>.<metric>.<field>``, with or without a reference; the seed-averaged report's
+    under ``<candidate>.vs.<baseline>.<metric>.seed_averaged.<field>`` and seed-table columns under
+    ``<candidate>.vs.<baseline>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not
+    empty). Names go through :func:`~mlflow_recsys.tracking.naming.pair_metric_prefix`, which no two pairs share,
+    and long names through :func:`~mlflow_recsys.tracking.limits.fit_key`.
 
     Raises
     ------
@@ -592,7 +597,7 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
     """
     names = {}
     for base, cand in pairs:
-        who = pair_metric_prefix(base, cand, reference)
+        who = pair_metric_prefix(base, cand)
         for metric in metric_keys:
             for field in REPORT_FIELDS:
                 names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
@@ -601,7 +606,7 @@ def _metric_names(pairs, seed_pairs, metric_keys, reference) -> dict[tuple[str, 
                         f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}"
                     )
     for base, cand in seed_pairs:
-        who = pair_metric_prefix(base, cand, reference)
+        who = pair_metric_prefix(base, cand)
         for metric in metric_keys:
             for field in SEED_FIELDS:
                 names[(base, cand, metric, f"seeds.{field}")] = fit_key(
@@ -1195,8 +1200,8 @@ def _log_comparison(
     spreads,
     runs,
     plan: _Plan,
+    comparison_settings: ComparisonSettings,
     settings: dict,
-    primary,
     provenance: dict,
     declared: bool = False,
     averaged: ComparisonReport | None = None,
@@ -1205,13 +1210,16 @@ def _log_comparison(
     metrics.
 
     Every key and value is made to fit MLflow's limits here, before anything is logged, so MLflow has no reason
-    to refuse or cut anything.
+    to refuse or cut anything. ``settings`` is ``comparison_settings`` as logged (:func:`_logged_settings`).
     """
     run_name = _run_name(plan)
+    primary = comparison_settings.primary
     analysis = settings["primary_analysis_used"]
     source_ids = [r.info.run_id for r in runs]
     text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
-    params = fit_values(text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json")
+    params = fit_values(
+        text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json (compared_metrics: in report/)"
+    )
     metrics, key_map = _comparison_metrics(plan.metric_names, report, averaged, spreads)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
@@ -1222,7 +1230,10 @@ def _log_comparison(
         (out / "summary.txt").write_text(
             _summary_text(report, spreads, primary, provenance, declared, averaged, analysis) + link
         )
-        _write_json_files(out, source_ids, plan, settings, key_map)
+        _write_json_files(out, source_ids, plan, comparison_settings, key_map)
+        report.save(out / REPORT_DIR)
+        if averaged is not None:
+            averaged.save(out / SEED_AVERAGED_REPORT_DIR)
         forest_plot(dict(_analyses(report, averaged, analysis))[analysis], out / "forest.png")  # the primary one
         seeds = seed_frame is not None
         _write_html(
@@ -1243,11 +1254,13 @@ def _log_comparison(
 
 
 def _result_tags(first: dict, primary, headline: str, run_name: str, note: str) -> dict:
-    """The tags a comparison run gets with its results (its role and sources it got when it was made): the split
-    and targets of ``first`` (a source run's tags), the primary metric and the result headline, its name and notes."""
+    """The tags a comparison run gets with its results (its role and sources it got when it was made): the split,
+    targets and dataset of ``first`` (a source run's tags), the primary metric and the result headline, its name and
+    notes."""
     return {
         tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
         tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+        tags.DATASET: first.get(tags.DATASET, ""),
         tags.PRIMARY_METRIC: primary or "",
         tags.RESULT: shorten(headline, MAX_TAG_LENGTH),
         MLFLOW_RUN_NAME: run_name,
@@ -1261,14 +1274,17 @@ def _page_link(experiment_id: str) -> str:
     return f"\n\nCompare these and other runs on the server's page: {page}" if page else ""
 
 
-def _write_json_files(out: Path, source_ids: list[str], plan: _Plan, settings: dict, key_map: list[dict]) -> None:
-    """``source_runs.json`` (every source run, by model and seed), ``settings.json`` and ``metric_names.json``."""
+def _write_json_files(
+    out: Path, source_ids: list[str], plan: _Plan, settings: ComparisonSettings, key_map: list[dict]
+) -> None:
+    """``source_runs.json`` (every source run, by model and seed), ``settings.json`` (the fields of ``settings``,
+    which ``ComparisonSettings(**json.load(file))`` reads back) and ``metric_names.json``."""
     (out / "source_runs.json").write_text(
         json.dumps(
             {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2
         )
     )
-    (out / "settings.json").write_text(json.dumps(settings, indent=2))
+    (out / SETTINGS_FILE).write_text(json.dumps(dataclasses.asdict(settings), indent=2))
     (out / "metric_names.json").write_text(json.dumps(key_map, indent=2))
 
 

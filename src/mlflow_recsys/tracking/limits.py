@@ -10,6 +10,7 @@ holds them whole, and texts are chosen from versions that fit.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Hashable, Iterable
 
@@ -67,11 +68,15 @@ def storable(text: str) -> str:
 
 def fit_values(values: dict[str, str], limit: int, pointer: str) -> dict[str, str]:
     """``values`` with each one longer than ``limit`` replaced by its length, hash and ``pointer``
-    (e.g. "the whole value is in settings.json")."""
+    (e.g. "the whole value is in settings.json"); :data:`CUT_VALUE` tells such a value."""
     return {
         key: value if len(value) <= limit else f"{len(value):,} characters, sha256 {text_digest(value, 16)}; {pointer}"
         for key, value in values.items()
     }
+
+
+#: What a value :func:`fit_values` replaced begins with.
+CUT_VALUE = re.compile(r"^[0-9,]+ characters, sha256 [0-9a-f]{16}; ")
 
 
 def duplicates(keys: Iterable[Hashable]) -> list:

@@ -110,13 +110,12 @@ def _bare(name: str) -> bool:
     return not name.startswith('"') and PAIR_SEPARATOR not in f" {name} "
 
 
-def pair_metric_prefix(baseline: str, candidate: str, reference: str | None) -> str:
-    """The part of a comparison run's metric name that says which hypothesis it is, one-to-one.
+def pair_metric_prefix(baseline: str, candidate: str) -> str:
+    """The part of a comparison run's metric name that says which hypothesis it is, one-to-one:
+    ``<candidate label>.vs.<baseline label>``.
 
-    ``<candidate label>`` when every pair has the ``reference`` as baseline, else
-    ``<candidate label>.vs.<baseline label>`` (labels by :func:`model_label`, which never hold a ``.``, so no
-    two pairs share a prefix: ``A_vs_B`` against ``C`` and ``A`` against ``B_vs_C`` stay apart).
+    The same with or without a reference model, so one query finds a hypothesis in every comparison run
+    that tested it. Labels come from :func:`model_label`, which never holds a ``.``, so no two pairs share a
+    prefix (``A_vs_B`` against ``C`` and ``A`` against ``B_vs_C`` stay apart).
     """
-    if reference is not None:
-        return model_label(candidate)
     return f"{model_label(candidate)}.vs.{model_label(baseline)}"

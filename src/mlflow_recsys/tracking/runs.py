@@ -13,7 +13,7 @@ from typing import cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import mlflow
-from mlflow.entities import Run, ViewType
+from mlflow.entities import Experiment, Run, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
@@ -236,8 +236,14 @@ def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) ->
     return found
 
 
-def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:
-    """The training runs of ``experiment`` (a name or an id) that ``filter_string`` selects, every page read."""
+def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "experiment") -> Experiment:
+    """The active experiment named ``experiment``, or whose id it is (a name is looked up first).
+
+    Raises
+    ------
+    RunSelectionError
+        If no experiment has that name or id, or it is deleted; the message starts with ``argument``.
+    """
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         try:
@@ -248,11 +254,17 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
             exp = None
     if exp is None:
         raise RunSelectionError(
-            f"experiment: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
+            f"{argument}: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
             f"found {experiment!r}"
         )
     if exp.lifecycle_stage != "active":
-        raise RunSelectionError(f"experiment: {exp.name!r} is deleted; restore it to compare its runs")
+        raise RunSelectionError(f"{argument}: {exp.name!r} is deleted; restore it to read its runs")
+    return exp
+
+
+def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:
+    """The training runs of ``experiment`` (a name or an id) that ``filter_string`` selects, every page read."""
+    exp = find_experiment(client, experiment)
     try:
         runs, _ = search_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
         left_out = left_out_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
@@ -273,12 +285,53 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
     return runs
 
 
-def training_runs_filter(filter_string: str | None = None, *, selected: bool = True) -> str:
-    """The MLflow search filter of an experiment selection: training runs (``recsys.role = 'train'``) whose
-    status is :data:`SELECTED_STATUS` (with ``selected=False``: any other status), and ``filter_string``."""
+def training_runs_filter(
+    filter_string: str | None = None, *, selected: bool = True, role: str = tags.ROLE_TRAIN
+) -> str:
+    """The MLflow search filter of an experiment selection: training runs (``recsys.role = 'train'``, or the
+    ``role`` given) whose status is :data:`SELECTED_STATUS` (with ``selected=False``: any other status), and
+    ``filter_string``."""
     status = f"attributes.status {'=' if selected else '!='} '{SELECTED_STATUS}'"
-    clause = f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' and {status}"
+    clause = f"tags.`{tags.ROLE}` = '{role}' and {status}"
     return f"{clause} and {filter_string}" if filter_string else clause
+
+
+def paged_runs(
+    client: MlflowClient,
+    experiment_ids: list[str],
+    filter_string: str,
+    *,
+    page_size: int = SEARCH_PAGE_SIZE,
+    limit: int | None = None,
+    order_by: list[str] | None = None,
+) -> tuple[list[Run], bool]:
+    """The active runs of ``experiment_ids`` that ``filter_string`` selects, in ``order_by``'s order, read page by
+    page (``page_size`` a page, MLflow's page tokens followed) to the last page, or to ``limit`` runs; and whether
+    more than ``limit`` matched. MLflow answers one page per ``search_runs`` call: this is the one loop over them.
+
+    Raises
+    ------
+    MlflowException
+        As MLflow raises it: ``INVALID_PARAMETER_VALUE`` for a filter it cannot parse, others for a server fault.
+    """
+    runs: list[Run] = []
+    token: str | None = None
+    while True:
+        page = client.search_runs(
+            experiment_ids,
+            filter_string=filter_string,
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=page_size if limit is None else min(page_size, limit + 1 - len(runs)),
+            page_token=token,
+            order_by=order_by,
+        )
+        runs.extend(page)
+        token = page.token
+        if not token or (limit is not None and len(runs) > limit):
+            break
+    if limit is None:
+        return runs, False
+    return runs[:limit], len(runs) > limit
 
 
 def search_training_runs(
@@ -300,24 +353,14 @@ def search_training_runs(
     MlflowException
         As MLflow raises it: ``INVALID_PARAMETER_VALUE`` for a filter it cannot parse, others for a server fault.
     """
-    runs: list[Run] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs(
-            experiment_ids,
-            filter_string=training_runs_filter(filter_string),
-            run_view_type=ViewType.ACTIVE_ONLY,
-            max_results=page_size if limit is None else min(page_size, limit + 1 - len(runs)),
-            page_token=token,
-            order_by=["attributes.start_time ASC"],
-        )
-        runs.extend(page)
-        token = page.token
-        if not token or (limit is not None and len(runs) > limit):
-            break
-    if limit is None:
-        return runs, False
-    return runs[:limit], len(runs) > limit
+    return paged_runs(
+        client,
+        experiment_ids,
+        training_runs_filter(filter_string),
+        page_size=page_size,
+        limit=limit,
+        order_by=["attributes.start_time ASC"],
+    )
 
 
 def left_out_training_runs(
@@ -329,20 +372,10 @@ def left_out_training_runs(
 ) -> dict[str, int]:
     """Status -> number of active training runs that ``filter_string`` selects but :func:`search_training_runs`
     leaves out, because they are not FINISHED (``{"RUNNING": 2}``); empty when there are none."""
-    counts: Counter[str] = Counter()
-    token: str | None = None
-    while True:
-        page = client.search_runs(
-            experiment_ids,
-            filter_string=training_runs_filter(filter_string, selected=False),
-            run_view_type=ViewType.ACTIVE_ONLY,
-            max_results=page_size,
-            page_token=token,
-        )
-        counts.update(r.info.status for r in page)
-        token = page.token
-        if not token:
-            return dict(sorted(counts.items()))
+    runs, _ = paged_runs(
+        client, experiment_ids, training_runs_filter(filter_string, selected=False), page_size=page_size
+    )
+    return dict(sorted(Counter(r.info.status for r in runs).items()))
 
 
 def _left_out_text(left_out: dict[str, int]) -> str:
