@@ -135,15 +135,31 @@ def test_hand_made_comparison_runs_with_bad_files_are_named(study, tmp_path):
     client.set_terminated(empty.info.run_id, "FINISHED")
     with pytest.raises(ArtifactError, match=f"run {empty.info.run_id}: expected the seed-averaged|expected the rep"):
         load_comparison(empty.info.run_id)
-    with pytest.raises(ArtifactError, match="expected artifact settings.json, found none"):
+    with pytest.raises(ArtifactError, match="expected artifact report.parquet, found none; a comparison run logged by"):
         search_comparisons("hand-made")
+    with pytest.raises(ArtifactError, match="expected artifact settings.json, found none"):
+        load_comparison_settings(empty.info.run_id)
     hostile = client.create_run(experiment_id, tags={"recsys.role": "comparison"})
     (tmp_path / "settings.json").write_text(json.dumps({"reference": "EASE", "model_tag": "recsys.model"}))
     client.log_artifact(hostile.info.run_id, str(tmp_path / "settings.json"))
     client.set_terminated(hostile.info.run_id, "FINISHED")
-    with pytest.raises(ArtifactError, match="settings.json holds no comparison settings .*model_tag"):
+    with pytest.raises(
+        ArtifactError, match="settings.json holds no comparison settings .*model_tag.*earlier version of mlflow-recsys"
+    ):
         load_comparison_settings(hostile.info.run_id)
     client.delete_run(empty.info.run_id)
+    with pytest.raises(
+        RunSelectionError, match=f"expected an active comparison run, found run {empty.info.run_id} del"
+    ):
+        load_comparison(empty.info.run_id)
+    big = client.create_run(experiment_id, tags={"recsys.role": "comparison"})
+    (tmp_path / "big").mkdir()
+    (tmp_path / "big" / "settings.json").write_text(" " * (queries.MAX_SETTINGS_BYTES + 1))
+    client.log_artifact(big.info.run_id, str(tmp_path / "big" / "settings.json"))
+    client.set_terminated(big.info.run_id, "FINISHED")
+    with pytest.raises(ArtifactError, match=r"settings.json of at most 1,048,576 bytes, found 1,048,577"):
+        load_comparison_settings(big.info.run_id)
+    client.delete_run(big.info.run_id)
     (tmp_path / "settings.json").write_text(json.dumps(dataclasses.asdict(ComparisonSettings())))
     client.log_artifact(hostile.info.run_id, str(tmp_path / "settings.json"))
     with pytest.raises(ArtifactError, match=f"run {hostile.info.run_id}: expected artifact report.parquet"):
@@ -239,6 +255,11 @@ def test_search_comparisons_refuses_bad_input_before_reading_runs(study):
         search_comparisons("absent")
     with pytest.raises(RunSelectionError, match="experiments: expected experiment names or ids"):
         search_comparisons([])
+    for bad in (None, 0):
+        with pytest.raises(RunSelectionError, match=f"experiments: expected an experiment name or id, .* found {bad}"):
+            search_comparisons(bad)
+        with pytest.raises(RunSelectionError, match="experiments: expected an experiment name or id"):
+            search_trainings(bad)
     with pytest.raises(RunSelectionError, match="filter_string: MLflow could not parse"):
         search_comparisons("queries", filter_string="params.reference === 'EASE'")
     with pytest.raises(ValueError, match="threads: expected an int from 1 to 64, found 0"):
@@ -297,6 +318,8 @@ def test_the_comparisons_command_prints_the_frame_as_table_csv_and_json(study):
     assert table.exit_code == 0
     assert f"{len(frame)} hypotheses of 3 comparison runs" in table.output
     assert study["with_seeds"].run_id in table.output and "seed-averaged" not in table.output.splitlines()[0]
+    one_run = runner.invoke(cli, ["comparisons", "--experiment", "queries", "--filter", "params.reference = 'None'"])
+    assert "2 hypotheses of 1 comparison run;" in one_run.output
     missing = runner.invoke(cli, ["comparisons", "--experiment", "absent"])
     assert missing.exit_code == 1 and "experiments: expected an experiment name or id" in missing.output
 

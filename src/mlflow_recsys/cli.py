@@ -470,9 +470,10 @@ def comparisons(experiments, filter_string, output_format):
         for column in ("dataset", "metric", "candidate", "baseline"):
             shown[column] = shown[column].map(lambda v: v if v is None else _visible(v))
         click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        runs = frame["run_id"].nunique()
         click.echo(
-            f"{len(frame)} hypotheses of {frame['run_id'].nunique()} comparison runs; --format csv or json "
-            "gives every column"
+            f"{len(frame)} {'hypothesis' if len(frame) == 1 else 'hypotheses'} of {runs} comparison "
+            f"{'run' if runs == 1 else 'runs'}; --format csv or json gives every column"
         )
 
 

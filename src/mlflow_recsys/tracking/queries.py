@@ -68,6 +68,9 @@ TRAINING_COLUMNS = (
     "imported_from",
 )
 
+#: What a refusal of a comparison run's files adds: the likeliest cause, and the remedy.
+EARLIER_VERSION = "a comparison run logged by an earlier version of mlflow-recsys lacks it: compare its runs again"
+
 #: Most bytes one analysis table of a comparison run may take decoded: a report of 100,000 hypotheses is about
 #: 30 MB, so a table past this was not written by a comparison.
 MAX_TABLE_BYTES = 256 * 2**20
@@ -102,8 +105,8 @@ def load_comparison(run_id: str, *, analysis: str = "primary") -> ComparisonRepo
         If ``run_id`` names no run, a run that is not a comparison run, or one that did not finish (a FAILED
         comparison run holds no results).
     ArtifactError
-        If the run holds no such report (a comparison without seeds has no seed-averaged report; a run logged
-        by mlflow-recsys before 0.9 has none at all) or the report's files are malformed.
+        If the run holds no such report (a comparison without seeds has no seed-averaged report; a comparison
+        run logged by an earlier version of mlflow-recsys has none at all) or the report's files are malformed.
     """
     if analysis not in ("primary", *PRIMARY_ANALYSES[1:]):
         raise ValueError(expected("analysis", "'primary', 'representative-seed' or 'seed-averaged'", analysis))
@@ -119,7 +122,8 @@ def load_comparison(run_id: str, *, analysis: str = "primary") -> ComparisonRepo
                 raise ArtifactError(
                     f"run {run_id}: expected the {kind} report in {folder}/, found "
                     + ("only " + ", ".join(found) if found else "none")
-                    + (" (the comparison had no seeded model)" if kind == "seed-averaged" else "")
+                    + (" (the comparison had no seeded model)" if kind == "seed-averaged" and not found else "")
+                    + f"; {EARLIER_VERSION}"
                 )
             try:
                 return ComparisonReport.load(tmp)
@@ -148,15 +152,20 @@ def _read_settings(run_id: str, found: dict[str, Path]) -> ComparisonSettings:
     """The settings in the downloaded ``settings.json`` of ``found``; ArtifactError naming the run otherwise."""
     if SETTINGS_FILE not in found:
         raise ArtifactError(f"run {run_id}: expected artifact {SETTINGS_FILE}, found none in the run")
-    if found[SETTINGS_FILE].stat().st_size > MAX_SETTINGS_BYTES:
-        raise ArtifactError(f"run {run_id}: expected {SETTINGS_FILE} of at most {MAX_SETTINGS_BYTES:,} bytes")
+    size = found[SETTINGS_FILE].stat().st_size
+    if size > MAX_SETTINGS_BYTES:
+        raise ArtifactError(
+            f"run {run_id}: expected {SETTINGS_FILE} of at most {MAX_SETTINGS_BYTES:,} bytes, found {size:,}"
+        )
     try:
         fields = json.loads(found[SETTINGS_FILE].read_text(encoding="utf-8"))
         if not isinstance(fields, dict):
             raise TypeError(f"expected a JSON object, found {type(fields).__name__}")
         return ComparisonSettings(**fields)
     except (ValueError, TypeError) as exc:
-        raise ArtifactError(f"run {run_id}: {SETTINGS_FILE} holds no comparison settings ({exc})") from None
+        raise ArtifactError(
+            f"run {run_id}: {SETTINGS_FILE} holds no comparison settings ({exc}); {EARLIER_VERSION}"
+        ) from None
 
 
 def search_comparisons(
@@ -266,6 +275,8 @@ def _comparison_run(run_id: str) -> Run:
         if exc.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
             raise
         raise RunSelectionError(f"run_id: expected the id of a comparison run, found no run {run_id!r}") from None
+    if run.info.lifecycle_stage != "active":
+        raise RunSelectionError(f"run_id: expected an active comparison run, found run {run_id} deleted; restore it")
     role = run.data.tags.get(tags.ROLE)
     if role != tags.ROLE_COMPARISON:
         raise RunSelectionError(
@@ -284,6 +295,8 @@ def _comparison_run(run_id: str) -> Run:
 
 def _search(client: MlflowClient, experiments, filter_string: str | None, role: str) -> list[Run]:
     """The FINISHED active runs of ``role`` in ``experiments`` that ``filter_string`` selects, oldest first."""
+    if not isinstance(experiments, (str, list, tuple)):
+        raise RunSelectionError(expected("experiments", "an experiment name or id, or a list of them", experiments))
     names = [experiments] if isinstance(experiments, str) else list(experiments)
     if not names or not all(isinstance(n, str) and n for n in names):
         raise RunSelectionError(expected("experiments", "experiment names or ids", experiments))
@@ -337,10 +350,10 @@ def _hypotheses(run: Run) -> pd.DataFrame:
         # The run's own artifact URI, not runs:/<id>: resolving that costs a get_run request per run.
         wanted = [*ANALYSIS_FILES.values(), *([SETTINGS_FILE] if exact else [])]
         found = download_files(run.info.artifact_uri, wanted, tmp)
+        if ANALYSIS_FILES["representative-seed"] not in found:
+            raise ArtifactError(f"run {run_id}: expected artifact report.parquet, found none; {EARLIER_VERSION}")
         if exact:
             reference = _read_settings(run_id, found).reference
-        if ANALYSIS_FILES["representative-seed"] not in found:
-            raise ArtifactError(f"run {run_id}: expected artifact report.parquet, found none in the run")
         frames = []
         for kind, file in ANALYSIS_FILES.items():
             if file not in found:
