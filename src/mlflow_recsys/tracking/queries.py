@@ -117,7 +117,7 @@ def load_comparison(run_id: str, *, analysis: str = "primary") -> ComparisonRepo
         )
         folder = ANALYSIS_REPORTS[kind]
         with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
-            found = download_files(f"runs:/{run_id}/{folder}", ["report.json", "comparisons.parquet"], tmp)
+            found = download_files(f"{run.info.artifact_uri}/{folder}", ["report.json", "comparisons.parquet"], tmp)
             if len(found) < 2:
                 raise ArtifactError(
                     f"run {run_id}: expected the {kind} report in {folder}/, found "
@@ -143,9 +143,9 @@ def load_comparison_settings(run_id: str) -> ComparisonSettings:
         If the run holds no ``settings.json`` or it is not the settings' JSON.
     """
     with translated_server_errors():
-        _comparison_run(run_id)
+        run = _comparison_run(run_id)
         with tempfile.TemporaryDirectory(prefix="mlflow-recsys-settings-") as tmp:
-            return _read_settings(run_id, download_files(f"runs:/{run_id}", [SETTINGS_FILE], tmp))
+            return _read_settings(run_id, download_files(run.info.artifact_uri, [SETTINGS_FILE], tmp))
 
 
 def _read_settings(run_id: str, found: dict[str, Path]) -> ComparisonSettings:
