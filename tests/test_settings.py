@@ -4,44 +4,93 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from mlflow_recsys import validation
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.settings_schema import mlproject_parameters, settings_of
 from mlflow_recsys.stats import ComparisonSettings, compare_models
-from mlflow_recsys.stats.settings import COMPARE_MODELS_SETTINGS, MAX_RESAMPLES
+from mlflow_recsys.stats.settings import MAX_RESAMPLES
 
 
-def test_defaults_are_compare_models_and_the_command_lines():
+def test_compare_models_defaults_are_the_declared_ones():
+    declared = settings_of(ComparisonSettings)
+    signature = inspect.signature(compare_models).parameters
+    shared = [name for name in signature if name in declared and name != "metrics"]  # metrics has no default
+    assert len(shared) == 11  # every statistical keyword of compare_models is a declared setting
+    assert {name: signature[name].default for name in shared} == {name: declared[name][0] for name in shared}
+
+
+def test_the_mlproject_declares_each_fixed_default_setting_as_the_schema_does():
+    """The MLproject's compare entry point declares every setting with a fixed default, in its declared type and
+    default, and passes each on as its option; the others are given as further -P options when set."""
+    project = yaml.safe_load((Path(__file__).parents[1] / "MLproject").read_text())["entry_points"]["compare"]
+    fixed = [name for name, (default, s) in settings_of(ComparisonSettings).items() if default is not None]
+    fixed.remove("paired_seeds")  # a flag pair, --paired-seeds/--independent-seeds: given as -P paired_seeds=...
+    assert project["parameters"] == mlproject_parameters(ComparisonSettings, fixed)
+    for name in fixed:
+        assert f"--{name.replace('_', '-')} {{{name}}}" in project["command"], name
+
+
+def test_the_command_line_options_are_the_declared_settings():
+    """Each declared setting is an option of compare with its help and default, and the values the options
+    give make the same settings object as the keywords."""
     from mlflow_recsys.cli import compare
 
-    defaults = {f.name: f.default for f in dataclasses.fields(ComparisonSettings)}
-    signature = inspect.signature(compare_models).parameters
-    assert {name: signature[name].default for name in COMPARE_MODELS_SETTINGS} == {
-        name: defaults[name] for name in COMPARE_MODELS_SETTINGS
-    }
-    # The command line spells "no correction" and "no value" its own way; every other default is the same.
-    cli = {p.name: p.default for p in compare.params}
-    spelled = {"correction": {"none": None}, "reference": {None: None}, "primary": {None: None}}
-    for name in (
-        "reference",
-        "primary",
-        "family",
-        "correction",
-        "confidence_level",
-        "n_resamples",
-        "alternative",
-        "test_method",
-        "zero_method",
-        "interval_method",
-        "random_state",
-        "paired_seeds",
-    ):
-        value = spelled.get(name, {}).get(cli[name], cli[name])
-        assert value == defaults[name], name
-    assert cli["report_seed"] is None and defaults["seed"] is None
+    options = {p.name: p for p in compare.params}
+    for name, (default, declared) in settings_of(ComparisonSettings).items():
+        assert options[name].help == declared.help, name
+        assert options[name].default == (default if declared.kind == "flag" or default is None else str(default))
+    ctx = compare.make_context(
+        "compare",
+        ["--n-resamples", "99", "--correction", "none", "--metrics", "a, b", "--primary", "a", "--seed", "3"],
+    )
+    given = {name: ctx.params[name] for name in settings_of(ComparisonSettings)}
+    assert ComparisonSettings(**given) == ComparisonSettings(
+        n_resamples=99, correction=None, metrics=("a", "b"), primary="a", seed="3"
+    )
+    refused = compare.make_context("compare", ["--n-resamples", "many"]).params
+    with pytest.raises(ValueError, match="^n_resamples: expected an integer in \\[1, 1,000,000\\], found 'many'$"):
+        ComparisonSettings(**{name: refused[name] for name in settings_of(ComparisonSettings)})
+
+
+@pytest.mark.parametrize(
+    "name, text, value",
+    [
+        ("n_resamples", " 999 ", 999),
+        ("confidence_level", "0.9", 0.9),
+        ("correction", "none", None),
+        ("correction", "bonferroni", "bonferroni"),
+        ("random_state", "none", None),
+        ("random_state", "7", 7),
+        ("paired_seeds", "True", True),
+        ("metrics", "ndcg@100,recall@20", ("ndcg@100", "recall@20")),
+        ("reference", "EASE", "EASE"),
+    ],
+)
+def test_a_setting_written_as_text_reads_back_as_its_value_and_writes_as_the_same_text(name, text, value):
+    declared = settings_of(ComparisonSettings)[name][1]
+    assert declared.parse(text, name) == value
+    assert declared.parse(declared.text(value), name) == value
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("n_resamples", "9.5", "n_resamples: expected an integer in [1, 1,000,000], found '9.5'"),
+        ("confidence_level", "high", "confidence_level: expected a number strictly between 0 and 1, found 'high'"),
+        ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
+        ("correction", "sidak", "correction: expected one of ('holm', 'bonferroni', None), found 'sidak'"),
+    ],
+)
+def test_text_that_is_no_value_of_the_setting_is_refused_as_written(name, text, message):
+    with pytest.raises(ValueError) as refused:
+        settings_of(ComparisonSettings)[name][1].parse(text, name)
+    assert str(refused.value) == message
 
 
 NAME = "a non-empty name without control or invisible characters or surrounding blanks"
@@ -53,15 +102,15 @@ NAME = "a non-empty name without control or invisible characters or surrounding 
         ("confidence_level", 1.0, "confidence_level: expected a number strictly between 0 and 1, found 1.0"),
         ("confidence_level", True, "confidence_level: expected a number strictly between 0 and 1, found True"),
         ("confidence_level", float("nan"), "confidence_level: expected a number strictly between 0 and 1, found nan"),
-        ("n_resamples", 0, "n_resamples: expected an integer >= 1, found 0"),
-        ("n_resamples", 99.0, "n_resamples: expected an integer >= 1, found 99.0"),
-        ("n_resamples", MAX_RESAMPLES + 1, f"n_resamples: expected at most {MAX_RESAMPLES:,}, found 1,000,001"),
+        ("n_resamples", 0, "n_resamples: expected an integer in [1, 1,000,000], found 0"),
+        ("n_resamples", 99.0, "n_resamples: expected an integer in [1, 1,000,000], found 99.0"),
+        ("n_resamples", MAX_RESAMPLES + 1, "n_resamples: expected an integer in [1, 1,000,000], found 1000001"),
         ("alternative", "bigger", "alternative: expected one of ('two-sided', 'greater', 'less'), found 'bigger'"),
         ("test_method", "z", "test_method: expected one of ('randomization', 'bootstrap', 't', 'wilcoxon'), found 'z'"),
         ("interval_method", "bc", "interval_method: expected one of ('percentile', 'bca'), found 'bc'"),
         ("zero_method", "pratt ", "zero_method: expected one of ('wilcox', 'pratt', 'zsplit'), found 'pratt '"),
         ("family", "every", "family: expected one of ('primary', 'all'), found 'every'"),
-        ("correction", "sidak", "correction: expected one of 'holm', 'bonferroni' or None, found 'sidak'"),
+        ("correction", "sidak", "correction: expected one of ('holm', 'bonferroni', None), found 'sidak'"),
         ("random_state", -1, "random_state: expected an integer >= 0, found -1"),
         ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
         ("reference", " ", "reference: expected " + NAME + ", of at most 8,000 characters, found ' '"),
@@ -113,7 +162,7 @@ def test_values_are_kept_in_one_canonical_form_and_cannot_change():
 def test_params_hold_every_field_as_text():
     params = ComparisonSettings(metrics=["ndcg@100", "recall@20"], correction=None).to_params()
     assert list(params) == [f.name for f in dataclasses.fields(ComparisonSettings)]
-    assert params["metrics"] == "ndcg@100,recall@20" and params["correction"] == "None"
+    assert params["metrics"] == "ndcg@100,recall@20" and params["correction"] == "none"
     assert params["n_resamples"] == "9999" and params["paired_seeds"] == "False"
 
 

@@ -19,6 +19,8 @@ import click
 
 from mlflow_recsys.errors import Terminated, failure_text, raise_terminated
 from mlflow_recsys.models.registry import MODELS
+from mlflow_recsys.settings_schema import click_options
+from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking import tags
 
 METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
@@ -477,98 +479,6 @@ def comparisons(experiments, filter_string, output_format):
         )
 
 
-#: The statistical settings' options of the commands that compare runs, in the order --help lists them.
-_COMPARISON_OPTIONS = (
-    click.option("--reference", default=None, help="baseline model every other model is compared with"),
-    click.option("--metrics", default=None, help=METRICS_HELP + " (default: every key all runs share)"),
-    click.option("--primary", default=None, help="metric declared primary in advance"),
-    click.option(
-        "--n-resamples",
-        default=9999,
-        show_default=True,
-        type=int,
-        help="sign flips and bootstrap replicates B; the smallest p-value is 1/(B+1)",
-    ),
-    click.option(
-        "--confidence-level",
-        default=0.95,
-        show_default=True,
-        type=float,
-        help="interval level; 1 - level is also the significance level",
-    ),
-    click.option(
-        "--alternative",
-        default="two-sided",
-        show_default=True,
-        type=click.Choice(["two-sided", "greater", "less"]),
-        help="one-sided only if the direction was fixed before seeing the data",
-    ),
-    click.option(
-        "--test-method",
-        default="randomization",
-        show_default=True,
-        type=click.Choice(["randomization", "bootstrap", "t", "wilcoxon"]),
-        help="the paired test",
-    ),
-    click.option(
-        "--zero-method",
-        default="wilcox",
-        show_default=True,
-        type=click.Choice(["wilcox", "pratt", "zsplit"]),
-        help="with --test-method wilcoxon: how zero differences are ranked",
-    ),
-    click.option(
-        "--interval-method",
-        default="percentile",
-        show_default=True,
-        type=click.Choice(["percentile", "bca"]),
-        help="bootstrap interval: percentile, or bias-corrected and accelerated (BCa)",
-    ),
-    click.option(
-        "--correction",
-        default="holm",
-        show_default=True,
-        type=click.Choice(["holm", "bonferroni", "none"]),
-        help="family-wise adjustment within each family of hypotheses",
-    ),
-    click.option(
-        "--family",
-        default="primary",
-        show_default=True,
-        type=click.Choice(["primary", "all"]),
-        help="with --primary: adjust the primary metric as a family of its own (primary) or together "
-        "with the other metrics (all)",
-    ),
-    click.option(
-        "--random-state",
-        default=0,
-        show_default=True,
-        type=int,
-        help="seed of the resampling; same seed, same numbers",
-    ),
-    click.option(
-        "--paired-seeds/--independent-seeds",
-        default=False,
-        show_default=True,
-        help="when both models have seeds: pair runs by seed (shared randomness) or not",
-    ),
-    click.option(
-        "--primary-analysis",
-        default="auto",
-        show_default=True,
-        type=click.Choice(["auto", "seed-averaged", "representative-seed"]),
-        help="the analysis the conclusion rests on when a model has seeds (the other is a sensitivity "
-        "analysis); auto: seed-averaged when a model has two or more seeds, else the representative seed",
-    ),
-)
-
-
-def _comparison_options(func):
-    for option in reversed(_COMPARISON_OPTIONS):
-        func = option(func)
-    return func
-
-
 @cli.command()
 @click.argument("run_ids", nargs=-1)
 @click.option(
@@ -578,63 +488,15 @@ def _comparison_options(func):
 @click.option("--experiment", default=None, help="experiment name or id to select runs from")
 @click.option("--filter", "filter_string", default=None, help="MLflow filter string, with --experiment")
 @click.option("--output-experiment", default=None, help="experiment for the comparison run (default: the sources')")
-@click.option(
-    "--seed",
-    "--representative-seed",
-    "--representative_seed",
-    "report_seed",
-    default=None,
-    help="seed of the run that represents each seeded model in the report (default: its lowest)",
-)
 @click.option("--model-tag", default=tags.MODEL, show_default=True, help="run tag that names the model")
-@_comparison_options
+@click_options(ComparisonSettings)
 @_friendly_errors
-def compare(
-    run_ids,
-    run_ids_csv,
-    compare_url,
-    experiment,
-    filter_string,
-    output_experiment,
-    report_seed,
-    model_tag,
-    reference,
-    metrics,
-    primary,
-    n_resamples,
-    confidence_level,
-    alternative,
-    test_method,
-    zero_method,
-    interval_method,
-    correction,
-    family,
-    random_state,
-    paired_seeds,
-    primary_analysis,
-):
+def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, model_tag, **settings):
     """Compare training runs and log the report as a comparison run."""
-    from mlflow_recsys.stats.settings import ComparisonSettings
     from mlflow_recsys.tracking.comparison import compare_runs
 
     ids = list(run_ids) + _split_list(run_ids_csv, "--run-ids")
-    settings = ComparisonSettings(
-        reference=_none_if_empty(reference),
-        metrics=_split_list(metrics, "--metrics") or None,
-        primary=_none_if_empty(primary),
-        correction=None if correction == "none" else correction,
-        confidence_level=confidence_level,
-        n_resamples=n_resamples,
-        alternative=alternative,
-        test_method=test_method,
-        zero_method=zero_method,
-        interval_method=interval_method,
-        family=family,
-        random_state=random_state,
-        paired_seeds=paired_seeds,
-        seed=_none_if_empty(report_seed),
-        primary_analysis=primary_analysis,
-    )
+    settings = ComparisonSettings(**settings)
     outcome = compare_runs(
         run_ids=ids or None,
         compare_url=_none_if_empty(compare_url),

@@ -12,7 +12,7 @@ import contextlib
 import math
 import numbers
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping, Set
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from typing import TypeVar, cast
 
 T = TypeVar("T")
@@ -167,6 +167,38 @@ def line(value: object, name: str, *, longest: int | None = None) -> str:
     if not ok or (longest is not None and len(cast(str, value)) > longest):
         raise ValueError(expected(name, shown, value))
     return str(value)
+
+
+def metric_keys(metrics: str | Sequence[str], name: str = "metrics") -> list[str]:
+    """``metrics`` (the argument ``name``) as a list of distinct keys; one key may be given as a str.
+
+    Raises
+    ------
+    ValueError
+        If ``metrics`` is not a str or a sequence of str, is empty or repeats a key.
+    """
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    if isinstance(metrics, (Set, Mapping)):  # no order: the report's rows, and the logged param, would vary by process
+        raise ValueError(
+            f"{name}: expected a metric key or a list of keys (in order), found a {type(metrics).__name__}"
+        )
+    try:
+        keys = list(metrics)
+    except TypeError:
+        raise ValueError(f"{name}: expected a metric key or a list of keys, found {type(metrics).__name__}") from None
+    if not keys:
+        raise ValueError(f"{name}: expected at least one metric key, found none")
+    bad = [m for m in keys if not isinstance(m, str)]
+    if bad:
+        raise ValueError(f"{name}: expected metric keys (str), found {bad!r}")
+    # Joined by commas into one param and read back as column names: a key must survive both.
+    malformed = [m for m in keys if not m.strip() or m != m.strip() or "," in m or not m.isprintable()]
+    if malformed:
+        raise ValueError(expected(name, "keys without commas, control characters or surrounding blanks", malformed))
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{name}: expected distinct keys, found duplicates in {keys}")
+    return [str(key) for key in keys]  # numpy's str_ as str
 
 
 def _integer_range(minimum: int | None, maximum: int | None) -> str:

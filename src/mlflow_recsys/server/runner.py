@@ -120,7 +120,7 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
         from mlflow_recsys.server.selection import Selection
         from mlflow_recsys.tracking.comparison import compare_runs
 
-        selection = Selection(run_ids=job["run_ids"], **job["settings"])
+        selection = Selection(run_ids=job["run_ids"], chosen=job["settings"])
         outcome = compare_runs(run_ids=list(selection.run_ids), settings=selection.settings(), on_stage=update)
         metric, sentences = _sentences(outcome, selection.primary)
         run = MlflowClient().get_run(outcome.run_id)

@@ -1,73 +1,68 @@
 """What the page's Compare form asks for, and the checks it must pass before a job starts.
 
 The form offers the settings people change most (reference, primary metric, metrics, correction and B); every
-other setting, and every default, is the ``mlflow-recsys compare`` command's. The checks are
+other setting, and every default, is as :class:`~mlflow_recsys.stats.settings.ComparisonSettings` declares it
+(so the ``mlflow-recsys compare`` command's). The checks are
 :func:`~mlflow_recsys.tracking.comparison.compare_runs`'s own, run in the same order and raising the same
 messages, but without reading a single artifact, so a refusal is immediate and leaves nothing behind.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any
 
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.stats.corrections import Correction
+from mlflow_recsys.settings_schema import NONE_WORD, settings_of
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.runs import RUN_ID, RunSelectionError
 
-#: ``correction`` choices of the form (the command line's), ``none`` meaning no adjustment.
-CORRECTIONS = ("holm", "bonferroni", "none")
+#: The settings the page's form offers, each as :class:`~mlflow_recsys.stats.settings.ComparisonSettings`
+#: declares it; every other setting keeps its declared default.
+FORM_SETTINGS = ("reference", "primary", "metrics", "correction", "n_resamples")
 
-
-@functools.cache
-def cli_defaults() -> dict:
-    """The ``compare`` command's option defaults, read from the command itself so the two cannot drift."""
-    from mlflow_recsys.cli import compare
-
-    return {p.name: p.default for p in compare.params if p.name not in ("run_ids", "run_ids_csv")}
+_DECLARED = settings_of(ComparisonSettings)
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Runs ticked on the page and the settings chosen beside them."""
+    """Runs ticked on the page and the settings chosen beside them.
+
+    ``chosen`` holds each of :data:`FORM_SETTINGS` (the declared default where the form left one out) as
+    posted, converted to its type but not checked, so a refused form is shown again as it was filled in.
+
+    Raises
+    ------
+    ValueError
+        If ``chosen`` names a setting the form does not offer.
+    """
 
     run_ids: list[str]
-    reference: str | None = None
-    primary: str | None = None
-    metrics: list[str] | None = None
-    correction: str = "holm"
-    n_resamples: int = 9999
+    chosen: dict[str, Any] = field(default_factory=dict)
     experiment_ids: list[str] = field(default_factory=list)  # the listing the form came from
 
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.chosen) - set(FORM_SETTINGS))
+        if unknown:
+            raise ValueError(f"settings: expected some of {list(FORM_SETTINGS)}, found {unknown}")
+        defaults = {name: _DECLARED[name][0] for name in FORM_SETTINGS}
+        object.__setattr__(self, "chosen", {**defaults, **self.chosen})
+
+    @property
+    def primary(self) -> str | None:
+        return self.chosen["primary"]
+
     def settings(self) -> ComparisonSettings:
-        """The comparison's settings: those of the form, and for the rest the defaults (the command line's too).
+        """The comparison's settings: those of the form, and for the rest the declared defaults.
 
         Raises
         ------
         ValueError
             For a setting out of range, with the command line's message.
         """
-        return ComparisonSettings(
-            reference=self.reference,
-            metrics=None if self.metrics is None else tuple(self.metrics),
-            primary=self.primary,
-            # the form's text, checked by ComparisonSettings like any caller's
-            correction=None if self.correction == "none" else cast(Correction, self.correction),
-            n_resamples=self.n_resamples,
-        )
-
-    def to_json(self) -> dict:
-        return {
-            "reference": self.reference,
-            "primary": self.primary,
-            "metrics": self.metrics,
-            "correction": self.correction,
-            "n_resamples": self.n_resamples,
-        }
+        return ComparisonSettings(**self.chosen)
 
 
 #: How the job page writes a setting left unset (None): what the comparison then does.
@@ -81,33 +76,46 @@ _UNSET_TEXT = {
 }
 
 
-#: How the job page writes a boolean setting.
-_BOOLEAN_TEXT = {"True": "yes", "False": "no"}
-
-
-def shown_settings(settings: dict, *, primary_analysis_used: str | None = None) -> list[tuple[str, str]]:
+def shown_settings(chosen: dict, *, primary_analysis_used: str | None = None) -> list[tuple[str, str]]:
     """(name, value) of every setting a job's comparison runs under, as the job page lists them: the form's
-    choices (``settings``, :meth:`Selection.to_json`) and, for the rest, the actual defaults, in
+    choices (``chosen``, :attr:`Selection.chosen`) and, for the rest, the declared defaults, in
     :class:`~mlflow_recsys.stats.settings.ComparisonSettings` field order; an unset one in words, a boolean as
     ``yes``/``no``, and ``primary_analysis`` with the analysis it resolved to (``auto: seed-averaged``) once the
     comparison run logged it (its ``primary_analysis_used`` param, given as ``primary_analysis_used``)."""
-    params = Selection(run_ids=[], **settings).settings().to_params()
-    shown = {
-        name: _UNSET_TEXT.get(name, value) if value == "None" else _BOOLEAN_TEXT.get(value, value)
-        for name, value in params.items()
-    }
+    settings = Selection(run_ids=[], chosen=chosen).settings()
+    shown = {}
+    for name, (_, declared) in _DECLARED.items():
+        value = getattr(settings, name)
+        if value is None:
+            shown[name] = _UNSET_TEXT[name]
+        elif isinstance(value, bool):
+            shown[name] = "yes" if value else "no"
+        else:
+            shown[name] = declared.text(value)
     if primary_analysis_used and shown["primary_analysis"] != primary_analysis_used:
         shown["primary_analysis"] += f": {primary_analysis_used}"
     return list(shown.items())
 
 
+def form_fields() -> dict[str, dict[str, Any]]:
+    """What the form shows of each of :data:`FORM_SETTINGS`: its ``help``, ``choices`` (``none`` last when it
+    may be unset) and range (``low``, ``high``), from the settings' declarations."""
+    out = {}
+    for name in FORM_SETTINGS:
+        declared = _DECLARED[name][1]
+        choices = [*declared.choices, *([NONE_WORD] if declared.optional else [])] if declared.choices else []
+        out[name] = {"help": declared.help, "choices": choices, "low": declared.low, "high": declared.high}
+    return out
+
+
 def parse_form(form) -> Selection:
-    """A :class:`Selection` from the posted form (a werkzeug ``MultiDict``).
+    """A :class:`Selection` from the posted form (a werkzeug ``MultiDict``): names as typed (empty: unset),
+    the other settings converted to their declared types (:meth:`~mlflow_recsys.settings_schema.Setting.convert`).
 
     Raises
     ------
     RunSelectionError
-        If no run is ticked, ``correction`` is not a choice, or ``n_resamples`` is not a whole number.
+        If no run is ticked, or a ticked run is not a run id.
     """
     run_ids = [r.strip() for r in form.getlist("run") if r.strip()]
     if not run_ids:
@@ -117,24 +125,13 @@ def parse_form(form) -> Selection:
         raise RunSelectionError(
             f"runs: expected MLflow run ids (letters, digits, _ and -), found {shorten(malformed[0], 40)!r}"
         )
-    correction = form.get("correction", cli_defaults()["correction"])
-    if correction not in CORRECTIONS:
-        raise RunSelectionError(f"correction: expected one of {list(CORRECTIONS)}, found {correction!r}")
-    raw = form.get("n_resamples", "").strip() or str(cli_defaults()["n_resamples"])
-    try:
-        n_resamples = int(raw)
-    except ValueError:
-        raise RunSelectionError(f"n_resamples: expected a whole number, found {raw!r}") from None
-    metrics = [m for m in form.getlist("metrics") if m] or None
-    return Selection(
-        run_ids=run_ids,
-        reference=form.get("reference") or None,
-        primary=form.get("primary") or None,
-        metrics=metrics,
-        correction=correction,
-        n_resamples=n_resamples,
-        experiment_ids=[e for e in form.getlist("experiment") if e],
-    )
+    chosen: dict[str, Any] = {"metrics": [m for m in form.getlist("metrics") if m] or None}
+    for name in FORM_SETTINGS:
+        text = form.get(name, "")
+        if name == "metrics" or (not text.strip() and name not in ("reference", "primary")):
+            continue  # left out: the declared default
+        chosen[name] = (text or None) if _DECLARED[name][1].kind == "name" else _DECLARED[name][1].convert(text)
+    return Selection(run_ids=run_ids, chosen=chosen, experiment_ids=[e for e in form.getlist("experiment") if e])
 
 
 def check(client: MlflowClient, selection: Selection) -> None:

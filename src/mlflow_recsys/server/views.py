@@ -19,11 +19,10 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
 from mlflow_recsys.server.selection import (
-    CORRECTIONS,
     RunSelectionError,
     Selection,
     check,
-    cli_defaults,
+    form_fields,
     parse_form,
     shown_settings,
 )
@@ -253,7 +252,8 @@ def _listing_page(
     if selection is None:  # a fresh page: the study's declared primary metric and metrics are its defaults
         declared = listing.declared_settings(client(), ids, listing.metric_keys_of(runs))
         selection = Selection(
-            run_ids=ticked, primary=declared.primary, metrics=list(declared.metrics) if declared.metrics else None
+            run_ids=ticked,
+            chosen={"primary": declared.primary, "metrics": list(declared.metrics) if declared.metrics else None},
         )
     shown = selection.primary or request.args.get("metric") or None
     lst = listing.group_runs(runs, shown_metric=shown, truncated=truncated)
@@ -283,9 +283,8 @@ def _listing_page(
         listing=lst,
         ticked=set(ticked),
         extra=extra,
-        settings=selection,
-        corrections=CORRECTIONS,
-        defaults=cli_defaults(),
+        settings=selection.chosen,
+        form=form_fields(),
         error=error,
         comparisons=listing.comparisons(client(), ids, live_jobs=_live_jobs()),
     )
@@ -367,7 +366,7 @@ def compare():
         job = jobs.new_job(
             folder,
             run_ids=selection.run_ids,
-            settings=selection.to_json(),
+            settings=selection.chosen,
             experiment_ids=selection.experiment_ids,
             owner=_user(),
         )

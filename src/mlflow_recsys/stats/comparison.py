@@ -44,7 +44,6 @@ from mlflow_recsys.stats.settings import (
     IntervalMethod,
     TestMethod,
     ZeroMethod,
-    metric_keys,
 )
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import (
@@ -54,6 +53,7 @@ from mlflow_recsys.stats.warnings import (
     UnverifiedPairingWarning,
     warn,
 )
+from mlflow_recsys.validation import metric_keys
 
 #: How names are written in a sentence of text: escaped for markdown, or as they are.
 Markup = Literal["markdown", "plain"]

@@ -21,9 +21,9 @@ import pandas as pd
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.comparison import ComparisonReport, Markup, compare_models
-from mlflow_recsys.stats.settings import metric_keys
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
+from mlflow_recsys.validation import metric_keys
 
 Side = EvaluationResult | Mapping[object, EvaluationResult]
 Protocol = Literal["one-side-seeded", "paired-seeds", "independent-seeds"]

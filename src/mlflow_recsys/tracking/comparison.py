@@ -40,6 +40,7 @@ from mlflow_recsys.report.text import (
     seed_averaging_text,
     stated_results,
 )
+from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import (
     ComparisonReport,
     LowResamplesWarning,
@@ -340,24 +341,11 @@ def _compare(
 
 
 def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str], analysis: str) -> dict:
-    """The comparison's settings as logged (params and ``settings.json``), in a fixed order."""
-    names = (
-        "reference",
-        "primary",
-        "correction",
-        "confidence_level",
-        "n_resamples",
-        "alternative",
-        "test_method",
-        "zero_method",
-        "interval_method",
-        "family",
-        "random_state",
-        "paired_seeds",
-        "primary_analysis",
-    )
+    """The comparison's settings as logged (params and ``settings.json``): every declared field in order (the
+    representative seed as ``report_seed``), then what it resolved and what computed it."""
+    declared = settings_of(ComparisonSettings)
     return {
-        **{name: getattr(settings, name) for name in names},
+        **{name: getattr(settings, name) for name in declared if name not in ("metrics", "seed")},
         "primary_analysis_used": analysis,
         "model_tag": model_tag,
         "report_seed": settings.seed if settings.seed is not None else "lowest seed of each model",
@@ -1427,10 +1415,25 @@ def _write_texts(
     (out / "references.bib").write_text(references_bibtex())
 
 
+#: What a logged setting that is not a :class:`ComparisonSettings` field means, for the settings table.
+_LOGGED_ONLY = {
+    "primary_analysis_used": "the analysis the conclusion rests on (primary_analysis, auto resolved)",
+    "model_tag": "run tag that names the model",
+    "report_seed": settings_of(ComparisonSettings)["seed"][1].help,
+    "compared_metrics": "the metric keys compared",
+    "scipy_version": "the SciPy that computed the tests and intervals",
+}
+
+
 def _settings_markdown(settings: dict) -> str:
-    """The comparison's settings as a markdown table, in the order they are logged as params."""
-    rows = "\n".join(f"| {escape_markdown(name)} | {escape_markdown(str(value))} |" for name, value in settings.items())
+    """The comparison's settings as a markdown table, in the order they are logged as params, each with what it
+    means (its declaration's help)."""
+    meaning = {name: s.help for name, (_, s) in settings_of(ComparisonSettings).items()} | _LOGGED_ONLY
+    rows = "\n".join(
+        f"| {escape_markdown(name)} | {escape_markdown(str(value))} | {escape_markdown(meaning[name])} |"
+        for name, value in settings.items()
+    )
     return (
         "## Settings\n\nEvery setting of this comparison, as logged in the run's params:\n\n"
-        "| setting | value |\n|---|---|\n" + rows
+        "| setting | value | meaning |\n|---|---|---|\n" + rows
     )
