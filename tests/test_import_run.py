@@ -69,12 +69,42 @@ def test_compare_runs_accepts_an_imported_run_beside_a_trained_one(store):
     assert mlflow.MlflowClient().get_run(run_id).data.tags[tags.CONFIG] == '{"l2": "500"}'
 
 
-def test_a_refused_import_leaves_no_run(store):
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"recommendations": "ranks"}, r"recommendations\['rank'\]: expected distinct ranks"),
+        ({"params": {"a#b": 1}}, r"params: expected names .*MLflow's rule for param names.*found 'a#b'"),
+        ({"params": {"../up": 1}}, r"params: expected names .*found '../up'"),
+        ({"seed": "abc"}, r"seed: expected an integer >= 0, found 'abc'"),
+        ({"seed": " 4 "}, r"seed: expected an integer >= 0, found ' 4 '"),
+        ({"seed": 1.5}, r"seed: expected an integer >= 0, found 1.5"),
+        ({"seed": True}, r"seed: expected an integer >= 0, found True"),
+        ({"model": "a\nb"}, r"model: expected a non-empty name without control"),
+        ({"model": "M" * 6001}, r"model: expected .*of at most 6,000 characters"),
+    ],
+)
+def test_a_refused_import_leaves_no_run(store, change, message):
+    """Every refusal, of the lists, the seed, the model's name or a param's name, comes before a run exists."""
     before = len(mlflow.search_runs(search_all_experiments=True))
-    bad = store["frame"].assign(rank=1)
-    with pytest.raises(ValueError, match=r"recommendations\['rank'\]: expected distinct ranks"):
-        log_recommendations(bad, checkpoint=store["checkpoint"], model="bad", metrics=METRICS)
+    given = {"recommendations": store["frame"], "model": "bad", **change}
+    if isinstance(given["recommendations"], str):  # "ranks": the lists with every rank 1
+        given["recommendations"] = store["frame"].assign(rank=1)
+    with pytest.raises(ValueError, match=message):
+        log_recommendations(given.pop("recommendations"), checkpoint=store["checkpoint"], metrics=METRICS, **given)
     assert len(mlflow.search_runs(search_all_experiments=True)) == before
+
+
+def test_a_model_name_mlflow_refuses_for_a_logged_model_is_kept_on_the_run_and_its_model(store):
+    """MLflow refuses / : . % and quotes in a logged model's name; the recommender's name keeps them."""
+    run_id = log_recommendations(
+        store["frame"], checkpoint=store["checkpoint"], model="implicit.als v1/2", seed="007", metrics=METRICS
+    )
+    run = mlflow.MlflowClient().get_run(run_id)
+    assert run.data.tags[tags.MODEL] == "implicit.als v1/2" and run.data.tags[tags.SEED] == "7"
+    (model,) = mlflow.search_logged_models(
+        experiment_ids=[run.info.experiment_id], filter_string=f"source_run_id = '{run_id}'", output_format="list"
+    )
+    assert model.name == "implicit-als v1-2" and model.tags[tags.MODEL] == "implicit.als v1/2"
 
 
 def test_import_run_command_prints_the_run_id_and_the_counts(store, tmp_path):
@@ -91,3 +121,5 @@ def test_import_run_command_prints_the_run_id_and_the_counts(store, tmp_path):
     run = mlflow.MlflowClient().get_run(run_id)
     assert run.data.tags[tags.IMPORTED_FROM] == "parquet" and run.data.params["l2"] == "500"
     assert "n_missing_users 1" in result.output and run.data.metrics["n_missing_users"] == 1
+    twice = CliRunner().invoke(cli, [*args, "--param", "k=1", "--param", "k=2"])
+    assert twice.exit_code == 2 and "expected each KEY once, found 'k' twice" in twice.output

@@ -86,16 +86,25 @@ def test_the_cli_exports_a_split_runs_artifact(tmp_path):
         result = CliRunner().invoke(
             cli, ["export-split", "--checkpoint", f"runs:/{split_run}/checkpoint.zip", "--out", str(tmp_path / "x")]
         )
+        manifest = CliRunner().invoke(
+            cli, ["export-split", "--checkpoint", f"runs:/{split_run}/manifest.json", "--out", str(tmp_path / "y")]
+        )
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == f"exported the split to {tmp_path / 'x'}"
     assert "  test_targets.parquet" in result.output.splitlines()
+    # another artifact of the run is named by its URI, not by the temporary copy that was read
+    assert manifest.exit_code == 1 and not (tmp_path / "y").exists()
+    assert f"checkpoint: expected a checkpoint zip at 'runs:/{split_run}/manifest.json', found another file" in (
+        manifest.output
+    )
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
         ({"format": "xlsx"}, "format: expected one of"),
-        ({"out": "held"}, "out: expected a new or empty folder"),
+        ({"out": "held"}, 'out: expected a new or empty folder, found ".*held\', which holds something"'),
+        ({"out": "held/keep.txt"}, 'out: expected a new or empty folder, found ".*keep.txt\', a file"'),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(checkpoints, tmp_path, kwargs, message):

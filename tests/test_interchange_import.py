@@ -176,3 +176,124 @@ def test_a_file_past_the_row_limit_is_refused_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(recommendations, "MAX_ROWS", 5)  # six rows, limit five: the same check as at 100 million
     with pytest.raises(ValueError, match=r"r.parquet: expected at most 5 rows \(MAX_ROWS\)"):
         read_recommendations(tmp_path / "r.parquet")
+
+
+# A split whose ids are text: "025" and "25" are two users, "007" and "7" two items.
+TEXT_ITEMS = np.array(["007", "7", "a"])
+TEXT_SPLIT = {
+    "item_ids": TEXT_ITEMS,
+    "test_eval_user_ids": np.array(["025", "25"]),
+    "test_source_matrix": sp.csr_matrix(np.array([[0, 0, 1], [0, 0, 1]], dtype=np.float32)),
+    "test_target_matrix": sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32)),
+}
+
+
+def test_a_csv_file_keeps_text_ids_as_written(tmp_path):
+    """'025' is user 025, not 25, and '007' item 007, not 7: a CSV's id columns are read as text and matched to
+    the split's ids as the split holds them; Parquet gives the same values."""
+    lists = pd.DataFrame({"user": ["025", "025", "25", "25"], "item": ["007", "7", "7", "007"], "rank": [1, 2, 1, 2]})
+    lists.to_csv(tmp_path / "r.csv", index=False)
+    lists.to_parquet(tmp_path / "r.parquet")
+    from_csv = score_recommendations(read_recommendations(tmp_path / "r.csv"), TEXT_SPLIT, metrics=["ndcg@1"])
+    from_parquet = score_recommendations(read_recommendations(tmp_path / "r.parquet"), TEXT_SPLIT, metrics=["ndcg@1"])
+    # each user's first item is its own target: nDCG@1 = 1 for both
+    assert from_csv.result.per_user["ndcg@1"].tolist() == [1.0, 1.0]
+    pd.testing.assert_frame_equal(from_csv.result.to_frame(), from_parquet.result.to_frame())
+    pd.DataFrame({"user": ["025"], "item": ["007"], "rank": [1]}).to_csv(tmp_path / "one.csv", index=False)
+    one = score_recommendations(read_recommendations(tmp_path / "one.csv"), TEXT_SPLIT, metrics=["ndcg@1"])
+    assert one.result.per_user["ndcg@1"].tolist() == [1.0, 0.0] and one.counts["n_missing_users"] == 1
+
+
+def _written(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "options", "message"),
+    [
+        ("r.trec", "1 Q0 40 1 3.0 run x\n", {}, r"expected six whitespace-separated fields .*found 7"),
+        ("r.trec", "1 Q0 40 1 nan run\n", {}, r"\['score'\]: expected finite numbers"),
+        ("r.trec", "1 Q0 40 1 3.0\n", {}, r"expected six whitespace-separated fields .*found 5"),
+        (
+            "r.csv",
+            "uid,iid,pos\n1,40,1\n",
+            {"user_col": "uidx", "item_col": "iid", "rank_col": "pos"},
+            r"\['uidx'\]: expected this column, found columns \['uid', 'iid', 'pos'\]",
+        ),
+        ("r.csv", "user,item,item\n1,40,1\n", {}, r"expected distinct column names, found \['item'\] more than once"),
+        ("r.csv", "user,item,rank\n1,40,0\n", {}, r"\['rank'\]: expected integers >= 1, found 1 other"),
+        ("r.csv", "user,item,rank\n1,40,-3\n", {}, r"\['rank'\]: expected integers >= 1"),
+        ("r.csv", "user,item,rank\n1,40,1\n,30,2\n", {}, r"\['user'\]: expected an id on every row, found 1 empty"),
+        (
+            "r.csv",
+            "user,item,rank\n1,40,1\n",
+            {"user_col": "item", "item_col": "item"},
+            r"user_col, item_col, rank_col, score_col: expected a different column for each",
+        ),
+    ],
+)
+def test_a_malformed_file_is_refused_naming_what_is_wrong(tmp_path, name, text, options, message):
+    with pytest.raises(ValueError, match=message):
+        score_recommendations(read_recommendations(_written(tmp_path, name, text), **options), SPLIT, metrics=METRICS)
+
+
+def test_trec_ranks_from_zero_are_read_as_trec_eval_reads_them(tmp_path):
+    trec = _written(tmp_path, "r.trec", "1 Q0 40 0 3.0 run\n1 Q0 30 1 2.0 run\n2 Q0 30 0 1.0 run\n")
+    lists = pd.DataFrame({"user": [1, 1, 2], "item": [40, 30, 30], "rank": [1, 2, 1]})
+    pd.testing.assert_frame_equal(
+        score_recommendations(read_recommendations(trec), SPLIT, metrics=METRICS).result.to_frame(),
+        _score(lists).result.to_frame(),
+    )
+
+
+@pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.trec"])
+def test_every_file_format_past_the_row_limit_is_refused_naming_it(tmp_path, monkeypatch, name):
+    from mlflow_recsys.interchange import recommendations
+
+    LISTS.to_parquet(tmp_path / "r.parquet")
+    LISTS.to_csv(tmp_path / "r.csv", index=False)
+    _written(tmp_path, "r.trec", "".join(f"{r.user} Q0 {r.item} {r.rank} 1.0 run\n" for r in LISTS.itertuples()))
+    monkeypatch.setattr(recommendations, "MAX_ROWS", 5)  # six rows, limit five: the same check as at the real limit
+    with pytest.raises(ValueError, match=rf"{name}: expected at most 5 rows \(MAX_ROWS\)"):
+        read_recommendations(tmp_path / name)
+
+
+def test_a_folder_or_a_file_of_another_format_is_refused_in_one_readable_line(tmp_path):
+    with pytest.raises(ValueError, match=r"recommendations: expected a file of lists, found 'the folder "):
+        read_recommendations(tmp_path)
+    LISTS.to_parquet(tmp_path / "r.parquet")
+    with pytest.raises(ValueError, match=r"expected a readable csv file") as refused:
+        read_recommendations(tmp_path / "r.parquet", format="csv")
+    assert str(refused.value).isascii() and str(refused.value).isprintable()
+
+
+def test_the_evaluator_takes_history_items_out_before_the_cutoff_as_the_import_does(tmp_path):
+    """A list that leads with the user's own history is scored on the items behind it, by both paths."""
+    import mlflow
+
+    from conftest import sqlite_store
+
+    recommended = [[10, 40, 30, 20], [50, 20, 30, 10]]  # each leads with a fold-in item
+    data = pd.DataFrame(
+        {"items": [[10], [50]], "targets": [[20, 40], [30]], "recommended": recommended, "sample_id": [1, 2]}
+    )
+    with sqlite_store(tmp_path), mlflow.start_run():
+        result = mlflow.models.evaluate(
+            data=data,
+            targets="targets",
+            predictions="recommended",
+            model_type="recommender",
+            evaluators="recsys",
+            evaluator_config={"metrics": ["ndcg@3"], "item_ids": ITEMS.tolist()},
+        )
+    # behind the history item: user 1 [40, 30, 20] hits at 1 and 3; user 2 [20, 30, 10] hits at 2
+    expected = np.mean([_dcg([1, 0, 1]) / _dcg([1, 1]), _dcg([0, 1]) / _dcg([1])])
+    assert result.metrics["ndcg_at_3"] == pytest.approx(expected)
+    lists = pd.DataFrame(
+        {"user": [1] * 4 + [2] * 4, "item": [i for row in recommended for i in row], "rank": [1, 2, 3, 4] * 2}
+    )
+    with pytest.warns(FoldInRankedWarning):
+        imported = score_recommendations(read_recommendations(lists), SPLIT, metrics=["ndcg@3"])
+    assert imported.result.metrics["ndcg@3"] == pytest.approx(result.metrics["ndcg_at_3"])

@@ -365,6 +365,8 @@ def _key_values(ctx, param, values) -> dict[str, str]:
         key, sep, value = text.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, found {text!r}")
+        if key in out:
+            raise click.BadParameter(f"expected each KEY once, found {key!r} twice")
         out[key] = value
     return out
 

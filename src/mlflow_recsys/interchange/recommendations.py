@@ -23,9 +23,11 @@ from mlflow_recsys.catalogue import ItemCatalogue
 from mlflow_recsys.evaluation import EvaluationResult, FoldInRankedWarning, evaluate_rankings
 from mlflow_recsys.metrics import RankingMetric, hit_matrix, parse_metric_keys
 
-#: Most rows read from one file. Files are read in Arrow batches and refused, naming this limit, as soon as
-#: more rows than this have been read, so memory stays bounded (about 24 bytes a row while reading).
-MAX_ROWS = 100_000_000
+#: Most rows read from one file: 250,000 users x 100 items. A Parquet file's footer is checked before anything
+#: is read; CSV and TREC files are read in batches and refused, naming this limit, as soon as more rows than this
+#: have been read. Reading, checking and scoring take about 2 GiB per 10 million rows
+#: (``benchmarks/bench_import.py``), so memory stays within about 5 GiB.
+MAX_ROWS = 25_000_000
 #: Rows shown in a refusal.
 SHOWN_ROWS = 3
 FORMATS = ("auto", "parquet", "csv", "trec")
@@ -97,14 +99,21 @@ def read_recommendations(
             )
         )
     path = Path(recommendations)
+    if path.is_dir():
+        raise ValueError(validation.expected("recommendations", "a file of lists", f"the folder {path}"))
     if not path.is_file():
         raise FileNotFoundError(f"recommendations: no file at {path}")
+    named = [c for c in (user_col, item_col, rank_col, score_col) if c is not None]
+    if len(set(named)) != len(named):
+        raise ValueError(
+            validation.expected("user_col, item_col, rank_col, score_col", "a different column for each", named)
+        )
     kind = format if format != "auto" else _kind_of(path)
     if kind == "trec":
         return _from_trec(path)
     columns = [c for c in (user_col, item_col, rank_col, score_col, "draw", "rank", "score") if c]
-    frame = _read_batches(path, kind, columns)
-    return _from_frame(frame, str(path), kind, user_col, item_col, rank_col, score_col)
+    frame, names = _read_batches(path, kind, columns, ids=(user_col, item_col))
+    return _from_frame(frame, str(path), kind, user_col, item_col, rank_col, score_col, file_columns=names)
 
 
 def _kind_of(path: Path) -> str:
@@ -116,8 +125,10 @@ def _kind_of(path: Path) -> str:
     raise ValueError(f"recommendations: expected a .parquet, .csv or TREC (.trec/.run/.txt) file, found {path.name!r}")
 
 
-def _read_batches(path: Path, kind: str, wanted: list[str]) -> pd.DataFrame:
-    """The file's wanted columns, read in Arrow batches; ValueError past :data:`MAX_ROWS` rows."""
+def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]) -> tuple[pd.DataFrame, list[str]]:
+    """The file's wanted columns, read in Arrow batches, and all its column names; a CSV file's ``ids`` columns
+    as text (``"007"`` stays ``"007"``: the split decides what an id is). ValueError past :data:`MAX_ROWS` rows,
+    for a column named twice, or a file that is not of its ``kind``."""
     import pyarrow as pa
     import pyarrow.csv as pv
     import pyarrow.parquet as pq
@@ -126,38 +137,77 @@ def _read_batches(path: Path, kind: str, wanted: list[str]) -> pd.DataFrame:
         if kind == "parquet":
             handle = pq.ParquetFile(path)
             names = handle.schema_arrow.names
+            _distinct_columns(path, names)
+            if handle.metadata.num_rows > MAX_ROWS:
+                raise ValueError(_too_many(path, handle.metadata.num_rows))
             batches = handle.iter_batches(batch_size=1 << 20, columns=[c for c in dict.fromkeys(wanted) if c in names])
         else:
-            reader = pv.open_csv(path, convert_options=pv.ConvertOptions(strings_can_be_null=False))
+            text = {c: pa.string() for c in ids}
+            options = pv.ConvertOptions(strings_can_be_null=False, column_types=text)
+            reader = pv.open_csv(path, convert_options=options)
             names = reader.schema.names
+            _distinct_columns(path, names)
             batches = reader
         kept, n = [], 0
         for batch in batches:
             n += batch.num_rows
             if n > MAX_ROWS:
-                raise ValueError(f"{path}: expected at most {MAX_ROWS:,} rows (MAX_ROWS), found more")
+                raise ValueError(_too_many(path, None))
             kept.append(batch.select([c for c in dict.fromkeys(wanted) if c in names]))
-    except pa.ArrowInvalid as exc:
-        raise ValueError(f"{path}: expected a readable {kind} file ({str(exc).splitlines()[0]})") from None
+    except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        first = _readable(exc)
+        raise ValueError(f"{path}: expected a readable {kind} file ({first})") from None
     if not kept:
-        return pd.DataFrame({c: [] for c in names})
-    return pa.Table.from_batches(kept).to_pandas()
+        return pd.DataFrame({c: [] for c in names}), names
+    # Text as Arrow strings, not a Python object per row: a CSV's ids are text until the split says otherwise.
+    table = pa.Table.from_batches(kept)
+    return table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get), names
+
+
+def _readable(exc: Exception) -> str:
+    """The first line of a reader's error, at most 200 characters, bytes it quotes from a binary file as ``?``."""
+    return "".join(c if c.isprintable() and c.isascii() else "?" for c in str(exc).splitlines()[0][:200])
+
+
+def _distinct_columns(path: Path, names: list[str]) -> None:
+    twice = sorted({c for c in names if names.count(c) > 1})
+    if twice:
+        raise ValueError(f"{path}: expected distinct column names, found {twice} more than once in {names}")
+
+
+def _too_many(path: Path, found: int | None) -> str:
+    return f"{path}: expected at most {MAX_ROWS:,} rows (MAX_ROWS), found {'more' if found is None else f'{found:,}'}"
 
 
 def _from_trec(path: Path) -> Recommendations:
     names = ["qid", "q0", "docid", "rank", "score", "tag"]
+    chunks, n = [], 0
     try:
-        frame = pd.read_csv(path, sep=r"\s+", header=None, names=names, dtype={"qid": str, "docid": str})
+        # Every field as text: a score of "nan" is refused as a score, not read as a missing field.
+        for chunk in pd.read_csv(path, sep=r"\s+", header=None, dtype=str, na_filter=False, chunksize=1 << 20):
+            n += len(chunk)
+            if n > MAX_ROWS:
+                raise ValueError(_too_many(path, None))
+            if chunk.shape[1] != len(names):
+                raise ValueError(
+                    f"{path}: expected six whitespace-separated fields (qid Q0 docid rank score tag), found "
+                    f"{chunk.shape[1]} on the first lines"
+                )
+            chunks.append(chunk.set_axis(names, axis=1))
     except pd.errors.EmptyDataError:
-        frame = pd.DataFrame(columns=names)
-    if frame[names].isna().any().any():
-        bad = frame[frame[names].isna().any(axis=1)]
-        raise _fail(str(path), "tag", "expected six whitespace-separated fields (qid Q0 docid rank score tag)", bad)
+        pass
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        first = _readable(exc)
+        raise ValueError(
+            f"{path}: expected six whitespace-separated fields (qid Q0 docid rank score tag) on every line ({first})"
+        ) from None
+    frame = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=names)
     frame = frame.rename(columns={"qid": "user", "docid": "item"})
     checked = _from_frame(frame, str(path), "trec", "user", "item", None, "score")
-    _integer_ranks(frame, str(path), "rank")
+    _integer_ranks(frame, str(path), "rank", least=None)  # trec_eval reads any integer; it only breaks ties
     # trec_eval's order: score descending; here the rank field breaks ties.
-    order = checked.frame.assign(_r=frame["rank"].to_numpy()).sort_values(["user", "order", "_r"], kind="mergesort")
+    ranks = pd.to_numeric(frame["rank"]).to_numpy()
+    order = checked.frame.assign(_r=ranks).sort_values(["user", "order", "_r"], kind="mergesort")
     order["order"] = order.groupby("user", sort=False).cumcount().astype(np.float64)
     return Recommendations(order.drop(columns="_r"), str(path), "trec", "rank")
 
@@ -168,36 +218,44 @@ def _from_ranx(run) -> Recommendations:
     return _from_frame(frame, "recommendations (ranx.Run)", "ranx", "user", "item", None, "score")
 
 
-def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col) -> Recommendations:
+def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col, file_columns=None) -> Recommendations:
+    """``file_columns``: every column of the file, for messages (``frame`` holds only those read)."""
+    shown_columns = list(frame.columns) if file_columns is None else list(file_columns)
     if rank_col is None and score_col is None:
         rank_col = "rank" if "rank" in frame.columns else None
         score_col = "score" if rank_col is None and "score" in frame.columns else None
     if (rank_col is None) == (score_col is None):
         raise ValueError(
             f"{where}: expected exactly one of a rank column and a score column (rank_col/score_col), "
-            f"found columns {list(frame.columns)}"
+            f"found columns {shown_columns}"
         )
     order_col = rank_col or score_col
     for column in (user_col, item_col, order_col):
         if column not in frame.columns:
-            raise ValueError(f"{where}[{column!r}]: expected this column, found columns {list(frame.columns)}")
+            raise ValueError(f"{where}[{column!r}]: expected this column, found columns {shown_columns}")
     if len(frame) == 0:
         raise ValueError(f"{where}: expected at least one recommended item, found an empty input")
     if rank_col is not None:
-        order = _integer_ranks(frame, where, rank_col)
+        order = _integer_ranks(frame, where, rank_col, least=1)
     else:
         order = _finite_scores(frame, where, score_col)
-    out = {"user": frame[user_col].to_numpy(), "item": frame[item_col].to_numpy(), "order": order}
+    # .array keeps Arrow strings as they are: .to_numpy() would make a Python str per row
+    out = {"user": frame[user_col].array, "item": frame[item_col].array, "order": order}
     if "draw" in frame.columns:
-        out["draw"] = _integer_ranks(frame, where, "draw").astype(np.int64)
+        out["draw"] = _integer_ranks(frame, where, "draw", least=0).astype(np.int64)
     return Recommendations(pd.DataFrame(out), where, kind, order_col)
 
 
-def _integer_ranks(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
+def _integer_ranks(frame: pd.DataFrame, where: str, column: str, *, least: int | None) -> np.ndarray:
+    """The column as float64 integers, each at least ``least`` (ranks count from 1, draws from 0)."""
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values) | (np.mod(values, 1) != 0)
+    what = "integers"
+    if least is not None:
+        bad |= values < least
+        what = f"integers >= {least}"
     if bad.any():
-        raise _fail(where, column, f"expected integers, found {int(bad.sum()):,} other value(s)", frame[bad])
+        raise _fail(where, column, f"expected {what}, found {int(bad.sum()):,} other value(s)", frame[bad])
     return values
 
 
@@ -211,19 +269,27 @@ def _finite_scores(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
     return -values  # higher score first
 
 
-def _as_kind(values: np.ndarray, kind: str, where: str, column: str, frame: pd.DataFrame) -> np.ndarray:
+def _as_kind(values: pd.Series, kind: str, where: str, column: str, frame: pd.DataFrame) -> np.ndarray:
     """Ids as the split holds them: int64 for an integer split (text ids such as TREC's ``"12"`` converted),
     else str."""
-    if kind == "string":
-        return np.asarray(values).astype(str)
-    series = pd.Series(values)
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    series = values.reset_index(drop=True)
     if pd.api.types.is_integer_dtype(series):
         return series.to_numpy(dtype=np.int64)
-    text = series.astype(str)
-    good = text.str.fullmatch(r"-?[0-9]{1,18}").to_numpy()
-    if not good.all():
-        raise _fail(where, column, "expected integer ids like the split's, found other values", frame[~good])
-    return text.astype(np.int64).to_numpy()
+    empty = series.isna().to_numpy()
+    if not empty.any() and (pd.api.types.is_string_dtype(series) or series.dtype == object):
+        empty = (series.astype("string[pyarrow]").str.strip() == "").to_numpy(dtype=bool)
+    if empty.any():
+        raise _fail(where, column, f"expected an id on every row, found {int(empty.sum()):,} empty", frame[empty])
+    if kind == "string":
+        return series.to_numpy().astype(str)
+    try:  # Arrow parses text ids without a Python object per row
+        return pc.cast(pa.array(series.astype("string[pyarrow]")), pa.int64()).to_numpy()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        good = series.astype(str).str.fullmatch(r"-?[0-9]{1,18}").to_numpy()
+    raise _fail(where, column, "expected integer ids like the split's, found other values", frame[~good])
 
 
 def score_recommendations(
@@ -305,8 +371,9 @@ def _positions(recs: Recommendations, split: dict) -> tuple[np.ndarray, np.ndarr
     frame, where = recs.frame, recs.source
     ids = split["test_eval_user_ids"]
     catalogue = ItemCatalogue(split["item_ids"], name="split item_ids")
-    users = _as_kind(frame["user"].to_numpy(), "string" if ids.dtype.kind in "UO" else "integer", where, "user", frame)
-    items = _as_kind(frame["item"].to_numpy(), catalogue.kind, where, "item", frame)
+    # The columns as they are (Arrow strings from a CSV), not as NumPy objects: one Python str per row is 1 GB.
+    users = _as_kind(frame["user"], "string" if ids.dtype.kind in "UO" else "integer", where, "user", frame)
+    items = _as_kind(frame["item"], catalogue.kind, where, "item", frame)
     per_draw = pd.Index(pd.unique(ids))
     n_draws = len(ids) // len(per_draw)
     user_row = per_draw.get_indexer(users)

@@ -48,6 +48,25 @@ _MEANING = {
 }
 
 
+def check_out_folder(out: str | os.PathLike) -> Path:
+    """``out`` as a Path when it is a new or empty folder in an existing one.
+
+    Raises
+    ------
+    ValueError
+        If ``out`` is a file or a folder that holds something.
+    FileNotFoundError
+        If its parent folder does not exist.
+    """
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        what = "which holds something" if out.is_dir() else "a file"
+        raise ValueError(expected("out", "a new or empty folder", f"{str(out)!r}, {what}"))
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"out: expected its parent {str(out.parent)!r} to be an existing folder, found none")
+    return out
+
+
 def export_split_files(split: dict[str, Any], out: str | os.PathLike, *, format: str = "parquet") -> Path:
     """Write ``split`` to the new folder ``out`` as interaction files with the dataset's own ids.
 
@@ -89,11 +108,7 @@ def export_split_files(split: dict[str, Any], out: str | os.PathLike, *, format:
     missing = [k for k in needed if k not in split] if isinstance(split, dict) else needed
     if missing:
         raise ValueError(expected("split", f"a split as load_recsys_split returns it (with {missing})", split))
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ValueError(expected("out", "a new or empty folder", f"{str(out)!r}, which holds something"))
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"out: expected its parent {str(out.parent)!r} to be an existing folder, found none")
+    out = check_out_folder(out)
     frames = {stem: _pairs(split[matrix], split[ids], split["item_ids"]) for stem, (matrix, ids) in FILES.items()}
     frames["items"] = pd.DataFrame({"item": split["item_ids"]})
     if out.exists():

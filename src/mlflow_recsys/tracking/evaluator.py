@@ -157,13 +157,15 @@ def _catalogue(item_ids, columns) -> ItemCatalogue:
 
 
 def _rankings(catalogue: ItemCatalogue, lists, k: int) -> np.ndarray:
-    """The model's lists of item ids as column indices, best first, cut at ``k``, ``-1`` padding."""
+    """The lists of item ids as column indices, best first, ``-1`` padding, at least ``k`` wide and never cut:
+    fold-in items are taken out before the cutoffs apply, as ``import-run`` does, so a list that leads with
+    history items is scored on the items behind them."""
     rows, ids, positions = flatten_id_lists(lists)
     columns = catalogue.indices(ids)
     _refuse_unknown(ids[columns < 0], "model output 'items'")
-    rankings = np.full((len(lists), k), -1, dtype=np.int64)
-    top = positions < k
-    rankings[rows[top], positions[top]] = columns[top]
+    width = max(k, int(positions.max()) + 1 if positions.size else 0)
+    rankings = np.full((len(lists), width), -1, dtype=np.int64)
+    rankings[rows, positions] = columns
     return rankings
 
 

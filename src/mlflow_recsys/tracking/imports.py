@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+from mlflow.utils.validation import path_not_unique, validate_param_and_metric_name
 
+from mlflow_recsys import validation
 from mlflow_recsys.data import load_recsys_split, read_checkpoint
 from mlflow_recsys.interchange.recommendations import read_recommendations, score_recommendations
 from mlflow_recsys.metrics import parse_metric_keys
@@ -57,14 +59,17 @@ def log_recommendations(
     Raises
     ------
     ValueError
-        Bad ``model``, ``params`` (keys over 250 characters, values over 6,000, or an import's own name), and
-        every protocol refusal of the readers and checks; no run is made.
+        Bad ``model`` (not a one-line name of at most 6,000 characters), ``seed`` (not an integer in
+        [0, 2**63 - 1], or its decimal text), ``params`` (keys over 250 characters or outside MLflow's rule for
+        param names, values over 6,000, or an import's own name), and every protocol refusal of the readers and
+        checks; no run is made.
     FileNotFoundError
         A missing checkpoint or recommendations file.
     """
     check_step_run()
-    if not isinstance(model, str) or not model.strip():
-        raise ValueError(expected("model", "a model name", model))
+    model = validation.line(model, "model", longest=MAX_PARAM_LENGTH)  # logged whole as a param and a tag
+    if seed is not None:  # the seed groups runs into a model's seeds: 7 and "007" must be one seed
+        seed = validation.seed(int(seed) if isinstance(seed, str) and seed.isdigit() else seed, "seed")
     user_params = _params_iv(params)
     metric_objs = parse_metric_keys(list(DEFAULT_METRICS) if metrics is None else metrics)
     keys = [k for m in metric_objs for k in m.keys]
@@ -96,9 +101,15 @@ def _params_iv(params: Mapping[str, Any] | None) -> dict[str, str]:
         raise ValueError(expected("params", "a mapping of names to values", params))
     out = {}
     for key, value in params.items():
-        if not isinstance(key, str) or not key or len(key) > MAX_KEY_LENGTH or key in _OWN_PARAMS:
+        ok = isinstance(key, str) and 0 < len(key) <= MAX_KEY_LENGTH and key not in _OWN_PARAMS
+        if not ok or not validate_param_and_metric_name(key) or path_not_unique(key):
             raise ValueError(
-                expected("params", f"names of 1 to {MAX_KEY_LENGTH} characters other than {list(_OWN_PARAMS)}", key)
+                expected(
+                    "params",
+                    f"names of 1 to {MAX_KEY_LENGTH} characters other than {list(_OWN_PARAMS)}, of letters, "
+                    "digits, spaces and _ - . / (MLflow's rule for param names), without '..' or a leading /",
+                    key,
+                )
             )
         if len(str(value)) > MAX_PARAM_LENGTH:
             raise ValueError(

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from mlflow_recsys.data import load_recsys_split, read_checkpoint
-from mlflow_recsys.interchange.split_export import FORMATS, export_split_files
+from mlflow_recsys.interchange.split_export import FORMATS, check_out_folder, export_split_files
 from mlflow_recsys.tracking.training import resolve_checkpoint
 from mlflow_recsys.validation import expected, one_of
 
@@ -34,9 +34,7 @@ def export_split(checkpoint: str | os.PathLike, out: str | os.PathLike, *, forma
     """
     if not isinstance(checkpoint, (str, os.PathLike)):
         raise ValueError(expected("checkpoint", "a checkpoint zip path or an artifact URI", checkpoint))
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):  # said before a download, not after
-        raise ValueError(expected("out", "a new or empty folder", f"{str(out)!r}, which holds something"))
+    out = check_out_folder(out)  # said before a download, not after
     one_of(format, "format", FORMATS)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-export-") as tmp:
         with read_checkpoint(resolve_checkpoint(os.fspath(checkpoint), tmp)) as root:

@@ -45,10 +45,23 @@ def external_model(name: str, params: Mapping[str, str], tags: Mapping[str, str]
     """A READY external logged model of the active run (``mlflow.create_external_model``), named ``name``, with
     ``params`` and ``tags``, recorded as the run's output: the model of a run whose weights MLflow does not hold.
     """
-    model = mlflow.create_external_model(name=name, params=dict(params), tags=dict(tags), model_type=MODEL_TYPE)
+    model = mlflow.create_external_model(
+        name=logged_model_name(name), params=dict(params), tags=dict(tags), model_type=MODEL_TYPE
+    )
     run_id = mlflow.active_run().info.run_id  # type: ignore[union-attr]
     mlflow.MlflowClient().log_outputs(run_id, models=[LoggedModelOutput(model.model_id, step=0)])
     return model
+
+
+#: Characters MLflow refuses in a logged model's name (``mlflow.utils.validation._validate_logged_model_name``).
+_REFUSED_IN_MODEL_NAMES = str.maketrans({c: "-" for c in "/:.%\"'"})
+
+
+def logged_model_name(model: str) -> str:
+    """The name of the logged model of a recommender named ``model``: MLflow refuses ``/ : . % " '`` in one, so
+    each becomes ``-`` (``implicit.als`` is ``implicit-als``); the run's ``recsys.model`` tag, which the model
+    carries too, keeps the name as given."""
+    return model.translate(_REFUSED_IN_MODEL_NAMES)
 
 
 def log_test_metrics(result: EvaluationResult, *, dataset, model_id: str | None = None) -> LevelIntervals:

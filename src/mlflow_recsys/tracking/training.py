@@ -7,6 +7,7 @@ import json
 import os
 import tempfile
 import time
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -128,6 +129,8 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
     FileNotFoundError
         If ``checkpoint`` is neither an existing file nor a downloadable URI. The
         message holds the URI and the download error with credentials redacted.
+    ValueError
+        If the downloaded artifact is not a zip (``runs:/<id>/manifest.json``), naming the URI.
     OSError
         If the local copy cannot be written (``ENOSPC`` naming the path, see
         :func:`~mlflow_recsys.errors.root_cause`): raised as it is, not as a missing checkpoint.
@@ -138,12 +141,15 @@ def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
     # A proxied artifact's URI (mlflow-artifacts:/<experiment>/<run>/artifacts/...) has a single slash.
     if "://" in checkpoint or checkpoint.startswith(("runs:/", "mlflow-artifacts:/")):
         try:
-            return download_file(checkpoint, dst)
+            local = download_file(checkpoint, dst)
         except Exception as exc:  # MLflow raises several types for a missing artifact
             if is_system_failure(root_cause(exc)):  # a full disk here is no missing checkpoint
                 raise
             # The download error repeats the URI, so the whole message is redacted, not just our part.
             raise FileNotFoundError(redact(f"checkpoint: could not download {checkpoint!r} ({exc})")) from None
+        if not zipfile.is_zipfile(local):  # named by its URI, not by the temporary copy a message would show
+            raise ValueError(redact(f"checkpoint: expected a checkpoint zip at {checkpoint!r}, found another file"))
+        return local
     raise FileNotFoundError(
         redact(
             f"checkpoint: expected an existing checkpoint zip or an artifact URI (runs:/<id>/checkpoint.zip), "
