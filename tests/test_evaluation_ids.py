@@ -291,7 +291,9 @@ def test_the_mlflow_evaluator_maps_lists_of_ids_through_the_same_catalogue():
 
     inferred = _catalogue(None, [pd.Series([[30, 10], None]), np.array([[20]], dtype=object), pd.Series([[10, 40]])])
     assert inferred.item_ids.tolist() == [10, 20, 30, 40]
-    assert _rankings(inferred, pd.Series([[40, 10, 30], [20], []]), 2).tolist() == [[3, 0], [1, -1], [-1, -1]]
+    # at least k wide and never cut: fold-in items come out before the cutoff
+    assert _rankings(inferred, pd.Series([[40, 10, 30], [20], []]), 2).tolist() == [[3, 0, 2], [1, -1, -1], [-1] * 3]
+    assert _rankings(inferred, pd.Series([[40], [20]]), 2).tolist() == [[3, -1], [1, -1]]
     with pytest.raises(
         ValueError,
         match=r"model output 'items': expected item ids from evaluator_config\['item_ids'\], "

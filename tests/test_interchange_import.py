@@ -297,3 +297,12 @@ def test_the_evaluator_takes_history_items_out_before_the_cutoff_as_the_import_d
     with pytest.warns(FoldInRankedWarning):
         imported = score_recommendations(read_recommendations(lists), SPLIT, metrics=["ndcg@3"])
     assert imported.result.metrics["ndcg@3"] == pytest.approx(result.metrics["ndcg_at_3"])
+
+
+def test_a_refusal_shows_the_rows_as_the_input_wrote_them(tmp_path):
+    """Ranks as ranks and scores as scores, not the reader's internal order."""
+    with pytest.raises(ValueError, match=r"'user': 9, 'item': 10, 'rank': 3\.0\}\]$"):
+        _score(LISTS.assign(user=[1, 1, 1, 2, 2, 9]))
+    scored = LISTS.drop(columns="rank").assign(score=[0.5, 0.4, 0.3, 0.9, 0.8, 0.7], user=[1, 1, 1, 2, 2, 9])
+    with pytest.raises(ValueError, match=r"'user': 9, 'item': 10, 'score': 0\.7\}\]$"):
+        _score(scored)

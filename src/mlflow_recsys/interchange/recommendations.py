@@ -47,6 +47,15 @@ class Recommendations:
     kind: str
     order_col: str
 
+    def rows(self, mask: np.ndarray) -> pd.DataFrame:
+        """The rows ``mask`` picks, as the input wrote them for a refusal: the order as its rank or score."""
+        shown = self.frame[mask]
+        if self.kind == "trec":  # reordered by score: the position in the list stands for the rank
+            return shown.assign(order=shown["order"] + 1).rename(columns={"order": "position"})
+        if self.order_col != "score" and self.kind in ("dataframe", "parquet", "csv"):
+            return shown.rename(columns={"order": self.order_col})
+        return shown.assign(order=-shown["order"]).rename(columns={"order": self.order_col})
+
 
 @dataclass(frozen=True)
 class ScoredRecommendations:
@@ -269,9 +278,10 @@ def _finite_scores(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
     return -values  # higher score first
 
 
-def _as_kind(values: pd.Series, kind: str, where: str, column: str, frame: pd.DataFrame) -> np.ndarray:
+def _as_kind(values: pd.Series, kind: str, recs: Recommendations, column: str) -> np.ndarray:
     """Ids as the split holds them: int64 for an integer split (text ids such as TREC's ``"12"`` converted),
     else str."""
+    where = recs.source
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -282,14 +292,14 @@ def _as_kind(values: pd.Series, kind: str, where: str, column: str, frame: pd.Da
     if not empty.any() and (pd.api.types.is_string_dtype(series) or series.dtype == object):
         empty = (series.astype("string[pyarrow]").str.strip() == "").to_numpy(dtype=bool)
     if empty.any():
-        raise _fail(where, column, f"expected an id on every row, found {int(empty.sum()):,} empty", frame[empty])
+        raise _fail(where, column, f"expected an id on every row, found {int(empty.sum()):,} empty", recs.rows(empty))
     if kind == "string":
         return series.to_numpy().astype(str)
     try:  # Arrow parses text ids without a Python object per row
         return pc.cast(pa.array(series.astype("string[pyarrow]")), pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         good = series.astype(str).str.fullmatch(r"-?[0-9]{1,18}").to_numpy()
-    raise _fail(where, column, "expected integer ids like the split's, found other values", frame[~good])
+    raise _fail(where, column, "expected integer ids like the split's, found other values", recs.rows(~good))
 
 
 def score_recommendations(
@@ -336,7 +346,7 @@ def score_recommendations(
             recs.source,
             "item",
             f"expected no fold-in (history) item of the user, found {n_leaked:,} (history='strict')",
-            recs.frame[bad],
+            recs.rows(bad),
         )
     has_list = np.zeros(n_rows, dtype=bool)
     has_list[rows] = True
@@ -372,20 +382,20 @@ def _positions(recs: Recommendations, split: dict) -> tuple[np.ndarray, np.ndarr
     ids = split["test_eval_user_ids"]
     catalogue = ItemCatalogue(split["item_ids"], name="split item_ids")
     # The columns as they are (Arrow strings from a CSV), not as NumPy objects: one Python str per row is 1 GB.
-    users = _as_kind(frame["user"], "string" if ids.dtype.kind in "UO" else "integer", where, "user", frame)
-    items = _as_kind(frame["item"], catalogue.kind, where, "item", frame)
+    users = _as_kind(frame["user"], "string" if ids.dtype.kind in "UO" else "integer", recs, "user")
+    items = _as_kind(frame["item"], catalogue.kind, recs, "item")
     per_draw = pd.Index(pd.unique(ids))
     n_draws = len(ids) // len(per_draw)
     user_row = per_draw.get_indexer(users)
     if (user_row < 0).any():
-        raise _fail(where, "user", "expected test users of the split, found other users", frame[user_row < 0])
+        raise _fail(where, "user", "expected test users of the split, found other users", recs.rows(user_row < 0))
     cols = catalogue.indices(items)
     if (cols < 0).any():
-        raise _fail(where, "item", "expected items of the split's catalogue, found other items", frame[cols < 0])
+        raise _fail(where, "item", "expected items of the split's catalogue, found other items", recs.rows(cols < 0))
     if "draw" in frame.columns:
         draw = frame["draw"].to_numpy()
         if ((draw < 0) | (draw >= n_draws)).any():
-            raise _fail(where, "draw", f"expected draws 0..{n_draws - 1}", frame[(draw < 0) | (draw >= n_draws)])
+            raise _fail(where, "draw", f"expected draws 0..{n_draws - 1}", recs.rows((draw < 0) | (draw >= n_draws)))
     elif n_draws > 1:
         raise _fail(
             where,
@@ -406,7 +416,7 @@ def _ordered(rows, cols, order, recs: Recommendations, n_items: int) -> tuple[np
     repeated = codes[1:][codes[1:] == codes[:-1]]
     if repeated.size:
         bad = np.isin(rows * n_items + cols, repeated)
-        raise _fail(where, "item", "expected each (user, item) once, found duplicate rows", frame[bad])
+        raise _fail(where, "item", "expected each (user, item) once, found duplicate rows", recs.rows(bad))
     by = np.lexsort((order, rows))
     rows, cols, order = rows[by], cols[by], order[by]
     first = np.r_[True, rows[1:] != rows[:-1]]
@@ -416,7 +426,7 @@ def _ordered(rows, cols, order, recs: Recommendations, n_items: int) -> tuple[np
             bad = np.zeros(len(frame), dtype=bool)
             bad[by[1:][tied]] = bad[by[:-1][tied]] = True
             raise _fail(
-                where, recs.order_col, "expected distinct ranks within a user's list, found repeated", frame[bad]
+                where, recs.order_col, "expected distinct ranks within a user's list, found repeated", recs.rows(bad)
             )
     steps = np.arange(rows.size)
     positions = steps - np.maximum.accumulate(np.where(first, steps, 0))

@@ -812,8 +812,9 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
             raise RunSelectionError(
                 f"runs {seeds[seed]} and {run_id} are both {name} with seed {seed}{same}, so they are the same "
                 "candidate twice",
-                hint="select one, e.g. by run ids or by adding to the filter "
-                "tags.mlflow.parentRunId = '<the study run id>'",
+                hint="select one: by run ids, by narrowing the filter (a study's runs: "
+                "tags.mlflow.parentRunId = '<the study run id>'), or by deleting a run logged twice (the same "
+                "lists imported again)",
             )
         seeds[seed] = run_id
     several: dict[str, list[str]] = {}
