@@ -11,11 +11,13 @@ import pickle
 import re
 import warnings
 import zipfile
+from pathlib import Path
 
 import mlflow
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
@@ -24,6 +26,7 @@ from mlflow_recsys import validation
 from mlflow_recsys.cli import cli
 from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint
 from mlflow_recsys.models import MODELS, EASEConfig, TrainConfig
+from mlflow_recsys.settings_schema import mlproject_parameters, settings_of
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
 from mlflow_recsys.tracking.limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, text_digest
@@ -43,17 +46,25 @@ def log():
 
 
 def test_split_defaults_are_build_recsys_checkpoints_and_the_command_lines():
+    """build_recsys_checkpoint's keywords default to the declared settings; the split command's options give the
+    declared defaults (min_rating says "auto": 4, or none for a log without ratings); the MLproject's split entry
+    point declares each setting with a fixed default as the schema does."""
     from mlflow_recsys.cli import split
 
-    defaults = {f.name: f.default for f in dataclasses.fields(SplitConfig)}
+    declared = settings_of(SplitConfig)
     signature = inspect.signature(build_recsys_checkpoint).parameters
-    assert {name: signature[name].default for name in defaults} == defaults
-    cli = {p.name: p.default for p in split.params}
-    # The command line says "auto" for min_rating: 4, or none for a log without ratings.
-    assert {name: cli[name] for name in defaults if name != "min_rating"} == {
-        name: value for name, value in defaults.items() if name != "min_rating"
+    assert {name: signature[name].default for name in declared} == {name: d for name, (d, _) in declared.items()}
+    given = split.make_context("split", []).params
+    assert given["min_rating"] == "auto"
+    assert SplitConfig(**{n: given[n] for n in declared if n != "min_rating"}) == SplitConfig()
+    project = yaml.safe_load((Path(__file__).parents[1] / "MLproject").read_text())["entry_points"]["split"]
+    fixed = ["split_mode", "seed", "eval_draws", "min_user_interactions", "min_item_interactions"]
+    assert project["parameters"] == {
+        "dataset": {"type": "string", "default": "movielens-100k"},
+        **mlproject_parameters(SplitConfig, fixed),
     }
-    assert cli["min_rating"] == "auto" and defaults["min_rating"] == 4.0
+    for name in fixed:
+        assert f"--{name.replace('_', '-')} {{{name}}}" in project["command"], name
 
 
 @pytest.mark.parametrize(
@@ -68,9 +79,9 @@ def test_split_defaults_are_build_recsys_checkpoints_and_the_command_lines():
         ({"split_mode": "leave_one_out", "test_frac": 0.3}, "test_frac: does not apply to split_mode="),
         ({"test_frac": 0.6, "val_frac": 0.5}, "test_frac + val_frac: expected a sum below 1"),
         ({"eval_holdout_frac": 1.0}, "eval_holdout_frac: expected a number strictly between 0 and 1, found 1.0"),
-        ({"min_rating": float("nan")}, "min_rating: expected a finite number or None, found nan"),
-        ({"min_rating": True}, "min_rating: expected a finite number or None, found True"),
-        ({"min_rating": 10**400}, "min_rating: expected a finite number or None, found 1000"),
+        ({"min_rating": float("nan")}, "min_rating: expected a finite number, found nan"),
+        ({"min_rating": True}, "min_rating: expected a finite number, found True"),
+        ({"min_rating": 10**400}, "min_rating: expected a finite number, found 1000"),
         ({"min_user_interactions": 0}, "min_user_interactions: expected an integer in [1, 2,147,483,647], found 0"),
         ({"min_user_interactions": 2**64}, "min_user_interactions: expected an integer in [1, 2,147,483,647], found 1"),
         ({"min_item_interactions": "2"}, "min_item_interactions: expected an integer in [1, 2,147,483,647], found '2'"),

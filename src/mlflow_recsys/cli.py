@@ -17,6 +17,7 @@ import warnings
 
 import click
 
+from mlflow_recsys.data.split_config import SplitConfig
 from mlflow_recsys.errors import Terminated, failure_text, raise_terminated
 from mlflow_recsys.models.registry import MODELS
 from mlflow_recsys.settings_schema import click_options
@@ -224,40 +225,7 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
     help="your log: the time column (Unix seconds or ISO 8601), or 'none' to ignore one "
     "[default: timestamp, if present]",
 )
-@click.option(
-    "--split-mode",
-    default="user_split",
-    show_default=True,
-    type=click.Choice(["user_split", "leave_one_out", "time_split"]),
-)
-@click.option("--seed", default=42, show_default=True, type=int, help="seed of every random choice of the split")
-@click.option(
-    "--eval-draws", default=1, show_default=True, type=int, help="user_split: fold-in/target draws per held-out user"
-)
-@click.option(
-    "--eval-holdout-frac",
-    "--eval_holdout_frac",
-    "eval_holdout_frac",
-    default=None,
-    callback=_optional_float,
-    help="user_split: share of a held-out user's items scored  [default: 0.2]",
-)
-@click.option(
-    "--test-frac",
-    "--test_frac",
-    "test_frac",
-    default=None,
-    callback=_optional_float,
-    help="user_split: share of users; time_split: share of interactions, by time  [default: 0.2]",
-)
-@click.option(
-    "--val-frac",
-    "--val_frac",
-    "val_frac",
-    default=None,
-    callback=_optional_float,
-    help="as --test-frac, for validation  [default: 0.1]",
-)
+@click_options(SplitConfig, ["split_mode", "seed", "eval_draws", "eval_holdout_frac", "test_frac", "val_frac"])
 @click.option(
     "--min-rating",
     "--min_rating",
@@ -267,13 +235,11 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
     callback=_min_rating,
     help="lowest value kept as a positive; 'none' keeps every row; auto: 4, or none with --value-col none",
 )
-@click.option("--min-user-interactions", default=5, show_default=True, type=int, help="k-core threshold for users")
-@click.option("--min-item-interactions", default=1, show_default=True, type=int, help="k-core threshold for items")
+@click_options(SplitConfig, ["min_user_interactions", "min_item_interactions"])
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
 def split(dataset, user_col, item_col, value_col, timestamp_col, data_dir, **settings):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
-    from mlflow_recsys.data import SplitConfig
     from mlflow_recsys.tracking.training import run_split
 
     given = {

@@ -51,7 +51,10 @@ class Setting:
     choices : tuple of str
         The values of a ``"choice"``.
     low, high : float, optional
-        The range: inclusive bounds of an integer; exclusive bounds of a number.
+        The range: inclusive bounds of an integer; exclusive bounds of a number (``low`` inclusive with
+        ``includes_low``).
+    includes_low : bool, default False
+        Whether a number may equal ``low`` (a share that may be 0).
     optional : bool, default False
         Whether ``None`` is a value (written :data:`NONE_WORD`, or left empty, as text).
     longest : int, optional
@@ -67,6 +70,7 @@ class Setting:
     choices: tuple[str, ...] = ()
     low: float | None = None
     high: float | None = None
+    includes_low: bool = False
     optional: bool = False
     longest: int | None = None
     off: str | None = None
@@ -89,6 +93,8 @@ class Setting:
         if self.kind == "integer":
             return validation.integer(value, name, minimum=_whole(self.low), maximum=_whole(self.high))
         if self.kind == "number":
+            if self.includes_low:
+                return validation.number(value, name, at_least=self.low, below=self.high)
             return validation.number(value, name, above=self.low, below=self.high)
         if self.kind == "seed":
             return validation.seed(value, name)
@@ -160,7 +166,8 @@ def check_fields(obj: Any) -> None:
 
 def click_options(cls: type, names: Sequence[str] | None = None) -> Callable:
     """A decorator adding a ``click`` option for each declared field of ``cls`` (or those of ``names``), in
-    order: ``--field-name`` with the field's default, choices and help. The command gets each under its field
+    order: ``--field-name`` (and ``--field_name``, as ``mlflow run -P`` passes it) with the field's default,
+    choices and help. The command gets each under its field
     name, converted (:meth:`Setting.convert`) but not checked: the settings object checks it when the command
     makes one, so a refusal is reported like any other bad input of the command."""
     declared = settings_of(cls)
@@ -178,19 +185,25 @@ def _option(name: str, default: Any, declared: Setting) -> Callable:
     flag = "--" + name.replace("_", "-")
     if declared.kind == "flag":
         return click.option(f"{flag}/{declared.off}", name, default=default, show_default=True, help=declared.help)
+    # `mlflow run -P name=value` passes an undeclared parameter on as --name value, underscores kept.
+    spellings = [flag, *([f"--{name}"] if "_" in name else []), *declared.aliases]
     kind: click.ParamType = click.STRING
     if declared.kind == "choice":
         kind = click.Choice([*declared.choices, *([NONE_WORD] if declared.optional else [])])
     return click.option(
-        flag,
-        *declared.aliases,
+        *spellings,
         name,
         default=None if default is None else declared.text(default),
         show_default=default is not None,
         type=kind,
+        metavar=None if declared.kind == "choice" else _METAVARS[declared.kind],
         callback=lambda ctx, param, text: None if text is None else declared.convert(text),
         help=declared.help,
     )
+
+
+#: How ``--help`` names the value each kind of option takes.
+_METAVARS = {"name": "TEXT", "integer": "INTEGER", "number": "FLOAT", "seed": "INTEGER", "keys": "KEYS"}
 
 
 def mlproject_parameters(cls: type, names: Iterable[str]) -> dict[str, dict[str, Any]]:
