@@ -143,18 +143,14 @@ def test_a_split_with_several_draws_needs_a_draw_column():
     assert len(frame) == 4
 
 
-def test_recsys_evaluator_scores_static_predictions_without_a_model(tmp_path):
+def _evaluated(tmp_path, recommended) -> float:
+    """nDCG@3 of ``recommended`` (one list per SPLIT user) through MLflow's evaluate, without a model."""
     import mlflow
 
     from conftest import sqlite_store
 
     data = pd.DataFrame(
-        {
-            "items": [[10], [50]],
-            "targets": [[20, 40], [30]],
-            "recommended": [[40, 30, 20], [20, 30, 10]],
-            "sample_id": [1, 2],
-        }
+        {"items": [[10], [50]], "targets": [[20, 40], [30]], "recommended": recommended, "sample_id": [1, 2]}
     )
     with sqlite_store(tmp_path), mlflow.start_run():
         result = mlflow.models.evaluate(
@@ -165,8 +161,12 @@ def test_recsys_evaluator_scores_static_predictions_without_a_model(tmp_path):
             evaluators="recsys",
             evaluator_config={"metrics": ["ndcg@3"], "item_ids": ITEMS.tolist()},
         )
+    return result.metrics["ndcg_at_3"]
+
+
+def test_recsys_evaluator_scores_static_predictions_without_a_model(tmp_path):
     expected = np.mean([_dcg([1, 0, 1]) / _dcg([1, 1]), _dcg([0, 1]) / _dcg([1])])
-    assert result.metrics["ndcg_at_3"] == pytest.approx(expected)
+    assert _evaluated(tmp_path, [[40, 30, 20], [20, 30, 10]]) == pytest.approx(expected)
 
 
 def test_a_file_past_the_row_limit_is_refused_naming_it(tmp_path, monkeypatch):
@@ -271,32 +271,16 @@ def test_a_folder_or_a_file_of_another_format_is_refused_in_one_readable_line(tm
 
 def test_the_evaluator_takes_history_items_out_before_the_cutoff_as_the_import_does(tmp_path):
     """A list that leads with the user's own history is scored on the items behind it, by both paths."""
-    import mlflow
-
-    from conftest import sqlite_store
-
     recommended = [[10, 40, 30, 20], [50, 20, 30, 10]]  # each leads with a fold-in item
-    data = pd.DataFrame(
-        {"items": [[10], [50]], "targets": [[20, 40], [30]], "recommended": recommended, "sample_id": [1, 2]}
-    )
-    with sqlite_store(tmp_path), mlflow.start_run():
-        result = mlflow.models.evaluate(
-            data=data,
-            targets="targets",
-            predictions="recommended",
-            model_type="recommender",
-            evaluators="recsys",
-            evaluator_config={"metrics": ["ndcg@3"], "item_ids": ITEMS.tolist()},
-        )
+    evaluated = _evaluated(tmp_path, recommended)
     # behind the history item: user 1 [40, 30, 20] hits at 1 and 3; user 2 [20, 30, 10] hits at 2
-    expected = np.mean([_dcg([1, 0, 1]) / _dcg([1, 1]), _dcg([0, 1]) / _dcg([1])])
-    assert result.metrics["ndcg_at_3"] == pytest.approx(expected)
+    assert evaluated == pytest.approx(np.mean([_dcg([1, 0, 1]) / _dcg([1, 1]), _dcg([0, 1]) / _dcg([1])]))
     lists = pd.DataFrame(
         {"user": [1] * 4 + [2] * 4, "item": [i for row in recommended for i in row], "rank": [1, 2, 3, 4] * 2}
     )
     with pytest.warns(FoldInRankedWarning):
         imported = score_recommendations(read_recommendations(lists), SPLIT, metrics=["ndcg@3"])
-    assert imported.result.metrics["ndcg@3"] == pytest.approx(result.metrics["ndcg_at_3"])
+    assert imported.result.metrics["ndcg@3"] == pytest.approx(evaluated)
 
 
 def test_a_refusal_shows_the_rows_as_the_input_wrote_them(tmp_path):
