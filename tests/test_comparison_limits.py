@@ -22,7 +22,9 @@ from mlflow_recsys.report.escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, compare_models
 from mlflow_recsys.tracking import RunSelectionError, compare_runs
 from mlflow_recsys.tracking import runs as runs_module
-from mlflow_recsys.tracking.comparison import SEED_FIELDS, _note_versions, source_runs_tag
+from mlflow_recsys.tracking._candidates import SEED_FIELDS
+from mlflow_recsys.tracking._comparison_notes import note_versions
+from mlflow_recsys.tracking._comparison_run import source_runs_tag
 from mlflow_recsys.tracking.limits import (
     MAX_KEY_LENGTH,
     MAX_PARAM_LENGTH,
@@ -202,7 +204,7 @@ def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path,
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, names)
     outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", **FAST))
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
-    full = next(_note_versions(outcome.report, outcome.seed_spreads, "ndcg@100"))
+    full = next(note_versions(outcome.report, outcome.seed_spreads, "ndcg@100"))
     assert len(full) > MAX_TAG_LENGTH >= len(note)  # the full note would have been cut by MLflow
     # No model has seeds, so no seed table was logged and the notes point to none.
     assert note.rstrip().endswith("report.md and report.csv.") and "seed_spread" not in note
@@ -367,7 +369,7 @@ def test_notes_drop_the_long_result_sentences_before_the_table():
     for i in range(12):
         results[f"C{i}"] = EvaluationResult.from_per_user({"ndcg@100": rng.random(50)}, targets_fingerprint="x")
     report = compare_models(results, metrics="ndcg@100", reference=reference, n_resamples=199)
-    note = fit_text(_note_versions(report, {}, "ndcg@100"))
+    note = fit_text(note_versions(report, {}, "ndcg@100"))
     rows = [line for line in note.splitlines() if line.startswith("| ndcg@100 |")]
     assert len(note) <= MAX_TAG_LENGTH and len(rows) == 12
     assert all(f"| {escape_markdown(shorten(reference, 80))} |" in row for row in rows)

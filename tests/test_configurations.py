@@ -25,7 +25,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_latex, escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_seed_averaged, seed_spread
 from mlflow_recsys.tracking import RunSelectionError, check_selection, compare_runs
-from mlflow_recsys.tracking.comparison import configuration_names
+from mlflow_recsys.tracking._candidates import configuration_names
 from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
 from mlflow_recsys.tracking.naming import model_label
 

@@ -179,10 +179,10 @@ def _canonical(config: str) -> str:
 
 
 def _name_candidates(groups: list[ModelGroup]) -> None:
-    """Each group's candidate name, as :func:`~mlflow_recsys.tracking.comparison.configuration_names` gives it
+    """Each group's candidate name, as :func:`~mlflow_recsys.tracking._candidates.configuration_names` gives it
     when all of a model's configurations in the split are compared (the plain model name when it has one)."""
     from mlflow_recsys.errors import RunSelectionError
-    from mlflow_recsys.tracking.comparison import configuration_names
+    from mlflow_recsys.tracking._candidates import configuration_names
 
     by_model: dict[str, list[ModelGroup]] = {}
     for group in groups:

@@ -24,7 +24,7 @@ from mlflow_recsys.errors import ArtifactError, RunSelectionError
 from mlflow_recsys.stats.comparison import COLUMNS, ComparisonReport
 from mlflow_recsys.stats.settings import PRIMARY_ANALYSES, ComparisonSettings
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.comparison import REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE
+from mlflow_recsys.tracking._comparison_files import REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE
 from mlflow_recsys.tracking.downloads import download_files
 from mlflow_recsys.tracking.limits import CUT_VALUE
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name

@@ -1,0 +1,387 @@
+"""Which runs a comparison compares and as what: candidates grouped by model, configuration and seed, the
+representative seed of each, and the metric keys every run scored."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+from mlflow.entities import Run
+
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats.comparison import _pairs
+from mlflow_recsys.tracking import tags
+from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
+from mlflow_recsys.tracking.limits import (
+    duplicates,
+    fit_key,
+    shorten,
+)
+from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name, pair_label, pair_metric_prefix
+from mlflow_recsys.tracking.runs import RunSelectionError
+
+
+@dataclass(frozen=True)
+class CandidatePlan:
+    """What the run metadata decided: models, seeds, metrics, pairs and the MLflow metric names."""
+
+    groups: dict[str, dict[str, str]]  # candidate -> seed tag -> run id
+    representative: dict[str, str]  # candidate -> seed tag of the run in the paired report
+    models: list[str]  # candidates in report order: the reference first, then by model and configuration
+    metric_keys: list[str] | None  # None: the per-user artifacts decide (the runs logged no aggregates)
+    pairs: list[tuple[str, str]]  # (baseline, candidate) of the paired report
+    seed_pairs: list[tuple[str, str]]  # pairs that get a seed-spread table
+    reference: str | None
+
+    def with_metrics(self, metric_keys: list[str]) -> CandidatePlan:
+        return dataclasses.replace(self, metric_keys=metric_keys)
+
+    @property
+    def metric_names(self) -> dict[tuple[str, str, str, str], str]:
+        """(baseline, candidate, metric, field) -> MLflow metric name."""
+        return pair_metric_names(self.pairs, self.seed_pairs, self.metric_keys)
+
+    @property
+    def seed_averaged(self) -> bool:
+        """Whether a model has two or more seeds, so a seed-averaged report is made."""
+        return bool(self.seed_pairs)
+
+
+def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alternative) -> CandidatePlan:
+    """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
+    # What was evaluated comes first: runs of two splits are the mistake to name, not their repeated seeds.
+    for label, tag in (
+        ("split (split digest)", tags.SPLIT_DIGEST),
+        ("users and targets (targets fingerprint)", tags.TARGETS_FINGERPRINT),
+    ):
+        values = {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)}
+        if len(set(values.values())) > 1:
+            listing = "; ".join(f"run {rid}: {v[:16]}" for rid, v in values.items())
+            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
+    groups, configured = _group(runs, model_tag)
+    if len(groups) < 2:
+        raise RunSelectionError(f"runs: expected at least two models to compare, found only {list(groups)}")
+    if reference in configured:
+        raise RunSelectionError(
+            f"reference: {reference} is {len(configured[reference])} candidates here, one per configuration, "
+            f"so name one of {configured[reference]}",
+            hint=f"e.g. --reference {shlex.quote(configured[reference][0])}",
+        )
+    if reference is not None and reference not in groups:
+        raise RunSelectionError(f"reference: expected one of the compared models {list(groups)}, found {reference!r}")
+    representative = {m: _representative_seed(m, seeds, seed) for m, seeds in groups.items()}
+    if seed is not None and not any(seed in seeds for seeds in groups.values()):
+        raise RunSelectionError(
+            f"seed: expected a seed of a seeded model, found {seed!r}; seeds: "
+            + "; ".join(f"{m}: {sorted(s, key=tags.seed_order)}" for m, s in groups.items())
+        )
+    metric_keys = _metadata_metric_keys(runs, metrics, primary)
+    models = list(groups)
+    if reference is not None:
+        models = [reference] + [m for m in models if m != reference]
+    pairs = _pairs(models, reference, alternative)
+    seed_pairs = [(b, c) for b, c in pairs if len(groups[b]) > 1 or len(groups[c]) > 1]
+    # Names collide or not whatever the metrics are, so the check runs now even when only the artifacts
+    # will tell which metrics the runs share.
+    pair_metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"])
+    return CandidatePlan(
+        groups=groups,
+        representative=representative,
+        models=models,
+        metric_keys=metric_keys,
+        pairs=pairs,
+        seed_pairs=seed_pairs,
+        reference=reference,
+    )
+
+
+def check_paired_seeds(plan: CandidatePlan) -> None:
+    """With ``paired_seeds``, two seeded models must have the same seeds, or there is no pairing to make."""
+    for base, cand in plan.seed_pairs:
+        seeds = [set(plan.groups[m]) for m in (base, cand)]
+        if min(map(len, seeds)) > 1 and seeds[0] != seeds[1]:
+            order = tags.seed_order
+            raise RunSelectionError(
+                f"paired_seeds: expected {cand} and {base} to have the same seeds to pair them, found "
+                f"{base}: {sorted(seeds[0], key=order)} and {cand}: {sorted(seeds[1], key=order)}; select runs "
+                "with matching seeds, or compare without --paired-seeds (independent seeds)"
+            )
+
+
+def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None:
+    """The metric keys to compare, as far as the runs' logged aggregate metrics tell; None if they cannot.
+
+    A run that logged no aggregate metric (one made by other tools around the per-user artifacts) is left
+    to the artifact check.
+    """
+    logged = {rid: keys for rid, keys in _logged_metric_keys(runs).items() if keys}
+    if metrics:
+        missing = {rid: [m for m in metrics if m not in keys] for rid, keys in logged.items()}
+        missing = {rid: m for rid, m in missing.items() if m}
+        if missing:
+            listing = "; ".join(f"run {rid} lacks {m}" for rid, m in missing.items())
+            available = sorted(set.intersection(*(set(keys) for keys in logged.values())))
+            raise RunSelectionError(f"metrics: not evaluated by every run ({listing}); available: {available}")
+        return list(metrics)
+    if len(logged) < len(runs):
+        return None
+    common = [k for k in next(iter(logged.values())) if all(k in keys for keys in logged.values())]
+    if not common:
+        raise RunSelectionError("metrics: the runs share no evaluated metric key")
+    if primary is not None and primary not in common:
+        raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
+    return common
+
+
+def _logged_metric_keys(runs: list[Run]) -> dict[str, list[str]]:
+    """Run id -> the metric keys whose aggregate it logged (``ndcg_at_100`` -> ``ndcg@100``), known keys only."""
+    return {r.info.run_id: logged_metric_keys(r.data.metrics) for r in runs}
+
+
+def verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtifacts]) -> None:
+    def check(label: str, values: dict[str, object]) -> None:
+        if len(set(map(str, values.values()))) > 1:
+            listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
+            hint = (
+                " (a run evaluated with mlflow.models.evaluate needs split_digest, sample_id and n_items in its "
+                "evaluator_config and data)"
+                if any(v is None for v in values.values())
+                else ""
+            )
+            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}{hint}")
+
+    check("split (split digest)", {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
+    check(
+        "users and targets (targets fingerprint)",
+        {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs},
+    )
+    first = runs[0].info.run_id
+    ids = artifacts[first].result.sample_ids
+    for r in runs[1:]:
+        other = artifacts[r.info.run_id].result.sample_ids
+        if len(other) != len(ids) or not (other == ids).all():
+            raise RunSelectionError(f"runs {first} and {r.info.run_id} hold different sample ids")
+
+
+def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
+    """Candidate -> seed tag -> run id, from the runs' tags; and model -> its candidates, where it has several.
+
+    A candidate is one model (the ``model_tag`` tag) in one configuration (the ``recsys.config`` tag): runs
+    that share both are the seeds of one candidate. A model whose selected runs hold a single configuration
+    is one candidate under its plain name; one with several becomes a candidate per configuration, named by
+    :func:`configuration_names`. Candidates come in order of model, then of the values that set them apart
+    (``EASE(l2=50)`` before ``EASE(l2=500)``).
+
+    Raises
+    ------
+    RunSelectionError
+        If a run has no model tag or a malformed ``recsys.config`` tag, if two runs share model,
+        configuration and seed, or if a configuration's name is another model's name.
+    """
+    configs: dict[str, dict[str, dict]] = {}  # model -> canonical JSON -> configuration
+    members = []
+    for r in runs:
+        model = r.data.tags.get(model_tag)
+        if not model:
+            raise RunSelectionError(f"run {r.info.run_id}: expected a {model_tag!r} tag naming its model, found none")
+        config = _config(r)
+        key = json.dumps(config, sort_keys=True)
+        configs.setdefault(model, {})[key] = config
+        members.append((r.info.run_id, model, key, r.data.tags.get(tags.SEED, tags.NO_SEED)))
+    names: dict[tuple[str, str], str] = {}
+    order: dict[tuple[str, str], tuple] = {}
+    for model, by_key in configs.items():
+        for key, (name, rank) in configuration_names(model, by_key).items():
+            names[model, key], order[model, key] = name, (model, rank)
+    owner: dict[str, str] = {}
+    for (model, _key), name in names.items():
+        if name in owner:  # one model's names are distinct, so this is a model named like another's configuration
+            raise RunSelectionError(
+                f"model names: runs of {owner[name]} and of {model} would both be the candidate {name!r}",
+                hint=f"rename a model (its {model_tag} tag) so that the names stay apart",
+            )
+        owner[name] = model
+    groups: dict[str, dict[str, str]] = {}
+    for run_id, model, key, seed in sorted(members, key=lambda m: order[m[1], m[2]]):
+        name = names[model, key]
+        seeds = groups.setdefault(name, {})
+        if seed in seeds:
+            same = "" if name != model else f" and the same configuration {shorten(key, 200)}"
+            raise RunSelectionError(
+                f"runs {seeds[seed]} and {run_id} are both {name} with seed {seed}{same}, so they are the same "
+                "candidate twice",
+                hint="select one: by run ids, by narrowing the filter (a study's runs: "
+                "tags.mlflow.parentRunId = '<the study run id>'), or by deleting a run logged twice (the same "
+                "lists imported again)",
+            )
+        seeds[seed] = run_id
+    several: dict[str, list[str]] = {}
+    for (model, _), name in names.items():
+        if name != model:
+            several.setdefault(model, []).append(name)
+    return groups, {m: [n for n in groups if n in ns] for m, ns in sorted(several.items())}
+
+
+#: Widest text of one hyper-parameter value in a candidate's name; longer values are cut, with a hash.
+CONFIG_VALUE_WIDTH = 40
+_BARE_TEXT = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+_UNSET = object()
+
+
+def configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple[str, tuple]]:
+    """Canonical JSON of each configuration of ``model`` -> (candidate name, sort key).
+
+    One configuration keeps the plain model name. Several are named ``Model(k1=v1, k2=v2)`` by the
+    hyper-parameters that differ among them, in key order, with short values (``50`` for ``50.0``, strings
+    bare); if two short names coincide (``50`` and ``"50"``) every value is written as exact JSON instead.
+    A key some configurations lack reads ``unset`` in theirs.
+    """
+    if len(configs) == 1:
+        return {key: (model, ()) for key in configs}
+    keys = sorted(set().union(*configs.values()))
+    differing = [
+        k for k in keys if len({json.dumps(c[k], sort_keys=True) if k in c else None for c in configs.values()}) > 1
+    ]
+    ranks = {key: tuple(_value_rank(c.get(k, _UNSET)) for k in differing) for key, c in configs.items()}
+    for text in (_short_value, _exact_value):
+        names = {
+            key: f"{model}({', '.join(f'{k}={text(c.get(k, _UNSET))}' for k in differing)})"
+            for key, c in configs.items()
+        }
+        if len(set(names.values())) == len(names):
+            return {key: (name, ranks[key]) for key, name in names.items()}
+    raise RunSelectionError(  # only two values alike in their first characters and their 24-bit hash
+        f"model names: configurations of {model} cannot be told apart by name: {sorted(configs)}",
+        hint="rename one configuration's model (its model tag)",
+    )
+
+
+def _short_value(value) -> str:
+    """A hyper-parameter value as a candidate name shows it: ``50``, ``0.001``, ``true``, ``adam``, ``[64, 32]``."""
+    if value is _UNSET:
+        return "unset"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        text = str(int(value))
+    elif isinstance(value, float):
+        text = repr(value)
+    elif isinstance(value, str) and _BARE_TEXT.match(value):
+        text = value
+    else:
+        text = json.dumps(value, sort_keys=True)
+    return shorten(text, CONFIG_VALUE_WIDTH)
+
+
+def _exact_value(value) -> str:
+    """A hyper-parameter value as exact JSON (``50.0``, ``"50"``), for names the short form cannot keep apart."""
+    return "unset" if value is _UNSET else shorten(json.dumps(value, sort_keys=True), CONFIG_VALUE_WIDTH)
+
+
+def _value_rank(value) -> tuple:
+    """Sort key of a hyper-parameter value: numbers by value, then other values by their JSON, then unset."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        return (0, value, "")
+    if value is _UNSET:
+        return (2, 0, "")
+    return (1, 0, json.dumps(value, sort_keys=True))
+
+
+def _config(run: Run) -> dict:
+    """The run's hyper-parameters from its ``recsys.config`` tag (a JSON object; absent means none)."""
+    text = run.data.tags.get(tags.CONFIG, "{}")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError:
+        config = None
+    if not isinstance(config, dict):
+        raise RunSelectionError(
+            f"run {run.info.run_id}: expected its {tags.CONFIG!r} tag to hold a JSON object of hyper-parameters, "
+            f"found {shorten(text, 80)!r}; fix or delete the tag"
+        )
+    return config
+
+
+def _representative_seed(model: str, seeds: dict, wanted: str | None) -> str:
+    if len(seeds) == 1 or wanted is None:
+        return sorted(seeds, key=tags.seed_order)[0]
+    if wanted not in seeds:
+        raise RunSelectionError(
+            f"seed: expected one of {model}'s seeds {sorted(seeds, key=tags.seed_order)}, found {wanted!r}"
+        )
+    return wanted
+
+
+def seed_side(seeds: dict[str, tuple[str, EvaluationResult]]):
+    if len(seeds) == 1:
+        return next(iter(seeds.values()))[1]
+    return {int(s) if s.lstrip("-").isdigit() else s: res for s, (_, res) in seeds.items()}
+
+
+def artifact_metric_keys(metric_keys: list[str] | None, primary, artifacts: dict[str, EvaluationArtifacts]):
+    """The metric keys every per-user file holds: ``metric_keys`` checked, or the common keys if None."""
+    # Every loaded result was read from its per_user.parquet, so it holds per-user values.
+    columns = {run_id: list(art.result.per_user or ()) for run_id, art in artifacts.items()}
+    if metric_keys is None:
+        per_user = list(columns.values())
+        common = [k for k in per_user[0] if all(k in keys for keys in per_user)]
+        if not common:
+            raise RunSelectionError("metrics: the runs' per-user files share no metric key")
+        if primary is not None and primary not in common:
+            raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
+        return common
+    for run_id, keys in columns.items():
+        missing = [m for m in metric_keys if m not in keys]
+        if missing:
+            raise RunSelectionError(
+                f"run {run_id}: its per_user.parquet has no column for {missing}; it holds {sorted(keys)}"
+            )
+    return metric_keys
+
+
+#: Report columns logged as metrics of the comparison run, and seed-table columns logged under ``.seeds``.
+REPORT_FIELDS = ("difference", "relative_difference", "ci_low", "ci_high", "p_value", "adjusted_p_value")
+SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals")
+
+
+def pair_metric_names(pairs, seed_pairs, metric_keys) -> dict[tuple[str, str, str, str], str]:
+    """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
+
+    ``<candidate>.vs.<baseline>.<metric>.<field>``, with or without a reference; the seed-averaged report's
+    under ``<candidate>.vs.<baseline>.<metric>.seed_averaged.<field>`` and seed-table columns under
+    ``<candidate>.vs.<baseline>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not
+    empty). Names go through :func:`~mlflow_recsys.tracking.naming.pair_metric_prefix`, which no two pairs share,
+    and long names through :func:`~mlflow_recsys.tracking.limits.fit_key`.
+
+    Raises
+    ------
+    RunSelectionError
+        If two hypotheses would still share a name: two long names whose 40-bit hashes collide, or two model
+        names whose labels' hashes do.
+    """
+    names = {}
+    for base, cand in pairs:
+        who = pair_metric_prefix(base, cand)
+        for metric in metric_keys:
+            for field in REPORT_FIELDS:
+                names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
+                if seed_pairs:
+                    names[(base, cand, metric, f"seed_averaged.{field}")] = fit_key(
+                        f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}"
+                    )
+    for base, cand in seed_pairs:
+        who = pair_metric_prefix(base, cand)
+        for metric in metric_keys:
+            for field in SEED_FIELDS:
+                names[(base, cand, metric, f"seeds.{field}")] = fit_key(
+                    f"{who}.{mlflow_metric_name(metric)}.seeds.{field}"
+                )
+    clashes = duplicates(list(names.values()))
+    if clashes:
+        owners = sorted({pair_label(b, c) for (b, c, _, _), n in names.items() if n in clashes})
+        raise RunSelectionError(
+            f"model names: the comparisons {owners} would share the MLflow metric name {clashes[0]!r}; "
+            "rename a model (its recsys.model tag) so that the names stay apart"
+        )
+    return names
