@@ -149,20 +149,22 @@ def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]
             _distinct_columns(path, names)
             if handle.metadata.num_rows > MAX_ROWS:
                 raise ValueError(_too_many(path, handle.metadata.num_rows))
-            batches = handle.iter_batches(batch_size=1 << 20, columns=[c for c in dict.fromkeys(wanted) if c in names])
+            keep = [c for c in dict.fromkeys(wanted) if c in names]
+            batches = (b for b in handle.iter_batches(batch_size=1 << 20, columns=keep))
         else:
             text = {c: pa.string() for c in ids}
             options = pv.ConvertOptions(strings_can_be_null=False, column_types=text)
             reader = pv.open_csv(path, convert_options=options)
             names = reader.schema.names
             _distinct_columns(path, names)
-            batches = reader
+            keep = [c for c in dict.fromkeys(wanted) if c in names]
+            batches = (b.select(keep) for b in reader)
         kept, n = [], 0
         for batch in batches:
             n += batch.num_rows
             if n > MAX_ROWS:
                 raise ValueError(_too_many(path, None))
-            kept.append(batch.select([c for c in dict.fromkeys(wanted) if c in names]))
+            kept.append(batch)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
         first = _readable(exc)
         raise ValueError(f"{path}: expected a readable {kind} file ({first})") from None
@@ -213,9 +215,8 @@ def _from_trec(path: Path) -> Recommendations:
     frame = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=names)
     frame = frame.rename(columns={"qid": "user", "docid": "item"})
     checked = _from_frame(frame, str(path), "trec", "user", "item", None, "score")
-    _integer_ranks(frame, str(path), "rank", least=None)  # trec_eval reads any integer; it only breaks ties
+    ranks = _integer_ranks(frame, str(path), "rank", least=None)  # trec_eval reads any integer; it only breaks ties
     # trec_eval's order: score descending; here the rank field breaks ties.
-    ranks = pd.to_numeric(frame["rank"]).to_numpy()
     order = checked.frame.assign(_r=ranks).sort_values(["user", "order", "_r"], kind="mergesort")
     order["order"] = order.groupby("user", sort=False).cumcount().astype(np.float64)
     return Recommendations(order.drop(columns="_r"), str(path), "trec", "rank")
@@ -281,25 +282,25 @@ def _finite_scores(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
 def _as_kind(values: pd.Series, kind: str, recs: Recommendations, column: str) -> np.ndarray:
     """Ids as the split holds them: int64 for an integer split (text ids such as TREC's ``"12"`` converted),
     else str."""
-    where = recs.source
     import pyarrow as pa
     import pyarrow.compute as pc
 
     series = values.reset_index(drop=True)
     if pd.api.types.is_integer_dtype(series):
         return series.to_numpy(dtype=np.int64)
-    empty = series.isna().to_numpy()
-    if not empty.any() and (pd.api.types.is_string_dtype(series) or series.dtype == object):
-        empty = (series.astype("string[pyarrow]").str.strip() == "").to_numpy(dtype=bool)
+    text = series.astype("string[pyarrow]")  # Arrow strings: no Python object per row
+    empty = (text.isna() | (text.str.strip() == "")).to_numpy(dtype=bool)
     if empty.any():
-        raise _fail(where, column, f"expected an id on every row, found {int(empty.sum()):,} empty", recs.rows(empty))
+        raise _fail(
+            recs.source, column, f"expected an id on every row, found {int(empty.sum()):,} empty", recs.rows(empty)
+        )
     if kind == "string":
         return series.to_numpy().astype(str)
-    try:  # Arrow parses text ids without a Python object per row
-        return pc.cast(pa.array(series.astype("string[pyarrow]")), pa.int64()).to_numpy()
+    try:
+        return pc.cast(pa.array(text), pa.int64()).to_numpy()
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        good = series.astype(str).str.fullmatch(r"-?[0-9]{1,18}").to_numpy()
-    raise _fail(where, column, "expected integer ids like the split's, found other values", recs.rows(~good))
+        good = text.str.fullmatch(r"-?[0-9]{1,18}").to_numpy(dtype=bool)
+    raise _fail(recs.source, column, "expected integer ids like the split's, found other values", recs.rows(~good))
 
 
 def score_recommendations(
