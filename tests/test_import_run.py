@@ -78,6 +78,7 @@ def test_compare_runs_accepts_an_imported_run_beside_a_trained_one(store):
         ({"seed": "abc"}, r"seed: expected an integer >= 0, found 'abc'"),
         ({"seed": " 4 "}, r"seed: expected an integer >= 0, found ' 4 '"),
         ({"seed": 1.5}, r"seed: expected an integer >= 0, found 1.5"),
+        ({"seed": "\u00b2"}, r"seed: expected an integer >= 0, found '\u00b2'"),  # a digit to str.isdigit
         ({"seed": True}, r"seed: expected an integer >= 0, found True"),
         ({"model": "a\nb"}, r"model: expected a non-empty name without control"),
         ({"model": "M" * 6001}, r"model: expected .*of at most 6,000 characters"),

@@ -69,7 +69,9 @@ def log_recommendations(
     check_step_run()
     model = validation.line(model, "model", longest=MAX_PARAM_LENGTH)  # logged whole as a param and a tag
     if seed is not None:  # the seed groups runs into a model's seeds: 7 and "007" must be one seed
-        seed = validation.seed(int(seed) if isinstance(seed, str) and seed.isdigit() else seed, "seed")
+        seed = validation.seed(
+            int(seed) if isinstance(seed, str) and seed.isascii() and seed.isdigit() else seed, "seed"
+        )
     user_params = _params_iv(params)
     metric_objs = parse_metric_keys(list(DEFAULT_METRICS) if metrics is None else metrics)
     keys = [k for m in metric_objs for k in m.keys]
