@@ -128,7 +128,7 @@ def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
 
     stated = {}
     for option in train.params:
-        found = re.match(r"(\w+): .*\[default: ([^\]]+)\]", option.help or "")
+        found = re.search(r"\((\w+), default ([^)]+)\)$", option.help or "")
         if found:
             stated[option.name] = (found.group(1), found.group(2))
     assert len(stated) == 8  # l2, seed and ELSA's six others but patience
@@ -154,7 +154,7 @@ def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
         (("EASE", {}, ("ndcg@x",)), "metrics: "),
         (("EASE", {}, ()), "metrics: "),
         (("EASE", {}, 3), "metrics: "),
-        (("EASE", {}, ("ndcg@10", "ndcg@10")), "metrics: expected distinct keys, found ['ndcg@10'] more than once"),
+        (("EASE", {}, ("ndcg@10", "ndcg@10")), "metrics: expected distinct keys, found duplicates"),
     ],
 )
 def test_each_train_setting_is_refused_with_its_name(args, message):
@@ -222,9 +222,9 @@ def test_a_step_refuses_a_config_of_the_wrong_kind_before_any_run(tmp_path, step
         (lambda: ComparisonSettings(random_state=10**23), "random_state: expected an integer <= 9,223,"),
         (lambda: TrainConfig("Popularity", metrics=["ndcg@1000000000"]), "k: expected an integer in [1, 10,000]"),
         (lambda: SplitConfig(eval_draws=10**9), "eval_draws: expected an integer in [1, 100], found 1000000000"),
-        (lambda: TrainConfig("EASE", metrics=None), "metrics: expected a metric key or a sequence of keys, found None"),
-        (lambda: TrainConfig("EASE", metrics=b"ndcg@10"), "metrics: expected a metric key or a sequence of keys"),
-        (lambda: TrainConfig("EASE", metrics={"ndcg@10", "recall@20"}), "metrics: expected a metric key or a seq"),
+        (lambda: TrainConfig("EASE", metrics=None), "metrics: expected a metric key or a list of keys, found NoneType"),
+        (lambda: TrainConfig("EASE", metrics=b"ndcg@10"), "metrics: expected a metric key or a list"),
+        (lambda: TrainConfig("EASE", metrics={"ndcg@10", "recall@20"}), "metrics: expected a metric key or a list"),
         (
             lambda: ComparisonSettings(metrics={"ndcg@10"}),
             "metrics: expected a metric key or a list of keys (in order)",
@@ -367,7 +367,7 @@ def test_an_empty_option_is_an_option_left_out_and_huge_values_are_refused_befor
     assert res.exit_code == 1 and "latent_dim: expected an integer in [1, 65,536]" in res.output, res.output
     assert len(client.search_runs([small_store["experiment_id"]])) == before
     res = CliRunner().invoke(cli, ["train", "--checkpoint", checkpoint, "--model", "EASE", "--l2", "1e400"])
-    assert res.exit_code == 2 and "expected a finite number or nothing, found '1e400'" in res.output, res.output
+    assert res.exit_code == 1 and "l2: expected a number in [1e-06, 1e+12], found '1e400'" in res.output, res.output
     # `--device ''` and `--l2 ''` are the options left out: EASE, which takes no device, trains with l2=500.
     ids = []
     for model in ("EASE", "Popularity"):

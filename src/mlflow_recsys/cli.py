@@ -20,7 +20,7 @@ import click
 from mlflow_recsys.data.split_config import SplitConfig
 from mlflow_recsys.errors import Terminated, failure_text, raise_terminated
 from mlflow_recsys.models.registry import MODELS
-from mlflow_recsys.settings_schema import click_options
+from mlflow_recsys.settings_schema import Setting, click_options, option, settings_of
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking import tags
 
@@ -169,17 +169,6 @@ def _optional_float(ctx, param, value):
     return number
 
 
-def _optional_int(ctx, param, value):
-    """Integer options that may be left unset, also as ``''`` (``-P latent_dim=`` of ``mlflow run``)."""
-    value = _none_if_empty(value)
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise click.BadParameter(f"expected an integer or nothing, found {value!r}") from None
-
-
 def _min_rating(ctx, param, value):
     """``auto`` (the default, also for ''): 4 for a log with ratings, none for implicit feedback (``--value-col
     none``); ``none`` keeps every row."""
@@ -269,31 +258,26 @@ def split(dataset, user_col, item_col, value_col, timestamp_col, data_dir, **set
     )
 
 
+def _hyperparameter_options(func):
+    """An option for each hyper-parameter some model's ``train`` step takes, from its config class's declaration.
+    None means "not given": the model's own default applies and nothing is logged for it."""
+    declared: dict[str, tuple[Setting, list[str]]] = {}
+    for spec in MODELS.values():
+        fields = settings_of(spec.config_class) if spec.config_class else {}
+        for name in spec.hyperparameters:
+            default, setting = fields[name]
+            default = spec.train_defaults.get(name, default)
+            said = "" if default is None else f", default {setting.text(default)}"
+            declared.setdefault(name, (setting, []))[1].append(f"{spec.name}{said}")
+    for name, (setting, uses) in reversed(declared.items()):
+        func = option(name, None, setting, help=f"{setting.help} ({'; '.join(uses)})")(func)
+    return func
+
+
 @cli.command()
 @click.option("--checkpoint", required=True, help="checkpoint zip path or artifact URI (runs:/<id>/checkpoint.zip)")
 @click.option("--model", required=True, type=click.Choice(list(MODELS)))
-# Each hyper-parameter also answers to its underscore spelling: `mlflow run -e train -P latent_dim=64` passes it
-# on as --latent_dim 64. None means "not given": the model's own default applies and nothing is logged for it.
-@click.option("--seed", default=None, callback=_optional_int, help="ELSA: training seed [default: 0]")
-@click.option("--l2", default=None, callback=_optional_float, help="EASE: L2 regularisation [default: 500]")
-@click.option(
-    "--latent-dim", "--latent_dim", default=None, callback=_optional_int, help="ELSA: latent dimension [default: 24]"
-)
-@click.option(
-    "--batch-size", "--batch_size", default=None, callback=_optional_int, help="ELSA: users per batch [default: 64]"
-)
-@click.option("--epochs", default=None, callback=_optional_int, help="ELSA: training epochs [default: 20]")
-@click.option("--lr", default=None, callback=_optional_float, help="ELSA: learning rate [default: 0.01]")
-@click.option(
-    "--weight-decay", "--weight_decay", default=None, callback=_optional_float, help="ELSA: weight decay [default: 0]"
-)
-@click.option("--device", default=None, help="ELSA: torch device [default: cpu]")
-@click.option(
-    "--patience",
-    default=None,
-    callback=_optional_int,
-    help="ELSA: stop after this many epochs without a better validation nDCG@100; keep the best",
-)
+@_hyperparameter_options
 @click.option("--metrics", default=None, help=METRICS_HELP + " (default: the standard set)")
 @_friendly_errors
 def train(checkpoint, model, metrics, **hyperparameters):

@@ -11,6 +11,7 @@ field, plus the code that uses it.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +27,7 @@ __all__ = [
     "click_options",
     "describe",
     "mlproject_parameters",
+    "option",
     "setting",
     "settings_of",
 ]
@@ -51,10 +53,10 @@ class Setting:
     choices : tuple of str
         The values of a ``"choice"``.
     low, high : float, optional
-        The range: inclusive bounds of an integer; exclusive bounds of a number (``low`` inclusive with
-        ``includes_low``).
-    includes_low : bool, default False
-        Whether a number may equal ``low`` (a share that may be 0).
+        The range: inclusive bounds of an integer; exclusive bounds of a number (inclusive with
+        ``includes_low`` or ``includes_high``).
+    includes_low, includes_high : bool, default False
+        Whether a number may equal ``low`` (a share that may be 0) or ``high`` (a largest learning rate).
     optional : bool, default False
         Whether ``None`` is a value (written :data:`NONE_WORD`, or left empty, as text).
     longest : int, optional
@@ -71,6 +73,7 @@ class Setting:
     low: float | None = None
     high: float | None = None
     includes_low: bool = False
+    includes_high: bool = False
     optional: bool = False
     longest: int | None = None
     off: str | None = None
@@ -93,9 +96,9 @@ class Setting:
         if self.kind == "integer":
             return validation.integer(value, name, minimum=_whole(self.low), maximum=_whole(self.high))
         if self.kind == "number":
-            if self.includes_low:
-                return validation.number(value, name, at_least=self.low, below=self.high)
-            return validation.number(value, name, above=self.low, below=self.high)
+            low = {"at_least" if self.includes_low else "above": self.low}
+            high = {"at_most" if self.includes_high else "below": self.high}
+            return validation.number(value, name, **low, **high)
         if self.kind == "seed":
             return validation.seed(value, name)
         if self.kind == "flag":
@@ -114,7 +117,7 @@ class Setting:
         converters: dict[str, Callable[[str], Any]] = {
             "integer": int,
             "seed": int,
-            "number": float,
+            "number": _finite,
             "flag": lambda t: {"true": True, "false": False}[t.lower()],
             "keys": lambda t: [key.strip() for key in t.split(",") if key.strip()],
         }
@@ -175,16 +178,19 @@ def click_options(cls: type, names: Sequence[str] | None = None) -> Callable:
 
     def decorate(func: Callable) -> Callable:
         for name in reversed(chosen):
-            func = _option(name, *declared[name])(func)
+            func = option(name, *declared[name])(func)
         return func
 
     return decorate
 
 
-def _option(name: str, default: Any, declared: Setting) -> Callable:
+def option(name: str, default: Any, declared: Setting, help: str | None = None) -> Callable:
+    """The ``click`` option of one declared setting (see :func:`click_options`): ``default`` None leaves it
+    "not given" (None reaches the command); ``help`` replaces the declared help text."""
+    help = declared.help if help is None else help
     flag = "--" + name.replace("_", "-")
     if declared.kind == "flag":
-        return click.option(f"{flag}/{declared.off}", name, default=default, show_default=True, help=declared.help)
+        return click.option(f"{flag}/{declared.off}", name, default=default, show_default=True, help=help)
     # `mlflow run -P name=value` passes an undeclared parameter on as --name value, underscores kept.
     spellings = [flag, *([f"--{name}"] if "_" in name else []), *declared.aliases]
     kind: click.ParamType = click.STRING
@@ -198,7 +204,7 @@ def _option(name: str, default: Any, declared: Setting) -> Callable:
         type=kind,
         metavar=None if declared.kind == "choice" else _METAVARS[declared.kind],
         callback=lambda ctx, param, text: None if text is None else declared.convert(text),
-        help=declared.help,
+        help=help,
     )
 
 
@@ -222,6 +228,14 @@ def mlproject_parameters(cls: type, names: Iterable[str]) -> dict[str, dict[str,
 def describe(cls: type) -> list[tuple[str, str, str]]:
     """(name, default as text, help) of each declared field of ``cls``: the rows of a settings table."""
     return [(name, s.text(default), s.help) for name, (default, s) in settings_of(cls).items()]
+
+
+def _finite(text: str) -> float:
+    # "1e400" reads as inf: kept as text, it is refused as it was typed
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(text)
+    return number
 
 
 def _whole(bound: float | None) -> int | None:

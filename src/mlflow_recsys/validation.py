@@ -179,7 +179,8 @@ def metric_keys(metrics: str | Sequence[str], name: str = "metrics") -> list[str
     """
     if isinstance(metrics, str):
         metrics = [metrics]
-    if isinstance(metrics, (Set, Mapping)):  # no order: the report's rows, and the logged param, would vary by process
+    # No order: the report's rows, and the logged param, would vary by process (and bytes hold no keys).
+    if isinstance(metrics, (bytes, Set, Mapping)):
         raise ValueError(
             f"{name}: expected a metric key or a list of keys (in order), found a {type(metrics).__name__}"
         )

@@ -13,9 +13,9 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from mlflow_recsys import validation
 from mlflow_recsys.models._checks import as_interactions
 from mlflow_recsys.models.base import Recommender
+from mlflow_recsys.settings_schema import check_fields, setting
 
 _DTYPES = ("float32", "float64")
 # Rows of the Gram matrix built per sparse product; bounds the temporary sparse
@@ -29,7 +29,7 @@ MIN_L2, MAX_L2 = 1e-6, 1e12
 
 @dataclass(frozen=True)
 class EASEConfig:
-    """Hyper-parameters of :class:`EASE`.
+    """Hyper-parameters of :class:`EASE`, each declared once (:func:`~mlflow_recsys.settings_schema.setting`).
 
     Attributes
     ----------
@@ -47,12 +47,13 @@ class EASEConfig:
         If a field is out of range.
     """
 
-    l2: float = 500.0
-    dtype: str = "float32"
+    l2: float = setting(
+        500.0, "L2 regularisation", "number", low=MIN_L2, high=MAX_L2, includes_low=True, includes_high=True
+    )
+    dtype: str = setting("float32", "floating type of the Gram matrix and weights", "choice", choices=_DTYPES)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "l2", validation.number(self.l2, "l2", at_least=MIN_L2, at_most=MAX_L2))
-        validation.one_of(self.dtype, "dtype", tuple(_DTYPES))
+        check_fields(self)
 
 
 def gram_matrix(x: sp.csr_matrix, dtype: np.dtype) -> np.ndarray:

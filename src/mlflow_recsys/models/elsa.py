@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from mlflow_recsys import validation
 from mlflow_recsys.models._checks import as_interactions
 from mlflow_recsys.models.base import Recommender
+from mlflow_recsys.settings_schema import check_fields, setting
 
 if TYPE_CHECKING:
     import torch
@@ -85,32 +85,32 @@ class ELSAConfig:
         If a field is out of range or ``device`` is not a torch device string.
     """
 
-    latent_dim: int = 256
-    batch_size: int = 1024
-    epochs: int = 10
-    lr: float = 0.01
-    weight_decay: float = 0.0
-    optimizer: str = "nadam"
-    device: str = "cpu"
-    seed: int = 0
-    patience: int | None = None
+    latent_dim: int = setting(256, "latent dimension", "integer", low=1, high=MAX_LATENT_DIM)
+    batch_size: int = setting(1024, "users per batch", "integer", low=1, high=MAX_BATCH_SIZE)
+    epochs: int = setting(10, "training epochs", "integer", low=1, high=MAX_EPOCHS)
+    lr: float = setting(0.01, "learning rate", "number", low=0, high=MAX_LR, includes_high=True)
+    weight_decay: float = setting(
+        0.0, "weight decay", "number", low=0, high=MAX_WEIGHT_DECAY, includes_low=True, includes_high=True
+    )
+    optimizer: str = setting("nadam", "optimiser", "choice", choices=tuple(sorted(OPTIMIZERS)))
+    device: str = setting("cpu", "torch device", "name")
+    seed: int = setting(0, "training seed", "seed")
+    patience: int | None = setting(
+        None,
+        "stop after this many epochs without a better validation nDCG@100; keep the best",
+        "integer",
+        low=1,
+        high=MAX_EPOCHS,
+        optional=True,
+    )
 
     def __post_init__(self) -> None:
-        for name, most in (("latent_dim", MAX_LATENT_DIM), ("batch_size", MAX_BATCH_SIZE), ("epochs", MAX_EPOCHS)):
-            object.__setattr__(self, name, validation.integer(getattr(self, name), name, minimum=1, maximum=most))
-        object.__setattr__(self, "lr", validation.number(self.lr, "lr", above=0, at_most=MAX_LR))
-        decay = validation.number(self.weight_decay, "weight_decay", at_least=0, at_most=MAX_WEIGHT_DECAY)
-        object.__setattr__(self, "weight_decay", decay)
         if not isinstance(self.device, str):
             raise ValueError(f"device: expected a torch device string such as 'cpu' or 'cuda', found {self.device!r}")
+        check_fields(self)
         # The default needs no check, so building or loading a CPU model does not import torch.
         if self.device != "cpu":
             check_device(self.device)
-        validation.one_of(self.optimizer, "optimizer", sorted(OPTIMIZERS))
-        if self.patience is not None:
-            patience = validation.integer(self.patience, "patience", minimum=1, maximum=MAX_EPOCHS)
-            object.__setattr__(self, "patience", patience)
-        object.__setattr__(self, "seed", validation.seed(self.seed, "seed"))
 
 
 def check_device_form(device: str) -> None:

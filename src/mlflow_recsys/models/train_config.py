@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -12,6 +12,7 @@ from mlflow_recsys import validation
 from mlflow_recsys.metrics import RankingMetric, parse_metric_keys
 from mlflow_recsys.models.base import Recommender
 from mlflow_recsys.models.registry import ModelSpec, model_spec
+from mlflow_recsys.settings_schema import check_fields, setting
 
 #: Metric keys the ``train`` step evaluates by default: the comparing guide's four and the rest of the family.
 DEFAULT_METRICS = (
@@ -57,7 +58,7 @@ class TrainConfig:
 
     model: str
     hyperparameters: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    metrics: tuple[str, ...] = DEFAULT_METRICS
+    metrics: tuple[str, ...] = setting(DEFAULT_METRICS, "metric keys scored on the test users", "keys")
 
     def __post_init__(self) -> None:
         spec = model_spec(self.model)
@@ -76,16 +77,9 @@ class TrainConfig:
         # Every hyper-parameter, defaults filled in: a default given or left out makes the same config.
         canonical = {k: getattr(config, k) for k in spec.hyperparameters}
         object.__setattr__(self, "hyperparameters", MappingProxyType(canonical))
-        metrics = (self.metrics,) if isinstance(self.metrics, str) else self.metrics
-        # A set has no order, so the logged param would vary by process.
-        if isinstance(metrics, (bytes, Set, Mapping)) or not isinstance(metrics, Iterable):
-            raise ValueError(validation.expected("metrics", "a metric key or a sequence of keys", self.metrics))
-        listed = list(metrics)
-        repeated = sorted({str(key) for key in listed if listed.count(key) > 1})
-        if repeated:
-            raise ValueError(f"metrics: expected distinct keys, found {repeated} more than once")
+        check_fields(self)
         try:
-            keys = tuple(key for metric in parse_metric_keys(listed) for key in metric.keys)
+            keys = tuple(key for metric in parse_metric_keys(self.metrics) for key in metric.keys)
         except ValueError as exc:
             raise ValueError(f"metrics: {exc}") from None
         object.__setattr__(self, "metrics", keys)
