@@ -100,3 +100,16 @@ def test_the_check_sees_a_lazy_upward_import(tmp_path):
     (tmp_path / "metrics").mkdir()
     (tmp_path / "metrics" / "m.py").write_text("def f():\n    from mlflow_recsys import tracking\n    import mlflow\n")
     assert imports_by_unit(tmp_path) == {"metrics": {"mlflow_recsys.tracking", "mlflow"}}
+
+
+def test_the_main_functions_are_importable_from_the_package_itself():
+    import mlflow_recsys.stats
+    import mlflow_recsys.tracking
+
+    assert mlflow_recsys.compare_models is mlflow_recsys.stats.compare_models
+    assert mlflow_recsys.compare_runs is mlflow_recsys.tracking.compare_runs
+    assert mlflow_recsys.ComparisonSettings is mlflow_recsys.stats.ComparisonSettings
+    missing = [name for name in mlflow_recsys.__all__ if not hasattr(mlflow_recsys, name)]
+    assert missing == [] and {"evaluate_recommender", "seed_spread", "run_train", "TrainConfig"} <= set(
+        dir(mlflow_recsys)
+    )

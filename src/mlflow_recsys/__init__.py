@@ -1,7 +1,7 @@
 """mlflow-recsys: train, evaluate and statistically compare top-N recommenders in MLflow.
 
-The names that touch MLflow are loaded on first use, so ``import mlflow_recsys`` stays cheap and the core works
-without a tracking store.
+The main functions and settings objects are importable from here; all but the split's are loaded on first use,
+so ``import mlflow_recsys`` stays cheap (no MLflow, no torch) and the core works without a tracking store.
 """
 
 import importlib
@@ -12,13 +12,24 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported when the name is first used.
 _LAZY: dict[str, str] = {
+    "ComparisonReport": "mlflow_recsys.stats",
+    "ComparisonSettings": "mlflow_recsys.stats",
+    "compare_models": "mlflow_recsys.stats",
+    "compare_pair": "mlflow_recsys.stats",
+    "metric_level_intervals": "mlflow_recsys.stats",
+    "seed_spread": "mlflow_recsys.stats",
+    "evaluate_recommender": "mlflow_recsys.evaluation",
+    "TrainConfig": "mlflow_recsys.models",
+    "SplitConfig": "mlflow_recsys.data",
+    "compare_runs": "mlflow_recsys.tracking",
+    "run_split": "mlflow_recsys.tracking",
+    "run_train": "mlflow_recsys.tracking",
     "export_split": "mlflow_recsys.tracking.interchange",
     "load_comparison": "mlflow_recsys.tracking.queries",
     "load_comparison_settings": "mlflow_recsys.tracking.queries",
     "search_comparisons": "mlflow_recsys.tracking.queries",
     "search_trainings": "mlflow_recsys.tracking.queries",
     "log_recommendations": "mlflow_recsys.tracking.imports",
-    "metric_level_intervals": "mlflow_recsys.stats.levels",
 }
 
 __all__ = ["__version__", "build_recsys_checkpoint", "load_recsys_split", "read_checkpoint"]
