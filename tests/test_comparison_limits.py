@@ -19,19 +19,17 @@ from mlflow_recsys import load_comparison_settings, search_comparisons
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_markdown
+from mlflow_recsys.report.notes import NOTE_NAME_WIDTH, NOTE_ROWS, note_name, run_note
 from mlflow_recsys.stats import ComparisonSettings, compare_models
 from mlflow_recsys.tracking import RunSelectionError, compare_runs
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking._candidates import SEED_FIELDS
-from mlflow_recsys.tracking._comparison_notes import note_versions
 from mlflow_recsys.tracking._comparison_run import source_runs_tag
 from mlflow_recsys.tracking.limits import (
     MAX_KEY_LENGTH,
     MAX_PARAM_LENGTH,
     MAX_RUN_NAME_LENGTH,
     MAX_TAG_LENGTH,
-    fit_text,
-    shorten,
 )
 from mlflow_recsys.tracking.naming import model_label, pair_label
 
@@ -204,15 +202,14 @@ def test_notes_hold_what_fits_and_never_end_mid_row(store, experiment, tmp_path,
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, names)
     outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", primary="ndcg@100", **FAST))
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
-    full = next(note_versions(outcome.report, outcome.seed_spreads, "ndcg@100"))
-    assert len(full) > MAX_TAG_LENGTH >= len(note)  # the full note would have been cut by MLflow
+    assert len(note) <= MAX_TAG_LENGTH
     # No model has seeds, so no seed table was logged and the notes point to none.
     assert note.rstrip().endswith("report.md and report.csv.") and "seed_spread" not in note
     assert "seed_spread.csv" not in _artifact_names(outcome.run_id)
     table = [line for line in note.splitlines() if line.startswith("|")]
     assert table and all(line.endswith("|") and line.count("|") == 8 for line in table)
     shown = len(table) - 2
-    assert 0 < shown < 60 and f"{60 - shown} more of the 60 rows are in report.md." in note
+    assert shown == NOTE_ROWS and f"{60 - shown} more of the 60 rows are in report.md." in note
     report_md = Path(mlflow.artifacts.download_artifacts(run_id=outcome.run_id, artifact_path="report.md")).read_text()
     assert all(escape_markdown(name) in report_md for name in names)
 
@@ -361,19 +358,19 @@ def test_a_failure_that_needs_the_artifacts_is_a_failed_run_without_results(stor
     assert run.data.metrics == {} and _artifact_names(run.info.run_id) == []
 
 
-def test_notes_drop_the_long_result_sentences_before_the_table():
-    # Twelve candidates against a 7,000-character reference: each result sentence repeats the name.
+def test_notes_cut_long_names_and_keep_the_result_sentences():
+    # Twelve candidates against a 7,000-character reference: each result sentence repeats the name, cut.
     rng = np.random.default_rng(1)
     reference = "R" * 7000
     results = {reference: EvaluationResult.from_per_user({"ndcg@100": rng.random(50)}, targets_fingerprint="x")}
     for i in range(12):
         results[f"C{i}"] = EvaluationResult.from_per_user({"ndcg@100": rng.random(50)}, targets_fingerprint="x")
     report = compare_models(results, metrics="ndcg@100", reference=reference, n_resamples=199)
-    note = fit_text(note_versions(report, {}, "ndcg@100"))
+    note = run_note(report, {}, "ndcg@100")
     rows = [line for line in note.splitlines() if line.startswith("| ndcg@100 |")]
-    assert len(note) <= MAX_TAG_LENGTH and len(rows) == 12
-    assert all(f"| {escape_markdown(shorten(reference, 80))} |" in row for row in rows)
-    assert "R" * 100 not in note
+    assert len(note) <= MAX_TAG_LENGTH and len(rows) == NOTE_ROWS
+    assert all(f"| {note_name(reference)} |" in row for row in rows) and len(note_name(reference)) <= NOTE_NAME_WIDTH
+    assert "R" * 100 not in note and note.count("scored differently).") >= 1
 
 
 def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(

@@ -17,8 +17,8 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.report.analyses import primary_analysis_text
 from mlflow_recsys.report.escaping import escape_markdown
-from mlflow_recsys.report.text import primary_analysis_text
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import (
     ArtifactError,

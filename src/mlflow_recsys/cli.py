@@ -458,77 +458,9 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
         model_tag=_none_if_empty(model_tag) or tags.MODEL,
         output_experiment=_none_if_empty(output_experiment),
     )
-    _print_comparison(outcome, settings.primary, settings.primary_analysis)
+    from mlflow_recsys.report.console import comparison_printout
 
-
-def _print_table(report) -> None:
-    from mlflow_recsys.report.text import display_frame, no_mde_note
-
-    table = display_frame(report)
-    for column in ("metric", "baseline", "candidate"):
-        table[column] = table[column].map(_visible)
-    click.echo(table.to_string(index=False))
-    if no_mde_note(report):
-        click.echo(no_mde_note(report))
-
-
-def _print_comparison(outcome, primary, requested_analysis):
-    from mlflow_recsys.report.text import analysis_heading, primary_analysis_text, seed_averaged_phrase, stated_results
-
-    report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
-    what = {
-        "representative-seed": f"one trained run per model: {outcome.report_seed_rule}",
-        # "each model's per-user values averaged over its training seeds, 1 to 3 per model"
-        "seed-averaged": seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ").replace(" (", ", ")[:-1]
-        if averaged
-        else "",
-    }
-    shown = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
-    shown.sort(key=lambda pair: pair[0] != analysis)  # the primary analysis first
-    for kind, r in shown:
-        heading = analysis_heading(kind, analysis) if averaged is not None else "Paired comparison"
-        click.echo(f"\n{heading} ({what[kind]})\n")
-        _print_table(r)
-    if averaged is not None:
-        click.echo("\n" + primary_analysis_text(analysis, requested_analysis))
-    if not outcome.seed_frame().empty:
-        _print_seed_table(outcome)
-    _print_methods(outcome.primary_report)
-    if primary:
-        click.echo("")
-        for label, r, c in stated_results(report, averaged, analysis, primary):
-            click.echo(_visible((f"{label}. " if label else "") + r.results_text(primary, c.candidate, c.baseline)))
-        for spread in outcome.seed_spreads.values():
-            click.echo(_visible(spread.results_text(primary)))
-    click.echo(f"\ncomparison run {outcome.run_id}")
-
-
-def _print_seed_table(outcome):
-    """The seed-spread table, then how each comparison used its seeds and the notes on its rows, in words."""
-    from mlflow_recsys.report.text import seed_protocol_text
-    from mlflow_recsys.stats.seeds import SEED_COLUMNS
-
-    click.echo("\nSpread across training seeds beside spread across users\n")
-    seeds = outcome.seed_frame()
-    # The protocol and the notes are sentences, printed below the table.
-    cols = [c for c in SEED_COLUMNS if c not in ("protocol", "notes")]
-    seeds = seeds.assign(**{c: seeds[c].map(_visible) for c in ("metric", "baseline", "candidate")})
-    click.echo(seeds[cols].to_string(index=False, float_format=lambda v: f"{v:.6f}"))
-    for spread in outcome.seed_spreads.values():
-        first = spread.to_frame()["metric"].iloc[0]
-        click.echo(_visible(seed_protocol_text(spread, first)) + ".")
-    for row in seeds.itertuples():
-        if row.notes:
-            click.echo(f"Note on {row.metric}, {row.candidate} vs {row.baseline}: {row.notes}.")
-
-
-def _print_methods(report):
-    """How the p-values were adjusted, and which test and interval each row used, in sentences."""
-    from mlflow_recsys.report.text import procedure_lines
-
-    click.echo("")
-    for line in procedure_lines(report, _visible):
-        click.echo(line + ".")
+    click.echo(comparison_printout(outcome, settings.primary, settings.primary_analysis))
 
 
 @cli.command()

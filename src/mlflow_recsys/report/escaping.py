@@ -10,6 +10,7 @@ through :func:`csv_safe_frame`.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -160,8 +161,15 @@ def csv_safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def name_writer(markup: Markup):
-    """How a name is written in ``markup``: escaped for markdown, as is for plain text."""
+#: A markup name, or a function that writes names itself.
+Writer = Markup | Callable[[str], str]
+
+
+def name_writer(markup: Writer):
+    """How a name is written in ``markup``: escaped for markdown, as is for plain text; a function (e.g. the run
+    notes' cutting writer) is its own writer."""
+    if callable(markup):
+        return markup
     if markup == "markdown":
         return escape_markdown
     if markup == "plain":

@@ -12,20 +12,18 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
+from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, stated_results
 from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.text import (
-    CORRECTION_NAMES,
-    analysis_heading,
     display_frame,
     family_phrase,
     interval_names,
     methods_text,
     no_mde_note,
-    primary_analysis_text,
     results_text,
     seed_protocol_text,
-    stated_results,
 )
+from mlflow_recsys.report.vocabulary import words
 from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -144,7 +142,7 @@ def legend(report: ComparisonReport) -> str:
     level = "/".join(f"{v:.0%}" for v in levels)
     alpha = "/".join(f"{a:.6g}" for a in sorted({c.alpha for c in report.comparisons}))
     method = interval_names(report)
-    correction = CORRECTION_NAMES[report.correction]
+    correction = words("correction", report.correction)
     return html.escape(
         f"Difference = candidate - baseline, mean over users; interval: {level} paired {method} bootstrap "
         f"interval; "

@@ -14,7 +14,6 @@ import re
 
 from mlflow_recsys.report.escaping import escape_latex
 from mlflow_recsys.report.text import (
-    _SIDES,
     _correction_label,
     _interval_label,
     _percent,
@@ -23,6 +22,7 @@ from mlflow_recsys.report.text import (
     _users,
     no_mde_note,
 )
+from mlflow_recsys.report.vocabulary import words
 from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
 from mlflow_recsys.stats.power import REPORT_POWER
 
@@ -168,7 +168,7 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
             f"Paired comparison on {_users(report)}: difference = candidate mean minus baseline mean.",
             f"Interval: {_percent(first.confidence_level)}% paired {_interval_label(report)} bootstrap interval "
             f"from B = {first.n_resamples:,} bootstrap replicates over users.",
-            f"Test: {_test_words(report)}, {_SIDES.get(first.alternative, first.alternative)}.",
+            f"Test: {_test_words(report)}, {words('alternative', first.alternative)}.",
             f"Correction: {_correction_label(report)}.",
         ]
     )

@@ -12,88 +12,66 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from mlflow_recsys.report.escaping import escape_markdown, name_writer, visible_text
-from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX, Markup
+from mlflow_recsys.report.analyses import seed_averaged_phrase, seed_averaging_text
+from mlflow_recsys.report.escaping import Writer, escape_markdown, name_writer, visible_text
+from mlflow_recsys.report.rows import NO_MDE, format_p, row_cells
+from mlflow_recsys.report.vocabulary import words
+from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX
 from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
     from mlflow_recsys.stats.seeds import SeedSpread
 
-_TEST_WORDS = {
-    "randomization": "a paired sign-flip randomization test",
-    "randomization-exact": "an exact paired sign-flip randomization test (all sign patterns enumerated)",
-    "bootstrap": "a paired null-centred bootstrap test",
-    "t": "a paired t-test on the per-user differences",
-    "wilcoxon": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945), its p-value from the "
-    "normal approximation of the signed-rank sum, with the variance corrected for tied ranks and no continuity "
-    "correction",
-    "wilcoxon-exact": "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945), its p-value from "
-    "the exact null distribution of the signed-rank sum",
-}
-
-#: How each ``zero_method`` of the Wilcoxon test is described in the methods text.
-_ZERO_WORDS = {
-    "wilcox": "users with a zero difference were dropped before ranking",
-    "pratt": "zero differences were ranked with the others and their ranks then dropped (Pratt, 1959)",
-    "zsplit": "the ranks of zero differences were split equally between the two signs",
-}
-
-#: How the LaTeX caption and the settings line of the text table name each test, and the Wilcoxon test's zeros.
-_TEST_LABELS = {
-    "randomization": "paired sign-flip randomization test (B = {B:,} random sign patterns)",
-    "randomization-exact": "exact paired sign-flip randomization test (all sign patterns enumerated)",
-    "bootstrap": "paired null-centred bootstrap test (B = {B:,} resamples)",
-    "t": "paired t-test",
-    "wilcoxon": "Wilcoxon signed-rank test, normal approximation ({zero_words})",
-    "wilcoxon-exact": "Wilcoxon signed-rank test, exact null distribution (no zero or tied differences)",
-}
-
-# Looked up by any comparison's zero_method, None for tests other than Wilcoxon's (which take no zero words).
-_ZERO_LABELS: dict[str | None, str] = {
-    "wilcox": "zero differences dropped before ranking",
-    "pratt": "zero differences ranked, then their ranks dropped",
-    "zsplit": "ranks of zero differences split between the signs",
-}
-
-_SIDES = {
-    "two-sided": "two-sided",
-    "greater": "one-sided, alternative: candidate better",
-    "less": "one-sided, alternative: candidate worse",
-}
-
 
 def display_frame(report: ComparisonReport) -> pd.DataFrame:
-    """The columns a reader needs first, formatted as strings."""
-    frame = report.to_frame()
-    out = pd.DataFrame(
-        {
-            "metric": frame["metric"],
-            "baseline": frame["baseline"],
-            "candidate": frame["candidate"],
-            "n_units": frame["n_units"],
-            "n_nonzero": frame["n_nonzero"],
-            "tie_rate": frame["tie_rate"].map(lambda v: f"{v:.1%}"),
-            "W/T/L": [
-                f"{w}/{t}/{loss}" for w, t, loss in zip(frame["wins"], frame["ties"], frame["losses"], strict=True)
-            ],
-            "baseline_mean": frame["baseline_mean"].map(lambda v: f"{v:.6f}"),
-            "candidate_mean": frame["candidate_mean"].map(lambda v: f"{v:.6f}"),
-            "difference": frame["difference"].map(lambda v: f"{v:.6f}"),
-            "relative": frame["relative_difference"].map(lambda v: f"{v:.2%}" if pd.notna(v) else "n/a"),
-            "ci_low": frame["ci_low"].map(lambda v: f"{v:.6f}"),
-            "ci_high": frame["ci_high"].map(lambda v: f"{v:.6f}"),
-            "p_value": frame["p_value"].map(_format_p),
-            "adjusted_p": frame["adjusted_p_value"].map(_format_p),
-            "mde": frame["mde"].map(lambda v: NO_MDE if pd.isna(v) else f"{v:.6f}"),
-            "direction": frame["direction"],
-        }
-    )
-    return out
+    """The columns a reader needs first, formatted as strings (six decimals)."""
+    rows = []
+    for c in report.comparisons:
+        r = row_cells(c, digits=6)
+        rows.append(
+            {
+                "metric": c.metric,
+                "baseline": c.baseline,
+                "candidate": c.candidate,
+                "n_units": c.n_units,
+                "n_nonzero": c.n_nonzero,
+                "tie_rate": r.tie_rate,
+                "W/T/L": r.wtl,
+                "baseline_mean": r.baseline_mean,
+                "candidate_mean": r.candidate_mean,
+                "difference": f"{c.difference:.6f}",
+                "relative": r.relative,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+                "p_value": r.p_value,
+                "adjusted_p": r.adjusted_p,
+                "mde": r.mde,
+                "direction": r.direction,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(_DISPLAY_COLUMNS))
 
 
-#: What the ``mde`` cell of a table shows when no minimum detectable effect can be estimated.
-NO_MDE = "n/a"
+_DISPLAY_COLUMNS = (
+    "metric",
+    "baseline",
+    "candidate",
+    "n_units",
+    "n_nonzero",
+    "tie_rate",
+    "W/T/L",
+    "baseline_mean",
+    "candidate_mean",
+    "difference",
+    "relative",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "adjusted_p",
+    "mde",
+    "direction",
+)
 
 
 def no_mde_words(c: PairwiseComparison) -> str:
@@ -127,11 +105,11 @@ def report_markdown(report: ComparisonReport) -> str:
     read as numbers (a model called ``007`` stays ``007``).
     """
     first = report.comparisons[0]
-    correction = CORRECTION_NAMES[report.correction]
+    correction = words("correction", report.correction)
     intervals = interval_names(report)
     settings = (
         f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
-        f"bootstrap interval; {_test_words(report)}, {_SIDES[first.alternative]}; "
+        f"bootstrap interval; {_test_words(report)}, {words('alternative', first.alternative)}; "
         f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
     )
@@ -146,111 +124,15 @@ def report_markdown(report: ComparisonReport) -> str:
     return settings + "\n\n" + table + (f"\n\n{note}" if note else "")
 
 
-def seed_averaged_phrase(report: ComparisonReport) -> str:
-    """``Seed-averaged: each model's per-user values averaged over its training seeds (1 to 3 per model)``.
-
-    Names no model, so it is safe in every markup.
-    """
-    counts = sorted({n for c in report.comparisons for n in (c.baseline_seeds, c.candidate_seeds)})
-    span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-    return f"Seed-averaged: each model's per-user values averaged over its training seeds ({span} per model)"
-
-
-def seed_averaging_text(report: ComparisonReport) -> str:
-    """The methods sentences of a seed-averaged report; empty for single trained instances."""
-    if not report.seed_averaged:
-        return ""
-    return (
-        f"{seed_averaged_phrase(report)}, before the per-user differences were formed; a model trained under "
-        "one seed only enters with that instance. Averaging removes part of the retraining noise from each "
-        "user's difference, but inference remains over users for these trained instances: the intervals and "
-        "p-values do not cover the spread a new training seed would bring, which the seed-spread table "
-        "describes. "
-    )
-
-
-#: What each analysis of a comparison of runs is called (see ``ComparisonSettings.primary_analysis``).
-ANALYSIS_TITLES = {
-    "representative-seed": "representative-seed comparison",
-    "seed-averaged": "seed-averaged comparison",
-}
-
-
-def analysis_heading(analysis: str, primary_analysis: str) -> str:
-    """``Primary analysis: seed-averaged comparison`` or ``Sensitivity analysis: representative-seed comparison``.
-
-    ``analysis`` and ``primary_analysis`` are ``"seed-averaged"`` or ``"representative-seed"``; names nothing,
-    so it is safe in every markup.
-    """
-    role = "Primary analysis" if analysis == primary_analysis else "Sensitivity analysis"
-    return f"{role}: {ANALYSIS_TITLES[analysis]}"
-
-
-def stated_results(
-    report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, metric: str
-) -> list[tuple[str, ComparisonReport, PairwiseComparison]]:
-    """The results of ``metric`` that a reader is told, the primary analysis' first, as (label, report, pair).
-
-    The primary analysis states every pair. The sensitivity analysis states only the pairs it tests differently:
-    a pair in which neither model has two or more seeds has one and the same comparison in both, which would
-    otherwise be said twice, once as a sensitivity result. ``label`` is :func:`analysis_heading` of the pair's
-    analysis, or ``""`` without a seed-averaged comparison (one analysis, nothing to tell apart).
-    ``primary_analysis`` is ``"seed-averaged"`` or ``"representative-seed"``.
-    """
-    if seed_averaged is None:
-        return [("", report, c) for c in report.comparisons if c.metric == metric]
-    differs = {(c.baseline, c.candidate) for c in seed_averaged.comparisons if c.averages_seeds}
-    analyses = {"representative-seed": report, "seed-averaged": seed_averaged}
-    order = [primary_analysis] + [kind for kind in analyses if kind != primary_analysis]
-    return [
-        (analysis_heading(kind, primary_analysis), analyses[kind], c)
-        for kind in order
-        for c in analyses[kind].comparisons
-        if c.metric == metric and (kind == primary_analysis or (c.baseline, c.candidate) in differs)
-    ]
-
-
-def primary_analysis_text(primary_analysis: str, requested: str | None = None) -> str:
-    """The methods sentences saying which analysis the conclusion rests on and what the other one is.
-
-    ``primary_analysis`` is the analysis used (``"seed-averaged"`` or ``"representative-seed"``),
-    ``requested`` the setting: ``"auto"`` when the default rule chose it, ``None`` (default) when unknown.
-    """
-    other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
-    why = {
-        "auto": ", chosen by the default rule, which takes the seed-averaged comparison whenever a model has two "
-        "or more seeds",
-        None: "",
-    }.get(requested, ", as set for the comparison (primary_analysis)")
-    return (
-        f"The primary analysis is the {ANALYSIS_TITLES[primary_analysis]}{why}; the conclusion rests "
-        f"on it. The {ANALYSIS_TITLES[other]} tests the same hypotheses on "
-        + (
-            "one trained run per model"
-            if other == "representative-seed"
-            else "each model's per-user values averaged over its training seeds"
-        )
-        + " and is reported as a sensitivity analysis: it shows whether the conclusion depends on that "
-        "choice, and is not a second test of the hypotheses."
-    )
-
-
-#: How each ``correction`` is named in a settings line.
-CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni", None: "no"}
-
-
 def interval_names(report: ComparisonReport) -> str:
     """``percentile``, ``BCa`` or ``BCa/percentile`` (some rows fell back): the interval methods of the report."""
-    named = {"percentile": "percentile", "bca": "BCa"}
-    return "/".join(named[m] for m in sorted({c.interval_method for c in report.comparisons}, reverse=True))
+    return "/".join(
+        words("interval_method", m) for m in sorted({c.interval_method for c in report.comparisons}, reverse=True)
+    )
 
 
 def _sentence_case(text: str) -> str:
     return text[:1].upper() + text[1:]
-
-
-def _format_p(p: float) -> str:
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.2e}"
 
 
 def _hypotheses(J: int) -> str:
@@ -317,10 +199,8 @@ def methods_text(report: ComparisonReport) -> str:
     B = first.n_resamples
     level = first.confidence_level
     alpha = first.alpha
-    side = {"two-sided": "two-sided", "greater": "one-sided (candidate better)", "less": "one-sided (candidate worse)"}[
-        first.alternative
-    ]
-    tests = " and ".join(_TEST_WORDS[m] for m in methods)
+    side = words("alternative", first.alternative, "methods")
+    tests = " and ".join(words("test_method", m, "methods") for m in methods)
     if any(m.startswith("wilcoxon") for m in methods):
         tests += f" ({_wilcoxon_rule_words(report)})"
     units = (
@@ -353,7 +233,7 @@ def methods_text(report: ComparisonReport) -> str:
 def _wilcoxon_rule_words(report: ComparisonReport) -> str:
     """The Wilcoxon test's method rule and its zero method, for the methods text."""
     c = next(c for c in report.comparisons if c.test_method.startswith("wilcoxon"))
-    zeros = f"; {_ZERO_WORDS[c.zero_method]}" if c.zero_method in _ZERO_WORDS else ""
+    zeros = f"; {words('zero_method', c.zero_method, 'methods')}" if c.zero_method is not None else ""
     return (
         f"computed with scipy.stats.wilcoxon: the exact null distribution when a hypothesis had at most "
         f"{WILCOXON_EXACT_MAX} differences, none zero and no two of equal size, the normal approximation "
@@ -419,7 +299,7 @@ def _relative_words(relative: float) -> str:
 RESULT_SENTENCE_END = "scored differently)."
 
 
-def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Markup = "plain") -> str:
+def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Writer = "plain") -> str:
     """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n; it ends with
     :data:`RESULT_SENTENCE_END`.
 
@@ -471,7 +351,8 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
     elif c.direction == "inconclusive":
         verdict += f"; {no_mde_words(c)}"
     return (
-        f"{effect} ({level} {'BCa ' if c.interval_method == 'bca' else ''}paired-bootstrap interval {interval}, "
+        f"{effect} ({level} {words('interval_method', c.interval_method, 'result')}paired-bootstrap interval "
+        f"{interval}, "
         f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
         f"{c.n_nonzero:,} {RESULT_SENTENCE_END}"
     )
@@ -479,40 +360,17 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Mar
 
 def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[str, str]:
     """The test of ``c`` as the result sentence names it, and its adjusted p-value with its floor when reached."""
-    J = c.family_size
-    B = c.n_resamples
-    p = c.adjusted_p_value
-    if c.test_method == "randomization" or c.test_method == "bootstrap":
+    J, B, p = c.family_size, c.n_resamples, c.adjusted_p_value
+    label = "p" if J == 1 else words("correction", report.correction, "p")
+    p_words = f"{label} = {format_p(p)}"
+    if c.test_method in ("randomization", "bootstrap"):
         floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
-        test = f"paired {c.test_method} test with {B:,} resamples"
-        at_floor = abs(p - min(1.0, floor)) <= 1e-12
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}" + (
-            f", the smallest attainable with {B:,} resamples and {J} hypotheses"
-            if at_floor and J > 1
-            else f", the smallest attainable with {B:,} resamples"
-            if at_floor
-            else ""
-        )
-    elif c.test_method == "randomization-exact":
-        test = "exact paired randomization test over all sign patterns"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    elif c.test_method.startswith("wilcoxon"):
-        how = "exact null distribution" if c.test_method == "wilcoxon-exact" else "normal approximation"
-        test = f"Wilcoxon signed-rank test ({how})"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    else:
-        test = "paired t-test"
-        p_words = f"{_p_label(report, c)} = {_format_p(p)}"
-    return test, p_words
+        if abs(p - min(1.0, floor)) <= 1e-12:
+            p_words += f", the smallest attainable with {B:,} resamples" + (f" and {J} hypotheses" if J > 1 else "")
+    return words("test_method", c.test_method, "result", B=B), p_words
 
 
-def _p_label(report: ComparisonReport, c: PairwiseComparison) -> str:
-    if c.family_size == 1:
-        return "p"
-    return {"holm": "Holm-adjusted p", "bonferroni": "Bonferroni-adjusted p", None: "p"}[report.correction]
-
-
-def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain") -> str:
+def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
     """One sentence on the seed spread of ``metric``; parameters and errors as
     :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
     name = name_writer(markup)
@@ -548,7 +406,7 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain
     return text
 
 
-def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Markup = "plain") -> str:
+def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
     """How the seeds of ``metric``'s seed-spread row were used, in words (the ``protocol`` column, said once here).
 
     E.g. ``ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone``; with seeds on both
@@ -609,25 +467,17 @@ def report_string(report: ComparisonReport) -> str:
     settings = (
         f"{_hypotheses(len(report.comparisons))}: difference = candidate - baseline (mean over {_users(report)}); "
         f"{_percent(first.confidence_level)}% {_interval_label(report)} bootstrap interval; "
-        f"{_test_words(report)}, {_SIDES.get(first.alternative, first.alternative)}; "
+        f"{_test_words(report)}, {words('alternative', first.alternative)}; "
         f"{_correction_label(report)}; alpha = {first.alpha:.6g}"
     )
     if report.seed_averaged:
         settings = f"seed-averaged over training seeds ({_seed_counts(report)}); {settings}"
     settings = visible_text(settings)  # the names in it (the primary metric, seed-averaged models) stay on one line
     header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
+    cells = [row_cells(c) for c in report.comparisons]
     rows = [
-        [
-            visible_text(c.metric),
-            _pair_text(c),
-            _signed(c.difference),
-            _text_interval(c),
-            _format_p(c.adjusted_p_value),
-            c.direction,
-            f"{c.wins}/{c.ties}/{c.losses}",
-            _number(c.mde),
-        ]
-        for c in report.comparisons
+        [visible_text(r.metric), r.pair, r.difference, r.interval, r.adjusted_p, r.direction, r.wtl, r.mde]
+        for r in cells
     ]
     note = no_mde_note(report)
     return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
@@ -655,26 +505,17 @@ def report_summary(report: ComparisonReport) -> str:
     """
     rows = [
         [
-            visible_text(c.metric),
-            _pair_text(c),
-            f"{_signed(c.difference)} {_text_interval(c)}",
-            f"adj. p {_format_p(c.adjusted_p_value)}",
-            c.direction,
-            f"W/T/L {c.wins}/{c.ties}/{c.losses}",
-            f"mde {_number(c.mde)}",
+            visible_text(r.metric),
+            r.pair,
+            f"{r.difference} {r.interval}",
+            f"adj. p {r.adjusted_p}",
+            r.direction,
+            f"W/T/L {r.wtl}",
+            f"mde {r.mde}",
         ]
-        for c in report.comparisons
+        for r in map(row_cells, report.comparisons)
     ]
     return "\n".join(_aligned(rows, right=set()))
-
-
-def _pair_text(c: PairwiseComparison) -> str:
-    """``ELSA (3 seeds) vs EASE``: each side's seed count when it averages several."""
-    candidate, baseline = (
-        visible_text(name) + (f" ({seeds} seeds)" if seeds > 1 else "")
-        for name, seeds in ((c.candidate, c.candidate_seeds), (c.baseline, c.baseline_seeds))
-    )
-    return f"{candidate} vs {baseline}"
 
 
 def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
@@ -688,23 +529,6 @@ def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
         ).rstrip()
         for row in rows
     ]
-
-
-def _text_interval(c: PairwiseComparison) -> str:
-    low = "(-inf" if c.ci_low == -math.inf else f"[{_signed(c.ci_low)}"
-    high = "inf)" if c.ci_high == math.inf else f"{_signed(c.ci_high)}]"
-    return f"{low}, {high}"
-
-
-# -- words shared by the caption and the settings line ------------------------------------------------
-
-
-def _number(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:.4f}"
-
-
-def _signed(value: float) -> str:
-    return "n/a" if math.isnan(value) else f"{value:+.4f}"
 
 
 def _percent(level: float) -> str:
@@ -738,52 +562,15 @@ def _test_words(report: ComparisonReport) -> str:
 
 def _test_label(c: PairwiseComparison) -> str:
     """``paired sign-flip randomization test (B = 9,999 random sign patterns)``: the test of ``c`` in words."""
-    return _TEST_LABELS[c.test_method].format(
-        B=c.n_resamples, zero_words=_ZERO_LABELS.get(c.zero_method, "zero differences as scipy treats them")
-    )
-
-
-def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
-    """How the p-values were adjusted, and which test and which interval each hypothesis used, in sentences.
-
-    E.g. ``Holm adjustment within each family: ...; significant where the adjusted p <= 0.05``, ``Test: a paired
-    sign-flip randomization test (B = 9,999 random sign patterns), for every hypothesis`` and ``Interval: 95%
-    percentile bootstrap interval, for every hypothesis``; a test or interval used for some hypotheses only
-    names them (metric and candidate). ``name`` writes names and metric keys (``str``, or
-    :func:`~mlflow_recsys.report.escaping.visible_text` for a terminal).
-    """
-    alpha = report.comparisons[0].alpha
-    if report.correction is None:
-        lines = [
-            f"No adjustment: each of the {len(report.comparisons)} hypotheses is tested on its own; significant "
-            f"where p <= {alpha:g}"
-        ]
-    else:
-        lines = [
-            f"{CORRECTION_NAMES[report.correction]} adjustment {family_phrase(report, name)}; significant where "
-            f"the adjusted p <= {alpha:g}"
-        ]
-
-    def which(rows: list[PairwiseComparison]) -> str:
-        if len(rows) == len(report.comparisons):
-            return "for every hypothesis"
-        return "for " + ", ".join(f"{name(c.metric)} ({name(c.candidate)} vs {name(c.baseline)})" for c in rows)
-
-    for method in dict.fromkeys(c.test_method for c in report.comparisons):
-        rows = [c for c in report.comparisons if c.test_method == method]
-        lines.append(f"Test: {_test_label(rows[0])}, {_SIDES[rows[0].alternative]}, {which(rows)}")
-    for method in dict.fromkeys(c.interval_method for c in report.comparisons):
-        rows = [c for c in report.comparisons if c.interval_method == method]
-        words = "percentile" if method == "percentile" else "bias-corrected and accelerated (BCa)"
-        lines.append(f"Interval: {_percent(rows[0].confidence_level)}% {words} bootstrap interval, {which(rows)}")
-    return lines
+    zeros = words("zero_method", c.zero_method) if c.zero_method else "zero differences as scipy treats them"
+    return words("test_method", c.test_method, B=c.n_resamples, zeros=zeros)
 
 
 def _correction_label(report: ComparisonReport) -> str:
     """The correction and its families, as raw text: it names the primary metric, so escape it as a whole."""
     if report.correction is None:
         return "p-values not adjusted for multiple comparisons"
-    how = CORRECTION_NAMES[report.correction]
+    how = words("correction", report.correction)
     return f"p-values adjusted with the {how} procedure {family_phrase(report)}"
 
 

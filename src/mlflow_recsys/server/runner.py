@@ -82,7 +82,7 @@ def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
     """The primary metric (or the first compared one) and its result sentences, as the run notes give them
     (:func:`~mlflow_recsys.report.text.stated_results`: the primary analysis' first, each named when there are
     two, ``Primary analysis: seed-averaged comparison. ...``); then the seed-spread sentences."""
-    from mlflow_recsys.report.text import stated_results
+    from mlflow_recsys.report.analyses import stated_results
 
     metric = primary or outcome.report.comparisons[0].metric
     stated = stated_results(outcome.report, outcome.seed_averaged, outcome.primary_analysis, metric)

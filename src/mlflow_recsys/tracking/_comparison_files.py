@@ -6,19 +6,19 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from mlflow_recsys.report import notes
+from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, seed_averaging_text
 from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
 from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.plots import seed_spread_plot
-from mlflow_recsys.report.text import (
-    analysis_heading,
-    primary_analysis_text,
-    seed_averaging_text,
-)
+from mlflow_recsys.report.notes import ordered_analyses
+from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
+from mlflow_recsys.report.provenance import provenance_html, provenance_markdown
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import (
     ComparisonReport,
@@ -26,12 +26,7 @@ from mlflow_recsys.stats import (
 )
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking._candidates import CandidatePlan
-from mlflow_recsys.tracking._comparison_notes import ordered_analyses
 from mlflow_recsys.tracking.naming import pair_label
-from mlflow_recsys.tracking.provenance import (
-    provenance_html,
-    provenance_markdown,
-)
 
 #: The comparison run's artifacts that :func:`~mlflow_recsys.tracking.queries.load_comparison` reads: the
 #: representative-seed report and, when a model has seeds, the seed-averaged one, each as
@@ -53,34 +48,72 @@ def write_json_files(
     (out / "metric_names.json").write_text(json.dumps(key_map, indent=2))
 
 
-def write_html(
-    out: Path,
-    report: ComparisonReport,
-    spreads: dict[tuple[str, str], SeedSpread],
-    run_name: str,
-    primary: str | None,
-    provenance: dict,
-    declared: bool,
-    averaged: ComparisonReport | None,
-    *,
-    seeds: bool,
-    analysis: str,
-) -> None:
-    """``report.html``, with the forest plot and, when there are seeds, the seed plot already written in ``out``."""
-    (out / "report.html").write_text(
-        report_html(
-            report,
-            {pair_label(b, c): spread for (b, c), spread in spreads.items()},  # one-to-one headings
-            primary=primary,
-            title=run_name,
-            forest_png=(out / "forest.png").read_bytes(),
-            seed_png=(out / "seed_spread.png").read_bytes() if seeds else None,
-            provenance_html=provenance_html(provenance),
-            primary_declared=declared,
-            seed_averaged=averaged,
-            primary_analysis=analysis,
+@dataclass(frozen=True)
+class ComparisonFiles:
+    """Everything a comparison run's files are rendered from: the report (saved as the run's main artifact,
+    ``report/``), the seed-averaged one, the seed tables by pair, the provenance, the settings as logged, the
+    run's name, the primary metric, whether it was declared in advance, and the notes' closing link."""
+
+    report: ComparisonReport
+    averaged: ComparisonReport | None
+    spreads: dict[tuple[str, str], SeedSpread]
+    provenance: dict
+    settings: dict
+    run_name: str
+    primary: str | None
+    declared: bool = False
+    link: str = ""
+
+    @property
+    def analysis(self) -> str:
+        return self.settings["primary_analysis_used"]
+
+    @property
+    def labelled_spreads(self) -> dict[str, SeedSpread]:
+        """The seed tables by :func:`~mlflow_recsys.tracking.naming.pair_label` (one-to-one headings)."""
+        return {pair_label(b, c): spread for (b, c), spread in self.spreads.items()}
+
+    def _common(self) -> dict:
+        return {"declared": self.declared, "averaged": self.averaged, "analysis": self.analysis}
+
+    def note(self) -> str:
+        """The run notes (:func:`~mlflow_recsys.report.notes.run_note`)."""
+        shown = self.labelled_spreads
+        return notes.run_note(self.report, shown, self.primary, self.provenance, **self._common(), link=self.link)
+
+    def headline(self) -> str:
+        return notes.headline_sentence(self.report, self.primary, self.averaged, self.analysis)
+
+    def write(self, out: Path) -> tuple[pd.DataFrame, pd.DataFrame | None, pd.DataFrame | None]:
+        """Save the reports (``report/``, ``seed_averaged_report/``), then render every other file from them into
+        ``out``; the report frame, the seed-averaged one and the seed table (None when not made)."""
+        self.report.save(out / REPORT_DIR)
+        if self.averaged is not None:
+            self.averaged.save(out / SEED_AVERAGED_REPORT_DIR)
+        frame, averaged_frame = write_report_frames(out, self.report, self.averaged)
+        seed_frame = write_seed_files(out, self.spreads)
+        write_texts(out, self.report, self.averaged, self.provenance, self.settings)
+        summary = notes.summary_text(
+            self.report, self.labelled_spreads, self.primary, self.provenance, **self._common()
         )
-    )
+        (out / "summary.txt").write_text(summary + self.link)
+        forest_plot(
+            dict(ordered_analyses(self.report, self.averaged, self.analysis))[self.analysis], out / "forest.png"
+        )
+        page = report_html(
+            self.report,
+            self.labelled_spreads,
+            primary=self.primary,
+            title=self.run_name,
+            forest_png=(out / "forest.png").read_bytes(),
+            seed_png=(out / "seed_spread.png").read_bytes() if seed_frame is not None else None,
+            provenance_html=provenance_html(self.provenance),
+            primary_declared=self.declared,
+            seed_averaged=self.averaged,
+            primary_analysis=self.analysis,
+        )
+        (out / "report.html").write_text(page)
+        return frame, averaged_frame, seed_frame
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:

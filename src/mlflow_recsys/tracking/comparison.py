@@ -17,7 +17,6 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys import validation
 from mlflow_recsys.metrics import parse_metric_keys
-from mlflow_recsys.report.plots import forest_plot
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import (
     ComparisonReport,
@@ -41,24 +40,8 @@ from mlflow_recsys.tracking._candidates import (
     seed_side,
     verify_same_evaluation,
 )
-from mlflow_recsys.tracking._comparison_files import (
-    REPORT_DIR,
-    SEED_AVERAGED_REPORT_DIR,
-    write_html,
-    write_json_files,
-    write_report_frames,
-    write_seed_files,
-    write_texts,
-)
-from mlflow_recsys.tracking._comparison_notes import (
-    headline_sentence,
-    note_versions,
-    ordered_analyses,
-    page_link_text,
-    primary_declared_in_advance,
-    result_tags,
-    summary_text,
-)
+from mlflow_recsys.tracking._comparison_files import ComparisonFiles, write_json_files
+from mlflow_recsys.tracking._comparison_notes import page_link_text, primary_declared_in_advance, result_tags
 from mlflow_recsys.tracking._comparison_run import RunTarget
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.context import (
@@ -67,7 +50,6 @@ from mlflow_recsys.tracking.context import (
 from mlflow_recsys.tracking.limits import (
     MAX_PARAM_LENGTH,
     MAX_RUN_NAME_LENGTH,
-    fit_text,
     fit_values,
     shorten,
 )
@@ -461,34 +443,28 @@ def _log_comparison(
     """
     run_name = _run_name(plan)
     primary = comparison_settings.primary
-    analysis = settings["primary_analysis_used"]
     source_ids = [r.info.run_id for r in runs]
     text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
     params = fit_values(
         text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json (compared_metrics: in report/)"
     )
     metrics, key_map = _comparison_metrics(plan.metric_names, report, averaged, spreads)
+    files = ComparisonFiles(
+        report,
+        averaged,
+        spreads,
+        provenance,
+        settings,
+        run_name,
+        primary,
+        declared,
+        page_link_text(runs[0].info.experiment_id),
+    )
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
-        frame, averaged_frame = write_report_frames(out, report, averaged)
-        seed_frame = write_seed_files(out, spreads)
-        write_texts(out, report, averaged, provenance, settings)
-        link = page_link_text(runs[0].info.experiment_id)
-        (out / "summary.txt").write_text(
-            summary_text(report, spreads, primary, provenance, declared, averaged, analysis) + link
-        )
+        frame, averaged_frame, seed_frame = files.write(out)
         write_json_files(out, source_ids, plan, comparison_settings, key_map)
-        report.save(out / REPORT_DIR)
-        if averaged is not None:
-            averaged.save(out / SEED_AVERAGED_REPORT_DIR)
-        forest_plot(dict(ordered_analyses(report, averaged, analysis))[analysis], out / "forest.png")  # the primary one
-        seeds = seed_frame is not None
-        write_html(
-            out, report, spreads, run_name, primary, provenance, declared, averaged, seeds=seeds, analysis=analysis
-        )
-        versions = note_versions(report, spreads, primary, provenance, declared, averaged, analysis)
-        note = fit_text(v + link for v in versions)
-        headline = headline_sentence(report, primary, averaged, analysis)
+        note, headline = files.note(), files.headline()  # before anything is logged
         mlflow.log_artifacts(str(out))
         mlflow.log_table(frame, artifact_file="report_table.json")
         if seed_frame is not None:

@@ -1,0 +1,84 @@
+"""The one table of words for the methods: each test, side (alternative), interval, correction and Wilcoxon zero
+rule, by the setting's value, in the forms the report surfaces use.
+
+Forms: ``methods`` (the Methods paragraph), ``label`` (settings lines, captions, the printed procedure; a test's
+may hold ``{B}`` and ``{zeros}``) and ``result`` (the result sentence; ``p`` for a correction: how its adjusted
+p-value is named).
+"""
+
+from __future__ import annotations
+
+_WILCOXON = "a Wilcoxon signed-rank test on the per-user differences (Wilcoxon, 1945), its p-value from the "
+
+WORDS: dict[str, dict[object, dict[str, str]]] = {
+    "test_method": {
+        "randomization": {
+            "methods": "a paired sign-flip randomization test",
+            "label": "paired sign-flip randomization test (B = {B:,} random sign patterns)",
+            "result": "paired randomization test with {B:,} resamples",
+        },
+        "randomization-exact": {
+            "methods": "an exact paired sign-flip randomization test (all sign patterns enumerated)",
+            "label": "exact paired sign-flip randomization test (all sign patterns enumerated)",
+            "result": "exact paired randomization test over all sign patterns",
+        },
+        "bootstrap": {
+            "methods": "a paired null-centred bootstrap test",
+            "label": "paired null-centred bootstrap test (B = {B:,} resamples)",
+            "result": "paired bootstrap test with {B:,} resamples",
+        },
+        "t": {
+            "methods": "a paired t-test on the per-user differences",
+            "label": "paired t-test",
+            "result": "paired t-test",
+        },
+        "wilcoxon": {
+            "methods": _WILCOXON + "normal approximation of the signed-rank sum, with the variance corrected for "
+            "tied ranks and no continuity correction",
+            "label": "Wilcoxon signed-rank test, normal approximation ({zeros})",
+            "result": "Wilcoxon signed-rank test (normal approximation)",
+        },
+        "wilcoxon-exact": {
+            "methods": _WILCOXON + "exact null distribution of the signed-rank sum",
+            "label": "Wilcoxon signed-rank test, exact null distribution (no zero or tied differences)",
+            "result": "Wilcoxon signed-rank test (exact null distribution)",
+        },
+    },
+    "zero_method": {
+        "wilcox": {
+            "methods": "users with a zero difference were dropped before ranking",
+            "label": "zero differences dropped before ranking",
+        },
+        "pratt": {
+            "methods": "zero differences were ranked with the others and their ranks then dropped (Pratt, 1959)",
+            "label": "zero differences ranked, then their ranks dropped",
+        },
+        "zsplit": {
+            "methods": "the ranks of zero differences were split equally between the two signs",
+            "label": "ranks of zero differences split between the signs",
+        },
+    },
+    "alternative": {
+        "two-sided": {"methods": "two-sided", "label": "two-sided"},
+        "greater": {"methods": "one-sided (candidate better)", "label": "one-sided, alternative: candidate better"},
+        "less": {"methods": "one-sided (candidate worse)", "label": "one-sided, alternative: candidate worse"},
+    },
+    "interval_method": {
+        "percentile": {"methods": "percentile", "label": "percentile", "result": ""},
+        "bca": {"methods": "bias-corrected and accelerated (BCa)", "label": "BCa", "result": "BCa "},
+    },
+    "correction": {
+        "holm": {"label": "Holm", "p": "Holm-adjusted p"},
+        "bonferroni": {"label": "Bonferroni", "p": "Bonferroni-adjusted p"},
+        None: {"label": "no", "p": "p"},
+    },
+}
+
+
+def words(setting: str, value: object, form: str = "label", **fields: object) -> str:
+    """The words for ``value`` of ``setting`` in ``form``, its ``{fields}`` filled in.
+
+    E.g. ``words("test_method", "randomization", B=9999)`` is ``"paired sign-flip randomization test (B = 9,999
+    random sign patterns)"``. Raises KeyError for a value or form the table does not hold.
+    """
+    return WORDS[setting][value][form].format(**fields)
