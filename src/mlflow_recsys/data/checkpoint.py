@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import hashlib
 import io
-import json
 import os
 import tempfile
 import zipfile
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys._digests import canonical_csr, sha256_file, update_with_csr
 from mlflow_recsys.data import safezip
@@ -50,7 +50,7 @@ from mlflow_recsys.data.split import (
 from mlflow_recsys.data.split_config import SplitConfig
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
-SCHEMA_VERSION = 1
+FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 
 # Members in the order they are written and hashed into split_digest.
@@ -181,8 +181,6 @@ def build_recsys_checkpoint(
     prepared, split = _preprocess_and_split(raw, config)
     arrays = split_arrays(split)
     manifest = {
-        "format": CHECKPOINT_FORMAT,
-        "schema_version": SCHEMA_VERSION,
         "dataset": {
             **source,
             "interactions_sha256": interactions_digest(raw),
@@ -194,7 +192,7 @@ def build_recsys_checkpoint(
         "split_digest": split_digest(arrays),
     }
     members = _members(arrays, manifest)
-    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    manifest_bytes = _envelope.dumps(CHECKPOINT_FORMAT, FORMAT_VERSION, manifest).encode("utf-8")
     _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
 
@@ -409,8 +407,7 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
             _stream_member(
                 zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, manifest_bytes.write, path, bound="the manifest size limit"
             )
-            manifest = _parse_manifest(manifest_bytes.getvalue(), path)
-            _check_manifest(manifest, path)
+            manifest = _check_manifest(manifest_bytes.getvalue(), path)
             _check_zip_matches_manifest(names, manifest, path)
             with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
                 (Path(tmp) / MANIFEST_NAME).write_bytes(manifest_bytes.getvalue())
@@ -514,8 +511,7 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
     manifest_path = root / MANIFEST_NAME
     if not manifest_path.is_file():
         raise FileNotFoundError(f"checkpoint manifest not found: {manifest_path}")
-    manifest = _parse_manifest(manifest_path.read_bytes(), manifest_path)
-    _check_manifest(manifest, manifest_path)
+    manifest = _check_manifest(manifest_path.read_bytes(), manifest_path)
     out: dict[str, Any] = {}
     for key in ARRAY_KEYS:
         file = root / _member_name(key)
@@ -577,25 +573,9 @@ def _member_name(key: str) -> str:
     return f"{key}.npz" if key in MATRIX_KEYS else f"{key}.npy"
 
 
-def _parse_manifest(raw: bytes, where: Path) -> dict:
-    try:
-        manifest = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{where}: expected a JSON manifest, found unreadable content ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{where}: expected a JSON object manifest, found {type(manifest).__name__}")
-    return manifest
-
-
-def _check_manifest(manifest: dict, where: Path) -> None:
-    if manifest.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(
-            f"{where}: expected manifest format {CHECKPOINT_FORMAT!r}, "
-            f"found {manifest.get('format')!r}; this is not an mlflow-recsys checkpoint"
-        )
-    version = manifest.get("schema_version")
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
-        raise ValueError(f"{where}: expected checkpoint schema_version {SCHEMA_VERSION}, found {version!r}")
+def _check_manifest(raw: bytes, where: Path) -> dict:
+    """The manifest in ``raw``, refused unless it is a checkpoint's of this version listing every member."""
+    manifest = _envelope.check(raw, where, CHECKPOINT_FORMAT, FORMAT_VERSION)
     if not isinstance(manifest.get("split_digest"), str):
         raise ValueError(f"{where}: expected a split_digest string in the manifest, found none")
     expected = sorted(_member_name(key) for key in ARRAY_KEYS)
@@ -618,6 +598,7 @@ def _check_manifest(manifest: dict, where: Path) -> None:
             raise ValueError(f"{where}: sizes[{name!r}]: expected an integer >= 0, found {size!r}")
         if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
             raise ValueError(f"{where}: files[{name!r}]: expected a SHA-256 of 64 hex digits, found {digest!r}")
+    return manifest
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:

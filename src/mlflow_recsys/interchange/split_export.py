@@ -7,7 +7,6 @@ ranks items for exactly the users of ``test_targets``; the lists go back in thro
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_directory
 from mlflow_recsys.validation import expected, one_of
 
@@ -116,7 +116,7 @@ def export_split_files(split: dict[str, Any], out: str | os.PathLike, *, format:
     with atomic_directory(out) as tmp:
         for stem, frame in frames.items():
             _write(frame, tmp / f"{stem}.{format}", format)
-        (tmp / "split.json").write_text(json.dumps(_description(split, frames, format), indent=2), encoding="utf-8")
+        _envelope.write_json(tmp / "split.json", FORMAT, FORMAT_VERSION, _description(split, frames, format))
     return out
 
 
@@ -142,8 +142,6 @@ def _description(split: dict, frames: dict[str, pd.DataFrame], format: str) -> d
     """``split.json``: what the folder holds and how it was made."""
     manifest = split["manifest"]
     return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
         "dataset": manifest["dataset"]["name"],
         "parameters": manifest["parameters"],
         "seed": manifest["parameters"].get("seed"),
