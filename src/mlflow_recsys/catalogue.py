@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys._sparse import canonical_csr
+
 
 class ItemCatalogue:
     """The raw item ids of a model's columns, in column order.
@@ -107,11 +109,12 @@ class ItemCatalogue:
         rows = np.asarray(rows, dtype=np.int64)
         cols = self.indices(ids)
         unknown = cols < 0
-        matrix = sp.csr_matrix(
-            (np.ones(int((~unknown).sum()), dtype=np.float32), (rows[~unknown], cols[~unknown])),
-            shape=(int(n_rows), len(self)),
+        matrix = canonical_csr(
+            sp.csr_matrix(
+                (np.ones(int((~unknown).sum()), dtype=np.float32), (rows[~unknown], cols[~unknown])),
+                shape=(int(n_rows), len(self)),
+            )
         )
-        matrix.sum_duplicates()
         matrix.data[:] = 1.0
         return matrix, unknown
 

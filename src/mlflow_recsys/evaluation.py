@@ -20,7 +20,8 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from mlflow_recsys import validation
-from mlflow_recsys._digests import canonical_csr, update_with_csr
+from mlflow_recsys._digests import update_with_csr
+from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.catalogue import ItemCatalogue, id_kind
 from mlflow_recsys.metrics import RankingMetric, hit_matrix, metric_from_key
 from mlflow_recsys.models.base import UnknownItemsWarning
@@ -187,10 +188,8 @@ def targets_fingerprint(source: sp.spmatrix, targets: sp.spmatrix, sample_ids: n
     h.update(b"sample_ids:" + kind.encode())
     h.update("\x1f".join(map(str, ids.tolist())).encode())
     for name, m in (("source", source), ("targets", targets)):
-        csr = canonical_csr(m)
-        csr.eliminate_zeros()
         h.update(f"{name}:".encode())
-        update_with_csr(h, csr)
+        update_with_csr(h, canonical_csr(m, name))
     return h.hexdigest()
 
 
@@ -216,17 +215,6 @@ def _resolve_metrics(metrics: MetricSpec | Sequence[MetricSpec]) -> list[Ranking
     if not resolved:
         raise ValueError("metrics: expected at least one metric, found none")
     return resolved
-
-
-def _require_sparse(matrix: Any, name: str) -> sp.csr_matrix:
-    if not sp.issparse(matrix) or matrix.ndim != 2:
-        found = getattr(matrix, "shape", None) if sp.issparse(matrix) else type(matrix).__name__
-        raise ValueError(f"{name}: expected a 2-D scipy.sparse CSR matrix, found {found}")
-    csr = sp.csr_matrix(matrix)
-    if not csr.has_canonical_format:
-        csr = csr.copy()
-        csr.sum_duplicates()
-    return csr
 
 
 def _check_batch_size(batch_size: Any) -> None:
@@ -381,9 +369,12 @@ def evaluate_rankings(
         If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not
         a 2-D integer array with at least ``max_k`` columns and valid item
         indices (every column when ``source`` is given); ``targets`` or
-        ``source`` is not a sparse matrix of matching shape; ``sample_ids`` has
-        the wrong length; ``fold_in`` is not one of its two values, or is
-        ``"refuse"`` and a list holds a fold-in item; or no row has targets.
+        ``source`` is not 2-D of matching shape with finite non-negative
+        values; ``sample_ids`` has the wrong length; ``fold_in`` is not one of
+        its two values, or is ``"refuse"`` and a list holds a fold-in item; or
+        no row has targets.
+    TypeError
+        If ``targets`` or ``source`` is not a scipy sparse matrix.
 
     Warns
     -----
@@ -398,14 +389,14 @@ def evaluate_rankings(
     arr = np.asarray(rankings)
     if arr.ndim != 2:
         raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
-    csr = _require_sparse(targets, "targets")
+    csr = canonical_csr(targets, "targets")
     if csr.shape[0] != arr.shape[0]:
         raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
     ids = _resolve_sample_ids(sample_ids, csr.shape[0])
     validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
     fingerprint = None
     if source is not None:
-        src = _require_sparse(source, "source")
+        src = canonical_csr(source, "source")
         if src.shape != csr.shape:
             raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
         fingerprint = targets_fingerprint(source, targets, ids)
@@ -477,12 +468,14 @@ def evaluate_recommender(
     ------
     ValueError
         If ``metrics`` is empty, unknown or repeats a key; ``source`` or
-        ``targets`` is not sparse or their shapes differ; the model's
+        ``targets`` holds negative or non-finite values or their shapes differ; the model's
         ``n_items`` differs from the number of columns; ``sample_ids`` has the
         wrong length; ``batch_size`` is not a positive int; ``fold_in`` is
         neither ``"remove"`` nor ``"refuse"``; no row has targets; or
         ``model.recommend`` returns rankings of the wrong shape, with invalid
         item indices, or (under ``"refuse"``) with fold-in items.
+    TypeError
+        If ``source`` or ``targets`` is not a scipy sparse matrix.
 
     Warns
     -----
@@ -493,8 +486,8 @@ def evaluate_recommender(
     """
     metric_objs = _resolve_metrics(metrics)
     max_k = max(m.max_k for m in metric_objs)
-    src = _require_sparse(source, "source")
-    tgt = _require_sparse(targets, "targets")
+    src = canonical_csr(source, "source")
+    tgt = canonical_csr(targets, "targets")
     if src.shape != tgt.shape:
         raise ValueError(f"targets: expected shape {src.shape} like source, found {tgt.shape}")
     _check_batch_size(batch_size)

@@ -28,7 +28,8 @@ import scipy.sparse as sp
 
 from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_write
-from mlflow_recsys._digests import canonical_csr, sha256_file, update_with_csr
+from mlflow_recsys._digests import sha256_file, update_with_csr
+from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.data import safezip
 from mlflow_recsys.data.datasets import (
     column_bytes,
@@ -359,7 +360,7 @@ def split_digest(arrays: dict[str, Any]) -> str:
         h.update(f"{key}:".encode())
         value = arrays[key]
         if key in MATRIX_KEYS:
-            m = canonical_csr(value, dtype=np.float32)
+            m = canonical_csr(value, key)
             update_with_csr(h, m)
             h.update(np.asarray(m.data, dtype=np.float32).tobytes())
         else:
@@ -518,9 +519,7 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
         if not file.is_file():
             raise FileNotFoundError(f"checkpoint array file not found: {file}")
         if key in MATRIX_KEYS:
-            m = sp.csr_matrix(sp.load_npz(file), dtype=np.float32)
-            m.sort_indices()
-            out[key] = m
+            out[key] = canonical_csr(sp.load_npz(file), key)
         else:
             out[key] = np.load(file, allow_pickle=False)
     digest = split_digest(out)
@@ -610,8 +609,7 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 def _npz_bytes(matrix: sp.spmatrix) -> bytes:
     # scipy.sparse.save_npz stamps zip entries with the current time; writing
     # the same keys ourselves with a fixed time keeps the bytes reproducible.
-    m = sp.csr_matrix(matrix)
-    m.sort_indices()
+    m = canonical_csr(matrix)
     parts = {
         "indices": m.indices,
         "indptr": m.indptr,
