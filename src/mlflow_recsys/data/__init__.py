@@ -4,6 +4,7 @@ Nothing here imports mlflow.
 """
 
 from mlflow_recsys.data.checkpoint import (
+    LoadedSplit,
     build_recsys_checkpoint,
     load_recsys_split,
     read_checkpoint,
@@ -26,6 +27,7 @@ __all__ = [
     "DATASETS",
     "DatasetSpec",
     "DownloadError",
+    "LoadedSplit",
     "Preprocessed",
     "RatingsFile",
     "SPLIT_MODES",

@@ -477,7 +477,42 @@ def _stream_member(
     return h.hexdigest(), count
 
 
-def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoadedSplit:
+    """A split as :func:`load_recsys_split` reads it from a checkpoint; ``split["x_train"]`` is ``split.x_train``.
+
+    Matrices are canonical float32 CSR; ids are int64 for integer raw ids, else str.
+    """
+
+    #: Training users' interactions, ``(n_train_users, n_items)``.
+    x_train: sp.csr_matrix
+    #: Fold-in rows of the test users, ``(n_test_rows, n_items)``.
+    test_source_matrix: sp.csr_matrix
+    #: Held-out targets of the test users, ``(n_test_rows, n_items)``.
+    test_target_matrix: sp.csr_matrix
+    #: As the two above, for the validation users.
+    val_source_matrix: sp.csr_matrix
+    val_target_matrix: sp.csr_matrix
+    #: The raw user id of each row of ``x_train``, ``(n_train_users,)``.
+    train_user_ids: np.ndarray
+    #: The raw item id of each column, ``(n_items,)``.
+    item_ids: np.ndarray
+    #: The raw user id of each test row, ``(n_test_rows,)``; a user repeats with ``eval_draws > 1``.
+    test_eval_user_ids: np.ndarray
+    #: As above, for the validation rows.
+    val_eval_user_ids: np.ndarray
+    #: The checkpoint's ``manifest.json``: dataset, parameters, counts, preprocessing.
+    manifest: dict
+    #: :func:`split_digest` of the arrays.
+    split_digest: str
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
     """Load the split arrays and manifest from an extracted checkpoint (or the zip itself).
 
     Parameters
@@ -487,13 +522,13 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
 
     Returns
     -------
-    dict
+    LoadedSplit
         ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids``
         (n_train_users,); ``item_ids`` (n_items,); ``test_source_matrix`` and
         ``test_target_matrix`` csr float32 (n_test_rows, n_items);
         ``test_eval_user_ids`` (n_test_rows,); the same three for ``val_``;
         ``manifest`` (dict); ``split_digest`` (str). Ids are int64 for integer
-        raw ids, else str.
+        raw ids, else str. Each is an attribute, and ``split["x_train"]`` works too.
 
     Raises
     ------
@@ -528,9 +563,7 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
             f"{root}: expected arrays with split_digest {manifest['split_digest']}, "
             f"found {digest} (the checkpoint is damaged or was edited)"
         )
-    out["manifest"] = manifest
-    out["split_digest"] = digest
-    return out
+    return LoadedSplit(**out, manifest=manifest, split_digest=digest)
 
 
 def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
