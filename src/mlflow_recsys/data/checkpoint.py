@@ -44,12 +44,11 @@ from mlflow_recsys.data._checkpoint_zip import (
     write_zip,
     zip_members,
 )
-from mlflow_recsys.data.datasets import (
+from mlflow_recsys.data.datasets import get_dataset_spec, load_interactions
+from mlflow_recsys.data.interactions import (
     column_bytes,
     from_interactions,
-    get_dataset_spec,
     interactions_digest,
-    load_interactions,
     read_interactions_file,
 )
 from mlflow_recsys.data.preprocess import Preprocessed, preprocess_interactions
@@ -84,8 +83,8 @@ def build_recsys_checkpoint(
     """Load a dataset, preprocess it, split it and write the checkpoint zip.
 
     Pipeline: load (:func:`~mlflow_recsys.data.datasets.load_interactions`,
-    :func:`~mlflow_recsys.data.datasets.read_interactions_file` or
-    :func:`~mlflow_recsys.data.datasets.from_interactions`) ->
+    :func:`~mlflow_recsys.data.interactions.read_interactions_file` or
+    :func:`~mlflow_recsys.data.interactions.from_interactions`) ->
     :func:`~mlflow_recsys.data.preprocess.preprocess_interactions` (the ``min_rating`` filter, one
     row per (user, item), the k-core) -> the split of ``split_mode``. See those
     functions for the meaning of the parameters. The manifest's ``preprocessing``
@@ -127,7 +126,7 @@ def build_recsys_checkpoint(
     columns:
         For a file or a DataFrame: which of its columns hold the ``user``,
         ``item``, ``value`` and ``timestamp`` (keys of this mapping; see
-        :func:`~mlflow_recsys.data.datasets.from_interactions`). ``value: None``
+        :func:`~mlflow_recsys.data.interactions.from_interactions`). ``value: None``
         reads the log as implicit feedback (every row a positive) and needs
         ``min_rating=None``. Recorded in the manifest. Default: the columns
         ``user``, ``item``, ``value`` and, if present, ``timestamp``.

@@ -14,7 +14,7 @@ from numbers import Real
 import pandas as pd
 
 from mlflow_recsys import validation
-from mlflow_recsys.data.datasets import REQUIRED_COLUMNS
+from mlflow_recsys.data.interactions import REQUIRED_COLUMNS
 
 
 @dataclass(frozen=True)
