@@ -2,7 +2,7 @@
 
 Models score columns ``0..n_items-1``; people speak in the dataset's item ids.
 Every place that turns ids into columns goes through :class:`ItemCatalogue`:
-:func:`mlflow_recsys.evaluation.evaluate_by_ids`, the ``recsys`` MLflow
+:func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids`, the ``recsys`` MLflow
 evaluator and the served pyfunc model. It never drops an id silently: the
 methods that build matrices also return the ids the catalogue does not hold,
 and each caller states what it does with them.
