@@ -173,6 +173,15 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
         raise ValueError(f"{path}: {exc}") from None
 
 
+def check_frame(frame: pd.DataFrame) -> None:
+    """ValueError naming ``frame`` unless it is a DataFrame with the :data:`REQUIRED_COLUMNS`."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
+    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"frame: expected columns {list(REQUIRED_COLUMNS)}, missing {missing}")
+
+
 def interactions_digest(frame: pd.DataFrame) -> str:
     """SHA-256 hex digest of an interaction frame, independent of its row order.
 
@@ -180,9 +189,7 @@ def interactions_digest(frame: pd.DataFrame) -> str:
     as int64/float64 bytes, or as unit-separated UTF-8 text for string ids; a
     frame without timestamps hashes only the three other columns.
     """
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"frame: expected columns {list(REQUIRED_COLUMNS)}, missing {missing}")
+    check_frame(frame)
     columns = [c for c in INTERACTION_COLUMNS if c in frame.columns]
     ordered = frame.sort_values(columns[:2] + columns[3:] + ["value"], kind="mergesort")
     h = hashlib.sha256()

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from mlflow_recsys import validation
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.data.preprocess import _check_frame
+from mlflow_recsys.data.interactions import check_frame
 
 
 @dataclass(frozen=True)
@@ -411,7 +411,7 @@ def _split_input(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
     """The checked ``frame`` in canonical row order, (user, item), index reset: every split function starts
     from it, so a split depends on the set of rows and the seed alone, never on the order the rows came in
     (random keys are drawn one per row, and ties in time are broken by them)."""
-    _check_frame(frame)
+    check_frame(frame)
     check_seed(seed)
     if frame.duplicated(["user", "item"]).any():
         raise ValueError("frame: expected distinct (user, item) pairs, found duplicates")
