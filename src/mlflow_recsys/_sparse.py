@@ -1,10 +1,6 @@
-"""Interaction matrices in one canonical form: float32 CSR, duplicates summed, no stored zeros, indices sorted.
-
-Every function that takes a sparse matrix (models, metrics, evaluation, splits, digests) passes it through
-:func:`canonical_csr` once, so equal interaction sets look the same whatever their storage order, and one
-mistake gets one exception type everywhere: ``TypeError`` for something that is not a sparse matrix,
-``ValueError`` for a sparse matrix of the wrong shape or values.
-"""
+"""Interaction matrices in one canonical form, checked one way: every function taking a sparse matrix (models,
+metrics, evaluation, splits, digests) passes it through :func:`canonical_csr`, so one mistake gets one exception
+type everywhere: ``TypeError`` for what is not a sparse matrix, ``ValueError`` for a bad shape or values."""
 
 from __future__ import annotations
 
@@ -16,9 +12,7 @@ import scipy.sparse as sp
 
 # Any, not object: sp.issparse is no type guard, so mypy could not narrow an object to a sparse matrix.
 def canonical_csr(matrix: Any, name: str = "matrix") -> sp.csr_matrix:
-    """A canonical float32 CSR copy of ``matrix`` (the caller's matrix is never changed).
-
-    Duplicate entries are summed, stored zeros dropped and column indices sorted.
+    """A float32 CSR copy of ``matrix``, duplicates summed, stored zeros dropped, column indices sorted.
 
     Raises
     ------

@@ -16,12 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys.catalogue import ItemCatalogue, id_kind
-from mlflow_recsys.evaluation import (
-    EvaluationResult,
-    MetricSpec,
-    evaluate_recommender,
-    resolve_metrics,
-)
+from mlflow_recsys.evaluation import EvaluationResult, MetricSpec, evaluate_recommender, resolve_metrics
 from mlflow_recsys.metrics import RankingMetric
 from mlflow_recsys.models.base import UnknownItemsWarning
 from mlflow_recsys.validation import integer

@@ -56,7 +56,37 @@ def zip_members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
     return members
 
 
-def check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) -> None:
+def read_manifest(zf: zipfile.ZipFile, path: Path) -> tuple[bytes, dict]:
+    """The manifest of the open checkpoint zip ``zf`` (its bytes, its checked content), once the zip's members are
+    safe (:func:`~mlflow_recsys.data.safezip.check_members`) and exactly those it lists."""
+    safezip.check_members(zf, path)
+    names = zf.namelist()
+    if MANIFEST_NAME not in names:
+        raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
+    buffer = io.BytesIO()
+    _stream_member(zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, buffer.write, path, bound="the manifest size limit")
+    manifest = check_manifest(buffer.getvalue(), path)
+    _check_zip_matches_manifest(names, manifest, path)
+    return buffer.getvalue(), manifest
+
+
+def extract_members(zf: zipfile.ZipFile, manifest: dict, path: Path, folder: Path) -> None:
+    """Write each member the manifest lists into ``folder``, refused past its declared size or at another SHA-256."""
+    for name, size in manifest["sizes"].items():
+        with open(folder / name, "xb") as out:
+            digest, count = _stream_member(zf, name, size, out.write, path, bound="its declared size")
+        if count != size:
+            raise ValueError(
+                f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
+            )
+        if digest != manifest["files"][name]:
+            raise ValueError(
+                f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
+                f"manifest), found {digest}; the checkpoint is damaged or was edited"
+            )
+
+
+def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) -> None:
     """Refuse a zip whose members are not exactly the manifest and the files it lists, each once."""
     listed = set(manifest["sizes"])
     seen: set[str] = set()
@@ -80,7 +110,7 @@ def check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) -> 
         )
 
 
-def stream_member(
+def _stream_member(
     zf: zipfile.ZipFile, name: str, limit: int, write: Callable[[bytes], Any], path: Path, *, bound: str
 ) -> tuple[str, int]:
     """Copy member ``name`` to ``write`` in chunks, refusing it past ``limit`` bytes -> (SHA-256, bytes).

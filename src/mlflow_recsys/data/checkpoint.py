@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import io
 import os
 import tempfile
 import zipfile
@@ -29,28 +28,9 @@ import scipy.sparse as sp
 from mlflow_recsys import _envelope
 from mlflow_recsys._digests import sha256_file, update_with_csr
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.data import safezip
-from mlflow_recsys.data._checkpoint_zip import (
-    ARRAY_KEYS,
-    CHECKPOINT_FORMAT,
-    FORMAT_VERSION,
-    MANIFEST_NAME,
-    MATRIX_KEYS,
-    MAX_MANIFEST_BYTES,
-    check_manifest,
-    check_zip_matches_manifest,
-    member_name,
-    stream_member,
-    write_zip,
-    zip_members,
-)
+from mlflow_recsys.data import _checkpoint_zip as layout
 from mlflow_recsys.data.datasets import get_dataset_spec, load_interactions
-from mlflow_recsys.data.interactions import (
-    column_bytes,
-    from_interactions,
-    interactions_digest,
-    read_interactions_file,
-)
+from mlflow_recsys.data.interactions import column_bytes, from_interactions, interactions_digest, read_interactions_file
 from mlflow_recsys.data.preprocess import Preprocessed, preprocess_interactions
 from mlflow_recsys.data.split import (
     MIN_EVAL_INTERACTIONS,
@@ -183,9 +163,9 @@ def build_recsys_checkpoint(
         "preprocessing": [dataclasses.asdict(step) for step in prepared.steps],
         "split_digest": split_digest(arrays),
     }
-    members = zip_members(arrays, manifest)
-    manifest_bytes = _envelope.dumps(CHECKPOINT_FORMAT, FORMAT_VERSION, manifest).encode("utf-8")
-    write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
+    members = layout.zip_members(arrays, manifest)
+    manifest_bytes = _envelope.dumps(layout.CHECKPOINT_FORMAT, layout.FORMAT_VERSION, manifest).encode("utf-8")
+    layout.write_zip(checkpoint_path, {layout.MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
 
 
@@ -334,10 +314,10 @@ def split_digest(arrays: dict[str, Any]) -> str:
     (canonical CSR with sorted indices); id arrays their canonical bytes.
     """
     h = hashlib.sha256()
-    for key in ARRAY_KEYS:
+    for key in layout.ARRAY_KEYS:
         h.update(f"{key}:".encode())
         value = arrays[key]
-        if key in MATRIX_KEYS:
+        if key in layout.MATRIX_KEYS:
             m = canonical_csr(value, key)
             update_with_csr(h, m)
             h.update(np.asarray(m.data, dtype=np.float32).tobytes())
@@ -378,30 +358,10 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
         raise ValueError(f"{path}: expected a checkpoint zip file, found a file that is not a zip")
     try:
         with zipfile.ZipFile(path) as zf:
-            safezip.check_members(zf, path)
-            names = zf.namelist()
-            if MANIFEST_NAME not in names:
-                raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
-            manifest_bytes = io.BytesIO()
-            stream_member(
-                zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, manifest_bytes.write, path, bound="the manifest size limit"
-            )
-            manifest = check_manifest(manifest_bytes.getvalue(), path)
-            check_zip_matches_manifest(names, manifest, path)
+            manifest_bytes, manifest = layout.read_manifest(zf, path)
             with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
-                (Path(tmp) / MANIFEST_NAME).write_bytes(manifest_bytes.getvalue())
-                for name, size in manifest["sizes"].items():
-                    with open(Path(tmp) / name, "xb") as out:
-                        digest, count = stream_member(zf, name, size, out.write, path, bound="its declared size")
-                    if count != size:
-                        raise ValueError(
-                            f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
-                        )
-                    if digest != manifest["files"][name]:
-                        raise ValueError(
-                            f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
-                            f"manifest), found {digest}; the checkpoint is damaged or was edited"
-                        )
+                (Path(tmp) / layout.MANIFEST_NAME).write_bytes(manifest_bytes)
+                layout.extract_members(zf, manifest, path, Path(tmp))
                 yield Path(tmp)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise ValueError(f"{path}: the checkpoint zip is truncated or corrupted ({exc})") from None
@@ -409,31 +369,19 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LoadedSplit:
-    """A split as :func:`load_recsys_split` reads it from a checkpoint; ``split["x_train"]`` is ``split.x_train``.
+    """A split as :func:`load_recsys_split` reads it (its Returns say what each field holds); ``split["x_train"]``
+    is ``split.x_train``."""
 
-    Matrices are canonical float32 CSR; ids are int64 for integer raw ids, else str.
-    """
-
-    #: Training users' interactions, ``(n_train_users, n_items)``.
     x_train: sp.csr_matrix
-    #: Fold-in rows of the test users, ``(n_test_rows, n_items)``.
     test_source_matrix: sp.csr_matrix
-    #: Held-out targets of the test users, ``(n_test_rows, n_items)``.
     test_target_matrix: sp.csr_matrix
-    #: As the two above, for the validation users.
     val_source_matrix: sp.csr_matrix
     val_target_matrix: sp.csr_matrix
-    #: The raw user id of each row of ``x_train``, ``(n_train_users,)``.
     train_user_ids: np.ndarray
-    #: The raw item id of each column, ``(n_items,)``.
     item_ids: np.ndarray
-    #: The raw user id of each test row, ``(n_test_rows,)``; a user repeats with ``eval_draws > 1``.
     test_eval_user_ids: np.ndarray
-    #: As above, for the validation rows.
     val_eval_user_ids: np.ndarray
-    #: The checkpoint's ``manifest.json``: dataset, parameters, counts, preprocessing.
     manifest: dict
-    #: :func:`split_digest` of the arrays.
     split_digest: str
 
     def __getitem__(self, key: str) -> Any:
@@ -474,16 +422,16 @@ def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
             return load_recsys_split(extracted)
     if not root.is_dir():
         raise FileNotFoundError(f"checkpoint not found: {root}")
-    manifest_path = root / MANIFEST_NAME
+    manifest_path = root / layout.MANIFEST_NAME
     if not manifest_path.is_file():
         raise FileNotFoundError(f"checkpoint manifest not found: {manifest_path}")
-    manifest = check_manifest(manifest_path.read_bytes(), manifest_path)
+    manifest = layout.check_manifest(manifest_path.read_bytes(), manifest_path)
     out: dict[str, Any] = {}
-    for key in ARRAY_KEYS:
-        file = root / member_name(key)
+    for key in layout.ARRAY_KEYS:
+        file = root / layout.member_name(key)
         if not file.is_file():
             raise FileNotFoundError(f"checkpoint array file not found: {file}")
-        if key in MATRIX_KEYS:
+        if key in layout.MATRIX_KEYS:
             out[key] = canonical_csr(sp.load_npz(file), key)
         else:
             out[key] = np.load(file, allow_pickle=False)
