@@ -1,10 +1,6 @@
-"""Versioned JSON files: every JSON file the package writes opens with its ``format`` and ``format_version``.
-
-A saved report's ``report.json``, a saved model's ``config.json``, a checkpoint's ``manifest.json``, a run's
-``evaluation.json`` and an exported split's ``split.json`` are all written by :func:`write_json` and read back
-by :func:`read_json` (or :func:`check` for bytes read from a zip), so a reader meets one version rule and one
-message naming the file, the format and version it expected and the ones it found.
-"""
+"""Versioned JSON files (``report.json``, a model's ``config.json``, a checkpoint's ``manifest.json``,
+``evaluation.json``, ``split.json``): each names its ``format`` and ``format_version``, and a reader refuses any
+other with one message naming the file, what it expected and what it found."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import hashlib
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -141,20 +141,16 @@ class EvaluationResult:
             arrays = {str(k): np.asarray(v) for k, v in dict(values).items()}
         if not arrays:
             raise ValueError("values: expected at least one metric column, found none")
-        per_user: dict[str, np.ndarray] = {}
-        n = None
-        for key, arr in arrays.items():
-            arr = np.asarray(arr, dtype=np.float64)
+        per_user = {key: np.asarray(arr, dtype=np.float64) for key, arr in arrays.items()}
+        n = -1
+        for key, arr in per_user.items():
             if arr.ndim != 1:
                 raise ValueError(f"values[{key!r}]: expected a 1-D array, found shape {arr.shape}")
-            if n is None:
-                n = arr.shape[0]
-            elif arr.shape[0] != n:
+            n = arr.shape[0] if n < 0 else n
+            if arr.shape[0] != n:
                 raise ValueError(f"values[{key!r}]: expected {n} values like the other metrics, found {arr.shape[0]}")
-            per_user[key] = arr
         if sample_ids is None:
-            # values holds at least one metric column (checked above), so n is set.
-            sample_ids = np.arange(cast(int, n), dtype=np.int64)
+            sample_ids = np.arange(n, dtype=np.int64)
         sample_ids = np.asarray(sample_ids)
         if sample_ids.ndim != 1 or sample_ids.shape[0] != n:
             raise ValueError(

@@ -1,9 +1,5 @@
-"""Evaluate a recommender on frames of user and item ids: :func:`evaluate_by_ids`.
-
-The ids are mapped to the model's columns by :class:`~mlflow_recsys.catalogue.ItemCatalogue`, as the served
-model and the ``recsys`` MLflow evaluator map them, and
-:func:`~mlflow_recsys.evaluation.evaluate_recommender` scores the matrices.
-"""
+"""Evaluate a recommender on frames of user and item ids (:func:`evaluate_by_ids`), mapped to the model's columns
+as the served model and the ``recsys`` MLflow evaluator map them."""
 
 from __future__ import annotations
 

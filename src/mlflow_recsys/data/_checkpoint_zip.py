@@ -1,8 +1,5 @@
-"""A checkpoint zip's layout: its members, its manifest's checks, and the reproducible writer and bounded reader.
-
-:mod:`mlflow_recsys.data.checkpoint` builds, reads and loads checkpoints with these; nothing here knows about
-datasets or splits beyond the member names.
-"""
+"""A checkpoint zip's layout: its members, its manifest's checks, the reproducible writer and the bounded reader
+that :mod:`mlflow_recsys.data.checkpoint` builds and reads checkpoints with."""
 
 from __future__ import annotations
 

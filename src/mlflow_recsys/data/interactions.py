@@ -1,11 +1,7 @@
-"""Interaction logs in the one frame every loader returns, from your own data or a dataset's ratings file.
-
-Your own logs enter through :func:`from_interactions` (a frame) or :func:`read_interactions_file` (a CSV or
-Parquet file); the registry's archives (:mod:`mlflow_recsys.data.datasets`) pass their ratings file through the
-same :func:`normalise`. The frame: columns ``user`` and ``item`` (int64 when all raw ids are integers, else
-str), ``value`` (float64: a rating or a count) and, when the source has times, ``timestamp`` (int64, Unix
-seconds).
-"""
+"""Interaction logs as the one frame every loader returns: ``user`` and ``item`` (int64 when all raw ids are
+integers, else str), ``value`` (float64: a rating or a count) and, when the source has times, ``timestamp`` (int64,
+Unix seconds). Your own logs enter through :func:`from_interactions` (a frame) or :func:`read_interactions_file`
+(a CSV or Parquet file); the registry's archives pass their ratings file through the same :func:`normalise`."""
 
 from __future__ import annotations
 

@@ -300,12 +300,10 @@ def _existing_report_iv(path: Path) -> bool:
             f"path: expected a new path or a directory written by save_report, found {kind} at {str(path)!r}"
         )
     entries = sorted(os.listdir(path))
-    ours = False
-    if set(entries) <= {REPORT_FILE, COMPARISONS_FILE} and REPORT_FILE in entries:
-        try:
-            ours = bool(_envelope.read_json(path / REPORT_FILE, FORMAT, FORMAT_VERSION))
-        except (OSError, ValueError):
-            ours = False
+    try:
+        ours = set(entries) <= {REPORT_FILE, COMPARISONS_FILE} and bool(_read_meta(path / REPORT_FILE))
+    except (OSError, ValueError):
+        ours = False
     if not ours:
         shown = entries[:5] + (["..."] if len(entries) > 5 else [])
         raise FileExistsError(
