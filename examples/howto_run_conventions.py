@@ -50,7 +50,7 @@ def main(workdir: Path) -> None:
     per_user = pd.read_parquet(folder / "per_user.parquet")
     meta = json.loads((folder / "evaluation.json").read_text())
     print(f"per_user.parquet: {len(per_user)} rows, columns {list(per_user.columns)}")
-    print(f"evaluation.json: schema {meta['schema']} v{meta['schema_version']}, {meta['n_units']} users")
+    print(f"evaluation.json: format {meta['format']} v{meta['format_version']}, {meta['n_units']} users")
 
     # A model trained outside the package: item-to-item co-occurrence, ranked and scored by hand.
     local = mlflow.artifacts.download_artifacts(checkpoint, dst_path=str(workdir / "checkpoint"))

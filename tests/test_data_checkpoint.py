@@ -80,7 +80,7 @@ def test_load_accepts_the_zip_path_directly(built, loaded):
 
 def test_manifest_records_parameters_and_counts_consistent_with_arrays(loaded):
     m = loaded["manifest"]
-    assert m["format"] == "mlflow-recsys-checkpoint" and m["schema_version"] == 1
+    assert m["format"] == "mlflow-recsys-checkpoint" and m["format_version"] == 1
     assert m["dataset"]["name"] == "movielens-100k" and len(m["dataset"]["interactions_sha256"]) == 64
     assert m["parameters"] == {
         "split_mode": "user_split",
@@ -153,17 +153,17 @@ def test_zip_without_manifest_is_rejected(tmp_path):
         load_recsys_split(other)
 
 
-def test_unknown_schema_version_is_rejected(built, tmp_path):
+def test_unknown_format_version_is_rejected(built, tmp_path):
     def bump(name, data):
         if name != "manifest.json":
             return data
         manifest = json.loads(data)
-        manifest["schema_version"] = 2
+        manifest["format_version"] = 2
         return json.dumps(manifest).encode()
 
     future = tmp_path / "future.zip"
     rewrite(built, future, bump)
-    with pytest.raises(ValueError, match="schema_version 1, found 2"):
+    with pytest.raises(ValueError, match="format_version 1, found 2"):
         load_recsys_split(future)
 
 

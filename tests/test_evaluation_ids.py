@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from mlflow_recsys.catalogue import ItemCatalogue
 from mlflow_recsys.data import binarise, kcore_prune, load_interactions, user_split
-from mlflow_recsys.evaluation import evaluate_by_ids, evaluate_recommender
+from mlflow_recsys.evaluation import evaluate_recommender
+from mlflow_recsys.evaluation_by_ids import evaluate_by_ids
 from mlflow_recsys.models import EASE, EASEConfig, UnknownItemsWarning
 
 METRICS = ["ndcg@10", "recall@5", "mrr@10"]

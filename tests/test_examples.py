@@ -44,7 +44,7 @@ HOWTOS = {
         "recsys.role                  train",
         "recsys.seed                  none",
         "per_user.parquet: 188 rows, columns ['sample_id', 'ndcg@100', 'recall@20']",
-        "evaluation.json: schema mlflow-recsys-evaluation v1, 188 users",
+        "evaluation.json: format mlflow-recsys-evaluation v1, 188 users",
         "CoOccurrence scored",
         "n = 188 users",
     ],

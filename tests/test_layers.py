@@ -11,9 +11,11 @@ SRC = Path(mlflow_recsys.__file__).parent
 
 #: Layer of each top-level module or subpackage, lowest first. A module may import its own layer and those below.
 LAYERS = {
-    # plumbing every layer uses: atomic writes, digests, Parquet reading, checks, the settings schema
+    # plumbing every layer uses: atomic writes, digests, versioned JSON, canonical CSR, checks, the settings schema
     "_atomic": 0,
     "_digests": 0,
+    "_envelope": 0,
+    "_sparse": 0,
     "_parquet": 0,
     "errors": 0,
     "validation": 0,
@@ -23,6 +25,7 @@ LAYERS = {
     "data": 1,
     "models": 2,
     "evaluation": 3,
+    "evaluation_by_ids": 3,
     "stats": 4,
     "interchange": 4,
     "report": 5,

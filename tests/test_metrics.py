@@ -286,7 +286,7 @@ def test_targets_row_count_must_match_rankings():
     targets = targets_from_sets([{1}, {2}], 10)
     with pytest.raises(ValueError, match="targets.*3 rows.*found 2"):
         Recall(1).compute(np.zeros((3, 1), dtype=np.int64), targets)
-    with pytest.raises(ValueError, match="targets.*sparse"):
+    with pytest.raises(TypeError, match="targets.*sparse"):
         Recall(1).compute(np.zeros((2, 1), dtype=np.int64), targets.toarray())
 
 

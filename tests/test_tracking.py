@@ -91,8 +91,8 @@ def test_artifacts_round_trip_and_refuse_malformed_files(tmp_path):
     assert back.split_digest == "s1" and back.result.targets_fingerprint == "abc"
 
     meta = json.loads((tmp_path / "evaluation.json").read_text())
-    (tmp_path / "evaluation.json").write_text(json.dumps({**meta, "schema_version": 99}))
-    with pytest.raises(ArtifactError, match="run x.*version 99"):
+    (tmp_path / "evaluation.json").write_text(json.dumps({**meta, "format_version": 99}))
+    with pytest.raises(ArtifactError, match="run x.*format_version 1, found 99"):
         read_evaluation_artifacts(tmp_path, origin="run x")
     (tmp_path / "evaluation.json").write_text(json.dumps(meta))
     pd.DataFrame({"sample_id": [4, 9, 2], "ndcg@10": [0.1, np.nan, 1.0]}).to_parquet(tmp_path / "per_user.parquet")

@@ -31,14 +31,6 @@ def text_digest(text: str, length: int = 10) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def canonical_csr(matrix, dtype=None) -> sp.csr_matrix:
-    """A CSR copy of ``matrix`` (as ``dtype`` when given) with duplicates summed and column indices sorted."""
-    m = sp.csr_matrix(matrix, dtype=dtype, copy=True)
-    m.sum_duplicates()
-    m.sort_indices()
-    return m
-
-
 def update_with_csr(h: hashlib._Hash, m: sp.csr_matrix) -> None:
     """Feed ``h`` a canonical CSR matrix's structure: its shape as ``<rows>x<cols>``, then int64 indptr and indices."""
     h.update(f"{m.shape[0]}x{m.shape[1]}".encode())

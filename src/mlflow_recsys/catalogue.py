@@ -2,7 +2,7 @@
 
 Models score columns ``0..n_items-1``; people speak in the dataset's item ids.
 Every place that turns ids into columns goes through :class:`ItemCatalogue`:
-:func:`mlflow_recsys.evaluation.evaluate_by_ids`, the ``recsys`` MLflow
+:func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids`, the ``recsys`` MLflow
 evaluator and the served pyfunc model. It never drops an id silently: the
 methods that build matrices also return the ids the catalogue does not hold,
 and each caller states what it does with them.
@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+
+from mlflow_recsys._sparse import canonical_csr
 
 
 class ItemCatalogue:
@@ -107,11 +109,12 @@ class ItemCatalogue:
         rows = np.asarray(rows, dtype=np.int64)
         cols = self.indices(ids)
         unknown = cols < 0
-        matrix = sp.csr_matrix(
-            (np.ones(int((~unknown).sum()), dtype=np.float32), (rows[~unknown], cols[~unknown])),
-            shape=(int(n_rows), len(self)),
+        matrix = canonical_csr(
+            sp.csr_matrix(
+                (np.ones(int((~unknown).sum()), dtype=np.float32), (rows[~unknown], cols[~unknown])),
+                shape=(int(n_rows), len(self)),
+            )
         )
-        matrix.sum_duplicates()
         matrix.data[:] = 1.0
         return matrix, unknown
 

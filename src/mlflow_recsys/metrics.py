@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlflow_recsys import validation
+from mlflow_recsys._sparse import canonical_csr
 
 __all__ = [
     "CalibratedRecall",
@@ -75,17 +76,8 @@ def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(ks)
 
 
-# Any, not object: sp.issparse is no type guard, so mypy could not narrow an object to a sparse matrix.
 def _canonical_targets(targets: Any, n_rows: int | None = None) -> sp.csr_matrix:
-    if not sp.issparse(targets):
-        raise ValueError(f"targets: expected a scipy.sparse matrix (CSR), found {type(targets).__name__}")
-    if targets.ndim != 2:
-        raise ValueError(f"targets: expected a 2-D sparse matrix, found shape {targets.shape}")
-    # copy: canonicalising in place would modify the caller's matrix
-    csr = sp.csr_matrix(targets, copy=True)
-    csr.sum_duplicates()
-    csr.eliminate_zeros()
-    csr.sort_indices()
+    csr = canonical_csr(targets, "targets")
     if n_rows is not None and csr.shape[0] != n_rows:
         raise ValueError(f"targets: expected {n_rows} rows to match rankings, found {csr.shape[0]}")
     return csr
@@ -130,8 +122,10 @@ def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
 
     Raises
     ------
+    TypeError
+        If ``targets`` is not a scipy sparse matrix.
     ValueError
-        If ``targets`` is not a 2-D scipy sparse matrix.
+        If it is not 2-D or holds NaN, infinite or negative values.
     """
     csr = _canonical_targets(targets)
     return np.diff(csr.indptr).astype(np.int64)
@@ -165,8 +159,10 @@ def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray
     ValueError
         If ``k`` is not a positive int, ``rankings`` is not a 2-D integer array
         with at least ``k`` columns, holds indices outside ``[-1, n_items)`` or
-        repeats an item within a row, or ``targets`` is not a sparse matrix with
-        as many rows as ``rankings``.
+        repeats an item within a row, or ``targets`` is not 2-D with as many
+        rows as ``rankings`` and finite non-negative values.
+    TypeError
+        If ``targets`` is not a scipy sparse matrix.
     """
     k = _validate_k(k)
     arr = np.asarray(rankings)
@@ -262,7 +258,9 @@ class RankingMetric:
         ValueError
             If ``rankings`` is not a 2-D integer array with at least ``max_k``
             columns, holds indices outside ``[-1, n_items)`` or repeats an item
-            within a row, or ``targets`` is not a sparse matrix with as many rows.
+            within a row, or ``targets`` is not 2-D with as many rows.
+        TypeError
+            If ``targets`` is not a scipy sparse matrix.
         """
         arr = np.asarray(rankings)
         if arr.ndim != 2:

@@ -14,12 +14,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import io
-import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +25,12 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from mlflow_recsys._atomic import atomic_write
-from mlflow_recsys._digests import canonical_csr, sha256_file, update_with_csr
-from mlflow_recsys.data import safezip
-from mlflow_recsys.data.datasets import (
-    column_bytes,
-    from_interactions,
-    get_dataset_spec,
-    interactions_digest,
-    load_interactions,
-    read_interactions_file,
-)
+from mlflow_recsys import _envelope
+from mlflow_recsys._digests import sha256_file, update_with_csr
+from mlflow_recsys._sparse import canonical_csr
+from mlflow_recsys.data import _checkpoint_zip as layout
+from mlflow_recsys.data.datasets import get_dataset_spec, load_interactions
+from mlflow_recsys.data.interactions import column_bytes, from_interactions, interactions_digest, read_interactions_file
 from mlflow_recsys.data.preprocess import Preprocessed, preprocess_interactions
 from mlflow_recsys.data.split import (
     MIN_EVAL_INTERACTIONS,
@@ -48,27 +41,6 @@ from mlflow_recsys.data.split import (
     user_split,
 )
 from mlflow_recsys.data.split_config import SplitConfig
-
-CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
-SCHEMA_VERSION = 1
-MANIFEST_NAME = "manifest.json"
-
-# Members in the order they are written and hashed into split_digest.
-MATRIX_KEYS = (
-    "x_train",
-    "test_source_matrix",
-    "test_target_matrix",
-    "val_source_matrix",
-    "val_target_matrix",
-)
-ID_KEYS = ("train_user_ids", "item_ids", "test_eval_user_ids", "val_eval_user_ids")
-ARRAY_KEYS = MATRIX_KEYS + ID_KEYS
-
-#: Largest ``manifest.json`` a reader accepts; a real one is a few KiB.
-MAX_MANIFEST_BYTES = 1 << 20
-
-_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-_CHUNK = 1 << 20
 
 
 def build_recsys_checkpoint(
@@ -91,8 +63,8 @@ def build_recsys_checkpoint(
     """Load a dataset, preprocess it, split it and write the checkpoint zip.
 
     Pipeline: load (:func:`~mlflow_recsys.data.datasets.load_interactions`,
-    :func:`~mlflow_recsys.data.datasets.read_interactions_file` or
-    :func:`~mlflow_recsys.data.datasets.from_interactions`) ->
+    :func:`~mlflow_recsys.data.interactions.read_interactions_file` or
+    :func:`~mlflow_recsys.data.interactions.from_interactions`) ->
     :func:`~mlflow_recsys.data.preprocess.preprocess_interactions` (the ``min_rating`` filter, one
     row per (user, item), the k-core) -> the split of ``split_mode``. See those
     functions for the meaning of the parameters. The manifest's ``preprocessing``
@@ -134,7 +106,7 @@ def build_recsys_checkpoint(
     columns:
         For a file or a DataFrame: which of its columns hold the ``user``,
         ``item``, ``value`` and ``timestamp`` (keys of this mapping; see
-        :func:`~mlflow_recsys.data.datasets.from_interactions`). ``value: None``
+        :func:`~mlflow_recsys.data.interactions.from_interactions`). ``value: None``
         reads the log as implicit feedback (every row a positive) and needs
         ``min_rating=None``. Recorded in the manifest. Default: the columns
         ``user``, ``item``, ``value`` and, if present, ``timestamp``.
@@ -181,8 +153,6 @@ def build_recsys_checkpoint(
     prepared, split = _preprocess_and_split(raw, config)
     arrays = split_arrays(split)
     manifest = {
-        "format": CHECKPOINT_FORMAT,
-        "schema_version": SCHEMA_VERSION,
         "dataset": {
             **source,
             "interactions_sha256": interactions_digest(raw),
@@ -193,9 +163,9 @@ def build_recsys_checkpoint(
         "preprocessing": [dataclasses.asdict(step) for step in prepared.steps],
         "split_digest": split_digest(arrays),
     }
-    members = _members(arrays, manifest)
-    manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    _write_zip(checkpoint_path, {MANIFEST_NAME: manifest_bytes, **members})
+    members = layout.zip_members(arrays, manifest)
+    manifest_bytes = _envelope.dumps(layout.CHECKPOINT_FORMAT, layout.FORMAT_VERSION, manifest).encode("utf-8")
+    layout.write_zip(checkpoint_path, {layout.MANIFEST_NAME: manifest_bytes, **members})
     return checkpoint_path
 
 
@@ -247,19 +217,6 @@ def _preprocess_and_split(raw: pd.DataFrame, config: SplitConfig) -> tuple[Prepr
             f"{_MORE_TEST_ROWS[config.split_mode]}"
         )
     return prepared, split
-
-
-def _members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
-    """The zip's array files by member name; each one's SHA-256 and size go into ``manifest``."""
-    members: dict[str, bytes] = {}
-    manifest["files"], manifest["sizes"] = {}, {}
-    for key in ARRAY_KEYS:
-        name = _member_name(key)
-        members[name] = _npz_bytes(arrays[key]) if key in MATRIX_KEYS else _npy_bytes(arrays[key])
-        manifest["files"][name] = hashlib.sha256(members[name]).hexdigest()
-        # A reader bounds each member by this size, so a tampered zip cannot make it write more.
-        manifest["sizes"][name] = len(members[name])
-    return members
 
 
 def _readable(name: str) -> str:
@@ -357,11 +314,11 @@ def split_digest(arrays: dict[str, Any]) -> str:
     (canonical CSR with sorted indices); id arrays their canonical bytes.
     """
     h = hashlib.sha256()
-    for key in ARRAY_KEYS:
+    for key in layout.ARRAY_KEYS:
         h.update(f"{key}:".encode())
         value = arrays[key]
-        if key in MATRIX_KEYS:
-            m = canonical_csr(value, dtype=np.float32)
+        if key in layout.MATRIX_KEYS:
+            m = canonical_csr(value, key)
             update_with_csr(h, m)
             h.update(np.asarray(m.data, dtype=np.float32).tobytes())
         else:
@@ -401,85 +358,39 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
         raise ValueError(f"{path}: expected a checkpoint zip file, found a file that is not a zip")
     try:
         with zipfile.ZipFile(path) as zf:
-            safezip.check_members(zf, path)
-            names = zf.namelist()
-            if MANIFEST_NAME not in names:
-                raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
-            manifest_bytes = io.BytesIO()
-            _stream_member(
-                zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, manifest_bytes.write, path, bound="the manifest size limit"
-            )
-            manifest = _parse_manifest(manifest_bytes.getvalue(), path)
-            _check_manifest(manifest, path)
-            _check_zip_matches_manifest(names, manifest, path)
+            manifest_bytes, manifest = layout.read_manifest(zf, path)
             with tempfile.TemporaryDirectory(prefix="mlflow-recsys-checkpoint-") as tmp:
-                (Path(tmp) / MANIFEST_NAME).write_bytes(manifest_bytes.getvalue())
-                for name, size in manifest["sizes"].items():
-                    with open(Path(tmp) / name, "xb") as out:
-                        digest, count = _stream_member(zf, name, size, out.write, path, bound="its declared size")
-                    if count != size:
-                        raise ValueError(
-                            f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
-                        )
-                    if digest != manifest["files"][name]:
-                        raise ValueError(
-                            f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
-                            f"manifest), found {digest}; the checkpoint is damaged or was edited"
-                        )
+                (Path(tmp) / layout.MANIFEST_NAME).write_bytes(manifest_bytes)
+                layout.extract_members(zf, manifest, path, Path(tmp))
                 yield Path(tmp)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise ValueError(f"{path}: the checkpoint zip is truncated or corrupted ({exc})") from None
 
 
-def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) -> None:
-    """Refuse a zip whose members are not exactly the manifest and the files it lists, each once."""
-    listed = set(manifest["sizes"])
-    seen: set[str] = set()
-    for name in names:
-        if name != MANIFEST_NAME and name not in listed:
-            raise ValueError(
-                f"{path}: refusing zip member {name!r}: the manifest does not list it (a checkpoint holds only "
-                f"{MANIFEST_NAME} and the files its manifest lists); nothing was extracted"
-            )
-        if name in seen:
-            raise ValueError(f"{path}: refusing zip member {name!r}: it appears more than once; nothing was extracted")
-        seen.add(name)
-    missing = sorted(listed - seen)
-    if missing:
-        raise ValueError(f"{path}: expected the manifest's files {missing} in the zip, found none")
-    total = sum(manifest["sizes"].values())
-    if total > safezip.MAX_UNCOMPRESSED_BYTES:
-        raise ValueError(
-            f"{path}: expected at most {safezip.MAX_UNCOMPRESSED_BYTES:,} bytes uncompressed, "
-            f"found {total:,} declared in the manifest"
-        )
+@dataclasses.dataclass(frozen=True, eq=False)
+class LoadedSplit:
+    """A split as :func:`load_recsys_split` reads it (its Returns say what each field holds); ``split["x_train"]``
+    is ``split.x_train``."""
+
+    x_train: sp.csr_matrix
+    test_source_matrix: sp.csr_matrix
+    test_target_matrix: sp.csr_matrix
+    val_source_matrix: sp.csr_matrix
+    val_target_matrix: sp.csr_matrix
+    train_user_ids: np.ndarray
+    item_ids: np.ndarray
+    test_eval_user_ids: np.ndarray
+    val_eval_user_ids: np.ndarray
+    manifest: dict
+    split_digest: str
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
 
 
-def _stream_member(
-    zf: zipfile.ZipFile, name: str, limit: int, write: Callable[[bytes], Any], path: Path, *, bound: str
-) -> tuple[str, int]:
-    """Copy member ``name`` to ``write`` in chunks, refusing it past ``limit`` bytes -> (SHA-256, bytes).
-
-    The member is counted as it is decompressed rather than trusted by its zip
-    header; at most ``limit + 1`` bytes are decompressed and ``limit`` written.
-    ``bound`` names the limit in the message ("its declared size").
-    """
-    h = hashlib.sha256()
-    count = 0
-    with zf.open(name) as member:
-        while chunk := member.read(min(_CHUNK, limit - count + 1)):
-            if count + len(chunk) > limit:
-                raise ValueError(
-                    f"{path}: refusing zip member {name!r}: expected at most {limit:,} bytes ({bound}), "
-                    f"found at least {count + len(chunk):,}; stopped reading there"
-                )
-            write(chunk)
-            h.update(chunk)
-            count += len(chunk)
-    return h.hexdigest(), count
-
-
-def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
+def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
     """Load the split arrays and manifest from an extracted checkpoint (or the zip itself).
 
     Parameters
@@ -489,13 +400,13 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
 
     Returns
     -------
-    dict
+    LoadedSplit
         ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids``
         (n_train_users,); ``item_ids`` (n_items,); ``test_source_matrix`` and
         ``test_target_matrix`` csr float32 (n_test_rows, n_items);
         ``test_eval_user_ids`` (n_test_rows,); the same three for ``val_``;
         ``manifest`` (dict); ``split_digest`` (str). Ids are int64 for integer
-        raw ids, else str.
+        raw ids, else str. Each is an attribute, and ``split["x_train"]`` works too.
 
     Raises
     ------
@@ -511,20 +422,17 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
             return load_recsys_split(extracted)
     if not root.is_dir():
         raise FileNotFoundError(f"checkpoint not found: {root}")
-    manifest_path = root / MANIFEST_NAME
+    manifest_path = root / layout.MANIFEST_NAME
     if not manifest_path.is_file():
         raise FileNotFoundError(f"checkpoint manifest not found: {manifest_path}")
-    manifest = _parse_manifest(manifest_path.read_bytes(), manifest_path)
-    _check_manifest(manifest, manifest_path)
+    manifest = layout.check_manifest(manifest_path.read_bytes(), manifest_path)
     out: dict[str, Any] = {}
-    for key in ARRAY_KEYS:
-        file = root / _member_name(key)
+    for key in layout.ARRAY_KEYS:
+        file = root / layout.member_name(key)
         if not file.is_file():
             raise FileNotFoundError(f"checkpoint array file not found: {file}")
-        if key in MATRIX_KEYS:
-            m = sp.csr_matrix(sp.load_npz(file), dtype=np.float32)
-            m.sort_indices()
-            out[key] = m
+        if key in layout.MATRIX_KEYS:
+            out[key] = canonical_csr(sp.load_npz(file), key)
         else:
             out[key] = np.load(file, allow_pickle=False)
     digest = split_digest(out)
@@ -533,9 +441,7 @@ def load_recsys_split(root: str | os.PathLike) -> dict[str, Any]:
             f"{root}: expected arrays with split_digest {manifest['split_digest']}, "
             f"found {digest} (the checkpoint is damaged or was edited)"
         )
-    out["manifest"] = manifest
-    out["split_digest"] = digest
-    return out
+    return LoadedSplit(**out, manifest=manifest, split_digest=digest)
 
 
 def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
@@ -571,90 +477,3 @@ def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
             else {"val_cut_timestamp": int(split.cut_timestamps[0]), "test_cut_timestamp": int(split.cut_timestamps[1])}
         ),
     }
-
-
-def _member_name(key: str) -> str:
-    return f"{key}.npz" if key in MATRIX_KEYS else f"{key}.npy"
-
-
-def _parse_manifest(raw: bytes, where: Path) -> dict:
-    try:
-        manifest = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{where}: expected a JSON manifest, found unreadable content ({exc})") from None
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{where}: expected a JSON object manifest, found {type(manifest).__name__}")
-    return manifest
-
-
-def _check_manifest(manifest: dict, where: Path) -> None:
-    if manifest.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(
-            f"{where}: expected manifest format {CHECKPOINT_FORMAT!r}, "
-            f"found {manifest.get('format')!r}; this is not an mlflow-recsys checkpoint"
-        )
-    version = manifest.get("schema_version")
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
-        raise ValueError(f"{where}: expected checkpoint schema_version {SCHEMA_VERSION}, found {version!r}")
-    if not isinstance(manifest.get("split_digest"), str):
-        raise ValueError(f"{where}: expected a split_digest string in the manifest, found none")
-    expected = sorted(_member_name(key) for key in ARRAY_KEYS)
-    files, sizes = manifest.get("files"), manifest.get("sizes")
-    if not isinstance(files, dict) or sorted(files) != expected:
-        found = sorted(files) if isinstance(files, dict) else files
-        raise ValueError(f"{where}: expected the manifest's 'files' to list {expected}, found {found!r}")
-    if sizes is None:
-        raise ValueError(
-            f"{where}: expected the manifest to declare each member's size ('sizes'), found none; the checkpoint "
-            "predates size checks, so rebuild it with the parameters in its manifest (the same seed gives "
-            "the same split_digest)"
-        )
-    if not isinstance(sizes, dict) or sorted(sizes) != expected:
-        found = sorted(sizes) if isinstance(sizes, dict) else sizes
-        raise ValueError(f"{where}: expected the manifest's 'sizes' to list {expected}, found {found!r}")
-    for name in expected:
-        size, digest = sizes[name], files[name]
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"{where}: sizes[{name!r}]: expected an integer >= 0, found {size!r}")
-        if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            raise ValueError(f"{where}: files[{name!r}]: expected a SHA-256 of 64 hex digits, found {digest!r}")
-
-
-def _npy_bytes(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, np.asarray(array), allow_pickle=False)
-    return buf.getvalue()
-
-
-def _npz_bytes(matrix: sp.spmatrix) -> bytes:
-    # scipy.sparse.save_npz stamps zip entries with the current time; writing
-    # the same keys ourselves with a fixed time keeps the bytes reproducible.
-    m = sp.csr_matrix(matrix)
-    m.sort_indices()
-    parts = {
-        "indices": m.indices,
-        "indptr": m.indptr,
-        "format": np.array(b"csr"),
-        "shape": np.asarray(m.shape, dtype=np.int64),
-        "data": m.data,
-    }
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as zf:
-        for name, value in parts.items():
-            _add_member(zf, f"{name}.npy", _npy_bytes(value), zipfile.ZIP_STORED)
-    return buf.getvalue()
-
-
-def _add_member(zf: zipfile.ZipFile, name: str, payload: bytes, compression: int) -> None:
-    info = zipfile.ZipInfo(name, date_time=_ZIP_EPOCH)
-    info.compress_type = compression
-    info.create_system = 3
-    info.external_attr = 0o644 << 16
-    zf.writestr(info, payload, compress_type=compression, compresslevel=6 if compression else None)
-
-
-def _write_zip(path: Path, members: dict[str, bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as fh, zipfile.ZipFile(fh, "w") as zf:
-        for name, payload in members.items():
-            _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)

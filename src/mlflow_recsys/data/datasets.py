@@ -1,4 +1,4 @@
-"""Registry of public datasets, and loading of raw interactions from them or from your own data.
+"""Registry of public datasets, and loading of their raw interactions.
 
 Each registered dataset is a :class:`DatasetSpec`: where its canonical archive
 lives, its SHA-256 and size, the file inside it that holds the ratings and how
@@ -6,36 +6,27 @@ that file is laid out, its licence and how to cite it. Loading prefers a copy
 already installed on the machine (a Python package that ships the data) and
 otherwise downloads the canonical archive once into ``data_dir``.
 
-Your own interaction logs enter through :func:`from_interactions` (a frame) or
-:func:`read_interactions_file` (a CSV or Parquet file).
-
-Every loader returns the same frame: columns ``user`` and ``item`` (int64 when
-all raw ids are integers, else str), ``value`` (float64: a rating or a count)
-and, when the source has times, ``timestamp`` (int64, Unix seconds).
+Every loader returns the frame of :mod:`mlflow_recsys.data.interactions`, which
+also reads your own logs.
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import os
 import warnings
 import zipfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
+from typing import cast
 
-import numpy as np
 import pandas as pd
 
 from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.data import safezip
 from mlflow_recsys.data.download import download
-
-INTERACTION_COLUMNS = ("user", "item", "value", "timestamp")
-#: Columns every interaction frame must have; ``timestamp`` is optional.
-REQUIRED_COLUMNS = ("user", "item", "value")
+from mlflow_recsys.data.interactions import INTERACTION_COLUMNS, normalise
 
 DATA_DIR_ENV = "MLFLOW_RECSYS_DATA_DIR"
 
@@ -114,9 +105,25 @@ _MOVIELENS_CITATION = (
     "(December 2015). https://doi.org/10.1145/2827872"
 )
 
+
 # Sizes and SHA-256 of the MovieLens archives as recorded in tensorflow/datasets
 # (tensorflow_datasets/url_checksums/movielens.txt); GroupLens itself publishes
 # only MD5 sums.
+def _movielens(release: str, description: str, sha256: str, size_bytes: int, ratings: RatingsFile) -> DatasetSpec:
+    """A GroupLens MovieLens release (``"100k"``, ``"1m"``, ...): its page and archive follow one pattern."""
+    return DatasetSpec(
+        name=f"movielens-{release}",
+        description=description,
+        homepage=f"https://grouplens.org/datasets/movielens/{release}/",
+        url=f"https://files.grouplens.org/datasets/movielens/ml-{release}.zip",
+        sha256=sha256,
+        size_bytes=size_bytes,
+        ratings=ratings,
+        licence=_MOVIELENS_LICENCE,
+        citation=_MOVIELENS_CITATION,
+    )
+
+
 DATASETS: dict[str, DatasetSpec] = {
     "goodbooks": DatasetSpec(
         name="goodbooks",
@@ -134,16 +141,14 @@ DATASETS: dict[str, DatasetSpec] = {
         citation="Zygmunt Zając. 2017. Goodbooks-10k: a new dataset for book recommendations. "
         "FastML. https://github.com/zygmuntz/goodbooks-10k",
     ),
-    "movielens-100k": DatasetSpec(
-        name="movielens-100k",
-        description="MovieLens 100K: 100,000 ratings (1-5 stars) by 943 users on 1,682 movies, 1997-1998.",
-        homepage="https://grouplens.org/datasets/movielens/100k/",
-        url="https://files.grouplens.org/datasets/movielens/ml-100k.zip",
-        sha256="50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
-        size_bytes=4924029,
-        ratings=RatingsFile("ml-100k/u.data", sep="\t", header=False, columns=INTERACTION_COLUMNS),
-        licence=_MOVIELENS_LICENCE,
-        citation=_MOVIELENS_CITATION,
+    "movielens-100k": dataclasses.replace(
+        _movielens(
+            "100k",
+            "MovieLens 100K: 100,000 ratings (1-5 stars) by 943 users on 1,682 movies, 1997-1998.",
+            "50d2a982c66986937beb9ffb3aa76efe955bf3d5c6b761f4e3a7cd717c6a3229",
+            4924029,
+            RatingsFile("ml-100k/u.data", sep="\t", header=False, columns=INTERACTION_COLUMNS),
+        ),
         package_copy=PackageCopy(
             distribution="recbole",
             version="1.2.1",
@@ -153,30 +158,19 @@ DATASETS: dict[str, DatasetSpec] = {
             sha256="4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff",
         ),
     ),
-    "movielens-1m": DatasetSpec(
-        name="movielens-1m",
-        description="MovieLens 1M: 1,000,209 ratings (1-5 stars) by 6,040 users on about 3,900 movies, 2000-2003.",
-        homepage="https://grouplens.org/datasets/movielens/1m/",
-        url="https://files.grouplens.org/datasets/movielens/ml-1m.zip",
-        sha256="a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
-        size_bytes=5917549,
-        ratings=RatingsFile(
-            "ml-1m/ratings.dat", sep="::", header=False, columns=INTERACTION_COLUMNS, encoding="latin-1"
-        ),
-        licence=_MOVIELENS_LICENCE,
-        citation=_MOVIELENS_CITATION,
+    "movielens-1m": _movielens(
+        "1m",
+        "MovieLens 1M: 1,000,209 ratings (1-5 stars) by 6,040 users on about 3,900 movies, 2000-2003.",
+        "a6898adb50b9ca05aa231689da44c217cb524e7ebd39d264c56e2832f2c54e20",
+        5917549,
+        RatingsFile("ml-1m/ratings.dat", sep="::", header=False, columns=INTERACTION_COLUMNS, encoding="latin-1"),
     ),
-    "movielens-20m": DatasetSpec(
-        name="movielens-20m",
-        description="MovieLens 20M: 20,000,263 ratings (0.5-5 stars in half steps) by 138,493 users "
-        "on 26,744 movies, 1995-2015.",
-        homepage="https://grouplens.org/datasets/movielens/20m/",
-        url="https://files.grouplens.org/datasets/movielens/ml-20m.zip",
-        sha256="96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
-        size_bytes=198702078,
-        ratings=RatingsFile("ml-20m/ratings.csv", sep=",", header=True, columns=INTERACTION_COLUMNS),
-        licence=_MOVIELENS_LICENCE,
-        citation=_MOVIELENS_CITATION,
+    "movielens-20m": _movielens(
+        "20m",
+        "MovieLens 20M: 20,000,263 ratings (0.5-5 stars in half steps) by 138,493 users on 26,744 movies, 1995-2015.",
+        "96f243c338a8665f6bcc89c53edf6ee39162a846940de6b7c8c48aeada765ff3",
+        198702078,
+        RatingsFile("ml-20m/ratings.csv", sep=",", header=True, columns=INTERACTION_COLUMNS),
     ),
 }
 
@@ -259,7 +253,7 @@ def load_interactions(
     if use_package_copy and spec.package_copy is not None:
         path = _package_copy_path(spec.package_copy)
         if path is not None:
-            return _normalise(pd.read_csv(path, sep="\t"), INTERACTION_COLUMNS, str(path))
+            return normalise(pd.read_csv(path, sep="\t"), INTERACTION_COLUMNS, str(path))
     folder = Path(data_dir) if data_dir is not None else default_data_dir()
     archive = download(
         spec.url,
@@ -292,182 +286,7 @@ def read_archive(archive: str | os.PathLike, ratings: RatingsFile) -> pd.DataFra
                 frame = _read_table(handle, ratings)
     except (zipfile.BadZipFile, EOFError) as exc:
         raise ValueError(f"{archive}: the archive is truncated or corrupted ({exc})") from None
-    return _normalise(frame, ratings.columns, f"{archive}:{member}")
-
-
-def from_interactions(
-    frame: pd.DataFrame,
-    *,
-    user: str = "user",
-    item: str = "item",
-    value: str | None = "value",
-    timestamp: str | None = "timestamp",
-) -> pd.DataFrame:
-    """Bring your own interaction log into the form every loader returns.
-
-    Parameters
-    ----------
-    frame:
-        One row per interaction.
-    user, item:
-        Columns holding the user and item ids (no missing values). Ids become
-        int64 when every one is an integer int64 can hold (including text like
-        ``"12"`` but not ``"012"``), else text. Defaults ``"user"``, ``"item"``.
-    value:
-        Column holding a rating or a count (numeric, no missing values).
-        ``None`` reads the log as implicit feedback: every row is one observed
-        interaction and gets the value 1.0 (build it with ``min_rating=None``).
-        Default ``"value"``.
-    timestamp:
-        Column holding Unix seconds (integers; fractions are floored), datetimes
-        or ISO 8601 text (converted to Unix seconds, UTC; naive times are taken
-        as UTC), within the years 1 to 9999 (seconds in [-62,135,596,800,
-        253,402,300,799]). Default ``"timestamp"``; when that default column is
-        absent the result simply has no timestamp. ``None`` ignores any
-        timestamp column.
-
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``user``, ``item``, ``value`` and, if present, ``timestamp``, in
-        the input's row order.
-
-    Raises
-    ------
-    ValueError
-        ``frame`` not a DataFrame or without rows, a named column missing (the
-        message lists the columns found) or present twice, one column named for
-        two roles, missing values, non-numeric or infinite values, or
-        timestamps that are not times or fall outside the years 1 to 9999.
-    """
-    if not isinstance(frame, pd.DataFrame):
-        raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
-    if frame.empty:
-        raise ValueError(f"frame: expected at least one interaction, found no rows (columns {list(frame.columns)})")
-    names: dict[str, Any] = {"user": user, "item": item, "value": value}
-    if timestamp is not None and (timestamp in frame.columns or timestamp != "timestamp"):
-        names["timestamp"] = timestamp
-    check_column_names(names, list(frame.columns))
-    roles = [role for role, column in names.items() if column is not None]
-    picked = frame.iloc[:, [frame.columns.get_loc(names[role]) for role in roles]].set_axis(roles, axis=1)
-    if value is None:  # implicit feedback: each row one observed interaction
-        picked.insert(2, "value", 1.0)
-    labels = {role: column for role, column in names.items() if column is not None}
-    return _normalise(picked, tuple(names), "frame", labels)
-
-
-#: Column names that usually hold each role in a log, compared ignoring case and ``_``/``-``/blanks: a missing
-#: column's refusal names the option that reads the first of them the log has.
-LIKELY_COLUMNS = {
-    "user": ("user", "user_id", "userid", "uid", "customer_id", "customer", "visitor_id", "member_id"),
-    "item": ("item", "item_id", "itemid", "iid", "movie_id", "movie", "product_id", "product", "sku", "book_id"),
-    "value": ("value", "rating", "ratings", "score", "stars", "count", "weight", "plays", "clicks"),
-    "timestamp": ("timestamp", "time", "ts", "datetime", "date", "event_time", "created_at"),
-}
-
-
-def _column_hint(role: str, found: list, taken: set) -> str:
-    """How to read ``role`` from a column of ``found`` that looks like one (none of ``taken``), or ''."""
-
-    def plain(name: object) -> str:
-        return "".join(c for c in str(name).lower() if c not in "_- ")
-
-    by_plain = {plain(c): c for c in reversed(found) if c not in taken}
-    likely = next((by_plain[plain(n)] for n in LIKELY_COLUMNS[role] if plain(n) in by_plain), None)
-    if likely is None:
-        return "; for a log without ratings use --value-col none (columns={'value': None})" if role == "value" else ""
-    return (
-        f"; the log has a column {likely!r}: use --{role}-col {likely} on the command line "
-        f"(in Python columns={{{role!r}: {likely!r}}}, or {role}={likely!r} for from_interactions)"
-    )
-
-
-def check_column_names(names: dict[str, Any], found: list) -> None:
-    """Raise ValueError unless each role's column in ``names`` (role to column name; ``None`` for no column) is
-    one column of ``found``, the log's columns in order, and no two roles share one. A missing column's message
-    names the option that reads a likely column of the log (:data:`LIKELY_COLUMNS`): ``"value: expected a column
-    'value' in the interactions, found columns [...]; the log has a column 'rating': use --value-col rating ..."``.
-    """
-    given = {role: column for role, column in names.items() if column is not None}
-    for role, column in given.items():
-        count = found.count(column)
-        if count == 0:
-            hint = _column_hint(role, found, set(given.values()))
-            raise ValueError(f"{role}: expected a column {column!r} in the interactions, found columns {found}{hint}")
-        if count > 1:
-            raise ValueError(f"{role}: expected one column named {column!r}, found {count} columns of that name")
-    shared = sorted({str(c) for c in given.values() if list(given.values()).count(c) > 1})
-    if shared:
-        roles = [r for r, c in given.items() if str(c) in shared]
-        raise ValueError(f"{'/'.join(roles)}: expected a column of its own for each, found {shared} named twice")
-
-
-def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
-    """Read an interaction log from a ``.csv`` (comma-separated, one header line) or ``.parquet`` file.
-
-    ``columns`` are passed to :func:`from_interactions` (``user``, ``item``,
-    ``value``, ``timestamp``: the column names in the file; ``value=None`` for
-    a log without ratings).
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist.
-    ValueError
-        If the suffix is neither ``.csv`` nor ``.parquet``, the file is empty or
-        holds a header and no rows, or the content fails
-        :func:`from_interactions`'s checks (the message names the file).
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset: no interactions file at {path}")
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        # Ids are read as text and turned into integers only when every one is written as a
-        # plain integer, so "0012" and "12" stay two different items.
-        id_columns = {columns.get("user", "user"): str, columns.get("item", "item"): str}
-        frame = _read_csv(path, id_columns)
-    elif suffix == ".parquet":
-        frame = _read_parquet(path)
-    else:
-        raise ValueError(f"dataset: expected a .csv or .parquet file, found {path.name!r}")
-    if frame.empty:
-        raise ValueError(
-            f"{path}: expected interactions below the header, found no rows (columns {list(frame.columns)})"
-        )
-    try:
-        return from_interactions(frame, **columns)
-    except ValueError as exc:
-        raise ValueError(f"{path}: {exc}") from None
-
-
-def interactions_digest(frame: pd.DataFrame) -> str:
-    """SHA-256 hex digest of an interaction frame, independent of its row order.
-
-    Rows are sorted by (user, item, timestamp, value) and each column is hashed
-    as int64/float64 bytes, or as unit-separated UTF-8 text for string ids; a
-    frame without timestamps hashes only the three other columns.
-    """
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"frame: expected columns {list(REQUIRED_COLUMNS)}, missing {missing}")
-    columns = [c for c in INTERACTION_COLUMNS if c in frame.columns]
-    ordered = frame.sort_values(columns[:2] + columns[3:] + ["value"], kind="mergesort")
-    h = hashlib.sha256()
-    for col in columns:
-        h.update(f"{col}:".encode())
-        h.update(column_bytes(ordered[col].to_numpy()))
-    return h.hexdigest()
-
-
-def column_bytes(values: np.ndarray) -> bytes:
-    """Canonical bytes of an id/value column for hashing (dtype kind, then content)."""
-    values = np.asarray(values)
-    if values.dtype.kind in "iub":
-        return b"i" + values.astype(np.int64).tobytes()
-    if values.dtype.kind == "f":
-        return b"f" + values.astype(np.float64).tobytes()
-    return b"s" + "\x1f".join(map(str, values.tolist())).encode("utf-8")
+    return normalise(frame, ratings.columns, f"{archive}:{member}")
 
 
 def _find_member(zf: zipfile.ZipFile, wanted: str, archive: Path) -> str:
@@ -516,137 +335,3 @@ def _package_copy_path(copy: PackageCopy) -> Path | None:
         )
         return None
     return path
-
-
-def _normalise(
-    frame: pd.DataFrame, columns: tuple[str | None, ...], where: str, labels: Mapping[str, str] | None = None
-) -> pd.DataFrame:
-    """The loaders' form of ``frame``, whose fields are the roles ``columns``; a message names a role's column as
-    ``labels`` gives it (the caller's column names), else by the role."""
-    shown = {role: (labels or {}).get(role, role) for role in INTERACTION_COLUMNS}
-    if frame.shape[1] != len(columns):
-        raise ValueError(
-            f"{where}: expected {len(columns)} fields ({', '.join(c or '-' for c in columns)}), found {frame.shape[1]}"
-        )
-    frame = frame.set_axis([c or f"_skip{i}" for i, c in enumerate(columns)], axis=1)
-    for column in (c for c in columns if c):
-        if frame[column].isna().any():
-            raise ValueError(
-                f"{where}: expected no missing values in {shown[column]!r}, found {int(frame[column].isna().sum())}"
-            )
-    value = _numbers(frame["value"], shown["value"], where)
-    out = {"user": _ids(frame["user"]), "item": _ids(frame["item"]), "value": value}
-    if "timestamp" in columns:
-        out["timestamp"] = _unix_seconds(frame["timestamp"], where, shown["timestamp"])
-    return pd.DataFrame(out)
-
-
-_INT64_MAX = np.iinfo(np.int64).max
-
-
-def _ids(column: pd.Series) -> np.ndarray:
-    """int64 ids when every id is an integer that int64 holds, else str ids."""
-    if pd.api.types.is_integer_dtype(column):
-        if column.dtype.kind == "u" and len(column) and int(column.max()) > _INT64_MAX:
-            return column.astype(str).to_numpy(dtype=object)  # would wrap to negatives
-        return column.to_numpy(dtype=np.int64)
-    if (
-        pd.api.types.is_float_dtype(column)
-        and np.all(np.mod(column.to_numpy(), 1) == 0)
-        and np.abs(column.to_numpy()).max(initial=0) <= 2**53
-    ):
-        return column.to_numpy().astype(np.int64)  # integers that a reader stored as floats
-    text = column.astype(str)
-    if len(text) and text.str.fullmatch(r"0|-?[1-9][0-9]{0,17}").all():
-        return text.astype(np.int64).to_numpy()
-    return text.to_numpy(dtype=object)
-
-
-def _numbers(column: pd.Series, name: str, where: str) -> np.ndarray:
-    if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
-        raise ValueError(f"{where}: expected numbers in {name!r}, found dtype {column.dtype}")
-    values = column.to_numpy(dtype=np.float64)
-    infinite = int(np.isinf(values).sum())
-    if infinite:
-        raise ValueError(f"{where}: expected finite numbers in {name!r}, found {infinite} infinite value(s)")
-    return values
-
-
-def _read_csv(path: Path, dtype: Mapping[Any, type]) -> pd.DataFrame:
-    """The CSV file at ``path`` with its columns named as its header line writes them: pandas would rename a
-    repeated name (``user,user`` reads as ``user``, ``user.1``), and a log naming one column twice is refused."""
-    try:
-        # The header read as a row of text: as pandas finds it (blank lines skipped, BOM removed), names unmangled.
-        header = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0].tolist()
-        with warnings.catch_warnings():
-            # Rows longer than the header: pandas would take the extra leading fields as the index, or with
-            # index_col=False drop the trailing ones with a mere warning.
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, dtype=dtype, index_col=False)
-    except pd.errors.EmptyDataError:
-        raise ValueError(f"{path}: expected a header line and interactions, found an empty file") from None
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: expected UTF-8 text, found undecodable bytes ({exc.reason})") from None
-    except (pd.errors.ParserError, pd.errors.ParserWarning) as exc:
-        raise ValueError(f"{path}: expected comma-separated rows of the header's fields ({str(exc).strip()})") from None
-    return frame.set_axis(header, axis=1)
-
-
-def _read_parquet(path: Path) -> pd.DataFrame:
-    """The Parquet file at ``path``; one whose schema names a column twice is refused (pyarrow cannot pick one)."""
-    import pyarrow.parquet as pq
-
-    try:
-        names = pq.read_schema(path).names
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"{path}: expected each column named once, found {repeated} more than once")
-        return pd.read_parquet(path)
-    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-        if str(exc).startswith(str(path)):
-            raise
-        raise ValueError(
-            f"{path}: expected a Parquet file, found one pyarrow cannot read ({str(exc).splitlines()[0]})"
-        ) from None
-
-
-#: Unix seconds of 0001-01-01 and 9999-12-31 23:59:59 UTC: timestamps outside are refused, not wrapped.
-_FIRST_SECOND, _LAST_SECOND = -62_135_596_800, 253_402_300_799
-
-
-def _iso_dates(column: pd.Series) -> pd.Series:
-    """ISO 8601 text as UTC datetimes. Digits past the microsecond are dropped when pandas cannot hold them (it
-    reads nanoseconds only up to 2262); the seconds taken from the result are floored, so nothing changes."""
-    try:
-        return pd.to_datetime(column, utc=True, format="ISO8601")
-    except (ValueError, TypeError):
-        micro = column.astype(str).str.replace(r"(\.\d{6})\d+", r"\1", regex=True)
-        return pd.to_datetime(micro, utc=True, format="ISO8601")
-
-
-def _unix_seconds(column: pd.Series, where: str, name: str = "timestamp") -> np.ndarray:
-    """Whole Unix seconds from integers, floats (floored), datetimes or ISO 8601 text (naive = UTC)."""
-    if not pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_datetime64_any_dtype(column):
-        try:
-            column = _iso_dates(column)
-        except (ValueError, TypeError):
-            raise ValueError(
-                f"{where}: expected Unix seconds or ISO 8601 dates in {name!r}, found values such as {column.iloc[0]!r}"
-            ) from None
-    if pd.api.types.is_datetime64_any_dtype(column):
-        naive = column.dt.tz_convert("UTC").dt.tz_localize(None) if column.dt.tz is not None else column
-        return naive.to_numpy().astype("datetime64[s]").astype(np.int64)  # any unit: ns, us (year 9999), s
-    if pd.api.types.is_integer_dtype(column) and not pd.api.types.is_bool_dtype(column):
-        # Integers stay integers: through float64 they would lose precision past 2**53.
-        seconds = column.to_numpy()
-        outside = (seconds < _FIRST_SECOND) | (seconds > _LAST_SECOND)
-    else:
-        floored = np.floor(_numbers(column, name, where))
-        outside = (floored < _FIRST_SECOND) | (floored > _LAST_SECOND)
-        seconds = np.where(outside, 0, floored)
-    if outside.any():
-        raise ValueError(
-            f"{where}: expected Unix seconds in [{_FIRST_SECOND:,}, {_LAST_SECOND:,}] (years 1 to 9999) in "
-            f"{name!r}, found {int(outside.sum())} value(s) outside, such as {column[outside].tolist()[0]!r}"
-        )
-    return seconds.astype(np.int64)

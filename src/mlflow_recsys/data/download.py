@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from pathlib import Path
 
 from mlflow_recsys import validation
@@ -26,7 +27,7 @@ def download(
     """Fetch ``url`` to ``dest`` unless a file with the right checksum is already there.
 
     An existing ``dest`` whose SHA-256 matches is reused without network
-    access (and without importing :mod:`pooch`). Otherwise :mod:`pooch` streams
+    access (and without importing :mod:`pooch`). Otherwise :func:`pooch.retrieve` streams
     the body to a temporary file in ``dest``'s folder and renames it onto
     ``dest`` only when its SHA-256 matches, so ``dest`` never holds a partial
     or wrong file; it then gets the mode a new file gets under the umask. A
@@ -84,46 +85,35 @@ def download(
                 f"delete it to download again, or replace it with the file from {url}"
             )
         return dest
-    _fetch(url, dest, expected, retries=retries, timeout=timeout, progress=progress)
+    import pooch  # here, not at module level: only a download needs it
+    import requests
+
+    downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
+    for attempt in range(retries + 1):
+        try:
+            pooch.retrieve(url, f"sha256:{expected}", fname=dest.name, path=dest.parent, downloader=downloader)
+            break
+        except (requests.RequestException, ValueError) as exc:
+            if attempt == retries:
+                raise _translated(exc, url, dest, expected) from exc
+            time.sleep(attempt + 1)
     # pooch's temporary file is owner-only; give the cached file a new file's mode, as every file written here gets.
     os.chmod(dest, new_file_mode())
     return dest
 
 
-def _fetch(url: str, dest: Path, expected: str, *, retries: int, timeout: float, progress: bool) -> None:
-    """Have :mod:`pooch` fetch ``url`` to ``dest`` if its SHA-256 is ``expected``, retrying; errors say what to do."""
-    import pooch  # here, not at module level: only a download needs it
-    import requests
-
-    http = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)
-    digests = []  # of each attempt's body, for the message pooch's own check does not expose
-
-    def fetch_and_hash(address, output_file, caller):
-        http(address, output_file, caller)
-        digests.append(sha256_file(output_file))
-
-    cache = pooch.create(
-        path=dest.parent,
-        base_url="",
-        registry={dest.name: f"sha256:{expected}"},
-        urls={dest.name: url},
-        retry_if_failed=retries,
+def _translated(exc: Exception, url: str, dest: Path, expected: str) -> Exception:
+    """pooch's error as this package words it: where to place the file by hand, or both digests."""
+    if isinstance(exc, ValueError):  # pooch's checksum mismatch, "... expected <hash> but got <hash>. ..."
+        found = re.search(r"got ([0-9a-f]{64})", str(exc))
+        if found is None:
+            return ValueError(f"{url}: {exc}")
+        return ValueError(
+            f"{url}: downloaded file has SHA-256 {found.group(1)}, expected {expected}; nothing was written to {dest}"
+        )
+    response = getattr(exc, "response", None)
+    reason = f"HTTP {response.status_code} {response.reason}" if response is not None else str(exc)
+    return DownloadError(
+        f"could not download {url}: {reason}. If this machine is offline, fetch the file on another machine and "
+        f"place it at {dest} (its SHA-256 must be {expected})."
     )
-    try:
-        cache.fetch(dest.name, downloader=fetch_and_hash)
-    except requests.RequestException as exc:
-        if isinstance(exc, requests.HTTPError) and exc.response is not None:
-            reason = f"HTTP {exc.response.status_code} {exc.response.reason}"
-        else:
-            reason = str(exc)
-        raise DownloadError(
-            f"could not download {url}: {reason}. If this machine is offline, "
-            f"fetch the file on another machine and place it at {dest} "
-            f"(its SHA-256 must be {expected})."
-        ) from exc
-    except ValueError:
-        if not digests:
-            raise
-        raise ValueError(
-            f"{url}: downloaded file has SHA-256 {digests[-1]}, expected {expected}; nothing was written to {dest}"
-        ) from None

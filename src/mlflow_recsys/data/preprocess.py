@@ -14,7 +14,7 @@ from numbers import Real
 import pandas as pd
 
 from mlflow_recsys import validation
-from mlflow_recsys.data.datasets import REQUIRED_COLUMNS
+from mlflow_recsys.data.interactions import check_frame
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def preprocess_interactions(
         As :func:`binarise` and :func:`kcore_prune` do; also when no row reaches ``min_rating`` (the message gives
         the values' range and how to read implicit data) or the k-core is empty.
     """
-    _check_frame(frame)
+    check_frame(frame)
     _check_min_rating(min_rating)
     check_thresholds(min_user_interactions, min_item_interactions)
     rated = _at_least(frame, min_rating)
@@ -158,7 +158,7 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
     ValueError
         Missing columns, or ``min_rating`` neither a real number nor None.
     """
-    _check_frame(frame)
+    check_frame(frame)
     _check_min_rating(min_rating)
     return _one_per_pair(_at_least(frame, min_rating))
 
@@ -220,7 +220,7 @@ def kcore_prune(
     ValueError
         Missing columns or a threshold that is not an integer >= 1.
     """
-    _check_frame(frame)
+    check_frame(frame)
     check_thresholds(min_user_interactions, min_item_interactions)
     current = frame.reset_index(drop=True)
     iterations = 0
@@ -256,11 +256,3 @@ def check_thresholds(min_user_interactions: int, min_item_interactions: int) -> 
         ("min_item_interactions", min_item_interactions),
     ):
         validation.integer(value, name, minimum=1, maximum=MAX_THRESHOLD)
-
-
-def _check_frame(frame: pd.DataFrame) -> None:
-    if not isinstance(frame, pd.DataFrame):
-        raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
-    missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"frame: expected columns {list(REQUIRED_COLUMNS)}, missing {missing}")

@@ -25,7 +25,8 @@ import pandas as pd
 import scipy.sparse as sp
 
 from mlflow_recsys import validation
-from mlflow_recsys.data.preprocess import _check_frame
+from mlflow_recsys._sparse import canonical_csr
+from mlflow_recsys.data.interactions import check_frame
 
 
 @dataclass(frozen=True)
@@ -226,8 +227,8 @@ def _held_out(
         tgt_blocks.append(_matrix(rows[is_target], cols[is_target], shape))
         src_blocks.append(_matrix(rows[~is_target], cols[~is_target], shape))
     return HeldOut(
-        source=_csr(sp.vstack(src_blocks, format="csr")),
-        target=_csr(sp.vstack(tgt_blocks, format="csr")),
+        source=canonical_csr(sp.vstack(src_blocks, format="csr")),
+        target=canonical_csr(sp.vstack(tgt_blocks, format="csr")),
         eval_user_ids=_id_array(np.tile(kept_users, draws)),
         n_users_dropped=n_dropped,
     )
@@ -410,7 +411,7 @@ def _split_input(frame: pd.DataFrame, seed: int) -> pd.DataFrame:
     """The checked ``frame`` in canonical row order, (user, item), index reset: every split function starts
     from it, so a split depends on the set of rows and the seed alone, never on the order the rows came in
     (random keys are drawn one per row, and ties in time are broken by them)."""
-    _check_frame(frame)
+    check_frame(frame)
     check_seed(seed)
     if frame.duplicated(["user", "item"]).any():
         raise ValueError("frame: expected distinct (user, item) pairs, found duplicates")
@@ -440,14 +441,7 @@ def check_fractions(test_frac: float, val_frac: float, what: str) -> None:
 
 def _matrix(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
     data = np.ones(len(rows), dtype=np.float32)
-    return _csr(sp.csr_matrix((data, (rows, cols)), shape=shape, dtype=np.float32))
-
-
-def _csr(m: sp.spmatrix) -> sp.csr_matrix:
-    m = sp.csr_matrix(m, dtype=np.float32)
-    m.sum_duplicates()
-    m.sort_indices()
-    return m
+    return canonical_csr(sp.csr_matrix((data, (rows, cols)), shape=shape, dtype=np.float32))
 
 
 def _id_array(ids: np.ndarray) -> np.ndarray:

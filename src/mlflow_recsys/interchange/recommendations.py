@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,7 @@ import pandas as pd
 
 from mlflow_recsys import validation
 from mlflow_recsys.catalogue import ItemCatalogue
+from mlflow_recsys.data.checkpoint import LoadedSplit
 from mlflow_recsys.evaluation import EvaluationResult, FoldInRankedWarning, evaluate_rankings
 from mlflow_recsys.metrics import RankingMetric, hit_matrix, parse_metric_keys
 
@@ -305,7 +307,7 @@ def _as_kind(values: pd.Series, kind: str, recs: Recommendations, column: str) -
 
 def score_recommendations(
     recs: Recommendations,
-    split: dict,
+    split: LoadedSplit | Mapping[str, Any],
     *,
     metrics: Any,
     history: Literal["remove", "strict"] = "remove",
@@ -313,7 +315,8 @@ def score_recommendations(
 ) -> ScoredRecommendations:
     """Check ``recs`` against the split's test protocol and score them on its evaluated test rows.
 
-    ``split`` is :func:`~mlflow_recsys.data.load_recsys_split`'s dict. Rows are the split's test rows (one per
+    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns (or a mapping with its ``test_``
+    keys and ``item_ids``). Rows are the split's test rows (one per
     user and draw); a list is its user's (and ``draw``'s) items in ``order``. History (fold-in) items in a list
     are taken out and counted (``history="remove"``, with a :class:`FoldInRankedWarning`) or refused
     (``"strict"``); a split user without a list scores 0 everywhere (``missing="zero"``) or is refused; a list
@@ -377,7 +380,9 @@ def score_recommendations(
     return ScoredRecommendations(result, counts)
 
 
-def _positions(recs: Recommendations, split: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _positions(
+    recs: Recommendations, split: LoadedSplit | Mapping[str, Any]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(test row, item column, 0-based position in the list) of every row, checked."""
     frame, where = recs.frame, recs.source
     ids = split["test_eval_user_ids"]

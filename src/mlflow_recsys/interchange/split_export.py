@@ -7,16 +7,16 @@ ranks items for exactly the users of ``test_targets``; the lists go back in thro
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_directory
+from mlflow_recsys.data.checkpoint import LoadedSplit
 from mlflow_recsys.validation import expected, one_of
 
 #: The ``format`` field of ``split.json``.
@@ -25,7 +25,7 @@ FORMAT = "mlflow-recsys-split-export"
 FORMAT_VERSION = 1
 #: File formats of the interaction files (``split.json`` is always JSON).
 FORMATS = ("parquet", "csv")
-#: File stem -> (matrix key, row-id key) of the split dict (see :func:`mlflow_recsys.data.load_recsys_split`).
+#: File stem -> (matrix, row ids) of a LoadedSplit (see :func:`mlflow_recsys.data.load_recsys_split`).
 FILES = {
     "train": ("x_train", "train_user_ids"),
     "test_fold_in": ("test_source_matrix", "test_eval_user_ids"),
@@ -67,7 +67,7 @@ def check_out_folder(out: str | os.PathLike) -> Path:
     return out
 
 
-def export_split_files(split: dict[str, Any], out: str | os.PathLike, *, format: str = "parquet") -> Path:
+def export_split_files(split: LoadedSplit, out: str | os.PathLike, *, format: str = "parquet") -> Path:
     """Write ``split`` to the new folder ``out`` as interaction files with the dataset's own ids.
 
     Files (Parquet, or CSV with ``format="csv"``): ``train`` (``user``, ``item``: the training users'
@@ -77,7 +77,7 @@ def export_split_files(split: dict[str, Any], out: str | os.PathLike, *, format:
     order); and ``split.json``: ``format`` (:data:`FORMAT`), ``format_version``, the dataset, the protocol
     parameters and seed, the ``split_digest``, each file's rows and users, and what every file and column
     means. Ids keep their type (int64, or text). The folder is filled under a temporary name and renamed, so a
-    failure leaves nothing at ``out``.
+    failure leaves nothing at ``out``. Returns ``out`` as a :class:`pathlib.Path`.
 
     Parameters
     ----------
@@ -88,35 +88,26 @@ def export_split_files(split: dict[str, Any], out: str | os.PathLike, *, format:
     format:
         ``"parquet"`` (default) or ``"csv"``.
 
-    Returns
-    -------
-    pathlib.Path
-        ``out``.
-
     Raises
     ------
     ValueError
-        If ``format`` is not one of :data:`FORMATS`, ``split`` lacks a key of a split, or ``out`` is a file or a
+        If ``format`` is not one of :data:`FORMATS`, ``split`` is not a LoadedSplit, or ``out`` is a file or a
         folder with something in it; before anything is written.
     FileNotFoundError
         If the parent of ``out`` does not exist.
     """
     one_of(format, "format", FORMATS)
-    needed = list(
-        dict.fromkeys(["item_ids", "manifest", "split_digest", *(k for pair in FILES.values() for k in pair)])
-    )
-    missing = [k for k in needed if k not in split] if isinstance(split, dict) else needed
-    if missing:
-        raise ValueError(expected("split", f"a split as load_recsys_split returns it (with {missing})", split))
+    if not isinstance(split, LoadedSplit):
+        raise ValueError(expected("split", "a split as load_recsys_split returns it", split))
     out = check_out_folder(out)
-    frames = {stem: _pairs(split[matrix], split[ids], split["item_ids"]) for stem, (matrix, ids) in FILES.items()}
-    frames["items"] = pd.DataFrame({"item": split["item_ids"]})
+    frames = {stem: _pairs(split[matrix], split[ids], split.item_ids) for stem, (matrix, ids) in FILES.items()}
+    frames["items"] = pd.DataFrame({"item": split.item_ids})
     if out.exists():
         out.rmdir()  # empty: the atomic folder takes its place
     with atomic_directory(out) as tmp:
         for stem, frame in frames.items():
             _write(frame, tmp / f"{stem}.{format}", format)
-        (tmp / "split.json").write_text(json.dumps(_description(split, frames, format), indent=2), encoding="utf-8")
+        _envelope.write_json(tmp / "split.json", FORMAT, FORMAT_VERSION, _description(split, frames, format))
     return out
 
 
@@ -138,16 +129,14 @@ def _write(frame: pd.DataFrame, path: Path, format: str) -> None:
         frame.to_parquet(path, index=False)
 
 
-def _description(split: dict, frames: dict[str, pd.DataFrame], format: str) -> dict:
+def _description(split: LoadedSplit, frames: dict[str, pd.DataFrame], format: str) -> dict:
     """``split.json``: what the folder holds and how it was made."""
-    manifest = split["manifest"]
+    manifest = split.manifest
     return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
         "dataset": manifest["dataset"]["name"],
         "parameters": manifest["parameters"],
         "seed": manifest["parameters"].get("seed"),
-        "split_digest": split["split_digest"],
+        "split_digest": split.split_digest,
         "files": {
             f"{stem}.{format}": {
                 "meaning": _MEANING[stem],

@@ -14,7 +14,6 @@ who can rewrite weights and digests together.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys._digests import sha256_file
 
@@ -62,8 +62,6 @@ def save_model_dir(
         with atomic_write(root / f"{key}.npy") as handle:
             np.save(handle, np.asarray(array), allow_pickle=False)
     document = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
         "model": model_name,
         "config": config,
         "state": state,
@@ -71,9 +69,7 @@ def save_model_dir(
         # Digests let load() tell a corrupted, truncated or accidentally edited weights file from a good one.
         "sha256": {key: sha256_file(root / f"{key}.npy") for key in sorted(arrays)},
     }
-    text = json.dumps(document, indent=2, sort_keys=True) + "\n"
-    with atomic_write(root / CONFIG_FILE) as handle:
-        handle.write(text.encode("utf-8"))
+    _envelope.write_json(root / CONFIG_FILE, FORMAT, FORMAT_VERSION, document)
     return root
 
 
@@ -100,17 +96,7 @@ def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | Non
     config_path = root / CONFIG_FILE
     if not config_path.is_file():
         raise FileNotFoundError(f"path: expected a saved model directory with {CONFIG_FILE}, found none at {root}")
-    try:
-        document = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"path: {config_path} is not valid JSON ({exc})") from exc
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        found = document.get("format") if isinstance(document, dict) else document
-        raise ValueError(f"path: expected {config_path} to declare format {FORMAT!r}, found {found!r}")
-    if document.get("format_version") != FORMAT_VERSION:
-        raise ValueError(
-            f"path: expected model format_version {FORMAT_VERSION}, found {document.get('format_version')!r}"
-        )
+    document = _envelope.read_json(config_path, FORMAT, FORMAT_VERSION)
     if document.get("model") != model_name:
         raise ValueError(f"path: expected a saved {model_name} model, found {document.get('model')!r}")
     names = document.get("arrays")

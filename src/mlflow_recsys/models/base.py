@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from mlflow_recsys import validation
-from mlflow_recsys.models._checks import as_interactions
+from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.models._io import load_model_dir, save_model_dir
 from mlflow_recsys.models.ranking import top_k
 
@@ -57,9 +57,17 @@ class Recommender:
             If ``source_rows`` is not a sparse matrix with ``n_items`` columns
             and finite non-negative values.
         """
+        return self._score_checked(self._source_rows(source_rows))
+
+    def _source_rows(self, source_rows: Any) -> sp.csr_matrix:
+        """``source_rows`` as canonical CSR with the model's ``n_items`` columns."""
         n_items = self._require_fitted()
-        x = as_interactions(source_rows, "source_rows", n_items=n_items)
-        return self._score_checked(x)
+        x = canonical_csr(source_rows, "source_rows")
+        if x.shape[1] != n_items:
+            raise ValueError(
+                f"source_rows: expected {n_items} columns (the model's item catalogue), found {x.shape[1]}"
+            )
+        return x
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
         raise NotImplementedError
@@ -142,8 +150,7 @@ class Recommender:
         TypeError, ValueError
             On an invalid ``source_rows``, ``k`` or ``batch_size``.
         """
-        n_items = self._require_fitted()
-        x = as_interactions(source_rows, "source_rows", n_items=n_items)
+        x = self._source_rows(source_rows)
         validation.integer(k, "k", minimum=1)
         batch_size = validation.integer(batch_size, "batch_size", minimum=1)
         indices = np.empty((x.shape[0], int(k)), dtype=np.int64)

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from mlflow_recsys.models._checks import as_interactions
+from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.models.base import Recommender
 from mlflow_recsys.settings_schema import check_fields, setting
 
@@ -136,7 +136,7 @@ class EASE(Recommender):
         Memory is about two dense ``n_items x n_items`` matrices of
         ``config.dtype`` at peak (the factor and the inverse).
         """
-        x = as_interactions(x_train, "x_train")
+        x = canonical_csr(x_train, "x_train")
         if x.shape[1] < 1:
             raise ValueError(f"x_train: expected at least one item column, found shape {x.shape}")
         dtype = np.dtype(self.config.dtype)

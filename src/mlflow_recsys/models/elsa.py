@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
-from mlflow_recsys.models._checks import as_interactions
+from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.models.base import Recommender
 from mlflow_recsys.settings_schema import check_fields, setting
 
@@ -394,7 +394,7 @@ def _active_rows(x_train: sp.spmatrix) -> sp.csr_matrix:
     ValueError
         If no row has an interaction.
     """
-    x = as_interactions(x_train, "x_train")
+    x = canonical_csr(x_train, "x_train")
     active = np.flatnonzero(np.diff(x.indptr) > 0)
     if active.size == 0:
         raise ValueError(f"x_train: expected at least one interaction, found none in shape {x.shape}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from mlflow_recsys.models._checks import as_interactions
+from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.models.base import Recommender
 
 
@@ -43,7 +43,7 @@ class Popularity(Recommender):
         TypeError, ValueError
             If ``x_train`` is not a valid interaction matrix.
         """
-        x = as_interactions(x_train, "x_train")
+        x = canonical_csr(x_train, "x_train")
         self.counts = np.bincount(x.indices, minlength=x.shape[1]).astype(np.float32)
         self.n_items = x.shape[1]
         return self

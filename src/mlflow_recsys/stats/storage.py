@@ -12,7 +12,6 @@ no report could hold.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_directory
 from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
 from mlflow_recsys.stats.corrections import CORRECTIONS
@@ -130,7 +130,7 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
         found = "something else" if parent.exists() else "nothing"
         raise error(f"path: expected its parent {str(parent)!r} to be an existing directory, found {found} there")
     table = _comparisons_table(report)
-    meta = json.dumps(_report_meta(report), indent=2, allow_nan=False)
+    meta = _envelope.dumps(FORMAT, FORMAT_VERSION, _report_meta(report))
     with atomic_directory(path, replace=_existing_report_iv(path)) as tmp:
         pq.write_table(table, tmp / COMPARISONS_FILE)
         (tmp / REPORT_FILE).write_text(meta, encoding="utf-8")
@@ -266,8 +266,6 @@ def _report_meta(report: ComparisonReport) -> dict:
     from mlflow_recsys import __version__
 
     return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
         "package_version": __version__,
         "correction": report.correction,
         "reference": report.reference,
@@ -277,19 +275,7 @@ def _report_meta(report: ComparisonReport) -> dict:
 
 
 def _read_meta(meta_path: Path) -> dict:
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{meta_path}: expected JSON, found invalid text ({exc})") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
-        raise ValueError(f"{meta_path}: expected format {FORMAT!r}, found {found!r}")
-    version = meta.get("format_version")
-    if type(version) is not int or version != FORMAT_VERSION:  # not True, not 1.0
-        raise ValueError(
-            f"{meta_path}: expected format_version {FORMAT_VERSION}, found {version!r} "
-            f"(written by mlflow-recsys {meta.get('package_version')!r}); load it with that version"
-        )
+    meta = _envelope.read_json(meta_path, FORMAT, FORMAT_VERSION)
     missing = [name for name in _META_FIELDS if name not in meta]
     if missing:
         raise ValueError(f"{meta_path}: expected the fields {list(_META_FIELDS)}, found no {missing}")
@@ -314,13 +300,10 @@ def _existing_report_iv(path: Path) -> bool:
             f"path: expected a new path or a directory written by save_report, found {kind} at {str(path)!r}"
         )
     entries = sorted(os.listdir(path))
-    ours = False
-    if set(entries) <= {REPORT_FILE, COMPARISONS_FILE} and REPORT_FILE in entries:
-        try:
-            meta = json.loads((path / REPORT_FILE).read_text(encoding="utf-8"))
-            ours = isinstance(meta, dict) and meta.get("format") == FORMAT
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            ours = False
+    try:
+        ours = set(entries) <= {REPORT_FILE, COMPARISONS_FILE} and bool(_read_meta(path / REPORT_FILE))
+    except (OSError, ValueError):
+        ours = False
     if not ours:
         shown = entries[:5] + (["..."] if len(entries) > 5 else [])
         raise FileExistsError(

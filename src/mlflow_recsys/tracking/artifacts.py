@@ -3,12 +3,11 @@
 ``per_user.parquet`` holds one row per evaluation row: ``sample_id`` then one
 float64 column per metric key. ``evaluation.json`` says what those columns mean
 (exact definitions), how many rows and users there are, and which split and
-targets they were computed on. Readers refuse any other schema version.
+targets they were computed on. Readers refuse any other format version.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys._parquet import ParquetRefused, read_columns
 from mlflow_recsys.errors import ArtifactError
@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 PER_USER_FILE = "per_user.parquet"
 EVALUATION_FILE = "evaluation.json"
-SCHEMA = "mlflow-recsys-evaluation"
-SCHEMA_VERSION = 1
+FORMAT = "mlflow-recsys-evaluation"
+FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -76,8 +76,6 @@ def write_evaluation_artifacts(
         for key, value in result.metrics.items()
     }
     meta: dict[str, object] = {
-        "schema": SCHEMA,
-        "schema_version": SCHEMA_VERSION,
         "metrics": metrics,
         "n_samples": result.n_samples,
         "n_units": result.n_units,
@@ -93,10 +91,7 @@ def write_evaluation_artifacts(
     parquet = directory / PER_USER_FILE
     with atomic_write(parquet) as handle:
         frame.to_parquet(handle, index=False)
-    meta_path = directory / EVALUATION_FILE
-    with atomic_write(meta_path) as handle:
-        handle.write(json.dumps(meta, indent=2, sort_keys=True).encode("utf-8"))
-    return [parquet, meta_path]
+    return [parquet, _envelope.write_json(directory / EVALUATION_FILE, FORMAT, FORMAT_VERSION, meta)]
 
 
 def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "") -> EvaluationArtifacts:
@@ -138,16 +133,9 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         if not path.is_file():
             raise ArtifactError(f"{where}expected artifact {path.name}, found none")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"{where}{EVALUATION_FILE} is not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise ArtifactError(f"{where}{EVALUATION_FILE}: expected a JSON object, found {type(meta).__name__}")
-    if meta.get("schema") != SCHEMA or meta.get("schema_version") != SCHEMA_VERSION:
-        raise ArtifactError(
-            f"{where}{EVALUATION_FILE}: expected schema {SCHEMA!r} version {SCHEMA_VERSION}, found "
-            f"{meta.get('schema')!r} version {meta.get('schema_version')!r}"
-        )
+        meta = _envelope.check(meta_path.read_bytes(), EVALUATION_FILE, FORMAT, FORMAT_VERSION)
+    except ValueError as exc:
+        raise ArtifactError(f"{where}{exc}") from None
     metrics = meta.get("metrics")
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
         raise ArtifactError(

@@ -21,7 +21,7 @@ like any training run: give ``evaluator_config`` a ``model_name`` (and ``seed``,
 the training runs') and the run is tagged as a training run of that model.
 
 Ids become columns through :class:`mlflow_recsys.catalogue.ItemCatalogue`, as in
-the served model and :func:`mlflow_recsys.evaluation.evaluate_by_ids` (which
+the served model and :func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids` (which
 evaluates frames of ids without MLflow). Without ``item_ids`` the catalogue is
 every id seen in the data and the output, sorted. With it, a target or recommended id outside it raises ``ValueError``;
 fold-in ids outside it are ignored, as the model ignores them.

@@ -14,7 +14,7 @@ excluded), ``scores`` and ``unknown_items`` (the input ids outside the
 catalogue: they cannot be scored, so they are reported there and in a warning
 rather than dropped silently). Ids become model columns through
 :class:`mlflow_recsys.catalogue.ItemCatalogue`, the mapping that
-:func:`mlflow_recsys.evaluation.evaluate_by_ids` and the ``recsys`` evaluator use.
+:func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids` and the ``recsys`` evaluator use.
 
 A row with no known item (a cold-start user) gets all-zero scores from EASE and
 ELSA, so its list is the catalogue order; rank such users with ``Popularity``.

@@ -14,7 +14,7 @@ from pathlib import Path
 import mlflow
 import pandas as pd
 
-from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint, load_recsys_split, read_checkpoint
+from mlflow_recsys.data import LoadedSplit, SplitConfig, build_recsys_checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.errors import is_system_failure, root_cause
 from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.models.train_config import TrainConfig
@@ -163,7 +163,7 @@ def _log_epoch(epoch: int, loss: float, score: float | None) -> None:
     mlflow.log_metrics(metrics, step=epoch)
 
 
-def _validation_ndcg(split: dict):
+def _validation_ndcg(split: LoadedSplit):
     """nDCG@100 on the validation users: the score ELSA's early stopping watches (None without them)."""
     from mlflow_recsys.metrics import NDCG
 
@@ -255,7 +255,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
             return run.info.run_id
 
 
-def _train_tags(model: str, config, seed_tag: str, split: dict, config_tag: str | None = None) -> dict[str, str]:
+def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_tag: str | None = None) -> dict[str, str]:
     """The train run's ``recsys.`` tags: its role, model, configuration (``config_tag``, default that of
     ``config``), seed, split and dataset."""
     return {
@@ -269,7 +269,7 @@ def _train_tags(model: str, config, seed_tag: str, split: dict, config_tag: str 
 
 
 def _fit_and_log(
-    unfitted, split: dict, metric_objects: list, out: Path, *, in_epochs: bool, validate, log_model: bool
+    unfitted, split: LoadedSplit, metric_objects: list, out: Path, *, in_epochs: bool, validate, log_model: bool
 ) -> None:
     """Fit on the training users (epoch by epoch, logging each, for a model that trains in epochs), evaluate on
     the test users, and log to the active run: the fingerprint, the split as input, the fitted model (when
@@ -295,7 +295,7 @@ def _fit_and_log(
     mlflow.log_metric("fit_seconds", fit_seconds)
 
 
-def log_evaluation(result, split: dict, out_dir: Path, *, model_id: str | None = None) -> None:
+def log_evaluation(result, split: LoadedSplit, out_dir: Path, *, model_id: str | None = None) -> None:
     """Log a test-set result to the active run, as every ``train``-role run has it (trained or imported): the
     targets fingerprint tag, the split as the ``training`` input, the metrics (MLflow-safe names) with their
     level intervals, linked to the logged model ``model_id`` (None: an external model named after the run's
