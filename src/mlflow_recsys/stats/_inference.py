@@ -33,13 +33,13 @@ MIN_NONZERO_UNITS = 30
 
 @dataclass(frozen=True, eq=False)
 class _Column:
-    """One metric of a pair: its unit differences ``d``, their estimate, and the replicates drawn for them.
-
-    ``flips`` are the Monte Carlo sign-flip means, ``None`` when no metric of the pair needs them.
-    """
+    """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates
+    drawn for them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn)."""
 
     metric: str
     label: str
+    baseline_mean: float
+    candidate_mean: float
     d: np.ndarray
     observed: float
     n_nonzero: int
@@ -55,28 +55,21 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
     """
     alpha = significance_level(settings.confidence_level)
     rows = []
-    for j, col in enumerate(_columns(pair, _bootstrap(pair, settings), _sign_flips(pair, settings))):
+    for col in _columns(pair, settings, tests=True):
         if col.n_nonzero < MIN_NONZERO_UNITS:
             _warn_few_nonzero(col, pair.units)
         null, p, method = _test(col, settings)
-        low, high, interval = _interval(col, alpha, settings)
-        base_mean = float(pair.baseline_means[j])
+        estimate = _bootstrap_estimate(col, alpha, settings)
         rows.append(
             PairwiseComparison(
-                metric=col.metric,
                 baseline=pair.baseline,
                 candidate=pair.candidate,
                 baseline_seeds=1,
                 candidate_seeds=1,
-                **_unit_counts(col.d, pair.units),
-                baseline_mean=base_mean,
-                candidate_mean=float(pair.candidate_means[j]),
-                difference=col.observed,
-                relative_difference=col.observed / base_mean if base_mean != 0 else float("nan"),
-                ci_low=low,
-                ci_high=high,
+                **_unit_counts(col, pair.units),
+                **estimate,
+                relative_difference=col.observed / col.baseline_mean if col.baseline_mean != 0 else float("nan"),
                 confidence_level=float(settings.confidence_level),
-                bootstrap_standard_error=_standard_error(col.boot, col.observed),
                 p_value=p,
                 adjusted_p_value=p,
                 family="all",
@@ -86,7 +79,6 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
                 direction=direction(col.observed, p <= alpha),
                 alternative=settings.alternative,
                 test_method=method,
-                interval_method=interval,
                 n_resamples=int(settings.n_resamples),
                 random_state=settings.random_state,
                 unit_differences=col.d.copy(),
@@ -100,35 +92,44 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
 
 def bootstrap_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[dict]:
     """Per metric, from the pair's bootstrap alone (no test): ``metric``, ``baseline_mean``, ``candidate_mean``,
-    ``difference``, ``ci_low``, ``ci_high`` and ``bootstrap_standard_error``, equal to those columns of
-    :func:`pair_rows` under the same settings and names."""
+    ``difference``, ``ci_low``, ``ci_high``, ``interval_method`` and ``bootstrap_standard_error``, equal to those
+    columns of :func:`pair_rows` under the same settings and names."""
     alpha = significance_level(settings.confidence_level)
-    rows = []
-    for j, col in enumerate(_columns(pair, _bootstrap(pair, settings), None)):
-        low, high, _ = _interval(col, alpha, settings)
-        rows.append(
-            {
-                "metric": col.metric,
-                "baseline_mean": float(pair.baseline_means[j]),
-                "candidate_mean": float(pair.candidate_means[j]),
-                "difference": col.observed,
-                "ci_low": low,
-                "ci_high": high,
-                "bootstrap_standard_error": _standard_error(col.boot, col.observed),
-            }
-        )
-    return rows
+    return [_bootstrap_estimate(col, alpha, settings) for col in _columns(pair, settings, tests=False)]
 
 
-def _columns(pair: PairedDifferences, boot: np.ndarray, flips: np.ndarray | None) -> list[_Column]:
-    d = pair.differences
+def _bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings) -> dict:
+    low, high, interval = _interval(col, alpha, settings)
+    return {
+        "metric": col.metric,
+        "baseline_mean": col.baseline_mean,
+        "candidate_mean": col.candidate_mean,
+        "difference": col.observed,
+        "ci_low": low,
+        "ci_high": high,
+        "interval_method": interval,
+        "bootstrap_standard_error": _standard_error(col.boot, col.observed),
+    }
+
+
+def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bool) -> list[_Column]:
+    """The pair's metrics with their bootstrap means and, with ``tests`` and when some metric needs a Monte
+    Carlo randomization test, their sign-flip means: each drawn for every metric at once, from the pair's own
+    seed sequences."""
+    d, B = pair.differences, settings.n_resamples
     n_nonzero = (d != 0).sum(axis=0)
+    sign_seeds, boot_seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
+    boot = bootstrap_means(d, B, boot_seeds)
+    monte_carlo = tests and settings.test_method == "randomization" and not all(_exact(nz, B) for nz in n_nonzero)
+    flips = sign_flip_means(d, B, sign_seeds) if monte_carlo else None
     # Summed like the replicates, so a constant column's estimate equals each replicate exactly.
     estimates = centred_means(d)
     return [
         _Column(
             metric=metric,
             label=f"{pair.candidate} vs {pair.baseline} on {metric}",
+            baseline_mean=float(pair.baseline_means[j]),
+            candidate_mean=float(pair.candidate_means[j]),
             d=d[:, j],
             observed=float(estimates[j]),
             n_nonzero=int(n_nonzero[j]),
@@ -137,21 +138,6 @@ def _columns(pair: PairedDifferences, boot: np.ndarray, flips: np.ndarray | None
         )
         for j, metric in enumerate(pair.metrics)
     ]
-
-
-def _bootstrap(pair: PairedDifferences, settings: ComparisonSettings) -> np.ndarray:
-    """The pair's bootstrap means, every metric drawn at once from the pair's own bootstrap stream."""
-    seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)[1]
-    return bootstrap_means(pair.differences, settings.n_resamples, seeds)
-
-
-def _sign_flips(pair: PairedDifferences, settings: ComparisonSettings) -> np.ndarray | None:
-    """The pair's Monte Carlo sign-flip means when some metric needs a Monte Carlo randomization test, else None."""
-    n_nonzero = (pair.differences != 0).sum(axis=0)
-    if settings.test_method != "randomization" or all(_exact(nz, settings.n_resamples) for nz in n_nonzero):
-        return None
-    seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)[0]
-    return sign_flip_means(pair.differences, settings.n_resamples, seeds)
 
 
 def _warn_few_nonzero(col: _Column, units: Units) -> None:
@@ -204,15 +190,14 @@ def _interval(col: _Column, alpha: float, settings: ComparisonSettings) -> tuple
     return (*_percentile_interval(col.boot, col.observed, alpha, settings.alternative), "percentile")
 
 
-def _unit_counts(d: np.ndarray, units: Units) -> dict:
+def _unit_counts(col: _Column, units: Units) -> dict:
     """Rows and units, and on how many units the candidate scored higher, equal and lower (wins, ties, losses)."""
-    nonzero = int((d != 0).sum())
-    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    wins, losses = int((col.d > 0).sum()), int((col.d < 0).sum())
     return {
         "n_samples": units.n_samples,
         "n_units": units.n_units,
-        "n_nonzero": nonzero,
-        "tie_rate": 1.0 - nonzero / units.n_units,
+        "n_nonzero": col.n_nonzero,
+        "tie_rate": 1.0 - col.n_nonzero / units.n_units,
         "wins": wins,
         "ties": units.n_units - wins - losses,
         "losses": losses,

@@ -12,21 +12,12 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import UnverifiedPairingWarning, warn
 
-#: Differences within this fraction of the larger value are rounding, not a difference: see :func:`_snap_rounding_ties`.
+#: Differences within this fraction of the larger of their two values are rounding, not a difference: they count
+#: as ties (0). Two models that score a user equally can differ by a few ulps when a score is an average computed
+#: in another order, e.g. a seed average (0.4 + 0.4 + 0.4) / 3 against a single 0.4; counted as a difference, such
+#: noise would turn ties into wins, and a model compared with copies of itself would come out significant.
+#: Ranking metrics are ratios of small integers, so no real difference is within 1e-12 of the values.
 TIE_RTOL = 1e-12
-
-
-def _snap_rounding_ties(d: np.ndarray, base: np.ndarray, cand: np.ndarray) -> None:
-    """Set to 0, in place, every difference no larger than :data:`TIE_RTOL` times the larger of its two values.
-
-    Two models that score a user equally can differ by a few ulps when a score
-    is an average computed in another order, e.g. a seed average (0.4 + 0.4 +
-    0.4) / 3 against a single 0.4. Counted as a difference, such noise would
-    turn ties into wins, and a model compared with copies of itself would come
-    out significant. Ranking metrics are ratios of small integers, so no real
-    difference is within 1e-12 of the values.
-    """
-    d[np.abs(d) <= TIE_RTOL * np.maximum(np.abs(base), np.abs(cand))] = 0.0
 
 
 def units_of(first: EvaluationResult) -> Units:
@@ -42,12 +33,9 @@ def units_of(first: EvaluationResult) -> Units:
 
 @dataclass(frozen=True, eq=False)
 class PairedDifferences:
-    """One ordered model pair on its metrics: what every test and interval of the pair starts from.
-
-    ``differences`` is float64 ``(n_units, n_metrics)``, column-major, candidate minus baseline after each
-    user's rows are averaged, with rounding ties snapped to 0; ``baseline_means`` and ``candidate_means``
-    are float64 ``(n_metrics,)``, each side's mean over units.
-    """
+    """One ordered model pair on its metrics: ``differences``, float64 ``(n_units, n_metrics)``, column-major,
+    candidate minus baseline after each user's rows are averaged (ties within :data:`TIE_RTOL` set to 0), and
+    each side's mean over units per metric (float64 ``(n_metrics,)``)."""
 
     baseline: str
     candidate: str
@@ -74,7 +62,7 @@ def paired_differences(
         cand_col = units.means(cand[metric])
         base_means[j], cand_means[j] = base_col.mean(), cand_col.mean()
         np.subtract(cand_col, base_col, out=d[:, j])
-        _snap_rounding_ties(d[:, j], base_col, cand_col)
+        d[np.abs(d[:, j]) <= TIE_RTOL * np.maximum(np.abs(base_col), np.abs(cand_col)), j] = 0.0
     return PairedDifferences(*pair, metrics, units, d, base_means, cand_means)
 
 

@@ -46,7 +46,6 @@ __all__ = [
     "compare_models",
     "compare_pair",
     "mde_alpha",
-    "significance_level",
     "wilcoxon_method",
 ]
 
@@ -55,13 +54,8 @@ MAX_REPLICATE_BYTES = 4 * 1024**3
 
 
 def check_replicate_memory(n_resamples: int, n_hypotheses: int) -> None:
-    """Refuse a call whose kept replicates would exceed :data:`MAX_REPLICATE_BYTES` (16 bytes x B x J).
-
-    Raises
-    ------
-    ValueError
-        Naming both numbers and the memory they would take.
-    """
+    """ValueError, naming both numbers and the memory, when the replicates a call keeps (16 bytes x B x J)
+    would exceed :data:`MAX_REPLICATE_BYTES`."""
     needed = 16 * n_resamples * n_hypotheses
     if needed > MAX_REPLICATE_BYTES:
         raise ValueError(
@@ -111,7 +105,7 @@ def compare_pair(
         raise TypeError(f"metric: expected one metric key (str), found {type(metric).__name__}")
     settings = ComparisonSettings(
         reference=baseline_name,
-        metrics=tuple(metric_keys([metric])),
+        metrics=(metric,),
         correction=None,
         confidence_level=confidence_level,
         n_resamples=n_resamples,
@@ -271,12 +265,7 @@ def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettin
     comparisons = [
         row for pair in pairs for row in pair_rows(paired_differences(results, pair, metrics, units), settings)
     ]
-    return ComparisonReport(
-        comparisons=_adjusted(comparisons, settings),
-        correction=settings.correction,
-        reference=settings.reference,
-        primary=settings.primary,
-    )
+    return ComparisonReport(_adjusted(comparisons, settings), settings.correction, settings.reference, settings.primary)
 
 
 def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:

@@ -14,7 +14,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -30,7 +30,6 @@ from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, war
 from mlflow_recsys.validation import metric_keys
 
 Side = EvaluationResult | Mapping[object, EvaluationResult]
-Protocol = Literal["one-side-seeded", "paired-seeds", "independent-seeds"]
 
 #: Columns of :meth:`SeedSpread.to_frame`, in order.
 SEED_COLUMNS = (
@@ -226,8 +225,6 @@ def seed_spread(
     settings = ComparisonSettings(
         reference=baseline_name,
         metrics=tuple(metrics),
-        correction=None,
-        test_method="bootstrap",  # the standard errors need the bootstrap alone
         confidence_level=confidence_level,
         n_resamples=n_resamples,
         random_state=random_state,
@@ -286,7 +283,7 @@ def _per_seed_frame(pairs: list[tuple], names: tuple[str, str], settings: Compar
     metrics = list(cast("tuple[str, ...]", settings.metrics))
     rows = []
     with warnings.catch_warnings():
-        # The main comparison already raised these; repeating them once per seed adds noise, not information.
+        # The main comparison already warned of unverified pairing; once per seed adds noise, not information.
         warnings.simplefilter("ignore", ComparisonWarning)
         for b_seed, c_seed, b_res, c_res in pairs:
             results = dict(zip(names, (b_res, c_res), strict=True))
@@ -294,7 +291,8 @@ def _per_seed_frame(pairs: list[tuple], names: tuple[str, str], settings: Compar
             check_replicate_memory(settings.n_resamples, len(metrics))
             pair = paired_differences(results, names, metrics, units_of(b_res))
             rows += [
-                {"metric": row.pop("metric"), "baseline_seed": b_seed, "candidate_seed": c_seed, **row}
+                {"metric": row["metric"], "baseline_seed": b_seed, "candidate_seed": c_seed}
+                | {k: row[k] for k in PER_SEED_COLUMNS[3:]}
                 for row in bootstrap_rows(pair, settings)
             ]
     return pd.DataFrame(rows, columns=list(PER_SEED_COLUMNS))
