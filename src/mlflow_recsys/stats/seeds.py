@@ -280,7 +280,7 @@ def _seed_pairs(
 def _per_seed_frame(pairs: list[tuple], names: tuple[str, str], settings: ComparisonSettings) -> pd.DataFrame:
     """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`: each pair's bootstrap, as :func:`compare_pair`
     draws it for the same names and settings."""
-    metrics = list(cast("tuple[str, ...]", settings.metrics))
+    metrics = list(settings.metrics or ())
     rows = []
     with warnings.catch_warnings():
         # The main comparison already warned of unverified pairing; once per seed adds noise, not information.
