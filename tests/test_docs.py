@@ -312,7 +312,7 @@ def _check_parsed(block: Block) -> None:
 
         tomllib.loads(block.code)
     elif block.lang == "bibtex":
-        from mlflow_recsys.stats import references_bibtex
+        from mlflow_recsys.report import references_bibtex
 
         assert block.code.strip() == references_bibtex().strip(), f"{block.where}: BibTeX differs from the library's"
 

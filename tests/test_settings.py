@@ -13,15 +13,16 @@ import yaml
 from mlflow_recsys import validation
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.settings_schema import mlproject_parameters, settings_of
-from mlflow_recsys.stats import ComparisonSettings, compare_models
+from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_pair, seed_spread
 from mlflow_recsys.stats.settings import MAX_RESAMPLES
 
 
-def test_compare_models_defaults_are_the_declared_ones():
+@pytest.mark.parametrize(("function", "n_settings"), [(compare_models, 11), (compare_pair, 7), (seed_spread, 4)])
+def test_the_statistics_defaults_are_the_declared_ones(function, n_settings):
     declared = settings_of(ComparisonSettings)
-    signature = inspect.signature(compare_models).parameters
+    signature = inspect.signature(function).parameters
     shared = [name for name in signature if name in declared and name != "metrics"]  # metrics has no default
-    assert len(shared) == 11  # every statistical keyword of compare_models is a declared setting
+    assert len(shared) == n_settings  # every statistical keyword of the function is a declared setting
     assert {name: signature[name].default for name in shared} == {name: declared[name][0] for name in shared}
 
 

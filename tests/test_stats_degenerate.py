@@ -19,7 +19,7 @@ from kernel_oracles import bootstrap_means_reference, draw_indices
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats import ComparisonWarning, FewNonzeroUnitsWarning, compare_models, compare_pair, seed_spread
-from mlflow_recsys.stats.comparison import _p_value
+from mlflow_recsys.stats._inference import _p_value
 from mlflow_recsys.stats.resampling import (
     block_seeds,
     bootstrap_means,

@@ -11,7 +11,7 @@ import scipy.stats
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats import COLUMNS, ComparisonWarning, compare_models, compare_pair
-from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX, _bca_interval, wilcoxon_method
+from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, _bca_interval, wilcoxon_method
 from mlflow_recsys.stats.settings import ALTERNATIVES, ZERO_METHODS
 from mlflow_recsys.stats.warnings import IntervalFallbackWarning
 

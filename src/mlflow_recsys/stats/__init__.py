@@ -57,13 +57,3 @@ __all__ = [
     "seed_spread",
     "wilcoxon_method",
 ]
-
-
-def __getattr__(name: str):
-    # The documented path of the BibTeX entries before they moved to mlflow_recsys.report (the citing page
-    # and the API reference named it); resolved on first use, so importing the statistics imports no report code.
-    if name == "references_bibtex":
-        from mlflow_recsys.report.citations import references_bibtex
-
-        return references_bibtex
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

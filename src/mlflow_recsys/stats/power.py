@@ -22,14 +22,11 @@ number of users needed.
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import scipy.stats
 
 from mlflow_recsys import validation
-
-Alternative = Literal["two-sided", "greater", "less"]
-ALTERNATIVES = ("two-sided", "greater", "less")
+from mlflow_recsys.stats.settings import ALTERNATIVES, Alternative
 
 #: Power the report's ``mde`` column is computed at.
 REPORT_POWER = 0.8

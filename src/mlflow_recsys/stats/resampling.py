@@ -101,19 +101,8 @@ def bootstrap_means(differences: np.ndarray, n_resamples: int, seed_sequence: np
     averages the differences of the drawn units, the same draw for every metric.
     Sums run over deviations from :func:`column_centres` (see the module notes),
     so a constant column's replicates all equal :func:`centred_means` exactly.
-
-    Parameters
-    ----------
-    differences:
-        float64 ``(n_units, n_metrics)``.
-    n_resamples:
-        Number of bootstrap replicates B.
-    seed_sequence:
-        Seeds the per-block generators; the same sequence gives the same draws.
-
-    Returns
-    -------
-    float64 ``(n_resamples, n_metrics)``.
+    The arguments are those of :func:`sign_flip_means` (B replicates, the same
+    sequence giving the same draws); returns float64 ``(n_resamples, n_metrics)``.
     """
     from mlflow_recsys.stats import kernels
 

@@ -14,19 +14,22 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, cast
+from typing import cast
 
 import numpy as np
 import pandas as pd
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats.comparison import ComparisonReport, Markup, compare_models
+from mlflow_recsys.stats._inference import bootstrap_rows
+from mlflow_recsys.stats._pairing import check_results, paired_differences, units_of
+from mlflow_recsys.stats._results import ComparisonReport, Markup
+from mlflow_recsys.stats.comparison import check_replicate_memory, compare_models
+from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import ComparisonWarning, FewSeedsWarning, warn
 from mlflow_recsys.validation import metric_keys
 
 Side = EvaluationResult | Mapping[object, EvaluationResult]
-Protocol = Literal["one-side-seeded", "paired-seeds", "independent-seeds"]
 
 #: Columns of :meth:`SeedSpread.to_frame`, in order.
 SEED_COLUMNS = (
@@ -219,15 +222,14 @@ def seed_spread(
     base_seeds = _side_iv(baseline, "baseline", baseline_name)
     cand_seeds = _side_iv(candidate, "candidate", candidate_name)
     protocol, pairs = _seed_pairs(baseline, candidate, base_seeds, cand_seeds, paired_seeds)
-    per_seed = _per_seed_frame(
-        pairs,
-        metrics,
-        baseline_name,
-        candidate_name,
+    settings = ComparisonSettings(
+        reference=baseline_name,
+        metrics=tuple(metrics),
         confidence_level=confidence_level,
         n_resamples=n_resamples,
         random_state=random_state,
     )
+    per_seed = _per_seed_frame(pairs, (baseline_name, candidate_name), settings)
     summary = [
         {
             "metric": metric,
@@ -275,31 +277,23 @@ def _seed_pairs(
     return "paired-seeds", [(s, s, baseline[s], candidate[s]) for s in base_seeds]
 
 
-def _per_seed_frame(
-    pairs: list[tuple], metrics: list[str], baseline_name: str, candidate_name: str, **settings
-) -> pd.DataFrame:
-    """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`: each pair compared with the bootstrap."""
+def _per_seed_frame(pairs: list[tuple], names: tuple[str, str], settings: ComparisonSettings) -> pd.DataFrame:
+    """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`: each pair's bootstrap, as :func:`compare_pair`
+    draws it for the same names and settings."""
+    metrics = list(settings.metrics or ())
     rows = []
     with warnings.catch_warnings():
-        # The main comparison already raised these; repeating them once per seed adds noise, not information.
+        # The main comparison already warned of unverified pairing; once per seed adds noise, not information.
         warnings.simplefilter("ignore", ComparisonWarning)
         for b_seed, c_seed, b_res, c_res in pairs:
-            report = compare_models(
-                {baseline_name: b_res, candidate_name: c_res},
-                metrics=metrics,
-                reference=baseline_name,
-                correction=None,
-                test_method="bootstrap",  # reuses the interval's replicates: no extra draws
-                **settings,
-            )
+            results = dict(zip(names, (b_res, c_res), strict=True))
+            check_results(results, metrics)
+            check_replicate_memory(settings.n_resamples, len(metrics))
+            pair = paired_differences(results, names, metrics, units_of(b_res))
             rows += [
-                {
-                    "metric": c.metric,
-                    "baseline_seed": b_seed,
-                    "candidate_seed": c_seed,
-                    **{k: getattr(c, k) for k in PER_SEED_COLUMNS[3:]},
-                }
-                for c in report.comparisons
+                {"metric": row["metric"], "baseline_seed": b_seed, "candidate_seed": c_seed}
+                | {k: row[k] for k in PER_SEED_COLUMNS[3:]}
+                for row in bootstrap_rows(pair, settings)
             ]
     return pd.DataFrame(rows, columns=list(PER_SEED_COLUMNS))
 

@@ -18,7 +18,7 @@ from mlflow_recsys.validation import expected, one_of
 
 if TYPE_CHECKING:
     from mlflow_recsys.evaluation import EvaluationResult
-    from mlflow_recsys.stats.comparison import ComparisonReport
+    from mlflow_recsys.stats._results import ComparisonReport
 
 Alternative = Literal["two-sided", "greater", "less"]
 TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
@@ -175,11 +175,11 @@ class ComparisonSettings:
         ValueError
             If ``metrics`` is ``None`` (name them), and whatever ``compare_models`` raises.
         """
-        from mlflow_recsys.stats.comparison import compare_models
+        from mlflow_recsys.stats.comparison import _compare
 
         if self.metrics is None:
             raise ValueError(expected("metrics", "the metric keys to compare", None))
-        return compare_models(results, metrics=list(self.metrics), **self.compare_models_kwargs())
+        return _compare(results, self)
 
     def to_params(self) -> dict[str, str]:
         """The settings as text, in field order, as the command line writes them (``"none"`` for None, metrics

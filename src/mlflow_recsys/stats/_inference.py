@@ -1,0 +1,413 @@
+"""P-values and intervals of one model pair: the sign-flip randomization test (exact or Monte Carlo), the
+null-centred bootstrap test, the t-test and the Wilcoxon signed-rank test; the percentile and BCa bootstrap
+intervals; and the rows of a pair that :func:`~mlflow_recsys.stats.compare_models` adjusts within families.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.stats
+
+from mlflow_recsys.stats._pairing import PairedDifferences
+from mlflow_recsys.stats._results import PairwiseComparison, significance_level
+from mlflow_recsys.stats.resampling import (
+    MAX_EXACT_UNITS,
+    bootstrap_means,
+    centred_means,
+    column_centres,
+    exact_sign_flip_means,
+    sign_flip_means,
+)
+from mlflow_recsys.stats.settings import ComparisonSettings
+from mlflow_recsys.stats.units import Units
+from mlflow_recsys.stats.warnings import FewNonzeroUnitsWarning, IntervalFallbackWarning, warn
+
+#: Below this many non-zero units the null distribution is too coarse to trust quietly.
+MIN_NONZERO_UNITS = 30
+
+
+@dataclass(frozen=True, eq=False)
+class _Column:
+    """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates
+    drawn for them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn)."""
+
+    metric: str
+    label: str
+    baseline_mean: float
+    candidate_mean: float
+    d: np.ndarray
+    observed: float
+    n_nonzero: int
+    boot: np.ndarray
+    flips: np.ndarray | None
+
+
+def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[PairwiseComparison]:
+    """The pair's hypotheses, one per metric, before the family adjustment.
+
+    The adjusted p-value starts as the raw one, in a family ``"all"`` of one with no MDE; the comparison
+    adjusts each family and fills them in.
+    """
+    alpha = significance_level(settings.confidence_level)
+    rows = []
+    for col in _columns(pair, settings, tests=True):
+        if col.n_nonzero < MIN_NONZERO_UNITS:
+            _warn_few_nonzero(col, pair.units)
+        null, p, method = _test(col, settings)
+        estimate = _bootstrap_estimate(col, alpha, settings)
+        rows.append(
+            PairwiseComparison(
+                baseline=pair.baseline,
+                candidate=pair.candidate,
+                baseline_seeds=1,
+                candidate_seeds=1,
+                **_unit_counts(col, pair.units),
+                **estimate,
+                relative_difference=col.observed / col.baseline_mean if col.baseline_mean != 0 else float("nan"),
+                confidence_level=float(settings.confidence_level),
+                p_value=p,
+                adjusted_p_value=p,
+                family="all",
+                family_size=1,
+                mde=float("nan"),
+                significant=bool(p <= alpha),
+                direction=direction(col.observed, p <= alpha),
+                alternative=settings.alternative,
+                test_method=method,
+                n_resamples=int(settings.n_resamples),
+                random_state=settings.random_state,
+                unit_differences=col.d.copy(),
+                null_distribution=null,
+                bootstrap_distribution=col.boot.copy(),
+                zero_method=settings.zero_method if settings.test_method == "wilcoxon" else None,
+            )
+        )
+    return rows
+
+
+def bootstrap_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[dict]:
+    """Per metric, from the pair's bootstrap alone (no test): ``metric``, ``baseline_mean``, ``candidate_mean``,
+    ``difference``, ``ci_low``, ``ci_high``, ``interval_method`` and ``bootstrap_standard_error``, equal to those
+    columns of :func:`pair_rows` under the same settings and names."""
+    alpha = significance_level(settings.confidence_level)
+    return [_bootstrap_estimate(col, alpha, settings) for col in _columns(pair, settings, tests=False)]
+
+
+def _bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings) -> dict:
+    low, high, interval = _interval(col, alpha, settings)
+    return {
+        "metric": col.metric,
+        "baseline_mean": col.baseline_mean,
+        "candidate_mean": col.candidate_mean,
+        "difference": col.observed,
+        "ci_low": low,
+        "ci_high": high,
+        "interval_method": interval,
+        "bootstrap_standard_error": _standard_error(col.boot, col.observed),
+    }
+
+
+def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bool) -> list[_Column]:
+    """The pair's metrics with their bootstrap means and, with ``tests`` and when some metric needs a Monte
+    Carlo randomization test, their sign-flip means: each drawn for every metric at once, from the pair's own
+    seed sequences."""
+    d, B = pair.differences, settings.n_resamples
+    n_nonzero = (d != 0).sum(axis=0)
+    sign_seeds, boot_seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
+    boot = bootstrap_means(d, B, boot_seeds)
+    monte_carlo = tests and settings.test_method == "randomization" and not all(_exact(nz, B) for nz in n_nonzero)
+    flips = sign_flip_means(d, B, sign_seeds) if monte_carlo else None
+    # Summed like the replicates, so a constant column's estimate equals each replicate exactly.
+    estimates = centred_means(d)
+    return [
+        _Column(
+            metric=metric,
+            label=f"{pair.candidate} vs {pair.baseline} on {metric}",
+            baseline_mean=float(pair.baseline_means[j]),
+            candidate_mean=float(pair.candidate_means[j]),
+            d=d[:, j],
+            observed=float(estimates[j]),
+            n_nonzero=int(n_nonzero[j]),
+            boot=boot[:, j],
+            flips=None if flips is None else flips[:, j],
+        )
+        for j, metric in enumerate(pair.metrics)
+    ]
+
+
+def _warn_few_nonzero(col: _Column, units: Units) -> None:
+    """FewNonzeroUnitsWarning: with few users that differ, the resampled differences are coarse."""
+    warn(
+        f"{col.label}: only {col.n_nonzero} of {units.n_units} users differ; "
+        "the resampled differences take few distinct values, so the interval and the p-value "
+        "are coarse (the estimate still uses every user)",
+        FewNonzeroUnitsWarning,
+    )
+
+
+def _test(col: _Column, settings: ComparisonSettings) -> tuple[np.ndarray | None, float, str]:
+    """One metric's test -> (null replicates, or None for the t and Wilcoxon tests; p-value; method as reported).
+
+    A randomization test with few enough non-zero units enumerates every sign pattern instead of using
+    ``col.flips`` and is reported as ``"randomization-exact"``.
+    """
+    d, observed, test_method, alternative = col.d, col.observed, settings.test_method, settings.alternative
+    scale = float(np.abs(d).mean())
+    if test_method == "randomization" and _exact(col.n_nonzero, settings.n_resamples):
+        null = exact_sign_flip_means(d)
+        return null, _p_value(null, observed, alternative, scale, monte_carlo=False), "randomization-exact"
+    if test_method == "randomization":
+        assert col.flips is not None  # drawn whenever a metric is not enumerated exactly
+        null = col.flips.copy()
+        return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
+    if test_method == "bootstrap":
+        # Shifting the replicates to mean zero imposes the null (Efron & Tibshirani 1993, sec. 16.4).
+        null = col.boot - observed
+        return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
+    if test_method == "wilcoxon":
+        p, reported = _wilcoxon_p_value(d, alternative, settings.zero_method)
+        return None, p, reported
+    return None, _t_test_p_value(d, alternative), test_method
+
+
+def _interval(col: _Column, alpha: float, settings: ComparisonSettings) -> tuple[float, float, str]:
+    """The interval -> (low, high, method as reported): BCa when asked and possible, else the percentile one."""
+    if settings.interval_method == "bca":
+        bounds = _bca_interval(col.boot, col.d, col.observed, alpha, settings.alternative)
+        if bounds is not None:
+            return (*bounds, "bca")
+        warn(
+            f"{col.label}: every bootstrap replicate lies on one side of the "
+            "estimate, so the BCa bias correction is infinite; the percentile interval is reported "
+            "(interval_method 'percentile' in this row)",
+            IntervalFallbackWarning,
+        )
+    return (*_percentile_interval(col.boot, col.observed, alpha, settings.alternative), "percentile")
+
+
+def _unit_counts(col: _Column, units: Units) -> dict:
+    """Rows and units, and on how many units the candidate scored higher, equal and lower (wins, ties, losses)."""
+    wins, losses = int((col.d > 0).sum()), int((col.d < 0).sum())
+    return {
+        "n_samples": units.n_samples,
+        "n_units": units.n_units,
+        "n_nonzero": col.n_nonzero,
+        "tie_rate": 1.0 - col.n_nonzero / units.n_units,
+        "wins": wins,
+        "ties": units.n_units - wins - losses,
+        "losses": losses,
+    }
+
+
+def _standard_error(replicates: np.ndarray, estimate: float) -> float:
+    """SD (ddof=1) of the bootstrap replicates; NaN for a single replicate.
+
+    Taken around ``estimate`` rather than the replicates' own rounded mean (the
+    SD does not depend on the shift), so replicates that all equal the estimate
+    give exactly 0.
+    """
+    if replicates.shape[0] < 2:
+        return float("nan")
+    return float(np.std(replicates - estimate, ddof=1))
+
+
+def _exact(n_nonzero: int, n_resamples: int) -> bool:
+    """Enumerate every sign pattern when there are no more of them than resamples."""
+    return n_nonzero <= MAX_EXACT_UNITS and 2 ** int(n_nonzero) <= n_resamples
+
+
+def _pair_seed_sequences(random_state: int | None, base_name: str, cand_name: str):
+    """Two independent seed sequences (signs, bootstrap) for one ordered model pair."""
+    digest = hashlib.sha256(f"{base_name}\x00{cand_name}".encode()).digest()
+    words = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
+    entropy = random_state if random_state is not None else np.random.SeedSequence().entropy
+    return tuple(np.random.SeedSequence(entropy, spawn_key=words + (stream,)) for stream in (0, 1))
+
+
+def _p_value(null: np.ndarray, observed: float, alternative: str, scale: float, *, monte_carlo: bool) -> float:
+    """Share of null replicates at least as extreme as ``observed``.
+
+    Monte Carlo: ``(1 + #extreme) / (B + 1)``, which counts the observed data
+    among the possibilities and so is never zero (Phipson & Smyth 2010). Exact
+    enumeration already contains the observed arrangement: ``#extreme / 2**k``.
+    A tolerance of 100 ulps of the data's scale keeps the observed arrangement,
+    recomputed in another order, from missing its own tie.
+    """
+    gamma = 100 * np.finfo(np.float64).eps * max(abs(observed), scale)
+    if alternative == "two-sided":
+        extreme = np.abs(null) >= abs(observed) - gamma
+    elif alternative == "greater":
+        extreme = null >= observed - gamma
+    else:
+        extreme = null <= observed + gamma
+    count = int(extreme.sum())
+    if monte_carlo:
+        return (1 + count) / (null.shape[0] + 1)
+    return count / null.shape[0]
+
+
+def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
+    """Paired t-test as a one-sample t-test of the unit differences (Student 1908)."""
+    if np.all(d == d[0]):
+        # No spread: the t statistic is 0/0 or +-inf; take its limit instead of NaN.
+        if d[0] == 0:
+            return 1.0
+        return 0.0 if (alternative == "two-sided" or (alternative == "greater") == (d[0] > 0)) else 1.0
+    # Testing mean(d) = 0 is testing mean(d - centre) = -centre; deviations from a value of d keep the variance
+    # free of cancellation when the differences are nearly constant (e.g. one shift plus rounding).
+    centre = float(column_centres(d[:, None])[0])
+    return float(scipy.stats.ttest_1samp(d - centre, -centre, alternative=alternative).pvalue)
+
+
+#: Most non-zero differences for which the Wilcoxon test uses the exact null distribution of its rank sum.
+WILCOXON_EXACT_MAX = 50
+
+
+def wilcoxon_method(d: np.ndarray) -> Literal["exact", "approx"]:
+    """How the Wilcoxon signed-rank test of the differences ``d`` is computed: this package's rule, not scipy's.
+
+    ``"exact"`` (the exact null distribution of the signed-rank sum, Wilcoxon 1945) when ``d`` has no zero,
+    no two equal magnitudes ``|d_i|`` and at most :data:`WILCOXON_EXACT_MAX` values; else ``"approx"``: the
+    normal approximation of the rank sum with the variance corrected for tied ranks and without continuity
+    correction (Lehmann, 1975, *Nonparametrics*, sec. 3.2). The rule is passed to ``scipy.stats.wilcoxon``
+    as ``method=``, so the p-value does not depend on the SciPy version: the ``"auto"`` choice changed
+    between versions (SciPy 1.11 used the normal approximation whenever there were zeros or ties, newer
+    versions compute an exact permutation distribution for small samples with them), while ``"exact"``
+    without zeros or ties and ``"approx"`` compute the same in every version from 1.11 on.
+
+    Parameters
+    ----------
+    d:
+        1-D float array of the unit differences.
+
+    Returns
+    -------
+    ``"exact"`` or ``"approx"``.
+    """
+    magnitudes = np.abs(d)
+    no_zeros_or_ties = bool(np.all(magnitudes > 0)) and np.unique(magnitudes).shape[0] == d.shape[0]
+    return "exact" if no_zeros_or_ties and d.shape[0] <= WILCOXON_EXACT_MAX else "approx"
+
+
+def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> tuple[float, str]:
+    """Wilcoxon signed-rank test of the unit differences (Wilcoxon 1945) -> (p-value, method as reported).
+
+    ``scipy.stats.wilcoxon`` with ``method=`` from :func:`wilcoxon_method`; reported as ``"wilcoxon-exact"``
+    or ``"wilcoxon"`` (the normal approximation). When every difference is 0 there is nothing to rank: the
+    models tie everywhere, and p = 1 as for the other tests (scipy returns NaN or warns there). A NaN from
+    scipy in any other case is also read as p = 1.
+    """
+    method = wilcoxon_method(d)
+    reported = "wilcoxon-exact" if method == "exact" else "wilcoxon"
+    if not np.any(d):
+        return 1.0, reported
+    with warnings.catch_warnings():
+        # scipy warns when few differences remain for the normal approximation; the rule is documented above.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = scipy.stats.wilcoxon(
+            d, zero_method=zero_method, alternative=alternative, method=method, correction=False
+        )
+    p = float(result.pvalue)
+    return (1.0 if np.isnan(p) else p), reported
+
+
+def _bca_interval(
+    replicates: np.ndarray, d: np.ndarray, estimate: float, alpha: float, alternative: str
+) -> tuple[float, float] | None:
+    """Bias-corrected and accelerated bootstrap interval of the mean (Efron 1987), or ``None``.
+
+    Parameters
+    ----------
+    replicates:
+        float64 ``(B,)``: bootstrap means of ``d``.
+    d:
+        float64 ``(n,)``: the unit differences, ``n >= 2``.
+    estimate:
+        Their mean.
+    alpha, alternative:
+        Two-sided: the ``alpha/2`` and ``1 - alpha/2`` ends; ``"greater"``: the
+        lower bound at level ``1 - alpha`` (upper end ``inf``); ``"less"``: the
+        upper bound (lower end ``-inf``).
+
+    The bias correction is ``z0 = Phi^-1(share of replicates below the
+    estimate)``, replicates equal to the estimate counting one half. The
+    acceleration comes from the jackknife of the mean (Efron & Tibshirani 1993,
+    sec. 14.3): the leave-one-out means are ``(n * mean - d_i) / (n - 1)``, so
+    their mean is ``mean`` and their deviations from it are ``(d_i - mean) /
+    (n - 1)``; in ``a = sum(dev**3) / (6 * sum(dev**2) ** 1.5)`` the powers of
+    ``n - 1`` cancel, leaving ``a = sum((d_i - mean)**3) / (6 * sum((d_i -
+    mean)**2) ** 1.5)``. The end at nominal level ``q`` is the replicates'
+    quantile (linear interpolation) at ``Phi(z0 + (z0 + z_q) / (1 - a * (z0 +
+    z_q)))``.
+
+    Returns
+    -------
+    ``(low, high)`` holding ``estimate`` (an end past it is moved onto it, as in
+    :func:`_percentile_interval`); for constant differences the point
+    ``(estimate, estimate)``, open on the far side when one-sided; ``None`` when ``z0`` or an adjusted level is
+    not finite (every replicate on one side of the estimate), for the caller to fall back to the
+    percentile interval.
+    """
+    if np.all(d == d[0]):
+        return (
+            estimate if alternative != "less" else float("-inf"),
+            estimate if alternative != "greater" else float("inf"),
+        )
+    below = np.count_nonzero(replicates < estimate) + 0.5 * np.count_nonzero(replicates == estimate)
+    z0 = float(scipy.stats.norm.ppf(below / replicates.shape[0]))
+    deviations = d - d.mean()
+    a = float(np.sum(deviations**3) / (6.0 * np.sum(deviations**2) ** 1.5))
+    if not (np.isfinite(z0) and np.isfinite(a)):
+        return None
+
+    def end(q: float) -> float | None:
+        z = z0 + float(scipy.stats.norm.ppf(q))
+        if 1.0 - a * z <= 0:  # the adjusted level would run past 1 (or 0): no BCa end exists
+            return None
+        return float(np.quantile(replicates, scipy.stats.norm.cdf(z0 + z / (1.0 - a * z))))
+
+    if alternative == "two-sided":
+        low, high = end(alpha / 2), end(1 - alpha / 2)
+    elif alternative == "greater":
+        low, high = end(alpha), float("inf")
+    else:
+        low, high = float("-inf"), end(1 - alpha)
+    if low is None or high is None:
+        return None
+    return min(low, estimate), max(high, estimate)
+
+
+def _percentile_interval(
+    replicates: np.ndarray, estimate: float, alpha: float, alternative: str
+) -> tuple[float, float]:
+    """Percentile bootstrap interval (Efron 1979), one-sided when the test is, always holding ``estimate``.
+
+    An end on the wrong side of the estimate is moved onto it. A replicate that
+    equals the estimate mathematically can land an ulp past it (its sum runs in
+    another order), and with few users or a low confidence level a percentile
+    can fall on such a replicate; readers, tables and error bars all assume
+    ``ci_low <= difference <= ci_high``. Constant columns need no move: their
+    replicates equal the estimate exactly (see :mod:`~mlflow_recsys.stats.resampling`).
+    """
+    if alternative == "two-sided":
+        low, high = (float(q) for q in np.quantile(replicates, [alpha / 2, 1 - alpha / 2]))
+    elif alternative == "greater":
+        low, high = float(np.quantile(replicates, alpha)), float("inf")
+    else:
+        low, high = float("-inf"), float(np.quantile(replicates, 1 - alpha))
+    return min(low, estimate), max(high, estimate)
+
+
+def direction(difference: float, significant: bool) -> str:
+    """``"better"`` or ``"worse"`` for a significant difference of that sign, else ``"inconclusive"``."""
+    if significant and difference > 0:
+        return "better"
+    if significant and difference < 0:
+        return "worse"
+    return "inconclusive"

@@ -1,0 +1,305 @@
+"""The results of a paired comparison: one hypothesis (:class:`PairwiseComparison`) and the report of a call
+(:class:`ComparisonReport`), each with ``to_frame()``; what people read of them is :mod:`mlflow_recsys.report`.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+#: How names are written in a sentence of text: escaped for markdown, or as they are.
+Markup = Literal["markdown", "plain"]
+
+
+def significance_level(confidence_level: float) -> float:
+    """``alpha = 1 - confidence_level``, rounded to 12 decimals.
+
+    In binary floating point ``1 - 0.9`` is ``0.09999999999999998``, so a
+    p-value of exactly 0.1 would fail ``p <= alpha`` although every text
+    states alpha = 0.1; the rounding gives the level the texts state.
+    """
+    return round(1.0 - confidence_level, 12)
+
+
+#: The columns of :meth:`PairwiseComparison.to_frame`, in order.
+COLUMNS = (
+    "metric",
+    "baseline",
+    "candidate",
+    "baseline_seeds",
+    "candidate_seeds",
+    "n_samples",
+    "n_units",
+    "n_nonzero",
+    "tie_rate",
+    "wins",
+    "ties",
+    "losses",
+    "baseline_mean",
+    "candidate_mean",
+    "difference",
+    "relative_difference",
+    "ci_low",
+    "ci_high",
+    "confidence_level",
+    "bootstrap_standard_error",
+    "p_value",
+    "adjusted_p_value",
+    "mde",
+    "family",
+    "family_size",
+    "significant",
+    "direction",
+    "alternative",
+    "test_method",
+    "interval_method",
+    "n_resamples",
+    "random_state",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class PairwiseComparison:
+    """One hypothesis: ``candidate`` against ``baseline`` on one metric.
+
+    ``difference`` is candidate minus baseline (positive favours the candidate).
+    The frame columns are :data:`COLUMNS`; the raw material of the resampling is
+    kept so a user can recompute with another convention (the attributes below
+    are those beyond the columns).
+
+    Attributes
+    ----------
+    unit_differences:
+        float64 ``(n_units,)``: the per-unit differences every procedure used.
+    null_distribution:
+        float64: the test's null replicates of the mean difference (all ``2**n_nonzero``
+        of them for an exact test), or ``None`` for the t-test and the Wilcoxon test.
+    bootstrap_distribution:
+        float64 ``(n_resamples,)``: bootstrap replicates of the mean difference.
+    zero_method:
+        How the Wilcoxon test treated zero differences (one of :data:`ZERO_METHODS`),
+        or ``None`` for the other tests. The methods text names it.
+    family, family_size:
+        The family the p-value was adjusted in (``"primary"``, ``"secondary"``
+        or ``"all"``) and its number of hypotheses J.
+
+    ``baseline_seeds`` and ``candidate_seeds`` (int) count the trained
+    instances whose per-user values each side averages: 1 for a single trained
+    model (:func:`~mlflow_recsys.stats.compare_models`), the number of training seeds in a
+    seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
+
+    ``wins``, ``ties`` and ``losses`` (int) count the units (users, after
+    averaging each user's rows) on which the candidate scored higher than, equal
+    to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
+    n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``;
+    a row asked for BCa reports ``"percentile"`` when its bias correction is
+    infinite (every replicate on one side of the estimate) and the percentile
+    interval was used instead.
+
+    The column ``mde`` is the minimum detectable effect: the smallest true mean
+    difference this design detects with 80% power,
+    :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of
+    ``unit_differences``, ``n_units`` and the alternative, at the level the
+    hypothesis is tested at after adjustment (:func:`~mlflow_recsys.stats.comparison.mde_alpha`). NaN on a
+    single unit and when the unit differences have no spread (SD 0, e.g. a
+    model compared with itself): then no minimum detectable effect can be
+    estimated, and the reports say so in words.
+    """
+
+    metric: str
+    baseline: str
+    candidate: str
+    baseline_seeds: int
+    candidate_seeds: int
+    n_samples: int
+    n_units: int
+    n_nonzero: int
+    tie_rate: float
+    wins: int
+    ties: int
+    losses: int
+    baseline_mean: float
+    candidate_mean: float
+    difference: float
+    relative_difference: float
+    ci_low: float
+    ci_high: float
+    confidence_level: float
+    bootstrap_standard_error: float
+    p_value: float
+    adjusted_p_value: float
+    family: str
+    family_size: int
+    mde: float
+    significant: bool
+    direction: str
+    alternative: str
+    test_method: str
+    interval_method: str
+    n_resamples: int
+    random_state: int | None
+    unit_differences: np.ndarray = field(repr=False)
+    null_distribution: np.ndarray | None = field(repr=False)
+    bootstrap_distribution: np.ndarray = field(repr=False)
+    zero_method: str | None = None
+
+    @property
+    def alpha(self) -> float:
+        """The significance level, :func:`significance_level` of ``confidence_level``."""
+        return significance_level(self.confidence_level)
+
+    @property
+    def averages_seeds(self) -> bool:
+        """Whether a side averages two or more trained instances (``baseline_seeds`` or ``candidate_seeds`` > 1)."""
+        return self.baseline_seeds > 1 or self.candidate_seeds > 1
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row holding :data:`COLUMNS`."""
+        return _frame((self,))
+
+
+@dataclass(frozen=True, eq=False)
+class ComparisonReport:
+    """Every hypothesis of one :func:`~mlflow_recsys.stats.compare_models` call, adjusted within its family.
+
+    With a ``primary`` metric and ``family="primary"`` (the default), the primary
+    metric's hypotheses form one family and the other metrics' another; otherwise
+    every hypothesis is in one family, ``"all"``.
+    """
+
+    comparisons: tuple[PairwiseComparison, ...]
+    correction: str | None
+    reference: str | None
+    primary: str | None = None
+
+    @property
+    def family_size(self) -> int:
+        """Number of hypotheses in the report (all families together)."""
+        return len(self.comparisons)
+
+    @property
+    def seed_averaged(self) -> bool:
+        """Whether a side of some hypothesis averages several trained instances (training seeds) per user."""
+        return any(c.averages_seeds for c in self.comparisons)
+
+    @property
+    def families(self) -> dict[str, int]:
+        """Family name (``"primary"``, ``"secondary"`` or ``"all"``) -> number of hypotheses adjusted together."""
+        out: dict[str, int] = {}
+        for c in self.comparisons:
+            out[c.family] = c.family_size
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (pair, metric), columns :data:`COLUMNS`."""
+        return _frame(self.comparisons)
+
+    def get(self, metric: str, candidate: str, baseline: str | None = None) -> PairwiseComparison:
+        """The hypothesis for ``metric`` and ``candidate`` (and ``baseline`` when ambiguous).
+
+        Raises
+        ------
+        KeyError
+            If no such hypothesis is in the report, listing those that are.
+        """
+        found = [
+            c
+            for c in self.comparisons
+            if c.metric == metric and c.candidate == candidate and (baseline is None or c.baseline == baseline)
+        ]
+        if len(found) != 1:
+            have = [(c.baseline, c.candidate, c.metric) for c in self.comparisons]
+            raise KeyError(
+                f"expected one comparison for metric={metric!r}, candidate={candidate!r}, "
+                f"baseline={baseline!r}; found {len(found)} among (baseline, candidate, metric) {have}"
+            )
+        return found[0]
+
+    def to_markdown(self) -> str:
+        """The report as a GitHub-flavoured markdown table, names escaped to show literally.
+
+        See :func:`~mlflow_recsys.report.text.report_markdown`.
+        """
+        from mlflow_recsys.report.text import report_markdown
+
+        return report_markdown(self)
+
+    def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
+        """The report as a booktabs ``table`` whose caption states the settings and significance markers.
+
+        See :func:`~mlflow_recsys.report.latex.report_latex` (``label`` is its ``\\label``, ``title`` the
+        caption's first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
+        """
+        from mlflow_recsys.report.latex import report_latex
+
+        return report_latex(self, label=label, title=title)
+
+    def __str__(self) -> str:
+        """The key columns as a fixed-width table under one settings line.
+
+        See :func:`~mlflow_recsys.report.text.report_string`.
+        """
+        from mlflow_recsys.report.text import report_string
+
+        return report_string(self)
+
+    def __repr__(self) -> str:
+        families = " ".join(f"{name}={size}" for name, size in self.families.items())
+        averaged = " (seed-averaged)" if self.seed_averaged else ""
+        J = len(self.comparisons)
+        return (
+            f"<ComparisonReport{averaged}: {J} hypothes{'is' if J == 1 else 'es'}, "
+            f"{self.correction or 'no correction'}, families {families or 'none'}>"
+        )
+
+    def summary(self) -> str:
+        """One line per hypothesis (:func:`~mlflow_recsys.report.text.report_summary`)."""
+        from mlflow_recsys.report.text import report_summary
+
+        return report_summary(self)
+
+    def save(self, path: str | os.PathLike) -> pathlib.Path:
+        """Save the report as the directory ``path``, atomically; return ``path``.
+
+        See :func:`~mlflow_recsys.stats.storage.save_report` for the files and the errors raised.
+        """
+        from mlflow_recsys.stats.storage import save_report  # it imports these classes
+
+        return save_report(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ComparisonReport:
+        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats.storage.load_report`)."""
+        from mlflow_recsys.stats.storage import load_report
+
+        return load_report(path)
+
+    def methods_text(self) -> str:
+        """A Methods paragraph stating exactly the settings used (:func:`~mlflow_recsys.report.text.methods_text`)."""
+        from mlflow_recsys.report.text import methods_text
+
+        return methods_text(self)
+
+    def results_text(
+        self, metric: str, candidate: str, baseline: str | None = None, *, markup: Markup = "plain"
+    ) -> str:
+        """One sentence reporting the hypothesis for ``metric`` and ``candidate``.
+
+        ``markup="plain"`` (default) leaves names and the metric key as they are;
+        ``"markdown"`` escapes them with
+        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for
+        another ``markup``.
+        See :func:`~mlflow_recsys.report.text.results_text`.
+        """
+        from mlflow_recsys.report.text import results_text
+
+        return results_text(self, self.get(metric, candidate, baseline), markup=markup)
+
+
+def _frame(comparisons: tuple[PairwiseComparison, ...]) -> pd.DataFrame:
+    return pd.DataFrame([{c: getattr(cmp, c) for c in COLUMNS} for cmp in comparisons], columns=list(COLUMNS))
