@@ -761,7 +761,7 @@ def with_value(path, column, row, value):
         (
             "test_method",
             "z",
-            "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'randomization-exact', 'wilcoxon-exact')",
+            "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'sign', 'randomization-exact', 'wilcoxon-exact')",
         ),
         ("interval_method", "bc", "one of ('percentile', 'bca')"),
         ("family", "none", "one of ('primary', 'secondary', 'all')"),

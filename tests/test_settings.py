@@ -107,7 +107,11 @@ NAME = "a non-empty name without control or invisible characters or surrounding 
         ("n_resamples", 99.0, "n_resamples: expected an integer in [1, 1,000,000], found 99.0"),
         ("n_resamples", MAX_RESAMPLES + 1, "n_resamples: expected an integer in [1, 1,000,000], found 1000001"),
         ("alternative", "bigger", "alternative: expected one of ('two-sided', 'greater', 'less'), found 'bigger'"),
-        ("test_method", "z", "test_method: expected one of ('randomization', 'bootstrap', 't', 'wilcoxon'), found 'z'"),
+        (
+            "test_method",
+            "z",
+            "test_method: expected one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'sign'), found 'z'",
+        ),
         ("interval_method", "bc", "interval_method: expected one of ('percentile', 'bca'), found 'bc'"),
         ("zero_method", "pratt ", "zero_method: expected one of ('wilcox', 'pratt', 'zsplit'), found 'pratt '"),
         ("family", "every", "family: expected one of ('primary', 'all'), found 'every'"),

@@ -43,6 +43,12 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
             "label": "Wilcoxon signed-rank test, exact null distribution (no zero or tied differences)",
             "result": "Wilcoxon signed-rank test (exact null distribution)",
         },
+        "sign": {
+            "methods": "a sign test (the exact binomial test of the users the candidate won on against those it "
+            "lost on, ties dropped; Dixon and Mood, 1946)",
+            "label": "sign test (exact binomial, ties dropped)",
+            "result": "sign test",
+        },
     },
     "zero_method": {
         "wilcox": {

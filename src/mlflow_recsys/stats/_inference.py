@@ -172,6 +172,8 @@ def _test(col: _Column, settings: ComparisonSettings) -> tuple[np.ndarray | None
     if test_method == "wilcoxon":
         p, reported = _wilcoxon_p_value(d, alternative, settings.zero_method)
         return None, p, reported
+    if test_method == "sign":
+        return None, sign_test_p_value(d, alternative), test_method
     return None, _t_test_p_value(d, alternative), test_method
 
 
@@ -262,6 +264,18 @@ def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
     # free of cancellation when the differences are nearly constant (e.g. one shift plus rounding).
     centre = float(column_centres(d[:, None])[0])
     return float(scipy.stats.ttest_1samp(d - centre, -centre, alternative=alternative).pvalue)
+
+
+def sign_test_p_value(d: np.ndarray, alternative: str) -> float:
+    """The sign test of the unit differences ``d`` (float ``(n_units,)``): the exact binomial test of the number
+    of positive differences among the non-zero ones against probability 1/2 (Dixon & Mood 1946, "The
+    statistical sign test", JASA 41), ``scipy.stats.binomtest``; zero differences are dropped. It asks whether
+    the candidate wins on more users than it loses, whatever the sizes of the differences. Every difference 0:
+    p = 1, as for the other tests."""
+    wins, nonzero = int(np.count_nonzero(d > 0)), int(np.count_nonzero(d))
+    if nonzero == 0:
+        return 1.0
+    return float(scipy.stats.binomtest(wins, nonzero, 0.5, alternative=alternative).pvalue)
 
 
 #: Most non-zero differences for which the Wilcoxon test uses the exact null distribution of its rank sum.

@@ -169,8 +169,11 @@ def compare_models(
         :func:`wilcoxon_method`: the exact null for at most 50 differences
         without zeros or tied magnitudes, reported as ``"wilcoxon-exact"``, and
         the tie-corrected normal approximation otherwise, reported as
-        ``"wilcoxon"``; Wilcoxon 1945). The Wilcoxon test asks whether the differences are symmetric
-        about 0 (a median-like location), not whether their mean is 0, so it
+        ``"wilcoxon"``; Wilcoxon 1945) or ``"sign"`` (the exact binomial test of
+        wins against losses, zero differences dropped; Dixon & Mood 1946). The
+        Wilcoxon test asks whether the differences are symmetric about 0 (a
+        median-like location) and the sign test whether a user is more likely
+        to gain than to lose, not whether the mean difference is 0, so either
         can disagree with the others on skewed differences.
     random_state:
         Non-negative int (default 0) or ``None`` for fresh entropy. Each model
@@ -259,7 +262,7 @@ def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettin
     names = check_results(results, metrics)
     pairs = _pairs(names, settings.reference, settings.alternative)
     check_replicate_memory(settings.n_resamples, len(pairs) * len(metrics))
-    if settings.n_resamples < 999 and settings.test_method not in ("t", "wilcoxon"):
+    if settings.n_resamples < 999 and settings.test_method in ("randomization", "bootstrap"):
         _warn_low_resamples(settings, len(pairs))
     units = units_of(results[names[0]])
     comparisons = [

@@ -10,7 +10,7 @@ import dataclasses
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from mlflow_recsys.settings_schema import check_fields, setting, settings_of
 from mlflow_recsys.stats.corrections import Correction
@@ -21,21 +21,22 @@ if TYPE_CHECKING:
     from mlflow_recsys.stats._results import ComparisonReport
 
 Alternative = Literal["two-sided", "greater", "less"]
-TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon"]
+TestMethod = Literal["randomization", "bootstrap", "t", "wilcoxon", "sign"]
 IntervalMethod = Literal["percentile", "bca"]
+#: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
 ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
 Family = Literal["primary", "all"]
-PrimaryAnalysis = Literal["auto", "seed-averaged", "representative-seed"]
-
-ALTERNATIVES = ("two-sided", "greater", "less")
-TEST_METHODS = ("randomization", "bootstrap", "t", "wilcoxon")
-INTERVAL_METHODS = ("percentile", "bca")
-#: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
-ZERO_METHODS = ("wilcox", "pratt", "zsplit")
-FAMILIES = ("primary", "all")
 #: Which of a comparison of runs' two analyses of the same hypotheses is the primary one (the other is a
 #: sensitivity analysis): ``"auto"`` resolves by :func:`resolve_primary_analysis`.
-PRIMARY_ANALYSES = ("auto", "seed-averaged", "representative-seed")
+PrimaryAnalysis = Literal["auto", "seed-averaged", "representative-seed"]
+
+# The values of each choice, in order, as the types above declare them.
+ALTERNATIVES: tuple[str, ...] = get_args(Alternative)
+TEST_METHODS: tuple[str, ...] = get_args(TestMethod)
+INTERVAL_METHODS: tuple[str, ...] = get_args(IntervalMethod)
+ZERO_METHODS: tuple[str, ...] = get_args(ZeroMethod)
+FAMILIES: tuple[str, ...] = get_args(Family)
+PRIMARY_ANALYSES: tuple[str, ...] = get_args(PrimaryAnalysis)
 
 #: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
 #: from more resamples.
