@@ -1,9 +1,9 @@
 """What the pages list: experiments with training runs, their runs grouped by split, model and seed, and the
 comparison runs made from them.
 
-Runs are read with ``search_runs`` one page at a time (:data:`PAGE_SIZE` runs a page), following MLflow's page
-tokens, up to :data:`MAX_LISTED` runs; beyond that the page says how many more there are not shown and the user
-narrows the selection with a compare URL or the command line.
+Runs are read with :func:`~mlflow_recsys.tracking.runs.search_all`, page by page, up to :data:`MAX_LISTED` runs;
+beyond that the page says how many more there are not shown and the user narrows the selection with a compare
+URL or the command line.
 """
 
 from __future__ import annotations
@@ -15,16 +15,14 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from mlflow.entities import Experiment, Run, ViewType
+from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
-from mlflow_recsys.tracking.runs import search_training_runs, training_runs_filter
+from mlflow_recsys.tracking.runs import SEARCH_PAGE_SIZE, search_all, search_training_runs, training_runs_filter
 
-#: Runs per ``search_runs`` call.
-PAGE_SIZE = 1000
 #: Most training runs one page lists.
 MAX_LISTED = 10_000
 #: Comparison runs listed per experiment page, newest first.
@@ -90,7 +88,7 @@ class Listing:
 
 
 def training_runs(
-    client: MlflowClient, experiment_ids: list[str], *, page_size: int = PAGE_SIZE, limit: int = MAX_LISTED
+    client: MlflowClient, experiment_ids: list[str], *, page_size: int = SEARCH_PAGE_SIZE, limit: int = MAX_LISTED
 ) -> tuple[list[Run], bool]:
     """FINISHED training runs of the experiments, page by page; and whether more than ``limit`` matched.
 
@@ -207,20 +205,7 @@ def _config_text(config: str) -> str:
 
 
 def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filter_string: str | None = None) -> list:
-    found: list[Experiment] = []
-    token: str | None = None
-    while True:
-        page = client.search_experiments(
-            view_type=view_type,
-            filter_string=filter_string,
-            max_results=PAGE_SIZE,
-            page_token=token,
-            order_by=["name ASC"],
-        )
-        found.extend(page)
-        token = page.token
-        if not token:
-            return found
+    return list(search_all(client.search_experiments, view_type, filter_string=filter_string, order_by=["name ASC"]))
 
 
 def all_experiment_ids(client: MlflowClient) -> list[str]:
@@ -288,18 +273,12 @@ def declared_settings(client: MlflowClient, experiment_ids: list[str], metric_ke
     then falls back to the ``compare`` command's defaults.
     """
     primaries, metric_lists = set(), set()
-    token: str | None = None
-    while True:
-        page = client.search_runs(experiment_ids, filter_string=STUDY_FILTER, max_results=PAGE_SIZE, page_token=token)
-        for run in page:
-            params = run.data.params
-            if params.get("primary"):
-                primaries.add(params["primary"])
-            if params.get("metrics"):
-                metric_lists.add(tuple(k.strip() for k in params["metrics"].split(",") if k.strip()))
-        token = page.token
-        if not token:
-            break
+    for run in search_all(client.search_runs, experiment_ids, STUDY_FILTER):
+        params = run.data.params
+        if params.get("primary"):
+            primaries.add(params["primary"])
+        if params.get("metrics"):
+            metric_lists.add(tuple(k.strip() for k in params["metrics"].split(",") if k.strip()))
     primary = primaries.pop() if len(primaries) == 1 else None
     metrics = metric_lists.pop() if len(metric_lists) == 1 else None
     if metrics is not None:

@@ -7,14 +7,16 @@ import logging
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
+from itertools import islice
+from typing import TypeVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import mlflow
 from mlflow.entities import Experiment, Run, ViewType
 from mlflow.exceptions import MlflowException
+from mlflow.store.entities.paged_list import PagedList
 from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
 
@@ -42,6 +44,7 @@ SHOWN_IDS = 20
 SELECTED_STATUS = "FINISHED"
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
@@ -209,30 +212,12 @@ def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) ->
     wanted = [r for r in dict.fromkeys(run_ids) if RUN_ID.fullmatch(r)]
     if not wanted:
         return {}
-    experiment_ids: list[str] = []
-    token: str | None = None
-    while True:
-        experiments = client.search_experiments(view_type=ViewType.ALL, max_results=1000, page_token=token)
-        experiment_ids += [e.experiment_id for e in experiments]
-        token = experiments.token
-        if not token:
-            break
+    experiment_ids = [e.experiment_id for e in search_all(client.search_experiments, view_type=ViewType.ALL)]
     found: dict[str, Run] = {}
     for start in range(0, len(wanted), chunk):
         ids = ", ".join(f"'{r}'" for r in wanted[start : start + chunk])
-        token = None
-        while True:
-            page = client.search_runs(
-                experiment_ids,
-                filter_string=f"attributes.run_id IN ({ids})",
-                run_view_type=ViewType.ALL,
-                max_results=1000,
-                page_token=token,
-            )
-            found.update((r.info.run_id, r) for r in page)
-            token = page.token
-            if not token:
-                break
+        query = f"attributes.run_id IN ({ids})"
+        found.update((r.info.run_id, r) for r in search_all(client.search_runs, experiment_ids, query, ViewType.ALL))
     return found
 
 
@@ -296,6 +281,19 @@ def training_runs_filter(
     return f"{clause} and {filter_string}" if filter_string else clause
 
 
+def search_all(search: Callable[..., PagedList[T]], *args, page_size: int = SEARCH_PAGE_SIZE, **kwargs) -> Iterator[T]:
+    """Every item of a paged MLflow search (``client.search_runs``, ``client.search_experiments``; ``args`` and
+    ``kwargs`` passed on), ``page_size`` a call, MLflow's page tokens followed to the last page. MLflow answers one
+    page per call: this is the one loop over them. Lazy: a caller that stops (``itertools.islice``) asks no more."""
+    token: str | None = None
+    while True:
+        page = search(*args, max_results=page_size, page_token=token, **kwargs)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
 def paged_runs(
     client: MlflowClient,
     experiment_ids: list[str],
@@ -306,31 +304,20 @@ def paged_runs(
     order_by: list[str] | None = None,
 ) -> tuple[list[Run], bool]:
     """The active runs of ``experiment_ids`` that ``filter_string`` selects, in ``order_by``'s order, read page by
-    page (``page_size`` a page, MLflow's page tokens followed) to the last page, or to ``limit`` runs; and whether
-    more than ``limit`` matched. MLflow answers one page per ``search_runs`` call: this is the one loop over them.
+    page (:func:`search_all`, ``page_size`` a page) to the last page, or to ``limit`` runs; and whether more than
+    ``limit`` matched.
 
     Raises
     ------
     MlflowException
         As MLflow raises it: ``INVALID_PARAMETER_VALUE`` for a filter it cannot parse, others for a server fault.
     """
-    runs: list[Run] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs(
-            experiment_ids,
-            filter_string=filter_string,
-            run_view_type=ViewType.ACTIVE_ONLY,
-            max_results=page_size if limit is None else min(page_size, limit + 1 - len(runs)),
-            page_token=token,
-            order_by=order_by,
-        )
-        runs.extend(page)
-        token = page.token
-        if not token or (limit is not None and len(runs) > limit):
-            break
+    found = search_all(
+        client.search_runs, experiment_ids, filter_string, ViewType.ACTIVE_ONLY, page_size=page_size, order_by=order_by
+    )
     if limit is None:
-        return runs, False
+        return list(found), False
+    runs = list(islice(found, limit + 1))
     return runs[:limit], len(runs) > limit
 
 

@@ -30,6 +30,7 @@ from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, 
 from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
+from mlflow_recsys.tracking.runs import search_all
 from mlflow_recsys.tracking.server_page import recsys_page_url
 from mlflow_recsys.tracking.training import configuration_tag
 
@@ -332,19 +333,13 @@ def finished_trainings(
     )
     found: dict[tuple[str, str, str], Run] = {}
     studies: dict[str, bool] = {}
-    token = None
-    while True:  # MLflow answers one page per call
-        page = client.search_runs(
-            [experiment_id], query, max_results=1000, order_by=["attributes.start_time DESC"], page_token=token
-        )
-        for run in page:
-            run_tags = run.data.tags
-            key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
-            if key in wanted and key not in found and _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
-                found[key] = run
-        token = page.token
-        if not token:
-            return found
+    newest_first = search_all(client.search_runs, [experiment_id], query, order_by=["attributes.start_time DESC"])
+    for run in newest_first:
+        run_tags = run.data.tags
+        key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
+        if key in wanted and key not in found and _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
+            found[key] = run
+    return found
 
 
 def _is_study(client: MlflowClient, run_id: str | None, seen: dict[str, bool]) -> bool:
