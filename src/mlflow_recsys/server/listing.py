@@ -21,7 +21,14 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
-from mlflow_recsys.tracking.runs import SEARCH_PAGE_SIZE, search_all, search_training_runs, training_runs_filter
+from mlflow_recsys.tracking.runs import (
+    FINISHED,
+    RUNNING,
+    SEARCH_PAGE_SIZE,
+    search_all,
+    search_training_runs,
+    training_runs_filter,
+)
 
 #: Most training runs one page lists.
 MAX_LISTED = 10_000
@@ -357,11 +364,11 @@ def _comparison_row(r: Run, live_jobs: frozenset[str], now_ms: int) -> Compariso
     error = t.get(tags.ERROR)
     # A result only of a run that ended and logged its settings (the last thing logged): anything else of a run cut
     # off midway (notes, headline) is not its result.
-    ended = r.info.status == "FINISHED" and bool(p)
+    ended = r.info.status == FINISHED and bool(p)
     results = (note_sentences(t.get(MLFLOW_RUN_NOTE, "")) or [t.get(tags.RESULT, "")]) if ended else []
     sentences = [error] if error else results
     stale = ""
-    if r.info.status == "RUNNING":
+    if r.info.status == RUNNING:
         job, age_h = t.get(tags.SERVER_JOB), (now_ms - r.info.start_time) / 3.6e6
         if job and job not in live_jobs:
             stale = "stale: its comparison job on this server is not running"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import mlflow
-from mlflow.entities import Run
+from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
@@ -32,6 +32,7 @@ from mlflow_recsys.tracking.limits import (
     storable,
 )
 from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.runs import FAILED, RUNNING
 from mlflow_recsys.tracking.server_errors import is_unreachable
 
 _log = logging.getLogger(__name__)
@@ -96,8 +97,8 @@ def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
         instead (for ``MLFLOW_RUN_ID``: unset it).
     """
     role = run.data.tags.get(tags.ROLE)
-    deleted = run.info.lifecycle_stage != "active"
-    if run.info.status == "RUNNING" and role is None and not deleted:
+    deleted = run.info.lifecycle_stage != LifecycleStage.ACTIVE
+    if run.info.status == RUNNING and role is None and not deleted:
         return
     found_role = f"{tags.ROLE}={role!r}" if role is not None else f"no {tags.ROLE} tag"
     advice = _ENV_ADVICE if source == RUN_ID_ENV else "end that run (mlflow.end_run()) so that this step starts its own"
@@ -175,8 +176,8 @@ def _step_target() -> tuple[str | None, Run | None]:
     if active is None:
         return None, _environment_run()
     parent = MlflowClient().get_run(active.info.run_id)
-    if parent.info.status != "RUNNING" or parent.info.lifecycle_stage != "active":
-        deleted = ", deleted" if parent.info.lifecycle_stage != "active" else ""
+    if parent.info.status != RUNNING or parent.info.lifecycle_stage != LifecycleStage.ACTIVE:
+        deleted = ", deleted" if parent.info.lifecycle_stage != LifecycleStage.ACTIVE else ""
         raise RunOwnershipError(
             f"the active run: expected a RUNNING run to nest this step's run under, found run "
             f"{parent.info.run_id} with status {parent.info.status}{deleted}; end it (mlflow.end_run()) so that "
@@ -246,7 +247,7 @@ def entry_point_run(
         if to_log:
             mlflow.log_params(to_log)
     except BaseException:
-        mlflow.end_run(status="FAILED")
+        mlflow.end_run(status=FAILED)
         raise
     return StepRun(run)
 
@@ -302,7 +303,7 @@ def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool
             _log.warning("could not tag run %s with its error: %s", run_id, redact(str(again)))
     if end:
         try:
-            mlflow.end_run(status="FAILED")
+            mlflow.end_run(status=FAILED)
         except Exception as again:
             # mlflow.end_run leaves the local active run before telling the server, so it is ended here anyway.
             _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
@@ -326,7 +327,7 @@ def record_failure_on_environment_run(exc: BaseException) -> None:
         return
     mark_failed(run_id, exc, end=False)
     try:
-        MlflowClient().set_terminated(run_id, "FAILED")
+        MlflowClient().set_terminated(run_id, FAILED)
     except Exception as again:
         _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
 

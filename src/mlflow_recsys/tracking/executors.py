@@ -38,6 +38,7 @@ from mlflow_recsys.tracking.context import RUN_ID_ENV, absolute_sqlite_uri
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.plugin import COMMAND_ENV
 from mlflow_recsys.tracking.redact import SUPPRESS_RUN_LINKS_ENV, redact
+from mlflow_recsys.tracking.runs import FAILED, KILLED, RUNNING
 from mlflow_recsys.tracking.training import run_train
 
 #: The executors ``mlflow-recsys study --executor`` offers.
@@ -352,7 +353,7 @@ class RayExecutor:
                     with contextlib.suppress(Exception):
                         self._ray.cancel(ref, force=True)
                     with contextlib.suppress(Exception):
-                        _end_if_running(client, run_id, "KILLED")
+                        _end_if_running(client, run_id, KILLED)
             raise
         return [outcomes[ref] for ref in submitted]  # in the order given
 
@@ -388,7 +389,7 @@ class RayExecutor:
             self._ray.get(ref)
         except Exception as exc:  # the task's exception (as Ray's RayTaskError), or Ray's own (a worker died)
             reason = _reason(exc)
-            _end_if_running(client, run_id, "FAILED")
+            _end_if_running(client, run_id, FAILED)
             client.set_tag(run_id, tags.ERROR, reason)
             echo(f"{training.run_name} FAILED, {seconds:.1f} s after submission (run {run_id}): {reason}")
             echo(redact(str(exc)))
@@ -587,7 +588,7 @@ def _create_child_run(client, training: Training, experiment_id: str, parent_run
 
 def _end_if_running(client, run_id: str, status: str) -> None:
     """End the run with ``status`` unless it has ended already (a failed step ends its own run FAILED)."""
-    if client.get_run(run_id).info.status == "RUNNING":
+    if client.get_run(run_id).info.status == RUNNING:
         client.set_terminated(run_id, status)
 
 

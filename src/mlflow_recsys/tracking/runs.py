@@ -9,13 +9,15 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from itertools import islice
 from typing import TypeVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import mlflow
-from mlflow.entities import Experiment, Run, ViewType
+from mlflow.entities import Experiment, LifecycleStage, Run, RunStatus, ViewType
 from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.store.entities.paged_list import PagedList
 from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
@@ -39,9 +41,13 @@ from mlflow_recsys.validation import expected
 SEARCH_PAGE_SIZE = 1000
 #: Most run ids one message lists; the rest are counted.
 SHOWN_IDS = 20
+#: MLflow's run states as ``run.info.status`` spells them.
+FINISHED, RUNNING, FAILED, KILLED = map(
+    RunStatus.to_string, (RunStatus.FINISHED, RunStatus.RUNNING, RunStatus.FAILED, RunStatus.KILLED)
+)
 #: The state of the runs an experiment selection takes; the command line, the Python API and the server's pages
 #: share this rule (:func:`search_training_runs`).
-SELECTED_STATUS = "FINISHED"
+SELECTED_STATUS = FINISHED
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -234,7 +240,7 @@ def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "e
         try:
             exp = client.get_experiment(experiment)
         except MlflowException as exc:
-            if not _missing(exc):
+            if not missing(exc):
                 raise
             exp = None
     if exp is None:
@@ -242,7 +248,7 @@ def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "e
             f"{argument}: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
             f"found {experiment!r}"
         )
-    if exp.lifecycle_stage != "active":
+    if exp.lifecycle_stage != LifecycleStage.ACTIVE:
         raise RunSelectionError(f"{argument}: {exp.name!r} is deleted; restore it to read its runs")
     return exp
 
@@ -250,13 +256,9 @@ def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "e
 def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:
     """The training runs of ``experiment`` (a name or an id) that ``filter_string`` selects, every page read."""
     exp = find_experiment(client, experiment)
-    try:
+    with parsed_filter(filter_string):
         runs, _ = search_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
         left_out = left_out_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
-    except MlflowException as exc:
-        if exc.error_code != "INVALID_PARAMETER_VALUE":
-            raise
-        raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
     others = _left_out_text(left_out)
     if not runs:
         raise RunSelectionError(
@@ -375,9 +377,20 @@ def _left_out_text(left_out: dict[str, int]) -> str:
     return f"left out {total} training {runs} not {SELECTED_STATUS} ({states})"
 
 
-def _missing(exc: MlflowException) -> bool:
+def missing(exc: MlflowException) -> bool:
     """MLflow's answer for a run or experiment that does not exist (or an id it cannot parse)."""
-    return exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+    return exc.error_code in (ErrorCode.Name(RESOURCE_DOES_NOT_EXIST), ErrorCode.Name(INVALID_PARAMETER_VALUE))
+
+
+@contextmanager
+def parsed_filter(filter_string: str | None):
+    """Around a search with ``filter_string``: MLflow's refusal to parse it becomes a RunSelectionError naming it."""
+    try:
+        yield
+    except MlflowException as exc:
+        if exc.error_code != ErrorCode.Name(INVALID_PARAMETER_VALUE):
+            raise
+        raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
 
 
 def _require_distinct(run_ids: list[str]) -> None:
@@ -392,7 +405,7 @@ def _require_distinct(run_ids: list[str]) -> None:
 
 def _require_training_runs(runs: list[Run]) -> None:
     _require_distinct([r.info.run_id for r in runs])
-    deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
+    deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != LifecycleStage.ACTIVE]
     if deleted:
         raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
     not_train = [
@@ -401,12 +414,12 @@ def _require_training_runs(runs: list[Run]) -> None:
     if not_train:
         listing = ", ".join(f"{i} ({tags.ROLE}={role})" for i, role in not_train)
         raise RunSelectionError(f"expected training runs only, found {listing}")
-    unfinished = [(r.info.run_id, r.info.status) for r in runs if r.info.status != "FINISHED"]
+    unfinished = [(r.info.run_id, r.info.status) for r in runs if r.info.status != FINISHED]
     if unfinished:
         listing = ", ".join(f"{i} ({s})" for i, s in unfinished)
         hint = (
             "; a run left RUNNING usually means its `mlflow run` was interrupted or missing a parameter"
-            if any(s == "RUNNING" for _, s in unfinished)
+            if any(s == RUNNING for _, s in unfinished)
             else ""
         )
         raise RunSelectionError(f"expected FINISHED runs only, found {listing}{hint}")

@@ -17,7 +17,7 @@ from typing import cast
 
 import mlflow
 import mlflow.projects
-from mlflow.entities import Run
+from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import ExecutionException, MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
@@ -30,7 +30,7 @@ from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, 
 from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
-from mlflow_recsys.tracking.runs import search_all
+from mlflow_recsys.tracking.runs import FINISHED, search_all
 from mlflow_recsys.tracking.server_page import recsys_page_url
 from mlflow_recsys.tracking.training import configuration_tag
 
@@ -329,7 +329,7 @@ def finished_trainings(
     wanted = {t.key for t in trainings}
     query = (
         f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "
-        "AND attributes.status = 'FINISHED'"
+        f"AND attributes.status = '{FINISHED}'"
     )
     found: dict[tuple[str, str, str], Run] = {}
     studies: dict[str, bool] = {}
@@ -351,7 +351,8 @@ def _is_study(client: MlflowClient, run_id: str | None, seen: dict[str, bool]) -
         except MlflowException:  # removed for good
             seen[run_id] = False
         else:
-            seen[run_id] = parent.data.tags.get(tags.ROLE) == tags.ROLE_MAIN and parent.info.lifecycle_stage == "active"
+            main = parent.data.tags.get(tags.ROLE) == tags.ROLE_MAIN
+            seen[run_id] = main and parent.info.lifecycle_stage == LifecycleStage.ACTIVE
     return seen[run_id]
 
 
