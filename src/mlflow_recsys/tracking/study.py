@@ -27,7 +27,7 @@ from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, entry_point_run
-from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
+from mlflow_recsys.tracking.executors import Echo, Executor, Training, TrainingOutcome, TrainingTarget, make_executor
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking.runs import FINISHED, search_all
@@ -55,7 +55,7 @@ def run_study(
     primary: str,
     n_resamples: int,
     device: str = "cpu",
-    executor: str | SequentialExecutor | RayExecutor = "sequential",
+    executor: str | Executor = "sequential",
     project_uri: str = ".",
     echo: Callable[[str], None] = _log.info,
 ) -> str:
@@ -127,11 +127,8 @@ def run_study(
         outcomes = _train(
             executor,
             trainings,
-            client=client,
-            checkpoint=f"runs:/{split_id}/checkpoint.zip",
+            TrainingTarget(f"runs:/{split_id}/checkpoint.zip", experiment_id, study_id),
             split_digest=client.get_run(split_id).data.tags[tags.SPLIT_DIGEST],
-            experiment_id=experiment_id,
-            study_id=study_id,
             echo=echo,
         )
         failed = [o for o in outcomes if not o.usable]
@@ -287,18 +284,10 @@ def _training(model: str, hyperparameters: dict) -> Training:
 
 
 def _train(
-    executor,
-    trainings: list[Training],
-    *,
-    client: MlflowClient,
-    checkpoint: str,
-    split_digest: str,
-    experiment_id: str,
-    study_id: str,
-    echo: Callable[[str], None],
+    executor: Executor, trainings: list[Training], target: TrainingTarget, *, split_digest: str, echo: Echo
 ) -> list[TrainingOutcome]:
     """Reuse what earlier studies finished, train the rest on ``executor``; one outcome per training, in order."""
-    earlier = finished_trainings(client, experiment_id, split_digest, trainings)
+    earlier = finished_trainings(MlflowClient(), target.experiment_id, split_digest, trainings)
     outcomes = {}
     for training in trainings:
         run = earlier.get(training.key)
@@ -311,9 +300,7 @@ def _train(
     to_train = [t for t in trainings if t.key not in outcomes]
     echo(f"\n== {len(to_train)} trainings on the {executor.name} executor, {len(outcomes)} reused ==")
     if to_train:
-        for outcome in executor.run(
-            to_train, checkpoint=checkpoint, experiment_id=experiment_id, parent_run_id=study_id, echo=echo
-        ):
+        for outcome in executor.run(to_train, target, echo=echo):
             outcomes[outcome.training.key] = outcome
     return [outcomes[t.key] for t in trainings]
 
