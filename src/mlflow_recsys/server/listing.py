@@ -104,17 +104,13 @@ def training_runs(
     return search_training_runs(client, experiment_ids, page_size=page_size, limit=limit)
 
 
-def _metric_keys(run: Run) -> list[str]:
-    return logged_metric_keys(run.data.metrics)  # timings, counts and training curves left out
-
-
 def metric_keys_of(runs: list[Run]) -> list[str]:
     """Every metric key (``ndcg@100``) any of ``runs`` logged, sorted."""
-    return sorted({k for r in runs for k in _metric_keys(r)})
+    return logged_metric_keys({name for r in runs for name in r.data.metrics})  # no timings, counts, curves
 
 
 def _finite_values(run: Run) -> dict[str, float]:
-    values = {k: run.data.metrics[mlflow_metric_name(k)] for k in _metric_keys(run)}
+    values = {k: run.data.metrics[mlflow_metric_name(k)] for k in logged_metric_keys(run.data.metrics)}
     return {k: v for k, v in values.items() if math.isfinite(v)}  # NaN is not JSON
 
 

@@ -16,7 +16,6 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys import validation
-from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.report.plots import forest_plot
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import (
@@ -71,7 +70,7 @@ from mlflow_recsys.tracking.limits import (
     fit_values,
     shorten,
 )
-from mlflow_recsys.tracking.naming import pair_label
+from mlflow_recsys.tracking.naming import is_metric_key, pair_label
 from mlflow_recsys.tracking.provenance import (
     collect_provenance,
 )
@@ -431,12 +430,7 @@ def _check_settings(settings: ComparisonSettings, model_tag) -> None:
     """What a comparison of runs asks beyond the settings' own checks: metric keys the runs can have logged."""
     metrics, primary = settings.metrics, settings.primary
     for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
-        bad = []
-        for key in keys:
-            try:
-                parse_metric_keys([key])
-            except ValueError:
-                bad.append(key)
+        bad = [key for key in keys if not is_metric_key(key)]
         if bad:
             raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
     validation.line(model_tag, "model_tag")

@@ -27,6 +27,7 @@ from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking._comparison_files import REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE
 from mlflow_recsys.tracking.downloads import download_files
 from mlflow_recsys.tracking.limits import CUT_VALUE
+from mlflow_recsys.tracking.logged_models import CI_HIGH, CI_LOW
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
 from mlflow_recsys.tracking.runs import (
     FINISHED,
@@ -264,11 +265,11 @@ def search_trainings(experiments: str | Sequence[str], filter_string: str | None
     frame = pd.DataFrame(rows, columns=list(TRAINING_COLUMNS))
     keys = logged_metric_keys({name for r in runs for name in r.data.metrics})
     for key in keys:
-        name = mlflow_metric_name(key)
-        for column, metric in ((key, name), (f"{key}.ci_low", f"{name}.ci_low"), (f"{key}.ci_high", f"{name}.ci_high")):
+        for suffix in ("", CI_LOW, CI_HIGH):
+            metric = mlflow_metric_name(key) + suffix
             values = [r.data.metrics.get(metric, float("nan")) for r in runs]
-            if column == key or any(metric in r.data.metrics for r in runs):
-                frame[column] = pd.Series(values, dtype="float64")
+            if not suffix or any(metric in r.data.metrics for r in runs):
+                frame[key + suffix] = pd.Series(values, dtype="float64")
     return frame
 
 
