@@ -211,11 +211,6 @@ def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filte
     return list(search_all(client.search_experiments, view_type, filter_string=filter_string, order_by=["name ASC"]))
 
 
-def all_experiment_ids(client: MlflowClient) -> list[str]:
-    """Every experiment's id, deleted ones included (one paged ``search_experiments``)."""
-    return [e.experiment_id for e in _all_experiments(client, ViewType.ALL)]
-
-
 def _holding(
     client: MlflowClient,
     experiment_ids: list[str],

@@ -203,8 +203,7 @@ def end_if_dead(folder: Path, job: dict, client) -> dict:
         return job
     from mlflow.entities import ViewType
 
-    from mlflow_recsys.server.listing import all_experiment_ids
-    from mlflow_recsys.tracking.runs import KILLED, RUNNING, search_all
+    from mlflow_recsys.tracking.runs import KILLED, RUNNING, all_experiment_ids, search_all
 
     reason = f"Killed: {jobs.DIED}"
     query = f"tags.`{tags.SERVER_JOB}` = '{job['id']}' and attributes.status = '{RUNNING}'"

@@ -218,13 +218,18 @@ def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) ->
     wanted = [r for r in dict.fromkeys(run_ids) if RUN_ID.fullmatch(r)]
     if not wanted:
         return {}
-    experiment_ids = [e.experiment_id for e in search_all(client.search_experiments, view_type=ViewType.ALL)]
+    experiment_ids = all_experiment_ids(client)
     found: dict[str, Run] = {}
     for start in range(0, len(wanted), chunk):
         ids = ", ".join(f"'{r}'" for r in wanted[start : start + chunk])
         query = f"attributes.run_id IN ({ids})"
         found.update((r.info.run_id, r) for r in search_all(client.search_runs, experiment_ids, query, ViewType.ALL))
     return found
+
+
+def all_experiment_ids(client: MlflowClient) -> list[str]:
+    """Every experiment's id, deleted ones included (one paged ``search_experiments``)."""
+    return [e.experiment_id for e in search_all(client.search_experiments, view_type=ViewType.ALL)]
 
 
 def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "experiment") -> Experiment:
