@@ -93,9 +93,8 @@ def run_study(
         If ``echo`` is not callable; no run is made.
     ValueError
         If ``seeds`` is not an ordered collection of integers (a str, a set, ``1.5`` or ``True`` in it), holds fewer
-        than two seeds (no seed spread could be measured) or one twice, a hyper-parameter
-        other than a seed or the device is invalid, or a param the environment's run already holds has another value; no
-        run is made. A seed or a device the model refuses fails that training alone.
+        than two seeds (no seed spread could be measured) or one twice, or a hyper-parameter other than a seed or
+        the device is invalid; no run is made. A seed or a device the model refuses fails that training alone.
     ImportError
         If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
     ConnectionError
