@@ -114,16 +114,7 @@ def run_study(
     )
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
-    params = {  # what was asked for, and where the trainings ran
-        "dataset": dataset,
-        "split_seed": split_seed,
-        "seeds": ",".join(map(str, seeds)),
-        "metrics": metrics,
-        "primary": primary,
-        "n_resamples": n_resamples,
-        "device": device,
-        "executor": executor.name,
-    }
+    params = _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor.name)
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
         client = MlflowClient()
@@ -152,6 +143,20 @@ def run_study(
         if failed:
             raise _study_failure(failed, usable, len(outcomes), compare_id)
         return cast(str, compare_id)  # nothing failed, so both models finished and were compared
+
+
+def _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor_name) -> dict:
+    """The study run's params: what was asked for, and where the trainings ran."""
+    return {
+        "dataset": dataset,
+        "split_seed": split_seed,
+        "seeds": ",".join(map(str, seeds)),
+        "metrics": metrics,
+        "primary": primary,
+        "n_resamples": n_resamples,
+        "device": device,
+        "executor": executor_name,
+    }
 
 
 def _compare_step(
