@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.server import listing
 from mlflow_recsys.tracking.local_server import local_tracking_server
+from mlflow_recsys.tracking.runs import SEARCH_PAGE_SIZE
 
 KEYS = [
     "ndcg_at_100",
@@ -95,7 +96,7 @@ def main() -> None:
         read = time.perf_counter() - started
         grouped = listing.group_runs(runs)
         print(
-            f"read {len(runs)} runs through search_runs pages of {listing.PAGE_SIZE} in {read:.2f} s, grouped in "
+            f"read {len(runs)} runs through search_runs pages of {SEARCH_PAGE_SIZE} in {read:.2f} s, grouped in "
             f"{time.perf_counter() - started - read:.2f} s ({len(grouped.splits)} split, "
             f"{sum(len(s.models) for s in grouped.splits)} models)"
         )

@@ -1,9 +1,9 @@
 """What the pages list: experiments with training runs, their runs grouped by split, model and seed, and the
 comparison runs made from them.
 
-Runs are read with ``search_runs`` one page at a time (:data:`PAGE_SIZE` runs a page), following MLflow's page
-tokens, up to :data:`MAX_LISTED` runs; beyond that the page says how many more there are not shown and the user
-narrows the selection with a compare URL or the command line.
+Runs are read with :func:`~mlflow_recsys.tracking.runs.search_all`, page by page, up to :data:`MAX_LISTED` runs;
+beyond that the page says how many more there are not shown and the user narrows the selection with a compare
+URL or the command line.
 """
 
 from __future__ import annotations
@@ -15,16 +15,21 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from mlflow.entities import Experiment, Run, ViewType
+from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
-from mlflow_recsys.tracking.runs import search_training_runs, training_runs_filter
+from mlflow_recsys.tracking.runs import (
+    FINISHED,
+    RUNNING,
+    SEARCH_PAGE_SIZE,
+    search_all,
+    search_training_runs,
+    training_runs_filter,
+)
 
-#: Runs per ``search_runs`` call.
-PAGE_SIZE = 1000
 #: Most training runs one page lists.
 MAX_LISTED = 10_000
 #: Comparison runs listed per experiment page, newest first.
@@ -90,7 +95,7 @@ class Listing:
 
 
 def training_runs(
-    client: MlflowClient, experiment_ids: list[str], *, page_size: int = PAGE_SIZE, limit: int = MAX_LISTED
+    client: MlflowClient, experiment_ids: list[str], *, page_size: int = SEARCH_PAGE_SIZE, limit: int = MAX_LISTED
 ) -> tuple[list[Run], bool]:
     """FINISHED training runs of the experiments, page by page; and whether more than ``limit`` matched.
 
@@ -99,17 +104,13 @@ def training_runs(
     return search_training_runs(client, experiment_ids, page_size=page_size, limit=limit)
 
 
-def _metric_keys(run: Run) -> list[str]:
-    return logged_metric_keys(run.data.metrics)  # timings, counts and training curves left out
-
-
 def metric_keys_of(runs: list[Run]) -> list[str]:
     """Every metric key (``ndcg@100``) any of ``runs`` logged, sorted."""
-    return sorted({k for r in runs for k in _metric_keys(r)})
+    return logged_metric_keys({name for r in runs for name in r.data.metrics})  # no timings, counts, curves
 
 
 def _finite_values(run: Run) -> dict[str, float]:
-    values = {k: run.data.metrics[mlflow_metric_name(k)] for k in _metric_keys(run)}
+    values = {k: run.data.metrics[mlflow_metric_name(k)] for k in logged_metric_keys(run.data.metrics)}
     return {k: v for k, v in values.items() if math.isfinite(v)}  # NaN is not JSON
 
 
@@ -207,25 +208,7 @@ def _config_text(config: str) -> str:
 
 
 def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filter_string: str | None = None) -> list:
-    found: list[Experiment] = []
-    token: str | None = None
-    while True:
-        page = client.search_experiments(
-            view_type=view_type,
-            filter_string=filter_string,
-            max_results=PAGE_SIZE,
-            page_token=token,
-            order_by=["name ASC"],
-        )
-        found.extend(page)
-        token = page.token
-        if not token:
-            return found
-
-
-def all_experiment_ids(client: MlflowClient) -> list[str]:
-    """Every experiment's id, deleted ones included (one paged ``search_experiments``)."""
-    return [e.experiment_id for e in _all_experiments(client, ViewType.ALL)]
+    return list(search_all(client.search_experiments, view_type, filter_string=filter_string, order_by=["name ASC"]))
 
 
 def _holding(
@@ -288,18 +271,12 @@ def declared_settings(client: MlflowClient, experiment_ids: list[str], metric_ke
     then falls back to the ``compare`` command's defaults.
     """
     primaries, metric_lists = set(), set()
-    token: str | None = None
-    while True:
-        page = client.search_runs(experiment_ids, filter_string=STUDY_FILTER, max_results=PAGE_SIZE, page_token=token)
-        for run in page:
-            params = run.data.params
-            if params.get("primary"):
-                primaries.add(params["primary"])
-            if params.get("metrics"):
-                metric_lists.add(tuple(k.strip() for k in params["metrics"].split(",") if k.strip()))
-        token = page.token
-        if not token:
-            break
+    for run in search_all(client.search_runs, experiment_ids, STUDY_FILTER):
+        params = run.data.params
+        if params.get("primary"):
+            primaries.add(params["primary"])
+        if params.get("metrics"):
+            metric_lists.add(tuple(k.strip() for k in params["metrics"].split(",") if k.strip()))
     primary = primaries.pop() if len(primaries) == 1 else None
     metrics = metric_lists.pop() if len(metric_lists) == 1 else None
     if metrics is not None:
@@ -378,11 +355,11 @@ def _comparison_row(r: Run, live_jobs: frozenset[str], now_ms: int) -> Compariso
     error = t.get(tags.ERROR)
     # A result only of a run that ended and logged its settings (the last thing logged): anything else of a run cut
     # off midway (notes, headline) is not its result.
-    ended = r.info.status == "FINISHED" and bool(p)
+    ended = r.info.status == FINISHED and bool(p)
     results = (note_sentences(t.get(MLFLOW_RUN_NOTE, "")) or [t.get(tags.RESULT, "")]) if ended else []
     sentences = [error] if error else results
     stale = ""
-    if r.info.status == "RUNNING":
+    if r.info.status == RUNNING:
         job, age_h = t.get(tags.SERVER_JOB), (now_ms - r.info.start_time) / 3.6e6
         if job and job not in live_jobs:
             stale = "stale: its comparison job on this server is not running"

@@ -203,17 +203,13 @@ def end_if_dead(folder: Path, job: dict, client) -> dict:
         return job
     from mlflow.entities import ViewType
 
-    from mlflow_recsys.server.listing import all_experiment_ids
+    from mlflow_recsys.tracking.runs import KILLED, RUNNING, all_experiment_ids, search_all
 
     reason = f"Killed: {jobs.DIED}"
-    found = client.search_runs(
-        all_experiment_ids(client),
-        filter_string=f"tags.`{tags.SERVER_JOB}` = '{job['id']}' and attributes.status = 'RUNNING'",
-        run_view_type=ViewType.ALL,
-    )
-    for run in found:
+    query = f"tags.`{tags.SERVER_JOB}` = '{job['id']}' and attributes.status = '{RUNNING}'"
+    for run in search_all(client.search_runs, all_experiment_ids(client), query, ViewType.ALL):
         client.set_tag(run.info.run_id, tags.ERROR, reason)
-        client.set_terminated(run.info.run_id, "KILLED")
+        client.set_terminated(run.info.run_id, KILLED)
     settled = {k: v for k, v in job.items() if k != "died"}
     settled.update(error=reason, finished=settled.get("finished") or time.time())
     jobs.write_job(folder, settled)

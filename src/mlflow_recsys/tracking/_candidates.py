@@ -20,7 +20,7 @@ from mlflow_recsys.tracking.limits import (
     fit_key,
     shorten,
 )
-from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name, pair_label, pair_metric_prefix
+from mlflow_recsys.tracking.naming import comparison_metric_name, logged_metric_keys, pair_label
 from mlflow_recsys.tracking.runs import RunSelectionError
 
 
@@ -351,7 +351,7 @@ def pair_metric_names(pairs, seed_pairs, metric_keys) -> dict[tuple[str, str, st
     ``<candidate>.vs.<baseline>.<metric>.<field>``, with or without a reference; the seed-averaged report's
     under ``<candidate>.vs.<baseline>.<metric>.seed_averaged.<field>`` and seed-table columns under
     ``<candidate>.vs.<baseline>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not
-    empty). Names go through :func:`~mlflow_recsys.tracking.naming.pair_metric_prefix`, which no two pairs share,
+    empty). Names come from :func:`~mlflow_recsys.tracking.naming.comparison_metric_name`, one-to-one,
     and long names through :func:`~mlflow_recsys.tracking.limits.fit_key`.
 
     Raises
@@ -360,23 +360,10 @@ def pair_metric_names(pairs, seed_pairs, metric_keys) -> dict[tuple[str, str, st
         If two hypotheses would still share a name: two long names whose 40-bit hashes collide, or two model
         names whose labels' hashes do.
     """
-    names = {}
-    for base, cand in pairs:
-        who = pair_metric_prefix(base, cand)
-        for metric in metric_keys:
-            for field in REPORT_FIELDS:
-                names[(base, cand, metric, field)] = fit_key(f"{who}.{mlflow_metric_name(metric)}.{field}")
-                if seed_pairs:
-                    names[(base, cand, metric, f"seed_averaged.{field}")] = fit_key(
-                        f"{who}.{mlflow_metric_name(metric)}.seed_averaged.{field}"
-                    )
-    for base, cand in seed_pairs:
-        who = pair_metric_prefix(base, cand)
-        for metric in metric_keys:
-            for field in SEED_FIELDS:
-                names[(base, cand, metric, f"seeds.{field}")] = fit_key(
-                    f"{who}.{mlflow_metric_name(metric)}.seeds.{field}"
-                )
+    fields = [g for f in REPORT_FIELDS for g in (f, *([f"seed_averaged.{f}"] if seed_pairs else []))]
+    wanted = [(*pair, metric, f) for pair in pairs for metric in metric_keys for f in fields]
+    wanted += [(*pair, metric, f"seeds.{f}") for pair in seed_pairs for metric in metric_keys for f in SEED_FIELDS]
+    names = {key: fit_key(comparison_metric_name(*key)) for key in wanted}
     clashes = duplicates(list(names.values()))
     if clashes:
         owners = sorted({pair_label(b, c) for (b, c, _, _), n in names.items() if n in clashes})

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import mlflow
-from mlflow.entities import Run
+from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import PERMISSION_DENIED, ErrorCode
 
 from mlflow_recsys import validation
 from mlflow_recsys._digests import text_digest
@@ -58,7 +59,7 @@ class RunTarget:
             except ValueError as exc:
                 raise RunSelectionError(str(exc)) from None
             exp = mlflow.get_experiment_by_name(output_experiment)
-            if exp is not None and exp.lifecycle_stage != "active":
+            if exp is not None and exp.lifecycle_stage != LifecycleStage.ACTIVE:
                 raise RunSelectionError(
                     f"output_experiment: {output_experiment!r} is deleted; restore it or choose another name"
                 )
@@ -112,7 +113,7 @@ class RunTarget:
     def _raise_if_refused(self, exc: MlflowException, experiment_id: str) -> None:
         """For MLflow's PERMISSION_DENIED (HTTP 403), a TrackingPermissionError saying where the comparison may not
         write and what to do; nothing for any other error."""
-        if exc.error_code != "PERMISSION_DENIED":
+        if exc.error_code != ErrorCode.Name(PERMISSION_DENIED):
             return
         if self.experiment_name is not None:
             where = f"experiment {self.experiment_name!r} (output_experiment)"

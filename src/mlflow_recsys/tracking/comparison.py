@@ -16,7 +16,6 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys import validation
-from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import (
     ComparisonReport,
@@ -53,11 +52,11 @@ from mlflow_recsys.tracking.limits import (
     fit_values,
     shorten,
 )
-from mlflow_recsys.tracking.naming import pair_label
+from mlflow_recsys.tracking.naming import is_metric_key, pair_label
 from mlflow_recsys.tracking.provenance import (
     collect_provenance,
 )
-from mlflow_recsys.tracking.runs import RunSelectionError, load_many, run_id_list, select_runs
+from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
 from mlflow_recsys.tracking.server_errors import translated_server_errors
 
 _log = logging.getLogger(__name__)
@@ -205,16 +204,10 @@ def compare_runs(
     settings = _settings_iv(settings)
     with translated_server_errors():
         target = RunTarget.find(output_experiment)
+        selection = dict(run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string)
         try:
             stage("selecting")
-            runs, plan = _preflight(
-                run_ids=run_ids,
-                compare_url=compare_url,
-                experiment=experiment,
-                filter_string=filter_string,
-                settings=settings,
-                model_tag=model_tag,
-            )
+            runs, plan = _preflight(selection, settings, model_tag)
         except BaseException as exc:
             target.record_failure(exc)  # only into a run that exists already
             raise
@@ -364,29 +357,17 @@ def check_selection(
         Exactly as :func:`compare_runs` raises them for a bad setting or selection.
     """
     with translated_server_errors():
-        return _preflight(
-            run_ids=run_ids,
-            compare_url=compare_url,
-            experiment=experiment,
-            filter_string=filter_string,
-            settings=_settings_iv(settings),
-            model_tag=model_tag,
-            client=client,
-        )[0]
+        selection = dict(run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string)
+        return _preflight(selection, _settings_iv(settings), model_tag, client)[0]
 
 
 def _preflight(
-    *, run_ids, compare_url, experiment, filter_string, settings: ComparisonSettings, model_tag, client=None
+    selection: dict, settings: ComparisonSettings, model_tag: str, client: MlflowClient | None = None
 ) -> tuple[list[Run], CandidatePlan]:
-    """The settings, the selection and the plan checked, in this order, from run metadata alone."""
+    """The settings, then the selection (:func:`~mlflow_recsys.tracking.runs.select_runs`' keywords) and the plan
+    checked, in this order, from run metadata alone."""
     _check_settings(settings, model_tag)
-    runs = select_runs(
-        run_ids=run_id_list(run_ids),
-        compare_url=compare_url,
-        experiment=experiment,
-        filter_string=filter_string,
-        client=client,
-    )
+    runs = select_runs(**selection, client=client)
     plan = plan_candidates(
         runs,
         metrics=settings.metrics,
@@ -413,12 +394,7 @@ def _check_settings(settings: ComparisonSettings, model_tag) -> None:
     """What a comparison of runs asks beyond the settings' own checks: metric keys the runs can have logged."""
     metrics, primary = settings.metrics, settings.primary
     for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
-        bad = []
-        for key in keys:
-            try:
-                parse_metric_keys([key])
-            except ValueError:
-                bad.append(key)
+        bad = [key for key in keys if not is_metric_key(key)]
         if bad:
             raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
     validation.line(model_tag, "model_tag")

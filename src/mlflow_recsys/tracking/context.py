@@ -1,5 +1,5 @@
 """Where a step's run goes, one rule for every step (:func:`check_step_run`): nested under the caller's active
-run, the run `mlflow run` created, or a new one; and params logged once, consistently.
+run, the run `mlflow run` created, or a new one; and each param logged once, by one writer.
 
 ``mlflow run`` hands its run to the entry point's process through ``MLFLOW_RUN_ID``, and every process started
 below it inherits that variable. So a run id in the environment is used only when it still looks like the run
@@ -10,14 +10,12 @@ else is refused before a single tag, param or metric is written, and before a ne
 from __future__ import annotations
 
 import logging
-import math
 import os
-import shlex
 from pathlib import Path
 from typing import NamedTuple
 
 import mlflow
-from mlflow.entities import Run
+from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
@@ -34,6 +32,7 @@ from mlflow_recsys.tracking.limits import (
     storable,
 )
 from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking.runs import FAILED, RUNNING
 from mlflow_recsys.tracking.server_errors import is_unreachable
 
 _log = logging.getLogger(__name__)
@@ -81,10 +80,6 @@ def environment_run() -> str | None:
     return None if run is None else run.info.run_id
 
 
-#: The same check under the name the issue gave it.
-check_environment_run = environment_run
-
-
 def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
     """Refuse ``run`` unless a step may take it over: RUNNING, not deleted, and without a ``recsys.role`` tag.
 
@@ -102,8 +97,8 @@ def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
         instead (for ``MLFLOW_RUN_ID``: unset it).
     """
     role = run.data.tags.get(tags.ROLE)
-    deleted = run.info.lifecycle_stage != "active"
-    if run.info.status == "RUNNING" and role is None and not deleted:
+    deleted = run.info.lifecycle_stage != LifecycleStage.ACTIVE
+    if run.info.status == RUNNING and role is None and not deleted:
         return
     found_role = f"{tags.ROLE}={role!r}" if role is not None else f"no {tags.ROLE} tag"
     advice = _ENV_ADVICE if source == RUN_ID_ENV else "end that run (mlflow.end_run()) so that this step starts its own"
@@ -181,8 +176,8 @@ def _step_target() -> tuple[str | None, Run | None]:
     if active is None:
         return None, _environment_run()
     parent = MlflowClient().get_run(active.info.run_id)
-    if parent.info.status != "RUNNING" or parent.info.lifecycle_stage != "active":
-        deleted = ", deleted" if parent.info.lifecycle_stage != "active" else ""
+    if parent.info.status != RUNNING or parent.info.lifecycle_stage != LifecycleStage.ACTIVE:
+        deleted = ", deleted" if parent.info.lifecycle_stage != LifecycleStage.ACTIVE else ""
         raise RunOwnershipError(
             f"the active run: expected a RUNNING run to nest this step's run under, found run "
             f"{parent.info.run_id} with status {parent.info.status}{deleted}; end it (mlflow.end_run()) so that "
@@ -213,8 +208,8 @@ def entry_point_run(
         Experiment of a new run; default: the caller's run's experiment for a nested run, else the active
         experiment. Ignored when resuming the environment's run.
     params : dict, optional
-        Params to log as :func:`log_params_once` does. Checked against the
-        environment's run before anything is written to it. A value longer than MLflow's 6,000 characters
+        Params to log as :func:`log_params_once` does: one the environment's run already holds (``mlflow run
+        -P``) is left as it is. A value longer than MLflow's 6,000 characters
         is logged as its length and SHA-256 with a pointer to ``whole_params_in``, the file that holds it whole
         (MLflow would cut it without a word).
     whole_params_in : str, default ``"artifacts"``
@@ -232,20 +227,15 @@ def entry_point_run(
     ------
     RunOwnershipError
         As :func:`check_step_run`; nothing is written and no run is made.
-    ValueError
-        If a param in ``params`` was already logged to the environment's run
-        with a different value; nothing is written.
     """
     parent_id, existing = _step_target()
     run_name = shorten(storable(run_name), MAX_RUN_NAME_LENGTH)
-    texts = {key: "None" if value is None else storable(redact(str(value))) for key, value in (params or {}).items()}
-    texts = fit_values(texts, MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")
+    texts = fit_values(_param_texts(params or {}), MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")
     if existing is None:
-        to_log = _params_to_log("(new)", {}, texts)
-        run = _start_new_run(run_name, experiment_id, parent_id, tags or {})
+        run, to_log = _start_new_run(run_name, experiment_id, parent_id, tags or {}), texts
     else:
-        to_log = _params_to_log(existing.info.run_id, existing.data.params, texts)
         run = mlflow.start_run(run_id=existing.info.run_id)
+        to_log = {k: v for k, v in texts.items() if k not in existing.data.params}
     try:
         if existing is not None:
             # `mlflow run` created this run without asking context providers, so add their tags here.
@@ -257,7 +247,7 @@ def entry_point_run(
         if to_log:
             mlflow.log_params(to_log)
     except BaseException:
-        mlflow.end_run(status="FAILED")
+        mlflow.end_run(status=FAILED)
         raise
     return StepRun(run)
 
@@ -313,7 +303,7 @@ def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool
             _log.warning("could not tag run %s with its error: %s", run_id, redact(str(again)))
     if end:
         try:
-            mlflow.end_run(status="FAILED")
+            mlflow.end_run(status=FAILED)
         except Exception as again:
             # mlflow.end_run leaves the local active run before telling the server, so it is ended here anyway.
             _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
@@ -337,105 +327,24 @@ def record_failure_on_environment_run(exc: BaseException) -> None:
         return
     mark_failed(run_id, exc, end=False)
     try:
-        MlflowClient().set_terminated(run_id, "FAILED")
+        MlflowClient().set_terminated(run_id, FAILED)
     except Exception as again:
         _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
 
 
 def log_params_once(params: dict) -> None:
-    """Log ``params`` to the active run; a key it already has must hold the same value.
+    """Log to the active run the ``params`` it does not hold yet, as MLflow stores them: ``str(value)``
+    (``"None"`` for ``None``), credentials redacted (:func:`~mlflow_recsys.tracking.redact.redact`).
 
-    MLflow keeps a param's first value, and ``mlflow run`` logs the entry
-    point's parameters before our code runs, in their command-line form. So a
-    key the run already has is skipped when the two values are the same, and is
-    an error when they differ: otherwise the run would say one thing and hold
-    the results of another. Values are logged as MLflow stores them,
-    ``str(value)`` (``"None"`` for ``None``), with credentials redacted
-    (:func:`~mlflow_recsys.tracking.redact.redact`).
-
-    Two values count as the same when, after undoing the shell quoting ``mlflow
-    run`` adds (``''``, ``'0, 1'``) and redacting both:
-
-    - the texts are equal, or both are numbers of equal value (``"500"`` and
-      ``500.0``, ``"4"`` and ``4.0``);
-    - both are comma-separated lists whose items are the same in that sense
-      (``"0, 1"`` and ``"0,1"``);
-    - either one is unset (``""``, ``"none"``, ``"None"``): a parameter left
-      unset on the command line is the default this code resolved for it
-      (``val_frac``: ``none`` then ``0.1``), and a value this code does not use
-      (a deterministic model's seed, logged ``none``) leaves the given one as it is.
-
-    Parameters
-    ----------
-    params : dict
-        Param name to value; any value whose ``str`` MLflow can store.
-
-    Raises
-    ------
-    ValueError
-        If a key the active run already has holds a different value, naming the
-        param, both values and the run. Checked for every key before any is
-        logged, so nothing of ``params`` is written then.
+    Each param has one writer: one that ``mlflow run -P`` logged before the step started (in its command-line
+    form) is left as it is, since ``mlflow run`` handed the step the same value.
     """
     run = mlflow.active_run()
-    if run is None:
-        existing, run_id = {}, "(none active)"
-    else:
-        run_id = run.info.run_id
-        existing = MlflowClient().get_run(run_id).data.params
-    to_log = _params_to_log(run_id, existing, params)
+    existing = {} if run is None else MlflowClient().get_run(run.info.run_id).data.params
+    to_log = {k: v for k, v in _param_texts(params).items() if k not in existing}
     if to_log:
         mlflow.log_params(to_log)
 
 
-def _params_to_log(run_id: str, existing: dict[str, str], params: dict) -> dict[str, str]:
-    """The params of ``params`` not yet in ``existing``, as text; raise on the first conflicting one."""
-    to_log = {}
-    for key, value in params.items():
-        text = "None" if value is None else storable(redact(str(value)))
-        if key not in existing:
-            to_log[key] = text
-        elif not _same_param_value(existing[key], text):
-            raise ValueError(
-                f"param {key!r}: run {run_id} already has {key}={redact(existing[key])!r}, and this step would log "
-                f"{key}={text!r}; MLflow keeps a param's first value, so the run would record one value and hold "
-                "the results of another. Pass the same value, or log to a new run (unset MLFLOW_RUN_ID)"
-            )
-    return to_log
-
-
-def _same_param_value(logged: str, text: str) -> bool:
-    """Whether the stored param ``logged`` and the new ``text`` mean the same value (see :func:`log_params_once`)."""
-    forms = {logged}
-    try:
-        words = shlex.split(logged)
-    except ValueError:  # unbalanced quotes: not a shell-quoted value
-        words = []
-    if len(words) == 1 and shlex.quote(words[0]) == logged:
-        forms.add(words[0])
-    for form in forms:
-        form = redact(form)
-        if _unset(form) or _unset(text) or _same_item(form, text):
-            return True
-        if "," in form or "," in text:
-            left, right = form.split(","), text.split(",")
-            if len(left) == len(right) and all(
-                _same_item(a.strip(), b.strip()) for a, b in zip(left, right, strict=True)
-            ):
-                return True
-    return False
-
-
-def _unset(text: str) -> bool:
-    # "auto": an MLproject default the step resolves itself (e.g. min_rating: 4, or none for implicit feedback).
-    return text.strip().lower() in ("", "none", "auto")
-
-
-def _same_item(a: str, b: str) -> bool:
-    if a == b:
-        return True
-    try:
-        x, y = float(a), float(b)
-    except ValueError:
-        return False
-    return x == y or (math.isnan(x) and math.isnan(y))
+def _param_texts(params: dict) -> dict[str, str]:
+    return {key: "None" if value is None else storable(redact(str(value))) for key, value in params.items()}

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 import mlflow
 import mlflow.projects
@@ -38,6 +38,7 @@ from mlflow_recsys.tracking.context import RUN_ID_ENV, absolute_sqlite_uri
 from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.plugin import COMMAND_ENV
 from mlflow_recsys.tracking.redact import SUPPRESS_RUN_LINKS_ENV, redact
+from mlflow_recsys.tracking.runs import FAILED, KILLED, RUNNING
 from mlflow_recsys.tracking.training import run_train
 
 #: The executors ``mlflow-recsys study --executor`` offers.
@@ -91,6 +92,16 @@ class Training:
 
 
 @dataclass(frozen=True)
+class TrainingTarget:
+    """Where a study's trainings read and log: the split's checkpoint, the experiment, and the study run each
+    training's run is a child of."""
+
+    checkpoint: str
+    experiment_id: str
+    parent_run_id: str
+
+
+@dataclass(frozen=True)
 class TrainingOutcome:
     """What became of one training: ``trained`` (a new FINISHED run), ``reused`` (a FINISHED run of an earlier
     study) or ``failed`` (``reason`` says why; ``run_id`` is the FAILED run, or ``None`` if none was made)."""
@@ -107,9 +118,27 @@ class TrainingOutcome:
         return self.status != "failed"
 
 
-def make_executor(
-    name: str, *, ray_address: str | None = None, project_uri: str = "."
-) -> SequentialExecutor | RayExecutor:
+#: Where an executor writes its progress, a line at a time.
+Echo = Callable[[str], None]
+
+
+class Executor(Protocol):
+    """What runs a study's trainings (:class:`SequentialExecutor`, :class:`RayExecutor`; :func:`make_executor`)."""
+
+    #: One of :data:`EXECUTORS`, as the study's params and notes name it.
+    name: str
+
+    def started(self, trainings: Sequence[Training], *, echo: Echo) -> contextlib.AbstractContextManager[None]:
+        """A context in which :meth:`run` may be called: checks the trainings can be placed, and sets up (and
+        on exit tears down) what the executor needs, before the study makes any run."""
+        ...
+
+    def run(self, trainings: Sequence[Training], target: TrainingTarget, *, echo: Echo) -> list[TrainingOutcome]:
+        """Each training's outcome, in the order given; a failed training is an outcome, not an error."""
+        ...
+
+
+def make_executor(name: str, *, ray_address: str | None = None, project_uri: str = ".") -> Executor:
     """The executor called ``name``: :class:`SequentialExecutor` or :class:`RayExecutor`.
 
     Raises
@@ -145,7 +174,7 @@ class SequentialExecutor:
         self.project_uri = project_uri
 
     @contextlib.contextmanager
-    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None]) -> Iterator[None]:
+    def started(self, trainings: Sequence[Training], *, echo: Echo) -> Iterator[None]:
         """Nothing to start: the trainings run on this machine as they come.
 
         Raises
@@ -159,21 +188,11 @@ class SequentialExecutor:
             check_device(device)
         yield
 
-    def run(
-        self,
-        trainings: Sequence[Training],
-        *,
-        checkpoint: str,
-        experiment_id: str,
-        parent_run_id: str,
-        echo: Callable[[str], None],
-    ) -> list[TrainingOutcome]:
+    def run(self, trainings: Sequence[Training], target: TrainingTarget, *, echo: Echo) -> list[TrainingOutcome]:
         """Run each training in turn; a failed one is recorded and the next one starts."""
-        return [self._run_one(t, checkpoint, experiment_id, parent_run_id, echo) for t in trainings]
+        return [self._run_one(t, target, echo) for t in trainings]
 
-    def _run_one(
-        self, training: Training, checkpoint: str, experiment_id: str, parent_run_id: str, echo: Callable[[str], None]
-    ) -> TrainingOutcome:
+    def _run_one(self, training: Training, target: TrainingTarget, echo: Echo) -> TrainingOutcome:
         echo(f"\n== {training.run_name} ==")
         client = MlflowClient()
         started = time.perf_counter()
@@ -183,9 +202,9 @@ class SequentialExecutor:
             run_id = mlflow.projects.run(
                 self.project_uri,
                 entry_point="train",
-                experiment_id=experiment_id,
+                experiment_id=target.experiment_id,
                 run_name=training.run_name,
-                parameters={"checkpoint": checkpoint, "model": training.model, **training.hyperparameters},
+                parameters={"checkpoint": target.checkpoint, "model": training.model, **training.hyperparameters},
                 env_manager="local",
                 synchronous=True,
             ).run_id
@@ -195,14 +214,14 @@ class SequentialExecutor:
             if found is None:  # the step did not start (a bad project or parameter): no run was made
                 return TrainingOutcome(training, "failed", None, redact(f"the train step did not start: {exc.message}"))
             run_id = found.group(1)
-            client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, parent_run_id)
+            client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, target.parent_run_id)
             # The step's own output (above) says why; a step that recorded its reason on the run says it here too.
             reason = (
                 client.get_run(run_id).data.tags.get(tags.ERROR) or "the train step failed; its output above says why"
             )
             client.set_tag(run_id, tags.ERROR, reason)
             return TrainingOutcome(training, "failed", run_id, reason, time.perf_counter() - started)
-        client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, parent_run_id)
+        client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, target.parent_run_id)
         return TrainingOutcome(training, "trained", run_id, seconds=time.perf_counter() - started)
 
 
@@ -247,7 +266,7 @@ class RayExecutor:
         self._started_here = False
 
     @contextlib.contextmanager
-    def started(self, trainings: Sequence[Training], *, echo: Callable[[str], None]) -> Iterator[None]:
+    def started(self, trainings: Sequence[Training], *, echo: Echo) -> Iterator[None]:
         """Join the cluster at ``address`` now, or check that a local Ray could place the trainings; on exit, shut
         down the Ray this executor started or joined.
 
@@ -280,7 +299,7 @@ class RayExecutor:
                 self._ray.shutdown()
                 self._started_here = False
 
-    def _start(self, trainings: Sequence[Training], echo: Callable[[str], None]) -> None:
+    def _start(self, trainings: Sequence[Training], echo: Echo) -> None:
         """Start or join Ray unless this process already has; say what it offers."""
         ray = self._ray
         if not ray.is_initialized():
@@ -313,15 +332,7 @@ class RayExecutor:
                 "none now; they wait until a GPU joins"
             )
 
-    def run(
-        self,
-        trainings: Sequence[Training],
-        *,
-        checkpoint: str,
-        experiment_id: str,
-        parent_run_id: str,
-        echo: Callable[[str], None],
-    ) -> list[TrainingOutcome]:
+    def run(self, trainings: Sequence[Training], target: TrainingTarget, *, echo: Echo) -> list[TrainingOutcome]:
         """Submit every training, then collect each outcome as its task ends; failures are outcomes, not errors.
 
         Starts or joins Ray first (see :meth:`started`). On an interrupt (Ctrl-C, SIGTERM) the tasks not yet
@@ -336,14 +347,15 @@ class RayExecutor:
             # A signal handler that raises inside Ray's wait comes out as a SystemError, so signals only stop
             # the loop there, and are raised again, with this process's own handlers, once it has returned.
             with _deferred_signals(received):
-                self._submit(trainings, submitted, client, checkpoint, experiment_id, parent_run_id, echo, received)
+                for ref, entry in self._submitted(trainings, target, client, echo):
+                    submitted[ref] = entry
+                    if received:
+                        break
                 pending = list(submitted)
                 while pending and not received:
                     done, pending = self._ray.wait(pending, num_returns=1, timeout=1.0)
                     for ref in done:
-                        training, run_id, started = submitted[ref]
-                        seconds = time.perf_counter() - started
-                        outcomes[ref] = self._collect(ref, training, run_id, seconds, client, echo)
+                        outcomes[ref] = self._collect(ref, submitted[ref], client, echo)
             for signum in received[:1]:
                 signal.raise_signal(signum)  # SIGTERM: the CLI's handler raises Terminated; SIGINT: Ctrl-C
         except BaseException:  # Ctrl-C, SIGTERM, or the tracking server gone: stop what still runs, and say so
@@ -352,43 +364,38 @@ class RayExecutor:
                     with contextlib.suppress(Exception):
                         self._ray.cancel(ref, force=True)
                     with contextlib.suppress(Exception):
-                        _end_if_running(client, run_id, "KILLED")
+                        _end_if_running(client, run_id, KILLED)
             raise
         return [outcomes[ref] for ref in submitted]  # in the order given
 
-    def _submit(
-        self,
-        trainings,
-        submitted: dict,
-        client,
-        checkpoint: str,
-        experiment_id: str,
-        parent_run_id: str,
-        echo: Callable[[str], None],
-        received: list[int],
-    ) -> None:
-        """Make each training's run and hand the training to Ray, until all are submitted or a signal came."""
+    def _submitted(
+        self, trainings: Sequence[Training], target: TrainingTarget, client, echo: Echo
+    ) -> Iterator[tuple[object, tuple[Training, str, float]]]:
+        """Make each training's run and hand the training to Ray; yield its task and (training, run id, time of
+        submission), one by one, so that the caller may stop submitting when a signal comes."""
         task = self._ray.remote(train_in_worker)
         environment = worker_environment()
         for training in trainings:
-            if received:
-                return
-            run_id = _create_child_run(client, training, experiment_id, parent_run_id)
-            gpus = 1 if _on_gpu(training.device) else 0
+            run = client.create_run(
+                target.experiment_id,
+                run_name=training.run_name,
+                tags=resolve_tags({MLFLOW_PARENT_RUN_ID: target.parent_run_id}),
+            )  # RUNNING, under the study run, as `mlflow run` makes one for its entry point
+            run_id, gpus = run.info.run_id, 1 if _on_gpu(training.device) else 0
             ref = task.options(num_cpus=1, num_gpus=gpus, max_retries=0, name=training.run_name).remote(
-                run_id, training.model, dict(training.hyperparameters), checkpoint, environment
+                run_id, training.model, dict(training.hyperparameters), target.checkpoint, environment
             )
-            submitted[ref] = (training, run_id, time.perf_counter())
             echo(f"submitted {training.run_name} (run {run_id}; 1 CPU{', 1 GPU' if gpus else ''})")
+            yield ref, (training, run_id, time.perf_counter())
 
-    def _collect(
-        self, ref, training: Training, run_id: str, seconds: float, client, echo: Callable[[str], None]
-    ) -> TrainingOutcome:
+    def _collect(self, ref, submitted: tuple[Training, str, float], client, echo: Echo) -> TrainingOutcome:
+        training, run_id, started = submitted
+        seconds = time.perf_counter() - started
         try:
             self._ray.get(ref)
         except Exception as exc:  # the task's exception (as Ray's RayTaskError), or Ray's own (a worker died)
             reason = _reason(exc)
-            _end_if_running(client, run_id, "FAILED")
+            _end_if_running(client, run_id, FAILED)
             client.set_tag(run_id, tags.ERROR, reason)
             echo(f"{training.run_name} FAILED, {seconds:.1f} s after submission (run {run_id}): {reason}")
             echo(redact(str(exc)))
@@ -577,17 +584,9 @@ def _on_gpu(device: str) -> bool:
     return device.split(":", 1)[0] == "cuda"
 
 
-def _create_child_run(client, training: Training, experiment_id: str, parent_run_id: str) -> str:
-    """A RUNNING run for ``training`` under the study run, as ``mlflow run`` makes one for its entry point."""
-    run = client.create_run(
-        experiment_id, run_name=training.run_name, tags=resolve_tags({MLFLOW_PARENT_RUN_ID: parent_run_id})
-    )
-    return run.info.run_id
-
-
 def _end_if_running(client, run_id: str, status: str) -> None:
     """End the run with ``status`` unless it has ended already (a failed step ends its own run FAILED)."""
-    if client.get_run(run_id).info.status == "RUNNING":
+    if client.get_run(run_id).info.status == RUNNING:
         client.set_terminated(run_id, status)
 
 

@@ -13,17 +13,12 @@ from mlflow_recsys.validation import expected, one_of
 
 
 def export_split(checkpoint: str | os.PathLike, out: str | os.PathLike, *, format: str = "parquet") -> Path:
-    """Write the split of ``checkpoint`` to the new folder ``out`` as files other frameworks read.
+    """Write the split of ``checkpoint`` to the new folder ``out`` as files other frameworks read; return ``out``.
 
     ``checkpoint`` is a checkpoint zip or an artifact URI (``runs:/<split run>/checkpoint.zip``); the files,
     their columns and ``split.json`` are those of
     :func:`~mlflow_recsys.interchange.split_export.export_split_files` (Parquet, or CSV with
     ``format="csv"``), with the dataset's own user and item ids.
-
-    Returns
-    -------
-    pathlib.Path
-        ``out``.
 
     Raises
     ------

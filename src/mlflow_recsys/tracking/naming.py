@@ -3,8 +3,8 @@
 MLflow metric names may not contain ``@``; ``ndcg@100`` is logged as
 ``ndcg_at_100``. Keys have the form of :data:`mlflow_recsys.metrics.KEY_PATTERN`.
 Model names become labels of metric names (:func:`model_label`), and a pair of
-models a text (:func:`pair_label`) or a metric-name prefix (:func:`pair_metric_prefix`)
-that no other pair shares.
+models a text (:func:`pair_label`); a comparison run's metric names
+(``<candidate>.vs.<baseline>.<metric>.<field>``) are made by :func:`comparison_metric_name` alone.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from collections.abc import Iterable
 
 from mlflow_recsys._digests import text_digest
 from mlflow_recsys.metrics import KEY_PATTERN, parse_metric_keys
-
-_NAME = re.compile(r"^([a-z_]+)_at_([0-9]+)$")
 
 
 def mlflow_metric_name(key: str) -> str:
@@ -41,10 +39,20 @@ def metric_key(name: str) -> str:
     ValueError
         If ``name`` is not of the form ``name_at_k``.
     """
-    match = _NAME.match(name)
-    if not match:
+    head, at, k = name.rpartition("_at_")
+    if not at or not KEY_PATTERN.match(f"{head}@{k}"):
         raise ValueError(f"name: expected an MLflow metric name like 'ndcg_at_100', found {name!r}")
-    return f"{match.group(1)}@{match.group(2)}"
+    return f"{head}@{k}"
+
+
+def is_metric_key(key: str) -> bool:
+    """Whether ``key`` names a metric this package computes (``ndcg@100``), as
+    :func:`~mlflow_recsys.metrics.parse_metric_keys` reads it."""
+    try:
+        parse_metric_keys([key])
+    except ValueError:
+        return False
+    return True
 
 
 def logged_metric_keys(names: Iterable[str]) -> list[str]:
@@ -56,10 +64,10 @@ def logged_metric_keys(names: Iterable[str]) -> list[str]:
     for name in names:
         try:
             key = metric_key(name)
-            parse_metric_keys([key])
         except ValueError:
             continue
-        keys.append(key)
+        if is_metric_key(key):
+            keys.append(key)
     return sorted(keys)
 
 
@@ -110,12 +118,12 @@ def _bare(name: str) -> bool:
     return not name.startswith('"') and PAIR_SEPARATOR not in f" {name} "
 
 
-def pair_metric_prefix(baseline: str, candidate: str) -> str:
-    """The part of a comparison run's metric name that says which hypothesis it is, one-to-one:
-    ``<candidate label>.vs.<baseline label>``.
+def comparison_metric_name(baseline: str, candidate: str, metric: str, field: str) -> str:
+    """A comparison run's metric name for one hypothesis and field, before MLflow's length limit:
+    ``<candidate label>.vs.<baseline label>.<metric>.<field>`` (``ELSA.vs.EASE.ndcg_at_100.p_value``).
 
     The same with or without a reference model, so one query finds a hypothesis in every comparison run
     that tested it. Labels come from :func:`model_label`, which never holds a ``.``, so no two pairs share a
     prefix (``A_vs_B`` against ``C`` and ``A`` against ``B_vs_C`` stay apart).
     """
-    return f"{model_label(candidate)}.vs.{model_label(baseline)}"
+    return f"{model_label(candidate)}.vs.{model_label(baseline)}.{mlflow_metric_name(metric)}.{field}"

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
-from mlflow.entities import Run
+from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
@@ -27,8 +27,16 @@ from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking._comparison_files import REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE
 from mlflow_recsys.tracking.downloads import download_files
 from mlflow_recsys.tracking.limits import CUT_VALUE
+from mlflow_recsys.tracking.logged_models import CI_HIGH, CI_LOW
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
-from mlflow_recsys.tracking.runs import find_experiment, paged_runs, training_runs_filter
+from mlflow_recsys.tracking.runs import (
+    FINISHED,
+    find_experiment,
+    missing,
+    paged_runs,
+    parsed_filter,
+    training_runs_filter,
+)
 from mlflow_recsys.tracking.server_errors import translated_server_errors
 from mlflow_recsys.validation import expected
 
@@ -257,11 +265,11 @@ def search_trainings(experiments: str | Sequence[str], filter_string: str | None
     frame = pd.DataFrame(rows, columns=list(TRAINING_COLUMNS))
     keys = logged_metric_keys({name for r in runs for name in r.data.metrics})
     for key in keys:
-        name = mlflow_metric_name(key)
-        for column, metric in ((key, name), (f"{key}.ci_low", f"{name}.ci_low"), (f"{key}.ci_high", f"{name}.ci_high")):
+        for suffix in ("", CI_LOW, CI_HIGH):
+            metric = mlflow_metric_name(key) + suffix
             values = [r.data.metrics.get(metric, float("nan")) for r in runs]
-            if column == key or any(metric in r.data.metrics for r in runs):
-                frame[column] = pd.Series(values, dtype="float64")
+            if not suffix or any(metric in r.data.metrics for r in runs):
+                frame[key + suffix] = pd.Series(values, dtype="float64")
     return frame
 
 
@@ -272,10 +280,10 @@ def _comparison_run(run_id: str) -> Run:
     try:
         run = MlflowClient().get_run(run_id)
     except MlflowException as exc:
-        if exc.error_code not in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+        if not missing(exc):
             raise
         raise RunSelectionError(f"run_id: expected the id of a comparison run, found no run {run_id!r}") from None
-    if run.info.lifecycle_stage != "active":
+    if run.info.lifecycle_stage != LifecycleStage.ACTIVE:
         raise RunSelectionError(f"run_id: expected an active comparison run, found run {run_id} deleted; restore it")
     role = run.data.tags.get(tags.ROLE)
     if role != tags.ROLE_COMPARISON:
@@ -283,7 +291,7 @@ def _comparison_run(run_id: str) -> Run:
             f"run_id: expected a comparison run ({tags.ROLE} = {tags.ROLE_COMPARISON}), found run {run_id} with "
             f"{tags.ROLE} = {role!r}"
         )
-    if run.info.status != "FINISHED":
+    if run.info.status != FINISHED:
         why = run.data.tags.get(tags.ERROR)
         raise RunSelectionError(
             f"run_id: expected a FINISHED comparison run, found run {run_id} {run.info.status}"
@@ -303,17 +311,13 @@ def _search(client: MlflowClient, experiments, filter_string: str | None, role: 
     if filter_string is not None and not isinstance(filter_string, str):
         raise RunSelectionError(expected("filter_string", "an MLflow search filter or None", filter_string))
     ids = list(dict.fromkeys(find_experiment(client, n, argument="experiments").experiment_id for n in names))
-    try:
+    with parsed_filter(filter_string):
         runs, _ = paged_runs(
             client,
             ids,
             training_runs_filter(filter_string or None, role=role),
             order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
         )
-    except MlflowException as exc:
-        if exc.error_code != "INVALID_PARAMETER_VALUE":
-            raise
-        raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
     return runs
 
 

@@ -7,14 +7,18 @@ import logging
 import re
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
+from contextlib import contextmanager
+from itertools import islice
+from typing import TypeVar, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import mlflow
-from mlflow.entities import Experiment, Run, ViewType
+from mlflow.entities import Experiment, LifecycleStage, Run, RunStatus, ViewType
 from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST, ErrorCode
+from mlflow.store.entities.paged_list import PagedList
 from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
 
@@ -37,11 +41,16 @@ from mlflow_recsys.validation import expected
 SEARCH_PAGE_SIZE = 1000
 #: Most run ids one message lists; the rest are counted.
 SHOWN_IDS = 20
+#: MLflow's run states as ``run.info.status`` spells them.
+FINISHED, RUNNING, FAILED, KILLED = map(
+    RunStatus.to_string, (RunStatus.FINISHED, RunStatus.RUNNING, RunStatus.FAILED, RunStatus.KILLED)
+)
 #: The state of the runs an experiment selection takes; the command line, the Python API and the server's pages
 #: share this rule (:func:`search_training_runs`).
-SELECTED_STATUS = "FINISHED"
+SELECTED_STATUS = FINISHED
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def parse_compare_url(url: str) -> tuple[list[str], list[str]]:
@@ -209,31 +218,18 @@ def runs_by_id(client: MlflowClient, run_ids: list[str], *, chunk: int = 100) ->
     wanted = [r for r in dict.fromkeys(run_ids) if RUN_ID.fullmatch(r)]
     if not wanted:
         return {}
-    experiment_ids: list[str] = []
-    token: str | None = None
-    while True:
-        experiments = client.search_experiments(view_type=ViewType.ALL, max_results=1000, page_token=token)
-        experiment_ids += [e.experiment_id for e in experiments]
-        token = experiments.token
-        if not token:
-            break
+    experiment_ids = all_experiment_ids(client)
     found: dict[str, Run] = {}
     for start in range(0, len(wanted), chunk):
         ids = ", ".join(f"'{r}'" for r in wanted[start : start + chunk])
-        token = None
-        while True:
-            page = client.search_runs(
-                experiment_ids,
-                filter_string=f"attributes.run_id IN ({ids})",
-                run_view_type=ViewType.ALL,
-                max_results=1000,
-                page_token=token,
-            )
-            found.update((r.info.run_id, r) for r in page)
-            token = page.token
-            if not token:
-                break
+        query = f"attributes.run_id IN ({ids})"
+        found.update((r.info.run_id, r) for r in search_all(client.search_runs, experiment_ids, query, ViewType.ALL))
     return found
+
+
+def all_experiment_ids(client: MlflowClient) -> list[str]:
+    """Every experiment's id, deleted ones included (one paged ``search_experiments``)."""
+    return [e.experiment_id for e in search_all(client.search_experiments, view_type=ViewType.ALL)]
 
 
 def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "experiment") -> Experiment:
@@ -249,7 +245,7 @@ def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "e
         try:
             exp = client.get_experiment(experiment)
         except MlflowException as exc:
-            if not _missing(exc):
+            if not missing(exc):
                 raise
             exp = None
     if exp is None:
@@ -257,7 +253,7 @@ def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "e
             f"{argument}: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
             f"found {experiment!r}"
         )
-    if exp.lifecycle_stage != "active":
+    if exp.lifecycle_stage != LifecycleStage.ACTIVE:
         raise RunSelectionError(f"{argument}: {exp.name!r} is deleted; restore it to read its runs")
     return exp
 
@@ -265,13 +261,9 @@ def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "e
 def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:
     """The training runs of ``experiment`` (a name or an id) that ``filter_string`` selects, every page read."""
     exp = find_experiment(client, experiment)
-    try:
+    with parsed_filter(filter_string):
         runs, _ = search_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
         left_out = left_out_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
-    except MlflowException as exc:
-        if exc.error_code != "INVALID_PARAMETER_VALUE":
-            raise
-        raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
     others = _left_out_text(left_out)
     if not runs:
         raise RunSelectionError(
@@ -296,6 +288,19 @@ def training_runs_filter(
     return f"{clause} and {filter_string}" if filter_string else clause
 
 
+def search_all(search: Callable[..., PagedList[T]], *args, page_size: int = SEARCH_PAGE_SIZE, **kwargs) -> Iterator[T]:
+    """Every item of a paged MLflow search (``client.search_runs``, ``client.search_experiments``; ``args`` and
+    ``kwargs`` passed on), ``page_size`` a call, MLflow's page tokens followed to the last page. MLflow answers one
+    page per call: this is the one loop over them. Lazy: a caller that stops (``itertools.islice``) asks no more."""
+    token: str | None = None
+    while True:
+        page = search(*args, max_results=page_size, page_token=token, **kwargs)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
 def paged_runs(
     client: MlflowClient,
     experiment_ids: list[str],
@@ -306,31 +311,20 @@ def paged_runs(
     order_by: list[str] | None = None,
 ) -> tuple[list[Run], bool]:
     """The active runs of ``experiment_ids`` that ``filter_string`` selects, in ``order_by``'s order, read page by
-    page (``page_size`` a page, MLflow's page tokens followed) to the last page, or to ``limit`` runs; and whether
-    more than ``limit`` matched. MLflow answers one page per ``search_runs`` call: this is the one loop over them.
+    page (:func:`search_all`, ``page_size`` a page) to the last page, or to ``limit`` runs; and whether more than
+    ``limit`` matched.
 
     Raises
     ------
     MlflowException
         As MLflow raises it: ``INVALID_PARAMETER_VALUE`` for a filter it cannot parse, others for a server fault.
     """
-    runs: list[Run] = []
-    token: str | None = None
-    while True:
-        page = client.search_runs(
-            experiment_ids,
-            filter_string=filter_string,
-            run_view_type=ViewType.ACTIVE_ONLY,
-            max_results=page_size if limit is None else min(page_size, limit + 1 - len(runs)),
-            page_token=token,
-            order_by=order_by,
-        )
-        runs.extend(page)
-        token = page.token
-        if not token or (limit is not None and len(runs) > limit):
-            break
+    found = search_all(
+        client.search_runs, experiment_ids, filter_string, ViewType.ACTIVE_ONLY, page_size=page_size, order_by=order_by
+    )
     if limit is None:
-        return runs, False
+        return list(found), False
+    runs = list(islice(found, limit + 1))
     return runs[:limit], len(runs) > limit
 
 
@@ -388,9 +382,20 @@ def _left_out_text(left_out: dict[str, int]) -> str:
     return f"left out {total} training {runs} not {SELECTED_STATUS} ({states})"
 
 
-def _missing(exc: MlflowException) -> bool:
+def missing(exc: MlflowException) -> bool:
     """MLflow's answer for a run or experiment that does not exist (or an id it cannot parse)."""
-    return exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE")
+    return exc.error_code in (ErrorCode.Name(RESOURCE_DOES_NOT_EXIST), ErrorCode.Name(INVALID_PARAMETER_VALUE))
+
+
+@contextmanager
+def parsed_filter(filter_string: str | None):
+    """Around a search with ``filter_string``: MLflow's refusal to parse it becomes a RunSelectionError naming it."""
+    try:
+        yield
+    except MlflowException as exc:
+        if exc.error_code != ErrorCode.Name(INVALID_PARAMETER_VALUE):
+            raise
+        raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
 
 
 def _require_distinct(run_ids: list[str]) -> None:
@@ -405,7 +410,7 @@ def _require_distinct(run_ids: list[str]) -> None:
 
 def _require_training_runs(runs: list[Run]) -> None:
     _require_distinct([r.info.run_id for r in runs])
-    deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != "active"]
+    deleted = [r.info.run_id for r in runs if r.info.lifecycle_stage != LifecycleStage.ACTIVE]
     if deleted:
         raise RunSelectionError(f"runs: expected active runs, found deleted runs {deleted}; restore them to compare")
     not_train = [
@@ -414,12 +419,12 @@ def _require_training_runs(runs: list[Run]) -> None:
     if not_train:
         listing = ", ".join(f"{i} ({tags.ROLE}={role})" for i, role in not_train)
         raise RunSelectionError(f"expected training runs only, found {listing}")
-    unfinished = [(r.info.run_id, r.info.status) for r in runs if r.info.status != "FINISHED"]
+    unfinished = [(r.info.run_id, r.info.status) for r in runs if r.info.status != FINISHED]
     if unfinished:
         listing = ", ".join(f"{i} ({s})" for i, s in unfinished)
         hint = (
             "; a run left RUNNING usually means its `mlflow run` was interrupted or missing a parameter"
-            if any(s == "RUNNING" for _, s in unfinished)
+            if any(s == RUNNING for _, s in unfinished)
             else ""
         )
         raise RunSelectionError(f"expected FINISHED runs only, found {listing}{hint}")

@@ -17,7 +17,7 @@ from typing import cast
 
 import mlflow
 import mlflow.projects
-from mlflow.entities import Run
+from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import ExecutionException, MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
@@ -27,9 +27,10 @@ from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, entry_point_run
-from mlflow_recsys.tracking.executors import RayExecutor, SequentialExecutor, Training, TrainingOutcome, make_executor
+from mlflow_recsys.tracking.executors import Echo, Executor, Training, TrainingOutcome, TrainingTarget, make_executor
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
+from mlflow_recsys.tracking.runs import FINISHED, search_all
 from mlflow_recsys.tracking.server_page import recsys_page_url
 from mlflow_recsys.tracking.training import configuration_tag
 
@@ -54,7 +55,7 @@ def run_study(
     primary: str,
     n_resamples: int,
     device: str = "cpu",
-    executor: str | SequentialExecutor | RayExecutor = "sequential",
+    executor: str | Executor = "sequential",
     project_uri: str = ".",
     echo: Callable[[str], None] = _log.info,
 ) -> str:
@@ -92,9 +93,8 @@ def run_study(
         If ``echo`` is not callable; no run is made.
     ValueError
         If ``seeds`` is not an ordered collection of integers (a str, a set, ``1.5`` or ``True`` in it), holds fewer
-        than two seeds (no seed spread could be measured) or one twice, a hyper-parameter
-        other than a seed or the device is invalid, or a param the environment's run already holds has another value; no
-        run is made. A seed or a device the model refuses fails that training alone.
+        than two seeds (no seed spread could be measured) or one twice, or a hyper-parameter other than a seed or
+        the device is invalid; no run is made. A seed or a device the model refuses fails that training alone.
     ImportError
         If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
     ConnectionError
@@ -126,11 +126,8 @@ def run_study(
         outcomes = _train(
             executor,
             trainings,
-            client=client,
-            checkpoint=f"runs:/{split_id}/checkpoint.zip",
+            TrainingTarget(f"runs:/{split_id}/checkpoint.zip", experiment_id, study_id),
             split_digest=client.get_run(split_id).data.tags[tags.SPLIT_DIGEST],
-            experiment_id=experiment_id,
-            study_id=study_id,
             echo=echo,
         )
         failed = [o for o in outcomes if not o.usable]
@@ -286,18 +283,10 @@ def _training(model: str, hyperparameters: dict) -> Training:
 
 
 def _train(
-    executor,
-    trainings: list[Training],
-    *,
-    client: MlflowClient,
-    checkpoint: str,
-    split_digest: str,
-    experiment_id: str,
-    study_id: str,
-    echo: Callable[[str], None],
+    executor: Executor, trainings: list[Training], target: TrainingTarget, *, split_digest: str, echo: Echo
 ) -> list[TrainingOutcome]:
     """Reuse what earlier studies finished, train the rest on ``executor``; one outcome per training, in order."""
-    earlier = finished_trainings(client, experiment_id, split_digest, trainings)
+    earlier = finished_trainings(MlflowClient(), target.experiment_id, split_digest, trainings)
     outcomes = {}
     for training in trainings:
         run = earlier.get(training.key)
@@ -310,9 +299,7 @@ def _train(
     to_train = [t for t in trainings if t.key not in outcomes]
     echo(f"\n== {len(to_train)} trainings on the {executor.name} executor, {len(outcomes)} reused ==")
     if to_train:
-        for outcome in executor.run(
-            to_train, checkpoint=checkpoint, experiment_id=experiment_id, parent_run_id=study_id, echo=echo
-        ):
+        for outcome in executor.run(to_train, target, echo=echo):
             outcomes[outcome.training.key] = outcome
     return [outcomes[t.key] for t in trainings]
 
@@ -328,23 +315,17 @@ def finished_trainings(
     wanted = {t.key for t in trainings}
     query = (
         f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "
-        "AND attributes.status = 'FINISHED'"
+        f"AND attributes.status = '{FINISHED}'"
     )
     found: dict[tuple[str, str, str], Run] = {}
     studies: dict[str, bool] = {}
-    token = None
-    while True:  # MLflow answers one page per call
-        page = client.search_runs(
-            [experiment_id], query, max_results=1000, order_by=["attributes.start_time DESC"], page_token=token
-        )
-        for run in page:
-            run_tags = run.data.tags
-            key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
-            if key in wanted and key not in found and _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
-                found[key] = run
-        token = page.token
-        if not token:
-            return found
+    newest_first = search_all(client.search_runs, [experiment_id], query, order_by=["attributes.start_time DESC"])
+    for run in newest_first:
+        run_tags = run.data.tags
+        key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
+        if key in wanted and key not in found and _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
+            found[key] = run
+    return found
 
 
 def _is_study(client: MlflowClient, run_id: str | None, seen: dict[str, bool]) -> bool:
@@ -356,7 +337,8 @@ def _is_study(client: MlflowClient, run_id: str | None, seen: dict[str, bool]) -
         except MlflowException:  # removed for good
             seen[run_id] = False
         else:
-            seen[run_id] = parent.data.tags.get(tags.ROLE) == tags.ROLE_MAIN and parent.info.lifecycle_stage == "active"
+            main = parent.data.tags.get(tags.ROLE) == tags.ROLE_MAIN
+            seen[run_id] = main and parent.info.lifecycle_stage == LifecycleStage.ACTIVE
     return seen[run_id]
 
 

@@ -54,7 +54,7 @@ def run_split(
         split run is nested under it); checked first, before the split is built.
     ValueError
         If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad
-        ``columns``, or a param the environment's run already holds with another value.
+        ``columns``.
     """
     check_step_run()
     config = SplitConfig() if config is None else config
@@ -215,7 +215,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
         If the checkpoint cannot be found.
     ValueError
         If ``config`` is not a :class:`~mlflow_recsys.models.TrainConfig`, it asks for early stopping on a
-        split without validation users, or a param the environment's run already holds with another value.
+        split without validation users.
     """
     check_step_run()
     if not isinstance(config, TrainConfig):
