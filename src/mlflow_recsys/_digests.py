@@ -36,3 +36,11 @@ def update_with_csr(h: hashlib._Hash, m: sp.csr_matrix) -> None:
     h.update(f"{m.shape[0]}x{m.shape[1]}".encode())
     h.update(np.asarray(m.indptr, dtype=np.int64).tobytes())
     h.update(np.asarray(m.indices, dtype=np.int64).tobytes())
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis and a hash, so cut names stay distinct."""
+    if len(text) <= width:
+        return text
+    tail = f"…[{text_digest(text, 6)}]"
+    return text[: max(width - len(tail), 1)] + tail

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.report.analyses import ANALYSIS_TITLES, analysis_heading, stated_results
 from mlflow_recsys.report.escaping import Writer, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report.provenance import provenance_lines
 from mlflow_recsys.report.rows import row_cells
 from mlflow_recsys.report.text import results_text, seed_spread_text
-from mlflow_recsys.tracking.limits import shorten  # no MLflow in it: the one way names are cut
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport

@@ -14,9 +14,9 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.settings_schema import NONE_WORD, settings_of
 from mlflow_recsys.stats.settings import ComparisonSettings
-from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.runs import RUN_ID, RunSelectionError
 
 #: The settings the page's form offers, each as :class:`~mlflow_recsys.stats.settings.ComparisonSettings`

@@ -16,6 +16,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
 from mlflow_recsys.server.selection import (
@@ -27,7 +28,6 @@ from mlflow_recsys.server.selection import (
     shown_settings,
 )
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RUN_ID, parse_compare_url, runs_by_id
 from mlflow_recsys.tracking.server_page import SERVER_URL_ENV  # the comparison processes reach this server there

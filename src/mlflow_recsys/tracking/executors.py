@@ -31,11 +31,11 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import failure_text
 from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import RUN_ID_ENV, absolute_sqlite_uri
-from mlflow_recsys.tracking.limits import shorten
 from mlflow_recsys.tracking.plugin import COMMAND_ENV
 from mlflow_recsys.tracking.redact import SUPPRESS_RUN_LINKS_ENV, redact
 from mlflow_recsys.tracking.runs import FAILED, KILLED, RUNNING

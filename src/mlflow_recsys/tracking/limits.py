@@ -52,14 +52,6 @@ def fit_text(versions: Iterable[str], limit: int = MAX_TAG_LENGTH) -> str:
     raise ValueError(f"expected a version of the text of at most {limit:,} characters, found none")
 
 
-def shorten(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis and a hash, so cut names stay distinct."""
-    if len(text) <= width:
-        return text
-    tail = f"…[{text_digest(text, 6)}]"
-    return text[: max(width - len(tail), 1)] + tail
-
-
 def storable(text: str) -> str:
     """``text`` as MLflow can store it: UTF-8. A file name's byte that is not UTF-8 (Python holds it as a lone
     surrogate, which MLflow cannot encode) is written as its escape, ``\\udcff``; other text is unchanged."""

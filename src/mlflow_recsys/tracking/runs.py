@@ -22,6 +22,7 @@ from mlflow.store.entities.paged_list import PagedList
 from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import tags
@@ -33,7 +34,7 @@ from mlflow_recsys.tracking.artifacts import (
     read_evaluation_artifacts,
 )
 from mlflow_recsys.tracking.downloads import download_file
-from mlflow_recsys.tracking.limits import duplicates, shorten
+from mlflow_recsys.tracking.limits import duplicates
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.validation import expected
 

@@ -23,12 +23,13 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
 
 from mlflow_recsys import validation
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, entry_point_run
 from mlflow_recsys.tracking.executors import Echo, Executor, Training, TrainingOutcome, TrainingTarget, make_executor
-from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text, shorten
+from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking.runs import FINISHED, search_all
 from mlflow_recsys.tracking.server_page import recsys_page_url
