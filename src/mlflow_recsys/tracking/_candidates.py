@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from mlflow.entities import Run
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.comparison import _pairs
 from mlflow_recsys.tracking import tags
@@ -18,7 +19,6 @@ from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking.limits import (
     duplicates,
     fit_key,
-    shorten,
 )
 from mlflow_recsys.tracking.naming import comparison_metric_name, logged_metric_keys, pair_label
 from mlflow_recsys.tracking.runs import RunSelectionError

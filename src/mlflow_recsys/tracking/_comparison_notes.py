@@ -7,10 +7,10 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import (
     MAX_TAG_LENGTH,
-    shorten,
 )
 from mlflow_recsys.tracking.server_page import recsys_page_url
 

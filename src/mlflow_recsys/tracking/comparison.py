@@ -16,6 +16,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from mlflow_recsys import validation
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import (
     ComparisonReport,
@@ -50,7 +51,6 @@ from mlflow_recsys.tracking.limits import (
     MAX_PARAM_LENGTH,
     MAX_RUN_NAME_LENGTH,
     fit_values,
-    shorten,
 )
 from mlflow_recsys.tracking.naming import is_metric_key, pair_label
 from mlflow_recsys.tracking.provenance import (

@@ -21,6 +21,7 @@ from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import RunOwnershipError, failure_text
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.limits import (
@@ -28,7 +29,6 @@ from mlflow_recsys.tracking.limits import (
     MAX_RUN_NAME_LENGTH,
     MAX_TAG_LENGTH,
     fit_values,
-    shorten,
     storable,
 )
 from mlflow_recsys.tracking.redact import redact
