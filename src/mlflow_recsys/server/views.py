@@ -133,19 +133,6 @@ def _other_error(exc: Exception):
     raise exc
 
 
-_CORS_PREFIX = "access-control-allow-"
-
-
-def strip_cors(response):
-    """No ``Access-Control-Allow-*`` header on a recsys page: another origin's script must not read them."""
-    for name in [k for k in response.headers.keys() if k.lower().startswith(_CORS_PREFIX)]:
-        del response.headers[name]
-    return response
-
-
-bp.after_request(strip_cors)
-
-
 def _origin_of(url: str) -> str | None:
     from urllib.parse import urlsplit
 
