@@ -76,15 +76,6 @@ def _warm_up(flask_app) -> None:
         _log.warning("recsys pages: warm-up failed: %s", exc)
 
 
-def _served(flask_app):
-    """What ``mlflow server`` serves without an app: the FastAPI app around ``flask_app`` under uvicorn."""
-    if os.environ.get("_MLFLOW_SGI_NAME") == "uvicorn":
-        from mlflow.server.fastapi_app import create_fastapi_app
-
-        return create_fastapi_app(flask_app)
-    return flask_app
-
-
 #: The headers MLflow's CORS handlers add (Flask-CORS in the Flask app, Starlette's CORSMiddleware around it
 #: under uvicorn): they echo localhost origins with credentials, which would let another local page read the pages.
 _CORS = "access-control-allow-"
@@ -146,7 +137,11 @@ def create_app():
     from mlflow.server import app as flask_app
 
     install(flask_app)
-    return protect(_served(flask_app))
+    if os.environ.get("_MLFLOW_SGI_NAME") == "uvicorn":  # what `mlflow server` serves there without an app
+        from mlflow.server.fastapi_app import create_fastapi_app
+
+        return protect(create_fastapi_app(flask_app))
+    return protect(flask_app)
 
 
 def create_auth_app():
