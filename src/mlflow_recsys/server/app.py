@@ -32,8 +32,9 @@ def install(flask_app, *, admins_only: bool = False) -> None:
     from mlflow_recsys.server.views import bp, csrf, store_uri, ui_prefix
 
     flask_app.config["RECSYS_ADMIN_ONLY"] = admins_only
-    # Refuse a missing key, a bad setting or an unsafe job folder now, as the worker starts, not on the first
-    # click (uvicorn then stops the whole server: a worker that fails to start would fail on every restart).
+    # Refuse a missing key, a bad setting or an unsafe job folder as the worker starts, not on the first click.
+    # (`mlflow server` checks basic-auth's key before it starts workers; it cannot check a plugin's, so uvicorn
+    # restarts each failing worker, logging this error, and /health never answers.)
     flask_app.secret_key = _secret_key()
     jobs.max_comparisons()
     jobs.jobs_dir(store_uri())
