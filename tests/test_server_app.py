@@ -36,6 +36,8 @@ from mlflow_recsys.tracking.runs import runs_by_id
 
 XSS = "<img src=x onerror=alert(1)>"
 BIN = Path(sys.executable).parent
+#: The key both apps require, as MLflow's basic-auth does.
+SECRET_KEY_ENV = "MLFLOW_FLASK_SERVER_SECRET_KEY"
 
 
 # -- a small study: training runs with real per-user artifacts -------------------------------------------------
@@ -122,6 +124,7 @@ def store(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path}/server.db"
     monkeypatch.setenv("_MLFLOW_SERVER_FILE_STORE", uri)
     monkeypatch.setenv(jobs.JOBS_DIR_ENV, str(tmp_path / "jobs"))
+    monkeypatch.setenv(SECRET_KEY_ENV, "recsys-test-secret")
     monkeypatch.delenv("_MLFLOW_SGI_NAME", raising=False)
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment("study", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -682,23 +685,42 @@ def test_a_bad_max_comparisons_is_refused_when_the_app_is_made(store, monkeypatc
     assert repr(raw) in str(caught.value)
 
 
-def test_recsys_responses_carry_no_cors_headers(web, store):
-    from flask import Response as FlaskResponse
+def test_a_missing_secret_key_is_refused_when_the_app_is_made(store, monkeypatch):
+    from mlflow_recsys.server.app import create_app
 
-    from mlflow_recsys.server.views import strip_cors
+    monkeypatch.delenv(SECRET_KEY_ENV)
+    with pytest.raises(RuntimeError, match=f"{SECRET_KEY_ENV}: expected the key .* found it unset; set it before"):
+        create_app()
+
+
+def test_recsys_responses_carry_no_cors_headers(web, store):
+    from mlflow_recsys.server.app import _StripCorsWsgi, create_app
 
     response = web.get("/recsys/", headers={"Origin": "http://127.0.0.1:9999"})
     assert response.status_code == 200
     assert not [k for k in response.headers.keys() if k.lower().startswith("access-control-allow-")]
-    made = FlaskResponse(
-        "x",
-        headers={
-            "Access-Control-Allow-Origin": "http://127.0.0.1:9999",
-            "Access-Control-Allow-Credentials": "true",
-            "Vary": "Origin",
-        },
-    )
-    assert sorted(strip_cors(made).headers.keys()) == ["Content-Length", "Content-Type", "Vary"]
+    assert isinstance(create_app().wsgi_app, _StripCorsWsgi)  # wrapped once, however often the app is made
+    assert not isinstance(create_app().wsgi_app.app, _StripCorsWsgi)
+
+    def inner(environ, start_response):  # what Flask-CORS answers a localhost origin
+        start_response(
+            "200 OK",
+            [
+                ("Access-Control-Allow-Origin", "http://127.0.0.1:9999"),
+                ("Access-Control-Allow-Credentials", "true"),
+                ("Vary", "Origin"),
+                ("Content-Type", "text/html"),
+            ],
+        )
+        return [b"x"]
+
+    def headers(path):
+        sent = []
+        _StripCorsWsgi(inner, prefix="/recsys/")({"PATH_INFO": path}, lambda status, h, exc_info=None: sent.extend(h))
+        return [k for k, _ in sent]
+
+    assert headers("/recsys/") == ["Vary", "Content-Type"]
+    assert len(headers("/api/2.0/mlflow/experiments/search")) == 4
 
 
 def test_the_uvicorn_app_strips_cors_headers_from_the_pages(store, monkeypatch):
@@ -902,7 +924,7 @@ def test_names_wrap_and_are_bidi_isolated(web, store):
 @contextmanager
 def recsys_server(root: Path, *, app_name: str = "recsys", env: dict | None = None):
     """`mlflow server --app-name <app_name>` on 127.0.0.1 with its default (4) uvicorn workers; yields its URL."""
-    env = {jobs.JOBS_DIR_ENV: str(root / "jobs"), **(env or {})}
+    env = {jobs.JOBS_DIR_ENV: str(root / "jobs"), SECRET_KEY_ENV: "recsys-test-secret", **(env or {})}
     backend = f"sqlite:///{root}/server.db"
     with local_tracking_server(backend, root / "artifacts", timeout=180, app_name=app_name, env=env) as url:
         yield url
@@ -1456,7 +1478,7 @@ def _auth_env(root: Path) -> tuple[dict, str]:
     env = {
         "MLFLOW_AUTH_CONFIG_PATH": str(config),
         "MLFLOW_AUTH_ADMIN_PASSWORD": password,
-        "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
+        SECRET_KEY_ENV: "recsys-test-secret",
     }
     return env, password
 

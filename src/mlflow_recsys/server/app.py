@@ -19,35 +19,48 @@ URL_PREFIX = "/recsys"
 
 
 def install(flask_app, *, admins_only: bool = False) -> None:
-    """Add the recsys pages, and CSRF protection for their form, to ``flask_app`` (once)."""
+    """Add the recsys pages, and CSRF protection for their form, to ``flask_app`` (once).
+
+    Raises
+    ------
+    RuntimeError
+        If ``MLFLOW_FLASK_SERVER_SECRET_KEY`` is unset or empty (as MLflow's ``basic-auth`` refuses to start).
+    ValueError
+        If ``MLFLOW_RECSYS_MAX_COMPARISONS`` is not a whole number from 1 to 64.
+    """
     from mlflow_recsys.server import jobs
-    from mlflow_recsys.server.views import bp, csrf, store_uri, strip_cors, ui_prefix
+    from mlflow_recsys.server.views import bp, csrf, store_uri, ui_prefix
 
     flask_app.config["RECSYS_ADMIN_ONLY"] = admins_only
-    # Refuse a bad setting or an unsafe job folder now, as the worker starts, not on the first click.
+    # Refuse a missing key, a bad setting or an unsafe job folder as the worker starts, not on the first click.
+    # (`mlflow server` checks basic-auth's key before it starts workers; it cannot check a plugin's, so uvicorn
+    # restarts each failing worker, logging this error, and /health never answers.)
+    flask_app.secret_key = _secret_key()
     jobs.max_comparisons()
-    folder = jobs.jobs_dir(store_uri())
+    jobs.jobs_dir(store_uri())
     if "recsys" in flask_app.blueprints:
         return
-    if not flask_app.secret_key:
-        # One key for every worker process, or a token made by one worker fails in another.
-        flask_app.secret_key = os.environ.get("MLFLOW_FLASK_SERVER_SECRET_KEY") or jobs.secret_key(folder)
     # Only the views that call csrf.protect() are checked: MLflow's REST API takes POSTs without a token.
     flask_app.config["WTF_CSRF_CHECK_DEFAULT"] = False
     if flask_app.config.get("SESSION_COOKIE_SAMESITE") is None:  # Flask's default config has the key (None)
         flask_app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
     csrf.init_app(flask_app)
     flask_app.register_blueprint(bp, url_prefix=ui_prefix() + URL_PREFIX)
-    # MLflow's CORS handler runs after the blueprint's: strip its headers again, last of all.
-    prefix = ui_prefix() + URL_PREFIX + "/"
-
-    def _strip_cors_last(response):
-        from flask import request
-
-        return strip_cors(response) if request.path.startswith(prefix) else response
-
-    flask_app.after_request_funcs.setdefault(None, []).insert(0, _strip_cors_last)
     _warm_up(flask_app)
+
+
+def _secret_key() -> str:
+    """``MLFLOW_FLASK_SERVER_SECRET_KEY``, read as ``basic-auth`` reads it: a static key, so that a CSRF token made
+    by one worker process (or one server behind the address) is valid in every other; RuntimeError when unset."""
+    from mlflow.environment_variables import MLFLOW_FLASK_SERVER_SECRET_KEY as KEY
+
+    if not KEY.get():
+        raise RuntimeError(
+            f"{KEY.name}: expected the key that signs the recsys pages' CSRF tokens, found it unset; set it before "
+            f"starting the server, the same on every server behind one address, e.g. "
+            f"export {KEY.name}=\"$(python -c 'import secrets; print(secrets.token_hex(32))')\""
+        )
+    return KEY.get()
 
 
 def _warm_up(flask_app) -> None:
@@ -64,31 +77,29 @@ def _warm_up(flask_app) -> None:
         _log.warning("recsys pages: warm-up failed: %s", exc)
 
 
-def _served(flask_app):
-    """What ``mlflow server`` serves without an app: the FastAPI app around ``flask_app`` under uvicorn."""
-    if os.environ.get("_MLFLOW_SGI_NAME") == "uvicorn":
-        from mlflow.server.fastapi_app import create_fastapi_app
-
-        return create_fastapi_app(flask_app)
-    return flask_app
+#: The headers MLflow's CORS handlers add (Flask-CORS in the Flask app, Starlette's CORSMiddleware around it
+#: under uvicorn): they echo localhost origins with credentials, which would let another local page read the pages.
+_CORS = "access-control-allow-"
 
 
 def protect(served):
     """``served`` with no ``Access-Control-Allow-*`` header on the pages' responses, whichever app built it.
 
-    The Flask app strips them itself (:func:`install`); a FastAPI app (ours or basic-auth's, under uvicorn) adds
-    MLflow's CORS middleware outside Flask, so :class:`_StripCors` goes outermost, after it.
+    The headers are taken off outermost, after every CORS handler has run: as ASGI middleware around a FastAPI
+    app (ours or basic-auth's, under uvicorn), else around the Flask app's WSGI callable (gunicorn, waitress).
     """
-    if hasattr(served, "add_middleware"):
-        from mlflow_recsys.server.views import ui_prefix
+    from mlflow_recsys.server.views import ui_prefix
 
-        served.add_middleware(_StripCors, prefix=ui_prefix() + URL_PREFIX + "/")
+    prefix = ui_prefix() + URL_PREFIX + "/"
+    if hasattr(served, "add_middleware"):
+        served.add_middleware(_StripCors, prefix=prefix)
+    elif not isinstance(served.wsgi_app, _StripCorsWsgi):  # the one Flask app of the process, wrapped once
+        served.wsgi_app = _StripCorsWsgi(served.wsgi_app, prefix)
     return served
 
 
 class _StripCors:
-    """ASGI middleware: no ``Access-Control-Allow-*`` header on responses under ``prefix`` (MLflow's
-    CORSMiddleware echoes localhost origins with credentials, which would let another local page read them)."""
+    """ASGI middleware: no ``Access-Control-Allow-*`` header on responses under ``prefix``."""
 
     def __init__(self, app, prefix: str):
         self.app, self.prefix = app, prefix
@@ -99,17 +110,27 @@ class _StripCors:
 
         async def send_stripped(message):
             if message.get("type") == "http.response.start":
-                message = {
-                    **message,
-                    "headers": [
-                        (k, v)
-                        for k, v in message.get("headers", [])
-                        if not k.lower().startswith(b"access-control-allow-")
-                    ],
-                }
+                headers = [(k, v) for k, v in message.get("headers", []) if not k.lower().startswith(_CORS.encode())]
+                message = {**message, "headers": headers}
             await send(message)
 
         return await self.app(scope, receive, send_stripped)
+
+
+class _StripCorsWsgi:
+    """WSGI middleware: no ``Access-Control-Allow-*`` header on responses under ``prefix``."""
+
+    def __init__(self, app, prefix: str):
+        self.app, self.prefix = app, prefix
+
+    def __call__(self, environ, start_response):
+        if not environ.get("PATH_INFO", "").startswith(self.prefix):
+            return self.app(environ, start_response)
+
+        def start_stripped(status, headers, exc_info=None):
+            return start_response(status, [(k, v) for k, v in headers if not k.lower().startswith(_CORS)], exc_info)
+
+        return self.app(environ, start_stripped)
 
 
 def create_app():
@@ -117,7 +138,11 @@ def create_app():
     from mlflow.server import app as flask_app
 
     install(flask_app)
-    return protect(_served(flask_app))
+    if os.environ.get("_MLFLOW_SGI_NAME") == "uvicorn":  # what `mlflow server` serves there without an app
+        from mlflow.server.fastapi_app import create_fastapi_app
+
+        return protect(create_fastapi_app(flask_app))
+    return protect(flask_app)
 
 
 def create_auth_app():
@@ -125,7 +150,8 @@ def create_auth_app():
 
     The pages answer authenticated admins only (HTTP 403 for other users): they list every experiment's runs
     and write comparison runs without MLflow's per-experiment permission checks on the listing. Needs what
-    ``basic-auth`` needs: ``MLFLOW_FLASK_SERVER_SECRET_KEY`` and the admin's credentials.
+    ``basic-auth`` needs: ``MLFLOW_FLASK_SERVER_SECRET_KEY`` (which ``recsys`` needs too) and the admin's
+    credentials.
     """
     from mlflow.server import app as flask_app
     from mlflow.server.auth import create_app as basic_auth

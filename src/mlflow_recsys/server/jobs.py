@@ -18,7 +18,6 @@ import fcntl
 import json
 import os
 import re
-import secrets
 import stat
 import tempfile
 import time
@@ -135,24 +134,6 @@ def _private_folder(path: Path) -> None:
         )
 
 
-def secret_key(folder: Path) -> bytes:
-    """A random key all worker processes share (it signs the CSRF tokens); made once, kept in ``folder``."""
-    path = folder / "secret.key"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        for _ in range(50):  # another worker is writing it right now
-            key = path.read_bytes()
-            if len(key) == 32:
-                return key
-            time.sleep(0.05)
-        raise RuntimeError(f"{path}: expected a 32-byte key, found {len(key)} bytes") from None
-    key = secrets.token_bytes(32)
-    with os.fdopen(fd, "wb") as out:
-        out.write(key)
-    return key
-
-
 def _path(folder: Path, job_id: str) -> Path:
     if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
         raise JobNotFound(f"job: expected 32 hex digits, found {job_id!r}")
@@ -244,16 +225,12 @@ def prune(folder: Path, *, now: float | None = None, keep_s: float = KEEP_JOBS_S
     """Remove ended jobs older than ``keep_s`` seconds, and all but the newest ``keep`` ended jobs; returns how
     many were removed. Queued and running jobs are never removed."""
     now = time.time() if now is None else now
-    ended = []
-    for path in folder.glob("*.json"):
-        try:
-            job = read_job(folder, path.stem)
-        except (JobNotFound, ValueError, KeyError, OSError):
-            continue
-        if job["stage"] in FINAL:
-            ended.append((job.get("finished") or job.get("created") or 0.0, path.stem))
-    ended.sort(reverse=True)
-    old = [job_id for i, (when, job_id) in enumerate(ended) if i >= keep or now - when > keep_s]
+
+    def ended_at(job: dict) -> float:
+        return job.get("finished") or job.get("created") or 0.0
+
+    ended = sorted((job for job in all_jobs(folder) if job["stage"] in FINAL), key=ended_at, reverse=True)
+    old = [job["id"] for i, job in enumerate(ended) if i >= keep or now - ended_at(job) > keep_s]
     for job_id in old:
         delete_job(folder, job_id)
     return len(old)

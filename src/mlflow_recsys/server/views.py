@@ -133,19 +133,6 @@ def _other_error(exc: Exception):
     raise exc
 
 
-_CORS_PREFIX = "access-control-allow-"
-
-
-def strip_cors(response):
-    """No ``Access-Control-Allow-*`` header on a recsys page: another origin's script must not read them."""
-    for name in [k for k in response.headers.keys() if k.lower().startswith(_CORS_PREFIX)]:
-        del response.headers[name]
-    return response
-
-
-bp.after_request(strip_cors)
-
-
 def _origin_of(url: str) -> str | None:
     from urllib.parse import urlsplit
 
@@ -179,16 +166,17 @@ def allowed_origins() -> set[str]:
     return {origin for origin in map(_origin_of, listed) if origin}
 
 
-def _cross_origin() -> bool:
-    """Whether the POST came from a page of an origin not in :func:`allowed_origins` (``Origin``, else
-    ``Referer``)."""
-    origin = request.headers.get("Origin")
+def _cross_origin(what: str) -> Response | None:
+    """403 saying ``what`` was refused when the POST came from a page of an origin not in
+    :func:`allowed_origins` (``Origin``, else ``Referer``); None when it did not."""
+    origin, referer = request.headers.get("Origin"), request.headers.get("Referer")
     if origin is not None:
-        return origin == "null" or _origin_of(origin) not in allowed_origins()
-    referer = request.headers.get("Referer")
-    if referer:
-        return _origin_of(referer) not in allowed_origins()
-    return False
+        foreign = origin == "null" or _origin_of(origin) not in allowed_origins()
+    else:
+        foreign = bool(referer) and _origin_of(referer or "") not in allowed_origins()
+    if not foreign:
+        return None
+    return Response(f"{what} was refused: the form was posted from another site.", status=403, mimetype="text/plain")
 
 
 @bp.context_processor
@@ -264,19 +252,11 @@ def _listing_page(
     for run_id in unlisted:
         run = found.get(run_id)
         if run is None:  # a hand-made address may hold anything: shown short, as text
-            extra.append(
-                {"run_id": shorten(run_id, 256), "name": shorten(run_id, 60), "status": "not found", "role": ""}
-            )
-            continue
-        state = run.info.status if run.info.lifecycle_stage == "active" else f"deleted ({run.info.status})"
-        extra.append(
-            {
-                "run_id": run_id,
-                "name": run.info.run_name or run_id,
-                "status": state,
-                "role": run.data.tags.get(tags.ROLE, ""),
-            }
-        )
+            extra.append(dict(run_id=shorten(run_id, 256), name=shorten(run_id, 60), status="not found", role=""))
+        else:
+            state = run.info.status if run.info.lifecycle_stage == "active" else f"deleted ({run.info.status})"
+            name, role = run.info.run_name or run_id, run.data.tags.get(tags.ROLE, "")
+            extra.append(dict(run_id=run_id, name=name, status=state, role=role))
     body = render_template(
         "recsys/experiment.html",
         experiments=experiments,
@@ -336,10 +316,8 @@ def page_message(exc: Exception) -> str:
 @bp.route("/compare", methods=["POST"])
 def compare():
     """Check the selection as the command line does, then start the comparison job and show its page."""
-    if _cross_origin():
-        return Response(
-            "Compare was refused: the form was posted from another site.", status=403, mimetype="text/plain"
-        )
+    if refused := _cross_origin("Compare"):
+        return refused
     csrf.protect()
     selection, error = None, None
     try:
@@ -370,7 +348,7 @@ def compare():
             experiment_ids=selection.experiment_ids,
             owner=_user(),
         )
-    auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
+    auth = _auth()
     try:
         runner.launch(
             folder,
@@ -404,17 +382,21 @@ def _job(job_id: str) -> dict:
         abort(404, str(exc))
 
 
+def _auth():
+    """The credentials basic-auth authenticated this request with (``recsys-auth``), else None."""
+    return request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
+
+
 def _user() -> str | None:
-    """The authenticated user of this request (``recsys-auth``), else None."""
-    auth = request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
+    auth = _auth()
     return auth.username if auth else None
 
 
 @bp.route("/jobs/<job_id>/cancel", methods=["POST"])
 def cancel_job(job_id: str):
     """Cancel a queued or running job (its owner, or an admin): it ends FAILED, its comparison run too."""
-    if _cross_origin():
-        return Response("Cancel was refused: the form was posted from another site.", status=403, mimetype="text/plain")
+    if refused := _cross_origin("Cancel"):
+        return refused
     csrf.protect()
     job = _job(job_id)
     user = _user()
@@ -444,25 +426,14 @@ def job_page(job_id: str):
     )
 
 
+#: What ``/recsys/jobs/<id>.json`` answers of a job (not its owner, pid or experiments).
+_JOB_STATE = "id stage history created started finished result error run_ids settings waiting_for_slot".split()
+
+
 @bp.route("/jobs/<job_id>.json")
 def job_state(job_id: str):
     job = _job(job_id)
-    return {
-        k: job.get(k)
-        for k in (
-            "id",
-            "stage",
-            "history",
-            "created",
-            "started",
-            "finished",
-            "result",
-            "error",
-            "run_ids",
-            "settings",
-            "waiting_for_slot",
-        )
-    }
+    return {k: job.get(k) for k in _JOB_STATE}
 
 
 @bp.errorhandler(CSRFError)
