@@ -31,8 +31,10 @@ demo: install
 # The demo's store served with the recsys pages (`make demo` first): tick its runs and compare them in the browser.
 demo-server: install
 	@echo "open http://127.0.0.1:5000/recsys/ (Ctrl-C stops the server)"
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/mlflow server --app-name recsys --backend-store-uri $(STORE) \
-		--host 127.0.0.1 --port 5000
+	@# The pages' forms are signed with MLFLOW_FLASK_SERVER_SECRET_KEY (required, as for basic-auth): yours if set, else a fresh one.
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" \
+		MLFLOW_FLASK_SERVER_SECRET_KEY="$${MLFLOW_FLASK_SERVER_SECRET_KEY:-$$($(PY) -c 'import secrets; print(secrets.token_hex(32))')}" \
+		$(VENV)/bin/mlflow server --app-name recsys --backend-store-uri $(STORE) --host 127.0.0.1 --port 5000
 
 test: install
 	$(PY) -m pytest

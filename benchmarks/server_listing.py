@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import tempfile
 import time
 import urllib.request
@@ -101,7 +102,8 @@ def main() -> None:
             f"{sum(len(s.models) for s in grouped.splits)} models)"
         )
 
-        jobs = {"MLFLOW_RECSYS_JOBS_DIR": str(root / "jobs")}
+        # The server's environment drops this process's MLFLOW_ variables: the pages' key is passed on here.
+        jobs = {"MLFLOW_RECSYS_JOBS_DIR": str(root / "jobs"), "MLFLOW_FLASK_SERVER_SECRET_KEY": secrets.token_hex(32)}
         with local_tracking_server(uri, root / "artifacts", timeout=180, app_name="recsys", env=jobs) as url:
             # /health answers as soon as one worker is up; the others are still importing on 2 cores.
             time.sleep(args.settle)

@@ -384,7 +384,9 @@ def _ui_hint(compare_id: str, experiment_id: str) -> str:
         "\nTo see every run, its artifacts and the report in the MLflow UI, run:\n\n"
         f"    {mlflow_cli} ui --backend-store-uri {uri} --port 5000\n\n"
         f"then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{compare_id}\n\n"
-        "To tick runs and compare them from the browser as well, serve the same store with the recsys pages:\n\n"
+        "To tick runs and compare them from the browser as well, serve the same store with the recsys pages (the\n"
+        "key signs their forms, as MLflow's basic-auth requires one):\n\n"
+        "    export MLFLOW_FLASK_SERVER_SECRET_KEY=\"$(python -c 'import secrets; print(secrets.token_hex(32))')\"\n"
         f"    {mlflow_cli} server --app-name recsys --backend-store-uri {uri} --port 5000\n\n"
         f"then open http://127.0.0.1:5000/recsys/experiments/{experiment_id}"
     )
