@@ -340,7 +340,7 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
         with pytest.raises((RunSelectionError, ValueError), match=message):
             compare_runs(settings=ComparisonSettings(metrics=["ndcg@100"], **FAST), **kwargs)
         assert mlflow.active_run() is None
-    with pytest.raises(TypeError, match=r"^on_stage: expected a callable taking the stage's name, or None, found 'x'$"):
+    with pytest.raises(TypeError, match=r"^on_stage: expected a callable.*, found 'x'$"):
         compare_runs(run_ids=[ease, pop], on_stage="x")
     assert len(_comparison_runs()) == before
     assert mlflow.get_experiment_by_name("x\ny") is None
