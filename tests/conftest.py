@@ -80,8 +80,8 @@ TRAINED_METRICS = ("ndcg@100", "recall@20")
 @pytest.fixture(scope="session")
 def trained_store(tmp_path_factory):
     """MovieLens-100k split with seed 42, and EASE and Popularity trained on it with :data:`TRAINED_METRICS`, in
-    one SQLite store made once per session (a split and two trainings take seconds, and nine modules start from
-    them); a module works on its own copy, made by :func:`trained_copy`. A dict of root, experiment_id, split,
+    one SQLite store made once per session (a split and two trainings take seconds, and about ten modules start
+    from them); a module works on its own copy, made by :func:`trained_copy`. A dict of root, experiment_id, split,
     checkpoint (its ``runs:/`` URI), ease and pop (the run ids)."""
     from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
 
