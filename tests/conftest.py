@@ -1,8 +1,11 @@
-"""Shared fixtures: a real MLflow tracking server over HTTP, and a way to copy training runs."""
+"""Shared fixtures: a store trained once per session, a real MLflow tracking server over HTTP, and a way to copy
+training runs."""
 
 import json
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -70,17 +73,58 @@ def sqlite_store(root: Path, experiment: str = "tests"):
         mlflow.set_tracking_uri(previous)
 
 
-@contextmanager
-def ease_and_popularity(root: Path, experiment: str, metrics: tuple[str, ...]):
-    """A fresh SQLite store under ``root`` (see :func:`sqlite_store`) holding MovieLens-100k split with seed 42 and
-    EASE and Popularity trained on it with ``metrics``; yields root, experiment_id and the two run ids."""
+#: The metrics EASE and Popularity of :func:`trained_store` are evaluated on.
+TRAINED_METRICS = ("ndcg@100", "recall@20")
+
+
+@pytest.fixture(scope="session")
+def trained_store(tmp_path_factory):
+    """MovieLens-100k split with seed 42, and EASE and Popularity trained on it with :data:`TRAINED_METRICS`, in
+    one SQLite store made once per session (a split and two trainings take seconds, and about ten modules start
+    from them); a module works on its own copy, made by :func:`trained_copy`. A dict of root, experiment_id, split,
+    checkpoint (its ``runs:/`` URI), ease and pop (the run ids)."""
     from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
 
-    with sqlite_store(root, experiment) as experiment_id:
-        checkpoint = f"runs:/{run_split('movielens-100k', SplitConfig(seed=42))}/checkpoint.zip"
-        ease = run_train(checkpoint, TrainConfig("EASE", metrics=metrics), log_model=False)
-        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=metrics), log_model=False)
-        yield {"root": root, "experiment_id": experiment_id, "ease": ease, "pop": pop}
+    root = tmp_path_factory.mktemp("trained")
+    with sqlite_store(root, "trained") as experiment_id:
+        split = run_split("movielens-100k", SplitConfig(seed=42))
+        checkpoint = f"runs:/{split}/checkpoint.zip"
+        ease = run_train(checkpoint, TrainConfig("EASE", metrics=TRAINED_METRICS), log_model=False)
+        pop = run_train(checkpoint, TrainConfig("Popularity", metrics=TRAINED_METRICS), log_model=False)
+    return dict(root=root, experiment_id=experiment_id, split=split, checkpoint=checkpoint, ease=ease, pop=pop)
+
+
+@contextmanager
+def trained_copy(trained: dict, root: Path, experiment: str):
+    """A copy under ``root`` of :func:`trained_store` (database and artifacts), its experiment renamed
+    ``experiment``, with MLflow pointed at it as by :func:`sqlite_store`; yields ``trained`` with this root.
+
+    A copy, not the shared store, so that what a module logs, counts, edits or deletes stays its own."""
+    source = sqlite3.connect(trained["root"] / "mlruns.db")
+    target = sqlite3.connect(root / "mlruns.db")
+    try:
+        source.backup(target)
+        # The store names its artifacts by absolute URI: point them at the copy.
+        old, new = (trained["root"] / "artifacts").as_uri(), (root / "artifacts").as_uri()
+        for table, column in (
+            ("experiments", "artifact_location"),
+            ("runs", "artifact_uri"),
+            ("logged_models", "artifact_location"),
+        ):
+            target.execute(f"UPDATE {table} SET {column} = replace({column}, ?, ?)", (old, new))
+        target.commit()
+    finally:
+        source.close()
+        target.close()
+    shutil.copytree(trained["root"] / "artifacts", root / "artifacts")
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    try:
+        MlflowClient().rename_experiment(trained["experiment_id"], experiment)
+        mlflow.set_experiment(experiment_id=trained["experiment_id"])
+        yield {**trained, "root": root}
+    finally:
+        mlflow.set_tracking_uri(previous)
 
 
 @pytest.fixture(scope="session")

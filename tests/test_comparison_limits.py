@@ -14,14 +14,14 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import ease_and_popularity
+from conftest import trained_copy
 from mlflow_recsys import load_comparison_settings, search_comparisons
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_markdown
 from mlflow_recsys.report.notes import NOTE_NAME_WIDTH, NOTE_ROWS, note_name, run_note
 from mlflow_recsys.stats import ComparisonSettings, compare_models
-from mlflow_recsys.tracking import RunSelectionError, compare_runs
+from mlflow_recsys.tracking import RunSelectionError, TrainConfig, compare_runs, run_train
 from mlflow_recsys.tracking import runs as runs_module
 from mlflow_recsys.tracking._candidates import SEED_FIELDS
 from mlflow_recsys.tracking._comparison_run import source_runs_tag
@@ -40,9 +40,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResample
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    with ease_and_popularity(tmp_path_factory.mktemp("limits-store"), "limits", METRICS) as trained:
-        yield trained
+def store(trained_store, tmp_path_factory):
+    """EASE and Popularity evaluated on three metrics (the notes' row counts need them), on the shared split."""
+    with trained_copy(trained_store, tmp_path_factory.mktemp("limits-store"), "limits") as trained:
+        checkpoint = trained["checkpoint"]
+        ease, pop = (
+            run_train(checkpoint, TrainConfig(m, metrics=METRICS), log_model=False) for m in ("EASE", "Popularity")
+        )
+        yield {**trained, "ease": ease, "pop": pop}
 
 
 @pytest.fixture
@@ -332,7 +337,7 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
         with pytest.raises((RunSelectionError, ValueError), match=message):
             compare_runs(settings=ComparisonSettings(metrics=["ndcg@100"], **FAST), **kwargs)
         assert mlflow.active_run() is None
-    with pytest.raises(TypeError, match=r"^on_stage: expected a callable taking the stage's name, or None, found 'x'$"):
+    with pytest.raises(TypeError, match=r"^on_stage: expected a callable.*, found 'x'$"):
         compare_runs(run_ids=[ease, pop], on_stage="x")
     assert len(_comparison_runs()) == before
     assert mlflow.get_experiment_by_name("x\ny") is None

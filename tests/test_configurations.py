@@ -8,15 +8,12 @@ this file drew, through :mod:`mlflow_recsys.stats` alone.
 import html
 import json
 import re
-import time
 from pathlib import Path
 
 import mlflow
-import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
@@ -28,6 +25,7 @@ from mlflow_recsys.tracking import RunSelectionError, check_selection, compare_r
 from mlflow_recsys.tracking._candidates import configuration_names
 from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
 from mlflow_recsys.tracking.naming import model_label
+from simulated import log_training_run, ranking_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
 
@@ -43,44 +41,18 @@ def _log_run(
     client, experiment_id, folder: Path, *, model: str, config: dict, seed: str | None, shift: float, rng_seed: int
 ) -> tuple[str, EvaluationResult]:
     """One FINISHED training run tagged as `mlflow-recsys train` tags it, and the result its artifacts hold."""
-    from mlflow_recsys.tracking import write_evaluation_artifacts
-
-    rng = np.random.default_rng(rng_seed)
-    per_user = {
-        "ndcg@100": np.clip(rng.beta(2, 5, N_USERS) + shift, 0, 1),
-        "recall@20": np.clip(rng.beta(2, 4, N_USERS) + shift, 0, 1),
-    }
-    result = EvaluationResult(
-        metrics={k: float(v.mean()) for k, v in per_user.items()},
-        per_user=per_user,
-        sample_ids=np.arange(N_USERS),
-        targets_fingerprint="f" * 64,
-    )
-    out = folder / f"run-{rng_seed}-{time.monotonic_ns()}"
-    write_evaluation_artifacts(result, out, split_digest="d" * 64)
-    run = client.create_run(
+    run_id = log_training_run(
+        client,
         experiment_id,
-        tags={
-            "recsys.role": "train",
-            "recsys.model": model,
-            "recsys.seed": seed or "none",
-            "recsys.config": json.dumps(config, sort_keys=True),
-            "recsys.split_digest": "d" * 64,
-            "recsys.targets_fingerprint": "f" * 64,
-            "mlflow.runName": model if seed is None else f"{model} seed {seed}",
-        },
+        folder,
+        model=model,
+        seed=seed,
+        config=config,
+        shift=shift,
+        n_users=N_USERS,
+        rng_seed=rng_seed,
     )
-    now = int(time.time() * 1000)
-    client.log_batch(
-        run.info.run_id,
-        metrics=[
-            Metric("ndcg_at_100", result.metrics["ndcg@100"], now, 0),
-            Metric("recall_at_20", result.metrics["recall@20"], now, 0),
-        ],
-    )
-    client.log_artifacts(run.info.run_id, str(out))
-    client.set_terminated(run.info.run_id, "FINISHED")
-    return run.info.run_id, result
+    return run_id, ranking_result(N_USERS, shift, rng_seed)
 
 
 @pytest.fixture(scope="module")

@@ -18,12 +18,12 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
+from conftest import sqlite_store, trained_copy
 from mlflow_recsys import errors
 from mlflow_recsys.cli import cli
 from mlflow_recsys.errors import ArtifactError, DownloadError, failure_text, root_cause
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
+from mlflow_recsys.tracking import TrainConfig, compare_runs, run_train
 
 METRICS = ("ndcg@100",)
 ENOSPC = "OSError: [Errno 28] No space left on device"
@@ -105,13 +105,9 @@ def fill(folder: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    with sqlite_store(tmp_path_factory.mktemp("causes"), "causes") as experiment_id:
-        split_id = run_split("movielens-100k", SplitConfig(seed=42))
-        checkpoint = f"runs:/{split_id}/checkpoint.zip"
-        models = ("Popularity", "EASE")
-        runs = {m: run_train(checkpoint, TrainConfig(m, metrics=METRICS), log_model=False) for m in models}
-        yield {"experiment_id": experiment_id, "checkpoint": checkpoint, **runs}
+def store(trained_store, tmp_path_factory):
+    with trained_copy(trained_store, tmp_path_factory.mktemp("causes"), "causes") as trained:
+        yield {**trained, "EASE": trained["ease"], "Popularity": trained["pop"]}
 
 
 @pytest.fixture

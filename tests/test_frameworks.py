@@ -11,27 +11,27 @@ import pandas as pd
 import pytest
 
 import frameworks
-from conftest import sqlite_store
+from conftest import TRAINED_METRICS, trained_copy
 from mlflow_recsys import export_split, log_recommendations
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
+from mlflow_recsys.tracking import compare_runs
 
 pytest.importorskip("implicit")
 pytest.importorskip("cornac")
 
-METRICS = ("ndcg@100", "recall@20")
+METRICS = TRAINED_METRICS
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
+def study(trained_store, tmp_path_factory):
     root = tmp_path_factory.mktemp("frameworks")
-    with sqlite_store(root, "frameworks"):
-        checkpoint = f"runs:/{run_split('movielens-100k', SplitConfig(seed=42))}/checkpoint.zip"
+    with trained_copy(trained_store, root, "frameworks") as trained:
+        checkpoint = trained["checkpoint"]
         folder = export_split(checkpoint, root / "export")
         lists = {"ALS": frameworks.implicit_als(folder), "BPR": frameworks.cornac_bpr(folder)}
-        runs = {"EASE": run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)}
+        runs = {"EASE": trained["ease"]}
         with pytest.warns(UserWarning):  # BPR's lists hold the users' own items: removed, and said so
             for model, frame in lists.items():
                 runs[model] = log_recommendations(

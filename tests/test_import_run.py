@@ -5,14 +5,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import ease_and_popularity
+from conftest import TRAINED_METRICS, trained_copy
 from mlflow_recsys import log_recommendations
 from mlflow_recsys.data import load_recsys_split, read_checkpoint
 from mlflow_recsys.models.train_config import TrainConfig
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.training import resolve_checkpoint
 
-METRICS = ("ndcg@100", "recall@20")
+METRICS = TRAINED_METRICS
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
 
@@ -23,9 +23,9 @@ def _per_user(run_id: str, dst) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def store(trained_store, tmp_path_factory):
     root = tmp_path_factory.mktemp("import")
-    with ease_and_popularity(root, "import", METRICS) as runs:
+    with trained_copy(trained_store, root, "import") as runs:
         client = mlflow.MlflowClient()
         split_run = client.get_run(runs["ease"]).data.params["checkpoint"]
         (root / "ckpt").mkdir()

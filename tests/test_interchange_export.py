@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from conftest import sqlite_store
+from conftest import trained_copy
 from mlflow_recsys import export_split
 from mlflow_recsys.catalogue import ItemCatalogue
 from mlflow_recsys.cli import cli
@@ -78,11 +78,9 @@ def test_csv_holds_what_parquet_holds(checkpoints, tmp_path):
     assert sorted(p.name for p in csv.iterdir()) == sorted([f"{s}.csv" for s in (*FILES, "items")] + ["split.json"])
 
 
-def test_the_cli_exports_a_split_runs_artifact(tmp_path):
-    from mlflow_recsys.tracking import SplitConfig, run_split
-
-    with sqlite_store(tmp_path):
-        split_run = run_split("movielens-100k", SplitConfig(seed=42))
+def test_the_cli_exports_a_split_runs_artifact(trained_store, tmp_path):
+    with trained_copy(trained_store, tmp_path, "export") as trained:
+        split_run = trained["split"]
         result = CliRunner().invoke(
             cli, ["export-split", "--checkpoint", f"runs:/{split_run}/checkpoint.zip", "--out", str(tmp_path / "x")]
         )

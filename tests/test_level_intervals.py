@@ -14,12 +14,9 @@ from mlflow_recsys.stats.levels import metric_level_intervals
 from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH
 from mlflow_recsys.tracking.logged_models import CI_HIGH, CI_LOW
 from mlflow_recsys.tracking.naming import mlflow_metric_name
+from simulated import result as _result
 
 B = 9999
-
-
-def _result(per_user: dict[str, np.ndarray], sample_ids) -> EvaluationResult:
-    return EvaluationResult.from_per_user(per_user, sample_ids=np.asarray(sample_ids), targets_fingerprint="x")
 
 
 def _ranking_like(n: int, seed: int) -> np.ndarray:

@@ -107,7 +107,7 @@ def test_a_parquet_file_naming_a_column_twice_or_broken_is_refused_with_its_path
     with pytest.raises(ValueError, match=r"twice.parquet: expected each column named once, found \['user'\] more"):
         read_interactions_file(tmp_path / "twice.parquet")
     (tmp_path / "broken.parquet").write_text("nope")
-    with pytest.raises(ValueError, match=r"broken.parquet: expected a Parquet file, found one pyarrow cannot read"):
+    with pytest.raises(ValueError, match=r"broken.parquet: expected a Parquet file"):
         read_interactions_file(tmp_path / "broken.parquet")
 
 
@@ -194,7 +194,7 @@ def test_bad_column_mappings_are_refused_before_anything_is_written(tmp_path, co
 
 
 def test_columns_do_not_apply_to_a_registered_dataset(tmp_path):
-    with pytest.raises(ValueError, match="columns: apply to a .csv/.parquet file or a DataFrame, found the registered"):
+    with pytest.raises(ValueError, match="^columns: .*, found the registered"):
         mr.build_recsys_checkpoint("movielens-100k", checkpoint_path=tmp_path / "x.zip", columns={"user": "u"})
     with pytest.raises(ValueError, match="dataset: expected one of"):
         mr.build_recsys_checkpoint("no-such-set", checkpoint_path=tmp_path / "x.zip", columns={"user": "u"})

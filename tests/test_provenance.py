@@ -7,22 +7,20 @@ import mlflow
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
+from conftest import TRAINED_METRICS, trained_copy
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
+from mlflow_recsys.tracking import TrainConfig, compare_runs, run_train
 from mlflow_recsys.tracking.study import _show_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
-METRICS = ("ndcg@100", "recall@20")
+METRICS = TRAINED_METRICS
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    with sqlite_store(tmp_path_factory.mktemp("provenance"), "provenance") as experiment_id:
-        split = run_split("movielens-100k", SplitConfig(seed=42))
-        checkpoint = f"runs:/{split}/checkpoint.zip"
-        ease = run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False)
+def study(trained_store, tmp_path_factory):
+    with trained_copy(trained_store, tmp_path_factory.mktemp("provenance"), "provenance") as trained:
+        experiment_id, split, checkpoint, ease = (trained[k] for k in ("experiment_id", "split", "checkpoint", "ease"))
         elsa = {
             s: run_train(checkpoint, TrainConfig("ELSA", {"seed": s, **FAST_ELSA}, metrics=METRICS), log_model=False)
             for s in (0, 1, 2)

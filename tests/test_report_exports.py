@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.stats
 
-from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.escaping import escape_latex
 from mlflow_recsys.report.latex import report_latex
 from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models, storage
+from simulated import result
 
 HOSTILE = "a_b%&#$ {}~^\\"
 HOSTILE_METRIC = "m_1%<x>|y"
@@ -103,10 +103,6 @@ def expected_p_latex(p: float) -> str:
         return f"${p:.4f}$"
     mantissa, exponent = f"{p:.2e}".split("e")
     return f"${mantissa}\\times 10^{{{int(exponent)}}}$"
-
-
-def result(values):
-    return EvaluationResult.from_per_user(values, targets_fingerprint="fp")
 
 
 def quiet_compare(results, **kwargs):

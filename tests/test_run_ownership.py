@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import SMALL_STUDY, sqlite_store
+from conftest import SMALL_STUDY, trained_copy
 from mlflow_recsys.cli import cli
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
@@ -21,16 +21,9 @@ METRICS = ("ndcg@100", "recall@20")
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    with sqlite_store(tmp_path_factory.mktemp("ownership"), "ownership") as experiment_id:
-        split_id = run_split("movielens-100k", SplitConfig(seed=42))
-        checkpoint = f"runs:/{split_id}/checkpoint.zip"
-        runs = {
-            "split": split_id,
-            "Popularity": run_train(checkpoint, TrainConfig("Popularity", metrics=METRICS), log_model=False),
-            "EASE": run_train(checkpoint, TrainConfig("EASE", metrics=METRICS), log_model=False),
-        }
-        yield {"experiment_id": experiment_id, "checkpoint": checkpoint, **runs}
+def store(trained_store, tmp_path_factory):
+    with trained_copy(trained_store, tmp_path_factory.mktemp("ownership"), "ownership") as trained:
+        yield {**trained, "EASE": trained["ease"], "Popularity": trained["pop"]}
 
 
 @pytest.fixture(autouse=True)

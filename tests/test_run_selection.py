@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import ease_and_popularity, sqlite_store
+from conftest import TRAINED_METRICS, sqlite_store, trained_copy
 from mlflow_recsys.cli import cli
 from mlflow_recsys.errors import RecsysError, TrackingPermissionError
 from mlflow_recsys.server import listing
@@ -80,12 +80,12 @@ def test_duplicate_check_lists_at_most_twenty_repeated_ids(tmp_path):
 
 # -- C6: an experiment selection takes its FINISHED training runs, the same ones the server's page lists ----------
 
-METRICS = ("ndcg@100", "recall@20")
+METRICS = TRAINED_METRICS
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    with ease_and_popularity(tmp_path_factory.mktemp("selection-store"), "selection", METRICS) as trained:
+def trained(trained_store, tmp_path_factory):
+    with trained_copy(trained_store, tmp_path_factory.mktemp("selection-store"), "selection") as trained:
         yield trained
 
 

@@ -8,9 +8,9 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import sqlite_store
+from conftest import trained_copy
 from mlflow_recsys.cli import cli
-from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
+from mlflow_recsys.tracking import TrainConfig, run_train
 from mlflow_recsys.tracking.context import log_params_once
 from mlflow_recsys.tracking.redact import redact
 
@@ -88,10 +88,9 @@ def test_redact_refuses_a_non_string():
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    with sqlite_store(tmp_path_factory.mktemp("secrets"), "secrets") as experiment_id:
-        split_id = run_split("movielens-100k", SplitConfig(seed=42))
-        yield {"experiment_id": experiment_id, "split": split_id, "checkpoint": f"runs:/{split_id}/checkpoint.zip"}
+def store(trained_store, tmp_path_factory):
+    with trained_copy(trained_store, tmp_path_factory.mktemp("secrets"), "secrets") as trained:
+        yield trained
 
 
 @pytest.fixture(autouse=True)

@@ -33,6 +33,7 @@ from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import local_tracking_server
 from mlflow_recsys.tracking.runs import runs_by_id
+from simulated import log_training_run
 
 XSS = "<img src=x onerror=alert(1)>"
 BIN = Path(sys.executable).parent
@@ -41,61 +42,6 @@ SECRET_KEY_ENV = "MLFLOW_FLASK_SERVER_SECRET_KEY"
 
 
 # -- a small study: training runs with real per-user artifacts -------------------------------------------------
-
-
-def log_training_run(
-    client: MlflowClient,
-    experiment_id: str,
-    folder: Path,
-    *,
-    model: str,
-    seed: str | None,
-    digest: str = "d" * 64,
-    shift: float = 0.0,
-    n_users: int = 300,
-    status: str = "FINISHED",
-    name: str | None = None,
-    extra_tags: dict | None = None,
-    rng_seed: int = 0,
-) -> str:
-    """One FINISHED (or ``status``) training run tagged as `mlflow-recsys train` tags it, with per-user artifacts."""
-    rng = np.random.default_rng(rng_seed)
-    ids = np.arange(n_users)
-    ndcg = np.clip(rng.beta(2, 5, n_users) + shift, 0, 1)
-    recall = np.clip(rng.beta(2, 4, n_users) + shift, 0, 1)
-    result = EvaluationResult(
-        metrics={"ndcg@100": float(ndcg.mean()), "recall@20": float(recall.mean())},
-        per_user={"ndcg@100": ndcg, "recall@20": recall},
-        sample_ids=ids,
-        targets_fingerprint="f" * 64,
-    )
-    out = folder / f"{model}-{seed}-{digest[:4]}-{rng_seed}-{time.monotonic_ns()}"
-    write_evaluation_artifacts(result, out, split_digest=digest)
-    tags = {
-        "recsys.role": "train",
-        "recsys.model": model,
-        "recsys.seed": seed or "none",
-        "recsys.split_digest": digest,
-        "recsys.targets_fingerprint": "f" * 64,
-        "recsys.dataset": "synthetic",
-        "recsys.config": json.dumps({"size": 1}),
-        "mlflow.runName": name or (f"{model} seed {seed}" if seed else model),
-        **(extra_tags or {}),
-    }
-    run = client.create_run(experiment_id, tags=tags)
-    rid = run.info.run_id
-    now = int(time.time() * 1000)
-    client.log_batch(
-        rid,
-        metrics=[
-            Metric("ndcg_at_100", result.metrics["ndcg@100"], now, 0),
-            Metric("recall_at_20", result.metrics["recall@20"], now, 0),
-        ],
-    )
-    client.log_artifacts(rid, str(out))
-    if status != "RUNNING":
-        client.set_terminated(rid, status)
-    return rid
 
 
 def small_study(client: MlflowClient, experiment_id: str, folder: Path) -> dict[str, list[str]]:

@@ -18,10 +18,7 @@ from mlflow_recsys.stats import (
     compare_models,
     compare_pair,
 )
-
-
-def result(values, ids=None, fingerprint="fp"):
-    return EvaluationResult.from_per_user(values, sample_ids=ids, targets_fingerprint=fingerprint)
+from simulated import result
 
 
 def pair_from_differences(d, base=None):

@@ -28,17 +28,9 @@ from mlflow_recsys.stats.resampling import (
     sign_flip_means,
 )
 from mlflow_recsys.stats.settings import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS
+from simulated import result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def result(values):
-    """An EvaluationResult of per-user values: ``{metric: array}`` or one array for metric ``"m"``."""
-    if not isinstance(values, dict):
-        values = {"m": values}
-    return EvaluationResult.from_per_user(
-        {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}, targets_fingerprint="x"
-    )
 
 
 def expected_interval(alternative, low, high):

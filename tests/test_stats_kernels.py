@@ -1,5 +1,9 @@
 """Compiled resampling kernels against plain-Python and NumPy references."""
 
+import os
+import subprocess
+import sys
+
 import numba
 import numpy as np
 import pytest
@@ -64,19 +68,53 @@ def test_signs_and_indices_are_uniform():
     assert indices.min() == 0 and indices.max() == 36
 
 
-def test_results_do_not_depend_on_the_number_of_threads():
+#: Run in a fresh process started with NUMBA_NUM_THREADS=4, which numba honours whatever the machine's core count
+#: (a process started on one core would otherwise have one thread, and nothing to compare).
+MANY_THREADS = """
+import sys
+
+import numba
+import numpy as np
+
+from mlflow_recsys.stats.resampling import bootstrap_means, sign_flip_means
+
+
+@numba.njit(parallel=True)
+def thread_ids(n):
+    out = np.empty(n, np.int64)
+    for i in numba.prange(n):
+        out[i] = numba.get_thread_id()
+    return out
+
+
+d = np.random.default_rng(0).normal(size=(500, 2))
+ss = np.random.SeedSequence(1)
+np.savez(
+    sys.argv[1],
+    threads=numba.get_num_threads(),
+    used=len(set(thread_ids(64).tolist())),
+    sign=sign_flip_means(d, 999, ss),
+    boot=bootstrap_means(d, 999, ss),
+)
+"""
+
+
+def test_results_do_not_depend_on_the_number_of_threads(tmp_path):
     d = np.random.default_rng(0).normal(size=(500, 2))
     ss = np.random.SeedSequence(1)
     before = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
         one = (sign_flip_means(d, 999, ss), bootstrap_means(d, 999, ss))
-        numba.set_num_threads(before)
-        many = (sign_flip_means(d, 999, ss), bootstrap_means(d, 999, ss))
     finally:
         numba.set_num_threads(before)
-    np.testing.assert_array_equal(one[0], many[0])
-    np.testing.assert_array_equal(one[1], many[1])
+    env = {**os.environ, "NUMBA_NUM_THREADS": "4"}
+    subprocess.run([sys.executable, "-c", MANY_THREADS, str(tmp_path / "many.npz")], env=env, check=True, timeout=300)
+    many = np.load(tmp_path / "many.npz")
+    # The setting reached numba, and a parallel loop ran on more than one of its threads.
+    assert int(many["threads"]) == 4 and int(many["used"]) > 1
+    np.testing.assert_array_equal(one[0], many["sign"])
+    np.testing.assert_array_equal(one[1], many["boot"])
 
 
 def test_a_metrics_replicates_ignore_the_other_columns():

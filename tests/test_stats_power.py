@@ -16,6 +16,7 @@ from mlflow_recsys.stats import (
     minimum_detectable_effect,
     required_users,
 )
+from simulated import result
 
 # Standard normal quantiles as printed in textbook tables: z_{0.975}, z_{0.95}, z_{0.8}, z_{0.9}.
 Z975, Z95, Z80, Z90 = 1.959964, 1.644854, 0.841621, 1.281552
@@ -119,10 +120,7 @@ def test_required_users_refuses(kwargs, name):
 def _results(rng, n=150):
     base = {"a": rng.random(n), "b": rng.random(n)}
     strong = {"a": base["a"] + rng.normal(0.1, 0.1, n), "b": base["b"] + rng.normal(0.0, 0.2, n)}
-    return {
-        "base": EvaluationResult.from_per_user(base, targets_fingerprint="x"),
-        "cand": EvaluationResult.from_per_user(strong, targets_fingerprint="x"),
-    }
+    return {"base": result(base), "cand": result(strong)}
 
 
 @pytest.fixture(scope="module")

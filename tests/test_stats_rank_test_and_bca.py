@@ -8,18 +8,12 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report.text import display_frame
 from mlflow_recsys.stats import COLUMNS, ComparisonWarning, compare_models, compare_pair
 from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, _bca_interval, wilcoxon_method
 from mlflow_recsys.stats.settings import ALTERNATIVES, ZERO_METHODS
 from mlflow_recsys.stats.warnings import IntervalFallbackWarning
-
-
-def result(values, ids=None):
-    return EvaluationResult.from_per_user(
-        {"m": np.asarray(values, dtype=np.float64)}, sample_ids=ids, targets_fingerprint="fp"
-    )
+from simulated import result
 
 
 def skewed_pair(seed, n):

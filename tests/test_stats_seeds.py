@@ -8,14 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import FewSeedsWarning, compare_pair, seed_spread
-
-
-def result(values):
-    return EvaluationResult.from_per_user(
-        values, sample_ids=np.arange(len(next(iter(values.values())))), targets_fingerprint="fp"
-    )
+from simulated import result
 
 
 @pytest.fixture

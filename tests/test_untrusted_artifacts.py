@@ -133,7 +133,7 @@ def test_unlisted_large_member_is_refused_before_anything_is_written(built, tmp_
     with zipfile.ZipFile(bomb) as zf:
         assert zf.getinfo("extra.bin").file_size == BIG
     measured["read"].clear()
-    with pytest.raises(ValueError, match=r"bomb.zip: refusing zip member 'extra.bin': the manifest does not list it"):
+    with pytest.raises(ValueError, match=r"bomb.zip: refusing zip member 'extra.bin'"):
         with read_checkpoint(bomb):
             pass
     assert measured["folders"] == []  # no temporary folder was even made
@@ -158,8 +158,7 @@ def test_listed_member_larger_than_declared_stops_at_the_declared_size(built, ma
     measured["read"].clear()  # count only what read_checkpoint decompresses
     with pytest.raises(
         ValueError,
-        match=rf"refusing zip member 'x_train.npz': expected at most {declared:,} bytes "
-        r"\(its declared size\), found at least",
+        match=rf"'x_train.npz': expected at most {declared:,} bytes .*, found at least",
     ):
         with read_checkpoint(swollen):
             pass
@@ -346,9 +345,8 @@ def test_values_outside_the_metric_range_are_refused_naming_the_run(artifacts, k
     edit_frame(artifacts, lambda f: f.__setitem__(key, [0.5, value, 0.5]))
     with pytest.raises(
         ArtifactError,
-        match=rf"^run abc: per_user.parquet: column '{key}' expected values in \[0, 1\] "
-        rf"\(the metric's range\), found 1 outside, e\.g\. {value!r} in row 1 "
-        r"\(sample_id 11\)",
+        match=rf"^run abc: per_user.parquet: column '{key}' expected values in \[0, 1\] .*, "
+        rf"found 1 outside, e\.g\. {value!r} in row 1 \(sample_id 11\)",
     ):
         read_evaluation_artifacts(artifacts, origin="run abc")
 

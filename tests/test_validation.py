@@ -11,31 +11,12 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonWarning, compare_models, compare_pair
+from simulated import exchangeable_pair, paired_results
 
 pytestmark = pytest.mark.validation
 ALPHA = 0.05
 B = 999  # alpha * (B + 1) is an integer, so a valid Monte Carlo test has size exactly alpha
-
-
-def as_results(base: np.ndarray, cand: np.ndarray, keys=("m",)):
-    base = np.atleast_2d(base.T).T if base.ndim == 1 else base
-    cand = np.atleast_2d(cand.T).T if cand.ndim == 1 else cand
-    ids = np.arange(base.shape[0])
-    make = lambda v: EvaluationResult.from_per_user(  # noqa: E731
-        {k: v[:, i] for i, k in enumerate(keys)}, sample_ids=ids, targets_fingerprint="sim"
-    )
-    return make(base), make(cand)
-
-
-def exchangeable_pair(rng, n, tie_rate=0.6):
-    """Scores of two interchangeable models: the label of each user's pair is a coin flip."""
-    a = rng.beta(0.4, 2.0, n)  # skewed towards 0 with a long right tail, like MRR or recall
-    b = rng.beta(0.4, 2.0, n)
-    tied = rng.random(n) < tie_rate
-    b[tied] = a[tied]
-    return a, b
 
 
 def rejection_rate(n, test_method, n_sims, seed):
@@ -44,7 +25,7 @@ def rejection_rate(n, test_method, n_sims, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ComparisonWarning)
         for sim in range(n_sims):
-            base, cand = as_results(*exchangeable_pair(rng, n))
+            base, cand = paired_results(*exchangeable_pair(rng, n))
             c = compare_pair(base, cand, metric="m", n_resamples=B, test_method=test_method, random_state=sim)
             rejections += c.p_value <= ALPHA
     return rejections / n_sims
@@ -81,7 +62,7 @@ def interval_coverage(n: int, n_sims: int, seed: int, interval_method: str) -> f
             tied = rng.random(n) < 0.6
             b[tied] = a[tied]
             c = compare_pair(
-                *as_results(a, b),
+                *paired_results(a, b),
                 metric="m",
                 n_resamples=B,
                 test_method="t",
@@ -125,7 +106,7 @@ def test_family_wise_error_under_a_global_null_with_four_correlated_metrics(corr
             base = np.column_stack([np.clip(latent_a + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
             cand = np.column_stack([np.clip(latent_b + rng.normal(0, 0.05, n), 0, 1) for _ in keys])
             report = compare_models(
-                dict(zip(("A", "B"), as_results(base, cand, keys), strict=True)),
+                dict(zip(("A", "B"), paired_results(base, cand, keys), strict=True)),
                 metrics=list(keys),
                 reference="A",
                 correction=correction,
@@ -160,7 +141,7 @@ def test_power_at_the_reported_minimum_detectable_effect(shape_name, correction)
     rng = np.random.default_rng(13)
     base = rng.beta(0.4, 2.0, (n, 2))
     pilot = compare_models(
-        dict(zip(("A", "B"), as_results(base, base + rng.normal(0.0, 0.1, (n, 2)), ("m", "k")), strict=True)),
+        dict(zip(("A", "B"), paired_results(base, base + rng.normal(0.0, 0.1, (n, 2)), ("m", "k")), strict=True)),
         metrics=["m", "k"] if correction else ["m"],
         reference="A",
         correction=correction,
@@ -188,7 +169,7 @@ def test_power_at_the_reported_minimum_detectable_effect(shape_name, correction)
         zeros = np.zeros(n)
         for sim in range(n_rand):
             dr = _differences(rng, n, mde, sd, shape_name)
-            r = compare_pair(*as_results(zeros, dr), metric="m", n_resamples=B, random_state=sim)
+            r = compare_pair(*paired_results(zeros, dr), metric="m", n_resamples=B, random_state=sim)
             rejected += r.p_value <= level
         power_r = rejected / n_rand
         print(
