@@ -34,11 +34,10 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class EvaluationArtifacts:
-    """What a run's per-user artifacts hold beyond the result itself."""
+    """A run's per-user result and the split digest it was computed on."""
 
     result: EvaluationResult
     split_digest: str | None
-    package_version: str | None
 
 
 def write_evaluation_artifacts(
@@ -129,7 +128,7 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     where = f"{origin}: " if origin else ""
     directory = Path(directory)
     meta_path, parquet = directory / EVALUATION_FILE, directory / PER_USER_FILE
-    for path in (meta_path, parquet):
+    for path in (parquet, meta_path):
         if not path.is_file():
             raise ArtifactError(f"{where}expected artifact {path.name}, found none")
     try:
@@ -142,8 +141,23 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
             f"{where}{EVALUATION_FILE}: expected 'metrics' to map each metric key to an object, "
             f"found {type(metrics).__name__}"
         )
-    keys = list(metrics)
-    frame = _read_per_user(parquet, keys, meta.get("n_samples"), where)
+    keys, n_samples = list(metrics), meta.get("n_samples")
+    if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 0:
+        raise ArtifactError(
+            f"{where}{EVALUATION_FILE}: expected 'n_samples' to be a count of rows, found {n_samples!r}"
+        )
+    try:  # decoded only once the footer shows n_samples rows within per_user_byte_limit; no other column
+        table = read_columns(
+            parquet,
+            ["sample_id", *keys],
+            rows=n_samples,
+            rows_from="n_samples",
+            max_bytes=per_user_byte_limit(n_samples, len(keys)),
+            name=PER_USER_FILE,
+        )
+    except ParquetRefused as exc:
+        raise ArtifactError(f"{where}{exc}") from None
+    frame = table.to_pandas()
     per_user = {key: _metric_values(frame, key, where) for key in keys}
     sample_ids = frame["sample_id"].to_numpy()
     if meta.get("sample_id_kind") == "str":
@@ -155,51 +169,20 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         targets_fingerprint=meta.get("targets_fingerprint"),
         definitions={k: v.get("definition", "") for k, v in metrics.items()},
     )
-    return EvaluationArtifacts(
-        result=result, split_digest=meta.get("split_digest"), package_version=meta.get("package_version")
-    )
-
-
-#: Most bytes one sample id may take in ``per_user.parquet`` (a user id as in the split; an e-mail or a hash fits).
-MAX_SAMPLE_ID_BYTES = 1024
-#: Most bytes one metric value may take uncompressed (float64 is 8, plus its share of levels and headers).
-MAX_METRIC_VALUE_BYTES = 16
-#: Bytes a per-user file may take beyond its rows' share: page headers and dictionaries.
-PER_USER_SLACK_BYTES = 1024**2
+    return EvaluationArtifacts(result=result, split_digest=meta.get("split_digest"))
 
 
 def per_user_byte_limit(n_samples: int, n_metrics: int) -> int:
     """Most uncompressed bytes ``sample_id`` and ``n_metrics`` metric columns of ``n_samples`` rows may take:
-    ``n_samples * (MAX_SAMPLE_ID_BYTES + n_metrics * MAX_METRIC_VALUE_BYTES) + PER_USER_SLACK_BYTES``."""
-    return n_samples * (MAX_SAMPLE_ID_BYTES + n_metrics * MAX_METRIC_VALUE_BYTES) + PER_USER_SLACK_BYTES
-
-
-def _read_per_user(parquet: Path, keys: list[str], n_samples, where: str) -> pd.DataFrame:
-    """``sample_id`` and the ``keys`` columns of ``per_user.parquet``, read only once its footer shows
-    ``n_samples`` rows within :func:`per_user_byte_limit`; other columns are never decoded."""
-    if not isinstance(n_samples, int) or isinstance(n_samples, bool) or n_samples < 0:
-        raise ArtifactError(
-            f"{where}{EVALUATION_FILE}: expected 'n_samples' to be a count of rows, found {n_samples!r}"
-        )
-    try:
-        table = read_columns(
-            parquet,
-            ["sample_id", *keys],
-            rows=n_samples,
-            rows_from="n_samples",
-            max_bytes=per_user_byte_limit(n_samples, len(keys)),
-            name=PER_USER_FILE,
-        )
-    except ParquetRefused as exc:
-        raise ArtifactError(f"{where}{exc}") from None
-    return table.to_pandas()
+    1,024 a sample id (a user id, an e-mail or a hash fits), 16 a metric value (float64 and its share of levels
+    and headers), plus 1 MiB of page headers and dictionaries."""
+    return n_samples * (1024 + n_metrics * 16) + 1024**2
 
 
 def _metric_values(frame: pd.DataFrame, key: str, where: str) -> np.ndarray:
     """Column ``key`` as float64, refused unless it holds finite numbers within the metric's range."""
     column = frame[key]
-    # A boolean is numeric to pandas, but no metric is stored as one: it means the column is not a metric.
-    if column.dtype.kind not in "iuf":
+    if column.dtype.kind not in "iuf":  # a boolean is numeric to pandas, but means the column is not a metric
         raise ArtifactError(
             f"{where}{PER_USER_FILE}: column {key!r} expected float64 metric values, found dtype {column.dtype}"
         )
@@ -218,11 +201,6 @@ def _metric_values(frame: pd.DataFrame, key: str, where: str) -> np.ndarray:
             raise ArtifactError(
                 f"{where}{PER_USER_FILE}: column {key!r} expected values in [{low:g}, {high:g}] (the metric's "
                 f"range), found {int(outside.sum())} outside, e.g. {float(values[first])!r} in row {first} "
-                f"(sample_id {_plain(frame['sample_id'].iloc[first])!r})"
+                f"(sample_id {frame['sample_id'].tolist()[first]!r})"  # a Python value: 11, not np.int64(11)
             )
     return values
-
-
-def _plain(value):
-    # NumPy scalars print as np.int64(11) since NumPy 2; a message should show 11.
-    return value.item() if isinstance(value, np.generic) else value

@@ -17,26 +17,12 @@ from mlflow_recsys.errors import SYSTEM_ERRNOS
 
 
 def download_file(artifact_uri: str, dst_dir: str | os.PathLike) -> Path:
-    """Download the artifact file at ``artifact_uri`` into the folder ``dst_dir``; return its local path.
+    """Download the file at ``artifact_uri`` (``runs:/<run id>/<path>`` or any artifact store URI) into the
+    existing folder ``dst_dir``; return its local path.
 
-    Parameters
-    ----------
-    artifact_uri : str
-        ``runs:/<run id>/<path>``, ``mlflow-artifacts:/...`` or any artifact store URI MLflow reads, naming one
-        file.
-    dst_dir : str or os.PathLike
-        An existing local folder; the file keeps its name there.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the store holds no file at ``artifact_uri`` (a folder there counts as none). The message names the
-        file and the folder looked in, not redacted (callers redact what they show).
-    MlflowException
-        If the run of a ``runs:/`` URI does not exist (``RESOURCE_DOES_NOT_EXIST``) or the store fails.
-    OSError
-        If the local copy cannot be written; a disk full (``ENOSPC``) or a file too large (``EFBIG``) names the
-        local path.
+    FileNotFoundError if the store holds no file there (a folder counts as none), its message not redacted
+    (callers redact what they show); MlflowException for a missing run or a failing store; OSError for a local
+    copy that cannot be written (``ENOSPC``, ``EFBIG``), naming the local path.
     """
     parent, _, name = artifact_uri.rstrip("/").rpartition("/")
     found = download_files(parent, [name], dst_dir)
@@ -46,12 +32,8 @@ def download_file(artifact_uri: str, dst_dir: str | os.PathLike) -> Path:
 
 
 def download_files(artifact_dir_uri: str, names: Iterable[str], dst_dir: str | os.PathLike) -> dict[str, Path]:
-    """Download those of the files ``names`` that the artifact folder ``artifact_dir_uri`` holds into ``dst_dir``,
-    listing the folder once; name -> local path, for the files found (a folder of that name counts as none).
-
-    ``artifact_dir_uri`` is a folder URI as :func:`download_file` takes a file's (``runs:/<run id>/report``).
-    Raises as :func:`download_file` does, but never FileNotFoundError: a missing file is absent from the result.
-    """
+    """Those of the files ``names`` that the folder ``artifact_dir_uri`` holds, downloaded into ``dst_dir`` after
+    one listing: name -> local path. A missing file is absent; otherwise raises as :func:`download_file`."""
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     repo = get_artifact_repository(_underlying(artifact_dir_uri))
@@ -66,7 +48,7 @@ def download_files(artifact_dir_uri: str, names: Iterable[str], dst_dir: str | o
             # here because download_artifacts keeps only the text of what failed.
             repo._download_file(remote_file_path=name, local_path=str(local))
         except OSError as exc:
-            if exc.errno in SYSTEM_ERRNOS and exc.filename is None:  # shutil's copy names no file
+            if exc.errno in SYSTEM_ERRNOS and exc.filename is None:  # shutil's copy names no file: say which
                 exc.filename = str(local)
             raise
         out[name] = local

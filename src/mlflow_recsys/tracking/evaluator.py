@@ -53,12 +53,29 @@ class RecsysEvaluator(ModelEvaluator):
     def evaluate(self, *, model_type, dataset, run_id, evaluator_config, model=None, predictions=None, **kwargs):
         from mlflow_recsys.evaluation import evaluate_rankings
         from mlflow_recsys.metrics import parse_metric_keys
+        from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH
 
-        config = _config_iv(evaluator_config)
+        config = dict(evaluator_config or {})
+        for key in ("model_name", "seed", "split_digest"):  # tags, which MLflow would cut at 8,000 characters
+            if key in config and len(str(config[key])) > MAX_TAG_LENGTH:
+                raise ValueError(
+                    f"evaluator_config[{key!r}]: expected at most {MAX_TAG_LENGTH:,} characters, "
+                    f"found {len(str(config[key])):,}"
+                )
         metrics = parse_metric_keys(config.get("metrics", ["ndcg@100", "recall@20", "mrr@20"]))
         k = max(m.max_k for m in metrics)
         features = pd.DataFrame(dataset.features_data)
-        _inputs_iv(features, dataset, model)
+        if features.empty:
+            raise ValueError("data: expected at least one row (one user), found none")
+        if "items" not in features.columns:
+            raise ValueError(f"data: expected a column 'items' of fold-in item ids, found {list(features.columns)}")
+        if not dataset.has_targets:
+            raise ValueError("targets: expected the name of the column of held-out item ids, found none")
+        if model is None and dataset.predictions_data is None:
+            raise ValueError(
+                "model: expected a model, or static predictions (predictions='<column of recommended ids>'), "
+                "found neither"
+            )
         if model is None:
             # Static predictions: the data's predictions column holds each row's recommended ids, best first.
             output = pd.DataFrame({"items": list(dataset.predictions_data)})
@@ -83,35 +100,6 @@ class RecsysEvaluator(ModelEvaluator):
         return MlflowEvaluationResult(metrics=_log_result(run_id, result, config), artifacts={})
 
 
-def _config_iv(evaluator_config) -> dict:
-    """The evaluator config as a dict; ValueError for a value that becomes a tag and is too long for one."""
-    from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH
-
-    config = dict(evaluator_config or {})
-    for key in ("model_name", "seed", "split_digest"):
-        # These become tags, which MLflow would cut at 8,000 characters without a word.
-        if key in config and len(str(config[key])) > MAX_TAG_LENGTH:
-            raise ValueError(
-                f"evaluator_config[{key!r}]: expected at most {MAX_TAG_LENGTH:,} characters, "
-                f"found {len(str(config[key])):,}"
-            )
-    return config
-
-
-def _inputs_iv(features: pd.DataFrame, dataset, model) -> None:
-    """ValueError unless there are rows with fold-in ``items``, a targets column and a model."""
-    if features.empty:
-        raise ValueError("data: expected at least one row (one user), found none")
-    if "items" not in features.columns:
-        raise ValueError(f"data: expected a column 'items' of fold-in item ids, found {list(features.columns)}")
-    if not dataset.has_targets:
-        raise ValueError("targets: expected the name of the column of held-out item ids, found none")
-    if model is None and dataset.predictions_data is None:
-        raise ValueError(
-            "model: expected a model, or static predictions (predictions='<column of recommended ids>'), found neither"
-        )
-
-
 def _log_result(run_id: str, result, config: dict) -> dict[str, float]:
     """Log the metrics, the fingerprint, the training-run tags (with a ``model_name``) and the per-user artifacts
     to the run; return the metrics by logged name."""
@@ -123,20 +111,17 @@ def _log_result(run_id: str, result, config: dict) -> dict[str, float]:
 
     client = MlflowClient()
     logged = {mlflow_metric_name(key): value for key, value in result.metrics.items()}
-    for name, value in logged.items():
-        client.log_metric(run_id, name, value)
-    client.set_tag(run_id, tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
-    if "model_name" in config:
-        # Named runs become training runs that `mlflow-recsys compare` can select.
-        run_tags = {
-            tags.ROLE: tags.ROLE_TRAIN,
-            tags.MODEL: str(config["model_name"]),
-            tags.SEED: str(config.get("seed", tags.NO_SEED)),
-        }
+    run_tags = {tags.TARGETS_FINGERPRINT: result.targets_fingerprint}
+    if "model_name" in config:  # a named run becomes a training run that `mlflow-recsys compare` can select
+        run_tags |= {tags.ROLE: tags.ROLE_TRAIN, tags.MODEL: str(config["model_name"])}
+        run_tags[tags.SEED] = str(config.get("seed", tags.NO_SEED))
         if config.get("split_digest"):
             run_tags[tags.SPLIT_DIGEST] = str(config["split_digest"])
-        for key, value in run_tags.items():
-            client.set_tag(run_id, key, value)
+    for name, value in logged.items():
+        client.log_metric(run_id, name, value)
+    for key, value in run_tags.items():
+        client.set_tag(run_id, key, value)
+    if "model_name" in config:
         client.set_experiment_tag(client.get_run(run_id).info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-eval-") as tmp:
         write_evaluation_artifacts(result, tmp, split_digest=config.get("split_digest"))

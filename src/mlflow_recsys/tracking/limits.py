@@ -27,11 +27,8 @@ MAX_RUN_NAME_LENGTH = 250
 
 
 def fit_key(key: str, limit: int = MAX_KEY_LENGTH) -> str:
-    """``key`` unchanged if it fits, else a readable prefix, ``-`` and a hash of the whole key.
-
-    Distinct long keys get distinct results (up to a 40-bit hash collision, which
-    the callers check for), and the same key always gives the same result.
-    """
+    """``key`` unchanged if it fits, else a readable prefix, ``-`` and a hash of the whole key: distinct keys stay
+    distinct (up to a 40-bit hash collision, which the callers check for)."""
     if len(key) <= limit:
         return key
     tail = "-" + text_digest(key)
@@ -39,13 +36,8 @@ def fit_key(key: str, limit: int = MAX_KEY_LENGTH) -> str:
 
 
 def fit_text(versions: Iterable[str], limit: int = MAX_TAG_LENGTH) -> str:
-    """The first of ``versions`` (longest and fullest first) that fits in ``limit`` characters.
-
-    Raises
-    ------
-    ValueError
-        If none fits: the caller's shortest version must be made to fit.
-    """
+    """The first of ``versions`` (longest and fullest first) that fits in ``limit`` characters; ValueError if none
+    does: the caller's shortest version must be made to fit."""
     for text in versions:
         if len(text) <= limit:
             return text
@@ -72,10 +64,6 @@ CUT_VALUE = re.compile(r"^[0-9,]+ characters, sha256 [0-9a-f]{16}; ")
 
 
 def duplicates(keys: Iterable[Hashable]) -> list:
-    """Keys that occur more than once, each once, in first-seen order.
-
-    Linear in ``len(keys)``: one pass counts every key (a hash each), a second reads the counts, so 40,000 run ids
-    take milliseconds, where a ``list.count`` per key (n^2 comparisons) took seconds.
-    """
-    counts = Counter(keys)  # a Counter keeps first-seen order
-    return [key for key, count in counts.items() if count > 1]
+    """Keys that occur more than once, each once, in first-seen order; linear (a hash a key), so 40,000 run ids
+    take milliseconds."""
+    return [key for key, count in Counter(keys).items() if count > 1]  # a Counter keeps first-seen order

@@ -45,14 +45,10 @@ def loopback_process(argv: list[str], probe_url: str, log_path: Path, env: dict,
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                urllib.request.urlopen(probe_url, timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{argv[0]} {argv[1:4]} did not start: {log_path.read_text()[-2000:]}") from None
-                time.sleep(0.5)
+        while not _answers(probe_url):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{argv[0]} {argv[1:4]} did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(0.5)
         yield
     finally:
         proc.terminate()
@@ -60,6 +56,14 @@ def loopback_process(argv: list[str], probe_url: str, log_path: Path, env: dict,
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+    except OSError:
+        return False
+    return True
 
 
 @contextmanager
@@ -93,21 +97,9 @@ def local_tracking_server(
     server_env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "_MLFLOW_"))}
     server_env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     server_env.update(env or {})
-    argv = [
-        sys.executable,
-        "-m",
-        "mlflow",
-        "server",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--backend-store-uri",
-        backend_store_uri,
-        "--artifacts-destination",
-        str(destination),
-        *(["--app-name", app_name] if app_name else []),
-    ]
+    argv = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port)]
+    argv += ["--backend-store-uri", backend_store_uri, "--artifacts-destination", str(destination)]
+    argv += ["--app-name", app_name] if app_name else []
     url = f"http://127.0.0.1:{port}"
     with loopback_process(argv, f"{url}/health", destination.parent / "server.log", server_env, timeout):
         yield url
@@ -129,19 +121,8 @@ def local_model_server(model_uri: str, log_path: str | os.PathLike, *, timeout: 
     bin_dir = Path(sys.executable).parent
     # The scoring server execs `uvicorn` from PATH: make it the one beside this interpreter.
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    argv = [
-        str(bin_dir / "mlflow"),
-        "models",
-        "serve",
-        "-m",
-        model_uri,
-        "--env-manager",
-        "local",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    argv = [str(bin_dir / "mlflow"), "models", "serve", "-m", model_uri, "--env-manager", "local"]
+    argv += ["--host", "127.0.0.1", "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
     with loopback_process(argv, f"{url}/ping", Path(log_path), env, timeout):
         yield url

@@ -66,7 +66,11 @@ def log_recommender(model, item_ids, *, eval_user_ids=None, name: str = "model")
         If ``item_ids`` is not one-dimensional, does not hold one id per model
         column, holds duplicates, or is neither integer nor string.
     """
-    ids = _catalogue(item_ids, model.n_items)
+    ids = _ids("item_ids", item_ids)
+    if len(ids) != model.n_items:
+        raise ValueError(f"item_ids: expected {model.n_items} ids (one per model column), found {len(ids)}")
+    if len(np.unique(ids)) != len(ids):
+        raise ValueError("item_ids: expected distinct ids, found duplicates")
     users = ids if eval_user_ids is None or len(eval_user_ids) == 0 else _ids("eval_user_ids", eval_user_ids)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-model-") as tmp:
         weights = Path(tmp) / "weights"
@@ -101,31 +105,11 @@ def _data_type(ids: np.ndarray) -> DataType:
     return DataType.string if ids.dtype.kind == "U" else DataType.long
 
 
-def _catalogue(item_ids, n_items: int) -> np.ndarray:
-    ids = _ids("item_ids", item_ids)
-    if len(ids) != n_items:
-        raise ValueError(f"item_ids: expected {n_items} ids (one per model column), found {len(ids)}")
-    if len(np.unique(ids)) != len(ids):
-        raise ValueError("item_ids: expected distinct ids, found duplicates")
-    return ids
-
-
 def _signature(item: DataType, user: DataType) -> ModelSignature:
     """Input ``items`` (fold-in item ids), optional ``user`` and ``k``; output ids, scores, unknown ids."""
+    user_col, items = ColSpec(user, "user", required=False), ColSpec(Array(item), "items")
+    k, scores = ColSpec(DataType.long, "k", required=False), ColSpec(Array(DataType.double), "scores")
     return ModelSignature(
-        inputs=Schema(
-            [
-                ColSpec(user, "user", required=False),
-                ColSpec(Array(item), "items"),
-                ColSpec(DataType.long, "k", required=False),
-            ]
-        ),
-        outputs=Schema(
-            [
-                ColSpec(user, "user", required=False),
-                ColSpec(Array(item), "items"),
-                ColSpec(Array(DataType.double), "scores"),
-                ColSpec(Array(item), "unknown_items"),
-            ]
-        ),
+        inputs=Schema([user_col, items, k]),
+        outputs=Schema([user_col, items, scores, ColSpec(Array(item), "unknown_items")]),
     )

@@ -46,8 +46,7 @@ def metric_key(name: str) -> str:
 
 
 def is_metric_key(key: str) -> bool:
-    """Whether ``key`` names a metric this package computes (``ndcg@100``), as
-    :func:`~mlflow_recsys.metrics.parse_metric_keys` reads it."""
+    """Whether ``key`` names a metric this package computes (``ndcg@100``)."""
     try:
         parse_metric_keys([key])
     except ValueError:
@@ -56,19 +55,10 @@ def is_metric_key(key: str) -> bool:
 
 
 def logged_metric_keys(names: Iterable[str]) -> list[str]:
-    """The metric keys of this package among a run's MLflow metric names, sorted (``ndcg_at_100`` -> ``ndcg@100``).
-
-    Names that are not an aggregate of a known metric key (training curves, timings, counts) are left out.
-    """
-    keys = []
-    for name in names:
-        try:
-            key = metric_key(name)
-        except ValueError:
-            continue
-        if is_metric_key(key):
-            keys.append(key)
-    return sorted(keys)
+    """The metric keys among a run's MLflow metric names, sorted (``ndcg_at_100`` -> ``ndcg@100``); training
+    curves, timings and counts are left out."""
+    keys = [f"{head}@{k}" for head, at, k in (n.rpartition("_at_") for n in names) if at]
+    return sorted(key for key in keys if is_metric_key(key))
 
 
 #: A model name used as it is in metric names: ASCII letters, digits, ``_`` and ``-``.
@@ -76,19 +66,9 @@ _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
 
 
 def model_label(name: str) -> str:
-    """A model name as it appears in MLflow metric names, one-to-one.
-
-    A plain name (ASCII letters, digits, ``_``, ``-``) is kept as it is. Any
-    other name has every other character replaced by ``_`` and a hash of the
-    whole name appended (``ELSA+`` -> ``ELSA_-<hash>``), so ``ELSA+`` and
-    ``ELSA_`` stay apart, and no label holds ``.``, ``/`` or ``..``, which
-    MLflow reads as parts of a path.
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is empty.
-    """
+    """A model name as it appears in MLflow metric names, one-to-one: a plain name as it is, any other with its
+    other characters made ``_`` and a hash of the whole name appended (``ELSA+`` -> ``ELSA_-<hash>``, apart from
+    ``ELSA_``), so no label holds ``.``, ``/`` or ``..``, which MLflow reads as parts of a path."""
     if not name:
         raise ValueError("name: expected a non-empty model name, found ''")
     if _PLAIN.match(name):
@@ -101,29 +81,20 @@ PAIR_SEPARATOR = " vs "
 
 
 def pair_label(baseline: str, candidate: str) -> str:
-    """A (baseline, candidate) pair as one text, one-to-one: ``"ELSA vs EASE"``.
-
-    Names that could make the joined text ambiguous (one holding ``" vs "``, beginning with ``"vs "``, ending
-    with ``" vs"`` or being ``"vs"``, or one that begins with ``"``) are written as JSON strings:
-    ``"X" vs "Z vs Y"`` and ``"X vs Z" vs "Y"`` stay apart. A label is for people and for columns of files;
-    structures in code are keyed by the pair itself.
-    """
+    """A (baseline, candidate) pair as one text, one-to-one: ``"ELSA vs EASE"``; names that would make it
+    ambiguous (holding, starting or ending with ``vs``, or starting with ``"``) as JSON strings. For people and
+    file columns; code keys structures by the pair itself."""
     if all(_bare(name) for name in (baseline, candidate)):
         return f"{candidate}{PAIR_SEPARATOR}{baseline}"
     return f"{json.dumps(candidate, ensure_ascii=False)}{PAIR_SEPARATOR}{json.dumps(baseline, ensure_ascii=False)}"
 
 
 def _bare(name: str) -> bool:
-    """Whether ``name`` joins with another bare name into a text that splits back one way only."""
     return not name.startswith('"') and PAIR_SEPARATOR not in f" {name} "
 
 
 def comparison_metric_name(baseline: str, candidate: str, metric: str, field: str) -> str:
-    """A comparison run's metric name for one hypothesis and field, before MLflow's length limit:
-    ``<candidate label>.vs.<baseline label>.<metric>.<field>`` (``ELSA.vs.EASE.ndcg_at_100.p_value``).
-
-    The same with or without a reference model, so one query finds a hypothesis in every comparison run
-    that tested it. Labels come from :func:`model_label`, which never holds a ``.``, so no two pairs share a
-    prefix (``A_vs_B`` against ``C`` and ``A`` against ``B_vs_C`` stay apart).
-    """
+    """``<candidate label>.vs.<baseline label>.<metric>.<field>`` (``ELSA.vs.EASE.ndcg_at_100.p_value``), before
+    MLflow's length limit; the same with or without a reference, so one query finds a hypothesis in every run. A
+    :func:`model_label` holds no ``.``, so no two pairs share a prefix."""
     return f"{model_label(candidate)}.vs.{model_label(baseline)}.{mlflow_metric_name(metric)}.{field}"

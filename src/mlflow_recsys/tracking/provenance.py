@@ -18,35 +18,21 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.tracking import tags
 
-#: Manifest fields that describe the split; the member list and digests only matter to the reader of the zip.
 #: A checkpoint param naming a split run's artifact: runs:/<run id>/checkpoint.zip.
 _RUNS_URI = re.compile(r"^runs:/([^/]+)/")
+#: Manifest fields that describe the split; the member list and digests only matter to the reader of the zip.
 _MANIFEST_FIELDS = ("dataset", "parameters", "counts", "split_digest")
 
 
 def collect_provenance(
     runs: list[Run], groups: dict[str, dict[str, str]], representative: dict[str, str], chosen_seed: str | None
 ) -> dict[str, Any]:
-    """Provenance of a comparison as JSON-ready data.
+    """Provenance of a comparison of ``runs`` (grouped as model -> seed tag -> run id) as JSON-ready data.
 
-    Parameters
-    ----------
-    runs:
-        The training runs compared.
-    groups:
-        Model -> seed tag -> run id.
-    representative:
-        Model -> the seed tag of the run in the paired table.
-    chosen_seed:
-        The seed asked for (``--seed``), or ``None`` when each model's lowest seed stands for it.
-
-    Returns
-    -------
-    dict
-        ``split``: the split run id and its manifest (dataset, parameters, counts, digest), or ``None`` when no
-        split run with the compared runs' split digest is found in their experiments; ``models``: per model its
-        hyper-parameters (the ``recsys.config`` tag), its runs by seed with their experiment ids, the seed in the
-        paired table and why.
+    ``representative`` maps each model to the seed tag of its run in the paired table; ``chosen_seed`` is the
+    seed asked for, or ``None`` when each model's lowest seed stands for it. ``split``: the split run id and its
+    manifest's fields, or only the digest when no split run is found; ``models``: per model its hyper-parameters,
+    its runs by seed with their experiment ids, the seed in the paired table and why.
     """
     by_id = {r.info.run_id: r for r in runs}
     digest = runs[0].data.tags.get(tags.SPLIT_DIGEST)
@@ -70,6 +56,7 @@ def collect_provenance(
 
 
 def _split(runs: list[Run], digest: str | None) -> dict[str, Any] | None:
+    """The split run's id and manifest fields; only what is known when it or its manifest cannot be read."""
     if not digest:
         return None
     run_id = _split_run_id(runs, digest)

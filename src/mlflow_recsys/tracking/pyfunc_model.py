@@ -52,11 +52,7 @@ class RecommenderPyfunc(PythonModel):
         path = Path(context.artifacts["weights"])
         self.model = load_model(path, json.loads((path / "config.json").read_text()).get("model"))
         ids = np.load(Path(context.artifacts["catalogue"]) / "item_ids.npy", allow_pickle=False)
-        self.catalogue = ItemCatalogue(ids, name="catalogue")
-        if len(self.catalogue) != self.model.n_items:
-            raise ValueError(
-                f"catalogue: expected {self.model.n_items} item ids (one per model column), found {len(self.catalogue)}"
-            )
+        self.catalogue = ItemCatalogue(ids, name="catalogue")  # log_recommender checked: one id per model column
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         frame = pd.DataFrame(model_input)

@@ -33,57 +33,30 @@ from mlflow_recsys.tracking.runs import (
     FINISHED,
     find_experiment,
     missing,
-    paged_runs,
     parsed_filter,
-    training_runs_filter,
+    search_training_runs,
 )
 from mlflow_recsys.tracking.server_errors import translated_server_errors
 from mlflow_recsys.validation import expected
 
-#: The two analyses a comparison run may hold, and the file of each one's table among its artifacts.
-ANALYSIS_FILES = {"representative-seed": "report.parquet", "seed-averaged": "seed_averaged.parquet"}
-#: The saved report of each analysis (:meth:`~mlflow_recsys.stats.ComparisonReport.save`).
-ANALYSIS_REPORTS = {"representative-seed": REPORT_DIR, "seed-averaged": SEED_AVERAGED_REPORT_DIR}
+#: The two analyses a comparison run may hold: the folder of each one's saved report and the file of its table.
+_ANALYSES = {
+    "representative-seed": (REPORT_DIR, "report.parquet"),
+    "seed-averaged": (SEED_AVERAGED_REPORT_DIR, "seed_averaged.parquet"),
+}
 
+_RUN_INFO, _SPLIT = ("run_id", "run_name", "experiment_id", "start_time"), ("dataset", "split_digest")
 #: :func:`search_comparisons`' columns: these describe the comparison run and the analysis, then come the report
 #: table's :data:`~mlflow_recsys.stats.comparison.COLUMNS`.
-RUN_COLUMNS = (
-    "run_id",
-    "run_name",
-    "experiment_id",
-    "start_time",
-    "dataset",
-    "split_digest",
-    "reference",
-    "primary_metric",
-    "correction",
-    "analysis",
-    "analysis_role",
-)
+RUN_COLUMNS = (*_RUN_INFO, *_SPLIT, "reference", "primary_metric", "correction", "analysis", "analysis_role")
 COMPARISON_COLUMNS = RUN_COLUMNS + tuple(c for c in COLUMNS if c not in RUN_COLUMNS)
-
 #: :func:`search_trainings`' columns before the metric columns.
-TRAINING_COLUMNS = (
-    "run_id",
-    "run_name",
-    "experiment_id",
-    "start_time",
-    "model",
-    "configuration",
-    "seed",
-    "dataset",
-    "split_digest",
-    "imported_from",
-)
+TRAINING_COLUMNS = (*_RUN_INFO, "model", "configuration", "seed", *_SPLIT, "imported_from")
 
-#: What a refusal of a comparison run's files adds: the likeliest cause, and the remedy.
-EARLIER_VERSION = "a comparison run logged by an earlier version of mlflow-recsys lacks it: compare its runs again"
-
-#: Most bytes one analysis table of a comparison run may take decoded: a report of 100,000 hypotheses is about
-#: 30 MB, so a table past this was not written by a comparison.
+#: Most bytes one analysis table may take decoded: a report of 100,000 hypotheses is about 30 MB.
 MAX_TABLE_BYTES = 256 * 2**20
-#: Most bytes of a comparison run's ``settings.json``: its longest fields (a reference name, the metric keys) hold
-#: a few thousand characters.
+#: Most bytes of a ``settings.json``: its longest fields (a reference name, the metric keys) hold a few thousand
+#: characters.
 MAX_SETTINGS_BYTES = 2**20
 
 
@@ -113,8 +86,8 @@ def load_comparison(run_id: str, *, analysis: str = "primary") -> ComparisonRepo
         If ``run_id`` names no run, a run that is not a comparison run, or one that did not finish (a FAILED
         comparison run holds no results).
     ArtifactError
-        If the run holds no such report (a comparison without seeds has no seed-averaged report; a comparison
-        run logged by an earlier version of mlflow-recsys has none at all) or the report's files are malformed.
+        If the run holds no such report (a comparison without seeds has no seed-averaged report) or the report's
+        files are malformed.
     """
     if analysis not in ("primary", *PRIMARY_ANALYSES[1:]):
         raise ValueError(expected("analysis", "'primary', 'representative-seed' or 'seed-averaged'", analysis))
@@ -123,7 +96,7 @@ def load_comparison(run_id: str, *, analysis: str = "primary") -> ComparisonRepo
         kind = (
             run.data.params.get("primary_analysis_used", "representative-seed") if analysis == "primary" else analysis
         )
-        folder = ANALYSIS_REPORTS[kind]
+        folder = _ANALYSES[kind][0]
         with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
             found = download_files(f"{run.info.artifact_uri}/{folder}", ["report.json", "comparisons.parquet"], tmp)
             if len(found) < 2:
@@ -131,7 +104,6 @@ def load_comparison(run_id: str, *, analysis: str = "primary") -> ComparisonRepo
                     f"run {run_id}: expected the {kind} report in {folder}/, found "
                     + ("only " + ", ".join(found) if found else "none")
                     + (" (the comparison had no seeded model)" if kind == "seed-averaged" and not found else "")
-                    + f"; {EARLIER_VERSION}"
                 )
             try:
                 return ComparisonReport.load(tmp)
@@ -171,9 +143,7 @@ def _read_settings(run_id: str, found: dict[str, Path]) -> ComparisonSettings:
             raise TypeError(f"expected a JSON object, found {type(fields).__name__}")
         return ComparisonSettings(**fields)
     except (ValueError, TypeError) as exc:
-        raise ArtifactError(
-            f"run {run_id}: {SETTINGS_FILE} holds no comparison settings ({exc}); {EARLIER_VERSION}"
-        ) from None
+        raise ArtifactError(f"run {run_id}: {SETTINGS_FILE} holds no comparison settings ({exc})") from None
 
 
 def search_comparisons(
@@ -218,7 +188,8 @@ def search_comparisons(
     TrackingServerError
         If the tracking server does not answer.
     """
-    threads = _threads(threads)
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 64:
+        raise ValueError(expected("threads", "an int from 1 to 64", threads))
     with translated_server_errors():
         client = MlflowClient()
         runs = _search(client, experiments, filter_string, tags.ROLE_COMPARISON)
@@ -261,7 +232,8 @@ def search_trainings(experiments: str | Sequence[str], filter_string: str | None
     """
     with translated_server_errors():
         runs = _search(MlflowClient(), experiments, filter_string, tags.ROLE_TRAIN)
-    rows = [{**_run_columns(r), **_training_columns(r)} for r in runs]
+    names = {"model": tags.MODEL, "configuration": tags.CONFIG, "seed": tags.SEED, "imported_from": tags.IMPORTED_FROM}
+    rows = [_run_columns(r) | {c: r.data.tags.get(tag) for c, tag in names.items()} for r in runs]
     frame = pd.DataFrame(rows, columns=list(TRAINING_COLUMNS))
     keys = logged_metric_keys({name for r in runs for name in r.data.metrics})
     for key in keys:
@@ -302,7 +274,8 @@ def _comparison_run(run_id: str) -> Run:
 
 
 def _search(client: MlflowClient, experiments, filter_string: str | None, role: str) -> list[Run]:
-    """The FINISHED active runs of ``role`` in ``experiments`` that ``filter_string`` selects, oldest first."""
+    """The FINISHED active runs of ``role`` in ``experiments`` that ``filter_string`` selects, oldest first;
+    RunSelectionError for experiments or a filter that are no such thing."""
     if not isinstance(experiments, (str, list, tuple)):
         raise RunSelectionError(expected("experiments", "an experiment name or id, or a list of them", experiments))
     names = [experiments] if isinstance(experiments, str) else list(experiments)
@@ -312,13 +285,7 @@ def _search(client: MlflowClient, experiments, filter_string: str | None, role: 
         raise RunSelectionError(expected("filter_string", "an MLflow search filter or None", filter_string))
     ids = list(dict.fromkeys(find_experiment(client, n, argument="experiments").experiment_id for n in names))
     with parsed_filter(filter_string):
-        runs, _ = paged_runs(
-            client,
-            ids,
-            training_runs_filter(filter_string or None, role=role),
-            order_by=["attributes.start_time ASC", "attributes.run_id ASC"],
-        )
-    return runs
+        return search_training_runs(client, ids, filter_string or None, role=role)[0]
 
 
 def _run_columns(run: Run) -> dict:
@@ -332,34 +299,24 @@ def _run_columns(run: Run) -> dict:
     }
 
 
-def _training_columns(run: Run) -> dict:
-    return {
-        "model": run.data.tags.get(tags.MODEL),
-        "configuration": run.data.tags.get(tags.CONFIG),
-        "seed": run.data.tags.get(tags.SEED),
-        "imported_from": run.data.tags.get(tags.IMPORTED_FROM),
-    }
-
-
 def _hypotheses(run: Run) -> pd.DataFrame:
     """The rows :func:`search_comparisons` gives for one comparison run: each analysis table it holds."""
     run_id = run.info.run_id
     primary = run.data.params.get("primary_analysis_used", "representative-seed")
     logged = run.data.params.get("reference", "None")
-    # The reference comes from the params, except where "None" might be a model's name or the value was cut:
-    # then from settings.json, one request more.
+    # From settings.json, one request more, where "None" might be a model's name or the param was cut.
     exact = logged == "None" or CUT_VALUE.match(logged) is not None
     reference: str | None = logged
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-query-") as tmp:
         # The run's own artifact URI, not runs:/<id>: resolving that costs a get_run request per run.
-        wanted = [*ANALYSIS_FILES.values(), *([SETTINGS_FILE] if exact else [])]
+        wanted = [file for _, file in _ANALYSES.values()] + ([SETTINGS_FILE] if exact else [])
         found = download_files(run.info.artifact_uri, wanted, tmp)
-        if ANALYSIS_FILES["representative-seed"] not in found:
-            raise ArtifactError(f"run {run_id}: expected artifact report.parquet, found none; {EARLIER_VERSION}")
+        if "report.parquet" not in found:
+            raise ArtifactError(f"run {run_id}: expected artifact report.parquet, found none")
         if exact:
             reference = _read_settings(run_id, found).reference
         frames = []
-        for kind, file in ANALYSIS_FILES.items():
+        for kind, (_, file) in _ANALYSES.items():
             if file not in found:
                 continue
             try:
@@ -378,12 +335,6 @@ def _hypotheses(run: Run) -> pd.DataFrame:
         "correction": None if correction == "None" else correction,
     }
     return out.assign(**{k: [v] * len(out) for k, v in described.items()})
-
-
-def _threads(threads) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 64:
-        raise ValueError(expected("threads", "an int from 1 to 64", threads))
-    return threads
 
 
 __all__ = [

@@ -50,22 +50,8 @@ def redact(text: str) -> str:
     redact(t)``. Credentials outside these forms (``user:pw@host`` with no
     scheme, a bare password) are not recognised; a harmless pair whose name
     merely contains a listed word (``monkey=3``) is masked too, the safe side
-    to err on.
-
-    Parameters
-    ----------
-    text : str
-        Any text: a URI, an error message, a param value.
-
-    Returns
-    -------
-    str
-        ``text`` unchanged when it holds none of the forms above.
-
-    Raises
-    ------
-    TypeError
-        If ``text`` is not a string.
+    to err on. ``text`` (a URI, an error message, a param value) holding none of these forms comes back
+    unchanged; a ``text`` that is no str is a TypeError.
     """
     if not isinstance(text, str):
         raise TypeError(f"text: expected a str, found {type(text).__name__}")
@@ -84,11 +70,9 @@ SUPPRESS_RUN_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 def hide_run_links_with_credentials(tracking_uri: str) -> bool:
     """Stop MLflow printing run links when ``tracking_uri`` holds credentials; say whether it did.
 
-    MLflow prints ``View run <name> at: <URL>`` when a run on a tracking server ends, and builds the URL from
-    the tracking URI, ``user:password@`` included. When :func:`redact` would change ``tracking_uri``, this sets
-    ``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT=true`` in this process's environment, so the processes it starts
-    (``mlflow run`` steps, Ray workers) print no links either. Our own output names the run with the URI
-    redacted.
+    MLflow's ``View run <name> at: <URL>`` builds the URL from the tracking URI, ``user:password@`` included. The
+    switch goes into this process's environment, so the processes it starts (``mlflow run`` steps, Ray workers)
+    print no links either.
     """
     if redact(tracking_uri) == tracking_uri:
         return False

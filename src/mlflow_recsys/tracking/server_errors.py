@@ -58,20 +58,13 @@ def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` (or an exception it was raised from) is a failed connection or a time-out."""
     import requests
 
+    failed = (TrackingServerError, requests.ConnectionError, requests.Timeout, requests.exceptions.RetryError)
     seen = set()
     current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(
-            current,
-            (
-                TrackingServerError,
-                requests.exceptions.ConnectionError,
-                requests.exceptions.Timeout,
-                requests.exceptions.RetryError,
-            ),
-        ):
+    while current is not None and id(current) not in seen:  # a chain set by hand may loop
+        if isinstance(current, failed):
             return True
+        seen.add(id(current))
         current = current.__cause__ or current.__context__
     return False
 
@@ -91,10 +84,5 @@ def translated_server_errors() -> Iterator[None]:
         raise TrackingServerError(
             f"the tracking server {redact(mlflow.get_tracking_uri())} did not answer (waited at most "
             f"{worst_case_wait_seconds():.0f} s, as MLFLOW_HTTP_REQUEST_MAX_RETRIES and MLFLOW_HTTP_REQUEST_TIMEOUT "
-            f"allow): {redact(_first_line(exc))}"
+            f"allow): {redact((str(exc).strip().splitlines() or [type(exc).__name__])[0][:300])}"
         ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
