@@ -38,7 +38,7 @@ def test_the_old_import_paths_name_the_same_classes():
 
 
 def test_a_raised_error_is_caught_as_recsys_error(tmp_path):
-    with pytest.raises(errors.RecsysError, match="evaluation.json"):
+    with pytest.raises(errors.RecsysError, match="per_user.parquet"):
         read_evaluation_artifacts(tmp_path)
 
 

@@ -1,9 +1,8 @@
 """The per-user artifact pair: ``per_user.parquet`` and ``evaluation.json``.
 
-``per_user.parquet`` holds one row per evaluation row: ``sample_id`` then one
-float64 column per metric key. ``evaluation.json`` says what those columns mean
-(exact definitions), how many rows and users there are, and which split and
-targets they were computed on. Readers refuse any other format version.
+``per_user.parquet`` holds one row per evaluation row: ``sample_id`` then one float64 column per metric key.
+``evaluation.json`` says what those columns mean (exact definitions), how many rows and users there are, and which
+split and targets they were computed on. Readers refuse any other format version.
 """
 
 from __future__ import annotations
@@ -96,12 +95,10 @@ def write_evaluation_artifacts(
 def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "") -> EvaluationArtifacts:
     """Read and validate the artifact pair in ``directory``.
 
-    The per-user values are checked, not trusted: each metric column must hold
-    integer or floating-point numbers (not booleans), all finite, and for a
-    metric of this package (:func:`mlflow_recsys.metrics.value_range`) all
-    within its range, e.g. ``[0, 1]`` for ``ndcg@100``. A key this package does
-    not define (written by a custom evaluator) has no known range, so its
-    values are only checked to be finite numbers.
+    The per-user values are checked, not trusted: each metric column must hold integer or floating-point numbers
+    (not booleans), all finite, and for a metric of this package (:func:`mlflow_recsys.metrics.value_range`) all
+    within its range, e.g. ``[0, 1]`` for ``ndcg@100``. A key this package does not define (written by a custom
+    evaluator) has no known range, so its values are only checked to be finite numbers.
 
     Parameters
     ----------
@@ -113,17 +110,14 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     Raises
     ------
     ArtifactError
-        If a file is missing, the schema or its version is unknown, a metric
-        column is missing, boolean or not numeric, a value is NaN, infinite or
-        outside its metric's range, the row count disagrees with
-        ``n_samples``, or ``sample_id`` and the metric columns would take more
-        than :func:`per_user_byte_limit` bytes uncompressed. The message starts
-        with ``origin``.
+        If a file is missing, the schema or its version is unknown, a metric column is missing, boolean or not
+        numeric, a value is NaN, infinite or outside its metric's range, the row count disagrees with ``n_samples``,
+        or ``sample_id`` and the metric columns would take more than :func:`per_user_byte_limit` bytes uncompressed.
+        The message starts with ``origin``.
 
-    Only ``sample_id`` and the metric columns are read, and only after the
-    Parquet footer has shown the row count and their uncompressed size: a
-    small file that decodes to gigabytes is refused, and columns a reader does
-    not use (another tool's notes) cost nothing.
+    Only ``sample_id`` and the metric columns are read, and only after the Parquet footer has shown the row count
+    and their uncompressed size: a small file that decodes to gigabytes is refused, and columns a reader does not
+    use (another tool's notes) cost nothing.
     """
     where = f"{origin}: " if origin else ""
     directory = Path(directory)
@@ -146,14 +140,11 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
         raise ArtifactError(
             f"{where}{EVALUATION_FILE}: expected 'n_samples' to be a count of rows, found {n_samples!r}"
         )
-    try:  # decoded only once the footer shows n_samples rows within per_user_byte_limit; no other column
+    limit = per_user_byte_limit(n_samples, len(keys))
+    try:  # decoded only once the footer shows n_samples rows within the limit; no other column
+        columns = ["sample_id", *keys]
         table = read_columns(
-            parquet,
-            ["sample_id", *keys],
-            rows=n_samples,
-            rows_from="n_samples",
-            max_bytes=per_user_byte_limit(n_samples, len(keys)),
-            name=PER_USER_FILE,
+            parquet, columns, rows=n_samples, rows_from="n_samples", max_bytes=limit, name=PER_USER_FILE
         )
     except ParquetRefused as exc:
         raise ArtifactError(f"{where}{exc}") from None

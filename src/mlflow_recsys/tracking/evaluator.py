@@ -10,21 +10,18 @@ Registered under the ``mlflow.model_evaluator`` entry point as ``recsys``. Use::
 Without a model, ``predictions="<column>"`` names the frame's column of recommended ids per row (best first;
 a column other than the fold-in ``items``) and those static lists are scored the same way.
 
-``frame`` has a column ``items`` (each user's fold-in item ids), the targets
-column (the held-out item ids to find) and optionally ``sample_id``. The model
-must return, per row, a list of recommended item ids in a column ``items`` (best
-first), as the models this package logs do; it is asked for ``k`` = the largest
-cutoff. The evaluator logs the aggregate metrics under MLflow-safe names and
-``per_user.parquet`` + ``evaluation.json`` to the run, so the run can be compared
-like any training run: give ``evaluator_config`` a ``model_name`` (and ``seed``,
-``split_digest`` and the catalogue ``item_ids`` where known, so fingerprints match
-the training runs') and the run is tagged as a training run of that model.
+``frame`` has a column ``items`` (each user's fold-in item ids), the targets column (the held-out item ids to find)
+and optionally ``sample_id``. The model must return, per row, a list of recommended item ids in a column ``items``
+(best first), as the models this package logs do; it is asked for ``k`` = the largest cutoff. The evaluator logs the
+aggregate metrics under MLflow-safe names and ``per_user.parquet`` + ``evaluation.json`` to the run, so the run can
+be compared like any training run: give ``evaluator_config`` a ``model_name`` (and ``seed``, ``split_digest`` and
+the catalogue ``item_ids`` where known, so fingerprints match the training runs') and the run is tagged as a
+training run of that model.
 
-Ids become columns through :class:`mlflow_recsys.catalogue.ItemCatalogue`, as in
-the served model and :func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids` (which
-evaluates frames of ids without MLflow). Without ``item_ids`` the catalogue is
-every id seen in the data and the output, sorted. With it, a target or recommended id outside it raises ``ValueError``;
-fold-in ids outside it are ignored, as the model ignores them.
+Ids become columns through :class:`mlflow_recsys.catalogue.ItemCatalogue`, as in the served model and
+:func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids` (which evaluates frames of ids without MLflow). Without
+``item_ids`` the catalogue is every id seen in the data and the output, sorted. With it, a target or recommended id
+outside it raises ``ValueError``; fold-in ids outside it are ignored, as the model ignores them.
 """
 
 from __future__ import annotations
@@ -90,13 +87,8 @@ class RecsysEvaluator(ModelEvaluator):
         target, unknown = catalogue.matrix_from_lists(dataset.labels_data)
         _refuse_unknown([i for row in unknown for i in row], "targets")
         sample_ids = features["sample_id"].to_numpy() if "sample_id" in features.columns else None
-        result = evaluate_rankings(
-            _rankings(catalogue, output["items"], k),
-            targets=target,
-            metrics=metrics,
-            sample_ids=sample_ids,
-            source=source,
-        )
+        rankings = _rankings(catalogue, output["items"], k)
+        result = evaluate_rankings(rankings, targets=target, metrics=metrics, sample_ids=sample_ids, source=source)
         return MlflowEvaluationResult(metrics=_log_result(run_id, result, config), artifacts={})
 
 

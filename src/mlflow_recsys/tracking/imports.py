@@ -59,10 +59,9 @@ def log_recommendations(
     Raises
     ------
     ValueError
-        Bad ``model`` (not a one-line name of at most 6,000 characters), ``seed`` (not an integer in
-        [0, 2**63 - 1], or its decimal text), ``params`` (keys over 250 characters or outside MLflow's rule for
-        param names, values over 6,000, or an import's own name), and every protocol refusal of the readers and
-        checks; no run is made.
+        Bad ``model`` (not a one-line name of at most 6,000 characters), ``seed`` (not an integer in [0, 2**63 - 1],
+        or its decimal text), ``params`` (keys over 250 characters or outside MLflow's rule for param names, values
+        over 6,000, or an import's own name), and every protocol refusal of the readers and checks; no run is made.
     FileNotFoundError
         A missing checkpoint or recommendations file.
     """
@@ -105,14 +104,11 @@ def _params_iv(params: Mapping[str, Any] | None) -> dict[str, str]:
     for key, value in params.items():
         ok = isinstance(key, str) and 0 < len(key) <= MAX_KEY_LENGTH and key not in _OWN_PARAMS
         if not ok or not validate_param_and_metric_name(key) or path_not_unique(key):
-            raise ValueError(
-                expected(
-                    "params",
-                    f"names of 1 to {MAX_KEY_LENGTH} characters other than {list(_OWN_PARAMS)}, of letters, "
-                    "digits, spaces and _ - . / (MLflow's rule for param names), without '..' or a leading /",
-                    key,
-                )
+            rule = (
+                f"names of 1 to {MAX_KEY_LENGTH} characters other than {list(_OWN_PARAMS)}, of letters, digits, "
+                "spaces and _ - . / (MLflow's rule for param names), without '..' or a leading /"
             )
+            raise ValueError(expected("params", rule, key))
         if len(str(value)) > MAX_PARAM_LENGTH:
             raise ValueError(
                 f"params[{key!r}]: expected at most {MAX_PARAM_LENGTH:,} characters, found {len(str(value)):,}"

@@ -1,11 +1,9 @@
 """MLflow's size limits, and the one way this package fits what it logs inside them.
 
-MLflow rejects a metric, param or tag key over 250 characters, and cuts param
-values over 6,000 and tag values (run notes included) over 8,000 characters
-without a word (``mlflow.utils.validation``). The SQL stores keep run names in a
-250-character column. Nothing logged here relies on either behaviour: keys are
-shortened one-to-one, long values are replaced by a pointer to an artifact that
-holds them whole, and texts are chosen from versions that fit.
+MLflow rejects a metric, param or tag key over 250 characters, and cuts param values over 6,000 and tag values (run
+notes included) over 8,000 characters without a word (``mlflow.utils.validation``). The SQL stores keep run names in
+a 250-character column. Nothing logged here relies on either behaviour: keys are shortened one-to-one, long values
+are replaced by a pointer to an artifact that holds them whole, and texts are chosen from versions that fit.
 """
 
 from __future__ import annotations

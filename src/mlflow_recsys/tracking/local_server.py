@@ -1,12 +1,8 @@
 """MLflow's own servers on 127.0.0.1 for the length of a ``with``: a tracking server and a model server.
 
-Public: the how-to scripts use it to run their steps on one machine without a server to set up
-(``examples/howto_tracking_server.py`` starts :func:`local_tracking_server`,
-``examples/howto_serve_model.py`` :func:`local_model_server`), and so do the project's tests,
-benchmarks and ``scripts/ui_check.py``. Each starts the real ``mlflow`` command in a child
-process, waits until it answers, yields its address and stops it at the end; nothing here is
-a stand-in for MLflow. Servers listen on loopback only and are meant for one user's machine,
-not for serving others.
+Public: the how-to scripts, tests and benchmarks run their steps on one machine with them. Each starts the real
+``mlflow`` command in a child process, waits until it answers, yields its address and stops it at the end.
+Servers listen on loopback only: for one user's machine, not for serving others.
 """
 
 from __future__ import annotations
@@ -31,17 +27,9 @@ def free_port() -> int:
 
 @contextmanager
 def loopback_process(argv: list[str], probe_url: str, log_path: Path, env: dict, timeout: float) -> Iterator[None]:
-    """Run ``argv`` until the ``with`` ends, once ``probe_url`` answers; its output goes to ``log_path``.
-
-    A file, not a pipe, takes the output: a pipe nobody reads can fill up and stall the server.
-
-    Raises
-    ------
-    RuntimeError
-        If the process exits or ``probe_url`` does not answer within ``timeout``
-        seconds; the message holds the end of the log.
-    """
-    with open(log_path, "w") as log:
+    """Run ``argv`` until the ``with`` ends, once ``probe_url`` answers; RuntimeError with the end of the log if
+    it exits or does not answer within ``timeout`` seconds."""
+    with open(log_path, "w") as log:  # a file, not a pipe: a pipe nobody reads can fill up and stall the server
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
@@ -87,8 +75,7 @@ def local_tracking_server(
     Raises
     ------
     RuntimeError
-        If the server does not answer ``/health`` within ``timeout`` seconds;
-        the message holds the end of its log.
+        If the server does not answer ``/health`` within ``timeout`` seconds; the message holds the end of its log.
     """
     port = port or free_port()
     destination = Path(artifacts_destination)

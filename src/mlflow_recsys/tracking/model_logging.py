@@ -32,26 +32,23 @@ def _requirements() -> list[str]:
 def log_recommender(model, item_ids, *, eval_user_ids=None, name: str = "model"):
     """Log ``model`` (any fitted :mod:`mlflow_recsys.models` recommender) to the active run.
 
-    The weights travel as the artifact ``weights`` (``config.json`` + ``.npy``),
-    the ids as the artifact ``catalogue`` (``item_ids.npy``), the serving code
-    as :mod:`mlflow_recsys.tracking.pyfunc_model` and the package source as code
-    paths, so ``mlflow.pyfunc.load_model`` needs no unpickling. The signature
-    and input example use the id type. Loading the model runs that stored code,
-    so load it only from an artifact store whose writers you trust.
+    The weights travel as the artifact ``weights`` (``config.json`` + ``.npy``), the ids as the artifact
+    ``catalogue`` (``item_ids.npy``), the serving code as :mod:`mlflow_recsys.tracking.pyfunc_model` and the package
+    source as code paths, so ``mlflow.pyfunc.load_model`` needs no unpickling. The signature and input example use
+    the id type. Loading the model runs that stored code, so load it only from an artifact store whose writers you
+    trust.
 
     Parameters
     ----------
     model:
         A fitted recommender with ``n_items`` columns.
     item_ids:
-        Array-like of shape (n_items,), the raw id of each model column (the
-        checkpoint's ``item_ids``): integers (stored as int64) or strings
-        (stored as fixed-width unicode, so no pickle is needed to read them).
+        Array-like of shape (n_items,), the raw id of each model column (the checkpoint's ``item_ids``): integers
+        (stored as int64) or strings (stored as fixed-width unicode, so no pickle is needed to read them).
     eval_user_ids:
-        Optional array-like of evaluated users' ids (e.g. the checkpoint's
-        ``test_eval_user_ids``): their type (integer or string) types the
-        optional ``user`` column of the signature, and the first one is used in
-        the input example. Default None: the ``user`` column takes the item ids' type.
+        Optional array-like of evaluated users' ids (e.g. the checkpoint's ``test_eval_user_ids``): their type
+        (integer or string) types the optional ``user`` column of the signature, and the first one is used in the
+        input example. Default None: the ``user`` column takes the item ids' type.
     name:
         Artifact path of the model in the run. Default ``"model"``.
 

@@ -1,9 +1,8 @@
 """The one place where metric keys and model names become MLflow names and texts, one-to-one.
 
-MLflow metric names may not contain ``@``; ``ndcg@100`` is logged as
-``ndcg_at_100``. Keys have the form of :data:`mlflow_recsys.metrics.KEY_PATTERN`.
-Model names become labels of metric names (:func:`model_label`), and a pair of
-models a text (:func:`pair_label`); a comparison run's metric names
+MLflow metric names may not contain ``@``; ``ndcg@100`` is logged as ``ndcg_at_100``. Keys have the form of
+:data:`mlflow_recsys.metrics.KEY_PATTERN`. Model names become labels of metric names (:func:`model_label`), and a
+pair of models a text (:func:`pair_label`); a comparison run's metric names
 (``<candidate>.vs.<baseline>.<metric>.<field>``) are made by :func:`comparison_metric_name` alone.
 """
 

@@ -70,9 +70,8 @@ def _split(runs: list[Run], digest: str | None) -> dict[str, Any] | None:
 
 
 def _split_run_id(runs: list[Run], digest: str) -> str | None:
-    """The split run the compared runs were trained on: the one their ``checkpoint`` param names, when it is a
-    split run with this digest; else the earliest split run with the digest in their experiments (a later split
-    of the same rows, under another name, has the same digest but another dataset description)."""
+    """The split run their ``checkpoint`` param names, when it has this digest; else the earliest split run with
+    it in their experiments (a later split of the same rows has the digest but another dataset description)."""
     client = MlflowClient()
     named = {m.group(1) for r in runs if (m := _RUNS_URI.match(r.data.params.get("checkpoint", "")))}
     for run_id in sorted(named):

@@ -1,27 +1,22 @@
 """MLflow "model from code" for every recommender of this package.
 
-MLflow logs this file as the model's code and runs it when the model is loaded,
-so nothing is pickled: the weights are plain ``.npy`` files with a JSON config
-(artifact ``weights``) and the catalogue is ``item_ids.npy`` (artifact
+MLflow logs this file as the model's code and runs it when the model is loaded, so nothing is pickled: the weights
+are plain ``.npy`` files with a JSON config (artifact ``weights``) and the catalogue is ``item_ids.npy`` (artifact
 ``catalogue``), the raw item id of every model column.
 
-Input: a DataFrame with a column ``items`` (each row a list of the user's
-fold-in item ids, the dataset's raw ids, of the catalogue's type), optionally
-``user`` (an id of the dataset's user-id type, echoed back) and ``k`` (list
-length per row, default 20, capped at the catalogue size). Output: a DataFrame
-with ``user`` (when given), ``items`` (the top-k item ids, best first, fold-in
-excluded), ``scores`` and ``unknown_items`` (the input ids outside the
-catalogue: they cannot be scored, so they are reported there and in a warning
-rather than dropped silently). Ids become model columns through
-:class:`mlflow_recsys.catalogue.ItemCatalogue`, the mapping that
+Input: a DataFrame with a column ``items`` (each row a list of the user's fold-in item ids, the dataset's raw ids,
+of the catalogue's type), optionally ``user`` (an id of the dataset's user-id type, echoed back) and ``k`` (list
+length per row, default 20, capped at the catalogue size). Output: a DataFrame with ``user`` (when given), ``items``
+(the top-k item ids, best first, fold-in excluded), ``scores`` and ``unknown_items`` (the input ids outside the
+catalogue: they cannot be scored, so they are reported there and in a warning rather than dropped silently). Ids
+become model columns through :class:`mlflow_recsys.catalogue.ItemCatalogue`, the mapping that
 :func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids` and the ``recsys`` evaluator use.
 
 A row with no known item (a cold-start user) gets all-zero scores from EASE and
 ELSA, so its list is the catalogue order; rank such users with ``Popularity``.
 
-Loading runs this file, as stored in the artifact store, and the package copy
-logged beside it: anyone who can write to that store can change the code that
-runs. The weights' SHA-256 digests catch damaged files, not such edits (see
+Loading runs this file, as stored in the artifact store, and the package copy logged beside it: anyone who can write
+to that store can change the code that runs. The weights' SHA-256 digests catch damaged files, not such edits (see
 the "Trusting artifacts" page). Load and serve models only from stores you trust.
 """
 

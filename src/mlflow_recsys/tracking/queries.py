@@ -29,13 +29,7 @@ from mlflow_recsys.tracking.downloads import download_files
 from mlflow_recsys.tracking.limits import CUT_VALUE
 from mlflow_recsys.tracking.logged_models import CI_HIGH, CI_LOW
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
-from mlflow_recsys.tracking.runs import (
-    FINISHED,
-    find_experiment,
-    missing,
-    parsed_filter,
-    search_training_runs,
-)
+from mlflow_recsys.tracking.runs import FINISHED, find_experiment, missing, parsed_filter, search_training_runs
 from mlflow_recsys.tracking.server_errors import translated_server_errors
 from mlflow_recsys.validation import expected
 
@@ -138,10 +132,7 @@ def _read_settings(run_id: str, found: dict[str, Path]) -> ComparisonSettings:
             f"run {run_id}: expected {SETTINGS_FILE} of at most {MAX_SETTINGS_BYTES:,} bytes, found {size:,}"
         )
     try:
-        fields = json.loads(found[SETTINGS_FILE].read_text(encoding="utf-8"))
-        if not isinstance(fields, dict):
-            raise TypeError(f"expected a JSON object, found {type(fields).__name__}")
-        return ComparisonSettings(**fields)
+        return ComparisonSettings(**json.loads(found[SETTINGS_FILE].read_text(encoding="utf-8")))
     except (ValueError, TypeError) as exc:
         raise ArtifactError(f"run {run_id}: {SETTINGS_FILE} holds no comparison settings ({exc})") from None
 
@@ -264,12 +255,9 @@ def _comparison_run(run_id: str) -> Run:
             f"{tags.ROLE} = {role!r}"
         )
     if run.info.status != FINISHED:
-        why = run.data.tags.get(tags.ERROR)
-        raise RunSelectionError(
-            f"run_id: expected a FINISHED comparison run, found run {run_id} {run.info.status}"
-            + (f" ({why})" if why else "")
-            + "; it holds no results"
-        )
+        why = f" ({run.data.tags[tags.ERROR]})" if run.data.tags.get(tags.ERROR) else ""
+        found = f"found run {run_id} {run.info.status}{why}"
+        raise RunSelectionError(f"run_id: expected a FINISHED comparison run, {found}; it holds no results")
     return run
 
 
@@ -323,25 +311,14 @@ def _hypotheses(run: Run) -> pd.DataFrame:
                 table = read_columns(found[file], COLUMNS, rows=None, max_bytes=MAX_TABLE_BYTES, name=file)
             except ParquetRefused as exc:
                 raise ArtifactError(f"run {run_id}: {exc}") from None
-            frames.append(
-                table.to_pandas().assign(analysis=kind, analysis_role="primary" if kind == primary else "sensitivity")
-            )
+            role = "primary" if kind == primary else "sensitivity"
+            frames.append(table.to_pandas().assign(analysis=kind, analysis_role=role))
     out = pd.concat(frames, ignore_index=True)
     correction = run.data.params.get("correction", "None")
-    described = {
-        **_run_columns(run),
-        "reference": reference,
-        "primary_metric": run.data.tags.get(tags.PRIMARY_METRIC) or None,
-        "correction": None if correction == "None" else correction,
-    }
+    described = _run_columns(run) | {"reference": reference, "correction": None if correction == "None" else correction}
+    described["primary_metric"] = run.data.tags.get(tags.PRIMARY_METRIC) or None
     return out.assign(**{k: [v] * len(out) for k, v in described.items()})
 
 
-__all__ = [
-    "COMPARISON_COLUMNS",
-    "TRAINING_COLUMNS",
-    "load_comparison",
-    "load_comparison_settings",
-    "search_comparisons",
-    "search_trainings",
-]
+__all__ = ["COMPARISON_COLUMNS", "TRAINING_COLUMNS", "load_comparison", "load_comparison_settings"]
+__all__ += ["search_comparisons", "search_trainings"]

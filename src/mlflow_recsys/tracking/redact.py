@@ -29,8 +29,7 @@ _BEARER = re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{16,}", re.IGNORECASE)
 def redact(text: str) -> str:
     """``text`` with every credential it holds replaced by ``***``.
 
-    Replaced, anywhere in the text (a URL inside a sentence or an exception
-    message is found too):
+    Replaced, anywhere in the text (a URL inside a sentence or an exception message is found too):
 
     - the whole user-information part of a URL, user name included
       (``postgresql+psycopg2://alice:pw@db:5432/x`` becomes
@@ -45,13 +44,11 @@ def redact(text: str) -> str:
     - Databricks personal access tokens (``dapi`` and 32 hex digits) and the
       credential after ``Bearer`` (16 characters or more).
 
-    Host, port, path and the other query parameters stay, so a message still
-    says where the request went. The result is stable: ``redact(redact(t)) ==
-    redact(t)``. Credentials outside these forms (``user:pw@host`` with no
-    scheme, a bare password) are not recognised; a harmless pair whose name
-    merely contains a listed word (``monkey=3``) is masked too, the safe side
-    to err on. ``text`` (a URI, an error message, a param value) holding none of these forms comes back
-    unchanged; a ``text`` that is no str is a TypeError.
+    Host, port, path and the other query parameters stay, so a message still says where the request went. The result
+    is stable: ``redact(redact(t)) == redact(t)``. Credentials outside these forms (``user:pw@host`` with no scheme,
+    a bare password) are not recognised; a harmless pair whose name merely contains a listed word (``monkey=3``) is
+    masked too, the safe side to err on. ``text`` (a URI, an error message, a param value) holding none of these
+    forms comes back unchanged; a ``text`` that is no str is a TypeError.
     """
     if not isinstance(text, str):
         raise TypeError(f"text: expected a str, found {type(text).__name__}")

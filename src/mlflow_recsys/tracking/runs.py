@@ -23,16 +23,9 @@ from mlflow.tracking import MlflowClient
 from tqdm.auto import tqdm
 
 from mlflow_recsys._digests import shorten
-from mlflow_recsys.errors import RunSelectionError
+from mlflow_recsys.errors import ArtifactError, RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.artifacts import (
-    EVALUATION_FILE,
-    PER_USER_FILE,
-    ArtifactError,
-    EvaluationArtifacts,
-    read_evaluation_artifacts,
-)
+from mlflow_recsys.tracking import artifacts, tags
 from mlflow_recsys.tracking.downloads import download_files
 from mlflow_recsys.tracking.limits import duplicates
 from mlflow_recsys.tracking.redact import redact
@@ -98,25 +91,20 @@ def select_runs(
 ) -> list[Run]:
     """Training runs chosen by ids, by a compare URL, or by experiment plus filter.
 
-    Exactly one of ``run_ids``, ``compare_url`` or ``experiment`` (a name or an
-    id) must be given; ``filter_string`` is an MLflow search filter used with
-    ``experiment``. Only runs tagged ``recsys.role=train`` are training runs.
-    An experiment selection takes the FINISHED ones (:func:`search_training_runs`,
-    the rule the server's pages follow too): a run still RUNNING (a sweep in
-    progress, a killed study's leftover), FAILED or KILLED is left out, and a
-    warning on this module's logger says how many were, by state. Runs named by
-    id or by a compare URL must all be FINISHED. A search is read page by page
-    (``page_size`` runs a page, default :data:`SEARCH_PAGE_SIZE`) until MLflow
-    returns no page token, so no match is dropped; deleted runs are never selected.
+    Exactly one of ``run_ids``, ``compare_url`` or ``experiment`` (a name or an id) must be given; ``filter_string``
+    is an MLflow search filter used with ``experiment``. Only runs tagged ``recsys.role=train`` are training runs.
+    An experiment selection takes the FINISHED ones (:func:`search_training_runs`, the rule the server's pages
+    follow too): a run still RUNNING (a sweep in progress, a killed study's leftover), FAILED or KILLED is left out,
+    and a warning on this module's logger says how many were, by state. Runs named by id or by a compare URL must
+    all be FINISHED. A search is read page by page (``page_size`` runs a page, default :data:`SEARCH_PAGE_SIZE`)
+    until MLflow returns no page token, so no match is dropped; deleted runs are never selected.
 
     Raises
     ------
     RunSelectionError
-        If the selection is ambiguous or empty (for an experiment: no FINISHED
-        training run matches, the message counting those left out), a run or
-        experiment does not exist, a run is deleted or listed twice, a run is not
-        a training run, or a run named by id is not FINISHED (the message lists
-        every such run with its state).
+        If the selection is ambiguous or empty (for an experiment: no FINISHED training run matches, the message
+        counting those left out), a run or experiment does not exist, a run is deleted or listed twice, a run is not
+        a training run, or a run named by id is not FINISHED (the message lists every such run with its state).
     MlflowException
         If the tracking server fails for another reason than a missing run or
         experiment (e.g. it cannot be reached); the caller reports it.
@@ -246,14 +234,12 @@ def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "e
 def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: str | None, page_size: int) -> list[Run]:
     """The FINISHED training runs of ``experiment`` that ``filter_string`` selects; those left out are counted."""
     exp = find_experiment(client, experiment)
+    ids = [exp.experiment_id]
     with parsed_filter(filter_string):
-        runs, _ = search_training_runs(client, [exp.experiment_id], filter_string, page_size=page_size)
-        others, _ = search_training_runs(
-            client, [exp.experiment_id], filter_string, selected=False, page_size=page_size
-        )
-    left_out = sorted(Counter(r.info.status for r in others).items())
+        runs, _ = search_training_runs(client, ids, filter_string, page_size=page_size)
+        others, _ = search_training_runs(client, ids, filter_string, selected=False, page_size=page_size)
     total = len(others)
-    states = ", ".join(f"{n} {status}" for status, n in left_out)
+    states = ", ".join(f"{n} {status}" for status, n in sorted(Counter(r.info.status for r in others).items()))
     what = f"left out {total} training {'run that is' if total == 1 else 'runs that are'} not {FINISHED} ({states})"
     if not runs:
         raise RunSelectionError(
@@ -326,7 +312,7 @@ def parsed_filter(filter_string: str | None):
         raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
 
 
-def load_evaluation_artifacts(run_id: str) -> EvaluationArtifacts:
+def load_evaluation_artifacts(run_id: str) -> artifacts.EvaluationArtifacts:
     """The per-user artifacts of one training run, downloaded and read by
     :func:`~mlflow_recsys.tracking.artifacts.read_evaluation_artifacts`.
 
@@ -335,10 +321,10 @@ def load_evaluation_artifacts(run_id: str) -> EvaluationArtifacts:
     """
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-") as tmp:
         try:
-            download_files(f"runs:/{run_id}", [PER_USER_FILE, EVALUATION_FILE], tmp)
+            download_files(f"runs:/{run_id}", [artifacts.PER_USER_FILE, artifacts.EVALUATION_FILE], tmp)
         except MlflowException as exc:
             raise ArtifactError(f"run {run_id}: could not download its per-user artifacts ({exc})") from None
-        return read_evaluation_artifacts(tmp, origin=f"run {run_id}")
+        return artifacts.read_evaluation_artifacts(tmp, origin=f"run {run_id}")
 
 
 def load_evaluation(run_id: str) -> EvaluationResult:
@@ -354,14 +340,9 @@ def load_evaluation(run_id: str) -> EvaluationResult:
     return load_evaluation_artifacts(run_id).result
 
 
-def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, EvaluationArtifacts]:
+def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, artifacts.EvaluationArtifacts]:
     """Several runs' artifacts, downloaded by a few threads under a progress bar."""
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(run_ids)))) as pool:
-        done = tqdm(
-            pool.map(load_evaluation_artifacts, run_ids),
-            total=len(run_ids),
-            desc="per-user artifacts",
-            unit="run",
-            disable=None,
-        )
+        loaded = pool.map(load_evaluation_artifacts, run_ids)
+        done = tqdm(loaded, total=len(run_ids), desc="per-user artifacts", unit="run", disable=None)
         return dict(zip(run_ids, list(done), strict=True))

@@ -2,10 +2,9 @@
 
 MLflow's HTTP client retries a failed request ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` times, waiting
 ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR * 2**(n - 1)`` seconds before retry ``n`` (urllib3's backoff, plus up to
-``MLFLOW_HTTP_REQUEST_BACKOFF_JITTER`` seconds), and each attempt waits at most
-``MLFLOW_HTTP_REQUEST_TIMEOUT`` seconds for an answer. MLflow's defaults (7 retries, factor 2, 120 s) let one
-request to a dead server take about four minutes; :data:`CLI_DEFAULTS` are what the ``mlflow-recsys`` commands
-use unless these variables are set.
+``MLFLOW_HTTP_REQUEST_BACKOFF_JITTER`` seconds), and each attempt waits at most ``MLFLOW_HTTP_REQUEST_TIMEOUT``
+seconds for an answer. MLflow's defaults (7 retries, factor 2, 120 s) let one request to a dead server take about
+four minutes; :data:`CLI_DEFAULTS` are what the ``mlflow-recsys`` commands use unless these variables are set.
 """
 
 from __future__ import annotations
@@ -34,24 +33,15 @@ def use_cli_defaults() -> None:
 
 
 def worst_case_wait_seconds() -> float:
-    """The longest one request can take against a server that accepts connections but never answers.
+    """The longest one request can take against a server that accepts connections but never answers:
+    ``(retries + 1) * timeout + sum of backoffs + retries * jitter``, from the current environment."""
+    from mlflow import environment_variables as env
 
-    ``(retries + 1) * timeout + sum of backoffs + retries * jitter``, from the current environment.
-    """
-    from mlflow.environment_variables import (
-        MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR,
-        MLFLOW_HTTP_REQUEST_BACKOFF_JITTER,
-        MLFLOW_HTTP_REQUEST_MAX_RETRIES,
-        MLFLOW_HTTP_REQUEST_TIMEOUT,
-    )
-
-    retries = MLFLOW_HTTP_REQUEST_MAX_RETRIES.get()
-    factor = MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
+    retries, factor = env.MLFLOW_HTTP_REQUEST_MAX_RETRIES.get(), env.MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR.get()
     # urllib3 2 waits nothing before the first retry, then factor * 2**(n - 1), at most 120 s.
     backoff = sum(min(factor * 2 ** (n - 1), 120) for n in range(2, retries + 1))
-    return (
-        (retries + 1) * MLFLOW_HTTP_REQUEST_TIMEOUT.get() + backoff + retries * MLFLOW_HTTP_REQUEST_BACKOFF_JITTER.get()
-    )
+    jitter = retries * env.MLFLOW_HTTP_REQUEST_BACKOFF_JITTER.get()
+    return (retries + 1) * env.MLFLOW_HTTP_REQUEST_TIMEOUT.get() + backoff + jitter
 
 
 def is_unreachable(exc: BaseException) -> bool:
