@@ -1,10 +1,9 @@
 """Atomic writes: a temporary file or folder beside the target, renamed into place when complete.
 
-Every file the package writes (checkpoints, downloads, saved models, per-user
-artifacts) goes through :func:`atomic_write`, and a saved comparison report (a
-folder) through :func:`atomic_directory`, so a reader never sees a half-written
-one and a failure leaves the target as it was. What they leave behind gets the
-mode a plain ``open`` or ``mkdir`` would give (:func:`new_file_mode`).
+Every file the package writes (checkpoints, downloads, saved models, per-user artifacts) goes through
+:func:`atomic_write`, and a saved comparison report (a folder) through :func:`atomic_directory`, so a reader never sees
+a half-written one and a failure leaves the target as it was. What they leave behind gets the mode a plain ``open`` or
+``mkdir`` would give (:func:`new_file_mode`).
 """
 
 from __future__ import annotations
@@ -24,10 +23,9 @@ _UMASK_LOCK = threading.Lock()
 def current_umask() -> int:
     """The process's file-creation mask, e.g. ``0o022``.
 
-    Read from ``/proc/self/status`` where the kernel reports it (Linux 4.7+);
-    elsewhere it can only be read by setting it, so it is set to 0 and restored
-    at once under a lock. The mask is process-wide: a file another thread
-    creates in that instant, outside this module, gets mode ``0o666``.
+    Read from ``/proc/self/status`` where the kernel reports it (Linux 4.7+); elsewhere it can only be read by setting
+    it, so it is set to 0 and restored at once under a lock. The mask is process-wide: a file another thread creates in
+    that instant, outside this module, gets mode ``0o666``.
     """
     try:
         with open("/proc/self/status", encoding="ascii") as status:
@@ -51,12 +49,10 @@ def new_file_mode() -> int:
 def atomic_write(target: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
     """Yield a binary file that replaces ``target`` when the ``with`` block ends without error.
 
-    The file is created in ``target``'s folder (which must exist) under a
-    hidden temporary name ending in ``suffix``. On success it gets the mode a
-    plain ``open(target, "wb")`` would give a new file, ``0o666`` less the
-    umask (a temporary file starts as ``0o600``), and is renamed onto
-    ``target``, replacing any file there. On an exception it is deleted and
-    ``target`` is left untouched.
+    The file is created in ``target``'s folder (which must exist) under a hidden temporary name ending in ``suffix``. On
+    success it gets the mode a plain ``open(target, "wb")`` would give a new file, ``0o666`` less the umask (a temporary
+    file starts as ``0o600``), and is renamed onto ``target``, replacing any file there. On an exception it is deleted
+    and ``target`` is left untouched.
 
     Parameters
     ----------
@@ -96,12 +92,10 @@ def atomic_write(target: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator
 def atomic_directory(target: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
     """Yield an empty folder that becomes ``target`` when the ``with`` block ends without error.
 
-    The folder is made in ``target``'s parent (which must exist) under a hidden
-    temporary name, with the mode a plain ``mkdir`` would give it (``0o777``
-    less the umask). On success it is renamed to ``target``; with ``replace``,
-    an existing ``target`` is first renamed aside, the new folder renamed into
-    place (the old one put back if that fails), and the old one deleted. On an
-    exception the temporary folder is deleted and ``target`` is left as it was.
+    The folder is made in ``target``'s parent (which must exist) under a hidden temporary name, with the mode a plain
+    ``mkdir`` would give it (``0o777`` less the umask). On success it is renamed to ``target``; with ``replace``, an
+    existing ``target`` is first renamed aside, the new folder renamed into place (the old one put back if that fails),
+    and the old one deleted. On an exception the temporary folder is deleted and ``target`` is left as it was.
 
     Parameters
     ----------

@@ -1,6 +1,6 @@
 """Versioned JSON files (``report.json``, a model's ``config.json``, a checkpoint's ``manifest.json``,
-``evaluation.json``, ``split.json``): each names its ``format`` and ``format_version``, and a reader refuses any
-other with one message naming the file, what it expected and what it found."""
+``evaluation.json``, ``split.json``): each names its ``format`` and ``format_version``, and a reader refuses any other
+with one message naming the file, what it expected and what it found."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def check(raw: bytes | str, where: str | os.PathLike, kind: str, version: int) -
     Raises
     ------
     ValueError
-        Naming ``where``: if ``raw`` is not UTF-8 JSON of an object, declares another format, or another
-        version (``True`` and ``1.0`` are not ``1``), with the package version that wrote it when it says.
+        Naming ``where``: if ``raw`` is not UTF-8 JSON of an object, declares another format, or another version
+        (``True`` and ``1.0`` are not ``1``), with the package version that wrote it when it says.
     """
     try:
         document = json.loads(raw)

@@ -1,9 +1,9 @@
 """Reading the columns of a Parquet file that a reader needs, after its footer says they are the size expected.
 
-A Parquet file is cheap to store and can be dear to read: a 41 KB file whose one string repeats under
-dictionary encoding decodes to gigabytes. So a reader of files from others opens the footer first (the row
-count and each column chunk's uncompressed size are metadata), refuses a file whose row count or size is not
-what it expects, and only then reads, and only the columns it uses.
+A Parquet file is cheap to store and can be dear to read: a 41 KB file whose one string repeats under dictionary
+encoding decodes to gigabytes. So a reader of files from others opens the footer first (the row count and each column
+chunk's uncompressed size are metadata), refuses a file whose row count or size is not what it expects, and only then
+reads, and only the columns it uses.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 
 class ParquetRefused(ValueError):
-    """A Parquet file that cannot be read, or that is not the shape or size its reader expects; the message names
-    the file as its reader does, never by a local path."""
+    """A Parquet file that cannot be read, or that is not the shape or size its reader expects; the message names the
+    file as its reader does, never by a local path."""
 
 
 def read_columns(
@@ -40,15 +40,15 @@ def read_columns(
     columns:
         Top-level column names to read, in the order wanted; other columns are never decoded.
     rows:
-        The number of rows the file must hold (``num_rows`` of its footer); ``None``: any number, when
-        ``max_bytes`` bounds the file instead.
+        The number of rows the file must hold (``num_rows`` of its footer); ``None``: any number, when ``max_bytes``
+        bounds the file instead.
     rows_from:
         Where ``rows`` comes from (``"n_samples"``), for the message.
     max_bytes:
-        Most bytes the selected columns may take decoded; ``None`` for no bound. Checked twice: first from
-        the footer (each column chunk's ``total_uncompressed_size``, every row group), before anything is read;
-        then, for text columns, which are read dictionary-encoded, from each row's value length, before they are
-        decoded (a dictionary's one long value counts once in the footer, and once per row decoded).
+        Most bytes the selected columns may take decoded; ``None`` for no bound. Checked twice: first from the footer
+        (each column chunk's ``total_uncompressed_size``, every row group), before anything is read; then, for text
+        columns, which are read dictionary-encoded, from each row's value length, before they are decoded (a
+        dictionary's one long value counts once in the footer, and once per row decoded).
     name:
         The file as messages name it (default: its base name; a local path never shows).
 
@@ -60,9 +60,8 @@ def read_columns(
     Raises
     ------
     ParquetRefused
-        If pyarrow cannot read the footer or the data, a column is missing or named twice, the row count is
-        not ``rows``, or the selected columns' decoded size is over ``max_bytes``. The message starts with
-        ``name``.
+        If pyarrow cannot read the footer or the data, a column is missing or named twice, the row count is not
+        ``rows``, or the selected columns' decoded size is over ``max_bytes``. The message starts with ``name``.
     """
     name = name or os.path.basename(path)
     try:

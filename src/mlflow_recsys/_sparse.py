@@ -1,6 +1,6 @@
-"""Interaction matrices in one canonical form, checked one way: every function taking a sparse matrix (models,
-metrics, evaluation, splits, digests) passes it through :func:`canonical_csr`, so one mistake gets one exception
-type everywhere: ``TypeError`` for what is not a sparse matrix, ``ValueError`` for a bad shape or values."""
+"""Interaction matrices in one canonical form, checked one way: every function taking a sparse matrix (models, metrics,
+evaluation, splits, digests) passes it through :func:`canonical_csr`, so one mistake gets one exception type everywhere:
+``TypeError`` for what is not a sparse matrix, ``ValueError`` for a bad shape or values."""
 
 from __future__ import annotations
 

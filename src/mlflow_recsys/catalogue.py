@@ -1,11 +1,9 @@
 """A model's item catalogue: the raw item id of every model column, and the one mapping from ids to columns.
 
-Models score columns ``0..n_items-1``; people speak in the dataset's item ids.
-Every place that turns ids into columns goes through :class:`ItemCatalogue`:
-:func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids`, the ``recsys`` MLflow
-evaluator and the served pyfunc model. It never drops an id silently: the
-methods that build matrices also return the ids the catalogue does not hold,
-and each caller states what it does with them.
+Models score columns ``0..n_items-1``; people speak in the dataset's item ids. Every place that turns ids into columns
+goes through :class:`ItemCatalogue`: :func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids`, the ``recsys`` MLflow
+evaluator and the served pyfunc model. It never drops an id silently: the methods that build matrices also return the
+ids the catalogue does not hold, and each caller states what it does with them.
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ class ItemCatalogue:
     Parameters
     ----------
     item_ids:
-        1-D array-like of distinct integer or string ids; ``item_ids[j]`` is
-        the id of model column ``j``.
+        1-D array-like of distinct integer or string ids; ``item_ids[j]`` is the id of model column ``j``.
     name:
         The argument name used in error messages (default ``"item_ids"``).
 
@@ -39,8 +36,7 @@ class ItemCatalogue:
     Raises
     ------
     ValueError
-        If ``item_ids`` is empty, not 1-D, not all integers or all strings, or
-        repeats an id.
+        If ``item_ids`` is empty, not 1-D, not all integers or all strings, or repeats an id.
     """
 
     def __init__(self, item_ids: Any, *, name: str = "item_ids"):
@@ -75,9 +71,8 @@ class ItemCatalogue:
     def indices(self, ids: Any) -> np.ndarray:
         """The column of each id, ``-1`` where the catalogue does not hold it.
 
-        Ids compare by value, so a NumPy integer, a Python int and an id read
-        back from JSON find the same column; a string never matches an integer
-        id (``"7"`` is not ``7``).
+        Ids compare by value, so a NumPy integer, a Python int and an id read back from JSON find the same column; a
+        string never matches an integer id (``"7"`` is not ``7``).
 
         Returns
         -------
@@ -101,9 +96,8 @@ class ItemCatalogue:
         Returns
         -------
         (scipy.sparse.csr_matrix, numpy.ndarray)
-            The float32 CSR matrix of shape ``(n_rows, n_items)``, canonical
-            (sorted, one stored one per pair: a repeated pair counts once), and
-            a boolean mask, one entry per pair, true where the id is not in the
+            The float32 CSR matrix of shape ``(n_rows, n_items)``, canonical (sorted, one stored one per pair: a
+            repeated pair counts once), and a boolean mask, one entry per pair, true where the id is not in the
             catalogue (such pairs are not in the matrix).
         """
         rows = np.asarray(rows, dtype=np.int64)
@@ -124,8 +118,8 @@ class ItemCatalogue:
         Returns
         -------
         (scipy.sparse.csr_matrix, list of lists)
-            The matrix as :meth:`matrix_from_pairs` builds it, and per row the
-            ids the catalogue does not hold, as plain Python values in input order.
+            The matrix as :meth:`matrix_from_pairs` builds it, and per row the ids the catalogue does not hold, as plain
+            Python values in input order.
         """
         lists = list(lists)
         n_rows = len(lists)

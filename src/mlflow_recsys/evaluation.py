@@ -1,9 +1,8 @@
 """Evaluate a recommender on held-out users and keep the per-user values.
 
-:func:`evaluate_recommender` takes fold-in and target matrices of item
-indices (:func:`~mlflow_recsys.evaluation_by_ids.evaluate_by_ids` takes frames
-of user and item ids, maps them and calls it); :func:`evaluate_rankings`
-scores lists ranked elsewhere. The per-user values are what the paired statistics in
+:func:`evaluate_recommender` takes fold-in and target matrices of item indices
+(:func:`~mlflow_recsys.evaluation_by_ids.evaluate_by_ids` takes frames of user and item ids, maps them and calls it);
+:func:`evaluate_rankings` scores lists ranked elsewhere. The per-user values are what the paired statistics in
 :mod:`mlflow_recsys.stats` work on, so they are collected by default.
 """
 
@@ -44,15 +43,15 @@ class EvaluationResult:
     metrics:
         Metric key (``"ndcg@100"``) -> mean of the per-row values (float).
     per_user:
-        Metric key -> float64 array of shape ``(n_samples,)``, one value per
-        evaluation row, aligned with ``sample_ids``. ``None`` when the result was
-        evaluated with ``collect_per_user=False``; such a result cannot be compared.
+        Metric key -> float64 array of shape ``(n_samples,)``, one value per evaluation row, aligned with
+        ``sample_ids``. ``None`` when the result was evaluated with ``collect_per_user=False``; such a result cannot be
+        compared.
     sample_ids:
-        Array of shape ``(n_samples,)``: the user id of each evaluation row as in
-        the split (int64 or str). Repeated ids mean one user owns several rows.
+        Array of shape ``(n_samples,)``: the user id of each evaluation row as in the split (int64 or str). Repeated ids
+        mean one user owns several rows.
     targets_fingerprint:
-        SHA-256 hex digest identifying (sample ids, fold-in rows, target rows), or
-        ``None`` when unknown (then pairing cannot be verified).
+        SHA-256 hex digest identifying (sample ids, fold-in rows, target rows), or ``None`` when unknown (then pairing
+        cannot be verified).
     definitions:
         Metric key -> a one-line exact definition of the metric.
     """
@@ -108,13 +107,11 @@ class EvaluationResult:
         Parameters
         ----------
         values:
-            Either a DataFrame with a ``sample_id`` column and one numeric column
-            per metric key, or a mapping metric key -> 1-D array of shape
-            ``(n_samples,)``.
+            Either a DataFrame with a ``sample_id`` column and one numeric column per metric key, or a mapping metric
+            key -> 1-D array of shape ``(n_samples,)``.
         sample_ids:
-            Shape ``(n_samples,)``. Required with a mapping unless the rows are
-            independent users numbered positionally (then ``0..n-1`` is used);
-            must be omitted with a DataFrame (its ``sample_id`` column is used).
+            Shape ``(n_samples,)``. Required with a mapping unless the rows are independent users numbered positionally
+            (then ``0..n-1`` is used); must be omitted with a DataFrame (its ``sample_id`` column is used).
         targets_fingerprint:
             Digest of the evaluated users and targets, if known.
         definitions:
@@ -123,8 +120,7 @@ class EvaluationResult:
         Raises
         ------
         ValueError
-            If there are no metric columns, arrays are not 1-D, lengths differ, or
-            ``sample_ids`` is given twice.
+            If there are no metric columns, arrays are not 1-D, lengths differ, or ``sample_ids`` is given twice.
         """
         if isinstance(values, pd.DataFrame):
             if "sample_id" not in values.columns:
@@ -169,9 +165,8 @@ class EvaluationResult:
 def targets_fingerprint(source: sp.spmatrix, targets: sp.spmatrix, sample_ids: np.ndarray) -> str:
     """SHA-256 hex digest of (sample ids, fold-in rows, target rows).
 
-    Matrices are canonicalised (CSR, sorted indices, binary) first so that equal
-    interaction sets give equal digests whatever their storage order or dtype;
-    ids hash by kind (integer or text) and value, so an object array of str ids
+    Matrices are canonicalised (CSR, sorted indices, binary) first so that equal interaction sets give equal digests
+    whatever their storage order or dtype; ids hash by kind (integer or text) and value, so an object array of str ids
     and a numpy unicode array of the same ids agree.
     """
     h = hashlib.sha256()
@@ -241,13 +236,13 @@ def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
 def _without_fold_in(
     rankings: np.ndarray, source: sp.csr_matrix, fold_in: str, row_numbers: np.ndarray | None = None
 ) -> tuple[np.ndarray, int, int]:
-    """``rankings`` with each row's fold-in items (the row's stored entries of ``source``) taken out and the
-    items after them moved up, ``-1`` padding at the end -> (rankings, items taken out, rows touched).
+    """``rankings`` with each row's fold-in items (the row's stored entries of ``source``) taken out and the items after
+    them moved up, ``-1`` padding at the end -> (rankings, items taken out, rows touched).
 
     Every column is checked as :func:`~mlflow_recsys.metrics.hit_matrix` checks its top k (integers, indices in
     ``[-1, n_items)``, distinct within a row), since items past the cutoff move up when earlier ones go. With
-    ``fold_in="refuse"`` a leaked item is a ValueError naming the first such row (as ``row_numbers`` numbers the
-    rows; default their positions).
+    ``fold_in="refuse"`` a leaked item is a ValueError naming the first such row (as ``row_numbers`` numbers the rows;
+    default their positions).
     """
     if rankings.size == 0:
         return rankings, 0, 0
@@ -313,42 +308,33 @@ def evaluate_rankings(
 ) -> EvaluationResult:
     """Evaluate precomputed rankings against target items.
 
-    Rows whose targets row is empty have no defined metric value; they are left
-    out of the result together with their sample ids, and a ``UserWarning``
-    reports how many.
+    Rows whose targets row is empty have no defined metric value; they are left out of the result together with their
+    sample ids, and a ``UserWarning`` reports how many.
 
-    With ``source`` given, a list that still holds its user's own fold-in items
-    is not scored as it stands: those items can never be targets, so they would
-    count as misses and push every later item down (a popularity list that
-    keeps them scores about half its nDCG). Under ``fold_in="remove"`` they are
-    taken out of each list, the items after them move up, and a
-    :class:`FoldInRankedWarning` counts them; ``fold_in="refuse"`` raises
-    instead. Pass lists longer than ``max_k`` so that enough items remain.
+    With ``source`` given, a list that still holds its user's own fold-in items is not scored as it stands: those items
+    can never be targets, so they would count as misses and push every later item down (a popularity list that keeps
+    them scores about half its nDCG). Under ``fold_in="remove"`` they are taken out of each list, the items after them
+    move up, and a :class:`FoldInRankedWarning` counts them; ``fold_in="refuse"`` raises instead. Pass lists longer than
+    ``max_k`` so that enough items remain.
 
     Parameters
     ----------
     rankings:
-        Integer array of shape ``(n, >= max_k)``: item indices best first,
-        ``-1`` padding (never a hit); ``max_k`` is the largest cutoff in
-        ``metrics``.
+        Integer array of shape ``(n, >= max_k)``: item indices best first, ``-1`` padding (never a hit); ``max_k`` is
+        the largest cutoff in ``metrics``.
     targets:
-        Sparse matrix (CSR) of shape ``(n, n_items)``; stored nonzeros are the
-        relevant items.
+        Sparse matrix (CSR) of shape ``(n, n_items)``; stored nonzeros are the relevant items.
     metrics:
-        Metric objects from :mod:`mlflow_recsys.metrics` and/or keys such as
-        ``"ndcg@100"``, or a single one of them. Result keys follow this order.
+        Metric objects from :mod:`mlflow_recsys.metrics` and/or keys such as ``"ndcg@100"``, or a single one of them.
+        Result keys follow this order.
     sample_ids:
-        Array of shape ``(n,)``, the user id of each row; default ``0..n-1``
-        (int64).
+        Array of shape ``(n,)``, the user id of each row; default ``0..n-1`` (int64).
     source:
-        Fold-in matrix of shape ``(n, n_items)``: the targets fingerprint is
-        taken over it, and its items are taken out of the lists (see
-        ``fold_in``). Without it the fingerprint is ``None`` and lists are
-        scored as given.
+        Fold-in matrix of shape ``(n, n_items)``: the targets fingerprint is taken over it, and its items are taken out
+        of the lists (see ``fold_in``). Without it the fingerprint is ``None`` and lists are scored as given.
     fold_in:
-        ``"remove"`` (default): take each row's fold-in items out of its list
-        before scoring, with a warning that counts them; ``"refuse"``: raise a
-        ValueError if any list holds one. Used only with ``source``.
+        ``"remove"`` (default): take each row's fold-in items out of its list before scoring, with a warning that counts
+        them; ``"refuse"``: raise a ValueError if any list holds one. Used only with ``source``.
 
     Returns
     -------
@@ -358,21 +344,17 @@ def evaluate_rankings(
     Raises
     ------
     ValueError
-        If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not
-        a 2-D integer array with at least ``max_k`` columns and valid item
-        indices (every column when ``source`` is given); ``targets`` or
-        ``source`` is not 2-D of matching shape with finite non-negative
-        values; ``sample_ids`` has the wrong length; ``fold_in`` is not one of
-        its two values, or is ``"refuse"`` and a list holds a fold-in item; or
-        no row has targets.
+        If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not a 2-D integer array with at least
+        ``max_k`` columns and valid item indices (every column when ``source`` is given); ``targets`` or ``source`` is
+        not 2-D of matching shape with finite non-negative values; ``sample_ids`` has the wrong length; ``fold_in`` is
+        not one of its two values, or is ``"refuse"`` and a list holds a fold-in item; or no row has targets.
     TypeError
         If ``targets`` or ``source`` is not a scipy sparse matrix.
 
     Warns
     -----
     FoldInRankedWarning
-        Under ``fold_in="remove"``, when lists held fold-in items: how many
-        items, in how many lists.
+        Under ``fold_in="remove"``, when lists held fold-in items: how many items, in how many lists.
     UserWarning
         When rows without targets were left out.
     """
@@ -417,21 +399,18 @@ def evaluate_recommender(
 ) -> EvaluationResult:
     """Rank items for held-out rows in batches and evaluate the rankings.
 
-    For each batch of rows, ``model.recommend(source_rows, max_k)`` gives the
-    top ``max_k`` item indices (fold-in items excluded by the model); rows are
-    independent, so the result does not depend on ``batch_size``. Rows whose
-    targets row is empty are skipped before ranking and left out of the result
-    with their sample ids; a ``UserWarning`` reports how many, if any. A model
-    that returns fold-in items anyway is treated as in :func:`evaluate_rankings`
-    (``fold_in``): they are taken out and counted in a
-    :class:`FoldInRankedWarning`, leaving that list shorter than ``max_k``, or
-    refused.
+    For each batch of rows, ``model.recommend(source_rows, max_k)`` gives the top ``max_k`` item indices (fold-in items
+    excluded by the model); rows are independent, so the result does not depend on ``batch_size``. Rows whose targets
+    row is empty are skipped before ranking and left out of the result with their sample ids; a ``UserWarning`` reports
+    how many, if any. A model that returns fold-in items anyway is treated as in :func:`evaluate_rankings`
+    (``fold_in``): they are taken out and counted in a :class:`FoldInRankedWarning`, leaving that list shorter than
+    ``max_k``, or refused.
 
     Parameters
     ----------
     model:
-        Fitted model with ``recommend(source_rows: csr, k: int) -> (item
-        indices int64 (rows, k) with -1 padding, scores (rows, k))``.
+        Fitted model with
+        ``recommend(source_rows: csr, k: int) -> (item indices int64 (rows, k) with -1 padding, scores (rows, k))``.
     source:
         Fold-in interactions, sparse CSR of shape ``(n, n_items)``.
     targets:
@@ -441,31 +420,28 @@ def evaluate_recommender(
     sample_ids:
         Array of shape ``(n,)``: user id of each row; default ``0..n-1`` (int64).
     batch_size:
-        Rows per ``recommend`` call (positive int, default 1024); bounds memory
-        of dense score matrices.
+        Rows per ``recommend`` call (positive int, default 1024); bounds memory of dense score matrices.
     collect_per_user:
-        Keep per-row values (default True, needed for paired comparisons);
-        False gives ``per_user=None`` with the same means.
+        Keep per-row values (default True, needed for paired comparisons); False gives ``per_user=None`` with the same
+        means.
     fold_in:
-        ``"remove"`` (default) or ``"refuse"``: what becomes of fold-in items
-        in the model's lists (see :func:`evaluate_rankings`).
+        ``"remove"`` (default) or ``"refuse"``: what becomes of fold-in items in the model's lists (see
+        :func:`evaluate_rankings`).
 
     Returns
     -------
     EvaluationResult
-        With ``targets_fingerprint = targets_fingerprint(source, targets,
-        sample_ids)`` of the inputs as given (before empty rows are dropped).
+        With ``targets_fingerprint = targets_fingerprint(source, targets, sample_ids)`` of the inputs as given (before
+        empty rows are dropped).
 
     Raises
     ------
     ValueError
-        If ``metrics`` is empty, unknown or repeats a key; ``source`` or
-        ``targets`` holds negative or non-finite values or their shapes differ; the model's
-        ``n_items`` differs from the number of columns; ``sample_ids`` has the
-        wrong length; ``batch_size`` is not a positive int; ``fold_in`` is
-        neither ``"remove"`` nor ``"refuse"``; no row has targets; or
-        ``model.recommend`` returns rankings of the wrong shape, with invalid
-        item indices, or (under ``"refuse"``) with fold-in items.
+        If ``metrics`` is empty, unknown or repeats a key; ``source`` or ``targets`` holds negative or non-finite values
+        or their shapes differ; the model's ``n_items`` differs from the number of columns; ``sample_ids`` has the wrong
+        length; ``batch_size`` is not a positive int; ``fold_in`` is neither ``"remove"`` nor ``"refuse"``; no row has
+        targets; or ``model.recommend`` returns rankings of the wrong shape, with invalid item indices, or (under
+        ``"refuse"``) with fold-in items.
     TypeError
         If ``source`` or ``targets`` is not a scipy sparse matrix.
 

@@ -1,5 +1,5 @@
-"""Evaluate a recommender on frames of user and item ids (:func:`evaluate_by_ids`), mapped to the model's columns
-as the served model and the ``recsys`` MLflow evaluator map them."""
+"""Evaluate a recommender on frames of user and item ids (:func:`evaluate_by_ids`), mapped to the model's columns as the
+served model and the ``recsys`` MLflow evaluator map them."""
 
 from __future__ import annotations
 
@@ -32,32 +32,27 @@ def evaluate_by_ids(
 ) -> EvaluationResult:
     """Evaluate a recommender on frames of user and item ids, one row per interaction.
 
-    The ids are mapped to the model's columns by
-    :class:`~mlflow_recsys.catalogue.ItemCatalogue` (as in the served model and
-    the ``recsys`` MLflow evaluator), the fold-in and target matrices are
-    built, and :func:`evaluate_recommender` scores them: for the same
-    interactions both give the same values and the same targets fingerprint.
+    The ids are mapped to the model's columns by :class:`~mlflow_recsys.catalogue.ItemCatalogue` (as in the served model
+    and the ``recsys`` MLflow evaluator), the fold-in and target matrices are built, and :func:`evaluate_recommender`
+    scores them: for the same interactions both give the same values and the same targets fingerprint.
 
     Parameters
     ----------
     model:
-        Fitted model with ``n_items`` and ``recommend(source_rows, k)``, as
-        for :func:`evaluate_recommender`.
+        Fitted model with ``n_items`` and ``recommend(source_rows, k)``, as for :func:`evaluate_recommender`.
     histories:
-        The fold-in: one row per (user, item) the user has interacted with,
-        columns ``user_col`` and ``item_col`` (others are ignored). May be
-        empty; users in it who have no targets are ignored.
+        The fold-in: one row per (user, item) the user has interacted with, columns ``user_col`` and ``item_col``
+        (others are ignored). May be empty; users in it who have no targets are ignored.
     targets:
-        The held-out items to find, one row per (user, item), same columns;
-        at least one row.
+        The held-out items to find, one row per (user, item), same columns; at least one row.
     item_ids:
-        The model's item ids in column order (a split's ``item_ids``): 1-D,
-        distinct, all integers or all strings, ``model.n_items`` of them.
+        The model's item ids in column order (a split's ``item_ids``): 1-D, distinct, all integers or all strings,
+        ``model.n_items`` of them.
     metrics:
         Metric objects and/or keys like ``"recall@20"`` (or a single one).
     user_col, item_col:
-        Column names of the user and item ids in both frames; default
-        ``"user"`` and ``"item"``, as in the package's interaction frames.
+        Column names of the user and item ids in both frames; default ``"user"`` and ``"item"``, as in the package's
+        interaction frames.
     batch_size:
         Users per ``recommend`` call (positive int, default 1024).
     collect_per_user:
@@ -66,54 +61,42 @@ def evaluate_by_ids(
     Returns
     -------
     EvaluationResult
-        One row per distinct user of ``targets``; ``sample_ids`` are those
-        users sorted (int64 or str).
+        One row per distinct user of ``targets``; ``sample_ids`` are those users sorted (int64 or str).
 
     Raises
     ------
     ValueError
-        Before the model is called, naming the argument: a frame is not a
-        DataFrame or lacks a column; an id is missing, or not an integer or
-        string; the two frames' user ids, or a frame's item ids and
-        ``item_ids``, are of different kinds; ``targets`` is empty or names
-        items outside ``item_ids``; ``item_ids`` repeats an id or its length
-        is not ``model.n_items``; ``metrics`` or ``batch_size`` is invalid
-        (as for :func:`evaluate_recommender`).
+        Before the model is called, naming the argument: a frame is not a DataFrame or lacks a column; an id is missing,
+        or not an integer or string; the two frames' user ids, or a frame's item ids and ``item_ids``, are of different
+        kinds; ``targets`` is empty or names items outside ``item_ids``; ``item_ids`` repeats an id or its length is not
+        ``model.n_items``; ``metrics`` or ``batch_size`` is invalid (as for :func:`evaluate_recommender`).
 
     Warns
     -----
     UnknownItemsWarning
-        When history rows of evaluated users name items outside ``item_ids``;
-        the message counts them.
+        When history rows of evaluated users name items outside ``item_ids``; the message counts them.
     UserWarning
-        When evaluated users have no known history item, or a target is also
-        in its user's history; the message counts them.
+        When evaluated users have no known history item, or a target is also in its user's history; the message counts
+        them.
 
     Notes
     -----
-    Rows and order. Each distinct user of ``targets`` is one evaluation row,
-    in sorted user-id order, whatever the order of the frames' rows. The
-    package's splits list held-out users in the same order, so the frames of
-    a split's test users (one draw) reproduce the targets fingerprint of its
-    training runs. Relevance is binary: a repeated (user, item) row counts
-    once in either frame.
+    Rows and order. Each distinct user of ``targets`` is one evaluation row, in sorted user-id order, whatever the order
+    of the frames' rows. The package's splits list held-out users in the same order, so the frames of a split's test
+    users (one draw) reproduce the targets fingerprint of its training runs. Relevance is binary: a repeated (user,
+    item) row counts once in either frame.
 
-    Users. A user who appears only in ``histories`` is not evaluated. A user
-    of ``targets`` with no history row, or with unknown items only, is
-    evaluated from an empty history (cold start; EASE and ELSA then rank in
-    catalogue order) and counted in a warning: such users stay in the
-    population the caller chose, so drop them from ``targets`` to evaluate
-    warm users only. A target that is also in its user's history stays a
-    target; models never recommend history items, so it is a certain miss.
+    Users. A user who appears only in ``histories`` is not evaluated. A user of ``targets`` with no history row, or with
+    unknown items only, is evaluated from an empty history (cold start; EASE and ELSA then rank in catalogue order) and
+    counted in a warning: such users stay in the population the caller chose, so drop them from ``targets`` to evaluate
+    warm users only. A target that is also in its user's history stays a target; models never recommend history items,
+    so it is a certain miss.
 
-    Unknown items. In ``histories`` an item outside ``item_ids`` is left out
-    of the fold-in, as the served model leaves it out: the model has no column
-    for it. In ``targets`` it is refused. Dropping it silently would shrink
-    the user's relevant set and raise recall and nDCG; counting it as a miss
-    would need a column the model does not have, and no split of this
-    package produces such targets, so it points to a mismatched catalogue.
-    To evaluate anyway, remove those rows from ``targets`` and report that
-    you did.
+    Unknown items. In ``histories`` an item outside ``item_ids`` is left out of the fold-in, as the served model leaves
+    it out: the model has no column for it. In ``targets`` it is refused. Dropping it silently would shrink the user's
+    relevant set and raise recall and nDCG; counting it as a miss would need a column the model does not have, and no
+    split of this package produces such targets, so it points to a mismatched catalogue. To evaluate anyway, remove
+    those rows from ``targets`` and report that you did.
     """
     clean = _evaluate_by_ids_iv(
         model,

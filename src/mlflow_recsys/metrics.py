@@ -1,19 +1,15 @@
 """Top-N ranking metrics with binary relevance, computed per evaluation row.
 
-Every metric works from one boolean *hit matrix*: ``hits[i, r]`` says whether
-the item at rank ``r + 1`` of row ``i`` is one of that row's target items.
-Building it once and deriving all metrics from it keeps the metrics consistent
-with each other and lets :mod:`mlflow_recsys.evaluation` share the work between
-metrics.
+Every metric works from one boolean *hit matrix*: ``hits[i, r]`` says whether the item at rank ``r + 1`` of row ``i`` is
+one of that row's target items. Building it once and deriving all metrics from it keeps the metrics consistent with each
+other and lets :mod:`mlflow_recsys.evaluation` share the work between metrics.
 
-Notation used in the definitions: ``R_u`` is the set of target items of a row,
-``r`` a 1-based rank, ``hits@k`` the number of target items among the top ``k``.
-Rows with no targets have no defined value; ``compute`` returns NaN for them and
-the evaluation leaves them out (trec_eval and ranx score such a query 0).
+Notation used in the definitions: ``R_u`` is the set of target items of a row, ``r`` a 1-based rank, ``hits@k`` the
+number of target items among the top ``k``. Rows with no targets have no defined value; ``compute`` returns NaN for them
+and the evaluation leaves them out (trec_eval and ranx score such a query 0).
 
-Where a metric shares its name with trec_eval, ranx or ir_measures it has their
-value, except ``map@k``, which divides by ``min(k, |R_u|)`` where they divide by
-``|R_u|``; the metrics reference page has the table, and
+Where a metric shares its name with trec_eval, ranx or ir_measures it has their value, except ``map@k``, which divides
+by ``min(k, |R_u|)`` where they divide by ``|R_u|``; the metrics reference page has the table, and
 ``tests/test_metrics_crosscheck.py`` checks it user by user.
 """
 
@@ -134,16 +130,15 @@ def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
 def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray:
     """Boolean matrix saying which of the top ``k`` ranked items are targets.
 
-    Membership is looked up without a per-row Python loop: each (row, item)
-    pair is encoded as ``row * n_items + item``; the encoded target pairs of a
-    canonical CSR matrix are already sorted, so ``np.searchsorted`` finds every
-    ranked pair at once.
+    Membership is looked up without a per-row Python loop: each (row, item) pair is encoded as ``row * n_items + item``;
+    the encoded target pairs of a canonical CSR matrix are already sorted, so ``np.searchsorted`` finds every ranked
+    pair at once.
 
     Parameters
     ----------
     rankings:
-        Integer array of shape ``(n, >= k)``; entry ``[i, r]`` is the item index
-        at rank ``r + 1`` for row ``i``, ``-1`` is padding and never a hit.
+        Integer array of shape ``(n, >= k)``; entry ``[i, r]`` is the item index at rank ``r + 1`` for row ``i``, ``-1``
+        is padding and never a hit.
     targets:
         Sparse matrix of shape ``(n, n_items)``; stored nonzeros are targets.
     k:
@@ -157,10 +152,9 @@ def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray
     Raises
     ------
     ValueError
-        If ``k`` is not a positive int, ``rankings`` is not a 2-D integer array
-        with at least ``k`` columns, holds indices outside ``[-1, n_items)`` or
-        repeats an item within a row, or ``targets`` is not 2-D with as many
-        rows as ``rankings`` and finite non-negative values.
+        If ``k`` is not a positive int, ``rankings`` is not a 2-D integer array with at least ``k`` columns, holds
+        indices outside ``[-1, n_items)`` or repeats an item within a row, or ``targets`` is not 2-D with as many rows
+        as ``rankings`` and finite non-negative values.
     TypeError
         If ``targets`` is not a scipy sparse matrix.
     """
@@ -196,9 +190,8 @@ def _row_sums(values: np.ndarray) -> np.ndarray:
 class RankingMetric:
     """Base class: a ranking metric evaluated at one or more cutoffs ``k``.
 
-    Subclasses set ``name`` and implement ``_values`` (per-row values for one
-    cutoff from the hit matrix) and ``_definition``; one whose values can leave
-    ``[0, 1]`` sets ``value_range`` too.
+    Subclasses set ``name`` and implement ``_values`` (per-row values for one cutoff from the hit matrix) and
+    ``_definition``; one whose values can leave ``[0, 1]`` sets ``value_range`` too.
 
     Parameters
     ----------
@@ -241,24 +234,21 @@ class RankingMetric:
         Parameters
         ----------
         rankings:
-            Integer array of shape ``(n, >= max_k)``, item indices best first,
-            ``-1`` padding (never a hit). Extra columns are ignored.
+            Integer array of shape ``(n, >= max_k)``, item indices best first, ``-1`` padding (never a hit). Extra
+            columns are ignored.
         targets:
-            Sparse matrix of shape ``(n, n_items)``; stored nonzeros are the
-            relevant items (binary relevance).
+            Sparse matrix of shape ``(n, n_items)``; stored nonzeros are the relevant items (binary relevance).
 
         Returns
         -------
         dict[str, np.ndarray]
-            Metric key -> float64 array of shape ``(n,)``; NaN for rows without
-            targets.
+            Metric key -> float64 array of shape ``(n,)``; NaN for rows without targets.
 
         Raises
         ------
         ValueError
-            If ``rankings`` is not a 2-D integer array with at least ``max_k``
-            columns, holds indices outside ``[-1, n_items)`` or repeats an item
-            within a row, or ``targets`` is not 2-D with as many rows.
+            If ``rankings`` is not a 2-D integer array with at least ``max_k`` columns, holds indices outside
+            ``[-1, n_items)`` or repeats an item within a row, or ``targets`` is not 2-D with as many rows.
         TypeError
             If ``targets`` is not a scipy sparse matrix.
         """
@@ -282,14 +272,12 @@ class RankingMetric:
         Returns
         -------
         dict[str, np.ndarray]
-            Metric key -> float64 array of shape ``(n,)``; NaN where
-            ``n_relevant`` is 0.
+            Metric key -> float64 array of shape ``(n,)``; NaN where ``n_relevant`` is 0.
 
         Raises
         ------
         ValueError
-            If ``hits`` is not 2-D with at least ``max_k`` columns or
-            ``n_relevant`` does not have one entry per row.
+            If ``hits`` is not 2-D with at least ``max_k`` columns or ``n_relevant`` does not have one entry per row.
         """
         hits = np.asarray(hits, dtype=bool)
         n_relevant = np.asarray(n_relevant, dtype=np.int64)
@@ -329,9 +317,8 @@ _HITS_AT = "hits@{k} = number of R_u items in the top {k}"
 class Recall(RankingMetric):
     """Recall at k: ``hits@k / |R_u|`` (standard IR; Manning, Raghavan & Schütze 2008).
 
-    Can stay below 1 even for a perfect ranking when ``|R_u| > k``; see
-    :class:`CalibratedRecall` for the variant that cannot. Equal to trec_eval's
-    ``recall_k`` and ranx's ``recall@k``.
+    Can stay below 1 even for a perfect ranking when ``|R_u| > k``; see :class:`CalibratedRecall` for the variant that
+    cannot. Equal to trec_eval's ``recall_k`` and ranx's ``recall@k``.
     """
 
     name = "recall"
@@ -349,10 +336,9 @@ class Recall(RankingMetric):
 class CalibratedRecall(RankingMetric):
     """Recall at k normalised by what is reachable: ``hits@k / min(k, |R_u|)``.
 
-    Source: Liang, Krishnan, Hoffman & Jebara 2018, "Variational Autoencoders
-    for Collaborative Filtering" (WWW). A perfect ranking scores 1. No
-    counterpart in trec_eval or ranx: ``calibrated_recall@k * min(k, |R_u|)``
-    equals their ``recall@k * |R_u|`` (both are ``hits@k``).
+    Source: Liang, Krishnan, Hoffman & Jebara 2018, "Variational Autoencoders for Collaborative Filtering" (WWW). A
+    perfect ranking scores 1. No counterpart in trec_eval or ranx: ``calibrated_recall@k * min(k, |R_u|)`` equals their
+    ``recall@k * |R_u|`` (both are ``hits@k``).
     """
 
     name = "calibrated_recall"
@@ -388,8 +374,7 @@ class Precision(RankingMetric):
 class HitRate(RankingMetric):
     """Hit rate at k: 1 if any target is in the top k, else 0.
 
-    Source: Deshpande & Karypis 2004, "Item-based top-N recommendation
-    algorithms" (ACM TOIS).
+    Source: Deshpande & Karypis 2004, "Item-based top-N recommendation algorithms" (ACM TOIS).
     """
 
     name = "hit_rate"
@@ -407,10 +392,9 @@ class HitRate(RankingMetric):
 class NDCG(RankingMetric):
     """Normalised discounted cumulative gain at k with binary relevance.
 
-    ``DCG = sum_{r<=k, hit} 1/log2(r+1)``; the ideal DCG puts
-    ``min(k, |R_u|)`` targets at the top, so ``IDCG = sum_{r<=min(k,|R_u|)}
-    1/log2(r+1)`` and a perfect ranking scores 1. Source: Järvelin &
-    Kekäläinen 2002, "Cumulated gain-based evaluation of IR techniques" (ACM TOIS).
+    ``DCG = sum_{r<=k, hit} 1/log2(r+1)``; the ideal DCG puts ``min(k, |R_u|)`` targets at the top, so
+    ``IDCG = sum_{r<=min(k,|R_u|)} 1/log2(r+1)`` and a perfect ranking scores 1. Source: Järvelin & Kekäläinen 2002,
+    "Cumulated gain-based evaluation of IR techniques" (ACM TOIS).
     """
 
     name = "ndcg"
@@ -431,8 +415,8 @@ class NDCG(RankingMetric):
 class MRR(RankingMetric):
     """Reciprocal rank of the first hit within the top k, 0 without a hit.
 
-    Averaged over rows this is the mean reciprocal rank. Source: Voorhees 1999,
-    "The TREC-8 Question Answering Track Report" (TREC-8).
+    Averaged over rows this is the mean reciprocal rank. Source: Voorhees 1999, "The TREC-8 Question Answering Track
+    Report" (TREC-8).
     """
 
     name = "mrr"
@@ -450,18 +434,14 @@ class MRR(RankingMetric):
 class MAP(RankingMetric):
     """Average precision truncated at k, normalised by ``min(k, |R_u|)``.
 
-    ``AP@k = sum_{r<=k, hit} (hits@r / r) / min(k, |R_u|)``; the ``min`` makes a
-    perfect ranking score 1 when ``|R_u| > k``. Averaged over rows this is
-    MAP@k. Source: average precision as in Manning, Raghavan & Schütze 2008,
+    ``AP@k = sum_{r<=k, hit} (hits@r / r) / min(k, |R_u|)``; the ``min`` makes a perfect ranking score 1 when
+    ``|R_u| > k``. Averaged over rows this is MAP@k. Source: average precision as in Manning, Raghavan & Schütze 2008,
     "Introduction to Information Retrieval", ch. 8, truncated at k.
 
-    Not the same number as trec_eval's ``map_cut_k`` (ir_measures ``AP@k``) or
-    ranx's ``map@k``, which divide the same sum by ``|R_u|``: per row,
-    ``ours * min(k, |R_u|) == theirs * |R_u|``, so the two agree when
-    ``|R_u| <= k`` and ours is ``|R_u| / k`` times theirs otherwise. The
-    ``min(k, |R_u|)`` normaliser is RecBole's (Zhao et al. 2021, CIKM); with
-    ``|R_u|`` a user with more targets than ``k`` could score at most
-    ``k / |R_u|``.
+    Not the same number as trec_eval's ``map_cut_k`` (ir_measures ``AP@k``) or ranx's ``map@k``, which divide the same
+    sum by ``|R_u|``: per row, ``ours * min(k, |R_u|) == theirs * |R_u|``, so the two agree when ``|R_u| <= k`` and ours
+    is ``|R_u| / k`` times theirs otherwise. The ``min(k, |R_u|)`` normaliser is RecBole's (Zhao et al. 2021, CIKM);
+    with ``|R_u|`` a user with more targets than ``k`` could score at most ``k / |R_u|``.
     """
 
     name = "map"
@@ -502,8 +482,8 @@ def _split_key(key: object) -> tuple[type[RankingMetric], int]:
 def value_range(key: str) -> tuple[float, float] | None:
     """Closed interval of the per-row values of metric ``key``, e.g. ``(0.0, 1.0)`` for ``"ndcg@100"``.
 
-    Returns None for a string that is not a key of a metric of this package
-    (e.g. one a custom evaluator wrote), whose range is unknown here.
+    Returns None for a string that is not a key of a metric of this package (e.g. one a custom evaluator wrote), whose
+    range is unknown here.
     """
     try:
         cls, _ = _split_key(key)
@@ -518,8 +498,8 @@ def metric_from_key(key: str) -> RankingMetric:
     Raises
     ------
     ValueError
-        If ``key`` is not of the form ``"name@k"``, the name is unknown (the
-        message lists the known names) or ``k`` is not positive.
+        If ``key`` is not of the form ``"name@k"``, the name is unknown (the message lists the known names) or ``k`` is
+        not positive.
     """
     cls, k = _split_key(key)
     return cls(k)
@@ -528,19 +508,15 @@ def metric_from_key(key: str) -> RankingMetric:
 def parse_metric_keys(keys: str | Iterable[str]) -> list[RankingMetric]:
     """Metric objects for a list of keys, one object per metric class.
 
-    Keys of the same class are grouped into one object (so its hit matrix
-    columns are shared); classes appear in order of their first key, cutoffs
-    in the order given; duplicate keys are dropped. A single string is treated
-    as one key.
+    Keys of the same class are grouped into one object (so its hit matrix columns are shared); classes appear in order
+    of their first key, cutoffs in the order given; duplicate keys are dropped. A single string is treated as one key.
 
-    Example: ``["ndcg@100", "recall@20", "ndcg@10"]`` -> ``[NDCG([100, 10]),
-    Recall(20)]``.
+    Example: ``["ndcg@100", "recall@20", "ndcg@10"]`` -> ``[NDCG([100, 10]), Recall(20)]``.
 
     Raises
     ------
     ValueError
-        If ``keys`` is empty or any key is malformed or unknown (see
-        :func:`metric_from_key`).
+        If ``keys`` is empty or any key is malformed or unknown (see :func:`metric_from_key`).
     """
     if isinstance(keys, str):
         keys = [keys]

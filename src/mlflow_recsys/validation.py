@@ -1,9 +1,9 @@
 """Argument checks with one message format: ``name: expected <what>, found <value>``.
 
-Every public function checks its arguments before it computes or writes anything, and says which argument is
-wrong, what it accepts and what it got. The helpers here are those checks; each returns the value in its
-canonical type (``int``, ``float``, ``str``) so callers keep what they checked. Booleans are never numbers here,
-although Python counts ``True`` as 1.
+Every public function checks its arguments before it computes or writes anything, and says which argument is wrong, what
+it accepts and what it got. The helpers here are those checks; each returns the value in its canonical type (``int``,
+``float``, ``str``) so callers keep what they checked. Booleans are never numbers here, although Python counts ``True``
+as 1.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def seed(value: object, name: str) -> int:
 def ordered(value: object, name: str, what: str) -> list:
     """``value`` as a list when it is an ordered collection (a list, a tuple, an array, a generator).
 
-    A str or bytes would be read as its characters, and a set or a mapping has no order that holds between
-    processes, so each is refused.
+    A str or bytes would be read as its characters, and a set or a mapping has no order that holds between processes, so
+    each is refused.
 
     Raises
     ------
@@ -149,9 +149,8 @@ def line(value: object, name: str, *, longest: int | None = None) -> str:
     """``value`` when it is a non-empty name on one line, shown as written.
 
     For names shown in tables, logs and the MLflow UI (experiments, models, metric keys): a control or invisible
-    character (Unicode categories Cc, Cf, Cs, Zl, Zp) would break a row, hide or reorder what follows, or fail to
-    encode as UTF-8; surrounding blanks would make two names look alike. ``longest`` bounds the length in
-    characters.
+    character (Unicode categories Cc, Cf, Cs, Zl, Zp) would break a row, hide or reorder what follows, or fail to encode
+    as UTF-8; surrounding blanks would make two names look alike. ``longest`` bounds the length in characters.
 
     Raises
     ------

@@ -41,21 +41,19 @@ class Recommender:
         Parameters
         ----------
         source_rows:
-            scipy sparse matrix ``(n_rows, n_items)``, the users' fold-in
-            interactions (binary).
+            scipy sparse matrix ``(n_rows, n_items)``, the users' fold-in interactions (binary).
 
         Returns
         -------
-        float32 array ``(n_rows, n_items)``; higher means more recommended.
-        Fold-in items are *not* masked here (see :meth:`recommend`).
+        float32 array ``(n_rows, n_items)``; higher means more recommended. Fold-in items are *not* masked here (see
+        :meth:`recommend`).
 
         Raises
         ------
         RuntimeError
             If the model is not fitted.
         TypeError, ValueError
-            If ``source_rows`` is not a sparse matrix with ``n_items`` columns
-            and finite non-negative values.
+            If ``source_rows`` is not a sparse matrix with ``n_items`` columns and finite non-negative values.
         """
         return self._score_checked(self._source_rows(source_rows))
 
@@ -84,8 +82,8 @@ class Recommender:
     def save(self, path: str | os.PathLike) -> Path:
         """Write ``config.json`` and one ``.npy`` per weight array into directory ``path``; returns it.
 
-        Files are written under temporary names and renamed, ``config.json``
-        (with a SHA-256 per array) last; see :mod:`mlflow_recsys.models._io`.
+        Files are written under temporary names and renamed, ``config.json`` (with a SHA-256 per array) last; see
+        :mod:`mlflow_recsys.models._io`.
 
         Raises
         ------
@@ -102,22 +100,18 @@ class Recommender:
     def load(cls, path: str | os.PathLike):
         """Read a model written by :meth:`save`, without unpickling anything.
 
-        Each weights file must match the SHA-256 that ``config.json`` records
-        for it, and a config without those digests is refused. The digests
-        catch corruption, truncation and accidental edits. They are not a
-        signature: they sit in the same writable folder, so anyone who can
-        write there (or to the artifact store holding the model) can rewrite
-        weights and digests together. Load models only from stores you trust;
-        loading a model logged with
-        :func:`~mlflow_recsys.tracking.model_logging.log_recommender` through
-        ``mlflow.pyfunc.load_model`` also runs the Python code stored with it.
+        Each weights file must match the SHA-256 that ``config.json`` records for it, and a config without those digests
+        is refused. The digests catch corruption, truncation and accidental edits. They are not a signature: they sit in
+        the same writable folder, so anyone who can write there (or to the artifact store holding the model) can rewrite
+        weights and digests together. Load models only from stores you trust; loading a model logged with
+        :func:`~mlflow_recsys.tracking.model_logging.log_recommender` through ``mlflow.pyfunc.load_model`` also runs the
+        Python code stored with it.
 
         Raises
         ------
         FileNotFoundError, ValueError
-            If ``path`` is not a saved model of this class, ``config.json``
-            lacks a digest for any array, an array file was changed after
-            saving, or the arrays do not match the saved ``n_items``.
+            If ``path`` is not a saved model of this class, ``config.json`` lacks a digest for any array, an array file
+            was changed after saving, or the arrays do not match the saved ``n_items``.
         """
         config, state, arrays = load_model_dir(path, cls.name)
         return cls._from_saved(config, state, arrays, int(state["n_items"]))
@@ -132,14 +126,13 @@ class Recommender:
         k:
             Items per row, integer >= 1.
         batch_size:
-            Rows scored at once (bounds memory to ``batch_size * n_items``
-            float32 scores), default 1024.
+            Rows scored at once (bounds memory to ``batch_size * n_items`` float32 scores), default 1024.
 
         Returns
         -------
         indices:
-            int64 ``(n_rows, k)``, best first; ties by item index ascending;
-            ``-1`` where fewer than ``k`` candidate items exist.
+            int64 ``(n_rows, k)``, best first; ties by item index ascending; ``-1`` where fewer than ``k`` candidate
+            items exist.
         scores:
             float32 ``(n_rows, k)``; ``-inf`` at padded positions.
 

@@ -1,7 +1,6 @@
 """EASE: closed-form item-item linear autoencoder.
 
-Source: H. Steck, "Embarrassingly Shallow Autoencoders for Sparse Data",
-The Web Conference (WWW) 2019.
+Source: H. Steck, "Embarrassingly Shallow Autoencoders for Sparse Data", The Web Conference (WWW) 2019.
 """
 
 from __future__ import annotations
@@ -34,12 +33,11 @@ class EASEConfig:
     Attributes
     ----------
     l2:
-        L2 penalty lambda added to the diagonal of the Gram matrix, in
-        [1e-6, 1e12] (default 500.0, the magnitude Steck 2019 reports for
-        MovieLens-20M/Netflix).
+        L2 penalty lambda added to the diagonal of the Gram matrix, in [1e-6, 1e12] (default 500.0, the magnitude Steck
+        2019 reports for MovieLens-20M/Netflix).
     dtype:
-        Floating type of the Gram matrix, its Cholesky factor and the weights:
-        ``"float32"`` (default; half the memory) or ``"float64"``.
+        Floating type of the Gram matrix, its Cholesky factor and the weights: ``"float32"`` (default; half the memory)
+        or ``"float64"``.
 
     Raises
     ------
@@ -59,8 +57,8 @@ class EASEConfig:
 def gram_matrix(x: sp.csr_matrix, dtype: np.dtype) -> np.ndarray:
     """Dense ``X^T X`` of shape ``(n_items, n_items)`` computed from sparse products.
 
-    ``x`` is never densified: the Gram matrix is filled one block of rows at a
-    time from sparse-sparse products written straight into it.
+    ``x`` is never densified: the Gram matrix is filled one block of rows at a time from sparse-sparse products written
+    straight into it.
     """
     n_items = x.shape[1]
     x = x.astype(dtype)
@@ -88,9 +86,8 @@ def _mirror_lower(m: np.ndarray, block: int = 512) -> None:
 class EASE(Recommender):
     """EASE recommender (Steck, WWW 2019).
 
-    Fitting solves ``min_B ||X - X B||_F^2 + l2 ||B||_F^2`` subject to
-    ``diag(B) = 0``, whose solution is ``P = (X^T X + l2 I)^{-1}`` and
-    ``B_ij = -P_ij / P_jj`` for ``i != j``, ``B_jj = 0``. Scores are ``X_src B``.
+    Fitting solves ``min_B ||X - X B||_F^2 + l2 ||B||_F^2`` subject to ``diag(B) = 0``, whose solution is
+    ``P = (X^T X + l2 I)^{-1}`` and ``B_ij = -P_ij / P_jj`` for ``i != j``, ``B_jj = 0``. Scores are ``X_src B``.
 
     Attributes
     ----------
@@ -130,11 +127,10 @@ class EASE(Recommender):
         TypeError, ValueError
             If ``x_train`` is not a valid interaction matrix.
         numpy.linalg.LinAlgError
-            If the Cholesky factorisation fails (only possible through
-            round-off with a tiny ``l2`` in float32).
+            If the Cholesky factorisation fails (only possible through round-off with a tiny ``l2`` in float32).
 
-        Memory is about two dense ``n_items x n_items`` matrices of
-        ``config.dtype`` at peak (the factor and the inverse).
+        Memory is about two dense ``n_items x n_items`` matrices of ``config.dtype`` at peak (the factor and the
+        inverse).
         """
         x = canonical_csr(x_train, "x_train")
         if x.shape[1] < 1:

@@ -1,16 +1,15 @@
 """ELSA: scalable linear shallow autoencoder, a low-rank item-item model trained by gradient descent.
 
-Source: V. Vančura, R. Alves, P. Kasalický, P. Kordík, "Scalable Linear Shallow
-Autoencoder for Collaborative Filtering", RecSys 2022.
+Source: V. Vančura, R. Alves, P. Kasalický, P. Kordík, "Scalable Linear Shallow Autoencoder for Collaborative
+Filtering", RecSys 2022.
 
-The item-item weights are ``Â Âᵀ - I`` with ``Â`` the row-wise L2-normalised
-``A ∈ R^(n_items x latent_dim)``; subtracting the identity removes each item's
-trivial self-reconstruction, the low-rank form keeps memory linear in items.
+The item-item weights are ``Â Âᵀ - I`` with ``Â`` the row-wise L2-normalised ``A ∈ R^(n_items x latent_dim)``;
+subtracting the identity removes each item's trivial self-reconstruction, the low-rank form keeps memory linear in
+items.
 
-torch is imported where it is used (training, the torch loss and forward
-functions, checking a non-CPU device), not when this module is imported: a
-fitted model scores and loads with numpy alone, and importing
-:mod:`mlflow_recsys.models` stays cheap for EASE and Popularity users.
+torch is imported where it is used (training, the torch loss and forward functions, checking a non-CPU device), not when
+this module is imported: a fitted model scores and loads with numpy alone, and importing :mod:`mlflow_recsys.models`
+stays cheap for EASE and Popularity users.
 """
 
 from __future__ import annotations
@@ -68,15 +67,13 @@ class ELSAConfig:
     optimizer:
         ``"nadam"`` (default, as in the ELSA paper), ``"adam"`` or ``"sgd"``.
     device:
-        torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``,
-        ``"cuda:1"``. Scoring always runs on the CPU with numpy.
+        torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``. Scoring always runs on the
+        CPU with numpy.
     seed:
-        Integer seeding the weight initialisation and the per-epoch user
-        shuffles, default 0.
+        Integer seeding the weight initialisation and the per-epoch user shuffles, default 0.
     patience:
-        Early stopping (integer in [1, 100,000]): stop after this many epochs without a better
-        validation score and keep the best epoch's weights. ``None``
-        (default) trains all ``epochs``. Needs a ``validate`` callback in
+        Early stopping (integer in [1, 100,000]): stop after this many epochs without a better validation score and keep
+        the best epoch's weights. ``None`` (default) trains all ``epochs``. Needs a ``validate`` callback in
         :meth:`ELSA.fit`.
 
     Raises
@@ -115,8 +112,8 @@ class ELSAConfig:
 
 def check_device_form(device: str) -> None:
     """Refuse ``device`` unless torch reads it as a device ELSA can train on (:data:`TRAINING_DEVICES`: ``cpu``,
-    ``cuda``, ``cuda:1``, ``mps``), whether or not this machine has it: a study checks this before its trainings
-    go to machines of their own. torch's placeholder devices (``meta``) and other back ends are refused.
+    ``cuda``, ``cuda:1``, ``mps``), whether or not this machine has it: a study checks this before its trainings go to
+    machines of their own. torch's placeholder devices (``meta``) and other back ends are refused.
 
     Raises
     ------
@@ -167,8 +164,8 @@ def _config_or_default(config: ELSAConfig | None) -> ELSAConfig:
 def normalized_distance_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean over rows of ``|| p/||p|| - t/||t|| ||^2`` (the ELSA training loss).
 
-    ``prediction`` and ``target`` are float tensors ``(batch, n_items)``; an
-    all-zero row normalises to zero. Returns a scalar tensor.
+    ``prediction`` and ``target`` are float tensors ``(batch, n_items)``; an all-zero row normalises to zero. Returns a
+    scalar tensor.
     """
     import torch.nn.functional as F
 
@@ -241,33 +238,27 @@ class ELSA(Recommender):
     ) -> ELSA:
         """Train on ``x_train`` by minibatch gradient descent on the normalised-distance loss; returns self.
 
-        Users without any training interaction carry no signal and are skipped.
-        Same data + same config on the same device and torch build -> bit-identical
-        weights (deterministic algorithms are enforced during fit). On a GPU see
+        Users without any training interaction carry no signal and are skipped. Same data + same config on the same
+        device and torch build -> bit-identical weights (deterministic algorithms are enforced during fit). On a GPU see
         :class:`ELSATrainer` for what stays repeatable.
 
         Parameters
         ----------
         x_train:
-            scipy sparse ``(n_users, n_items)`` binary interactions; at least
-            one row must have an interaction.
+            scipy sparse ``(n_users, n_items)`` binary interactions; at least one row must have an interaction.
         on_epoch_end:
-            Optional ``callback(epoch, loss, score)`` called after each epoch
-            with the 1-based epoch number, that epoch's mean loss over users,
-            and the validation score (``None`` without ``validate``).
+            Optional ``callback(epoch, loss, score)`` called after each epoch with the 1-based epoch number, that
+            epoch's mean loss over users, and the validation score (``None`` without ``validate``).
         validate:
-            Optional ``validate(model) -> float``, higher is better (e.g.
-            nDCG@100 on validation users), called on each epoch's weights and
-            passed to ``on_epoch_end``. With ``config.patience`` set, training
-            stops after that many epochs without improvement and the model
-            keeps the best epoch's weights; otherwise the last epoch's.
+            Optional ``validate(model) -> float``, higher is better (e.g. nDCG@100 on validation users), called on each
+            epoch's weights and passed to ``on_epoch_end``. With ``config.patience`` set, training stops after that many
+            epochs without improvement and the model keeps the best epoch's weights; otherwise the last epoch's.
 
         Returns
         -------
         ELSA
-            This model, fitted, with ``loss_history`` (one value per epoch run),
-            ``validation_history`` and ``best_epoch`` (1-based; the last epoch
-            without ``validate``).
+            This model, fitted, with ``loss_history`` (one value per epoch run), ``validation_history`` and
+            ``best_epoch`` (1-based; the last epoch without ``validate``).
 
         Raises
         ------
@@ -362,15 +353,13 @@ class ELSATrainer:
     """Trains :class:`ELSA` (the name the comparison guide uses): ``ELSATrainer(config).fit(x)`` is
     ``ELSA(config).fit(x)``, a new fitted model each call, through the one training loop of :meth:`ELSA.fit`.
 
-    Same data + same config on the same device and torch build -> bit-identical
-    weights (deterministic algorithms are enforced during fit).
+    Same data + same config on the same device and torch build -> bit-identical weights (deterministic algorithms are
+    enforced during fit).
 
-    On a GPU the fit is repeatable on the same GPU model, driver, CUDA and torch
-    versions (cuBLAS runs with a fixed workspace, ``CUBLAS_WORKSPACE_CONFIG``),
-    but its weights differ from a CPU fit in the last bits, because the
-    matrix products sum in another order; after many epochs the rankings can
-    differ slightly. Train every seed of one comparison on the same kind of
-    device, so the seed spread measures seeds and not hardware.
+    On a GPU the fit is repeatable on the same GPU model, driver, CUDA and torch versions (cuBLAS runs with a fixed
+    workspace, ``CUBLAS_WORKSPACE_CONFIG``), but its weights differ from a CPU fit in the last bits, because the matrix
+    products sum in another order; after many epochs the rankings can differ slightly. Train every seed of one
+    comparison on the same kind of device, so the seed spread measures seeds and not hardware.
     """
 
     def __init__(self, config: ELSAConfig | None = None) -> None:

@@ -1,8 +1,7 @@
 """Most-popular baseline: every user gets the items with the most training interactions.
 
-A standard non-personalised reference point; see e.g. P. Cremonesi, Y. Koren,
-R. Turrin, "Performance of Recommender Algorithms on Top-N Recommendation
-Tasks", RecSys 2010.
+A standard non-personalised reference point; see e.g. P. Cremonesi, Y. Koren, R. Turrin, "Performance of Recommender
+Algorithms on Top-N Recommendation Tasks", RecSys 2010.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ class Popularity(Recommender):
     config:
         Always None (no hyper-parameters).
     counts:
-        float32 array ``(n_items,)`` after fit: number of training rows with a
-        nonzero entry in each item column.
+        float32 array ``(n_items,)`` after fit: number of training rows with a nonzero entry in each item column.
     n_items:
         Catalogue size after fit, else None.
     """
