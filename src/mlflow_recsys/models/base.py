@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,6 +16,8 @@ from mlflow_recsys.models.ranking import top_k
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+C = TypeVar("C")
 
 
 class UnknownItemsWarning(UserWarning):
@@ -154,3 +156,12 @@ class Recommender:
             indices[start : start + batch_size] = idx
             scores[start : start + batch_size] = val
         return indices, scores
+
+
+def checked_config(config: C | None, cls: type[C]) -> C:
+    """``config``, or ``cls()`` for None; TypeError naming ``config`` for anything else."""
+    if config is None:
+        return cls()
+    if not isinstance(config, cls):
+        raise TypeError(f"config: expected an {cls.__name__}, found {type(config).__name__}")
+    return config

@@ -13,7 +13,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.models.base import Recommender
+from mlflow_recsys.models.base import Recommender, checked_config
 from mlflow_recsys.settings_schema import check_fields, setting
 
 _DTYPES = ("float32", "float64")
@@ -102,11 +102,7 @@ class EASE(Recommender):
     name = "EASE"
 
     def __init__(self, config: EASEConfig | None = None) -> None:
-        if config is None:
-            config = EASEConfig()
-        if not isinstance(config, EASEConfig):
-            raise TypeError(f"config: expected an EASEConfig, found {type(config).__name__}")
-        self.config: EASEConfig = config
+        self.config: EASEConfig = checked_config(config, EASEConfig)
         self.weights: np.ndarray | None = None
         self.n_items: int | None = None
 
