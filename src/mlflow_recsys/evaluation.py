@@ -308,14 +308,10 @@ def evaluate_rankings(
 ) -> EvaluationResult:
     """Evaluate precomputed rankings against target items.
 
-    Rows whose targets row is empty have no defined metric value; they are left out of the result together with their
-    sample ids, and a ``UserWarning`` reports how many.
-
-    With ``source`` given, a list that still holds its user's own fold-in items is not scored as it stands: those items
-    can never be targets, so they would count as misses and push every later item down (a popularity list that keeps
-    them scores about half its nDCG). Under ``fold_in="remove"`` they are taken out of each list, the items after them
-    move up, and a :class:`FoldInRankedWarning` counts them; ``fold_in="refuse"`` raises instead. Pass lists longer than
-    ``max_k`` so that enough items remain.
+    Rows with an empty targets row have no defined value and are left out with their sample ids (a ``UserWarning``
+    counts them). With ``source``, a user's own fold-in items, which can never be targets and would push every later
+    item down, are taken out of their list (``fold_in="remove"``; pass lists longer than ``max_k`` so that enough
+    remain) or refused (``"refuse"``).
 
     Parameters
     ----------
@@ -378,7 +374,7 @@ def evaluate_rankings(
         arr, n_removed, n_rows = _without_fold_in(arr, src, fold_in)
         _warn_fold_in_removed(n_removed, n_rows, arr.shape[0], max_k, stacklevel=2)
     hits = hit_matrix(arr, csr, max_k)
-    n_relevant = np.asarray((csr != 0).sum(axis=1)).ravel().astype(np.int64)
+    n_relevant = np.diff(csr.indptr)
     kept = _kept_rows(n_relevant)
     per_user: dict[str, np.ndarray] = {}
     for metric in metric_objs:
@@ -399,12 +395,9 @@ def evaluate_recommender(
 ) -> EvaluationResult:
     """Rank items for held-out rows in batches and evaluate the rankings.
 
-    For each batch of rows, ``model.recommend(source_rows, max_k)`` gives the top ``max_k`` item indices (fold-in items
-    excluded by the model); rows are independent, so the result does not depend on ``batch_size``. Rows whose targets
-    row is empty are skipped before ranking and left out of the result with their sample ids; a ``UserWarning`` reports
-    how many, if any. A model that returns fold-in items anyway is treated as in :func:`evaluate_rankings`
-    (``fold_in``): they are taken out and counted in a :class:`FoldInRankedWarning`, leaving that list shorter than
-    ``max_k``, or refused.
+    Each batch is ranked by ``model.recommend(source_rows, max_k)``; rows are independent, so the result does not
+    depend on ``batch_size``. Rows with an empty targets row are skipped and left out, and fold-in items a model
+    returns anyway are taken out or refused, as in :func:`evaluate_rankings`.
 
     Parameters
     ----------
@@ -458,21 +451,20 @@ def evaluate_recommender(
     tgt = canonical_csr(targets, "targets")
     if src.shape != tgt.shape:
         raise ValueError(f"targets: expected shape {src.shape} like source, found {tgt.shape}")
-    validation.integer(batch_size, "batch_size", minimum=1)
+    batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
     n_items = getattr(model, "n_items", None)
     if n_items is not None and int(n_items) != src.shape[1]:
         raise ValueError(f"source: expected {int(n_items)} columns (the model's n_items), found {src.shape[1]}")
     ids = _resolve_sample_ids(sample_ids, src.shape[0])
     fingerprint = targets_fingerprint(source, targets, ids)
-
-    n_relevant = np.asarray((tgt != 0).sum(axis=1)).ravel().astype(np.int64)
+    n_relevant = np.diff(tgt.indptr)
     kept = _kept_rows(n_relevant)
     chunks: dict[str, list[np.ndarray]] = {key: [] for m in metric_objs for key in m.keys}
     leaked = np.zeros(2, dtype=np.int64)  # fold-in items taken out, lists they were in
-    starts = range(0, kept.shape[0], int(batch_size))
+    starts = range(0, kept.shape[0], batch_size)
     for start in tqdm(starts, desc="evaluate", unit="batch", disable=None, leave=False):
-        rows = kept[start : start + int(batch_size)]
+        rows = kept[start : start + batch_size]
         indices, _ = model.recommend(src[rows], max_k)
         indices = np.asarray(indices)
         if indices.ndim != 2 or indices.shape[0] != rows.shape[0]:

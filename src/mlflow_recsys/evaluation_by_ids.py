@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ import pandas as pd
 
 from mlflow_recsys.catalogue import ItemCatalogue, id_kind
 from mlflow_recsys.evaluation import EvaluationResult, MetricSpec, evaluate_recommender, resolve_metrics
-from mlflow_recsys.metrics import RankingMetric
 from mlflow_recsys.models.base import UnknownItemsWarning
 from mlflow_recsys.validation import integer
 
@@ -98,25 +96,21 @@ def evaluate_by_ids(
     split of this package produces such targets, so it points to a mismatched catalogue. To evaluate anyway, remove
     those rows from ``targets`` and report that you did.
     """
-    clean = _evaluate_by_ids_iv(
-        model,
-        histories,
-        targets,
-        item_ids=item_ids,
-        metrics=metrics,
-        user_col=user_col,
-        item_col=item_col,
-        batch_size=batch_size,
-    )
-    users, target_rows = np.unique(clean.target_users, return_inverse=True)
-    history_rows = pd.Index(users).get_indexer(clean.history_users)
+    metric_objs = resolve_metrics(metrics)
+    integer(batch_size, "batch_size", minimum=1)
+    _check_frames(histories, targets, user_col, item_col)
+    catalogue = ItemCatalogue(item_ids, name="item_ids")
+    n_items = getattr(model, "n_items", None)
+    if n_items is not None and int(n_items) != len(catalogue):
+        raise ValueError(f"item_ids: expected {int(n_items)} ids (one per column of the model), found {len(catalogue)}")
+    history_users, history_items, target_users, target_items = _ids(histories, targets, catalogue, user_col, item_col)
+    users, target_rows = np.unique(target_users, return_inverse=True)
+    history_rows = pd.Index(users).get_indexer(history_users)
     evaluated = history_rows >= 0
-    source, unknown = clean.catalogue.matrix_from_pairs(
-        history_rows[evaluated], clean.history_items[evaluated], len(users)
-    )
-    target, _ = clean.catalogue.matrix_from_pairs(target_rows, clean.target_items, len(users))
+    source, unknown = catalogue.matrix_from_pairs(history_rows[evaluated], history_items[evaluated], len(users))
+    target, _ = catalogue.matrix_from_pairs(target_rows, target_items, len(users))
     if unknown.any():
-        examples = np.unique(clean.history_items[evaluated][unknown]).tolist()  # sorted: row order does not matter
+        examples = np.unique(history_items[evaluated][unknown]).tolist()  # sorted: row order does not matter
         warnings.warn(
             f"histories: {int(unknown.sum())} row(s) of evaluated users name item ids outside item_ids "
             f"(such as {examples[:5]}); they were left out of the fold-in, as the model has no column for them",
@@ -128,7 +122,7 @@ def evaluate_by_ids(
         model,
         source=source,
         targets=target,
-        metrics=clean.metrics,
+        metrics=metric_objs,
         sample_ids=users,
         batch_size=batch_size,
         collect_per_user=collect_per_user,
@@ -156,31 +150,7 @@ def _warn_cold_users_and_seen_targets(source, target, n_users: int) -> None:
         )
 
 
-@dataclass(frozen=True)
-class _IdFrames:
-    """Validated input of :func:`evaluate_by_ids`: ids as int64 or str arrays, targets all in the catalogue."""
-
-    metrics: list[RankingMetric]
-    catalogue: ItemCatalogue
-    history_users: np.ndarray
-    history_items: np.ndarray
-    target_users: np.ndarray
-    target_items: np.ndarray
-
-
-def _evaluate_by_ids_iv(
-    model: Any,
-    histories: Any,
-    targets: Any,
-    *,
-    item_ids: Any,
-    metrics: Any,
-    user_col: Any,
-    item_col: Any,
-    batch_size: Any,
-) -> _IdFrames:
-    metric_objs = resolve_metrics(metrics)
-    integer(batch_size, "batch_size", minimum=1)
+def _check_frames(histories: Any, targets: Any, user_col: Any, item_col: Any) -> None:
     if user_col == item_col:
         raise ValueError(f"item_col: expected a column other than user_col, found {item_col!r} for both")
     for name, frame in (("histories", histories), ("targets", targets)):
@@ -196,10 +166,11 @@ def _evaluate_by_ids_iv(
             )
     if len(targets) == 0:
         raise ValueError("targets: expected at least one row (a user and a held-out item), found none")
-    catalogue = ItemCatalogue(item_ids, name="item_ids")
-    n_items = getattr(model, "n_items", None)
-    if n_items is not None and int(n_items) != len(catalogue):
-        raise ValueError(f"item_ids: expected {int(n_items)} ids (one per column of the model), found {len(catalogue)}")
+
+
+def _ids(histories: pd.DataFrame, targets: pd.DataFrame, catalogue: ItemCatalogue, user_col: Any, item_col: Any):
+    """(history users, history items, target users, target items) as int64 or str arrays, every target item in the
+    catalogue and each column of one kind."""
     target_users, user_kind = _id_column(targets, user_col, "targets")
     history_users, kind = _id_column(histories, user_col, "histories")
     if kind is not None and kind != user_kind:
@@ -221,7 +192,7 @@ def _evaluate_by_ids_iv(
             f"(such as {examples[:5]}); the model can never recommend them, so remove those rows, and say so, "
             "or evaluate with a catalogue that holds them"
         )
-    return _IdFrames(metric_objs, catalogue, history_users, items["histories"], target_users, items["targets"])
+    return history_users, items["histories"], target_users, items["targets"]
 
 
 def _id_column(frame: pd.DataFrame, column: Any, name: str) -> tuple[np.ndarray, str | None]:
