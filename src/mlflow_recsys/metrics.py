@@ -72,13 +72,6 @@ def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
     return tuple(ks)
 
 
-def _canonical_targets(targets: Any, n_rows: int | None = None) -> sp.csr_matrix:
-    csr = canonical_csr(targets, "targets")
-    if n_rows is not None and csr.shape[0] != n_rows:
-        raise ValueError(f"targets: expected {n_rows} rows to match rankings, found {csr.shape[0]}")
-    return csr
-
-
 def _validate_rankings(rankings: object, min_columns: int, n_items: int) -> np.ndarray:
     arr = np.asarray(rankings)
     if arr.ndim != 2:
@@ -123,16 +116,11 @@ def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
     ValueError
         If it is not 2-D or holds NaN, infinite or negative values.
     """
-    csr = _canonical_targets(targets)
-    return np.diff(csr.indptr).astype(np.int64)
+    return np.diff(canonical_csr(targets, "targets").indptr).astype(np.int64)
 
 
 def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray:
     """Boolean matrix saying which of the top ``k`` ranked items are targets.
-
-    Membership is looked up without a per-row Python loop: each (row, item) pair is encoded as ``row * n_items + item``;
-    the encoded target pairs of a canonical CSR matrix are already sorted, so ``np.searchsorted`` finds every ranked
-    pair at once.
 
     Parameters
     ----------
@@ -158,15 +146,23 @@ def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray
     TypeError
         If ``targets`` is not a scipy sparse matrix.
     """
-    k = _validate_k(k)
+    return _checked_hits(rankings, targets, _validate_k(k))[0]
+
+
+def _checked_hits(rankings: Any, targets: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`hit_matrix`, :func:`relevant_counts`) once the arguments are checked."""
     arr = np.asarray(rankings)
     if arr.ndim != 2:
         raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
-    csr = _canonical_targets(targets, n_rows=arr.shape[0])
-    return _hits(_validate_rankings(arr, k, csr.shape[1]), csr)
+    csr = canonical_csr(targets, "targets")
+    if csr.shape[0] != arr.shape[0]:
+        raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
+    return _hits(_validate_rankings(arr, k, csr.shape[1]), csr), np.diff(csr.indptr)
 
 
 def _hits(rankings: np.ndarray, csr: sp.csr_matrix) -> np.ndarray:
+    # No loop over rows: (row, item) encoded as row * n_items + item is sorted in a canonical CSR matrix, so one
+    # searchsorted finds every ranked pair.
     n, n_items = csr.shape
     hits = np.zeros(rankings.shape, dtype=bool)
     if csr.nnz == 0 or rankings.size == 0:
@@ -190,8 +186,8 @@ def _row_sums(values: np.ndarray) -> np.ndarray:
 class RankingMetric:
     """Base class: a ranking metric evaluated at one or more cutoffs ``k``.
 
-    Subclasses set ``name`` and implement ``_values`` (per-row values for one cutoff from the hit matrix) and
-    ``_definition``; one whose values can leave ``[0, 1]`` sets ``value_range`` too.
+    Subclasses set ``name``, ``_formula`` and ``_source`` and implement ``_values`` (per-row values for one cutoff from
+    the hit matrix); one whose values can leave ``[0, 1]`` sets ``value_range`` too.
 
     Parameters
     ----------
@@ -205,6 +201,9 @@ class RankingMetric:
     """
 
     name: ClassVar[str] = ""
+    #: The definition after ``name@k: `` (``{k}`` stands for the cutoff) and its source, in parentheses after it.
+    _formula: ClassVar[str] = ""
+    _source: ClassVar[str] = ""
     #: Closed interval holding every defined per-row value. Each metric here is a
     #: 0/1 indicator, 1/rank, or hits over a denominator no smaller than the hits
     #: can reach (ranked items are distinct), so all of them lie in [0, 1].
@@ -226,7 +225,10 @@ class RankingMetric:
     @property
     def definitions(self) -> dict[str, str]:
         """Metric key -> one-line exact definition including its source."""
-        return {f"{self.name}@{k}": self._definition(k) for k in self.ks}
+        return {
+            f"{self.name}@{k}": f"{self.name}@{k}: {self._formula.format(k=k)}; binary relevance ({self._source})"
+            for k in self.ks
+        }
 
     def compute(self, rankings: np.ndarray, targets: sp.spmatrix) -> dict[str, np.ndarray]:
         """Per-row metric values for every cutoff.
@@ -252,12 +254,7 @@ class RankingMetric:
         TypeError
             If ``targets`` is not a scipy sparse matrix.
         """
-        arr = np.asarray(rankings)
-        if arr.ndim != 2:
-            raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
-        csr = _canonical_targets(targets, n_rows=arr.shape[0])
-        hits = _hits(_validate_rankings(arr, self.max_k, csr.shape[1]), csr)
-        return self.from_hits(hits, np.diff(csr.indptr))
+        return self.from_hits(*_checked_hits(rankings, targets, self.max_k))
 
     def from_hits(self, hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
         """Per-row metric values from a precomputed hit matrix.
@@ -297,9 +294,6 @@ class RankingMetric:
     def _values(self, hits: np.ndarray, n_relevant: np.ndarray, k: int) -> np.ndarray:
         raise NotImplementedError
 
-    def _definition(self, k: int) -> str:
-        raise NotImplementedError
-
     def __eq__(self, other: object) -> bool:
         return type(self) is type(other) and self.ks == other.ks
 
@@ -322,15 +316,11 @@ class Recall(RankingMetric):
     """
 
     name = "recall"
+    _formula = "hits@{k} / |R_u|, " + _HITS_AT
+    _source = "standard IR recall; Manning, Raghavan & Schütze 2008"
 
     def _values(self, hits, n_relevant, k):
         return hits.sum(axis=1) / n_relevant
-
-    def _definition(self, k):
-        return (
-            f"recall@{k}: hits@{k} / |R_u|, {_HITS_AT.format(k=k)}; binary relevance "
-            "(standard IR recall; Manning, Raghavan & Schütze 2008)"
-        )
 
 
 class CalibratedRecall(RankingMetric):
@@ -342,15 +332,11 @@ class CalibratedRecall(RankingMetric):
     """
 
     name = "calibrated_recall"
+    _formula = "hits@{k} / min({k},|R_u|), " + _HITS_AT
+    _source = "Liang et al. 2018, VAE-CF"
 
     def _values(self, hits, n_relevant, k):
         return hits.sum(axis=1) / np.minimum(k, n_relevant)
-
-    def _definition(self, k):
-        return (
-            f"calibrated_recall@{k}: hits@{k} / min({k},|R_u|), {_HITS_AT.format(k=k)}; "
-            "binary relevance (Liang et al. 2018, VAE-CF)"
-        )
 
 
 class Precision(RankingMetric):
@@ -360,15 +346,11 @@ class Precision(RankingMetric):
     """
 
     name = "precision"
+    _formula = "hits@{k} / {k}, " + _HITS_AT
+    _source = "standard IR precision; Manning, Raghavan & Schütze 2008"
 
     def _values(self, hits, n_relevant, k):
         return hits.sum(axis=1) / float(k)
-
-    def _definition(self, k):
-        return (
-            f"precision@{k}: hits@{k} / {k}, {_HITS_AT.format(k=k)}; binary relevance "
-            "(standard IR precision; Manning, Raghavan & Schütze 2008)"
-        )
 
 
 class HitRate(RankingMetric):
@@ -378,15 +360,11 @@ class HitRate(RankingMetric):
     """
 
     name = "hit_rate"
+    _formula = "1 if hits@{k} >= 1 else 0, " + _HITS_AT
+    _source = "Deshpande & Karypis 2004"
 
     def _values(self, hits, n_relevant, k):
         return hits.any(axis=1).astype(np.float64)
-
-    def _definition(self, k):
-        return (
-            f"hit_rate@{k}: 1 if hits@{k} >= 1 else 0, {_HITS_AT.format(k=k)}; "
-            "binary relevance (Deshpande & Karypis 2004)"
-        )
 
 
 class NDCG(RankingMetric):
@@ -398,18 +376,14 @@ class NDCG(RankingMetric):
     """
 
     name = "ndcg"
+    _formula = "sum_{{r<={k}, hit}} 1/log2(r+1) / sum_{{r<=min({k},|R_u|)}} 1/log2(r+1)"
+    _source = "Järvelin & Kekäläinen 2002"
 
     def _values(self, hits, n_relevant, k):
         discounts = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
         dcg = _row_sums(np.where(hits, discounts, 0.0))
         ideal_by_count = np.concatenate(([0.0], np.cumsum(discounts)))
         return dcg / ideal_by_count[np.minimum(k, n_relevant)]
-
-    def _definition(self, k):
-        return (
-            f"ndcg@{k}: sum_{{r<={k}, hit}} 1/log2(r+1) / sum_{{r<=min({k},|R_u|)}} "
-            "1/log2(r+1); binary relevance (Järvelin & Kekäläinen 2002)"
-        )
 
 
 class MRR(RankingMetric):
@@ -420,15 +394,12 @@ class MRR(RankingMetric):
     """
 
     name = "mrr"
+    _formula = "1/r for the smallest hit rank r<={k}, 0 if no hit"
+    _source = "Voorhees 1999, TREC-8 QA"
 
     def _values(self, hits, n_relevant, k):
         first = hits.argmax(axis=1)
         return np.where(hits.any(axis=1), 1.0 / (first + 1.0), 0.0)
-
-    def _definition(self, k):
-        return (
-            f"mrr@{k}: 1/r for the smallest hit rank r<={k}, 0 if no hit; binary relevance (Voorhees 1999, TREC-8 QA)"
-        )
 
 
 class MAP(RankingMetric):
@@ -445,18 +416,13 @@ class MAP(RankingMetric):
     """
 
     name = "map"
+    _formula = "sum_{{r<={k}, hit}} (hits@r / r) / min({k},|R_u|), hits@r = number of R_u items in the top r"
+    _source = "truncated average precision; Manning, Raghavan & Schütze 2008"
 
     def _values(self, hits, n_relevant, k):
         hit_float = hits.astype(np.float64)
         precision_at_r = np.cumsum(hit_float, axis=1) / np.arange(1, k + 1, dtype=np.float64)
         return _row_sums(precision_at_r * hit_float) / np.minimum(k, n_relevant)
-
-    def _definition(self, k):
-        return (
-            f"map@{k}: sum_{{r<={k}, hit}} (hits@r / r) / min({k},|R_u|), "
-            "hits@r = number of R_u items in the top r; binary relevance "
-            "(truncated average precision; Manning, Raghavan & Schütze 2008)"
-        )
 
 
 METRIC_CLASSES: dict[str, type[RankingMetric]] = {
