@@ -48,8 +48,8 @@ __all__ = [
 KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
 
 
-#: The largest cutoff: a top-N list is read in batches of users × k ranks, so k bounds the memory an evaluation
-#: takes (10,000 ranks of 1,024 users hold 80 MB of item indices), and no top-N protocol looks further.
+#: The largest cutoff: a top-N list is read in batches of users × k ranks, so k bounds the memory an evaluation takes
+#: (10,000 ranks of 1,024 users hold 80 MB of item indices), and no top-N protocol looks further.
 MAX_CUTOFF = 10_000
 
 
@@ -97,17 +97,8 @@ def _validate_rankings(rankings: object, min_columns: int, n_items: int) -> np.n
 
 
 def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
-    """Number of target items per row, ``|R_u|``.
-
-    Parameters
-    ----------
-    targets:
-        Sparse matrix of shape ``(n, n_items)``; every stored nonzero is a target.
-
-    Returns
-    -------
-    np.ndarray
-        int64 array of shape ``(n,)``.
+    """Number of target items per row, ``|R_u|``: an int64 array of shape ``(n,)`` for a sparse ``targets`` of shape
+    ``(n, n_items)`` whose stored nonzeros are the targets.
 
     Raises
     ------
@@ -120,22 +111,11 @@ def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
 
 
 def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray:
-    """Boolean matrix saying which of the top ``k`` ranked items are targets.
+    """Which of the top ``k`` (a positive int) ranked items are targets: a bool array of shape ``(n, k)``.
 
-    Parameters
-    ----------
-    rankings:
-        Integer array of shape ``(n, >= k)``; entry ``[i, r]`` is the item index at rank ``r + 1`` for row ``i``, ``-1``
-        is padding and never a hit.
-    targets:
-        Sparse matrix of shape ``(n, n_items)``; stored nonzeros are targets.
-    k:
-        Positive number of leading ranks to look at.
-
-    Returns
-    -------
-    np.ndarray
-        bool array of shape ``(n, k)``.
+    ``rankings`` is an integer array of shape ``(n, >= k)`` whose ``[i, r]`` is the item index at rank ``r + 1`` of row
+    ``i`` (``-1`` is padding, never a hit); ``targets`` a sparse matrix of shape ``(n, n_items)`` whose stored nonzeros
+    are the targets.
 
     Raises
     ------
@@ -177,22 +157,17 @@ def _hits(rankings: np.ndarray, csr: sp.csr_matrix) -> np.ndarray:
 
 
 def _row_sums(values: np.ndarray) -> np.ndarray:
-    # A running sum adds each row left to right, so a row's value does not depend
-    # on how many rows are evaluated together; BLAS products and pairwise sums
-    # may reorder the additions with the batch shape and change the last bit.
+    # A running sum adds each row left to right, so a row's value does not depend on how many rows are evaluated
+    # together; BLAS products and pairwise sums may reorder the additions with the batch shape and change the last bit.
     return np.cumsum(values, axis=1)[:, -1]
 
 
 class RankingMetric:
     """Base class: a ranking metric evaluated at one or more cutoffs ``k``.
 
-    Subclasses set ``name``, ``_formula`` and ``_source`` and implement ``_values`` (per-row values for one cutoff from
-    the hit matrix); one whose values can leave ``[0, 1]`` sets ``value_range`` too.
-
-    Parameters
-    ----------
-    k:
-        A positive int or a sequence of them; duplicates are dropped, order kept.
+    ``k`` is a positive int or a sequence of them (duplicates dropped, order kept). Subclasses set ``name``,
+    ``_formula`` and ``_source`` and implement ``_values`` (per-row values for one cutoff from the hit matrix); one
+    whose values can leave ``[0, 1]`` sets ``value_range`` too.
 
     Raises
     ------
@@ -204,9 +179,8 @@ class RankingMetric:
     #: The definition after ``name@k: `` (``{k}`` stands for the cutoff) and its source, in parentheses after it.
     _formula: ClassVar[str] = ""
     _source: ClassVar[str] = ""
-    #: Closed interval holding every defined per-row value. Each metric here is a
-    #: 0/1 indicator, 1/rank, or hits over a denominator no smaller than the hits
-    #: can reach (ranked items are distinct), so all of them lie in [0, 1].
+    #: Closed interval holding every defined per-row value. Each metric here is a 0/1 indicator, 1/rank, or hits over a
+    #: denominator no smaller than the hits can reach (ranked items are distinct), so all of them lie in [0, 1].
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, k: int | Sequence[int]):
@@ -231,20 +205,11 @@ class RankingMetric:
         }
 
     def compute(self, rankings: np.ndarray, targets: sp.spmatrix) -> dict[str, np.ndarray]:
-        """Per-row metric values for every cutoff.
+        """Per-row values for every cutoff: metric key -> float64 array of shape ``(n,)``, NaN for rows without targets.
 
-        Parameters
-        ----------
-        rankings:
-            Integer array of shape ``(n, >= max_k)``, item indices best first, ``-1`` padding (never a hit). Extra
-            columns are ignored.
-        targets:
-            Sparse matrix of shape ``(n, n_items)``; stored nonzeros are the relevant items (binary relevance).
-
-        Returns
-        -------
-        dict[str, np.ndarray]
-            Metric key -> float64 array of shape ``(n,)``; NaN for rows without targets.
+        ``rankings`` is an integer array of shape ``(n, >= max_k)``, item indices best first, ``-1`` padding (never a
+        hit; extra columns are ignored); ``targets`` a sparse matrix of shape ``(n, n_items)`` whose stored nonzeros are
+        the relevant items (binary relevance).
 
         Raises
         ------
@@ -257,19 +222,9 @@ class RankingMetric:
         return self.from_hits(*_checked_hits(rankings, targets, self.max_k))
 
     def from_hits(self, hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
-        """Per-row metric values from a precomputed hit matrix.
-
-        Parameters
-        ----------
-        hits:
-            bool array of shape ``(n, >= max_k)`` as returned by :func:`hit_matrix`.
-        n_relevant:
-            int array of shape ``(n,)``: ``|R_u|`` per row.
-
-        Returns
-        -------
-        dict[str, np.ndarray]
-            Metric key -> float64 array of shape ``(n,)``; NaN where ``n_relevant`` is 0.
+        """Per-row values from ``hits``, a bool array of shape ``(n, >= max_k)`` as :func:`hit_matrix` returns, and
+        ``n_relevant``, an int array of ``|R_u|`` of shape ``(n,)``: metric key -> float64 array of shape ``(n,)``, NaN
+        where ``n_relevant`` is 0.
 
         Raises
         ------

@@ -139,9 +139,8 @@ def text(value: object, name: str) -> str:
     return value
 
 
-#: Unicode categories a name may not hold: control (newline, tab, NUL, escape), format (zero-width space,
-#: right-to-left override), surrogate (bytes that are not UTF-8, which MLflow cannot store) and the line and
-#: paragraph separators.
+#: Unicode categories a name may not hold: control (newline, tab, NUL, escape), format (zero-width space, right-to-left
+#: override), surrogate (bytes that are not UTF-8, which MLflow cannot store) and the line and paragraph separators.
 _UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 

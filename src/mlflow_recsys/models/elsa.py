@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.models.base import Recommender, checked_config
+from mlflow_recsys.models.base import Recommender, _checked_config
 from mlflow_recsys.settings_schema import check_fields, setting
 
 if TYPE_CHECKING:
@@ -35,13 +35,13 @@ if TYPE_CHECKING:
 _NORM_EPS = 1e-12
 
 
-# Upper limits, refused when the config is made rather than deep in torch (an overflow, or an allocation that
-# cannot succeed): 65,536 latent columns already take 26 GB of float32 weights for 100,000 items.
+# Upper limits, refused when the config is made rather than deep in torch (an overflow, or an allocation that cannot
+# succeed): 65,536 latent columns already take 26 GB of float32 weights for 100,000 items.
 MAX_LATENT_DIM = 65_536
 MAX_BATCH_SIZE = 2**24
 MAX_EPOCHS = 100_000
-# torch holds the learning rate and weight decay as float32 (past 3.4e38 it refuses them mid-training); far below
-# that a step overshoots to NaN weights. 100 and 1e6 are well past any useful value.
+# torch holds the learning rate and weight decay as float32 (past 3.4e38 it refuses them mid-training); far below that a
+# step overshoots to NaN weights. 100 and 1e6 are well past any useful value.
 MAX_LR = 100.0
 MAX_WEIGHT_DECAY = 1e6
 
@@ -193,7 +193,7 @@ class ELSA(Recommender):
     name = "ELSA"
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
-        self.config: ELSAConfig = checked_config(config, ELSAConfig)
+        self.config: ELSAConfig = _checked_config(config, ELSAConfig)
         self.weights: np.ndarray | None = None
         self.loss_history: list[float] = []
         self.validation_history: list[float] = []
@@ -327,7 +327,7 @@ class ELSATrainer:
     """
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
-        self.config = checked_config(config, ELSAConfig)
+        self.config = _checked_config(config, ELSAConfig)
 
     def fit(
         self,

@@ -53,15 +53,14 @@ def top_k(
         raise ValueError(f"scores: expected a 2-D array (n_rows, n_items), found shape {scores.shape}")
     if not (np.issubdtype(scores.dtype, np.floating) or np.issubdtype(scores.dtype, np.integer)):
         raise ValueError(f"scores: expected a real-valued array, found dtype {scores.dtype}")
-    validation.integer(k, "k", minimum=1)
-    k = int(k)
+    k = validation.integer(k, "k", minimum=1)
     n_rows, n_items = scores.shape
     if np.issubdtype(scores.dtype, np.floating) and np.isnan(scores).any():
         raise ValueError("scores: expected no NaN values, found at least one")
 
     work_dtype = np.float32 if scores.dtype in (np.float16, np.float32) else np.float64
-    # Ranking ascending on the negated scores; NaN marks excluded items because
-    # numpy's partition and sort place NaN after every number, -inf scores included.
+    # Ranking ascending on the negated scores; NaN marks excluded items because numpy's partition and sort place NaN
+    # after every number, -inf scores included.
     keys = -np.asarray(scores, dtype=work_dtype)
     excluded_rows, excluded_cols = _excluded_positions(exclude, scores.shape)
     keys[excluded_rows, excluded_cols] = np.nan
@@ -81,8 +80,8 @@ def top_k(
     chosen_keys = np.full((n_rows, take), np.nan, dtype=work_dtype)
     chosen[rows, slot] = cols
     chosen_keys[rows, slot] = keys[rows, cols]
-    # np.nonzero lists each row's columns in ascending order, so a stable sort
-    # leaves tied scores in item index order; padding (NaN) goes last.
+    # np.nonzero lists each row's columns in ascending order, so a stable sort leaves tied scores in item index order;
+    # padding (NaN) goes last.
     order = np.argsort(chosen_keys, axis=1, kind="stable")
     indices[:, :take] = np.take_along_axis(chosen, order, axis=1)
     padded = indices < 0
