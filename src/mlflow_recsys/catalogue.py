@@ -69,37 +69,18 @@ class ItemCatalogue:
         return f"ItemCatalogue({len(self)} {self.kind} ids)"
 
     def indices(self, ids: Any) -> np.ndarray:
-        """The column of each id, ``-1`` where the catalogue does not hold it.
+        """The column of each id, ``-1`` where the catalogue does not hold it: int64, one entry per id, in order.
 
         Ids compare by value, so a NumPy integer, a Python int and an id read back from JSON find the same column; a
         string never matches an integer id (``"7"`` is not ``7``).
-
-        Returns
-        -------
-        numpy.ndarray
-            int64 array with one entry per id, in the order given.
         """
         return self._index.get_indexer(_object_array(ids)).astype(np.int64, copy=False)
 
     def matrix_from_pairs(self, rows: Any, ids: Any, n_rows: int) -> tuple[sp.csr_matrix, np.ndarray]:
-        """A binary matrix with a one at ``(rows[j], column of ids[j])`` for every id the catalogue holds.
-
-        Parameters
-        ----------
-        rows:
-            Integer row of each pair, in ``[0, n_rows)``.
-        ids:
-            Item id of each pair, as many as ``rows``.
-        n_rows:
-            Number of rows of the matrix.
-
-        Returns
-        -------
-        (scipy.sparse.csr_matrix, numpy.ndarray)
-            The float32 CSR matrix of shape ``(n_rows, n_items)``, canonical (sorted, one stored one per pair: a
-            repeated pair counts once), and a boolean mask, one entry per pair, true where the id is not in the
-            catalogue (such pairs are not in the matrix).
-        """
+        """A binary matrix with a one at ``(rows[j], column of ids[j])`` for every id the catalogue holds, ``rows``
+        integers in ``[0, n_rows)`` and ``ids`` as many item ids -> (the canonical float32 CSR matrix of shape
+        ``(n_rows, n_items)``, a repeated pair stored once; a boolean mask, one entry per pair, true where the id is not
+        in the catalogue and so not in the matrix)."""
         rows = np.asarray(rows, dtype=np.int64)
         cols = self.indices(ids)
         unknown = cols < 0
@@ -113,14 +94,8 @@ class ItemCatalogue:
         return matrix, unknown
 
     def matrix_from_lists(self, lists: Iterable[Any]) -> tuple[sp.csr_matrix, list[list]]:
-        """A binary matrix with one row per list of ids (``None`` or NaN is an empty list).
-
-        Returns
-        -------
-        (scipy.sparse.csr_matrix, list of lists)
-            The matrix as :meth:`matrix_from_pairs` builds it, and per row the ids the catalogue does not hold, as plain
-            Python values in input order.
-        """
+        """A binary matrix with one row per list of ids (``None`` or NaN is an empty list), as :meth:`matrix_from_pairs`
+        builds it, and per row the ids the catalogue does not hold, as plain Python values in input order."""
         lists = list(lists)
         n_rows = len(lists)
         rows, ids, _ = flatten_id_lists(lists)
@@ -132,15 +107,8 @@ class ItemCatalogue:
 
 
 def flatten_id_lists(lists: Iterable[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every id of a sequence of id lists as (row, id, position in its list).
-
-    ``None`` or a float NaN stands for an empty list (a missing cell of a frame).
-
-    Returns
-    -------
-    (numpy.ndarray, numpy.ndarray, numpy.ndarray)
-        int64 row numbers, an object array of the ids, int64 positions.
-    """
+    """Every id of a sequence of id lists as (int64 rows, an object array of the ids, int64 positions in their list);
+    ``None`` or a float NaN stands for an empty list (a missing cell of a frame)."""
     rows: list[int] = []
     flat: list[Any] = []
     positions: list[int] = []
@@ -161,10 +129,8 @@ def id_kind(ids: np.ndarray, name: str) -> str:
         If the ids are floats, booleans, missing or a mix of kinds.
     """
     inferred = pd.api.types.infer_dtype(ids, skipna=False)
-    if inferred == "integer":
-        return "integer"
-    if inferred == "string":
-        return "string"
+    if inferred in ("integer", "string"):
+        return inferred
     raise ValueError(f"{name}: expected integer or string ids, found {_describe(ids, inferred)}")
 
 

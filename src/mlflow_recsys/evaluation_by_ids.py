@@ -30,9 +30,9 @@ def evaluate_by_ids(
 ) -> EvaluationResult:
     """Evaluate a recommender on frames of user and item ids, one row per interaction.
 
-    The ids are mapped to the model's columns by :class:`~mlflow_recsys.catalogue.ItemCatalogue` (as in the served model
-    and the ``recsys`` MLflow evaluator), the fold-in and target matrices are built, and :func:`evaluate_recommender`
-    scores them: for the same interactions both give the same values and the same targets fingerprint.
+    The ids are mapped to the model's columns by :class:`~mlflow_recsys.catalogue.ItemCatalogue` (as the served model
+    and the ``recsys`` MLflow evaluator map them) and :func:`evaluate_recommender` scores the matrices: for the same
+    interactions both give the same values and targets fingerprint.
 
     Parameters
     ----------
@@ -79,21 +79,16 @@ def evaluate_by_ids(
 
     Notes
     -----
-    Rows and order. Each distinct user of ``targets`` is one evaluation row, in sorted user-id order, whatever the order
-    of the frames' rows. The package's splits list held-out users in the same order, so the frames of a split's test
-    users (one draw) reproduce the targets fingerprint of its training runs. Relevance is binary: a repeated (user,
-    item) row counts once in either frame.
+    Each distinct user of ``targets`` is one evaluation row, in sorted user-id order as in the package's splits, so the
+    frames of a split's test users (one draw) reproduce the targets fingerprint of its training runs. Relevance is
+    binary: a repeated (user, item) row counts once. A user only in ``histories`` is not evaluated; one of ``targets``
+    with no known history item is evaluated from an empty history (cold start; EASE and ELSA then rank in catalogue
+    order) and counted in a warning: drop such users from ``targets`` to evaluate warm users only. A target also in its
+    user's history stays a target, a certain miss.
 
-    Users. A user who appears only in ``histories`` is not evaluated. A user of ``targets`` with no history row, or with
-    unknown items only, is evaluated from an empty history (cold start; EASE and ELSA then rank in catalogue order) and
-    counted in a warning: such users stay in the population the caller chose, so drop them from ``targets`` to evaluate
-    warm users only. A target that is also in its user's history stays a target; models never recommend history items,
-    so it is a certain miss.
-
-    Unknown items. In ``histories`` an item outside ``item_ids`` is left out of the fold-in, as the served model leaves
-    it out: the model has no column for it. In ``targets`` it is refused. Dropping it silently would shrink the user's
-    relevant set and raise recall and nDCG; counting it as a miss would need a column the model does not have, and no
-    split of this package produces such targets, so it points to a mismatched catalogue. To evaluate anyway, remove
+    An item outside ``item_ids`` is left out of the fold-in, as the served model leaves it out, but refused in
+    ``targets``: dropping it would shrink the user's relevant set and raise recall and nDCG, counting it as a miss needs
+    a column the model does not have, and no split of this package produces such targets. To evaluate anyway, remove
     those rows from ``targets`` and report that you did.
     """
     metric_objs = resolve_metrics(metrics)

@@ -292,8 +292,7 @@ class ELSA(Recommender):
         # Sparse x times Â first keeps the cost at O(nnz * d + n * d * n_items).
         scores = np.asarray(x @ a_hat, dtype=np.float32) @ a_hat.T
         scores -= x.toarray()
-        np.maximum(scores, 0.0, out=scores)
-        return scores.astype(np.float32, copy=False)
+        return np.maximum(scores, 0.0, out=scores)
 
     def _to_saved(self):
         return (

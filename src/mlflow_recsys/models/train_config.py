@@ -73,7 +73,7 @@ class TrainConfig:
         problem = foreign_hyperparameters(spec, given)
         if problem:
             raise ValueError(problem)
-        config = self._build(spec, given).config  # each value checked by the model's config class
+        config = spec.build({**spec.train_defaults, **given}).config  # each value checked by the model's config class
         # Every hyper-parameter, defaults filled in: a default given or left out makes the same config.
         canonical = {k: getattr(config, k) for k in spec.hyperparameters}
         object.__setattr__(self, "hyperparameters", MappingProxyType(canonical))
@@ -89,10 +89,6 @@ class TrainConfig:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return (_restore, (type(self), {**values, "hyperparameters": dict(self.hyperparameters)}))
 
-    @staticmethod
-    def _build(spec: ModelSpec, given: Mapping[str, Any]) -> Recommender:
-        return spec.build({**spec.train_defaults, **given})
-
     @property
     def spec(self) -> ModelSpec:
         """The model's registry entry."""
@@ -100,7 +96,7 @@ class TrainConfig:
 
     def build(self) -> Recommender:
         """A new unfitted model with these hyper-parameters (defaults filled in)."""
-        return self._build(self.spec, self.hyperparameters)
+        return self.spec.build(self.hyperparameters)
 
     def metric_objects(self) -> list[RankingMetric]:
         """The metric objects that score :attr:`metrics` (see :func:`~mlflow_recsys.metrics.parse_metric_keys`)."""
