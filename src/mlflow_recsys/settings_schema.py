@@ -80,13 +80,8 @@ class Setting:
     aliases: tuple[str, ...] = ()
 
     def check(self, value: Any, name: str) -> Any:
-        """``value`` in its canonical type (``int``, ``float``, ``str``, a tuple of keys).
-
-        Raises
-        ------
-        ValueError
-            ``"<name>: expected <what>, found <value>"`` (see :mod:`mlflow_recsys.validation`).
-        """
+        """``value`` in its canonical type (``int``, ``float``, ``str``, a tuple of keys), else a ValueError
+        ``"<name>: expected <what>, found <value>"`` (see :mod:`mlflow_recsys.validation`)."""
         if value is None and self.optional:
             return None
         if self.kind == "name":
@@ -127,13 +122,7 @@ class Setting:
             return text
 
     def parse(self, text: str, name: str) -> Any:
-        """A value written as text, converted (:meth:`convert`) and checked (:meth:`check`).
-
-        Raises
-        ------
-        ValueError
-            As :meth:`check`.
-        """
+        """A value written as text, converted (:meth:`convert`) and checked (:meth:`check`: its ValueError)."""
         return self.check(self.convert(text), name)
 
     def text(self, value: Any) -> str:
@@ -156,13 +145,8 @@ def settings_of(cls: type) -> dict[str, tuple[Any, Setting]]:
 
 
 def check_fields(obj: Any) -> None:
-    """Replace each declared field of the frozen dataclass ``obj`` by its checked, canonical value.
-
-    Raises
-    ------
-    ValueError
-        For the first field its declaration refuses, as :meth:`Setting.check`.
-    """
+    """Replace each declared field of the frozen dataclass ``obj`` by its checked, canonical value; ValueError, as
+    :meth:`Setting.check`, for the first field its declaration refuses."""
     for name, (_, declared) in settings_of(type(obj)).items():
         object.__setattr__(obj, name, declared.check(getattr(obj, name), name))
 

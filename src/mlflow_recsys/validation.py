@@ -30,18 +30,10 @@ def expected(name: str, what: str, found: object) -> str:
 
 
 def integer(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """``value`` as ``int`` when it is an integer (numpy's included) within ``[minimum, maximum]``.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected an integer >= <minimum>, found <value>"`` (or ``<= maximum``, or ``in [a, b]``).
-    """
+    """``value`` as ``int`` when it is an integer (numpy's included) within ``[minimum, maximum]``, else a ValueError
+    ``"<name>: expected an integer >= <minimum>, found <value>"`` (or ``<= maximum``, or ``in [a, b]``)."""
     ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
-    if ok and minimum is not None and value < minimum:  # type: ignore[operator]  # Integral supports <
-        ok = False
-    if ok and maximum is not None and value > maximum:  # type: ignore[operator]
-        ok = False
+    ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)  # type: ignore[operator]
     if not ok:
         raise ValueError(expected(name, _integer_range(minimum, maximum), value))
     return int(value)  # type: ignore[call-overload]  # an Integral
@@ -57,13 +49,8 @@ def number(
     at_most: float | None = None,
 ) -> float:
     """``value`` as ``float`` when it is a finite real number with ``value > above``, ``value >= at_least``,
-    ``value < below`` and ``value <= at_most`` (each bound optional).
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected a finite number > 0, found <value>"``, ``"... strictly between 0 and 1 ..."``, and so on.
-    """
+    ``value < below`` and ``value <= at_most`` (each bound optional), else a ValueError ``"<name>: expected a finite
+    number > 0, found <value>"``, ``"... strictly between 0 and 1 ..."``, and so on."""
     x = math.nan
     if not isinstance(value, bool) and isinstance(value, numbers.Real):
         with contextlib.suppress(OverflowError):  # an int past the float range (10**400) is no finite number
@@ -77,14 +64,8 @@ def number(
 
 
 def seed(value: object, name: str) -> int:
-    """``value`` as ``int`` when it is an integer in ``[0, MAX_SEED]``.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected an integer >= 0, found <value>"``, or ``"... <= 9,223,372,036,854,775,807 (2**63 - 1)
-        ..."`` above the range.
-    """
+    """``value`` as ``int`` when it is an integer in ``[0, MAX_SEED]``, else a ValueError ``"<name>: expected an integer
+    >= 0, found <value>"``, or ``"... <= 9,223,372,036,854,775,807 (2**63 - 1) ..."`` above the range."""
     checked = integer(value, name, minimum=0)
     if checked > MAX_SEED:
         raise ValueError(expected(name, f"an integer <= {MAX_SEED:,} (2**63 - 1)", value))
@@ -92,29 +73,17 @@ def seed(value: object, name: str) -> int:
 
 
 def ordered(value: object, name: str, what: str) -> list:
-    """``value`` as a list when it is an ordered collection (a list, a tuple, an array, a generator).
-
-    A str or bytes would be read as its characters, and a set or a mapping has no order that holds between processes, so
-    each is refused.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected <what> (in order), found <value>"``.
-    """
+    """``value`` as a list when it is an ordered collection (a list, a tuple, an array, a generator), else a ValueError
+    ``"<name>: expected <what> (in order), found <value>"``: a str or bytes would be read as its characters, and a set
+    or a mapping has no order that holds between processes."""
     if isinstance(value, (str, bytes, Set, Mapping)) or not isinstance(value, Iterable):
         raise ValueError(expected(name, f"{what} (in order)", value))
     return list(value)
 
 
 def one_of(value: T, name: str, choices: Collection[object]) -> T:
-    """``value`` when it is one of ``choices``.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected one of (<choices>), found <value>"``.
-    """
+    """``value`` when it is one of ``choices``, else a ValueError ``"<name>: expected one of (<choices>), found
+    <value>"``."""
     try:
         ok = bool(value in choices)
     except (TypeError, ValueError):  # an unhashable value against a set; an array compared element-wise
@@ -127,13 +96,8 @@ def one_of(value: T, name: str, choices: Collection[object]) -> T:
 
 
 def text(value: object, name: str) -> str:
-    """``value`` when it is a string with something other than blanks in it.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected a non-empty string, found <value>"``.
-    """
+    """``value`` when it is a string with something other than blanks in it, else a ValueError ``"<name>: expected a
+    non-empty string, found <value>"``."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(expected(name, "a non-empty string", value))
     return value
@@ -168,13 +132,8 @@ def line(value: object, name: str, *, longest: int | None = None) -> str:
 
 
 def metric_keys(metrics: str | Sequence[str], name: str = "metrics") -> list[str]:
-    """``metrics`` (the argument ``name``) as a list of distinct keys; one key may be given as a str.
-
-    Raises
-    ------
-    ValueError
-        If ``metrics`` is not a str or a sequence of str, is empty or repeats a key.
-    """
+    """``metrics`` (the argument ``name``) as a list of distinct keys; one key may be given as a str. ValueError if
+    ``metrics`` is not a str or a sequence of str, is empty or repeats a key."""
     if isinstance(metrics, str):
         metrics = [metrics]
     # No order: the report's rows, and the logged param, would vary by process (and bytes hold no keys).
