@@ -78,13 +78,8 @@ class EvaluationResult:
         return list(self.metrics)
 
     def to_frame(self) -> pd.DataFrame:
-        """Per-user values as a frame: ``sample_id`` then one float64 column per key.
-
-        Raises
-        ------
-        ValueError
-            If the result holds no per-user values.
-        """
+        """Per-user values as a frame: ``sample_id`` then one float64 column per key; ValueError without per-user
+        values."""
         if self.per_user is None:
             raise ValueError(
                 "this EvaluationResult holds no per-user values (it was evaluated with collect_per_user=False)"
@@ -172,8 +167,7 @@ def targets_fingerprint(source: sp.spmatrix, targets: sp.spmatrix, sample_ids: n
     h = hashlib.sha256()
     ids = np.asarray(sample_ids)
     if ids.dtype.kind == "O":
-        # A pandas column of str (or int) ids must hash like the checkpoint's numpy array of them.
-        ids = np.asarray(ids.tolist())
+        ids = np.asarray(ids.tolist())  # a pandas column of ids hashes like the checkpoint's numpy array of them
     kind = {"u": "i", "S": "U"}.get(ids.dtype.kind, ids.dtype.kind)
     h.update(b"sample_ids:" + kind.encode())
     h.update("\x1f".join(map(str, ids.tolist())).encode())
@@ -223,8 +217,7 @@ def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
     if kept.size == 0:
         raise ValueError(f"targets: expected at least one row with a target, found {n_relevant.shape[0]} empty rows")
     if n_left_out:
-        # stacklevel 3: point at the caller of evaluate_*
-        warnings.warn(
+        warnings.warn(  # stacklevel 3: the caller of evaluate_*
             f"{n_left_out} of {n_relevant.shape[0]} evaluation rows have no targets "
             "and were left out (with their sample ids)",
             UserWarning,
@@ -236,14 +229,9 @@ def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
 def _without_fold_in(
     rankings: np.ndarray, source: sp.csr_matrix, fold_in: str, row_numbers: np.ndarray | None = None
 ) -> tuple[np.ndarray, int, int]:
-    """``rankings`` with each row's fold-in items (the row's stored entries of ``source``) taken out and the items after
-    them moved up, ``-1`` padding at the end -> (rankings, items taken out, rows touched).
-
-    Every column is checked as :func:`~mlflow_recsys.metrics.hit_matrix` checks its top k (integers, indices in
-    ``[-1, n_items)``, distinct within a row), since items past the cutoff move up when earlier ones go. With
-    ``fold_in="refuse"`` a leaked item is a ValueError naming the first such row (as ``row_numbers`` numbers the rows;
-    default their positions).
-    """
+    """``rankings`` with each row's fold-in items taken out and the items after them moved up, ``-1`` padding at the end
+    -> (rankings, items taken out, rows touched); under ``"refuse"`` a ValueError naming the first such row (as
+    ``row_numbers`` numbers them). Every column is checked, not only the top k: items past the cutoff move up."""
     if rankings.size == 0:
         return rankings, 0, 0
     leaked = hit_matrix(rankings, source, rankings.shape[1])
@@ -285,9 +273,7 @@ def _result(
     fingerprint: str | None,
     collect_per_user: bool,
 ) -> EvaluationResult:
-    definitions: dict[str, str] = {}
-    for metric in metrics:
-        definitions.update(metric.definitions)
+    definitions = {key: text for metric in metrics for key, text in metric.definitions.items()}
     return EvaluationResult(
         metrics={key: float(np.mean(values)) for key, values in per_user.items()},
         per_user=per_user if collect_per_user else None,

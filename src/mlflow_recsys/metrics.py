@@ -62,14 +62,10 @@ def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
         return (_validate_k(k),)
     if isinstance(k, (str, bytes)) or not isinstance(k, Iterable):
         raise ValueError(f"k: expected a positive int or a sequence of them, found {k!r}")
-    ks: list[int] = []
-    for value in k:
-        value = _validate_k(value)
-        if value not in ks:
-            ks.append(value)
+    ks = tuple(dict.fromkeys(_validate_k(value) for value in k))
     if not ks:
         raise ValueError("k: expected at least one cutoff, found an empty sequence")
-    return tuple(ks)
+    return ks
 
 
 def _validate_rankings(rankings: object, min_columns: int, n_items: int) -> np.ndarray:
@@ -167,12 +163,8 @@ class RankingMetric:
 
     ``k`` is a positive int or a sequence of them (duplicates dropped, order kept). Subclasses set ``name``,
     ``_formula`` and ``_source`` and implement ``_values`` (per-row values for one cutoff from the hit matrix); one
-    whose values can leave ``[0, 1]`` sets ``value_range`` too.
-
-    Raises
-    ------
-    ValueError
-        If ``k`` is not a positive int or a non-empty sequence of positive ints.
+    whose values can leave ``[0, 1]`` sets ``value_range`` too. ValueError if ``k`` is not a positive int or a
+    non-empty sequence of positive ints.
     """
 
     name: ClassVar[str] = ""
@@ -224,13 +216,8 @@ class RankingMetric:
     def from_hits(self, hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
         """Per-row values from ``hits``, a bool array of shape ``(n, >= max_k)`` as :func:`hit_matrix` returns, and
         ``n_relevant``, an int array of ``|R_u|`` of shape ``(n,)``: metric key -> float64 array of shape ``(n,)``, NaN
-        where ``n_relevant`` is 0.
-
-        Raises
-        ------
-        ValueError
-            If ``hits`` is not 2-D with at least ``max_k`` columns or ``n_relevant`` does not have one entry per row.
-        """
+        where ``n_relevant`` is 0. ValueError if ``hits`` is not 2-D with at least ``max_k`` columns or ``n_relevant``
+        does not have one entry per row."""
         hits = np.asarray(hits, dtype=bool)
         n_relevant = np.asarray(n_relevant, dtype=np.int64)
         if hits.ndim != 2 or hits.shape[1] < self.max_k:
@@ -414,14 +401,8 @@ def value_range(key: str) -> tuple[float, float] | None:
 
 
 def metric_from_key(key: str) -> RankingMetric:
-    """Metric object for one key, e.g. ``metric_from_key("ndcg@100") == NDCG(100)``.
-
-    Raises
-    ------
-    ValueError
-        If ``key`` is not of the form ``"name@k"``, the name is unknown (the message lists the known names) or ``k`` is
-        not positive.
-    """
+    """Metric object for one key, e.g. ``metric_from_key("ndcg@100") == NDCG(100)``; ValueError if ``key`` is not of
+    the form ``"name@k"``, the name is unknown (the message lists the known names) or ``k`` is not positive."""
     cls, k = _split_key(key)
     return cls(k)
 
@@ -432,12 +413,8 @@ def parse_metric_keys(keys: str | Iterable[str]) -> list[RankingMetric]:
     Keys of the same class are grouped into one object (so its hit matrix columns are shared); classes appear in order
     of their first key, cutoffs in the order given; duplicate keys are dropped. A single string is treated as one key.
 
-    Example: ``["ndcg@100", "recall@20", "ndcg@10"]`` -> ``[NDCG([100, 10]), Recall(20)]``.
-
-    Raises
-    ------
-    ValueError
-        If ``keys`` is empty or any key is malformed or unknown (see :func:`metric_from_key`).
+    Example: ``["ndcg@100", "recall@20", "ndcg@10"]`` -> ``[NDCG([100, 10]), Recall(20)]``. ValueError if ``keys`` is
+    empty or any key is malformed or unknown (see :func:`metric_from_key`).
     """
     if isinstance(keys, str):
         keys = [keys]

@@ -74,13 +74,7 @@ class Recommender:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write one ``.npy`` per weight array, then ``config.json`` with a SHA-256 per array, into directory ``path``
-        (each file written under a temporary name and renamed); returns ``path``.
-
-        Raises
-        ------
-        RuntimeError
-            If the model is not fitted.
-        """
+        (each file written under a temporary name and renamed); returns ``path``. RuntimeError if not fitted."""
         n_items = self._require_fitted()
         config, state, arrays = self._to_saved()
         return save_model_dir(

@@ -39,10 +39,7 @@ class EASEConfig:
         Floating type of the Gram matrix, its Cholesky factor and the weights: ``"float32"`` (default; half the memory)
         or ``"float64"``.
 
-    Raises
-    ------
-    ValueError
-        If a field is out of range.
+    A field out of range is a ValueError.
     """
 
     l2: float = setting(
@@ -140,8 +137,7 @@ class EASE(Recommender):
         return self
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
-        # score() has checked n_items, which fit and load set together with the weights.
-        assert self.weights is not None
+        assert self.weights is not None  # score() has checked n_items, set together with the weights
         return np.asarray(x.astype(self.weights.dtype) @ self.weights, dtype=np.float32)
 
     def _to_saved(self):

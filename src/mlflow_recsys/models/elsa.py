@@ -209,9 +209,8 @@ class ELSA(Recommender):
     ) -> ELSA:
         """Train on ``x_train`` by minibatch gradient descent on the normalised-distance loss; returns self.
 
-        Users without any training interaction carry no signal and are skipped. Same data + same config on the same
-        device and torch build -> bit-identical weights (deterministic algorithms are enforced during fit). On a GPU see
-        :class:`ELSATrainer` for what stays repeatable.
+        Users without any training interaction are skipped. Same data, config, device and torch build -> bit-identical
+        weights (deterministic algorithms are enforced during fit); on a GPU see :class:`ELSATrainer`.
 
         Parameters
         ----------
@@ -287,8 +286,7 @@ class ELSA(Recommender):
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
         a_hat = self._normalized
-        # score() has checked n_items, which _set_weights sets together with _normalized.
-        assert a_hat is not None
+        assert a_hat is not None  # score() has checked n_items, set together with _normalized
         # Sparse x times Â first keeps the cost at O(nnz * d + n * d * n_items).
         scores = np.asarray(x @ a_hat, dtype=np.float32) @ a_hat.T
         scores -= x.toarray()
@@ -314,10 +312,7 @@ class ELSA(Recommender):
 
 class ELSATrainer:
     """Trains :class:`ELSA` (the name the comparison guide uses): ``ELSATrainer(config).fit(x)`` is
-    ``ELSA(config).fit(x)``, a new fitted model each call, through the one training loop of :meth:`ELSA.fit`.
-
-    Same data + same config on the same device and torch build -> bit-identical weights (deterministic algorithms are
-    enforced during fit).
+    ``ELSA(config).fit(x)``, a new fitted model each call, bit-identical for the same data, config, device and torch.
 
     On a GPU the fit is repeatable on the same GPU model, driver, CUDA and torch versions (cuBLAS runs with a fixed
     workspace, ``CUBLAS_WORKSPACE_CONFIG``), but its weights differ from a CPU fit in the last bits, because the matrix

@@ -56,13 +56,7 @@ class ModelSpec:
         """An unfitted model whose config takes the values of ``hyperparameters`` it names; returns it.
 
         Keys of ``hyperparameters`` that are not among :attr:`hyperparameters` are ignored, so one mapping of every
-        model's settings can build any of them.
-
-        Raises
-        ------
-        ValueError
-            If a value is out of range (from the config class).
-        """
+        model's settings can build any of them. ValueError (from the config class) for a value out of range."""
         if self.config_class is None:
             return self.model_class()
         given = hyperparameters or {}
@@ -91,13 +85,7 @@ MODELS: dict[str, ModelSpec] = {
 
 
 def model_spec(name: str) -> ModelSpec:
-    """The registered model called ``name``.
-
-    Raises
-    ------
-    ValueError
-        If no model has that name, listing those that do.
-    """
+    """The registered model called ``name``; ValueError, listing the registered names, if none has it."""
     validation.one_of(name, "model", tuple(MODELS))
     return MODELS[name]
 
