@@ -1,10 +1,6 @@
-"""Atomic writes: a temporary file or folder beside the target, renamed into place when complete.
-
-Every file the package writes (checkpoints, downloads, saved models, per-user artifacts) goes through
-:func:`atomic_write`, and a saved comparison report (a folder) through :func:`atomic_directory`, so a reader never sees
-a half-written one and a failure leaves the target as it was. What they leave behind gets the mode a plain ``open`` or
-``mkdir`` would give (:func:`new_file_mode`).
-"""
+"""Atomic writes: a temporary file or folder beside the target, renamed into place when complete, so a reader never
+sees a half-written one and a failure leaves the target as it was; the result gets the mode a plain ``open`` or
+``mkdir`` would give."""
 
 from __future__ import annotations
 

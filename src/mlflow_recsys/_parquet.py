@@ -37,12 +37,8 @@ def read_columns(
     count comes from, for the message; ``name`` names the file in messages (default its base name, never a local path).
     ``max_bytes`` bounds the decoded size of the selected columns twice: from the footer before anything is read, then
     for text columns, read dictionary-encoded, from each row's value length before decoding (a dictionary's one long
-    value counts once in the footer and once per row decoded).
-
-    Raises
-    ------
-    ParquetRefused
-        If pyarrow cannot read the file, a column is missing or named twice, or the row count or size is wrong.
+    value counts once in the footer and once per row decoded). :class:`ParquetRefused` if pyarrow cannot read the file,
+    a column is missing or named twice, or the row count or size is wrong.
     """
     name = name or os.path.basename(path)
     try:

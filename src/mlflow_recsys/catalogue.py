@@ -33,10 +33,7 @@ class ItemCatalogue:
     kind:
         ``"integer"`` (ids stored as int64) or ``"string"`` (stored as str).
 
-    Raises
-    ------
-    ValueError
-        If ``item_ids`` is empty, not 1-D, not all integers or all strings, or repeats an id.
+    An ``item_ids`` empty, not 1-D, not all integers or all strings, or repeating an id is a ValueError.
     """
 
     def __init__(self, item_ids: Any, *, name: str = "item_ids"):
@@ -121,13 +118,8 @@ def flatten_id_lists(lists: Iterable[Any]) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def id_kind(ids: np.ndarray, name: str) -> str:
-    """``"integer"`` or ``"string"``: the kind of a non-empty array of ids.
-
-    Raises
-    ------
-    ValueError
-        If the ids are floats, booleans, missing or a mix of kinds.
-    """
+    """``"integer"`` or ``"string"``: the kind of a non-empty array of ids; ValueError naming ``name`` if they are
+    floats, booleans, missing or a mix of kinds."""
     inferred = pd.api.types.infer_dtype(ids, skipna=False)
     if inferred in ("integer", "string"):
         return inferred

@@ -97,7 +97,8 @@ class EvaluationResult:
         targets_fingerprint: str | None = None,
         definitions: Mapping[str, str] | None = None,
     ) -> EvaluationResult:
-        """Build a comparable result from per-user values computed elsewhere.
+        """Build a comparable result from per-user values computed elsewhere; ValueError if there are no metric columns,
+        arrays are not 1-D, lengths differ, or ``sample_ids`` is given twice.
 
         Parameters
         ----------
@@ -111,11 +112,6 @@ class EvaluationResult:
             Digest of the evaluated users and targets, if known.
         definitions:
             Optional metric key -> definition text.
-
-        Raises
-        ------
-        ValueError
-            If there are no metric columns, arrays are not 1-D, lengths differ, or ``sample_ids`` is given twice.
         """
         if isinstance(values, pd.DataFrame):
             if "sample_id" not in values.columns:
@@ -127,12 +123,12 @@ class EvaluationResult:
                     "sample_ids: expected None when values is a DataFrame (its 'sample_id' column is used)"
                 )
             sample_ids = values["sample_id"].to_numpy()
-            arrays = {str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
+            columns = {str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
         else:
-            arrays = {str(k): np.asarray(v) for k, v in dict(values).items()}
-        if not arrays:
+            columns = {str(k): v for k, v in dict(values).items()}
+        if not columns:
             raise ValueError("values: expected at least one metric column, found none")
-        per_user = {key: np.asarray(arr, dtype=np.float64) for key, arr in arrays.items()}
+        per_user = {key: np.asarray(arr, dtype=np.float64) for key, arr in columns.items()}
         n = -1
         for key, arr in per_user.items():
             if arr.ndim != 1:

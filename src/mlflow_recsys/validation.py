@@ -177,10 +177,5 @@ def _number_range(above: float | None, at_least: float | None, below: float | No
         return f"a number strictly between {above:g} and {below:g}"
     if at_least is not None and below is not None:
         return f"a number in [{at_least:g}, {below:g})"
-    if above is not None:
-        return f"a finite number > {above:g}"
-    if at_least is not None:
-        return f"a finite number >= {at_least:g}"
-    if below is not None:
-        return f"a finite number < {below:g}"
-    return "a finite number"
+    bounds = [f" {op} {bound:g}" for op, bound in ((">", above), (">=", at_least), ("<", below)) if bound is not None]
+    return "a finite number" + "".join(bounds[:1])

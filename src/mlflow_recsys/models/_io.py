@@ -63,15 +63,8 @@ def save_model_dir(
 
 def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | None, dict, dict[str, np.ndarray]]:
     """Read a directory written by :func:`save_model_dir` -> (config, state, arrays), each array checked against its
-    SHA-256 in ``config.json`` (a config without one per array is refused, not loaded unchecked).
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path``, its ``config.json`` or a listed array file is missing.
-    ValueError
-        If ``config.json`` is not a model of this format, version and class, lists malformed array names, lacks a
-        digest, or an array file does not match its digest.
+    SHA-256 in ``config.json`` (a config without one per array is refused, not loaded unchecked). FileNotFoundError
+    for a missing file, ValueError for a config of another format, version or model, or a digest that does not match.
     """
     root = Path(path)
     config_path = root / CONFIG_FILE

@@ -77,10 +77,7 @@ class ELSAConfig:
         the best epoch's weights. ``None`` (default) trains all ``epochs``. Needs a ``validate`` callback in
         :meth:`ELSA.fit`.
 
-    Raises
-    ------
-    ValueError
-        If a field is out of range or ``device`` is not a torch device string.
+    A field out of range, or a ``device`` that is no torch device string or not on this machine, is a ValueError.
     """
 
     latent_dim: int = setting(256, "latent dimension", "integer", low=1, high=MAX_LATENT_DIM)
@@ -293,11 +290,7 @@ class ELSA(Recommender):
         return np.maximum(scores, 0.0, out=scores)
 
     def _to_saved(self):
-        return (
-            dataclasses.asdict(self.config),
-            {"loss_history": [float(v) for v in self.loss_history]},
-            {"A": self.weights},
-        )
+        return dataclasses.asdict(self.config), {"loss_history": list(self.loss_history)}, {"A": self.weights}
 
     @classmethod
     def _from_saved(cls, config, state, arrays, n_items) -> ELSA:

@@ -1,10 +1,5 @@
-"""The models this package trains, by name: one registry for the CLI, the train step and model loading.
-
-Each :class:`ModelSpec` says which class a name stands for (and so how a saved model of that name loads), which config
-class holds its hyper-parameters, which of them the ``train`` step takes, whether its fit draws random numbers (its runs
-then carry a seed) and whether it trains in epochs (its fit then reports each epoch and may stop early on a validation
-score).
-"""
+"""The models this package trains, by name (:class:`ModelSpec`): one registry for the CLI, the train step and model
+loading."""
 
 from __future__ import annotations
 
@@ -93,13 +88,8 @@ def model_spec(name: str) -> ModelSpec:
 def load_model(path: str | os.PathLike, name: str) -> Recommender:
     """The saved model at ``path`` of the registered model ``name`` (the ``model`` field of its ``config.json``).
 
-    Raises
-    ------
-    ValueError
-        If ``name`` is not registered (the message speaks of the ``weights``, what a logged model calls the folder), or
-        as :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` raises.
-    FileNotFoundError
-        As :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` raises.
+    A ``name`` not registered is a ValueError speaking of the ``weights`` (what a logged model calls the folder);
+    otherwise it raises as :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` does.
     """
     if name not in MODELS:
         raise ValueError(f"weights: expected a model of {sorted(MODELS)}, found {name!r}")
