@@ -89,12 +89,8 @@ class Recommender:
         truncation and accidental edits, not a deliberate rewrite by anyone who can write the folder (or the artifact
         store holding it): load models only from stores you trust. ``mlflow.pyfunc.load_model`` of a model logged with
         :func:`~mlflow_recsys.tracking.model_logging.log_recommender` also runs the Python code stored with it.
-
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            If ``path`` is not a saved model of this class, ``config.json`` lacks a digest for any array, an array file
-            was changed after saving, or the arrays do not match the saved ``n_items``.
+        FileNotFoundError or ValueError if ``path`` is not a saved model of this class, ``config.json`` lacks a digest
+        for any array, an array file was changed after saving, or the arrays do not match the saved ``n_items``.
         """
         config, state, arrays = load_model_dir(path, cls.name)
         return cls._from_saved(config, state, arrays, int(state["n_items"]))

@@ -64,11 +64,8 @@ class TrainConfig:
         spec = model_spec(self.model)
         object.__setattr__(self, "model", spec.name)  # a numpy str_ as str
         if not isinstance(self.hyperparameters, Mapping):
-            raise ValueError(
-                validation.expected(
-                    "hyperparameters", "a mapping of hyper-parameter names to values", self.hyperparameters
-                )
-            )
+            what = "a mapping of hyper-parameter names to values"
+            raise ValueError(validation.expected("hyperparameters", what, self.hyperparameters))
         given = dict(self.hyperparameters)
         problem = foreign_hyperparameters(spec, given)
         if problem:
