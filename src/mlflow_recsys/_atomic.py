@@ -1,11 +1,6 @@
-"""Atomic writes: a temporary file or folder beside the target, renamed into place when complete.
-
-Every file the package writes (checkpoints, downloads, saved models, per-user
-artifacts) goes through :func:`atomic_write`, and a saved comparison report (a
-folder) through :func:`atomic_directory`, so a reader never sees a half-written
-one and a failure leaves the target as it was. What they leave behind gets the
-mode a plain ``open`` or ``mkdir`` would give (:func:`new_file_mode`).
-"""
+"""Atomic writes: a temporary file or folder beside the target, renamed into place when complete, so a reader never
+sees a half-written one and a failure leaves the target as it was; the result gets the mode a plain ``open`` or
+``mkdir`` would give."""
 
 from __future__ import annotations
 
@@ -24,10 +19,8 @@ _UMASK_LOCK = threading.Lock()
 def current_umask() -> int:
     """The process's file-creation mask, e.g. ``0o022``.
 
-    Read from ``/proc/self/status`` where the kernel reports it (Linux 4.7+);
-    elsewhere it can only be read by setting it, so it is set to 0 and restored
-    at once under a lock. The mask is process-wide: a file another thread
-    creates in that instant, outside this module, gets mode ``0o666``.
+    Read from ``/proc/self/status`` (Linux 4.7+) where it can be: elsewhere reading it means setting it for an instant,
+    process-wide, so a file another thread creates then gets mode ``0o666``.
     """
     try:
         with open("/proc/self/status", encoding="ascii") as status:
@@ -49,32 +42,8 @@ def new_file_mode() -> int:
 
 @contextlib.contextmanager
 def atomic_write(target: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator[BinaryIO]:
-    """Yield a binary file that replaces ``target`` when the ``with`` block ends without error.
-
-    The file is created in ``target``'s folder (which must exist) under a
-    hidden temporary name ending in ``suffix``. On success it gets the mode a
-    plain ``open(target, "wb")`` would give a new file, ``0o666`` less the
-    umask (a temporary file starts as ``0o600``), and is renamed onto
-    ``target``, replacing any file there. On an exception it is deleted and
-    ``target`` is left untouched.
-
-    Parameters
-    ----------
-    target:
-        Final path of the file.
-    suffix:
-        Ending of the temporary name (e.g. ``".part"`` for downloads). Default ``".tmp"``.
-
-    Yields
-    ------
-    BinaryIO
-        The open temporary file; ``handle.name`` is its path.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``target``'s folder does not exist.
-    """
+    """Yield a binary file, a hidden ``*suffix`` file in ``target``'s (existing) folder, that replaces ``target`` with
+    :func:`new_file_mode` when the ``with`` block ends without error; on an exception it is deleted."""
     target = Path(target)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
     tmp = Path(tmp_name)
@@ -94,27 +63,9 @@ def atomic_write(target: str | os.PathLike, *, suffix: str = ".tmp") -> Iterator
 
 @contextlib.contextmanager
 def atomic_directory(target: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
-    """Yield an empty folder that becomes ``target`` when the ``with`` block ends without error.
-
-    The folder is made in ``target``'s parent (which must exist) under a hidden
-    temporary name, with the mode a plain ``mkdir`` would give it (``0o777``
-    less the umask). On success it is renamed to ``target``; with ``replace``,
-    an existing ``target`` is first renamed aside, the new folder renamed into
-    place (the old one put back if that fails), and the old one deleted. On an
-    exception the temporary folder is deleted and ``target`` is left as it was.
-
-    Parameters
-    ----------
-    target:
-        Final path of the folder; it must not exist unless ``replace``.
-    replace:
-        Whether an existing ``target`` (checked by the caller) is replaced. Default False.
-
-    Yields
-    ------
-    pathlib.Path
-        The temporary folder to fill.
-    """
+    """Yield an empty hidden folder in ``target``'s parent that becomes ``target`` (mode as ``mkdir`` gives) when the
+    ``with`` block ends without error. With ``replace`` an existing ``target`` is renamed aside first and put back if
+    the rename into place fails."""
     target = Path(target)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:

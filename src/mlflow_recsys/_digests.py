@@ -1,10 +1,5 @@
-"""SHA-256 digests, each kind computed one way: of a file, of a text, of a sparse matrix's content.
-
-Files are hashed by streaming (downloads, saved model weights, user logs); texts
-give short hex digests that keep cut names and keys apart; sparse matrices are
-hashed in a canonical CSR form, so equal interaction sets give equal digests
-whatever their storage order.
-"""
+"""SHA-256 digests, each kind computed one way: of a file (streamed), of a text, of a sparse matrix's canonical CSR
+content (equal interaction sets, equal digests, whatever their storage order)."""
 
 from __future__ import annotations
 

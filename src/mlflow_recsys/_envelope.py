@@ -1,6 +1,6 @@
 """Versioned JSON files (``report.json``, a model's ``config.json``, a checkpoint's ``manifest.json``,
-``evaluation.json``, ``split.json``): each names its ``format`` and ``format_version``, and a reader refuses any
-other with one message naming the file, what it expected and what it found."""
+``evaluation.json``, ``split.json``): each names its ``format`` and ``format_version``, and a reader refuses any other
+with one message naming the file, what it expected and what it found."""
 
 from __future__ import annotations
 
@@ -27,14 +27,9 @@ def write_json(path: str | os.PathLike, kind: str, version: int, body: dict[str,
 
 
 def check(raw: bytes | str, where: str | os.PathLike, kind: str, version: int) -> dict[str, Any]:
-    """The JSON object in ``raw``, once its ``format`` is ``kind`` and its ``format_version`` the integer ``version``.
-
-    Raises
-    ------
-    ValueError
-        Naming ``where``: if ``raw`` is not UTF-8 JSON of an object, declares another format, or another
-        version (``True`` and ``1.0`` are not ``1``), with the package version that wrote it when it says.
-    """
+    """The JSON object in ``raw``, once its ``format`` is ``kind`` and its ``format_version`` the integer ``version``
+    (``True`` and ``1.0`` are not ``1``); else a ValueError naming ``where``, and the package version that wrote it
+    when it says."""
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

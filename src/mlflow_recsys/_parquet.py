@@ -1,9 +1,9 @@
 """Reading the columns of a Parquet file that a reader needs, after its footer says they are the size expected.
 
-A Parquet file is cheap to store and can be dear to read: a 41 KB file whose one string repeats under
-dictionary encoding decodes to gigabytes. So a reader of files from others opens the footer first (the row
-count and each column chunk's uncompressed size are metadata), refuses a file whose row count or size is not
-what it expects, and only then reads, and only the columns it uses.
+A Parquet file is cheap to store and can be dear to read: a 41 KB file whose one string repeats under dictionary
+encoding decodes to gigabytes. So a reader of files from others opens the footer first (the row count and each column
+chunk's uncompressed size are metadata), refuses a file whose row count or size is not what it expects, and only then
+reads, and only the columns it uses.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 
 
 class ParquetRefused(ValueError):
-    """A Parquet file that cannot be read, or that is not the shape or size its reader expects; the message names
-    the file as its reader does, never by a local path."""
+    """A Parquet file that cannot be read, or that is not the shape or size its reader expects; the message names the
+    file as its reader does, never by a local path."""
 
 
 def read_columns(
@@ -31,38 +31,14 @@ def read_columns(
     max_bytes: int | None = None,
     name: str | None = None,
 ) -> pa.Table:
-    """The ``columns`` of the Parquet file at ``path``, checked against its footer before anything is decoded.
+    """The ``columns`` (in that order) of the Parquet file at ``path``, checked against its footer first.
 
-    Parameters
-    ----------
-    path:
-        The file.
-    columns:
-        Top-level column names to read, in the order wanted; other columns are never decoded.
-    rows:
-        The number of rows the file must hold (``num_rows`` of its footer); ``None``: any number, when
-        ``max_bytes`` bounds the file instead.
-    rows_from:
-        Where ``rows`` comes from (``"n_samples"``), for the message.
-    max_bytes:
-        Most bytes the selected columns may take decoded; ``None`` for no bound. Checked twice: first from
-        the footer (each column chunk's ``total_uncompressed_size``, every row group), before anything is read;
-        then, for text columns, which are read dictionary-encoded, from each row's value length, before they are
-        decoded (a dictionary's one long value counts once in the footer, and once per row decoded).
-    name:
-        The file as messages name it (default: its base name; a local path never shows).
-
-    Returns
-    -------
-    pyarrow.Table
-        ``rows`` rows (or the file's), exactly ``columns``.
-
-    Raises
-    ------
-    ParquetRefused
-        If pyarrow cannot read the footer or the data, a column is missing or named twice, the row count is
-        not ``rows``, or the selected columns' decoded size is over ``max_bytes``. The message starts with
-        ``name``.
+    ``rows`` is the row count the file must hold (``None``: any, when ``max_bytes`` bounds it), ``rows_from`` where that
+    count comes from, for the message; ``name`` names the file in messages (default its base name, never a local path).
+    ``max_bytes`` bounds the decoded size of the selected columns twice: from the footer before anything is read, then
+    for text columns, read dictionary-encoded, from each row's value length before decoding (a dictionary's one long
+    value counts once in the footer and once per row decoded). :class:`ParquetRefused` if pyarrow cannot read the file,
+    a column is missing or named twice, or the row count or size is wrong.
     """
     name = name or os.path.basename(path)
     try:

@@ -1,6 +1,6 @@
-"""Interaction matrices in one canonical form, checked one way: every function taking a sparse matrix (models,
-metrics, evaluation, splits, digests) passes it through :func:`canonical_csr`, so one mistake gets one exception
-type everywhere: ``TypeError`` for what is not a sparse matrix, ``ValueError`` for a bad shape or values."""
+"""Interaction matrices in one canonical form, checked one way: every function taking a sparse matrix (models, metrics,
+evaluation, splits, digests) passes it through :func:`canonical_csr`, so one mistake gets one exception type everywhere:
+``TypeError`` for what is not a sparse matrix, ``ValueError`` for a bad shape or values."""
 
 from __future__ import annotations
 
@@ -12,15 +12,8 @@ import scipy.sparse as sp
 
 # Any, not object: sp.issparse is no type guard, so mypy could not narrow an object to a sparse matrix.
 def canonical_csr(matrix: Any, name: str = "matrix") -> sp.csr_matrix:
-    """A float32 CSR copy of ``matrix``, duplicates summed, stored zeros dropped, column indices sorted.
-
-    Raises
-    ------
-    TypeError
-        ``"<name>: expected a scipy.sparse CSR matrix, found <type>"`` when ``matrix`` is not one.
-    ValueError
-        When ``matrix`` is not 2-D or holds NaN, infinite or negative values.
-    """
+    """A float32 CSR copy of ``matrix``, duplicates summed, stored zeros dropped, column indices sorted; TypeError if
+    it is not a scipy sparse matrix, ValueError if it is not 2-D or holds NaN, infinite or negative values."""
     if not sp.issparse(matrix):
         raise TypeError(f"{name}: expected a scipy.sparse CSR matrix, found {type(matrix).__name__}")
     if matrix.ndim != 2:

@@ -1,11 +1,9 @@
 """A model's item catalogue: the raw item id of every model column, and the one mapping from ids to columns.
 
-Models score columns ``0..n_items-1``; people speak in the dataset's item ids.
-Every place that turns ids into columns goes through :class:`ItemCatalogue`:
-:func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids`, the ``recsys`` MLflow
-evaluator and the served pyfunc model. It never drops an id silently: the
-methods that build matrices also return the ids the catalogue does not hold,
-and each caller states what it does with them.
+Models score columns ``0..n_items-1``; people speak in the dataset's item ids. Every place that turns ids into columns
+goes through :class:`ItemCatalogue`: :func:`mlflow_recsys.evaluation_by_ids.evaluate_by_ids`, the ``recsys`` MLflow
+evaluator and the served pyfunc model. It never drops an id silently: the methods that build matrices also return the
+ids the catalogue does not hold, and each caller states what it does with them.
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ class ItemCatalogue:
     Parameters
     ----------
     item_ids:
-        1-D array-like of distinct integer or string ids; ``item_ids[j]`` is
-        the id of model column ``j``.
+        1-D array-like of distinct integer or string ids; ``item_ids[j]`` is the id of model column ``j``.
     name:
         The argument name used in error messages (default ``"item_ids"``).
 
@@ -36,11 +33,7 @@ class ItemCatalogue:
     kind:
         ``"integer"`` (ids stored as int64) or ``"string"`` (stored as str).
 
-    Raises
-    ------
-    ValueError
-        If ``item_ids`` is empty, not 1-D, not all integers or all strings, or
-        repeats an id.
+    An ``item_ids`` empty, not 1-D, not all integers or all strings, or repeating an id is a ValueError.
     """
 
     def __init__(self, item_ids: Any, *, name: str = "item_ids"):
@@ -73,39 +66,18 @@ class ItemCatalogue:
         return f"ItemCatalogue({len(self)} {self.kind} ids)"
 
     def indices(self, ids: Any) -> np.ndarray:
-        """The column of each id, ``-1`` where the catalogue does not hold it.
+        """The column of each id, ``-1`` where the catalogue does not hold it: int64, one entry per id, in order.
 
-        Ids compare by value, so a NumPy integer, a Python int and an id read
-        back from JSON find the same column; a string never matches an integer
-        id (``"7"`` is not ``7``).
-
-        Returns
-        -------
-        numpy.ndarray
-            int64 array with one entry per id, in the order given.
+        Ids compare by value, so a NumPy integer, a Python int and an id read back from JSON find the same column; a
+        string never matches an integer id (``"7"`` is not ``7``).
         """
         return self._index.get_indexer(_object_array(ids)).astype(np.int64, copy=False)
 
     def matrix_from_pairs(self, rows: Any, ids: Any, n_rows: int) -> tuple[sp.csr_matrix, np.ndarray]:
-        """A binary matrix with a one at ``(rows[j], column of ids[j])`` for every id the catalogue holds.
-
-        Parameters
-        ----------
-        rows:
-            Integer row of each pair, in ``[0, n_rows)``.
-        ids:
-            Item id of each pair, as many as ``rows``.
-        n_rows:
-            Number of rows of the matrix.
-
-        Returns
-        -------
-        (scipy.sparse.csr_matrix, numpy.ndarray)
-            The float32 CSR matrix of shape ``(n_rows, n_items)``, canonical
-            (sorted, one stored one per pair: a repeated pair counts once), and
-            a boolean mask, one entry per pair, true where the id is not in the
-            catalogue (such pairs are not in the matrix).
-        """
+        """A binary matrix with a one at ``(rows[j], column of ids[j])`` for every id the catalogue holds, ``rows``
+        integers in ``[0, n_rows)`` and ``ids`` as many item ids -> (the canonical float32 CSR matrix of shape
+        ``(n_rows, n_items)``, a repeated pair stored once; a boolean mask, one entry per pair, true where the id is not
+        in the catalogue and so not in the matrix)."""
         rows = np.asarray(rows, dtype=np.int64)
         cols = self.indices(ids)
         unknown = cols < 0
@@ -119,14 +91,8 @@ class ItemCatalogue:
         return matrix, unknown
 
     def matrix_from_lists(self, lists: Iterable[Any]) -> tuple[sp.csr_matrix, list[list]]:
-        """A binary matrix with one row per list of ids (``None`` or NaN is an empty list).
-
-        Returns
-        -------
-        (scipy.sparse.csr_matrix, list of lists)
-            The matrix as :meth:`matrix_from_pairs` builds it, and per row the
-            ids the catalogue does not hold, as plain Python values in input order.
-        """
+        """A binary matrix with one row per list of ids (``None`` or NaN is an empty list), as :meth:`matrix_from_pairs`
+        builds it, and per row the ids the catalogue does not hold, as plain Python values in input order."""
         lists = list(lists)
         n_rows = len(lists)
         rows, ids, _ = flatten_id_lists(lists)
@@ -138,15 +104,8 @@ class ItemCatalogue:
 
 
 def flatten_id_lists(lists: Iterable[Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every id of a sequence of id lists as (row, id, position in its list).
-
-    ``None`` or a float NaN stands for an empty list (a missing cell of a frame).
-
-    Returns
-    -------
-    (numpy.ndarray, numpy.ndarray, numpy.ndarray)
-        int64 row numbers, an object array of the ids, int64 positions.
-    """
+    """Every id of a sequence of id lists as (int64 rows, an object array of the ids, int64 positions in their list);
+    ``None`` or a float NaN stands for an empty list (a missing cell of a frame)."""
     rows: list[int] = []
     flat: list[Any] = []
     positions: list[int] = []
@@ -159,18 +118,11 @@ def flatten_id_lists(lists: Iterable[Any]) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def id_kind(ids: np.ndarray, name: str) -> str:
-    """``"integer"`` or ``"string"``: the kind of a non-empty array of ids.
-
-    Raises
-    ------
-    ValueError
-        If the ids are floats, booleans, missing or a mix of kinds.
-    """
+    """``"integer"`` or ``"string"``: the kind of a non-empty array of ids; ValueError naming ``name`` if they are
+    floats, booleans, missing or a mix of kinds."""
     inferred = pd.api.types.infer_dtype(ids, skipna=False)
-    if inferred == "integer":
-        return "integer"
-    if inferred == "string":
-        return "string"
+    if inferred in ("integer", "string"):
+        return inferred
     raise ValueError(f"{name}: expected integer or string ids, found {_describe(ids, inferred)}")
 
 

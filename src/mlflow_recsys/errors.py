@@ -1,10 +1,8 @@
 """Every error the package raises on purpose, under one base class.
 
-``except RecsysError`` catches them all; each also derives from the built-in
-exception a caller would expect (a bad selection is a ``ValueError``, an
-unreachable server a ``ConnectionError``), so existing handlers keep working.
-Programming errors and bad arguments to pure functions stay plain
-``TypeError``/``ValueError``.
+``except RecsysError`` catches them all; each also derives from the built-in exception a caller would expect (a bad
+selection is a ``ValueError``, an unreachable server a ``ConnectionError``), so existing handlers keep working.
+Programming errors and bad arguments to pure functions stay plain ``TypeError``/``ValueError``.
 """
 
 from __future__ import annotations
@@ -27,8 +25,8 @@ class RecsysError(Exception):
 class RunSelectionError(RecsysError, ValueError):
     """The selected runs cannot be compared; the message names the runs and why.
 
-    ``reason`` is that message alone; ``hint``, when given, says how to fix it from the command line and is
-    appended to the message. The server page shows ``reason``: its user fixes a selection by unticking runs.
+    ``reason`` is that message alone; ``hint``, when given, says how to fix it from the command line and is appended to
+    the message. The server page shows ``reason``: its user fixes a selection by unticking runs.
     """
 
     def __init__(self, reason: str, *, hint: str | None = None):
@@ -63,8 +61,8 @@ class StudyStepError(RecsysError, RuntimeError):
 class Terminated(KeyboardInterrupt):
     """SIGTERM arrived; raised so that the run being logged ends FAILED on the way out.
 
-    A ``KeyboardInterrupt``, so ``except Exception`` does not swallow it and code that stops its work on Ctrl-C
-    stops it on SIGTERM too: ``mlflow.projects.run`` then terminates the step it is waiting for.
+    A ``KeyboardInterrupt``, so ``except Exception`` does not swallow it and code that stops its work on Ctrl-C stops it
+    on SIGTERM too: ``mlflow.projects.run`` then terminates the step it is waiting for.
     """
 
 
@@ -72,12 +70,11 @@ def root_cause(exc: BaseException) -> BaseException:
     """The failure to report for ``exc``: the innermost system failure in its chain, else ``exc`` itself.
 
     The chain is followed through ``__cause__``, else ``__context__`` (each exception once; a context hidden by
-    ``raise ... from None`` counts too, as such code means to drop detail, not a full disk). A system failure is
-    an :class:`OSError` whose ``errno`` is in :data:`SYSTEM_ERRNOS` (``ENOSPC`` with the path it could not
-    write, say), or an :mod:`sqlite3` error other than a constraint, API or programming error (``database or
-    disk is full``): what MLflow, SQLAlchemy or this package wrapped around it names a consequence, not the
-    cause. Any other exception in the chain is left alone: a message this package wrote around a refused
-    connection or a missing file is the one to show.
+    ``raise ... from None`` counts too, as such code means to drop detail, not a full disk). A system failure is an
+    :class:`OSError` whose ``errno`` is in :data:`SYSTEM_ERRNOS` (``ENOSPC`` with the path it could not write, say), or
+    an :mod:`sqlite3` error other than a constraint, API or programming error (``database or disk is full``): what
+    MLflow, SQLAlchemy or this package wrapped around it names a consequence, not the cause. Any other exception in the
+    chain is left alone: a message this package wrote around a refused connection or a missing file is the one to show.
     """
     found: BaseException = exc
     current: BaseException | None = exc
@@ -92,9 +89,9 @@ def root_cause(exc: BaseException) -> BaseException:
 
 def failure_text(exc: BaseException) -> str:
     """``Type: message`` of :func:`root_cause` of ``exc``, the form the command line prints and runs record in
-    ``recsys.error``. A :mod:`sqlite3` error's type is written ``sqlite3.OperationalError``, apart from
-    SQLAlchemy's class of that name; a ``KeyError`` shows its key unquoted; an interrupt without a message
-    reads ``interrupted (Ctrl-C)``. Not redacted: callers redact what they show.
+    ``recsys.error``. A :mod:`sqlite3` error's type is written ``sqlite3.OperationalError``, apart from SQLAlchemy's
+    class of that name; a ``KeyError`` shows its key unquoted; an interrupt without a message reads
+    ``interrupted (Ctrl-C)``. Not redacted: callers redact what they show.
     """
     cause = root_cause(exc)
     name = type(cause).__name__

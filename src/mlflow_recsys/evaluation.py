@@ -1,9 +1,8 @@
 """Evaluate a recommender on held-out users and keep the per-user values.
 
-:func:`evaluate_recommender` takes fold-in and target matrices of item
-indices (:func:`~mlflow_recsys.evaluation_by_ids.evaluate_by_ids` takes frames
-of user and item ids, maps them and calls it); :func:`evaluate_rankings`
-scores lists ranked elsewhere. The per-user values are what the paired statistics in
+:func:`evaluate_recommender` takes fold-in and target matrices of item indices
+(:func:`~mlflow_recsys.evaluation_by_ids.evaluate_by_ids` takes frames of user and item ids, maps them and calls it);
+:func:`evaluate_rankings` scores lists ranked elsewhere. The per-user values are what the paired statistics in
 :mod:`mlflow_recsys.stats` work on, so they are collected by default.
 """
 
@@ -44,15 +43,15 @@ class EvaluationResult:
     metrics:
         Metric key (``"ndcg@100"``) -> mean of the per-row values (float).
     per_user:
-        Metric key -> float64 array of shape ``(n_samples,)``, one value per
-        evaluation row, aligned with ``sample_ids``. ``None`` when the result was
-        evaluated with ``collect_per_user=False``; such a result cannot be compared.
+        Metric key -> float64 array of shape ``(n_samples,)``, one value per evaluation row, aligned with
+        ``sample_ids``. ``None`` when the result was evaluated with ``collect_per_user=False``; such a result cannot be
+        compared.
     sample_ids:
-        Array of shape ``(n_samples,)``: the user id of each evaluation row as in
-        the split (int64 or str). Repeated ids mean one user owns several rows.
+        Array of shape ``(n_samples,)``: the user id of each evaluation row as in the split (int64 or str). Repeated ids
+        mean one user owns several rows.
     targets_fingerprint:
-        SHA-256 hex digest identifying (sample ids, fold-in rows, target rows), or
-        ``None`` when unknown (then pairing cannot be verified).
+        SHA-256 hex digest identifying (sample ids, fold-in rows, target rows), or ``None`` when unknown (then pairing
+        cannot be verified).
     definitions:
         Metric key -> a one-line exact definition of the metric.
     """
@@ -79,13 +78,8 @@ class EvaluationResult:
         return list(self.metrics)
 
     def to_frame(self) -> pd.DataFrame:
-        """Per-user values as a frame: ``sample_id`` then one float64 column per key.
-
-        Raises
-        ------
-        ValueError
-            If the result holds no per-user values.
-        """
+        """Per-user values as a frame: ``sample_id`` then one float64 column per key; ValueError without per-user
+        values."""
         if self.per_user is None:
             raise ValueError(
                 "this EvaluationResult holds no per-user values (it was evaluated with collect_per_user=False)"
@@ -103,28 +97,21 @@ class EvaluationResult:
         targets_fingerprint: str | None = None,
         definitions: Mapping[str, str] | None = None,
     ) -> EvaluationResult:
-        """Build a comparable result from per-user values computed elsewhere.
+        """Build a comparable result from per-user values computed elsewhere; ValueError if there are no metric columns,
+        arrays are not 1-D, lengths differ, or ``sample_ids`` is given twice.
 
         Parameters
         ----------
         values:
-            Either a DataFrame with a ``sample_id`` column and one numeric column
-            per metric key, or a mapping metric key -> 1-D array of shape
-            ``(n_samples,)``.
+            Either a DataFrame with a ``sample_id`` column and one numeric column per metric key, or a mapping metric
+            key -> 1-D array of shape ``(n_samples,)``.
         sample_ids:
-            Shape ``(n_samples,)``. Required with a mapping unless the rows are
-            independent users numbered positionally (then ``0..n-1`` is used);
-            must be omitted with a DataFrame (its ``sample_id`` column is used).
+            Shape ``(n_samples,)``. Required with a mapping unless the rows are independent users numbered positionally
+            (then ``0..n-1`` is used); must be omitted with a DataFrame (its ``sample_id`` column is used).
         targets_fingerprint:
             Digest of the evaluated users and targets, if known.
         definitions:
             Optional metric key -> definition text.
-
-        Raises
-        ------
-        ValueError
-            If there are no metric columns, arrays are not 1-D, lengths differ, or
-            ``sample_ids`` is given twice.
         """
         if isinstance(values, pd.DataFrame):
             if "sample_id" not in values.columns:
@@ -136,12 +123,12 @@ class EvaluationResult:
                     "sample_ids: expected None when values is a DataFrame (its 'sample_id' column is used)"
                 )
             sample_ids = values["sample_id"].to_numpy()
-            arrays = {str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
+            columns = {str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
         else:
-            arrays = {str(k): np.asarray(v) for k, v in dict(values).items()}
-        if not arrays:
+            columns = {str(k): v for k, v in dict(values).items()}
+        if not columns:
             raise ValueError("values: expected at least one metric column, found none")
-        per_user = {key: np.asarray(arr, dtype=np.float64) for key, arr in arrays.items()}
+        per_user = {key: np.asarray(arr, dtype=np.float64) for key, arr in columns.items()}
         n = -1
         for key, arr in per_user.items():
             if arr.ndim != 1:
@@ -169,16 +156,14 @@ class EvaluationResult:
 def targets_fingerprint(source: sp.spmatrix, targets: sp.spmatrix, sample_ids: np.ndarray) -> str:
     """SHA-256 hex digest of (sample ids, fold-in rows, target rows).
 
-    Matrices are canonicalised (CSR, sorted indices, binary) first so that equal
-    interaction sets give equal digests whatever their storage order or dtype;
-    ids hash by kind (integer or text) and value, so an object array of str ids
+    Matrices are canonicalised (CSR, sorted indices, binary) first so that equal interaction sets give equal digests
+    whatever their storage order or dtype; ids hash by kind (integer or text) and value, so an object array of str ids
     and a numpy unicode array of the same ids agree.
     """
     h = hashlib.sha256()
     ids = np.asarray(sample_ids)
     if ids.dtype.kind == "O":
-        # A pandas column of str (or int) ids must hash like the checkpoint's numpy array of them.
-        ids = np.asarray(ids.tolist())
+        ids = np.asarray(ids.tolist())  # a pandas column of ids hashes like the checkpoint's numpy array of them
     kind = {"u": "i", "S": "U"}.get(ids.dtype.kind, ids.dtype.kind)
     h.update(b"sample_ids:" + kind.encode())
     h.update("\x1f".join(map(str, ids.tolist())).encode())
@@ -228,8 +213,7 @@ def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
     if kept.size == 0:
         raise ValueError(f"targets: expected at least one row with a target, found {n_relevant.shape[0]} empty rows")
     if n_left_out:
-        # stacklevel 3: point at the caller of evaluate_*
-        warnings.warn(
+        warnings.warn(  # stacklevel 3: the caller of evaluate_*
             f"{n_left_out} of {n_relevant.shape[0]} evaluation rows have no targets "
             "and were left out (with their sample ids)",
             UserWarning,
@@ -241,14 +225,9 @@ def _kept_rows(n_relevant: np.ndarray) -> np.ndarray:
 def _without_fold_in(
     rankings: np.ndarray, source: sp.csr_matrix, fold_in: str, row_numbers: np.ndarray | None = None
 ) -> tuple[np.ndarray, int, int]:
-    """``rankings`` with each row's fold-in items (the row's stored entries of ``source``) taken out and the
-    items after them moved up, ``-1`` padding at the end -> (rankings, items taken out, rows touched).
-
-    Every column is checked as :func:`~mlflow_recsys.metrics.hit_matrix` checks its top k (integers, indices in
-    ``[-1, n_items)``, distinct within a row), since items past the cutoff move up when earlier ones go. With
-    ``fold_in="refuse"`` a leaked item is a ValueError naming the first such row (as ``row_numbers`` numbers the
-    rows; default their positions).
-    """
+    """``rankings`` with each row's fold-in items taken out and the items after them moved up, ``-1`` padding at the end
+    -> (rankings, items taken out, rows touched); under ``"refuse"`` a ValueError naming the first such row (as
+    ``row_numbers`` numbers them). Every column is checked, not only the top k: items past the cutoff move up."""
     if rankings.size == 0:
         return rankings, 0, 0
     leaked = hit_matrix(rankings, source, rankings.shape[1])
@@ -290,9 +269,7 @@ def _result(
     fingerprint: str | None,
     collect_per_user: bool,
 ) -> EvaluationResult:
-    definitions: dict[str, str] = {}
-    for metric in metrics:
-        definitions.update(metric.definitions)
+    definitions = {key: text for metric in metrics for key, text in metric.definitions.items()}
     return EvaluationResult(
         metrics={key: float(np.mean(values)) for key, values in per_user.items()},
         per_user=per_user if collect_per_user else None,
@@ -313,42 +290,29 @@ def evaluate_rankings(
 ) -> EvaluationResult:
     """Evaluate precomputed rankings against target items.
 
-    Rows whose targets row is empty have no defined metric value; they are left
-    out of the result together with their sample ids, and a ``UserWarning``
-    reports how many.
-
-    With ``source`` given, a list that still holds its user's own fold-in items
-    is not scored as it stands: those items can never be targets, so they would
-    count as misses and push every later item down (a popularity list that
-    keeps them scores about half its nDCG). Under ``fold_in="remove"`` they are
-    taken out of each list, the items after them move up, and a
-    :class:`FoldInRankedWarning` counts them; ``fold_in="refuse"`` raises
-    instead. Pass lists longer than ``max_k`` so that enough items remain.
+    Rows with an empty targets row have no defined value and are left out with their sample ids (a ``UserWarning``
+    counts them). With ``source``, a user's own fold-in items, which can never be targets and would push every later
+    item down, are taken out of their list (``fold_in="remove"``; pass lists longer than ``max_k`` so that enough
+    remain) or refused (``"refuse"``).
 
     Parameters
     ----------
     rankings:
-        Integer array of shape ``(n, >= max_k)``: item indices best first,
-        ``-1`` padding (never a hit); ``max_k`` is the largest cutoff in
-        ``metrics``.
+        Integer array of shape ``(n, >= max_k)``: item indices best first, ``-1`` padding (never a hit); ``max_k`` is
+        the largest cutoff in ``metrics``.
     targets:
-        Sparse matrix (CSR) of shape ``(n, n_items)``; stored nonzeros are the
-        relevant items.
+        Sparse matrix (CSR) of shape ``(n, n_items)``; stored nonzeros are the relevant items.
     metrics:
-        Metric objects from :mod:`mlflow_recsys.metrics` and/or keys such as
-        ``"ndcg@100"``, or a single one of them. Result keys follow this order.
+        Metric objects from :mod:`mlflow_recsys.metrics` and/or keys such as ``"ndcg@100"``, or a single one of them.
+        Result keys follow this order.
     sample_ids:
-        Array of shape ``(n,)``, the user id of each row; default ``0..n-1``
-        (int64).
+        Array of shape ``(n,)``, the user id of each row; default ``0..n-1`` (int64).
     source:
-        Fold-in matrix of shape ``(n, n_items)``: the targets fingerprint is
-        taken over it, and its items are taken out of the lists (see
-        ``fold_in``). Without it the fingerprint is ``None`` and lists are
-        scored as given.
+        Fold-in matrix of shape ``(n, n_items)``: the targets fingerprint is taken over it, and its items are taken out
+        of the lists (see ``fold_in``). Without it the fingerprint is ``None`` and lists are scored as given.
     fold_in:
-        ``"remove"`` (default): take each row's fold-in items out of its list
-        before scoring, with a warning that counts them; ``"refuse"``: raise a
-        ValueError if any list holds one. Used only with ``source``.
+        ``"remove"`` (default): take each row's fold-in items out of its list before scoring, with a warning that counts
+        them; ``"refuse"``: raise a ValueError if any list holds one. Used only with ``source``.
 
     Returns
     -------
@@ -358,21 +322,17 @@ def evaluate_rankings(
     Raises
     ------
     ValueError
-        If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not
-        a 2-D integer array with at least ``max_k`` columns and valid item
-        indices (every column when ``source`` is given); ``targets`` or
-        ``source`` is not 2-D of matching shape with finite non-negative
-        values; ``sample_ids`` has the wrong length; ``fold_in`` is not one of
-        its two values, or is ``"refuse"`` and a list holds a fold-in item; or
-        no row has targets.
+        If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not a 2-D integer array with at least
+        ``max_k`` columns and valid item indices (every column when ``source`` is given); ``targets`` or ``source`` is
+        not 2-D of matching shape with finite non-negative values; ``sample_ids`` has the wrong length; ``fold_in`` is
+        not one of its two values, or is ``"refuse"`` and a list holds a fold-in item; or no row has targets.
     TypeError
         If ``targets`` or ``source`` is not a scipy sparse matrix.
 
     Warns
     -----
     FoldInRankedWarning
-        Under ``fold_in="remove"``, when lists held fold-in items: how many
-        items, in how many lists.
+        Under ``fold_in="remove"``, when lists held fold-in items: how many items, in how many lists.
     UserWarning
         When rows without targets were left out.
     """
@@ -396,7 +356,7 @@ def evaluate_rankings(
         arr, n_removed, n_rows = _without_fold_in(arr, src, fold_in)
         _warn_fold_in_removed(n_removed, n_rows, arr.shape[0], max_k, stacklevel=2)
     hits = hit_matrix(arr, csr, max_k)
-    n_relevant = np.asarray((csr != 0).sum(axis=1)).ravel().astype(np.int64)
+    n_relevant = np.diff(csr.indptr)
     kept = _kept_rows(n_relevant)
     per_user: dict[str, np.ndarray] = {}
     for metric in metric_objs:
@@ -417,21 +377,15 @@ def evaluate_recommender(
 ) -> EvaluationResult:
     """Rank items for held-out rows in batches and evaluate the rankings.
 
-    For each batch of rows, ``model.recommend(source_rows, max_k)`` gives the
-    top ``max_k`` item indices (fold-in items excluded by the model); rows are
-    independent, so the result does not depend on ``batch_size``. Rows whose
-    targets row is empty are skipped before ranking and left out of the result
-    with their sample ids; a ``UserWarning`` reports how many, if any. A model
-    that returns fold-in items anyway is treated as in :func:`evaluate_rankings`
-    (``fold_in``): they are taken out and counted in a
-    :class:`FoldInRankedWarning`, leaving that list shorter than ``max_k``, or
-    refused.
+    Each batch is ranked by ``model.recommend(source_rows, max_k)``; rows are independent, so the result does not
+    depend on ``batch_size``. Rows with an empty targets row are skipped and left out, and fold-in items a model
+    returns anyway are taken out or refused, as in :func:`evaluate_rankings`.
 
     Parameters
     ----------
     model:
-        Fitted model with ``recommend(source_rows: csr, k: int) -> (item
-        indices int64 (rows, k) with -1 padding, scores (rows, k))``.
+        Fitted model with
+        ``recommend(source_rows: csr, k: int) -> (item indices int64 (rows, k) with -1 padding, scores (rows, k))``.
     source:
         Fold-in interactions, sparse CSR of shape ``(n, n_items)``.
     targets:
@@ -441,31 +395,28 @@ def evaluate_recommender(
     sample_ids:
         Array of shape ``(n,)``: user id of each row; default ``0..n-1`` (int64).
     batch_size:
-        Rows per ``recommend`` call (positive int, default 1024); bounds memory
-        of dense score matrices.
+        Rows per ``recommend`` call (positive int, default 1024); bounds memory of dense score matrices.
     collect_per_user:
-        Keep per-row values (default True, needed for paired comparisons);
-        False gives ``per_user=None`` with the same means.
+        Keep per-row values (default True, needed for paired comparisons); False gives ``per_user=None`` with the same
+        means.
     fold_in:
-        ``"remove"`` (default) or ``"refuse"``: what becomes of fold-in items
-        in the model's lists (see :func:`evaluate_rankings`).
+        ``"remove"`` (default) or ``"refuse"``: what becomes of fold-in items in the model's lists (see
+        :func:`evaluate_rankings`).
 
     Returns
     -------
     EvaluationResult
-        With ``targets_fingerprint = targets_fingerprint(source, targets,
-        sample_ids)`` of the inputs as given (before empty rows are dropped).
+        With ``targets_fingerprint = targets_fingerprint(source, targets, sample_ids)`` of the inputs as given (before
+        empty rows are dropped).
 
     Raises
     ------
     ValueError
-        If ``metrics`` is empty, unknown or repeats a key; ``source`` or
-        ``targets`` holds negative or non-finite values or their shapes differ; the model's
-        ``n_items`` differs from the number of columns; ``sample_ids`` has the
-        wrong length; ``batch_size`` is not a positive int; ``fold_in`` is
-        neither ``"remove"`` nor ``"refuse"``; no row has targets; or
-        ``model.recommend`` returns rankings of the wrong shape, with invalid
-        item indices, or (under ``"refuse"``) with fold-in items.
+        If ``metrics`` is empty, unknown or repeats a key; ``source`` or ``targets`` holds negative or non-finite values
+        or their shapes differ; the model's ``n_items`` differs from the number of columns; ``sample_ids`` has the wrong
+        length; ``batch_size`` is not a positive int; ``fold_in`` is neither ``"remove"`` nor ``"refuse"``; no row has
+        targets; or ``model.recommend`` returns rankings of the wrong shape, with invalid item indices, or (under
+        ``"refuse"``) with fold-in items.
     TypeError
         If ``source`` or ``targets`` is not a scipy sparse matrix.
 
@@ -482,21 +433,20 @@ def evaluate_recommender(
     tgt = canonical_csr(targets, "targets")
     if src.shape != tgt.shape:
         raise ValueError(f"targets: expected shape {src.shape} like source, found {tgt.shape}")
-    validation.integer(batch_size, "batch_size", minimum=1)
+    batch_size = validation.integer(batch_size, "batch_size", minimum=1)
     validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
     n_items = getattr(model, "n_items", None)
     if n_items is not None and int(n_items) != src.shape[1]:
         raise ValueError(f"source: expected {int(n_items)} columns (the model's n_items), found {src.shape[1]}")
     ids = _resolve_sample_ids(sample_ids, src.shape[0])
     fingerprint = targets_fingerprint(source, targets, ids)
-
-    n_relevant = np.asarray((tgt != 0).sum(axis=1)).ravel().astype(np.int64)
+    n_relevant = np.diff(tgt.indptr)
     kept = _kept_rows(n_relevant)
     chunks: dict[str, list[np.ndarray]] = {key: [] for m in metric_objs for key in m.keys}
     leaked = np.zeros(2, dtype=np.int64)  # fold-in items taken out, lists they were in
-    starts = range(0, kept.shape[0], int(batch_size))
+    starts = range(0, kept.shape[0], batch_size)
     for start in tqdm(starts, desc="evaluate", unit="batch", disable=None, leave=False):
-        rows = kept[start : start + int(batch_size)]
+        rows = kept[start : start + batch_size]
         indices, _ = model.recommend(src[rows], max_k)
         indices = np.asarray(indices)
         if indices.ndim != 2 or indices.shape[0] != rows.shape[0]:

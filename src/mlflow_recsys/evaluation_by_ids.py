@@ -1,11 +1,10 @@
-"""Evaluate a recommender on frames of user and item ids (:func:`evaluate_by_ids`), mapped to the model's columns
-as the served model and the ``recsys`` MLflow evaluator map them."""
+"""Evaluate a recommender on frames of user and item ids (:func:`evaluate_by_ids`), mapped to the model's columns as the
+served model and the ``recsys`` MLflow evaluator map them."""
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,6 @@ import pandas as pd
 
 from mlflow_recsys.catalogue import ItemCatalogue, id_kind
 from mlflow_recsys.evaluation import EvaluationResult, MetricSpec, evaluate_recommender, resolve_metrics
-from mlflow_recsys.metrics import RankingMetric
 from mlflow_recsys.models.base import UnknownItemsWarning
 from mlflow_recsys.validation import integer
 
@@ -32,32 +30,27 @@ def evaluate_by_ids(
 ) -> EvaluationResult:
     """Evaluate a recommender on frames of user and item ids, one row per interaction.
 
-    The ids are mapped to the model's columns by
-    :class:`~mlflow_recsys.catalogue.ItemCatalogue` (as in the served model and
-    the ``recsys`` MLflow evaluator), the fold-in and target matrices are
-    built, and :func:`evaluate_recommender` scores them: for the same
-    interactions both give the same values and the same targets fingerprint.
+    The ids are mapped to the model's columns by :class:`~mlflow_recsys.catalogue.ItemCatalogue` (as the served model
+    and the ``recsys`` MLflow evaluator map them) and :func:`evaluate_recommender` scores the matrices: for the same
+    interactions both give the same values and targets fingerprint.
 
     Parameters
     ----------
     model:
-        Fitted model with ``n_items`` and ``recommend(source_rows, k)``, as
-        for :func:`evaluate_recommender`.
+        Fitted model with ``n_items`` and ``recommend(source_rows, k)``, as for :func:`evaluate_recommender`.
     histories:
-        The fold-in: one row per (user, item) the user has interacted with,
-        columns ``user_col`` and ``item_col`` (others are ignored). May be
-        empty; users in it who have no targets are ignored.
+        The fold-in: one row per (user, item) the user has interacted with, columns ``user_col`` and ``item_col``
+        (others are ignored). May be empty; users in it who have no targets are ignored.
     targets:
-        The held-out items to find, one row per (user, item), same columns;
-        at least one row.
+        The held-out items to find, one row per (user, item), same columns; at least one row.
     item_ids:
-        The model's item ids in column order (a split's ``item_ids``): 1-D,
-        distinct, all integers or all strings, ``model.n_items`` of them.
+        The model's item ids in column order (a split's ``item_ids``): 1-D, distinct, all integers or all strings,
+        ``model.n_items`` of them.
     metrics:
         Metric objects and/or keys like ``"recall@20"`` (or a single one).
     user_col, item_col:
-        Column names of the user and item ids in both frames; default
-        ``"user"`` and ``"item"``, as in the package's interaction frames.
+        Column names of the user and item ids in both frames; default ``"user"`` and ``"item"``, as in the package's
+        interaction frames.
     batch_size:
         Users per ``recommend`` call (positive int, default 1024).
     collect_per_user:
@@ -66,74 +59,53 @@ def evaluate_by_ids(
     Returns
     -------
     EvaluationResult
-        One row per distinct user of ``targets``; ``sample_ids`` are those
-        users sorted (int64 or str).
+        One row per distinct user of ``targets``; ``sample_ids`` are those users sorted (int64 or str).
 
     Raises
     ------
     ValueError
-        Before the model is called, naming the argument: a frame is not a
-        DataFrame or lacks a column; an id is missing, or not an integer or
-        string; the two frames' user ids, or a frame's item ids and
-        ``item_ids``, are of different kinds; ``targets`` is empty or names
-        items outside ``item_ids``; ``item_ids`` repeats an id or its length
-        is not ``model.n_items``; ``metrics`` or ``batch_size`` is invalid
-        (as for :func:`evaluate_recommender`).
+        Before the model is called, naming the argument: a frame is not a DataFrame or lacks a column; an id is missing,
+        or not an integer or string; the two frames' user ids, or a frame's item ids and ``item_ids``, are of different
+        kinds; ``targets`` is empty or names items outside ``item_ids``; ``item_ids`` repeats an id or its length is not
+        ``model.n_items``; ``metrics`` or ``batch_size`` is invalid (as for :func:`evaluate_recommender`).
 
     Warns
     -----
     UnknownItemsWarning
-        When history rows of evaluated users name items outside ``item_ids``;
-        the message counts them.
+        When history rows of evaluated users name items outside ``item_ids``; the message counts them.
     UserWarning
-        When evaluated users have no known history item, or a target is also
-        in its user's history; the message counts them.
+        When evaluated users have no known history item, or a target is also in its user's history; the message counts
+        them.
 
     Notes
     -----
-    Rows and order. Each distinct user of ``targets`` is one evaluation row,
-    in sorted user-id order, whatever the order of the frames' rows. The
-    package's splits list held-out users in the same order, so the frames of
-    a split's test users (one draw) reproduce the targets fingerprint of its
-    training runs. Relevance is binary: a repeated (user, item) row counts
-    once in either frame.
+    Each distinct user of ``targets`` is one evaluation row, in sorted user-id order as in the package's splits, so the
+    frames of a split's test users (one draw) reproduce the targets fingerprint of its training runs. Relevance is
+    binary: a repeated (user, item) row counts once. A user only in ``histories`` is not evaluated; one of ``targets``
+    with no known history item is evaluated from an empty history (cold start; EASE and ELSA then rank in catalogue
+    order) and counted in a warning: drop such users from ``targets`` to evaluate warm users only. A target also in its
+    user's history stays a target, a certain miss.
 
-    Users. A user who appears only in ``histories`` is not evaluated. A user
-    of ``targets`` with no history row, or with unknown items only, is
-    evaluated from an empty history (cold start; EASE and ELSA then rank in
-    catalogue order) and counted in a warning: such users stay in the
-    population the caller chose, so drop them from ``targets`` to evaluate
-    warm users only. A target that is also in its user's history stays a
-    target; models never recommend history items, so it is a certain miss.
-
-    Unknown items. In ``histories`` an item outside ``item_ids`` is left out
-    of the fold-in, as the served model leaves it out: the model has no column
-    for it. In ``targets`` it is refused. Dropping it silently would shrink
-    the user's relevant set and raise recall and nDCG; counting it as a miss
-    would need a column the model does not have, and no split of this
-    package produces such targets, so it points to a mismatched catalogue.
-    To evaluate anyway, remove those rows from ``targets`` and report that
-    you did.
+    An item outside ``item_ids`` is left out of the fold-in, as the served model leaves it out, but refused in
+    ``targets``: dropping it would shrink the user's relevant set and raise recall and nDCG, counting it as a miss needs
+    a column the model does not have, and no split of this package produces such targets. To evaluate anyway, remove
+    those rows from ``targets`` and report that you did.
     """
-    clean = _evaluate_by_ids_iv(
-        model,
-        histories,
-        targets,
-        item_ids=item_ids,
-        metrics=metrics,
-        user_col=user_col,
-        item_col=item_col,
-        batch_size=batch_size,
-    )
-    users, target_rows = np.unique(clean.target_users, return_inverse=True)
-    history_rows = pd.Index(users).get_indexer(clean.history_users)
+    metric_objs = resolve_metrics(metrics)
+    integer(batch_size, "batch_size", minimum=1)
+    _check_frames(histories, targets, user_col, item_col)
+    catalogue = ItemCatalogue(item_ids, name="item_ids")
+    n_items = getattr(model, "n_items", None)
+    if n_items is not None and int(n_items) != len(catalogue):
+        raise ValueError(f"item_ids: expected {int(n_items)} ids (one per column of the model), found {len(catalogue)}")
+    history_users, history_items, target_users, target_items = _ids(histories, targets, catalogue, user_col, item_col)
+    users, target_rows = np.unique(target_users, return_inverse=True)
+    history_rows = pd.Index(users).get_indexer(history_users)
     evaluated = history_rows >= 0
-    source, unknown = clean.catalogue.matrix_from_pairs(
-        history_rows[evaluated], clean.history_items[evaluated], len(users)
-    )
-    target, _ = clean.catalogue.matrix_from_pairs(target_rows, clean.target_items, len(users))
+    source, unknown = catalogue.matrix_from_pairs(history_rows[evaluated], history_items[evaluated], len(users))
+    target, _ = catalogue.matrix_from_pairs(target_rows, target_items, len(users))
     if unknown.any():
-        examples = np.unique(clean.history_items[evaluated][unknown]).tolist()  # sorted: row order does not matter
+        examples = np.unique(history_items[evaluated][unknown]).tolist()  # sorted: row order does not matter
         warnings.warn(
             f"histories: {int(unknown.sum())} row(s) of evaluated users name item ids outside item_ids "
             f"(such as {examples[:5]}); they were left out of the fold-in, as the model has no column for them",
@@ -145,7 +117,7 @@ def evaluate_by_ids(
         model,
         source=source,
         targets=target,
-        metrics=clean.metrics,
+        metrics=metric_objs,
         sample_ids=users,
         batch_size=batch_size,
         collect_per_user=collect_per_user,
@@ -173,31 +145,7 @@ def _warn_cold_users_and_seen_targets(source, target, n_users: int) -> None:
         )
 
 
-@dataclass(frozen=True)
-class _IdFrames:
-    """Validated input of :func:`evaluate_by_ids`: ids as int64 or str arrays, targets all in the catalogue."""
-
-    metrics: list[RankingMetric]
-    catalogue: ItemCatalogue
-    history_users: np.ndarray
-    history_items: np.ndarray
-    target_users: np.ndarray
-    target_items: np.ndarray
-
-
-def _evaluate_by_ids_iv(
-    model: Any,
-    histories: Any,
-    targets: Any,
-    *,
-    item_ids: Any,
-    metrics: Any,
-    user_col: Any,
-    item_col: Any,
-    batch_size: Any,
-) -> _IdFrames:
-    metric_objs = resolve_metrics(metrics)
-    integer(batch_size, "batch_size", minimum=1)
+def _check_frames(histories: Any, targets: Any, user_col: Any, item_col: Any) -> None:
     if user_col == item_col:
         raise ValueError(f"item_col: expected a column other than user_col, found {item_col!r} for both")
     for name, frame in (("histories", histories), ("targets", targets)):
@@ -213,10 +161,11 @@ def _evaluate_by_ids_iv(
             )
     if len(targets) == 0:
         raise ValueError("targets: expected at least one row (a user and a held-out item), found none")
-    catalogue = ItemCatalogue(item_ids, name="item_ids")
-    n_items = getattr(model, "n_items", None)
-    if n_items is not None and int(n_items) != len(catalogue):
-        raise ValueError(f"item_ids: expected {int(n_items)} ids (one per column of the model), found {len(catalogue)}")
+
+
+def _ids(histories: pd.DataFrame, targets: pd.DataFrame, catalogue: ItemCatalogue, user_col: Any, item_col: Any):
+    """(history users, history items, target users, target items) as int64 or str arrays, every target item in the
+    catalogue and each column of one kind."""
     target_users, user_kind = _id_column(targets, user_col, "targets")
     history_users, kind = _id_column(histories, user_col, "histories")
     if kind is not None and kind != user_kind:
@@ -238,7 +187,7 @@ def _evaluate_by_ids_iv(
             f"(such as {examples[:5]}); the model can never recommend them, so remove those rows, and say so, "
             "or evaluate with a catalogue that holds them"
         )
-    return _IdFrames(metric_objs, catalogue, history_users, items["histories"], target_users, items["targets"])
+    return history_users, items["histories"], target_users, items["targets"]
 
 
 def _id_column(frame: pd.DataFrame, column: Any, name: str) -> tuple[np.ndarray, str | None]:

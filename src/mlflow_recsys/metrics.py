@@ -1,19 +1,15 @@
 """Top-N ranking metrics with binary relevance, computed per evaluation row.
 
-Every metric works from one boolean *hit matrix*: ``hits[i, r]`` says whether
-the item at rank ``r + 1`` of row ``i`` is one of that row's target items.
-Building it once and deriving all metrics from it keeps the metrics consistent
-with each other and lets :mod:`mlflow_recsys.evaluation` share the work between
-metrics.
+Every metric works from one boolean *hit matrix*: ``hits[i, r]`` says whether the item at rank ``r + 1`` of row ``i`` is
+one of that row's target items. Building it once and deriving all metrics from it keeps the metrics consistent with each
+other and lets :mod:`mlflow_recsys.evaluation` share the work between metrics.
 
-Notation used in the definitions: ``R_u`` is the set of target items of a row,
-``r`` a 1-based rank, ``hits@k`` the number of target items among the top ``k``.
-Rows with no targets have no defined value; ``compute`` returns NaN for them and
-the evaluation leaves them out (trec_eval and ranx score such a query 0).
+Notation used in the definitions: ``R_u`` is the set of target items of a row, ``r`` a 1-based rank, ``hits@k`` the
+number of target items among the top ``k``. Rows with no targets have no defined value; ``compute`` returns NaN for them
+and the evaluation leaves them out (trec_eval and ranx score such a query 0).
 
-Where a metric shares its name with trec_eval, ranx or ir_measures it has their
-value, except ``map@k``, which divides by ``min(k, |R_u|)`` where they divide by
-``|R_u|``; the metrics reference page has the table, and
+Where a metric shares its name with trec_eval, ranx or ir_measures it has their value, except ``map@k``, which divides
+by ``min(k, |R_u|)`` where they divide by ``|R_u|``; the metrics reference page has the table, and
 ``tests/test_metrics_crosscheck.py`` checks it user by user.
 """
 
@@ -52,8 +48,8 @@ __all__ = [
 KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
 
 
-#: The largest cutoff: a top-N list is read in batches of users × k ranks, so k bounds the memory an evaluation
-#: takes (10,000 ranks of 1,024 users hold 80 MB of item indices), and no top-N protocol looks further.
+#: The largest cutoff: a top-N list is read in batches of users × k ranks, so k bounds the memory an evaluation takes
+#: (10,000 ranks of 1,024 users hold 80 MB of item indices), and no top-N protocol looks further.
 MAX_CUTOFF = 10_000
 
 
@@ -66,21 +62,10 @@ def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
         return (_validate_k(k),)
     if isinstance(k, (str, bytes)) or not isinstance(k, Iterable):
         raise ValueError(f"k: expected a positive int or a sequence of them, found {k!r}")
-    ks: list[int] = []
-    for value in k:
-        value = _validate_k(value)
-        if value not in ks:
-            ks.append(value)
+    ks = tuple(dict.fromkeys(_validate_k(value) for value in k))
     if not ks:
         raise ValueError("k: expected at least one cutoff, found an empty sequence")
-    return tuple(ks)
-
-
-def _canonical_targets(targets: Any, n_rows: int | None = None) -> sp.csr_matrix:
-    csr = canonical_csr(targets, "targets")
-    if n_rows is not None and csr.shape[0] != n_rows:
-        raise ValueError(f"targets: expected {n_rows} rows to match rankings, found {csr.shape[0]}")
-    return csr
+    return ks
 
 
 def _validate_rankings(rankings: object, min_columns: int, n_items: int) -> np.ndarray:
@@ -108,17 +93,8 @@ def _validate_rankings(rankings: object, min_columns: int, n_items: int) -> np.n
 
 
 def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
-    """Number of target items per row, ``|R_u|``.
-
-    Parameters
-    ----------
-    targets:
-        Sparse matrix of shape ``(n, n_items)``; every stored nonzero is a target.
-
-    Returns
-    -------
-    np.ndarray
-        int64 array of shape ``(n,)``.
+    """Number of target items per row, ``|R_u|``: an int64 array of shape ``(n,)`` for a sparse ``targets`` of shape
+    ``(n, n_items)`` whose stored nonzeros are the targets.
 
     Raises
     ------
@@ -127,52 +103,42 @@ def relevant_counts(targets: sp.spmatrix) -> np.ndarray:
     ValueError
         If it is not 2-D or holds NaN, infinite or negative values.
     """
-    csr = _canonical_targets(targets)
-    return np.diff(csr.indptr).astype(np.int64)
+    return np.diff(canonical_csr(targets, "targets").indptr).astype(np.int64)
 
 
 def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray:
-    """Boolean matrix saying which of the top ``k`` ranked items are targets.
+    """Which of the top ``k`` (a positive int) ranked items are targets: a bool array of shape ``(n, k)``.
 
-    Membership is looked up without a per-row Python loop: each (row, item)
-    pair is encoded as ``row * n_items + item``; the encoded target pairs of a
-    canonical CSR matrix are already sorted, so ``np.searchsorted`` finds every
-    ranked pair at once.
-
-    Parameters
-    ----------
-    rankings:
-        Integer array of shape ``(n, >= k)``; entry ``[i, r]`` is the item index
-        at rank ``r + 1`` for row ``i``, ``-1`` is padding and never a hit.
-    targets:
-        Sparse matrix of shape ``(n, n_items)``; stored nonzeros are targets.
-    k:
-        Positive number of leading ranks to look at.
-
-    Returns
-    -------
-    np.ndarray
-        bool array of shape ``(n, k)``.
+    ``rankings`` is an integer array of shape ``(n, >= k)`` whose ``[i, r]`` is the item index at rank ``r + 1`` of row
+    ``i`` (``-1`` is padding, never a hit); ``targets`` a sparse matrix of shape ``(n, n_items)`` whose stored nonzeros
+    are the targets.
 
     Raises
     ------
     ValueError
-        If ``k`` is not a positive int, ``rankings`` is not a 2-D integer array
-        with at least ``k`` columns, holds indices outside ``[-1, n_items)`` or
-        repeats an item within a row, or ``targets`` is not 2-D with as many
-        rows as ``rankings`` and finite non-negative values.
+        If ``k`` is not a positive int, ``rankings`` is not a 2-D integer array with at least ``k`` columns, holds
+        indices outside ``[-1, n_items)`` or repeats an item within a row, or ``targets`` is not 2-D with as many rows
+        as ``rankings`` and finite non-negative values.
     TypeError
         If ``targets`` is not a scipy sparse matrix.
     """
-    k = _validate_k(k)
+    return _checked_hits(rankings, targets, _validate_k(k))[0]
+
+
+def _checked_hits(rankings: Any, targets: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`hit_matrix`, :func:`relevant_counts`) once the arguments are checked."""
     arr = np.asarray(rankings)
     if arr.ndim != 2:
         raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
-    csr = _canonical_targets(targets, n_rows=arr.shape[0])
-    return _hits(_validate_rankings(arr, k, csr.shape[1]), csr)
+    csr = canonical_csr(targets, "targets")
+    if csr.shape[0] != arr.shape[0]:
+        raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
+    return _hits(_validate_rankings(arr, k, csr.shape[1]), csr), np.diff(csr.indptr)
 
 
 def _hits(rankings: np.ndarray, csr: sp.csr_matrix) -> np.ndarray:
+    # No loop over rows: (row, item) encoded as row * n_items + item is sorted in a canonical CSR matrix, so one
+    # searchsorted finds every ranked pair.
     n, n_items = csr.shape
     hits = np.zeros(rankings.shape, dtype=bool)
     if csr.nnz == 0 or rankings.size == 0:
@@ -187,34 +153,26 @@ def _hits(rankings: np.ndarray, csr: sp.csr_matrix) -> np.ndarray:
 
 
 def _row_sums(values: np.ndarray) -> np.ndarray:
-    # A running sum adds each row left to right, so a row's value does not depend
-    # on how many rows are evaluated together; BLAS products and pairwise sums
-    # may reorder the additions with the batch shape and change the last bit.
+    # A running sum adds each row left to right, so a row's value does not depend on how many rows are evaluated
+    # together; BLAS products and pairwise sums may reorder the additions with the batch shape and change the last bit.
     return np.cumsum(values, axis=1)[:, -1]
 
 
 class RankingMetric:
     """Base class: a ranking metric evaluated at one or more cutoffs ``k``.
 
-    Subclasses set ``name`` and implement ``_values`` (per-row values for one
-    cutoff from the hit matrix) and ``_definition``; one whose values can leave
-    ``[0, 1]`` sets ``value_range`` too.
-
-    Parameters
-    ----------
-    k:
-        A positive int or a sequence of them; duplicates are dropped, order kept.
-
-    Raises
-    ------
-    ValueError
-        If ``k`` is not a positive int or a non-empty sequence of positive ints.
+    ``k`` is a positive int or a sequence of them (duplicates dropped, order kept). Subclasses set ``name``,
+    ``_formula`` and ``_source`` and implement ``_values`` (per-row values for one cutoff from the hit matrix); one
+    whose values can leave ``[0, 1]`` sets ``value_range`` too. ValueError if ``k`` is not a positive int or a
+    non-empty sequence of positive ints.
     """
 
     name: ClassVar[str] = ""
-    #: Closed interval holding every defined per-row value. Each metric here is a
-    #: 0/1 indicator, 1/rank, or hits over a denominator no smaller than the hits
-    #: can reach (ranked items are distinct), so all of them lie in [0, 1].
+    #: The definition after ``name@k: `` (``{k}`` stands for the cutoff) and its source, in parentheses after it.
+    _formula: ClassVar[str] = ""
+    _source: ClassVar[str] = ""
+    #: Closed interval holding every defined per-row value. Each metric here is a 0/1 indicator, 1/rank, or hits over a
+    #: denominator no smaller than the hits can reach (ranked items are distinct), so all of them lie in [0, 1].
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, k: int | Sequence[int]):
@@ -233,64 +191,33 @@ class RankingMetric:
     @property
     def definitions(self) -> dict[str, str]:
         """Metric key -> one-line exact definition including its source."""
-        return {f"{self.name}@{k}": self._definition(k) for k in self.ks}
+        return {
+            f"{self.name}@{k}": f"{self.name}@{k}: {self._formula.format(k=k)}; binary relevance ({self._source})"
+            for k in self.ks
+        }
 
     def compute(self, rankings: np.ndarray, targets: sp.spmatrix) -> dict[str, np.ndarray]:
-        """Per-row metric values for every cutoff.
+        """Per-row values for every cutoff: metric key -> float64 array of shape ``(n,)``, NaN for rows without targets.
 
-        Parameters
-        ----------
-        rankings:
-            Integer array of shape ``(n, >= max_k)``, item indices best first,
-            ``-1`` padding (never a hit). Extra columns are ignored.
-        targets:
-            Sparse matrix of shape ``(n, n_items)``; stored nonzeros are the
-            relevant items (binary relevance).
-
-        Returns
-        -------
-        dict[str, np.ndarray]
-            Metric key -> float64 array of shape ``(n,)``; NaN for rows without
-            targets.
+        ``rankings`` is an integer array of shape ``(n, >= max_k)``, item indices best first, ``-1`` padding (never a
+        hit; extra columns are ignored); ``targets`` a sparse matrix of shape ``(n, n_items)`` whose stored nonzeros are
+        the relevant items (binary relevance).
 
         Raises
         ------
         ValueError
-            If ``rankings`` is not a 2-D integer array with at least ``max_k``
-            columns, holds indices outside ``[-1, n_items)`` or repeats an item
-            within a row, or ``targets`` is not 2-D with as many rows.
+            If ``rankings`` is not a 2-D integer array with at least ``max_k`` columns, holds indices outside
+            ``[-1, n_items)`` or repeats an item within a row, or ``targets`` is not 2-D with as many rows.
         TypeError
             If ``targets`` is not a scipy sparse matrix.
         """
-        arr = np.asarray(rankings)
-        if arr.ndim != 2:
-            raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
-        csr = _canonical_targets(targets, n_rows=arr.shape[0])
-        hits = _hits(_validate_rankings(arr, self.max_k, csr.shape[1]), csr)
-        return self.from_hits(hits, np.diff(csr.indptr))
+        return self.from_hits(*_checked_hits(rankings, targets, self.max_k))
 
     def from_hits(self, hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
-        """Per-row metric values from a precomputed hit matrix.
-
-        Parameters
-        ----------
-        hits:
-            bool array of shape ``(n, >= max_k)`` as returned by :func:`hit_matrix`.
-        n_relevant:
-            int array of shape ``(n,)``: ``|R_u|`` per row.
-
-        Returns
-        -------
-        dict[str, np.ndarray]
-            Metric key -> float64 array of shape ``(n,)``; NaN where
-            ``n_relevant`` is 0.
-
-        Raises
-        ------
-        ValueError
-            If ``hits`` is not 2-D with at least ``max_k`` columns or
-            ``n_relevant`` does not have one entry per row.
-        """
+        """Per-row values from ``hits``, a bool array of shape ``(n, >= max_k)`` as :func:`hit_matrix` returns, and
+        ``n_relevant``, an int array of ``|R_u|`` of shape ``(n,)``: metric key -> float64 array of shape ``(n,)``, NaN
+        where ``n_relevant`` is 0. ValueError if ``hits`` is not 2-D with at least ``max_k`` columns or ``n_relevant``
+        does not have one entry per row."""
         hits = np.asarray(hits, dtype=bool)
         n_relevant = np.asarray(n_relevant, dtype=np.int64)
         if hits.ndim != 2 or hits.shape[1] < self.max_k:
@@ -307,9 +234,6 @@ class RankingMetric:
         return out
 
     def _values(self, hits: np.ndarray, n_relevant: np.ndarray, k: int) -> np.ndarray:
-        raise NotImplementedError
-
-    def _definition(self, k: int) -> str:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
@@ -329,42 +253,32 @@ _HITS_AT = "hits@{k} = number of R_u items in the top {k}"
 class Recall(RankingMetric):
     """Recall at k: ``hits@k / |R_u|`` (standard IR; Manning, Raghavan & Schütze 2008).
 
-    Can stay below 1 even for a perfect ranking when ``|R_u| > k``; see
-    :class:`CalibratedRecall` for the variant that cannot. Equal to trec_eval's
-    ``recall_k`` and ranx's ``recall@k``.
+    Can stay below 1 even for a perfect ranking when ``|R_u| > k``; see :class:`CalibratedRecall` for the variant that
+    cannot. Equal to trec_eval's ``recall_k`` and ranx's ``recall@k``.
     """
 
     name = "recall"
+    _formula = "hits@{k} / |R_u|, " + _HITS_AT
+    _source = "standard IR recall; Manning, Raghavan & Schütze 2008"
 
     def _values(self, hits, n_relevant, k):
         return hits.sum(axis=1) / n_relevant
-
-    def _definition(self, k):
-        return (
-            f"recall@{k}: hits@{k} / |R_u|, {_HITS_AT.format(k=k)}; binary relevance "
-            "(standard IR recall; Manning, Raghavan & Schütze 2008)"
-        )
 
 
 class CalibratedRecall(RankingMetric):
     """Recall at k normalised by what is reachable: ``hits@k / min(k, |R_u|)``.
 
-    Source: Liang, Krishnan, Hoffman & Jebara 2018, "Variational Autoencoders
-    for Collaborative Filtering" (WWW). A perfect ranking scores 1. No
-    counterpart in trec_eval or ranx: ``calibrated_recall@k * min(k, |R_u|)``
-    equals their ``recall@k * |R_u|`` (both are ``hits@k``).
+    Source: Liang, Krishnan, Hoffman & Jebara 2018, "Variational Autoencoders for Collaborative Filtering" (WWW). A
+    perfect ranking scores 1. No counterpart in trec_eval or ranx: ``calibrated_recall@k * min(k, |R_u|)`` equals their
+    ``recall@k * |R_u|`` (both are ``hits@k``).
     """
 
     name = "calibrated_recall"
+    _formula = "hits@{k} / min({k},|R_u|), " + _HITS_AT
+    _source = "Liang et al. 2018, VAE-CF"
 
     def _values(self, hits, n_relevant, k):
         return hits.sum(axis=1) / np.minimum(k, n_relevant)
-
-    def _definition(self, k):
-        return (
-            f"calibrated_recall@{k}: hits@{k} / min({k},|R_u|), {_HITS_AT.format(k=k)}; "
-            "binary relevance (Liang et al. 2018, VAE-CF)"
-        )
 
 
 class Precision(RankingMetric):
@@ -374,46 +288,38 @@ class Precision(RankingMetric):
     """
 
     name = "precision"
+    _formula = "hits@{k} / {k}, " + _HITS_AT
+    _source = "standard IR precision; Manning, Raghavan & Schütze 2008"
 
     def _values(self, hits, n_relevant, k):
         return hits.sum(axis=1) / float(k)
-
-    def _definition(self, k):
-        return (
-            f"precision@{k}: hits@{k} / {k}, {_HITS_AT.format(k=k)}; binary relevance "
-            "(standard IR precision; Manning, Raghavan & Schütze 2008)"
-        )
 
 
 class HitRate(RankingMetric):
     """Hit rate at k: 1 if any target is in the top k, else 0.
 
-    Source: Deshpande & Karypis 2004, "Item-based top-N recommendation
-    algorithms" (ACM TOIS).
+    Source: Deshpande & Karypis 2004, "Item-based top-N recommendation algorithms" (ACM TOIS).
     """
 
     name = "hit_rate"
+    _formula = "1 if hits@{k} >= 1 else 0, " + _HITS_AT
+    _source = "Deshpande & Karypis 2004"
 
     def _values(self, hits, n_relevant, k):
         return hits.any(axis=1).astype(np.float64)
-
-    def _definition(self, k):
-        return (
-            f"hit_rate@{k}: 1 if hits@{k} >= 1 else 0, {_HITS_AT.format(k=k)}; "
-            "binary relevance (Deshpande & Karypis 2004)"
-        )
 
 
 class NDCG(RankingMetric):
     """Normalised discounted cumulative gain at k with binary relevance.
 
-    ``DCG = sum_{r<=k, hit} 1/log2(r+1)``; the ideal DCG puts
-    ``min(k, |R_u|)`` targets at the top, so ``IDCG = sum_{r<=min(k,|R_u|)}
-    1/log2(r+1)`` and a perfect ranking scores 1. Source: Järvelin &
-    Kekäläinen 2002, "Cumulated gain-based evaluation of IR techniques" (ACM TOIS).
+    ``DCG = sum_{r<=k, hit} 1/log2(r+1)``; the ideal DCG puts ``min(k, |R_u|)`` targets at the top, so
+    ``IDCG = sum_{r<=min(k,|R_u|)} 1/log2(r+1)`` and a perfect ranking scores 1. Source: Järvelin & Kekäläinen 2002,
+    "Cumulated gain-based evaluation of IR techniques" (ACM TOIS).
     """
 
     name = "ndcg"
+    _formula = "sum_{{r<={k}, hit}} 1/log2(r+1) / sum_{{r<=min({k},|R_u|)}} 1/log2(r+1)"
+    _source = "Järvelin & Kekäläinen 2002"
 
     def _values(self, hits, n_relevant, k):
         discounts = 1.0 / np.log2(np.arange(2, k + 2, dtype=np.float64))
@@ -421,62 +327,44 @@ class NDCG(RankingMetric):
         ideal_by_count = np.concatenate(([0.0], np.cumsum(discounts)))
         return dcg / ideal_by_count[np.minimum(k, n_relevant)]
 
-    def _definition(self, k):
-        return (
-            f"ndcg@{k}: sum_{{r<={k}, hit}} 1/log2(r+1) / sum_{{r<=min({k},|R_u|)}} "
-            "1/log2(r+1); binary relevance (Järvelin & Kekäläinen 2002)"
-        )
-
 
 class MRR(RankingMetric):
     """Reciprocal rank of the first hit within the top k, 0 without a hit.
 
-    Averaged over rows this is the mean reciprocal rank. Source: Voorhees 1999,
-    "The TREC-8 Question Answering Track Report" (TREC-8).
+    Averaged over rows this is the mean reciprocal rank. Source: Voorhees 1999, "The TREC-8 Question Answering Track
+    Report" (TREC-8).
     """
 
     name = "mrr"
+    _formula = "1/r for the smallest hit rank r<={k}, 0 if no hit"
+    _source = "Voorhees 1999, TREC-8 QA"
 
     def _values(self, hits, n_relevant, k):
         first = hits.argmax(axis=1)
         return np.where(hits.any(axis=1), 1.0 / (first + 1.0), 0.0)
 
-    def _definition(self, k):
-        return (
-            f"mrr@{k}: 1/r for the smallest hit rank r<={k}, 0 if no hit; binary relevance (Voorhees 1999, TREC-8 QA)"
-        )
-
 
 class MAP(RankingMetric):
     """Average precision truncated at k, normalised by ``min(k, |R_u|)``.
 
-    ``AP@k = sum_{r<=k, hit} (hits@r / r) / min(k, |R_u|)``; the ``min`` makes a
-    perfect ranking score 1 when ``|R_u| > k``. Averaged over rows this is
-    MAP@k. Source: average precision as in Manning, Raghavan & Schütze 2008,
+    ``AP@k = sum_{r<=k, hit} (hits@r / r) / min(k, |R_u|)``; the ``min`` makes a perfect ranking score 1 when
+    ``|R_u| > k``. Averaged over rows this is MAP@k. Source: average precision as in Manning, Raghavan & Schütze 2008,
     "Introduction to Information Retrieval", ch. 8, truncated at k.
 
-    Not the same number as trec_eval's ``map_cut_k`` (ir_measures ``AP@k``) or
-    ranx's ``map@k``, which divide the same sum by ``|R_u|``: per row,
-    ``ours * min(k, |R_u|) == theirs * |R_u|``, so the two agree when
-    ``|R_u| <= k`` and ours is ``|R_u| / k`` times theirs otherwise. The
-    ``min(k, |R_u|)`` normaliser is RecBole's (Zhao et al. 2021, CIKM); with
-    ``|R_u|`` a user with more targets than ``k`` could score at most
-    ``k / |R_u|``.
+    Not the same number as trec_eval's ``map_cut_k`` (ir_measures ``AP@k``) or ranx's ``map@k``, which divide the same
+    sum by ``|R_u|``: per row, ``ours * min(k, |R_u|) == theirs * |R_u|``, so the two agree when ``|R_u| <= k`` and ours
+    is ``|R_u| / k`` times theirs otherwise. The ``min(k, |R_u|)`` normaliser is RecBole's (Zhao et al. 2021, CIKM);
+    with ``|R_u|`` a user with more targets than ``k`` could score at most ``k / |R_u|``.
     """
 
     name = "map"
+    _formula = "sum_{{r<={k}, hit}} (hits@r / r) / min({k},|R_u|), hits@r = number of R_u items in the top r"
+    _source = "truncated average precision; Manning, Raghavan & Schütze 2008"
 
     def _values(self, hits, n_relevant, k):
         hit_float = hits.astype(np.float64)
         precision_at_r = np.cumsum(hit_float, axis=1) / np.arange(1, k + 1, dtype=np.float64)
         return _row_sums(precision_at_r * hit_float) / np.minimum(k, n_relevant)
-
-    def _definition(self, k):
-        return (
-            f"map@{k}: sum_{{r<={k}, hit}} (hits@r / r) / min({k},|R_u|), "
-            "hits@r = number of R_u items in the top r; binary relevance "
-            "(truncated average precision; Manning, Raghavan & Schütze 2008)"
-        )
 
 
 METRIC_CLASSES: dict[str, type[RankingMetric]] = {
@@ -502,8 +390,8 @@ def _split_key(key: object) -> tuple[type[RankingMetric], int]:
 def value_range(key: str) -> tuple[float, float] | None:
     """Closed interval of the per-row values of metric ``key``, e.g. ``(0.0, 1.0)`` for ``"ndcg@100"``.
 
-    Returns None for a string that is not a key of a metric of this package
-    (e.g. one a custom evaluator wrote), whose range is unknown here.
+    Returns None for a string that is not a key of a metric of this package (e.g. one a custom evaluator wrote), whose
+    range is unknown here.
     """
     try:
         cls, _ = _split_key(key)
@@ -513,14 +401,8 @@ def value_range(key: str) -> tuple[float, float] | None:
 
 
 def metric_from_key(key: str) -> RankingMetric:
-    """Metric object for one key, e.g. ``metric_from_key("ndcg@100") == NDCG(100)``.
-
-    Raises
-    ------
-    ValueError
-        If ``key`` is not of the form ``"name@k"``, the name is unknown (the
-        message lists the known names) or ``k`` is not positive.
-    """
+    """Metric object for one key, e.g. ``metric_from_key("ndcg@100") == NDCG(100)``; ValueError if ``key`` is not of
+    the form ``"name@k"``, the name is unknown (the message lists the known names) or ``k`` is not positive."""
     cls, k = _split_key(key)
     return cls(k)
 
@@ -528,19 +410,11 @@ def metric_from_key(key: str) -> RankingMetric:
 def parse_metric_keys(keys: str | Iterable[str]) -> list[RankingMetric]:
     """Metric objects for a list of keys, one object per metric class.
 
-    Keys of the same class are grouped into one object (so its hit matrix
-    columns are shared); classes appear in order of their first key, cutoffs
-    in the order given; duplicate keys are dropped. A single string is treated
-    as one key.
+    Keys of the same class are grouped into one object (so its hit matrix columns are shared); classes appear in order
+    of their first key, cutoffs in the order given; duplicate keys are dropped. A single string is treated as one key.
 
-    Example: ``["ndcg@100", "recall@20", "ndcg@10"]`` -> ``[NDCG([100, 10]),
-    Recall(20)]``.
-
-    Raises
-    ------
-    ValueError
-        If ``keys`` is empty or any key is malformed or unknown (see
-        :func:`metric_from_key`).
+    Example: ``["ndcg@100", "recall@20", "ndcg@10"]`` -> ``[NDCG([100, 10]), Recall(20)]``. ValueError if ``keys`` is
+    empty or any key is malformed or unknown (see :func:`metric_from_key`).
     """
     if isinstance(keys, str):
         keys = [keys]

@@ -1,11 +1,11 @@
 """A settings object declared once: each field's type, default, choices, range and help text.
 
-A settings class is a frozen dataclass whose fields are made with :func:`setting`. From that one declaration
-come its checks (:func:`check_fields`, which the class's ``__post_init__`` calls), the command line's options
+A settings class is a frozen dataclass whose fields are made with :func:`setting`. From that one declaration come its
+checks (:func:`check_fields`, which the class's ``__post_init__`` calls), the command line's options
 (:func:`click_options`), the reading of a setting written as text (:meth:`Setting.parse`: a server form, an
 ``-P name=value`` of ``mlflow run``), the ``MLproject`` parameters an entry point declares
-(:func:`mlproject_parameters`) and the rows of a settings table (:func:`describe`). A new setting is a new
-field, plus the code that uses it.
+(:func:`mlproject_parameters`) and the rows of a settings table (:func:`describe`). A new setting is a new field, plus
+the code that uses it.
 """
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ class Setting:
         What the setting does, in one line: for ``--help``, the server page and a settings table.
     kind : str
         ``"name"`` (a one-line name, :func:`~mlflow_recsys.validation.line`), ``"choice"`` (one of ``choices``),
-        ``"integer"``, ``"number"`` (a finite float), ``"seed"`` (an integer in [0, 2**63 - 1]), ``"flag"``
-        (True or False) or ``"keys"`` (distinct metric keys, in order; comma-separated as text).
+        ``"integer"``, ``"number"`` (a finite float), ``"seed"`` (an integer in [0, 2**63 - 1]), ``"flag"`` (True or
+        False) or ``"keys"`` (distinct metric keys, in order; comma-separated as text).
     choices : tuple of str
         The values of a ``"choice"``.
     low, high : float, optional
-        The range: inclusive bounds of an integer; exclusive bounds of a number (inclusive with
-        ``includes_low`` or ``includes_high``).
+        The range: inclusive bounds of an integer; exclusive bounds of a number (inclusive with ``includes_low`` or
+        ``includes_high``).
     includes_low, includes_high : bool, default False
         Whether a number may equal ``low`` (a share that may be 0) or ``high`` (a largest learning rate).
     optional : bool, default False
@@ -80,13 +80,8 @@ class Setting:
     aliases: tuple[str, ...] = ()
 
     def check(self, value: Any, name: str) -> Any:
-        """``value`` in its canonical type (``int``, ``float``, ``str``, a tuple of keys).
-
-        Raises
-        ------
-        ValueError
-            ``"<name>: expected <what>, found <value>"`` (see :mod:`mlflow_recsys.validation`).
-        """
+        """``value`` in its canonical type (``int``, ``float``, ``str``, a tuple of keys), else a ValueError
+        ``"<name>: expected <what>, found <value>"`` (see :mod:`mlflow_recsys.validation`)."""
         if value is None and self.optional:
             return None
         if self.kind == "name":
@@ -108,9 +103,9 @@ class Setting:
         return tuple(validation.metric_keys(value, name))
 
     def convert(self, text: str) -> Any:
-        """A value written as text in this setting's type, unchecked: ``"9999"`` as 9999, :data:`NONE_WORD` or
-        ``""`` as None when optional, ``"a, b"`` as ``["a", "b"]``; text that does not convert stays text, for
-        :meth:`check` to refuse as it was written."""
+        """A value written as text in this setting's type, unchecked: ``"9999"`` as 9999, :data:`NONE_WORD` or ``""`` as
+        None when optional, ``"a, b"`` as ``["a", "b"]``; text that does not convert stays text, for :meth:`check` to
+        refuse as it was written."""
         text = text.strip()
         if self.optional and text.lower() in (NONE_WORD, ""):
             return None
@@ -127,13 +122,7 @@ class Setting:
             return text
 
     def parse(self, text: str, name: str) -> Any:
-        """A value written as text, converted (:meth:`convert`) and checked (:meth:`check`).
-
-        Raises
-        ------
-        ValueError
-            As :meth:`check`.
-        """
+        """A value written as text, converted (:meth:`convert`) and checked (:meth:`check`: its ValueError)."""
         return self.check(self.convert(text), name)
 
     def text(self, value: Any) -> str:
@@ -156,23 +145,17 @@ def settings_of(cls: type) -> dict[str, tuple[Any, Setting]]:
 
 
 def check_fields(obj: Any) -> None:
-    """Replace each declared field of the frozen dataclass ``obj`` by its checked, canonical value.
-
-    Raises
-    ------
-    ValueError
-        For the first field its declaration refuses, as :meth:`Setting.check`.
-    """
+    """Replace each declared field of the frozen dataclass ``obj`` by its checked, canonical value; ValueError, as
+    :meth:`Setting.check`, for the first field its declaration refuses."""
     for name, (_, declared) in settings_of(type(obj)).items():
         object.__setattr__(obj, name, declared.check(getattr(obj, name), name))
 
 
 def click_options(cls: type, names: Sequence[str] | None = None) -> Callable:
-    """A decorator adding a ``click`` option for each declared field of ``cls`` (or those of ``names``), in
-    order: ``--field-name`` (and ``--field_name``, as ``mlflow run -P`` passes it) with the field's default,
-    choices and help. The command gets each under its field
-    name, converted (:meth:`Setting.convert`) but not checked: the settings object checks it when the command
-    makes one, so a refusal is reported like any other bad input of the command."""
+    """A decorator adding a ``click`` option for each declared field of ``cls`` (or those of ``names``), in order:
+    ``--field-name`` (and ``--field_name``, as ``mlflow run -P`` passes it) with the field's default, choices and help.
+    The command gets each under its field name, converted (:meth:`Setting.convert`) but not checked: the settings object
+    checks it when the command makes one, so a refusal is reported like any other bad input of the command."""
     declared = settings_of(cls)
     chosen = list(declared) if names is None else list(names)
 
@@ -185,8 +168,8 @@ def click_options(cls: type, names: Sequence[str] | None = None) -> Callable:
 
 
 def option(name: str, default: Any, declared: Setting, help: str | None = None) -> Callable:
-    """The ``click`` option of one declared setting (see :func:`click_options`): ``default`` None leaves it
-    "not given" (None reaches the command); ``help`` replaces the declared help text."""
+    """The ``click`` option of one declared setting (see :func:`click_options`): ``default`` None leaves it "not given"
+    (None reaches the command); ``help`` replaces the declared help text."""
     help = declared.help if help is None else help
     flag = "--" + name.replace("_", "-")
     if declared.kind == "flag":
@@ -214,8 +197,8 @@ _METAVARS = {"name": "TEXT", "integer": "INTEGER", "number": "FLOAT", "seed": "I
 
 def mlproject_parameters(cls: type, names: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The parameters an ``MLproject`` entry point declares for the fields ``names`` of ``cls``:
-    ``{name: {"type": ..., "default": ...}}``, a number as MLflow's ``float`` (it has no integer type) and
-    anything else as ``string``."""
+    ``{name: {"type": ..., "default": ...}}``, a number as MLflow's ``float`` (it has no integer type) and anything else
+    as ``string``."""
     declared = settings_of(cls)
     out = {}
     for name in names:

@@ -1,9 +1,9 @@
 """Argument checks with one message format: ``name: expected <what>, found <value>``.
 
-Every public function checks its arguments before it computes or writes anything, and says which argument is
-wrong, what it accepts and what it got. The helpers here are those checks; each returns the value in its
-canonical type (``int``, ``float``, ``str``) so callers keep what they checked. Booleans are never numbers here,
-although Python counts ``True`` as 1.
+Every public function checks its arguments before it computes or writes anything, and says which argument is wrong, what
+it accepts and what it got. The helpers here are those checks; each returns the value in its canonical type (``int``,
+``float``, ``str``) so callers keep what they checked. Booleans are never numbers here, although Python counts ``True``
+as 1.
 """
 
 from __future__ import annotations
@@ -30,18 +30,10 @@ def expected(name: str, what: str, found: object) -> str:
 
 
 def integer(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """``value`` as ``int`` when it is an integer (numpy's included) within ``[minimum, maximum]``.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected an integer >= <minimum>, found <value>"`` (or ``<= maximum``, or ``in [a, b]``).
-    """
+    """``value`` as ``int`` when it is an integer (numpy's included) within ``[minimum, maximum]``, else a ValueError
+    ``"<name>: expected an integer >= <minimum>, found <value>"`` (or ``<= maximum``, or ``in [a, b]``)."""
     ok = not isinstance(value, bool) and isinstance(value, numbers.Integral)
-    if ok and minimum is not None and value < minimum:  # type: ignore[operator]  # Integral supports <
-        ok = False
-    if ok and maximum is not None and value > maximum:  # type: ignore[operator]
-        ok = False
+    ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)  # type: ignore[operator]
     if not ok:
         raise ValueError(expected(name, _integer_range(minimum, maximum), value))
     return int(value)  # type: ignore[call-overload]  # an Integral
@@ -57,13 +49,8 @@ def number(
     at_most: float | None = None,
 ) -> float:
     """``value`` as ``float`` when it is a finite real number with ``value > above``, ``value >= at_least``,
-    ``value < below`` and ``value <= at_most`` (each bound optional).
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected a finite number > 0, found <value>"``, ``"... strictly between 0 and 1 ..."``, and so on.
-    """
+    ``value < below`` and ``value <= at_most`` (each bound optional), else a ValueError ``"<name>: expected a finite
+    number > 0, found <value>"``, ``"... strictly between 0 and 1 ..."``, and so on."""
     x = math.nan
     if not isinstance(value, bool) and isinstance(value, numbers.Real):
         with contextlib.suppress(OverflowError):  # an int past the float range (10**400) is no finite number
@@ -77,14 +64,8 @@ def number(
 
 
 def seed(value: object, name: str) -> int:
-    """``value`` as ``int`` when it is an integer in ``[0, MAX_SEED]``.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected an integer >= 0, found <value>"``, or ``"... <= 9,223,372,036,854,775,807 (2**63 - 1)
-        ..."`` above the range.
-    """
+    """``value`` as ``int`` when it is an integer in ``[0, MAX_SEED]``, else a ValueError ``"<name>: expected an integer
+    >= 0, found <value>"``, or ``"... <= 9,223,372,036,854,775,807 (2**63 - 1) ..."`` above the range."""
     checked = integer(value, name, minimum=0)
     if checked > MAX_SEED:
         raise ValueError(expected(name, f"an integer <= {MAX_SEED:,} (2**63 - 1)", value))
@@ -92,29 +73,17 @@ def seed(value: object, name: str) -> int:
 
 
 def ordered(value: object, name: str, what: str) -> list:
-    """``value`` as a list when it is an ordered collection (a list, a tuple, an array, a generator).
-
-    A str or bytes would be read as its characters, and a set or a mapping has no order that holds between
-    processes, so each is refused.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected <what> (in order), found <value>"``.
-    """
+    """``value`` as a list when it is an ordered collection (a list, a tuple, an array, a generator), else a ValueError
+    ``"<name>: expected <what> (in order), found <value>"``: a str or bytes would be read as its characters, and a set
+    or a mapping has no order that holds between processes."""
     if isinstance(value, (str, bytes, Set, Mapping)) or not isinstance(value, Iterable):
         raise ValueError(expected(name, f"{what} (in order)", value))
     return list(value)
 
 
 def one_of(value: T, name: str, choices: Collection[object]) -> T:
-    """``value`` when it is one of ``choices``.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected one of (<choices>), found <value>"``.
-    """
+    """``value`` when it is one of ``choices``, else a ValueError ``"<name>: expected one of (<choices>), found
+    <value>"``."""
     try:
         ok = bool(value in choices)
     except (TypeError, ValueError):  # an unhashable value against a set; an array compared element-wise
@@ -127,21 +96,15 @@ def one_of(value: T, name: str, choices: Collection[object]) -> T:
 
 
 def text(value: object, name: str) -> str:
-    """``value`` when it is a string with something other than blanks in it.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected a non-empty string, found <value>"``.
-    """
+    """``value`` when it is a string with something other than blanks in it, else a ValueError ``"<name>: expected a
+    non-empty string, found <value>"``."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(expected(name, "a non-empty string", value))
     return value
 
 
-#: Unicode categories a name may not hold: control (newline, tab, NUL, escape), format (zero-width space,
-#: right-to-left override), surrogate (bytes that are not UTF-8, which MLflow cannot store) and the line and
-#: paragraph separators.
+#: Unicode categories a name may not hold: control (newline, tab, NUL, escape), format (zero-width space, right-to-left
+#: override), surrogate (bytes that are not UTF-8, which MLflow cannot store) and the line and paragraph separators.
 _UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
@@ -149,9 +112,8 @@ def line(value: object, name: str, *, longest: int | None = None) -> str:
     """``value`` when it is a non-empty name on one line, shown as written.
 
     For names shown in tables, logs and the MLflow UI (experiments, models, metric keys): a control or invisible
-    character (Unicode categories Cc, Cf, Cs, Zl, Zp) would break a row, hide or reorder what follows, or fail to
-    encode as UTF-8; surrounding blanks would make two names look alike. ``longest`` bounds the length in
-    characters.
+    character (Unicode categories Cc, Cf, Cs, Zl, Zp) would break a row, hide or reorder what follows, or fail to encode
+    as UTF-8; surrounding blanks would make two names look alike. ``longest`` bounds the length in characters.
 
     Raises
     ------
@@ -170,13 +132,8 @@ def line(value: object, name: str, *, longest: int | None = None) -> str:
 
 
 def metric_keys(metrics: str | Sequence[str], name: str = "metrics") -> list[str]:
-    """``metrics`` (the argument ``name``) as a list of distinct keys; one key may be given as a str.
-
-    Raises
-    ------
-    ValueError
-        If ``metrics`` is not a str or a sequence of str, is empty or repeats a key.
-    """
+    """``metrics`` (the argument ``name``) as a list of distinct keys; one key may be given as a str. ValueError if
+    ``metrics`` is not a str or a sequence of str, is empty or repeats a key."""
     if isinstance(metrics, str):
         metrics = [metrics]
     # No order: the report's rows, and the logged param, would vary by process (and bytes hold no keys).
@@ -220,10 +177,5 @@ def _number_range(above: float | None, at_least: float | None, below: float | No
         return f"a number strictly between {above:g} and {below:g}"
     if at_least is not None and below is not None:
         return f"a number in [{at_least:g}, {below:g})"
-    if above is not None:
-        return f"a finite number > {above:g}"
-    if at_least is not None:
-        return f"a finite number >= {at_least:g}"
-    if below is not None:
-        return f"a finite number < {below:g}"
-    return "a finite number"
+    bounds = [f" {op} {bound:g}" for op, bound in ((">", above), (">=", at_least), ("<", below)) if bound is not None]
+    return "a finite number" + "".join(bounds[:1])

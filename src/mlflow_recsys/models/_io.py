@@ -1,15 +1,13 @@
 """Saving and loading model directories without pickle.
 
-A saved model is a directory holding ``config.json`` (model name, format
-version, hyper-parameters, fitted metadata, a SHA-256 per array) and one
-``.npy`` file per array. Each file is written under a temporary name in the
-same directory and renamed into place, and ``config.json`` is written last, so
-a directory with a ``config.json`` is never a half-written model.
+A saved model is a directory holding ``config.json`` (model name, format version, hyper-parameters, fitted metadata, a
+SHA-256 per array) and one ``.npy`` file per array. Each file is written under a temporary name in the same directory
+and renamed into place, and ``config.json`` is written last, so a directory with a ``config.json`` is never a
+half-written model.
 
-The digests sit beside the weights in the same writable folder. They catch
-corruption, truncation and accidental edits of a weights file; they cannot
-stop anyone who can write to the folder (or the artifact store holding it),
-who can rewrite weights and digests together.
+The digests sit beside the weights in the same writable folder. They catch corruption, truncation and accidental edits
+of a weights file; they cannot stop anyone who can write to the folder (or the artifact store holding it), who can
+rewrite weights and digests together.
 """
 
 from __future__ import annotations
@@ -41,18 +39,9 @@ def save_model_dir(
     state: dict[str, Any],
     arrays: dict[str, np.ndarray],
 ) -> Path:
-    """Write ``arrays`` as ``<key>.npy`` then ``config.json`` into directory ``path``.
-
-    ``config`` holds the hyper-parameters (or None), ``state`` JSON-serialisable
-    fitted metadata such as ``n_items``. Files get the mode a new file gets
-    under the umask. Returns the directory path.
-
-    Raises
-    ------
-    ValueError
-        If an array name is not made of letters, digits and ``_`` (checked
-        before anything is written).
-    """
+    """Write ``arrays`` as ``<key>.npy``, then ``config.json`` with ``config`` (hyper-parameters or None) and ``state``
+    (fitted metadata such as ``n_items``); ValueError, before anything is written, for an array name that is not
+    letters, digits and ``_``."""
     for key in arrays:
         if not isinstance(key, str) or not _ARRAY_NAME.match(key):
             raise ValueError(f"arrays: expected names of letters, digits and '_', found {key!r}")
@@ -66,7 +55,6 @@ def save_model_dir(
         "config": config,
         "state": state,
         "arrays": sorted(arrays),
-        # Digests let load() tell a corrupted, truncated or accidentally edited weights file from a good one.
         "sha256": {key: sha256_file(root / f"{key}.npy") for key in sorted(arrays)},
     }
     _envelope.write_json(root / CONFIG_FILE, FORMAT, FORMAT_VERSION, document)
@@ -74,23 +62,9 @@ def save_model_dir(
 
 
 def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | None, dict, dict[str, np.ndarray]]:
-    """Read a directory written by :func:`save_model_dir` -> (config, state, arrays).
-
-    Every array file must match the SHA-256 that ``config.json`` records for
-    it; a config without a digest for every array is refused rather than
-    loaded unchecked. This detects corruption, truncation and accidental edits,
-    not a deliberate rewrite by someone who can write the folder: they can
-    change weights and digests together (see the module docstring).
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` or its ``config.json`` or a listed array file is missing.
-    ValueError
-        If ``config.json`` is not a model of this format/version, belongs to
-        another model class, lists malformed array names, lacks the ``sha256``
-        field or the digest of a listed array, or an array file does not match
-        its digest.
+    """Read a directory written by :func:`save_model_dir` -> (config, state, arrays), each array checked against its
+    SHA-256 in ``config.json`` (a config without one per array is refused, not loaded unchecked). FileNotFoundError
+    for a missing file, ValueError for a config of another format, version or model, or a digest that does not match.
     """
     root = Path(path)
     config_path = root / CONFIG_FILE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,6 +16,8 @@ from mlflow_recsys.models.ranking import top_k
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+_C = TypeVar("_C")
 
 
 class UnknownItemsWarning(UserWarning):
@@ -36,31 +38,20 @@ class Recommender:
         return self.n_items
 
     def score(self, source_rows: sp.spmatrix) -> np.ndarray:
-        """Scores of every catalogue item for each row of ``source_rows``.
-
-        Parameters
-        ----------
-        source_rows:
-            scipy sparse matrix ``(n_rows, n_items)``, the users' fold-in
-            interactions (binary).
-
-        Returns
-        -------
-        float32 array ``(n_rows, n_items)``; higher means more recommended.
-        Fold-in items are *not* masked here (see :meth:`recommend`).
+        """Scores of every catalogue item for each row of ``source_rows`` (scipy sparse ``(n_rows, n_items)``, the
+        users' binary fold-in interactions): float32 ``(n_rows, n_items)``, higher is better, fold-in items *not* masked
+        (see :meth:`recommend`).
 
         Raises
         ------
         RuntimeError
             If the model is not fitted.
         TypeError, ValueError
-            If ``source_rows`` is not a sparse matrix with ``n_items`` columns
-            and finite non-negative values.
+            If ``source_rows`` is not a sparse matrix with ``n_items`` columns and finite non-negative values.
         """
         return self._score_checked(self._source_rows(source_rows))
 
     def _source_rows(self, source_rows: Any) -> sp.csr_matrix:
-        """``source_rows`` as canonical CSR with the model's ``n_items`` columns."""
         n_items = self._require_fitted()
         x = canonical_csr(source_rows, "source_rows")
         if x.shape[1] != n_items:
@@ -82,16 +73,8 @@ class Recommender:
         raise NotImplementedError
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write ``config.json`` and one ``.npy`` per weight array into directory ``path``; returns it.
-
-        Files are written under temporary names and renamed, ``config.json``
-        (with a SHA-256 per array) last; see :mod:`mlflow_recsys.models._io`.
-
-        Raises
-        ------
-        RuntimeError
-            If the model is not fitted.
-        """
+        """Write one ``.npy`` per weight array, then ``config.json`` with a SHA-256 per array, into directory ``path``
+        (each file written under a temporary name and renamed); returns ``path``. RuntimeError if not fitted."""
         n_items = self._require_fitted()
         config, state, arrays = self._to_saved()
         return save_model_dir(
@@ -102,44 +85,26 @@ class Recommender:
     def load(cls, path: str | os.PathLike):
         """Read a model written by :meth:`save`, without unpickling anything.
 
-        Each weights file must match the SHA-256 that ``config.json`` records
-        for it, and a config without those digests is refused. The digests
-        catch corruption, truncation and accidental edits. They are not a
-        signature: they sit in the same writable folder, so anyone who can
-        write there (or to the artifact store holding the model) can rewrite
-        weights and digests together. Load models only from stores you trust;
-        loading a model logged with
-        :func:`~mlflow_recsys.tracking.model_logging.log_recommender` through
-        ``mlflow.pyfunc.load_model`` also runs the Python code stored with it.
-
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            If ``path`` is not a saved model of this class, ``config.json``
-            lacks a digest for any array, an array file was changed after
-            saving, or the arrays do not match the saved ``n_items``.
+        Each weights file must match the SHA-256 that ``config.json`` records for it. The digests catch corruption,
+        truncation and accidental edits, not a deliberate rewrite by anyone who can write the folder (or the artifact
+        store holding it): load models only from stores you trust. ``mlflow.pyfunc.load_model`` of a model logged with
+        :func:`~mlflow_recsys.tracking.model_logging.log_recommender` also runs the Python code stored with it.
+        FileNotFoundError or ValueError if ``path`` is not a saved model of this class, ``config.json`` lacks a digest
+        for any array, an array file was changed after saving, or the arrays do not match the saved ``n_items``.
         """
         config, state, arrays = load_model_dir(path, cls.name)
         return cls._from_saved(config, state, arrays, int(state["n_items"]))
 
     def recommend(self, source_rows: sp.spmatrix, k: int, *, batch_size: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` items per row, never recommending the row's own fold-in items.
-
-        Parameters
-        ----------
-        source_rows:
-            scipy sparse matrix ``(n_rows, n_items)`` of fold-in interactions.
-        k:
-            Items per row, integer >= 1.
-        batch_size:
-            Rows scored at once (bounds memory to ``batch_size * n_items``
-            float32 scores), default 1024.
+        """Top-``k`` (an integer >= 1) items per row of ``source_rows`` (scipy sparse ``(n_rows, n_items)`` fold-in
+        interactions), never the row's own fold-in items; ``batch_size`` rows are scored at once (default 1024, bounding
+        memory to ``batch_size * n_items`` float32 scores).
 
         Returns
         -------
         indices:
-            int64 ``(n_rows, k)``, best first; ties by item index ascending;
-            ``-1`` where fewer than ``k`` candidate items exist.
+            int64 ``(n_rows, k)``, best first; ties by item index ascending; ``-1`` where fewer than ``k`` candidate
+            items exist.
         scores:
             float32 ``(n_rows, k)``; ``-inf`` at padded positions.
 
@@ -151,13 +116,22 @@ class Recommender:
             On an invalid ``source_rows``, ``k`` or ``batch_size``.
         """
         x = self._source_rows(source_rows)
-        validation.integer(k, "k", minimum=1)
+        k = validation.integer(k, "k", minimum=1)
         batch_size = validation.integer(batch_size, "batch_size", minimum=1)
-        indices = np.empty((x.shape[0], int(k)), dtype=np.int64)
-        scores = np.empty((x.shape[0], int(k)), dtype=np.float32)
+        indices = np.empty((x.shape[0], k), dtype=np.int64)
+        scores = np.empty((x.shape[0], k), dtype=np.float32)
         for start in range(0, x.shape[0], batch_size):
             batch = x[start : start + batch_size]
-            idx, val = top_k(self._score_checked(batch), int(k), exclude=batch)
+            idx, val = top_k(self._score_checked(batch), k, exclude=batch)
             indices[start : start + batch_size] = idx
             scores[start : start + batch_size] = val
         return indices, scores
+
+
+def _checked_config(config: _C | None, cls: type[_C]) -> _C:
+    """``config``, or ``cls()`` for None; TypeError naming ``config`` for anything else."""
+    if config is None:
+        return cls()
+    if not isinstance(config, cls):
+        raise TypeError(f"config: expected an {cls.__name__}, found {type(config).__name__}")
+    return config

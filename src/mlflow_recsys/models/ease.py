@@ -1,7 +1,6 @@
 """EASE: closed-form item-item linear autoencoder.
 
-Source: H. Steck, "Embarrassingly Shallow Autoencoders for Sparse Data",
-The Web Conference (WWW) 2019.
+Source: H. Steck, "Embarrassingly Shallow Autoencoders for Sparse Data", The Web Conference (WWW) 2019.
 """
 
 from __future__ import annotations
@@ -14,16 +13,16 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.models.base import Recommender
+from mlflow_recsys.models.base import Recommender, _checked_config
 from mlflow_recsys.settings_schema import check_fields, setting
 
 _DTYPES = ("float32", "float64")
-# Rows of the Gram matrix built per sparse product; bounds the temporary sparse
-# block (at most this many x n_items entries) well below the dense matrix.
+# Rows of the Gram matrix built per sparse product; bounds the temporary sparse block (at most this many x n_items
+# entries) well below the dense matrix.
 _GRAM_BLOCK_ROWS = 512
 
-# The range of l2: below 1e-6 the penalty vanishes in the float32 sum with the Gram diagonal (1e-320 is 0 there),
-# above 1e12 the weights shrink towards float32's smallest numbers and every score rounds to the same value.
+# The range of l2: below 1e-6 the penalty vanishes in the float32 sum with the Gram diagonal (1e-320 is 0 there), above
+# 1e12 the weights shrink towards float32's smallest numbers and every score rounds to the same value.
 MIN_L2, MAX_L2 = 1e-6, 1e12
 
 
@@ -34,17 +33,13 @@ class EASEConfig:
     Attributes
     ----------
     l2:
-        L2 penalty lambda added to the diagonal of the Gram matrix, in
-        [1e-6, 1e12] (default 500.0, the magnitude Steck 2019 reports for
-        MovieLens-20M/Netflix).
+        L2 penalty lambda added to the diagonal of the Gram matrix, in [1e-6, 1e12] (default 500.0, the magnitude Steck
+        2019 reports for MovieLens-20M/Netflix).
     dtype:
-        Floating type of the Gram matrix, its Cholesky factor and the weights:
-        ``"float32"`` (default; half the memory) or ``"float64"``.
+        Floating type of the Gram matrix, its Cholesky factor and the weights: ``"float32"`` (default; half the memory)
+        or ``"float64"``.
 
-    Raises
-    ------
-    ValueError
-        If a field is out of range.
+    A field out of range is a ValueError.
     """
 
     l2: float = setting(
@@ -57,11 +52,7 @@ class EASEConfig:
 
 
 def gram_matrix(x: sp.csr_matrix, dtype: np.dtype) -> np.ndarray:
-    """Dense ``X^T X`` of shape ``(n_items, n_items)`` computed from sparse products.
-
-    ``x`` is never densified: the Gram matrix is filled one block of rows at a
-    time from sparse-sparse products written straight into it.
-    """
+    """Dense ``X^T X``, filled a block of rows at a time from sparse products (``x`` is never densified)."""
     n_items = x.shape[1]
     x = x.astype(dtype)
     xt = x.T.tocsr()
@@ -88,9 +79,8 @@ def _mirror_lower(m: np.ndarray, block: int = 512) -> None:
 class EASE(Recommender):
     """EASE recommender (Steck, WWW 2019).
 
-    Fitting solves ``min_B ||X - X B||_F^2 + l2 ||B||_F^2`` subject to
-    ``diag(B) = 0``, whose solution is ``P = (X^T X + l2 I)^{-1}`` and
-    ``B_ij = -P_ij / P_jj`` for ``i != j``, ``B_jj = 0``. Scores are ``X_src B``.
+    Fitting solves ``min_B ||X - X B||_F^2 + l2 ||B||_F^2`` subject to ``diag(B) = 0``, whose solution is
+    ``P = (X^T X + l2 I)^{-1}`` and ``B_ij = -P_ij / P_jj`` for ``i != j``, ``B_jj = 0``. Scores are ``X_src B``.
 
     Attributes
     ----------
@@ -105,36 +95,21 @@ class EASE(Recommender):
     name = "EASE"
 
     def __init__(self, config: EASEConfig | None = None) -> None:
-        if config is None:
-            config = EASEConfig()
-        if not isinstance(config, EASEConfig):
-            raise TypeError(f"config: expected an EASEConfig, found {type(config).__name__}")
-        self.config: EASEConfig = config
+        self.config: EASEConfig = _checked_config(config, EASEConfig)
         self.weights: np.ndarray | None = None
         self.n_items: int | None = None
 
     def fit(self, x_train: sp.spmatrix) -> EASE:
-        """Fit the item-item weights ``B`` on ``x_train``.
-
-        Parameters
-        ----------
-        x_train:
-            scipy sparse ``(n_users, n_items)`` binary interactions, n_items >= 1.
-
-        Returns
-        -------
-        self
+        """Fit the item-item weights ``B`` on ``x_train``, scipy sparse ``(n_users, n_items)`` binary interactions with
+        n_items >= 1; returns self. Memory is about two dense ``n_items x n_items`` matrices of ``config.dtype`` at peak
+        (the factor and the inverse).
 
         Raises
         ------
         TypeError, ValueError
             If ``x_train`` is not a valid interaction matrix.
         numpy.linalg.LinAlgError
-            If the Cholesky factorisation fails (only possible through
-            round-off with a tiny ``l2`` in float32).
-
-        Memory is about two dense ``n_items x n_items`` matrices of
-        ``config.dtype`` at peak (the factor and the inverse).
+            If the Cholesky factorisation fails (only possible through round-off with a tiny ``l2`` in float32).
         """
         x = canonical_csr(x_train, "x_train")
         if x.shape[1] < 1:
@@ -143,12 +118,11 @@ class EASE(Recommender):
         n_items = x.shape[1]
         gram = gram_matrix(x, dtype)
         gram[np.diag_indices(n_items)] += dtype.type(self.config.l2)
-        # LAPACK works in Fortran order; G is symmetric, so its transpose is the same
-        # matrix already in Fortran order and is factorised in place without a copy.
+        # LAPACK works in Fortran order; G is symmetric, so its transpose is G in Fortran order, factorised in place.
         factor = scipy.linalg.cho_factor(gram.T, lower=True, overwrite_a=True, check_finite=False)
         del gram
-        # LAPACK ?potri inverts from the Cholesky factor in place, about twice as fast as solving
-        # against the identity; it fills the lower triangle only, so mirror it.
+        # ?potri inverts from the factor in place, about twice as fast as solving against the identity; it fills the
+        # lower triangle only, so mirror it.
         potri = scipy.linalg.lapack.get_lapack_funcs("potri", (factor[0],))
         inverse, info = potri(factor[0], lower=True, overwrite_c=True)
         if info != 0:
@@ -163,8 +137,7 @@ class EASE(Recommender):
         return self
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
-        # score() has checked n_items, which fit and load set together with the weights.
-        assert self.weights is not None
+        assert self.weights is not None  # score() has checked n_items, set together with the weights
         return np.asarray(x.astype(self.weights.dtype) @ self.weights, dtype=np.float32)
 
     def _to_saved(self):

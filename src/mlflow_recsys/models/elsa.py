@@ -1,23 +1,23 @@
 """ELSA: scalable linear shallow autoencoder, a low-rank item-item model trained by gradient descent.
 
-Source: V. Vančura, R. Alves, P. Kasalický, P. Kordík, "Scalable Linear Shallow
-Autoencoder for Collaborative Filtering", RecSys 2022.
+Source: V. Vančura, R. Alves, P. Kasalický, P. Kordík, "Scalable Linear Shallow Autoencoder for Collaborative
+Filtering", RecSys 2022.
 
-The item-item weights are ``Â Âᵀ - I`` with ``Â`` the row-wise L2-normalised
-``A ∈ R^(n_items x latent_dim)``; subtracting the identity removes each item's
-trivial self-reconstruction, the low-rank form keeps memory linear in items.
+The item-item weights are ``Â Âᵀ - I`` with ``Â`` the row-wise L2-normalised ``A ∈ R^(n_items x latent_dim)``;
+subtracting the identity removes each item's trivial self-reconstruction, the low-rank form keeps memory linear in
+items.
 
-torch is imported where it is used (training, the torch loss and forward
-functions, checking a non-CPU device), not when this module is imported: a
-fitted model scores and loads with numpy alone, and importing
-:mod:`mlflow_recsys.models` stays cheap for EASE and Popularity users.
+torch is imported where it is used (training, the torch loss and forward functions, checking a non-CPU device), not when
+this module is imported: a fitted model scores and loads with numpy alone, and importing :mod:`mlflow_recsys.models`
+stays cheap for EASE and Popularity users.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.models.base import Recommender
+from mlflow_recsys.models.base import Recommender, _checked_config
 from mlflow_recsys.settings_schema import check_fields, setting
 
 if TYPE_CHECKING:
@@ -35,13 +35,13 @@ if TYPE_CHECKING:
 _NORM_EPS = 1e-12
 
 
-# Upper limits, refused when the config is made rather than deep in torch (an overflow, or an allocation that
-# cannot succeed): 65,536 latent columns already take 26 GB of float32 weights for 100,000 items.
+# Upper limits, refused when the config is made rather than deep in torch (an overflow, or an allocation that cannot
+# succeed): 65,536 latent columns already take 26 GB of float32 weights for 100,000 items.
 MAX_LATENT_DIM = 65_536
 MAX_BATCH_SIZE = 2**24
 MAX_EPOCHS = 100_000
-# torch holds the learning rate and weight decay as float32 (past 3.4e38 it refuses them mid-training); far below
-# that a step overshoots to NaN weights. 100 and 1e6 are well past any useful value.
+# torch holds the learning rate and weight decay as float32 (past 3.4e38 it refuses them mid-training); far below that a
+# step overshoots to NaN weights. 100 and 1e6 are well past any useful value.
 MAX_LR = 100.0
 MAX_WEIGHT_DECAY = 1e6
 
@@ -68,21 +68,16 @@ class ELSAConfig:
     optimizer:
         ``"nadam"`` (default, as in the ELSA paper), ``"adam"`` or ``"sgd"``.
     device:
-        torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``,
-        ``"cuda:1"``. Scoring always runs on the CPU with numpy.
+        torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``. Scoring always runs on the
+        CPU with numpy.
     seed:
-        Integer seeding the weight initialisation and the per-epoch user
-        shuffles, default 0.
+        Integer seeding the weight initialisation and the per-epoch user shuffles, default 0.
     patience:
-        Early stopping (integer in [1, 100,000]): stop after this many epochs without a better
-        validation score and keep the best epoch's weights. ``None``
-        (default) trains all ``epochs``. Needs a ``validate`` callback in
+        Early stopping (integer in [1, 100,000]): stop after this many epochs without a better validation score and keep
+        the best epoch's weights. ``None`` (default) trains all ``epochs``. Needs a ``validate`` callback in
         :meth:`ELSA.fit`.
 
-    Raises
-    ------
-    ValueError
-        If a field is out of range or ``device`` is not a torch device string.
+    A field out of range, or a ``device`` that is no torch device string or not on this machine, is a ValueError.
     """
 
     latent_dim: int = setting(256, "latent dimension", "integer", low=1, high=MAX_LATENT_DIM)
@@ -114,15 +109,9 @@ class ELSAConfig:
 
 
 def check_device_form(device: str) -> None:
-    """Refuse ``device`` unless torch reads it as a device ELSA can train on (:data:`TRAINING_DEVICES`: ``cpu``,
-    ``cuda``, ``cuda:1``, ``mps``), whether or not this machine has it: a study checks this before its trainings
-    go to machines of their own. torch's placeholder devices (``meta``) and other back ends are refused.
-
-    Raises
-    ------
-    ValueError
-        Naming ``device`` and the forms expected.
-    """
+    """ValueError unless torch reads ``device`` as one of :data:`TRAINING_DEVICES` (``meta`` and other back ends
+    refused), whether or not this machine has it: a study checks this before its trainings go to machines of their
+    own."""
     import torch
 
     message = f"device: expected a torch device string such as 'cpu' or 'cuda', found {device!r}"
@@ -139,13 +128,7 @@ TRAINING_DEVICES = ("cpu", "cuda", "mps")
 
 
 def check_device(device: str) -> None:
-    """Refuse ``device`` unless it is a torch device this machine has (see :func:`check_device_form`).
-
-    Raises
-    ------
-    ValueError
-        If ``device`` is not a torch device, or is CUDA and torch sees no CUDA GPU.
-    """
+    """ValueError unless ``device`` passes :func:`check_device_form` and, if CUDA, torch sees a CUDA GPU."""
     import torch
 
     check_device_form(device)
@@ -156,20 +139,8 @@ def check_device(device: str) -> None:
         )
 
 
-def _config_or_default(config: ELSAConfig | None) -> ELSAConfig:
-    if config is None:
-        return ELSAConfig()
-    if not isinstance(config, ELSAConfig):
-        raise TypeError(f"config: expected an ELSAConfig, found {type(config).__name__}")
-    return config
-
-
 def normalized_distance_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Mean over rows of ``|| p/||p|| - t/||t|| ||^2`` (the ELSA training loss).
-
-    ``prediction`` and ``target`` are float tensors ``(batch, n_items)``; an
-    all-zero row normalises to zero. Returns a scalar tensor.
-    """
+    """The ELSA training loss, the mean over rows of ``|| p/||p|| - t/||t|| ||^2`` (a zero row normalises to zero)."""
     import torch.nn.functional as F
 
     diff = F.normalize(prediction, dim=1, eps=_NORM_EPS) - F.normalize(target, dim=1, eps=_NORM_EPS)
@@ -185,26 +156,20 @@ def elsa_forward(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     return torch.relu((x @ a_hat) @ a_hat.T - x)
 
 
-class _DeterministicAlgorithms:
-    """Turns on torch deterministic algorithms for a block and restores the caller's setting."""
+@contextlib.contextmanager
+def _deterministic_algorithms(device: torch.device) -> Iterator[None]:
+    """torch's deterministic algorithms for the block, the caller's setting restored after."""
+    import torch
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-
-    def __enter__(self) -> None:
-        import torch
-
-        self.previous = torch.are_deterministic_algorithms_enabled()
-        self.previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-        if self.device.type == "cuda":
-            # cuBLAS is only reproducible with a fixed workspace; torch raises without it.
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
-
-    def __exit__(self, *exc) -> None:
-        import torch
-
-        torch.use_deterministic_algorithms(self.previous, warn_only=self.previous_warn_only)
+    previous = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    if device.type == "cuda":
+        # cuBLAS is only reproducible with a fixed workspace; torch raises without it.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
 
 
 class ELSA(Recommender):
@@ -225,7 +190,7 @@ class ELSA(Recommender):
     name = "ELSA"
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
-        self.config: ELSAConfig = _config_or_default(config)
+        self.config: ELSAConfig = _checked_config(config, ELSAConfig)
         self.weights: np.ndarray | None = None
         self.loss_history: list[float] = []
         self.validation_history: list[float] = []
@@ -241,33 +206,26 @@ class ELSA(Recommender):
     ) -> ELSA:
         """Train on ``x_train`` by minibatch gradient descent on the normalised-distance loss; returns self.
 
-        Users without any training interaction carry no signal and are skipped.
-        Same data + same config on the same device and torch build -> bit-identical
-        weights (deterministic algorithms are enforced during fit). On a GPU see
-        :class:`ELSATrainer` for what stays repeatable.
+        Users without any training interaction are skipped. Same data, config, device and torch build -> bit-identical
+        weights (deterministic algorithms are enforced during fit); on a GPU see :class:`ELSATrainer`.
 
         Parameters
         ----------
         x_train:
-            scipy sparse ``(n_users, n_items)`` binary interactions; at least
-            one row must have an interaction.
+            scipy sparse ``(n_users, n_items)`` binary interactions; at least one row must have an interaction.
         on_epoch_end:
-            Optional ``callback(epoch, loss, score)`` called after each epoch
-            with the 1-based epoch number, that epoch's mean loss over users,
-            and the validation score (``None`` without ``validate``).
+            Optional ``callback(epoch, loss, score)`` called after each epoch with the 1-based epoch number, that
+            epoch's mean loss over users, and the validation score (``None`` without ``validate``).
         validate:
-            Optional ``validate(model) -> float``, higher is better (e.g.
-            nDCG@100 on validation users), called on each epoch's weights and
-            passed to ``on_epoch_end``. With ``config.patience`` set, training
-            stops after that many epochs without improvement and the model
-            keeps the best epoch's weights; otherwise the last epoch's.
+            Optional ``validate(model) -> float``, higher is better (e.g. nDCG@100 on validation users), called on each
+            epoch's weights and passed to ``on_epoch_end``. With ``config.patience`` set, training stops after that many
+            epochs without improvement and the model keeps the best epoch's weights; otherwise the last epoch's.
 
         Returns
         -------
         ELSA
-            This model, fitted, with ``loss_history`` (one value per epoch run),
-            ``validation_history`` and ``best_epoch`` (1-based; the last epoch
-            without ``validate``).
+            This model, fitted, with ``loss_history`` (one value per epoch run), ``validation_history`` and
+            ``best_epoch`` (1-based; the last epoch without ``validate``).
 
         Raises
         ------
@@ -281,46 +239,39 @@ class ELSA(Recommender):
             raise ValueError("validate: config.patience needs a validate callback to know when to stop, found None")
         x = _active_rows(x_train)
         import torch
+        from tqdm.auto import tqdm
 
         device = torch.device(cfg.device)
-        with _DeterministicAlgorithms(device):
+        history: list[float] = []
+        scores: list[float] = []
+        best_score, best_epoch, best_weights = -np.inf, 0, None
+        with _deterministic_algorithms(device):
             generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
             a = _initial_weights(x.shape[1], cfg.latent_dim, generator, device)
             optimizer = getattr(torch.optim, OPTIMIZERS[cfg.optimizer])([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
-            history, watch = self._train_epochs(x, a, optimizer, generator, on_epoch_end, validate)
-            if cfg.patience is None or watch.best_weights is None:
+            progress = tqdm(range(1, cfg.epochs + 1), desc="ELSA", unit="epoch", disable=None)
+            for epoch in progress:
+                loss = _train_epoch(x, a, optimizer, generator, cfg.batch_size)
+                history.append(loss)
+                score = None
+                if validate is not None:
+                    weights = a.detach().cpu().numpy().copy()
+                    probe = ELSA(cfg)
+                    probe._set_weights(weights)
+                    score = float(validate(probe))
+                    scores.append(score)
+                    if score > best_score:
+                        best_score, best_epoch, best_weights = score, epoch, weights
+                progress.set_postfix(loss=f"{loss:.5f}", **({} if score is None else {"val": f"{score:.4f}"}))
+                if on_epoch_end is not None:
+                    on_epoch_end(epoch, loss, score)
+                if cfg.patience is not None and epoch - best_epoch >= cfg.patience:
+                    break
+            if cfg.patience is None or best_weights is None:
                 # Without early stopping the validation score is only watched: keep the last epoch.
-                watch.best_weights, watch.best_epoch = a.detach().cpu().numpy().copy(), len(history)
-        self._set_weights(watch.best_weights)
-        self.loss_history = history
-        self.validation_history = watch.scores
-        self.best_epoch = watch.best_epoch
-        return self
-
-    def _train_epochs(self, x, a, optimizer, generator, on_epoch_end, validate) -> tuple[list[float], _BestEpoch]:
-        """Run the configured epochs, stopping early if the watch says so -> (loss per epoch, the watch)."""
-        from tqdm.auto import tqdm
-
-        cfg = self.config
-        history: list[float] = []
-        watch = _BestEpoch(cfg.patience)
-        progress = tqdm(range(1, cfg.epochs + 1), desc="ELSA", unit="epoch", disable=None)
-        for epoch in progress:
-            epoch_loss = _train_epoch(x, a, optimizer, generator, cfg.batch_size)
-            history.append(epoch_loss)
-            score = None
-            if validate is not None:
-                current = a.detach().cpu().numpy().copy()
-                score = watch.record(epoch, float(validate(ELSA(cfg)._with_weights(current))), current)
-            progress.set_postfix(loss=f"{epoch_loss:.5f}", **({} if score is None else {"val": f"{score:.4f}"}))
-            if on_epoch_end is not None:
-                on_epoch_end(epoch, epoch_loss, score)
-            if watch.stop:
-                break
-        return history, watch
-
-    def _with_weights(self, weights: np.ndarray) -> ELSA:
-        self._set_weights(weights)
+                best_weights, best_epoch = a.detach().cpu().numpy().copy(), len(history)
+        self._set_weights(best_weights)
+        self.loss_history, self.validation_history, self.best_epoch = history, scores, best_epoch
         return self
 
     def _set_weights(self, weights: np.ndarray) -> None:
@@ -332,20 +283,14 @@ class ELSA(Recommender):
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
         a_hat = self._normalized
-        # score() has checked n_items, which _set_weights sets together with _normalized.
-        assert a_hat is not None
+        assert a_hat is not None  # score() has checked n_items, set together with _normalized
         # Sparse x times Â first keeps the cost at O(nnz * d + n * d * n_items).
         scores = np.asarray(x @ a_hat, dtype=np.float32) @ a_hat.T
         scores -= x.toarray()
-        np.maximum(scores, 0.0, out=scores)
-        return scores.astype(np.float32, copy=False)
+        return np.maximum(scores, 0.0, out=scores)
 
     def _to_saved(self):
-        return (
-            dataclasses.asdict(self.config),
-            {"loss_history": [float(v) for v in self.loss_history]},
-            {"A": self.weights},
-        )
+        return dataclasses.asdict(self.config), {"loss_history": list(self.loss_history)}, {"A": self.weights}
 
     @classmethod
     def _from_saved(cls, config, state, arrays, n_items) -> ELSA:
@@ -360,21 +305,16 @@ class ELSA(Recommender):
 
 class ELSATrainer:
     """Trains :class:`ELSA` (the name the comparison guide uses): ``ELSATrainer(config).fit(x)`` is
-    ``ELSA(config).fit(x)``, a new fitted model each call, through the one training loop of :meth:`ELSA.fit`.
+    ``ELSA(config).fit(x)``, a new fitted model each call, bit-identical for the same data, config, device and torch.
 
-    Same data + same config on the same device and torch build -> bit-identical
-    weights (deterministic algorithms are enforced during fit).
-
-    On a GPU the fit is repeatable on the same GPU model, driver, CUDA and torch
-    versions (cuBLAS runs with a fixed workspace, ``CUBLAS_WORKSPACE_CONFIG``),
-    but its weights differ from a CPU fit in the last bits, because the
-    matrix products sum in another order; after many epochs the rankings can
-    differ slightly. Train every seed of one comparison on the same kind of
-    device, so the seed spread measures seeds and not hardware.
+    On a GPU the fit is repeatable on the same GPU model, driver, CUDA and torch versions (cuBLAS runs with a fixed
+    workspace, ``CUBLAS_WORKSPACE_CONFIG``), but its weights differ from a CPU fit in the last bits, because the matrix
+    products sum in another order; after many epochs the rankings can differ slightly. Train every seed of one
+    comparison on the same kind of device, so the seed spread measures seeds and not hardware.
     """
 
     def __init__(self, config: ELSAConfig | None = None) -> None:
-        self.config = _config_or_default(config)
+        self.config = _checked_config(config, ELSAConfig)
 
     def fit(
         self,
@@ -387,13 +327,7 @@ class ELSATrainer:
 
 
 def _active_rows(x_train: sp.spmatrix) -> sp.csr_matrix:
-    """The rows of ``x_train`` with at least one interaction (checked as interactions).
-
-    Raises
-    ------
-    ValueError
-        If no row has an interaction.
-    """
+    """The rows of ``x_train`` with at least one interaction; ValueError if there is none."""
     x = canonical_csr(x_train, "x_train")
     active = np.flatnonzero(np.diff(x.indptr) > 0)
     if active.size == 0:
@@ -426,27 +360,3 @@ def _train_epoch(x: sp.csr_matrix, a, optimizer, generator: torch.Generator, bat
         optimizer.step()
         total += float(loss.detach()) * len(rows)
     return total / n_users
-
-
-class _BestEpoch:
-    """The validation scores so far, the best epoch and its weights, and whether patience has run out."""
-
-    def __init__(self, patience: int | None) -> None:
-        self.patience = patience
-        self.scores: list[float] = []
-        self.best_score, self.best_epoch, self.stale = -np.inf, 0, 0
-        self.best_weights: np.ndarray | None = None
-
-    def record(self, epoch: int, score: float, weights: np.ndarray) -> float:
-        """Note ``epoch``'s validation ``score`` (its ``weights`` kept if it is the best so far); return the score."""
-        self.scores.append(score)
-        if score > self.best_score:
-            self.best_score, self.best_epoch, self.best_weights, self.stale = score, epoch, weights, 0
-        else:
-            self.stale += 1
-        return score
-
-    @property
-    def stop(self) -> bool:
-        """Whether ``patience`` epochs have passed without a better score."""
-        return self.patience is not None and self.stale >= self.patience

@@ -1,8 +1,7 @@
 """Most-popular baseline: every user gets the items with the most training interactions.
 
-A standard non-personalised reference point; see e.g. P. Cremonesi, Y. Koren,
-R. Turrin, "Performance of Recommender Algorithms on Top-N Recommendation
-Tasks", RecSys 2010.
+A standard non-personalised reference point; see e.g. P. Cremonesi, Y. Koren, R. Turrin, "Performance of Recommender
+Algorithms on Top-N Recommendation Tasks", RecSys 2010.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ class Popularity(Recommender):
     config:
         Always None (no hyper-parameters).
     counts:
-        float32 array ``(n_items,)`` after fit: number of training rows with a
-        nonzero entry in each item column.
+        float32 array ``(n_items,)`` after fit: number of training rows with a nonzero entry in each item column.
     n_items:
         Catalogue size after fit, else None.
     """
@@ -36,21 +34,15 @@ class Popularity(Recommender):
         self.n_items: int | None = None
 
     def fit(self, x_train: sp.spmatrix) -> Popularity:
-        """Count interactions per item in ``x_train`` (scipy sparse ``(n_users, n_items)``).
-
-        Raises
-        ------
-        TypeError, ValueError
-            If ``x_train`` is not a valid interaction matrix.
-        """
+        """Count interactions per item in ``x_train`` (scipy sparse ``(n_users, n_items)``); returns self. TypeError or
+        ValueError if ``x_train`` is not a valid interaction matrix."""
         x = canonical_csr(x_train, "x_train")
         self.counts = np.bincount(x.indices, minlength=x.shape[1]).astype(np.float32)
         self.n_items = x.shape[1]
         return self
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
-        # score() has checked n_items, which fit and load set together with the counts.
-        assert self.counts is not None
+        assert self.counts is not None  # score() has checked n_items, set together with the counts
         return np.tile(self.counts, (x.shape[0], 1))
 
     def _to_saved(self):

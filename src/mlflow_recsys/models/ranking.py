@@ -1,8 +1,7 @@
 """Top-k selection shared by every model, with fold-in exclusion and a fixed tie rule.
 
-Ranking is where nondeterminism would creep in (partition-based selection and
-unstable sorts order tied scores arbitrarily), so every model goes through
-:func:`top_k` and inherits the same rule: score descending, then item index
+Ranking is where nondeterminism would creep in (partition-based selection and unstable sorts order tied scores
+arbitrarily), so every model goes through :func:`top_k` and inherits the same rule: score descending, then item index
 ascending.
 """
 
@@ -24,50 +23,44 @@ def top_k(
     Parameters
     ----------
     scores:
-        Array of shape ``(n_rows, n_items)``, real dtype; higher is better.
-        ``-inf`` is allowed (the item stays a candidate, ranked last); NaN is not.
-        float16/float32 input is compared in float32, any other real dtype in
+        Array of shape ``(n_rows, n_items)``, real dtype; higher is better. ``-inf`` is allowed (the item stays a
+        candidate, ranked last); NaN is not. float16/float32 input is compared in float32, any other real dtype in
         float64.
     k:
-        Number of items to return per row, an integer >= 1. May exceed
-        ``n_items``; the surplus positions are padding.
+        Number of items to return per row, an integer >= 1. May exceed ``n_items``; the surplus positions are padding.
     exclude:
-        Optional scipy sparse matrix of shape ``(n_rows, n_items)``. Every
-        position holding a nonzero value is never returned (fold-in items).
-        Explicitly stored zeros do not exclude.
+        Optional scipy sparse matrix of shape ``(n_rows, n_items)``. Every position holding a nonzero value is never
+        returned (fold-in items). Explicitly stored zeros do not exclude.
 
     Returns
     -------
     indices:
-        int64 array ``(n_rows, k)``: item column indices, best first. Ties are
-        ordered by item index ascending. When a row has fewer than ``k``
-        candidate (non-excluded) items, the remaining positions hold ``-1``.
+        int64 array ``(n_rows, k)``: item column indices, best first. Ties are ordered by item index ascending. When a
+        row has fewer than ``k`` candidate (non-excluded) items, the remaining positions hold ``-1``.
     top_scores:
-        float32 array ``(n_rows, k)``: the scores of ``indices``, ``-inf`` at
-        padded positions.
+        float32 array ``(n_rows, k)``: the scores of ``indices``, ``-inf`` at padded positions.
 
     Raises
     ------
     TypeError
         If ``exclude`` is neither None nor a scipy sparse matrix.
     ValueError
-        If ``scores`` is not a 2-D real array or contains NaN, if ``k`` is not
-        an integer >= 1, or if ``exclude`` has a different shape from ``scores``.
+        If ``scores`` is not a 2-D real array or contains NaN, if ``k`` is not an integer >= 1, or if ``exclude`` has a
+        different shape from ``scores``.
     """
     scores = np.asarray(scores)
     if scores.ndim != 2:
         raise ValueError(f"scores: expected a 2-D array (n_rows, n_items), found shape {scores.shape}")
     if not (np.issubdtype(scores.dtype, np.floating) or np.issubdtype(scores.dtype, np.integer)):
         raise ValueError(f"scores: expected a real-valued array, found dtype {scores.dtype}")
-    validation.integer(k, "k", minimum=1)
-    k = int(k)
+    k = validation.integer(k, "k", minimum=1)
     n_rows, n_items = scores.shape
     if np.issubdtype(scores.dtype, np.floating) and np.isnan(scores).any():
         raise ValueError("scores: expected no NaN values, found at least one")
 
     work_dtype = np.float32 if scores.dtype in (np.float16, np.float32) else np.float64
-    # Ranking ascending on the negated scores; NaN marks excluded items because
-    # numpy's partition and sort place NaN after every number, -inf scores included.
+    # Ranking ascending on the negated scores; NaN marks excluded items because numpy's partition and sort place NaN
+    # after every number, -inf scores included.
     keys = -np.asarray(scores, dtype=work_dtype)
     excluded_rows, excluded_cols = _excluded_positions(exclude, scores.shape)
     keys[excluded_rows, excluded_cols] = np.nan
@@ -87,8 +80,8 @@ def top_k(
     chosen_keys = np.full((n_rows, take), np.nan, dtype=work_dtype)
     chosen[rows, slot] = cols
     chosen_keys[rows, slot] = keys[rows, cols]
-    # np.nonzero lists each row's columns in ascending order, so a stable sort
-    # leaves tied scores in item index order; padding (NaN) goes last.
+    # np.nonzero lists each row's columns in ascending order, so a stable sort leaves tied scores in item index order;
+    # padding (NaN) goes last.
     order = np.argsort(chosen_keys, axis=1, kind="stable")
     indices[:, :take] = np.take_along_axis(chosen, order, axis=1)
     padded = indices < 0
@@ -100,9 +93,8 @@ def top_k(
 def _select_k_smallest(keys: np.ndarray, take: int) -> np.ndarray:
     """Boolean mask of each row's ``take`` smallest non-NaN keys, ties resolved toward lower columns.
 
-    Rows with fewer than ``take`` non-NaN keys get all of them. ``argpartition``
-    alone would pick an arbitrary subset of the items tied at the cut, so the
-    cut value is found first and tied items are admitted in column order.
+    Rows with fewer than ``take`` non-NaN keys get all of them. ``argpartition`` alone would pick an arbitrary subset of
+    the items tied at the cut, so the cut value is found first and tied items are admitted in column order.
     """
     cut = np.partition(keys, take - 1, axis=1)[:, take - 1 : take]
     short_rows = np.isnan(cut[:, 0])

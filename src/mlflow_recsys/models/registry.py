@@ -1,11 +1,5 @@
-"""The models this package trains, by name: one registry for the CLI, the train step and model loading.
-
-Each :class:`ModelSpec` says which class a name stands for (and so how a saved
-model of that name loads), which config class holds its hyper-parameters,
-which of them the ``train`` step takes, whether its fit draws random numbers
-(its runs then carry a seed) and whether it trains in epochs (its fit then
-reports each epoch and may stop early on a validation score).
-"""
+"""The models this package trains, by name (:class:`ModelSpec`): one registry for the CLI, the train step and model
+loading."""
 
 from __future__ import annotations
 
@@ -34,16 +28,15 @@ class ModelSpec:
     config_class:
         The frozen dataclass of its hyper-parameters, or ``None`` for a model without any.
     hyperparameters:
-        The config fields the ``train`` step takes (the others keep the config's defaults), in the
-        order the command lists them.
+        The config fields the ``train`` step takes (the others keep the config's defaults), in the order the command
+        lists them.
     seeded:
-        Whether fitting draws random numbers: runs of a seeded model carry ``recsys.seed``, the others
-        ``none``.
+        Whether fitting draws random numbers: runs of a seeded model carry ``recsys.seed``, the others ``none``.
     epochs:
         Whether ``fit`` trains in epochs and takes ``on_epoch_end`` and ``validate`` callbacks.
     train_defaults:
-        The ``train`` step's own defaults where they differ from the config class's (ELSA's config keeps the
-        sizes of its paper; the step's are sized for a quick run on MovieLens-100k).
+        The ``train`` step's own defaults where they differ from the config class's (ELSA's config keeps the sizes of
+        its paper; the step's are sized for a quick run on MovieLens-100k).
     """
 
     name: str
@@ -57,14 +50,8 @@ class ModelSpec:
     def build(self, hyperparameters: Mapping[str, Any] | None = None) -> Recommender:
         """An unfitted model whose config takes the values of ``hyperparameters`` it names; returns it.
 
-        Keys of ``hyperparameters`` that are not among :attr:`hyperparameters` are ignored, so one mapping of
-        every model's settings can build any of them.
-
-        Raises
-        ------
-        ValueError
-            If a value is out of range (from the config class).
-        """
+        Keys of ``hyperparameters`` that are not among :attr:`hyperparameters` are ignored, so one mapping of every
+        model's settings can build any of them. ValueError (from the config class) for a value out of range."""
         if self.config_class is None:
             return self.model_class()
         given = hyperparameters or {}
@@ -93,13 +80,7 @@ MODELS: dict[str, ModelSpec] = {
 
 
 def model_spec(name: str) -> ModelSpec:
-    """The registered model called ``name``.
-
-    Raises
-    ------
-    ValueError
-        If no model has that name, listing those that do.
-    """
+    """The registered model called ``name``; ValueError, listing the registered names, if none has it."""
     validation.one_of(name, "model", tuple(MODELS))
     return MODELS[name]
 
@@ -107,13 +88,8 @@ def model_spec(name: str) -> ModelSpec:
 def load_model(path: str | os.PathLike, name: str) -> Recommender:
     """The saved model at ``path`` of the registered model ``name`` (the ``model`` field of its ``config.json``).
 
-    Raises
-    ------
-    ValueError
-        If ``name`` is not registered (the message speaks of the ``weights``, what a logged model calls the
-        folder), or as :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` raises.
-    FileNotFoundError
-        As :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` raises.
+    A ``name`` not registered is a ValueError speaking of the ``weights`` (what a logged model calls the folder);
+    otherwise it raises as :meth:`Recommender.load <mlflow_recsys.models.Recommender.load>` does.
     """
     if name not in MODELS:
         raise ValueError(f"weights: expected a model of {sorted(MODELS)}, found {name!r}")

@@ -32,28 +32,28 @@ DEFAULT_METRICS = (
 class TrainConfig:
     """One training's settings, checked when made: which model, the hyper-parameters given, what is scored.
 
-    Made once by ``mlflow-recsys train`` (the ``train`` entry point), by a study's Ray task and by Python callers
-    of :func:`~mlflow_recsys.tracking.run_train`.
+    Made once by ``mlflow-recsys train`` (the ``train`` entry point), by a study's Ray task and by Python callers of
+    :func:`~mlflow_recsys.tracking.run_train`.
 
     Attributes
     ----------
     model : str
         A registered model (:data:`~mlflow_recsys.models.MODELS`: ``"EASE"``, ``"ELSA"``, ``"Popularity"``).
     hyperparameters : mapping of str to value, default empty
-        Only the model's own (:attr:`ModelSpec.hyperparameters <mlflow_recsys.models.ModelSpec.hyperparameters>`;
-        EASE: ``l2``; ELSA: ``seed``, ``latent_dim``, ``batch_size``, ``epochs``, ``lr``, ``weight_decay``,
-        ``device``, ``patience``). The rest take the ``train`` step's defaults (ELSA: ``latent_dim=24``,
-        ``batch_size=64``, ``epochs=20``), then the config class's. Held read-only and whole: every
-        hyper-parameter of the model, defaults filled in, values in the config's types.
+        Only the model's own (:attr:`ModelSpec.hyperparameters <mlflow_recsys.models.ModelSpec.hyperparameters>`; EASE:
+        ``l2``; ELSA: ``seed``, ``latent_dim``, ``batch_size``, ``epochs``, ``lr``, ``weight_decay``, ``device``,
+        ``patience``). The rest take the ``train`` step's defaults (ELSA: ``latent_dim=24``, ``batch_size=64``,
+        ``epochs=20``), then the config class's. Held read-only and whole: every hyper-parameter of the model, defaults
+        filled in, values in the config's types.
     metrics : tuple of str, default :data:`DEFAULT_METRICS`
-        Metric keys scored on the test users (``"ndcg@100"``, ...), in order (a set is refused); one key may be
-        given as a str. Keys of one metric class are grouped (see :func:`~mlflow_recsys.metrics.parse_metric_keys`).
+        Metric keys scored on the test users (``"ndcg@100"``, ...), in order (a set is refused); one key may be given as
+        a str. Keys of one metric class are grouped (see :func:`~mlflow_recsys.metrics.parse_metric_keys`).
 
     Raises
     ------
     ValueError
-        For an unknown model, a hyper-parameter the model does not take (naming those it does), a value its
-        config class refuses (the device included: it must exist on this machine), or an unknown metric key.
+        For an unknown model, a hyper-parameter the model does not take (naming those it does), a value its config class
+        refuses (the device included: it must exist on this machine), or an unknown metric key.
     """
 
     model: str
@@ -64,16 +64,13 @@ class TrainConfig:
         spec = model_spec(self.model)
         object.__setattr__(self, "model", spec.name)  # a numpy str_ as str
         if not isinstance(self.hyperparameters, Mapping):
-            raise ValueError(
-                validation.expected(
-                    "hyperparameters", "a mapping of hyper-parameter names to values", self.hyperparameters
-                )
-            )
+            what = "a mapping of hyper-parameter names to values"
+            raise ValueError(validation.expected("hyperparameters", what, self.hyperparameters))
         given = dict(self.hyperparameters)
         problem = foreign_hyperparameters(spec, given)
         if problem:
             raise ValueError(problem)
-        config = self._build(spec, given).config  # each value checked by the model's config class
+        config = spec.build({**spec.train_defaults, **given}).config  # each value checked by the model's config class
         # Every hyper-parameter, defaults filled in: a default given or left out makes the same config.
         canonical = {k: getattr(config, k) for k in spec.hyperparameters}
         object.__setattr__(self, "hyperparameters", MappingProxyType(canonical))
@@ -89,10 +86,6 @@ class TrainConfig:
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return (_restore, (type(self), {**values, "hyperparameters": dict(self.hyperparameters)}))
 
-    @staticmethod
-    def _build(spec: ModelSpec, given: Mapping[str, Any]) -> Recommender:
-        return spec.build({**spec.train_defaults, **given})
-
     @property
     def spec(self) -> ModelSpec:
         """The model's registry entry."""
@@ -100,7 +93,7 @@ class TrainConfig:
 
     def build(self) -> Recommender:
         """A new unfitted model with these hyper-parameters (defaults filled in)."""
-        return self._build(self.spec, self.hyperparameters)
+        return self.spec.build(self.hyperparameters)
 
     def metric_objects(self) -> list[RankingMetric]:
         """The metric objects that score :attr:`metrics` (see :func:`~mlflow_recsys.metrics.parse_metric_keys`)."""
@@ -114,8 +107,8 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def to_params(self) -> dict[str, Any]:
-        """What a ``train`` run logs as params: the model, the metric keys (comma-separated) and every field of
-        the model's config, defaults filled in (nothing for a model without hyper-parameters)."""
+        """What a ``train`` run logs as params: the model, the metric keys (comma-separated) and every field of the
+        model's config, defaults filled in (nothing for a model without hyper-parameters)."""
         params: dict[str, Any] = {"model": self.model, "metrics": ",".join(self.metrics)}
         config = self.build().config
         if config is not None:
@@ -124,8 +117,8 @@ class TrainConfig:
 
 
 def foreign_hyperparameters(spec: ModelSpec, given: Mapping[str, Any]) -> str | None:
-    """The message refusing the names in ``given`` that ``spec``'s model does not take (None when all are its),
-    e.g. ``"epochs: not a hyper-parameter of EASE (it takes: l2); found epochs=5"``."""
+    """The message refusing the names in ``given`` that ``spec``'s model does not take (None when all are its), e.g.
+    ``"epochs: not a hyper-parameter of EASE (it takes: l2); found epochs=5"``."""
     foreign = [k for k in given if k not in spec.hyperparameters]
     if not foreign:
         return None
