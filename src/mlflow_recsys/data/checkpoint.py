@@ -170,8 +170,6 @@ def build_recsys_checkpoint(
 
 
 def _checkpoint_path_iv(checkpoint_path, dataset, split_mode: str, seed, overwrite: bool) -> Path:
-    """The zip's path (by default ``checkpoints/<dataset>-<mode>-seed<seed>.zip``), refusing a folder and, unless
-    ``overwrite``, an existing file."""
     if checkpoint_path is None:
         checkpoint_path = Path("checkpoints") / f"{_source_name(dataset)}-{split_mode}-seed{seed}.zip"
     checkpoint_path = Path(checkpoint_path)
@@ -195,21 +193,18 @@ _MORE_TEST_ROWS = {
 
 
 def _preprocess_and_split(raw: pd.DataFrame, config: SplitConfig) -> tuple[Preprocessed, UserSplit]:
-    """The preprocessed interactions and the split ``config`` asks for; ValueError when it leaves no test rows,
-    stating the mode's rule."""
+    """The preprocessed interactions and the split ``config`` asks for, refused without test rows."""
     prepared = preprocess_interactions(
         raw,
         min_rating=config.min_rating,
         min_user_interactions=config.min_user_interactions,
         min_item_interactions=config.min_item_interactions,
     )
-    pruned = prepared.frame
-    if config.split_mode == "user_split":
-        split = user_split(pruned, seed=config.seed, **config.split_keywords())
-    elif config.split_mode == "leave_one_out":
-        split = leave_one_out(pruned, seed=config.seed)
+    if config.split_mode == "time_split":
+        split = time_split(prepared.frame, **config.split_keywords())
     else:
-        split = time_split(pruned, **config.split_keywords())
+        split_function = user_split if config.split_mode == "user_split" else leave_one_out
+        split = split_function(prepared.frame, seed=config.seed, **config.split_keywords())
     if split.test.source.shape[0] == 0:
         raise ValueError(
             f"{config.split_mode}: the split has no test rows ({split.test.n_users_dropped} test user(s) dropped "
@@ -220,13 +215,11 @@ def _preprocess_and_split(raw: pd.DataFrame, config: SplitConfig) -> tuple[Prepr
 
 
 def _readable(name: str) -> str:
-    """A file name as UTF-8 text: a byte that is not UTF-8 (held by Python as a lone surrogate, which neither a
-    JSON reader in another language nor MLflow accepts) is written as its escape, ``\\udcff``."""
+    """A file name as UTF-8 text: a lone surrogate (a byte that is not UTF-8), which MLflow refuses, as ``\\udcff``."""
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _source_name(dataset) -> str:
-    """The dataset's name in the default checkpoint path, found without loading any data."""
     if isinstance(dataset, pd.DataFrame):
         return "interactions"
     if _is_file(dataset):
@@ -242,7 +235,6 @@ def _is_file(dataset) -> bool:
 
 
 def _check_columns(columns, dataset) -> dict:
-    """The column mapping, checked before any data is read."""
     if columns is None:
         return {}
     if not isinstance(columns, Mapping):
@@ -267,7 +259,7 @@ def _check_columns(columns, dataset) -> dict:
 
 
 def _load(dataset, data_dir, columns: dict) -> tuple[pd.DataFrame, dict]:
-    """Raw interactions and the manifest's description of where they came from."""
+    """Raw interactions and the manifest's description of their source."""
     mapping = {"columns": columns} if columns else {}
     if isinstance(dataset, pd.DataFrame):
         return from_interactions(dataset, **columns), {"name": "interactions", "source": "frame", **mapping}
@@ -293,26 +285,17 @@ def _load(dataset, data_dir, columns: dict) -> tuple[pd.DataFrame, dict]:
 
 
 def split_arrays(split: UserSplit) -> dict[str, Any]:
-    """Arrays of a split under their checkpoint keys (see :data:`ARRAY_KEYS`)."""
-    return {
-        "x_train": split.x_train,
-        "test_source_matrix": split.test.source,
-        "test_target_matrix": split.test.target,
-        "val_source_matrix": split.val.source,
-        "val_target_matrix": split.val.target,
-        "train_user_ids": split.train_user_ids,
-        "item_ids": split.item_ids,
-        "test_eval_user_ids": split.test.eval_user_ids,
-        "val_eval_user_ids": split.val.eval_user_ids,
-    }
+    """Arrays of a split under their checkpoint keys."""
+    arrays = {"x_train": split.x_train, "train_user_ids": split.train_user_ids, "item_ids": split.item_ids}
+    for name, group in (("test", split.test), ("val", split.val)):
+        arrays[f"{name}_source_matrix"], arrays[f"{name}_target_matrix"] = group.source, group.target
+        arrays[f"{name}_eval_user_ids"] = group.eval_user_ids
+    return arrays
 
 
 def split_digest(arrays: dict[str, Any]) -> str:
-    """SHA-256 hex digest over all split arrays in :data:`ARRAY_KEYS` order.
-
-    Matrices contribute their shape, int64 indptr and indices and float32 data
-    (canonical CSR with sorted indices); id arrays their canonical bytes.
-    """
+    """SHA-256 over the arrays in ``ARRAY_KEYS`` order: each matrix's canonical CSR (float32 data), each id
+    array's :func:`column_bytes`."""
     h = hashlib.sha256()
     for key in layout.ARRAY_KEYS:
         h.update(f"{key}:".encode())
@@ -345,11 +328,10 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
         If ``path`` does not exist (the message names it).
     ValueError
         If ``path`` is not a zip, is truncated, has no valid manifest, has
-        another format name or a schema version other than 1, declares no
-        member sizes (a checkpoint from before they were recorded: rebuild it),
-        holds a member the manifest does not list (named in the message) or
-        lacks one it lists, or a member's size or SHA-256 differs from the
-        manifest's.
+        another format name or a schema version other than 1, lacks member
+        sizes, holds a member the manifest does not list (named in the
+        message) or lacks one it lists, or a member's size or SHA-256 differs
+        from the manifest's.
     """
     path = Path(path)
     if not path.is_file():
@@ -445,10 +427,9 @@ def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
 
 
 def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
-    """The manifest's counts (logged as the split run's metrics): each preprocessing step's removed rows as
-    ``n_removed_<step>``, then what the split holds."""
+    """The manifest's counts, logged as the split run's metrics."""
     report = prepared.prune
-    return {
+    counts = {
         "n_raw_interactions": int(len(raw)),
         "n_raw_users": int(raw["user"].nunique()),
         "n_raw_items": int(raw["item"].nunique()),
@@ -461,19 +442,13 @@ def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
         "n_items": int(len(split.item_ids)),
         "n_train_users": int(split.x_train.shape[0]),
         "n_train_interactions": int(split.x_train.nnz),
-        "n_test_users": int(len(np.unique(split.test.eval_user_ids))),
-        "n_test_rows": int(split.test.source.shape[0]),
-        "n_test_source_interactions": int(split.test.source.nnz),
-        "n_test_target_interactions": int(split.test.target.nnz),
-        "n_test_users_dropped": int(split.test.n_users_dropped),
-        "n_val_users": int(len(np.unique(split.val.eval_user_ids))),
-        "n_val_rows": int(split.val.source.shape[0]),
-        "n_val_source_interactions": int(split.val.source.nnz),
-        "n_val_target_interactions": int(split.val.target.nnz),
-        "n_val_users_dropped": int(split.val.n_users_dropped),
-        **(
-            {}
-            if split.cut_timestamps is None
-            else {"val_cut_timestamp": int(split.cut_timestamps[0]), "test_cut_timestamp": int(split.cut_timestamps[1])}
-        ),
     }
+    for name, group in (("test", split.test), ("val", split.val)):
+        counts[f"n_{name}_users"] = int(len(np.unique(group.eval_user_ids)))
+        counts[f"n_{name}_rows"] = int(group.source.shape[0])
+        counts[f"n_{name}_source_interactions"] = int(group.source.nnz)
+        counts[f"n_{name}_target_interactions"] = int(group.target.nnz)
+        counts[f"n_{name}_users_dropped"] = int(group.n_users_dropped)
+    if split.cut_timestamps is not None:
+        counts["val_cut_timestamp"], counts["test_cut_timestamp"] = map(int, split.cut_timestamps)
+    return counts
