@@ -1,14 +1,6 @@
-"""Registry of public datasets, and loading of their raw interactions.
-
-Each registered dataset is a :class:`DatasetSpec`: where its canonical archive
-lives, its SHA-256 and size, the file inside it that holds the ratings and how
-that file is laid out, its licence and how to cite it. Loading prefers a copy
-already installed on the machine (a Python package that ships the data) and
-otherwise downloads the canonical archive once into ``data_dir``.
-
-Every loader returns the frame of :mod:`mlflow_recsys.data.interactions`, which
-also reads your own logs.
-"""
+"""Registry of public datasets (:class:`DatasetSpec`: archive, SHA-256, ratings file, licence, citation), and loading
+of their raw interactions into the frame of :mod:`mlflow_recsys.data.interactions`: from a copy an installed package
+ships, else from the canonical archive, downloaded once into ``data_dir``."""
 
 from __future__ import annotations
 
@@ -28,16 +20,11 @@ from mlflow_recsys.data import safezip
 from mlflow_recsys.data.download import download
 from mlflow_recsys.data.interactions import INTERACTION_COLUMNS, normalise
 
-DATA_DIR_ENV = "MLFLOW_RECSYS_DATA_DIR"
-
 
 @dataclass(frozen=True)
 class PackageCopy:
-    """A copy of a dataset's interactions shipped inside an installed distribution.
-
-    The file is tab-separated with one header line and the four columns user,
-    item, rating, timestamp in that order.
-    """
+    """A copy of a dataset's interactions inside an installed distribution: tab-separated, one header line, the
+    columns user, item, rating, timestamp."""
 
     distribution: str
     version: str
@@ -204,12 +191,6 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
     return DATASETS[dataset]
 
 
-def default_data_dir() -> Path:
-    """Folder for downloaded archives: ``$MLFLOW_RECSYS_DATA_DIR`` or ``~/.cache/mlflow-recsys``."""
-    env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "mlflow-recsys"
-
-
 def load_interactions(
     dataset: str,
     data_dir: str | os.PathLike | None = None,
@@ -254,29 +235,15 @@ def load_interactions(
         path = _package_copy_path(spec.package_copy)
         if path is not None:
             return normalise(pd.read_csv(path, sep="\t"), INTERACTION_COLUMNS, str(path))
-    folder = Path(data_dir) if data_dir is not None else default_data_dir()
-    archive = download(
-        spec.url,
-        folder / spec.archive_name,
-        spec.sha256,
-        progress=progress,
+    if data_dir is None:
+        data_dir = os.environ.get("MLFLOW_RECSYS_DATA_DIR") or Path.home() / ".cache" / "mlflow-recsys"
+    return read_archive(
+        download(spec.url, Path(data_dir) / spec.archive_name, spec.sha256, progress=progress), spec.ratings
     )
-    return read_archive(archive, spec.ratings)
 
 
 def read_archive(archive: str | os.PathLike, ratings: RatingsFile) -> pd.DataFrame:
-    """Read the ratings file described by ``ratings`` out of the zip ``archive``.
-
-    The archive is checked first (:func:`mlflow_recsys.data.safezip.check_members`)
-    and only the ratings member is read; nothing is extracted to disk.
-
-    Raises
-    ------
-    ValueError
-        Naming ``archive``: not a zip or corrupted, an unsafe member, no (or
-        several) members matching ``ratings.member``, or fields that do not
-        match ``ratings.columns``.
-    """
+    """The ``ratings`` file of the zip ``archive``, read once the archive is checked safe; nothing is extracted."""
     archive = Path(archive)
     try:
         with zipfile.ZipFile(archive) as zf:
@@ -308,8 +275,7 @@ def _find_member(zf: zipfile.ZipFile, wanted: str, archive: Path) -> str:
 def _read_table(handle, ratings: RatingsFile) -> pd.DataFrame:
     header = 0 if ratings.header else None
     if ratings.sep == "::":
-        # Read on single colons with the C parser: the fields then sit at even
-        # positions. Faster than the python engine on millions of lines.
+        # Split on single colons with the C parser, the fields then at even positions: faster than the python engine.
         raw = pd.read_csv(handle, sep=":", header=header, encoding=ratings.encoding)
         return raw.iloc[:, ::2]
     return pd.read_csv(handle, sep=ratings.sep, header=header, encoding=ratings.encoding)

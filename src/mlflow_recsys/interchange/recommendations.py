@@ -68,6 +68,16 @@ class ScoredRecommendations:
     counts: dict[str, int]
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """Where a frame holds each list's user, item and rank or score; with neither, ``rank`` or else ``score``."""
+
+    user: str = "user"
+    item: str = "item"
+    rank: str | None = None
+    score: str | None = None
+
+
 def _fail(where: str, column: str, what: str, rows: pd.DataFrame | None = None) -> ValueError:
     shown = "" if rows is None else f"; first rows: {rows.head(SHOWN_ROWS).to_dict('records')}"
     return ValueError(f"{where}[{column!r}]: {what}{shown}")
@@ -99,8 +109,9 @@ def read_recommendations(
         A path that is no file.
     """
     validation.one_of(format, "format", FORMATS)
+    columns = _Columns(user_col, item_col, rank_col, score_col)
     if isinstance(recommendations, pd.DataFrame):
-        return _from_frame(recommendations, "recommendations", "dataframe", user_col, item_col, rank_col, score_col)
+        return _from_frame(recommendations, "recommendations", "dataframe", columns)
     if type(recommendations).__name__ == "Run" and hasattr(recommendations, "to_dict"):
         return _from_ranx(recommendations)
     if not isinstance(recommendations, (str, os.PathLike)):
@@ -122,9 +133,9 @@ def read_recommendations(
     kind = format if format != "auto" else _kind_of(path)
     if kind == "trec":
         return _from_trec(path)
-    columns = [c for c in (user_col, item_col, rank_col, score_col, "draw", "rank", "score") if c]
-    frame, names = _read_batches(path, kind, columns, ids=(user_col, item_col))
-    return _from_frame(frame, str(path), kind, user_col, item_col, rank_col, score_col, file_columns=names)
+    wanted = [c for c in (user_col, item_col, rank_col, score_col, "draw", "rank", "score") if c]
+    frame, names = _read_batches(path, kind, wanted, ids=(user_col, item_col))
+    return _from_frame(frame, str(path), kind, columns, file_columns=names)
 
 
 def _kind_of(path: Path) -> str:
@@ -138,8 +149,7 @@ def _kind_of(path: Path) -> str:
 
 def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]) -> tuple[pd.DataFrame, list[str]]:
     """The file's wanted columns, read in Arrow batches, and all its column names; a CSV file's ``ids`` columns
-    as text (``"007"`` stays ``"007"``: the split decides what an id is). ValueError past :data:`MAX_ROWS` rows,
-    for a column named twice, or a file that is not of its ``kind``."""
+    as text (``"007"`` stays ``"007"``: the split decides what an id is)."""
     import pyarrow as pa
     import pyarrow.csv as pv
     import pyarrow.parquet as pq
@@ -216,7 +226,7 @@ def _from_trec(path: Path) -> Recommendations:
         ) from None
     frame = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=names)
     frame = frame.rename(columns={"qid": "user", "docid": "item"})
-    checked = _from_frame(frame, str(path), "trec", "user", "item", None, "score")
+    checked = _from_frame(frame, str(path), "trec", _Columns(score="score"))
     ranks = _integer_ranks(frame, str(path), "rank", least=None)  # trec_eval reads any integer; it only breaks ties
     # trec_eval's order: score descending; here the rank field breaks ties.
     order = checked.frame.assign(_r=ranks).sort_values(["user", "order", "_r"], kind="mergesort")
@@ -227,12 +237,13 @@ def _from_trec(path: Path) -> Recommendations:
 def _from_ranx(run) -> Recommendations:
     rows = [(q, d, s) for q, docs in run.to_dict().items() for d, s in docs.items()]
     frame = pd.DataFrame(rows, columns=["user", "item", "score"])
-    return _from_frame(frame, "recommendations (ranx.Run)", "ranx", "user", "item", None, "score")
+    return _from_frame(frame, "recommendations (ranx.Run)", "ranx", _Columns(score="score"))
 
 
-def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col, file_columns=None) -> Recommendations:
+def _from_frame(frame, where: str, kind: str, columns: _Columns, file_columns=None) -> Recommendations:
     """``file_columns``: every column of the file, for messages (``frame`` holds only those read)."""
     shown_columns = list(frame.columns) if file_columns is None else list(file_columns)
+    rank_col, score_col = columns.rank, columns.score
     if rank_col is None and score_col is None:
         rank_col = "rank" if "rank" in frame.columns else None
         score_col = "score" if rank_col is None and "score" in frame.columns else None
@@ -242,7 +253,7 @@ def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col, fil
             f"found columns {shown_columns}"
         )
     order_col = rank_col or score_col
-    for column in (user_col, item_col, order_col):
+    for column in (columns.user, columns.item, order_col):
         if column not in frame.columns:
             raise ValueError(f"{where}[{column!r}]: expected this column, found columns {shown_columns}")
     if len(frame) == 0:
@@ -252,7 +263,7 @@ def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col, fil
     else:
         order = _finite_scores(frame, where, score_col)
     # .array keeps Arrow strings as they are: .to_numpy() would make a Python str per row
-    out = {"user": frame[user_col].array, "item": frame[item_col].array, "order": order}
+    out = {"user": frame[columns.user].array, "item": frame[columns.item].array, "order": order}
     if "draw" in frame.columns:
         out["draw"] = _integer_ranks(frame, where, "draw", least=0).astype(np.int64)
     return Recommendations(pd.DataFrame(out), where, kind, order_col)
