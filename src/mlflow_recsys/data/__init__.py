@@ -1,7 +1,6 @@
 """Data layer: dataset registry, your own interaction logs, preprocessing, splits and split checkpoints.
 
-Nothing here imports mlflow.
-"""
+Nothing here imports mlflow."""
 
 from mlflow_recsys.data.checkpoint import (
     LoadedSplit,

@@ -100,8 +100,7 @@ def _stream_member(
 ) -> tuple[str, int]:
     """Copy member ``name`` to ``write``, refused past ``limit`` bytes (named ``bound``) -> (SHA-256, bytes).
 
-    Counted as it is decompressed, not trusted by its zip header: at most ``limit + 1`` bytes are decompressed.
-    """
+    Counted as it is decompressed, not trusted by its zip header: at most ``limit + 1`` bytes are decompressed."""
     h = hashlib.sha256()
     count = 0
     with zf.open(name) as member:

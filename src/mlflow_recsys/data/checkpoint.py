@@ -1,13 +1,10 @@
 """Build, read and load a recommendation split checkpoint (one zip file).
 
-The zip holds ``manifest.json`` and one member per array: sparse matrices as
-``.npz`` in the layout of :func:`scipy.sparse.save_npz` (so
-:func:`scipy.sparse.load_npz` reads them) and id arrays as ``.npy``. The
-manifest lists every member with its SHA-256 (``files``) and its size in bytes
-(``sizes``); a reader takes nothing else from the zip. Every zip entry, the
-inner ``.npz`` ones included, carries a fixed timestamp and the manifest holds
-no clock time, so the same inputs and seed give a byte-identical file.
-"""
+The zip holds ``manifest.json`` and one member per array: sparse matrices as ``.npz`` in the layout of
+:func:`scipy.sparse.save_npz` (so :func:`scipy.sparse.load_npz` reads them) and id arrays as ``.npy``. The manifest
+lists every member with its SHA-256 (``files``) and its size in bytes (``sizes``); a reader takes nothing else from the
+zip. Every zip entry, the inner ``.npz`` ones included, carries a fixed timestamp and the manifest holds no clock time,
+so the same inputs and seed give a byte-identical file."""
 
 from __future__ import annotations
 
@@ -65,51 +62,41 @@ def build_recsys_checkpoint(
     Pipeline: load (:func:`~mlflow_recsys.data.datasets.load_interactions`,
     :func:`~mlflow_recsys.data.interactions.read_interactions_file` or
     :func:`~mlflow_recsys.data.interactions.from_interactions`) ->
-    :func:`~mlflow_recsys.data.preprocess.preprocess_interactions` (the ``min_rating`` filter, one
-    row per (user, item), the k-core) -> the split of ``split_mode``. See those
-    functions for the meaning of the parameters. The manifest's ``preprocessing``
-    lists each step's rule and rows in and out, and its ``counts`` hold the rows
-    each step removed (``n_removed_min_rating``, ``n_removed_duplicates``,
-    ``n_removed_kcore``).
+    :func:`~mlflow_recsys.data.preprocess.preprocess_interactions` (the ``min_rating`` filter, one row per (user, item),
+    the k-core) -> the split of ``split_mode``. See those functions for the meaning of the parameters. The manifest's
+    ``preprocessing`` lists each step's rule and rows in and out, and its ``counts`` hold the rows each step removed
+    (``n_removed_min_rating``, ``n_removed_duplicates``, ``n_removed_kcore``).
 
     Parameters
     ----------
     dataset:
-        A registered name (e.g. ``"movielens-100k"``; ``mlflow-recsys datasets``
-        lists them), a path to a ``.csv``/``.parquet`` interaction log, or a
-        DataFrame with columns user, item, value and optionally timestamp.
+        A registered name (e.g. ``"movielens-100k"``; ``mlflow-recsys datasets`` lists them), a path to a
+        ``.csv``/``.parquet`` interaction log, or a DataFrame with columns user, item, value and optionally timestamp.
     data_dir:
         Cache folder for downloaded archives (see ``load_interactions``).
     checkpoint_path:
-        Output zip. Default ``checkpoints/<dataset>-<split_mode>-seed<seed>.zip``
-        relative to the working directory. Parent folders are created; the file
-        is written under a temporary name in the same folder and renamed, with
-        the mode a new file gets under the umask (``0o644`` under ``0o022``).
+        Output zip. Default ``checkpoints/<dataset>-<split_mode>-seed<seed>.zip`` relative to the working directory.
+        Parent folders are created; the file is written under a temporary name in the same folder and renamed, with the
+        mode a new file gets under the umask (``0o644`` under ``0o022``).
     split_mode:
-        ``"user_split"`` (strong generalisation, default), ``"leave_one_out"``
-        or ``"time_split"``.
+        ``"user_split"`` (strong generalisation, default), ``"leave_one_out"`` or ``"time_split"``.
     eval_draws:
         Fold-in/target draws per held-out user (``user_split`` only; the other
         modes are deterministic given the data and need 1). Default 1.
     seed:
         Integer >= 0 driving every random choice. Default 42.
     eval_holdout_frac:
-        ``user_split`` only: share of a held-out user's items used as targets.
-        Default (None) 0.2.
+        ``user_split`` only: share of a held-out user's items used as targets. Default (None) 0.2.
     test_frac, val_frac:
-        ``user_split``: shares of users held out; ``time_split``: shares of the
-        interactions (by time) after the cuts. Defaults (None) 0.2 and 0.1. Not
-        used by ``leave_one_out``.
+        ``user_split``: shares of users held out; ``time_split``: shares of the interactions (by time) after the cuts.
+        Defaults (None) 0.2 and 0.1. Not used by ``leave_one_out``.
     min_rating, min_user_interactions, min_item_interactions:
-        Binarisation threshold (None keeps every row) and k-core thresholds.
-        Defaults 4.0, 5 and 1.
+        Binarisation threshold (None keeps every row) and k-core thresholds. Defaults 4.0, 5 and 1.
     columns:
-        For a file or a DataFrame: which of its columns hold the ``user``,
-        ``item``, ``value`` and ``timestamp`` (keys of this mapping; see
-        :func:`~mlflow_recsys.data.interactions.from_interactions`). ``value: None``
-        reads the log as implicit feedback (every row a positive) and needs
-        ``min_rating=None``. Recorded in the manifest. Default: the columns
-        ``user``, ``item``, ``value`` and, if present, ``timestamp``.
+        For a file or a DataFrame: which of its columns hold the ``user``, ``item``, ``value`` and ``timestamp`` (keys
+        of this mapping; see :func:`~mlflow_recsys.data.interactions.from_interactions`). ``value: None`` reads the log
+        as implicit feedback (every row a positive) and needs ``min_rating=None``. Recorded in the manifest. Default:
+        the columns ``user``, ``item``, ``value`` and, if present, ``timestamp``.
     overwrite:
         Replace a file already at the checkpoint path. Default False: an
         existing checkpoint is refused before any data is loaded.
@@ -313,25 +300,21 @@ def split_digest(arrays: dict[str, Any]) -> str:
 def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
     """Extract a checkpoint zip into a temporary folder for the duration of a ``with``.
 
-    Yields the folder (holding ``manifest.json`` and the array files); it is
-    deleted on exit.
+    Yields the folder (holding ``manifest.json`` and the array files); it is deleted on exit.
 
-    The zip is treated as untrusted: only the members its manifest lists are
-    written, each streamed and counted so that no more than its declared size
-    is ever written (the zip headers' sizes are not trusted), and each must
-    match its declared size and SHA-256. A zip holding anything else, such as
-    an unlisted member, is refused before anything is written.
+    The zip is treated as untrusted: only the members its manifest lists are written, each streamed and counted so that
+    no more than its declared size is ever written (the zip headers' sizes are not trusted), and each must match its
+    declared size and SHA-256. A zip holding anything else, such as an unlisted member, is refused before anything is
+    written.
 
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist (the message names it).
     ValueError
-        If ``path`` is not a zip, is truncated, has no valid manifest, has
-        another format name or a schema version other than 1, lacks member
-        sizes, holds a member the manifest does not list (named in the
-        message) or lacks one it lists, or a member's size or SHA-256 differs
-        from the manifest's.
+        If ``path`` is not a zip, is truncated, has no valid manifest, has another format name or a schema version other
+        than 1, lacks member sizes, holds a member the manifest does not list (named in the message) or lacks one it
+        lists, or a member's size or SHA-256 differs from the manifest's.
     """
     path = Path(path)
     if not path.is_file():
@@ -383,12 +366,10 @@ def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
     Returns
     -------
     LoadedSplit
-        ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids``
-        (n_train_users,); ``item_ids`` (n_items,); ``test_source_matrix`` and
-        ``test_target_matrix`` csr float32 (n_test_rows, n_items);
-        ``test_eval_user_ids`` (n_test_rows,); the same three for ``val_``;
-        ``manifest`` (dict); ``split_digest`` (str). Ids are int64 for integer
-        raw ids, else str. Each is an attribute, and ``split["x_train"]`` works too.
+        ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids`` (n_train_users,); ``item_ids`` (n_items,);
+        ``test_source_matrix`` and ``test_target_matrix`` csr float32 (n_test_rows, n_items); ``test_eval_user_ids``
+        (n_test_rows,); the same three for ``val_``; ``manifest`` (dict); ``split_digest`` (str). Ids are int64 for
+        integer raw ids, else str. Each is an attribute, and ``split["x_train"]`` works too.
 
     Raises
     ------

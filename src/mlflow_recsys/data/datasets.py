@@ -36,13 +36,10 @@ class PackageCopy:
 class RatingsFile:
     """Where the ratings are inside an archive and how they are written.
 
-    ``member`` is the path of the file in the zip; a bare file name (no ``/``)
-    matches that name in any folder of the archive, for archives whose top
-    folder is not documented. ``columns`` names the fields in file order, using
-    ``user``, ``item``, ``value`` and ``timestamp``; ``None`` marks a field to
-    skip. ``sep`` is the field separator (``"::"`` is read exactly), ``header``
-    whether the first line holds column names.
-    """
+    ``member`` is the path of the file in the zip; a bare file name (no ``/``) matches that name in any folder of the
+    archive, for archives whose top folder is not documented. ``columns`` names the fields in file order, using
+    ``user``, ``item``, ``value`` and ``timestamp``; ``None`` marks a field to skip. ``sep`` is the field separator
+    (``"::"`` is read exactly), ``header`` whether the first line holds column names."""
 
     member: str
     sep: str
@@ -55,9 +52,8 @@ class RatingsFile:
 class DatasetSpec:
     """Where a dataset comes from, how to read it and the terms it is used under.
 
-    ``size_bytes`` is the archive size when it is published (used for the
-    progress bar only; the SHA-256 is what is checked), else None.
-    """
+    ``size_bytes`` is the archive size when it is published (used for the progress bar only; the SHA-256 is what is
+    checked), else None."""
 
     name: str
     description: str
@@ -94,8 +90,7 @@ _MOVIELENS_CITATION = (
 
 
 # Sizes and SHA-256 of the MovieLens archives as recorded in tensorflow/datasets
-# (tensorflow_datasets/url_checksums/movielens.txt); GroupLens itself publishes
-# only MD5 sums.
+# (tensorflow_datasets/url_checksums/movielens.txt); GroupLens itself publishes only MD5 sums.
 def _movielens(release: str, description: str, sha256: str, size_bytes: int, ratings: RatingsFile) -> DatasetSpec:
     """A GroupLens MovieLens release (``"100k"``, ``"1m"``, ...): its page and archive follow one pattern."""
     return DatasetSpec(
@@ -178,9 +173,8 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
     Raises
     ------
     ValueError
-        If ``dataset`` is not a registered name; the message lists the known
-        names (and, for a known but unregistrable dataset such as ``netflix``,
-        says why and what to do instead).
+        If ``dataset`` is not a registered name; the message lists the known names (and, for a known but unregistrable
+        dataset such as ``netflix``, says why and what to do instead).
     """
     if isinstance(dataset, str) and dataset.lower() in NOT_REGISTERED:
         raise ValueError(f"dataset: {dataset!r} is not registered: {NOT_REGISTERED[dataset.lower()]}")
@@ -205,13 +199,11 @@ def load_interactions(
     dataset:
         Registered name, e.g. ``"movielens-100k"`` (see :data:`DATASETS`).
     data_dir:
-        Folder where the canonical archive is cached (downloaded on first use).
-        Default: ``$MLFLOW_RECSYS_DATA_DIR`` or ``~/.cache/mlflow-recsys``. Not
-        touched when an installed package copy is used.
+        Folder where the canonical archive is cached (downloaded on first use). Default: ``$MLFLOW_RECSYS_DATA_DIR`` or
+        ``~/.cache/mlflow-recsys``. Not touched when an installed package copy is used.
     use_package_copy:
-        Read the copy shipped inside an installed distribution (for MovieLens-100k
-        the recbole 1.2.1 wheel, located with :mod:`importlib.metadata` without
-        importing recbole) when present and its SHA-256 matches. Default True.
+        Read the copy shipped inside an installed distribution (for MovieLens-100k the recbole 1.2.1 wheel, located with
+        :mod:`importlib.metadata` without importing recbole) when present and its SHA-256 matches. Default True.
     progress:
         Show a tqdm bar while downloading.
 
@@ -223,12 +215,10 @@ def load_interactions(
     Raises
     ------
     ValueError
-        Unknown ``dataset`` (message lists known names); a cached or downloaded
-        archive whose SHA-256 differs from the registry; an archive that is
-        corrupted, has an unsafe member, or lacks the ratings file.
+        Unknown ``dataset`` (message lists known names); a cached or downloaded archive whose SHA-256 differs from the
+        registry; an archive that is corrupted, has an unsafe member, or lacks the ratings file.
     mlflow_recsys.data.download.DownloadError
-        If the archive is needed but cannot be fetched; the message says where to
-        place it by hand.
+        If the archive is needed but cannot be fetched; the message says where to place it by hand.
     """
     spec = get_dataset_spec(dataset)
     if use_package_copy and spec.package_copy is not None:

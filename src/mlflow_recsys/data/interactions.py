@@ -38,35 +38,29 @@ def from_interactions(
     frame:
         One row per interaction.
     user, item:
-        Columns holding the user and item ids (no missing values). Ids become
-        int64 when every one is an integer int64 can hold (including text like
-        ``"12"`` but not ``"012"``), else text. Defaults ``"user"``, ``"item"``.
+        Columns holding the user and item ids (no missing values). Ids become int64 when every one is an integer int64
+        can hold (including text like ``"12"`` but not ``"012"``), else text. Defaults ``"user"``, ``"item"``.
     value:
-        Column holding a rating or a count (numeric, no missing values).
-        ``None`` reads the log as implicit feedback: every row is one observed
-        interaction and gets the value 1.0 (build it with ``min_rating=None``).
-        Default ``"value"``.
+        Column holding a rating or a count (numeric, no missing values). ``None`` reads the log as implicit feedback:
+        every row is one observed interaction and gets the value 1.0 (build it with ``min_rating=None``). Default
+        ``"value"``.
     timestamp:
-        Column holding Unix seconds (integers; fractions are floored), datetimes
-        or ISO 8601 text (converted to Unix seconds, UTC; naive times are taken
-        as UTC), within the years 1 to 9999 (seconds in [-62,135,596,800,
-        253,402,300,799]). Default ``"timestamp"``; when that default column is
-        absent the result simply has no timestamp. ``None`` ignores any
-        timestamp column.
+        Column holding Unix seconds (integers; fractions are floored), datetimes or ISO 8601 text (converted to Unix
+        seconds, UTC; naive times are taken as UTC), within the years 1 to 9999 (seconds in [-62,135,596,800,
+        253,402,300,799]). Default ``"timestamp"``; when that default column is absent the result simply has no
+        timestamp. ``None`` ignores any timestamp column.
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``user``, ``item``, ``value`` and, if present, ``timestamp``, in
-        the input's row order.
+        Columns ``user``, ``item``, ``value`` and, if present, ``timestamp``, in the input's row order.
 
     Raises
     ------
     ValueError
-        ``frame`` not a DataFrame or without rows, a named column missing (the
-        message lists the columns found) or present twice, one column named for
-        two roles, missing values, non-numeric or infinite values, or
-        timestamps that are not times or fall outside the years 1 to 9999.
+        ``frame`` not a DataFrame or without rows, a named column missing (the message lists the columns found) or
+        present twice, one column named for two roles, missing values, non-numeric or infinite values, or timestamps
+        that are not times or fall outside the years 1 to 9999.
     """
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
@@ -133,18 +127,16 @@ def check_column_names(names: dict[str, Any], found: list) -> None:
 def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
     """Read an interaction log from a ``.csv`` (comma-separated, one header line) or ``.parquet`` file.
 
-    ``columns`` are passed to :func:`from_interactions` (``user``, ``item``,
-    ``value``, ``timestamp``: the column names in the file; ``value=None`` for
-    a log without ratings).
+    ``columns`` are passed to :func:`from_interactions` (``user``, ``item``, ``value``, ``timestamp``: the column names
+    in the file; ``value=None`` for a log without ratings).
 
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If the suffix is neither ``.csv`` nor ``.parquet``, the file is empty or
-        holds a header and no rows, or the content fails
-        :func:`from_interactions`'s checks (the message names the file).
+        If the suffix is neither ``.csv`` nor ``.parquet``, the file is empty or holds a header and no rows, or the
+        content fails :func:`from_interactions`'s checks (the message names the file).
     """
     path = Path(path)
     if not path.is_file():
@@ -181,10 +173,8 @@ def check_frame(frame: pd.DataFrame) -> None:
 def interactions_digest(frame: pd.DataFrame) -> str:
     """SHA-256 hex digest of an interaction frame, independent of its row order.
 
-    Rows are sorted by (user, item, timestamp, value) and each column is hashed
-    as int64/float64 bytes, or as unit-separated UTF-8 text for string ids; a
-    frame without timestamps hashes only the three other columns.
-    """
+    Rows are sorted by (user, item, timestamp, value) and each column is hashed as int64/float64 bytes, or as
+    unit-separated UTF-8 text for string ids; a frame without timestamps hashes only the three other columns."""
     check_frame(frame)
     columns = [c for c in INTERACTION_COLUMNS if c in frame.columns]
     ordered = frame.sort_values(columns[:2] + columns[3:] + ["value"], kind="mergesort")

@@ -1,9 +1,7 @@
 """Turn explicit ratings into binary implicit feedback and prune sparse users/items.
 
-:func:`preprocess_interactions` runs the steps a split starts from (the ``min_rating`` filter, one row per
-(user, item), the k-core) and counts the rows each one removed; :func:`binarise` and :func:`kcore_prune` are its
-parts.
-"""
+:func:`preprocess_interactions` runs the steps a split starts from (the ``min_rating`` filter, one row per (user, item),
+the k-core) and counts the rows each one removed; :func:`binarise` and :func:`kcore_prune` are its parts."""
 
 from __future__ import annotations
 
@@ -148,10 +146,9 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
     Returns
     -------
     pandas.DataFrame
-        Same columns, ``value`` float64 all 1.0, one row per distinct (user,
-        item) pair: a pair rated positively several times keeps its earliest
-        timestamp (without timestamps, its first row). Rows sorted by (user,
-        item); index reset.
+        Same columns, ``value`` float64 all 1.0, one row per distinct (user, item) pair: a pair rated positively several
+        times keeps its earliest timestamp (without timestamps, its first row). Rows sorted by (user, item); index
+        reset.
 
     Raises
     ------
@@ -193,13 +190,11 @@ def kcore_prune(
 ) -> tuple[pd.DataFrame, PruneReport]:
     """Drop users and items with too few interactions, repeating until none are left.
 
-    Removing a user can push an item under its threshold and vice versa, so one
-    pass is not enough; each pass drops every row whose user has fewer than
-    ``min_user_interactions`` rows or whose item has fewer than
-    ``min_item_interactions`` rows (counts taken at the start of the pass), and
-    passes repeat until a pass drops nothing. The result is the largest
-    sub-frame meeting both thresholds (the (k_u, k_i)-core, cf. Batagelj &
-    Zaversnik 2003 for cores of a graph).
+    Removing a user can push an item under its threshold and vice versa, so one pass is not enough; each pass drops
+    every row whose user has fewer than ``min_user_interactions`` rows or whose item has fewer than
+    ``min_item_interactions`` rows (counts taken at the start of the pass), and passes repeat until a pass drops
+    nothing. The result is the largest sub-frame meeting both thresholds (the (k_u, k_i)-core, cf. Batagelj & Zaversnik
+    2003 for cores of a graph).
 
     Parameters
     ----------

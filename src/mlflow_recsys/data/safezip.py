@@ -12,9 +12,8 @@ MAX_UNCOMPRESSED_BYTES = 16 * 1024**3
 def check_members(zf: zipfile.ZipFile, path: Path) -> None:
     """ValueError naming ``path`` unless every member stays in the archive's folder and the total fits.
 
-    A member is refused when its name is absolute, starts with a drive letter or has a ``..`` component (the "zip
-    slip" of Snyk, 2018), whether or not the caller would extract it: such an archive was not made by an honest tool.
-    """
+    A member is refused when its name is absolute, starts with a drive letter or has a ``..`` component (the "zip slip"
+    of Snyk, 2018), whether or not the caller would extract it: such an archive was not made by an honest tool."""
     total = 0
     for info in zf.infolist():
         name = info.filename.replace("\\", "/")

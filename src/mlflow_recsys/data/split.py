@@ -2,17 +2,14 @@
 
 Three protocols, one result type (:class:`UserSplit`):
 
-- :func:`user_split`, strong generalisation (Liang et al., "Variational
-  Autoencoders for Collaborative Filtering", WWW 2018): models train on the
-  training users only and are evaluated on unseen users, given part of their
-  history (fold-in) and asked to rank the rest (targets).
-- :func:`leave_one_out`: every user's last interaction is a test target and
-  the one before it a validation target (He et al., "Neural Collaborative
-  Filtering", WWW 2017; Kang & McAuley, "Self-Attentive Sequential
-  Recommendation", ICDM 2018).
-- :func:`time_split`: one global time cut; everything after it is predicted
-  from everything before it (Meng, McCreadie, Macdonald & Ounis, "Exploring Data
-  Splitting Strategies for the Evaluation of Recommendation Models", RecSys 2020).
+- :func:`user_split`, strong generalisation (Liang et al., "Variational Autoencoders for Collaborative Filtering", WWW
+  2018): models train on the training users only and are evaluated on unseen users, given part of their history
+  (fold-in) and asked to rank the rest (targets).
+- :func:`leave_one_out`: every user's last interaction is a test target and the one before it a validation target (He et
+  al., "Neural Collaborative Filtering", WWW 2017; Kang & McAuley, "Self-Attentive Sequential Recommendation", ICDM
+  2018).
+- :func:`time_split`: one global time cut; everything after it is predicted from everything before it (Meng, McCreadie,
+  Macdonald & Ounis, "Exploring Data Splitting Strategies for the Evaluation of Recommendation Models", RecSys 2020).
 """
 
 from __future__ import annotations
@@ -34,11 +31,9 @@ from mlflow_recsys.data.interactions import check_frame
 class HeldOut:
     """Evaluation rows of one held-out group (validation or test).
 
-    ``source`` and ``target`` are binary float32 CSR matrices of shape
-    ``(n_rows, n_items)``; row r belongs to user ``eval_user_ids[r]``. With D draws
-    the rows are D stacked blocks, each holding every user of the group once
-    in the same order, so ``n_rows = D * n_users``.
-    """
+    ``source`` and ``target`` are binary float32 CSR matrices of shape ``(n_rows, n_items)``; row r belongs to user
+    ``eval_user_ids[r]``. With D draws the rows are D stacked blocks, each holding every user of the group once in the
+    same order, so ``n_rows = D * n_users``."""
 
     source: sp.csr_matrix
     target: sp.csr_matrix
@@ -50,12 +45,10 @@ class HeldOut:
 class UserSplit:
     """Result of :func:`user_split`, :func:`leave_one_out` or :func:`time_split`.
 
-    ``x_train`` is a binary float32 CSR matrix ``(len(train_user_ids),
-    len(item_ids))``; ``item_ids[j]`` is the raw id of column j. Under
-    ``user_split`` held-out users are absent from ``x_train``; under the two
-    other protocols they appear there with their earlier interactions.
-    ``cut_timestamps`` holds the (validation, test) cuts of :func:`time_split`.
-    """
+    ``x_train`` is a binary float32 CSR matrix ``(len(train_user_ids), len(item_ids))``; ``item_ids[j]`` is the raw id
+    of column j. Under ``user_split`` held-out users are absent from ``x_train``; under the two other protocols they
+    appear there with their earlier interactions. ``cut_timestamps`` holds the (validation, test) cuts of
+    :func:`time_split`."""
 
     x_train: sp.csr_matrix
     train_user_ids: np.ndarray
@@ -117,17 +110,14 @@ def user_split(
 
     Steps, all driven by one ``numpy.random.Generator(PCG64(seed))``:
 
-    1. Distinct users are sorted and permuted; the first
-       ``round_half_up(test_frac * n_users)`` become test users, the next
-       ``round_half_up(val_frac * n_users)`` validation users, the rest training users.
-    2. The item catalogue is the sorted set of items of the training users;
-       items outside it are removed from held-out users. A held-out user is
-       evaluated with at least 2 interactions left (one fold-in, one target);
-       one left with fewer is dropped (counted in ``n_users_dropped``).
-    3. For each draw (test draws first, then validation draws), each held-out
-       user with n items gets ``t = clip(round_half_up(eval_holdout_frac * n), 1,
-       n - 1)`` items chosen uniformly without replacement as targets; the other
-       ``n - t`` items are the fold-in source.
+    1. Distinct users are sorted and permuted; the first ``round_half_up(test_frac * n_users)`` become test users, the
+       next ``round_half_up(val_frac * n_users)`` validation users, the rest training users.
+    2. The item catalogue is the sorted set of items of the training users; items outside it are removed from held-out
+       users. A held-out user is evaluated with at least 2 interactions left (one fold-in, one target); one left with
+       fewer is dropped (counted in ``n_users_dropped``).
+    3. For each draw (test draws first, then validation draws), each held-out user with n items gets
+       ``t = clip(round_half_up(eval_holdout_frac * n), 1, n - 1)`` items chosen uniformly without replacement as
+       targets; the other ``n - t`` items are the fold-in source.
 
     The split depends on the set of rows, not their order: rows are put in (user, item) order before any
     random draw (as in every split function).
@@ -220,22 +210,18 @@ def _held_out(log: _Log, group: np.ndarray, holdout_frac: float, draws: int, rng
 def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     """Hold out each user's last interaction for testing and the one before for validation.
 
-    Every user with at least 3 interactions is evaluated. Their interactions are
-    ordered by timestamp (ties, and all of them when the frame has no timestamp,
-    in an order drawn from ``numpy.random.Generator(PCG64(seed))`` over the rows
-    put in (user, item) order, so the row order of ``frame`` does not matter): the last is
-    the test target, with every earlier one as fold-in; the second last is the
-    validation target, with the ones before it as fold-in. ``x_train`` holds
-    everything except the held-out targets of evaluated users (users with
-    fewer than 3 interactions train but are not evaluated). The catalogue is
-    the items of ``x_train``; an evaluated user whose target is outside it, or
-    whose fold-in is empty, is dropped from that group and counted.
+    Every user with at least 3 interactions is evaluated. Their interactions are ordered by timestamp (ties, and all of
+    them when the frame has no timestamp, in an order drawn from ``numpy.random.Generator(PCG64(seed))`` over the rows
+    put in (user, item) order, so the row order of ``frame`` does not matter): the last is the test target, with every
+    earlier one as fold-in; the second last is the validation target, with the ones before it as fold-in. ``x_train``
+    holds everything except the held-out targets of evaluated users (users with fewer than 3 interactions train but are
+    not evaluated). The catalogue is the items of ``x_train``; an evaluated user whose target is outside it, or whose
+    fold-in is empty, is dropped from that group and counted.
 
     Parameters
     ----------
     frame:
-        Binary interactions with columns user, item, value and optionally
-        timestamp; distinct (user, item) pairs.
+        Binary interactions with columns user, item, value and optionally timestamp; distinct (user, item) pairs.
     seed:
         Integer >= 0.
 
@@ -278,25 +264,20 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
 def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float = 0.1) -> UserSplit:
     """Cut the interaction log at two global times: train before, validate between, test after.
 
-    With n interactions sorted by timestamp, the test cut is the timestamp of
-    interaction ``n - round_half_up(test_frac * n)`` (0-based) and the
-    validation cut the timestamp ``round_half_up(val_frac * n)`` interactions
-    earlier; an interaction at or after a cut belongs to the later period, so
-    ties never straddle a cut. ``x_train`` holds the training period. A user
-    with validation-period interactions is a validation row: fold-in = their
-    training-period items, targets = their validation-period items. A user with
-    test-period interactions is a test row: fold-in = everything they did before
-    the test cut, targets = their test-period items. Items outside the training
-    catalogue are removed; a user is evaluated with at least 2 interactions left,
-    one before the group's period and one in it: users left without fold-in or
-    without targets are dropped from that group and counted. No randomness is
-    involved, and the row order of ``frame`` does not matter.
+    With n interactions sorted by timestamp, the test cut is the timestamp of interaction
+    ``n - round_half_up(test_frac * n)`` (0-based) and the validation cut the timestamp ``round_half_up(val_frac * n)``
+    interactions earlier; an interaction at or after a cut belongs to the later period, so ties never straddle a cut.
+    ``x_train`` holds the training period. A user with validation-period interactions is a validation row: fold-in =
+    their training-period items, targets = their validation-period items. A user with test-period interactions is a test
+    row: fold-in = everything they did before the test cut, targets = their test-period items. Items outside the
+    training catalogue are removed; a user is evaluated with at least 2 interactions left, one before the group's period
+    and one in it: users left without fold-in or without targets are dropped from that group and counted. No randomness
+    is involved, and the row order of ``frame`` does not matter.
 
     Parameters
     ----------
     frame:
-        Binary interactions with columns user, item, value, timestamp; distinct
-        (user, item) pairs.
+        Binary interactions with columns user, item, value, timestamp; distinct (user, item) pairs.
     test_frac, val_frac:
         Shares of the interactions (by time) in the test and validation
         periods, ``test_frac`` in (0, 1), ``val_frac`` in [0, 1), sum < 1. Defaults 0.2 and 0.1.
@@ -309,8 +290,7 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
     Raises
     ------
     ValueError
-        No timestamp column, bad fractions, duplicate pairs, or no interaction
-        before the validation cut.
+        No timestamp column, bad fractions, duplicate pairs, or no interaction before the validation cut.
     """
     frame = _split_input(frame, 0)
     if "timestamp" not in frame.columns:

@@ -3,9 +3,8 @@
 Inputs: a pandas frame, a Parquet or CSV file (user, item and a rank or a score column), a TREC run file
 (``qid Q0 docid rank score tag``) or a ``ranx.Run``. Every reader returns one frame of (user, item, rank) rows;
 :func:`score_recommendations` never knows where a list came from. Scoring goes through
-:func:`mlflow_recsys.evaluation.evaluate_rankings` over the split's own fold-in, targets and sample ids, so the
-metric definitions and the targets fingerprint are exactly a ``train`` run's on that split.
-"""
+:func:`mlflow_recsys.evaluation.evaluate_rankings` over the split's own fold-in, targets and sample ids, so the metric
+definitions and the targets fingerprint are exactly a ``train`` run's on that split."""
 
 from __future__ import annotations
 
@@ -326,12 +325,11 @@ def score_recommendations(
 ) -> ScoredRecommendations:
     """Check ``recs`` against the split's test protocol and score them on its evaluated test rows.
 
-    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns (or a mapping with its ``test_``
-    keys and ``item_ids``). Rows are the split's test rows (one per
-    user and draw); a list is its user's (and ``draw``'s) items in ``order``. History (fold-in) items in a list
-    are taken out and counted (``history="remove"``, with a :class:`FoldInRankedWarning`) or refused
-    (``"strict"``); a split user without a list scores 0 everywhere (``missing="zero"``) or is refused; a list
-    shorter than the largest cutoff is scored as it is (counted).
+    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns (or a mapping with its ``test_`` keys and
+    ``item_ids``). Rows are the split's test rows (one per user and draw); a list is its user's (and ``draw``'s) items
+    in ``order``. History (fold-in) items in a list are taken out and counted (``history="remove"``, with a
+    :class:`FoldInRankedWarning`) or refused (``"strict"``); a split user without a list scores 0 everywhere
+    (``missing="zero"``) or is refused; a list shorter than the largest cutoff is scored as it is (counted).
 
     Raises
     ------

@@ -1,9 +1,8 @@
 """A split written out as plain files that other frameworks read: interactions with the dataset's own ids.
 
-A LensKit, RecBole, implicit or Cornac user trains on ``train`` plus each test user's ``test_fold_in`` rows and
-ranks items for exactly the users of ``test_targets``; the lists go back in through
-:func:`~mlflow_recsys.interchange.recommendations.read_recommendations`. No MLflow here.
-"""
+A LensKit, RecBole, implicit or Cornac user trains on ``train`` plus each test user's ``test_fold_in`` rows and ranks
+items for exactly the users of ``test_targets``; the lists go back in through
+:func:`~mlflow_recsys.interchange.recommendations.read_recommendations`. No MLflow here."""
 
 from __future__ import annotations
 
