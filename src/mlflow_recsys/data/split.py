@@ -336,8 +336,8 @@ def _fixed_split(user_col, item_col, train, *, val, test) -> UserSplit:
         raise ValueError("frame: expected some interactions left for training, found none")
     log = _Log(user_col, item_col, np.unique(item_col[train]))
     train_users = np.unique(user_col[train])
-    held = {name: _fixed_held_out(log, *masks) for name, masks in (("val", val), ("test", test))}
-    return UserSplit(log.matrix(train, train_users), _id_array(train_users), _id_array(log.item_ids), **held)
+    val, test = _fixed_held_out(log, *val), _fixed_held_out(log, *test)
+    return UserSplit(log.matrix(train, train_users), _id_array(train_users), _id_array(log.item_ids), val, test)
 
 
 def _fixed_held_out(log: _Log, group: np.ndarray, source: np.ndarray, target: np.ndarray) -> HeldOut:

@@ -156,20 +156,18 @@ def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]
     try:
         if kind == "parquet":
             handle = pq.ParquetFile(path)
-            names = handle.schema_arrow.names
-            _distinct_columns(path, names)
-            if handle.metadata.num_rows > MAX_ROWS:
-                raise ValueError(_too_many(path, handle.metadata.num_rows))
-            keep = [c for c in dict.fromkeys(wanted) if c in names]
-            batches = (b for b in handle.iter_batches(batch_size=1 << 20, columns=keep))
+            names, n = handle.schema_arrow.names, handle.metadata.num_rows
         else:
-            text = {c: pa.string() for c in ids}
-            options = pv.ConvertOptions(strings_can_be_null=False, column_types=text)
+            options = pv.ConvertOptions(strings_can_be_null=False, column_types={c: pa.string() for c in ids})
             reader = pv.open_csv(path, convert_options=options)
-            names = reader.schema.names
-            _distinct_columns(path, names)
-            keep = [c for c in dict.fromkeys(wanted) if c in names]
-            batches = (b.select(keep) for b in reader)
+            names, n = reader.schema.names, 0
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:
+            raise ValueError(f"{path}: expected distinct column names, found {twice} more than once in {names}")
+        if n > MAX_ROWS:  # a Parquet footer's count, before anything is read
+            raise ValueError(_too_many(path, n))
+        keep = [c for c in dict.fromkeys(wanted) if c in names]
+        batches = handle.iter_batches(1 << 20, columns=keep) if kind == "parquet" else (b.select(keep) for b in reader)
         kept, n = [], 0
         for batch in batches:
             n += batch.num_rows
@@ -189,12 +187,6 @@ def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]
 def _readable(exc: Exception) -> str:
     """The first line of a reader's error, at most 200 characters, bytes it quotes from a binary file as ``?``."""
     return "".join(c if c.isprintable() and c.isascii() else "?" for c in str(exc).splitlines()[0][:200])
-
-
-def _distinct_columns(path: Path, names: list[str]) -> None:
-    twice = sorted({c for c in names if names.count(c) > 1})
-    if twice:
-        raise ValueError(f"{path}: expected distinct column names, found {twice} more than once in {names}")
 
 
 def _too_many(path: Path, found: int | None) -> str:
@@ -246,21 +238,18 @@ def _from_frame(frame, where: str, kind: str, columns: _Columns, file_columns=No
     if rank_col is None and score_col is None:
         rank_col = "rank" if "rank" in frame.columns else None
         score_col = "score" if rank_col is None and "score" in frame.columns else None
-    if (rank_col is None) == (score_col is None):
+    order_col = rank_col or score_col
+    if order_col is None or (rank_col and score_col):
         raise ValueError(
             f"{where}: expected exactly one of a rank column and a score column (rank_col/score_col), "
             f"found columns {shown_columns}"
         )
-    order_col = rank_col or score_col
     for column in (columns.user, columns.item, order_col):
         if column not in frame.columns:
             raise ValueError(f"{where}[{column!r}]: expected this column, found columns {shown_columns}")
     if len(frame) == 0:
         raise ValueError(f"{where}: expected at least one recommended item, found an empty input")
-    if rank_col is not None:
-        order = _integer_ranks(frame, where, rank_col, least=1)
-    else:
-        order = _finite_scores(frame, where, score_col)
+    order = _integer_ranks(frame, where, order_col, least=1) if rank_col else _finite_scores(frame, where, order_col)
     # .array keeps Arrow strings as they are: .to_numpy() would make a Python str per row
     out = {"user": frame[columns.user].array, "item": frame[columns.item].array, "order": order}
     if "draw" in frame.columns:
@@ -285,9 +274,8 @@ def _finite_scores(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
-        raise _fail(
-            where, column, f"expected finite numbers, found {int(bad.sum()):,} NaN/infinite/non-numeric", frame[bad]
-        )
+        what = f"expected finite numbers, found {int(bad.sum()):,} NaN/infinite/non-numeric"
+        raise _fail(where, column, what, frame[bad])
     return -values  # higher score first
 
 
@@ -303,9 +291,8 @@ def _as_kind(values: pd.Series, kind: str, recs: Recommendations, column: str) -
     text = series.astype("string[pyarrow]")  # Arrow strings: no Python object per row
     empty = (text.isna() | (text.str.strip() == "")).to_numpy(dtype=bool)
     if empty.any():
-        raise _fail(
-            recs.source, column, f"expected an id on every row, found {int(empty.sum()):,} empty", recs.rows(empty)
-        )
+        what = f"expected an id on every row, found {int(empty.sum()):,} empty"
+        raise _fail(recs.source, column, what, recs.rows(empty))
     if kind == "string":
         return series.to_numpy().astype(str)
     try:
@@ -354,25 +341,15 @@ def score_recommendations(
     leaked = hit_matrix(rankings, source, width)
     n_leaked = int(leaked.sum())
     if n_leaked and history == "strict":
-        bad = leaked[rows, positions]
-        raise _fail(
-            recs.source,
-            "item",
-            f"expected no fold-in (history) item of the user, found {n_leaked:,} (history='strict')",
-            recs.rows(bad),
-        )
+        what = f"expected no fold-in (history) item of the user, found {n_leaked:,} (history='strict')"
+        raise _fail(recs.source, "item", what, recs.rows(leaked[rows, positions]))
     has_list = np.zeros(n_rows, dtype=bool)
     has_list[rows] = True
     ids = split["test_eval_user_ids"]
     n_missing = int(len(pd.unique(ids[~has_list])))
     if n_missing and missing == "strict":
-        shown = pd.DataFrame({"user": ids[~has_list][:SHOWN_ROWS]})
-        raise _fail(
-            recs.source,
-            "user",
-            f"expected a list for every test user of the split, found {n_missing:,} without (missing='strict')",
-            shown,
-        )
+        what = f"expected a list for every test user of the split, found {n_missing:,} without (missing='strict')"
+        raise _fail(recs.source, "user", what, pd.DataFrame({"user": ids[~has_list][:SHOWN_ROWS]}))
     lengths = (rankings >= 0).sum(axis=1) - leaked.sum(axis=1)
     n_short = int((has_list & (lengths < max_k)).sum())
     with warnings.catch_warnings():
@@ -412,11 +389,8 @@ def _positions(
         if ((draw < 0) | (draw >= n_draws)).any():
             raise _fail(where, "draw", f"expected draws 0..{n_draws - 1}", recs.rows((draw < 0) | (draw >= n_draws)))
     elif n_draws > 1:
-        raise _fail(
-            where,
-            "draw",
-            f"expected a draw column (0-based): the split scores each user in {n_draws} draws, each its own fold-in",
-        )
+        what = f"expected a draw column (0-based): the split scores each user in {n_draws} draws, each its own fold-in"
+        raise _fail(where, "draw", what)
     else:
         draw = np.zeros(len(frame), dtype=np.int64)
     rows = draw * len(per_draw) + user_row
@@ -440,9 +414,8 @@ def _ordered(rows, cols, order, recs: Recommendations, n_items: int) -> tuple[np
         if tied.any():
             bad = np.zeros(len(frame), dtype=bool)
             bad[by[1:][tied]] = bad[by[:-1][tied]] = True
-            raise _fail(
-                where, recs.order_col, "expected distinct ranks within a user's list, found repeated", recs.rows(bad)
-            )
+            what = "expected distinct ranks within a user's list, found repeated"
+            raise _fail(where, recs.order_col, what, recs.rows(bad))
     steps = np.arange(rows.size)
     positions = steps - np.maximum.accumulate(np.where(first, steps, 0))
     return rows, cols, positions
