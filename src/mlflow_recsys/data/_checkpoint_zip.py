@@ -14,7 +14,6 @@ import scipy.sparse as sp
 
 from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_write
-from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.data import safezip
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
@@ -29,8 +28,9 @@ _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _CHUNK = 1 << 20
 
 
-def zip_members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
-    """The zip's array files by member name; each one's SHA-256 and size go into ``manifest``."""
+def write_zip(path: Path, arrays: dict[str, Any], manifest: dict) -> None:
+    """Write the checkpoint of ``arrays`` (canonical CSR matrices, id arrays) and ``manifest``, into which each
+    member's SHA-256 and size go."""
     members: dict[str, bytes] = {}
     manifest["files"], manifest["sizes"] = {}, {}
     for key in ARRAY_KEYS:
@@ -39,7 +39,11 @@ def zip_members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
         manifest["files"][name] = hashlib.sha256(members[name]).hexdigest()
         # A reader bounds each member by this size, so a tampered zip cannot make it write more.
         manifest["sizes"][name] = len(members[name])
-    return members
+    manifest_bytes = _envelope.dumps(CHECKPOINT_FORMAT, FORMAT_VERSION, manifest).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as fh, zipfile.ZipFile(fh, "w") as zf:
+        for name, payload in {MANIFEST_NAME: manifest_bytes, **members}.items():
+            _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)
 
 
 def read_manifest(zf: zipfile.ZipFile, path: Path) -> tuple[bytes, dict]:
@@ -51,28 +55,7 @@ def read_manifest(zf: zipfile.ZipFile, path: Path) -> tuple[bytes, dict]:
     buffer = io.BytesIO()
     _stream_member(zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, buffer.write, "the manifest size limit")
     manifest = check_manifest(buffer.getvalue(), path)
-    _check_zip_matches_manifest(names, manifest, path)
-    return buffer.getvalue(), manifest
-
-
-def extract_members(zf: zipfile.ZipFile, manifest: dict, path: Path, folder: Path) -> None:
-    """Write each member the manifest lists into ``folder``, refused past its declared size or at another SHA-256."""
-    for name, size in manifest["sizes"].items():
-        with open(folder / name, "xb") as out:
-            digest, count = _stream_member(zf, name, size, out.write, "its declared size")
-        if count != size:
-            raise ValueError(
-                f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
-            )
-        if digest != manifest["files"][name]:
-            raise ValueError(
-                f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
-                f"manifest), found {digest}; the checkpoint is damaged or was edited"
-            )
-
-
-def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) -> None:
-    """Refuse a zip whose members are not exactly the manifest and the files it lists, each once."""
+    # Exactly the manifest and the files it lists, each once.
     listed = set(manifest["sizes"])
     seen: set[str] = set()
     for name in names:
@@ -93,6 +76,23 @@ def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) ->
             f"{path}: expected at most {safezip.MAX_UNCOMPRESSED_BYTES:,} bytes uncompressed, "
             f"found {total:,} declared in the manifest"
         )
+    return buffer.getvalue(), manifest
+
+
+def extract_members(zf: zipfile.ZipFile, manifest: dict, path: Path, folder: Path) -> None:
+    """Write each member the manifest lists into ``folder``, refused past its declared size or at another SHA-256."""
+    for name, size in manifest["sizes"].items():
+        with open(folder / name, "xb") as out:
+            digest, count = _stream_member(zf, name, size, out.write, "its declared size")
+        if count != size:
+            raise ValueError(
+                f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
+            )
+        if digest != manifest["files"][name]:
+            raise ValueError(
+                f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
+                f"manifest), found {digest}; the checkpoint is damaged or was edited"
+            )
 
 
 def _stream_member(
@@ -147,9 +147,9 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _npz_bytes(matrix: sp.spmatrix) -> bytes:
+def _npz_bytes(matrix: sp.csr_matrix) -> bytes:
     # scipy.sparse.save_npz stamps zip entries with the current time; a fixed time keeps the bytes reproducible.
-    m = canonical_csr(matrix)
+    m = matrix
     parts = {
         "indices": m.indices,
         "indptr": m.indptr,
@@ -170,10 +170,3 @@ def _add_member(zf: zipfile.ZipFile, name: str, payload: bytes, compression: int
     info.create_system = 3
     info.external_attr = 0o644 << 16
     zf.writestr(info, payload, compress_type=compression, compresslevel=6 if compression else None)
-
-
-def write_zip(path: Path, members: dict[str, bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as fh, zipfile.ZipFile(fh, "w") as zf:
-        for name, payload in members.items():
-            _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)

@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from mlflow_recsys import _envelope
 from mlflow_recsys._digests import sha256_file, update_with_csr
 from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.data import _checkpoint_zip as layout
@@ -150,9 +149,7 @@ def build_recsys_checkpoint(
         "preprocessing": [dataclasses.asdict(step) for step in prepared.steps],
         "split_digest": split_digest(arrays),
     }
-    members = layout.zip_members(arrays, manifest)
-    manifest_bytes = _envelope.dumps(layout.CHECKPOINT_FORMAT, layout.FORMAT_VERSION, manifest).encode("utf-8")
-    layout.write_zip(checkpoint_path, {layout.MANIFEST_NAME: manifest_bytes, **members})
+    layout.write_zip(checkpoint_path, arrays, manifest)
     return checkpoint_path
 
 
@@ -214,11 +211,11 @@ def _source_name(dataset) -> str:
     return get_dataset_spec(dataset).name
 
 
-_COLUMN_ROLES = ("user", "item", "value", "timestamp")
-
-
 def _is_file(dataset) -> bool:
     return isinstance(dataset, (str, os.PathLike)) and Path(dataset).suffix.lower() in (".csv", ".parquet")
+
+
+_COLUMN_ROLES = ("user", "item", "value", "timestamp")
 
 
 def _check_columns(columns, dataset) -> dict:
@@ -287,10 +284,9 @@ def split_digest(arrays: dict[str, Any]) -> str:
     for key in layout.ARRAY_KEYS:
         h.update(f"{key}:".encode())
         value = arrays[key]
-        if key in layout.MATRIX_KEYS:
-            m = canonical_csr(value, key)
-            update_with_csr(h, m)
-            h.update(np.asarray(m.data, dtype=np.float32).tobytes())
+        if key in layout.MATRIX_KEYS:  # canonical CSR, as a split and a load make them
+            update_with_csr(h, value)
+            h.update(value.data.tobytes())
         else:
             h.update(column_bytes(np.asarray(value)))
     return h.hexdigest()

@@ -69,13 +69,12 @@ def from_interactions(
     names: dict[str, Any] = {"user": user, "item": item, "value": value}
     if timestamp is not None and (timestamp in frame.columns or timestamp != "timestamp"):
         names["timestamp"] = timestamp
-    check_column_names(names, list(frame.columns))
-    roles = [role for role, column in names.items() if column is not None]
-    picked = frame.iloc[:, [frame.columns.get_loc(names[role]) for role in roles]].set_axis(roles, axis=1)
+    given = {role: column for role, column in names.items() if column is not None}
+    check_column_names(given, list(frame.columns))
+    picked = frame.iloc[:, [frame.columns.get_loc(column) for column in given.values()]].set_axis(list(given), axis=1)
     if value is None:  # implicit feedback: each row one observed interaction
         picked.insert(2, "value", 1.0)
-    labels = {role: column for role, column in names.items() if column is not None}
-    return normalise(picked, tuple(names), "frame", labels)
+    return normalise(picked, tuple(names), "frame", given)
 
 
 #: Column names that usually hold each role in a log, compared ignoring case and ``_``/``-``/blanks: a missing
@@ -104,13 +103,9 @@ def _column_hint(role: str, found: list, taken: set) -> str:
     )
 
 
-def check_column_names(names: dict[str, Any], found: list) -> None:
-    """Raise ValueError unless each role's column in ``names`` (role to column name; ``None`` for no column) is
-    one column of ``found``, the log's columns in order, and no two roles share one. A missing column's message
-    names the option that reads a likely column of the log (:data:`LIKELY_COLUMNS`): ``"value: expected a column
-    'value' in the interactions, found columns [...]; the log has a column 'rating': use --value-col rating ..."``.
-    """
-    given = {role: column for role, column in names.items() if column is not None}
+def check_column_names(given: dict[str, Any], found: list) -> None:
+    """ValueError unless each role's column in ``given`` is one column of ``found`` (the log's, in order) and no two
+    roles share one; a missing column's message names the option that reads a likely column (``LIKELY_COLUMNS``)."""
     for role, column in given.items():
         count = found.count(column)
         if count == 0:

@@ -111,8 +111,10 @@ def read_recommendations(
     columns = _Columns(user_col, item_col, rank_col, score_col)
     if isinstance(recommendations, pd.DataFrame):
         return _from_frame(recommendations, "recommendations", "dataframe", columns)
-    if type(recommendations).__name__ == "Run" and hasattr(recommendations, "to_dict"):
-        return _from_ranx(recommendations)
+    if type(recommendations).__name__ == "Run" and hasattr(recommendations, "to_dict"):  # ranx, not imported
+        rows = [(q, d, s) for q, docs in recommendations.to_dict().items() for d, s in docs.items()]
+        frame = pd.DataFrame(rows, columns=["user", "item", "score"])
+        return _from_frame(frame, "recommendations (ranx.Run)", "ranx", _Columns(score="score"))
     if not isinstance(recommendations, (str, os.PathLike)):
         raise ValueError(
             validation.expected(
@@ -129,21 +131,18 @@ def read_recommendations(
         raise ValueError(
             validation.expected("user_col, item_col, rank_col, score_col", "a different column for each", named)
         )
-    kind = format if format != "auto" else _kind_of(path)
+    kind = format
+    if format == "auto":
+        suffix = path.suffix.lower()
+        if suffix not in (".parquet", ".csv", *_TREC_SUFFIXES):
+            what = "a .parquet, .csv or TREC (.trec/.run/.txt) file"
+            raise ValueError(validation.expected("recommendations", what, path.name))
+        kind = "trec" if suffix in _TREC_SUFFIXES else suffix[1:]
     if kind == "trec":
         return _from_trec(path)
     wanted = [c for c in (user_col, item_col, rank_col, score_col, "draw", "rank", "score") if c]
     frame, names = _read_batches(path, kind, wanted, ids=(user_col, item_col))
     return _from_frame(frame, str(path), kind, columns, file_columns=names)
-
-
-def _kind_of(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix in _TREC_SUFFIXES:
-        return "trec"
-    if suffix in (".parquet", ".csv"):
-        return suffix[1:]
-    raise ValueError(f"recommendations: expected a .parquet, .csv or TREC (.trec/.run/.txt) file, found {path.name!r}")
 
 
 def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]) -> tuple[pd.DataFrame, list[str]]:
@@ -223,12 +222,6 @@ def _from_trec(path: Path) -> Recommendations:
     order = checked.frame.assign(_r=ranks).sort_values(["user", "order", "_r"], kind="mergesort")
     order["order"] = order.groupby("user", sort=False).cumcount().astype(np.float64)
     return Recommendations(order.drop(columns="_r"), str(path), "trec", "rank")
-
-
-def _from_ranx(run) -> Recommendations:
-    rows = [(q, d, s) for q, docs in run.to_dict().items() for d, s in docs.items()]
-    frame = pd.DataFrame(rows, columns=["user", "item", "score"])
-    return _from_frame(frame, "recommendations (ranx.Run)", "ranx", _Columns(score="score"))
 
 
 def _from_frame(frame, where: str, kind: str, columns: _Columns, file_columns=None) -> Recommendations:

@@ -105,7 +105,7 @@ def export_split_files(split: LoadedSplit, out: str | os.PathLike, *, format: st
         out.rmdir()  # empty: the atomic folder takes its place
     with atomic_directory(out) as tmp:
         for stem, frame in frames.items():
-            _write(frame, tmp / f"{stem}.{format}", format)
+            getattr(frame, f"to_{format}")(tmp / f"{stem}.{format}", index=False)  # to_parquet or to_csv
         _envelope.write_json(tmp / "split.json", FORMAT, FORMAT_VERSION, _description(split, frames, format))
     return out
 
@@ -113,19 +113,12 @@ def export_split_files(split: LoadedSplit, out: str | os.PathLike, *, format: st
 def _pairs(matrix: sp.csr_matrix, row_ids: np.ndarray, item_ids: np.ndarray) -> pd.DataFrame:
     """One (user, item) row per stored entry of ``matrix``, in row order, with ``draw`` when rows repeat users in
     stacked blocks (``eval_draws > 1``)."""
-    coo = sp.csr_matrix(matrix).tocoo()
-    frame = pd.DataFrame({"user": np.asarray(row_ids)[coo.row], "item": np.asarray(item_ids)[coo.col]})
-    n_users = len(pd.unique(np.asarray(row_ids)))
+    coo = matrix.tocoo()
+    frame = pd.DataFrame({"user": row_ids[coo.row], "item": item_ids[coo.col]})
+    n_users = len(pd.unique(row_ids))
     if n_users and matrix.shape[0] > n_users:
         frame.insert(0, "draw", (coo.row // n_users).astype(np.int64))
     return frame
-
-
-def _write(frame: pd.DataFrame, path: Path, format: str) -> None:
-    if format == "csv":
-        frame.to_csv(path, index=False)
-    else:
-        frame.to_parquet(path, index=False)
 
 
 def _description(split: LoadedSplit, frames: dict[str, pd.DataFrame], format: str) -> dict:
