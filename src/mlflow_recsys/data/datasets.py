@@ -163,7 +163,7 @@ NOT_REGISTERED = {
         "archive.org and Kaggle are unofficial (the licence forbids redistribution) and no SHA-256 "
         "is published for them. If you hold the data, write its ratings as a CSV or Parquet file "
         "with columns user, item, value, timestamp and pass that path as the dataset"
-    ),
+    )
 }
 
 
@@ -186,11 +186,7 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
 
 
 def load_interactions(
-    dataset: str,
-    data_dir: str | os.PathLike | None = None,
-    *,
-    use_package_copy: bool = True,
-    progress: bool = True,
+    dataset: str, data_dir: str | os.PathLike | None = None, *, use_package_copy: bool = True, progress: bool = True
 ) -> pd.DataFrame:
     """Load the raw interactions of a registered dataset.
 

@@ -16,13 +16,7 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def download(
-    url: str,
-    dest: str | os.PathLike,
-    sha256: str,
-    *,
-    retries: int = 2,
-    timeout: float = 30.0,
-    progress: bool = True,
+    url: str, dest: str | os.PathLike, sha256: str, *, retries: int = 2, timeout: float = 30.0, progress: bool = True
 ) -> Path:
     """Fetch ``url`` to ``dest`` unless a file with the right checksum is already there.
 

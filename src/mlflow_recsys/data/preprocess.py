@@ -184,9 +184,7 @@ def _one_per_pair(kept: pd.DataFrame) -> pd.DataFrame:
 
 
 def kcore_prune(
-    frame: pd.DataFrame,
-    min_user_interactions: int = 5,
-    min_item_interactions: int = 1,
+    frame: pd.DataFrame, min_user_interactions: int = 5, min_item_interactions: int = 1
 ) -> tuple[pd.DataFrame, PruneReport]:
     """Drop users and items with too few interactions, repeating until none are left.
 
