@@ -73,19 +73,17 @@ class DatasetSpec:
 
 
 _MOVIELENS_LICENCE = (
-    "GroupLens Research (University of Minnesota) grants use of the MovieLens data "
-    "under conditions stated in the README shipped in each archive. In short: the data "
-    "may be used for research only; any publication that uses it must acknowledge it "
-    "by citing Harper & Konstan (2015); it may not be redistributed, and it may not be "
-    "used commercially, without separate permission from GroupLens; no statement of "
-    "endorsement by the University of Minnesota or GroupLens may be implied; and the "
-    "data comes with no warranty. Read the README in the archive for the binding text."
+    "GroupLens Research (University of Minnesota) grants use of the MovieLens data under conditions stated in the "
+    "README shipped in each archive. In short: the data may be used for research only; any publication that uses it "
+    "must acknowledge it by citing Harper & Konstan (2015); it may not be redistributed, and it may not be used "
+    "commercially, without separate permission from GroupLens; no statement of endorsement by the University of "
+    "Minnesota or GroupLens may be implied; and the data comes with no warranty. Read the README in the archive for "
+    "the binding text."
 )
 
 _MOVIELENS_CITATION = (
-    "F. Maxwell Harper and Joseph A. Konstan. 2015. The MovieLens Datasets: History and "
-    "Context. ACM Transactions on Interactive Intelligent Systems 5, 4, Article 19 "
-    "(December 2015). https://doi.org/10.1145/2827872"
+    "F. Maxwell Harper and Joseph A. Konstan. 2015. The MovieLens Datasets: History and Context. ACM Transactions on "
+    "Interactive Intelligent Systems 5, 4, Article 19 (December 2015). https://doi.org/10.1145/2827872"
 )
 
 
