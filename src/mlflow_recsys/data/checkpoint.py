@@ -390,10 +390,8 @@ def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
         file = root / layout.member_name(key)
         if not file.is_file():
             raise FileNotFoundError(f"checkpoint array file not found: {file}")
-        if key in layout.MATRIX_KEYS:
-            out[key] = canonical_csr(sp.load_npz(file), key)
-        else:
-            out[key] = np.load(file, allow_pickle=False)
+        matrix = key in layout.MATRIX_KEYS
+        out[key] = canonical_csr(sp.load_npz(file), key) if matrix else np.load(file, allow_pickle=False)
     digest = split_digest(out)
     if digest != manifest["split_digest"]:
         raise ValueError(

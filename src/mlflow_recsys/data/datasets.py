@@ -233,36 +233,26 @@ def read_archive(archive: str | os.PathLike, ratings: RatingsFile) -> pd.DataFra
         with zipfile.ZipFile(archive) as zf:
             safezip.check_members(zf, archive)
             member = _find_member(zf, ratings.member, archive)
+            # "::" is read on single colons with the C parser, the fields then at even positions: faster than the
+            # python engine.
+            sep = ":" if ratings.sep == "::" else ratings.sep
             with zf.open(member) as handle:
-                frame = _read_table(handle, ratings)
+                frame = pd.read_csv(handle, sep=sep, header=0 if ratings.header else None, encoding=ratings.encoding)
     except (zipfile.BadZipFile, EOFError) as exc:
         raise ValueError(f"{archive}: the archive is truncated or corrupted ({exc})") from None
-    return normalise(frame, ratings.columns, f"{archive}:{member}")
+    return normalise(frame.iloc[:, ::2] if ratings.sep == "::" else frame, ratings.columns, f"{archive}:{member}")
 
 
 def _find_member(zf: zipfile.ZipFile, wanted: str, archive: Path) -> str:
+    """The one member named ``wanted`` (its bare file name in any folder, when ``wanted`` has no ``/``)."""
     names = zf.namelist()
-    if "/" in wanted:
-        if wanted in names:
-            return wanted
-        found = []
-    else:
-        found = [n for n in names if PurePosixPath(n).name == wanted]
-        if len(found) == 1:
-            return found[0]
+    found = [n for n in names if (n if "/" in wanted else PurePosixPath(n).name) == wanted]
+    if len(found) == 1:
+        return found[0]
     raise ValueError(
         f"{archive}: expected one archive member {wanted!r}, found "
         f"{found if found else 'none among ' + str(names[:10])}"
     )
-
-
-def _read_table(handle, ratings: RatingsFile) -> pd.DataFrame:
-    header = 0 if ratings.header else None
-    if ratings.sep == "::":
-        # Split on single colons with the C parser, the fields then at even positions: faster than the python engine.
-        raw = pd.read_csv(handle, sep=":", header=header, encoding=ratings.encoding)
-        return raw.iloc[:, ::2]
-    return pd.read_csv(handle, sep=ratings.sep, header=header, encoding=ratings.encoding)
 
 
 def _package_copy_path(copy: PackageCopy) -> Path | None:

@@ -166,10 +166,8 @@ def check_frame(frame: pd.DataFrame) -> None:
 
 
 def interactions_digest(frame: pd.DataFrame) -> str:
-    """SHA-256 hex digest of an interaction frame, independent of its row order.
-
-    Rows are sorted by (user, item, timestamp, value) and each column is hashed as int64/float64 bytes, or as
-    unit-separated UTF-8 text for string ids; a frame without timestamps hashes only the three other columns."""
+    """SHA-256 of an interaction frame whatever its row order: rows sorted by (user, item, timestamp, value), then each
+    column's :func:`column_bytes`."""
     check_frame(frame)
     columns = [c for c in INTERACTION_COLUMNS if c in frame.columns]
     ordered = frame.sort_values(columns[:2] + columns[3:] + ["value"], kind="mergesort")

@@ -244,8 +244,5 @@ MAX_THRESHOLD = 2**31 - 1
 def check_thresholds(min_user_interactions: int, min_item_interactions: int) -> None:
     """Raise ValueError unless both k-core thresholds are integers in [1, 2**31 - 1] (bool refused): past that no
     user or item of any data set qualifies, and pandas' int64 counts cannot be compared with 2**64."""
-    for name, value in (
-        ("min_user_interactions", min_user_interactions),
-        ("min_item_interactions", min_item_interactions),
-    ):
-        validation.integer(value, name, minimum=1, maximum=MAX_THRESHOLD)
+    validation.integer(min_user_interactions, "min_user_interactions", minimum=1, maximum=MAX_THRESHOLD)
+    validation.integer(min_item_interactions, "min_item_interactions", minimum=1, maximum=MAX_THRESHOLD)

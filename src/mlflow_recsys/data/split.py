@@ -251,14 +251,8 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     evaluated = counts[user_idx] >= minimum
     is_test = evaluated & (from_end == 0)
     is_val = evaluated & (from_end == 1)
-    group = users[counts >= minimum]
-    return _fixed_split(
-        user_col,
-        item_col,
-        ~(is_test | is_val),
-        val=(group, ~(is_test | is_val), is_val),
-        test=(group, ~is_test, is_test),
-    )
+    group, train = users[counts >= minimum], ~(is_test | is_val)
+    return _fixed_split(user_col, item_col, train, val=(group, train, is_val), test=(group, ~is_test, is_test))
 
 
 def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float = 0.1) -> UserSplit:
@@ -320,13 +314,8 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
     train = stamps < val_cut
     in_val = (stamps >= val_cut) & (stamps < test_cut)
     in_test = stamps >= test_cut
-    split = _fixed_split(
-        user_col,
-        item_col,
-        train,
-        val=(np.unique(user_col[in_val]), train, in_val),
-        test=(np.unique(user_col[in_test]), ~in_test, in_test),
-    )
+    val, test = (np.unique(user_col[in_val]), train, in_val), (np.unique(user_col[in_test]), ~in_test, in_test)
+    split = _fixed_split(user_col, item_col, train, val=val, test=test)
     return dataclasses.replace(split, cut_timestamps=(val_cut, test_cut))
 
 

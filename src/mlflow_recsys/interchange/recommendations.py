@@ -193,7 +193,7 @@ def _too_many(path: Path, found: int | None) -> str:
 
 
 def _from_trec(path: Path) -> Recommendations:
-    names = ["qid", "q0", "docid", "rank", "score", "tag"]
+    names = ["user", "q0", "item", "rank", "score", "tag"]  # qid and docid are the user and the item
     chunks, n = [], 0
     try:
         # Every field as text: a score of "nan" is refused as a score, not read as a missing field.
@@ -215,7 +215,6 @@ def _from_trec(path: Path) -> Recommendations:
             f"{path}: expected six whitespace-separated fields (qid Q0 docid rank score tag) on every line ({first})"
         ) from None
     frame = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=names)
-    frame = frame.rename(columns={"qid": "user", "docid": "item"})
     checked = _from_frame(frame, str(path), "trec", _Columns(score="score"))
     ranks = _integer_ranks(frame, str(path), "rank", least=None)  # trec_eval reads any integer; it only breaks ties
     # trec_eval's order: score descending; here the rank field breaks ties.
@@ -253,23 +252,21 @@ def _from_frame(frame, where: str, kind: str, columns: _Columns, file_columns=No
 def _integer_ranks(frame: pd.DataFrame, where: str, column: str, *, least: int | None) -> np.ndarray:
     """The column as float64 integers, each at least ``least`` (ranks count from 1, draws from 0)."""
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values) | (np.mod(values, 1) != 0)
-    what = "integers"
-    if least is not None:
-        bad |= values < least
-        what = f"integers >= {least}"
+    bad = ~np.isfinite(values) | (np.mod(values, 1) != 0) | (values < (-np.inf if least is None else least))
     if bad.any():
+        what = "integers" if least is None else f"integers >= {least}"
         raise _fail(where, column, f"expected {what}, found {int(bad.sum()):,} other value(s)", frame[bad])
     return values
 
 
 def _finite_scores(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
+    """The column negated, as float64: higher scores first."""
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
         what = f"expected finite numbers, found {int(bad.sum()):,} NaN/infinite/non-numeric"
         raise _fail(where, column, what, frame[bad])
-    return -values  # higher score first
+    return -values
 
 
 def _as_kind(values: pd.Series, kind: str, recs: Recommendations, column: str) -> np.ndarray:

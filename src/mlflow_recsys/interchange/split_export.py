@@ -48,15 +48,8 @@ _MEANING = {
 
 
 def check_out_folder(out: str | os.PathLike) -> Path:
-    """``out`` as a Path when it is a new or empty folder in an existing one.
-
-    Raises
-    ------
-    ValueError
-        If ``out`` is a file or a folder that holds something.
-    FileNotFoundError
-        If its parent folder does not exist.
-    """
+    """``out`` as a Path when it is a new or empty folder in an existing one, else ValueError (FileNotFoundError
+    without its parent)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         what = "which holds something" if out.is_dir() else "a file"
