@@ -149,14 +149,8 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 def _npz_bytes(matrix: sp.csr_matrix) -> bytes:
     # scipy.sparse.save_npz stamps zip entries with the current time; a fixed time keeps the bytes reproducible.
-    m = matrix
-    parts = {
-        "indices": m.indices,
-        "indptr": m.indptr,
-        "format": np.array(b"csr"),
-        "shape": np.asarray(m.shape, dtype=np.int64),
-        "data": m.data,
-    }
+    parts = {"indices": matrix.indices, "indptr": matrix.indptr, "format": np.array(b"csr")}
+    parts |= {"shape": np.asarray(matrix.shape, dtype=np.int64), "data": matrix.data}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name, value in parts.items():

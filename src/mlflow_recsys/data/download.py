@@ -12,8 +12,6 @@ from mlflow_recsys._atomic import new_file_mode
 from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.errors import DownloadError
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
 
 def download(
     url: str, dest: str | os.PathLike, sha256: str, *, retries: int = 2, timeout: float = 30.0, progress: bool = True
@@ -57,7 +55,7 @@ def download(
         If the server cannot be reached or answers with an error on every attempt; the message names ``dest`` and the
         digest so the file can be placed there by hand.
     """
-    if not isinstance(sha256, str) or not _HEX64.match(sha256.lower()):
+    if not isinstance(sha256, str) or not re.fullmatch("[0-9a-f]{64}", sha256.lower()):
         raise ValueError(f"sha256: expected 64 hexadecimal digits, found {sha256!r}")
     validation.integer(retries, "retries", minimum=0)
     expected = sha256.lower()

@@ -217,12 +217,13 @@ def _ids(column: pd.Series) -> np.ndarray:
         if column.dtype.kind == "u" and len(column) and int(column.max()) > _INT64_MAX:
             return column.astype(str).to_numpy(dtype=object)  # would wrap to negatives
         return column.to_numpy(dtype=np.int64)
+    values = column.to_numpy()
     if (
         pd.api.types.is_float_dtype(column)
-        and np.all(np.mod(column.to_numpy(), 1) == 0)
-        and np.abs(column.to_numpy()).max(initial=0) <= 2**53
+        and np.all(np.mod(values, 1) == 0)
+        and np.abs(values).max(initial=0) <= 2**53
     ):
-        return column.to_numpy().astype(np.int64)  # integers that a reader stored as floats
+        return values.astype(np.int64)  # integers that a reader stored as floats
     text = column.astype(str)
     if len(text) and text.str.fullmatch(r"0|-?[1-9][0-9]{0,17}").all():
         return text.astype(np.int64).to_numpy()
