@@ -29,8 +29,7 @@ _CHUNK = 1 << 20
 
 
 def write_zip(path: Path, arrays: dict[str, Any], manifest: dict) -> None:
-    """Write the checkpoint of ``arrays`` (canonical CSR matrices, id arrays) and ``manifest``, into which each
-    member's SHA-256 and size go."""
+    """Write the checkpoint zip of ``arrays`` and ``manifest``, adding each member's SHA-256 and size to it."""
     members: dict[str, bytes] = {}
     manifest["files"], manifest["sizes"] = {}, {}
     for key in ARRAY_KEYS:

@@ -56,7 +56,7 @@ def build_recsys_checkpoint(
     columns: Mapping[str, str | None] | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Load a dataset, preprocess it, split it and write the checkpoint zip.
+    """Load a dataset, preprocess it, split it and write the checkpoint zip; returns its path (a ``pathlib.Path``).
 
     Pipeline: load (:func:`~mlflow_recsys.data.datasets.load_interactions`,
     :func:`~mlflow_recsys.data.interactions.read_interactions_file` or
@@ -99,11 +99,6 @@ def build_recsys_checkpoint(
     overwrite:
         Replace a file already at the checkpoint path. Default False: an
         existing checkpoint is refused before any data is loaded.
-
-    Returns
-    -------
-    pathlib.Path
-        The checkpoint path.
 
     Raises
     ------
@@ -330,7 +325,7 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LoadedSplit:
-    """A split as :func:`load_recsys_split` reads it (its Returns say what each field holds); ``split["x_train"]``
+    """A split as :func:`load_recsys_split` reads it (whose docstring says what each field holds); ``split["x_train"]``
     is ``split.x_train``."""
 
     x_train: sp.csr_matrix
@@ -352,20 +347,13 @@ class LoadedSplit:
 
 
 def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
-    """Load the split arrays and manifest from an extracted checkpoint (or the zip itself).
+    """Load the split arrays and manifest from ``root``, a folder yielded by :func:`read_checkpoint` or the zip itself.
 
-    Parameters
-    ----------
-    root:
-        Folder yielded by :func:`read_checkpoint`, or a checkpoint zip path.
-
-    Returns
-    -------
-    LoadedSplit
-        ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids`` (n_train_users,); ``item_ids`` (n_items,);
-        ``test_source_matrix`` and ``test_target_matrix`` csr float32 (n_test_rows, n_items); ``test_eval_user_ids``
-        (n_test_rows,); the same three for ``val_``; ``manifest`` (dict); ``split_digest`` (str). Ids are int64 for
-        integer raw ids, else str. Each is an attribute, and ``split["x_train"]`` works too.
+    Returns a :class:`LoadedSplit`: ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids``
+    (n_train_users,); ``item_ids`` (n_items,); ``test_source_matrix`` and ``test_target_matrix`` csr float32
+    (n_test_rows, n_items); ``test_eval_user_ids`` (n_test_rows,); the same three for ``val_``; ``manifest`` (dict);
+    ``split_digest`` (str). Ids are int64 for integer raw ids, else str. Each is an attribute, and ``split["x_train"]``
+    works too.
 
     Raises
     ------

@@ -166,14 +166,8 @@ NOT_REGISTERED = {
 
 
 def get_dataset_spec(dataset: str) -> DatasetSpec:
-    """Return the registry entry for ``dataset``.
-
-    Raises
-    ------
-    ValueError
-        If ``dataset`` is not a registered name; the message lists the known names (and, for a known but unregistrable
-        dataset such as ``netflix``, says why and what to do instead).
-    """
+    """The registry entry for ``dataset``; ValueError if it is not a registered name, the message listing the known
+    names (and, for a known but unregistrable dataset such as ``netflix``, saying why and what to do instead)."""
     if isinstance(dataset, str) and dataset.lower() in NOT_REGISTERED:
         raise ValueError(f"dataset: {dataset!r} is not registered: {NOT_REGISTERED[dataset.lower()]}")
     if not isinstance(dataset, str) or dataset not in DATASETS:
@@ -186,7 +180,8 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
 def load_interactions(
     dataset: str, data_dir: str | os.PathLike | None = None, *, use_package_copy: bool = True, progress: bool = True
 ) -> pd.DataFrame:
-    """Load the raw interactions of a registered dataset.
+    """Load the raw interactions of a registered dataset: one row per rating in file order, in the columns of
+    :mod:`mlflow_recsys.data.interactions`.
 
     Parameters
     ----------
@@ -199,12 +194,7 @@ def load_interactions(
         Read the copy shipped inside an installed distribution (for MovieLens-100k the recbole 1.2.1 wheel, located with
         :mod:`importlib.metadata` without importing recbole) when present and its SHA-256 matches. Default True.
     progress:
-        Show a tqdm bar while downloading.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per rating in file order (see the module docstring for columns).
+        Show a tqdm bar while downloading. Default True.
 
     Raises
     ------

@@ -16,7 +16,7 @@ from mlflow_recsys.errors import DownloadError
 def download(
     url: str, dest: str | os.PathLike, sha256: str, *, retries: int = 2, timeout: float = 30.0, progress: bool = True
 ) -> Path:
-    """Fetch ``url`` to ``dest`` unless a file with the right checksum is already there.
+    """Fetch ``url`` to ``dest`` unless a file with the right checksum is already there; returns ``dest`` as a Path.
 
     An existing ``dest`` whose SHA-256 matches is reused without network access (and without importing :mod:`pooch`).
     Otherwise :func:`pooch.retrieve` streams the body to a temporary file in ``dest``'s folder and renames it onto
@@ -38,11 +38,6 @@ def download(
         Seconds to wait for the connection and for each read. Default 30.
     progress:
         Show a tqdm progress bar on stderr. Default True.
-
-    Returns
-    -------
-    pathlib.Path
-        ``dest``.
 
     Raises
     ------

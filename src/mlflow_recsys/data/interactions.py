@@ -31,7 +31,8 @@ def from_interactions(
     value: str | None = "value",
     timestamp: str | None = "timestamp",
 ) -> pd.DataFrame:
-    """Bring your own interaction log into the form every loader returns.
+    """Bring your own interaction log into the form every loader returns: columns ``user``, ``item``, ``value`` and,
+    if present, ``timestamp``, in the input's row order.
 
     Parameters
     ----------
@@ -50,18 +51,9 @@ def from_interactions(
         253,402,300,799]). Default ``"timestamp"``; when that default column is absent the result simply has no
         timestamp. ``None`` ignores any timestamp column.
 
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``user``, ``item``, ``value`` and, if present, ``timestamp``, in the input's row order.
-
-    Raises
-    ------
-    ValueError
-        ``frame`` not a DataFrame or without rows, a named column missing (the message lists the columns found) or
-        present twice, one column named for two roles, missing values, non-numeric or infinite values, or timestamps
-        that are not times or fall outside the years 1 to 9999.
-    """
+    Raises ValueError for ``frame`` not a DataFrame or without rows, a named column missing (the message lists the
+    columns found) or present twice, one column named for two roles, missing values, non-numeric or infinite values, or
+    timestamps that are not times or fall outside the years 1 to 9999."""
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
     if frame.empty:
@@ -125,21 +117,17 @@ def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
     ``columns`` are passed to :func:`from_interactions` (``user``, ``item``, ``value``, ``timestamp``: the column names
     in the file; ``value=None`` for a log without ratings).
 
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist.
-    ValueError
-        If the suffix is neither ``.csv`` nor ``.parquet``, the file is empty or holds a header and no rows, or the
-        content fails :func:`from_interactions`'s checks (the message names the file).
+    Raises FileNotFoundError if ``path`` does not exist; ValueError if the suffix is neither ``.csv`` nor ``.parquet``,
+    the file is empty or holds a header and no rows, or the content fails :func:`from_interactions`'s checks (the
+    message names the file).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"dataset: no interactions file at {path}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        # Ids are read as text and turned into integers only when every one is written as a
-        # plain integer, so "0012" and "12" stay two different items.
+        # Ids are read as text and made integers only when every one is written as a plain integer: "0012" and "12"
+        # stay two different items.
         id_columns = {columns.get("user", "user"): str, columns.get("item", "item"): str}
         frame = _read_csv(path, id_columns)
     elif suffix == ".parquet":

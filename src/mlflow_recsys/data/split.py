@@ -120,7 +120,7 @@ def user_split(
        targets; the other ``n - t`` items are the fold-in source.
 
     The split depends on the set of rows, not their order: rows are put in (user, item) order before any
-    random draw (as in every split function).
+    random draw (as in every split function). Held-out users are in sorted id order within each draw block.
 
     Parameters
     ----------
@@ -134,18 +134,9 @@ def user_split(
     eval_holdout_frac:
         Fraction of a held-out user's items used as targets, in (0, 1). Default 0.2.
     eval_draws:
-        Number of independent fold-in/target draws per held-out user, >= 1.
+        Number of independent fold-in/target draws per held-out user, >= 1. Default 1.
 
-    Returns
-    -------
-    UserSplit
-        Held-out users are in sorted id order within each draw block.
-
-    Raises
-    ------
-    ValueError
-        Bad argument values, duplicate (user, item) pairs, or no training user.
-    """
+    Raises ValueError for bad argument values, duplicate (user, item) pairs, or no training user."""
     frame = _split_input(frame, seed)
     check_fractions(test_frac, val_frac, "training users")
     validation.number(eval_holdout_frac, "eval_holdout_frac", above=0, below=1)
@@ -216,24 +207,11 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     earlier one as fold-in; the second last is the validation target, with the ones before it as fold-in. ``x_train``
     holds everything except the held-out targets of evaluated users (users with fewer than 3 interactions train but are
     not evaluated). The catalogue is the items of ``x_train``; an evaluated user whose target is outside it, or whose
-    fold-in is empty, is dropped from that group and counted.
+    fold-in is empty, is dropped from that group and counted. Each group holds one row per evaluated user, in sorted
+    id order.
 
-    Parameters
-    ----------
-    frame:
-        Binary interactions with columns user, item, value and optionally timestamp; distinct (user, item) pairs.
-    seed:
-        Integer >= 0.
-
-    Returns
-    -------
-    UserSplit
-        One row per evaluated user in each group, in sorted id order.
-
-    Raises
-    ------
-    ValueError
-        Bad seed, duplicate pairs, or no interaction left for training.
+    ``frame`` holds binary interactions with columns user, item, value and optionally timestamp, distinct (user, item)
+    pairs; ``seed`` is an integer >= 0. ValueError for a bad seed, duplicate pairs, or no interaction left for training.
     """
     frame = _split_input(frame, seed)
     minimum = MIN_EVAL_INTERACTIONS["leave_one_out"]
@@ -266,26 +244,13 @@ def time_split(frame: pd.DataFrame, *, test_frac: float = 0.2, val_frac: float =
     row: fold-in = everything they did before the test cut, targets = their test-period items. Items outside the
     training catalogue are removed; a user is evaluated with at least 2 interactions left, one before the group's period
     and one in it: users left without fold-in or without targets are dropped from that group and counted. No randomness
-    is involved, and the row order of ``frame`` does not matter.
+    is involved, and the row order of ``frame`` does not matter. The result's ``cut_timestamps`` are (validation cut,
+    test cut) in Unix seconds.
 
-    Parameters
-    ----------
-    frame:
-        Binary interactions with columns user, item, value, timestamp; distinct (user, item) pairs.
-    test_frac, val_frac:
-        Shares of the interactions (by time) in the test and validation
-        periods, ``test_frac`` in (0, 1), ``val_frac`` in [0, 1), sum < 1. Defaults 0.2 and 0.1.
-
-    Returns
-    -------
-    UserSplit
-        With ``cut_timestamps = (validation cut, test cut)`` in Unix seconds.
-
-    Raises
-    ------
-    ValueError
-        No timestamp column, bad fractions, duplicate pairs, or no interaction before the validation cut.
-    """
+    ``frame`` holds binary interactions with columns user, item, value, timestamp and distinct (user, item) pairs;
+    ``test_frac`` and ``val_frac`` are the shares of the interactions (by time) in the test and validation periods,
+    ``test_frac`` in (0, 1), ``val_frac`` in [0, 1), sum < 1, defaults 0.2 and 0.1. ValueError for no timestamp column,
+    bad fractions, duplicate pairs, or no interaction before the validation cut."""
     frame = _split_input(frame, 0)
     if "timestamp" not in frame.columns:
         raise ValueError(

@@ -43,12 +43,8 @@ class SplitConfig:
     2018, "Variational Autoencoders for Collaborative Filtering"). A fraction left ``None`` takes its default (0.2, 0.2,
     0.1) where the split mode takes it and stays ``None`` where it does not; ``test_frac + val_frac`` must stay below 1.
 
-    Raises
-    ------
-    ValueError
-        Naming the field, what it accepts and what it got; also for a fraction the split mode does not take, or
-        ``eval_draws`` other than 1 outside ``user_split``.
-    """
+    Raises ValueError naming the field, what it accepts and what it got; also for a fraction the split mode does not
+    take, or ``eval_draws`` other than 1 outside ``user_split``."""
 
     split_mode: str = setting(
         "user_split",

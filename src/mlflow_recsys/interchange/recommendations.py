@@ -99,14 +99,9 @@ def read_recommendations(
     are ordered as trec_eval orders them: by score descending (the rank field only breaks ties, ascending);
     a ranx.Run by score descending.
 
-    Raises
-    ------
-    ValueError
-        Unknown format, missing columns, both or neither of rank/score, more than :data:`MAX_ROWS` rows, an
-        empty input, non-integer ranks, NaN or infinite scores; each names the input and the column.
-    FileNotFoundError
-        A path that is no file.
-    """
+    Raises ValueError for an unknown format, missing columns, both or neither of rank/score, more than :data:`MAX_ROWS`
+    rows, an empty input, non-integer ranks, NaN or infinite scores, each naming the input and the column;
+    FileNotFoundError for a path that is no file."""
     validation.one_of(format, "format", FORMATS)
     columns = _Columns(user_col, item_col, rank_col, score_col)
     if isinstance(recommendations, pd.DataFrame):
@@ -308,13 +303,9 @@ def score_recommendations(
     :class:`FoldInRankedWarning`) or refused (``"strict"``); a split user without a list scores 0 everywhere
     (``missing="zero"``) or is refused; a list shorter than the largest cutoff is scored as it is (counted).
 
-    Raises
-    ------
-    ValueError
-        Unknown users or items, duplicate (user, item) rows, repeated ranks in a list, no ``draw`` column on a
-        split with several draws (or a draw out of range), history items under ``"strict"``, missing users under
-        ``"strict"``. Each names the input, the column and the first offending rows.
-    """
+    Raises ValueError for unknown users or items, duplicate (user, item) rows, repeated ranks in a list, no ``draw``
+    column on a split with several draws (or a draw out of range), history items under ``"strict"``, missing users under
+    ``"strict"``; each names the input, the column and the first offending rows."""
     validation.one_of(history, "history", HISTORY_POLICIES)
     validation.one_of(missing, "missing", MISSING_POLICIES)
     given = list(metrics)

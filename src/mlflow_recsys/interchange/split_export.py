@@ -71,14 +71,8 @@ def export_split_files(split: LoadedSplit, out: str | os.PathLike, *, format: st
     means. Ids keep their type (int64, or text). The folder is filled under a temporary name and renamed, so a
     failure leaves nothing at ``out``. Returns ``out`` as a :class:`pathlib.Path`.
 
-    Parameters
-    ----------
-    split:
-        What :func:`~mlflow_recsys.data.load_recsys_split` returns.
-    out:
-        The folder to create; its parent must exist, and ``out`` must not, or be an empty folder.
-    format:
-        ``"parquet"`` (default) or ``"csv"``.
+    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns; ``out`` the folder to create (its parent
+    must exist, and ``out`` must not, or be an empty folder); ``format`` ``"parquet"`` (default) or ``"csv"``.
 
     Raises
     ------
