@@ -200,10 +200,10 @@ def test_missing_listed_member_is_refused(built, tmp_path):
         load_recsys_split(missing)
 
 
-def test_checkpoint_without_declared_sizes_is_refused_with_a_way_out(built, tmp_path):
-    old = rewrite(built, tmp_path / "old.zip", manifest_edit=lambda m: m.pop("sizes"))
-    with pytest.raises(ValueError, match=r"declare each member's size \('sizes'\), found none.*rebuild it"):
-        load_recsys_split(old)
+def test_checkpoint_without_declared_sizes_is_refused(built, tmp_path):
+    unsized = rewrite(built, tmp_path / "unsized.zip", manifest_edit=lambda m: m.pop("sizes"))
+    with pytest.raises(ValueError, match=r"expected the manifest's 'sizes' to list \[.*\], found None"):
+        load_recsys_split(unsized)
 
 
 def test_manifest_listing_a_foreign_file_is_refused(built, tmp_path):

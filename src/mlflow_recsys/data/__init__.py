@@ -1,14 +1,8 @@
 """Data layer: dataset registry, your own interaction logs, preprocessing, splits and split checkpoints.
 
-Nothing here imports mlflow.
-"""
+Nothing here imports mlflow."""
 
-from mlflow_recsys.data.checkpoint import (
-    LoadedSplit,
-    build_recsys_checkpoint,
-    load_recsys_split,
-    read_checkpoint,
-)
+from mlflow_recsys.data.checkpoint import LoadedSplit, build_recsys_checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.data.datasets import DATASETS, DatasetSpec, RatingsFile, get_dataset_spec, load_interactions
 from mlflow_recsys.data.download import DownloadError, download
 from mlflow_recsys.data.interactions import from_interactions, read_interactions_file

@@ -1,5 +1,4 @@
-"""A checkpoint zip's layout: its members, its manifest's checks, the reproducible writer and the bounded reader
-that :mod:`mlflow_recsys.data.checkpoint` builds and reads checkpoints with."""
+"""A checkpoint zip's layout: its members, its manifest's checks, the reproducible writer and the bounded reader."""
 
 from __future__ import annotations
 
@@ -15,33 +14,22 @@ import scipy.sparse as sp
 
 from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_write
-from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.data import safezip
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
-
 # Members in the order they are written and hashed into split_digest.
-MATRIX_KEYS = (
-    "x_train",
-    "test_source_matrix",
-    "test_target_matrix",
-    "val_source_matrix",
-    "val_target_matrix",
-)
-ID_KEYS = ("train_user_ids", "item_ids", "test_eval_user_ids", "val_eval_user_ids")
-ARRAY_KEYS = MATRIX_KEYS + ID_KEYS
-
+MATRIX_KEYS = ("x_train", "test_source_matrix", "test_target_matrix", "val_source_matrix", "val_target_matrix")
+ARRAY_KEYS = MATRIX_KEYS + ("train_user_ids", "item_ids", "test_eval_user_ids", "val_eval_user_ids")
 #: Largest ``manifest.json`` a reader accepts; a real one is a few KiB.
 MAX_MANIFEST_BYTES = 1 << 20
-
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 _CHUNK = 1 << 20
 
 
-def zip_members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
-    """The zip's array files by member name; each one's SHA-256 and size go into ``manifest``."""
+def write_zip(path: Path, arrays: dict[str, Any], manifest: dict) -> None:
+    """Write the checkpoint zip of ``arrays`` and ``manifest``, adding each member's SHA-256 and size to it."""
     members: dict[str, bytes] = {}
     manifest["files"], manifest["sizes"] = {}, {}
     for key in ARRAY_KEYS:
@@ -50,41 +38,23 @@ def zip_members(arrays: dict[str, Any], manifest: dict) -> dict[str, bytes]:
         manifest["files"][name] = hashlib.sha256(members[name]).hexdigest()
         # A reader bounds each member by this size, so a tampered zip cannot make it write more.
         manifest["sizes"][name] = len(members[name])
-    return members
+    manifest_bytes = _envelope.dumps(CHECKPOINT_FORMAT, FORMAT_VERSION, manifest).encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(path) as fh, zipfile.ZipFile(fh, "w") as zf:
+        for name, payload in {MANIFEST_NAME: manifest_bytes, **members}.items():
+            _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)
 
 
 def read_manifest(zf: zipfile.ZipFile, path: Path) -> tuple[bytes, dict]:
-    """The manifest of the open checkpoint zip ``zf`` (its bytes, its checked content), once the zip's members are
-    safe (:func:`~mlflow_recsys.data.safezip.check_members`) and exactly those it lists."""
+    """The manifest's bytes and checked content, once the zip's members are safe and exactly those it lists."""
     safezip.check_members(zf, path)
     names = zf.namelist()
     if MANIFEST_NAME not in names:
         raise ValueError(f"{path}: expected a {MANIFEST_NAME} in the zip, found {names[:10]}")
     buffer = io.BytesIO()
-    _stream_member(zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, buffer.write, path, bound="the manifest size limit")
+    _stream_member(zf, MANIFEST_NAME, MAX_MANIFEST_BYTES, buffer.write, "the manifest size limit")
     manifest = check_manifest(buffer.getvalue(), path)
-    _check_zip_matches_manifest(names, manifest, path)
-    return buffer.getvalue(), manifest
-
-
-def extract_members(zf: zipfile.ZipFile, manifest: dict, path: Path, folder: Path) -> None:
-    """Write each member the manifest lists into ``folder``, refused past its declared size or at another SHA-256."""
-    for name, size in manifest["sizes"].items():
-        with open(folder / name, "xb") as out:
-            digest, count = _stream_member(zf, name, size, out.write, path, bound="its declared size")
-        if count != size:
-            raise ValueError(
-                f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
-            )
-        if digest != manifest["files"][name]:
-            raise ValueError(
-                f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
-                f"manifest), found {digest}; the checkpoint is damaged or was edited"
-            )
-
-
-def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) -> None:
-    """Refuse a zip whose members are not exactly the manifest and the files it lists, each once."""
+    # Exactly the manifest and the files it lists, each once.
     listed = set(manifest["sizes"])
     seen: set[str] = set()
     for name in names:
@@ -105,24 +75,38 @@ def _check_zip_matches_manifest(names: list[str], manifest: dict, path: Path) ->
             f"{path}: expected at most {safezip.MAX_UNCOMPRESSED_BYTES:,} bytes uncompressed, "
             f"found {total:,} declared in the manifest"
         )
+    return buffer.getvalue(), manifest
+
+
+def extract_members(zf: zipfile.ZipFile, manifest: dict, path: Path, folder: Path) -> None:
+    """Write each member the manifest lists into ``folder``, refused past its declared size or at another SHA-256."""
+    for name, size in manifest["sizes"].items():
+        with open(folder / name, "xb") as out:
+            digest, count = _stream_member(zf, name, size, out.write, "its declared size")
+        if count != size:
+            raise ValueError(
+                f"{path}: zip member {name!r} expected {size:,} bytes (its declared size), found {count:,}"
+            )
+        if digest != manifest["files"][name]:
+            raise ValueError(
+                f"{path}: member {name!r} expected SHA-256 {manifest['files'][name]} (from the "
+                f"manifest), found {digest}; the checkpoint is damaged or was edited"
+            )
 
 
 def _stream_member(
-    zf: zipfile.ZipFile, name: str, limit: int, write: Callable[[bytes], Any], path: Path, *, bound: str
+    zf: zipfile.ZipFile, name: str, limit: int, write: Callable[[bytes], Any], bound: str
 ) -> tuple[str, int]:
-    """Copy member ``name`` to ``write`` in chunks, refusing it past ``limit`` bytes -> (SHA-256, bytes).
+    """Copy member ``name`` to ``write``, refused past ``limit`` bytes (named ``bound``) -> (SHA-256, bytes).
 
-    The member is counted as it is decompressed rather than trusted by its zip
-    header; at most ``limit + 1`` bytes are decompressed and ``limit`` written.
-    ``bound`` names the limit in the message ("its declared size").
-    """
+    Counted as it is decompressed, not trusted by its zip header: at most ``limit + 1`` bytes are decompressed."""
     h = hashlib.sha256()
     count = 0
     with zf.open(name) as member:
         while chunk := member.read(min(_CHUNK, limit - count + 1)):
             if count + len(chunk) > limit:
                 raise ValueError(
-                    f"{path}: refusing zip member {name!r}: expected at most {limit:,} bytes ({bound}), "
+                    f"{zf.filename}: refusing zip member {name!r}: expected at most {limit:,} bytes ({bound}), "
                     f"found at least {count + len(chunk):,}; stopped reading there"
                 )
             write(chunk)
@@ -141,19 +125,12 @@ def check_manifest(raw: bytes, where: Path) -> dict:
     if not isinstance(manifest.get("split_digest"), str):
         raise ValueError(f"{where}: expected a split_digest string in the manifest, found none")
     expected = sorted(member_name(key) for key in ARRAY_KEYS)
-    files, sizes = manifest.get("files"), manifest.get("sizes")
-    if not isinstance(files, dict) or sorted(files) != expected:
-        found = sorted(files) if isinstance(files, dict) else files
-        raise ValueError(f"{where}: expected the manifest's 'files' to list {expected}, found {found!r}")
-    if sizes is None:
-        raise ValueError(
-            f"{where}: expected the manifest to declare each member's size ('sizes'), found none; the checkpoint "
-            "predates size checks, so rebuild it with the parameters in its manifest (the same seed gives "
-            "the same split_digest)"
-        )
-    if not isinstance(sizes, dict) or sorted(sizes) != expected:
-        found = sorted(sizes) if isinstance(sizes, dict) else sizes
-        raise ValueError(f"{where}: expected the manifest's 'sizes' to list {expected}, found {found!r}")
+    for key in ("files", "sizes"):
+        listed = manifest.get(key)
+        if not isinstance(listed, dict) or sorted(listed) != expected:
+            found = sorted(listed) if isinstance(listed, dict) else listed
+            raise ValueError(f"{where}: expected the manifest's {key!r} to list {expected}, found {found!r}")
+    files, sizes = manifest["files"], manifest["sizes"]
     for name in expected:
         size, digest = sizes[name], files[name]
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
@@ -169,17 +146,10 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def _npz_bytes(matrix: sp.spmatrix) -> bytes:
-    # scipy.sparse.save_npz stamps zip entries with the current time; writing
-    # the same keys ourselves with a fixed time keeps the bytes reproducible.
-    m = canonical_csr(matrix)
-    parts = {
-        "indices": m.indices,
-        "indptr": m.indptr,
-        "format": np.array(b"csr"),
-        "shape": np.asarray(m.shape, dtype=np.int64),
-        "data": m.data,
-    }
+def _npz_bytes(matrix: sp.csr_matrix) -> bytes:
+    # scipy.sparse.save_npz stamps zip entries with the current time; a fixed time keeps the bytes reproducible.
+    parts = {"indices": matrix.indices, "indptr": matrix.indptr, "format": np.array(b"csr")}
+    parts |= {"shape": np.asarray(matrix.shape, dtype=np.int64), "data": matrix.data}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name, value in parts.items():
@@ -193,10 +163,3 @@ def _add_member(zf: zipfile.ZipFile, name: str, payload: bytes, compression: int
     info.create_system = 3
     info.external_attr = 0o644 << 16
     zf.writestr(info, payload, compress_type=compression, compresslevel=6 if compression else None)
-
-
-def write_zip(path: Path, members: dict[str, bytes]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_write(path) as fh, zipfile.ZipFile(fh, "w") as zf:
-        for name, payload in members.items():
-            _add_member(zf, name, payload, zipfile.ZIP_DEFLATED)

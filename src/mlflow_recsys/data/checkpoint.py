@@ -1,13 +1,10 @@
 """Build, read and load a recommendation split checkpoint (one zip file).
 
-The zip holds ``manifest.json`` and one member per array: sparse matrices as
-``.npz`` in the layout of :func:`scipy.sparse.save_npz` (so
-:func:`scipy.sparse.load_npz` reads them) and id arrays as ``.npy``. The
-manifest lists every member with its SHA-256 (``files``) and its size in bytes
-(``sizes``); a reader takes nothing else from the zip. Every zip entry, the
-inner ``.npz`` ones included, carries a fixed timestamp and the manifest holds
-no clock time, so the same inputs and seed give a byte-identical file.
-"""
+The zip holds ``manifest.json`` and one member per array: sparse matrices as ``.npz`` in the layout of
+:func:`scipy.sparse.save_npz` (so :func:`scipy.sparse.load_npz` reads them) and id arrays as ``.npy``. The manifest
+lists every member with its SHA-256 (``files``) and its size in bytes (``sizes``); a reader takes nothing else from the
+zip. Every zip entry, the inner ``.npz`` ones included, carries a fixed timestamp and the manifest holds no clock time,
+so the same inputs and seed give a byte-identical file."""
 
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from mlflow_recsys import _envelope
 from mlflow_recsys._digests import sha256_file, update_with_csr
 from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.data import _checkpoint_zip as layout
@@ -60,64 +56,49 @@ def build_recsys_checkpoint(
     columns: Mapping[str, str | None] | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Load a dataset, preprocess it, split it and write the checkpoint zip.
+    """Load a dataset, preprocess it, split it and write the checkpoint zip; returns its path (a ``pathlib.Path``).
 
     Pipeline: load (:func:`~mlflow_recsys.data.datasets.load_interactions`,
     :func:`~mlflow_recsys.data.interactions.read_interactions_file` or
     :func:`~mlflow_recsys.data.interactions.from_interactions`) ->
-    :func:`~mlflow_recsys.data.preprocess.preprocess_interactions` (the ``min_rating`` filter, one
-    row per (user, item), the k-core) -> the split of ``split_mode``. See those
-    functions for the meaning of the parameters. The manifest's ``preprocessing``
-    lists each step's rule and rows in and out, and its ``counts`` hold the rows
-    each step removed (``n_removed_min_rating``, ``n_removed_duplicates``,
-    ``n_removed_kcore``).
+    :func:`~mlflow_recsys.data.preprocess.preprocess_interactions` (the ``min_rating`` filter, one row per (user, item),
+    the k-core) -> the split of ``split_mode``. See those functions for the meaning of the parameters. The manifest's
+    ``preprocessing`` lists each step's rule and rows in and out, and its ``counts`` hold the rows each step removed
+    (``n_removed_min_rating``, ``n_removed_duplicates``, ``n_removed_kcore``).
 
     Parameters
     ----------
     dataset:
-        A registered name (e.g. ``"movielens-100k"``; ``mlflow-recsys datasets``
-        lists them), a path to a ``.csv``/``.parquet`` interaction log, or a
-        DataFrame with columns user, item, value and optionally timestamp.
+        A registered name (e.g. ``"movielens-100k"``; ``mlflow-recsys datasets`` lists them), a path to a
+        ``.csv``/``.parquet`` interaction log, or a DataFrame with columns user, item, value and optionally timestamp.
     data_dir:
         Cache folder for downloaded archives (see ``load_interactions``).
     checkpoint_path:
-        Output zip. Default ``checkpoints/<dataset>-<split_mode>-seed<seed>.zip``
-        relative to the working directory. Parent folders are created; the file
-        is written under a temporary name in the same folder and renamed, with
-        the mode a new file gets under the umask (``0o644`` under ``0o022``).
+        Output zip. Default ``checkpoints/<dataset>-<split_mode>-seed<seed>.zip`` relative to the working directory.
+        Parent folders are created; the file is written under a temporary name in the same folder and renamed, with the
+        mode a new file gets under the umask (``0o644`` under ``0o022``).
     split_mode:
-        ``"user_split"`` (strong generalisation, default), ``"leave_one_out"``
-        or ``"time_split"``.
+        ``"user_split"`` (strong generalisation, default), ``"leave_one_out"`` or ``"time_split"``.
     eval_draws:
         Fold-in/target draws per held-out user (``user_split`` only; the other
         modes are deterministic given the data and need 1). Default 1.
     seed:
         Integer >= 0 driving every random choice. Default 42.
     eval_holdout_frac:
-        ``user_split`` only: share of a held-out user's items used as targets.
-        Default (None) 0.2.
+        ``user_split`` only: share of a held-out user's items used as targets. Default (None) 0.2.
     test_frac, val_frac:
-        ``user_split``: shares of users held out; ``time_split``: shares of the
-        interactions (by time) after the cuts. Defaults (None) 0.2 and 0.1. Not
-        used by ``leave_one_out``.
+        ``user_split``: shares of users held out; ``time_split``: shares of the interactions (by time) after the cuts.
+        Defaults (None) 0.2 and 0.1. Not used by ``leave_one_out``.
     min_rating, min_user_interactions, min_item_interactions:
-        Binarisation threshold (None keeps every row) and k-core thresholds.
-        Defaults 4.0, 5 and 1.
+        Binarisation threshold (None keeps every row) and k-core thresholds. Defaults 4.0, 5 and 1.
     columns:
-        For a file or a DataFrame: which of its columns hold the ``user``,
-        ``item``, ``value`` and ``timestamp`` (keys of this mapping; see
-        :func:`~mlflow_recsys.data.interactions.from_interactions`). ``value: None``
-        reads the log as implicit feedback (every row a positive) and needs
-        ``min_rating=None``. Recorded in the manifest. Default: the columns
-        ``user``, ``item``, ``value`` and, if present, ``timestamp``.
+        For a file or a DataFrame: which of its columns hold the ``user``, ``item``, ``value`` and ``timestamp`` (keys
+        of this mapping; see :func:`~mlflow_recsys.data.interactions.from_interactions`). ``value: None`` reads the log
+        as implicit feedback (every row a positive) and needs ``min_rating=None``. Recorded in the manifest. Default:
+        the columns ``user``, ``item``, ``value`` and, if present, ``timestamp``.
     overwrite:
         Replace a file already at the checkpoint path. Default False: an
         existing checkpoint is refused before any data is loaded.
-
-    Returns
-    -------
-    pathlib.Path
-        The checkpoint path.
 
     Raises
     ------
@@ -163,15 +144,11 @@ def build_recsys_checkpoint(
         "preprocessing": [dataclasses.asdict(step) for step in prepared.steps],
         "split_digest": split_digest(arrays),
     }
-    members = layout.zip_members(arrays, manifest)
-    manifest_bytes = _envelope.dumps(layout.CHECKPOINT_FORMAT, layout.FORMAT_VERSION, manifest).encode("utf-8")
-    layout.write_zip(checkpoint_path, {layout.MANIFEST_NAME: manifest_bytes, **members})
+    layout.write_zip(checkpoint_path, arrays, manifest)
     return checkpoint_path
 
 
 def _checkpoint_path_iv(checkpoint_path, dataset, split_mode: str, seed, overwrite: bool) -> Path:
-    """The zip's path (by default ``checkpoints/<dataset>-<mode>-seed<seed>.zip``), refusing a folder and, unless
-    ``overwrite``, an existing file."""
     if checkpoint_path is None:
         checkpoint_path = Path("checkpoints") / f"{_source_name(dataset)}-{split_mode}-seed{seed}.zip"
     checkpoint_path = Path(checkpoint_path)
@@ -195,21 +172,18 @@ _MORE_TEST_ROWS = {
 
 
 def _preprocess_and_split(raw: pd.DataFrame, config: SplitConfig) -> tuple[Preprocessed, UserSplit]:
-    """The preprocessed interactions and the split ``config`` asks for; ValueError when it leaves no test rows,
-    stating the mode's rule."""
+    """The preprocessed interactions and the split ``config`` asks for, refused without test rows."""
     prepared = preprocess_interactions(
         raw,
         min_rating=config.min_rating,
         min_user_interactions=config.min_user_interactions,
         min_item_interactions=config.min_item_interactions,
     )
-    pruned = prepared.frame
-    if config.split_mode == "user_split":
-        split = user_split(pruned, seed=config.seed, **config.split_keywords())
-    elif config.split_mode == "leave_one_out":
-        split = leave_one_out(pruned, seed=config.seed)
+    if config.split_mode == "time_split":
+        split = time_split(prepared.frame, **config.split_keywords())
     else:
-        split = time_split(pruned, **config.split_keywords())
+        split_function = user_split if config.split_mode == "user_split" else leave_one_out
+        split = split_function(prepared.frame, seed=config.seed, **config.split_keywords())
     if split.test.source.shape[0] == 0:
         raise ValueError(
             f"{config.split_mode}: the split has no test rows ({split.test.n_users_dropped} test user(s) dropped "
@@ -220,13 +194,11 @@ def _preprocess_and_split(raw: pd.DataFrame, config: SplitConfig) -> tuple[Prepr
 
 
 def _readable(name: str) -> str:
-    """A file name as UTF-8 text: a byte that is not UTF-8 (held by Python as a lone surrogate, which neither a
-    JSON reader in another language nor MLflow accepts) is written as its escape, ``\\udcff``."""
+    """A file name as UTF-8 text: a lone surrogate (a byte that is not UTF-8), which MLflow refuses, as ``\\udcff``."""
     return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _source_name(dataset) -> str:
-    """The dataset's name in the default checkpoint path, found without loading any data."""
     if isinstance(dataset, pd.DataFrame):
         return "interactions"
     if _is_file(dataset):
@@ -234,15 +206,14 @@ def _source_name(dataset) -> str:
     return get_dataset_spec(dataset).name
 
 
-_COLUMN_ROLES = ("user", "item", "value", "timestamp")
-
-
 def _is_file(dataset) -> bool:
     return isinstance(dataset, (str, os.PathLike)) and Path(dataset).suffix.lower() in (".csv", ".parquet")
 
 
+_COLUMN_ROLES = ("user", "item", "value", "timestamp")
+
+
 def _check_columns(columns, dataset) -> dict:
-    """The column mapping, checked before any data is read."""
     if columns is None:
         return {}
     if not isinstance(columns, Mapping):
@@ -267,7 +238,7 @@ def _check_columns(columns, dataset) -> dict:
 
 
 def _load(dataset, data_dir, columns: dict) -> tuple[pd.DataFrame, dict]:
-    """Raw interactions and the manifest's description of where they came from."""
+    """Raw interactions and the manifest's description of their source."""
     mapping = {"columns": columns} if columns else {}
     if isinstance(dataset, pd.DataFrame):
         return from_interactions(dataset, **columns), {"name": "interactions", "source": "frame", **mapping}
@@ -293,34 +264,24 @@ def _load(dataset, data_dir, columns: dict) -> tuple[pd.DataFrame, dict]:
 
 
 def split_arrays(split: UserSplit) -> dict[str, Any]:
-    """Arrays of a split under their checkpoint keys (see :data:`ARRAY_KEYS`)."""
-    return {
-        "x_train": split.x_train,
-        "test_source_matrix": split.test.source,
-        "test_target_matrix": split.test.target,
-        "val_source_matrix": split.val.source,
-        "val_target_matrix": split.val.target,
-        "train_user_ids": split.train_user_ids,
-        "item_ids": split.item_ids,
-        "test_eval_user_ids": split.test.eval_user_ids,
-        "val_eval_user_ids": split.val.eval_user_ids,
-    }
+    """Arrays of a split under their checkpoint keys."""
+    arrays = {"x_train": split.x_train, "train_user_ids": split.train_user_ids, "item_ids": split.item_ids}
+    for name, group in (("test", split.test), ("val", split.val)):
+        arrays[f"{name}_source_matrix"], arrays[f"{name}_target_matrix"] = group.source, group.target
+        arrays[f"{name}_eval_user_ids"] = group.eval_user_ids
+    return arrays
 
 
 def split_digest(arrays: dict[str, Any]) -> str:
-    """SHA-256 hex digest over all split arrays in :data:`ARRAY_KEYS` order.
-
-    Matrices contribute their shape, int64 indptr and indices and float32 data
-    (canonical CSR with sorted indices); id arrays their canonical bytes.
-    """
+    """SHA-256 over the arrays in ``ARRAY_KEYS`` order: each matrix's canonical CSR (float32 data), each id
+    array's :func:`column_bytes`."""
     h = hashlib.sha256()
     for key in layout.ARRAY_KEYS:
         h.update(f"{key}:".encode())
         value = arrays[key]
-        if key in layout.MATRIX_KEYS:
-            m = canonical_csr(value, key)
-            update_with_csr(h, m)
-            h.update(np.asarray(m.data, dtype=np.float32).tobytes())
+        if key in layout.MATRIX_KEYS:  # canonical CSR, as a split and a load make them
+            update_with_csr(h, value)
+            h.update(value.data.tobytes())
         else:
             h.update(column_bytes(np.asarray(value)))
     return h.hexdigest()
@@ -330,26 +291,21 @@ def split_digest(arrays: dict[str, Any]) -> str:
 def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
     """Extract a checkpoint zip into a temporary folder for the duration of a ``with``.
 
-    Yields the folder (holding ``manifest.json`` and the array files); it is
-    deleted on exit.
+    Yields the folder (holding ``manifest.json`` and the array files); it is deleted on exit.
 
-    The zip is treated as untrusted: only the members its manifest lists are
-    written, each streamed and counted so that no more than its declared size
-    is ever written (the zip headers' sizes are not trusted), and each must
-    match its declared size and SHA-256. A zip holding anything else, such as
-    an unlisted member, is refused before anything is written.
+    The zip is treated as untrusted: only the members its manifest lists are written, each streamed and counted so that
+    no more than its declared size is ever written (the zip headers' sizes are not trusted), and each must match its
+    declared size and SHA-256. A zip holding anything else, such as an unlisted member, is refused before anything is
+    written.
 
     Raises
     ------
     FileNotFoundError
         If ``path`` does not exist (the message names it).
     ValueError
-        If ``path`` is not a zip, is truncated, has no valid manifest, has
-        another format name or a schema version other than 1, declares no
-        member sizes (a checkpoint from before they were recorded: rebuild it),
-        holds a member the manifest does not list (named in the message) or
-        lacks one it lists, or a member's size or SHA-256 differs from the
-        manifest's.
+        If ``path`` is not a zip, is truncated, has no valid manifest, has another format name or a schema version other
+        than 1, lacks member sizes, holds a member the manifest does not list (named in the message) or lacks one it
+        lists, or a member's size or SHA-256 differs from the manifest's.
     """
     path = Path(path)
     if not path.is_file():
@@ -369,7 +325,7 @@ def read_checkpoint(path: str | os.PathLike) -> Iterator[Path]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LoadedSplit:
-    """A split as :func:`load_recsys_split` reads it (its Returns say what each field holds); ``split["x_train"]``
+    """A split as :func:`load_recsys_split` reads it (whose docstring says what each field holds); ``split["x_train"]``
     is ``split.x_train``."""
 
     x_train: sp.csr_matrix
@@ -391,22 +347,13 @@ class LoadedSplit:
 
 
 def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
-    """Load the split arrays and manifest from an extracted checkpoint (or the zip itself).
+    """Load the split arrays and manifest from ``root``, a folder yielded by :func:`read_checkpoint` or the zip itself.
 
-    Parameters
-    ----------
-    root:
-        Folder yielded by :func:`read_checkpoint`, or a checkpoint zip path.
-
-    Returns
-    -------
-    LoadedSplit
-        ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids``
-        (n_train_users,); ``item_ids`` (n_items,); ``test_source_matrix`` and
-        ``test_target_matrix`` csr float32 (n_test_rows, n_items);
-        ``test_eval_user_ids`` (n_test_rows,); the same three for ``val_``;
-        ``manifest`` (dict); ``split_digest`` (str). Ids are int64 for integer
-        raw ids, else str. Each is an attribute, and ``split["x_train"]`` works too.
+    Returns a :class:`LoadedSplit`: ``x_train`` csr float32 (n_train_users, n_items); ``train_user_ids``
+    (n_train_users,); ``item_ids`` (n_items,); ``test_source_matrix`` and ``test_target_matrix`` csr float32
+    (n_test_rows, n_items); ``test_eval_user_ids`` (n_test_rows,); the same three for ``val_``; ``manifest`` (dict);
+    ``split_digest`` (str). Ids are int64 for integer raw ids, else str. Each is an attribute, and ``split["x_train"]``
+    works too.
 
     Raises
     ------
@@ -431,10 +378,8 @@ def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
         file = root / layout.member_name(key)
         if not file.is_file():
             raise FileNotFoundError(f"checkpoint array file not found: {file}")
-        if key in layout.MATRIX_KEYS:
-            out[key] = canonical_csr(sp.load_npz(file), key)
-        else:
-            out[key] = np.load(file, allow_pickle=False)
+        matrix = key in layout.MATRIX_KEYS
+        out[key] = canonical_csr(sp.load_npz(file), key) if matrix else np.load(file, allow_pickle=False)
     digest = split_digest(out)
     if digest != manifest["split_digest"]:
         raise ValueError(
@@ -445,10 +390,9 @@ def load_recsys_split(root: str | os.PathLike) -> LoadedSplit:
 
 
 def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
-    """The manifest's counts (logged as the split run's metrics): each preprocessing step's removed rows as
-    ``n_removed_<step>``, then what the split holds."""
+    """The manifest's counts, logged as the split run's metrics."""
     report = prepared.prune
-    return {
+    counts = {
         "n_raw_interactions": int(len(raw)),
         "n_raw_users": int(raw["user"].nunique()),
         "n_raw_items": int(raw["item"].nunique()),
@@ -461,19 +405,13 @@ def _counts(raw, prepared: Preprocessed, split: UserSplit) -> dict[str, int]:
         "n_items": int(len(split.item_ids)),
         "n_train_users": int(split.x_train.shape[0]),
         "n_train_interactions": int(split.x_train.nnz),
-        "n_test_users": int(len(np.unique(split.test.eval_user_ids))),
-        "n_test_rows": int(split.test.source.shape[0]),
-        "n_test_source_interactions": int(split.test.source.nnz),
-        "n_test_target_interactions": int(split.test.target.nnz),
-        "n_test_users_dropped": int(split.test.n_users_dropped),
-        "n_val_users": int(len(np.unique(split.val.eval_user_ids))),
-        "n_val_rows": int(split.val.source.shape[0]),
-        "n_val_source_interactions": int(split.val.source.nnz),
-        "n_val_target_interactions": int(split.val.target.nnz),
-        "n_val_users_dropped": int(split.val.n_users_dropped),
-        **(
-            {}
-            if split.cut_timestamps is None
-            else {"val_cut_timestamp": int(split.cut_timestamps[0]), "test_cut_timestamp": int(split.cut_timestamps[1])}
-        ),
     }
+    for name, group in (("test", split.test), ("val", split.val)):
+        counts[f"n_{name}_users"] = int(len(np.unique(group.eval_user_ids)))
+        counts[f"n_{name}_rows"] = int(group.source.shape[0])
+        counts[f"n_{name}_source_interactions"] = int(group.source.nnz)
+        counts[f"n_{name}_target_interactions"] = int(group.target.nnz)
+        counts[f"n_{name}_users_dropped"] = int(group.n_users_dropped)
+    if split.cut_timestamps is not None:
+        counts["val_cut_timestamp"], counts["test_cut_timestamp"] = map(int, split.cut_timestamps)
+    return counts

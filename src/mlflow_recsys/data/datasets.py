@@ -1,14 +1,6 @@
-"""Registry of public datasets, and loading of their raw interactions.
-
-Each registered dataset is a :class:`DatasetSpec`: where its canonical archive
-lives, its SHA-256 and size, the file inside it that holds the ratings and how
-that file is laid out, its licence and how to cite it. Loading prefers a copy
-already installed on the machine (a Python package that ships the data) and
-otherwise downloads the canonical archive once into ``data_dir``.
-
-Every loader returns the frame of :mod:`mlflow_recsys.data.interactions`, which
-also reads your own logs.
-"""
+"""Registry of public datasets (:class:`DatasetSpec`: archive, SHA-256, ratings file, licence, citation), and loading
+of their raw interactions into the frame of :mod:`mlflow_recsys.data.interactions`: from a copy an installed package
+ships, else from the canonical archive, downloaded once into ``data_dir``."""
 
 from __future__ import annotations
 
@@ -28,16 +20,11 @@ from mlflow_recsys.data import safezip
 from mlflow_recsys.data.download import download
 from mlflow_recsys.data.interactions import INTERACTION_COLUMNS, normalise
 
-DATA_DIR_ENV = "MLFLOW_RECSYS_DATA_DIR"
-
 
 @dataclass(frozen=True)
 class PackageCopy:
-    """A copy of a dataset's interactions shipped inside an installed distribution.
-
-    The file is tab-separated with one header line and the four columns user,
-    item, rating, timestamp in that order.
-    """
+    """A copy of a dataset's interactions inside an installed distribution: tab-separated, one header line, the
+    columns user, item, rating, timestamp."""
 
     distribution: str
     version: str
@@ -49,13 +36,10 @@ class PackageCopy:
 class RatingsFile:
     """Where the ratings are inside an archive and how they are written.
 
-    ``member`` is the path of the file in the zip; a bare file name (no ``/``)
-    matches that name in any folder of the archive, for archives whose top
-    folder is not documented. ``columns`` names the fields in file order, using
-    ``user``, ``item``, ``value`` and ``timestamp``; ``None`` marks a field to
-    skip. ``sep`` is the field separator (``"::"`` is read exactly), ``header``
-    whether the first line holds column names.
-    """
+    ``member`` is the path of the file in the zip; a bare file name (no ``/``) matches that name in any folder of the
+    archive, for archives whose top folder is not documented. ``columns`` names the fields in file order, using
+    ``user``, ``item``, ``value`` and ``timestamp``; ``None`` marks a field to skip. ``sep`` is the field separator
+    (``"::"`` is read exactly), ``header`` whether the first line holds column names."""
 
     member: str
     sep: str
@@ -68,9 +52,8 @@ class RatingsFile:
 class DatasetSpec:
     """Where a dataset comes from, how to read it and the terms it is used under.
 
-    ``size_bytes`` is the archive size when it is published (used for the
-    progress bar only; the SHA-256 is what is checked), else None.
-    """
+    ``size_bytes`` is the archive size when it is published (used for the progress bar only; the SHA-256 is what is
+    checked), else None."""
 
     name: str
     description: str
@@ -90,25 +73,22 @@ class DatasetSpec:
 
 
 _MOVIELENS_LICENCE = (
-    "GroupLens Research (University of Minnesota) grants use of the MovieLens data "
-    "under conditions stated in the README shipped in each archive. In short: the data "
-    "may be used for research only; any publication that uses it must acknowledge it "
-    "by citing Harper & Konstan (2015); it may not be redistributed, and it may not be "
-    "used commercially, without separate permission from GroupLens; no statement of "
-    "endorsement by the University of Minnesota or GroupLens may be implied; and the "
-    "data comes with no warranty. Read the README in the archive for the binding text."
+    "GroupLens Research (University of Minnesota) grants use of the MovieLens data under conditions stated in the "
+    "README shipped in each archive. In short: the data may be used for research only; any publication that uses it "
+    "must acknowledge it by citing Harper & Konstan (2015); it may not be redistributed, and it may not be used "
+    "commercially, without separate permission from GroupLens; no statement of endorsement by the University of "
+    "Minnesota or GroupLens may be implied; and the data comes with no warranty. Read the README in the archive for "
+    "the binding text."
 )
 
 _MOVIELENS_CITATION = (
-    "F. Maxwell Harper and Joseph A. Konstan. 2015. The MovieLens Datasets: History and "
-    "Context. ACM Transactions on Interactive Intelligent Systems 5, 4, Article 19 "
-    "(December 2015). https://doi.org/10.1145/2827872"
+    "F. Maxwell Harper and Joseph A. Konstan. 2015. The MovieLens Datasets: History and Context. ACM Transactions on "
+    "Interactive Intelligent Systems 5, 4, Article 19 (December 2015). https://doi.org/10.1145/2827872"
 )
 
 
 # Sizes and SHA-256 of the MovieLens archives as recorded in tensorflow/datasets
-# (tensorflow_datasets/url_checksums/movielens.txt); GroupLens itself publishes
-# only MD5 sums.
+# (tensorflow_datasets/url_checksums/movielens.txt); GroupLens itself publishes only MD5 sums.
 def _movielens(release: str, description: str, sha256: str, size_bytes: int, ratings: RatingsFile) -> DatasetSpec:
     """A GroupLens MovieLens release (``"100k"``, ``"1m"``, ...): its page and archive follow one pattern."""
     return DatasetSpec(
@@ -181,20 +161,13 @@ NOT_REGISTERED = {
         "archive.org and Kaggle are unofficial (the licence forbids redistribution) and no SHA-256 "
         "is published for them. If you hold the data, write its ratings as a CSV or Parquet file "
         "with columns user, item, value, timestamp and pass that path as the dataset"
-    ),
+    )
 }
 
 
 def get_dataset_spec(dataset: str) -> DatasetSpec:
-    """Return the registry entry for ``dataset``.
-
-    Raises
-    ------
-    ValueError
-        If ``dataset`` is not a registered name; the message lists the known
-        names (and, for a known but unregistrable dataset such as ``netflix``,
-        says why and what to do instead).
-    """
+    """The registry entry for ``dataset``; ValueError if it is not a registered name, the message listing the known
+    names (and, for a known but unregistrable dataset such as ``netflix``, saying why and what to do instead)."""
     if isinstance(dataset, str) and dataset.lower() in NOT_REGISTERED:
         raise ValueError(f"dataset: {dataset!r} is not registered: {NOT_REGISTERED[dataset.lower()]}")
     if not isinstance(dataset, str) or dataset not in DATASETS:
@@ -204,115 +177,72 @@ def get_dataset_spec(dataset: str) -> DatasetSpec:
     return DATASETS[dataset]
 
 
-def default_data_dir() -> Path:
-    """Folder for downloaded archives: ``$MLFLOW_RECSYS_DATA_DIR`` or ``~/.cache/mlflow-recsys``."""
-    env = os.environ.get(DATA_DIR_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "mlflow-recsys"
-
-
 def load_interactions(
-    dataset: str,
-    data_dir: str | os.PathLike | None = None,
-    *,
-    use_package_copy: bool = True,
-    progress: bool = True,
+    dataset: str, data_dir: str | os.PathLike | None = None, *, use_package_copy: bool = True, progress: bool = True
 ) -> pd.DataFrame:
-    """Load the raw interactions of a registered dataset.
+    """Load the raw interactions of a registered dataset: one row per rating in file order, in the columns of
+    :mod:`mlflow_recsys.data.interactions`.
 
     Parameters
     ----------
     dataset:
         Registered name, e.g. ``"movielens-100k"`` (see :data:`DATASETS`).
     data_dir:
-        Folder where the canonical archive is cached (downloaded on first use).
-        Default: ``$MLFLOW_RECSYS_DATA_DIR`` or ``~/.cache/mlflow-recsys``. Not
-        touched when an installed package copy is used.
+        Folder where the canonical archive is cached (downloaded on first use). Default: ``$MLFLOW_RECSYS_DATA_DIR`` or
+        ``~/.cache/mlflow-recsys``. Not touched when an installed package copy is used.
     use_package_copy:
-        Read the copy shipped inside an installed distribution (for MovieLens-100k
-        the recbole 1.2.1 wheel, located with :mod:`importlib.metadata` without
-        importing recbole) when present and its SHA-256 matches. Default True.
+        Read the copy shipped inside an installed distribution (for MovieLens-100k the recbole 1.2.1 wheel, located with
+        :mod:`importlib.metadata` without importing recbole) when present and its SHA-256 matches. Default True.
     progress:
-        Show a tqdm bar while downloading.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per rating in file order (see the module docstring for columns).
+        Show a tqdm bar while downloading. Default True.
 
     Raises
     ------
     ValueError
-        Unknown ``dataset`` (message lists known names); a cached or downloaded
-        archive whose SHA-256 differs from the registry; an archive that is
-        corrupted, has an unsafe member, or lacks the ratings file.
+        Unknown ``dataset`` (message lists known names); a cached or downloaded archive whose SHA-256 differs from the
+        registry; an archive that is corrupted, has an unsafe member, or lacks the ratings file.
     mlflow_recsys.data.download.DownloadError
-        If the archive is needed but cannot be fetched; the message says where to
-        place it by hand.
+        If the archive is needed but cannot be fetched; the message says where to place it by hand.
     """
     spec = get_dataset_spec(dataset)
     if use_package_copy and spec.package_copy is not None:
         path = _package_copy_path(spec.package_copy)
         if path is not None:
             return normalise(pd.read_csv(path, sep="\t"), INTERACTION_COLUMNS, str(path))
-    folder = Path(data_dir) if data_dir is not None else default_data_dir()
-    archive = download(
-        spec.url,
-        folder / spec.archive_name,
-        spec.sha256,
-        progress=progress,
+    if data_dir is None:
+        data_dir = os.environ.get("MLFLOW_RECSYS_DATA_DIR") or Path.home() / ".cache" / "mlflow-recsys"
+    return read_archive(
+        download(spec.url, Path(data_dir) / spec.archive_name, spec.sha256, progress=progress), spec.ratings
     )
-    return read_archive(archive, spec.ratings)
 
 
 def read_archive(archive: str | os.PathLike, ratings: RatingsFile) -> pd.DataFrame:
-    """Read the ratings file described by ``ratings`` out of the zip ``archive``.
-
-    The archive is checked first (:func:`mlflow_recsys.data.safezip.check_members`)
-    and only the ratings member is read; nothing is extracted to disk.
-
-    Raises
-    ------
-    ValueError
-        Naming ``archive``: not a zip or corrupted, an unsafe member, no (or
-        several) members matching ``ratings.member``, or fields that do not
-        match ``ratings.columns``.
-    """
+    """The ``ratings`` file of the zip ``archive``, read once the archive is checked safe; nothing is extracted."""
     archive = Path(archive)
     try:
         with zipfile.ZipFile(archive) as zf:
             safezip.check_members(zf, archive)
             member = _find_member(zf, ratings.member, archive)
+            # "::" is read on single colons with the C parser, the fields then at even positions: faster than the
+            # python engine.
+            sep = ":" if ratings.sep == "::" else ratings.sep
             with zf.open(member) as handle:
-                frame = _read_table(handle, ratings)
+                frame = pd.read_csv(handle, sep=sep, header=0 if ratings.header else None, encoding=ratings.encoding)
     except (zipfile.BadZipFile, EOFError) as exc:
         raise ValueError(f"{archive}: the archive is truncated or corrupted ({exc})") from None
-    return normalise(frame, ratings.columns, f"{archive}:{member}")
+    return normalise(frame.iloc[:, ::2] if ratings.sep == "::" else frame, ratings.columns, f"{archive}:{member}")
 
 
 def _find_member(zf: zipfile.ZipFile, wanted: str, archive: Path) -> str:
+    """The one member named ``wanted`` (its bare file name in any folder, when ``wanted`` has no ``/``)."""
     names = zf.namelist()
-    if "/" in wanted:
-        if wanted in names:
-            return wanted
-        found = []
-    else:
-        found = [n for n in names if PurePosixPath(n).name == wanted]
-        if len(found) == 1:
-            return found[0]
+    found = [n for n in names if (n if "/" in wanted else PurePosixPath(n).name) == wanted]
+    if len(found) == 1:
+        return found[0]
     raise ValueError(
         f"{archive}: expected one archive member {wanted!r}, found "
         f"{found if found else 'none among ' + str(names[:10])}"
     )
-
-
-def _read_table(handle, ratings: RatingsFile) -> pd.DataFrame:
-    header = 0 if ratings.header else None
-    if ratings.sep == "::":
-        # Read on single colons with the C parser: the fields then sit at even
-        # positions. Faster than the python engine on millions of lines.
-        raw = pd.read_csv(handle, sep=":", header=header, encoding=ratings.encoding)
-        return raw.iloc[:, ::2]
-    return pd.read_csv(handle, sep=ratings.sep, header=header, encoding=ratings.encoding)
 
 
 def _package_copy_path(copy: PackageCopy) -> Path | None:

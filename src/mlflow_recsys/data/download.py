@@ -12,27 +12,17 @@ from mlflow_recsys._atomic import new_file_mode
 from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.errors import DownloadError
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
 
 def download(
-    url: str,
-    dest: str | os.PathLike,
-    sha256: str,
-    *,
-    retries: int = 2,
-    timeout: float = 30.0,
-    progress: bool = True,
+    url: str, dest: str | os.PathLike, sha256: str, *, retries: int = 2, timeout: float = 30.0, progress: bool = True
 ) -> Path:
-    """Fetch ``url`` to ``dest`` unless a file with the right checksum is already there.
+    """Fetch ``url`` to ``dest`` unless a file with the right checksum is already there; returns ``dest`` as a Path.
 
-    An existing ``dest`` whose SHA-256 matches is reused without network
-    access (and without importing :mod:`pooch`). Otherwise :func:`pooch.retrieve` streams
-    the body to a temporary file in ``dest``'s folder and renames it onto
-    ``dest`` only when its SHA-256 matches, so ``dest`` never holds a partial
-    or wrong file; it then gets the mode a new file gets under the umask. A
-    failed attempt (connection error, HTTP error, wrong checksum) is repeated
-    up to ``retries`` times, after waits of 1, 2, ... seconds.
+    An existing ``dest`` whose SHA-256 matches is reused without network access (and without importing :mod:`pooch`).
+    Otherwise :func:`pooch.retrieve` streams the body to a temporary file in ``dest``'s folder and renames it onto
+    ``dest`` only when its SHA-256 matches, so ``dest`` never holds a partial or wrong file; it then gets the mode a new
+    file gets under the umask. A failed attempt (connection error, HTTP error, wrong checksum) is repeated up to
+    ``retries`` times, after waits of 1, 2, ... seconds.
 
     Parameters
     ----------
@@ -41,8 +31,7 @@ def download(
     dest:
         Final path of the file; missing parent folders are created.
     sha256:
-        Expected SHA-256 as 64 hex digits (case-insensitive). Required: a file
-        is never accepted unchecked.
+        Expected SHA-256 as 64 hex digits (case-insensitive). Required: a file is never accepted unchecked.
     retries:
         Further attempts after a failed one, an integer >= 0. Default 2.
     timeout:
@@ -50,25 +39,18 @@ def download(
     progress:
         Show a tqdm progress bar on stderr. Default True.
 
-    Returns
-    -------
-    pathlib.Path
-        ``dest``.
-
     Raises
     ------
     ValueError
-        Before any network access: if ``sha256`` is not 64 hex digits, if
-        ``retries`` is not an integer >= 0, if ``dest`` is a folder, or if an
-        existing ``dest`` has a different digest (it is left untouched). After
-        the last attempt: if the downloaded body's digest differs (both digests
-        are named and nothing is left in ``dest``'s folder).
+        Before any network access: if ``sha256`` is not 64 hex digits, if ``retries`` is not an integer >= 0, if
+        ``dest`` is a folder, or if an existing ``dest`` has a different digest (it is left untouched). After the last
+        attempt: if the downloaded body's digest differs (both digests are named and nothing is left in ``dest``'s
+        folder).
     DownloadError
-        If the server cannot be reached or answers with an error on every
-        attempt; the message names ``dest`` and the digest so the file can be
-        placed there by hand.
+        If the server cannot be reached or answers with an error on every attempt; the message names ``dest`` and the
+        digest so the file can be placed there by hand.
     """
-    if not isinstance(sha256, str) or not _HEX64.match(sha256.lower()):
+    if not isinstance(sha256, str) or not re.fullmatch("[0-9a-f]{64}", sha256.lower()):
         raise ValueError(f"sha256: expected 64 hexadecimal digits, found {sha256!r}")
     validation.integer(retries, "retries", minimum=0)
     expected = sha256.lower()

@@ -31,43 +31,29 @@ def from_interactions(
     value: str | None = "value",
     timestamp: str | None = "timestamp",
 ) -> pd.DataFrame:
-    """Bring your own interaction log into the form every loader returns.
+    """Bring your own interaction log into the form every loader returns: columns ``user``, ``item``, ``value`` and,
+    if present, ``timestamp``, in the input's row order.
 
     Parameters
     ----------
     frame:
         One row per interaction.
     user, item:
-        Columns holding the user and item ids (no missing values). Ids become
-        int64 when every one is an integer int64 can hold (including text like
-        ``"12"`` but not ``"012"``), else text. Defaults ``"user"``, ``"item"``.
+        Columns holding the user and item ids (no missing values). Ids become int64 when every one is an integer int64
+        can hold (including text like ``"12"`` but not ``"012"``), else text. Defaults ``"user"``, ``"item"``.
     value:
-        Column holding a rating or a count (numeric, no missing values).
-        ``None`` reads the log as implicit feedback: every row is one observed
-        interaction and gets the value 1.0 (build it with ``min_rating=None``).
-        Default ``"value"``.
+        Column holding a rating or a count (numeric, no missing values). ``None`` reads the log as implicit feedback:
+        every row is one observed interaction and gets the value 1.0 (build it with ``min_rating=None``). Default
+        ``"value"``.
     timestamp:
-        Column holding Unix seconds (integers; fractions are floored), datetimes
-        or ISO 8601 text (converted to Unix seconds, UTC; naive times are taken
-        as UTC), within the years 1 to 9999 (seconds in [-62,135,596,800,
-        253,402,300,799]). Default ``"timestamp"``; when that default column is
-        absent the result simply has no timestamp. ``None`` ignores any
-        timestamp column.
+        Column holding Unix seconds (integers; fractions are floored), datetimes or ISO 8601 text (converted to Unix
+        seconds, UTC; naive times are taken as UTC), within the years 1 to 9999 (seconds in [-62,135,596,800,
+        253,402,300,799]). Default ``"timestamp"``; when that default column is absent the result simply has no
+        timestamp. ``None`` ignores any timestamp column.
 
-    Returns
-    -------
-    pandas.DataFrame
-        Columns ``user``, ``item``, ``value`` and, if present, ``timestamp``, in
-        the input's row order.
-
-    Raises
-    ------
-    ValueError
-        ``frame`` not a DataFrame or without rows, a named column missing (the
-        message lists the columns found) or present twice, one column named for
-        two roles, missing values, non-numeric or infinite values, or
-        timestamps that are not times or fall outside the years 1 to 9999.
-    """
+    Raises ValueError for ``frame`` not a DataFrame or without rows, a named column missing (the message lists the
+    columns found) or present twice, one column named for two roles, missing values, non-numeric or infinite values, or
+    timestamps that are not times or fall outside the years 1 to 9999."""
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
     if frame.empty:
@@ -75,13 +61,12 @@ def from_interactions(
     names: dict[str, Any] = {"user": user, "item": item, "value": value}
     if timestamp is not None and (timestamp in frame.columns or timestamp != "timestamp"):
         names["timestamp"] = timestamp
-    check_column_names(names, list(frame.columns))
-    roles = [role for role, column in names.items() if column is not None]
-    picked = frame.iloc[:, [frame.columns.get_loc(names[role]) for role in roles]].set_axis(roles, axis=1)
+    given = {role: column for role, column in names.items() if column is not None}
+    check_column_names(given, list(frame.columns))
+    picked = frame.iloc[:, [frame.columns.get_loc(column) for column in given.values()]].set_axis(list(given), axis=1)
     if value is None:  # implicit feedback: each row one observed interaction
         picked.insert(2, "value", 1.0)
-    labels = {role: column for role, column in names.items() if column is not None}
-    return normalise(picked, tuple(names), "frame", labels)
+    return normalise(picked, tuple(names), "frame", given)
 
 
 #: Column names that usually hold each role in a log, compared ignoring case and ``_``/``-``/blanks: a missing
@@ -110,13 +95,9 @@ def _column_hint(role: str, found: list, taken: set) -> str:
     )
 
 
-def check_column_names(names: dict[str, Any], found: list) -> None:
-    """Raise ValueError unless each role's column in ``names`` (role to column name; ``None`` for no column) is
-    one column of ``found``, the log's columns in order, and no two roles share one. A missing column's message
-    names the option that reads a likely column of the log (:data:`LIKELY_COLUMNS`): ``"value: expected a column
-    'value' in the interactions, found columns [...]; the log has a column 'rating': use --value-col rating ..."``.
-    """
-    given = {role: column for role, column in names.items() if column is not None}
+def check_column_names(given: dict[str, Any], found: list) -> None:
+    """ValueError unless each role's column in ``given`` is one column of ``found`` (the log's, in order) and no two
+    roles share one; a missing column's message names the option that reads a likely column (``LIKELY_COLUMNS``)."""
     for role, column in given.items():
         count = found.count(column)
         if count == 0:
@@ -133,26 +114,20 @@ def check_column_names(names: dict[str, Any], found: list) -> None:
 def read_interactions_file(path: str | os.PathLike, **columns) -> pd.DataFrame:
     """Read an interaction log from a ``.csv`` (comma-separated, one header line) or ``.parquet`` file.
 
-    ``columns`` are passed to :func:`from_interactions` (``user``, ``item``,
-    ``value``, ``timestamp``: the column names in the file; ``value=None`` for
-    a log without ratings).
+    ``columns`` are passed to :func:`from_interactions` (``user``, ``item``, ``value``, ``timestamp``: the column names
+    in the file; ``value=None`` for a log without ratings).
 
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist.
-    ValueError
-        If the suffix is neither ``.csv`` nor ``.parquet``, the file is empty or
-        holds a header and no rows, or the content fails
-        :func:`from_interactions`'s checks (the message names the file).
+    Raises FileNotFoundError if ``path`` does not exist; ValueError if the suffix is neither ``.csv`` nor ``.parquet``,
+    the file is empty or holds a header and no rows, or the content fails :func:`from_interactions`'s checks (the
+    message names the file).
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"dataset: no interactions file at {path}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        # Ids are read as text and turned into integers only when every one is written as a
-        # plain integer, so "0012" and "12" stay two different items.
+        # Ids are read as text and made integers only when every one is written as a plain integer: "0012" and "12"
+        # stay two different items.
         id_columns = {columns.get("user", "user"): str, columns.get("item", "item"): str}
         frame = _read_csv(path, id_columns)
     elif suffix == ".parquet":
@@ -179,12 +154,8 @@ def check_frame(frame: pd.DataFrame) -> None:
 
 
 def interactions_digest(frame: pd.DataFrame) -> str:
-    """SHA-256 hex digest of an interaction frame, independent of its row order.
-
-    Rows are sorted by (user, item, timestamp, value) and each column is hashed
-    as int64/float64 bytes, or as unit-separated UTF-8 text for string ids; a
-    frame without timestamps hashes only the three other columns.
-    """
+    """SHA-256 of an interaction frame whatever its row order: rows sorted by (user, item, timestamp, value), then each
+    column's :func:`column_bytes`."""
     check_frame(frame)
     columns = [c for c in INTERACTION_COLUMNS if c in frame.columns]
     ordered = frame.sort_values(columns[:2] + columns[3:] + ["value"], kind="mergesort")
@@ -234,12 +205,13 @@ def _ids(column: pd.Series) -> np.ndarray:
         if column.dtype.kind == "u" and len(column) and int(column.max()) > _INT64_MAX:
             return column.astype(str).to_numpy(dtype=object)  # would wrap to negatives
         return column.to_numpy(dtype=np.int64)
+    values = column.to_numpy()
     if (
         pd.api.types.is_float_dtype(column)
-        and np.all(np.mod(column.to_numpy(), 1) == 0)
-        and np.abs(column.to_numpy()).max(initial=0) <= 2**53
+        and np.all(np.mod(values, 1) == 0)
+        and np.abs(values).max(initial=0) <= 2**53
     ):
-        return column.to_numpy().astype(np.int64)  # integers that a reader stored as floats
+        return values.astype(np.int64)  # integers that a reader stored as floats
     text = column.astype(str)
     if len(text) and text.str.fullmatch(r"0|-?[1-9][0-9]{0,17}").all():
         return text.astype(np.int64).to_numpy()

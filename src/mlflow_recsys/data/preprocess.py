@@ -1,9 +1,7 @@
 """Turn explicit ratings into binary implicit feedback and prune sparse users/items.
 
-:func:`preprocess_interactions` runs the steps a split starts from (the ``min_rating`` filter, one row per
-(user, item), the k-core) and counts the rows each one removed; :func:`binarise` and :func:`kcore_prune` are its
-parts.
-"""
+:func:`preprocess_interactions` runs the steps a split starts from (the ``min_rating`` filter, one row per (user, item),
+the k-core) and counts the rows each one removed; :func:`binarise` and :func:`kcore_prune` are its parts."""
 
 from __future__ import annotations
 
@@ -34,16 +32,10 @@ class PruneReport:
 class StepCount:
     """Rows into and out of one preprocessing step of :func:`preprocess_interactions`.
 
-    Attributes
-    ----------
-    step : {"min_rating", "duplicates", "kcore"}
-        Which step.
-    rule : str
-        What it keeps, as printed: ``"min_rating >= 4"``, ``"one row per (user, item)"``, ``"the (5, 1)-core
-        (min_user_interactions, min_item_interactions)"``.
-    rows_in, rows_out : int
-        Rows before and after the step.
-    """
+    ``step`` is ``"min_rating"``, ``"duplicates"`` or ``"kcore"``; ``rule`` what it keeps, as printed
+    (``"min_rating >= 4"``, ``"one row per (user, item)"``,
+    ``"the (5, 1)-core (min_user_interactions, min_item_interactions)"``); ``rows_in`` and ``rows_out`` (int) the rows
+    before and after the step."""
 
     step: str
     rule: str
@@ -82,30 +74,14 @@ def preprocess_interactions(
 ) -> Preprocessed:
     """Keep ratings ``>= min_rating``, one row per (user, item), then the k-core; count what each step removed.
 
-    The steps are those of :func:`binarise` (its threshold, then its removal of repeated pairs) and
-    :func:`kcore_prune`, in that order; see them for the rules. ``steps`` holds one :class:`StepCount` per step,
-    in order, so ``steps[i].rows_out == steps[i + 1].rows_in``.
+    ``frame`` has columns user, item, value and optionally timestamp. The steps are those of :func:`binarise` (its
+    threshold, default 4.0, ``None`` keeping every row; then its removal of repeated pairs) and :func:`kcore_prune`
+    (thresholds ``min_user_interactions`` and ``min_item_interactions``, defaults 5 and 1), in that order; see them for
+    the rules. Returns a :class:`Preprocessed`: ``frame`` as :func:`kcore_prune` returns it, the k-core report
+    ``prune`` and ``steps``, one :class:`StepCount` per step in order, so ``steps[i].rows_out == steps[i + 1].rows_in``.
 
-    Parameters
-    ----------
-    frame:
-        Interactions with columns user, item, value and optionally timestamp.
-    min_rating:
-        As for :func:`binarise` (default 4.0; ``None`` keeps every row).
-    min_user_interactions, min_item_interactions:
-        As for :func:`kcore_prune` (defaults 5 and 1).
-
-    Returns
-    -------
-    Preprocessed
-        ``frame`` as :func:`kcore_prune` returns it, ``steps`` and the k-core report ``prune``.
-
-    Raises
-    ------
-    ValueError
-        As :func:`binarise` and :func:`kcore_prune` do; also when no row reaches ``min_rating`` (the message gives
-        the values' range and how to read implicit data) or the k-core is empty.
-    """
+    Raises ValueError as :func:`binarise` and :func:`kcore_prune` do; also when no row reaches ``min_rating`` (the
+    message gives the values' range and how to read implicit data) or the k-core is empty."""
     check_frame(frame)
     _check_min_rating(min_rating)
     check_thresholds(min_user_interactions, min_item_interactions)
@@ -137,27 +113,11 @@ def preprocess_interactions(
 def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFrame:
     """Keep ratings ``>= min_rating`` as positive feedback with value 1.0.
 
-    Parameters
-    ----------
-    frame:
-        Interactions with columns user, item, value and optionally timestamp.
-    min_rating:
-        Lowest rating that counts as positive (default 4.0, i.e. 4 and 5 stars
-        on MovieLens). ``None`` keeps every row (data that is already implicit).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Same columns, ``value`` float64 all 1.0, one row per distinct (user,
-        item) pair: a pair rated positively several times keeps its earliest
-        timestamp (without timestamps, its first row). Rows sorted by (user,
-        item); index reset.
-
-    Raises
-    ------
-    ValueError
-        Missing columns, or ``min_rating`` neither a real number nor None.
-    """
+    ``frame`` has columns user, item, value and optionally timestamp; ``min_rating`` is the lowest rating that counts as
+    positive (default 4.0, i.e. 4 and 5 stars on MovieLens), ``None`` keeping every row (data already implicit). Returns
+    a frame of the same columns, ``value`` float64 all 1.0, one row per distinct (user, item) pair: a pair rated
+    positively several times keeps its earliest timestamp (without timestamps, its first row); rows sorted by (user,
+    item), index reset. ValueError for missing columns, or a ``min_rating`` neither a real number nor None."""
     check_frame(frame)
     _check_min_rating(min_rating)
     return _one_per_pair(_at_least(frame, min_rating))
@@ -187,39 +147,20 @@ def _one_per_pair(kept: pd.DataFrame) -> pd.DataFrame:
 
 
 def kcore_prune(
-    frame: pd.DataFrame,
-    min_user_interactions: int = 5,
-    min_item_interactions: int = 1,
+    frame: pd.DataFrame, min_user_interactions: int = 5, min_item_interactions: int = 1
 ) -> tuple[pd.DataFrame, PruneReport]:
     """Drop users and items with too few interactions, repeating until none are left.
 
-    Removing a user can push an item under its threshold and vice versa, so one
-    pass is not enough; each pass drops every row whose user has fewer than
-    ``min_user_interactions`` rows or whose item has fewer than
-    ``min_item_interactions`` rows (counts taken at the start of the pass), and
-    passes repeat until a pass drops nothing. The result is the largest
-    sub-frame meeting both thresholds (the (k_u, k_i)-core, cf. Batagelj &
-    Zaversnik 2003 for cores of a graph).
+    Removing a user can push an item under its threshold and vice versa, so one pass is not enough; each pass drops
+    every row whose user has fewer than ``min_user_interactions`` rows or whose item has fewer than
+    ``min_item_interactions`` rows (counts taken at the start of the pass), and passes repeat until a pass drops
+    nothing. The result is the largest sub-frame meeting both thresholds (the (k_u, k_i)-core, cf. Batagelj & Zaversnik
+    2003 for cores of a graph).
 
-    Parameters
-    ----------
-    frame:
-        Interactions with columns user, item, value (timestamp optional); (user, item)
-        pairs are expected to be distinct (see :func:`binarise`).
-    min_user_interactions, min_item_interactions:
-        Thresholds, integers >= 1. Defaults 5 and 1.
-
-    Returns
-    -------
-    (pandas.DataFrame, PruneReport)
-        The surviving rows in their original order (index reset), and a report.
-        The number of passes counts the final pass that removed nothing.
-
-    Raises
-    ------
-    ValueError
-        Missing columns or a threshold that is not an integer >= 1.
-    """
+    ``frame`` has columns user, item, value (timestamp optional) and distinct (user, item) pairs (see :func:`binarise`);
+    the thresholds are integers >= 1, defaults 5 and 1. Returns ``(frame, PruneReport)``: the surviving rows in their
+    original order (index reset), and a report whose number of passes counts the final pass that removed nothing.
+    ValueError for missing columns or a threshold that is not an integer >= 1."""
     check_frame(frame)
     check_thresholds(min_user_interactions, min_item_interactions)
     current = frame.reset_index(drop=True)
@@ -251,8 +192,5 @@ MAX_THRESHOLD = 2**31 - 1
 def check_thresholds(min_user_interactions: int, min_item_interactions: int) -> None:
     """Raise ValueError unless both k-core thresholds are integers in [1, 2**31 - 1] (bool refused): past that no
     user or item of any data set qualifies, and pandas' int64 counts cannot be compared with 2**64."""
-    for name, value in (
-        ("min_user_interactions", min_user_interactions),
-        ("min_item_interactions", min_item_interactions),
-    ):
-        validation.integer(value, name, minimum=1, maximum=MAX_THRESHOLD)
+    validation.integer(min_user_interactions, "min_user_interactions", minimum=1, maximum=MAX_THRESHOLD)
+    validation.integer(min_item_interactions, "min_item_interactions", minimum=1, maximum=MAX_THRESHOLD)

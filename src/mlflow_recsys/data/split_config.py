@@ -34,23 +34,17 @@ class SplitConfig:
     """The settings of a split and its preprocessing, checked when made and kept in canonical form.
 
     Made once by ``mlflow-recsys split`` (the ``split`` entry point) and by Python callers of
-    :func:`~mlflow_recsys.tracking.run_split`; :func:`~mlflow_recsys.data.build_recsys_checkpoint` builds one
-    from its keywords. :meth:`to_params` is what the checkpoint's manifest records under ``parameters`` and the
-    split run logs as params. Each field is declared below with its type, default, range and meaning
-    (:mod:`~mlflow_recsys.settings_schema`), and the ``split`` command's options are made from those
-    declarations.
+    :func:`~mlflow_recsys.tracking.run_split`; :func:`~mlflow_recsys.data.build_recsys_checkpoint` builds one from its
+    keywords. :meth:`to_params` is what the checkpoint's manifest records under ``parameters`` and the split run logs as
+    params. Each field is declared below with its type, default, range and meaning
+    (:mod:`~mlflow_recsys.settings_schema`), and the ``split`` command's options are made from those declarations.
 
-    ``user_split`` is strong generalisation: held-out users' histories are split into fold-in and targets
-    (Liang et al., 2018, "Variational Autoencoders for Collaborative Filtering"). A fraction left ``None`` takes
-    its default (0.2, 0.2, 0.1) where the split mode takes it and stays ``None`` where it does not; ``test_frac
-    + val_frac`` must stay below 1.
+    ``user_split`` is strong generalisation: held-out users' histories are split into fold-in and targets (Liang et al.,
+    2018, "Variational Autoencoders for Collaborative Filtering"). A fraction left ``None`` takes its default (0.2, 0.2,
+    0.1) where the split mode takes it and stays ``None`` where it does not; ``test_frac + val_frac`` must stay below 1.
 
-    Raises
-    ------
-    ValueError
-        Naming the field, what it accepts and what it got; also for a fraction the split mode does not take, or
-        ``eval_draws`` other than 1 outside ``user_split``.
-    """
+    Raises ValueError naming the field, what it accepts and what it got; also for a fraction the split mode does not
+    take, or ``eval_draws`` other than 1 outside ``user_split``."""
 
     split_mode: str = setting(
         "user_split",

@@ -3,9 +3,8 @@
 Inputs: a pandas frame, a Parquet or CSV file (user, item and a rank or a score column), a TREC run file
 (``qid Q0 docid rank score tag``) or a ``ranx.Run``. Every reader returns one frame of (user, item, rank) rows;
 :func:`score_recommendations` never knows where a list came from. Scoring goes through
-:func:`mlflow_recsys.evaluation.evaluate_rankings` over the split's own fold-in, targets and sample ids, so the
-metric definitions and the targets fingerprint are exactly a ``train`` run's on that split.
-"""
+:func:`mlflow_recsys.evaluation.evaluate_rankings` over the split's own fold-in, targets and sample ids, so the metric
+definitions and the targets fingerprint are exactly a ``train`` run's on that split."""
 
 from __future__ import annotations
 
@@ -68,6 +67,16 @@ class ScoredRecommendations:
     counts: dict[str, int]
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """Where a frame holds each list's user, item and rank or score; with neither, ``rank`` or else ``score``."""
+
+    user: str = "user"
+    item: str = "item"
+    rank: str | None = None
+    score: str | None = None
+
+
 def _fail(where: str, column: str, what: str, rows: pd.DataFrame | None = None) -> ValueError:
     shown = "" if rows is None else f"; first rows: {rows.head(SHOWN_ROWS).to_dict('records')}"
     return ValueError(f"{where}[{column!r}]: {what}{shown}")
@@ -90,19 +99,17 @@ def read_recommendations(
     are ordered as trec_eval orders them: by score descending (the rank field only breaks ties, ascending);
     a ranx.Run by score descending.
 
-    Raises
-    ------
-    ValueError
-        Unknown format, missing columns, both or neither of rank/score, more than :data:`MAX_ROWS` rows, an
-        empty input, non-integer ranks, NaN or infinite scores; each names the input and the column.
-    FileNotFoundError
-        A path that is no file.
-    """
+    Raises ValueError for an unknown format, missing columns, both or neither of rank/score, more than :data:`MAX_ROWS`
+    rows, an empty input, non-integer ranks, NaN or infinite scores, each naming the input and the column;
+    FileNotFoundError for a path that is no file."""
     validation.one_of(format, "format", FORMATS)
+    columns = _Columns(user_col, item_col, rank_col, score_col)
     if isinstance(recommendations, pd.DataFrame):
-        return _from_frame(recommendations, "recommendations", "dataframe", user_col, item_col, rank_col, score_col)
-    if type(recommendations).__name__ == "Run" and hasattr(recommendations, "to_dict"):
-        return _from_ranx(recommendations)
+        return _from_frame(recommendations, "recommendations", "dataframe", columns)
+    if type(recommendations).__name__ == "Run" and hasattr(recommendations, "to_dict"):  # ranx, not imported
+        rows = [(q, d, s) for q, docs in recommendations.to_dict().items() for d, s in docs.items()]
+        frame = pd.DataFrame(rows, columns=["user", "item", "score"])
+        return _from_frame(frame, "recommendations (ranx.Run)", "ranx", _Columns(score="score"))
     if not isinstance(recommendations, (str, os.PathLike)):
         raise ValueError(
             validation.expected(
@@ -119,27 +126,23 @@ def read_recommendations(
         raise ValueError(
             validation.expected("user_col, item_col, rank_col, score_col", "a different column for each", named)
         )
-    kind = format if format != "auto" else _kind_of(path)
+    kind = format
+    if format == "auto":
+        suffix = path.suffix.lower()
+        if suffix not in (".parquet", ".csv", *_TREC_SUFFIXES):
+            what = "a .parquet, .csv or TREC (.trec/.run/.txt) file"
+            raise ValueError(validation.expected("recommendations", what, path.name))
+        kind = "trec" if suffix in _TREC_SUFFIXES else suffix[1:]
     if kind == "trec":
         return _from_trec(path)
-    columns = [c for c in (user_col, item_col, rank_col, score_col, "draw", "rank", "score") if c]
-    frame, names = _read_batches(path, kind, columns, ids=(user_col, item_col))
-    return _from_frame(frame, str(path), kind, user_col, item_col, rank_col, score_col, file_columns=names)
-
-
-def _kind_of(path: Path) -> str:
-    suffix = path.suffix.lower()
-    if suffix in _TREC_SUFFIXES:
-        return "trec"
-    if suffix in (".parquet", ".csv"):
-        return suffix[1:]
-    raise ValueError(f"recommendations: expected a .parquet, .csv or TREC (.trec/.run/.txt) file, found {path.name!r}")
+    wanted = [c for c in (user_col, item_col, rank_col, score_col, "draw", "rank", "score") if c]
+    frame, names = _read_batches(path, kind, wanted, ids=(user_col, item_col))
+    return _from_frame(frame, str(path), kind, columns, file_columns=names)
 
 
 def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]) -> tuple[pd.DataFrame, list[str]]:
     """The file's wanted columns, read in Arrow batches, and all its column names; a CSV file's ``ids`` columns
-    as text (``"007"`` stays ``"007"``: the split decides what an id is). ValueError past :data:`MAX_ROWS` rows,
-    for a column named twice, or a file that is not of its ``kind``."""
+    as text (``"007"`` stays ``"007"``: the split decides what an id is)."""
     import pyarrow as pa
     import pyarrow.csv as pv
     import pyarrow.parquet as pq
@@ -147,20 +150,18 @@ def _read_batches(path: Path, kind: str, wanted: list[str], ids: tuple[str, str]
     try:
         if kind == "parquet":
             handle = pq.ParquetFile(path)
-            names = handle.schema_arrow.names
-            _distinct_columns(path, names)
-            if handle.metadata.num_rows > MAX_ROWS:
-                raise ValueError(_too_many(path, handle.metadata.num_rows))
-            keep = [c for c in dict.fromkeys(wanted) if c in names]
-            batches = (b for b in handle.iter_batches(batch_size=1 << 20, columns=keep))
+            names, n = handle.schema_arrow.names, handle.metadata.num_rows
         else:
-            text = {c: pa.string() for c in ids}
-            options = pv.ConvertOptions(strings_can_be_null=False, column_types=text)
+            options = pv.ConvertOptions(strings_can_be_null=False, column_types={c: pa.string() for c in ids})
             reader = pv.open_csv(path, convert_options=options)
-            names = reader.schema.names
-            _distinct_columns(path, names)
-            keep = [c for c in dict.fromkeys(wanted) if c in names]
-            batches = (b.select(keep) for b in reader)
+            names, n = reader.schema.names, 0
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:
+            raise ValueError(f"{path}: expected distinct column names, found {twice} more than once in {names}")
+        if n > MAX_ROWS:  # a Parquet footer's count, before anything is read
+            raise ValueError(_too_many(path, n))
+        keep = [c for c in dict.fromkeys(wanted) if c in names]
+        batches = handle.iter_batches(1 << 20, columns=keep) if kind == "parquet" else (b.select(keep) for b in reader)
         kept, n = [], 0
         for batch in batches:
             n += batch.num_rows
@@ -182,18 +183,12 @@ def _readable(exc: Exception) -> str:
     return "".join(c if c.isprintable() and c.isascii() else "?" for c in str(exc).splitlines()[0][:200])
 
 
-def _distinct_columns(path: Path, names: list[str]) -> None:
-    twice = sorted({c for c in names if names.count(c) > 1})
-    if twice:
-        raise ValueError(f"{path}: expected distinct column names, found {twice} more than once in {names}")
-
-
 def _too_many(path: Path, found: int | None) -> str:
     return f"{path}: expected at most {MAX_ROWS:,} rows (MAX_ROWS), found {'more' if found is None else f'{found:,}'}"
 
 
 def _from_trec(path: Path) -> Recommendations:
-    names = ["qid", "q0", "docid", "rank", "score", "tag"]
+    names = ["user", "q0", "item", "rank", "score", "tag"]  # qid and docid are the user and the item
     chunks, n = [], 0
     try:
         # Every field as text: a score of "nan" is refused as a score, not read as a missing field.
@@ -215,8 +210,7 @@ def _from_trec(path: Path) -> Recommendations:
             f"{path}: expected six whitespace-separated fields (qid Q0 docid rank score tag) on every line ({first})"
         ) from None
     frame = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=names)
-    frame = frame.rename(columns={"qid": "user", "docid": "item"})
-    checked = _from_frame(frame, str(path), "trec", "user", "item", None, "score")
+    checked = _from_frame(frame, str(path), "trec", _Columns(score="score"))
     ranks = _integer_ranks(frame, str(path), "rank", least=None)  # trec_eval reads any integer; it only breaks ties
     # trec_eval's order: score descending; here the rank field breaks ties.
     order = checked.frame.assign(_r=ranks).sort_values(["user", "order", "_r"], kind="mergesort")
@@ -224,35 +218,27 @@ def _from_trec(path: Path) -> Recommendations:
     return Recommendations(order.drop(columns="_r"), str(path), "trec", "rank")
 
 
-def _from_ranx(run) -> Recommendations:
-    rows = [(q, d, s) for q, docs in run.to_dict().items() for d, s in docs.items()]
-    frame = pd.DataFrame(rows, columns=["user", "item", "score"])
-    return _from_frame(frame, "recommendations (ranx.Run)", "ranx", "user", "item", None, "score")
-
-
-def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col, file_columns=None) -> Recommendations:
+def _from_frame(frame, where: str, kind: str, columns: _Columns, file_columns=None) -> Recommendations:
     """``file_columns``: every column of the file, for messages (``frame`` holds only those read)."""
     shown_columns = list(frame.columns) if file_columns is None else list(file_columns)
+    rank_col, score_col = columns.rank, columns.score
     if rank_col is None and score_col is None:
         rank_col = "rank" if "rank" in frame.columns else None
         score_col = "score" if rank_col is None and "score" in frame.columns else None
-    if (rank_col is None) == (score_col is None):
+    order_col = rank_col or score_col
+    if order_col is None or (rank_col and score_col):
         raise ValueError(
             f"{where}: expected exactly one of a rank column and a score column (rank_col/score_col), "
             f"found columns {shown_columns}"
         )
-    order_col = rank_col or score_col
-    for column in (user_col, item_col, order_col):
+    for column in (columns.user, columns.item, order_col):
         if column not in frame.columns:
             raise ValueError(f"{where}[{column!r}]: expected this column, found columns {shown_columns}")
     if len(frame) == 0:
         raise ValueError(f"{where}: expected at least one recommended item, found an empty input")
-    if rank_col is not None:
-        order = _integer_ranks(frame, where, rank_col, least=1)
-    else:
-        order = _finite_scores(frame, where, score_col)
+    order = _integer_ranks(frame, where, order_col, least=1) if rank_col else _finite_scores(frame, where, order_col)
     # .array keeps Arrow strings as they are: .to_numpy() would make a Python str per row
-    out = {"user": frame[user_col].array, "item": frame[item_col].array, "order": order}
+    out = {"user": frame[columns.user].array, "item": frame[columns.item].array, "order": order}
     if "draw" in frame.columns:
         out["draw"] = _integer_ranks(frame, where, "draw", least=0).astype(np.int64)
     return Recommendations(pd.DataFrame(out), where, kind, order_col)
@@ -261,24 +247,21 @@ def _from_frame(frame, where, kind, user_col, item_col, rank_col, score_col, fil
 def _integer_ranks(frame: pd.DataFrame, where: str, column: str, *, least: int | None) -> np.ndarray:
     """The column as float64 integers, each at least ``least`` (ranks count from 1, draws from 0)."""
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values) | (np.mod(values, 1) != 0)
-    what = "integers"
-    if least is not None:
-        bad |= values < least
-        what = f"integers >= {least}"
+    bad = ~np.isfinite(values) | (np.mod(values, 1) != 0) | (values < (-np.inf if least is None else least))
     if bad.any():
+        what = "integers" if least is None else f"integers >= {least}"
         raise _fail(where, column, f"expected {what}, found {int(bad.sum()):,} other value(s)", frame[bad])
     return values
 
 
 def _finite_scores(frame: pd.DataFrame, where: str, column: str) -> np.ndarray:
+    """The column negated, as float64: higher scores first."""
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
-        raise _fail(
-            where, column, f"expected finite numbers, found {int(bad.sum()):,} NaN/infinite/non-numeric", frame[bad]
-        )
-    return -values  # higher score first
+        what = f"expected finite numbers, found {int(bad.sum()):,} NaN/infinite/non-numeric"
+        raise _fail(where, column, what, frame[bad])
+    return -values
 
 
 def _as_kind(values: pd.Series, kind: str, recs: Recommendations, column: str) -> np.ndarray:
@@ -293,9 +276,8 @@ def _as_kind(values: pd.Series, kind: str, recs: Recommendations, column: str) -
     text = series.astype("string[pyarrow]")  # Arrow strings: no Python object per row
     empty = (text.isna() | (text.str.strip() == "")).to_numpy(dtype=bool)
     if empty.any():
-        raise _fail(
-            recs.source, column, f"expected an id on every row, found {int(empty.sum()):,} empty", recs.rows(empty)
-        )
+        what = f"expected an id on every row, found {int(empty.sum()):,} empty"
+        raise _fail(recs.source, column, what, recs.rows(empty))
     if kind == "string":
         return series.to_numpy().astype(str)
     try:
@@ -315,20 +297,15 @@ def score_recommendations(
 ) -> ScoredRecommendations:
     """Check ``recs`` against the split's test protocol and score them on its evaluated test rows.
 
-    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns (or a mapping with its ``test_``
-    keys and ``item_ids``). Rows are the split's test rows (one per
-    user and draw); a list is its user's (and ``draw``'s) items in ``order``. History (fold-in) items in a list
-    are taken out and counted (``history="remove"``, with a :class:`FoldInRankedWarning`) or refused
-    (``"strict"``); a split user without a list scores 0 everywhere (``missing="zero"``) or is refused; a list
-    shorter than the largest cutoff is scored as it is (counted).
+    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns (or a mapping with its ``test_`` keys and
+    ``item_ids``). Rows are the split's test rows (one per user and draw); a list is its user's (and ``draw``'s) items
+    in ``order``. History (fold-in) items in a list are taken out and counted (``history="remove"``, with a
+    :class:`FoldInRankedWarning`) or refused (``"strict"``); a split user without a list scores 0 everywhere
+    (``missing="zero"``) or is refused; a list shorter than the largest cutoff is scored as it is (counted).
 
-    Raises
-    ------
-    ValueError
-        Unknown users or items, duplicate (user, item) rows, repeated ranks in a list, no ``draw`` column on a
-        split with several draws (or a draw out of range), history items under ``"strict"``, missing users under
-        ``"strict"``. Each names the input, the column and the first offending rows.
-    """
+    Raises ValueError for unknown users or items, duplicate (user, item) rows, repeated ranks in a list, no ``draw``
+    column on a split with several draws (or a draw out of range), history items under ``"strict"``, missing users under
+    ``"strict"``; each names the input, the column and the first offending rows."""
     validation.one_of(history, "history", HISTORY_POLICIES)
     validation.one_of(missing, "missing", MISSING_POLICIES)
     given = list(metrics)
@@ -345,25 +322,15 @@ def score_recommendations(
     leaked = hit_matrix(rankings, source, width)
     n_leaked = int(leaked.sum())
     if n_leaked and history == "strict":
-        bad = leaked[rows, positions]
-        raise _fail(
-            recs.source,
-            "item",
-            f"expected no fold-in (history) item of the user, found {n_leaked:,} (history='strict')",
-            recs.rows(bad),
-        )
+        what = f"expected no fold-in (history) item of the user, found {n_leaked:,} (history='strict')"
+        raise _fail(recs.source, "item", what, recs.rows(leaked[rows, positions]))
     has_list = np.zeros(n_rows, dtype=bool)
     has_list[rows] = True
     ids = split["test_eval_user_ids"]
     n_missing = int(len(pd.unique(ids[~has_list])))
     if n_missing and missing == "strict":
-        shown = pd.DataFrame({"user": ids[~has_list][:SHOWN_ROWS]})
-        raise _fail(
-            recs.source,
-            "user",
-            f"expected a list for every test user of the split, found {n_missing:,} without (missing='strict')",
-            shown,
-        )
+        what = f"expected a list for every test user of the split, found {n_missing:,} without (missing='strict')"
+        raise _fail(recs.source, "user", what, pd.DataFrame({"user": ids[~has_list][:SHOWN_ROWS]}))
     lengths = (rankings >= 0).sum(axis=1) - leaked.sum(axis=1)
     n_short = int((has_list & (lengths < max_k)).sum())
     with warnings.catch_warnings():
@@ -403,11 +370,8 @@ def _positions(
         if ((draw < 0) | (draw >= n_draws)).any():
             raise _fail(where, "draw", f"expected draws 0..{n_draws - 1}", recs.rows((draw < 0) | (draw >= n_draws)))
     elif n_draws > 1:
-        raise _fail(
-            where,
-            "draw",
-            f"expected a draw column (0-based): the split scores each user in {n_draws} draws, each its own fold-in",
-        )
+        what = f"expected a draw column (0-based): the split scores each user in {n_draws} draws, each its own fold-in"
+        raise _fail(where, "draw", what)
     else:
         draw = np.zeros(len(frame), dtype=np.int64)
     rows = draw * len(per_draw) + user_row
@@ -431,9 +395,8 @@ def _ordered(rows, cols, order, recs: Recommendations, n_items: int) -> tuple[np
         if tied.any():
             bad = np.zeros(len(frame), dtype=bool)
             bad[by[1:][tied]] = bad[by[:-1][tied]] = True
-            raise _fail(
-                where, recs.order_col, "expected distinct ranks within a user's list, found repeated", recs.rows(bad)
-            )
+            what = "expected distinct ranks within a user's list, found repeated"
+            raise _fail(where, recs.order_col, what, recs.rows(bad))
     steps = np.arange(rows.size)
     positions = steps - np.maximum.accumulate(np.where(first, steps, 0))
     return rows, cols, positions

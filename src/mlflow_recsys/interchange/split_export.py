@@ -1,9 +1,8 @@
 """A split written out as plain files that other frameworks read: interactions with the dataset's own ids.
 
-A LensKit, RecBole, implicit or Cornac user trains on ``train`` plus each test user's ``test_fold_in`` rows and
-ranks items for exactly the users of ``test_targets``; the lists go back in through
-:func:`~mlflow_recsys.interchange.recommendations.read_recommendations`. No MLflow here.
-"""
+A LensKit, RecBole, implicit or Cornac user trains on ``train`` plus each test user's ``test_fold_in`` rows and ranks
+items for exactly the users of ``test_targets``; the lists go back in through
+:func:`~mlflow_recsys.interchange.recommendations.read_recommendations`. No MLflow here."""
 
 from __future__ import annotations
 
@@ -49,15 +48,8 @@ _MEANING = {
 
 
 def check_out_folder(out: str | os.PathLike) -> Path:
-    """``out`` as a Path when it is a new or empty folder in an existing one.
-
-    Raises
-    ------
-    ValueError
-        If ``out`` is a file or a folder that holds something.
-    FileNotFoundError
-        If its parent folder does not exist.
-    """
+    """``out`` as a Path when it is a new or empty folder in an existing one, else ValueError (FileNotFoundError
+    without its parent)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         what = "which holds something" if out.is_dir() else "a file"
@@ -79,14 +71,8 @@ def export_split_files(split: LoadedSplit, out: str | os.PathLike, *, format: st
     means. Ids keep their type (int64, or text). The folder is filled under a temporary name and renamed, so a
     failure leaves nothing at ``out``. Returns ``out`` as a :class:`pathlib.Path`.
 
-    Parameters
-    ----------
-    split:
-        What :func:`~mlflow_recsys.data.load_recsys_split` returns.
-    out:
-        The folder to create; its parent must exist, and ``out`` must not, or be an empty folder.
-    format:
-        ``"parquet"`` (default) or ``"csv"``.
+    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns; ``out`` the folder to create (its parent
+    must exist, and ``out`` must not, or be an empty folder); ``format`` ``"parquet"`` (default) or ``"csv"``.
 
     Raises
     ------
@@ -106,7 +92,7 @@ def export_split_files(split: LoadedSplit, out: str | os.PathLike, *, format: st
         out.rmdir()  # empty: the atomic folder takes its place
     with atomic_directory(out) as tmp:
         for stem, frame in frames.items():
-            _write(frame, tmp / f"{stem}.{format}", format)
+            getattr(frame, f"to_{format}")(tmp / f"{stem}.{format}", index=False)  # to_parquet or to_csv
         _envelope.write_json(tmp / "split.json", FORMAT, FORMAT_VERSION, _description(split, frames, format))
     return out
 
@@ -114,19 +100,12 @@ def export_split_files(split: LoadedSplit, out: str | os.PathLike, *, format: st
 def _pairs(matrix: sp.csr_matrix, row_ids: np.ndarray, item_ids: np.ndarray) -> pd.DataFrame:
     """One (user, item) row per stored entry of ``matrix``, in row order, with ``draw`` when rows repeat users in
     stacked blocks (``eval_draws > 1``)."""
-    coo = sp.csr_matrix(matrix).tocoo()
-    frame = pd.DataFrame({"user": np.asarray(row_ids)[coo.row], "item": np.asarray(item_ids)[coo.col]})
-    n_users = len(pd.unique(np.asarray(row_ids)))
+    coo = matrix.tocoo()
+    frame = pd.DataFrame({"user": row_ids[coo.row], "item": item_ids[coo.col]})
+    n_users = len(pd.unique(row_ids))
     if n_users and matrix.shape[0] > n_users:
         frame.insert(0, "draw", (coo.row // n_users).astype(np.int64))
     return frame
-
-
-def _write(frame: pd.DataFrame, path: Path, format: str) -> None:
-    if format == "csv":
-        frame.to_csv(path, index=False)
-    else:
-        frame.to_parquet(path, index=False)
 
 
 def _description(split: LoadedSplit, frames: dict[str, pd.DataFrame], format: str) -> dict:
