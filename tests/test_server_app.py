@@ -32,7 +32,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import runs_by_id
+from mlflow_recsys.tracking.runs import runs_by_id, search_training_runs
 from simulated import log_training_run
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -262,9 +262,9 @@ def test_paging_follows_search_runs_page_tokens(store):
     ids = [
         log_training_run(client, experiment_id, tmp, model=f"M{i}", seed=None, rng_seed=i, n_users=20) for i in range(7)
     ]
-    runs, truncated = listing.training_runs(client, [experiment_id], page_size=3)
+    runs, truncated = search_training_runs(client, [experiment_id], page_size=3, limit=listing.MAX_LISTED)
     assert sorted(r.info.run_id for r in runs) == sorted(ids) and not truncated
-    runs, truncated = listing.training_runs(client, [experiment_id], page_size=3, limit=5)
+    runs, truncated = search_training_runs(client, [experiment_id], page_size=3, limit=5)
     assert len(runs) == 5 and truncated
 
 

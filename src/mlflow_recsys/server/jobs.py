@@ -60,30 +60,19 @@ class JobNotFound(LookupError):
 
 
 def max_comparisons() -> int:
-    """The bound on concurrent comparisons, from :data:`MAX_COMPARISONS_ENV`.
-
-    Raises
-    ------
-    ValueError
-        If the variable is set to anything but a whole number from 1 to 64.
-    """
+    """The bound on concurrent comparisons, from :data:`MAX_COMPARISONS_ENV`; ValueError if the variable is set
+    to anything but a whole number from 1 to 64."""
     return _whole_number_env(MAX_COMPARISONS_ENV, DEFAULT_MAX_COMPARISONS, 64, "a whole number")
 
 
 def time_limit() -> int:
-    """Seconds a job may compute (from the moment it holds a slot), from :data:`TIME_LIMIT_ENV`.
-
-    Raises
-    ------
-    ValueError
-        If the variable is set to anything but a whole number of seconds from 1 to 604,800 (a week).
-    """
+    """Seconds a job may compute (from the moment it holds a slot), from :data:`TIME_LIMIT_ENV`; ValueError if the
+    variable is set to anything but a whole number of seconds from 1 to 604,800 (a week)."""
     return _whole_number_env(TIME_LIMIT_ENV, DEFAULT_TIME_LIMIT_S, 604_800, "a whole number of seconds")
 
 
 def _whole_number_env(name: str, default: int, highest: int, what: str) -> int:
-    """The whole number from 1 to ``highest`` that variable ``name`` holds, or ``default`` when it is unset or
-    blank; ValueError naming the variable, ``what`` was expected and what was found otherwise."""
+    """The whole number from 1 to ``highest`` in variable ``name``, ``default`` when it is unset or blank."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -108,17 +97,10 @@ def jobs_dir(store_uri: str) -> Path:
 
 
 def _private_folder(path: Path) -> None:
-    """Create ``path`` (mode ``0o700``) if missing; refuse one another user owns or others may write to.
-
-    Raises
-    ------
-    RuntimeError
-        If ``path`` is not a folder owned by this process's uid, or is group- or other-writable.
-    """
-    try:
+    """Create ``path`` (mode ``0o700``) if missing; RuntimeError for one that is no folder, another uid owns, or
+    its group or others may write to."""
+    with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is not a folder")
@@ -147,19 +129,15 @@ def write_job(folder: Path, job: dict) -> None:
 
 
 def read_job(folder: Path, job_id: str) -> dict:
-    """The job's last written state; a job whose process died without a word reads as failed.
-
-    Raises
-    ------
-    JobNotFound
-        If ``job_id`` is not a job id or no such job exists.
-    """
+    """The job's last written state; a job whose process died without a word reads as failed (with ``died``).
+    JobNotFound if ``job_id`` is not a job id or no such job exists."""
     try:
         job = json.loads(_path(folder, job_id).read_text())
     except FileNotFoundError:
         raise JobNotFound(f"job: no job {job_id} on this server") from None
     if not job.get("pid"):
-        job["pid"] = _launched_pid(folder, job_id)
+        pid = _read_beside(folder, job_id, ".pid")
+        job["pid"] = int(pid) if pid and pid.isdigit() else None
     if job["stage"] not in FINAL:
         pid = job["pid"]
         if (pid and not _alive(pid)) or (not pid and time.time() - job.get("created", 0) > UNLAUNCHED_AFTER_S):
@@ -173,7 +151,7 @@ def all_jobs(folder: Path) -> list[dict]:
     for path in folder.glob("*.json"):
         try:
             found.append(read_job(folder, path.stem))
-        except (JobNotFound, ValueError, KeyError, OSError):
+        except JobNotFound:  # another file, or a job pruned meanwhile
             continue
     return found
 
@@ -193,13 +171,6 @@ def record_launch(folder: Path, job_id: str, pid: int) -> None:
         out.write(str(pid).encode())
 
 
-def _launched_pid(folder: Path, job_id: str) -> int | None:
-    try:
-        return int(_path(folder, job_id).with_suffix(".pid").read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def request_cancel(folder: Path, job_id: str, reason: str) -> None:
     """Record why the job is being cancelled, for its process to end with (see :func:`cancel_reason`)."""
     with atomic_write(_path(folder, job_id).with_suffix(".cancel")) as out:
@@ -208,9 +179,13 @@ def request_cancel(folder: Path, job_id: str, reason: str) -> None:
 
 def cancel_reason(folder: Path, job_id: str) -> str | None:
     """Why the job was cancelled, or None when it was not."""
+    return _read_beside(folder, job_id, ".cancel")
+
+
+def _read_beside(folder: Path, job_id: str, suffix: str) -> str | None:
     try:
-        return _path(folder, job_id).with_suffix(".cancel").read_text()
-    except OSError:
+        return _path(folder, job_id).with_suffix(suffix).read_text()
+    except FileNotFoundError:
         return None
 
 

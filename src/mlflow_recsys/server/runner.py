@@ -29,10 +29,9 @@ from mlflow_recsys.tracking import tags
 _KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
 
 
-def launch(
-    folder: Path, job: dict, *, tracking_uri: str, username: str | None = None, password: str | None = None
-) -> subprocess.Popen:
-    """Start the job's process; a thread of this worker reaps it when it ends."""
+def launch(folder: Path, job: dict, *, tracking_uri: str, auth=None) -> subprocess.Popen:
+    """Start the job's process; a thread of this worker reaps it when it ends. ``auth`` (``username`` and
+    ``password``) is what the request was authenticated with, for the process to act as its user."""
     from mlflow_recsys.tracking.plugin import SERVER_JOB_ENV  # not at import: the plugin module imports MLflow's
 
     env = {
@@ -50,8 +49,8 @@ def launch(
             SERVER_JOB_ENV: job["id"],
         },
     )
-    if username is not None:
-        env.update(MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password or "")
+    if auth is not None:
+        env.update(MLFLOW_TRACKING_USERNAME=auth.username, MLFLOW_TRACKING_PASSWORD=auth.password or "")
     try:
         with open(folder / f"{job['id']}.log", "wb") as log:
             proc = subprocess.Popen(
@@ -78,26 +77,12 @@ def _watch_parent(parent: int, every: float = 1.0) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
-    """The primary metric (or the first compared one) and its result sentences, as the run notes give them
-    (:func:`~mlflow_recsys.report.text.stated_results`: the primary analysis' first, each named when there are
-    two, ``Primary analysis: seed-averaged comparison. ...``); then the seed-spread sentences."""
-    from mlflow_recsys.report.analyses import stated_results
-
-    metric = primary or outcome.report.comparisons[0].metric
-    stated = stated_results(outcome.report, outcome.seed_averaged, outcome.primary_analysis, metric)
-    lines = [
-        (f"{label}. " if label else "") + r.results_text(metric, c.candidate, c.baseline) for label, r, c in stated
-    ]
-    lines += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
-    return metric, lines
-
-
 def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
     """Wait for a slot, compare, and record every stage in the job file; returns the final job.
 
     ``on_start`` (no arguments) is called once the slot is held, before the comparison starts.
     """
+    from mlflow_recsys.report.analyses import stated_results
     from mlflow_recsys.tracking.redact import redact
 
     job = jobs.read_job(folder, job_id)
@@ -122,7 +107,14 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
 
         selection = Selection(run_ids=job["run_ids"], chosen=job["settings"])
         outcome = compare_runs(run_ids=list(selection.run_ids), settings=selection.settings(), on_stage=update)
-        metric, sentences = _sentences(outcome, selection.primary)
+        # The primary metric's result sentences as the run notes give them (the primary analysis' first, each
+        # labelled when there are two), then the seed-spread sentences.
+        metric = selection.chosen["primary"] or outcome.report.comparisons[0].metric
+        stated = stated_results(outcome.report, outcome.seed_averaged, outcome.primary_analysis, metric)
+        sentences = [
+            (f"{label}. " if label else "") + r.results_text(metric, c.candidate, c.baseline) for label, r, c in stated
+        ]
+        sentences += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
         run = MlflowClient().get_run(outcome.run_id)
         job["finished"] = time.time()
         update(
@@ -134,7 +126,7 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
                 "status": run.info.status,
                 "metric": metric,
                 "sentences": sentences,
-                # the analysis ``primary_analysis`` resolved to, as the run logged it, for the Settings table
+                # what ``primary_analysis`` resolved to, for the Settings table
                 "primary_analysis_used": run.data.params.get("primary_analysis_used"),
             },
         )
@@ -151,10 +143,15 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
 CANCEL_SIGNAL = signal.SIGUSR1
 
 
-def _stop_handlers(folder: Path, job_id: str, limit: int) -> None:
-    """Cancel (:data:`CANCEL_SIGNAL`) and the time limit (SIGALRM) raise :class:`Terminated` with their reason,
-    so the comparison run being logged ends FAILED with it, as on SIGTERM."""
+def main(argv: list[str]) -> int:
+    from mlflow_recsys.tracking.server_errors import use_cli_defaults
 
+    use_cli_defaults()  # bounded HTTP retries: an unresponsive store fails the job in minutes, not many
+    folder, job_id = Path(argv[0]), argv[1]
+    limit = jobs.time_limit()
+
+    # Cancel and the time limit raise Terminated with their reason, so the comparison run being logged ends FAILED
+    # with it, as on SIGTERM.
     def cancelled(signum, frame):
         raise Terminated(jobs.cancel_reason(folder, job_id) or "cancelled from the recsys page")
 
@@ -164,15 +161,6 @@ def _stop_handlers(folder: Path, job_id: str, limit: int) -> None:
     signal.signal(signal.SIGTERM, raise_terminated)
     signal.signal(CANCEL_SIGNAL, cancelled)
     signal.signal(signal.SIGALRM, timed_out)
-
-
-def main(argv: list[str]) -> int:
-    from mlflow_recsys.tracking.server_errors import use_cli_defaults
-
-    use_cli_defaults()  # bounded HTTP retries: an unresponsive store fails the job in minutes, not many
-    folder, job_id = Path(argv[0]), argv[1]
-    limit = jobs.time_limit()
-    _stop_handlers(folder, job_id, limit)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     job = run_job(folder, job_id, on_start=lambda: signal.alarm(limit))
     return 0 if job["stage"] == "done" else 1
