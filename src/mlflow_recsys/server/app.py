@@ -19,15 +19,9 @@ URL_PREFIX = "/recsys"
 
 
 def install(flask_app, *, admins_only: bool = False) -> None:
-    """Add the recsys pages, and CSRF protection for their form, to ``flask_app`` (once).
-
-    Raises
-    ------
-    RuntimeError
-        If ``MLFLOW_FLASK_SERVER_SECRET_KEY`` is unset or empty (as MLflow's ``basic-auth`` refuses to start).
-    ValueError
-        If ``MLFLOW_RECSYS_MAX_COMPARISONS`` is not a whole number from 1 to 64.
-    """
+    """Add the recsys pages, and CSRF protection for their form, to ``flask_app`` (once). RuntimeError if
+    ``MLFLOW_FLASK_SERVER_SECRET_KEY`` is unset or empty (as MLflow's ``basic-auth`` refuses to start) or the job
+    folder is unsafe; ValueError if ``MLFLOW_RECSYS_MAX_COMPARISONS`` is not a whole number from 1 to 64."""
     from mlflow.environment_variables import MLFLOW_FLASK_SERVER_SECRET_KEY as KEY
 
     from mlflow_recsys.server import jobs

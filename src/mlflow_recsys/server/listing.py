@@ -14,6 +14,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
@@ -100,8 +101,7 @@ def _finite_values(run: Run) -> dict[str, float]:
 def _protocol(run: Run, digest: str) -> tuple[str, str]:
     """(dataset, protocol) of the run's split, from the dataset input the training run logged."""
     dataset = run.data.tags.get(tags.DATASET, "")
-    for entry in getattr(run.inputs, "dataset_inputs", None) or []:
-        d = entry.dataset
+    for d in (entry.dataset for entry in (run.inputs.dataset_inputs if run.inputs else [])):
         if digest and d.digest and digest.startswith(d.digest):
             name = d.name  # "<dataset> <protocol> seed <seed>", as tracking.training.split_dataset names it
             if dataset and name.startswith(dataset + " "):
@@ -128,16 +128,12 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
         key = (digest, model, config)
         if key not in models:
             try:
-                values = json.loads(config) if config else {}
+                values: Any = json.loads(config) if config else {}
             except json.JSONDecodeError:
                 values = None
-            if isinstance(values, dict):
-                text, canonical = (
-                    ", ".join(f"{k}={v}" for k, v in sorted(values.items())),
-                    json.dumps(values, sort_keys=True),
-                )
-            else:
-                text, canonical = config, ""
+            ok = isinstance(values, dict)  # else the tag is shown as it is, and names no candidate
+            text = ", ".join(f"{k}={v}" for k, v in sorted(values.items())) if ok else config
+            canonical = json.dumps(values, sort_keys=True) if ok else ""
             models[key] = ModelGroup(model=model, config=text, config_json=canonical)
             splits[digest].models.append(models[key])
         models[key].runs.append(
@@ -188,11 +184,8 @@ def _name_candidates(groups: list[ModelGroup]) -> None:
 def _holding(
     client: MlflowClient, experiment_ids: list[str], filter_string: str, view_type=ViewType.ACTIVE_ONLY, page_size=200
 ) -> set[str]:
-    """Which of the experiments hold a run matching the filter.
-
-    Each query asks across every experiment not yet found; the experiments of its runs are found, and the next
-    query leaves them out. Experiments without such runs cost nothing beyond the last (empty) query.
-    """
+    """Which of the experiments hold a run matching the filter: each query asks across every experiment not yet
+    found, so experiments without such runs cost nothing beyond the last (empty) query."""
     left, found = list(experiment_ids), set()
     while left:
         page = client.search_runs(left, filter_string=filter_string, run_view_type=view_type, max_results=page_size)
@@ -205,12 +198,9 @@ def _holding(
 
 
 def experiments_with_training_runs(client: MlflowClient) -> list:
-    """Active experiments that hold (or, when tagged, held) a FINISHED training run, by name.
-
-    Experiments tagged :data:`~mlflow_recsys.tracking.tags.HAS_TRAINING_RUNS` (training runs tag theirs) are
-    found with one paged ``search_experiments``; the others, whose runs were logged by hand, with a few
-    ``search_runs`` queries across all of them at once (never one query per experiment).
-    """
+    """Active experiments that hold (or, when tagged, held) a FINISHED training run, by name: those tagged
+    :data:`~mlflow_recsys.tracking.tags.HAS_TRAINING_RUNS` (training runs tag theirs) with one paged
+    ``search_experiments``, the others (runs logged by hand) with a few ``search_runs`` across all of them at once."""
 
     def experiments(filter_string=None):
         return search_all(
@@ -234,13 +224,10 @@ def declared_settings(
     One paged ``search_runs`` query. A value two study runs give differently, or none gives, is None: the page
     then falls back to the ``compare`` command's defaults.
     """
-    primaries, metric_lists = set(), set()
-    for run in search_all(client.search_runs, experiment_ids, f"tags.`{tags.ROLE}` = '{tags.ROLE_MAIN}'"):
-        params = run.data.params
-        if params.get("primary"):
-            primaries.add(params["primary"])
-        if params.get("metrics"):
-            metric_lists.add(tuple(k.strip() for k in params["metrics"].split(",") if k.strip()))
+    query = f"tags.`{tags.ROLE}` = '{tags.ROLE_MAIN}'"
+    studies = [r.data.params for r in search_all(client.search_runs, experiment_ids, query)]
+    primaries = {p["primary"] for p in studies if p.get("primary")}
+    metric_lists = {tuple(k.strip() for k in p["metrics"].split(",") if k.strip()) for p in studies if p.get("metrics")}
     primary = primaries.pop() if len(primaries) == 1 else None
     metrics = metric_lists.pop() if len(metric_lists) == 1 else None
     if metrics is not None:
@@ -281,25 +268,18 @@ class ComparisonRow:
 
 
 def comparisons(
-    client: MlflowClient,
-    experiment_ids: list[str],
-    *,
-    live_jobs: frozenset[str] = frozenset(),
-    now_ms: int | None = None,
-    limit: int = MAX_COMPARISONS,
+    client: MlflowClient, experiment_ids: list[str], *, live_jobs: frozenset[str] = frozenset()
 ) -> list[ComparisonRow]:
-    """The experiments' comparison runs, newest first (one query), each with its start date, reference, primary
-    metric, metrics, runs and B, and its error or every result sentence of its primary metric (its
-    ``recsys.result`` headline when the notes hold none). A RUNNING run is marked stale when it is a page job's
-    (tag ``recsys.server_job``) that is not among ``live_jobs``, or started over :data:`STALE_AFTER_S` ago."""
+    """The experiments' newest :data:`MAX_COMPARISONS` comparison runs, newest first (one query), each with its
+    start date, reference, primary metric, metrics, runs and B, and its error or every result sentence of its
+    primary metric (its ``recsys.result`` headline when the notes hold none). A RUNNING run is marked stale when it
+    is a page job's (tag ``recsys.server_job``) not among ``live_jobs``, or started over :data:`STALE_AFTER_S` ago."""
     import datetime
     import time
 
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    rows = []
-    for r in client.search_runs(
-        experiment_ids, filter_string=COMPARISON_FILTER, max_results=limit, order_by=["attributes.start_time DESC"]
-    ):
+    now_ms, rows = time.time() * 1000, []
+    order = ["attributes.start_time DESC"]
+    for r in client.search_runs(experiment_ids, COMPARISON_FILTER, max_results=MAX_COMPARISONS, order_by=order):
         t, p = r.data.tags, r.data.params
         # A result only of a run that ended and logged its settings (the last thing logged): anything else of a run
         # cut off midway (notes, headline) is not its result.
@@ -342,12 +322,9 @@ _MARKDOWN = re.compile(r"\\(.)|\*\*")
 
 
 def note_sentences(note: str) -> list[str]:
-    """The result sentences of a comparison run's notes, as plain text (markdown escapes undone), whichever
-    version of the notes was logged (full or compact): the paragraphs right after the ``Primary metric`` line
-    that are result sentences, each ending as every
-    :func:`~mlflow_recsys.report.text.results_text` sentence does
-    (:data:`~mlflow_recsys.report.text.RESULT_SENTENCE_END`), up to the first that is not (the seeds, the
-    provenance, a caption or a table); none when the notes declare no primary metric or dropped the sentences."""
+    """The result sentences of a comparison run's notes as plain text (markdown escapes undone): the paragraphs
+    after the ``Primary metric`` line that end as every :func:`~mlflow_recsys.report.text.results_text` sentence
+    does, up to the first that does not; none when the notes declare no primary metric or hold no sentence."""
     from mlflow_recsys.report.text import RESULT_SENTENCE_END
 
     paragraphs = [p.strip() for p in note.split("\n\n") if p.strip()]

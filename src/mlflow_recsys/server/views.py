@@ -12,11 +12,14 @@ import os
 from urllib.parse import urlsplit
 
 import mlflow
+import sqlalchemy.exc
 from flask import Blueprint, Response, abort, current_app, redirect, render_template, request, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from mlflow.environment_variables import MLFLOW_SERVER_CORS_ALLOWED_ORIGINS
 from mlflow.exceptions import MlflowException
 from mlflow.server import BACKEND_STORE_URI_ENV_VAR, STATIC_PREFIX_ENV_VAR
 from mlflow.tracking import MlflowClient
+from werkzeug.exceptions import HTTPException
 
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.server import jobs, listing, runner
@@ -24,6 +27,7 @@ from mlflow_recsys.server.selection import RunSelectionError, Selection, form_fi
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RUN_ID, parse_compare_url, runs_by_id, search_training_runs
+from mlflow_recsys.tracking.server_errors import is_unreachable
 from mlflow_recsys.tracking.server_page import SERVER_URL_ENV  # the comparison processes reach this server there
 
 csrf = CSRFProtect()
@@ -48,7 +52,7 @@ def job_folder():
     return jobs.jobs_dir(store_uri())
 
 
-def _text(body: str, status: int, **headers: str) -> Response:
+def _text(body: str, status: int, headers: dict[str, str] | None = None) -> Response:
     return Response(body, status=status, mimetype="text/plain", headers=headers)
 
 
@@ -62,12 +66,8 @@ def self_url() -> str:
     if configured:
         return configured.rstrip("/")
     host, port = request.environ.get("SERVER_NAME", "127.0.0.1"), request.environ.get("SERVER_PORT", "5000")
-    if host in ("0.0.0.0", "", "localhost"):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
-    if ":" in host:
-        host = f"[{host}]"
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "localhost": "127.0.0.1", "::": "::1"}.get(host) or host
+    host = f"[{host}]" if ":" in host else host
     return f"http://{host}:{port}{ui_prefix()}"
 
 
@@ -89,8 +89,8 @@ def _missing(exc: MlflowException) -> bool:
 
 def _store_unavailable(exc: BaseException):
     """503 with the store's (redacted) reason: a locked or unreachable store is not a missing experiment."""
-    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-    return _text(f"the tracking store did not answer: {redact(lines[0])}\n", 503)
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return _text(f"the tracking store did not answer: {redact(first)}\n", 503)
 
 
 @bp.errorhandler(MlflowException)
@@ -100,12 +100,8 @@ def _mlflow_error(exc: MlflowException):
 
 @bp.errorhandler(Exception)
 def _other_error(exc: Exception):
-    """A store error that is not an ``MlflowException`` (a database driver's, a refused connection): 503."""
-    import sqlalchemy.exc
-    from werkzeug.exceptions import HTTPException
-
-    from mlflow_recsys.tracking.server_errors import is_unreachable  # TrackingServerError among them
-
+    """A store error that is not an ``MlflowException`` (a database driver's, a refused connection, a
+    :class:`~mlflow_recsys.errors.TrackingServerError`): 503."""
     if isinstance(exc, HTTPException):
         return exc
     if isinstance(exc, sqlalchemy.exc.OperationalError) or is_unreachable(exc):
@@ -127,28 +123,24 @@ def _origin_of(url: str) -> str | None:
     return f"{scheme}://{host}" + (f":{port}" if port and port != {"http": 80, "https": 443}.get(scheme) else "")
 
 
-#: MLflow's own list of origins allowed to call the server (``mlflow server --cors-allowed-origins``).
-CORS_ORIGINS_ENV = "MLFLOW_SERVER_CORS_ALLOWED_ORIGINS"
-
-
 def allowed_origins() -> set[str]:
     """The origins a Compare may be posted from: this request's own (its ``Host``), each origin of
-    :data:`CORS_ORIGINS_ENV` (comma-separated; ``*`` is not taken, it names no site) and the origin of
-    :data:`SERVER_URL_ENV`. A reverse proxy that rewrites ``Host`` (nginx's default) needs one of the last two."""
-    listed = [o.strip() for o in os.environ.get(CORS_ORIGINS_ENV, "").split(",")]
+    ``MLFLOW_SERVER_CORS_ALLOWED_ORIGINS`` (``mlflow server --cors-allowed-origins``, comma-separated; ``*`` is not
+    taken, it names no site) and the origin of :data:`SERVER_URL_ENV`. A reverse proxy that rewrites ``Host``
+    (nginx's default) needs one of the last two."""
+    listed = [o.strip() for o in (MLFLOW_SERVER_CORS_ALLOWED_ORIGINS.get() or "").split(",")]
     listed += [os.environ.get(SERVER_URL_ENV, ""), request.host_url]
     return {origin for origin in map(_origin_of, listed) if origin}
 
 
-def _cross_origin(what: str) -> Response | None:
+def _refused(what: str) -> Response | None:
     """403 saying ``what`` was refused when the POST came from a page of an origin not in
-    :func:`allowed_origins` (``Origin``, else ``Referer``); None when it did not."""
-    origin, referer = request.headers.get("Origin"), request.headers.get("Referer")
-    if origin is not None:
-        foreign = origin == "null" or _origin_of(origin) not in allowed_origins()
-    else:
-        foreign = bool(referer) and _origin_of(referer or "") not in allowed_origins()
-    return _text(f"{what} was refused: the form was posted from another site.", 403) if foreign else None
+    :func:`allowed_origins` (``Origin``, else ``Referer``), None when it did not; then the CSRF token's check."""
+    origin = request.headers.get("Origin", request.headers.get("Referer") or None)
+    if origin is not None and (origin == "null" or _origin_of(origin) not in allowed_origins()):
+        return _text(f"{what} was refused: the form was posted from another site.", 403)
+    csrf.protect()
+    return None
 
 
 @bp.context_processor
@@ -195,14 +187,8 @@ def _experiments_of(run_ids: list[str]) -> list:
     return _experiments([runs[r].info.experiment_id for r in run_ids if r in runs], strict=False)
 
 
-def _listing_page(
-    experiments: list,
-    *,
-    ticked: list[str],
-    selection: Selection | None = None,
-    error: str | None = None,
-    status: int = 200,
-):
+def _listing_page(experiments: list, ticked: list[str], selection: Selection | None = None, error: str | None = None):
+    """The experiments' runs with the Compare form, ``ticked`` runs ticked; with ``error`` a 400 saying it."""
     ids = [e.experiment_id for e in experiments]
     runs, truncated = search_training_runs(client(), ids, limit=listing.MAX_LISTED)
     if selection is None:  # a fresh page: the study's declared primary metric and metrics are its defaults
@@ -235,12 +221,12 @@ def _listing_page(
         error=error,
         comparisons=listing.comparisons(client(), ids, live_jobs=_live_jobs()),
     )
-    return Response(body, status=status, mimetype="text/html")
+    return Response(body, status=400 if error else 200, mimetype="text/html")
 
 
 @bp.route("/experiments/<experiment_id>")
 def experiment(experiment_id: str):
-    return _listing_page(_experiments([experiment_id]), ticked=[])
+    return _listing_page(_experiments([experiment_id]), [])
 
 
 @bp.route("/compare", methods=["GET"])
@@ -256,7 +242,7 @@ def compare_from_url():
     experiments = _experiments(experiment_ids) if experiment_ids else _experiments_of(run_ids)
     if not experiments:
         abort(404, "none of the runs in the address was found in an active experiment on this server")
-    return _listing_page(experiments, ticked=run_ids)
+    return _listing_page(experiments, run_ids)
 
 
 def page_message(exc: Exception) -> str:
@@ -277,37 +263,32 @@ def compare():
     """
     from mlflow_recsys.tracking.comparison import check_selection
 
-    if refused := _cross_origin("Compare"):
+    if refused := _refused("Compare"):
         return refused
-    csrf.protect()
-    selection, error = None, None
+    selection = None
     try:
         selection = parse_form(request.form)
         check_selection(run_ids=list(selection.run_ids), settings=selection.settings(), client=client())
     except (RunSelectionError, ValueError) as exc:
-        error = page_message(exc)
-    if error is not None:
         ids = (selection.experiment_ids if selection else request.form.getlist("experiment")) or []
         ticked = selection.run_ids if selection else [r for r in request.form.getlist("run") if RUN_ID.fullmatch(r)]
         # The refusal is what the user needs: experiments deleted since the page was loaded are left out.
         experiments = _experiments(ids, strict=False) or _experiments_of(ticked)
-        return _listing_page(experiments, ticked=ticked, selection=selection, error=error, status=400)
-    folder = job_folder()
+        return _listing_page(experiments, ticked, selection, page_message(exc))
+    folder, auth = job_folder(), _auth()
     with jobs.admission(folder):
-        waiting, bound = jobs.unfinished_jobs(folder), 4 * jobs.max_comparisons()
-        if waiting >= bound:
-            return _text(
-                f"{waiting} comparisons are already waiting; try again when one finishes.", 503, **{"Retry-After": "30"}
-            )
+        if (waiting := jobs.unfinished_jobs(folder)) >= 4 * jobs.max_comparisons():
+            message = f"{waiting} comparisons are already waiting; try again when one finishes."
+            return _text(message, 503, {"Retry-After": "30"})
         job = jobs.new_job(
             folder,
             run_ids=selection.run_ids,
             settings=selection.chosen,
             experiment_ids=selection.experiment_ids,
-            owner=_user(),
+            owner=getattr(auth, "username", None),
         )
     try:
-        runner.launch(folder, job, tracking_uri=self_url(), auth=_auth())
+        runner.launch(folder, job, tracking_uri=self_url(), auth=auth)
     except OSError as exc:
         return _text(f"the comparison process could not be started: {redact(str(exc))}", 503)
     return redirect(url_for("recsys.job_page", job_id=job["id"]), code=303)
@@ -316,12 +297,9 @@ def compare():
 def _live_jobs() -> frozenset[str]:
     """Ids of this server's queued and running jobs; each job found dead on the way is settled (its comparison
     run ended KILLED, see :func:`~mlflow_recsys.server.runner.end_if_dead`)."""
-    folder, live = job_folder(), set()
-    for job in jobs.all_jobs(folder):
-        job = runner.end_if_dead(folder, job, client())
-        if job["stage"] not in jobs.FINAL:
-            live.add(job["id"])
-    return frozenset(live)
+    folder = job_folder()
+    settled = [runner.end_if_dead(folder, job, client()) for job in jobs.all_jobs(folder)]
+    return frozenset(job["id"] for job in settled if job["stage"] not in jobs.FINAL)
 
 
 def _job(job_id: str) -> dict:
@@ -336,19 +314,13 @@ def _auth():
     return request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
 
 
-def _user() -> str | None:
-    auth = _auth()
-    return auth.username if auth else None
-
-
 @bp.route("/jobs/<job_id>/cancel", methods=["POST"])
 def cancel_job(job_id: str):
     """Cancel a queued or running job (its owner, or an admin): it ends FAILED, its comparison run too."""
-    if refused := _cross_origin("Cancel"):
+    if refused := _refused("Cancel"):
         return refused
-    csrf.protect()
     job = _job(job_id)
-    user = _user()
+    user = getattr(_auth(), "username", None)
     if current_app.config.get("RECSYS_ADMIN_ONLY") and user != job.get("owner"):
         from mlflow.server.auth import sender_is_admin
 
@@ -363,15 +335,14 @@ def cancel_job(job_id: str):
 @bp.route("/jobs/<job_id>")
 def job_page(job_id: str):
     job = _job(job_id)
+    used = (job.get("result") or {}).get("primary_analysis_used")
     return render_template(
         "recsys/job.html",
         job=job,
         stages=jobs.STAGES,
         final=job["stage"] in jobs.FINAL,
         max_comparisons=jobs.max_comparisons(),
-        settings=shown_settings(
-            job["settings"], primary_analysis_used=(job.get("result") or {}).get("primary_analysis_used")
-        ),
+        settings=shown_settings(job["settings"], primary_analysis_used=used),
     )
 
 
