@@ -1097,7 +1097,6 @@ def test_job_page_settings_show_the_actual_defaults(web, store):
 
 
 def test_comparison_list_shows_every_candidates_primary_result(web, store, monkeypatch):
-    from mlflow_recsys.server.runner import _sentences
     from mlflow_recsys.stats import ComparisonSettings
     from mlflow_recsys.tracking.comparison import compare_runs
 
@@ -1119,7 +1118,7 @@ def test_comparison_list_shows_every_candidates_primary_result(web, store, monke
     rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
     assert len(rows) == 2
     first = rows[everything.run_id]
-    _, expected = _sentences(everything, "ndcg@100")
+    expected = _result_lines(everything, "ndcg@100")
     # Both candidates (Popularity and ELSA against EASE), representative seed and seed-averaged, each shown.
     candidates = {c.candidate for c in everything.report.comparisons if c.metric == "ndcg@100"}
     assert candidates == {"ELSA", "Popularity"}
