@@ -26,7 +26,7 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.server import listing
 from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import SEARCH_PAGE_SIZE
+from mlflow_recsys.tracking.runs import SEARCH_PAGE_SIZE, search_training_runs
 
 KEYS = [
     "ndcg_at_100",
@@ -93,7 +93,7 @@ def main() -> None:
 
         client = MlflowClient(tracking_uri=uri)
         started = time.perf_counter()
-        runs, _ = listing.training_runs(client, [experiment_id])
+        runs, _ = search_training_runs(client, [experiment_id], limit=listing.MAX_LISTED)
         read = time.perf_counter() - started
         grouped = listing.group_runs(runs)
         print(

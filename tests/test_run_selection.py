@@ -23,7 +23,7 @@ from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import RunSelectionError, SplitConfig, TrainConfig, compare_runs, run_split, run_train
 from mlflow_recsys.tracking.limits import duplicates
 from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import select_runs
+from mlflow_recsys.tracking.runs import search_training_runs, select_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
 
@@ -119,7 +119,7 @@ def test_experiment_selection_takes_finished_runs_and_counts_the_others(trained,
         "left out 2 training runs that are not FINISHED (1 FAILED, 1 RUNNING)"
     ]
     # The server's page lists exactly these runs: one rule decides both.
-    page_runs, truncated = listing.training_runs(MlflowClient(), [experiment_id])
+    page_runs, truncated = search_training_runs(MlflowClient(), [experiment_id], limit=listing.MAX_LISTED)
     selected = select_runs(experiment=experiment_id, client=MlflowClient())
     assert [r.info.run_id for r in page_runs] == [r.info.run_id for r in selected] and not truncated
     assert sorted(r.info.run_id for r in selected) == sorted(runs["FINISHED"])

@@ -32,7 +32,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import jobs, listing
 from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import runs_by_id
+from mlflow_recsys.tracking.runs import runs_by_id, search_training_runs
 from simulated import log_training_run
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -262,9 +262,9 @@ def test_paging_follows_search_runs_page_tokens(store):
     ids = [
         log_training_run(client, experiment_id, tmp, model=f"M{i}", seed=None, rng_seed=i, n_users=20) for i in range(7)
     ]
-    runs, truncated = listing.training_runs(client, [experiment_id], page_size=3)
+    runs, truncated = search_training_runs(client, [experiment_id], page_size=3, limit=listing.MAX_LISTED)
     assert sorted(r.info.run_id for r in runs) == sorted(ids) and not truncated
-    runs, truncated = listing.training_runs(client, [experiment_id], page_size=3, limit=5)
+    runs, truncated = search_training_runs(client, [experiment_id], page_size=3, limit=5)
     assert len(runs) == 5 and truncated
 
 
@@ -1097,7 +1097,6 @@ def test_job_page_settings_show_the_actual_defaults(web, store):
 
 
 def test_comparison_list_shows_every_candidates_primary_result(web, store, monkeypatch):
-    from mlflow_recsys.server.runner import _sentences
     from mlflow_recsys.stats import ComparisonSettings
     from mlflow_recsys.tracking.comparison import compare_runs
 
@@ -1119,7 +1118,7 @@ def test_comparison_list_shows_every_candidates_primary_result(web, store, monke
     rows = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}
     assert len(rows) == 2
     first = rows[everything.run_id]
-    _, expected = _sentences(everything, "ndcg@100")
+    expected = _result_lines(everything, "ndcg@100")
     # Both candidates (Popularity and ELSA against EASE), representative seed and seed-averaged, each shown.
     candidates = {c.candidate for c in everything.report.comparisons if c.metric == "ndcg@100"}
     assert candidates == {"ELSA", "Popularity"}

@@ -19,54 +19,37 @@ URL_PREFIX = "/recsys"
 
 
 def install(flask_app, *, admins_only: bool = False) -> None:
-    """Add the recsys pages, and CSRF protection for their form, to ``flask_app`` (once).
-
-    Raises
-    ------
-    RuntimeError
-        If ``MLFLOW_FLASK_SERVER_SECRET_KEY`` is unset or empty (as MLflow's ``basic-auth`` refuses to start).
-    ValueError
-        If ``MLFLOW_RECSYS_MAX_COMPARISONS`` is not a whole number from 1 to 64.
-    """
-    from mlflow_recsys.server import jobs
-    from mlflow_recsys.server.views import bp, csrf, store_uri, ui_prefix
-
-    flask_app.config["RECSYS_ADMIN_ONLY"] = admins_only
-    # Refuse a missing key, a bad setting or an unsafe job folder as the worker starts, not on the first click.
-    # (`mlflow server` checks basic-auth's key before it starts workers; it cannot check a plugin's, so uvicorn
-    # restarts each failing worker, logging this error, and /health never answers.)
-    flask_app.secret_key = _secret_key()
-    jobs.max_comparisons()
-    jobs.jobs_dir(store_uri())
-    if "recsys" in flask_app.blueprints:
-        return
-    # Only the views that call csrf.protect() are checked: MLflow's REST API takes POSTs without a token.
-    flask_app.config["WTF_CSRF_CHECK_DEFAULT"] = False
-    if flask_app.config.get("SESSION_COOKIE_SAMESITE") is None:  # Flask's default config has the key (None)
-        flask_app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
-    csrf.init_app(flask_app)
-    flask_app.register_blueprint(bp, url_prefix=ui_prefix() + URL_PREFIX)
-    _warm_up(flask_app)
-
-
-def _secret_key() -> str:
-    """``MLFLOW_FLASK_SERVER_SECRET_KEY``, read as ``basic-auth`` reads it: a static key, so that a CSRF token made
-    by one worker process (or one server behind the address) is valid in every other; RuntimeError when unset."""
+    """Add the recsys pages, and CSRF protection for their form, to ``flask_app`` (once). RuntimeError if
+    ``MLFLOW_FLASK_SERVER_SECRET_KEY`` is unset or empty (as MLflow's ``basic-auth`` refuses to start) or the job
+    folder is unsafe; ValueError if ``MLFLOW_RECSYS_MAX_COMPARISONS`` is not a whole number from 1 to 64."""
     from mlflow.environment_variables import MLFLOW_FLASK_SERVER_SECRET_KEY as KEY
 
+    from mlflow_recsys.server import jobs
+    from mlflow_recsys.server.views import bp, client, csrf, store_uri, ui_prefix
+
+    # Refuse a missing key, a bad setting or an unsafe job folder as the worker starts, not on the first click.
+    # (`mlflow server` checks basic-auth's key before it starts workers; it cannot check a plugin's, so uvicorn
+    # restarts each failing worker, logging this error, and /health never answers.) A static key, as basic-auth
+    # reads it, so that a CSRF token made by one worker (or one server behind the address) is valid in every other.
     if not KEY.get():
         raise RuntimeError(
             f"{KEY.name}: expected the key that signs the recsys pages' CSRF tokens, found it unset; set it before "
             f"starting the server, the same on every server behind one address, e.g. "
             f"export {KEY.name}=\"$(python -c 'import secrets; print(secrets.token_hex(32))')\""
         )
-    return KEY.get()
-
-
-def _warm_up(flask_app) -> None:
-    """Open the store and compile the templates as the worker starts, not on its first request (seconds)."""
-    from mlflow_recsys.server.views import client
-
+    flask_app.secret_key = KEY.get()
+    flask_app.config["RECSYS_ADMIN_ONLY"] = admins_only
+    jobs.max_comparisons()
+    jobs.jobs_dir(store_uri())
+    if "recsys" in flask_app.blueprints:
+        return
+    # Only the views that call csrf.protect() are checked: MLflow's REST API takes POSTs without a token.
+    flask_app.config["WTF_CSRF_CHECK_DEFAULT"] = False
+    if flask_app.config.get("SESSION_COOKIE_SAMESITE") is None:
+        flask_app.config["SESSION_COOKIE_SAMESITE"] = "Lax"
+    csrf.init_app(flask_app)
+    flask_app.register_blueprint(bp, url_prefix=ui_prefix() + URL_PREFIX)
+    # Open the store and compile the templates now, not on the worker's first request (seconds).
     try:
         import mlflow_recsys.tracking.comparison  # noqa: F401 - the listing names candidates, Compare checks with it
 

@@ -29,12 +29,10 @@ from mlflow_recsys._digests import text_digest
 
 #: Environment variable: how many comparisons may compute at once, across all worker processes (default 2).
 MAX_COMPARISONS_ENV = "MLFLOW_RECSYS_MAX_COMPARISONS"
-DEFAULT_MAX_COMPARISONS = 2
 #: Environment variable: the job folder (default: one per backend store under the temporary folder).
 JOBS_DIR_ENV = "MLFLOW_RECSYS_JOBS_DIR"
 #: Environment variable: seconds a job may compute once it holds a slot before it is stopped (default 3600).
 TIME_LIMIT_ENV = "MLFLOW_RECSYS_JOB_TIME_LIMIT_S"
-DEFAULT_TIME_LIMIT_S = 3600
 
 #: The stages a job goes through, in order; ``done`` and ``failed`` end it.
 STAGES = ("queued", "selecting", "loading artifacts", "comparing", "logging", "done")
@@ -60,30 +58,19 @@ class JobNotFound(LookupError):
 
 
 def max_comparisons() -> int:
-    """The bound on concurrent comparisons, from :data:`MAX_COMPARISONS_ENV`.
-
-    Raises
-    ------
-    ValueError
-        If the variable is set to anything but a whole number from 1 to 64.
-    """
-    return _whole_number_env(MAX_COMPARISONS_ENV, DEFAULT_MAX_COMPARISONS, 64, "a whole number")
+    """The bound on concurrent comparisons, from :data:`MAX_COMPARISONS_ENV`; ValueError if the variable is set
+    to anything but a whole number from 1 to 64."""
+    return _whole_number_env(MAX_COMPARISONS_ENV, 2, 64, "a whole number")
 
 
 def time_limit() -> int:
-    """Seconds a job may compute (from the moment it holds a slot), from :data:`TIME_LIMIT_ENV`.
-
-    Raises
-    ------
-    ValueError
-        If the variable is set to anything but a whole number of seconds from 1 to 604,800 (a week).
-    """
-    return _whole_number_env(TIME_LIMIT_ENV, DEFAULT_TIME_LIMIT_S, 604_800, "a whole number of seconds")
+    """Seconds a job may compute (from the moment it holds a slot), from :data:`TIME_LIMIT_ENV`; ValueError if the
+    variable is set to anything but a whole number of seconds from 1 to 604,800 (a week)."""
+    return _whole_number_env(TIME_LIMIT_ENV, 3600, 604_800, "a whole number of seconds")
 
 
 def _whole_number_env(name: str, default: int, highest: int, what: str) -> int:
-    """The whole number from 1 to ``highest`` that variable ``name`` holds, or ``default`` when it is unset or
-    blank; ValueError naming the variable, ``what`` was expected and what was found otherwise."""
+    """The whole number from 1 to ``highest`` in variable ``name``, ``default`` when it is unset or blank."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -97,8 +84,7 @@ def jobs_dir(store_uri: str) -> Path:
     configured = os.environ.get(JOBS_DIR_ENV)
     if configured:
         path = Path(configured)
-        if not path.parent.exists():
-            path.parent.mkdir(parents=True, mode=0o700)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     else:
         key = text_digest(store_uri, 16)
         path = Path(tempfile.gettempdir()) / f"mlflow-recsys-jobs-{os.getuid()}" / key
@@ -108,29 +94,17 @@ def jobs_dir(store_uri: str) -> Path:
 
 
 def _private_folder(path: Path) -> None:
-    """Create ``path`` (mode ``0o700``) if missing; refuse one another user owns or others may write to.
-
-    Raises
-    ------
-    RuntimeError
-        If ``path`` is not a folder owned by this process's uid, or is group- or other-writable.
-    """
-    try:
+    """Create ``path`` (mode ``0o700``) if missing; RuntimeError for one that is no folder, another uid owns, or
+    its group or others may write to."""
+    with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise RuntimeError(f"{JOBS_DIR_ENV}: {path} is not a folder")
-    if st.st_uid != os.getuid():
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        kind = "folder" if stat.S_ISDIR(st.st_mode) else "file, not a folder,"
         raise RuntimeError(
-            f"{JOBS_DIR_ENV}: {path} is owned by uid {st.st_uid}, not by this server's uid "
-            f"{os.getuid()}; refusing to keep comparison jobs there"
-        )
-    if st.st_mode & 0o022:
-        raise RuntimeError(
-            f"{JOBS_DIR_ENV}: {path} is writable by its group or by others (mode "
-            f"{oct(st.st_mode & 0o777)}); refusing to keep comparison jobs there (chmod 700 it)"
+            f"{JOBS_DIR_ENV}: expected a folder of this server's uid {os.getuid()}, not writable by its group or by "
+            f"others, found a {kind} of uid {st.st_uid} with mode {oct(st.st_mode & 0o777)} at {path}; refusing to "
+            "keep comparison jobs there (chown it, chmod 700 it)"
         )
 
 
@@ -147,19 +121,15 @@ def write_job(folder: Path, job: dict) -> None:
 
 
 def read_job(folder: Path, job_id: str) -> dict:
-    """The job's last written state; a job whose process died without a word reads as failed.
-
-    Raises
-    ------
-    JobNotFound
-        If ``job_id`` is not a job id or no such job exists.
-    """
+    """The job's last written state; a job whose process died without a word reads as failed (with ``died``).
+    JobNotFound if ``job_id`` is not a job id or no such job exists."""
     try:
         job = json.loads(_path(folder, job_id).read_text())
     except FileNotFoundError:
         raise JobNotFound(f"job: no job {job_id} on this server") from None
     if not job.get("pid"):
-        job["pid"] = _launched_pid(folder, job_id)
+        pid = _read_beside(folder, job_id, ".pid")
+        job["pid"] = int(pid) if pid and pid.isdigit() else None
     if job["stage"] not in FINAL:
         pid = job["pid"]
         if (pid and not _alive(pid)) or (not pid and time.time() - job.get("created", 0) > UNLAUNCHED_AFTER_S):
@@ -173,7 +143,7 @@ def all_jobs(folder: Path) -> list[dict]:
     for path in folder.glob("*.json"):
         try:
             found.append(read_job(folder, path.stem))
-        except (JobNotFound, ValueError, KeyError, OSError):
+        except JobNotFound:  # another file, or a job pruned meanwhile
             continue
     return found
 
@@ -184,20 +154,10 @@ def unfinished_jobs(folder: Path) -> int:
 
 
 def record_launch(folder: Path, job_id: str, pid: int) -> None:
-    """Record the pid of the job's process as it is started.
-
-    A file of its own: the process itself writes the job file from its first moment, and two writers of one
-    file could put back a stage the process has already left.
-    """
+    """Record the pid of the job's process as it is started, in a file of its own: the process writes the job
+    file from its first moment, and a second writer of that file could put back a stage the process has left."""
     with atomic_write(_path(folder, job_id).with_suffix(".pid")) as out:
         out.write(str(pid).encode())
-
-
-def _launched_pid(folder: Path, job_id: str) -> int | None:
-    try:
-        return int(_path(folder, job_id).with_suffix(".pid").read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def request_cancel(folder: Path, job_id: str, reason: str) -> None:
@@ -208,9 +168,13 @@ def request_cancel(folder: Path, job_id: str, reason: str) -> None:
 
 def cancel_reason(folder: Path, job_id: str) -> str | None:
     """Why the job was cancelled, or None when it was not."""
+    return _read_beside(folder, job_id, ".cancel")
+
+
+def _read_beside(folder: Path, job_id: str, suffix: str) -> str | None:
     try:
-        return _path(folder, job_id).with_suffix(".cancel").read_text()
-    except OSError:
+        return _path(folder, job_id).with_suffix(suffix).read_text()
+    except FileNotFoundError:
         return None
 
 
@@ -240,7 +204,8 @@ def new_job(
     folder: Path, *, run_ids: list[str], settings: dict, experiment_ids: list[str], owner: str | None = None
 ) -> dict:
     """Write a queued job and return it (after removing old ended jobs, see :func:`prune`); ``owner`` is the
-    user who started it (None without authentication)."""
+    user who started it (None without authentication). Its process adds ``pid``, ``started``, ``finished``, and
+    ``result`` or ``error``."""
     prune(folder)
     job = {
         "id": uuid.uuid4().hex,
@@ -250,12 +215,7 @@ def new_job(
         "run_ids": run_ids,
         "settings": settings,
         "experiment_ids": experiment_ids,
-        "pid": None,
         "history": [["queued", time.time()]],
-        "started": None,
-        "finished": None,
-        "result": None,
-        "error": None,
     }
     write_job(folder, job)
     return job
@@ -288,10 +248,8 @@ def admission(folder: Path):
 
 
 def acquire_slot(folder: Path, n: int, *, poll: float = 0.25, on_wait=None) -> int:
-    """Block until one of ``n`` slot files is ours (an exclusive ``flock``, held until this process exits).
-
-    Returns the slot number. ``on_wait`` is called once if the first try finds every slot taken.
-    """
+    """Block until one of ``n`` slot files is ours (an exclusive ``flock``, held until this process exits); returns
+    the slot number. ``on_wait`` is called once if the first try finds every slot taken."""
     waited = False
     while True:
         for slot in range(n):

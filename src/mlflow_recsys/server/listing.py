@@ -1,9 +1,9 @@
 """What the pages list: experiments with training runs, their runs grouped by split, model and seed, and the
 comparison runs made from them.
 
-Runs are read with :func:`~mlflow_recsys.tracking.runs.search_all`, page by page, up to :data:`MAX_LISTED` runs;
-beyond that the page says how many more there are not shown and the user narrows the selection with a compare
-URL or the command line.
+Training runs are those ``compare --experiment`` takes (:func:`~mlflow_recsys.tracking.runs.search_training_runs`),
+read page by page up to :data:`MAX_LISTED`; beyond that the page says they are not all shown and the user narrows
+the selection with a compare URL or the command line.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 import re
 import statistics
 from dataclasses import dataclass, field
+from typing import Any
 
 from mlflow.entities import Run, ViewType
 from mlflow.tracking import MlflowClient
@@ -21,14 +22,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NOTE
 
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.naming import logged_metric_keys, mlflow_metric_name
-from mlflow_recsys.tracking.runs import (
-    FINISHED,
-    RUNNING,
-    SEARCH_PAGE_SIZE,
-    search_all,
-    search_training_runs,
-    training_runs_filter,
-)
+from mlflow_recsys.tracking.runs import FINISHED, RUNNING, search_all, training_runs_filter
 
 #: Most training runs one page lists.
 MAX_LISTED = 10_000
@@ -49,8 +43,8 @@ class RunRow:
     seed: str
     value: float | None  # the shown metric's aggregate, as the run logged it
     experiment_id: str = ""
-    values: dict[str, float] = field(default_factory=dict)  # every listed metric key's aggregate, for the page's
-    # primary-metric choice to show without a round trip
+    # every listed metric key's aggregate, for the page's primary-metric choice to show without a round trip
+    values: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -94,16 +88,6 @@ class Listing:
     truncated: bool  # more runs matched than MAX_LISTED
 
 
-def training_runs(
-    client: MlflowClient, experiment_ids: list[str], *, page_size: int = SEARCH_PAGE_SIZE, limit: int = MAX_LISTED
-) -> tuple[list[Run], bool]:
-    """FINISHED training runs of the experiments, page by page; and whether more than ``limit`` matched.
-
-    The runs ``compare --experiment`` would take (:func:`~mlflow_recsys.tracking.runs.search_training_runs`).
-    """
-    return search_training_runs(client, experiment_ids, page_size=page_size, limit=limit)
-
-
 def metric_keys_of(runs: list[Run]) -> list[str]:
     """Every metric key (``ndcg@100``) any of ``runs`` logged, sorted."""
     return logged_metric_keys({name for r in runs for name in r.data.metrics})  # no timings, counts, curves
@@ -117,8 +101,7 @@ def _finite_values(run: Run) -> dict[str, float]:
 def _protocol(run: Run, digest: str) -> tuple[str, str]:
     """(dataset, protocol) of the run's split, from the dataset input the training run logged."""
     dataset = run.data.tags.get(tags.DATASET, "")
-    for entry in getattr(run.inputs, "dataset_inputs", None) or []:
-        d = entry.dataset
+    for d in (entry.dataset for entry in (run.inputs.dataset_inputs if run.inputs else [])):
         if digest and d.digest and digest.startswith(d.digest):
             name = d.name  # "<dataset> <protocol> seed <seed>", as tracking.training.split_dataset names it
             if dataset and name.startswith(dataset + " "):
@@ -144,7 +127,14 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
         model, config = t.get(tags.MODEL, "(no recsys.model tag)"), t.get(tags.CONFIG, "")
         key = (digest, model, config)
         if key not in models:
-            models[key] = ModelGroup(model=model, config=_config_text(config), config_json=_canonical(config))
+            try:
+                values: Any = json.loads(config) if config else {}
+            except json.JSONDecodeError:
+                values = None
+            ok = isinstance(values, dict)  # else the tag is shown as it is, and names no candidate
+            text = ", ".join(f"{k}={v}" for k, v in sorted(values.items())) if ok else config
+            canonical = json.dumps(values, sort_keys=True) if ok else ""
+            models[key] = ModelGroup(model=model, config=text, config_json=canonical)
             splits[digest].models.append(models[key])
         models[key].runs.append(
             RunRow(
@@ -171,14 +161,6 @@ def group_runs(runs: list[Run], *, shown_metric: str | None = None, truncated: b
     )
 
 
-def _canonical(config: str) -> str:
-    try:
-        values = json.loads(config) if config else {}
-    except json.JSONDecodeError:
-        return ""
-    return json.dumps(values, sort_keys=True) if isinstance(values, dict) else ""
-
-
 def _name_candidates(groups: list[ModelGroup]) -> None:
     """Each group's candidate name, as :func:`~mlflow_recsys.tracking._candidates.configuration_names` gives it
     when all of a model's configurations in the split are compared (the plain model name when it has one)."""
@@ -199,30 +181,11 @@ def _name_candidates(groups: list[ModelGroup]) -> None:
             group.candidate = names[group.config_json][0]
 
 
-def _config_text(config: str) -> str:
-    try:
-        values = json.loads(config) if config else {}
-    except json.JSONDecodeError:
-        return config
-    return ", ".join(f"{k}={v}" for k, v in sorted(values.items())) if isinstance(values, dict) else config
-
-
-def _all_experiments(client: MlflowClient, view_type=ViewType.ACTIVE_ONLY, filter_string: str | None = None) -> list:
-    return list(search_all(client.search_experiments, view_type, filter_string=filter_string, order_by=["name ASC"]))
-
-
 def _holding(
-    client: MlflowClient,
-    experiment_ids: list[str],
-    filter_string: str,
-    view_type=ViewType.ACTIVE_ONLY,
-    page_size: int = 200,
+    client: MlflowClient, experiment_ids: list[str], filter_string: str, view_type=ViewType.ACTIVE_ONLY, page_size=200
 ) -> set[str]:
-    """Which of the experiments hold a run matching the filter.
-
-    Each query asks across every experiment not yet found; the experiments of its runs are found, and the next
-    query leaves them out. Experiments without such runs cost nothing beyond the last (empty) query.
-    """
+    """Which of the experiments hold a run matching the filter: each query asks across every experiment not yet
+    found, so experiments without such runs cost nothing beyond the last (empty) query."""
     left, found = list(experiment_ids), set()
     while left:
         page = client.search_runs(left, filter_string=filter_string, run_view_type=view_type, max_results=page_size)
@@ -235,56 +198,41 @@ def _holding(
 
 
 def experiments_with_training_runs(client: MlflowClient) -> list:
-    """Active experiments that hold (or, when tagged, held) a FINISHED training run, by name.
+    """Active experiments that hold (or, when tagged, held) a FINISHED training run, by name: those tagged
+    :data:`~mlflow_recsys.tracking.tags.HAS_TRAINING_RUNS` (training runs tag theirs) with one paged
+    ``search_experiments``, the others (runs logged by hand) with a few ``search_runs`` across all of them at once."""
 
-    Experiments tagged :data:`~mlflow_recsys.tracking.tags.HAS_TRAINING_RUNS` (training runs tag theirs) are
-    found with one paged ``search_experiments``; the others, made before that tag or by hand, with a few
-    ``search_runs`` queries across all of them at once (never one query per experiment).
-    """
-    everything = _all_experiments(client)
-    tagged = {
-        e.experiment_id for e in _all_experiments(client, filter_string=f"tags.`{tags.HAS_TRAINING_RUNS}` = 'true'")
-    }
+    def experiments(filter_string=None):
+        return search_all(
+            client.search_experiments, ViewType.ACTIVE_ONLY, filter_string=filter_string, order_by=["name ASC"]
+        )
+
+    everything = list(experiments())
+    tagged = {e.experiment_id for e in experiments(f"tags.`{tags.HAS_TRAINING_RUNS}` = 'true'")}
     untagged = [e.experiment_id for e in everything if e.experiment_id not in tagged]
     # A tagged experiment is listed on the tag's word: if its training runs were deleted since, its page says so.
     holding = tagged | _holding(client, untagged, TRAIN_FILTER)
     return [e for e in everything if e.experiment_id in holding]
 
 
-STUDY_FILTER = f"tags.`{tags.ROLE}` = '{tags.ROLE_MAIN}'"
+def declared_settings(
+    client: MlflowClient, experiment_ids: list[str], metric_keys: list[str]
+) -> tuple[str | None, tuple[str, ...] | None]:
+    """(primary, metrics): the primary metric and metrics the experiments' study runs (``recsys.role=main``, params
+    ``primary`` and ``metrics``) agree on, kept to those among ``metric_keys`` (what the listed runs logged).
 
-
-@dataclass(frozen=True)
-class Declared:
-    """What the experiments' study runs declared before training: the primary metric and the metric list (each
-    None when no study run declared it, or the study runs disagree)."""
-
-    primary: str | None = None
-    metrics: tuple[str, ...] | None = None
-
-
-def declared_settings(client: MlflowClient, experiment_ids: list[str], metric_keys: list[str]) -> Declared:
-    """The primary metric and metrics the experiments' study runs (``recsys.role=main``, params ``primary`` and
-    ``metrics``) agree on, kept to those among ``metric_keys`` (what the listed runs logged).
-
-    One paged ``search_runs`` query. A value two study runs give differently is no default (None): the page
+    One paged ``search_runs`` query. A value two study runs give differently, or none gives, is None: the page
     then falls back to the ``compare`` command's defaults.
     """
-    primaries, metric_lists = set(), set()
-    for run in search_all(client.search_runs, experiment_ids, STUDY_FILTER):
-        params = run.data.params
-        if params.get("primary"):
-            primaries.add(params["primary"])
-        if params.get("metrics"):
-            metric_lists.add(tuple(k.strip() for k in params["metrics"].split(",") if k.strip()))
+    query = f"tags.`{tags.ROLE}` = '{tags.ROLE_MAIN}'"
+    studies = [r.data.params for r in search_all(client.search_runs, experiment_ids, query)]
+    primaries = {p["primary"] for p in studies if p.get("primary")}
+    metric_lists = {tuple(k.strip() for k in p["metrics"].split(",") if k.strip()) for p in studies if p.get("metrics")}
     primary = primaries.pop() if len(primaries) == 1 else None
     metrics = metric_lists.pop() if len(metric_lists) == 1 else None
     if metrics is not None:
         metrics = tuple(k for k in dict.fromkeys(metrics) if k in metric_keys) or None
-    return Declared(
-        primary=primary if primary in metric_keys and (metrics is None or primary in metrics) else None,
-        metrics=metrics,
-    )
+    return (primary if primary in metric_keys and (metrics is None or primary in metrics) else None), metrics
 
 
 #: A RUNNING comparison run that no job of this server is computing, started this long ago, is marked stale on the
@@ -309,90 +257,74 @@ class ComparisonRow:
     name: str
     status: str
     sentences: list[str]  # every candidate's result on the primary metric, or the error, or the headline
-    start_time: int
-    experiment_id: str = ""
-    date: str = ""  # start time, UTC, to the minute
-    reference: str = NOT_LOGGED
-    primary: str = NOT_LOGGED
-    metrics: str = NOT_LOGGED  # the metrics compared, comma-separated
-    n_runs: str = NOT_LOGGED
-    n_resamples: str = NOT_LOGGED
-    stale: str = ""  # why a RUNNING run is taken for dead ("" when it is not)
+    experiment_id: str
+    date: str  # start time, UTC, to the minute
+    reference: str
+    primary: str
+    metrics: str  # the metrics compared, comma-separated
+    n_runs: str
+    n_resamples: str
+    stale: str  # why a RUNNING run is taken for dead ("" when it is not)
 
 
 def comparisons(
-    client: MlflowClient,
-    experiment_ids: list[str],
-    *,
-    live_jobs: frozenset[str] = frozenset(),
-    now_ms: int | None = None,
-    limit: int = MAX_COMPARISONS,
+    client: MlflowClient, experiment_ids: list[str], *, live_jobs: frozenset[str] = frozenset()
 ) -> list[ComparisonRow]:
-    """The experiments' comparison runs, newest first (one query), each with its start date, reference, primary
-    metric, metrics, runs and B, and its error or every result sentence of its primary metric (its
-    ``recsys.result`` headline when the notes hold none). A RUNNING run is marked stale when it is a page job's
-    (tag ``recsys.server_job``) that is not among ``live_jobs``, or started over :data:`STALE_AFTER_S` ago."""
+    """The experiments' newest :data:`MAX_COMPARISONS` comparison runs, newest first (one query), each with its
+    start date, reference, primary metric, metrics, runs and B, and its error or every result sentence of its
+    primary metric (its ``recsys.result`` headline when the notes hold none). A RUNNING run is marked stale when it
+    is a page job's (tag ``recsys.server_job``) not among ``live_jobs``, or started over :data:`STALE_AFTER_S` ago."""
+    import datetime
     import time
 
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    runs = client.search_runs(
-        experiment_ids, filter_string=COMPARISON_FILTER, max_results=limit, order_by=["attributes.start_time DESC"]
-    )
-    return [_comparison_row(r, live_jobs, now_ms) for r in runs]
+    now_ms, rows = time.time() * 1000, []
+    order = ["attributes.start_time DESC"]
+    for r in client.search_runs(experiment_ids, COMPARISON_FILTER, max_results=MAX_COMPARISONS, order_by=order):
+        t, p = r.data.tags, r.data.params
+        # A result only of a run that ended and logged its settings (the last thing logged): anything else of a run
+        # cut off midway (notes, headline) is not its result.
+        ended = r.info.status == FINISHED and bool(p)
+        results = (note_sentences(t.get(MLFLOW_RUN_NOTE, "")) or [t.get(tags.RESULT, "")]) if ended else []
+        stale = ""
+        if r.info.status == RUNNING:
+            job, age_h = t.get(tags.SERVER_JOB), (now_ms - r.info.start_time) / 3.6e6
+            if job and job not in live_jobs:
+                stale = "stale: its comparison job on this server is not running"
+            elif not job and age_h * 3600 > STALE_AFTER_S:
+                stale = f"stale: started {age_h:.0f} h ago and not ended"
+        started = datetime.datetime.fromtimestamp(r.info.start_time / 1000, tz=datetime.timezone.utc)
+        rows.append(
+            ComparisonRow(
+                run_id=r.info.run_id,
+                name=r.info.run_name or r.info.run_id,
+                status=r.info.status,
+                sentences=[s for s in ([t[tags.ERROR]] if t.get(tags.ERROR) else results) if s],
+                experiment_id=r.info.experiment_id,
+                date=started.strftime("%Y-%m-%d %H:%M UTC"),
+                reference=_cell(p, "reference", "every pair"),
+                primary=t.get(tags.PRIMARY_METRIC) or _cell(p, "primary", "none"),
+                metrics=_cell(p, "compared_metrics", "none"),
+                n_runs=t.get(tags.N_SOURCE_RUNS) or NOT_LOGGED,
+                n_resamples=_cell(p, "n_resamples", "none"),
+                stale=stale,
+            )
+        )
+    return rows
 
 
-def _param_text(params: dict[str, str], key: str, unset: str) -> str:
-    """A comparison run's param as its cell shows it: ``unset`` for None (``"None"``), :data:`NOT_LOGGED` when
-    the run has no such param."""
+def _cell(params: dict[str, str], key: str, unset: str) -> str:
+    """A param as its cell shows it: ``unset`` for None (``"None"``), :data:`NOT_LOGGED` when not logged."""
     value = params.get(key)
     return NOT_LOGGED if value is None else unset if value == "None" else value
-
-
-def _comparison_row(r: Run, live_jobs: frozenset[str], now_ms: int) -> ComparisonRow:
-    import datetime
-
-    t, p = r.data.tags, r.data.params
-    error = t.get(tags.ERROR)
-    # A result only of a run that ended and logged its settings (the last thing logged): anything else of a run cut
-    # off midway (notes, headline) is not its result.
-    ended = r.info.status == FINISHED and bool(p)
-    results = (note_sentences(t.get(MLFLOW_RUN_NOTE, "")) or [t.get(tags.RESULT, "")]) if ended else []
-    sentences = [error] if error else results
-    stale = ""
-    if r.info.status == RUNNING:
-        job, age_h = t.get(tags.SERVER_JOB), (now_ms - r.info.start_time) / 3.6e6
-        if job and job not in live_jobs:
-            stale = "stale: its comparison job on this server is not running"
-        elif not job and age_h * 3600 > STALE_AFTER_S:
-            stale = f"stale: started {age_h:.0f} h ago and not ended"
-    started = datetime.datetime.fromtimestamp(r.info.start_time / 1000, tz=datetime.timezone.utc)
-    return ComparisonRow(
-        run_id=r.info.run_id,
-        name=r.info.run_name or r.info.run_id,
-        status=r.info.status,
-        sentences=[s for s in sentences if s],
-        start_time=r.info.start_time,
-        experiment_id=r.info.experiment_id,
-        date=started.strftime("%Y-%m-%d %H:%M UTC"),
-        reference=_param_text(p, "reference", "every pair"),
-        primary=t.get(tags.PRIMARY_METRIC) or _param_text(p, "primary", "none"),
-        metrics=_param_text(p, "compared_metrics", "none"),
-        n_runs=t.get(tags.N_SOURCE_RUNS) or NOT_LOGGED,
-        n_resamples=_param_text(p, "n_resamples", "none"),
-        stale=stale,
-    )
 
 
 _MARKDOWN = re.compile(r"\\(.)|\*\*")
 
 
 def note_sentences(note: str) -> list[str]:
-    """The result sentences of a comparison run's notes, as plain text (markdown escapes undone), whichever
-    version of the notes was logged (full or compact): the paragraphs right after the ``Primary metric`` line
-    that are result sentences, each ending as every
-    :func:`~mlflow_recsys.report.text.results_text` sentence does
-    (:data:`~mlflow_recsys.report.text.RESULT_SENTENCE_END`), up to the first that is not (the seeds, the
-    provenance, a caption or a table); none when the notes declare no primary metric or dropped the sentences."""
+    """The result sentences of a comparison run's notes as plain text (markdown escapes undone): the paragraphs
+    after the ``Primary metric`` line that end as every :func:`~mlflow_recsys.report.text.results_text` sentence
+    does, up to the first that does not; none when the notes declare no primary metric or hold no sentence."""
     from mlflow_recsys.report.text import RESULT_SENTENCE_END
 
     paragraphs = [p.strip() for p in note.split("\n\n") if p.strip()]

@@ -13,6 +13,7 @@ server checks them (``--app-name recsys-auth``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -26,41 +27,30 @@ from mlflow_recsys.server import jobs
 from mlflow_recsys.tracking import tags
 
 #: Variables passed on from the server's environment: MLflow's own HTTP settings, and no server internals.
-_KEEP_PREFIXES = ("MLFLOW_HTTP_REQUEST_",)
+_KEEP = "MLFLOW_HTTP_REQUEST_"
 
 
-def launch(
-    folder: Path, job: dict, *, tracking_uri: str, username: str | None = None, password: str | None = None
-) -> subprocess.Popen:
-    """Start the job's process; a thread of this worker reaps it when it ends."""
+def launch(folder: Path, job: dict, *, tracking_uri: str, auth=None) -> subprocess.Popen:
+    """Start the job's process; a thread of this worker reaps it when it ends. ``auth`` (``username`` and
+    ``password``) is what the request was authenticated with, for the process to act as its user."""
     from mlflow_recsys.tracking.plugin import SERVER_JOB_ENV  # not at import: the plugin module imports MLflow's
 
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not (k.startswith(("MLFLOW_", "_MLFLOW_")) and not k.startswith(_KEEP_PREFIXES))
+    env = {k: v for k, v in os.environ.items() if k.startswith(_KEEP) or not k.startswith(("MLFLOW_", "_MLFLOW_"))}
+    env |= {
+        "MLFLOW_TRACKING_URI": tracking_uri,
+        "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+        "MLFLOW_RECSYS_COMMAND": "server-compare",
+        jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons()),
+        jobs.TIME_LIMIT_ENV: str(jobs.time_limit()),
+        SERVER_JOB_ENV: job["id"],
     }
-    env.update(
-        MLFLOW_TRACKING_URI=tracking_uri,
-        MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false",
-        MLFLOW_RECSYS_COMMAND="server-compare",
-        **{
-            jobs.MAX_COMPARISONS_ENV: str(jobs.max_comparisons()),
-            jobs.TIME_LIMIT_ENV: str(jobs.time_limit()),
-            SERVER_JOB_ENV: job["id"],
-        },
-    )
-    if username is not None:
-        env.update(MLFLOW_TRACKING_USERNAME=username, MLFLOW_TRACKING_PASSWORD=password or "")
+    if auth is not None:
+        env.update(MLFLOW_TRACKING_USERNAME=auth.username, MLFLOW_TRACKING_PASSWORD=auth.password or "")
+    command = [sys.executable, "-m", "mlflow_recsys.server.runner", str(folder), job["id"]]
     try:
         with open(folder / f"{job['id']}.log", "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "mlflow_recsys.server.runner", str(folder), job["id"]],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=folder,
+                command, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=folder
             )
     except BaseException:
         jobs.delete_job(folder, job["id"])  # no process: no job
@@ -78,26 +68,12 @@ def _watch_parent(parent: int, every: float = 1.0) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _sentences(outcome, primary: str | None) -> tuple[str, list[str]]:
-    """The primary metric (or the first compared one) and its result sentences, as the run notes give them
-    (:func:`~mlflow_recsys.report.text.stated_results`: the primary analysis' first, each named when there are
-    two, ``Primary analysis: seed-averaged comparison. ...``); then the seed-spread sentences."""
-    from mlflow_recsys.report.analyses import stated_results
-
-    metric = primary or outcome.report.comparisons[0].metric
-    stated = stated_results(outcome.report, outcome.seed_averaged, outcome.primary_analysis, metric)
-    lines = [
-        (f"{label}. " if label else "") + r.results_text(metric, c.candidate, c.baseline) for label, r, c in stated
-    ]
-    lines += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
-    return metric, lines
-
-
 def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
     """Wait for a slot, compare, and record every stage in the job file; returns the final job.
 
     ``on_start`` (no arguments) is called once the slot is held, before the comparison starts.
     """
+    from mlflow_recsys.report.analyses import stated_results
     from mlflow_recsys.tracking.redact import redact
 
     job = jobs.read_job(folder, job_id)
@@ -110,23 +86,29 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
 
     update("queued", waiting_for_slot=False)
     slot = jobs.acquire_slot(folder, jobs.max_comparisons(), on_wait=lambda: update("queued", waiting_for_slot=True))
-    job["started"] = time.time()
-    job.update(slot=slot, waiting_for_slot=False)
+    job.update(started=time.time(), slot=slot, waiting_for_slot=False)
     try:
         if on_start is not None:
             on_start()
         from mlflow.tracking import MlflowClient
 
-        from mlflow_recsys.server.selection import Selection
+        from mlflow_recsys.stats.settings import ComparisonSettings
         from mlflow_recsys.tracking.comparison import compare_runs
 
-        selection = Selection(run_ids=job["run_ids"], chosen=job["settings"])
-        outcome = compare_runs(run_ids=list(selection.run_ids), settings=selection.settings(), on_stage=update)
-        metric, sentences = _sentences(outcome, selection.primary)
+        settings = ComparisonSettings(**job["settings"])
+        outcome = compare_runs(run_ids=job["run_ids"], settings=settings, on_stage=update)
+        # The primary metric's result sentences as the run notes give them (the primary analysis' first, each
+        # labelled when there are two), then the seed-spread sentences.
+        metric = settings.primary or outcome.report.comparisons[0].metric
+        stated = stated_results(outcome.report, outcome.seed_averaged, outcome.primary_analysis, metric)
+        sentences = [
+            (f"{label}. " if label else "") + r.results_text(metric, c.candidate, c.baseline) for label, r, c in stated
+        ]
+        sentences += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
         run = MlflowClient().get_run(outcome.run_id)
-        job["finished"] = time.time()
         update(
             "done",
+            finished=time.time(),
             result={
                 "run_id": outcome.run_id,
                 "experiment_id": run.info.experiment_id,
@@ -134,14 +116,13 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
                 "status": run.info.status,
                 "metric": metric,
                 "sentences": sentences,
-                # the analysis ``primary_analysis`` resolved to, as the run logged it, for the Settings table
+                # what ``primary_analysis`` resolved to, for the Settings table
                 "primary_analysis_used": run.data.params.get("primary_analysis_used"),
             },
         )
     except BaseException as exc:  # noqa: BLE001 - every ending is recorded, then re-raised
-        lines = [line for line in str(exc).splitlines() if line.strip()] or [""]
-        job["finished"] = time.time()
-        update("failed", error=redact(f"{type(exc).__name__}: {lines[0]}"))
+        first = next((line for line in str(exc).splitlines() if line.strip()), "")
+        update("failed", finished=time.time(), error=redact(f"{type(exc).__name__}: {first}"))
         if not isinstance(exc, Exception):
             raise
     return job
@@ -151,10 +132,14 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
 CANCEL_SIGNAL = signal.SIGUSR1
 
 
-def _stop_handlers(folder: Path, job_id: str, limit: int) -> None:
-    """Cancel (:data:`CANCEL_SIGNAL`) and the time limit (SIGALRM) raise :class:`Terminated` with their reason,
-    so the comparison run being logged ends FAILED with it, as on SIGTERM."""
+def main(argv: list[str]) -> int:
+    from mlflow_recsys.tracking.server_errors import use_cli_defaults
 
+    use_cli_defaults()  # bounded HTTP retries: an unresponsive store fails the job in minutes, not many
+    folder, job_id, limit = Path(argv[0]), argv[1], jobs.time_limit()
+
+    # Cancel and the time limit raise Terminated with their reason, so the comparison run being logged ends FAILED
+    # with it, as on SIGTERM.
     def cancelled(signum, frame):
         raise Terminated(jobs.cancel_reason(folder, job_id) or "cancelled from the recsys page")
 
@@ -164,34 +149,20 @@ def _stop_handlers(folder: Path, job_id: str, limit: int) -> None:
     signal.signal(signal.SIGTERM, raise_terminated)
     signal.signal(CANCEL_SIGNAL, cancelled)
     signal.signal(signal.SIGALRM, timed_out)
-
-
-def main(argv: list[str]) -> int:
-    from mlflow_recsys.tracking.server_errors import use_cli_defaults
-
-    use_cli_defaults()  # bounded HTTP retries: an unresponsive store fails the job in minutes, not many
-    folder, job_id = Path(argv[0]), argv[1]
-    limit = jobs.time_limit()
-    _stop_handlers(folder, job_id, limit)
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
     job = run_job(folder, job_id, on_start=lambda: signal.alarm(limit))
     return 0 if job["stage"] == "done" else 1
 
 
 def cancel(folder: Path, job: dict, *, by: str) -> None:
-    """Stop a queued or running job: its process ends it, and its comparison run, FAILED, saying ``by`` whom.
-
-    A job whose process is not started yet, or is gone, is written failed here.
-    """
+    """Stop a queued or running job: its process ends it, and its comparison run, FAILED, saying ``by`` whom; a
+    job whose process is not started yet, or is gone, is written failed here."""
     reason = f"cancelled from the recsys page by {by}"
     jobs.request_cancel(folder, job["id"], reason)
-    pid = job.get("pid")
-    try:
-        if pid:
-            os.kill(pid, CANCEL_SIGNAL)
+    with contextlib.suppress(ProcessLookupError):
+        if job.get("pid"):
+            os.kill(job["pid"], CANCEL_SIGNAL)
             return
-    except ProcessLookupError:
-        pass
     jobs.write_job(folder, {**job, "stage": "failed", "error": f"Terminated: {reason}", "finished": time.time()})
 
 

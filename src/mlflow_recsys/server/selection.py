@@ -1,18 +1,14 @@
-"""What the page's Compare form asks for, and the checks it must pass before a job starts.
+"""What the page's Compare form asks for, and how a job page lists the settings.
 
 The form offers the settings people change most (reference, primary metric, metrics, correction and B); every
 other setting, and every default, is as :class:`~mlflow_recsys.stats.settings.ComparisonSettings` declares it
-(so the ``mlflow-recsys compare`` command's). The checks are
-:func:`~mlflow_recsys.tracking.comparison.compare_runs`'s own, run in the same order and raising the same
-messages, but without reading a single artifact, so a refusal is immediate and leaves nothing behind.
+(so the ``mlflow-recsys compare`` command's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-from mlflow.tracking import MlflowClient
 
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.settings_schema import NONE_WORD, settings_of
@@ -32,11 +28,6 @@ class Selection:
 
     ``chosen`` holds each of :data:`FORM_SETTINGS` (the declared default where the form left one out) as
     posted, converted to its type but not checked, so a refused form is shown again as it was filled in.
-
-    Raises
-    ------
-    ValueError
-        If ``chosen`` names a setting the form does not offer.
     """
 
     run_ids: list[str]
@@ -44,24 +35,12 @@ class Selection:
     experiment_ids: list[str] = field(default_factory=list)  # the listing the form came from
 
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.chosen) - set(FORM_SETTINGS))
-        if unknown:
-            raise ValueError(f"settings: expected some of {list(FORM_SETTINGS)}, found {unknown}")
         defaults = {name: _DECLARED[name][0] for name in FORM_SETTINGS}
         object.__setattr__(self, "chosen", {**defaults, **self.chosen})
 
-    @property
-    def primary(self) -> str | None:
-        return self.chosen["primary"]
-
     def settings(self) -> ComparisonSettings:
-        """The comparison's settings: those of the form, and for the rest the declared defaults.
-
-        Raises
-        ------
-        ValueError
-            For a setting out of range, with the command line's message.
-        """
+        """The comparison's settings: the form's, and the declared defaults for the rest; ValueError, with the
+        command line's message, for a setting out of range."""
         return ComparisonSettings(**self.chosen)
 
 
@@ -109,14 +88,9 @@ def form_fields() -> dict[str, dict[str, Any]]:
 
 
 def parse_form(form) -> Selection:
-    """A :class:`Selection` from the posted form (a werkzeug ``MultiDict``): names as typed (empty: unset),
-    the other settings converted to their declared types (:meth:`~mlflow_recsys.settings_schema.Setting.convert`).
-
-    Raises
-    ------
-    RunSelectionError
-        If no run is ticked, or a ticked run is not a run id.
-    """
+    """A :class:`Selection` from the posted form (a werkzeug ``MultiDict``), each setting converted to its declared
+    type (:meth:`~mlflow_recsys.settings_schema.Setting.convert`): an empty name is unset, any other empty field
+    the declared default. RunSelectionError if no run is ticked, or a ticked run is not a run id."""
     run_ids = [r.strip() for r in form.getlist("run") if r.strip()]
     if not run_ids:
         raise RunSelectionError("runs: expected at least two ticked runs, found none")
@@ -126,23 +100,8 @@ def parse_form(form) -> Selection:
             f"runs: expected MLflow run ids (letters, digits, _ and -), found {shorten(malformed[0], 40)!r}"
         )
     chosen: dict[str, Any] = {"metrics": [m for m in form.getlist("metrics") if m] or None}
-    for name in FORM_SETTINGS:
+    for name in ("reference", "primary", "correction", "n_resamples"):
         text = form.get(name, "")
-        if name == "metrics" or (not text.strip() and name not in ("reference", "primary")):
-            continue  # left out: the declared default
-        chosen[name] = (text or None) if _DECLARED[name][1].kind == "name" else _DECLARED[name][1].convert(text)
+        if text.strip() or _DECLARED[name][1].kind == "name":
+            chosen[name] = _DECLARED[name][1].convert(text)
     return Selection(run_ids=run_ids, chosen=chosen, experiment_ids=[e for e in form.getlist("experiment") if e])
-
-
-def check(client: MlflowClient, selection: Selection) -> None:
-    """Every check :func:`~mlflow_recsys.tracking.comparison.compare_runs` makes before it reads an artifact.
-
-    Raises
-    ------
-    RunSelectionError, ValueError
-        With the command line's message: a setting out of range, a run that is missing, not FINISHED or not a
-        training run, runs of different splits, a single model, a reference or metric that names nothing.
-    """
-    from mlflow_recsys.tracking.comparison import check_selection
-
-    check_selection(run_ids=list(selection.run_ids), settings=selection.settings(), client=client)

@@ -9,40 +9,34 @@ from __future__ import annotations
 
 import functools
 import os
+from urllib.parse import urlsplit
 
 import mlflow
+import sqlalchemy.exc
 from flask import Blueprint, Response, abort, current_app, redirect, render_template, request, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
+from mlflow.environment_variables import MLFLOW_SERVER_CORS_ALLOWED_ORIGINS
 from mlflow.exceptions import MlflowException
+from mlflow.server import BACKEND_STORE_URI_ENV_VAR, STATIC_PREFIX_ENV_VAR
 from mlflow.tracking import MlflowClient
+from werkzeug.exceptions import HTTPException
 
 from mlflow_recsys._digests import shorten
-from mlflow_recsys.errors import TrackingServerError
 from mlflow_recsys.server import jobs, listing, runner
-from mlflow_recsys.server.selection import (
-    RunSelectionError,
-    Selection,
-    check,
-    form_fields,
-    parse_form,
-    shown_settings,
-)
+from mlflow_recsys.server.selection import RunSelectionError, Selection, form_fields, parse_form, shown_settings
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.redact import redact
-from mlflow_recsys.tracking.runs import RUN_ID, parse_compare_url, runs_by_id
+from mlflow_recsys.tracking.runs import RUN_ID, parse_compare_url, runs_by_id, search_training_runs
+from mlflow_recsys.tracking.server_errors import is_unreachable
 from mlflow_recsys.tracking.server_page import SERVER_URL_ENV  # the comparison processes reach this server there
 
-#: The backend store URI ``mlflow server`` passes to its workers (``mlflow.server.BACKEND_STORE_URI_ENV_VAR``).
-STORE_ENV = "_MLFLOW_SERVER_FILE_STORE"
-#: The static prefix ``mlflow server --static-prefix`` passes to its workers.
-PREFIX_ENV = "_MLFLOW_STATIC_PREFIX"
 csrf = CSRFProtect()
 bp = Blueprint("recsys", __name__, template_folder="templates")
 
 
 def store_uri() -> str:
     """The server's backend store: what ``mlflow server`` gave its workers, else this process's tracking URI."""
-    return os.environ.get(STORE_ENV) or mlflow.get_tracking_uri()
+    return os.environ.get(BACKEND_STORE_URI_ENV_VAR) or mlflow.get_tracking_uri()
 
 
 @functools.cache
@@ -58,8 +52,12 @@ def job_folder():
     return jobs.jobs_dir(store_uri())
 
 
+def _text(body: str, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status=status, mimetype="text/plain", headers=headers)
+
+
 def ui_prefix() -> str:
-    return os.environ.get(PREFIX_ENV, "").rstrip("/")
+    return os.environ.get(STATIC_PREFIX_ENV_VAR, "").rstrip("/")
 
 
 def self_url() -> str:
@@ -68,12 +66,8 @@ def self_url() -> str:
     if configured:
         return configured.rstrip("/")
     host, port = request.environ.get("SERVER_NAME", "127.0.0.1"), request.environ.get("SERVER_PORT", "5000")
-    if host in ("0.0.0.0", "", "localhost"):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
-    if ":" in host:
-        host = f"[{host}]"
+    host = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "localhost": "127.0.0.1", "::": "::1"}.get(host) or host
+    host = f"[{host}]" if ":" in host else host
     return f"http://{host}:{port}{ui_prefix()}"
 
 
@@ -84,9 +78,7 @@ def _only_admins():
         from mlflow.server.auth import sender_is_admin
 
         if not sender_is_admin():
-            return Response(
-                "The recsys pages are open to MLflow admins only on this server.", status=403, mimetype="text/plain"
-            )
+            return _text("The recsys pages are open to MLflow admins only on this server.", 403)
     return None
 
 
@@ -97,86 +89,58 @@ def _missing(exc: MlflowException) -> bool:
 
 def _store_unavailable(exc: BaseException):
     """503 with the store's (redacted) reason: a locked or unreachable store is not a missing experiment."""
-    lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-    return Response(f"the tracking store did not answer: {redact(lines[0])}\n", status=503, mimetype="text/plain")
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    return _text(f"the tracking store did not answer: {redact(first)}\n", 503)
 
 
 @bp.errorhandler(MlflowException)
 def _mlflow_error(exc: MlflowException):
-    if _missing(exc):
-        return Response("not found on this server\n", status=404, mimetype="text/plain")
-    return _store_unavailable(exc)
-
-
-@bp.errorhandler(TrackingServerError)
-def _tracking_server_error(exc: TrackingServerError):
-    return _store_unavailable(exc)
+    return _text("not found on this server\n", 404) if _missing(exc) else _store_unavailable(exc)
 
 
 @bp.errorhandler(Exception)
 def _other_error(exc: Exception):
-    """A store error that is not an ``MlflowException`` (a database driver's, a refused connection): 503."""
-    from werkzeug.exceptions import HTTPException
-
+    """A store error that is not an ``MlflowException`` (a database driver's, a refused connection, a
+    :class:`~mlflow_recsys.errors.TrackingServerError`): 503."""
     if isinstance(exc, HTTPException):
         return exc
-    from mlflow_recsys.tracking.server_errors import is_unreachable
-
-    try:
-        import sqlalchemy.exc as sa_exc
-
-        database = isinstance(exc, sa_exc.OperationalError)
-    except ImportError:  # pragma: no cover - MLflow's server always has SQLAlchemy
-        database = False
-    if database or is_unreachable(exc):
+    if isinstance(exc, sqlalchemy.exc.OperationalError) or is_unreachable(exc):
         return _store_unavailable(exc)
     raise exc
 
 
 def _origin_of(url: str) -> str | None:
-    from urllib.parse import urlsplit
-
+    """``scheme://host[:port]`` of ``url`` as a browser writes an origin (no default port); None without one."""
     try:
         parts = urlsplit(url)
-    except ValueError:
-        return None
-    if not parts.scheme or not parts.netloc:
-        return None
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    default = {"http": 80, "https": 443}.get(parts.scheme.lower())
-    try:
         port = parts.port
     except ValueError:
         return None
-    return f"{parts.scheme.lower()}://{host}" + (f":{port}" if port and port != default else "")
-
-
-#: MLflow's own list of origins allowed to call the server (``mlflow server --cors-allowed-origins``).
-CORS_ORIGINS_ENV = "MLFLOW_SERVER_CORS_ALLOWED_ORIGINS"
+    if not parts.scheme or not parts.hostname:
+        return None
+    scheme, host = parts.scheme.lower(), parts.hostname  # urlsplit lower-cases the host
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}" + (f":{port}" if port and port != {"http": 80, "https": 443}.get(scheme) else "")
 
 
 def allowed_origins() -> set[str]:
     """The origins a Compare may be posted from: this request's own (its ``Host``), each origin of
-    :data:`CORS_ORIGINS_ENV` (comma-separated; ``*`` is not taken, it names no site) and the origin of
-    :data:`SERVER_URL_ENV`. A reverse proxy that rewrites ``Host`` (nginx's default) needs one of the last two."""
-    listed = [o.strip() for o in os.environ.get(CORS_ORIGINS_ENV, "").split(",")]
+    ``MLFLOW_SERVER_CORS_ALLOWED_ORIGINS`` (``mlflow server --cors-allowed-origins``, comma-separated; ``*`` is not
+    taken, it names no site) and the origin of :data:`SERVER_URL_ENV`. A reverse proxy that rewrites ``Host``
+    (nginx's default) needs one of the last two."""
+    listed = [o.strip() for o in (MLFLOW_SERVER_CORS_ALLOWED_ORIGINS.get() or "").split(",")]
     listed += [os.environ.get(SERVER_URL_ENV, ""), request.host_url]
     return {origin for origin in map(_origin_of, listed) if origin}
 
 
-def _cross_origin(what: str) -> Response | None:
+def _refused(what: str) -> Response | None:
     """403 saying ``what`` was refused when the POST came from a page of an origin not in
-    :func:`allowed_origins` (``Origin``, else ``Referer``); None when it did not."""
-    origin, referer = request.headers.get("Origin"), request.headers.get("Referer")
-    if origin is not None:
-        foreign = origin == "null" or _origin_of(origin) not in allowed_origins()
-    else:
-        foreign = bool(referer) and _origin_of(referer or "") not in allowed_origins()
-    if not foreign:
-        return None
-    return Response(f"{what} was refused: the form was posted from another site.", status=403, mimetype="text/plain")
+    :func:`allowed_origins` (``Origin``, else ``Referer``), None when it did not; then the CSRF token's check."""
+    origin = request.headers.get("Origin", request.headers.get("Referer") or None)
+    if origin is not None and (origin == "null" or _origin_of(origin) not in allowed_origins()):
+        return _text(f"{what} was refused: the form was posted from another site.", 403)
+    csrf.protect()
+    return None
 
 
 @bp.context_processor
@@ -195,55 +159,44 @@ MAX_EXPERIMENTS = 100
 _INT64_MAX = 2**63 - 1
 
 
-def _lookup_experiments(ids: list[str]) -> list[tuple[str, object | None]]:
-    """Each distinct id with its active experiment, or None when it is missing or deleted.
-
-    Raises 400 when more than :data:`MAX_EXPERIMENTS` distinct ids are given.
-    """
+def _experiments(ids: list[str], *, strict: bool = True) -> list:
+    """The active experiments of ``ids``, each once; a missing or deleted one is a 404 naming it when ``strict``,
+    else left out. More than :data:`MAX_EXPERIMENTS` distinct ids are a 400."""
     ids = list(dict.fromkeys(ids))
     if len(ids) > MAX_EXPERIMENTS:
         abort(400, f"experiments: expected at most {MAX_EXPERIMENTS} experiment ids, found {len(ids):,}")
-    found: list[tuple[str, object | None]] = []
+    found = []
     for experiment_id in ids:
-        if experiment_id.isdigit() and int(experiment_id) > _INT64_MAX:
-            found.append((experiment_id, None))  # no store holds it; asking SQLite would raise an overflow
-            continue
-        try:
-            exp = client().get_experiment(experiment_id)
-        except MlflowException as exc:
-            if not _missing(exc):
-                raise
-            exp = None
-        found.append((experiment_id, exp if exp is not None and exp.lifecycle_stage == "active" else None))
+        exp = None
+        if not (experiment_id.isdigit() and int(experiment_id) > _INT64_MAX):  # SQLite would raise an overflow
+            try:
+                exp = client().get_experiment(experiment_id)
+            except MlflowException as exc:
+                if not _missing(exc):
+                    raise
+        if exp is not None and exp.lifecycle_stage == "active":
+            found.append(exp)
+        elif strict:
+            abort(404, f"experiment {shorten(experiment_id, 40)!r} was not found on this server, or is deleted")
     return found
 
 
-def _experiment_ids(ids: list[str]) -> list:
-    """The active experiments of ``ids`` (each once), or 404 naming the first missing or deleted one."""
-    found = _lookup_experiments(ids)
-    for experiment_id, exp in found:
-        if exp is None:
-            abort(404, f"experiment {shorten(experiment_id, 40)!r} was not found on this server, or is deleted")
-    return [exp for _, exp in found]
+def _experiments_of(run_ids: list[str]) -> list:
+    """The active experiments the runs belong to, in the order the runs name them (a few queries in all)."""
+    runs = runs_by_id(client(), run_ids)
+    return _experiments([runs[r].info.experiment_id for r in run_ids if r in runs], strict=False)
 
 
-def _listing_page(
-    experiments: list,
-    *,
-    ticked: list[str],
-    selection: Selection | None = None,
-    error: str | None = None,
-    status: int = 200,
-):
+def _listing_page(experiments: list, ticked: list[str], selection: Selection | None = None, error: str | None = None):
+    """The experiments' runs with the Compare form, ``ticked`` runs ticked; with ``error`` a 400 saying it."""
     ids = [e.experiment_id for e in experiments]
-    runs, truncated = listing.training_runs(client(), ids)
+    runs, truncated = search_training_runs(client(), ids, limit=listing.MAX_LISTED)
     if selection is None:  # a fresh page: the study's declared primary metric and metrics are its defaults
-        declared = listing.declared_settings(client(), ids, listing.metric_keys_of(runs))
+        primary, metrics = listing.declared_settings(client(), ids, listing.metric_keys_of(runs))
         selection = Selection(
-            run_ids=ticked,
-            chosen={"primary": declared.primary, "metrics": list(declared.metrics) if declared.metrics else None},
+            run_ids=ticked, chosen={"primary": primary, "metrics": list(metrics) if metrics else None}
         )
-    shown = selection.primary or request.args.get("metric") or None
+    shown = selection.chosen["primary"] or request.args.get("metric") or None
     lst = listing.group_runs(runs, shown_metric=shown, truncated=truncated)
     listed = {row.run_id for s in lst.splits for m in s.models for row in m.runs}
     unlisted = [r for r in ticked if r not in listed]
@@ -268,12 +221,12 @@ def _listing_page(
         error=error,
         comparisons=listing.comparisons(client(), ids, live_jobs=_live_jobs()),
     )
-    return Response(body, status=status, mimetype="text/html")
+    return Response(body, status=400 if error else 200, mimetype="text/html")
 
 
 @bp.route("/experiments/<experiment_id>")
 def experiment(experiment_id: str):
-    return _listing_page(_experiment_ids([experiment_id]), ticked=[])
+    return _listing_page(_experiments([experiment_id]), [])
 
 
 @bp.route("/compare", methods=["GET"])
@@ -286,22 +239,10 @@ def compare_from_url():
         abort(400, str(exc))
     # A hand-made address may repeat ids: each is looked up and shown once.
     run_ids, experiment_ids = list(dict.fromkeys(run_ids)), list(dict.fromkeys(experiment_ids))
-    experiments = _experiment_ids(experiment_ids) if experiment_ids else _experiments_of(run_ids)
+    experiments = _experiments(experiment_ids) if experiment_ids else _experiments_of(run_ids)
     if not experiments:
         abort(404, "none of the runs in the address was found in an active experiment on this server")
-    return _listing_page(experiments, ticked=run_ids)
-
-
-def _experiments_of(run_ids: list[str]) -> list:
-    """The active experiments the runs belong to, in the order the runs name them (a few queries in all)."""
-    runs = runs_by_id(client(), run_ids)
-    ids = list(dict.fromkeys(runs[r].info.experiment_id for r in run_ids if r in runs))
-    experiments = []
-    for experiment_id in ids:
-        exp = client().get_experiment(experiment_id)
-        if exp.lifecycle_stage == "active":
-            experiments.append(exp)
-    return experiments
+    return _listing_page(experiments, run_ids)
 
 
 def page_message(exc: Exception) -> str:
@@ -315,64 +256,50 @@ def page_message(exc: Exception) -> str:
 
 @bp.route("/compare", methods=["POST"])
 def compare():
-    """Check the selection as the command line does, then start the comparison job and show its page."""
-    if refused := _cross_origin("Compare"):
+    """Check the selection as the command line does, then start the comparison job and show its page.
+
+    The checks are :func:`~mlflow_recsys.tracking.comparison.compare_runs`'s own, in its order and with its
+    messages, but read no artifact, so a refusal is immediate and leaves nothing behind.
+    """
+    from mlflow_recsys.tracking.comparison import check_selection
+
+    if refused := _refused("Compare"):
         return refused
-    csrf.protect()
-    selection, error = None, None
+    selection = None
     try:
         selection = parse_form(request.form)
-        check(client(), selection)
+        check_selection(run_ids=list(selection.run_ids), settings=selection.settings(), client=client())
     except (RunSelectionError, ValueError) as exc:
-        error = page_message(exc)
-    if error is not None:
         ids = (selection.experiment_ids if selection else request.form.getlist("experiment")) or []
         ticked = selection.run_ids if selection else [r for r in request.form.getlist("run") if RUN_ID.fullmatch(r)]
         # The refusal is what the user needs: experiments deleted since the page was loaded are left out.
-        experiments = [exp for _, exp in _lookup_experiments(ids) if exp is not None] or _experiments_of(ticked)
-        return _listing_page(experiments, ticked=ticked, selection=selection, error=error, status=400)
-    folder = job_folder()
+        experiments = _experiments(ids, strict=False) or _experiments_of(ticked)
+        return _listing_page(experiments, ticked, selection, page_message(exc))
+    folder, auth = job_folder(), _auth()
     with jobs.admission(folder):
-        waiting, bound = jobs.unfinished_jobs(folder), 4 * jobs.max_comparisons()
-        if waiting >= bound:
-            return Response(
-                f"{waiting} comparisons are already waiting; try again when one finishes.",
-                status=503,
-                mimetype="text/plain",
-                headers={"Retry-After": "30"},
-            )
+        if (waiting := jobs.unfinished_jobs(folder)) >= 4 * jobs.max_comparisons():
+            message = f"{waiting} comparisons are already waiting; try again when one finishes."
+            return _text(message, 503, {"Retry-After": "30"})
         job = jobs.new_job(
             folder,
             run_ids=selection.run_ids,
             settings=selection.chosen,
             experiment_ids=selection.experiment_ids,
-            owner=_user(),
+            owner=getattr(auth, "username", None),
         )
-    auth = _auth()
     try:
-        runner.launch(
-            folder,
-            job,
-            tracking_uri=self_url(),
-            username=auth.username if auth else None,
-            password=auth.password if auth else None,
-        )
+        runner.launch(folder, job, tracking_uri=self_url(), auth=auth)
     except OSError as exc:
-        return Response(
-            f"the comparison process could not be started: {redact(str(exc))}", status=503, mimetype="text/plain"
-        )
+        return _text(f"the comparison process could not be started: {redact(str(exc))}", 503)
     return redirect(url_for("recsys.job_page", job_id=job["id"]), code=303)
 
 
 def _live_jobs() -> frozenset[str]:
     """Ids of this server's queued and running jobs; each job found dead on the way is settled (its comparison
     run ended KILLED, see :func:`~mlflow_recsys.server.runner.end_if_dead`)."""
-    folder, live = job_folder(), set()
-    for job in jobs.all_jobs(folder):
-        job = runner.end_if_dead(folder, job, client())
-        if job["stage"] not in jobs.FINAL:
-            live.add(job["id"])
-    return frozenset(live)
+    folder = job_folder()
+    settled = [runner.end_if_dead(folder, job, client()) for job in jobs.all_jobs(folder)]
+    return frozenset(job["id"] for job in settled if job["stage"] not in jobs.FINAL)
 
 
 def _job(job_id: str) -> dict:
@@ -387,26 +314,20 @@ def _auth():
     return request.authorization if current_app.config.get("RECSYS_ADMIN_ONLY") else None
 
 
-def _user() -> str | None:
-    auth = _auth()
-    return auth.username if auth else None
-
-
 @bp.route("/jobs/<job_id>/cancel", methods=["POST"])
 def cancel_job(job_id: str):
     """Cancel a queued or running job (its owner, or an admin): it ends FAILED, its comparison run too."""
-    if refused := _cross_origin("Cancel"):
+    if refused := _refused("Cancel"):
         return refused
-    csrf.protect()
     job = _job(job_id)
-    user = _user()
+    user = getattr(_auth(), "username", None)
     if current_app.config.get("RECSYS_ADMIN_ONLY") and user != job.get("owner"):
         from mlflow.server.auth import sender_is_admin
 
         if not sender_is_admin():
-            return Response("Only the job's owner or an admin may cancel it.", status=403, mimetype="text/plain")
+            return _text("Only the job's owner or an admin may cancel it.", 403)
     if job["stage"] in jobs.FINAL:
-        return Response(f"The job has already ended ({job['stage']}).", status=409, mimetype="text/plain")
+        return _text(f"The job has already ended ({job['stage']}).", 409)
     runner.cancel(job_folder(), job, by=user or "a user of this server")
     return redirect(url_for("recsys.job_page", job_id=job_id), code=303)
 
@@ -414,15 +335,14 @@ def cancel_job(job_id: str):
 @bp.route("/jobs/<job_id>")
 def job_page(job_id: str):
     job = _job(job_id)
+    used = (job.get("result") or {}).get("primary_analysis_used")
     return render_template(
         "recsys/job.html",
         job=job,
         stages=jobs.STAGES,
         final=job["stage"] in jobs.FINAL,
         max_comparisons=jobs.max_comparisons(),
-        settings=shown_settings(
-            job["settings"], primary_analysis_used=(job.get("result") or {}).get("primary_analysis_used")
-        ),
+        settings=shown_settings(job["settings"], primary_analysis_used=used),
     )
 
 
@@ -438,6 +358,4 @@ def job_state(job_id: str):
 
 @bp.errorhandler(CSRFError)
 def _csrf_error(exc: CSRFError):
-    return Response(
-        f"Compare was refused: {exc.description} Reload the page and try again.", status=400, mimetype="text/plain"
-    )
+    return _text(f"Compare was refused: {exc.description} Reload the page and try again.", 400)
