@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, stated_results
 from mlflow_recsys.report.citations import references_bibtex
+from mlflow_recsys.report.rows import row_cells
 from mlflow_recsys.report.text import (
-    display_frame,
     family_phrase,
     interval_names,
     methods_text,
@@ -81,10 +81,15 @@ def _comparison(
 
 
 def _row(cells: list[tuple[str, str]]) -> str:
-    """One ``<tr>`` of already escaped cell contents, each with its class ("" for none)."""
+    """One ``<tr>`` of cells, each with its class ("" for none); names come escaped, numbers are escaped here."""
     return (
         "<tr>"
-        + "".join(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>" for cls, text in cells)
+        + "".join(
+            f'<td class="{cls}">{text if cls == "name" else html.escape(text)}</td>'
+            if cls
+            else f"<td>{html.escape(text)}</td>"
+            for cls, text in cells
+        )
         + "</tr>"
     )
 
@@ -95,28 +100,17 @@ def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
 
 
 def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
-    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, values as :func:`display_frame` formats
+    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, numbers as :func:`display_frame` formats
     them; with ``seeds``, the comparison names each side's number of training seeds."""
-    shown = display_frame(report)
     rows = []
-    for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
-        names = (
-            _comparison(c.candidate, c.baseline, c.candidate_seeds, c.baseline_seeds)
-            if seeds
-            else _comparison(c.candidate, c.baseline)
-        )
+    for c in report.comparisons:
+        r = row_cells(c, digits=6, signed=False)
+        names = _comparison(c.candidate, c.baseline, *((c.candidate_seeds, c.baseline_seeds) if seeds else ()))
+        numbers = [("", r.difference), ("interval", r.interval), ("", r.adjusted_p)]
         rows.append(
             _row(
-                [
-                    ("name", _name(r["metric"])),
-                    ("name", names),
-                    ("", html.escape(r["difference"])),
-                    ("interval", html.escape(f"[{r['ci_low']}, {r['ci_high']}]")),
-                    ("", html.escape(r["adjusted_p"])),
-                    (r["direction"] if r["direction"] in ("better", "worse") else "", html.escape(r["direction"])),
-                    ("", html.escape(r["mde"])),
-                    ("", html.escape(r["W/T/L"])),
-                ]
+                [("name", _name(r.metric)), ("name", names), *numbers]
+                + [(r.direction if r.direction in ("better", "worse") else "", r.direction), ("", r.mde), ("", r.wtl)]
             )
         )
     return _table(KEY_COLUMNS, rows, "key")
@@ -124,13 +118,14 @@ def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
 
 def details_table(report: ComparisonReport) -> str:
     """The display columns the key table leaves out (:data:`DETAIL_COLUMNS`), one row per hypothesis."""
-    shown = display_frame(report)
     rows = []
-    for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
+    for c in report.comparisons:
+        r = row_cells(c, digits=6, signed=False)
+        cells = [r.baseline_mean, r.candidate_mean, str(c.n_units), str(c.n_nonzero), r.tie_rate, r.p_value]
         rows.append(
             _row(
-                [("name", _name(r["metric"])), ("name", _comparison(c.candidate, c.baseline))]
-                + [("", html.escape(str(r[col]))) for col in DETAIL_COLUMNS[2:]]
+                [("name", _name(r.metric)), ("name", _comparison(c.candidate, c.baseline))]
+                + [("", v) for v in cells + [r.relative]]
             )
         )
     return _table(DETAIL_COLUMNS, rows, "details")

@@ -9,10 +9,10 @@ LaTeX commands nor break a line.
 
 from __future__ import annotations
 
-import math
 import re
 
 from mlflow_recsys.report.escaping import escape_latex
+from mlflow_recsys.report.rows import NO_MDE, row_cells
 from mlflow_recsys.report.text import (
     _correction_label,
     _interval_label,
@@ -23,7 +23,7 @@ from mlflow_recsys.report.text import (
     no_mde_note,
 )
 from mlflow_recsys.report.vocabulary import words
-from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
+from mlflow_recsys.stats.comparison import ComparisonReport
 from mlflow_recsys.stats.power import REPORT_POWER
 
 #: The packages the LaTeX table needs; :func:`report_latex` writes this line as a comment above it.
@@ -34,6 +34,7 @@ LATEX_PREAMBLE = r"\usepackage{booktabs,adjustbox}"
 MARKERS = (("***", 50), ("**", 5), ("*", 1))
 
 _LABEL = re.compile(r"[A-Za-z0-9:._-]+")
+_EXPONENT = re.compile(r"e([-+][0-9]+)")
 
 
 def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", title: str | None = None) -> str:
@@ -87,7 +88,10 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     TypeError
         If ``report`` is not a ComparisonReport or ``title`` is neither a string nor ``None``.
     """
-    _nonempty_iv(report)
+    if not isinstance(report, ComparisonReport):
+        raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
+    if not report.comparisons:
+        raise ValueError("report: expected at least one hypothesis, found none")
     if not isinstance(label, str) or not _LABEL.fullmatch(label):
         raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
     if title is not None and not isinstance(title, str):
@@ -101,18 +105,12 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         "MDE",
         "W/T/L",
     ]
-    rows = [
-        [
-            escape_latex(c.metric),
-            escape_latex(f"{c.candidate} vs {c.baseline}"),
-            _latex_difference(c),
-            _latex_interval(c),
-            _latex_p(c.adjusted_p_value),
-            f"${_tex_number(c.mde)}$",
-            f"{c.wins}/{c.ties}/{c.losses}",
-        ]
-        for c in report.comparisons
-    ]
+    rows = []
+    for c in report.comparisons:
+        r, marker = row_cells(c, signed=False), significance_marker(c.adjusted_p_value, c.alpha)
+        difference = _tex(r.difference) + (f"^{{{marker}}}" if marker else "")
+        cells = [f"${cell}$" for cell in (difference, _tex(r.interval), _tex(r.adjusted_p), _tex(r.mde))]
+        rows.append([escape_latex(r.metric), escape_latex(f"{r.candidate} vs {r.baseline}"), *cells, r.wtl])
     lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
     return "\n".join(
         [
@@ -185,47 +183,17 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
         plain += " " + no_mde_note(report)
     p = "$p" if report.correction is None else "adjusted $p"
     thresholds = ", ".join(
-        f"$^{{{symbol}}}$ {p} \\le {_tex_float(f'{first.alpha / divisor:.6g}')}$"
-        for symbol, divisor in reversed(MARKERS)
+        f"$^{{{symbol}}}$ {p} \\le {_tex(f'{first.alpha / divisor:.6g}')}$" for symbol, divisor in reversed(MARKERS)
     )
     return (
         escape_latex(plain)
-        + f" Significance level $\\alpha = {_tex_float(f'{first.alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
+        + f" Significance level $\\alpha = {_tex(f'{first.alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
         + f" markers: {thresholds}."
     )
 
 
-def _tex_number(value: float) -> str:
-    """``value`` with four decimals, inside math mode (``\\infty`` for infinities, n/a for NaN)."""
-    if math.isnan(value):
-        return r"\mathrm{n/a}"
-    if math.isinf(value):
-        return r"\infty" if value > 0 else r"-\infty"
-    return f"{value:.4f}"
-
-
-def _tex_float(text: str) -> str:
-    """A float as Python formats it, ``2e-05`` or ``1.23e-05`` included, as LaTeX math: ``2\\times 10^{-5}``."""
-    mantissa, _, exponent = text.partition("e")
-    return mantissa + (f"\\times 10^{{{int(exponent)}}}" if exponent else "")
-
-
-def _latex_difference(c: PairwiseComparison) -> str:
-    marker = significance_marker(c.adjusted_p_value, c.alpha)
-    return f"${_tex_number(c.difference)}" + (f"^{{{marker}}}" if marker else "") + "$"
-
-
-def _latex_interval(c: PairwiseComparison) -> str:
-    low, high = _tex_number(c.ci_low), _tex_number(c.ci_high)
-    return f"${'(' if c.ci_low == -math.inf else '['}{low}, {high}{')' if c.ci_high == math.inf else ']'}$"
-
-
-def _latex_p(p: float) -> str:
-    return f"${_tex_number(p) if not p < 1e-4 or p == 0 else _tex_float(f'{p:.2e}')}$"  # NaN: not p < 1e-4
-
-
-def _nonempty_iv(report: ComparisonReport) -> None:
-    if not isinstance(report, ComparisonReport):
-        raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
-    if not report.comparisons:
-        raise ValueError("report: expected at least one hypothesis, found none")
+def _tex(cell: str) -> str:
+    """A cell of :func:`~mlflow_recsys.report.rows.row_cells` (or a float as Python writes it) as LaTeX math:
+    ``1.23e-05`` as ``1.23\\times 10^{-5}``, ``inf`` as ``\\infty``, ``n/a`` upright."""
+    cell = _EXPONENT.sub(lambda m: f"\\times 10^{{{int(m.group(1))}}}", cell)
+    return cell.replace("inf", r"\infty").replace(NO_MDE, r"\mathrm{n/a}")

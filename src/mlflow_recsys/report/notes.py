@@ -60,31 +60,29 @@ def ordered_analyses(
     return sorted(made, key=lambda pair: pair[0] != analysis)
 
 
-def _paragraphs(
-    report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
-    primary: str | None,
-    averaged: ComparisonReport | None,
-    analysis: str,
-    markup: Writer,
-) -> tuple[list[str], list[str]]:
-    """The result sentences of ``primary`` and the seed sentences, names written by ``markup`` (``"plain"``,
-    ``"markdown"`` or a function such as :func:`note_name`), labels in bold for markdown."""
-    name = name_writer(markup)
-    plain = markup == "plain"
+def _bold(text: str, markup: Writer) -> str:
+    return text if markup == "plain" else f"**{text}**"
 
-    def bold(text: str) -> str:
-        return text if plain else f"**{text}**"
 
-    sentences = [
-        (f"{bold(label + '.')} " if label else "") + results_text(shown, c, markup=markup)
+def _result_sentences(
+    report: ComparisonReport, primary: str | None, averaged: ComparisonReport | None, analysis: str, markup: Writer
+) -> list[str]:
+    """The result sentences of ``primary``, names written by ``markup`` (``"plain"``, ``"markdown"`` or a function
+    such as :func:`note_name`), labels in bold unless plain."""
+    return [
+        (f"{_bold(label + '.', markup)} " if label else "") + results_text(shown, c, markup=markup)
         for label, shown, c in (stated_results(report, averaged, analysis, primary) if primary else [])
     ]
-    seeds = []
-    for label, spread in spreads.items():
-        key = primary or spread.summary["metric"].iloc[0]
-        seeds.append(f"{bold(f'Seeds ({name(label)})')}: {seed_spread_text(spread, key, markup=markup)}")
-    return sentences, seeds
+
+
+def _seed_sentences(spreads: dict[str, SeedSpread], primary: str | None, markup: Writer) -> list[str]:
+    """A sentence per seed table, on ``primary`` (else its first metric), written as :func:`_result_sentences`."""
+    name = name_writer(markup)
+    return [
+        f"{_bold(f'Seeds ({name(label)})', markup)}: "
+        + seed_spread_text(spread, primary or spread.summary["metric"].iloc[0], markup=markup)
+        for label, spread in spreads.items()
+    ]
 
 
 def _declaration(written: str | None, declared: bool) -> list[str]:
@@ -125,7 +123,8 @@ def run_note(
     :func:`~mlflow_recsys.tracking.provenance.collect_provenance` gathered, ``link`` a closing line (the server
     page's address; left out when longer than :data:`NOTE_LINK_WIDTH`).
     """
-    sentences, seeds = _paragraphs(report, spreads, primary, averaged, analysis, note_name)
+    sentences = _result_sentences(report, primary, averaged, analysis, note_name)
+    seeds = _seed_sentences(spreads, primary, note_name)
     kept, used = [], 0
     for paragraph in sentences + seeds:
         if used + len(paragraph) + 2 > NOTE_PARAGRAPHS:
@@ -142,9 +141,9 @@ def run_note(
         header = [f"{analysis_heading(analysis, analysis)} (the sensitivity analysis is in report.md):", ""] + header
     rows = []
     for c in shown.comparisons[:NOTE_ROWS]:
-        cells = row_cells(c)
-        names = " | ".join(note_name(n) for n in (c.metric, c.candidate, c.baseline))
-        rows.append(f"| {names} | {cells.difference} | {cells.interval} | {cells.adjusted_p} | {c.direction} |")
+        r = row_cells(c)
+        names = " | ".join(note_name(n) for n in (r.metric, r.candidate, r.baseline))
+        rows.append(f"| {names} | {r.difference} | {r.interval} | {r.adjusted_p} | {r.direction} |")
     n = len(shown.comparisons)
     more = [f"{n - len(rows)} more of the {n} rows are in report.md.", ""] if len(rows) < n else []
     return "\n".join(
@@ -179,7 +178,8 @@ def summary_text(
     No markup and no escapes: a web address reads as it is and can be copied; names keep control
     characters as visible escapes, so every line is one line.
     """
-    sentences, seeds = _paragraphs(report, spreads, primary, averaged, analysis, "plain")
+    sentences = _result_sentences(report, primary, averaged, analysis, "plain")
+    seeds = _seed_sentences(spreads, primary, "plain")
     tables = []
     for kind, shown in ordered_analyses(report, averaged, analysis):
         tables += ([analysis_heading(kind, analysis), ""] if averaged is not None else []) + [str(shown), ""]

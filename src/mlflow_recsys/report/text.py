@@ -28,50 +28,15 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
     """The columns a reader needs first, formatted as strings (six decimals)."""
     rows = []
     for c in report.comparisons:
-        r = row_cells(c, digits=6)
+        r = row_cells(c, digits=6, signed=False)
         rows.append(
-            {
-                "metric": c.metric,
-                "baseline": c.baseline,
-                "candidate": c.candidate,
-                "n_units": c.n_units,
-                "n_nonzero": c.n_nonzero,
-                "tie_rate": r.tie_rate,
-                "W/T/L": r.wtl,
-                "baseline_mean": r.baseline_mean,
-                "candidate_mean": r.candidate_mean,
-                "difference": f"{c.difference:.6f}",
-                "relative": r.relative,
-                "ci_low": r.ci_low,
-                "ci_high": r.ci_high,
-                "p_value": r.p_value,
-                "adjusted_p": r.adjusted_p,
-                "mde": r.mde,
-                "direction": r.direction,
-            }
+            {"metric": c.metric, "baseline": c.baseline, "candidate": c.candidate, "n_units": c.n_units}
+            | {"n_nonzero": c.n_nonzero, "tie_rate": r.tie_rate, "W/T/L": r.wtl, "baseline_mean": r.baseline_mean}
+            | {"candidate_mean": r.candidate_mean, "difference": r.difference, "relative": r.relative}
+            | {"ci_low": r.ci_low, "ci_high": r.ci_high, "p_value": r.p_value, "adjusted_p": r.adjusted_p}
+            | {"mde": r.mde, "direction": r.direction}
         )
-    return pd.DataFrame(rows, columns=list(_DISPLAY_COLUMNS))
-
-
-_DISPLAY_COLUMNS = (
-    "metric",
-    "baseline",
-    "candidate",
-    "n_units",
-    "n_nonzero",
-    "tie_rate",
-    "W/T/L",
-    "baseline_mean",
-    "candidate_mean",
-    "difference",
-    "relative",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "adjusted_p",
-    "mde",
-    "direction",
-)
+    return pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
 
 
 def no_mde_words(c: PairwiseComparison) -> str:
@@ -329,13 +294,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
         effect = f"{cand} and {base} scored the same mean {metric}"
     test, p_words = _test_and_p_words(report, c)
     level = f"{c.confidence_level:.0%}"
-    interval = (
-        f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
-        if c.alternative == "two-sided"
-        else f"[{c.ci_low:.4f}, inf)"
-        if c.alternative == "greater"
-        else f"(-inf, {c.ci_high:.4f}]"
-    )
+    interval = row_cells(c, signed=False).interval
     verdict = {
         "better": "significant, in the candidate's favour",
         "worse": "significant, in the baseline's favour",
@@ -476,7 +435,7 @@ def report_string(report: ComparisonReport) -> str:
     header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
     cells = [row_cells(c) for c in report.comparisons]
     rows = [
-        [visible_text(r.metric), r.pair, r.difference, r.interval, r.adjusted_p, r.direction, r.wtl, r.mde]
+        [visible_text(r.metric), r.pair(), r.difference, r.interval, r.adjusted_p, r.direction, r.wtl, r.mde]
         for r in cells
     ]
     note = no_mde_note(report)
@@ -506,7 +465,7 @@ def report_summary(report: ComparisonReport) -> str:
     rows = [
         [
             visible_text(r.metric),
-            r.pair,
+            r.pair(),
             f"{r.difference} {r.interval}",
             f"adj. p {r.adjusted_p}",
             r.direction,

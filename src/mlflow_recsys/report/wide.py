@@ -9,6 +9,7 @@ import pandas as pd
 
 from mlflow_recsys.report.escaping import escape_latex, escape_markdown
 from mlflow_recsys.report.latex import significance_marker
+from mlflow_recsys.report.rows import row_cells
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
@@ -30,17 +31,18 @@ def wide_table(report: ComparisonReport, *, digits: int = 4) -> pd.DataFrame:
     """
     if not report.comparisons:
         raise ValueError("report: expected at least one hypothesis, found none")
-    means: dict[str, dict[str, float]] = {}
+    means: dict[str, dict[str, str]] = {}
     marks: dict[tuple[str, str], str] = {}
     for c in report.comparisons:
-        means.setdefault(c.baseline, {})[c.metric] = c.baseline_mean
-        means.setdefault(c.candidate, {})[c.metric] = c.candidate_mean
+        r = row_cells(c, digits)
+        means.setdefault(c.baseline, {})[c.metric] = r.baseline_mean
+        means.setdefault(c.candidate, {})[c.metric] = r.candidate_mean
         marker = significance_marker(c.adjusted_p_value, c.alpha)
         if len(marker) > len(marks.get((c.candidate, c.metric), "")):
             marks[c.candidate, c.metric] = marker
     metrics = list(dict.fromkeys(c.metric for c in report.comparisons))
     rows = {
-        model: [f"{values[m]:.{digits}f}{marks.get((model, m), '')}" if m in values else "" for m in metrics]
+        model: [values[m] + marks.get((model, m), "") if m in values else "" for m in metrics]
         for model, values in means.items()
     }
     return pd.DataFrame.from_dict(rows, orient="index", columns=metrics).rename_axis("model")
