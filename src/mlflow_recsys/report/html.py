@@ -1,10 +1,5 @@
-"""The comparison report as one self-contained HTML page (the ``report.html`` artifact).
-
-The page leads with a narrow table of the columns a reader decides on (metric,
-comparison, difference, interval, adjusted p, direction, mde, W/T/L), sized to
-stay within the MLflow UI's artifact viewer at a 1280-pixel window; the other
-columns follow in a scrollable details table.
-"""
+"""The comparison report as one self-contained HTML page (the ``report.html`` artifact): a narrow key table,
+sized to fit the MLflow UI's artifact viewer at a 1280-pixel window, then a scrollable details table."""
 
 from __future__ import annotations
 
@@ -16,6 +11,7 @@ from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_tex
 from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.rows import row_cells
 from mlflow_recsys.report.text import (
+    _seed_counts,
     family_phrase,
     interval_names,
     methods_text,
@@ -71,13 +67,11 @@ def _comparison(
     candidate: str, baseline: str, candidate_seeds: int | None = None, baseline_seeds: int | None = None
 ) -> str:
     """``candidate vs baseline``, escaped; with seed counts when given."""
-
-    def side(name: str, seeds: int | None) -> str:
-        if seeds is None:
-            return _name(name)
-        return f"{_name(name)} ({seeds}&nbsp;seed{'' if seeds == 1 else 's'})"
-
-    return f"{side(candidate, candidate_seeds)} vs {side(baseline, baseline_seeds)}"
+    sides = ((candidate, candidate_seeds), (baseline, baseline_seeds))
+    return " vs ".join(
+        _name(name) + ("" if seeds is None else f" ({seeds}&nbsp;seed{'' if seeds == 1 else 's'})")
+        for name, seeds in sides
+    )
 
 
 def _row(cells: list[tuple[str, str]]) -> str:
@@ -100,8 +94,8 @@ def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
 
 
 def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
-    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, numbers as :func:`display_frame` formats
-    them; with ``seeds``, the comparison names each side's number of training seeds."""
+    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, numbers with six decimals; with ``seeds``,
+    the comparison names each side's number of training seeds."""
     rows = []
     for c in report.comparisons:
         r = row_cells(c, digits=6, signed=False)
@@ -149,15 +143,10 @@ def legend(report: ComparisonReport) -> str:
 
 
 def _seed_sentence(report: ComparisonReport) -> str:
-    counts: dict[str, int] = {}
-    for c in report.comparisons:
-        counts.setdefault(c.baseline, c.baseline_seeds)
-        counts.setdefault(c.candidate, c.candidate_seeds)
-    listed = ", ".join(f"{html.escape(name)}: {n}" for name, n in counts.items())
     return (
-        f"Each model's per-user values were averaged over its training seeds ({listed}) before the paired "
-        "differences were formed. Inference is over users for these trained instances, not over new training "
-        "seeds: the intervals and p-values do not cover the spread a newly trained seed would bring."
+        f"Each model's per-user values were averaged over its training seeds ({html.escape(_seed_counts(report))}) "
+        "before the paired differences were formed. Inference is over users for these trained instances, not over "
+        "new training seeds: the intervals and p-values do not cover the spread a newly trained seed would bring."
     )
 
 
@@ -222,7 +211,6 @@ def report_html(
 
 
 def _image(data: bytes, alt: str) -> str:
-    """A PNG embedded as a base64 data URI."""
     return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 

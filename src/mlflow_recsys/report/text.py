@@ -1,9 +1,5 @@
-"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text.
-
-Functions here only format; they compute nothing a reader could not recompute
-from the report's columns. Names are written literally through
-:mod:`mlflow_recsys.report.escaping`.
-"""
+"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text; names
+written literally through :mod:`mlflow_recsys.report.escaping`."""
 
 from __future__ import annotations
 
@@ -40,11 +36,7 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
 
 
 def no_mde_words(c: PairwiseComparison) -> str:
-    """Why ``c`` has no minimum detectable effect (its ``mde`` is NaN): ``""`` when it has one.
-
-    ``"no minimum detectable effect: the per-user differences have no spread"`` (their SD is 0, e.g. a model
-    compared with itself) or ``"...: fewer than two users"``. Names nothing, so it is safe in every markup.
-    """
+    """Why ``c``'s ``mde`` is NaN (no spread, or fewer than two users), ``""`` when it has one; names nothing."""
     if not math.isnan(c.mde):
         return ""
     why = "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
@@ -96,20 +88,12 @@ def interval_names(report: ComparisonReport) -> str:
     )
 
 
-def _sentence_case(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def _hypotheses(J: int) -> str:
     return f"{J} hypothes{'is' if J == 1 else 'es'}"
 
 
 def family_phrase(report: ComparisonReport, name=str) -> str:
-    """``over 4 hypotheses``, or the two families when the primary metric stands alone.
-
-    ``name`` writes the primary metric's key: ``str`` (default) for plain text,
-    :func:`escape_markdown` for markdown.
-    """
+    """``over 4 hypotheses``, or the two families when the primary metric stands alone; ``name`` writes its key."""
     families = report.families
     if "primary" not in families:
         return f"over {_hypotheses(report.family_size)}"
@@ -128,13 +112,10 @@ def _correction_words(report: ComparisonReport) -> str:
         primary = (
             f"the primary metric formed a family of its own ({_hypotheses(families['primary'])}, one per model pair)"
         )
-        secondary = (
-            f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
-            if "secondary" in families
-            else ""
-        )
+        if "secondary" in families:
+            primary += f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
         return (
-            f"{primary}{secondary}; p-values were adjusted within each family with {how}, which controls "
+            f"{primary}; p-values were adjusted within each family with {how}, which controls "
             "each family's family-wise error rate under arbitrary dependence, so adding secondary metrics "
             "does not weaken the primary result"
         )
@@ -154,16 +135,11 @@ def _correction_words(report: ComparisonReport) -> str:
 
 
 def methods_text(report: ComparisonReport) -> str:
-    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family.
-
-    It names no model and no metric, so it is the same text for any names and
-    safe in markdown and HTML alike.
-    """
+    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family; it names
+    no model and no metric, so it is safe in markdown and HTML alike."""
     first = report.comparisons[0]
     methods = sorted({c.test_method for c in report.comparisons})
-    B = first.n_resamples
-    level = first.confidence_level
-    alpha = first.alpha
+    B, level, alpha = first.n_resamples, first.confidence_level, first.alpha
     side = words("alternative", first.alternative, "methods")
     tests = " and ".join(words("test_method", m, "methods") for m in methods)
     if any(m.startswith("wilcoxon") for m in methods):
@@ -173,7 +149,7 @@ def methods_text(report: ComparisonReport) -> str:
         if any(c.n_units != c.n_samples for c in report.comparisons)
         else ""
     )
-    mc = ""
+    mc, correction = "", _correction_words(report)
     if any(m in ("randomization", "bootstrap") for m in methods):
         mc = (
             f" With B = {B:,} resamples the Monte Carlo p-value is (1 + number of resamples at least as "
@@ -186,7 +162,7 @@ def methods_text(report: ComparisonReport) -> str:
         f"{seed_averaging_text(report)}"
         f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
         f"The uncertainty of each effect is a {level:.0%} {_interval_words(report)} from a paired bootstrap "
-        f"over users with B = {B:,} replicates. {_sentence_case(_correction_words(report))}; "
+        f"over users with B = {B:,} replicates. {correction[:1].upper() + correction[1:]}; "
         f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
         "are not adjusted: each describes one comparison on its own. They describe variation across "
         "evaluation users for the trained model instances compared; variation across training seeds is "
@@ -196,7 +172,6 @@ def methods_text(report: ComparisonReport) -> str:
 
 
 def _wilcoxon_rule_words(report: ComparisonReport) -> str:
-    """The Wilcoxon test's method rule and its zero method, for the methods text."""
     c = next(c for c in report.comparisons if c.test_method.startswith("wilcoxon"))
     zeros = f"; {words('zero_method', c.zero_method, 'methods')}" if c.zero_method is not None else ""
     return (
@@ -212,22 +187,17 @@ def _mde_words(report: ComparisonReport) -> str:
     alpha = report.comparisons[0].alpha
     side = "two-sided" if report.comparisons[0].alternative == "two-sided" else "one-sided"
     if report.correction is not None and len(report.families) > 1:
-        level, note = f"alpha/J = {alpha:.2g}/J (J the number of hypotheses in its family)", ""
-        if report.correction == "holm":
-            note = (
-                " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
-                "so the figure is conservative."
-            )
+        level = f"alpha/J = {alpha:.2g}/J (J the number of hypotheses in its family)"
     elif report.correction is None or J == 1:
-        level, note = f"alpha = {alpha:.2g}", ""
-    elif report.correction == "bonferroni":
-        level, note = f"the Bonferroni level alpha/J = {alpha:.2g}/{J}", ""
+        level = f"alpha = {alpha:.2g}"
     else:
-        level = f"alpha/J = {alpha:.2g}/{J}"
-        note = (
-            " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
-            "so the figure is conservative."
-        )
+        level = ("the Bonferroni level " if report.correction == "bonferroni" else "") + f"alpha/J = {alpha:.2g}/{J}"
+    note = (
+        " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, so the "
+        "figure is conservative."
+        if report.correction == "holm" and "/J" in level
+        else ""
+    )
     return (
         "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference that a "
         f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
@@ -251,12 +221,6 @@ def _interval_words(report: ComparisonReport) -> str:
             "reported instead"
         )
     return words
-
-
-def _relative_words(relative: float) -> str:
-    if pd.isna(relative):
-        return "a relative change that is undefined (the baseline's mean is 0)"
-    return f"a relative change of {relative:+.1%}"
 
 
 #: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes
@@ -295,6 +259,11 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     test, p_words = _test_and_p_words(report, c)
     level = f"{c.confidence_level:.0%}"
     interval = row_cells(c, signed=False).interval
+    relative = (
+        "a relative change that is undefined (the baseline's mean is 0)"
+        if math.isnan(c.relative_difference)
+        else f"a relative change of {c.relative_difference:+.1%}"
+    )
     verdict = {
         "better": "significant, in the candidate's favour",
         "worse": "significant, in the baseline's favour",
@@ -312,7 +281,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     return (
         f"{effect} ({level} {words('interval_method', c.interval_method, 'result')}paired-bootstrap interval "
         f"{interval}, "
-        f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
+        f"{relative}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
         f"{c.n_nonzero:,} {RESULT_SENTENCE_END}"
     )
 
@@ -332,18 +301,13 @@ def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[
 def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
     """One sentence on the seed spread of ``metric``; parameters and errors as
     :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
-    name = name_writer(markup)
-    summary = spread.summary
-    rows = summary[summary["metric"] == metric]
-    if rows.empty:
-        raise KeyError(f"metric: expected one of {summary['metric'].tolist()}, found {metric!r}")
-    r = rows.iloc[0]
+    name, r = name_writer(markup), _seed_row(spread, metric)
     reversals = (
         "no seed reversed the sign"
         if r.sign_reversals == 0
         else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
     )
-    if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
+    if pd.isna(r.ratio):  # the models tie on every user: no spread across users to set beside it
         spreads = (
             f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
             "(bootstrap standard error 0) the two cannot be compared"
@@ -377,12 +341,8 @@ def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "pla
     KeyError
         If ``metric`` is not in the table.
     """
-    name = name_writer(markup)
-    rows = spread.summary[spread.summary["metric"] == metric]
-    if rows.empty:
-        raise KeyError(f"metric: expected one of {spread.summary['metric'].tolist()}, found {metric!r}")
-    r = rows.iloc[0]
-    base, cand = name(r.baseline), name(r.candidate)
+    r = _seed_row(spread, metric)
+    base, cand = name_writer(markup)(r.baseline), name_writer(markup)(r.candidate)
     if r.protocol == "paired-seeds":
         return f"{cand} and {base} trained under the same {r.n_seeds} seeds, paired by seed (shared randomness)"
     if r.protocol == "independent-seeds":
@@ -393,6 +353,13 @@ def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "pla
     per_seed = spread.per_seed[spread.per_seed["metric"] == metric]
     seeded, once = (base, cand) if per_seed["candidate_seed"].isna().all() else (cand, base)
     return f"{seeded} trained under {r.n_seeds} seeds, {once} once: the spread is {seeded}'s retraining alone"
+
+
+def _seed_row(spread: SeedSpread, metric: str) -> pd.Series:
+    rows = spread.summary[spread.summary["metric"] == metric]
+    if rows.empty:
+        raise KeyError(f"metric: expected one of {spread.summary['metric'].tolist()}, found {metric!r}")
+    return rows.iloc[0]
 
 
 def report_string(report: ComparisonReport) -> str:

@@ -255,12 +255,10 @@ def compare_models(
 
 
 def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettings) -> ComparisonReport:
-    """:func:`compare_models` of ``results`` under ``settings``, whose ``metrics`` are named: the one path of
-    :func:`compare_models`, :func:`compare_pair` and :meth:`ComparisonSettings.compare`."""
-    assert settings.metrics is not None  # each caller names them
-    metrics = list(settings.metrics)
+    """The one path of :func:`compare_models`, :func:`compare_pair` and :meth:`ComparisonSettings.compare`."""
+    metrics = list(settings.metrics or ())
     names = check_results(results, metrics)
-    pairs = _pairs(names, settings.reference, settings.alternative)
+    pairs = _pairs(names, settings.reference)
     check_replicate_memory(settings.n_resamples, len(pairs) * len(metrics))
     if settings.n_resamples < 999 and settings.test_method in ("randomization", "bootstrap"):
         _warn_low_resamples(settings, len(pairs))
@@ -274,8 +272,7 @@ def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettin
 def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:
     """LowResamplesWarning: with B below 999 the smallest (adjusted) p-value may not reach alpha."""
     B, n_metrics = settings.n_resamples, len(settings.metrics or ())
-    # The largest family sets the floor on the smallest adjusted p-value: the secondary metrics' when the
-    # primary one stands alone.
+    # The largest family sets the floor: the secondary metrics' when the primary one stands alone.
     split = settings.primary is not None and settings.family == "primary" and n_metrics > 1
     J = n_pairs * (n_metrics - 1 if split else n_metrics)
     warn(
@@ -289,29 +286,27 @@ def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:
 
 
 def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSettings) -> tuple[PairwiseComparison, ...]:
-    """The comparisons with p-values adjusted within each family, and the columns that follow.
-
-    With a primary metric and ``family="primary"`` its hypotheses are the family ``"primary"`` and the others
-    ``"secondary"``; else every hypothesis is in ``"all"``.
-    """
+    """The comparisons with p-values adjusted within each family (``"primary"`` and ``"secondary"``, or
+    ``"all"``), and the columns that follow from them."""
     if settings.primary is None or settings.family != "primary":
         labels = ["all"] * len(comparisons)
     else:
         labels = ["primary" if c.metric == settings.primary else "secondary" for c in comparisons]
     alpha = significance_level(settings.confidence_level)
-    final = list(comparisons)  # every entry is replaced: each comparison belongs to exactly one family
+    final = list(comparisons)
     for label in dict.fromkeys(labels):
         members = [i for i, lab in enumerate(labels) if lab == label]
         adjusted = adjust_p_values(np.array([comparisons[i].p_value for i in members]), settings.correction)
         level = mde_alpha(alpha, settings.correction, len(members))
         for i, p in zip(members, adjusted, strict=True):
             c = comparisons[i]
+            sd = float(np.std(c.unit_differences, ddof=1))  # units_of has ensured at least two users
             final[i] = dataclasses.replace(
                 c,
                 adjusted_p_value=float(p),
                 family=label,
                 family_size=len(members),
-                mde=_mde(c.unit_differences, level, settings.alternative),
+                mde=minimum_detectable_effect(sd, c.n_units, level, REPORT_POWER, settings.alternative),
                 significant=bool(p <= alpha),
                 direction=direction(c.difference, p <= alpha),
             )
@@ -319,42 +314,14 @@ def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSetting
 
 
 def mde_alpha(alpha: float, correction: Correction, family_size: int) -> float:
-    """The per-hypothesis level the ``mde`` column is computed at.
-
-    ``alpha / J`` under ``"bonferroni"`` and under ``"holm"``, ``alpha`` with no
-    correction (or J = 1). For Holm this is the level of the first step of the
-    step-down sequence (Holm 1979), the strictest a hypothesis can meet: the step
-    it is really tested at depends on the other hypotheses' p-values, so it is
-    unknown before the data are in. Holm rejects whatever Bonferroni rejects, so an
-    effect of the size given is detected with at least the stated power under
-    either; for Holm the figure is conservative.
-
-    Parameters
-    ----------
-    alpha:
-        float in (0, 1): the family-wise level, ``1 - confidence_level``.
-    correction:
-        ``"holm"``, ``"bonferroni"`` or ``None``.
-    family_size:
-        int >= 1: the number of hypotheses J adjusted together.
-    """
+    """The level the ``mde`` column is computed at: ``alpha / J`` (the family's size) with a correction, else
+    ``alpha``. For Holm (1979) that is its first step, the strictest a hypothesis can meet (the step it is tested
+    at depends on the other p-values); Holm rejects whatever Bonferroni does, so the figure is conservative."""
     return alpha / family_size if correction is not None else alpha
 
 
-def _mde(d: np.ndarray, alpha: float, alternative: Alternative) -> float:
-    """Minimum detectable effect at 80% power for the unit differences ``d`` (NaN for one unit or no spread)."""
-    if d.shape[0] < 2:
-        return float("nan")
-    return minimum_detectable_effect(float(np.std(d, ddof=1)), d.shape[0], alpha, REPORT_POWER, alternative)
-
-
-def _pairs(names: list[str], reference: str | None, alternative: str) -> list[tuple[str, str]]:
-    if reference is None:
-        if alternative != "two-sided":
-            raise ValueError(
-                f"reference: a one-sided alternative ({alternative!r}) needs a reference model "
-                "to say which side is the candidate, found None"
-            )
+def _pairs(names: list[str], reference: str | None) -> list[tuple[str, str]]:
+    if reference is None:  # two-sided: ComparisonSettings refuses a one-sided alternative without a reference
         return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
     if reference not in names:
         raise ValueError(f"reference: expected one of the compared models {names}, found {reference!r}")
