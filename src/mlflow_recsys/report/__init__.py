@@ -1,8 +1,8 @@
 """What people read of a comparison: text, markdown, HTML, LaTeX and plots of a ComparisonReport.
 
-The statistics (:mod:`mlflow_recsys.stats`) compute; this package only formats what they computed.
-Nothing in ``stats`` imports it at module level: ``ComparisonReport.to_markdown()``, ``to_latex()``,
-``str(report)``, ``summary()``, ``methods_text()`` and ``results_text()`` call these functions when used.
+The statistics (:mod:`mlflow_recsys.stats`) compute; this package only formats what they computed. Nothing in ``stats``
+imports it at module level: ``ComparisonReport.to_markdown()``, ``to_latex()``, ``str(report)``, ``summary()``,
+``methods_text()`` and ``results_text()`` call these functions when used.
 
 - :mod:`~mlflow_recsys.report.escaping`: names and metric keys written literally in markdown, LaTeX, terminals, CSV.
 - :mod:`~mlflow_recsys.report.text`: the methods paragraph, result sentences, markdown and fixed-width tables.

@@ -1,5 +1,5 @@
-"""What ``mlflow-recsys compare`` prints: the tables of each analysis, the seed table, the procedure in sentences
-and the result sentences, as lines of text with names written visibly (one line each)."""
+"""What ``mlflow-recsys compare`` prints: the tables of each analysis, the seed table, the procedure in sentences and
+the result sentences, as lines of text with names written visibly (one line each)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def comparison_printout(outcome, primary: str | None, requested_analysis: str) -> str:
-    """The printout of a comparison of runs (``outcome``: a
-    :class:`~mlflow_recsys.tracking.comparison.RunComparison`), ending with the comparison run's id."""
+    """The printout of a comparison of runs (``outcome``: a :class:`~mlflow_recsys.tracking.comparison.RunComparison`),
+    ending with the comparison run's id."""
     report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
     what = {
         "representative-seed": f"one trained run per model: {outcome.report_seed_rule}",
@@ -86,10 +86,10 @@ def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
     """How the p-values were adjusted, and which test and which interval each hypothesis used, in sentences.
 
     E.g. ``Holm adjustment within each family: ...; significant where the adjusted p <= 0.05``, ``Test: a paired
-    sign-flip randomization test (B = 9,999 random sign patterns), for every hypothesis`` and ``Interval: 95%
-    percentile bootstrap interval, for every hypothesis``; a test or interval used for some hypotheses only
-    names them (metric and candidate). ``name`` writes names and metric keys (``str``, or
-    :func:`~mlflow_recsys.report.escaping.visible_text` for a terminal).
+    sign-flip randomization test (B = 9,999 random sign patterns), for every hypothesis`` and ``Interval: 95% percentile
+    bootstrap interval, for every hypothesis``; a test or interval used for some hypotheses only names them (metric and
+    candidate). ``name`` writes names and metric keys (``str``, or :func:`~mlflow_recsys.report.escaping.visible_text`
+    for a terminal).
     """
     alpha = report.comparisons[0].alpha
     if report.correction is None:

@@ -1,5 +1,5 @@
-"""The comparison report as one self-contained HTML page (the ``report.html`` artifact): a narrow key table,
-sized to fit the MLflow UI's artifact viewer at a 1280-pixel window, then a scrollable details table."""
+"""The comparison report as one self-contained HTML page (the ``report.html`` artifact): a narrow key table, sized to
+fit the MLflow UI's artifact viewer at a 1280-pixel window, then a scrollable details table."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ _STYLE = (
     "table{border-collapse:collapse;font-size:0.8em;font-variant-numeric:tabular-nums}"
     "td,th{border:1px solid #ccc;padding:2px 3px;text-align:right;white-space:nowrap}"
     "th{background:#f3f3f3}.key th:nth-child(-n+2),.details th:nth-child(-n+2),td.name{text-align:left}"
-    # The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and
-    # intervals may take two lines; nothing else wraps.
+    # The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and intervals may
+    # take two lines; nothing else wraps.
     ".key th,.key td.name{white-space:normal}"
     ".key td.interval{white-space:normal}"
     "td.better{color:#176b2c;font-weight:bold}td.worse{color:#a3171d;font-weight:bold}"
@@ -94,8 +94,8 @@ def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
 
 
 def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
-    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, numbers with six decimals; with ``seeds``,
-    the comparison names each side's number of training seeds."""
+    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, numbers with six decimals; with ``seeds``, the
+    comparison names each side's number of training seeds."""
     rows = []
     for c in report.comparisons:
         r = row_cells(c, digits=6, signed=False)
@@ -163,23 +163,17 @@ def report_html(
     seed_averaged: ComparisonReport | None = None,
     primary_analysis: str | None = None,
 ) -> str:
-    """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods,
-    references.
+    """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods, references.
 
-    Images are embedded as base64 data URIs, so the page opens anywhere,
-    including as an MLflow artifact, without other files. ``provenance_html``,
-    an already escaped section on what was compared, goes before the methods.
-    ``primary_declared`` says whether the primary metric was fixed before the
-    models were trained; only then is it called "declared in advance".
-    ``seed_averaged``, when given, is the seed-averaged comparison
-    (:func:`~mlflow_recsys.stats.compare_seed_averaged`): its key table follows
-    the representative-seed one under its own heading, with the seed counts.
-    ``primary_analysis`` (``"representative-seed"`` or ``"seed-averaged"``;
-    default ``None``: the settings' default rule, seed-averaged when
-    ``seed_averaged`` is given) names the analysis the conclusion rests on: with a
-    seed-averaged report, every heading and sentence says which is the primary
-    analysis and which the sensitivity analysis, the primary one's sentences
-    come first, and the methods end by saying why.
+    Images are embedded as base64 data URIs, so the page opens anywhere, including as an MLflow artifact, without other
+    files. ``provenance_html``, an already escaped section on what was compared, goes before the methods.
+    ``primary_declared`` says whether the primary metric was fixed before the models were trained; only then is it
+    called "declared in advance". ``seed_averaged``, when given, is the seed-averaged comparison
+    (:func:`~mlflow_recsys.stats.compare_seed_averaged`): its key table follows the representative-seed one under its
+    own heading, with the seed counts. ``primary_analysis`` (``"representative-seed"`` or ``"seed-averaged"``; default
+    ``None``: the settings' default rule, seed-averaged when ``seed_averaged`` is given) names the analysis the
+    conclusion rests on: with a seed-averaged report, every heading and sentence says which is the primary analysis and
+    which the sensitivity analysis, the primary one's sentences come first, and the methods end by saying why.
     """
     if primary_analysis is None:
         primary_analysis = "seed-averaged" if seed_averaged is not None else "representative-seed"

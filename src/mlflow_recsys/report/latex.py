@@ -1,10 +1,8 @@
 """A :class:`~mlflow_recsys.stats.ComparisonReport` as a booktabs LaTeX table.
 
-The formatting functions compute nothing a reader could not recompute from the
-report's columns. Model names and metric keys are user input: the table passes
-every one of them, in cells and caption alike, through
-:func:`~mlflow_recsys.report.escaping.escape_latex`, so a name can neither run
-LaTeX commands nor break a line.
+The formatting functions compute nothing a reader could not recompute from the report's columns. Model names and metric
+keys are user input: the table passes every one of them, in cells and caption alike, through
+:func:`~mlflow_recsys.report.escaping.escape_latex`, so a name can neither run LaTeX commands nor break a line.
 """
 
 from __future__ import annotations
@@ -40,46 +38,35 @@ _EXPONENT = re.compile(r"e([-+][0-9]+)")
 def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", title: str | None = None) -> str:
     r"""The report as a booktabs table in a floating ``table`` environment, with a caption stating the settings.
 
-    One row per hypothesis, in the report's order, with seven columns: the
-    metric, ``candidate vs baseline``, the difference (candidate minus
-    baseline) with its significance marker, the interval, the adjusted
-    p-value (headed ``$p$`` when the report has no correction), the mde and
-    W/T/L. Numbers are in math mode, with four decimals and true minus
-    signs; a one-sided interval has ``\infty`` as its open end; a p-value
-    below 0.0001 is written as ``m\times 10^{e}``. The marker
-    (:data:`MARKERS`) is set by the adjusted p-value: ``^{*}`` at most alpha,
-    ``^{**}`` at most alpha/5, ``^{***}`` at most alpha/50. The caption
-    starts with ``title`` and names, in words and numbers, the test(s), B, the
-    interval's level and method, the correction and its families, alpha, the
-    marker thresholds and, for a seed-averaged report, each model's number of
-    training seeds.
+    One row per hypothesis, in the report's order, with seven columns: the metric, ``candidate vs baseline``, the
+    difference (candidate minus baseline) with its significance marker, the interval, the adjusted p-value (headed
+    ``$p$`` when the report has no correction), the mde and W/T/L. Numbers are in math mode, with four decimals and true
+    minus signs; a one-sided interval has ``\infty`` as its open end; a p-value below 0.0001 is written as ``m\times
+    10^{e}``. The marker (:data:`MARKERS`) is set by the adjusted p-value: ``^{*}`` at most alpha, ``^{**}`` at most
+    alpha/5, ``^{***}`` at most alpha/50. The caption starts with ``title`` and names, in words and numbers, the
+    test(s), B, the interval's level and method, the correction and its families, alpha, the marker thresholds and, for
+    a seed-averaged report, each model's number of training seeds.
 
-    The table is set ``\small`` inside ``\begin{adjustbox}{max width=\linewidth}``,
-    which shrinks it to the line width when it is wider and leaves it as it is
-    otherwise, so the preamble needs :data:`LATEX_PREAMBLE`,
-    ``\usepackage{booktabs,adjustbox}``; the source's first line is a comment
-    saying so. Names, metric keys and ``title`` pass through
-    :func:`escape_latex` wherever they appear, caption included; they pass
-    Greek, Cyrillic and CJK characters and emoji unchanged, which pdflatex
-    cannot typeset without extra packages (see there).
+    The table is set ``\small`` inside ``\begin{adjustbox}{max width=\linewidth}``, which shrinks it to the line width
+    when it is wider and leaves it as it is otherwise, so the preamble needs :data:`LATEX_PREAMBLE`,
+    ``\usepackage{booktabs,adjustbox}``; the source's first line is a comment saying so. Names, metric keys and
+    ``title`` pass through :func:`escape_latex` wherever they appear, caption included; they pass Greek, Cyrillic and
+    CJK characters and emoji unchanged, which pdflatex cannot typeset without extra packages (see there).
 
     Parameters
     ----------
     report:
         A report with at least one hypothesis.
     label:
-        The ``\label`` of the table, default ``"tab:comparison"``: letters,
-        digits and ``: . _ -`` only.
+        The ``\label`` of the table, default ``"tab:comparison"``: letters, digits and ``: . _ -`` only.
     title:
-        The caption's first sentence, as plain text (it is escaped), e.g.
-        ``"One trained run per model (ELSA: seed 0, the lowest)."``; ``None``
-        (default) for none.
+        The caption's first sentence, as plain text (it is escaped), e.g. ``"One trained run per model (ELSA: seed 0,
+        the lowest)."``; ``None`` (default) for none.
 
     Returns
     -------
     str
-        LaTeX source: the comment line, then ``\begin{table}`` to
-        ``\end{table}``, ending in a newline.
+        LaTeX source: the comment line, then ``\begin{table}`` to ``\end{table}``, ending in a newline.
 
     Raises
     ------
@@ -148,9 +135,8 @@ def significance_marker(adjusted_p: float, alpha: float) -> str:
     Returns
     -------
     str
-        ``"***"`` when ``adjusted_p <= alpha / 50``, ``"**"`` when ``<= alpha /
-        5``, ``"*"`` when ``<= alpha`` (the hypothesis is significant), else
-        ``""`` (also for NaN).
+        ``"***"`` when ``adjusted_p <= alpha / 50``, ``"**"`` when ``<= alpha / 5``, ``"*"`` when ``<= alpha`` (the
+        hypothesis is significant), else ``""`` (also for NaN).
     """
     for symbol, divisor in MARKERS:
         if adjusted_p <= alpha / divisor:

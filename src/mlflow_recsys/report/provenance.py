@@ -1,5 +1,5 @@
-"""What a comparison compared (:func:`~mlflow_recsys.tracking.provenance.collect_provenance`'s data) in words:
-plain sentences, a markdown section and an HTML section."""
+"""What a comparison compared (:func:`~mlflow_recsys.tracking.provenance.collect_provenance`'s data) in words: plain
+sentences, a markdown section and an HTML section."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The formatted cells of one hypothesis row, made once; every table of a report (text, summary, markdown,
-HTML, LaTeX, the run notes, the CLI, the wide table) lays these out, escaping names its own way, and formats
-no number itself."""
+"""The formatted cells of one hypothesis row, made once; every table of a report (text, summary, markdown, HTML, LaTeX,
+the run notes, the CLI, the wide table) lays these out, escaping names its own way, and formats no number itself."""
 
 from __future__ import annotations
 
@@ -20,8 +19,8 @@ NO_MDE = "n/a"
 
 @dataclass(frozen=True)
 class RowCells:
-    """One hypothesis as text cells: numbers with ``digits`` decimals (``n/a`` for NaN), an interval's open ends
-    written ``(-inf`` and ``inf)``; names as the comparison holds them, for each renderer to escape."""
+    """One hypothesis as text cells: numbers with ``digits`` decimals (``n/a`` for NaN), an interval's open ends written
+    ``(-inf`` and ``inf)``; names as the comparison holds them, for each renderer to escape."""
 
     metric: str
     candidate: str
@@ -53,8 +52,8 @@ def format_p(p: float) -> str:
 
 
 def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) -> RowCells:
-    """The cells of ``c``'s row: ``digits`` decimals of the differences, means and interval, the difference and
-    the interval's ends with a ``+`` when ``signed`` (default True)."""
+    """The cells of ``c``'s row: ``digits`` decimals of the differences, means and interval, the difference and the
+    interval's ends with a ``+`` when ``signed`` (default True)."""
     sign = "+" if signed else ""
 
     def number(value: float, sign: str = "") -> str:

@@ -1,5 +1,5 @@
-"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text; names
-written literally through :mod:`mlflow_recsys.report.escaping`."""
+"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text; names written
+literally through :mod:`mlflow_recsys.report.escaping`."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def no_mde_note(report: ComparisonReport) -> str:
 def report_markdown(report: ComparisonReport) -> str:
     """The display frame as a markdown table (via ``tabulate``), under a line stating the settings.
 
-    Names and metric keys pass through :func:`escape_markdown` and are never
-    read as numbers (a model called ``007`` stays ``007``).
+    Names and metric keys pass through :func:`escape_markdown` and are never read as numbers (a model called ``007``
+    stays ``007``).
     """
     first = report.comparisons[0]
     correction = words("correction", report.correction)
@@ -135,8 +135,8 @@ def _correction_words(report: ComparisonReport) -> str:
 
 
 def methods_text(report: ComparisonReport) -> str:
-    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family; it names
-    no model and no metric, so it is safe in markdown and HTML alike."""
+    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family; it names no model
+    and no metric, so it is safe in markdown and HTML alike."""
     first = report.comparisons[0]
     methods = sorted({c.test_method for c in report.comparisons})
     B, level, alpha = first.n_resamples, first.confidence_level, first.alpha
@@ -223,8 +223,8 @@ def _interval_words(report: ComparisonReport) -> str:
     return words
 
 
-#: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes
-#: from the paragraphs around it (:func:`~mlflow_recsys.server.listing.note_sentences`).
+#: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes from the
+#: paragraphs around it (:func:`~mlflow_recsys.server.listing.note_sentences`).
 RESULT_SENTENCE_END = "scored differently)."
 
 
@@ -237,9 +237,8 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     report, c:
         The report and one of its comparisons.
     markup:
-        ``"plain"`` (default: names as they are, for a terminal, a paper, or
-        HTML escaping afterwards) or ``"markdown"`` (names and the metric key
-        through :func:`escape_markdown`, for run notes and ``.md`` files).
+        ``"plain"`` (default: names as they are, for a terminal, a paper, or HTML escaping afterwards) or ``"markdown"``
+        (names and the metric key through :func:`escape_markdown`, for run notes and ``.md`` files).
 
     Raises
     ------
@@ -299,8 +298,8 @@ def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[
 
 
 def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
-    """One sentence on the seed spread of ``metric``; parameters and errors as
-    :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
+    """One sentence on the seed spread of ``metric``; parameters and errors as :meth:`SeedSpread.results_text
+    <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
     name, r = name_writer(markup), _seed_row(spread, metric)
     reversals = (
         "no seed reversed the sign"
@@ -332,9 +331,9 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain
 def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
     """How the seeds of ``metric``'s seed-spread row were used, in words (the ``protocol`` column, said once here).
 
-    E.g. ``ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone``; with seeds on both
-    sides, ``... under the same 3 seeds, paired by seed`` or ``... each under their own seeds, treated as
-    independent``. No final full stop. ``markup`` writes the names as in :func:`seed_spread_text`.
+    E.g. ``ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone``; with seeds on both sides,
+    ``... under the same 3 seeds, paired by seed`` or ``... each under their own seeds, treated as independent``. No
+    final full stop. ``markup`` writes the names as in :func:`seed_spread_text`.
 
     Raises
     ------
@@ -365,15 +364,11 @@ def _seed_row(spread: SeedSpread, metric: str) -> pd.Series:
 def report_string(report: ComparisonReport) -> str:
     """The report as a fixed-width text table under one line stating the settings.
 
-    The columns are metric, ``candidate vs baseline``, difference, interval,
-    adjusted p, direction, W/T/L and mde, one row per hypothesis. A
-    seed-averaged report says so first: the settings line starts with
-    ``seed-averaged over training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and
-    each side averaged over several seeds is named with their number,
-    ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with
-    control characters as visible escapes
-    (:func:`~mlflow_recsys.report.escaping.visible_text`), so every row is one
-    line.
+    The columns are metric, ``candidate vs baseline``, difference, interval, adjusted p, direction, W/T/L and mde, one
+    row per hypothesis. A seed-averaged report says so first: the settings line starts with ``seed-averaged over
+    training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and each side averaged over several seeds is named with their number,
+    ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with control characters as visible escapes
+    (:func:`~mlflow_recsys.report.escaping.visible_text`), so every row is one line.
 
     Parameters
     ----------
@@ -383,9 +378,8 @@ def report_string(report: ComparisonReport) -> str:
     Returns
     -------
     str
-        ``2 + len(report.comparisons)`` lines (settings, header, rows), no
-        trailing newline; one more, :func:`no_mde_note`, when some row has
-        no minimum detectable effect (its mde reads ``n/a``).
+        ``2 + len(report.comparisons)`` lines (settings, header, rows), no trailing newline; one more,
+        :func:`no_mde_note`, when some row has no minimum detectable effect (its mde reads ``n/a``).
     """
     if not report.comparisons:
         return "ComparisonReport with no hypotheses"
@@ -412,12 +406,10 @@ def report_string(report: ComparisonReport) -> str:
 def report_summary(report: ComparisonReport) -> str:
     """One line per hypothesis: metric, pair, difference and interval, adjusted p, direction, W/T/L and mde.
 
-    E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550
-    inconclusive  W/T/L 81/1/106  mde 0.0261``, fields aligned across lines;
-    in a seed-averaged report a side averaged over several training seeds is
-    named with their number, ``ELSA (3 seeds) vs EASE``. Names are written as
-    in :func:`report_string`, so ``len(report_summary(r).splitlines()) ==
-    len(r.comparisons)``.
+    E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550 inconclusive  W/T/L 81/1/106  mde 0.0261``,
+    fields aligned across lines; in a seed-averaged report a side averaged over several training seeds is named with
+    their number, ``ELSA (3 seeds) vs EASE``. Names are written as in :func:`report_string`, so
+    ``len(report_summary(r).splitlines()) == len(r.comparisons)``.
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
-"""ranx's wide table of a report: one row per model, one column per metric, each cell the model's mean with a
-marker where its difference from the baseline is significant (as ``ranx.compare`` prints it)."""
+"""ranx's wide table of a report: one row per model, one column per metric, each cell the model's mean with a marker
+where its difference from the baseline is significant (as ``ranx.compare`` prints it)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def wide_table(report: ComparisonReport, *, digits: int = 4) -> pd.DataFrame:
-    """Models x metrics: each cell the model's mean over users, rounded to ``digits`` decimals (default 4), and
-    the :func:`~mlflow_recsys.report.latex.significance_marker` of its adjusted p-value against the baseline
+    """Models x metrics: each cell the model's mean over users, rounded to ``digits`` decimals (default 4), and the
+    :func:`~mlflow_recsys.report.latex.significance_marker` of its adjusted p-value against the baseline
     (``"0.4525***"``); a baseline's own cell has no marker, and ``""`` where a model and metric were not compared.
 
-    Rows are the models in the order the report first names them (baselines before their candidates), columns
-    the metrics in the report's order; the index is named ``model``. With several baselines (all pairs) a
-    candidate's cell carries the strongest marker against any baseline: read the report for which.
+    Rows are the models in the order the report first names them (baselines before their candidates), columns the
+    metrics in the report's order; the index is named ``model``. With several baselines (all pairs) a candidate's cell
+    carries the strongest marker against any baseline: read the report for which.
 
     Raises
     ------

@@ -1,6 +1,6 @@
-"""P-values and intervals of one model pair: the sign-flip randomization test (exact or Monte Carlo), the
-null-centred bootstrap test, the t-test and the Wilcoxon signed-rank test; the percentile and BCa bootstrap
-intervals; and the rows of a pair that :func:`~mlflow_recsys.stats.compare_models` adjusts within families.
+"""P-values and intervals of one model pair: the sign-flip randomization test (exact or Monte Carlo), the null-centred
+bootstrap test, the t-test and the Wilcoxon signed-rank test; the percentile and BCa bootstrap intervals; and the rows
+of a pair that :func:`~mlflow_recsys.stats.compare_models` adjusts within families.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ MIN_NONZERO_UNITS = 30
 
 @dataclass(frozen=True, eq=False)
 class _Column:
-    """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates
-    drawn for them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn)."""
+    """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates drawn for
+    them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn)."""
 
     metric: str
     label: str
@@ -49,8 +49,8 @@ class _Column:
 
 
 def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[PairwiseComparison]:
-    """The pair's hypotheses, one per metric, unadjusted (a family ``"all"`` of one, no MDE) for the comparison
-    to adjust."""
+    """The pair's hypotheses, one per metric, unadjusted (a family ``"all"`` of one, no MDE) for the comparison to
+    adjust."""
     alpha = significance_level(settings.confidence_level)
     rows = []
     for col in _columns(pair, settings, tests=True):
@@ -115,8 +115,8 @@ def _bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings
 
 
 def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bool) -> list[_Column]:
-    """The pair's metrics with their bootstrap means and, with ``tests`` when some metric needs them, their
-    Monte Carlo sign-flip means; each drawn for every metric at once from the pair's own seed sequences."""
+    """The pair's metrics with their bootstrap means and, with ``tests`` when some metric needs them, their Monte Carlo
+    sign-flip means; each drawn for every metric at once from the pair's own seed sequences."""
     d, B = pair.differences, settings.n_resamples
     n_nonzero = (d != 0).sum(axis=0)
     sign_seeds, boot_seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
@@ -205,9 +205,9 @@ def _pair_seed_sequences(random_state: int | None, base_name: str, cand_name: st
 
 
 def _p_value(null: np.ndarray, observed: float, alternative: str, scale: float, *, monte_carlo: bool) -> float:
-    """Share of null replicates at least as extreme as ``observed``: ``(1 + #extreme) / (B + 1)`` for Monte
-    Carlo, never zero (Phipson & Smyth 2010), ``#extreme / 2**k`` for an enumeration, which holds the observed
-    arrangement. 100 ulps of the data's scale keep that arrangement, summed in another order, tied to itself."""
+    """Share of null replicates at least as extreme as ``observed``: ``(1 + #extreme) / (B + 1)`` for Monte Carlo, never
+    zero (Phipson & Smyth 2010), ``#extreme / 2**k`` for an enumeration, which holds the observed arrangement. 100 ulps
+    of the data's scale keep that arrangement, summed in another order, tied to itself."""
     gamma = 100 * np.finfo(np.float64).eps * max(abs(observed), scale)
     if alternative == "two-sided":
         extreme = np.abs(null) >= abs(observed) - gamma
@@ -228,16 +228,16 @@ def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
         if d[0] == 0:
             return 1.0
         return 0.0 if (alternative == "two-sided" or (alternative == "greater") == (d[0] > 0)) else 1.0
-    # Testing mean(d) = 0 is testing mean(d - centre) = -centre; deviations from a value of d keep the variance
-    # free of cancellation when the differences are nearly constant (e.g. one shift plus rounding).
+    # Testing mean(d) = 0 is testing mean(d - centre) = -centre; deviations from a value of d keep the variance free of
+    # cancellation when the differences are nearly constant (e.g. one shift plus rounding).
     centre = float(column_centres(d[:, None])[0])
     return float(scipy.stats.ttest_1samp(d - centre, -centre, alternative=alternative).pvalue)
 
 
 def sign_test_p_value(d: np.ndarray, alternative: str) -> float:
-    """The sign test of the unit differences ``d`` (float ``(n_units,)``): the exact binomial test of the positive
-    ones among the non-zero ones against 1/2 (Dixon & Mood 1946, JASA 41), ``scipy.stats.binomtest``; zeros are
-    dropped, and p = 1 when every difference is 0."""
+    """The sign test of the unit differences ``d`` (float ``(n_units,)``): the exact binomial test of the positive ones
+    among the non-zero ones against 1/2 (Dixon & Mood 1946, JASA 41), ``scipy.stats.binomtest``; zeros are dropped, and
+    p = 1 when every difference is 0."""
     wins, nonzero = int(np.count_nonzero(d > 0)), int(np.count_nonzero(d))
     if nonzero == 0:
         return 1.0
@@ -251,14 +251,14 @@ WILCOXON_EXACT_MAX = 50
 def wilcoxon_method(d: np.ndarray) -> Literal["exact", "approx"]:
     """How the Wilcoxon signed-rank test of the differences ``d`` is computed: this package's rule, not scipy's.
 
-    ``"exact"`` (the exact null distribution of the signed-rank sum, Wilcoxon 1945) when ``d`` has no zero,
-    no two equal magnitudes ``|d_i|`` and at most :data:`WILCOXON_EXACT_MAX` values; else ``"approx"``: the
-    normal approximation of the rank sum with the variance corrected for tied ranks and without continuity
-    correction (Lehmann, 1975, *Nonparametrics*, sec. 3.2). The rule is passed to ``scipy.stats.wilcoxon``
-    as ``method=``, so the p-value does not depend on the SciPy version: the ``"auto"`` choice changed
-    between versions (SciPy 1.11 used the normal approximation whenever there were zeros or ties, newer
-    versions compute an exact permutation distribution for small samples with them), while ``"exact"``
-    without zeros or ties and ``"approx"`` compute the same in every version from 1.11 on.
+    ``"exact"`` (the exact null distribution of the signed-rank sum, Wilcoxon 1945) when ``d`` has no zero, no two equal
+    magnitudes ``|d_i|`` and at most :data:`WILCOXON_EXACT_MAX` values; else ``"approx"``: the normal approximation of
+    the rank sum with the variance corrected for tied ranks and without continuity correction (Lehmann, 1975,
+    *Nonparametrics*, sec. 3.2). The rule is passed to ``scipy.stats.wilcoxon`` as ``method=``, so the p-value does not
+    depend on the SciPy version: the ``"auto"`` choice changed between versions (SciPy 1.11 used the normal
+    approximation whenever there were zeros or ties, newer versions compute an exact permutation distribution for small
+    samples with them), while ``"exact"`` without zeros or ties and ``"approx"`` compute the same in every version from
+    1.11 on.
 
     Parameters
     ----------
@@ -297,13 +297,13 @@ def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> tupl
 def _bca_interval(
     replicates: np.ndarray, d: np.ndarray, estimate: float, alpha: float, alternative: str
 ) -> tuple[float, float] | None:
-    """Bias-corrected and accelerated bootstrap interval of the mean (Efron 1987) holding ``estimate``, or
-    ``None`` (every replicate on one side of it) for the caller to fall back to the percentile interval.
+    """Bias-corrected and accelerated bootstrap interval of the mean (Efron 1987) holding ``estimate``, or ``None``
+    (every replicate on one side of it) for the caller to fall back to the percentile interval.
 
-    ``z0 = Phi^-1(share of replicates below the estimate)``, ties counting one half. The acceleration is the
-    jackknife's (Efron & Tibshirani 1993, sec. 14.3): the leave-one-out means deviate by ``(d_i - mean) /
-    (n - 1)``, whose powers of ``n - 1`` cancel in ``a = sum(dev**3) / (6 * sum(dev**2) ** 1.5)``. The end at
-    level ``q`` is the replicates' quantile at ``Phi(z0 + (z0 + z_q) / (1 - a * (z0 + z_q)))``.
+    ``z0 = Phi^-1(share of replicates below the estimate)``, ties counting one half. The acceleration is the jackknife's
+    (Efron & Tibshirani 1993, sec. 14.3): the leave-one-out means deviate by ``(d_i - mean) / (n - 1)``, whose powers of
+    ``n - 1`` cancel in ``a = sum(dev**3) / (6 * sum(dev**2) ** 1.5)``. The end at level ``q`` is the replicates'
+    quantile at ``Phi(z0 + (z0 + z_q) / (1 - a * (z0 + z_q)))``.
     """
     if np.all(d == d[0]):
         return (
@@ -337,9 +337,9 @@ def _bca_interval(
 def _percentile_interval(
     replicates: np.ndarray, estimate: float, alpha: float, alternative: str
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval (Efron 1979), one-sided when the test is, holding ``estimate``: a replicate
-    equal to it mathematically can land an ulp past it (summed in another order), and every reader assumes
-    ``ci_low <= difference <= ci_high``."""
+    """Percentile bootstrap interval (Efron 1979), one-sided when the test is, holding ``estimate``: a replicate equal
+    to it mathematically can land an ulp past it (summed in another order), and every reader assumes ``ci_low <=
+    difference <= ci_high``."""
     if alternative == "two-sided":
         low, high = (float(q) for q in np.quantile(replicates, [alpha / 2, 1 - alpha / 2]))
     elif alternative == "greater":

@@ -19,9 +19,8 @@ Markup = Literal["markdown", "plain"]
 def significance_level(confidence_level: float) -> float:
     """``alpha = 1 - confidence_level``, rounded to 12 decimals.
 
-    In binary floating point ``1 - 0.9`` is ``0.09999999999999998``, so a
-    p-value of exactly 0.1 would fail ``p <= alpha`` although every text
-    states alpha = 0.1; the rounding gives the level the texts state.
+    In binary floating point ``1 - 0.9`` is ``0.09999999999999998``, so a p-value of exactly 0.1 would fail ``p <=
+    alpha`` although every text states alpha = 0.1; the rounding gives the level the texts state.
     """
     return round(1.0 - confidence_level, 12)
 
@@ -67,48 +66,42 @@ COLUMNS = (
 class PairwiseComparison:
     """One hypothesis: ``candidate`` against ``baseline`` on one metric.
 
-    ``difference`` is candidate minus baseline (positive favours the candidate).
-    The frame columns are :data:`COLUMNS`; the raw material of the resampling is
-    kept so a user can recompute with another convention (the attributes below
-    are those beyond the columns).
+    ``difference`` is candidate minus baseline (positive favours the candidate). The frame columns are :data:`COLUMNS`;
+    the raw material of the resampling is kept so a user can recompute with another convention (the attributes below are
+    those beyond the columns).
 
     Attributes
     ----------
     unit_differences:
         float64 ``(n_units,)``: the per-unit differences every procedure used.
     null_distribution:
-        float64: the test's null replicates of the mean difference (all ``2**n_nonzero``
-        of them for an exact test), or ``None`` for the t-test and the Wilcoxon test.
+        float64: the test's null replicates of the mean difference (all ``2**n_nonzero`` of them for an exact test), or
+        ``None`` for the t-test and the Wilcoxon test.
     bootstrap_distribution:
         float64 ``(n_resamples,)``: bootstrap replicates of the mean difference.
     zero_method:
-        How the Wilcoxon test treated zero differences (one of :data:`ZERO_METHODS`),
-        or ``None`` for the other tests. The methods text names it.
+        How the Wilcoxon test treated zero differences (one of :data:`ZERO_METHODS`), or ``None`` for the other tests.
+        The methods text names it.
     family, family_size:
-        The family the p-value was adjusted in (``"primary"``, ``"secondary"``
-        or ``"all"``) and its number of hypotheses J.
+        The family the p-value was adjusted in (``"primary"``, ``"secondary"`` or ``"all"``) and its number of
+        hypotheses J.
 
-    ``baseline_seeds`` and ``candidate_seeds`` (int) count the trained
-    instances whose per-user values each side averages: 1 for a single trained
-    model (:func:`~mlflow_recsys.stats.compare_models`), the number of training seeds in a
-    seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
+    ``baseline_seeds`` and ``candidate_seeds`` (int) count the trained instances whose per-user values each side
+    averages: 1 for a single trained model (:func:`~mlflow_recsys.stats.compare_models`), the number of training seeds
+    in a seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
 
-    ``wins``, ``ties`` and ``losses`` (int) count the units (users, after
-    averaging each user's rows) on which the candidate scored higher than, equal
-    to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
-    n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``;
-    a row asked for BCa reports ``"percentile"`` when its bias correction is
-    infinite (every replicate on one side of the estimate) and the percentile
-    interval was used instead.
+    ``wins``, ``ties`` and ``losses`` (int) count the units (users, after averaging each user's rows) on which the
+    candidate scored higher than, equal to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
+    n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``; a row asked for BCa reports
+    ``"percentile"`` when its bias correction is infinite (every replicate on one side of the estimate) and the
+    percentile interval was used instead.
 
-    The column ``mde`` is the minimum detectable effect: the smallest true mean
-    difference this design detects with 80% power,
-    :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of
-    ``unit_differences``, ``n_units`` and the alternative, at the level the
-    hypothesis is tested at after adjustment (:func:`~mlflow_recsys.stats.comparison.mde_alpha`). NaN on a
-    single unit and when the unit differences have no spread (SD 0, e.g. a
-    model compared with itself): then no minimum detectable effect can be
-    estimated, and the reports say so in words.
+    The column ``mde`` is the minimum detectable effect: the smallest true mean difference this design detects with 80%
+    power, :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of ``unit_differences``,
+    ``n_units`` and the alternative, at the level the hypothesis is tested at after adjustment
+    (:func:`~mlflow_recsys.stats.comparison.mde_alpha`). NaN on a single unit and when the unit differences have no
+    spread (SD 0, e.g. a model compared with itself): then no minimum detectable effect can be estimated, and the
+    reports say so in words.
     """
 
     metric: str
@@ -167,9 +160,8 @@ class PairwiseComparison:
 class ComparisonReport:
     """Every hypothesis of one :func:`~mlflow_recsys.stats.compare_models` call, adjusted within its family.
 
-    With a ``primary`` metric and ``family="primary"`` (the default), the primary
-    metric's hypotheses form one family and the other metrics' another; otherwise
-    every hypothesis is in one family, ``"all"``.
+    With a ``primary`` metric and ``family="primary"`` (the default), the primary metric's hypotheses form one family
+    and the other metrics' another; otherwise every hypothesis is in one family, ``"all"``.
     """
 
     comparisons: tuple[PairwiseComparison, ...]
@@ -232,8 +224,8 @@ class ComparisonReport:
     def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
         """The report as a booktabs ``table`` whose caption states the settings and significance markers.
 
-        See :func:`~mlflow_recsys.report.latex.report_latex` (``label`` is its ``\\label``, ``title`` the
-        caption's first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
+        See :func:`~mlflow_recsys.report.latex.report_latex` (``label`` is its ``\\label``, ``title`` the caption's
+        first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
         """
         from mlflow_recsys.report.latex import report_latex
 
@@ -290,11 +282,9 @@ class ComparisonReport:
     ) -> str:
         """One sentence reporting the hypothesis for ``metric`` and ``candidate``.
 
-        ``markup="plain"`` (default) leaves names and the metric key as they are;
-        ``"markdown"`` escapes them with
-        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for
-        another ``markup``.
-        See :func:`~mlflow_recsys.report.text.results_text`.
+        ``markup="plain"`` (default) leaves names and the metric key as they are; ``"markdown"`` escapes them with
+        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another
+        ``markup``. See :func:`~mlflow_recsys.report.text.results_text`.
         """
         from mlflow_recsys.report.text import results_text
 

@@ -1,14 +1,11 @@
 """Paired comparison of recommenders evaluated on the same users.
 
-Every hypothesis works on per-unit differences ``d_u = mean(candidate rows of u)
-- mean(baseline rows of u)``: the effect is their mean, the interval is a paired
-percentile bootstrap over units (Efron 1979) that always contains the effect, and
-the default test is a paired sign-flip randomization test (Fisher 1935; Smucker,
-Allan & Carterette 2007) with the Monte Carlo p-value ``(1 + #extreme) /
-(B + 1)`` (Davison & Hinkley 1997; Phipson & Smyth 2010). p-values of one call
-are adjusted together (Holm 1979 by default). On request the interval is the
-bias-corrected and accelerated (BCa) bootstrap interval (Efron 1987) and the
-test the Wilcoxon signed-rank test (Wilcoxon 1945).
+Every hypothesis works on per-unit differences ``d_u = mean(candidate rows of u) - mean(baseline rows of u)``: the
+effect is their mean, the interval is a paired percentile bootstrap over units (Efron 1979) that always contains the
+effect, and the default test is a paired sign-flip randomization test (Fisher 1935; Smucker, Allan & Carterette 2007)
+with the Monte Carlo p-value ``(1 + #extreme) / (B + 1)`` (Davison & Hinkley 1997; Phipson & Smyth 2010). p-values of
+one call are adjusted together (Holm 1979 by default). On request the interval is the bias-corrected and accelerated
+(BCa) bootstrap interval (Efron 1987) and the test the Wilcoxon signed-rank test (Wilcoxon 1945).
 """
 
 from __future__ import annotations
@@ -54,8 +51,8 @@ MAX_REPLICATE_BYTES = 4 * 1024**3
 
 
 def check_replicate_memory(n_resamples: int, n_hypotheses: int) -> None:
-    """ValueError, naming both numbers and the memory, when the replicates a call keeps (16 bytes x B x J)
-    would exceed :data:`MAX_REPLICATE_BYTES`."""
+    """ValueError, naming both numbers and the memory, when the replicates a call keeps (16 bytes x B x J) would exceed
+    :data:`MAX_REPLICATE_BYTES`."""
     needed = 16 * n_resamples * n_hypotheses
     if needed > MAX_REPLICATE_BYTES:
         raise ValueError(
@@ -82,10 +79,9 @@ def compare_pair(
 ) -> PairwiseComparison:
     """Compare two models on one metric: a single hypothesis, not adjusted.
 
-    Parameters are those of :func:`compare_models`; ``baseline_name`` and
-    ``candidate_name`` label the rows and seed the random stream, so the numbers
-    equal those of the same pair inside a :func:`compare_models` call with the
-    same settings (before adjustment).
+    Parameters are those of :func:`compare_models`; ``baseline_name`` and ``candidate_name`` label the rows and seed the
+    random stream, so the numbers equal those of the same pair inside a :func:`compare_models` call with the same
+    settings (before adjustment).
 
     Returns
     -------
@@ -139,78 +135,61 @@ def compare_models(
     Parameters
     ----------
     results:
-        Model name -> :class:`~mlflow_recsys.evaluation.EvaluationResult`, at least two,
-        all evaluated on the same sample ids in the same order, with per-user values.
+        Model name -> :class:`~mlflow_recsys.evaluation.EvaluationResult`, at least two, all evaluated on the same
+        sample ids in the same order, with per-user values.
     metrics:
         One metric key or a list of keys (e.g. ``["ndcg@100", "recall@20"]``).
     reference:
-        Name of the baseline every other model is compared against. ``None``
-        compares every pair, the earlier model in ``results`` as baseline.
+        Name of the baseline every other model is compared against. ``None`` compares every pair, the earlier model in
+        ``results`` as baseline.
     correction:
-        ``"holm"`` (default), ``"bonferroni"`` or ``None``. The family is every
-        (pair, metric) hypothesis of this call.
+        ``"holm"`` (default), ``"bonferroni"`` or ``None``. The family is every (pair, metric) hypothesis of this call.
     confidence_level:
-        Level of the bootstrap interval, default 0.95; ``alpha = 1 -
-        confidence_level`` is also the significance level.
+        Level of the bootstrap interval, default 0.95; ``alpha = 1 - confidence_level`` is also the significance level.
     n_resamples:
-        Sign assignments and bootstrap replicates B, default 9999. The smallest
-        attainable Monte Carlo p-value is ``1 / (B + 1)``.
+        Sign assignments and bootstrap replicates B, default 9999. The smallest attainable Monte Carlo p-value is ``1 /
+        (B + 1)``.
     alternative:
-        ``"two-sided"`` (default), ``"greater"`` (candidate better) or
-        ``"less"``; the interval is one-sided to match.
+        ``"two-sided"`` (default), ``"greater"`` (candidate better) or ``"less"``; the interval is one-sided to match.
     test_method:
-        ``"randomization"`` (default; sign flips of unit differences, enumerated
-        exactly when ``2**n_nonzero <= n_resamples`` and then reported as
-        ``"randomization-exact"``), ``"bootstrap"`` (null-centred, reusing the
-        interval's replicates), ``"t"`` (one-sample t-test of the unit
-        differences, ``scipy.stats.ttest_1samp``; Student 1908) or
-        ``"wilcoxon"`` (Wilcoxon signed-rank test of the unit differences,
-        ``scipy.stats.wilcoxon`` with the method this package chooses,
-        :func:`wilcoxon_method`: the exact null for at most 50 differences
-        without zeros or tied magnitudes, reported as ``"wilcoxon-exact"``, and
-        the tie-corrected normal approximation otherwise, reported as
-        ``"wilcoxon"``; Wilcoxon 1945) or ``"sign"`` (the exact binomial test of
-        wins against losses, zero differences dropped; Dixon & Mood 1946). The
-        Wilcoxon test asks whether the differences are symmetric about 0 (a
-        median-like location) and the sign test whether a user is more likely
-        to gain than to lose, not whether the mean difference is 0, so either
-        can disagree with the others on skewed differences.
+        ``"randomization"`` (default; sign flips of unit differences, enumerated exactly when ``2**n_nonzero <=
+        n_resamples`` and then reported as ``"randomization-exact"``), ``"bootstrap"`` (null-centred, reusing the
+        interval's replicates), ``"t"`` (one-sample t-test of the unit differences, ``scipy.stats.ttest_1samp``; Student
+        1908) or ``"wilcoxon"`` (Wilcoxon signed-rank test of the unit differences, ``scipy.stats.wilcoxon`` with the
+        method this package chooses, :func:`wilcoxon_method`: the exact null for at most 50 differences without zeros or
+        tied magnitudes, reported as ``"wilcoxon-exact"``, and the tie-corrected normal approximation otherwise,
+        reported as ``"wilcoxon"``; Wilcoxon 1945) or ``"sign"`` (the exact binomial test of wins against losses, zero
+        differences dropped; Dixon & Mood 1946). The Wilcoxon test asks whether the differences are symmetric about 0 (a
+        median-like location) and the sign test whether a user is more likely to gain than to lose, not whether the mean
+        difference is 0, so either can disagree with the others on skewed differences.
     random_state:
-        Non-negative int (default 0) or ``None`` for fresh entropy. Each model
-        pair draws from its own stream derived from this seed and the two
-        names, so a hypothesis' numbers do not depend on the other models or
-        metrics in the call.
+        Non-negative int (default 0) or ``None`` for fresh entropy. Each model pair draws from its own stream derived
+        from this seed and the two names, so a hypothesis' numbers do not depend on the other models or metrics in the
+        call.
     interval_method:
-        ``"percentile"`` (default; Efron 1979) or ``"bca"``, the bias-corrected
-        and accelerated interval (Efron 1987) from the same bootstrap
-        replicates, with the acceleration from the jackknife of the mean. A row
-        whose bias correction is infinite falls back to the percentile interval
-        and reports ``interval_method="percentile"``.
+        ``"percentile"`` (default; Efron 1979) or ``"bca"``, the bias-corrected and accelerated interval (Efron 1987)
+        from the same bootstrap replicates, with the acceleration from the jackknife of the mean. A row whose bias
+        correction is infinite falls back to the percentile interval and reports ``interval_method="percentile"``.
     zero_method:
-        Only for ``test_method="wilcoxon"``: ``"wilcox"`` (default, scipy's;
-        drop zero differences before ranking), ``"pratt"`` (rank them, then
-        drop their ranks; Pratt 1959) or ``"zsplit"`` (split their ranks
-        between the signs).
+        Only for ``test_method="wilcoxon"``: ``"wilcox"`` (default, scipy's; drop zero differences before ranking),
+        ``"pratt"`` (rank them, then drop their ranks; Pratt 1959) or ``"zsplit"`` (split their ranks between the
+        signs).
     primary:
         The metric the conclusion rests on, one of ``metrics``, or ``None``.
     family:
-        ``"primary"`` (default): with a ``primary`` metric, its hypotheses (one
-        per model pair) are adjusted as one family and the other metrics' as
-        another, so the primary result does not weaken as secondary metrics are
-        added; ``"all"``: one family over every hypothesis. Without a
-        ``primary`` metric there is one family either way. Each family controls
-        its own family-wise error rate (Holm 1979; Bonferroni).
+        ``"primary"`` (default): with a ``primary`` metric, its hypotheses (one per model pair) are adjusted as one
+        family and the other metrics' as another, so the primary result does not weaken as secondary metrics are added;
+        ``"all"``: one family over every hypothesis. Without a ``primary`` metric there is one family either way. Each
+        family controls its own family-wise error rate (Holm 1979; Bonferroni).
 
     Returns
     -------
     ComparisonReport
-        Every row has ``ci_low <= difference <= ci_high``. Degenerate
-        differences are results, not errors: when the models tie on every unit
-        the difference and the interval are 0 and every test and alternative
-        gives p = 1 (each sign flip and each resample ties the observed 0); a
-        constant non-zero difference gives the interval ``[difference,
-        difference]``. A per-user difference no larger than :data:`~mlflow_recsys.stats._pairing.TIE_RTOL`
-        (1e-12) times the larger of its two values is rounding, not a
+        Every row has ``ci_low <= difference <= ci_high``. Degenerate differences are results, not errors: when the
+        models tie on every unit the difference and the interval are 0 and every test and alternative gives p = 1 (each
+        sign flip and each resample ties the observed 0); a constant non-zero difference gives the interval
+        ``[difference, difference]``. A per-user difference no larger than
+        :data:`~mlflow_recsys.stats._pairing.TIE_RTOL` (1e-12) times the larger of its two values is rounding, not a
         difference, and counts as 0 (a tie).
 
     Raises
@@ -218,12 +197,10 @@ def compare_models(
     TypeError
         If ``results`` is not a mapping of EvaluationResult.
     ValueError
-        If fewer than two results; a result lacks per-user values; sample ids
-        differ in length, content or order; targets fingerprints differ; a
-        metric was not evaluated; per-user values are not finite; fewer than
-        two units; a one-sided alternative without ``reference``; a setting
-        is out of range (``n_resamples`` at most :data:`MAX_RESAMPLES`); or the
-        replicates kept would exceed :data:`MAX_REPLICATE_BYTES`.
+        If fewer than two results; a result lacks per-user values; sample ids differ in length, content or order;
+        targets fingerprints differ; a metric was not evaluated; per-user values are not finite; fewer than two units; a
+        one-sided alternative without ``reference``; a setting is out of range (``n_resamples`` at most
+        :data:`MAX_RESAMPLES`); or the replicates kept would exceed :data:`MAX_REPLICATE_BYTES`.
 
     Warns
     -----
@@ -234,8 +211,8 @@ def compare_models(
     FewNonzeroUnitsWarning
         When fewer than 30 units differ for a hypothesis.
     IntervalFallbackWarning
-        When ``interval_method="bca"`` and a hypothesis' bias correction is
-        infinite, so its row reports the percentile interval.
+        When ``interval_method="bca"`` and a hypothesis' bias correction is infinite, so its row reports the percentile
+        interval.
     """
     settings = ComparisonSettings(  # every setting checked, in one place
         reference=reference,
@@ -286,8 +263,8 @@ def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:
 
 
 def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSettings) -> tuple[PairwiseComparison, ...]:
-    """The comparisons with p-values adjusted within each family (``"primary"`` and ``"secondary"``, or
-    ``"all"``), and the columns that follow from them."""
+    """The comparisons with p-values adjusted within each family (``"primary"`` and ``"secondary"``, or ``"all"``), and
+    the columns that follow from them."""
     if settings.primary is None or settings.family != "primary":
         labels = ["all"] * len(comparisons)
     else:
@@ -314,9 +291,9 @@ def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSetting
 
 
 def mde_alpha(alpha: float, correction: Correction, family_size: int) -> float:
-    """The level the ``mde`` column is computed at: ``alpha / J`` (the family's size) with a correction, else
-    ``alpha``. For Holm (1979) that is its first step, the strictest a hypothesis can meet (the step it is tested
-    at depends on the other p-values); Holm rejects whatever Bonferroni does, so the figure is conservative."""
+    """The level the ``mde`` column is computed at: ``alpha / J`` (the family's size) with a correction, else ``alpha``.
+    For Holm (1979) that is its first step, the strictest a hypothesis can meet (the step it is tested at depends on the
+    other p-values); Holm rejects whatever Bonferroni does, so the figure is conservative."""
     return alpha / family_size if correction is not None else alpha
 
 

@@ -1,19 +1,16 @@
 """Resampling kernels: sign-flip null distributions and paired bootstrap replicates.
 
-Both take a matrix of unit differences of shape ``(n_units, n_metrics)`` and
-draw **one** set of signs (or resampling indices) shared by every column, so the
-metrics of one model pair are resampled together. A column's replicates depend
-only on the seed and on that column, never on which other columns are present.
-The work runs in compiled kernels (:mod:`mlflow_recsys.stats.kernels`) that never
-hold a ``(B, n)`` matrix; the tests hold them to plain NumPy definitions on the
-same draws (``tests/kernel_oracles.py``).
+Both take a matrix of unit differences of shape ``(n_units, n_metrics)`` and draw **one** set of signs (or resampling
+indices) shared by every column, so the metrics of one model pair are resampled together. A column's replicates depend
+only on the seed and on that column, never on which other columns are present. The work runs in compiled kernels
+(:mod:`mlflow_recsys.stats.kernels`) that never hold a ``(B, n)`` matrix; the tests hold them to plain NumPy definitions
+on the same draws (``tests/kernel_oracles.py``).
 
-Means (the estimate and every bootstrap replicate) are summed as deviations from
-a centre that is one of the column's own values, its lower median, and the
-centre is added back last. A constant column then sums exact zeros, so each
-replicate and the estimate equal the constant exactly, and integer-valued
-differences (hit rates) keep exact sums; without this, rounding the sum of ``n``
-copies of ``0.1`` put interval ends a few ulps on the wrong side of the estimate.
+Means (the estimate and every bootstrap replicate) are summed as deviations from a centre that is one of the column's
+own values, its lower median, and the centre is added back last. A constant column then sums exact zeros, so each
+replicate and the estimate equal the constant exactly, and integer-valued differences (hit rates) keep exact sums;
+without this, rounding the sum of ``n`` copies of ``0.1`` put interval ends a few ulps on the wrong side of the
+estimate.
 """
 
 from __future__ import annotations
@@ -50,9 +47,8 @@ def sign_flip_means(differences: np.ndarray, n_resamples: int, seed_sequence: np
 
     Returns
     -------
-    float64 ``(n_resamples, n_metrics)``: for each assignment ``eps`` in
-    ``{-1, +1}^n`` drawn uniformly, ``mean(eps * d)`` (Fisher 1935; Smucker et
-    al. 2007). Every metric sees the same assignments.
+    float64 ``(n_resamples, n_metrics)``: for each assignment ``eps`` in ``{-1, +1}^n`` drawn uniformly, ``mean(eps *
+    d)`` (Fisher 1935; Smucker et al. 2007). Every metric sees the same assignments.
     """
     from mlflow_recsys.stats import kernels
 
@@ -66,9 +62,8 @@ def sign_flip_means(differences: np.ndarray, n_resamples: int, seed_sequence: np
 def column_centres(differences: np.ndarray) -> np.ndarray:
     """Lower median of each column, float64 ``(n_metrics,)`` from ``(n_units, n_metrics)``.
 
-    A value of the column itself, so subtracting it is exact for constant and
-    integer-valued columns, and near the mean for typical data, so little
-    precision is lost when it is added back.
+    A value of the column itself, so subtracting it is exact for constant and integer-valued columns, and near the mean
+    for typical data, so little precision is lost when it is added back.
     """
     d = np.asarray(differences, dtype=np.float64)
     middle = (d.shape[0] - 1) // 2
@@ -78,10 +73,9 @@ def column_centres(differences: np.ndarray) -> np.ndarray:
 def centred_means(differences: np.ndarray) -> np.ndarray:
     """Column means summed as the bootstrap replicates are: float64 ``(n_metrics,)``.
 
-    ``centre + sum(d - centre) / n`` with ``centre`` from :func:`column_centres`;
-    mathematically the plain mean, and the point estimate whose rounding
-    matches :func:`bootstrap_means` (every unit drawn once gives this value up to
-    the order of summation, and exactly for constant or integer-valued columns).
+    ``centre + sum(d - centre) / n`` with ``centre`` from :func:`column_centres`; mathematically the plain mean, and the
+    point estimate whose rounding matches :func:`bootstrap_means` (every unit drawn once gives this value up to the
+    order of summation, and exactly for constant or integer-valued columns).
 
     Parameters
     ----------
@@ -97,12 +91,11 @@ def centred_means(differences: np.ndarray) -> np.ndarray:
 def bootstrap_means(differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence) -> np.ndarray:
     """Means of paired bootstrap resamples of the units (Efron 1979).
 
-    Each replicate draws ``n_units`` unit indices uniformly with replacement and
-    averages the differences of the drawn units, the same draw for every metric.
-    Sums run over deviations from :func:`column_centres` (see the module notes),
-    so a constant column's replicates all equal :func:`centred_means` exactly.
-    The arguments are those of :func:`sign_flip_means` (B replicates, the same
-    sequence giving the same draws); returns float64 ``(n_resamples, n_metrics)``.
+    Each replicate draws ``n_units`` unit indices uniformly with replacement and averages the differences of the drawn
+    units, the same draw for every metric. Sums run over deviations from :func:`column_centres` (see the module notes),
+    so a constant column's replicates all equal :func:`centred_means` exactly. The arguments are those of
+    :func:`sign_flip_means` (B replicates, the same sequence giving the same draws); returns float64 ``(n_resamples,
+    n_metrics)``.
     """
     from mlflow_recsys.stats import kernels
 
@@ -115,9 +108,8 @@ def bootstrap_means(differences: np.ndarray, n_resamples: int, seed_sequence: np
 def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:
     """All ``2**k`` sign-flip means of a 1-D array of differences.
 
-    Zero differences are dropped first (their sign changes nothing) but still
-    count in the denominator. Exact enumeration (Fisher 1935) is what the Monte
-    Carlo test approximates.
+    Zero differences are dropped first (their sign changes nothing) but still count in the denominator. Exact
+    enumeration (Fisher 1935) is what the Monte Carlo test approximates.
 
     Parameters
     ----------
@@ -126,8 +118,8 @@ def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:
 
     Returns
     -------
-    float64 ``(2**k,)`` where ``k`` is the number of non-zero differences; for
-    ``k = 0`` (the models tie on every unit) the single pattern's mean, ``[0.0]``.
+    float64 ``(2**k,)`` where ``k`` is the number of non-zero differences; for ``k = 0`` (the models tie on every unit)
+    the single pattern's mean, ``[0.0]``.
 
     Raises
     ------

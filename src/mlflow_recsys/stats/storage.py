@@ -1,9 +1,9 @@
 """A :class:`~mlflow_recsys.stats.ComparisonReport` saved to disk and read back, bit for bit.
 
-A saved report is a directory of two files: ``comparisons.parquet``, one row per hypothesis holding every field
-of :class:`~mlflow_recsys.stats.PairwiseComparison` (the resampling replicates as ``list<double>`` columns), and
-``report.json``, the report-wide fields under a format name and version. Only the format and version are checked
-on reading: the files are this package's own output.
+A saved report is a directory of two files: ``comparisons.parquet``, one row per hypothesis holding every field of
+:class:`~mlflow_recsys.stats.PairwiseComparison` (the resampling replicates as ``list<double>`` columns), and
+``report.json``, the report-wide fields under a format name and version. Only the format and version are checked on
+reading: the files are this package's own output.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ FORMAT = "mlflow-recsys-comparison-report"
 #: The ``format_version`` this module writes and the only one it reads.
 FORMAT_VERSION = 1
 
-#: The Arrow type of each annotation used by PairwiseComparison's fields. ``random_state`` (``int | None``) may
-#: exceed int64, so it is stored as decimal text. A field of a new type fails here, at import, not in a user's save.
+#: The Arrow type of each annotation used by PairwiseComparison's fields. ``random_state`` (``int | None``) may exceed
+#: int64, so it is stored as decimal text. A field of a new type fails here, at import, not in a user's save.
 _ARROW_TYPES = {
     "str": pa.string(),
     "str | None": pa.string(),
@@ -48,22 +48,16 @@ SCHEMA = pa.schema([(f.name, _ARROW_TYPES[cast(str, f.type)]) for f in dataclass
 def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
     """Save ``report`` as the directory ``path``: ``comparisons.parquet`` and ``report.json``.
 
-    ``comparisons.parquet`` holds one row per hypothesis, in order, with a
-    column for every field of :class:`~mlflow_recsys.stats.PairwiseComparison`
-    (:data:`SCHEMA`): text as ``string``, counts as ``int64``, the other
-    numbers as ``float64`` (NaN and infinities kept), flags as ``bool``,
-    ``random_state`` as decimal text (it may exceed int64), and the arrays
-    ``unit_differences``, ``null_distribution`` and ``bootstrap_distribution``
-    as ``list<double>``; ``None`` is null. ``report.json`` holds ``format``
-    (:data:`FORMAT`), ``format_version`` (:data:`FORMAT_VERSION`),
-    ``package_version``, ``correction``, ``reference``, ``primary`` and
-    ``n_hypotheses``.
+    ``comparisons.parquet`` holds one row per hypothesis, in order, with a column for every field of
+    :class:`~mlflow_recsys.stats.PairwiseComparison` (:data:`SCHEMA`): text as ``string``, counts as ``int64``, the
+    other numbers as ``float64`` (NaN and infinities kept), flags as ``bool``, ``random_state`` as decimal text (it may
+    exceed int64), and the arrays ``unit_differences``, ``null_distribution`` and ``bootstrap_distribution`` as
+    ``list<double>``; ``None`` is null. ``report.json`` holds ``format`` (:data:`FORMAT`), ``format_version``
+    (:data:`FORMAT_VERSION`), ``package_version``, ``correction``, ``reference``, ``primary`` and ``n_hypotheses``.
 
-    Both files are written into a hidden temporary directory beside ``path``,
-    which is then renamed to ``path``, so a failure leaves ``path`` as it was.
-    A directory an earlier ``save_report`` wrote (only those two files, in this
-    format) is replaced: it is renamed aside, the new one renamed into place,
-    and the old one deleted.
+    Both files are written into a hidden temporary directory beside ``path``, which is then renamed to ``path``, so a
+    failure leaves ``path`` as it was. A directory an earlier ``save_report`` wrote (only those two files, in this
+    format) is replaced: it is renamed aside, the new one renamed into place, and the old one deleted.
 
     Parameters
     ----------
@@ -80,12 +74,10 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
     Raises
     ------
     TypeError
-        If ``report`` is not a ComparisonReport or a field holds a value Arrow
-        cannot store as its column's type (naming the hypothesis and field);
-        nothing is written then.
+        If ``report`` is not a ComparisonReport or a field holds a value Arrow cannot store as its column's type (naming
+        the hypothesis and field); nothing is written then.
     FileNotFoundError, NotADirectoryError
-        If the parent of ``path`` does not exist, or is not a directory (naming
-        it); checked before anything is written.
+        If the parent of ``path`` does not exist, or is not a directory (naming it); checked before anything is written.
     FileExistsError
         If ``path`` exists and is not a directory written by ``save_report``.
     """
@@ -111,11 +103,9 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
 def load_report(path: str | os.PathLike) -> ComparisonReport:
     """Read a report that :func:`save_report` wrote to the directory ``path``.
 
-    Every field comes back with its declared type: ``str``, Python ``int``,
-    ``float`` (bit-identical to the saved one), ``bool``, ``None`` where it
-    was ``None``, and new float64 ``(n,)`` arrays. Only ``report.json``'s
-    ``format`` and ``format_version`` are checked: the files are this
-    package's own output, read as written.
+    Every field comes back with its declared type: ``str``, Python ``int``, ``float`` (bit-identical to the saved one),
+    ``bool``, ``None`` where it was ``None``, and new float64 ``(n,)`` arrays. Only ``report.json``'s ``format`` and
+    ``format_version`` are checked: the files are this package's own output, read as written.
 
     Parameters
     ----------
@@ -132,12 +122,10 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        Naming the file: if ``path`` is not a directory, a file is missing, or
-        ``report.json`` is not JSON of this format or has another
-        ``format_version`` (an integer, not ``true`` or ``1.0``).
+        Naming the file: if ``path`` is not a directory, a file is missing, or ``report.json`` is not JSON of this
+        format or has another ``format_version`` (an integer, not ``true`` or ``1.0``).
     OSError
-        If a file exists but cannot be read (e.g. :class:`PermissionError`),
-        raised as the operating system reports it.
+        If a file exists but cannot be read (e.g. :class:`PermissionError`), raised as the operating system reports it.
     """
     path = Path(path)
     if not path.exists():
