@@ -7,6 +7,7 @@ imports it at module level: ``ComparisonReport.to_markdown()``, ``to_latex()``, 
 - :mod:`~mlflow_recsys.report.escaping`: names and metric keys written literally in markdown, LaTeX, terminals, CSV.
 - :mod:`~mlflow_recsys.report.text`: the methods paragraph, result sentences, markdown and fixed-width tables.
 - :mod:`~mlflow_recsys.report.latex`: the booktabs table for papers.
+- :mod:`~mlflow_recsys.report.wide`: ranx's wide table, one row per model and one column per metric.
 - :mod:`~mlflow_recsys.report.html`: the self-contained ``report.html`` page.
 - :mod:`~mlflow_recsys.report.plots`: the forest plot and the per-seed plot (matplotlib, imported when drawing).
 - :mod:`~mlflow_recsys.report.citations`: BibTeX of the methods and models.
@@ -18,6 +19,7 @@ from mlflow_recsys.report.html import report_html
 from mlflow_recsys.report.latex import report_latex, significance_marker
 from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.report.text import methods_text, report_markdown, report_string, report_summary, results_text
+from mlflow_recsys.report.wide import wide_latex, wide_markdown, wide_table
 
 __all__ = [
     "csv_safe_frame",
@@ -35,4 +37,7 @@ __all__ = [
     "seed_spread_plot",
     "significance_marker",
     "visible_text",
+    "wide_latex",
+    "wide_markdown",
+    "wide_table",
 ]

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, seed_averaged_phrase, stated_results
 from mlflow_recsys.report.escaping import visible_text
+from mlflow_recsys.report.notes import ordered_analyses
 from mlflow_recsys.report.text import (
     _percent,
     _test_label,
@@ -32,10 +33,8 @@ def comparison_printout(outcome, primary: str | None, requested_analysis: str) -
         if averaged
         else "",
     }
-    shown = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
-    shown.sort(key=lambda pair: pair[0] != analysis)  # the primary analysis first
     lines = []
-    for kind, r in shown:
+    for kind, r in ordered_analyses(report, averaged, analysis):
         heading = analysis_heading(kind, analysis) if averaged is not None else "Paired comparison"
         lines += [f"\n{heading} ({what[kind]})\n", _table(r)]
     if averaged is not None:
@@ -83,14 +82,8 @@ def _seed_table(outcome) -> list[str]:
 
 
 def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
-    """How the p-values were adjusted, and which test and which interval each hypothesis used, in sentences.
-
-    E.g. ``Holm adjustment within each family: ...; significant where the adjusted p <= 0.05``, ``Test: a paired
-    sign-flip randomization test (B = 9,999 random sign patterns), for every hypothesis`` and ``Interval: 95% percentile
-    bootstrap interval, for every hypothesis``; a test or interval used for some hypotheses only names them (metric and
-    candidate). ``name`` writes names and metric keys (``str``, or :func:`~mlflow_recsys.report.escaping.visible_text`
-    for a terminal).
-    """
+    """How the p-values were adjusted, and which test and interval each hypothesis used (naming the hypotheses, with
+    ``name``, when not every one), in sentences without a final full stop."""
     alpha = report.comparisons[0].alpha
     if report.correction is None:
         lines = [

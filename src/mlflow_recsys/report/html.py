@@ -40,20 +40,17 @@ DETAIL_COLUMNS = (
     "relative",
 )
 
+# The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and intervals may
+# take two lines; nothing else wraps.
 _STYLE = (
     "body{font-family:sans-serif;font-size:14px;max-width:1100px;margin:1em auto;padding:0 8px;line-height:1.45;"
-    "overflow-wrap:break-word}"
-    "h1{font-size:1.5em}h2{font-size:1.25em}h3{font-size:1.05em}"
+    "overflow-wrap:break-word}h1{font-size:1.5em}h2{font-size:1.25em}h3{font-size:1.05em}"
     "table{border-collapse:collapse;font-size:0.8em;font-variant-numeric:tabular-nums}"
-    "td,th{border:1px solid #ccc;padding:2px 3px;text-align:right;white-space:nowrap}"
-    "th{background:#f3f3f3}.key th:nth-child(-n+2),.details th:nth-child(-n+2),td.name{text-align:left}"
-    # The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and intervals may
-    # take two lines; nothing else wraps.
-    ".key th,.key td.name{white-space:normal}"
-    ".key td.interval{white-space:normal}"
+    "td,th{border:1px solid #ccc;padding:2px 3px;text-align:right;white-space:nowrap}th{background:#f3f3f3}"
+    ".key th:nth-child(-n+2),.details th:nth-child(-n+2),td.name{text-align:left}"
+    ".key th,.key td.name{white-space:normal}.key td.interval{white-space:normal}"
     "td.better{color:#176b2c;font-weight:bold}td.worse{color:#a3171d;font-weight:bold}"
-    ".legend{font-size:0.85em;color:#444}"
-    ".key-wrap,.wide{overflow-x:auto}img{max-width:100%}"
+    ".legend{font-size:0.85em;color:#444}.key-wrap,.wide{overflow-x:auto}img{max-width:100%}"
     "pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:0.8em}"
 )
 
@@ -228,26 +225,27 @@ def _key_sections(
     report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, forest_png: bytes
 ) -> list[str]:
     """The key tables, the primary analysis' first with the forest plot (of that analysis) below it."""
-    if seed_averaged is None:
-        return [
-            "<h2>Paired comparison</h2>",
-            f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
-            f'<p class="legend">{legend(report)}</p>',
-            _image(forest_png, "forest plot of the differences with their intervals"),
-        ]
+    heading = (
+        "Paired comparison" if seed_averaged is None else analysis_heading("representative-seed", primary_analysis)
+    )
     sections = {
         "representative-seed": [
-            f"<h2>{analysis_heading('representative-seed', primary_analysis)}</h2>",
+            f"<h2>{heading}</h2>",
             f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
             f'<p class="legend">{legend(report)}</p>',
-        ],
-        "seed-averaged": [
-            f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
-            f"<p>{_seed_sentence(seed_averaged)}</p>",
-            f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
-            f'<p class="legend">{legend(seed_averaged)}</p>',
-        ],
+        ]
     }
+    if seed_averaged is None:
+        return [
+            *sections["representative-seed"],
+            _image(forest_png, "forest plot of the differences with their intervals"),
+        ]
+    sections["seed-averaged"] = [
+        f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
+        f"<p>{_seed_sentence(seed_averaged)}</p>",
+        f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
+        f'<p class="legend">{legend(seed_averaged)}</p>',
+    ]
     other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
     plot = _image(forest_png, f"forest plot of the {primary_analysis} comparison's differences with their intervals")
     return [*sections[primary_analysis], plot, *sections[other]]

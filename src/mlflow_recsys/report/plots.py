@@ -50,11 +50,8 @@ def _pyplot():
 
 
 def _error_lengths(centre, low, high) -> np.ndarray:
-    """Error-bar lengths ``(2, n)`` below and above ``centre``, never negative.
-
-    An infinite end (a one-sided interval) draws no bar on that side. Lengths are clipped at 0 because matplotlib
-    refuses negative ones, and an end that rounding put a few ulps past its estimate must not fail a whole report.
-    """
+    """Error-bar lengths ``(2, n)`` below and above ``centre``: none on an infinite end, clipped at 0 because
+    matplotlib refuses a negative one, which an end rounding put an ulp past its estimate would be."""
     centre = np.asarray(centre, dtype=np.float64)
     low = np.where(np.isfinite(low), low, centre)
     high = np.where(np.isfinite(high), high, centre)
@@ -95,23 +92,11 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
                         ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
                 ax.set_xlim(left, right)
             significant = frame["significant"].to_numpy(dtype=bool)
-            if significant.any():
-                ax.scatter(
-                    frame["difference"][significant],
-                    y[significant],
-                    color="C0",
-                    zorder=3,
-                    label="significant (adjusted)",
-                )
-            if (~significant).any():
-                ax.scatter(
-                    frame["difference"][~significant],
-                    y[~significant],
-                    facecolor="white",
-                    edgecolor="C0",
-                    zorder=3,
-                    label="not significant",
-                )
+            filled = {"color": "C0", "label": "significant (adjusted)"}
+            hollow = {"facecolor": "white", "edgecolor": "C0", "label": "not significant"}
+            for shown, style in ((significant, filled), (~significant, hollow)):
+                if shown.any():
+                    ax.scatter(frame["difference"][shown], y[shown], zorder=3, **style)
             ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
             ax.set_yticks(y, labels, fontsize=8)
             level = frame["confidence_level"].iloc[0]

@@ -329,17 +329,8 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain
 
 
 def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
-    """How the seeds of ``metric``'s seed-spread row were used, in words (the ``protocol`` column, said once here).
-
-    E.g. ``ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone``; with seeds on both sides,
-    ``... under the same 3 seeds, paired by seed`` or ``... each under their own seeds, treated as independent``. No
-    final full stop. ``markup`` writes the names as in :func:`seed_spread_text`.
-
-    Raises
-    ------
-    KeyError
-        If ``metric`` is not in the table.
-    """
+    """How the seeds of ``metric``'s seed-spread row were used (``ELSA trained under 3 seeds, EASE once: ...``), no
+    final full stop; KeyError when ``metric`` is not in the table."""
     r = _seed_row(spread, metric)
     base, cand = name_writer(markup)(r.baseline), name_writer(markup)(r.candidate)
     if r.protocol == "paired-seeds":

@@ -49,7 +49,8 @@ def wide_table(report: ComparisonReport, *, digits: int = 4) -> pd.DataFrame:
 
 
 def wide_markdown(report: ComparisonReport) -> str:
-    """:func:`wide_table` as a markdown table, names escaped, under a line saying what the markers mean."""
+    """:func:`wide_table` as a markdown table, names escaped, under a line saying what the markers mean; raises as
+    :func:`wide_table`."""
     frame = wide_table(report)
     lines = [
         "| " + " | ".join(["model", *map(escape_markdown, frame.columns)]) + " |",
@@ -63,7 +64,8 @@ def wide_markdown(report: ComparisonReport) -> str:
 
 
 def wide_latex(report: ComparisonReport) -> str:
-    """:func:`wide_table` as a booktabs ``tabular`` (names escaped, markers as superscripts)."""
+    """:func:`wide_table` as a booktabs ``tabular`` (names escaped, markers as superscripts, the preamble needing
+    ``\\usepackage{booktabs}``); raises as :func:`wide_table`."""
     frame = wide_table(report)
     header = " & ".join(["Model", *(escape_latex(m) for m in frame.columns)]) + r" \\"
     rows = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import numpy as np
@@ -17,49 +17,9 @@ Markup = Literal["markdown", "plain"]
 
 
 def significance_level(confidence_level: float) -> float:
-    """``alpha = 1 - confidence_level``, rounded to 12 decimals.
-
-    In binary floating point ``1 - 0.9`` is ``0.09999999999999998``, so a p-value of exactly 0.1 would fail ``p <=
-    alpha`` although every text states alpha = 0.1; the rounding gives the level the texts state.
-    """
+    """``alpha = 1 - confidence_level`` rounded to 12 decimals: ``1 - 0.9`` is ``0.09999999999999998``, which a
+    p-value of exactly 0.1 would fail although every text states alpha = 0.1."""
     return round(1.0 - confidence_level, 12)
-
-
-#: The columns of :meth:`PairwiseComparison.to_frame`, in order.
-COLUMNS = (
-    "metric",
-    "baseline",
-    "candidate",
-    "baseline_seeds",
-    "candidate_seeds",
-    "n_samples",
-    "n_units",
-    "n_nonzero",
-    "tie_rate",
-    "wins",
-    "ties",
-    "losses",
-    "baseline_mean",
-    "candidate_mean",
-    "difference",
-    "relative_difference",
-    "ci_low",
-    "ci_high",
-    "confidence_level",
-    "bootstrap_standard_error",
-    "p_value",
-    "adjusted_p_value",
-    "mde",
-    "family",
-    "family_size",
-    "significant",
-    "direction",
-    "alternative",
-    "test_method",
-    "interval_method",
-    "n_resamples",
-    "random_state",
-)
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,9 +86,9 @@ class PairwiseComparison:
     bootstrap_standard_error: float
     p_value: float
     adjusted_p_value: float
+    mde: float
     family: str
     family_size: int
-    mde: float
     significant: bool
     direction: str
     alternative: str
@@ -154,6 +114,10 @@ class PairwiseComparison:
     def to_frame(self) -> pd.DataFrame:
         """One row holding :data:`COLUMNS`."""
         return _frame((self,))
+
+
+#: The columns of :meth:`PairwiseComparison.to_frame`, in order: every field but the arrays and ``zero_method``.
+COLUMNS = tuple(f.name for f in fields(PairwiseComparison))[:-4]
 
 
 @dataclass(frozen=True, eq=False)
@@ -213,29 +177,21 @@ class ComparisonReport:
         return found[0]
 
     def to_markdown(self) -> str:
-        """The report as a GitHub-flavoured markdown table, names escaped to show literally.
-
-        See :func:`~mlflow_recsys.report.text.report_markdown`.
-        """
+        """The report as a markdown table, names escaped (:func:`~mlflow_recsys.report.text.report_markdown`)."""
         from mlflow_recsys.report.text import report_markdown
 
         return report_markdown(self)
 
     def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
-        """The report as a booktabs ``table`` whose caption states the settings and significance markers.
-
-        See :func:`~mlflow_recsys.report.latex.report_latex` (``label`` is its ``\\label``, ``title`` the caption's
-        first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
-        """
+        """The report as a booktabs ``table`` whose caption states the settings and significance markers:
+        :func:`~mlflow_recsys.report.latex.report_latex` (``label`` its ``\\label``, ``title`` the caption's first
+        sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``)."""
         from mlflow_recsys.report.latex import report_latex
 
         return report_latex(self, label=label, title=title)
 
     def __str__(self) -> str:
-        """The key columns as a fixed-width table under one settings line.
-
-        See :func:`~mlflow_recsys.report.text.report_string`.
-        """
+        """The key columns under a settings line, fixed-width (:func:`~mlflow_recsys.report.text.report_string`)."""
         from mlflow_recsys.report.text import report_string
 
         return report_string(self)
@@ -256,10 +212,8 @@ class ComparisonReport:
         return report_summary(self)
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
-        """Save the report as the directory ``path``, atomically; return ``path``.
-
-        See :func:`~mlflow_recsys.stats.storage.save_report` for the files and the errors raised.
-        """
+        """Save the report as the directory ``path``, atomically; return ``path`` (files and errors:
+        :func:`~mlflow_recsys.stats.storage.save_report`)."""
         from mlflow_recsys.stats.storage import save_report  # it imports these classes
 
         return save_report(self, path)

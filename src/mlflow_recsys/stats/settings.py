@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from mlflow_recsys.settings_schema import check_fields, setting, settings_of
 from mlflow_recsys.stats.corrections import Correction
-from mlflow_recsys.validation import expected, one_of
+from mlflow_recsys.validation import expected
 
 if TYPE_CHECKING:
     from mlflow_recsys.evaluation import EvaluationResult
@@ -168,13 +168,8 @@ class ComparisonSettings:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in of_runs}
 
     def compare(self, results: Mapping[str, EvaluationResult]) -> ComparisonReport:
-        """:func:`~mlflow_recsys.stats.compare_models` of ``results`` under these settings.
-
-        Raises
-        ------
-        ValueError
-            If ``metrics`` is ``None`` (name them), and whatever ``compare_models`` raises.
-        """
+        """:func:`~mlflow_recsys.stats.compare_models` of ``results`` under these settings; ValueError, besides what
+        that raises, when ``metrics`` is ``None`` (name them)."""
         from mlflow_recsys.stats.comparison import _compare
 
         if self.metrics is None:
@@ -190,26 +185,8 @@ class ComparisonSettings:
 def resolve_primary_analysis(
     primary_analysis: PrimaryAnalysis, *, seeded: bool
 ) -> Literal["seed-averaged", "representative-seed"]:
-    """The primary analysis a comparison of runs reports: ``primary_analysis`` with ``"auto"`` resolved.
-
-    Parameters
-    ----------
-    primary_analysis:
-        One of :data:`PRIMARY_ANALYSES`.
-    seeded:
-        Whether some compared model has two or more seeds (so a seed-averaged comparison exists).
-
-    Returns
-    -------
-    ``"seed-averaged"`` or ``"representative-seed"``; ``"auto"`` gives the first when ``seeded``, else the second.
-
-    Raises
-    ------
-    ValueError
-        If ``primary_analysis`` is ``"seed-averaged"`` and no model has seeds, or is not one of
-        :data:`PRIMARY_ANALYSES`.
-    """
-    one_of(primary_analysis, "primary_analysis", PRIMARY_ANALYSES)
+    """``primary_analysis`` (a checked setting) with ``"auto"`` resolved: ``"seed-averaged"`` when ``seeded`` (some
+    model has two or more seeds), else ``"representative-seed"``; ValueError for ``"seed-averaged"`` unseeded."""
     if primary_analysis == "auto":
         return "seed-averaged" if seeded else "representative-seed"
     if primary_analysis == "seed-averaged" and not seeded:

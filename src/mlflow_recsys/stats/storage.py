@@ -92,8 +92,8 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
         found = "something else" if parent.exists() else "nothing"
         raise error(f"path: expected its parent {str(parent)!r} to be an existing directory, found {found} there")
     table = pa.Table.from_arrays([_column(report, field) for field in SCHEMA], schema=SCHEMA)
-    meta = {"package_version": __version__, "correction": report.correction, "reference": report.reference}
-    meta |= {"primary": report.primary, "n_hypotheses": len(report.comparisons)}
+    meta: dict[str, Any] = {"package_version": __version__, "correction": report.correction}
+    meta |= {"reference": report.reference, "primary": report.primary, "n_hypotheses": len(report.comparisons)}
     with atomic_directory(path, replace=_replaces_a_report(path)) as tmp:
         pq.write_table(table, tmp / COMPARISONS_FILE)
         (tmp / REPORT_FILE).write_text(_envelope.dumps(FORMAT, FORMAT_VERSION, meta), encoding="utf-8")
