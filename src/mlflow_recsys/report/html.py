@@ -29,15 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
 #: Headers of the details table, in order: the rows' names, then the display columns the key table leaves out.
 DETAIL_COLUMNS = (
-    "metric",
-    "comparison",
-    "baseline_mean",
-    "candidate_mean",
-    "n_units",
-    "n_nonzero",
-    "tie_rate",
-    "p_value",
-    "relative",
+    *("metric", "comparison", "baseline_mean", "candidate_mean", "n_units", "n_nonzero", "tie_rate"),
+    *("p_value", "relative"),
 )
 
 # The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and intervals may

@@ -32,33 +32,14 @@ Side = EvaluationResult | Mapping[object, EvaluationResult]
 
 #: Columns of :meth:`SeedSpread.to_frame`, in order.
 SEED_COLUMNS = (
-    "metric",
-    "baseline",
-    "candidate",
-    "n_seeds",
-    "protocol",
-    "mean_difference",
-    "min_difference",
-    "max_difference",
-    "sd_users",
-    "sd_retraining",
-    "ratio",
-    "widens_by",
-    "sign_reversals",
-    "notes",
+    *("metric", "baseline", "candidate", "n_seeds", "protocol", "mean_difference", "min_difference"),
+    *("max_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals", "notes"),
 )
 
 #: Columns of :meth:`SeedSpread.per_seed_frame`, in order.
 PER_SEED_COLUMNS = (
-    "metric",
-    "baseline_seed",
-    "candidate_seed",
-    "baseline_mean",
-    "candidate_mean",
-    "difference",
-    "ci_low",
-    "ci_high",
-    "bootstrap_standard_error",
+    *("metric", "baseline_seed", "candidate_seed", "baseline_mean", "candidate_mean", "difference", "ci_low"),
+    *("ci_high", "bootstrap_standard_error"),
 )
 
 #: Seeds needed before a ratio near 1 can be read as one source or the other.
@@ -408,12 +389,11 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
                     f"({ids.shape[0]}), found shape {np.shape(values)}"
                 )
     keys = [k for k in seed_values[seeds[0]] if all(k in seed_values[s] for s in seeds)]
-    per_user = {}
-    for key in keys:
-        total = np.zeros(ids.shape[0], dtype=np.float64)
-        for seed in seeds:
-            total += np.asarray(seed_values[seed][key], dtype=np.float64)
-        per_user[key] = total / len(seeds)
+    # Summed in sorted seed order from zero, so the mean does not depend on the mapping's order.
+    zero = np.zeros(ids.shape[0], dtype=np.float64)
+    per_user = {
+        k: sum((np.asarray(seed_values[s][k], dtype=np.float64) for s in seeds), zero) / len(seeds) for k in keys
+    }
     return EvaluationResult(
         metrics={k: float(v.mean()) for k, v in per_user.items()},
         per_user=per_user,
