@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, seed_averaged_phrase, stated_results
 from mlflow_recsys.report.escaping import visible_text
 from mlflow_recsys.report.notes import ordered_analyses
+from mlflow_recsys.report.rows import format_level
 from mlflow_recsys.report.text import (
-    _percent,
     _test_label,
     display_frame,
     family_phrase,
@@ -107,5 +107,5 @@ def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
     for method in dict.fromkeys(c.interval_method for c in report.comparisons):
         rows = [c for c in report.comparisons if c.interval_method == method]
         named = words("interval_method", method, "methods")
-        lines.append(f"Interval: {_percent(rows[0].confidence_level)}% {named} bootstrap interval, {which(rows)}")
+        lines.append(f"Interval: {format_level(rows[0].confidence_level)} {named} bootstrap interval, {which(rows)}")
     return lines

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, stated_results
 from mlflow_recsys.report.citations import references_bibtex
-from mlflow_recsys.report.rows import row_cells
+from mlflow_recsys.report.rows import format_level, row_cells
 from mlflow_recsys.report.text import (
+    _interval_label,
     _seed_counts,
     family_phrase,
-    interval_names,
     methods_text,
     no_mde_note,
     results_text,
@@ -117,10 +117,8 @@ def details_table(report: ComparisonReport) -> str:
 
 def legend(report: ComparisonReport) -> str:
     """One escaped line on how to read the key table (names no model)."""
-    levels = sorted({c.confidence_level for c in report.comparisons})
-    level = "/".join(f"{v:.0%}" for v in levels)
-    alpha = "/".join(f"{a:.6g}" for a in sorted({c.alpha for c in report.comparisons}))
-    method = interval_names(report)
+    level, alpha = format_level(report.comparisons[0].confidence_level), f"{report.comparisons[0].alpha:.6g}"
+    method = _interval_label(report)
     correction = words("correction", report.correction)
     return html.escape(
         f"Difference = candidate - baseline, mean over users; interval: {level} paired {method} bootstrap "

@@ -10,11 +10,10 @@ from __future__ import annotations
 import re
 
 from mlflow_recsys.report.escaping import escape_latex
-from mlflow_recsys.report.rows import NO_MDE, row_cells
+from mlflow_recsys.report.rows import NO_MDE, format_level, row_cells
 from mlflow_recsys.report.text import (
     _correction_label,
     _interval_label,
-    _percent,
     _seed_counts,
     _test_words,
     _users,
@@ -87,7 +86,7 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         "Metric",
         "Comparison",
         "Difference",
-        f"{_percent(report.comparisons[0].confidence_level)}\\% CI",
+        f"{format_level(report.comparisons[0].confidence_level)[:-1]}\\% CI",
         "$p$" if report.correction is None else "Adj.~$p$",
         "MDE",
         "W/T/L",
@@ -150,7 +149,7 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
         [
             *([title] if title else []),
             f"Paired comparison on {_users(report)}: difference = candidate mean minus baseline mean.",
-            f"Interval: {_percent(first.confidence_level)}% paired {_interval_label(report)} bootstrap interval "
+            f"Interval: {format_level(first.confidence_level)} paired {_interval_label(report)} bootstrap interval "
             f"from B = {first.n_resamples:,} bootstrap replicates over users.",
             f"Test: {_test_words(report)}, {words('alternative', first.alternative)}.",
             f"Correction: {_correction_label(report)}.",

@@ -18,6 +18,7 @@ import pandas as pd
 
 from mlflow_recsys._digests import text_digest
 from mlflow_recsys.report.escaping import visible_text
+from mlflow_recsys.report.rows import format_level
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
@@ -101,7 +102,9 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
             ax.set_yticks(y, labels, fontsize=8)
             level = frame["confidence_level"].iloc[0]
             sided = "one-sided " if (open_low | open_high).any() else ""
-            ax.set_xlabel(f"candidate - baseline, with its {level:.0%} {sided}paired bootstrap interval", fontsize=9)
+            ax.set_xlabel(
+                f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9
+            )
             ax.legend(loc="best", fontsize=8)
             fig.tight_layout()
             fig.savefig(path, dpi=120)

@@ -46,6 +46,11 @@ class RowCells:
         return " vs ".join(name(n) + (f" ({k} seeds)" if k > 1 else "") for n, k in sides)
 
 
+def format_level(level: float) -> str:
+    """``95%`` for 0.95, ``99.9%`` for 0.999: a confidence level in percent without trailing zeros."""
+    return f"{100 * level:.6g}%"
+
+
 def format_p(p: float) -> str:
     """``0.0123`` (and ``0.0000`` for 0), or ``1.23e-05`` below 0.0001."""
     return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.2e}"

@@ -10,7 +10,7 @@ import pandas as pd
 
 from mlflow_recsys.report.analyses import seed_averaged_phrase, seed_averaging_text
 from mlflow_recsys.report.escaping import Writer, escape_markdown, name_writer, visible_text
-from mlflow_recsys.report.rows import NO_MDE, format_p, row_cells
+from mlflow_recsys.report.rows import NO_MDE, format_level, format_p, row_cells
 from mlflow_recsys.report.vocabulary import words
 from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX
 from mlflow_recsys.stats.power import REPORT_POWER
@@ -62,10 +62,9 @@ def report_markdown(report: ComparisonReport) -> str:
     stays ``007``).
     """
     first = report.comparisons[0]
-    correction = words("correction", report.correction)
-    intervals = interval_names(report)
+    correction, level = words("correction", report.correction), format_level(first.confidence_level)
     settings = (
-        f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
+        f"Difference = candidate - baseline, mean over users; {level} paired {_interval_label(report)} "
         f"bootstrap interval; {_test_words(report)}, {words('alternative', first.alternative)}; "
         f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
@@ -79,13 +78,6 @@ def report_markdown(report: ComparisonReport) -> str:
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
     note = no_mde_note(report)
     return settings + "\n\n" + table + (f"\n\n{note}" if note else "")
-
-
-def interval_names(report: ComparisonReport) -> str:
-    """``percentile``, ``BCa`` or ``BCa/percentile`` (some rows fell back): the interval methods of the report."""
-    return "/".join(
-        words("interval_method", m) for m in sorted({c.interval_method for c in report.comparisons}, reverse=True)
-    )
 
 
 def _hypotheses(J: int) -> str:
@@ -161,7 +153,7 @@ def methods_text(report: ComparisonReport) -> str:
         f"differences (candidate minus baseline), reporting their mean as the effect. {units}"
         f"{seed_averaging_text(report)}"
         f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
-        f"The uncertainty of each effect is a {level:.0%} {_interval_words(report)} from a paired bootstrap "
+        f"The uncertainty of each effect is a {format_level(level)} {_interval_words(report)} from a paired bootstrap "
         f"over users with B = {B:,} replicates. {correction[:1].upper() + correction[1:]}; "
         f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
         "are not adjusted: each describes one comparison on its own. They describe variation across "
@@ -256,7 +248,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     else:
         effect = f"{cand} and {base} scored the same mean {metric}"
     test, p_words = _test_and_p_words(report, c)
-    level = f"{c.confidence_level:.0%}"
+    level = format_level(c.confidence_level)
     interval = row_cells(c, signed=False).interval
     relative = (
         "a relative change that is undefined (the baseline's mean is 0)"
@@ -377,7 +369,7 @@ def report_string(report: ComparisonReport) -> str:
     first = report.comparisons[0]
     settings = (
         f"{_hypotheses(len(report.comparisons))}: difference = candidate - baseline (mean over {_users(report)}); "
-        f"{_percent(first.confidence_level)}% {_interval_label(report)} bootstrap interval; "
+        f"{format_level(first.confidence_level)} {_interval_label(report)} bootstrap interval; "
         f"{_test_words(report)}, {words('alternative', first.alternative)}; "
         f"{_correction_label(report)}; alpha = {first.alpha:.6g}"
     )
@@ -438,11 +430,6 @@ def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
         ).rstrip()
         for row in rows
     ]
-
-
-def _percent(level: float) -> str:
-    """``95`` for 0.95, ``99.9`` for 0.999: the level in percent without trailing zeros."""
-    return f"{100 * level:.6g}"
 
 
 def _users(report: ComparisonReport) -> str:
