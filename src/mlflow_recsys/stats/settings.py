@@ -30,7 +30,6 @@ Family = Literal["primary", "all"]
 #: analysis): ``"auto"`` resolves by :func:`resolve_primary_analysis`.
 PrimaryAnalysis = Literal["auto", "seed-averaged", "representative-seed"]
 
-# The values of each choice, in order, as the types above declare them.
 ALTERNATIVES: tuple[str, ...] = get_args(Alternative)
 TEST_METHODS: tuple[str, ...] = get_args(TestMethod)
 INTERVAL_METHODS: tuple[str, ...] = get_args(IntervalMethod)
