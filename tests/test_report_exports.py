@@ -13,7 +13,6 @@ import subprocess
 import warnings
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.stats
@@ -694,11 +693,9 @@ def test_load_names_the_missing_file(hostile_report, tmp_path):
         ({"format_version": True}, "expected format_version 1, found True"),
         ({"format_version": 1.0}, "expected format_version 1, found 1.0"),
         ({"format": "something-else"}, "expected format 'mlflow-recsys-comparison-report'"),
-        ({"n_hypotheses": 5}, "expected 5 rows"),
-        ({"correction": "sidak"}, "expected correction"),
     ],
 )
-def test_load_refuses_an_unknown_or_inconsistent_report_json(hostile_report, tmp_path, change, message):
+def test_load_refuses_an_unknown_report_json(hostile_report, tmp_path, change, message):
     path = hostile_report.save(tmp_path / "r")
     meta = json.loads((path / "report.json").read_text())
     meta.update(change)
@@ -707,75 +704,6 @@ def test_load_refuses_an_unknown_or_inconsistent_report_json(hostile_report, tmp
         ComparisonReport.load(path)
     (path / "report.json").write_text("{not json")
     with pytest.raises(ValueError, match="report.json: expected JSON"):
-        ComparisonReport.load(path)
-
-
-def test_load_names_missing_and_mistyped_columns(hostile_report, tmp_path):
-    path = hostile_report.save(tmp_path / "r")
-    table = pq.read_table(path / "comparisons.parquet")
-    pq.write_table(table.drop_columns(["wins", "bootstrap_distribution"]), path / "comparisons.parquet")
-    missing = r"comparisons\.parquet: expected columns \['wins', 'bootstrap_distribution'\]"
-    with pytest.raises(ValueError, match=missing):
-        ComparisonReport.load(path)
-    mistyped = table.set_column(table.column_names.index("wins"), "wins", table.column("wins").cast("double"))
-    pq.write_table(mistyped, path / "comparisons.parquet")
-    with pytest.raises(ValueError, match="column 'wins' expected type int64, found double"):
-        ComparisonReport.load(path)
-
-
-@pytest.mark.parametrize("field", ["correction", "reference", "primary", "n_hypotheses"])
-def test_load_names_the_file_when_report_json_lacks_a_field(hostile_report, tmp_path, field):
-    path = hostile_report.save(tmp_path / "r")
-    meta = json.loads((path / "report.json").read_text())
-    del meta[field]
-    (path / "report.json").write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match=re.escape(f"{path / 'report.json'}: expected the fields") + ".*" + field):
-        ComparisonReport.load(path)
-
-
-def with_value(path, column, row, value):
-    """Rewrite ``comparisons.parquet`` under ``path`` with ``column[row]`` set to ``value``."""
-    table = pq.read_table(path / "comparisons.parquet")
-    values = table.column(column).to_pylist()
-    values[row] = value
-    index = table.column_names.index(column)
-    pq.write_table(
-        table.set_column(index, column, pa.array(values, type=table.schema.field(column).type)),
-        path / "comparisons.parquet",
-    )
-
-
-@pytest.mark.parametrize(
-    "column, value, expected",
-    [
-        ("random_state", "12abc", "decimal integer text"),
-        ("random_state", " 12", "decimal integer text"),
-        ("random_state", "1_000", "decimal integer text"),
-        ("random_state", "", "decimal integer text"),
-        ("direction", "up", "one of ('better', 'worse', 'inconclusive')"),
-        ("alternative", "both", "one of ('two-sided', 'greater', 'less')"),
-        (
-            "test_method",
-            "z",
-            "one of ('randomization', 'bootstrap', 't', 'wilcoxon', 'sign', 'randomization-exact', 'wilcoxon-exact')",
-        ),
-        ("interval_method", "bc", "one of ('percentile', 'bca')"),
-        ("family", "none", "one of ('primary', 'secondary', 'all')"),
-        ("zero_method", "x", "one of (None, 'wilcox', 'pratt', 'zsplit')"),
-        ("p_value", 1.5, "a number in [0, 1]"),
-        ("p_value", -0.1, "a number in [0, 1]"),
-        ("p_value", float("nan"), "a number in [0, 1]"),
-        ("adjusted_p_value", float("nan"), "a number in [0, 1]"),
-        ("confidence_level", 1.0, "a number strictly between 0 and 1"),
-        ("candidate_seeds", 0, "at least 1"),
-        ("unit_differences", [0.1, 0.2], "n_units = 80 values, found 2"),
-    ],
-)
-def test_load_refuses_values_no_comparison_writes(hostile_report, tmp_path, column, value, expected):
-    path = hostile_report.save(tmp_path / "r")
-    with_value(path, column, 2, value)
-    message = f"{path / 'comparisons.parquet'}: column {column!r} row 2: expected {expected}"
-    with pytest.raises(ValueError, match=re.escape(message)):
         ComparisonReport.load(path)
 
 

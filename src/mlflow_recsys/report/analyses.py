@@ -1,5 +1,5 @@
-"""The two analyses of a comparison of runs (representative-seed and seed-averaged) in words: their names, which
-one is primary, and which of their results a reader is told."""
+"""The two analyses of a comparison of runs (representative-seed and seed-averaged) in words: their names, which one is
+primary, and which of their results a reader is told."""
 
 from __future__ import annotations
 
@@ -40,11 +40,7 @@ ANALYSIS_TITLES = {
 
 
 def analysis_heading(analysis: str, primary_analysis: str) -> str:
-    """``Primary analysis: seed-averaged comparison`` or ``Sensitivity analysis: representative-seed comparison``.
-
-    ``analysis`` and ``primary_analysis`` are ``"seed-averaged"`` or ``"representative-seed"``; names nothing,
-    so it is safe in every markup.
-    """
+    """``Primary analysis: seed-averaged comparison`` or ``Sensitivity analysis: representative-seed comparison``."""
     role = "Primary analysis" if analysis == primary_analysis else "Sensitivity analysis"
     return f"{role}: {ANALYSIS_TITLES[analysis]}"
 
@@ -52,14 +48,9 @@ def analysis_heading(analysis: str, primary_analysis: str) -> str:
 def stated_results(
     report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, metric: str
 ) -> list[tuple[str, ComparisonReport, PairwiseComparison]]:
-    """The results of ``metric`` that a reader is told, the primary analysis' first, as (label, report, pair).
-
-    The primary analysis states every pair. The sensitivity analysis states only the pairs it tests differently:
-    a pair in which neither model has two or more seeds has one and the same comparison in both, which would
-    otherwise be said twice, once as a sensitivity result. ``label`` is :func:`analysis_heading` of the pair's
-    analysis, or ``""`` without a seed-averaged comparison (one analysis, nothing to tell apart).
-    ``primary_analysis`` is ``"seed-averaged"`` or ``"representative-seed"``.
-    """
+    """The results of ``metric`` a reader is told, the primary analysis' first, as (:func:`analysis_heading` or
+    ``""`` with one analysis, report, pair). The sensitivity analysis states only the pairs it tests differently: a
+    pair in which neither model has seeds has the same comparison in both, which would otherwise be said twice."""
     if seed_averaged is None:
         return [("", report, c) for c in report.comparisons if c.metric == metric]
     differs = {(c.baseline, c.candidate) for c in seed_averaged.comparisons if c.averages_seeds}
@@ -74,11 +65,8 @@ def stated_results(
 
 
 def primary_analysis_text(primary_analysis: str, requested: str | None = None) -> str:
-    """The methods sentences saying which analysis the conclusion rests on and what the other one is.
-
-    ``primary_analysis`` is the analysis used (``"seed-averaged"`` or ``"representative-seed"``),
-    ``requested`` the setting: ``"auto"`` when the default rule chose it, ``None`` (default) when unknown.
-    """
+    """The methods sentences saying which analysis the conclusion rests on; ``requested`` is the setting (``"auto"``
+    when the default rule chose it, ``None`` when unknown)."""
     other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
     why = {
         "auto": ", chosen by the default rule, which takes the seed-averaged comparison whenever a model has two "

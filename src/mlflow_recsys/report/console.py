@@ -1,5 +1,5 @@
-"""What ``mlflow-recsys compare`` prints: the tables of each analysis, the seed table, the procedure in sentences
-and the result sentences, as lines of text with names written visibly (one line each)."""
+"""What ``mlflow-recsys compare`` prints: the tables of each analysis, the seed table, the procedure in sentences and
+the result sentences, as lines of text with names written visibly (one line each)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, seed_averaged_phrase, stated_results
 from mlflow_recsys.report.escaping import visible_text
+from mlflow_recsys.report.notes import ordered_analyses
+from mlflow_recsys.report.rows import format_level
 from mlflow_recsys.report.text import (
-    _percent,
     _test_label,
     display_frame,
     family_phrase,
@@ -22,8 +23,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def comparison_printout(outcome, primary: str | None, requested_analysis: str) -> str:
-    """The printout of a comparison of runs (``outcome``: a
-    :class:`~mlflow_recsys.tracking.comparison.RunComparison`), ending with the comparison run's id."""
+    """The printout of a comparison of runs (``outcome``: a :class:`~mlflow_recsys.tracking.comparison.RunComparison`),
+    ending with the comparison run's id."""
     report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
     what = {
         "representative-seed": f"one trained run per model: {outcome.report_seed_rule}",
@@ -32,10 +33,8 @@ def comparison_printout(outcome, primary: str | None, requested_analysis: str) -
         if averaged
         else "",
     }
-    shown = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
-    shown.sort(key=lambda pair: pair[0] != analysis)  # the primary analysis first
     lines = []
-    for kind, r in shown:
+    for kind, r in ordered_analyses(report, averaged, analysis):
         heading = analysis_heading(kind, analysis) if averaged is not None else "Paired comparison"
         lines += [f"\n{heading} ({what[kind]})\n", _table(r)]
     if averaged is not None:
@@ -83,14 +82,8 @@ def _seed_table(outcome) -> list[str]:
 
 
 def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
-    """How the p-values were adjusted, and which test and which interval each hypothesis used, in sentences.
-
-    E.g. ``Holm adjustment within each family: ...; significant where the adjusted p <= 0.05``, ``Test: a paired
-    sign-flip randomization test (B = 9,999 random sign patterns), for every hypothesis`` and ``Interval: 95%
-    percentile bootstrap interval, for every hypothesis``; a test or interval used for some hypotheses only
-    names them (metric and candidate). ``name`` writes names and metric keys (``str``, or
-    :func:`~mlflow_recsys.report.escaping.visible_text` for a terminal).
-    """
+    """How the p-values were adjusted, and which test and interval each hypothesis used (naming the hypotheses, with
+    ``name``, when not every one), in sentences without a final full stop."""
     alpha = report.comparisons[0].alpha
     if report.correction is None:
         lines = [
@@ -114,5 +107,5 @@ def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
     for method in dict.fromkeys(c.interval_method for c in report.comparisons):
         rows = [c for c in report.comparisons if c.interval_method == method]
         named = words("interval_method", method, "methods")
-        lines.append(f"Interval: {_percent(rows[0].confidence_level)}% {named} bootstrap interval, {which(rows)}")
+        lines.append(f"Interval: {format_level(rows[0].confidence_level)} {named} bootstrap interval, {which(rows)}")
     return lines

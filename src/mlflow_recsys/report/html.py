@@ -1,10 +1,5 @@
-"""The comparison report as one self-contained HTML page (the ``report.html`` artifact).
-
-The page leads with a narrow table of the columns a reader decides on (metric,
-comparison, difference, interval, adjusted p, direction, mde, W/T/L), sized to
-stay within the MLflow UI's artifact viewer at a 1280-pixel window; the other
-columns follow in a scrollable details table.
-"""
+"""The comparison report as one self-contained HTML page (the ``report.html`` artifact): a narrow key table, sized to
+fit the MLflow UI's artifact viewer at a 1280-pixel window, then a scrollable details table."""
 
 from __future__ import annotations
 
@@ -14,10 +9,11 @@ from typing import TYPE_CHECKING
 
 from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, stated_results
 from mlflow_recsys.report.citations import references_bibtex
+from mlflow_recsys.report.rows import format_level, row_cells
 from mlflow_recsys.report.text import (
-    display_frame,
+    _interval_label,
+    _seed_counts,
     family_phrase,
-    interval_names,
     methods_text,
     no_mde_note,
     results_text,
@@ -33,31 +29,21 @@ if TYPE_CHECKING:  # pragma: no cover
 KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
 #: Headers of the details table, in order: the rows' names, then the display columns the key table leaves out.
 DETAIL_COLUMNS = (
-    "metric",
-    "comparison",
-    "baseline_mean",
-    "candidate_mean",
-    "n_units",
-    "n_nonzero",
-    "tie_rate",
-    "p_value",
-    "relative",
+    *("metric", "comparison", "baseline_mean", "candidate_mean", "n_units", "n_nonzero", "tie_rate"),
+    *("p_value", "relative"),
 )
 
+# The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and intervals may
+# take two lines; nothing else wraps.
 _STYLE = (
     "body{font-family:sans-serif;font-size:14px;max-width:1100px;margin:1em auto;padding:0 8px;line-height:1.45;"
-    "overflow-wrap:break-word}"
-    "h1{font-size:1.5em}h2{font-size:1.25em}h3{font-size:1.05em}"
+    "overflow-wrap:break-word}h1{font-size:1.5em}h2{font-size:1.25em}h3{font-size:1.05em}"
     "table{border-collapse:collapse;font-size:0.8em;font-variant-numeric:tabular-nums}"
-    "td,th{border:1px solid #ccc;padding:2px 3px;text-align:right;white-space:nowrap}"
-    "th{background:#f3f3f3}.key th:nth-child(-n+2),.details th:nth-child(-n+2),td.name{text-align:left}"
-    # The key table fits a narrow viewer: names break at spaces and after _ (and before @), headers and
-    # intervals may take two lines; nothing else wraps.
-    ".key th,.key td.name{white-space:normal}"
-    ".key td.interval{white-space:normal}"
+    "td,th{border:1px solid #ccc;padding:2px 3px;text-align:right;white-space:nowrap}th{background:#f3f3f3}"
+    ".key th:nth-child(-n+2),.details th:nth-child(-n+2),td.name{text-align:left}"
+    ".key th,.key td.name{white-space:normal}.key td.interval{white-space:normal}"
     "td.better{color:#176b2c;font-weight:bold}td.worse{color:#a3171d;font-weight:bold}"
-    ".legend{font-size:0.85em;color:#444}"
-    ".key-wrap,.wide{overflow-x:auto}img{max-width:100%}"
+    ".legend{font-size:0.85em;color:#444}.key-wrap,.wide{overflow-x:auto}img{max-width:100%}"
     "pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:0.8em}"
 )
 
@@ -71,20 +57,23 @@ def _comparison(
     candidate: str, baseline: str, candidate_seeds: int | None = None, baseline_seeds: int | None = None
 ) -> str:
     """``candidate vs baseline``, escaped; with seed counts when given."""
-
-    def side(name: str, seeds: int | None) -> str:
-        if seeds is None:
-            return _name(name)
-        return f"{_name(name)} ({seeds}&nbsp;seed{'' if seeds == 1 else 's'})"
-
-    return f"{side(candidate, candidate_seeds)} vs {side(baseline, baseline_seeds)}"
+    sides = ((candidate, candidate_seeds), (baseline, baseline_seeds))
+    return " vs ".join(
+        _name(name) + ("" if seeds is None else f" ({seeds}&nbsp;seed{'' if seeds == 1 else 's'})")
+        for name, seeds in sides
+    )
 
 
 def _row(cells: list[tuple[str, str]]) -> str:
-    """One ``<tr>`` of already escaped cell contents, each with its class ("" for none)."""
+    """One ``<tr>`` of cells, each with its class ("" for none); names come escaped, numbers are escaped here."""
     return (
         "<tr>"
-        + "".join(f'<td class="{cls}">{text}</td>' if cls else f"<td>{text}</td>" for cls, text in cells)
+        + "".join(
+            f'<td class="{cls}">{text if cls == "name" else html.escape(text)}</td>'
+            if cls
+            else f"<td>{html.escape(text)}</td>"
+            for cls, text in cells
+        )
         + "</tr>"
     )
 
@@ -95,28 +84,17 @@ def _table(headers: tuple[str, ...], rows: list[str], css_class: str) -> str:
 
 
 def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
-    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, values as :func:`display_frame` formats
-    them; with ``seeds``, the comparison names each side's number of training seeds."""
-    shown = display_frame(report)
+    """The key columns (:data:`KEY_COLUMNS`), one row per hypothesis, numbers with six decimals; with ``seeds``, the
+    comparison names each side's number of training seeds."""
     rows = []
-    for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
-        names = (
-            _comparison(c.candidate, c.baseline, c.candidate_seeds, c.baseline_seeds)
-            if seeds
-            else _comparison(c.candidate, c.baseline)
-        )
+    for c in report.comparisons:
+        r = row_cells(c, digits=6, signed=False)
+        names = _comparison(c.candidate, c.baseline, *((c.candidate_seeds, c.baseline_seeds) if seeds else ()))
+        numbers = [("", r.difference), ("interval", r.interval), ("", r.adjusted_p)]
         rows.append(
             _row(
-                [
-                    ("name", _name(r["metric"])),
-                    ("name", names),
-                    ("", html.escape(r["difference"])),
-                    ("interval", html.escape(f"[{r['ci_low']}, {r['ci_high']}]")),
-                    ("", html.escape(r["adjusted_p"])),
-                    (r["direction"] if r["direction"] in ("better", "worse") else "", html.escape(r["direction"])),
-                    ("", html.escape(r["mde"])),
-                    ("", html.escape(r["W/T/L"])),
-                ]
+                [("name", _name(r.metric)), ("name", names), *numbers]
+                + [(r.direction if r.direction in ("better", "worse") else "", r.direction), ("", r.mde), ("", r.wtl)]
             )
         )
     return _table(KEY_COLUMNS, rows, "key")
@@ -124,13 +102,14 @@ def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
 
 def details_table(report: ComparisonReport) -> str:
     """The display columns the key table leaves out (:data:`DETAIL_COLUMNS`), one row per hypothesis."""
-    shown = display_frame(report)
     rows = []
-    for c, (_, r) in zip(report.comparisons, shown.iterrows(), strict=True):
+    for c in report.comparisons:
+        r = row_cells(c, digits=6, signed=False)
+        cells = [r.baseline_mean, r.candidate_mean, str(c.n_units), str(c.n_nonzero), r.tie_rate, r.p_value]
         rows.append(
             _row(
-                [("name", _name(r["metric"])), ("name", _comparison(c.candidate, c.baseline))]
-                + [("", html.escape(str(r[col]))) for col in DETAIL_COLUMNS[2:]]
+                [("name", _name(r.metric)), ("name", _comparison(c.candidate, c.baseline))]
+                + [("", v) for v in cells + [r.relative]]
             )
         )
     return _table(DETAIL_COLUMNS, rows, "details")
@@ -138,10 +117,8 @@ def details_table(report: ComparisonReport) -> str:
 
 def legend(report: ComparisonReport) -> str:
     """One escaped line on how to read the key table (names no model)."""
-    levels = sorted({c.confidence_level for c in report.comparisons})
-    level = "/".join(f"{v:.0%}" for v in levels)
-    alpha = "/".join(f"{a:.6g}" for a in sorted({c.alpha for c in report.comparisons}))
-    method = interval_names(report)
+    level, alpha = format_level(report.comparisons[0].confidence_level), f"{report.comparisons[0].alpha:.6g}"
+    method = _interval_label(report)
     correction = words("correction", report.correction)
     return html.escape(
         f"Difference = candidate - baseline, mean over users; interval: {level} paired {method} bootstrap "
@@ -154,15 +131,10 @@ def legend(report: ComparisonReport) -> str:
 
 
 def _seed_sentence(report: ComparisonReport) -> str:
-    counts: dict[str, int] = {}
-    for c in report.comparisons:
-        counts.setdefault(c.baseline, c.baseline_seeds)
-        counts.setdefault(c.candidate, c.candidate_seeds)
-    listed = ", ".join(f"{html.escape(name)}: {n}" for name, n in counts.items())
     return (
-        f"Each model's per-user values were averaged over its training seeds ({listed}) before the paired "
-        "differences were formed. Inference is over users for these trained instances, not over new training "
-        "seeds: the intervals and p-values do not cover the spread a newly trained seed would bring."
+        f"Each model's per-user values were averaged over its training seeds ({html.escape(_seed_counts(report))}) "
+        "before the paired differences were formed. Inference is over users for these trained instances, not over "
+        "new training seeds: the intervals and p-values do not cover the spread a newly trained seed would bring."
     )
 
 
@@ -179,23 +151,17 @@ def report_html(
     seed_averaged: ComparisonReport | None = None,
     primary_analysis: str | None = None,
 ) -> str:
-    """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods,
-    references.
+    """One self-contained HTML page: result sentence, key table, details, forest plot, seed spread, methods, references.
 
-    Images are embedded as base64 data URIs, so the page opens anywhere,
-    including as an MLflow artifact, without other files. ``provenance_html``,
-    an already escaped section on what was compared, goes before the methods.
-    ``primary_declared`` says whether the primary metric was fixed before the
-    models were trained; only then is it called "declared in advance".
-    ``seed_averaged``, when given, is the seed-averaged comparison
-    (:func:`~mlflow_recsys.stats.compare_seed_averaged`): its key table follows
-    the representative-seed one under its own heading, with the seed counts.
-    ``primary_analysis`` (``"representative-seed"`` or ``"seed-averaged"``;
-    default ``None``: the settings' default rule, seed-averaged when
-    ``seed_averaged`` is given) names the analysis the conclusion rests on: with a
-    seed-averaged report, every heading and sentence says which is the primary
-    analysis and which the sensitivity analysis, the primary one's sentences
-    come first, and the methods end by saying why.
+    Images are embedded as base64 data URIs, so the page opens anywhere, including as an MLflow artifact, without other
+    files. ``provenance_html``, an already escaped section on what was compared, goes before the methods.
+    ``primary_declared`` says whether the primary metric was fixed before the models were trained; only then is it
+    called "declared in advance". ``seed_averaged``, when given, is the seed-averaged comparison
+    (:func:`~mlflow_recsys.stats.compare_seed_averaged`): its key table follows the representative-seed one under its
+    own heading, with the seed counts. ``primary_analysis`` (``"representative-seed"`` or ``"seed-averaged"``; default
+    ``None``: the settings' default rule, seed-averaged when ``seed_averaged`` is given) names the analysis the
+    conclusion rests on: with a seed-averaged report, every heading and sentence says which is the primary analysis and
+    which the sensitivity analysis, the primary one's sentences come first, and the methods end by saying why.
     """
     if primary_analysis is None:
         primary_analysis = "seed-averaged" if seed_averaged is not None else "representative-seed"
@@ -227,7 +193,6 @@ def report_html(
 
 
 def _image(data: bytes, alt: str) -> str:
-    """A PNG embedded as a base64 data URI."""
     return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
@@ -251,26 +216,27 @@ def _key_sections(
     report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, forest_png: bytes
 ) -> list[str]:
     """The key tables, the primary analysis' first with the forest plot (of that analysis) below it."""
-    if seed_averaged is None:
-        return [
-            "<h2>Paired comparison</h2>",
-            f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
-            f'<p class="legend">{legend(report)}</p>',
-            _image(forest_png, "forest plot of the differences with their intervals"),
-        ]
+    heading = (
+        "Paired comparison" if seed_averaged is None else analysis_heading("representative-seed", primary_analysis)
+    )
     sections = {
         "representative-seed": [
-            f"<h2>{analysis_heading('representative-seed', primary_analysis)}</h2>",
+            f"<h2>{heading}</h2>",
             f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
             f'<p class="legend">{legend(report)}</p>',
-        ],
-        "seed-averaged": [
-            f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
-            f"<p>{_seed_sentence(seed_averaged)}</p>",
-            f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
-            f'<p class="legend">{legend(seed_averaged)}</p>',
-        ],
+        ]
     }
+    if seed_averaged is None:
+        return [
+            *sections["representative-seed"],
+            _image(forest_png, "forest plot of the differences with their intervals"),
+        ]
+    sections["seed-averaged"] = [
+        f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
+        f"<p>{_seed_sentence(seed_averaged)}</p>",
+        f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
+        f'<p class="legend">{legend(seed_averaged)}</p>',
+    ]
     other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
     plot = _image(forest_png, f"forest plot of the {primary_analysis} comparison's differences with their intervals")
     return [*sections[primary_analysis], plot, *sections[other]]

@@ -1,29 +1,26 @@
 """A :class:`~mlflow_recsys.stats.ComparisonReport` as a booktabs LaTeX table.
 
-The formatting functions compute nothing a reader could not recompute from the
-report's columns. Model names and metric keys are user input: the table passes
-every one of them, in cells and caption alike, through
-:func:`~mlflow_recsys.report.escaping.escape_latex`, so a name can neither run
-LaTeX commands nor break a line.
+The formatting functions compute nothing a reader could not recompute from the report's columns. Model names and metric
+keys are user input: the table passes every one of them, in cells and caption alike, through
+:func:`~mlflow_recsys.report.escaping.escape_latex`, so a name can neither run LaTeX commands nor break a line.
 """
 
 from __future__ import annotations
 
-import math
 import re
 
 from mlflow_recsys.report.escaping import escape_latex
+from mlflow_recsys.report.rows import NO_MDE, format_level, row_cells
 from mlflow_recsys.report.text import (
     _correction_label,
     _interval_label,
-    _percent,
     _seed_counts,
     _test_words,
     _users,
     no_mde_note,
 )
 from mlflow_recsys.report.vocabulary import words
-from mlflow_recsys.stats.comparison import ComparisonReport, PairwiseComparison
+from mlflow_recsys.stats.comparison import ComparisonReport
 from mlflow_recsys.stats.power import REPORT_POWER
 
 #: The packages the LaTeX table needs; :func:`report_latex` writes this line as a comment above it.
@@ -34,51 +31,41 @@ LATEX_PREAMBLE = r"\usepackage{booktabs,adjustbox}"
 MARKERS = (("***", 50), ("**", 5), ("*", 1))
 
 _LABEL = re.compile(r"[A-Za-z0-9:._-]+")
+_EXPONENT = re.compile(r"e([-+][0-9]+)")
 
 
 def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", title: str | None = None) -> str:
     r"""The report as a booktabs table in a floating ``table`` environment, with a caption stating the settings.
 
-    One row per hypothesis, in the report's order, with seven columns: the
-    metric, ``candidate vs baseline``, the difference (candidate minus
-    baseline) with its significance marker, the interval, the adjusted
-    p-value (headed ``$p$`` when the report has no correction), the mde and
-    W/T/L. Numbers are in math mode, with four decimals and true minus
-    signs; a one-sided interval has ``\infty`` as its open end; a p-value
-    below 0.0001 is written as ``m\times 10^{e}``. The marker
-    (:data:`MARKERS`) is set by the adjusted p-value: ``^{*}`` at most alpha,
-    ``^{**}`` at most alpha/5, ``^{***}`` at most alpha/50. The caption
-    starts with ``title`` and names, in words and numbers, the test(s), B, the
-    interval's level and method, the correction and its families, alpha, the
-    marker thresholds and, for a seed-averaged report, each model's number of
-    training seeds.
+    One row per hypothesis, in the report's order, with seven columns: the metric, ``candidate vs baseline``, the
+    difference (candidate minus baseline) with its significance marker, the interval, the adjusted p-value (headed
+    ``$p$`` when the report has no correction), the mde and W/T/L. Numbers are in math mode, with four decimals and true
+    minus signs; a one-sided interval has ``\infty`` as its open end; a p-value below 0.0001 is written as ``m\times
+    10^{e}``. The marker (:data:`MARKERS`) is set by the adjusted p-value: ``^{*}`` at most alpha, ``^{**}`` at most
+    alpha/5, ``^{***}`` at most alpha/50. The caption starts with ``title`` and names, in words and numbers, the
+    test(s), B, the interval's level and method, the correction and its families, alpha, the marker thresholds and, for
+    a seed-averaged report, each model's number of training seeds.
 
-    The table is set ``\small`` inside ``\begin{adjustbox}{max width=\linewidth}``,
-    which shrinks it to the line width when it is wider and leaves it as it is
-    otherwise, so the preamble needs :data:`LATEX_PREAMBLE`,
-    ``\usepackage{booktabs,adjustbox}``; the source's first line is a comment
-    saying so. Names, metric keys and ``title`` pass through
-    :func:`escape_latex` wherever they appear, caption included; they pass
-    Greek, Cyrillic and CJK characters and emoji unchanged, which pdflatex
-    cannot typeset without extra packages (see there).
+    The table is set ``\small`` inside ``\begin{adjustbox}{max width=\linewidth}``, which shrinks it to the line width
+    when it is wider and leaves it as it is otherwise, so the preamble needs :data:`LATEX_PREAMBLE`,
+    ``\usepackage{booktabs,adjustbox}``; the source's first line is a comment saying so. Names, metric keys and
+    ``title`` pass through :func:`escape_latex` wherever they appear, caption included; they pass Greek, Cyrillic and
+    CJK characters and emoji unchanged, which pdflatex cannot typeset without extra packages (see there).
 
     Parameters
     ----------
     report:
         A report with at least one hypothesis.
     label:
-        The ``\label`` of the table, default ``"tab:comparison"``: letters,
-        digits and ``: . _ -`` only.
+        The ``\label`` of the table, default ``"tab:comparison"``: letters, digits and ``: . _ -`` only.
     title:
-        The caption's first sentence, as plain text (it is escaped), e.g.
-        ``"One trained run per model (ELSA: seed 0, the lowest)."``; ``None``
-        (default) for none.
+        The caption's first sentence, as plain text (it is escaped), e.g. ``"One trained run per model (ELSA: seed 0,
+        the lowest)."``; ``None`` (default) for none.
 
     Returns
     -------
     str
-        LaTeX source: the comment line, then ``\begin{table}`` to
-        ``\end{table}``, ending in a newline.
+        LaTeX source: the comment line, then ``\begin{table}`` to ``\end{table}``, ending in a newline.
 
     Raises
     ------
@@ -87,7 +74,10 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     TypeError
         If ``report`` is not a ComparisonReport or ``title`` is neither a string nor ``None``.
     """
-    _nonempty_iv(report)
+    if not isinstance(report, ComparisonReport):
+        raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
+    if not report.comparisons:
+        raise ValueError("report: expected at least one hypothesis, found none")
     if not isinstance(label, str) or not _LABEL.fullmatch(label):
         raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
     if title is not None and not isinstance(title, str):
@@ -96,23 +86,17 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         "Metric",
         "Comparison",
         "Difference",
-        f"{_percent(report.comparisons[0].confidence_level)}\\% CI",
+        f"{format_level(report.comparisons[0].confidence_level)[:-1]}\\% CI",
         "$p$" if report.correction is None else "Adj.~$p$",
         "MDE",
         "W/T/L",
     ]
-    rows = [
-        [
-            escape_latex(c.metric),
-            escape_latex(f"{c.candidate} vs {c.baseline}"),
-            _latex_difference(c),
-            _latex_interval(c),
-            _latex_p(c.adjusted_p_value),
-            f"${_tex_number(c.mde)}$",
-            f"{c.wins}/{c.ties}/{c.losses}",
-        ]
-        for c in report.comparisons
-    ]
+    rows = []
+    for c in report.comparisons:
+        r, marker = row_cells(c, signed=False), significance_marker(c.adjusted_p_value, c.alpha)
+        difference = _tex(r.difference) + (f"^{{{marker}}}" if marker else "")
+        cells = [f"${cell}$" for cell in (difference, _tex(r.interval), _tex(r.adjusted_p), _tex(r.mde))]
+        rows.append([escape_latex(r.metric), escape_latex(f"{r.candidate} vs {r.baseline}"), *cells, r.wtl])
     lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
     return "\n".join(
         [
@@ -150,9 +134,8 @@ def significance_marker(adjusted_p: float, alpha: float) -> str:
     Returns
     -------
     str
-        ``"***"`` when ``adjusted_p <= alpha / 50``, ``"**"`` when ``<= alpha /
-        5``, ``"*"`` when ``<= alpha`` (the hypothesis is significant), else
-        ``""`` (also for NaN).
+        ``"***"`` when ``adjusted_p <= alpha / 50``, ``"**"`` when ``<= alpha / 5``, ``"*"`` when ``<= alpha`` (the
+        hypothesis is significant), else ``""`` (also for NaN).
     """
     for symbol, divisor in MARKERS:
         if adjusted_p <= alpha / divisor:
@@ -166,7 +149,7 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
         [
             *([title] if title else []),
             f"Paired comparison on {_users(report)}: difference = candidate mean minus baseline mean.",
-            f"Interval: {_percent(first.confidence_level)}% paired {_interval_label(report)} bootstrap interval "
+            f"Interval: {format_level(first.confidence_level)} paired {_interval_label(report)} bootstrap interval "
             f"from B = {first.n_resamples:,} bootstrap replicates over users.",
             f"Test: {_test_words(report)}, {words('alternative', first.alternative)}.",
             f"Correction: {_correction_label(report)}.",
@@ -185,47 +168,17 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
         plain += " " + no_mde_note(report)
     p = "$p" if report.correction is None else "adjusted $p"
     thresholds = ", ".join(
-        f"$^{{{symbol}}}$ {p} \\le {_tex_float(f'{first.alpha / divisor:.6g}')}$"
-        for symbol, divisor in reversed(MARKERS)
+        f"$^{{{symbol}}}$ {p} \\le {_tex(f'{first.alpha / divisor:.6g}')}$" for symbol, divisor in reversed(MARKERS)
     )
     return (
         escape_latex(plain)
-        + f" Significance level $\\alpha = {_tex_float(f'{first.alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
+        + f" Significance level $\\alpha = {_tex(f'{first.alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
         + f" markers: {thresholds}."
     )
 
 
-def _tex_number(value: float) -> str:
-    """``value`` with four decimals, inside math mode (``\\infty`` for infinities, n/a for NaN)."""
-    if math.isnan(value):
-        return r"\mathrm{n/a}"
-    if math.isinf(value):
-        return r"\infty" if value > 0 else r"-\infty"
-    return f"{value:.4f}"
-
-
-def _tex_float(text: str) -> str:
-    """A float as Python formats it, ``2e-05`` or ``1.23e-05`` included, as LaTeX math: ``2\\times 10^{-5}``."""
-    mantissa, _, exponent = text.partition("e")
-    return mantissa + (f"\\times 10^{{{int(exponent)}}}" if exponent else "")
-
-
-def _latex_difference(c: PairwiseComparison) -> str:
-    marker = significance_marker(c.adjusted_p_value, c.alpha)
-    return f"${_tex_number(c.difference)}" + (f"^{{{marker}}}" if marker else "") + "$"
-
-
-def _latex_interval(c: PairwiseComparison) -> str:
-    low, high = _tex_number(c.ci_low), _tex_number(c.ci_high)
-    return f"${'(' if c.ci_low == -math.inf else '['}{low}, {high}{')' if c.ci_high == math.inf else ']'}$"
-
-
-def _latex_p(p: float) -> str:
-    return f"${_tex_number(p) if not p < 1e-4 or p == 0 else _tex_float(f'{p:.2e}')}$"  # NaN: not p < 1e-4
-
-
-def _nonempty_iv(report: ComparisonReport) -> None:
-    if not isinstance(report, ComparisonReport):
-        raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
-    if not report.comparisons:
-        raise ValueError("report: expected at least one hypothesis, found none")
+def _tex(cell: str) -> str:
+    """A cell of :func:`~mlflow_recsys.report.rows.row_cells` (or a float as Python writes it) as LaTeX math:
+    ``1.23e-05`` as ``1.23\\times 10^{-5}``, ``inf`` as ``\\infty``, ``n/a`` upright."""
+    cell = _EXPONENT.sub(lambda m: f"\\times 10^{{{int(m.group(1))}}}", cell)
+    return cell.replace("inf", r"\infty").replace(NO_MDE, r"\mathrm{n/a}")

@@ -1,10 +1,10 @@
 """A comparison run's notes (markdown, within MLflow's 8,000 characters by construction) and ``summary.txt``.
 
-The notes are one shape whatever the comparison: the primary metric, its result sentences and the seed
-sentences within :data:`NOTE_PARAGRAPHS` characters, the data and split in short lines, at most
-:data:`NOTE_ROWS` rows of the primary analysis' table and a pointer to the report files. Every name in them is
-cut to :data:`NOTE_NAME_WIDTH` characters as written (escapes included), so each part has a fixed largest size
-and their sum, :data:`NOTE_BOUND`, is below the limit; nothing is tried and measured afterwards.
+The notes are one shape whatever the comparison: the primary metric, its result sentences and the seed sentences within
+:data:`NOTE_PARAGRAPHS` characters, the data and split in short lines, at most :data:`NOTE_ROWS` rows of the primary
+analysis' table and a pointer to the report files. Every name in them is cut to :data:`NOTE_NAME_WIDTH` characters as
+written (escapes included), so each part has a fixed largest size and their sum, :data:`NOTE_BOUND`, is below the limit;
+nothing is tried and measured afterwards.
 """
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ NOTE_PARAGRAPHS = 4000
 NOTE_LINE_WIDTH = 240
 #: Longest closing line (the server page's address) the notes keep; a longer one is left out.
 NOTE_LINK_WIDTH = 300
-#: What the notes can hold at most, from the parts' largest sizes (checked against MLflow's 8,000 by a test
-#: that writes the longest notes there can be).
+#: What the notes can hold at most, from the parts' largest sizes (checked against MLflow's 8,000 by a test that writes
+#: the longest notes there can be).
 NOTE_BOUND = 7900
 
 
 def _fit(text: str, width: int) -> str:
-    """``text`` in markdown in at most ``width`` characters: cut (with a hash, so cut texts stay apart) when its
-    escaped form is longer; a character's escape is at most 10 characters (``\\U0010ffff``)."""
+    """``text`` in markdown in at most ``width`` characters: cut (with a hash, so cut texts stay apart) when its escaped
+    form is longer; a character's escape is at most 10 characters (``\\U0010ffff``)."""
     for cut in (width, width * 9 // 10, width // 10 - 1):
         written = escape_markdown(shorten(text, max(cut, 10)))
         if len(written) <= width:
@@ -60,31 +60,29 @@ def ordered_analyses(
     return sorted(made, key=lambda pair: pair[0] != analysis)
 
 
-def _paragraphs(
-    report: ComparisonReport,
-    spreads: dict[str, SeedSpread],
-    primary: str | None,
-    averaged: ComparisonReport | None,
-    analysis: str,
-    markup: Writer,
-) -> tuple[list[str], list[str]]:
-    """The result sentences of ``primary`` and the seed sentences, names written by ``markup`` (``"plain"``,
-    ``"markdown"`` or a function such as :func:`note_name`), labels in bold for markdown."""
-    name = name_writer(markup)
-    plain = markup == "plain"
+def _bold(text: str, markup: Writer) -> str:
+    return text if markup == "plain" else f"**{text}**"
 
-    def bold(text: str) -> str:
-        return text if plain else f"**{text}**"
 
-    sentences = [
-        (f"{bold(label + '.')} " if label else "") + results_text(shown, c, markup=markup)
+def _result_sentences(
+    report: ComparisonReport, primary: str | None, averaged: ComparisonReport | None, analysis: str, markup: Writer
+) -> list[str]:
+    """The result sentences of ``primary``, names written by ``markup`` (``"plain"``, ``"markdown"`` or a function such
+    as :func:`note_name`), labels in bold unless plain."""
+    return [
+        (f"{_bold(label + '.', markup)} " if label else "") + results_text(shown, c, markup=markup)
         for label, shown, c in (stated_results(report, averaged, analysis, primary) if primary else [])
     ]
-    seeds = []
-    for label, spread in spreads.items():
-        key = primary or spread.summary["metric"].iloc[0]
-        seeds.append(f"{bold(f'Seeds ({name(label)})')}: {seed_spread_text(spread, key, markup=markup)}")
-    return sentences, seeds
+
+
+def _seed_sentences(spreads: dict[str, SeedSpread], primary: str | None, markup: Writer) -> list[str]:
+    """A sentence per seed table, on ``primary`` (else its first metric), written as :func:`_result_sentences`."""
+    name = name_writer(markup)
+    return [
+        f"{_bold(f'Seeds ({name(label)})', markup)}: "
+        + seed_spread_text(spread, primary or spread.summary["metric"].iloc[0], markup=markup)
+        for label, spread in spreads.items()
+    ]
 
 
 def _declaration(written: str | None, declared: bool) -> list[str]:
@@ -95,8 +93,7 @@ def _declaration(written: str | None, declared: bool) -> list[str]:
 
 def note_pointer(has_seed_table: bool, analysis: str | None = None) -> str:
     """The last line of the run notes: where the full report is, which table file holds which analysis when a
-    seed-averaged comparison was made (``analysis``: the primary one's name), and the seed table when one was
-    logged."""
+    seed-averaged comparison was made (``analysis``: the primary one's name), and the seed table when one was logged."""
     files = "report.html (table, plots, methods), report.md and report.csv"
     if analysis is not None:
         role = {kind: "primary" if kind == analysis else "sensitivity" for kind in ANALYSIS_TITLES}
@@ -122,10 +119,11 @@ def run_note(
     """The comparison run's notes, at most :data:`NOTE_BOUND` characters whatever the names and sizes.
 
     ``spreads`` are the seed tables by pair label, ``provenance`` what
-    :func:`~mlflow_recsys.tracking.provenance.collect_provenance` gathered, ``link`` a closing line (the server
-    page's address; left out when longer than :data:`NOTE_LINK_WIDTH`).
+    :func:`~mlflow_recsys.tracking.provenance.collect_provenance` gathered, ``link`` a closing line (the server page's
+    address; left out when longer than :data:`NOTE_LINK_WIDTH`).
     """
-    sentences, seeds = _paragraphs(report, spreads, primary, averaged, analysis, note_name)
+    sentences = _result_sentences(report, primary, averaged, analysis, note_name)
+    seeds = _seed_sentences(spreads, primary, note_name)
     kept, used = [], 0
     for paragraph in sentences + seeds:
         if used + len(paragraph) + 2 > NOTE_PARAGRAPHS:
@@ -142,9 +140,9 @@ def run_note(
         header = [f"{analysis_heading(analysis, analysis)} (the sensitivity analysis is in report.md):", ""] + header
     rows = []
     for c in shown.comparisons[:NOTE_ROWS]:
-        cells = row_cells(c)
-        names = " | ".join(note_name(n) for n in (c.metric, c.candidate, c.baseline))
-        rows.append(f"| {names} | {cells.difference} | {cells.interval} | {cells.adjusted_p} | {c.direction} |")
+        r = row_cells(c)
+        names = " | ".join(note_name(n) for n in (r.metric, r.candidate, r.baseline))
+        rows.append(f"| {names} | {r.difference} | {r.interval} | {r.adjusted_p} | {r.direction} |")
     n = len(shown.comparisons)
     more = [f"{n - len(rows)} more of the {n} rows are in report.md.", ""] if len(rows) < n else []
     return "\n".join(
@@ -176,10 +174,11 @@ def summary_text(
 ) -> str:
     """``summary.txt``: what the run notes say, whole, as plain text for a terminal (the study prints it).
 
-    No markup and no escapes: a web address reads as it is and can be copied; names keep control
-    characters as visible escapes, so every line is one line.
+    No markup and no escapes: a web address reads as it is and can be copied; names keep control characters as visible
+    escapes, so every line is one line.
     """
-    sentences, seeds = _paragraphs(report, spreads, primary, averaged, analysis, "plain")
+    sentences = _result_sentences(report, primary, averaged, analysis, "plain")
+    seeds = _seed_sentences(spreads, primary, "plain")
     tables = []
     for kind, shown in ordered_analyses(report, averaged, analysis):
         tables += ([analysis_heading(kind, analysis), ""] if averaged is not None else []) + [str(shown), ""]
@@ -198,8 +197,8 @@ def summary_text(
 def headline_sentence(
     report: ComparisonReport, primary: str | None, averaged: ComparisonReport | None, analysis: str
 ) -> str:
-    """The primary analysis' first result sentence of the primary metric, or of the first compared metric without
-    one; named ``Primary analysis: ...`` when a sensitivity analysis exists beside it."""
+    """The primary analysis' first result sentence of the primary metric, or of the first compared metric without one;
+    named ``Primary analysis: ...`` when a sensitivity analysis exists beside it."""
     shown = dict(ordered_analyses(report, averaged, analysis))[analysis]
     first = next(c for c in shown.comparisons if c.metric == (primary or shown.comparisons[0].metric))
     sentence = results_text(shown, first)

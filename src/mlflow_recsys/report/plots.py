@@ -1,12 +1,11 @@
 """Figures of a comparison: a forest plot of the differences and the per-seed differences.
 
-matplotlib is imported on first use, with the non-interactive Agg backend, so
-plots render on machines without a display.
+matplotlib is imported on first use, with the non-interactive Agg backend, so plots render on machines without a
+display.
 
-Every text in these figures is drawn literally: model names, metric keys and
-seeds come from users, and matplotlib would otherwise read ``$...$`` as
-mathtext (or fail on an unbalanced formula), hand text to TeX when
-``text.usetex`` is set, and drop legend labels that start with ``_``.
+Every text in these figures is drawn literally: model names, metric keys and seeds come from users, and matplotlib would
+otherwise read ``$...$`` as mathtext (or fail on an unbalanced formula), hand text to TeX when ``text.usetex`` is set,
+and drop legend labels that start with ``_``.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import pandas as pd
 
 from mlflow_recsys._digests import text_digest
 from mlflow_recsys.report.escaping import visible_text
+from mlflow_recsys.report.rows import format_level
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
@@ -31,8 +31,8 @@ LABEL_WIDTH = 32
 
 
 def plot_label(name: object, width: int = LABEL_WIDTH) -> str:
-    """``name`` as one line of at most ``width`` characters: control characters shown as ``\\n``-style escapes,
-    a longer name cut and ended with ``…`` and six hex digits of its SHA-256, so cut names stay distinct."""
+    """``name`` as one line of at most ``width`` characters: control characters shown as ``\\n``-style escapes, a longer
+    name cut and ended with ``…`` and six hex digits of its SHA-256, so cut names stay distinct."""
     text = str(name)
     line = visible_text(text)
     if len(line) <= width:
@@ -51,12 +51,8 @@ def _pyplot():
 
 
 def _error_lengths(centre, low, high) -> np.ndarray:
-    """Error-bar lengths ``(2, n)`` below and above ``centre``, never negative.
-
-    An infinite end (a one-sided interval) draws no bar on that side. Lengths are
-    clipped at 0 because matplotlib refuses negative ones, and an end that
-    rounding put a few ulps past its estimate must not fail a whole report.
-    """
+    """Error-bar lengths ``(2, n)`` below and above ``centre``: none on an infinite end, clipped at 0 because
+    matplotlib refuses a negative one, which an end rounding put an ulp past its estimate would be."""
     centre = np.asarray(centre, dtype=np.float64)
     low = np.where(np.isfinite(low), low, centre)
     high = np.where(np.isfinite(high), high, centre)
@@ -66,9 +62,8 @@ def _error_lengths(centre, low, high) -> np.ndarray:
 def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
     """Save one row per hypothesis: the difference (candidate - baseline) and its interval.
 
-    Filled markers are significant after adjustment; the dashed line is no
-    difference. Names are drawn literally (see the module notes). Writes a PNG
-    to ``path``.
+    Filled markers are significant after adjustment; the dashed line is no difference. Names are drawn literally (see
+    the module notes). Writes a PNG to ``path``.
 
     Raises
     ------
@@ -98,28 +93,18 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
                         ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
                 ax.set_xlim(left, right)
             significant = frame["significant"].to_numpy(dtype=bool)
-            if significant.any():
-                ax.scatter(
-                    frame["difference"][significant],
-                    y[significant],
-                    color="C0",
-                    zorder=3,
-                    label="significant (adjusted)",
-                )
-            if (~significant).any():
-                ax.scatter(
-                    frame["difference"][~significant],
-                    y[~significant],
-                    facecolor="white",
-                    edgecolor="C0",
-                    zorder=3,
-                    label="not significant",
-                )
+            filled = {"color": "C0", "label": "significant (adjusted)"}
+            hollow = {"facecolor": "white", "edgecolor": "C0", "label": "not significant"}
+            for shown, style in ((significant, filled), (~significant, hollow)):
+                if shown.any():
+                    ax.scatter(frame["difference"][shown], y[shown], zorder=3, **style)
             ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
             ax.set_yticks(y, labels, fontsize=8)
             level = frame["confidence_level"].iloc[0]
             sided = "one-sided " if (open_low | open_high).any() else ""
-            ax.set_xlabel(f"candidate - baseline, with its {level:.0%} {sided}paired bootstrap interval", fontsize=9)
+            ax.set_xlabel(
+                f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9
+            )
             ax.legend(loc="best", fontsize=8)
             fig.tight_layout()
             fig.savefig(path, dpi=120)
@@ -130,9 +115,8 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
 def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
     """Save the per-seed differences with each seed's user interval, one panel per metric.
 
-    ``per_seed`` is :meth:`SeedSpread.per_seed_frame` (optionally with a
-    ``comparison`` column when several candidates are drawn). Names and seeds
-    are drawn literally (see the module notes). Writes a PNG to ``path``.
+    ``per_seed`` is :meth:`SeedSpread.per_seed_frame` (optionally with a ``comparison`` column when several candidates
+    are drawn). Names and seeds are drawn literally (see the module notes). Writes a PNG to ``path``.
 
     Raises
     ------
@@ -180,8 +164,8 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
             axes[0][0].set_ylabel("difference (candidate - baseline)")
             fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds", fontsize=9)
             if legend_rows:
-                # Below the panels, never over the data. Handles and labels passed explicitly: matplotlib would
-                # skip a name that starts with "_".
+                # Below the panels, never over the data. Handles and labels passed explicitly: matplotlib would skip a
+                # name that starts with "_".
                 fig.legend(handles, names, fontsize=7, loc="lower center", ncol=columns, frameon=False)
             fig.tight_layout(rect=(0, legend_height / height, 1, 1))
             fig.savefig(path, dpi=120)

@@ -1,5 +1,5 @@
-"""What a comparison compared (:func:`~mlflow_recsys.tracking.provenance.collect_provenance`'s data) in words:
-plain sentences, a markdown section and an HTML section."""
+"""What a comparison compared (:func:`~mlflow_recsys.tracking.provenance.collect_provenance`'s data) in words: plain
+sentences, a markdown section and an HTML section."""
 
 from __future__ import annotations
 
@@ -17,11 +17,7 @@ def _count(counts: dict, key: str) -> str:
 
 def provenance_lines(provenance: dict[str, Any]) -> list[str]:
     """The data and split as plain sentences (no markup; callers escape)."""
-    return _split_lines(provenance["split"])
-
-
-def _split_lines(split: dict[str, Any] | None) -> list[str]:
-    """Plain sentences about the data and the split (no markup; callers escape)."""
+    split = provenance["split"]
     if split is None:
         return ["Split: the compared runs carry no split digest."]
     if "parameters" not in split:
@@ -42,7 +38,7 @@ def _split_lines(split: dict[str, Any] | None) -> list[str]:
     kept = (
         "every interaction kept as a positive" if threshold is None else f"ratings >= {threshold:g} kept as positives"
     )
-    lines = [
+    return [
         f"Dataset: {data.get('name', '?')} ({source}; {digests}).",
         f"Preprocessing: {kept}; users with at least {params.get('min_user_interactions')} and items with at least "
         f"{params.get('min_item_interactions')} interactions ({counts.get('kcore_iterations', '?')} k-core passes): "
@@ -55,13 +51,12 @@ def _split_lines(split: dict[str, Any] | None) -> list[str]:
         f"{_count(counts, 'n_test_users')} test users ({_count(counts, 'n_test_users_dropped')} dropped), "
         f"{_count(counts, 'n_test_rows')} test rows.",
     ]
-    return lines
 
 
 def provenance_markdown(provenance: dict[str, Any]) -> str:
     """A ``## What was compared`` section: data and split sentences, then one table row per model."""
     lines = ["## What was compared", ""]
-    lines += [f"- {escape_markdown(line)}" for line in _split_lines(provenance["split"])]
+    lines += [f"- {escape_markdown(line)}" for line in provenance_lines(provenance)]
     lines += [
         "",
         "| model | in the paired table | runs compared (seed: run id) | hyper-parameters |",
@@ -88,7 +83,7 @@ def provenance_html(provenance: dict[str, Any]) -> str:
         return f'<a href="{href}" target="_top">{html.escape(run["run_id"])}</a>'
 
     parts = ["<h2>What was compared</h2>", "<ul>"]
-    parts += [f"<li>{html.escape(line)}</li>" for line in _split_lines(provenance["split"])]
+    parts += [f"<li>{html.escape(line)}</li>" for line in provenance_lines(provenance)]
     parts += [
         "</ul>",
         '<div class="wide"><table><tr><th>model</th><th>in the paired table</th>'

@@ -1,9 +1,5 @@
-"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text.
-
-Functions here only format; they compute nothing a reader could not recompute
-from the report's columns. Names are written literally through
-:mod:`mlflow_recsys.report.escaping`.
-"""
+"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text; names written
+literally through :mod:`mlflow_recsys.report.escaping`."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ import pandas as pd
 
 from mlflow_recsys.report.analyses import seed_averaged_phrase, seed_averaging_text
 from mlflow_recsys.report.escaping import Writer, escape_markdown, name_writer, visible_text
-from mlflow_recsys.report.rows import NO_MDE, format_p, row_cells
+from mlflow_recsys.report.rows import NO_MDE, format_level, format_p, row_cells
 from mlflow_recsys.report.vocabulary import words
 from mlflow_recsys.stats.comparison import WILCOXON_EXACT_MAX
 from mlflow_recsys.stats.power import REPORT_POWER
@@ -28,58 +24,19 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
     """The columns a reader needs first, formatted as strings (six decimals)."""
     rows = []
     for c in report.comparisons:
-        r = row_cells(c, digits=6)
+        r = row_cells(c, digits=6, signed=False)
         rows.append(
-            {
-                "metric": c.metric,
-                "baseline": c.baseline,
-                "candidate": c.candidate,
-                "n_units": c.n_units,
-                "n_nonzero": c.n_nonzero,
-                "tie_rate": r.tie_rate,
-                "W/T/L": r.wtl,
-                "baseline_mean": r.baseline_mean,
-                "candidate_mean": r.candidate_mean,
-                "difference": f"{c.difference:.6f}",
-                "relative": r.relative,
-                "ci_low": r.ci_low,
-                "ci_high": r.ci_high,
-                "p_value": r.p_value,
-                "adjusted_p": r.adjusted_p,
-                "mde": r.mde,
-                "direction": r.direction,
-            }
+            {"metric": c.metric, "baseline": c.baseline, "candidate": c.candidate, "n_units": c.n_units}
+            | {"n_nonzero": c.n_nonzero, "tie_rate": r.tie_rate, "W/T/L": r.wtl, "baseline_mean": r.baseline_mean}
+            | {"candidate_mean": r.candidate_mean, "difference": r.difference, "relative": r.relative}
+            | {"ci_low": r.ci_low, "ci_high": r.ci_high, "p_value": r.p_value, "adjusted_p": r.adjusted_p}
+            | {"mde": r.mde, "direction": r.direction}
         )
-    return pd.DataFrame(rows, columns=list(_DISPLAY_COLUMNS))
-
-
-_DISPLAY_COLUMNS = (
-    "metric",
-    "baseline",
-    "candidate",
-    "n_units",
-    "n_nonzero",
-    "tie_rate",
-    "W/T/L",
-    "baseline_mean",
-    "candidate_mean",
-    "difference",
-    "relative",
-    "ci_low",
-    "ci_high",
-    "p_value",
-    "adjusted_p",
-    "mde",
-    "direction",
-)
+    return pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
 
 
 def no_mde_words(c: PairwiseComparison) -> str:
-    """Why ``c`` has no minimum detectable effect (its ``mde`` is NaN): ``""`` when it has one.
-
-    ``"no minimum detectable effect: the per-user differences have no spread"`` (their SD is 0, e.g. a model
-    compared with itself) or ``"...: fewer than two users"``. Names nothing, so it is safe in every markup.
-    """
+    """Why ``c``'s ``mde`` is NaN (no spread, or fewer than two users), ``""`` when it has one; names nothing."""
     if not math.isnan(c.mde):
         return ""
     why = "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
@@ -101,14 +58,13 @@ def no_mde_note(report: ComparisonReport) -> str:
 def report_markdown(report: ComparisonReport) -> str:
     """The display frame as a markdown table (via ``tabulate``), under a line stating the settings.
 
-    Names and metric keys pass through :func:`escape_markdown` and are never
-    read as numbers (a model called ``007`` stays ``007``).
+    Names and metric keys pass through :func:`escape_markdown` and are never read as numbers (a model called ``007``
+    stays ``007``).
     """
     first = report.comparisons[0]
-    correction = words("correction", report.correction)
-    intervals = interval_names(report)
+    correction, level = words("correction", report.correction), format_level(first.confidence_level)
     settings = (
-        f"Difference = candidate - baseline, mean over users; {first.confidence_level:.0%} paired {intervals} "
+        f"Difference = candidate - baseline, mean over users; {level} paired {_interval_label(report)} "
         f"bootstrap interval; {_test_words(report)}, {words('alternative', first.alternative)}; "
         f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
         "scored higher/equal/lower."
@@ -124,27 +80,12 @@ def report_markdown(report: ComparisonReport) -> str:
     return settings + "\n\n" + table + (f"\n\n{note}" if note else "")
 
 
-def interval_names(report: ComparisonReport) -> str:
-    """``percentile``, ``BCa`` or ``BCa/percentile`` (some rows fell back): the interval methods of the report."""
-    return "/".join(
-        words("interval_method", m) for m in sorted({c.interval_method for c in report.comparisons}, reverse=True)
-    )
-
-
-def _sentence_case(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def _hypotheses(J: int) -> str:
     return f"{J} hypothes{'is' if J == 1 else 'es'}"
 
 
 def family_phrase(report: ComparisonReport, name=str) -> str:
-    """``over 4 hypotheses``, or the two families when the primary metric stands alone.
-
-    ``name`` writes the primary metric's key: ``str`` (default) for plain text,
-    :func:`escape_markdown` for markdown.
-    """
+    """``over 4 hypotheses``, or the two families when the primary metric stands alone; ``name`` writes its key."""
     families = report.families
     if "primary" not in families:
         return f"over {_hypotheses(report.family_size)}"
@@ -163,13 +104,10 @@ def _correction_words(report: ComparisonReport) -> str:
         primary = (
             f"the primary metric formed a family of its own ({_hypotheses(families['primary'])}, one per model pair)"
         )
-        secondary = (
-            f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
-            if "secondary" in families
-            else ""
-        )
+        if "secondary" in families:
+            primary += f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
         return (
-            f"{primary}{secondary}; p-values were adjusted within each family with {how}, which controls "
+            f"{primary}; p-values were adjusted within each family with {how}, which controls "
             "each family's family-wise error rate under arbitrary dependence, so adding secondary metrics "
             "does not weaken the primary result"
         )
@@ -189,16 +127,11 @@ def _correction_words(report: ComparisonReport) -> str:
 
 
 def methods_text(report: ComparisonReport) -> str:
-    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family.
-
-    It names no model and no metric, so it is the same text for any names and
-    safe in markdown and HTML alike.
-    """
+    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family; it names no model
+    and no metric, so it is safe in markdown and HTML alike."""
     first = report.comparisons[0]
     methods = sorted({c.test_method for c in report.comparisons})
-    B = first.n_resamples
-    level = first.confidence_level
-    alpha = first.alpha
+    B, level, alpha = first.n_resamples, first.confidence_level, first.alpha
     side = words("alternative", first.alternative, "methods")
     tests = " and ".join(words("test_method", m, "methods") for m in methods)
     if any(m.startswith("wilcoxon") for m in methods):
@@ -208,7 +141,7 @@ def methods_text(report: ComparisonReport) -> str:
         if any(c.n_units != c.n_samples for c in report.comparisons)
         else ""
     )
-    mc = ""
+    mc, correction = "", _correction_words(report)
     if any(m in ("randomization", "bootstrap") for m in methods):
         mc = (
             f" With B = {B:,} resamples the Monte Carlo p-value is (1 + number of resamples at least as "
@@ -220,8 +153,8 @@ def methods_text(report: ComparisonReport) -> str:
         f"differences (candidate minus baseline), reporting their mean as the effect. {units}"
         f"{seed_averaging_text(report)}"
         f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
-        f"The uncertainty of each effect is a {level:.0%} {_interval_words(report)} from a paired bootstrap "
-        f"over users with B = {B:,} replicates. {_sentence_case(_correction_words(report))}; "
+        f"The uncertainty of each effect is a {format_level(level)} {_interval_words(report)} from a paired bootstrap "
+        f"over users with B = {B:,} replicates. {correction[:1].upper() + correction[1:]}; "
         f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
         "are not adjusted: each describes one comparison on its own. They describe variation across "
         "evaluation users for the trained model instances compared; variation across training seeds is "
@@ -231,7 +164,6 @@ def methods_text(report: ComparisonReport) -> str:
 
 
 def _wilcoxon_rule_words(report: ComparisonReport) -> str:
-    """The Wilcoxon test's method rule and its zero method, for the methods text."""
     c = next(c for c in report.comparisons if c.test_method.startswith("wilcoxon"))
     zeros = f"; {words('zero_method', c.zero_method, 'methods')}" if c.zero_method is not None else ""
     return (
@@ -247,22 +179,17 @@ def _mde_words(report: ComparisonReport) -> str:
     alpha = report.comparisons[0].alpha
     side = "two-sided" if report.comparisons[0].alternative == "two-sided" else "one-sided"
     if report.correction is not None and len(report.families) > 1:
-        level, note = f"alpha/J = {alpha:.2g}/J (J the number of hypotheses in its family)", ""
-        if report.correction == "holm":
-            note = (
-                " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
-                "so the figure is conservative."
-            )
+        level = f"alpha/J = {alpha:.2g}/J (J the number of hypotheses in its family)"
     elif report.correction is None or J == 1:
-        level, note = f"alpha = {alpha:.2g}", ""
-    elif report.correction == "bonferroni":
-        level, note = f"the Bonferroni level alpha/J = {alpha:.2g}/{J}", ""
+        level = f"alpha = {alpha:.2g}"
     else:
-        level = f"alpha/J = {alpha:.2g}/{J}"
-        note = (
-            " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, "
-            "so the figure is conservative."
-        )
+        level = ("the Bonferroni level " if report.correction == "bonferroni" else "") + f"alpha/J = {alpha:.2g}/{J}"
+    note = (
+        " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, so the "
+        "figure is conservative."
+        if report.correction == "holm" and "/J" in level
+        else ""
+    )
     return (
         "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference that a "
         f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
@@ -288,14 +215,8 @@ def _interval_words(report: ComparisonReport) -> str:
     return words
 
 
-def _relative_words(relative: float) -> str:
-    if pd.isna(relative):
-        return "a relative change that is undefined (the baseline's mean is 0)"
-    return f"a relative change of {relative:+.1%}"
-
-
-#: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes
-#: from the paragraphs around it (:func:`~mlflow_recsys.server.listing.note_sentences`).
+#: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes from the
+#: paragraphs around it (:func:`~mlflow_recsys.server.listing.note_sentences`).
 RESULT_SENTENCE_END = "scored differently)."
 
 
@@ -308,9 +229,8 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     report, c:
         The report and one of its comparisons.
     markup:
-        ``"plain"`` (default: names as they are, for a terminal, a paper, or
-        HTML escaping afterwards) or ``"markdown"`` (names and the metric key
-        through :func:`escape_markdown`, for run notes and ``.md`` files).
+        ``"plain"`` (default: names as they are, for a terminal, a paper, or HTML escaping afterwards) or ``"markdown"``
+        (names and the metric key through :func:`escape_markdown`, for run notes and ``.md`` files).
 
     Raises
     ------
@@ -328,13 +248,12 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     else:
         effect = f"{cand} and {base} scored the same mean {metric}"
     test, p_words = _test_and_p_words(report, c)
-    level = f"{c.confidence_level:.0%}"
-    interval = (
-        f"[{c.ci_low:.4f}, {c.ci_high:.4f}]"
-        if c.alternative == "two-sided"
-        else f"[{c.ci_low:.4f}, inf)"
-        if c.alternative == "greater"
-        else f"(-inf, {c.ci_high:.4f}]"
+    level = format_level(c.confidence_level)
+    interval = row_cells(c, signed=False).interval
+    relative = (
+        "a relative change that is undefined (the baseline's mean is 0)"
+        if math.isnan(c.relative_difference)
+        else f"a relative change of {c.relative_difference:+.1%}"
     )
     verdict = {
         "better": "significant, in the candidate's favour",
@@ -353,7 +272,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     return (
         f"{effect} ({level} {words('interval_method', c.interval_method, 'result')}paired-bootstrap interval "
         f"{interval}, "
-        f"{_relative_words(c.relative_difference)}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
+        f"{relative}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
         f"{c.n_nonzero:,} {RESULT_SENTENCE_END}"
     )
 
@@ -371,20 +290,15 @@ def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[
 
 
 def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
-    """One sentence on the seed spread of ``metric``; parameters and errors as
-    :meth:`SeedSpread.results_text <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
-    name = name_writer(markup)
-    summary = spread.summary
-    rows = summary[summary["metric"] == metric]
-    if rows.empty:
-        raise KeyError(f"metric: expected one of {summary['metric'].tolist()}, found {metric!r}")
-    r = rows.iloc[0]
+    """One sentence on the seed spread of ``metric``; parameters and errors as :meth:`SeedSpread.results_text
+    <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
+    name, r = name_writer(markup), _seed_row(spread, metric)
     reversals = (
         "no seed reversed the sign"
         if r.sign_reversals == 0
         else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
     )
-    if pd.isna(r.ratio):  # no spread across users (the models tie on every user): nothing to set beside it
+    if pd.isna(r.ratio):  # the models tie on every user: no spread across users to set beside it
         spreads = (
             f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
             "(bootstrap standard error 0) the two cannot be compared"
@@ -407,23 +321,10 @@ def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain
 
 
 def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
-    """How the seeds of ``metric``'s seed-spread row were used, in words (the ``protocol`` column, said once here).
-
-    E.g. ``ELSA trained under 3 seeds, EASE once: the spread is ELSA's retraining alone``; with seeds on both
-    sides, ``... under the same 3 seeds, paired by seed`` or ``... each under their own seeds, treated as
-    independent``. No final full stop. ``markup`` writes the names as in :func:`seed_spread_text`.
-
-    Raises
-    ------
-    KeyError
-        If ``metric`` is not in the table.
-    """
-    name = name_writer(markup)
-    rows = spread.summary[spread.summary["metric"] == metric]
-    if rows.empty:
-        raise KeyError(f"metric: expected one of {spread.summary['metric'].tolist()}, found {metric!r}")
-    r = rows.iloc[0]
-    base, cand = name(r.baseline), name(r.candidate)
+    """How the seeds of ``metric``'s seed-spread row were used (``ELSA trained under 3 seeds, EASE once: ...``), no
+    final full stop; KeyError when ``metric`` is not in the table."""
+    r = _seed_row(spread, metric)
+    base, cand = name_writer(markup)(r.baseline), name_writer(markup)(r.candidate)
     if r.protocol == "paired-seeds":
         return f"{cand} and {base} trained under the same {r.n_seeds} seeds, paired by seed (shared randomness)"
     if r.protocol == "independent-seeds":
@@ -436,18 +337,21 @@ def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "pla
     return f"{seeded} trained under {r.n_seeds} seeds, {once} once: the spread is {seeded}'s retraining alone"
 
 
+def _seed_row(spread: SeedSpread, metric: str) -> pd.Series:
+    rows = spread.summary[spread.summary["metric"] == metric]
+    if rows.empty:
+        raise KeyError(f"metric: expected one of {spread.summary['metric'].tolist()}, found {metric!r}")
+    return rows.iloc[0]
+
+
 def report_string(report: ComparisonReport) -> str:
     """The report as a fixed-width text table under one line stating the settings.
 
-    The columns are metric, ``candidate vs baseline``, difference, interval,
-    adjusted p, direction, W/T/L and mde, one row per hypothesis. A
-    seed-averaged report says so first: the settings line starts with
-    ``seed-averaged over training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and
-    each side averaged over several seeds is named with their number,
-    ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with
-    control characters as visible escapes
-    (:func:`~mlflow_recsys.report.escaping.visible_text`), so every row is one
-    line.
+    The columns are metric, ``candidate vs baseline``, difference, interval, adjusted p, direction, W/T/L and mde, one
+    row per hypothesis. A seed-averaged report says so first: the settings line starts with ``seed-averaged over
+    training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and each side averaged over several seeds is named with their number,
+    ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with control characters as visible escapes
+    (:func:`~mlflow_recsys.report.escaping.visible_text`), so every row is one line.
 
     Parameters
     ----------
@@ -457,16 +361,15 @@ def report_string(report: ComparisonReport) -> str:
     Returns
     -------
     str
-        ``2 + len(report.comparisons)`` lines (settings, header, rows), no
-        trailing newline; one more, :func:`no_mde_note`, when some row has
-        no minimum detectable effect (its mde reads ``n/a``).
+        ``2 + len(report.comparisons)`` lines (settings, header, rows), no trailing newline; one more,
+        :func:`no_mde_note`, when some row has no minimum detectable effect (its mde reads ``n/a``).
     """
     if not report.comparisons:
         return "ComparisonReport with no hypotheses"
     first = report.comparisons[0]
     settings = (
         f"{_hypotheses(len(report.comparisons))}: difference = candidate - baseline (mean over {_users(report)}); "
-        f"{_percent(first.confidence_level)}% {_interval_label(report)} bootstrap interval; "
+        f"{format_level(first.confidence_level)} {_interval_label(report)} bootstrap interval; "
         f"{_test_words(report)}, {words('alternative', first.alternative)}; "
         f"{_correction_label(report)}; alpha = {first.alpha:.6g}"
     )
@@ -476,7 +379,7 @@ def report_string(report: ComparisonReport) -> str:
     header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
     cells = [row_cells(c) for c in report.comparisons]
     rows = [
-        [visible_text(r.metric), r.pair, r.difference, r.interval, r.adjusted_p, r.direction, r.wtl, r.mde]
+        [visible_text(r.metric), r.pair(), r.difference, r.interval, r.adjusted_p, r.direction, r.wtl, r.mde]
         for r in cells
     ]
     note = no_mde_note(report)
@@ -486,12 +389,10 @@ def report_string(report: ComparisonReport) -> str:
 def report_summary(report: ComparisonReport) -> str:
     """One line per hypothesis: metric, pair, difference and interval, adjusted p, direction, W/T/L and mde.
 
-    E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550
-    inconclusive  W/T/L 81/1/106  mde 0.0261``, fields aligned across lines;
-    in a seed-averaged report a side averaged over several training seeds is
-    named with their number, ``ELSA (3 seeds) vs EASE``. Names are written as
-    in :func:`report_string`, so ``len(report_summary(r).splitlines()) ==
-    len(r.comparisons)``.
+    E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550 inconclusive  W/T/L 81/1/106  mde 0.0261``,
+    fields aligned across lines; in a seed-averaged report a side averaged over several training seeds is named with
+    their number, ``ELSA (3 seeds) vs EASE``. Names are written as in :func:`report_string`, so
+    ``len(report_summary(r).splitlines()) == len(r.comparisons)``.
 
     Parameters
     ----------
@@ -506,7 +407,7 @@ def report_summary(report: ComparisonReport) -> str:
     rows = [
         [
             visible_text(r.metric),
-            r.pair,
+            r.pair(),
             f"{r.difference} {r.interval}",
             f"adj. p {r.adjusted_p}",
             r.direction,
@@ -529,11 +430,6 @@ def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
         ).rstrip()
         for row in rows
     ]
-
-
-def _percent(level: float) -> str:
-    """``95`` for 0.95, ``99.9`` for 0.999: the level in percent without trailing zeros."""
-    return f"{100 * level:.6g}"
 
 
 def _users(report: ComparisonReport) -> str:

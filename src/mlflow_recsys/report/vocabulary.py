@@ -1,9 +1,9 @@
-"""The one table of words for the methods: each test, side (alternative), interval, correction and Wilcoxon zero
-rule, by the setting's value, in the forms the report surfaces use.
+"""The one table of words for the methods: each test, side (alternative), interval, correction and Wilcoxon zero rule,
+by the setting's value, in the forms the report surfaces use.
 
-Forms: ``methods`` (the Methods paragraph), ``label`` (settings lines, captions, the printed procedure; a test's
-may hold ``{B}`` and ``{zeros}``) and ``result`` (the result sentence; ``p`` for a correction: how its adjusted
-p-value is named).
+Forms: ``methods`` (the Methods paragraph), ``label`` (settings lines, captions, the printed procedure; a test's may
+hold ``{B}`` and ``{zeros}``) and ``result`` (the result sentence; ``p`` for a correction: how its adjusted p-value is
+named).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
 def words(setting: str, value: object, form: str = "label", **fields: object) -> str:
     """The words for ``value`` of ``setting`` in ``form``, its ``{fields}`` filled in.
 
-    E.g. ``words("test_method", "randomization", B=9999)`` is ``"paired sign-flip randomization test (B = 9,999
-    random sign patterns)"``. Raises KeyError for a value or form the table does not hold.
+    E.g. ``words("test_method", "randomization", B=9999)`` is ``"paired sign-flip randomization test (B = 9,999 random
+    sign patterns)"``. Raises KeyError for a value or form the table does not hold.
     """
     return WORDS[setting][value][form].format(**fields)

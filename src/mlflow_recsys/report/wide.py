@@ -1,5 +1,5 @@
-"""ranx's wide table of a report: one row per model, one column per metric, each cell the model's mean with a
-marker where its difference from the baseline is significant (as ``ranx.compare`` prints it)."""
+"""ranx's wide table of a report: one row per model, one column per metric, each cell the model's mean with a marker
+where its difference from the baseline is significant (as ``ranx.compare`` prints it)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ import pandas as pd
 
 from mlflow_recsys.report.escaping import escape_latex, escape_markdown
 from mlflow_recsys.report.latex import significance_marker
+from mlflow_recsys.report.rows import row_cells
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
 
 
 def wide_table(report: ComparisonReport, *, digits: int = 4) -> pd.DataFrame:
-    """Models x metrics: each cell the model's mean over users, rounded to ``digits`` decimals (default 4), and
-    the :func:`~mlflow_recsys.report.latex.significance_marker` of its adjusted p-value against the baseline
+    """Models x metrics: each cell the model's mean over users, rounded to ``digits`` decimals (default 4), and the
+    :func:`~mlflow_recsys.report.latex.significance_marker` of its adjusted p-value against the baseline
     (``"0.4525***"``); a baseline's own cell has no marker, and ``""`` where a model and metric were not compared.
 
-    Rows are the models in the order the report first names them (baselines before their candidates), columns
-    the metrics in the report's order; the index is named ``model``. With several baselines (all pairs) a
-    candidate's cell carries the strongest marker against any baseline: read the report for which.
+    Rows are the models in the order the report first names them (baselines before their candidates), columns the
+    metrics in the report's order; the index is named ``model``. With several baselines (all pairs) a candidate's cell
+    carries the strongest marker against any baseline: read the report for which.
 
     Raises
     ------
@@ -30,24 +31,26 @@ def wide_table(report: ComparisonReport, *, digits: int = 4) -> pd.DataFrame:
     """
     if not report.comparisons:
         raise ValueError("report: expected at least one hypothesis, found none")
-    means: dict[str, dict[str, float]] = {}
+    means: dict[str, dict[str, str]] = {}
     marks: dict[tuple[str, str], str] = {}
     for c in report.comparisons:
-        means.setdefault(c.baseline, {})[c.metric] = c.baseline_mean
-        means.setdefault(c.candidate, {})[c.metric] = c.candidate_mean
+        r = row_cells(c, digits)
+        means.setdefault(c.baseline, {})[c.metric] = r.baseline_mean
+        means.setdefault(c.candidate, {})[c.metric] = r.candidate_mean
         marker = significance_marker(c.adjusted_p_value, c.alpha)
         if len(marker) > len(marks.get((c.candidate, c.metric), "")):
             marks[c.candidate, c.metric] = marker
     metrics = list(dict.fromkeys(c.metric for c in report.comparisons))
     rows = {
-        model: [f"{values[m]:.{digits}f}{marks.get((model, m), '')}" if m in values else "" for m in metrics]
+        model: [values[m] + marks.get((model, m), "") if m in values else "" for m in metrics]
         for model, values in means.items()
     }
     return pd.DataFrame.from_dict(rows, orient="index", columns=metrics).rename_axis("model")
 
 
 def wide_markdown(report: ComparisonReport) -> str:
-    """:func:`wide_table` as a markdown table, names escaped, under a line saying what the markers mean."""
+    """:func:`wide_table` as a markdown table, names escaped, under a line saying what the markers mean; raises as
+    :func:`wide_table`."""
     frame = wide_table(report)
     lines = [
         "| " + " | ".join(["model", *map(escape_markdown, frame.columns)]) + " |",
@@ -61,7 +64,8 @@ def wide_markdown(report: ComparisonReport) -> str:
 
 
 def wide_latex(report: ComparisonReport) -> str:
-    """:func:`wide_table` as a booktabs ``tabular`` (names escaped, markers as superscripts)."""
+    """:func:`wide_table` as a booktabs ``tabular`` (names escaped, markers as superscripts, the preamble needing
+    ``\\usepackage{booktabs}``); raises as :func:`wide_table`."""
     frame = wide_table(report)
     header = " & ".join(["Model", *(escape_latex(m) for m in frame.columns)]) + r" \\"
     rows = []

@@ -1,7 +1,7 @@
 """Paired statistical comparison of recommenders evaluated on the same users.
 
-Import-light on purpose: neither torch nor mlflow is imported here. The numbers only: what people read
-(text, markdown, HTML, LaTeX, plots) is :mod:`mlflow_recsys.report`.
+Import-light on purpose: neither torch nor mlflow is imported here. The numbers only: what people read (text, markdown,
+HTML, LaTeX, plots) is :mod:`mlflow_recsys.report`.
 """
 
 from mlflow_recsys.stats.comparison import (

@@ -1,14 +1,15 @@
-"""P-values and intervals of one model pair: the sign-flip randomization test (exact or Monte Carlo), the
-null-centred bootstrap test, the t-test and the Wilcoxon signed-rank test; the percentile and BCa bootstrap
-intervals; and the rows of a pair that :func:`~mlflow_recsys.stats.compare_models` adjusts within families.
+"""P-values and intervals of one model pair: the sign-flip randomization test (exact or Monte Carlo), the null-centred
+bootstrap test, the t-test and the Wilcoxon signed-rank test; the percentile and BCa bootstrap intervals; and the rows
+of a pair that :func:`~mlflow_recsys.stats.compare_models` adjusts within families.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import warnings
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import scipy.stats
@@ -33,8 +34,8 @@ MIN_NONZERO_UNITS = 30
 
 @dataclass(frozen=True, eq=False)
 class _Column:
-    """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates
-    drawn for them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn)."""
+    """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates drawn for
+    them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn)."""
 
     metric: str
     label: str
@@ -48,16 +49,18 @@ class _Column:
 
 
 def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[PairwiseComparison]:
-    """The pair's hypotheses, one per metric, before the family adjustment.
-
-    The adjusted p-value starts as the raw one, in a family ``"all"`` of one with no MDE; the comparison
-    adjusts each family and fills them in.
-    """
+    """The pair's hypotheses, one per metric, unadjusted (a family ``"all"`` of one, no MDE) for the comparison to
+    adjust."""
     alpha = significance_level(settings.confidence_level)
     rows = []
     for col in _columns(pair, settings, tests=True):
         if col.n_nonzero < MIN_NONZERO_UNITS:
-            _warn_few_nonzero(col, pair.units)
+            warn(
+                f"{col.label}: only {col.n_nonzero} of {pair.units.n_units} users differ; "
+                "the resampled differences take few distinct values, so the interval and the p-value "
+                "are coarse (the estimate still uses every user)",
+                FewNonzeroUnitsWarning,
+            )
         null, p, method = _test(col, settings)
         estimate = _bootstrap_estimate(col, alpha, settings)
         rows.append(
@@ -91,9 +94,7 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
 
 
 def bootstrap_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[dict]:
-    """Per metric, from the pair's bootstrap alone (no test): ``metric``, ``baseline_mean``, ``candidate_mean``,
-    ``difference``, ``ci_low``, ``ci_high``, ``interval_method`` and ``bootstrap_standard_error``, equal to those
-    columns of :func:`pair_rows` under the same settings and names."""
+    """Per metric, the columns of :func:`pair_rows` that come from the bootstrap alone (no test drawn)."""
     alpha = significance_level(settings.confidence_level)
     return [_bootstrap_estimate(col, alpha, settings) for col in _columns(pair, settings, tests=False)]
 
@@ -108,22 +109,21 @@ def _bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings
         "ci_low": low,
         "ci_high": high,
         "interval_method": interval,
-        "bootstrap_standard_error": _standard_error(col.boot, col.observed),
+        # Around the estimate, not the replicates' rounded mean, so replicates equal to it give exactly 0.
+        "bootstrap_standard_error": float(np.std(col.boot - col.observed, ddof=1)) if len(col.boot) > 1 else math.nan,
     }
 
 
 def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bool) -> list[_Column]:
-    """The pair's metrics with their bootstrap means and, with ``tests`` and when some metric needs a Monte
-    Carlo randomization test, their sign-flip means: each drawn for every metric at once, from the pair's own
-    seed sequences."""
+    """The pair's metrics with their bootstrap means and, with ``tests`` when some metric needs them, their Monte Carlo
+    sign-flip means; each drawn for every metric at once from the pair's own seed sequences."""
     d, B = pair.differences, settings.n_resamples
     n_nonzero = (d != 0).sum(axis=0)
     sign_seeds, boot_seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
     boot = bootstrap_means(d, B, boot_seeds)
     monte_carlo = tests and settings.test_method == "randomization" and not all(_exact(nz, B) for nz in n_nonzero)
     flips = sign_flip_means(d, B, sign_seeds) if monte_carlo else None
-    # Summed like the replicates, so a constant column's estimate equals each replicate exactly.
-    estimates = centred_means(d)
+    estimates = centred_means(d)  # summed like the replicates: a constant column equals each replicate exactly
     return [
         _Column(
             metric=metric,
@@ -140,30 +140,15 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
     ]
 
 
-def _warn_few_nonzero(col: _Column, units: Units) -> None:
-    """FewNonzeroUnitsWarning: with few users that differ, the resampled differences are coarse."""
-    warn(
-        f"{col.label}: only {col.n_nonzero} of {units.n_units} users differ; "
-        "the resampled differences take few distinct values, so the interval and the p-value "
-        "are coarse (the estimate still uses every user)",
-        FewNonzeroUnitsWarning,
-    )
-
-
 def _test(col: _Column, settings: ComparisonSettings) -> tuple[np.ndarray | None, float, str]:
-    """One metric's test -> (null replicates, or None for the t and Wilcoxon tests; p-value; method as reported).
-
-    A randomization test with few enough non-zero units enumerates every sign pattern instead of using
-    ``col.flips`` and is reported as ``"randomization-exact"``.
-    """
+    """One metric's test -> (null replicates or None, p-value, the method as reported)."""
     d, observed, test_method, alternative = col.d, col.observed, settings.test_method, settings.alternative
     scale = float(np.abs(d).mean())
     if test_method == "randomization" and _exact(col.n_nonzero, settings.n_resamples):
         null = exact_sign_flip_means(d)
         return null, _p_value(null, observed, alternative, scale, monte_carlo=False), "randomization-exact"
     if test_method == "randomization":
-        assert col.flips is not None  # drawn whenever a metric is not enumerated exactly
-        null = col.flips.copy()
+        null = cast(np.ndarray, col.flips).copy()
         return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
     if test_method == "bootstrap":
         # Shifting the replicates to mean zero imposes the null (Efron & Tibshirani 1993, sec. 16.4).
@@ -178,7 +163,7 @@ def _test(col: _Column, settings: ComparisonSettings) -> tuple[np.ndarray | None
 
 
 def _interval(col: _Column, alpha: float, settings: ComparisonSettings) -> tuple[float, float, str]:
-    """The interval -> (low, high, method as reported): BCa when asked and possible, else the percentile one."""
+    """-> (low, high, the method as reported): BCa when asked and possible, else the percentile interval."""
     if settings.interval_method == "bca":
         bounds = _bca_interval(col.boot, col.d, col.observed, alpha, settings.alternative)
         if bounds is not None:
@@ -193,7 +178,7 @@ def _interval(col: _Column, alpha: float, settings: ComparisonSettings) -> tuple
 
 
 def _unit_counts(col: _Column, units: Units) -> dict:
-    """Rows and units, and on how many units the candidate scored higher, equal and lower (wins, ties, losses)."""
+    """The row and unit counts, and the units the candidate won, tied and lost."""
     wins, losses = int((col.d > 0).sum()), int((col.d < 0).sum())
     return {
         "n_samples": units.n_samples,
@@ -206,20 +191,8 @@ def _unit_counts(col: _Column, units: Units) -> dict:
     }
 
 
-def _standard_error(replicates: np.ndarray, estimate: float) -> float:
-    """SD (ddof=1) of the bootstrap replicates; NaN for a single replicate.
-
-    Taken around ``estimate`` rather than the replicates' own rounded mean (the
-    SD does not depend on the shift), so replicates that all equal the estimate
-    give exactly 0.
-    """
-    if replicates.shape[0] < 2:
-        return float("nan")
-    return float(np.std(replicates - estimate, ddof=1))
-
-
 def _exact(n_nonzero: int, n_resamples: int) -> bool:
-    """Enumerate every sign pattern when there are no more of them than resamples."""
+    """Whether every sign pattern is enumerated: there are no more of them than resamples."""
     return n_nonzero <= MAX_EXACT_UNITS and 2 ** int(n_nonzero) <= n_resamples
 
 
@@ -232,14 +205,9 @@ def _pair_seed_sequences(random_state: int | None, base_name: str, cand_name: st
 
 
 def _p_value(null: np.ndarray, observed: float, alternative: str, scale: float, *, monte_carlo: bool) -> float:
-    """Share of null replicates at least as extreme as ``observed``.
-
-    Monte Carlo: ``(1 + #extreme) / (B + 1)``, which counts the observed data
-    among the possibilities and so is never zero (Phipson & Smyth 2010). Exact
-    enumeration already contains the observed arrangement: ``#extreme / 2**k``.
-    A tolerance of 100 ulps of the data's scale keeps the observed arrangement,
-    recomputed in another order, from missing its own tie.
-    """
+    """Share of null replicates at least as extreme as ``observed``: ``(1 + #extreme) / (B + 1)`` for Monte Carlo, never
+    zero (Phipson & Smyth 2010), ``#extreme / 2**k`` for an enumeration, which holds the observed arrangement. 100 ulps
+    of the data's scale keep that arrangement, summed in another order, tied to itself."""
     gamma = 100 * np.finfo(np.float64).eps * max(abs(observed), scale)
     if alternative == "two-sided":
         extreme = np.abs(null) >= abs(observed) - gamma
@@ -260,18 +228,16 @@ def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
         if d[0] == 0:
             return 1.0
         return 0.0 if (alternative == "two-sided" or (alternative == "greater") == (d[0] > 0)) else 1.0
-    # Testing mean(d) = 0 is testing mean(d - centre) = -centre; deviations from a value of d keep the variance
-    # free of cancellation when the differences are nearly constant (e.g. one shift plus rounding).
+    # Testing mean(d) = 0 is testing mean(d - centre) = -centre; deviations from a value of d keep the variance free of
+    # cancellation when the differences are nearly constant (e.g. one shift plus rounding).
     centre = float(column_centres(d[:, None])[0])
     return float(scipy.stats.ttest_1samp(d - centre, -centre, alternative=alternative).pvalue)
 
 
 def sign_test_p_value(d: np.ndarray, alternative: str) -> float:
-    """The sign test of the unit differences ``d`` (float ``(n_units,)``): the exact binomial test of the number
-    of positive differences among the non-zero ones against probability 1/2 (Dixon & Mood 1946, "The
-    statistical sign test", JASA 41), ``scipy.stats.binomtest``; zero differences are dropped. It asks whether
-    the candidate wins on more users than it loses, whatever the sizes of the differences. Every difference 0:
-    p = 1, as for the other tests."""
+    """The sign test of the unit differences ``d`` (float ``(n_units,)``): the exact binomial test of the positive ones
+    among the non-zero ones against 1/2 (Dixon & Mood 1946, JASA 41), ``scipy.stats.binomtest``; zeros are dropped, and
+    p = 1 when every difference is 0."""
     wins, nonzero = int(np.count_nonzero(d > 0)), int(np.count_nonzero(d))
     if nonzero == 0:
         return 1.0
@@ -285,14 +251,14 @@ WILCOXON_EXACT_MAX = 50
 def wilcoxon_method(d: np.ndarray) -> Literal["exact", "approx"]:
     """How the Wilcoxon signed-rank test of the differences ``d`` is computed: this package's rule, not scipy's.
 
-    ``"exact"`` (the exact null distribution of the signed-rank sum, Wilcoxon 1945) when ``d`` has no zero,
-    no two equal magnitudes ``|d_i|`` and at most :data:`WILCOXON_EXACT_MAX` values; else ``"approx"``: the
-    normal approximation of the rank sum with the variance corrected for tied ranks and without continuity
-    correction (Lehmann, 1975, *Nonparametrics*, sec. 3.2). The rule is passed to ``scipy.stats.wilcoxon``
-    as ``method=``, so the p-value does not depend on the SciPy version: the ``"auto"`` choice changed
-    between versions (SciPy 1.11 used the normal approximation whenever there were zeros or ties, newer
-    versions compute an exact permutation distribution for small samples with them), while ``"exact"``
-    without zeros or ties and ``"approx"`` compute the same in every version from 1.11 on.
+    ``"exact"`` (the exact null distribution of the signed-rank sum, Wilcoxon 1945) when ``d`` has no zero, no two equal
+    magnitudes ``|d_i|`` and at most :data:`WILCOXON_EXACT_MAX` values; else ``"approx"``: the normal approximation of
+    the rank sum with the variance corrected for tied ranks and without continuity correction (Lehmann, 1975,
+    *Nonparametrics*, sec. 3.2). The rule is passed to ``scipy.stats.wilcoxon`` as ``method=``, so the p-value does not
+    depend on the SciPy version: the ``"auto"`` choice changed between versions (SciPy 1.11 used the normal
+    approximation whenever there were zeros or ties, newer versions compute an exact permutation distribution for small
+    samples with them), while ``"exact"`` without zeros or ties and ``"approx"`` compute the same in every version from
+    1.11 on.
 
     Parameters
     ----------
@@ -309,19 +275,16 @@ def wilcoxon_method(d: np.ndarray) -> Literal["exact", "approx"]:
 
 
 def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> tuple[float, str]:
-    """Wilcoxon signed-rank test of the unit differences (Wilcoxon 1945) -> (p-value, method as reported).
+    """Wilcoxon signed-rank test (Wilcoxon 1945) -> (p-value, ``"wilcoxon-exact"`` or ``"wilcoxon"``).
 
-    ``scipy.stats.wilcoxon`` with ``method=`` from :func:`wilcoxon_method`; reported as ``"wilcoxon-exact"``
-    or ``"wilcoxon"`` (the normal approximation). When every difference is 0 there is nothing to rank: the
-    models tie everywhere, and p = 1 as for the other tests (scipy returns NaN or warns there). A NaN from
-    scipy in any other case is also read as p = 1.
+    With every difference 0 (nothing to rank) and wherever scipy gives NaN, p = 1 as for the other tests.
     """
     method = wilcoxon_method(d)
     reported = "wilcoxon-exact" if method == "exact" else "wilcoxon"
     if not np.any(d):
         return 1.0, reported
     with warnings.catch_warnings():
-        # scipy warns when few differences remain for the normal approximation; the rule is documented above.
+        # scipy warns when few differences remain for the normal approximation; wilcoxon_method states the rule.
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
         result = scipy.stats.wilcoxon(
@@ -334,39 +297,13 @@ def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> tupl
 def _bca_interval(
     replicates: np.ndarray, d: np.ndarray, estimate: float, alpha: float, alternative: str
 ) -> tuple[float, float] | None:
-    """Bias-corrected and accelerated bootstrap interval of the mean (Efron 1987), or ``None``.
+    """Bias-corrected and accelerated bootstrap interval of the mean (Efron 1987) holding ``estimate``, or ``None``
+    (every replicate on one side of it) for the caller to fall back to the percentile interval.
 
-    Parameters
-    ----------
-    replicates:
-        float64 ``(B,)``: bootstrap means of ``d``.
-    d:
-        float64 ``(n,)``: the unit differences, ``n >= 2``.
-    estimate:
-        Their mean.
-    alpha, alternative:
-        Two-sided: the ``alpha/2`` and ``1 - alpha/2`` ends; ``"greater"``: the
-        lower bound at level ``1 - alpha`` (upper end ``inf``); ``"less"``: the
-        upper bound (lower end ``-inf``).
-
-    The bias correction is ``z0 = Phi^-1(share of replicates below the
-    estimate)``, replicates equal to the estimate counting one half. The
-    acceleration comes from the jackknife of the mean (Efron & Tibshirani 1993,
-    sec. 14.3): the leave-one-out means are ``(n * mean - d_i) / (n - 1)``, so
-    their mean is ``mean`` and their deviations from it are ``(d_i - mean) /
-    (n - 1)``; in ``a = sum(dev**3) / (6 * sum(dev**2) ** 1.5)`` the powers of
-    ``n - 1`` cancel, leaving ``a = sum((d_i - mean)**3) / (6 * sum((d_i -
-    mean)**2) ** 1.5)``. The end at nominal level ``q`` is the replicates'
-    quantile (linear interpolation) at ``Phi(z0 + (z0 + z_q) / (1 - a * (z0 +
-    z_q)))``.
-
-    Returns
-    -------
-    ``(low, high)`` holding ``estimate`` (an end past it is moved onto it, as in
-    :func:`_percentile_interval`); for constant differences the point
-    ``(estimate, estimate)``, open on the far side when one-sided; ``None`` when ``z0`` or an adjusted level is
-    not finite (every replicate on one side of the estimate), for the caller to fall back to the
-    percentile interval.
+    ``z0 = Phi^-1(share of replicates below the estimate)``, ties counting one half. The acceleration is the jackknife's
+    (Efron & Tibshirani 1993, sec. 14.3): the leave-one-out means deviate by ``(d_i - mean) / (n - 1)``, whose powers of
+    ``n - 1`` cancel in ``a = sum(dev**3) / (6 * sum(dev**2) ** 1.5)``. The end at level ``q`` is the replicates'
+    quantile at ``Phi(z0 + (z0 + z_q) / (1 - a * (z0 + z_q)))``.
     """
     if np.all(d == d[0]):
         return (
@@ -400,15 +337,9 @@ def _bca_interval(
 def _percentile_interval(
     replicates: np.ndarray, estimate: float, alpha: float, alternative: str
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval (Efron 1979), one-sided when the test is, always holding ``estimate``.
-
-    An end on the wrong side of the estimate is moved onto it. A replicate that
-    equals the estimate mathematically can land an ulp past it (its sum runs in
-    another order), and with few users or a low confidence level a percentile
-    can fall on such a replicate; readers, tables and error bars all assume
-    ``ci_low <= difference <= ci_high``. Constant columns need no move: their
-    replicates equal the estimate exactly (see :mod:`~mlflow_recsys.stats.resampling`).
-    """
+    """Percentile bootstrap interval (Efron 1979), one-sided when the test is, holding ``estimate``: a replicate equal
+    to it mathematically can land an ulp past it (summed in another order), and every reader assumes ``ci_low <=
+    difference <= ci_high``."""
     if alternative == "two-sided":
         low, high = (float(q) for q in np.quantile(replicates, [alpha / 2, 1 - alpha / 2]))
     elif alternative == "greater":

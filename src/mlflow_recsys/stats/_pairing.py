@@ -1,5 +1,5 @@
-"""Paired input: the checks that results were scored on the same users and targets, and the per-unit
-differences every test and interval of a model pair works on."""
+"""Paired input: the checks that results were scored on the same users and targets, and the per-unit differences every
+test and interval of a model pair works on."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.units import Units
 from mlflow_recsys.stats.warnings import UnverifiedPairingWarning, warn
 
-#: Differences within this fraction of the larger of their two values are rounding, not a difference: they count
-#: as ties (0). Two models that score a user equally can differ by a few ulps when a score is an average computed
-#: in another order, e.g. a seed average (0.4 + 0.4 + 0.4) / 3 against a single 0.4; counted as a difference, such
-#: noise would turn ties into wins, and a model compared with copies of itself would come out significant.
-#: Ranking metrics are ratios of small integers, so no real difference is within 1e-12 of the values.
+#: Differences within this fraction of the larger of their two values are rounding, not a difference: they count as ties
+#: (0). Two models that score a user equally can differ by a few ulps when a score is an average computed in another
+#: order, e.g. a seed average (0.4 + 0.4 + 0.4) / 3 against a single 0.4; counted as a difference, such noise would turn
+#: ties into wins, and a model compared with copies of itself would come out significant. Ranking metrics are ratios of
+#: small integers, so no real difference is within 1e-12 of the values.
 TIE_RTOL = 1e-12
 
 
@@ -33,9 +33,9 @@ def units_of(first: EvaluationResult) -> Units:
 
 @dataclass(frozen=True, eq=False)
 class PairedDifferences:
-    """One ordered model pair on its metrics: ``differences``, float64 ``(n_units, n_metrics)``, column-major,
-    candidate minus baseline after each user's rows are averaged (ties within :data:`TIE_RTOL` set to 0), and
-    each side's mean over units per metric (float64 ``(n_metrics,)``)."""
+    """One ordered model pair on its metrics: ``differences``, float64 ``(n_units, n_metrics)``, column-major, candidate
+    minus baseline after each user's rows are averaged (ties within :data:`TIE_RTOL` set to 0), and each side's mean
+    over units per metric (float64 ``(n_metrics,)``)."""
 
     baseline: str
     candidate: str
@@ -52,8 +52,8 @@ def paired_differences(
     """The pair ``(baseline, candidate)`` of ``results`` (checked by :func:`check_results`) on ``metrics``."""
     base, cand = results[pair[0]].per_user, results[pair[1]].per_user
     assert base is not None and cand is not None  # check_results has refused results without per-user values
-    # Column-major, one metric at a time: each column is contiguous and reduces exactly as it would
-    # alone, and no (rows x metrics) copy of the inputs is ever made.
+    # Column-major, one metric at a time: each column is contiguous and reduces exactly as it would alone, and no (rows
+    # x metrics) copy of the inputs is ever made.
     d = np.empty((units.n_units, len(metrics)), dtype=np.float64, order="F")
     base_means = np.empty(len(metrics))
     cand_means = np.empty(len(metrics))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 import numpy as np
@@ -17,98 +17,51 @@ Markup = Literal["markdown", "plain"]
 
 
 def significance_level(confidence_level: float) -> float:
-    """``alpha = 1 - confidence_level``, rounded to 12 decimals.
-
-    In binary floating point ``1 - 0.9`` is ``0.09999999999999998``, so a
-    p-value of exactly 0.1 would fail ``p <= alpha`` although every text
-    states alpha = 0.1; the rounding gives the level the texts state.
-    """
+    """``alpha = 1 - confidence_level`` rounded to 12 decimals: ``1 - 0.9`` is ``0.09999999999999998``, which a
+    p-value of exactly 0.1 would fail although every text states alpha = 0.1."""
     return round(1.0 - confidence_level, 12)
-
-
-#: The columns of :meth:`PairwiseComparison.to_frame`, in order.
-COLUMNS = (
-    "metric",
-    "baseline",
-    "candidate",
-    "baseline_seeds",
-    "candidate_seeds",
-    "n_samples",
-    "n_units",
-    "n_nonzero",
-    "tie_rate",
-    "wins",
-    "ties",
-    "losses",
-    "baseline_mean",
-    "candidate_mean",
-    "difference",
-    "relative_difference",
-    "ci_low",
-    "ci_high",
-    "confidence_level",
-    "bootstrap_standard_error",
-    "p_value",
-    "adjusted_p_value",
-    "mde",
-    "family",
-    "family_size",
-    "significant",
-    "direction",
-    "alternative",
-    "test_method",
-    "interval_method",
-    "n_resamples",
-    "random_state",
-)
 
 
 @dataclass(frozen=True, eq=False)
 class PairwiseComparison:
     """One hypothesis: ``candidate`` against ``baseline`` on one metric.
 
-    ``difference`` is candidate minus baseline (positive favours the candidate).
-    The frame columns are :data:`COLUMNS`; the raw material of the resampling is
-    kept so a user can recompute with another convention (the attributes below
-    are those beyond the columns).
+    ``difference`` is candidate minus baseline (positive favours the candidate). The frame columns are :data:`COLUMNS`;
+    the raw material of the resampling is kept so a user can recompute with another convention (the attributes below are
+    those beyond the columns).
 
     Attributes
     ----------
     unit_differences:
         float64 ``(n_units,)``: the per-unit differences every procedure used.
     null_distribution:
-        float64: the test's null replicates of the mean difference (all ``2**n_nonzero``
-        of them for an exact test), or ``None`` for the t-test and the Wilcoxon test.
+        float64: the test's null replicates of the mean difference (all ``2**n_nonzero`` of them for an exact test), or
+        ``None`` for the t-test and the Wilcoxon test.
     bootstrap_distribution:
         float64 ``(n_resamples,)``: bootstrap replicates of the mean difference.
     zero_method:
-        How the Wilcoxon test treated zero differences (one of :data:`ZERO_METHODS`),
-        or ``None`` for the other tests. The methods text names it.
+        How the Wilcoxon test treated zero differences (one of :data:`ZERO_METHODS`), or ``None`` for the other tests.
+        The methods text names it.
     family, family_size:
-        The family the p-value was adjusted in (``"primary"``, ``"secondary"``
-        or ``"all"``) and its number of hypotheses J.
+        The family the p-value was adjusted in (``"primary"``, ``"secondary"`` or ``"all"``) and its number of
+        hypotheses J.
 
-    ``baseline_seeds`` and ``candidate_seeds`` (int) count the trained
-    instances whose per-user values each side averages: 1 for a single trained
-    model (:func:`~mlflow_recsys.stats.compare_models`), the number of training seeds in a
-    seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
+    ``baseline_seeds`` and ``candidate_seeds`` (int) count the trained instances whose per-user values each side
+    averages: 1 for a single trained model (:func:`~mlflow_recsys.stats.compare_models`), the number of training seeds
+    in a seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
 
-    ``wins``, ``ties`` and ``losses`` (int) count the units (users, after
-    averaging each user's rows) on which the candidate scored higher than, equal
-    to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
-    n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``;
-    a row asked for BCa reports ``"percentile"`` when its bias correction is
-    infinite (every replicate on one side of the estimate) and the percentile
-    interval was used instead.
+    ``wins``, ``ties`` and ``losses`` (int) count the units (users, after averaging each user's rows) on which the
+    candidate scored higher than, equal to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
+    n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``; a row asked for BCa reports
+    ``"percentile"`` when its bias correction is infinite (every replicate on one side of the estimate) and the
+    percentile interval was used instead.
 
-    The column ``mde`` is the minimum detectable effect: the smallest true mean
-    difference this design detects with 80% power,
-    :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of
-    ``unit_differences``, ``n_units`` and the alternative, at the level the
-    hypothesis is tested at after adjustment (:func:`~mlflow_recsys.stats.comparison.mde_alpha`). NaN on a
-    single unit and when the unit differences have no spread (SD 0, e.g. a
-    model compared with itself): then no minimum detectable effect can be
-    estimated, and the reports say so in words.
+    The column ``mde`` is the minimum detectable effect: the smallest true mean difference this design detects with 80%
+    power, :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of ``unit_differences``,
+    ``n_units`` and the alternative, at the level the hypothesis is tested at after adjustment
+    (:func:`~mlflow_recsys.stats.comparison.mde_alpha`). NaN on a single unit and when the unit differences have no
+    spread (SD 0, e.g. a model compared with itself): then no minimum detectable effect can be estimated, and the
+    reports say so in words.
     """
 
     metric: str
@@ -133,9 +86,9 @@ class PairwiseComparison:
     bootstrap_standard_error: float
     p_value: float
     adjusted_p_value: float
+    mde: float
     family: str
     family_size: int
-    mde: float
     significant: bool
     direction: str
     alternative: str
@@ -163,13 +116,16 @@ class PairwiseComparison:
         return _frame((self,))
 
 
+#: The columns of :meth:`PairwiseComparison.to_frame`, in order: every field but the arrays and ``zero_method``.
+COLUMNS = tuple(f.name for f in fields(PairwiseComparison))[:-4]
+
+
 @dataclass(frozen=True, eq=False)
 class ComparisonReport:
     """Every hypothesis of one :func:`~mlflow_recsys.stats.compare_models` call, adjusted within its family.
 
-    With a ``primary`` metric and ``family="primary"`` (the default), the primary
-    metric's hypotheses form one family and the other metrics' another; otherwise
-    every hypothesis is in one family, ``"all"``.
+    With a ``primary`` metric and ``family="primary"`` (the default), the primary metric's hypotheses form one family
+    and the other metrics' another; otherwise every hypothesis is in one family, ``"all"``.
     """
 
     comparisons: tuple[PairwiseComparison, ...]
@@ -221,29 +177,21 @@ class ComparisonReport:
         return found[0]
 
     def to_markdown(self) -> str:
-        """The report as a GitHub-flavoured markdown table, names escaped to show literally.
-
-        See :func:`~mlflow_recsys.report.text.report_markdown`.
-        """
+        """The report as a markdown table, names escaped (:func:`~mlflow_recsys.report.text.report_markdown`)."""
         from mlflow_recsys.report.text import report_markdown
 
         return report_markdown(self)
 
     def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
-        """The report as a booktabs ``table`` whose caption states the settings and significance markers.
-
-        See :func:`~mlflow_recsys.report.latex.report_latex` (``label`` is its ``\\label``, ``title`` the
-        caption's first sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``).
-        """
+        """The report as a booktabs ``table`` whose caption states the settings and significance markers:
+        :func:`~mlflow_recsys.report.latex.report_latex` (``label`` its ``\\label``, ``title`` the caption's first
+        sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``)."""
         from mlflow_recsys.report.latex import report_latex
 
         return report_latex(self, label=label, title=title)
 
     def __str__(self) -> str:
-        """The key columns as a fixed-width table under one settings line.
-
-        See :func:`~mlflow_recsys.report.text.report_string`.
-        """
+        """The key columns under a settings line, fixed-width (:func:`~mlflow_recsys.report.text.report_string`)."""
         from mlflow_recsys.report.text import report_string
 
         return report_string(self)
@@ -264,10 +212,8 @@ class ComparisonReport:
         return report_summary(self)
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
-        """Save the report as the directory ``path``, atomically; return ``path``.
-
-        See :func:`~mlflow_recsys.stats.storage.save_report` for the files and the errors raised.
-        """
+        """Save the report as the directory ``path``, atomically; return ``path`` (files and errors:
+        :func:`~mlflow_recsys.stats.storage.save_report`)."""
         from mlflow_recsys.stats.storage import save_report  # it imports these classes
 
         return save_report(self, path)
@@ -290,11 +236,9 @@ class ComparisonReport:
     ) -> str:
         """One sentence reporting the hypothesis for ``metric`` and ``candidate``.
 
-        ``markup="plain"`` (default) leaves names and the metric key as they are;
-        ``"markdown"`` escapes them with
-        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for
-        another ``markup``.
-        See :func:`~mlflow_recsys.report.text.results_text`.
+        ``markup="plain"`` (default) leaves names and the metric key as they are; ``"markdown"`` escapes them with
+        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another
+        ``markup``. See :func:`~mlflow_recsys.report.text.results_text`.
         """
         from mlflow_recsys.report.text import results_text
 

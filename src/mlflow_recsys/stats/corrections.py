@@ -13,11 +13,10 @@ CORRECTIONS = ("holm", "bonferroni", None)
 def adjust_p_values(p_values: np.ndarray, correction: Correction = "holm") -> np.ndarray:
     """Adjust p-values for the family they were tested in.
 
-    ``"holm"`` is Holm's (1979) step-down procedure: with sorted p-values
-    ``p_(1) <= ... <= p_(J)``, ``p~_(i) = min(1, max_{j <= i} (J - j + 1) p_(j))``,
-    restored to the input order. ``"bonferroni"`` multiplies every p-value by
-    ``J`` (capped at 1). Both control the family-wise error rate under arbitrary
-    dependence between the hypotheses. ``None`` returns the p-values unchanged.
+    ``"holm"`` is Holm's (1979) step-down procedure: with sorted p-values ``p_(1) <= ... <= p_(J)``, ``p~_(i) = min(1,
+    max_{j <= i} (J - j + 1) p_(j))``, restored to the input order. ``"bonferroni"`` multiplies every p-value by ``J``
+    (capped at 1). Both control the family-wise error rate under arbitrary dependence between the hypotheses. ``None``
+    returns the p-values unchanged.
 
     Parameters
     ----------

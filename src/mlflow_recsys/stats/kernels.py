@@ -1,21 +1,18 @@
 """Compiled resampling kernels (numba).
 
-The kernels fuse drawing and summing, so no ``(B, n)`` matrix of signs or
-indices is ever held in memory, and spread blocks of replicates over cores.
+The kernels fuse drawing and summing, so no ``(B, n)`` matrix of signs or indices is ever held in memory, and spread
+blocks of replicates over cores.
 
-Randomness: each block of :data:`BLOCK` replicates has its own xoshiro256**
-generator (Blackman & Vigna, "Scrambled linear pseudorandom number generators",
-ACM TOMS 2021), seeded with four words from a NumPy ``SeedSequence``. A block's
-numbers depend only on its seed, never on the thread that ran it, so results
-are identical on any number of cores. Bounded integers use Lemire's unbiased
-multiply-and-reject method (Lemire, "Fast random integer generation in an
+Randomness: each block of :data:`BLOCK` replicates has its own xoshiro256** generator (Blackman & Vigna, "Scrambled
+linear pseudorandom number generators", ACM TOMS 2021), seeded with four words from a NumPy ``SeedSequence``. A block's
+numbers depend only on its seed, never on the thread that ran it, so results are identical on any number of cores.
+Bounded integers use Lemire's unbiased multiply-and-reject method (Lemire, "Fast random integer generation in an
 interval", ACM TOMACS 2019).
 
-Per metric, each replicate sums in a fixed order, one metric at a time, so a
-metric's numbers do not depend on which other metrics are in the call.
+Per metric, each replicate sums in a fixed order, one metric at a time, so a metric's numbers do not depend on which
+other metrics are in the call.
 
-This module is imported on first use only: importing :mod:`mlflow_recsys.stats`
-stays light.
+This module is imported on first use only: importing :mod:`mlflow_recsys.stats` stays light.
 """
 
 from __future__ import annotations
@@ -103,9 +100,8 @@ def _nibble_table(d):
 def sign_flip_sums(d, seeds, n_resamples):
     """``sum_j eps_j d[j]`` for each of B random sign vectors eps: float64 ``(B,)``.
 
-    One metric per call (``d`` is 1-D). Signs are read four at a time and looked
-    up in a table of the 16 signed sums of each group of four units, so a
-    replicate costs n/4 additions instead of n.
+    One metric per call (``d`` is 1-D). Signs are read four at a time and looked up in a table of the 16 signed sums of
+    each group of four units, so a replicate costs n/4 additions instead of n.
     """
     n = d.shape[0]
     table = _nibble_table(d)
@@ -127,9 +123,8 @@ def sign_flip_sums(d, seeds, n_resamples):
 def bootstrap_sums(dt, seeds, n_resamples):
     """Per replicate and metric, the sum of ``dt[c, i]`` over n units drawn with replacement: ``(B, m)``.
 
-    ``dt`` is ``(m, n)``, one contiguous row per metric; every metric sees the
-    same draw. The draw is turned into per-unit counts, so each metric costs one
-    linear pass instead of n scattered reads.
+    ``dt`` is ``(m, n)``, one contiguous row per metric; every metric sees the same draw. The draw is turned into
+    per-unit counts, so each metric costs one linear pass instead of n scattered reads.
     """
     m, n = dt.shape
     out = np.empty((n_resamples, m), dtype=np.float64)

@@ -1,10 +1,10 @@
 """Bootstrap confidence intervals of one model's metric levels (not of a difference between models).
 
-A training run reports ``ndcg@100`` as the mean over its evaluation rows; how far that mean would move on
-another sample of users is the percentile bootstrap interval of it (Efron & Tibshirani 1993, ch. 13), with
-users as the resampled units: a user with several evaluation rows (draws) is drawn, or left out, with all of
-them (cluster resampling; Davison & Hinkley 1997, sec. 3.8). The draws run in the same compiled kernel as the
-paired bootstrap of :mod:`mlflow_recsys.stats.comparison` (:func:`~mlflow_recsys.stats.resampling.bootstrap_means`).
+A training run reports ``ndcg@100`` as the mean over its evaluation rows; how far that mean would move on another sample
+of users is the percentile bootstrap interval of it (Efron & Tibshirani 1993, ch. 13), with users as the resampled
+units: a user with several evaluation rows (draws) is drawn, or left out, with all of them (cluster resampling; Davison
+& Hinkley 1997, sec. 3.8). The draws run in the same compiled kernel as the paired bootstrap of
+:mod:`mlflow_recsys.stats.comparison` (:func:`~mlflow_recsys.stats.resampling.bootstrap_means`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class LevelIntervals:
     Attributes
     ----------
     estimates, ci_low, ci_high:
-        Metric key -> float: the level (the result's own ``metrics`` value) and the interval's ends, in the
-        result's metric order; always ``ci_low <= estimate <= ci_high``.
+        Metric key -> float: the level (the result's own ``metrics`` value) and the interval's ends, in the result's
+        metric order; always ``ci_low <= estimate <= ci_high``.
     confidence_level:
         float in (0, 1): the two-sided coverage asked for.
     n_resamples:
@@ -42,8 +42,8 @@ class LevelIntervals:
     n_units:
         int: users resampled.
     bootstrap_distribution:
-        float64 ``(n_resamples, n_metrics)``: the replicates, columns in the order of ``estimates``, for
-        recomputing under another convention.
+        float64 ``(n_resamples, n_metrics)``: the replicates, columns in the order of ``estimates``, for recomputing
+        under another convention.
     """
 
     estimates: dict[str, float]
@@ -68,8 +68,8 @@ class LevelIntervals:
         )
 
     def settings(self) -> dict[str, object]:
-        """What the intervals were made with: ``method``, ``confidence_level``, ``n_resamples``,
-        ``random_state``, ``unit`` (JSON-ready)."""
+        """What the intervals were made with: ``method``, ``confidence_level``, ``n_resamples``, ``random_state``,
+        ``unit`` (JSON-ready)."""
         return {
             "method": METHOD,
             "confidence_level": self.confidence_level,
@@ -88,14 +88,14 @@ def metric_level_intervals(
 ) -> LevelIntervals:
     """Percentile bootstrap confidence interval of each metric's level in ``result`` (Efron & Tibshirani 1993).
 
-    Each replicate draws ``n_units`` users uniformly with replacement and takes the mean of the drawn users'
-    evaluation rows (a user drawn twice counts twice): ``sum of their values / number of their rows``, the
-    statistic ``result.metrics`` holds, resampled by user (Davison & Hinkley 1997, sec. 3.8). With the same number
-    of rows per user, as in every split this package builds, that is the mean of the drawn users' means. The
-    interval runs from the ``(1 - confidence_level) / 2`` to the ``(1 + confidence_level) / 2`` quantile of the
-    replicates (linear interpolation, ``numpy.quantile``'s default and ``scipy.stats.bootstrap``'s
-    ``method="percentile"``); an end that rounding puts an ulp past the estimate is moved onto it. Every metric
-    sees the same draws, and a metric's interval depends only on its own values and the seed.
+    Each replicate draws ``n_units`` users uniformly with replacement and takes the mean of the drawn users' evaluation
+    rows (a user drawn twice counts twice): ``sum of their values / number of their rows``, the statistic
+    ``result.metrics`` holds, resampled by user (Davison & Hinkley 1997, sec. 3.8). With the same number of rows per
+    user, as in every split this package builds, that is the mean of the drawn users' means. The interval runs from the
+    ``(1 - confidence_level) / 2`` to the ``(1 + confidence_level) / 2`` quantile of the replicates (linear
+    interpolation, ``numpy.quantile``'s default and ``scipy.stats.bootstrap``'s ``method="percentile"``); an end that
+    rounding puts an ulp past the estimate is moved onto it. Every metric sees the same draws, and a metric's interval
+    depends only on its own values and the seed.
 
     Parameters
     ----------
@@ -115,14 +115,14 @@ def metric_level_intervals(
     Raises
     ------
     ValueError
-        If ``result`` is no :class:`~mlflow_recsys.evaluation.EvaluationResult`, holds no per-user values or no
-        rows, or a setting is out of its range (the message names it).
+        If ``result`` is no :class:`~mlflow_recsys.evaluation.EvaluationResult`, holds no per-user values or no rows, or
+        a setting is out of its range (the message names it).
     """
     units, confidence_level, n_resamples, random_state = _levels_iv(result, confidence_level, n_resamples, random_state)
     keys = list(result.metrics)
     per_user = result.per_user or {}
-    # Columns: each metric's sum over a user's rows, then the user's row count; a replicate's mean of a sum column
-    # over its mean row count is the mean of the drawn rows (the counts column cancels the 1/n of both).
+    # Columns: each metric's sum over a user's rows, then the user's row count; a replicate's mean of a sum column over
+    # its mean row count is the mean of the drawn rows (the counts column cancels the 1/n of both).
     sums = [np.bincount(units.codes, weights=per_user[k], minlength=units.n_units) for k in keys]
     columns = np.column_stack([*sums, units.counts])
     boot = bootstrap_means(columns, n_resamples, np.random.SeedSequence(random_state))

@@ -1,22 +1,17 @@
 """Power of a test of the mean paired difference: the smallest detectable effect, and the users needed.
 
-Both functions use the normal approximation to the distribution of the mean of
-``n`` paired differences with standard deviation ``sd`` (Cohen, 1988,
-*Statistical Power Analysis for the Behavioral Sciences*, 2nd ed., ch. 2): a
-level-``alpha`` test detects a true mean difference ``delta`` with probability
-``power`` when ``delta * sqrt(n) / sd = z_{1-a} + z_{power}``, where ``z_q`` is
-the standard normal quantile and ``a = alpha / 2`` for a two-sided test,
-``alpha`` for a one-sided one. The far tail of a two-sided test is ignored (it
-adds less than ``alpha / 2`` to the power).
+Both functions use the normal approximation to the distribution of the mean of ``n`` paired differences with standard
+deviation ``sd`` (Cohen, 1988, *Statistical Power Analysis for the Behavioral Sciences*, 2nd ed., ch. 2): a
+level-``alpha`` test detects a true mean difference ``delta`` with probability ``power`` when ``delta * sqrt(n) / sd =
+z_{1-a} + z_{power}``, where ``z_q`` is the standard normal quantile and ``a = alpha / 2`` for a two-sided test,
+``alpha`` for a one-sided one. The far tail of a two-sided test is ignored (it adds less than ``alpha / 2`` to the
+power).
 
-The approximation treats ``sd`` as known. A t-test (or a randomization test,
-which behaves like it) estimates ``sd`` from the same users, so at the effect
-given here its power is below the stated one: for a two-sided test at
-``alpha = 0.05`` and 80% power, about 0.70 at n = 10, 0.76 at n = 20, 0.78 at
-n = 50 and 0.80 at n = 188 (noncentral t). For small ``n`` the figures here are
-therefore optimistic: the effect really detected with the stated power is
-larger (by about 12% at n = 10, 5% at n = 20, 0.5% at n = 188), and so is the
-number of users needed.
+The approximation treats ``sd`` as known. A t-test (or a randomization test, which behaves like it) estimates ``sd``
+from the same users, so at the effect given here its power is below the stated one: for a two-sided test at ``alpha =
+0.05`` and 80% power, about 0.70 at n = 10, 0.76 at n = 20, 0.78 at n = 50 and 0.80 at n = 188 (noncentral t). For small
+``n`` the figures here are therefore optimistic: the effect really detected with the stated power is larger (by about
+12% at n = 10, 5% at n = 20, 0.5% at n = 188), and so is the number of users needed.
 """
 
 from __future__ import annotations
@@ -37,10 +32,9 @@ def minimum_detectable_effect(
 ) -> float:
     """The smallest true mean difference a level-``alpha`` test detects with probability ``power``.
 
-    ``mde = (z_{1-alpha/2} + z_{power}) * sd / sqrt(n)`` for a two-sided test and
-    ``(z_{1-alpha} + z_{power}) * sd / sqrt(n)`` for a one-sided one, by the normal
-    approximation (Cohen, 1988); see the module docstring for what it ignores. It is
-    a magnitude: for ``alternative="less"`` the effect detected is ``-mde``.
+    ``mde = (z_{1-alpha/2} + z_{power}) * sd / sqrt(n)`` for a two-sided test and ``(z_{1-alpha} + z_{power}) * sd /
+    sqrt(n)`` for a one-sided one, by the normal approximation (Cohen, 1988); see the module docstring for what it
+    ignores. It is a magnitude: for ``alternative="less"`` the effect detected is ``-mde``.
 
     Parameters
     ----------
@@ -49,8 +43,8 @@ def minimum_detectable_effect(
     n:
         int >= 2: number of users (paired differences).
     alpha:
-        float in (0, 1): the level the hypothesis is tested at, after any
-        multiplicity adjustment (e.g. ``0.05 / J`` under Bonferroni).
+        float in (0, 1): the level the hypothesis is tested at, after any multiplicity adjustment (e.g. ``0.05 / J``
+        under Bonferroni).
     power:
         float in (0, 1), default 0.8: the probability of detecting the effect.
     alternative:
@@ -59,9 +53,9 @@ def minimum_detectable_effect(
     Returns
     -------
     float
-        The effect, in the units of the differences; NaN when ``sd`` is 0: differences without spread give
-        the formula nothing to scale (every user differs by the same amount), so no minimum detectable
-        effect can be estimated, and 0 would claim that any effect is detected.
+        The effect, in the units of the differences; NaN when ``sd`` is 0: differences without spread give the formula
+        nothing to scale (every user differs by the same amount), so no minimum detectable effect can be estimated, and
+        0 would claim that any effect is detected.
 
     Raises
     ------
@@ -79,21 +73,19 @@ def required_users(
 ) -> int:
     """Users needed for a level-``alpha`` test to detect a true mean difference ``effect`` with ``power``.
 
-    The inverse of :func:`minimum_detectable_effect`:
-    ``n = ceil(((z_a + z_{power}) * sd / effect) ** 2)`` with ``z_a = z_{1-alpha/2}``
-    two-sided and ``z_{1-alpha}`` one-sided (Cohen, 1988, normal approximation, so
-    optimistic for small ``n``: see the module docstring).
+    The inverse of :func:`minimum_detectable_effect`: ``n = ceil(((z_a + z_{power}) * sd / effect) ** 2)`` with ``z_a =
+    z_{1-alpha/2}`` two-sided and ``z_{1-alpha}`` one-sided (Cohen, 1988, normal approximation, so optimistic for small
+    ``n``: see the module docstring).
 
     Parameters
     ----------
     effect:
         float > 0: the true mean difference to detect, as a magnitude.
     sd:
-        float >= 0: expected standard deviation of the per-user differences, e.g.
-        from a pilot comparison (its ``unit_differences``).
+        float >= 0: expected standard deviation of the per-user differences, e.g. from a pilot comparison (its
+        ``unit_differences``).
     alpha:
-        float in (0, 1), default 0.05: the level the hypothesis will be tested at,
-        after any multiplicity adjustment.
+        float in (0, 1), default 0.05: the level the hypothesis will be tested at, after any multiplicity adjustment.
     power:
         float in (0, 1), default 0.8.
     alternative:

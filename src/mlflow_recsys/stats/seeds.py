@@ -1,10 +1,9 @@
 """Spread of a comparison across training seeds, beside its spread across users.
 
-The bootstrap interval of :func:`~mlflow_recsys.stats.compare_pair` resamples
-users for fixed trained models. Retraining a stochastic model under another seed
-moves the difference too; this module measures that second source and puts it
-on the same scale: both are standard deviations of the same estimated
-difference. Independent sources add in quadrature (variances add).
+The bootstrap interval of :func:`~mlflow_recsys.stats.compare_pair` resamples users for fixed trained models. Retraining
+a stochastic model under another seed moves the difference too; this module measures that second source and puts it on
+the same scale: both are standard deviations of the same estimated difference. Independent sources add in quadrature
+(variances add).
 """
 
 from __future__ import annotations
@@ -33,33 +32,14 @@ Side = EvaluationResult | Mapping[object, EvaluationResult]
 
 #: Columns of :meth:`SeedSpread.to_frame`, in order.
 SEED_COLUMNS = (
-    "metric",
-    "baseline",
-    "candidate",
-    "n_seeds",
-    "protocol",
-    "mean_difference",
-    "min_difference",
-    "max_difference",
-    "sd_users",
-    "sd_retraining",
-    "ratio",
-    "widens_by",
-    "sign_reversals",
-    "notes",
+    *("metric", "baseline", "candidate", "n_seeds", "protocol", "mean_difference", "min_difference"),
+    *("max_difference", "sd_users", "sd_retraining", "ratio", "widens_by", "sign_reversals", "notes"),
 )
 
 #: Columns of :meth:`SeedSpread.per_seed_frame`, in order.
 PER_SEED_COLUMNS = (
-    "metric",
-    "baseline_seed",
-    "candidate_seed",
-    "baseline_mean",
-    "candidate_mean",
-    "difference",
-    "ci_low",
-    "ci_high",
-    "bootstrap_standard_error",
+    *("metric", "baseline_seed", "candidate_seed", "baseline_mean", "candidate_mean", "difference", "ci_low"),
+    *("ci_high", "bootstrap_standard_error"),
 )
 
 #: Seeds needed before a ratio near 1 can be read as one source or the other.
@@ -70,45 +50,37 @@ MIN_SEEDS_TO_SEPARATE = 10
 class SeedSpread:
     """Retraining spread beside user spread, per metric.
 
-    Both spreads are standard deviations of the same quantity, the estimated
-    difference (candidate minus baseline): one under resampling users for fixed
-    trained models, the other under retraining with another seed. Because they
-    measure one number, their ratio is meaningful; because the two sources are
-    roughly independent, they add in quadrature.
+    Both spreads are standard deviations of the same quantity, the estimated difference (candidate minus baseline): one
+    under resampling users for fixed trained models, the other under retraining with another seed. Because they measure
+    one number, their ratio is meaningful; because the two sources are roughly independent, they add in quadrature.
 
     Columns of :meth:`to_frame`:
 
     ``metric``, ``baseline``, ``candidate``
         The hypothesis.
     ``n_seeds``
-        Seed pairs measured (the seeded side's runs; with independent seeds,
-        the smaller side's count).
+        Seed pairs measured (the seeded side's runs; with independent seeds, the smaller side's count).
     ``protocol``
-        ``one-side-seeded``, ``paired-seeds`` or ``independent-seeds`` (see
-        :func:`seed_spread`).
+        ``one-side-seeded``, ``paired-seeds`` or ``independent-seeds`` (see :func:`seed_spread`).
     ``mean_difference``
         Mean over seeds of the difference.
     ``min_difference``, ``max_difference``
         Extremes of the per-seed differences.
     ``sd_users``
-        Mean over seeds of the bootstrap standard error of the difference: the
-        spread a different sample of users would cause.
+        Mean over seeds of the bootstrap standard error of the difference: the spread a different sample of users would
+        cause.
     ``sd_retraining``
-        Standard deviation (ddof=1) of the difference across retraining: the
-        spread one more training run would cause.
+        Standard deviation (ddof=1) of the difference across retraining: the spread one more training run would cause.
     ``ratio``
-        ``sd_retraining / sd_users``. Well below 1: users are the larger
-        unknown and the interval carries most of the uncertainty. Near or above
-        1: the interval describes the trained model more than the method.
+        ``sd_retraining / sd_users``. Well below 1: users are the larger unknown and the interval carries most of the
+        uncertainty. Near or above 1: the interval describes the trained model more than the method.
     ``widens_by``
-        ``hypot(sd_users, sd_retraining) / sd_users - 1``: how much an interval
-        allowing for retraining would be wider.
+        ``hypot(sd_users, sd_retraining) / sd_users - 1``: how much an interval allowing for retraining would be wider.
     ``sign_reversals``
-        Seed pairs whose difference has the opposite sign to the mean: a
-        check that needs no distributional assumption.
+        Seed pairs whose difference has the opposite sign to the mean: a check that needs no distributional assumption.
     ``notes``
-        Caveats, e.g. that a ratio near 1 cannot be told from 1 with few seeds
-        (the SD of ``k`` runs has about ``1/sqrt(2(k-1))`` relative error).
+        Caveats, e.g. that a ratio near 1 cannot be told from 1 with few seeds (the SD of ``k`` runs has about
+        ``1/sqrt(2(k-1))`` relative error).
     """
 
     summary: pd.DataFrame
@@ -130,9 +102,8 @@ class SeedSpread:
         metric:
             A metric key of the table.
         markup:
-            ``"plain"`` (default: names as they are, for a terminal or HTML
-            escaping) or ``"markdown"`` (names and the metric key through
-            :func:`~mlflow_recsys.report.escaping.escape_markdown`, for run notes).
+            ``"plain"`` (default: names as they are, for a terminal or HTML escaping) or ``"markdown"`` (names and the
+            metric key through :func:`~mlflow_recsys.report.escaping.escape_markdown`, for run notes).
 
         Raises
         ------
@@ -162,39 +133,32 @@ def seed_spread(
 
     Three protocols, recorded in the ``protocol`` column:
 
-    - ``one-side-seeded``: one side deterministic; ``sd_retraining`` is the SD
-      (ddof=1) of the per-seed differences.
-    - ``paired-seeds``: both seeded and paired by seed; SD (ddof=1) of the
-      paired differences.
-    - ``independent-seeds``: both seeded, independent; ``sqrt(sd_b**2 + sd_c**2)``
-      of each model's own aggregate over its seeds (never all cross pairs); the
-      per-seed table then matches seeds by sorted order only to show individual
+    - ``one-side-seeded``: one side deterministic; ``sd_retraining`` is the SD (ddof=1) of the per-seed differences.
+    - ``paired-seeds``: both seeded and paired by seed; SD (ddof=1) of the paired differences.
+    - ``independent-seeds``: both seeded, independent; ``sqrt(sd_b**2 + sd_c**2)`` of each model's own aggregate over
+      its seeds (never all cross pairs); the per-seed table then matches seeds by sorted order only to show individual
       differences.
 
-    ``sd_users`` is the mean over seed pairs of the bootstrap standard error of
-    the difference; ``ratio = sd_retraining / sd_users``; ``widens_by =
-    hypot(sd_users, sd_retraining) / sd_users - 1``; ``sign_reversals`` counts
-    seed pairs whose difference has the sign opposite to ``mean_difference``.
+    ``sd_users`` is the mean over seed pairs of the bootstrap standard error of the difference; ``ratio = sd_retraining
+    / sd_users``; ``widens_by = hypot(sd_users, sd_retraining) / sd_users - 1``; ``sign_reversals`` counts seed pairs
+    whose difference has the sign opposite to ``mean_difference``.
 
     Parameters
     ----------
     baseline:
-        Either one :class:`EvaluationResult` (a deterministic model such as EASE)
-        or a mapping seed -> EvaluationResult (a stochastic model), all scored on
-        the same users and targets.
+        Either one :class:`EvaluationResult` (a deterministic model such as EASE) or a mapping seed -> EvaluationResult
+        (a stochastic model), all scored on the same users and targets.
     candidate:
         The same for the candidate model.
     metrics:
         One metric key or a list of keys.
     baseline_name:
-        Label of the baseline; it also seeds the bootstrap exactly as in
-        :func:`compare_pair`. Default ``"baseline"``.
+        Label of the baseline; it also seeds the bootstrap exactly as in :func:`compare_pair`. Default ``"baseline"``.
     candidate_name:
         Label of the candidate, likewise. Default ``"candidate"``.
     paired_seeds:
-        Only when both sides have seeds: pair runs by seed, for seeds that
-        control randomness both models share (e.g. batch order). Default False:
-        each model's own spread, added in quadrature.
+        Only when both sides have seeds: pair runs by seed, for seeds that control randomness both models share (e.g.
+        batch order). Default False: each model's own spread, added in quadrature.
     confidence_level:
         Level of the per-seed bootstrap intervals, as in :func:`compare_pair`. Default 0.95.
     n_resamples:
@@ -209,9 +173,8 @@ def seed_spread(
     Raises
     ------
     ValueError
-        If neither side has seeds, a seeded side has fewer than 2 seeds,
-        ``paired_seeds`` is set without seeds on both sides or with different
-        seed sets, or the results cannot be compared (see :func:`compare_models`).
+        If neither side has seeds, a seeded side has fewer than 2 seeds, ``paired_seeds`` is set without seeds on both
+        sides or with different seed sets, or the results cannot be compared (see :func:`compare_models`).
 
     Warns
     -----
@@ -245,13 +208,7 @@ def seed_spread(
 def _seed_pairs(
     baseline, candidate, base_seeds: list | None, cand_seeds: list | None, paired_seeds: bool
 ) -> tuple[str, list[tuple]]:
-    """The protocol and its seed pairs ``(baseline seed, candidate seed, baseline result, candidate result)``.
-
-    Raises
-    ------
-    ValueError
-        If neither side has seeds, or ``paired_seeds`` is set without the same seeds on both sides.
-    """
+    """The protocol and its seed pairs ``(baseline seed, candidate seed, baseline result, candidate result)``."""
     if base_seeds is None and cand_seeds is None:
         raise ValueError(
             "baseline, candidate: expected at least one side to be a mapping seed -> EvaluationResult, "
@@ -259,13 +216,12 @@ def _seed_pairs(
         )
     if paired_seeds and (base_seeds is None or cand_seeds is None):
         raise ValueError("paired_seeds: True needs seeds on both sides, found one side deterministic")
-    if base_seeds is None:  # then cand_seeds is not (checked above)
+    if base_seeds is None:
         return "one-side-seeded", [(None, s, baseline, candidate[s]) for s in cast(list, cand_seeds)]
     if cand_seeds is None:
         return "one-side-seeded", [(s, None, baseline[s], candidate) for s in base_seeds]
     if not paired_seeds:
-        # strict=False: the sides may have different numbers of seeds; the per-seed table then pairs the smaller
-        # side's seeds in sorted order (see seed_spread).
+        # The sides may have different numbers of seeds: the per-seed table pairs the smaller side's, sorted.
         return "independent-seeds", [
             (b, c, baseline[b], candidate[c]) for b, c in zip(base_seeds, cand_seeds, strict=False)
         ]
@@ -278,8 +234,7 @@ def _seed_pairs(
 
 
 def _per_seed_frame(pairs: list[tuple], names: tuple[str, str], settings: ComparisonSettings) -> pd.DataFrame:
-    """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`: each pair's bootstrap, as :func:`compare_pair`
-    draws it for the same names and settings."""
+    """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`, bootstrapped as by :func:`compare_pair`."""
     metrics = list(settings.metrics or ())
     rows = []
     with warnings.catch_warnings():
@@ -299,13 +254,12 @@ def _per_seed_frame(pairs: list[tuple], names: tuple[str, str], settings: Compar
 
 
 def _spread_row(m: pd.DataFrame, protocol: str, baseline, candidate, metric: str) -> dict:
-    """The :data:`SEED_COLUMNS` after the names, from one metric's per-seed rows ``m``."""
+    """The :data:`SEED_COLUMNS` after the names from one metric's per-seed rows ``m``."""
     diffs = m["difference"].to_numpy()
     sd_users = float(m["bootstrap_standard_error"].mean())
     notes = []
     if protocol == "independent-seeds":
-        base_aggs = _unit_means(baseline, metric)
-        cand_aggs = _unit_means(candidate, metric)
+        base_aggs, cand_aggs = _unit_means(baseline, metric), _unit_means(candidate, metric)
         mean_difference = float(cand_aggs.mean() - base_aggs.mean())
         sd_retraining = float(math.hypot(np.std(base_aggs, ddof=1), np.std(cand_aggs, ddof=1)))
         n_seeds = int(min(len(base_aggs), len(cand_aggs)))
@@ -364,13 +318,13 @@ def _side_iv(side, name: str, label: str) -> list | None:
 
 
 def _unit_means(side: Mapping[object, EvaluationResult], metric: str) -> np.ndarray:
-    """Each seed's aggregate over users (each user's rows averaged first)."""
-    out = []
-    for res in side.values():
-        units = Units.from_sample_ids(res.sample_ids)
-        # Comparing each seed (before this) has refused a result without per-user values.
-        out.append(float(units.means(cast("dict[str, np.ndarray]", res.per_user)[metric]).mean()))
-    return np.asarray(out)
+    """Each seed's mean over users (each user's rows averaged first)."""
+    return np.asarray(
+        [
+            float(Units.from_sample_ids(r.sample_ids).means(cast("dict[str, np.ndarray]", r.per_user)[metric]).mean())
+            for r in side.values()
+        ]
+    )
 
 
 def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str = "results") -> EvaluationResult:
@@ -379,28 +333,25 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
     Parameters
     ----------
     results:
-        Seed -> :class:`EvaluationResult`, at least one, each with per-user
-        values, all on the same sample ids in the same order and with the same
-        targets fingerprint.
+        Seed -> :class:`EvaluationResult`, at least one, each with per-user values, all on the same sample ids in the
+        same order and with the same targets fingerprint.
     name:
         How the argument is named in error messages (default ``"results"``).
 
     Returns
     -------
     EvaluationResult
-        ``per_user[m]``: float64 ``(n_samples,)``, the row-wise mean over seeds
-        (summed in sorted seed order, so the result does not depend on the
-        mapping's order); ``metrics[m]``: its mean; the metric keys are those
-        every seed holds, in the first seed's order; ``sample_ids``,
-        ``targets_fingerprint`` and ``definitions`` from the seeds.
+        ``per_user[m]``: float64 ``(n_samples,)``, the row-wise mean over seeds (summed in sorted seed order, so the
+        result does not depend on the mapping's order); ``metrics[m]``: its mean; the metric keys are those every seed
+        holds, in the first seed's order; ``sample_ids``, ``targets_fingerprint`` and ``definitions`` from the seeds.
 
     Raises
     ------
     TypeError
         If ``results`` is not a mapping of EvaluationResult.
     ValueError
-        If it is empty, a seed lacks per-user values, or the seeds differ in
-        sample ids (length, content or order) or targets fingerprint.
+        If it is empty, a seed lacks per-user values, or the seeds differ in sample ids (length, content or order) or
+        targets fingerprint.
     """
     if not isinstance(results, Mapping):
         raise TypeError(f"{name}: expected a mapping seed -> EvaluationResult, found {type(results).__name__}")
@@ -411,7 +362,6 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
             raise TypeError(f"{name}[{seed!r}]: expected an EvaluationResult, found {type(res).__name__}")
         if res.per_user is None:
             raise ValueError(f"{name}[{seed!r}]: holds no per-user values (evaluated with collect_per_user=False)")
-    # The loop above refused any seed without per-user values.
     seed_values = {seed: cast("dict[str, np.ndarray]", res.per_user) for seed, res in results.items()}
     # Sorted only to fix the summation order; repr keeps seeds of mixed types (1, "a", (1, 2)) sortable.
     seeds = sorted(results, key=lambda s: (type(s).__name__, repr(s)))
@@ -439,12 +389,11 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
                     f"({ids.shape[0]}), found shape {np.shape(values)}"
                 )
     keys = [k for k in seed_values[seeds[0]] if all(k in seed_values[s] for s in seeds)]
-    per_user = {}
-    for key in keys:
-        total = np.zeros(ids.shape[0], dtype=np.float64)
-        for seed in seeds:
-            total += np.asarray(seed_values[seed][key], dtype=np.float64)
-        per_user[key] = total / len(seeds)
+    # Summed in sorted seed order from zero, so the mean does not depend on the mapping's order.
+    zero = np.zeros(ids.shape[0], dtype=np.float64)
+    per_user = {
+        k: sum((np.asarray(seed_values[s][k], dtype=np.float64) for s in seeds), zero) / len(seeds) for k in keys
+    }
     return EvaluationResult(
         metrics={k: float(v.mean()) for k, v in per_user.items()},
         per_user=per_user,
@@ -457,42 +406,35 @@ def average_over_seeds(results: Mapping[object, EvaluationResult], *, name: str 
 def compare_seed_averaged(results: Mapping[str, Side], *, metrics: str | Sequence[str], **settings) -> ComparisonReport:
     """Compare models on their per-user metric values averaged over training seeds, paired over users.
 
-    Each model's per-user values are first averaged over the instances trained
-    under its seeds (:func:`average_over_seeds`); the averages are then
-    compared exactly as :func:`~mlflow_recsys.stats.compare_models` compares
-    single trained instances, with the same settings and the same random
-    streams. Averaging removes part of the retraining noise from every user's
-    difference, so the comparison is about the training procedure's typical
-    instance rather than one draw of it. Inference is still over users for
-    the trained instances at hand: the intervals and p-values do not cover
-    the spread a new seed would bring, which :func:`seed_spread` describes.
+    Each model's per-user values are first averaged over the instances trained under its seeds
+    (:func:`average_over_seeds`); the averages are then compared exactly as :func:`~mlflow_recsys.stats.compare_models`
+    compares single trained instances, with the same settings and the same random streams. Averaging removes part of the
+    retraining noise from every user's difference, so the comparison is about the training procedure's typical instance
+    rather than one draw of it. Inference is still over users for the trained instances at hand: the intervals and
+    p-values do not cover the spread a new seed would bring, which :func:`seed_spread` describes.
 
     Parameters
     ----------
     results:
-        Model name -> either one :class:`EvaluationResult` (a deterministic
-        model, one instance) or a mapping seed -> EvaluationResult (a seeded
-        model), all on the same sample ids in the same order.
+        Model name -> either one :class:`EvaluationResult` (a deterministic model, one instance) or a mapping seed ->
+        EvaluationResult (a seeded model), all on the same sample ids in the same order.
     metrics:
         One metric key or a list of keys.
     **settings:
-        Every keyword of :func:`~mlflow_recsys.stats.compare_models`
-        (``reference``, ``correction``, ``primary``, ``family``, ...), with
-        its defaults.
+        Every keyword of :func:`~mlflow_recsys.stats.compare_models` (``reference``, ``correction``, ``primary``,
+        ``family``, ...), with its defaults.
 
     Returns
     -------
     ComparisonReport
-        As :func:`~mlflow_recsys.stats.compare_models`, with the columns
-        ``baseline_seeds`` and ``candidate_seeds`` giving how many instances
-        each side averages; :attr:`ComparisonReport.seed_averaged` is True when
-        any side averages two or more.
+        As :func:`~mlflow_recsys.stats.compare_models`, with the columns ``baseline_seeds`` and ``candidate_seeds``
+        giving how many instances each side averages; :attr:`ComparisonReport.seed_averaged` is True when any side
+        averages two or more.
 
     Raises
     ------
     TypeError, ValueError
-        As :func:`average_over_seeds` (naming ``results[<model>]``) and
-        :func:`~mlflow_recsys.stats.compare_models`.
+        As :func:`average_over_seeds` (naming ``results[<model>]``) and :func:`~mlflow_recsys.stats.compare_models`.
     """
     if not isinstance(results, Mapping):
         raise TypeError(

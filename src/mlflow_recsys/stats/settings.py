@@ -1,7 +1,7 @@
 """Every statistical setting of a comparison in one frozen, validated object: :class:`ComparisonSettings`.
 
-The command line, the ``compare`` entry point, the server page and Python callers each build one, once; the
-comparison passes it on whole, logs it as the comparison run's params and prints it in ``methods.md``.
+The command line, the ``compare`` entry point, the server page and Python callers each build one, once; the comparison
+passes it on whole, logs it as the comparison run's params and prints it in ``methods.md``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 
 from mlflow_recsys.settings_schema import check_fields, setting, settings_of
 from mlflow_recsys.stats.corrections import Correction
-from mlflow_recsys.validation import expected, one_of
+from mlflow_recsys.validation import expected
 
 if TYPE_CHECKING:
     from mlflow_recsys.evaluation import EvaluationResult
@@ -26,11 +26,10 @@ IntervalMethod = Literal["percentile", "bca"]
 #: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
 ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
 Family = Literal["primary", "all"]
-#: Which of a comparison of runs' two analyses of the same hypotheses is the primary one (the other is a
-#: sensitivity analysis): ``"auto"`` resolves by :func:`resolve_primary_analysis`.
+#: Which of a comparison of runs' two analyses of the same hypotheses is the primary one (the other is a sensitivity
+#: analysis): ``"auto"`` resolves by :func:`resolve_primary_analysis`.
 PrimaryAnalysis = Literal["auto", "seed-averaged", "representative-seed"]
 
-# The values of each choice, in order, as the types above declare them.
 ALTERNATIVES: tuple[str, ...] = get_args(Alternative)
 TEST_METHODS: tuple[str, ...] = get_args(TestMethod)
 INTERVAL_METHODS: tuple[str, ...] = get_args(IntervalMethod)
@@ -38,8 +37,8 @@ ZERO_METHODS: tuple[str, ...] = get_args(ZeroMethod)
 FAMILIES: tuple[str, ...] = get_args(Family)
 PRIMARY_ANALYSES: tuple[str, ...] = get_args(PrimaryAnalysis)
 
-#: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than
-#: from more resamples.
+#: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than from more
+#: resamples.
 MAX_RESAMPLES = 1_000_000
 
 #: The longest model name a reference may be: a model name is an MLflow tag value, which holds 8,000 characters.
@@ -50,18 +49,17 @@ MAX_NAME_LENGTH = 8_000
 class ComparisonSettings:
     """The statistical settings of a comparison, checked when made; immutable.
 
-    Each field is declared below with its type, default, range and meaning
-    (:mod:`~mlflow_recsys.settings_schema`); the command line's options, the server page's form, the
-    ``MLproject``'s parameters and the settings table of a comparison's ``methods.md`` are made from those
-    declarations. The tests, intervals and corrections, with their sources, are those of
-    :func:`~mlflow_recsys.stats.compare_models`: the sign-flip randomization test and the paired bootstrap
-    (Efron & Tibshirani 1993; Smucker, Allan & Carterette 2007), the paired t-test, the Wilcoxon signed-rank
+    Each field is declared below with its type, default, range and meaning (:mod:`~mlflow_recsys.settings_schema`); the
+    command line's options, the server page's form, the ``MLproject``'s parameters and the settings table of a
+    comparison's ``methods.md`` are made from those declarations. The tests, intervals and corrections, with their
+    sources, are those of :func:`~mlflow_recsys.stats.compare_models`: the sign-flip randomization test and the paired
+    bootstrap (Efron & Tibshirani 1993; Smucker, Allan & Carterette 2007), the paired t-test, the Wilcoxon signed-rank
     test (Wilcoxon 1945), percentile and BCa intervals (Efron 1987), Holm's (1979) and Bonferroni's corrections.
 
-    ``metrics`` is stored as a tuple (one key may be given as a str; ``None``: every metric the compared runs
-    share, for a comparison of runs); ``primary`` must be one of them when they are named; a one-sided
-    ``alternative`` needs a ``reference``; ``seed`` given as an int is stored as its text (the ``recsys.seed``
-    tag's); ``primary_analysis="auto"`` resolves by :func:`resolve_primary_analysis`.
+    ``metrics`` is stored as a tuple (one key may be given as a str; ``None``: every metric the compared runs share, for
+    a comparison of runs); ``primary`` must be one of them when they are named; a one-sided ``alternative`` needs a
+    ``reference``; ``seed`` given as an int is stored as its text (the ``recsys.seed`` tag's);
+    ``primary_analysis="auto"`` resolves by :func:`resolve_primary_analysis`.
 
     Raises
     ------
@@ -163,19 +161,14 @@ class ComparisonSettings:
         return dataclasses.replace(self, **changes)
 
     def compare_models_kwargs(self) -> dict:
-        """The keywords of :func:`~mlflow_recsys.stats.compare_models` but ``metrics``: every field but those of
-        a comparison of runs (``metrics``, ``paired_seeds``, ``seed``, ``primary_analysis``)."""
+        """The keywords of :func:`~mlflow_recsys.stats.compare_models` but ``metrics``: every field but those of a
+        comparison of runs (``metrics``, ``paired_seeds``, ``seed``, ``primary_analysis``)."""
         of_runs = ("metrics", "paired_seeds", "seed", "primary_analysis")
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in of_runs}
 
     def compare(self, results: Mapping[str, EvaluationResult]) -> ComparisonReport:
-        """:func:`~mlflow_recsys.stats.compare_models` of ``results`` under these settings.
-
-        Raises
-        ------
-        ValueError
-            If ``metrics`` is ``None`` (name them), and whatever ``compare_models`` raises.
-        """
+        """:func:`~mlflow_recsys.stats.compare_models` of ``results`` under these settings; ValueError, besides what
+        that raises, when ``metrics`` is ``None`` (name them)."""
         from mlflow_recsys.stats.comparison import _compare
 
         if self.metrics is None:
@@ -191,27 +184,8 @@ class ComparisonSettings:
 def resolve_primary_analysis(
     primary_analysis: PrimaryAnalysis, *, seeded: bool
 ) -> Literal["seed-averaged", "representative-seed"]:
-    """The primary analysis a comparison of runs reports: ``primary_analysis`` with ``"auto"`` resolved.
-
-    Parameters
-    ----------
-    primary_analysis:
-        One of :data:`PRIMARY_ANALYSES`.
-    seeded:
-        Whether some compared model has two or more seeds (so a seed-averaged comparison exists).
-
-    Returns
-    -------
-    ``"seed-averaged"`` or ``"representative-seed"``; ``"auto"`` gives the first when ``seeded``, else the
-    second.
-
-    Raises
-    ------
-    ValueError
-        If ``primary_analysis`` is ``"seed-averaged"`` and no model has seeds, or is not one of
-        :data:`PRIMARY_ANALYSES`.
-    """
-    one_of(primary_analysis, "primary_analysis", PRIMARY_ANALYSES)
+    """``primary_analysis`` (a checked setting) with ``"auto"`` resolved: ``"seed-averaged"`` when ``seeded`` (some
+    model has two or more seeds), else ``"representative-seed"``; ValueError for ``"seed-averaged"`` unseeded."""
     if primary_analysis == "auto":
         return "seed-averaged" if seeded else "representative-seed"
     if primary_analysis == "seed-averaged" and not seeded:

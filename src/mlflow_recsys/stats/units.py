@@ -1,8 +1,7 @@
 """Reduce evaluation rows to independent units (users).
 
-A protocol may give one user several rows (``eval_draws > 1``). Those rows are
-not independent observations, so every statistic works on one value per user:
-the mean of that user's rows (cluster means; Davison & Hinkley 1997, sec. 3.8).
+A protocol may give one user several rows (``eval_draws > 1``). Those rows are not independent observations, so every
+statistic works on one value per user: the mean of that user's rows (cluster means; Davison & Hinkley 1997, sec. 3.8).
 """
 
 from __future__ import annotations

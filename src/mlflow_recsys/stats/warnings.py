@@ -37,8 +37,7 @@ class FewSeedsWarning(ComparisonWarning):
 def warn(message: str, category: type[Warning]) -> None:
     """Emit ``message`` attributed to the first frame outside this package.
 
-    The warning then names the user's line, not an internal one, whatever the
-    call depth inside the package.
+    The warning then names the user's line, not an internal one, whatever the call depth inside the package.
     """
     # stacklevel 1 is this function, 2 its caller; climb until the frame is the user's.
     level = 2

@@ -82,7 +82,7 @@ def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model
     models = list(groups)
     if reference is not None:
         models = [reference] + [m for m in models if m != reference]
-    pairs = _pairs(models, reference, alternative)
+    pairs = _pairs(models, reference)  # ComparisonSettings has refused a one-sided alternative without a reference
     seed_pairs = [(b, c) for b, c in pairs if len(groups[b]) > 1 or len(groups[c]) > 1]
     # Names collide or not whatever the metrics are, so the check runs now even when only the artifacts
     # will tell which metrics the runs share.
