@@ -72,7 +72,7 @@ _UNSET_TEXT = {
     "primary": "none declared",
     "correction": "none",
     "random_state": "none (fresh entropy)",
-    "seed": "lowest seed of each model",
+    "representative_seed": "lowest seed of each model",
 }
 
 

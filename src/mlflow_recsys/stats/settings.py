@@ -60,14 +60,14 @@ class ComparisonSettings:
 
     ``metrics`` is stored as a tuple (one key may be given as a str; ``None``: every metric the compared runs
     share, for a comparison of runs); ``primary`` must be one of them when they are named; a one-sided
-    ``alternative`` needs a ``reference``; ``seed`` given as an int is stored as its text (the ``recsys.seed``
-    tag's); ``primary_analysis="auto"`` resolves by :func:`resolve_primary_analysis`.
+    ``alternative`` needs a ``reference``; ``representative_seed`` given as an int is stored as its text (the
+    ``recsys.seed`` tag's); ``primary_analysis="auto"`` resolves by :func:`resolve_primary_analysis`.
 
     Raises
     ------
     ValueError
         For any field out of range or of the wrong type, as ``"<field>: expected ..., found ..."``; names
-        (``reference``, ``primary``, ``seed``, metric keys) with control characters included.
+        (``reference``, ``primary``, ``representative_seed``, metric keys) with control characters included.
     """
 
     reference: str | None = setting(
@@ -131,12 +131,11 @@ class ComparisonSettings:
         "flag",
         off="--independent-seeds",
     )
-    seed: str | None = setting(
+    representative_seed: str | None = setting(
         None,
         "seed of the run that represents each seeded model in the report (default: its lowest)",
         "name",
         optional=True,
-        aliases=("--representative-seed", "--representative_seed"),
     )
     primary_analysis: PrimaryAnalysis = setting(
         "auto",
@@ -147,8 +146,9 @@ class ComparisonSettings:
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool):
-            object.__setattr__(self, "seed", str(self.seed))  # compared as the recsys.seed tag's text
+        seed = self.representative_seed
+        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+            object.__setattr__(self, "representative_seed", str(seed))  # compared as the recsys.seed tag's text
         check_fields(self)
         if self.metrics is not None and self.primary is not None and self.primary not in self.metrics:
             raise ValueError(expected("primary", f"one of the compared metrics {list(self.metrics)}", self.primary))
@@ -164,8 +164,8 @@ class ComparisonSettings:
 
     def compare_models_kwargs(self) -> dict:
         """The keywords of :func:`~mlflow_recsys.stats.compare_models` but ``metrics``: every field but those of
-        a comparison of runs (``metrics``, ``paired_seeds``, ``seed``, ``primary_analysis``)."""
-        of_runs = ("metrics", "paired_seeds", "seed", "primary_analysis")
+        a comparison of runs (``metrics``, ``paired_seeds``, ``representative_seed``, ``primary_analysis``)."""
+        of_runs = ("metrics", "paired_seeds", "representative_seed", "primary_analysis")
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in of_runs}
 
     def compare(self, results: Mapping[str, EvaluationResult]) -> ComparisonReport:

@@ -29,7 +29,7 @@ class CandidatePlan:
     """What the run metadata decided: models, seeds, metrics, pairs and the MLflow metric names."""
 
     groups: dict[str, dict[str, str]]  # candidate -> seed tag -> run id
-    representative: dict[str, str]  # candidate -> seed tag of the run in the paired report
+    representative_seeds: dict[str, str]  # candidate -> seed tag of the run in the paired report
     models: list[str]  # candidates in report order: the reference first, then by model and configuration
     metric_keys: list[str] | None  # None: the per-user artifacts decide (the runs logged no aggregates)
     pairs: list[tuple[str, str]]  # (baseline, candidate) of the paired report
@@ -50,7 +50,9 @@ class CandidatePlan:
         return bool(self.seed_pairs)
 
 
-def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alternative) -> CandidatePlan:
+def plan_candidates(
+    runs: list[Run], *, metrics, primary, reference, representative_seed, model_tag, alternative
+) -> CandidatePlan:
     """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
     # What was evaluated comes first: runs of two splits are the mistake to name, not their repeated seeds.
     for label, tag in (
@@ -72,10 +74,11 @@ def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model
         )
     if reference is not None and reference not in groups:
         raise RunSelectionError(f"reference: expected one of the compared models {list(groups)}, found {reference!r}")
-    representative = {m: _representative_seed(m, seeds, seed) for m, seeds in groups.items()}
-    if seed is not None and not any(seed in seeds for seeds in groups.values()):
+    wanted = representative_seed
+    representative_seeds = {m: _representative_seed(m, seeds, wanted) for m, seeds in groups.items()}
+    if wanted is not None and not any(wanted in seeds for seeds in groups.values()):
         raise RunSelectionError(
-            f"seed: expected a seed of a seeded model, found {seed!r}; seeds: "
+            f"representative_seed: expected a seed of a seeded model, found {wanted!r}; seeds: "
             + "; ".join(f"{m}: {sorted(s, key=tags.seed_order)}" for m, s in groups.items())
         )
     metric_keys = _metadata_metric_keys(runs, metrics, primary)
@@ -89,7 +92,7 @@ def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model
     pair_metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"])
     return CandidatePlan(
         groups=groups,
-        representative=representative,
+        representative_seeds=representative_seeds,
         models=models,
         metric_keys=metric_keys,
         pairs=pairs,
@@ -307,9 +310,8 @@ def _representative_seed(model: str, seeds: dict, wanted: str | None) -> str:
     if len(seeds) == 1 or wanted is None:
         return sorted(seeds, key=tags.seed_order)[0]
     if wanted not in seeds:
-        raise RunSelectionError(
-            f"seed: expected one of {model}'s seeds {sorted(seeds, key=tags.seed_order)}, found {wanted!r}"
-        )
+        known = sorted(seeds, key=tags.seed_order)
+        raise RunSelectionError(f"representative_seed: expected one of {model}'s seeds {known}, found {wanted!r}")
     return wanted
 
 

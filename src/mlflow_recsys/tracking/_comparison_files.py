@@ -41,7 +41,8 @@ def write_json_files(
     which ``ComparisonSettings(**json.load(file))`` reads back) and ``metric_names.json``."""
     (out / "source_runs.json").write_text(
         json.dumps(
-            {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2
+            {"run_ids": source_ids, "by_model": plan.groups, "representative_seeds": plan.representative_seeds},
+            indent=2,
         )
     )
     (out / SETTINGS_FILE).write_text(json.dumps(dataclasses.asdict(settings), indent=2))
@@ -191,7 +192,6 @@ def write_texts(
 _LOGGED_ONLY = {
     "primary_analysis_used": "the analysis the conclusion rests on (primary_analysis, auto resolved)",
     "model_tag": "run tag that names the model",
-    "report_seed": settings_of(ComparisonSettings)["seed"][1].help,
     "compared_metrics": "the metric keys compared",
     "scipy_version": "the SciPy that computed the tests and intervals",
 }

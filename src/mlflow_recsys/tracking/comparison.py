@@ -69,7 +69,7 @@ class RunComparison:
     Attributes
     ----------
     report:
-        The paired comparison, one trained run per candidate (its lowest seed, or ``report_seed``).
+        The paired comparison, one trained run per candidate (its lowest seed, or ``representative_seed``).
     seed_spreads:
         ``(baseline, candidate)`` -> :class:`SeedSpread` for every pair where a side has seeds, in the order of
         the pairs. Keyed by the pair, not by a joined text, so no names can make two tables one;
@@ -79,7 +79,7 @@ class RunComparison:
     source_runs:
         Candidate name -> {seed tag -> run id} of the runs compared. A candidate is a model, or, when the
         selected runs of a model hold several configurations, one of them (``EASE(l2=50)``).
-    report_seed:
+    representative_seed:
         The seed asked for as each model's representative, or ``None`` for the lowest.
     seed_averaged:
         When a model has two or more seeds: the same hypotheses on each model's per-user values averaged
@@ -94,7 +94,7 @@ class RunComparison:
     seed_spreads: dict[tuple[str, str], SeedSpread]
     run_id: str
     source_runs: dict[str, dict[str, str]]
-    report_seed: str | None = None
+    representative_seed: str | None = None
     seed_averaged: ComparisonReport | None = None
     primary_analysis: str = "representative-seed"
 
@@ -104,9 +104,9 @@ class RunComparison:
         return self.seed_averaged if self.primary_analysis == "seed-averaged" and self.seed_averaged else self.report
 
     @property
-    def report_seed_rule(self) -> str:
+    def representative_seed_rule(self) -> str:
         """Which run represented each seeded model in the report."""
-        return f"seed {self.report_seed}" if self.report_seed is not None else "its lowest seed"
+        return f"seed {self.representative_seed}" if self.representative_seed is not None else "its lowest seed"
 
     def seed_frame(self) -> pd.DataFrame:
         """All seed-spread rows in one frame (empty if no model had seeds)."""
@@ -171,8 +171,8 @@ def compare_runs(
         The selection, one way: see :func:`~mlflow_recsys.tracking.runs.select_runs`.
     settings : ComparisonSettings, optional
         Every statistical setting (:class:`~mlflow_recsys.stats.settings.ComparisonSettings`; its defaults when
-        omitted). ``settings.metrics`` ``None`` compares every metric the runs share; ``settings.seed`` picks
-        the run that stands for each seeded model in the paired report.
+        omitted). ``settings.metrics`` ``None`` compares every metric the runs share;
+        ``settings.representative_seed`` picks the run that stands for each seeded model in the paired report.
     model_tag : str, default ``"recsys.model"``
         The run tag that names the model.
     output_experiment : str, optional
@@ -228,7 +228,7 @@ def compare_runs(
         seed_spreads=spreads,
         run_id=run_id,
         source_runs=plan.groups,
-        report_seed=settings.seed,
+        representative_seed=settings.representative_seed,
         seed_averaged=averaged,
         primary_analysis=analysis,
     )
@@ -267,7 +267,7 @@ def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: Comparison
     artifacts = load_many([r.info.run_id for r in runs])
     _log.info("loaded the per-user artifacts of %d runs", len(runs))
     stage("comparing")
-    provenance = collect_provenance(runs, plan.groups, plan.representative, settings.seed)
+    provenance = collect_provenance(runs, plan.groups, plan.representative_seeds, settings.representative_seed)
     verify_same_evaluation(runs, artifacts)
     plan = plan.with_metrics(artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
     return plan, provenance, _compare(plan, artifacts, settings)
@@ -282,7 +282,7 @@ def _compare(
     metric_keys = plan.metric_keys
     assert metric_keys is not None  # _load_and_compare has set them from the per-user files
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
-    instances = {m: results[m][plan.representative[m]][1] for m in plan.models}
+    instances = {m: results[m][plan.representative_seeds[m]][1] for m in plan.models}
     report = compare_models(instances, metrics=metric_keys, **statistics)
     spreads: dict[tuple[str, str], SeedSpread] = {}
     for base, cand in plan.seed_pairs:
@@ -313,13 +313,14 @@ def _compare(
 
 def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str], analysis: str) -> dict:
     """The comparison's settings as logged (params and ``settings.json``): every declared field in order (the
-    representative seed as ``report_seed``), then what it resolved and what computed it."""
+    representative seed, when none was named, as ``lowest seed of each model``), then what it resolved and what
+    computed it."""
     declared = settings_of(ComparisonSettings)
     return {
-        **{name: getattr(settings, name) for name in declared if name not in ("metrics", "seed")},
+        **{name: getattr(settings, name) for name in declared if name != "metrics"},
+        "representative_seed": settings.representative_seed or "lowest seed of each model",
         "primary_analysis_used": analysis,
         "model_tag": model_tag,
-        "report_seed": settings.seed if settings.seed is not None else "lowest seed of each model",
         # What was asked for, and what was compared.
         "metrics": ",".join(settings.metrics) if settings.metrics else None,
         "compared_metrics": ",".join(compared),
@@ -373,7 +374,7 @@ def _preflight(
         metrics=settings.metrics,
         primary=settings.primary,
         reference=settings.reference,
-        seed=settings.seed,
+        representative_seed=settings.representative_seed,
         model_tag=model_tag,
         alternative=settings.alternative,
     )

@@ -25,7 +25,10 @@ _MANIFEST_FIELDS = ("dataset", "parameters", "counts", "split_digest")
 
 
 def collect_provenance(
-    runs: list[Run], groups: dict[str, dict[str, str]], representative: dict[str, str], chosen_seed: str | None
+    runs: list[Run],
+    groups: dict[str, dict[str, str]],
+    representative_seeds: dict[str, str],
+    representative_seed: str | None,
 ) -> dict[str, Any]:
     """Provenance of a comparison as JSON-ready data.
 
@@ -35,10 +38,10 @@ def collect_provenance(
         The training runs compared.
     groups:
         Model -> seed tag -> run id.
-    representative:
+    representative_seeds:
         Model -> the seed tag of the run in the paired table.
-    chosen_seed:
-        The seed asked for (``--seed``), or ``None`` when each model's lowest seed stands for it.
+    representative_seed:
+        The seed asked for (``--representative-seed``), or ``None`` when each model's lowest seed stands for it.
 
     Returns
     -------
@@ -52,18 +55,18 @@ def collect_provenance(
     digest = runs[0].data.tags.get(tags.SPLIT_DIGEST)
     models = {}
     for model, seeds in groups.items():
-        seed = representative[model]
+        seed = representative_seeds[model]
         if len(seeds) == 1:
             why = "its only run" if seed == tags.NO_SEED else f"its only seed ({seed})"
-        elif chosen_seed is not None:
-            why = f"seed {seed}, chosen for the report (--seed {chosen_seed})"
+        elif representative_seed is not None:
+            why = f"seed {seed}, chosen for the report (--representative-seed {representative_seed})"
         else:
             why = f"seed {seed}, the lowest of {', '.join(sorted(seeds, key=tags.seed_order))}"
         first = by_id[seeds[seed]]
         models[model] = {
             "hyperparameters": json.loads(first.data.tags.get(tags.CONFIG, "{}")),
             "runs": {s: {"run_id": rid, "experiment_id": by_id[rid].info.experiment_id} for s, rid in seeds.items()},
-            "paired_table_seed": seed,
+            "representative_seed": seed,
             "why": why,
         }
     return {"split": _split(runs, digest), "models": models}
