@@ -220,8 +220,18 @@ def compare_runs(
             logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
             _log.info("logging the comparison run")
             stage("logging")
-            declared = primary_declared_in_advance(runs, settings.primary)
-            _log_comparison(report, spreads, runs, plan, settings, logged, provenance, declared, averaged)
+            files = ComparisonFiles(
+                report,
+                averaged,
+                spreads,
+                provenance,
+                logged,
+                _run_name(plan),
+                settings.primary,
+                primary_declared_in_advance(runs, settings.primary),
+                page_link_text(runs[0].info.experiment_id),
+            )
+            _log_comparison(files, runs, plan, settings)
             run_id = run.info.run_id
     return RunComparison(
         report=report,
@@ -401,54 +411,27 @@ def _check_settings(settings: ComparisonSettings, model_tag) -> None:
     validation.line(model_tag, "model_tag")
 
 
-def _log_comparison(
-    report,
-    spreads,
-    runs,
-    plan: CandidatePlan,
-    comparison_settings: ComparisonSettings,
-    settings: dict,
-    provenance: dict,
-    declared: bool = False,
-    averaged: ComparisonReport | None = None,
-) -> None:
+def _log_comparison(files: ComparisonFiles, runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings) -> None:
     """Render every file, then log into the active (comparison) run: artifacts first, then tags, params and
-    metrics.
-
-    Every key and value is made to fit MLflow's limits here, before anything is logged, so MLflow has no reason
-    to refuse or cut anything. ``settings`` is ``comparison_settings`` as logged (:func:`_logged_settings`).
-    """
-    run_name = _run_name(plan)
-    primary = comparison_settings.primary
-    source_ids = [r.info.run_id for r in runs]
-    text_settings = {k: "None" if v is None else str(v) for k, v in settings.items()}
+    metrics. Every key and value is made to fit MLflow's limits before anything is logged, so MLflow has no
+    reason to refuse or cut anything."""
+    text_settings = {k: "None" if v is None else str(v) for k, v in files.settings.items()}
     params = fit_values(
         text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json (compared_metrics: in report/)"
     )
-    metrics, key_map = _comparison_metrics(plan.metric_names, report, averaged, spreads)
-    files = ComparisonFiles(
-        report,
-        averaged,
-        spreads,
-        provenance,
-        settings,
-        run_name,
-        primary,
-        declared,
-        page_link_text(runs[0].info.experiment_id),
-    )
+    metrics, key_map = _comparison_metrics(plan.metric_names, files)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
         frame, averaged_frame, seed_frame = files.write(out)
-        write_json_files(out, source_ids, plan, comparison_settings, key_map)
+        write_json_files(out, [r.info.run_id for r in runs], plan, settings, key_map)
         note, headline = files.note(), files.headline()  # before anything is logged
         mlflow.log_artifacts(str(out))
         mlflow.log_table(frame, artifact_file="report_table.json")
         if seed_frame is not None:
             mlflow.log_table(seed_frame, artifact_file="seed_spread_table.json")
-        if averaged is not None:
+        if averaged_frame is not None:
             mlflow.log_table(averaged_frame, artifact_file="seed_averaged_table.json")
-        mlflow.set_tags(result_tags(runs[0].data.tags, primary, headline, run_name, note))
+        mlflow.set_tags(result_tags(runs[0].data.tags, files.primary, headline, files.run_name, note))
         log_params_once(params)
         mlflow.log_metrics(metrics)
 
@@ -462,22 +445,18 @@ def _run_name(plan: CandidatePlan) -> str:
     return shorten(run_name, MAX_RUN_NAME_LENGTH)
 
 
-def _comparison_metrics(
-    names: dict,
-    report: ComparisonReport,
-    averaged: ComparisonReport | None,
-    spreads: dict[tuple[str, str], SeedSpread],
-) -> tuple[dict[str, float], list[dict]]:
+def _comparison_metrics(names: dict, files: ComparisonFiles) -> tuple[dict[str, float], list[dict]]:
     """The comparison run's metrics (finite values only) by MLflow name, and the map of each name to its hypothesis
     and field (``metric_names.json``)."""
     metrics = {}
-    for prefix, rows in (("", report.comparisons), ("seed_averaged.", averaged.comparisons if averaged else ())):
+    averaged = files.averaged
+    for prefix, rows in (("", files.report.comparisons), ("seed_averaged.", averaged.comparisons if averaged else ())):
         for c in rows:
             for field in REPORT_FIELDS:
                 value = getattr(c, field)
                 if pd.notna(value) and abs(value) != float("inf"):
                     metrics[names[(c.baseline, c.candidate, c.metric, prefix + field)]] = float(value)
-    for spread in spreads.values():
+    for spread in files.spreads.values():
         for row in spread.to_frame().itertuples():
             for field in SEED_FIELDS:
                 value = getattr(row, field)

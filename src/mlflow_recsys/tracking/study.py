@@ -8,10 +8,10 @@ FINISHED in an earlier study on the same split.
 
 from __future__ import annotations
 
-import functools
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -115,14 +115,21 @@ def run_study(
     )
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
-    params = _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor.name)
+    params = {
+        "dataset": dataset,
+        "split_seed": split_seed,
+        "seeds": ",".join(map(str, seeds)),
+        "metrics": metrics,
+        "primary": primary,
+        "n_resamples": n_resamples,
+        "device": device,
+        "executor": executor.name,
+    }
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
         client = MlflowClient()
         experiment_id, study_id = main_run.info.experiment_id, main_run.info.run_id
-        step = functools.partial(
-            _step, project_uri=project_uri, experiment_id=experiment_id, study_id=study_id, echo=echo
-        )
+        step = _Steps(project_uri, experiment_id, study_id, echo).run
         split_id = step("split", f"split {dataset}", {"dataset": dataset, "seed": split_seed})
         outcomes = _train(
             executor,
@@ -144,20 +151,6 @@ def run_study(
         if failed:
             raise _study_failure(failed, usable, len(outcomes), compare_id)
         return cast(str, compare_id)  # nothing failed, so both models finished and were compared
-
-
-def _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor_name) -> dict:
-    """The study run's params: what was asked for, and where the trainings ran."""
-    return {
-        "dataset": dataset,
-        "split_seed": split_seed,
-        "seeds": ",".join(map(str, seeds)),
-        "metrics": metrics,
-        "primary": primary,
-        "n_resamples": n_resamples,
-        "device": device,
-        "executor": executor_name,
-    }
 
 
 def _compare_step(
@@ -212,38 +205,32 @@ def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None
     echo(_ui_hint(compare_id, experiment_id))
 
 
-def _step(
-    entry_point: str,
-    run_name: str,
-    parameters: dict,
-    *,
-    project_uri: str,
-    experiment_id: str,
-    study_id: str,
-    echo: Callable[[str], None],
-) -> str:
-    """Run an entry point of the project as a child of the study run; return its run id.
+@dataclass(frozen=True)
+class _Steps:
+    """The project's entry points, each run as a child of the study run."""
 
-    Raises
-    ------
-    StudyStepError
-        If the step fails (MLflow marks its run FAILED).
-    """
-    echo(f"\n== {run_name} ==")
-    try:
-        submitted = mlflow.projects.run(
-            project_uri,
-            entry_point=entry_point,
-            parameters=parameters,
-            env_manager="local",
-            experiment_id=experiment_id,
-            run_name=run_name,
-            synchronous=True,
-        )
-    except ExecutionException as exc:
-        raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
-    MlflowClient().set_tag(submitted.run_id, MLFLOW_PARENT_RUN_ID, study_id)
-    return submitted.run_id
+    project_uri: str
+    experiment_id: str
+    study_id: str
+    echo: Echo
+
+    def run(self, entry_point: str, run_name: str, parameters: dict) -> str:
+        """The step's run id; a failed step (MLflow marks its run FAILED) raises StudyStepError."""
+        self.echo(f"\n== {run_name} ==")
+        try:
+            submitted = mlflow.projects.run(
+                self.project_uri,
+                entry_point=entry_point,
+                parameters=parameters,
+                env_manager="local",
+                experiment_id=self.experiment_id,
+                run_name=run_name,
+                synchronous=True,
+            )
+        except ExecutionException as exc:
+            raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
+        MlflowClient().set_tag(submitted.run_id, MLFLOW_PARENT_RUN_ID, self.study_id)
+        return submitted.run_id
 
 
 def _seeds_iv(seeds: object) -> list[int]:

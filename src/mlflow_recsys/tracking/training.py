@@ -10,6 +10,7 @@ import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pandas as pd
@@ -226,7 +227,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
     if not isinstance(log_model, bool):
         raise ValueError(expected("log_model", "True or False", log_model))
     spec = config.spec
-    unfitted = config.build()
+    unfitted: Any = config.build()  # each registered model has fit; Recommender, the common base, does not
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
         local = resolve_checkpoint(checkpoint, tmp)
         with read_checkpoint(local) as root:
@@ -237,21 +238,32 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
                 "patience: early stopping needs validation rows, and this split has none "
                 "(it was built with val_frac=0); drop --patience or rebuild the split"
             )
-        seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED  # type: ignore[union-attr]
+        seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED
         run_name = f"{config.model} seed {seed}" if spec.seeded else config.model
         params = {**config.to_params(), "checkpoint": checkpoint}
         made_with = _train_tags(config.model, unfitted.config, seed, split)
         with entry_point_run(run_name, params=params, whole_params_in="evaluation.json", tags=made_with) as run:
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
-            _fit_and_log(
-                unfitted,
-                split,
-                config.metric_objects(),
-                Path(tmp) / "evaluation",
-                in_epochs=spec.epochs,
-                validate=validate,
-                log_model=log_model,
+            started = time.perf_counter()
+            if spec.epochs:
+                fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
+                mlflow.log_metric("best_epoch", fitted.best_epoch)
+            else:
+                fitted = unfitted.fit(split["x_train"])
+            fit_seconds = time.perf_counter() - started
+            test_ids = split["test_eval_user_ids"]
+            result = evaluate_recommender(
+                fitted,
+                source=split["test_source_matrix"],
+                targets=split["test_target_matrix"],
+                metrics=config.metric_objects(),
+                sample_ids=test_ids,
             )
+            # The model first: its id is known when the test metrics are logged (log_model links metrics too).
+            logged = log_recommender(fitted, split["item_ids"], eval_user_ids=test_ids) if log_model else None
+            model_id = logged.model_id if logged is not None else None
+            log_evaluation(result, split, Path(tmp) / "evaluation", model_id=model_id)
+            mlflow.log_metric("fit_seconds", fit_seconds)
             return run.info.run_id
 
 
@@ -266,33 +278,6 @@ def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_ta
         tags.SPLIT_DIGEST: split["split_digest"],
         tags.DATASET: split["manifest"]["dataset"]["name"],
     }
-
-
-def _fit_and_log(
-    unfitted, split: LoadedSplit, metric_objects: list, out: Path, *, in_epochs: bool, validate, log_model: bool
-) -> None:
-    """Fit on the training users (epoch by epoch, logging each, for a model that trains in epochs), evaluate on
-    the test users, and log to the active run: the fingerprint, the split as input, the fitted model (when
-    ``log_model``), the metrics with their level intervals (linked to that logged model, or to an external one,
-    and to the split), the per-user artifacts (written to ``out`` first)."""
-    started = time.perf_counter()
-    if in_epochs:
-        fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
-        mlflow.log_metric("best_epoch", fitted.best_epoch)
-    else:
-        fitted = unfitted.fit(split["x_train"])
-    fit_seconds = time.perf_counter() - started
-    result = evaluate_recommender(
-        fitted,
-        source=split["test_source_matrix"],
-        targets=split["test_target_matrix"],
-        metrics=metric_objects,
-        sample_ids=split["test_eval_user_ids"],
-    )
-    # The model first: its id is known when the test metrics are logged (log_model also links metrics before it).
-    model = log_recommender(fitted, split["item_ids"], eval_user_ids=split["test_eval_user_ids"]) if log_model else None
-    log_evaluation(result, split, out, model_id=model.model_id if model is not None else None)
-    mlflow.log_metric("fit_seconds", fit_seconds)
 
 
 def log_evaluation(result, split: LoadedSplit, out_dir: Path, *, model_id: str | None = None) -> None:
