@@ -28,14 +28,8 @@ METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
 
 def _friendly_errors(func):
-    """Report bad input as ``Error: <Type>: <message>`` (exit 1) rather than a traceback.
-
-    Caught: ValueError, TypeError, KeyError, OSError, RuntimeError, and MLflow's
-    MlflowException (an unreachable tracking server, an unknown run). Every
-    message passes through :func:`~mlflow_recsys.tracking.redact.redact`, so a
-    password in a tracking URI or a checkpoint URL is never printed. Anything
-    else (a bug) still shows its traceback.
-    """
+    """Report bad input (ValueError, TypeError, KeyError, OSError, RuntimeError, MlflowException) as ``Error:
+    <Type>: <message>`` (exit 1), redacted so a password in a URI is never printed; a bug keeps its traceback."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -77,7 +71,7 @@ def _record_on_environment_run(exc: BaseException) -> None:
 
 
 def _visible(text) -> str:
-    """Text from users (model names) made safe to print: a raw newline or carriage return breaks tables."""
+    """Text from users (model names) with no raw newline or carriage return to break a table."""
     from mlflow_recsys.report.escaping import visible_text
 
     return visible_text(text)
@@ -156,7 +150,7 @@ def datasets():
 
 
 def _optional_float(ctx, param, value):
-    """Float options that may be left unset, also as ``''`` (``-P val_frac=`` of ``mlflow run``)."""
+    """A float that may be left unset, also as ``''`` (``-P val_frac=`` of ``mlflow run``)."""
     value = _none_if_empty(value)
     if value is None:
         return None
@@ -179,6 +173,19 @@ def _min_rating(ctx, param, value):
     return _optional_float(ctx, param, value)
 
 
+def _column_options(**helps: str):
+    """``--<role>-col`` (also ``--<role>_col``, as ``mlflow run -P`` passes it) for each role of a user's log."""
+
+    def add(func):
+        for role, help in reversed(helps.items()):
+            func = click.option(
+                f"--{role}-col", f"--{role}_col", f"{role}_col", default=None, help=f"your log: {help}"
+            )(func)
+        return func
+
+    return add
+
+
 def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
     """A column option: False when not given (the default applies), None for ``none`` where that is allowed."""
     value = _none_if_empty(value) if value not in ("none", "None") else value
@@ -196,23 +203,11 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
     show_default=True,
     help="registered dataset name, or a .csv/.parquet interaction log (see --user-col ... --timestamp-col)",
 )
-@click.option("--user-col", "--user_col", "user_col", default=None, help="your log: the user id column [default: user]")
-@click.option("--item-col", "--item_col", "item_col", default=None, help="your log: the item id column [default: item]")
-@click.option(
-    "--value-col",
-    "--value_col",
-    "value_col",
-    default=None,
-    help="your log: the rating or count column, or 'none' for implicit feedback (every row a positive) "
-    "[default: value]",
-)
-@click.option(
-    "--timestamp-col",
-    "--timestamp_col",
-    "timestamp_col",
-    default=None,
-    help="your log: the time column (Unix seconds or ISO 8601), or 'none' to ignore one "
-    "[default: timestamp, if present]",
+@_column_options(
+    user="the user id column [default: user]",
+    item="the item id column [default: item]",
+    value="the rating or count column, or 'none' for implicit feedback (every row a positive) [default: value]",
+    timestamp="the time column (Unix seconds or ISO 8601), or 'none' to ignore one [default: timestamp, if present]",
 )
 @click_options(SplitConfig, ["split_mode", "seed", "eval_draws", "eval_holdout_frac", "test_frac", "val_frac"])
 @click.option(
@@ -372,21 +367,8 @@ def export_split_command(checkpoint, out, file_format):
 
 #: The columns ``comparisons --format table`` shows; csv and json give every column of search_comparisons.
 COMPARISON_TABLE_COLUMNS = (
-    "start_time",
-    "run_id",
-    "dataset",
-    "analysis_role",
-    "metric",
-    "candidate",
-    "baseline",
-    "difference",
-    "ci_low",
-    "ci_high",
-    "adjusted_p_value",
-    "direction",
-    "wins",
-    "ties",
-    "losses",
+    *("start_time", "run_id", "dataset", "analysis_role", "metric", "candidate", "baseline", "difference"),
+    *("ci_low", "ci_high", "adjusted_p_value", "direction", "wins", "ties", "losses"),
 )
 
 
@@ -504,23 +486,7 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
 )
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
 @_friendly_errors
-def main(
-    dataset,
-    split_seed,
-    seeds,
-    l2,
-    latent_dim,
-    batch_size,
-    epochs,
-    lr,
-    device,
-    metrics,
-    primary,
-    n_resamples,
-    executor,
-    ray_address,
-    project_uri,
-):
+def main(seeds, device, executor, ray_address, project_uri, **study):
     """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run (also `study`).
 
     A training that fails leaves the others running: the study run ends FAILED and names it. Rerun the study to
@@ -534,18 +500,9 @@ def main(
     except ImportError as exc:  # Ray missing: the message says how to install it
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     run_study(
-        dataset=dataset,
-        split_seed=split_seed,
+        **study,
         seeds=_split_ints(seeds, "--seeds"),
-        l2=l2,
-        latent_dim=latent_dim,
-        batch_size=batch_size,
-        epochs=epochs,
-        lr=lr,
         device=_none_if_empty(device) or "cpu",
-        metrics=metrics,
-        primary=primary,
-        n_resamples=n_resamples,
         executor=runner,
         project_uri=project_uri,
         echo=click.echo,

@@ -14,12 +14,10 @@ from mlflow.entities import Run
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.comparison import _pairs
+from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
-from mlflow_recsys.tracking.limits import (
-    duplicates,
-    fit_key,
-)
+from mlflow_recsys.tracking.limits import duplicates, fit_key
 from mlflow_recsys.tracking.naming import comparison_metric_name, logged_metric_keys, pair_label
 from mlflow_recsys.tracking.runs import RunSelectionError
 
@@ -50,10 +48,9 @@ class CandidatePlan:
         return bool(self.seed_pairs)
 
 
-def plan_candidates(
-    runs: list[Run], *, metrics, primary, reference, representative_seed, model_tag, alternative
-) -> CandidatePlan:
+def plan_candidates(runs: list[Run], settings: ComparisonSettings, model_tag: str) -> CandidatePlan:
     """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
+    reference, primary = settings.reference, settings.primary
     # What was evaluated comes first: runs of two splits are the mistake to name, not their repeated seeds.
     for label, tag in (
         ("split (split digest)", tags.SPLIT_DIGEST),
@@ -74,18 +71,18 @@ def plan_candidates(
         )
     if reference is not None and reference not in groups:
         raise RunSelectionError(f"reference: expected one of the compared models {list(groups)}, found {reference!r}")
-    wanted = representative_seed
+    wanted = settings.representative_seed
     representative_seeds = {m: _representative_seed(m, seeds, wanted) for m, seeds in groups.items()}
     if wanted is not None and not any(wanted in seeds for seeds in groups.values()):
         raise RunSelectionError(
             f"representative_seed: expected a seed of a seeded model, found {wanted!r}; seeds: "
             + "; ".join(f"{m}: {sorted(s, key=tags.seed_order)}" for m, s in groups.items())
         )
-    metric_keys = _metadata_metric_keys(runs, metrics, primary)
+    metric_keys = _metadata_metric_keys(runs, settings.metrics, primary)
     models = list(groups)
     if reference is not None:
         models = [reference] + [m for m in models if m != reference]
-    pairs = _pairs(models, reference, alternative)
+    pairs = _pairs(models, reference, settings.alternative)
     seed_pairs = [(b, c) for b, c in pairs if len(groups[b]) > 1 or len(groups[c]) > 1]
     # Names collide or not whatever the metrics are, so the check runs now even when only the artifacts
     # will tell which metrics the runs share.
@@ -115,12 +112,9 @@ def check_paired_seeds(plan: CandidatePlan) -> None:
 
 
 def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None:
-    """The metric keys to compare, as far as the runs' logged aggregate metrics tell; None if they cannot.
-
-    A run that logged no aggregate metric (one made by other tools around the per-user artifacts) is left
-    to the artifact check.
-    """
-    logged = {rid: keys for rid, keys in _logged_metric_keys(runs).items() if keys}
+    """The metric keys to compare, as far as the runs' logged aggregate metrics tell; None if they cannot (a run
+    made by other tools around the per-user artifacts logs none, and is left to the artifact check)."""
+    logged = {r.info.run_id: keys for r in runs if (keys := logged_metric_keys(r.data.metrics))}
     if metrics:
         missing = {rid: [m for m in metrics if m not in keys] for rid, keys in logged.items()}
         missing = {rid: m for rid, m in missing.items() if m}
@@ -131,17 +125,17 @@ def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None
         return list(metrics)
     if len(logged) < len(runs):
         return None
-    common = [k for k in next(iter(logged.values())) if all(k in keys for keys in logged.values())]
+    return _shared_keys(list(logged.values()), "the runs share no evaluated metric key", primary)
+
+
+def _shared_keys(key_lists: list[list[str]], none_shared: str, primary: str | None) -> list[str]:
+    """The keys every list holds, in the first list's order; a RunSelectionError if none, or not ``primary``."""
+    common = [k for k in key_lists[0] if all(k in keys for keys in key_lists)]
     if not common:
-        raise RunSelectionError("metrics: the runs share no evaluated metric key")
+        raise RunSelectionError(f"metrics: {none_shared}")
     if primary is not None and primary not in common:
         raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
     return common
-
-
-def _logged_metric_keys(runs: list[Run]) -> dict[str, list[str]]:
-    """Run id -> the metric keys whose aggregate it logged (``ndcg_at_100`` -> ``ndcg@100``), known keys only."""
-    return {r.info.run_id: logged_metric_keys(r.data.metrics) for r in runs}
 
 
 def verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtifacts]) -> None:
@@ -170,20 +164,8 @@ def verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtif
 
 
 def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
-    """Candidate -> seed tag -> run id, from the runs' tags; and model -> its candidates, where it has several.
-
-    A candidate is one model (the ``model_tag`` tag) in one configuration (the ``recsys.config`` tag): runs
-    that share both are the seeds of one candidate. A model whose selected runs hold a single configuration
-    is one candidate under its plain name; one with several becomes a candidate per configuration, named by
-    :func:`configuration_names`. Candidates come in order of model, then of the values that set them apart
-    (``EASE(l2=50)`` before ``EASE(l2=500)``).
-
-    Raises
-    ------
-    RunSelectionError
-        If a run has no model tag or a malformed ``recsys.config`` tag, if two runs share model,
-        configuration and seed, or if a configuration's name is another model's name.
-    """
+    """Candidate -> seed tag -> run id, and model -> its candidates where it has several (one per configuration,
+    named by :func:`configuration_names`), in order of model, then of the values that set them apart."""
     configs: dict[str, dict[str, dict]] = {}  # model -> canonical JSON -> configuration
     members = []
     for r in runs:
@@ -235,13 +217,9 @@ _UNSET = object()
 
 
 def configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple[str, tuple]]:
-    """Canonical JSON of each configuration of ``model`` -> (candidate name, sort key).
-
-    One configuration keeps the plain model name. Several are named ``Model(k1=v1, k2=v2)`` by the
-    hyper-parameters that differ among them, in key order, with short values (``50`` for ``50.0``, strings
-    bare); if two short names coincide (``50`` and ``"50"``) every value is written as exact JSON instead.
-    A key some configurations lack reads ``unset`` in theirs.
-    """
+    """Canonical JSON of each configuration of ``model`` -> (candidate name, sort key): the plain model name for
+    one, else ``Model(k1=v1, k2=v2)`` by the hyper-parameters that differ, with short values (``50`` for
+    ``50.0``), or exact JSON where short names would coincide (``50`` and ``"50"``); a missing key reads ``unset``."""
     if len(configs) == 1:
         return {key: (model, ()) for key in configs}
     keys = sorted(set().union(*configs.values()))
@@ -263,7 +241,6 @@ def configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple
 
 
 def _short_value(value) -> str:
-    """A hyper-parameter value as a candidate name shows it: ``50``, ``0.001``, ``true``, ``adam``, ``[64, 32]``."""
     if value is _UNSET:
         return "unset"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
@@ -278,12 +255,11 @@ def _short_value(value) -> str:
 
 
 def _exact_value(value) -> str:
-    """A hyper-parameter value as exact JSON (``50.0``, ``"50"``), for names the short form cannot keep apart."""
     return "unset" if value is _UNSET else shorten(json.dumps(value, sort_keys=True), CONFIG_VALUE_WIDTH)
 
 
 def _value_rank(value) -> tuple:
-    """Sort key of a hyper-parameter value: numbers by value, then other values by their JSON, then unset."""
+    """Numbers by value, then other values by their JSON, then unset."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
         return (0, value, "")
     if value is _UNSET:
@@ -292,7 +268,6 @@ def _value_rank(value) -> tuple:
 
 
 def _config(run: Run) -> dict:
-    """The run's hyper-parameters from its ``recsys.config`` tag (a JSON object; absent means none)."""
     text = run.data.tags.get(tags.CONFIG, "{}")
     try:
         config = json.loads(text)
@@ -323,16 +298,9 @@ def seed_side(seeds: dict[str, tuple[str, EvaluationResult]]):
 
 def artifact_metric_keys(metric_keys: list[str] | None, primary, artifacts: dict[str, EvaluationArtifacts]):
     """The metric keys every per-user file holds: ``metric_keys`` checked, or the common keys if None."""
-    # Every loaded result was read from its per_user.parquet, so it holds per-user values.
     columns = {run_id: list(art.result.per_user or ()) for run_id, art in artifacts.items()}
     if metric_keys is None:
-        per_user = list(columns.values())
-        common = [k for k in per_user[0] if all(k in keys for keys in per_user)]
-        if not common:
-            raise RunSelectionError("metrics: the runs' per-user files share no metric key")
-        if primary is not None and primary not in common:
-            raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
-        return common
+        return _shared_keys(list(columns.values()), "the runs' per-user files share no metric key", primary)
     for run_id, keys in columns.items():
         missing = [m for m in metric_keys if m not in keys]
         if missing:
@@ -348,20 +316,9 @@ SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_
 
 
 def pair_metric_names(pairs, seed_pairs, metric_keys) -> dict[tuple[str, str, str, str], str]:
-    """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
-
-    ``<candidate>.vs.<baseline>.<metric>.<field>``, with or without a reference; the seed-averaged report's
-    under ``<candidate>.vs.<baseline>.<metric>.seed_averaged.<field>`` and seed-table columns under
-    ``<candidate>.vs.<baseline>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not
-    empty). Names come from :func:`~mlflow_recsys.tracking.naming.comparison_metric_name`, one-to-one,
-    and long names through :func:`~mlflow_recsys.tracking.limits.fit_key`.
-
-    Raises
-    ------
-    RunSelectionError
-        If two hypotheses would still share a name: two long names whose 40-bit hashes collide, or two model
-        names whose labels' hashes do.
-    """
+    """Every MLflow metric name the comparison run may log (``<candidate>.vs.<baseline>.<metric>[.seed_averaged
+    |.seeds].<field>``), one-to-one, long ones through :func:`~mlflow_recsys.tracking.limits.fit_key`; a
+    RunSelectionError if two hypotheses would still share one (colliding hashes)."""
     fields = [g for f in REPORT_FIELDS for g in (f, *([f"seed_averaged.{f}"] if seed_pairs else []))]
     wanted = [(*pair, metric, f) for pair in pairs for metric in metric_keys for f in fields]
     wanted += [(*pair, metric, f"seeds.{f}") for pair in seed_pairs for metric in metric_keys for f in SEED_FIELDS]

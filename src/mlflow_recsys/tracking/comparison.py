@@ -41,21 +41,12 @@ from mlflow_recsys.tracking._candidates import (
     verify_same_evaluation,
 )
 from mlflow_recsys.tracking._comparison_files import ComparisonFiles, write_json_files
-from mlflow_recsys.tracking._comparison_notes import page_link_text, primary_declared_in_advance, result_tags
-from mlflow_recsys.tracking._comparison_run import RunTarget
+from mlflow_recsys.tracking._comparison_run import RunTarget, page_link_text, primary_declared_in_advance, result_tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
-from mlflow_recsys.tracking.context import (
-    log_params_once,
-)
-from mlflow_recsys.tracking.limits import (
-    MAX_PARAM_LENGTH,
-    MAX_RUN_NAME_LENGTH,
-    fit_values,
-)
+from mlflow_recsys.tracking.context import log_params_once
+from mlflow_recsys.tracking.limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, fit_values
 from mlflow_recsys.tracking.naming import is_metric_key, pair_label
-from mlflow_recsys.tracking.provenance import (
-    collect_provenance,
-)
+from mlflow_recsys.tracking.provenance import collect_provenance
 from mlflow_recsys.tracking.runs import RunSelectionError, load_many, select_runs
 from mlflow_recsys.tracking.server_errors import translated_server_errors
 
@@ -254,13 +245,8 @@ def _settings_iv(settings) -> ComparisonSettings:
 
 def _log_plan(runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings) -> None:
     """Log what is compared and, with ``paired_seeds``, the pairs it changes nothing for (one side seeded)."""
-    _log.info(
-        "comparing %d runs of %d candidates (%d pairs, B = %s)",
-        len(runs),
-        len(plan.groups),
-        len(plan.pairs),
-        settings.n_resamples,
-    )
+    counts = (len(runs), len(plan.groups), len(plan.pairs), settings.n_resamples)
+    _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", *counts)
     unpaired = [pair_label(b, c) for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
     if settings.paired_seeds and unpaired:
         _log.warning(
@@ -375,19 +361,10 @@ def check_selection(
 def _preflight(
     selection: dict, settings: ComparisonSettings, model_tag: str, client: MlflowClient | None = None
 ) -> tuple[list[Run], CandidatePlan]:
-    """The settings, then the selection (:func:`~mlflow_recsys.tracking.runs.select_runs`' keywords) and the plan
-    checked, in this order, from run metadata alone."""
+    """The settings, the selection (``select_runs``' keywords) and the plan checked, from run metadata alone."""
     _check_settings(settings, model_tag)
     runs = select_runs(**selection, client=client)
-    plan = plan_candidates(
-        runs,
-        metrics=settings.metrics,
-        primary=settings.primary,
-        reference=settings.reference,
-        representative_seed=settings.representative_seed,
-        model_tag=model_tag,
-        alternative=settings.alternative,
-    )
+    plan = plan_candidates(runs, settings, model_tag)
     if plan.metric_keys is not None:
         # Every report the comparison keeps: with seeded candidates, the seed-averaged report's as well.
         reports = 2 if plan.seed_pairs else 1
@@ -402,7 +379,7 @@ def _preflight(
 
 
 def _check_settings(settings: ComparisonSettings, model_tag) -> None:
-    """What a comparison of runs asks beyond the settings' own checks: metric keys the runs can have logged."""
+    """Beyond the settings' own checks: metric keys the runs can have logged."""
     metrics, primary = settings.metrics, settings.primary
     for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
         bad = [key for key in keys if not is_metric_key(key)]

@@ -1,10 +1,5 @@
-"""The main job: split, train EASE and ELSA under each seed, compare; every step an MLflow run under the study run.
-
-The split and the comparison are the ``split`` and ``compare`` entry points of the ``MLproject``. The trainings run
-on an executor (:mod:`~mlflow_recsys.tracking.executors`): one ``train`` entry point after another, or one Ray task
-each. A training that fails does not stop the others; a rerun of the study reuses every training that already
-FINISHED in an earlier study on the same split.
-"""
+"""The main job: split, train EASE and ELSA under each seed, compare; every step an MLflow run under the study
+run, the trainings on an executor (:mod:`~mlflow_recsys.tracking.executors`)."""
 
 from __future__ import annotations
 
@@ -69,7 +64,7 @@ def run_study(
     not retrained, and the output names them.
 
     A relative SQLite tracking URI is made absolute (``mlflow.set_tracking_uri``) before any step, so every step
-    logs to the one database the caller meant, whatever folder the step runs in.
+    logs to the one database the caller meant, whatever folder it runs in.
 
     Parameters
     ----------
@@ -80,9 +75,8 @@ def run_study(
         started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
         :mod:`mlflow_recsys.tracking.executors`.
     echo : callable, default the ``mlflow_recsys.tracking.study`` logger at INFO
-        Takes the study's own progress lines and the result; the command line passes ``click.echo``. The split,
-        the sequential trainings and the comparison are command-line processes (``mlflow run``), and what they
-        print goes to this process's standard output and error, whatever ``echo`` is.
+        Takes the study's own progress lines and the result. What the steps (``mlflow run`` processes) print
+        goes to this process's standard output and error, whatever ``echo`` is.
 
     Raises
     ------
@@ -114,7 +108,11 @@ def run_study(
         l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device
     )
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
-    _pin_tracking_uri()
+    # The steps run in the project's folder (--project-uri), where a relative SQLite URI names another database.
+    uri = mlflow.get_tracking_uri()
+    if absolute_sqlite_uri(uri) != uri:
+        mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
+    hide_run_links_with_credentials(uri)
     params = {
         "dataset": dataset,
         "split_seed": split_seed,
@@ -146,59 +144,31 @@ def run_study(
 
         compare_id = None
         if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
-            compare_id = _compare_step(step, usable, metrics=metrics, primary=primary, n_resamples=n_resamples)
+            compared = {
+                "run_ids": ",".join(cast(str, o.run_id) for o in usable),  # a usable outcome has a run
+                "reference": "EASE",
+                "metrics": metrics,
+                "primary": primary,
+                "n_resamples": n_resamples,
+            }
+            compare_id = step("compare", "compare EASE vs ELSA", compared)
             _show_result(compare_id, experiment_id, echo)
         if failed:
-            raise _study_failure(failed, usable, len(outcomes), compare_id)
+            compared_text = (
+                f"the {len(usable)} finished were compared in run {compare_id}"
+                if compare_id
+                else f"the {len(usable)} finished were not compared (fewer than two models finished)"
+            )
+            raise StudyStepError(
+                f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared_text}. Rerun the "
+                "study to train only what did not finish"
+            )
         return cast(str, compare_id)  # nothing failed, so both models finished and were compared
 
 
-def _compare_step(
-    step: Callable[..., str], usable: list[TrainingOutcome], *, metrics: str, primary: str, n_resamples: int
-) -> str:
-    """Run the ``compare`` entry point over the usable trainings, EASE the reference; its run id."""
-    return step(
-        "compare",
-        "compare EASE vs ELSA",
-        {
-            # A usable outcome FINISHED, so it has a run.
-            "run_ids": ",".join(cast(str, o.run_id) for o in usable),
-            "reference": "EASE",
-            "metrics": metrics,
-            "primary": primary,
-            "n_resamples": n_resamples,
-        },
-    )
-
-
-def _study_failure(
-    failed: list[TrainingOutcome], usable: list[TrainingOutcome], n_outcomes: int, compare_id: str | None
-) -> StudyStepError:
-    """The error a study with failed trainings ends with: each failure, and whether the rest were compared."""
-    compared = (
-        f"the {len(usable)} finished were compared in run {compare_id}"
-        if compare_id
-        else f"the {len(usable)} finished were not compared (fewer than two models finished)"
-    )
-    return StudyStepError(
-        f"study: {_failure_text(failed, n_outcomes, limit=2000)}; {compared}. Rerun the "
-        "study to train only what did not finish"
-    )
-
-
-def _pin_tracking_uri() -> None:
-    """Make a relative SQLite tracking URI absolute for this process and the steps it starts, which run in the
-    project's folder (``--project-uri``) and would otherwise open another database; turn off MLflow's run links
-    when the URI holds credentials."""
-    uri = mlflow.get_tracking_uri()
-    if absolute_sqlite_uri(uri) != uri:
-        mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
-    hide_run_links_with_credentials(uri)
-
-
 def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None]) -> None:
-    """Tag the study run with its comparison run; print that run's summary (its notes as plain text: the notes
-    are markdown, for the MLflow UI) and where to see it."""
+    """Tag the study run with its comparison run; print that run's summary.txt (its notes, which are markdown,
+    as plain text) and where to see it."""
     mlflow.set_tag(tags.COMPARISON_RUN, compare_id)
     echo("\n== Result (the comparison run's summary.txt) ==\n")
     echo(mlflow.artifacts.load_text(f"runs:/{compare_id}/summary.txt").rstrip("\n"))
@@ -234,8 +204,8 @@ class _Steps:
 
 
 def _seeds_iv(seeds: object) -> list[int]:
-    """``seeds`` as a list of at least two ints. Only their type is checked here: a seed's range is the
-    training's own check (see ``_CHECKED_BY_TRAINING``), so a refused seed fails that training alone."""
+    """``seeds`` as a list of at least two ints; a seed's range is the training's own check, so a refused seed
+    fails that training alone."""
     listed = validation.ordered(seeds, "seeds", "a list of integer seeds")
     checked = [validation.integer(seed, "seeds") for seed in listed]
     if len(checked) < 2:
@@ -246,14 +216,8 @@ def _seeds_iv(seeds: object) -> list[int]:
 def study_trainings(
     *, l2: float, seeds: Sequence[int], latent_dim: int, batch_size: int, epochs: int, lr: float, device: str = "cpu"
 ) -> list[Training]:
-    """The study's trainings: EASE, then ELSA under each seed.
-
-    Raises
-    ------
-    ValueError
-        If a seed is repeated, or a hyper-parameter other than the seed or the device is invalid (the model's
-        config says which).
-    """
+    """The study's trainings: EASE, then ELSA under each seed. A ValueError for a repeated seed, or a
+    hyper-parameter other than the seed or the device the model's config refuses."""
     repeated = duplicates([str(seed) for seed in seeds])
     if repeated:
         raise ValueError(f"seeds: expected each seed once, found {', '.join(repeated)} more than once in {list(seeds)}")
@@ -295,11 +259,8 @@ def _train(
 def finished_trainings(
     client: MlflowClient, experiment_id: str, split_digest: str, trainings: Sequence[Training]
 ) -> dict[tuple[str, str, str], Run]:
-    """FINISHED training runs that earlier studies made of ``trainings`` on this split, by training key.
-
-    A run counts when it is a child of a study run (``recsys.role=main``, not deleted) and has the split digest
-    and the training's model, configuration and seed; of several, the newest.
-    """
+    """FINISHED training runs that earlier studies (a parent with ``recsys.role=main``, not deleted) made of
+    ``trainings`` on this split, by training key; of several, the newest."""
     wanted = {t.key for t in trainings}
     query = (
         f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "

@@ -90,8 +90,7 @@ def run_split(
 
 
 def _dataset_param(dataset, manifest: dict) -> str:
-    """The ``dataset`` param: the name or path given, or for a frame its content digest (its printed form would
-    be a table cut at random)."""
+    """The name or path given, or for a frame its content digest (its printed form is a table cut at random)."""
     if isinstance(dataset, (str, os.PathLike)):
         return str(dataset)
     return f"{type(dataset).__name__}, interactions sha256 {manifest['dataset']['interactions_sha256']}"
@@ -116,25 +115,16 @@ def split_dataset(manifest: dict, split_digest: str):
             tags={k: str(v) for k, v in origin.items() if k in ("source", "file_name", "file_sha256")}
             | {"interactions_sha256": origin["interactions_sha256"]}
         )
-    # MLflow stores at most 36 characters of a dataset digest.
-    # ignore: MLflow's MetaDataset leaves Dataset's abstract `profile` unimplemented, but Dataset is no ABC, so it
-    # instantiates (and MLflow itself builds MetaDatasets so).
+    # MLflow stores at most 36 characters of a digest. MetaDataset leaves the abstract `profile` unimplemented,
+    # but Dataset is no ABC, so it instantiates (MLflow itself builds MetaDatasets so).
     return MetaDataset(source=source, name=name, digest=split_digest[:36])  # type: ignore[abstract]
 
 
 def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
-    """A local path to the checkpoint: the path itself, or a download of an artifact URI.
+    """A local path to the checkpoint: the path itself, or a download of an artifact URI into ``dst``.
 
-    Raises
-    ------
-    FileNotFoundError
-        If ``checkpoint`` is neither an existing file nor a downloadable URI. The
-        message holds the URI and the download error with credentials redacted.
-    ValueError
-        If the downloaded artifact is not a zip (``runs:/<id>/manifest.json``), naming the URI.
-    OSError
-        If the local copy cannot be written (``ENOSPC`` naming the path, see
-        :func:`~mlflow_recsys.errors.root_cause`): raised as it is, not as a missing checkpoint.
+    FileNotFoundError (redacted) if it is neither an existing file nor a downloadable URI, ValueError if the
+    artifact is not a zip; a local copy that cannot be written (``ENOSPC``) raises its OSError as it is.
     """
     local = Path(checkpoint)
     if local.is_file():
@@ -165,7 +155,7 @@ def _log_epoch(epoch: int, loss: float, score: float | None) -> None:
 
 
 def _validation_ndcg(split: LoadedSplit):
-    """nDCG@100 on the validation users: the score ELSA's early stopping watches (None without them)."""
+    """nDCG@100 on the validation users, which ELSA's early stopping watches (None without them)."""
     from mlflow_recsys.metrics import NDCG
 
     if split["val_source_matrix"].shape[0] == 0:
@@ -184,17 +174,10 @@ def _validation_ndcg(split: LoadedSplit):
 
 
 def configuration_tag(config) -> str:
-    """The ``recsys.config`` tag of a model's config (``None`` for a model without hyper-parameters).
-
-    What makes a configuration: every hyper-parameter but the seed (runs are pooled over it) and the device
-    (the same model on other hardware), as JSON with sorted keys. The study finds finished runs by it.
-    """
-    hyper = {
-        k: v
-        for k, v in (dataclasses.asdict(config) if config is not None else {}).items()
-        if k not in ("seed", "device")
-    }
-    return json.dumps(hyper, sort_keys=True)
+    """The ``recsys.config`` tag of a model's config (``None``: no hyper-parameters): every hyper-parameter but
+    the seed (runs are pooled over it) and the device (the same model on other hardware), as sorted JSON."""
+    hyper = dataclasses.asdict(config) if config is not None else {}
+    return json.dumps({k: v for k, v in hyper.items() if k not in ("seed", "device")}, sort_keys=True)
 
 
 def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: bool = True) -> str:
@@ -268,8 +251,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
 
 
 def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_tag: str | None = None) -> dict[str, str]:
-    """The train run's ``recsys.`` tags: its role, model, configuration (``config_tag``, default that of
-    ``config``), seed, split and dataset."""
+    """The train run's ``recsys.`` tags; ``config_tag`` defaults to that of ``config``."""
     return {
         tags.ROLE: tags.ROLE_TRAIN,
         tags.MODEL: model,
@@ -281,12 +263,10 @@ def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_ta
 
 
 def log_evaluation(result, split: LoadedSplit, out_dir: Path, *, model_id: str | None = None) -> None:
-    """Log a test-set result to the active run, as every ``train``-role run has it (trained or imported): the
-    targets fingerprint tag, the split as the ``training`` input, the metrics (MLflow-safe names) with their
-    level intervals, linked to the logged model ``model_id`` (None: an external model named after the run's
-    ``recsys.model`` tag, see :func:`~mlflow_recsys.tracking.logged_models.log_test_metrics`) and to the split,
-    ``n_eval_users``/``n_eval_rows``, and ``per_user.parquet`` + ``evaluation.json`` (written to ``out_dir``
-    first)."""
+    """Log a test-set result to the active run as every ``train``-role run has it (trained or imported): the
+    targets fingerprint, the split as input, the metrics with their level intervals linked to the model
+    ``model_id`` (None: an external one, see :func:`~mlflow_recsys.tracking.logged_models.log_test_metrics`)
+    and the split, and ``per_user.parquet`` + ``evaluation.json`` (written to ``out_dir`` first)."""
     mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
     dataset = split_dataset(split["manifest"], split["split_digest"])
     mlflow.log_input(dataset, context="training")
