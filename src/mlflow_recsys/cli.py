@@ -149,10 +149,12 @@ def datasets():
     )
 
 
-def _optional_float(ctx, param, value):
-    """A float that may be left unset, also as ``''`` (``-P val_frac=`` of ``mlflow run``)."""
-    value = _none_if_empty(value)
-    if value is None:
+def _min_rating(ctx, param, value):
+    """``auto`` (the default, also for ''): 4 for a log with ratings, none for implicit feedback (``--value-col
+    none``); ``none`` keeps every row."""
+    if value is None or value.strip().lower() in ("auto", ""):
+        return "auto"
+    if value.strip().lower() == "none":
         return None
     try:
         number = float(value)
@@ -161,16 +163,6 @@ def _optional_float(ctx, param, value):
     if not math.isfinite(number):  # "1e400" reads as inf: say what was typed
         raise click.BadParameter(f"expected a finite number or nothing, found {value!r}")
     return number
-
-
-def _min_rating(ctx, param, value):
-    """``auto`` (the default, also for ''): 4 for a log with ratings, none for implicit feedback (``--value-col
-    none``); ``none`` keeps every row."""
-    if value is None or value.strip().lower() in ("auto", ""):
-        return "auto"
-    if value.strip().lower() == "none":
-        return None
-    return _optional_float(ctx, param, value)
 
 
 def _column_options(**helps: str):
@@ -186,7 +178,10 @@ def _column_options(**helps: str):
     return add
 
 
-def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
+_COLUMN_ROLES = ("user", "item", "value", "timestamp")
+
+
+def _column(value: str | None, may_be_absent: bool) -> str | None | bool:
     """A column option: False when not given (the default applies), None for ``none`` where that is allowed."""
     value = _none_if_empty(value) if value not in ("none", "None") else value
     if value is None:
@@ -222,27 +217,20 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
 @click_options(SplitConfig, ["min_user_interactions", "min_item_interactions"])
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
-def split(dataset, user_col, item_col, value_col, timestamp_col, data_dir, **settings):
+def split(dataset, data_dir, **settings):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
     from mlflow_recsys.tracking.training import run_split
 
-    given = {
-        "user": _column(user_col, may_be_absent=False),
-        "item": _column(item_col, may_be_absent=False),
-        "value": _column(value_col, may_be_absent=True),
-        "timestamp": _column(timestamp_col, may_be_absent=True),
-    }
+    given = {role: _column(settings.pop(f"{role}_col"), role in ("value", "timestamp")) for role in _COLUMN_ROLES}
     columns = {role: name for role, name in given.items() if name is not False}
     if settings["min_rating"] == "auto":
         settings["min_rating"] = None if "value" in columns and columns["value"] is None else 4.0
-    # The options other than the dataset, its columns and the cache are SplitConfig's fields, by name.
     run_id = run_split(dataset, SplitConfig(**settings), columns=columns or None, data_dir=_none_if_empty(data_dir))
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
     import mlflow
 
     from mlflow_recsys.data import StepCount
 
-    # What each preprocessing step removed, from the manifest the run logged: "min_rating >= 4 removed ...".
     for step in mlflow.artifacts.load_dict(f"runs:/{run_id}/manifest.json")["preprocessing"]:
         click.echo(f"  {StepCount(**step).describe()}")
     m = {k: int(v) for k, v in mlflow.get_run(run_id).data.metrics.items()}
@@ -509,7 +497,6 @@ def main(seeds, device, executor, ray_address, project_uri, **study):
     )
 
 
-# The issue's name for the main job; the same command.
 cli.add_command(main, name="study")
 
 

@@ -3,7 +3,6 @@ representative seed of each, and the metric keys every run scored."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shlex
@@ -34,32 +33,13 @@ class CandidatePlan:
     seed_pairs: list[tuple[str, str]]  # pairs that get a seed-spread table
     reference: str | None
 
-    def with_metrics(self, metric_keys: list[str]) -> CandidatePlan:
-        return dataclasses.replace(self, metric_keys=metric_keys)
-
-    @property
-    def metric_names(self) -> dict[tuple[str, str, str, str], str]:
-        """(baseline, candidate, metric, field) -> MLflow metric name."""
-        return pair_metric_names(self.pairs, self.seed_pairs, self.metric_keys)
-
-    @property
-    def seed_averaged(self) -> bool:
-        """Whether a model has two or more seeds, so a seed-averaged report is made."""
-        return bool(self.seed_pairs)
-
 
 def plan_candidates(runs: list[Run], settings: ComparisonSettings, model_tag: str) -> CandidatePlan:
     """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
     reference, primary = settings.reference, settings.primary
     # What was evaluated comes first: runs of two splits are the mistake to name, not their repeated seeds.
-    for label, tag in (
-        ("split (split digest)", tags.SPLIT_DIGEST),
-        ("users and targets (targets fingerprint)", tags.TARGETS_FINGERPRINT),
-    ):
-        values = {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)}
-        if len(set(values.values())) > 1:
-            listing = "; ".join(f"run {rid}: {v[:16]}" for rid, v in values.items())
-            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
+    for label, tag in ((_SPLIT, tags.SPLIT_DIGEST), (_TARGETS, tags.TARGETS_FINGERPRINT)):
+        _check_same(label, {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)})
     groups, configured = _group(runs, model_tag)
     if len(groups) < 2:
         raise RunSelectionError(f"runs: expected at least two models to compare, found only {list(groups)}")
@@ -138,23 +118,24 @@ def _shared_keys(key_lists: list[list[str]], none_shared: str, primary: str | No
     return common
 
 
-def verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtifacts]) -> None:
-    def check(label: str, values: dict[str, object]) -> None:
-        if len(set(map(str, values.values()))) > 1:
-            listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
-            hint = (
-                " (a run evaluated with mlflow.models.evaluate needs split_digest, sample_id and n_items in its "
-                "evaluator_config and data)"
-                if any(v is None for v in values.values())
-                else ""
-            )
-            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}{hint}")
+_SPLIT, _TARGETS = "split (split digest)", "users and targets (targets fingerprint)"
 
-    check("split (split digest)", {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
-    check(
-        "users and targets (targets fingerprint)",
-        {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs},
-    )
+
+def _check_same(label: str, values: dict[str, object]) -> None:
+    if len(set(map(str, values.values()))) > 1:
+        listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
+        hint = (
+            " (a run evaluated with mlflow.models.evaluate needs split_digest, sample_id and n_items in its "
+            "evaluator_config and data)"
+            if any(v is None for v in values.values())
+            else ""
+        )
+        raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}{hint}")
+
+
+def verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtifacts]) -> None:
+    _check_same(_SPLIT, {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
+    _check_same(_TARGETS, {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs})
     first = runs[0].info.run_id
     ids = artifacts[first].result.sample_ids
     for r in runs[1:]:
@@ -203,11 +184,8 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
                 "lists imported again)",
             )
         seeds[seed] = run_id
-    several: dict[str, list[str]] = {}
-    for (model, _), name in names.items():
-        if name != model:
-            several.setdefault(model, []).append(name)
-    return groups, {m: [n for n in groups if n in ns] for m, ns in sorted(several.items())}
+    configured = {m: [n for n in groups if owner[n] == m and n != m] for m in sorted(configs)}
+    return groups, {m: ns for m, ns in configured.items() if ns}
 
 
 #: Widest text of one hyper-parameter value in a candidate's name; longer values are cut, with a hash.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import warnings
@@ -36,6 +37,7 @@ from mlflow_recsys.tracking._candidates import (
     CandidatePlan,
     artifact_metric_keys,
     check_paired_seeds,
+    pair_metric_names,
     plan_candidates,
     seed_side,
     verify_same_evaluation,
@@ -118,43 +120,26 @@ def compare_runs(
 ) -> RunComparison:
     """Select training runs, verify they are comparable, compare them and log a comparison run.
 
-    Runs are grouped into candidates, then by seed (``recsys.seed``). A
-    candidate is a model (the ``model_tag`` tag, ``recsys.model`` by default)
-    in one configuration (the ``recsys.config`` tag: every hyper-parameter but
-    the seed). A model whose selected runs share one configuration is one
-    candidate under its own name; one whose runs hold several is a candidate
-    per configuration, named by the hyper-parameters that differ among them
-    (``EASE(l2=50)``, ``ELSA(latent_dim=64, lr=0.001)``), and ``reference``
-    must then name one of those. Seeds are pooled within a candidate only.
-    The paired report compares one trained instance per candidate, its lowest
-    seed unless ``seed`` names another, so its family stays pairs x metrics.
-    When a candidate has two or more seeds, a second, seed-averaged report
-    compares each candidate's per-user values averaged over all its seeds
-    (:func:`~mlflow_recsys.stats.compare_seed_averaged`, same settings), and
-    for every pair where a candidate has seeds a seed-spread table
-    (descriptive, no p-values) puts the retraining spread beside the spread
-    across users.
+    Runs are grouped into candidates, then by seed (``recsys.seed``). A candidate is a model (the ``model_tag`` tag,
+    ``recsys.model`` by default) in one configuration (the ``recsys.config`` tag: every hyper-parameter but the
+    seed). A model whose selected runs share one configuration is one candidate under its own name; one whose runs
+    hold several is a candidate per configuration, named by the hyper-parameters that differ among them
+    (``EASE(l2=50)``, ``ELSA(latent_dim=64, lr=0.001)``), and ``reference`` must then name one of those. Seeds are
+    pooled within a candidate only. The paired report compares one trained instance per candidate, its lowest seed
+    unless ``representative_seed`` names another, so its family stays pairs x metrics. When a candidate has two or
+    more seeds, a second, seed-averaged report compares each candidate's per-user values averaged over all its seeds
+    (:func:`~mlflow_recsys.stats.compare_seed_averaged`, same settings), and for every pair where a candidate has
+    seeds a seed-spread table (descriptive, no p-values) puts the retraining spread beside the spread across users.
 
-    Everything that settings, run metadata and tags can show is checked before
-    any run or experiment is created, so a mistake leaves nothing behind. Then,
-    before any artifact is read, the comparison run is created (RUNNING, tagged
-    with its role and source runs), so a tracking server that refuses the write
-    (a user with READ permission only) stops the comparison before any work.
-    Once the report is computed the run receives its artifacts first, then
-    tags, params and metrics, and ends FINISHED. If anything fails after it was
-    created (a check that needs the per-user artifacts, an interruption, a
-    failed upload), the run ends FAILED with the reason (tag ``recsys.error``)
-    and holds no results. The run goes to ``output_experiment`` or, by
-    default, the experiment of the first source run. Inside the caller's active
-    run (``with mlflow.start_run():``) the comparison run is a new run nested
-    under it, in its experiment unless ``output_experiment`` is given; under the
-    ``compare`` entry point of ``mlflow run`` (``MLFLOW_RUN_ID``) that run is
-    used. This is the rule of every step
-    (:func:`~mlflow_recsys.tracking.context.check_step_run`).
-
-    ``on_stage``, when given, is called with each stage as it begins, in the
-    order of :data:`STAGES` (``"selecting"``, ``"loading artifacts"``,
-    ``"comparing"``, ``"logging"``); the server's page shows them as progress.
+    Everything that settings, run metadata and tags can show is checked before any run or experiment is created, so
+    a mistake leaves nothing behind. Then, before any artifact is read, the comparison run is created (RUNNING,
+    tagged with its role and source runs), so a tracking server that refuses the write (a user with READ permission
+    only) stops the comparison before any work. Once the report is computed the run receives its artifacts first,
+    then tags, params and metrics, and ends FINISHED. If anything fails after it was created (a check that needs the
+    per-user artifacts, an interruption, a failed upload), the run ends FAILED with the reason (tag
+    ``recsys.error``) and holds no results. The run goes to ``output_experiment`` or, by default, the experiment of
+    the first source run; inside the caller's active run it is nested under it, and under the ``compare`` entry
+    point of ``mlflow run`` that run is used (:func:`~mlflow_recsys.tracking.context.check_step_run`).
 
     Parameters
     ----------
@@ -169,16 +154,16 @@ def compare_runs(
     output_experiment : str, optional
         Experiment of the comparison run (default: the first source run's).
     on_stage : callable, optional
-        Called with each stage's name as it begins.
+        Called with each stage's name as it begins, in the order of :data:`STAGES` (``"selecting"``, ``"loading
+        artifacts"``, ``"comparing"``, ``"logging"``); the server's page shows them as progress.
 
     Raises
     ------
     RunSelectionError
-        If the selection is invalid, runs were scored on different splits,
-        targets or users (naming each run and its value), two runs share a model,
-        configuration and seed, ``reference`` names a model that is several
-        candidates, or ``reference`` / ``primary`` / ``metrics`` / ``seed`` name
-        nothing compared, or model names would collide in MLflow metric names.
+        If the selection is invalid, runs were scored on different splits, targets or users (naming each run and its
+        value), two runs share a model, configuration and seed, ``reference`` names a model that is several
+        candidates, or ``reference`` / ``primary`` / ``metrics`` / ``representative_seed`` name nothing compared, or
+        model names would collide in MLflow metric names.
     TypeError
         If ``settings`` is not a :class:`~mlflow_recsys.stats.settings.ComparisonSettings`.
     ArtifactError
@@ -202,7 +187,15 @@ def compare_runs(
         except BaseException as exc:
             target.record_failure(exc)  # only into a run that exists already
             raise
-        _log_plan(runs, plan, settings)
+        counts = (len(runs), len(plan.groups), len(plan.pairs), settings.n_resamples)
+        _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", *counts)
+        unpaired = [pair_label(b, c) for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
+        if settings.paired_seeds and unpaired:
+            _log.warning(
+                "paired_seeds has no effect on %s: only one side has several seeds, so there is "
+                "nothing to pair (protocol one-side-seeded)",
+                ", ".join(unpaired),
+            )
         # The run exists before any work: a store that will not take it (a READ-only user) says so now, not after
         # hours of resampling. Any later failure ends it FAILED with the reason and no results.
         with target.run(runs, _run_name(plan)) as run:
@@ -211,28 +204,14 @@ def compare_runs(
             logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
             _log.info("logging the comparison run")
             stage("logging")
+            declared = primary_declared_in_advance(runs, settings.primary)
+            link = page_link_text(runs[0].info.experiment_id)
             files = ComparisonFiles(
-                report,
-                averaged,
-                spreads,
-                provenance,
-                logged,
-                _run_name(plan),
-                settings.primary,
-                primary_declared_in_advance(runs, settings.primary),
-                page_link_text(runs[0].info.experiment_id),
+                report, averaged, spreads, provenance, logged, _run_name(plan), settings.primary, declared, link
             )
             _log_comparison(files, runs, plan, settings)
             run_id = run.info.run_id
-    return RunComparison(
-        report=report,
-        seed_spreads=spreads,
-        run_id=run_id,
-        source_runs=plan.groups,
-        representative_seed=settings.representative_seed,
-        seed_averaged=averaged,
-        primary_analysis=analysis,
-    )
+    return RunComparison(report, spreads, run_id, plan.groups, settings.representative_seed, averaged, analysis)
 
 
 def _settings_iv(settings) -> ComparisonSettings:
@@ -241,19 +220,6 @@ def _settings_iv(settings) -> ComparisonSettings:
     if not isinstance(settings, ComparisonSettings):
         raise TypeError(f"settings: expected a ComparisonSettings, found {type(settings).__name__}")
     return settings
-
-
-def _log_plan(runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings) -> None:
-    """Log what is compared and, with ``paired_seeds``, the pairs it changes nothing for (one side seeded)."""
-    counts = (len(runs), len(plan.groups), len(plan.pairs), settings.n_resamples)
-    _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", *counts)
-    unpaired = [pair_label(b, c) for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
-    if settings.paired_seeds and unpaired:
-        _log.warning(
-            "paired_seeds has no effect on %s: only one side has several seeds, so there is "
-            "nothing to pair (protocol one-side-seeded)",
-            ", ".join(unpaired),
-        )
 
 
 def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings, stage: Callable[[str], None]):
@@ -265,7 +231,7 @@ def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: Comparison
     stage("comparing")
     provenance = collect_provenance(runs, plan.groups, plan.representative_seeds, settings.representative_seed)
     verify_same_evaluation(runs, artifacts)
-    plan = plan.with_metrics(artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
+    plan = dataclasses.replace(plan, metric_keys=artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
     return plan, provenance, _compare(plan, artifacts, settings)
 
 
@@ -277,21 +243,16 @@ def _compare(
     statistics = settings.compare_models_kwargs()
     metric_keys = plan.metric_keys
     assert metric_keys is not None  # _load_and_compare has set them from the per-user files
+    shared = {"metrics": metric_keys, **{k: statistics[k] for k in ("confidence_level", "n_resamples", "random_state")}}
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative_seeds[m]][1] for m in plan.models}
     report = compare_models(instances, metrics=metric_keys, **statistics)
     spreads: dict[tuple[str, str], SeedSpread] = {}
     for base, cand in plan.seed_pairs:
+        paired = settings.paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1
+        sides = seed_side(results[base]), seed_side(results[cand])
         spreads[base, cand] = seed_spread(
-            seed_side(results[base]),
-            seed_side(results[cand]),
-            metrics=metric_keys,
-            baseline_name=base,
-            candidate_name=cand,
-            paired_seeds=settings.paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1,
-            confidence_level=settings.confidence_level,
-            n_resamples=settings.n_resamples,
-            random_state=settings.random_state,
+            *sides, baseline_name=base, candidate_name=cand, paired_seeds=paired, **shared
         )
     averaged = None
     if plan.seed_pairs:
@@ -317,7 +278,6 @@ def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: 
         "representative_seed": settings.representative_seed or "lowest seed of each model",
         "primary_analysis_used": analysis,
         "model_tag": model_tag,
-        # What was asked for, and what was compared.
         "metrics": ",".join(settings.metrics) if settings.metrics else None,
         "compared_metrics": ",".join(compared),
         # The tests, intervals and the Wilcoxon null come from SciPy: the version that computed them.
@@ -362,7 +322,14 @@ def _preflight(
     selection: dict, settings: ComparisonSettings, model_tag: str, client: MlflowClient | None = None
 ) -> tuple[list[Run], CandidatePlan]:
     """The settings, the selection (``select_runs``' keywords) and the plan checked, from run metadata alone."""
-    _check_settings(settings, model_tag)
+    for name, keys in (
+        ("metrics", settings.metrics or []),
+        ("primary", [settings.primary] if settings.primary else []),
+    ):
+        bad = [key for key in keys if not is_metric_key(key)]
+        if bad:
+            raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
+    validation.line(model_tag, "model_tag")
     runs = select_runs(**selection, client=client)
     plan = plan_candidates(runs, settings, model_tag)
     if plan.metric_keys is not None:
@@ -372,20 +339,10 @@ def _preflight(
     if settings.paired_seeds:
         check_paired_seeds(plan)
     try:
-        resolve_primary_analysis(settings.primary_analysis, seeded=plan.seed_averaged)
+        resolve_primary_analysis(settings.primary_analysis, seeded=bool(plan.seed_pairs))
     except ValueError as exc:
         raise RunSelectionError(str(exc)) from None
     return runs, plan
-
-
-def _check_settings(settings: ComparisonSettings, model_tag) -> None:
-    """Beyond the settings' own checks: metric keys the runs can have logged."""
-    metrics, primary = settings.metrics, settings.primary
-    for name, keys in (("metrics", list(metrics or [])), ("primary", [primary] if primary is not None else [])):
-        bad = [key for key in keys if not is_metric_key(key)]
-        if bad:
-            raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
-    validation.line(model_tag, "model_tag")
 
 
 def _log_comparison(files: ComparisonFiles, runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings) -> None:
@@ -396,7 +353,8 @@ def _log_comparison(files: ComparisonFiles, runs: list[Run], plan: CandidatePlan
     params = fit_values(
         text_settings, MAX_PARAM_LENGTH, "the whole value is in settings.json (compared_metrics: in report/)"
     )
-    metrics, key_map = _comparison_metrics(plan.metric_names, files)
+    names = pair_metric_names(plan.pairs, plan.seed_pairs, plan.metric_keys)
+    metrics, key_map = _comparison_metrics(names, files)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
         out = Path(tmp)
         frame, averaged_frame, seed_frame = files.write(out)

@@ -38,20 +38,18 @@ def absolute_sqlite_uri(uri: str) -> str:
     return uri
 
 
-def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
-    """A RunOwnershipError unless a step may take ``run`` over: RUNNING, not deleted, without a ``recsys.role``
-    tag. The message names ``source`` (where the run came from), the run id, its status and role, and what to
-    do instead."""
+def check_run_is_free(run: Run) -> None:
+    """A RunOwnershipError unless a step may take the run of ``MLFLOW_RUN_ID`` over: RUNNING, not deleted,
+    without a ``recsys.role`` tag. The message names the run id, its status and role, and what to do instead."""
     role = run.data.tags.get(tags.ROLE)
     deleted = run.info.lifecycle_stage != LifecycleStage.ACTIVE
     if run.info.status == RUNNING and role is None and not deleted:
         return
     found_role = f"{tags.ROLE}={role!r}" if role is not None else f"no {tags.ROLE} tag"
-    advice = _ENV_ADVICE if source == RUN_ID_ENV else "end that run (mlflow.end_run()) so that this step starts its own"
     raise RunOwnershipError(
-        f"{source}: expected a RUNNING run without a {tags.ROLE} tag (the run `mlflow run` creates for an entry "
+        f"{RUN_ID_ENV}: expected a RUNNING run without a {tags.ROLE} tag (the run `mlflow run` creates for an entry "
         f"point), found run {run.info.run_id} with status {run.info.status}, {found_role}"
-        f"{', deleted' if deleted else ''}; nothing was logged to it. To log to a new run, {advice}"
+        f"{', deleted' if deleted else ''}; nothing was logged to it. To log to a new run, {_ENV_ADVICE}"
     )
 
 
@@ -192,11 +190,8 @@ class StepRun(mlflow.ActiveRun):
     """The run of one step, as a context manager: on an exception it ends FAILED and says why in ``recsys.error``."""
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        if (
-            exc_val is not None
-            and mlflow.active_run() is not None
-            and mlflow.active_run().info.run_id == self.info.run_id
-        ):
+        active = mlflow.active_run()
+        if exc_val is not None and active is not None and active.info.run_id == self.info.run_id:
             mark_failed(self.info.run_id, exc_val, end=True, keep_reason=True)
         return super().__exit__(exc_type, exc_val, exc_tb)
 
@@ -230,8 +225,7 @@ def record_failure_on_environment_run(exc: BaseException) -> None:
     if not run_id or is_unreachable(exc):
         return
     try:
-        run = MlflowClient().get_run(run_id)
-        check_run_is_free(run)
+        check_run_is_free(MlflowClient().get_run(run_id))
     except Exception:  # not ours to write to, or not there
         return
     mark_failed(run_id, exc, end=False)

@@ -121,16 +121,9 @@ class Executor(Protocol):
 
 
 def make_executor(name: str, *, ray_address: str | None = None, project_uri: str = ".") -> Executor:
-    """The executor called ``name``: :class:`SequentialExecutor` or :class:`RayExecutor`.
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is not one of :data:`EXECUTORS`, ``ray_address`` is given to the sequential executor, or it
-        is neither ``auto`` nor ``[ray://]host:port``.
-    ImportError
-        For ``ray`` when Ray is not installed; the message says how to install it (:data:`RAY_MISSING`).
-    """
+    """The executor called ``name``: :class:`SequentialExecutor` or :class:`RayExecutor`. A ValueError for a name
+    not in :data:`EXECUTORS`, a ``ray_address`` given to the sequential one or of another form than ``auto`` or
+    ``[ray://]host:port``; ImportError (:data:`RAY_MISSING`) for ``ray`` without Ray."""
     if name == "sequential":
         if ray_address is not None:
             raise ValueError(
@@ -143,14 +136,13 @@ def make_executor(name: str, *, ray_address: str | None = None, project_uri: str
     raise ValueError(f"executor: expected one of {EXECUTORS}, found {name!r}")
 
 
+@dataclass(frozen=True, kw_only=True)
 class SequentialExecutor:
     """One ``train`` entry point of the ``MLproject`` at ``project_uri`` after another, each in its own process:
     what a user runs alone with ``mlflow run . -e train``."""
 
+    project_uri: str = "."
     name = "sequential"
-
-    def __init__(self, *, project_uri: str = "."):
-        self.project_uri = project_uri
 
     @contextlib.contextmanager
     def started(self, trainings: Sequence[Training], *, echo: Echo) -> Iterator[None]:
@@ -162,24 +154,15 @@ class SequentialExecutor:
         yield
 
     def run(self, trainings: Sequence[Training], target: TrainingTarget, *, echo: Echo) -> list[TrainingOutcome]:
-        return [self._run_one(t, target, echo) for t in trainings]
+        steps = EntryPoints(self.project_uri, target.experiment_id, target.parent_run_id, echo)
+        return [self._run_one(t, target, steps) for t in trainings]
 
-    def _run_one(self, training: Training, target: TrainingTarget, echo: Echo) -> TrainingOutcome:
-        echo(f"\n== {training.run_name} ==")
+    def _run_one(self, training: Training, target: TrainingTarget, steps: EntryPoints) -> TrainingOutcome:
         client = MlflowClient()
         started = time.perf_counter()
         try:
-            # Synchronous: the entry point's command runs as a child of this process (asynchronous runs go through
-            # an `mlflow run` process of their own, which refuses an experiment id beside MLFLOW_EXPERIMENT_NAME).
-            run_id = mlflow.projects.run(
-                self.project_uri,
-                entry_point="train",
-                experiment_id=target.experiment_id,
-                run_name=training.run_name,
-                parameters={"checkpoint": target.checkpoint, "model": training.model, **training.hyperparameters},
-                env_manager="local",
-                synchronous=True,
-            ).run_id
+            parameters = {"checkpoint": target.checkpoint, "model": training.model, **training.hyperparameters}
+            run_id = steps.run("train", training.run_name, parameters)
         except ExecutionException as exc:
             # MLflow has marked the step's run FAILED; its message is the one place that names the run.
             found = _FAILED_PROJECT_RUN.search(exc.message)
@@ -193,18 +176,43 @@ class SequentialExecutor:
             )
             client.set_tag(run_id, tags.ERROR, reason)
             return TrainingOutcome(training, "failed", run_id, reason, time.perf_counter() - started)
-        client.set_tag(run_id, MLFLOW_PARENT_RUN_ID, target.parent_run_id)
         return TrainingOutcome(training, "trained", run_id, seconds=time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class EntryPoints:
+    """The entry points of the ``MLproject`` at ``project_uri``, each run as a child run of ``parent_run_id``."""
+
+    project_uri: str
+    experiment_id: str
+    parent_run_id: str
+    echo: Echo
+
+    def run(self, entry_point: str, run_name: str, parameters: Mapping[str, object]) -> str:
+        """The step's run id; MLflow's ExecutionException if it fails (MLflow marks its run FAILED)."""
+        self.echo(f"\n== {run_name} ==")
+        # Synchronous: the entry point's command runs as a child of this process (asynchronous runs go through
+        # an `mlflow run` process of their own, which refuses an experiment id beside MLFLOW_EXPERIMENT_NAME).
+        run_id = mlflow.projects.run(
+            self.project_uri,
+            entry_point=entry_point,
+            parameters=dict(parameters),
+            env_manager="local",
+            experiment_id=self.experiment_id,
+            run_name=run_name,
+            synchronous=True,
+        ).run_id
+        MlflowClient().set_tag(run_id, MLFLOW_PARENT_RUN_ID, self.parent_run_id)
+        return run_id
 
 
 class RayExecutor:
     """Every training one Ray task, all submitted at once; Ray runs as many at a time as it has resources.
 
-    A task asks for one CPU, and one GPU when the device is CUDA (Ray then makes that GPU the task's only
-    visible one, so ``cuda:N`` becomes ``cuda``), and calls :func:`~mlflow_recsys.tracking.training.run_train`
-    in the worker, logging to a run the study made for it. The ``MLFLOW_*`` variables (credentials included)
-    reach the task as one of its arguments, not in Ray's runtime environment, which Ray writes in clear text to
-    its logs.
+    A task asks for one CPU, and one GPU when the device is CUDA (Ray then makes that GPU the task's only visible
+    one, so ``cuda:N`` becomes ``cuda``), and calls :func:`~mlflow_recsys.tracking.training.run_train` in the
+    worker, logging to a run the study made for it. The ``MLFLOW_*`` variables (credentials included) reach the task
+    as one of its arguments, not in Ray's runtime environment, which Ray writes in clear text to its logs.
 
     ``address``: ``None`` starts a Ray on this machine for this study only, in a new ``ray-*`` folder under
     ``RAY_TMPDIR`` or the system's temporary folder, where ``auto`` does not look (see
@@ -415,12 +423,11 @@ def _deferred_signals(received: list[int]) -> Iterator[None]:
 def _keeping_sigterm_handler() -> Iterator[None]:
     """Put back the SIGTERM handler ``ray.init`` replaces with a bare ``sys.exit``: the CLI's unwinds the study
     so its runs end FAILED and say why."""
-    main_thread = threading.current_thread() is threading.main_thread()
-    handler = signal.getsignal(signal.SIGTERM) if main_thread else None
+    handler = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
     try:
         yield
     finally:
-        if main_thread and handler is not None:
+        if handler is not None:
             signal.signal(signal.SIGTERM, handler)
 
 

@@ -3,15 +3,14 @@ run, the trainings on an executor (:mod:`~mlflow_recsys.tracking.executors`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 import mlflow
-import mlflow.projects
 from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import ExecutionException, MlflowException
 from mlflow.tracking import MlflowClient
@@ -23,7 +22,15 @@ from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, entry_point_run
-from mlflow_recsys.tracking.executors import Echo, Executor, Training, TrainingOutcome, TrainingTarget, make_executor
+from mlflow_recsys.tracking.executors import (
+    Echo,
+    EntryPoints,
+    Executor,
+    Training,
+    TrainingOutcome,
+    TrainingTarget,
+    make_executor,
+)
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking.runs import FINISHED, search_all
@@ -57,22 +64,19 @@ def run_study(
 ) -> str:
     """Split, train EASE once and ELSA under each seed, compare; returns the comparison run id.
 
-    The split and the comparison run through ``mlflow.projects.run`` (the ``split`` and ``compare`` entry points
-    of the ``MLproject`` at ``project_uri``), the trainings on ``executor``; every step is a child run of the study
-    run. Before training, the experiment is searched for FINISHED training runs of earlier studies on the same
-    split (same split digest) with the same model, configuration (``recsys.config``) and seed: those are reused,
-    not retrained, and the output names them.
-
-    A relative SQLite tracking URI is made absolute (``mlflow.set_tracking_uri``) before any step, so every step
-    logs to the one database the caller meant, whatever folder it runs in.
+    The split and the comparison are the ``split`` and ``compare`` entry points of the ``MLproject`` at
+    ``project_uri`` (``mlflow.projects.run``), the trainings run on ``executor``; every step is a child run of the
+    study run. FINISHED training runs of earlier studies on the same split with the same model, configuration
+    (``recsys.config``) and seed are reused, not retrained, and the output names them. A relative SQLite tracking
+    URI is made absolute first, so every step logs to the one database the caller meant.
 
     Parameters
     ----------
     device : str, default ``"cpu"``
         ELSA's torch device. On Ray, a CUDA device makes each ELSA task ask Ray for one GPU.
     executor : ``"sequential"``, ``"ray"`` or an executor object, default ``"sequential"``
-        Where the trainings run: one ``train`` entry point after another, or one Ray task each on a local Ray
-        started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
+        One ``train`` entry point after another, or one Ray task each on a local Ray started for the study; to
+        join a cluster, pass ``RayExecutor(address="auto")`` (or an address) from
         :mod:`mlflow_recsys.tracking.executors`.
     echo : callable, default the ``mlflow_recsys.tracking.study`` logger at INFO
         Takes the study's own progress lines and the result. What the steps (``mlflow run`` processes) print
@@ -81,15 +85,14 @@ def run_study(
     Raises
     ------
     RunOwnershipError
-        If the caller's active run or ``MLFLOW_RUN_ID`` names a run the study must not log under (see
-        :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
-        study run is nested under it); no step runs.
+        If the caller's active run or ``MLFLOW_RUN_ID`` names a run the study must not log under
+        (:func:`~mlflow_recsys.tracking.context.check_step_run`); no step runs.
     TypeError
         If ``echo`` is not callable; no run is made.
     ValueError
-        If ``seeds`` is not an ordered collection of integers (a str, a set, ``1.5`` or ``True`` in it), holds fewer
-        than two seeds (no seed spread could be measured) or one twice, or a hyper-parameter other than a seed or
-        the device is invalid; no run is made. A seed or a device the model refuses fails that training alone.
+        If ``seeds`` is not an ordered collection of integers, holds fewer than two seeds or one twice, or a
+        hyper-parameter other than a seed or the device is invalid; no run is made. A seed or a device the model
+        refuses fails that training alone.
     ImportError
         If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
     ConnectionError
@@ -113,21 +116,13 @@ def run_study(
     if absolute_sqlite_uri(uri) != uri:
         mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
     hide_run_links_with_credentials(uri)
-    params = {
-        "dataset": dataset,
-        "split_seed": split_seed,
-        "seeds": ",".join(map(str, seeds)),
-        "metrics": metrics,
-        "primary": primary,
-        "n_resamples": n_resamples,
-        "device": device,
-        "executor": executor.name,
-    }
+    asked = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics}
+    params = {**asked, "primary": primary, "n_resamples": n_resamples, "device": device, "executor": executor.name}
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
         client = MlflowClient()
         experiment_id, study_id = main_run.info.experiment_id, main_run.info.run_id
-        step = _Steps(project_uri, experiment_id, study_id, echo).run
+        step = functools.partial(_step, EntryPoints(project_uri, experiment_id, study_id, echo))
         split_id = step("split", f"split {dataset}", {"dataset": dataset, "seed": split_seed})
         outcomes = _train(
             executor,
@@ -144,14 +139,9 @@ def run_study(
 
         compare_id = None
         if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
-            compared = {
-                "run_ids": ",".join(cast(str, o.run_id) for o in usable),  # a usable outcome has a run
-                "reference": "EASE",
-                "metrics": metrics,
-                "primary": primary,
-                "n_resamples": n_resamples,
-            }
-            compare_id = step("compare", "compare EASE vs ELSA", compared)
+            run_ids = ",".join(cast(str, o.run_id) for o in usable)  # a usable outcome has a run
+            compared = {"run_ids": run_ids, "reference": "EASE", "metrics": metrics, "primary": primary}
+            compare_id = step("compare", "compare EASE vs ELSA", {**compared, "n_resamples": n_resamples})
             _show_result(compare_id, experiment_id, echo)
         if failed:
             compared_text = (
@@ -175,32 +165,12 @@ def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None
     echo(_ui_hint(compare_id, experiment_id))
 
 
-@dataclass(frozen=True)
-class _Steps:
-    """The project's entry points, each run as a child of the study run."""
-
-    project_uri: str
-    experiment_id: str
-    study_id: str
-    echo: Echo
-
-    def run(self, entry_point: str, run_name: str, parameters: dict) -> str:
-        """The step's run id; a failed step (MLflow marks its run FAILED) raises StudyStepError."""
-        self.echo(f"\n== {run_name} ==")
-        try:
-            submitted = mlflow.projects.run(
-                self.project_uri,
-                entry_point=entry_point,
-                parameters=parameters,
-                env_manager="local",
-                experiment_id=self.experiment_id,
-                run_name=run_name,
-                synchronous=True,
-            )
-        except ExecutionException as exc:
-            raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
-        MlflowClient().set_tag(submitted.run_id, MLFLOW_PARENT_RUN_ID, self.study_id)
-        return submitted.run_id
+def _step(steps: EntryPoints, entry_point: str, run_name: str, parameters: dict) -> str:
+    """The step's run id; a StudyStepError if it fails."""
+    try:
+        return steps.run(entry_point, run_name, parameters)
+    except ExecutionException as exc:
+        raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
 
 
 def _seeds_iv(seeds: object) -> list[int]:

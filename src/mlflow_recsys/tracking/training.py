@@ -54,8 +54,7 @@ def run_split(
         :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
         split run is nested under it); checked first, before the split is built.
     ValueError
-        If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad
-        ``columns``.
+        If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad ``columns``.
     """
     check_step_run()
     config = SplitConfig() if config is None else config
