@@ -286,10 +286,8 @@ def train(checkpoint, model, metrics, **hyperparameters):
     from mlflow_recsys.tracking.naming import mlflow_metric_name
 
     logged = mlflow.get_run(run_id).data.metrics
-    click.echo(
-        "  test "
-        + ", ".join(f"{key} {logged[mlflow_metric_name(key)]:.4f}" for key in keys if mlflow_metric_name(key) in logged)
-    )
+    shown = [f"{key} {logged[name]:.4f}" for key in keys if (name := mlflow_metric_name(key)) in logged]
+    click.echo("  test " + ", ".join(shown))
 
 
 def _key_values(ctx, param, values) -> dict[str, str]:

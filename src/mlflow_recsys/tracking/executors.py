@@ -284,7 +284,7 @@ class RayExecutor:
                     affinity = getattr(os, "sched_getaffinity", None)  # a container's share; none on macOS
                     ray.init(
                         address="local",
-                        num_cpus=len(affinity(0)) if affinity else os.cpu_count(),
+                        num_cpus=len(affinity(0)) if affinity else os.cpu_count() or 1,
                         num_gpus=_machine_gpus(),
                         include_dashboard=False,
                         _temp_dir=tempfile.mkdtemp(prefix=_RAY_FOLDER_PREFIX, dir=check_ray_socket_paths()),

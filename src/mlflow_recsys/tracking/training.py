@@ -75,7 +75,10 @@ def run_split(
             split = load_recsys_split(root)
         manifest = split["manifest"]
         name = manifest["dataset"]["name"]
-        params = {"dataset": _dataset_param(dataset, manifest), **manifest["parameters"]}
+        # A frame is named by its content digest: its printed form would be a table cut at random.
+        digest = f"{type(dataset).__name__}, interactions sha256 {manifest['dataset']['interactions_sha256']}"
+        given = str(dataset) if isinstance(dataset, (str, os.PathLike)) else digest
+        params = {"dataset": given, **manifest["parameters"]}
         if columns:
             params["columns"] = json.dumps(columns, sort_keys=True)
         run_name = f"split {name} {config.split_mode} seed {config.seed}"
@@ -86,13 +89,6 @@ def run_split(
             mlflow.log_dict(manifest, "manifest.json")
             mlflow.log_input(split_dataset(manifest, split["split_digest"]), context="split")
             return run.info.run_id
-
-
-def _dataset_param(dataset, manifest: dict) -> str:
-    """The name or path given, or for a frame its content digest (its printed form is a table cut at random)."""
-    if isinstance(dataset, (str, os.PathLike)):
-        return str(dataset)
-    return f"{type(dataset).__name__}, interactions sha256 {manifest['dataset']['interactions_sha256']}"
 
 
 def split_dataset(manifest: dict, split_digest: str):
