@@ -281,7 +281,7 @@ MISTAKES = {
     "metric not evaluated": (["--metrics", "ndcg@10"], "metrics: not evaluated by every run"),
     "primary typo": (["--primary", "ndcg@1000"], "primary: expected one of the compared metrics"),
     "reference typo": (["--reference", "EASY"], "reference: expected one of the compared models"),
-    "seed typo": (["--seed", "7"], "seed: expected a seed of a seeded model"),
+    "seed typo": (["--representative-seed", "7"], "representative_seed: expected a seed of a seeded model"),
     "no resamples": (["--n-resamples", "0"], "n_resamples: expected an integer in [1, 1,000,000], found 0"),
     "too many resamples": (["--n-resamples", "100000000"], "n_resamples: expected an integer in [1, 1,000,000]"),
     "level in percent": (["--confidence-level", "95"], "confidence_level: expected a number strictly between"),

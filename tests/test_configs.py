@@ -242,7 +242,7 @@ def test_out_of_range_and_odd_values_are_refused_with_their_name(make, message):
 
 def test_the_largest_seed_is_taken_and_values_come_out_in_plain_python_types():
     assert SplitConfig(seed=2**63 - 1).seed == 2**63 - 1
-    assert ComparisonSettings(random_state=2**63 - 1, seed=np.int64(1)).seed == "1"
+    assert ComparisonSettings(random_state=2**63 - 1, representative_seed=np.int64(1)).representative_seed == "1"
     zero = validation.number(-0.0, "x")
     assert zero == 0.0 and math.copysign(1.0, zero) == 1.0
     assert SplitConfig(val_frac=-0.0).to_params() == SplitConfig(val_frac=0.0).to_params()

@@ -160,7 +160,7 @@ def test_seeds_are_pooled_within_a_configuration_and_not_across(study):
         small: {"1": ids["small1"], "0": ids["small0"]},
         large: {"2": ids["large2"], "0": ids["large0"], "1": ids["large1"]},
     }
-    assert outcome.report_seed_rule == "its lowest seed"
+    assert outcome.representative_seed_rule == "its lowest seed"
     expected = compare_models(
         {"Popularity": res["pop"], small: res["small0"], large: res["large0"]}, reference="Popularity", **SETTINGS
     )

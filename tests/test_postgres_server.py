@@ -46,7 +46,7 @@ from test_tracking import (  # noqa: F401
     test_corrupted_per_user_artifact_is_refused_naming_the_run,
     test_mismatched_fingerprints_leave_the_comparison_run_failed_with_the_reason,
     test_paired_seeds_with_different_seed_sets_is_refused_before_any_run,
-    test_report_seed_picks_the_representative_run,
+    test_representative_seed_picks_the_representative_run,
     test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates,
 )
 

@@ -69,11 +69,13 @@ def test_every_surface_names_the_data_the_split_and_the_runs(study):
 
 def test_a_chosen_seed_is_stated_in_words(study):
     ids = [study["ease"], *study["elsa"].values()]
-    outcome = compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", seed="2", n_resamples=199))
+    outcome = compare_runs(
+        run_ids=ids, settings=ComparisonSettings(reference="EASE", representative_seed="2", n_resamples=199)
+    )
     prov = json.loads(_artifact(outcome.run_id, "provenance.json"))
-    assert prov["models"]["ELSA"]["why"] == "seed 2, chosen for the report (--seed 2)"
-    assert prov["models"]["ELSA"]["paired_table_seed"] == "2"
-    assert "seed 2, chosen for the report (--seed 2)" in _artifact(outcome.run_id, "report.md")
+    assert prov["models"]["ELSA"]["why"] == "seed 2, chosen for the report (--representative-seed 2)"
+    assert prov["models"]["ELSA"]["representative_seed"] == "2"
+    assert "seed 2, chosen for the report (--representative-seed 2)" in _artifact(outcome.run_id, "report.md")
 
 
 def test_terminal_gets_plain_text_and_markdown_escapes_only_what_it_must(study):

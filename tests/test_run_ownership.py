@@ -11,8 +11,8 @@ from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
 from mlflow_recsys.tracking.context import (
     RunOwnershipError,
+    check_step_run,
     entry_point_run,
-    environment_run,
     log_params_once,
 )
 from mlflow_recsys.tracking.study import run_study
@@ -125,7 +125,7 @@ def test_a_running_run_that_already_has_a_role_is_refused(store, monkeypatch):
 def test_an_unknown_run_id_is_refused(store, monkeypatch):
     monkeypatch.setenv("MLFLOW_RUN_ID", "0" * 32)
     with pytest.raises(RunOwnershipError, match=r"MLFLOW_RUN_ID: expected the id of a run .* found '0{32}'"):
-        environment_run()
+        check_step_run()
 
 
 def test_a_fresh_mlproject_run_is_used_and_its_cli_form_params_are_kept(store, monkeypatch):
@@ -133,7 +133,7 @@ def test_a_fresh_mlproject_run_is_used_and_its_cli_form_params_are_kept(store, m
     # What `mlflow run -e train -P checkpoint=... -P model=Popularity` logs: the entry point's two params.
     fresh = mlproject_train_run(store["experiment_id"], checkpoint=store["checkpoint"], model="Popularity")
     monkeypatch.setenv("MLFLOW_RUN_ID", fresh)
-    assert environment_run() == fresh
+    assert check_step_run().environment_run_id == fresh
     assert run_train(store["checkpoint"], TrainConfig("Popularity", metrics=METRICS), log_model=False) == fresh
     after = snapshot(fresh)
     assert run_ids(store["experiment_id"]) == ids_before | {fresh}

@@ -1093,7 +1093,7 @@ def test_job_page_settings_show_the_actual_defaults(web, store):
     assert rows["reference"] == "none: every pair" and rows["metrics"] == "every metric the runs share"
     assert rows["primary"] == "ndcg@100" and rows["n_resamples"] == "999" and rows["correction"] == "holm"
     assert rows["confidence_level"] == "0.95" and rows["alternative"] == "two-sided" and rows["random_state"] == "0"
-    assert rows["seed"] == "lowest seed of each model"
+    assert rows["representative_seed"] == "lowest seed of each model"
 
 
 def test_comparison_list_shows_every_candidates_primary_result(web, store, monkeypatch):

@@ -48,11 +48,22 @@ def test_the_command_line_options_are_the_declared_settings():
         assert options[name].default == (default if declared.kind == "flag" or default is None else str(default))
     ctx = compare.make_context(
         "compare",
-        ["--n-resamples", "99", "--correction", "none", "--metrics", "a, b", "--primary", "a", "--seed", "3"],
+        [
+            "--n-resamples",
+            "99",
+            "--correction",
+            "none",
+            "--metrics",
+            "a, b",
+            "--primary",
+            "a",
+            "--representative-seed",
+            "3",
+        ],
     )
     given = {name: ctx.params[name] for name in settings_of(ComparisonSettings)}
     assert ComparisonSettings(**given) == ComparisonSettings(
-        n_resamples=99, correction=None, metrics=("a", "b"), primary="a", seed="3"
+        n_resamples=99, correction=None, metrics=("a", "b"), primary="a", representative_seed="3"
     )
     refused = compare.make_context("compare", ["--n-resamples", "many"]).params
     with pytest.raises(ValueError, match="^n_resamples: expected an integer in \\[1, 1,000,000\\], found 'many'$"):
@@ -121,8 +132,8 @@ NAME = "a non-empty name without control or invisible characters or surrounding 
         ("reference", " ", "reference: expected " + NAME + ", of at most 8,000 characters, found ' '"),
         ("reference", "EASE\n", "reference: expected " + NAME + ", of at most 8,000 characters, found 'EASE\\n'"),
         ("primary", "ndcg@100\t", "primary: expected " + NAME + ", found 'ndcg@100\\t'"),
-        ("seed", "", "seed: expected " + NAME + ", found ''"),
-        ("seed", " 5", "seed: expected " + NAME + ", found ' 5'"),
+        ("representative_seed", "", "representative_seed: expected " + NAME + ", found ''"),
+        ("representative_seed", " 5", "representative_seed: expected " + NAME + ", found ' 5'"),
         ("reference", "EA\u200bSE", "reference: expected a non-empty name without control or invisible"),
         ("reference", "EASE\u2028", "reference: expected a non-empty name without control or invisible"),
         ("reference", "E\udcffASE", "reference: expected a non-empty name without control or invisible"),
@@ -150,9 +161,9 @@ def test_settings_that_contradict_each_other_are_refused():
 
 def test_values_are_kept_in_one_canonical_form_and_cannot_change():
     settings = ComparisonSettings(
-        metrics="ndcg@100", n_resamples=np.int64(999), confidence_level=np.float32(0.5), seed=2
+        metrics="ndcg@100", n_resamples=np.int64(999), confidence_level=np.float32(0.5), representative_seed=2
     )
-    assert settings.metrics == ("ndcg@100",) and settings.seed == "2"
+    assert settings.metrics == ("ndcg@100",) and settings.representative_seed == "2"
     assert type(settings.n_resamples) is int and type(settings.confidence_level) is float
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.n_resamples = 5  # type: ignore[misc]
@@ -160,7 +171,7 @@ def test_values_are_kept_in_one_canonical_form_and_cannot_change():
     with pytest.raises(ValueError, match="n_resamples"):
         settings.replace(n_resamples=0)
     assert hash(settings) == hash(
-        ComparisonSettings(metrics=("ndcg@100",), n_resamples=999, confidence_level=0.5, seed="2")
+        ComparisonSettings(metrics=("ndcg@100",), n_resamples=999, confidence_level=0.5, representative_seed="2")
     )
 
 

@@ -543,17 +543,22 @@ def test_cli_splits_a_users_own_log_by_time_with_lineage(store, tmp_path, monkey
     assert run.data.metrics["test_cut_timestamp"] > run.data.metrics["val_cut_timestamp"]
 
 
-def test_report_seed_picks_the_representative_run(study):
+def test_representative_seed_picks_the_representative_run(study):
     ids = [study["ease"], *study["elsa"].values()]
     with pytest.warns(FewSeedsWarning):
         outcome = compare_runs(
-            run_ids=ids, settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], seed="2", n_resamples=999)
+            run_ids=ids,
+            settings=ComparisonSettings(
+                reference="EASE", metrics=["ndcg@100"], representative_seed="2", n_resamples=999
+            ),
         )
     ease, elsa2 = load_evaluation(study["ease"]), load_evaluation(study["elsa"][2])
     expected = np.mean(elsa2.per_user["ndcg@100"] - ease.per_user["ndcg@100"])
     assert outcome.report.get("ndcg@100", "ELSA").difference == pytest.approx(expected)
-    with pytest.raises(RunSelectionError, match="seed.*'7'"):
-        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", seed="7", n_resamples=999))
+    with pytest.raises(RunSelectionError, match="representative_seed.*'7'"):
+        compare_runs(
+            run_ids=ids, settings=ComparisonSettings(reference="EASE", representative_seed="7", n_resamples=999)
+        )
 
 
 def test_runs_of_one_model_with_different_hyperparameters_are_distinct_candidates(study):

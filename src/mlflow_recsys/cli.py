@@ -28,14 +28,8 @@ METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
 
 def _friendly_errors(func):
-    """Report bad input as ``Error: <Type>: <message>`` (exit 1) rather than a traceback.
-
-    Caught: ValueError, TypeError, KeyError, OSError, RuntimeError, and MLflow's
-    MlflowException (an unreachable tracking server, an unknown run). Every
-    message passes through :func:`~mlflow_recsys.tracking.redact.redact`, so a
-    password in a tracking URI or a checkpoint URL is never printed. Anything
-    else (a bug) still shows its traceback.
-    """
+    """Report bad input (ValueError, TypeError, KeyError, OSError, RuntimeError, MlflowException) as ``Error:
+    <Type>: <message>`` (exit 1), redacted so a password in a URI is never printed; a bug keeps its traceback."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -77,7 +71,7 @@ def _record_on_environment_run(exc: BaseException) -> None:
 
 
 def _visible(text) -> str:
-    """Text from users (model names) made safe to print: a raw newline or carriage return breaks tables."""
+    """Text from users (model names) with no raw newline or carriage return to break a table."""
     from mlflow_recsys.report.escaping import visible_text
 
     return visible_text(text)
@@ -155,10 +149,12 @@ def datasets():
     )
 
 
-def _optional_float(ctx, param, value):
-    """Float options that may be left unset, also as ``''`` (``-P val_frac=`` of ``mlflow run``)."""
-    value = _none_if_empty(value)
-    if value is None:
+def _min_rating(ctx, param, value):
+    """``auto`` (the default, also for ''): 4 for a log with ratings, none for implicit feedback (``--value-col
+    none``); ``none`` keeps every row."""
+    if value is None or value.strip().lower() in ("auto", ""):
+        return "auto"
+    if value.strip().lower() == "none":
         return None
     try:
         number = float(value)
@@ -169,17 +165,23 @@ def _optional_float(ctx, param, value):
     return number
 
 
-def _min_rating(ctx, param, value):
-    """``auto`` (the default, also for ''): 4 for a log with ratings, none for implicit feedback (``--value-col
-    none``); ``none`` keeps every row."""
-    if value is None or value.strip().lower() in ("auto", ""):
-        return "auto"
-    if value.strip().lower() == "none":
-        return None
-    return _optional_float(ctx, param, value)
+def _column_options(**helps: str):
+    """``--<role>-col`` (also ``--<role>_col``, as ``mlflow run -P`` passes it) for each role of a user's log."""
+
+    def add(func):
+        for role, help in reversed(helps.items()):
+            func = click.option(
+                f"--{role}-col", f"--{role}_col", f"{role}_col", default=None, help=f"your log: {help}"
+            )(func)
+        return func
+
+    return add
 
 
-def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
+_COLUMN_ROLES = ("user", "item", "value", "timestamp")
+
+
+def _column(value: str | None, may_be_absent: bool) -> str | None | bool:
     """A column option: False when not given (the default applies), None for ``none`` where that is allowed."""
     value = _none_if_empty(value) if value not in ("none", "None") else value
     if value is None:
@@ -196,23 +198,11 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
     show_default=True,
     help="registered dataset name, or a .csv/.parquet interaction log (see --user-col ... --timestamp-col)",
 )
-@click.option("--user-col", "--user_col", "user_col", default=None, help="your log: the user id column [default: user]")
-@click.option("--item-col", "--item_col", "item_col", default=None, help="your log: the item id column [default: item]")
-@click.option(
-    "--value-col",
-    "--value_col",
-    "value_col",
-    default=None,
-    help="your log: the rating or count column, or 'none' for implicit feedback (every row a positive) "
-    "[default: value]",
-)
-@click.option(
-    "--timestamp-col",
-    "--timestamp_col",
-    "timestamp_col",
-    default=None,
-    help="your log: the time column (Unix seconds or ISO 8601), or 'none' to ignore one "
-    "[default: timestamp, if present]",
+@_column_options(
+    user="the user id column [default: user]",
+    item="the item id column [default: item]",
+    value="the rating or count column, or 'none' for implicit feedback (every row a positive) [default: value]",
+    timestamp="the time column (Unix seconds or ISO 8601), or 'none' to ignore one [default: timestamp, if present]",
 )
 @click_options(SplitConfig, ["split_mode", "seed", "eval_draws", "eval_holdout_frac", "test_frac", "val_frac"])
 @click.option(
@@ -227,27 +217,20 @@ def _column(value: str | None, *, may_be_absent: bool) -> str | None | bool:
 @click_options(SplitConfig, ["min_user_interactions", "min_item_interactions"])
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
-def split(dataset, user_col, item_col, value_col, timestamp_col, data_dir, **settings):
+def split(dataset, data_dir, **settings):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
     from mlflow_recsys.tracking.training import run_split
 
-    given = {
-        "user": _column(user_col, may_be_absent=False),
-        "item": _column(item_col, may_be_absent=False),
-        "value": _column(value_col, may_be_absent=True),
-        "timestamp": _column(timestamp_col, may_be_absent=True),
-    }
+    given = {role: _column(settings.pop(f"{role}_col"), role in ("value", "timestamp")) for role in _COLUMN_ROLES}
     columns = {role: name for role, name in given.items() if name is not False}
     if settings["min_rating"] == "auto":
         settings["min_rating"] = None if "value" in columns and columns["value"] is None else 4.0
-    # The options other than the dataset, its columns and the cache are SplitConfig's fields, by name.
     run_id = run_split(dataset, SplitConfig(**settings), columns=columns or None, data_dir=_none_if_empty(data_dir))
     click.echo(f"split run {run_id}: checkpoint runs:/{run_id}/checkpoint.zip")
     import mlflow
 
     from mlflow_recsys.data import StepCount
 
-    # What each preprocessing step removed, from the manifest the run logged: "min_rating >= 4 removed ...".
     for step in mlflow.artifacts.load_dict(f"runs:/{run_id}/manifest.json")["preprocessing"]:
         click.echo(f"  {StepCount(**step).describe()}")
     m = {k: int(v) for k, v in mlflow.get_run(run_id).data.metrics.items()}
@@ -303,10 +286,8 @@ def train(checkpoint, model, metrics, **hyperparameters):
     from mlflow_recsys.tracking.naming import mlflow_metric_name
 
     logged = mlflow.get_run(run_id).data.metrics
-    click.echo(
-        "  test "
-        + ", ".join(f"{key} {logged[mlflow_metric_name(key)]:.4f}" for key in keys if mlflow_metric_name(key) in logged)
-    )
+    shown = [f"{key} {logged[name]:.4f}" for key in keys if (name := mlflow_metric_name(key)) in logged]
+    click.echo("  test " + ", ".join(shown))
 
 
 def _key_values(ctx, param, values) -> dict[str, str]:
@@ -372,21 +353,8 @@ def export_split_command(checkpoint, out, file_format):
 
 #: The columns ``comparisons --format table`` shows; csv and json give every column of search_comparisons.
 COMPARISON_TABLE_COLUMNS = (
-    "start_time",
-    "run_id",
-    "dataset",
-    "analysis_role",
-    "metric",
-    "candidate",
-    "baseline",
-    "difference",
-    "ci_low",
-    "ci_high",
-    "adjusted_p_value",
-    "direction",
-    "wins",
-    "ties",
-    "losses",
+    *("start_time", "run_id", "dataset", "analysis_role", "metric", "candidate", "baseline", "difference"),
+    *("ci_low", "ci_high", "adjusted_p_value", "direction", "wins", "ties", "losses"),
 )
 
 
@@ -504,23 +472,7 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
 )
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
 @_friendly_errors
-def main(
-    dataset,
-    split_seed,
-    seeds,
-    l2,
-    latent_dim,
-    batch_size,
-    epochs,
-    lr,
-    device,
-    metrics,
-    primary,
-    n_resamples,
-    executor,
-    ray_address,
-    project_uri,
-):
+def main(seeds, device, executor, ray_address, project_uri, **study):
     """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run (also `study`).
 
     A training that fails leaves the others running: the study run ends FAILED and names it. Rerun the study to
@@ -534,25 +486,15 @@ def main(
     except ImportError as exc:  # Ray missing: the message says how to install it
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     run_study(
-        dataset=dataset,
-        split_seed=split_seed,
+        **study,
         seeds=_split_ints(seeds, "--seeds"),
-        l2=l2,
-        latent_dim=latent_dim,
-        batch_size=batch_size,
-        epochs=epochs,
-        lr=lr,
         device=_none_if_empty(device) or "cpu",
-        metrics=metrics,
-        primary=primary,
-        n_resamples=n_resamples,
         executor=runner,
         project_uri=project_uri,
         echo=click.echo,
     )
 
 
-# The issue's name for the main job; the same command.
 cli.add_command(main, name="study")
 
 

@@ -63,8 +63,6 @@ class Setting:
         The most characters of a ``"name"``.
     off : str, optional
         The command-line option that sets a ``"flag"`` False (``--independent-seeds``).
-    aliases : tuple of str
-        Further command-line spellings of the option (``--representative-seed``).
     """
 
     help: str
@@ -77,7 +75,6 @@ class Setting:
     optional: bool = False
     longest: int | None = None
     off: str | None = None
-    aliases: tuple[str, ...] = ()
 
     def check(self, value: Any, name: str) -> Any:
         """``value`` in its canonical type (``int``, ``float``, ``str``, a tuple of keys), else a ValueError
@@ -175,7 +172,7 @@ def option(name: str, default: Any, declared: Setting, help: str | None = None) 
     if declared.kind == "flag":
         return click.option(f"{flag}/{declared.off}", name, default=default, show_default=True, help=help)
     # `mlflow run -P name=value` passes an undeclared parameter on as --name value, underscores kept.
-    spellings = [flag, *([f"--{name}"] if "_" in name else []), *declared.aliases]
+    spellings = [flag, *([f"--{name}"] if "_" in name else [])]
     kind: click.ParamType = click.STRING
     if declared.kind == "choice":
         kind = click.Choice([*declared.choices, *([NONE_WORD] if declared.optional else [])])

@@ -27,7 +27,7 @@ def comparison_printout(outcome, primary: str | None, requested_analysis: str) -
     ending with the comparison run's id."""
     report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
     what = {
-        "representative-seed": f"one trained run per model: {outcome.report_seed_rule}",
+        "representative-seed": f"one trained run per model: {outcome.representative_seed_rule}",
         # "each model's per-user values averaged over its training seeds, 1 to 3 per model"
         "seed-averaged": seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ").replace(" (", ", ")[:-1]
         if averaged

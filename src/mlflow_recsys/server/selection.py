@@ -51,7 +51,7 @@ _UNSET_TEXT = {
     "primary": "none declared",
     "correction": "none",
     "random_state": "none (fresh entropy)",
-    "seed": "lowest seed of each model",
+    "representative_seed": "lowest seed of each model",
 }
 
 

@@ -56,16 +56,16 @@ class ComparisonSettings:
     bootstrap (Efron & Tibshirani 1993; Smucker, Allan & Carterette 2007), the paired t-test, the Wilcoxon signed-rank
     test (Wilcoxon 1945), percentile and BCa intervals (Efron 1987), Holm's (1979) and Bonferroni's corrections.
 
-    ``metrics`` is stored as a tuple (one key may be given as a str; ``None``: every metric the compared runs share, for
-    a comparison of runs); ``primary`` must be one of them when they are named; a one-sided ``alternative`` needs a
-    ``reference``; ``seed`` given as an int is stored as its text (the ``recsys.seed`` tag's);
-    ``primary_analysis="auto"`` resolves by :func:`resolve_primary_analysis`.
+    ``metrics`` is stored as a tuple (one key may be given as a str; ``None``: every metric the compared runs
+    share, for a comparison of runs); ``primary`` must be one of them when they are named; a one-sided
+    ``alternative`` needs a ``reference``; ``representative_seed`` given as an int is stored as its text (the
+    ``recsys.seed`` tag's); ``primary_analysis="auto"`` resolves by :func:`resolve_primary_analysis`.
 
     Raises
     ------
     ValueError
         For any field out of range or of the wrong type, as ``"<field>: expected ..., found ..."``; names
-        (``reference``, ``primary``, ``seed``, metric keys) with control characters included.
+        (``reference``, ``primary``, ``representative_seed``, metric keys) with control characters included.
     """
 
     reference: str | None = setting(
@@ -129,12 +129,11 @@ class ComparisonSettings:
         "flag",
         off="--independent-seeds",
     )
-    seed: str | None = setting(
+    representative_seed: str | None = setting(
         None,
         "seed of the run that represents each seeded model in the report (default: its lowest)",
         "name",
         optional=True,
-        aliases=("--representative-seed", "--representative_seed"),
     )
     primary_analysis: PrimaryAnalysis = setting(
         "auto",
@@ -145,8 +144,9 @@ class ComparisonSettings:
     )
 
     def __post_init__(self) -> None:
-        if isinstance(self.seed, numbers.Integral) and not isinstance(self.seed, bool):
-            object.__setattr__(self, "seed", str(self.seed))  # compared as the recsys.seed tag's text
+        seed = self.representative_seed
+        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+            object.__setattr__(self, "representative_seed", str(seed))  # compared as the recsys.seed tag's text
         check_fields(self)
         if self.metrics is not None and self.primary is not None and self.primary not in self.metrics:
             raise ValueError(expected("primary", f"one of the compared metrics {list(self.metrics)}", self.primary))
@@ -161,9 +161,9 @@ class ComparisonSettings:
         return dataclasses.replace(self, **changes)
 
     def compare_models_kwargs(self) -> dict:
-        """The keywords of :func:`~mlflow_recsys.stats.compare_models` but ``metrics``: every field but those of a
-        comparison of runs (``metrics``, ``paired_seeds``, ``seed``, ``primary_analysis``)."""
-        of_runs = ("metrics", "paired_seeds", "seed", "primary_analysis")
+        """The keywords of :func:`~mlflow_recsys.stats.compare_models` but ``metrics``: every field but those of
+        a comparison of runs (``metrics``, ``paired_seeds``, ``representative_seed``, ``primary_analysis``)."""
+        of_runs = ("metrics", "paired_seeds", "representative_seed", "primary_analysis")
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in of_runs}
 
     def compare(self, results: Mapping[str, EvaluationResult]) -> ComparisonReport:

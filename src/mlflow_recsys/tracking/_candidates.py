@@ -3,7 +3,6 @@ representative seed of each, and the metric keys every run scored."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shlex
@@ -14,12 +13,10 @@ from mlflow.entities import Run
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats.comparison import _pairs
+from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
-from mlflow_recsys.tracking.limits import (
-    duplicates,
-    fit_key,
-)
+from mlflow_recsys.tracking.limits import duplicates, fit_key
 from mlflow_recsys.tracking.naming import comparison_metric_name, logged_metric_keys, pair_label
 from mlflow_recsys.tracking.runs import RunSelectionError
 
@@ -29,38 +26,20 @@ class CandidatePlan:
     """What the run metadata decided: models, seeds, metrics, pairs and the MLflow metric names."""
 
     groups: dict[str, dict[str, str]]  # candidate -> seed tag -> run id
-    representative: dict[str, str]  # candidate -> seed tag of the run in the paired report
+    representative_seeds: dict[str, str]  # candidate -> seed tag of the run in the paired report
     models: list[str]  # candidates in report order: the reference first, then by model and configuration
     metric_keys: list[str] | None  # None: the per-user artifacts decide (the runs logged no aggregates)
     pairs: list[tuple[str, str]]  # (baseline, candidate) of the paired report
     seed_pairs: list[tuple[str, str]]  # pairs that get a seed-spread table
     reference: str | None
 
-    def with_metrics(self, metric_keys: list[str]) -> CandidatePlan:
-        return dataclasses.replace(self, metric_keys=metric_keys)
 
-    @property
-    def metric_names(self) -> dict[tuple[str, str, str, str], str]:
-        """(baseline, candidate, metric, field) -> MLflow metric name."""
-        return pair_metric_names(self.pairs, self.seed_pairs, self.metric_keys)
-
-    @property
-    def seed_averaged(self) -> bool:
-        """Whether a model has two or more seeds, so a seed-averaged report is made."""
-        return bool(self.seed_pairs)
-
-
-def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model_tag, alternative) -> CandidatePlan:
+def plan_candidates(runs: list[Run], settings: ComparisonSettings, model_tag: str) -> CandidatePlan:
     """Check everything the runs' tags and logged metrics show; nothing here reads an artifact."""
+    reference, primary = settings.reference, settings.primary
     # What was evaluated comes first: runs of two splits are the mistake to name, not their repeated seeds.
-    for label, tag in (
-        ("split (split digest)", tags.SPLIT_DIGEST),
-        ("users and targets (targets fingerprint)", tags.TARGETS_FINGERPRINT),
-    ):
-        values = {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)}
-        if len(set(values.values())) > 1:
-            listing = "; ".join(f"run {rid}: {v[:16]}" for rid, v in values.items())
-            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}")
+    for label, tag in ((_SPLIT, tags.SPLIT_DIGEST), (_TARGETS, tags.TARGETS_FINGERPRINT)):
+        _check_same(label, {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)})
     groups, configured = _group(runs, model_tag)
     if len(groups) < 2:
         raise RunSelectionError(f"runs: expected at least two models to compare, found only {list(groups)}")
@@ -72,13 +51,14 @@ def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model
         )
     if reference is not None and reference not in groups:
         raise RunSelectionError(f"reference: expected one of the compared models {list(groups)}, found {reference!r}")
-    representative = {m: _representative_seed(m, seeds, seed) for m, seeds in groups.items()}
-    if seed is not None and not any(seed in seeds for seeds in groups.values()):
+    wanted = settings.representative_seed
+    representative_seeds = {m: _representative_seed(m, seeds, wanted) for m, seeds in groups.items()}
+    if wanted is not None and not any(wanted in seeds for seeds in groups.values()):
         raise RunSelectionError(
-            f"seed: expected a seed of a seeded model, found {seed!r}; seeds: "
+            f"representative_seed: expected a seed of a seeded model, found {wanted!r}; seeds: "
             + "; ".join(f"{m}: {sorted(s, key=tags.seed_order)}" for m, s in groups.items())
         )
-    metric_keys = _metadata_metric_keys(runs, metrics, primary)
+    metric_keys = _metadata_metric_keys(runs, settings.metrics, primary)
     models = list(groups)
     if reference is not None:
         models = [reference] + [m for m in models if m != reference]
@@ -89,7 +69,7 @@ def plan_candidates(runs: list[Run], *, metrics, primary, reference, seed, model
     pair_metric_names(pairs, seed_pairs, metric_keys or ["ndcg@100"])
     return CandidatePlan(
         groups=groups,
-        representative=representative,
+        representative_seeds=representative_seeds,
         models=models,
         metric_keys=metric_keys,
         pairs=pairs,
@@ -112,12 +92,9 @@ def check_paired_seeds(plan: CandidatePlan) -> None:
 
 
 def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None:
-    """The metric keys to compare, as far as the runs' logged aggregate metrics tell; None if they cannot.
-
-    A run that logged no aggregate metric (one made by other tools around the per-user artifacts) is left
-    to the artifact check.
-    """
-    logged = {rid: keys for rid, keys in _logged_metric_keys(runs).items() if keys}
+    """The metric keys to compare, as far as the runs' logged aggregate metrics tell; None if they cannot (a run
+    made by other tools around the per-user artifacts logs none, and is left to the artifact check)."""
+    logged = {r.info.run_id: keys for r in runs if (keys := logged_metric_keys(r.data.metrics))}
     if metrics:
         missing = {rid: [m for m in metrics if m not in keys] for rid, keys in logged.items()}
         missing = {rid: m for rid, m in missing.items() if m}
@@ -128,36 +105,37 @@ def _metadata_metric_keys(runs: list[Run], metrics, primary) -> list[str] | None
         return list(metrics)
     if len(logged) < len(runs):
         return None
-    common = [k for k in next(iter(logged.values())) if all(k in keys for keys in logged.values())]
+    return _shared_keys(list(logged.values()), "the runs share no evaluated metric key", primary)
+
+
+def _shared_keys(key_lists: list[list[str]], none_shared: str, primary: str | None) -> list[str]:
+    """The keys every list holds, in the first list's order; a RunSelectionError if none, or not ``primary``."""
+    common = [k for k in key_lists[0] if all(k in keys for keys in key_lists)]
     if not common:
-        raise RunSelectionError("metrics: the runs share no evaluated metric key")
+        raise RunSelectionError(f"metrics: {none_shared}")
     if primary is not None and primary not in common:
         raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
     return common
 
 
-def _logged_metric_keys(runs: list[Run]) -> dict[str, list[str]]:
-    """Run id -> the metric keys whose aggregate it logged (``ndcg_at_100`` -> ``ndcg@100``), known keys only."""
-    return {r.info.run_id: logged_metric_keys(r.data.metrics) for r in runs}
+_SPLIT, _TARGETS = "split (split digest)", "users and targets (targets fingerprint)"
+
+
+def _check_same(label: str, values: dict[str, object]) -> None:
+    if len(set(map(str, values.values()))) > 1:
+        listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
+        hint = (
+            " (a run evaluated with mlflow.models.evaluate needs split_digest, sample_id and n_items in its "
+            "evaluator_config and data)"
+            if any(v is None for v in values.values())
+            else ""
+        )
+        raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}{hint}")
 
 
 def verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtifacts]) -> None:
-    def check(label: str, values: dict[str, object]) -> None:
-        if len(set(map(str, values.values()))) > 1:
-            listing = "; ".join(f"run {rid}: {str(v)[:16]}" for rid, v in values.items())
-            hint = (
-                " (a run evaluated with mlflow.models.evaluate needs split_digest, sample_id and n_items in its "
-                "evaluator_config and data)"
-                if any(v is None for v in values.values())
-                else ""
-            )
-            raise RunSelectionError(f"runs were not evaluated on the same {label}: {listing}{hint}")
-
-    check("split (split digest)", {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
-    check(
-        "users and targets (targets fingerprint)",
-        {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs},
-    )
+    _check_same(_SPLIT, {r.info.run_id: artifacts[r.info.run_id].split_digest for r in runs})
+    _check_same(_TARGETS, {r.info.run_id: artifacts[r.info.run_id].result.targets_fingerprint for r in runs})
     first = runs[0].info.run_id
     ids = artifacts[first].result.sample_ids
     for r in runs[1:]:
@@ -167,20 +145,8 @@ def verify_same_evaluation(runs: list[Run], artifacts: dict[str, EvaluationArtif
 
 
 def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
-    """Candidate -> seed tag -> run id, from the runs' tags; and model -> its candidates, where it has several.
-
-    A candidate is one model (the ``model_tag`` tag) in one configuration (the ``recsys.config`` tag): runs
-    that share both are the seeds of one candidate. A model whose selected runs hold a single configuration
-    is one candidate under its plain name; one with several becomes a candidate per configuration, named by
-    :func:`configuration_names`. Candidates come in order of model, then of the values that set them apart
-    (``EASE(l2=50)`` before ``EASE(l2=500)``).
-
-    Raises
-    ------
-    RunSelectionError
-        If a run has no model tag or a malformed ``recsys.config`` tag, if two runs share model,
-        configuration and seed, or if a configuration's name is another model's name.
-    """
+    """Candidate -> seed tag -> run id, and model -> its candidates where it has several (one per configuration,
+    named by :func:`configuration_names`), in order of model, then of the values that set them apart."""
     configs: dict[str, dict[str, dict]] = {}  # model -> canonical JSON -> configuration
     members = []
     for r in runs:
@@ -218,11 +184,8 @@ def _group(runs: list[Run], model_tag: str) -> tuple[dict[str, dict[str, str]], 
                 "lists imported again)",
             )
         seeds[seed] = run_id
-    several: dict[str, list[str]] = {}
-    for (model, _), name in names.items():
-        if name != model:
-            several.setdefault(model, []).append(name)
-    return groups, {m: [n for n in groups if n in ns] for m, ns in sorted(several.items())}
+    configured = {m: [n for n in groups if owner[n] == m and n != m] for m in sorted(configs)}
+    return groups, {m: ns for m, ns in configured.items() if ns}
 
 
 #: Widest text of one hyper-parameter value in a candidate's name; longer values are cut, with a hash.
@@ -232,13 +195,9 @@ _UNSET = object()
 
 
 def configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple[str, tuple]]:
-    """Canonical JSON of each configuration of ``model`` -> (candidate name, sort key).
-
-    One configuration keeps the plain model name. Several are named ``Model(k1=v1, k2=v2)`` by the
-    hyper-parameters that differ among them, in key order, with short values (``50`` for ``50.0``, strings
-    bare); if two short names coincide (``50`` and ``"50"``) every value is written as exact JSON instead.
-    A key some configurations lack reads ``unset`` in theirs.
-    """
+    """Canonical JSON of each configuration of ``model`` -> (candidate name, sort key): the plain model name for
+    one, else ``Model(k1=v1, k2=v2)`` by the hyper-parameters that differ, with short values (``50`` for
+    ``50.0``), or exact JSON where short names would coincide (``50`` and ``"50"``); a missing key reads ``unset``."""
     if len(configs) == 1:
         return {key: (model, ()) for key in configs}
     keys = sorted(set().union(*configs.values()))
@@ -260,7 +219,6 @@ def configuration_names(model: str, configs: dict[str, dict]) -> dict[str, tuple
 
 
 def _short_value(value) -> str:
-    """A hyper-parameter value as a candidate name shows it: ``50``, ``0.001``, ``true``, ``adam``, ``[64, 32]``."""
     if value is _UNSET:
         return "unset"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
@@ -275,12 +233,11 @@ def _short_value(value) -> str:
 
 
 def _exact_value(value) -> str:
-    """A hyper-parameter value as exact JSON (``50.0``, ``"50"``), for names the short form cannot keep apart."""
     return "unset" if value is _UNSET else shorten(json.dumps(value, sort_keys=True), CONFIG_VALUE_WIDTH)
 
 
 def _value_rank(value) -> tuple:
-    """Sort key of a hyper-parameter value: numbers by value, then other values by their JSON, then unset."""
+    """Numbers by value, then other values by their JSON, then unset."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
         return (0, value, "")
     if value is _UNSET:
@@ -289,7 +246,6 @@ def _value_rank(value) -> tuple:
 
 
 def _config(run: Run) -> dict:
-    """The run's hyper-parameters from its ``recsys.config`` tag (a JSON object; absent means none)."""
     text = run.data.tags.get(tags.CONFIG, "{}")
     try:
         config = json.loads(text)
@@ -307,9 +263,8 @@ def _representative_seed(model: str, seeds: dict, wanted: str | None) -> str:
     if len(seeds) == 1 or wanted is None:
         return sorted(seeds, key=tags.seed_order)[0]
     if wanted not in seeds:
-        raise RunSelectionError(
-            f"seed: expected one of {model}'s seeds {sorted(seeds, key=tags.seed_order)}, found {wanted!r}"
-        )
+        known = sorted(seeds, key=tags.seed_order)
+        raise RunSelectionError(f"representative_seed: expected one of {model}'s seeds {known}, found {wanted!r}")
     return wanted
 
 
@@ -321,16 +276,9 @@ def seed_side(seeds: dict[str, tuple[str, EvaluationResult]]):
 
 def artifact_metric_keys(metric_keys: list[str] | None, primary, artifacts: dict[str, EvaluationArtifacts]):
     """The metric keys every per-user file holds: ``metric_keys`` checked, or the common keys if None."""
-    # Every loaded result was read from its per_user.parquet, so it holds per-user values.
     columns = {run_id: list(art.result.per_user or ()) for run_id, art in artifacts.items()}
     if metric_keys is None:
-        per_user = list(columns.values())
-        common = [k for k in per_user[0] if all(k in keys for keys in per_user)]
-        if not common:
-            raise RunSelectionError("metrics: the runs' per-user files share no metric key")
-        if primary is not None and primary not in common:
-            raise RunSelectionError(f"primary: expected one of the compared metrics {common}, found {primary!r}")
-        return common
+        return _shared_keys(list(columns.values()), "the runs' per-user files share no metric key", primary)
     for run_id, keys in columns.items():
         missing = [m for m in metric_keys if m not in keys]
         if missing:
@@ -346,20 +294,9 @@ SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_
 
 
 def pair_metric_names(pairs, seed_pairs, metric_keys) -> dict[tuple[str, str, str, str], str]:
-    """Every MLflow metric name the comparison run may log, one-to-one, each at most 250 characters.
-
-    ``<candidate>.vs.<baseline>.<metric>.<field>``, with or without a reference; the seed-averaged report's
-    under ``<candidate>.vs.<baseline>.<metric>.seed_averaged.<field>`` and seed-table columns under
-    ``<candidate>.vs.<baseline>.<metric>.seeds.<field>``, both only when a model has seeds (``seed_pairs`` not
-    empty). Names come from :func:`~mlflow_recsys.tracking.naming.comparison_metric_name`, one-to-one,
-    and long names through :func:`~mlflow_recsys.tracking.limits.fit_key`.
-
-    Raises
-    ------
-    RunSelectionError
-        If two hypotheses would still share a name: two long names whose 40-bit hashes collide, or two model
-        names whose labels' hashes do.
-    """
+    """Every MLflow metric name the comparison run may log (``<candidate>.vs.<baseline>.<metric>[.seed_averaged
+    |.seeds].<field>``), one-to-one, long ones through :func:`~mlflow_recsys.tracking.limits.fit_key`; a
+    RunSelectionError if two hypotheses would still share one (colliding hashes)."""
     fields = [g for f in REPORT_FIELDS for g in (f, *([f"seed_averaged.{f}"] if seed_pairs else []))]
     wanted = [(*pair, metric, f) for pair in pairs for metric in metric_keys for f in fields]
     wanted += [(*pair, metric, f"seeds.{f}") for pair in seed_pairs for metric in metric_keys for f in SEED_FIELDS]

@@ -20,10 +20,7 @@ from mlflow_recsys.report.notes import ordered_analyses
 from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.report.provenance import provenance_html, provenance_markdown
 from mlflow_recsys.settings_schema import settings_of
-from mlflow_recsys.stats import (
-    ComparisonReport,
-    SeedSpread,
-)
+from mlflow_recsys.stats import ComparisonReport, SeedSpread
 from mlflow_recsys.stats.settings import ComparisonSettings
 from mlflow_recsys.tracking._candidates import CandidatePlan
 from mlflow_recsys.tracking.naming import pair_label
@@ -41,7 +38,8 @@ def write_json_files(
     which ``ComparisonSettings(**json.load(file))`` reads back) and ``metric_names.json``."""
     (out / "source_runs.json").write_text(
         json.dumps(
-            {"run_ids": source_ids, "by_model": plan.groups, "representative_seed": plan.representative}, indent=2
+            {"run_ids": source_ids, "by_model": plan.groups, "representative_seeds": plan.representative_seeds},
+            indent=2,
         )
     )
     (out / SETTINGS_FILE).write_text(json.dumps(dataclasses.asdict(settings), indent=2))
@@ -51,8 +49,7 @@ def write_json_files(
 @dataclass(frozen=True)
 class ComparisonFiles:
     """Everything a comparison run's files are rendered from: the report (saved as the run's main artifact,
-    ``report/``), the seed-averaged one, the seed tables by pair, the provenance, the settings as logged, the
-    run's name, the primary metric, whether it was declared in advance, and the notes' closing link."""
+    ``report/``), the seed-averaged one, the seed tables, provenance, the settings as logged, and the rest."""
 
     report: ComparisonReport
     averaged: ComparisonReport | None
@@ -70,14 +67,12 @@ class ComparisonFiles:
 
     @property
     def labelled_spreads(self) -> dict[str, SeedSpread]:
-        """The seed tables by :func:`~mlflow_recsys.tracking.naming.pair_label` (one-to-one headings)."""
         return {pair_label(b, c): spread for (b, c), spread in self.spreads.items()}
 
     def _common(self) -> dict:
         return {"declared": self.declared, "averaged": self.averaged, "analysis": self.analysis}
 
     def note(self) -> str:
-        """The run notes (:func:`~mlflow_recsys.report.notes.run_note`)."""
         shown = self.labelled_spreads
         return notes.run_note(self.report, shown, self.primary, self.provenance, **self._common(), link=self.link)
 
@@ -117,7 +112,7 @@ class ComparisonFiles:
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """``frame`` as CSV whose text a spreadsheet will not run as formulas, every non-number quoted."""
+    """CSV whose text a spreadsheet will not run as formulas, every non-number quoted."""
     csv_safe_frame(frame).to_csv(path, index=False, quoting=csv.QUOTE_NONNUMERIC)
 
 
@@ -191,7 +186,6 @@ def write_texts(
 _LOGGED_ONLY = {
     "primary_analysis_used": "the analysis the conclusion rests on (primary_analysis, auto resolved)",
     "model_tag": "run tag that names the model",
-    "report_seed": settings_of(ComparisonSettings)["seed"][1].help,
     "compared_metrics": "the metric keys compared",
     "scipy_version": "the SciPy that computed the tests and intervals",
 }

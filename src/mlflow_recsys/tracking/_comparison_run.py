@@ -1,5 +1,5 @@
 """The life of a comparison run: which run it logs into (a new one, a nested one or the environment's), its
-tags from the first moment, and its end (FAILED with the reason, KILLED when the process is killed)."""
+tags from the first moment and with its results, and its end (FAILED with the reason, KILLED when killed)."""
 
 from __future__ import annotations
 
@@ -12,22 +12,19 @@ import mlflow
 from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import PERMISSION_DENIED, ErrorCode
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
 from mlflow_recsys import validation
-from mlflow_recsys._digests import text_digest
+from mlflow_recsys._digests import shorten, text_digest
 from mlflow_recsys.errors import TrackingPermissionError
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.context import (
-    check_step_run,
-    entry_point_run,
-    mark_failed,
-)
-from mlflow_recsys.tracking.limits import (
-    MAX_TAG_LENGTH,
-)
+from mlflow_recsys.tracking.context import check_step_run, entry_point_run, mark_failed
+from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import RunSelectionError
 from mlflow_recsys.tracking.server_errors import is_unreachable
+from mlflow_recsys.tracking.server_page import recsys_page_url
 
 _log = logging.getLogger(__name__)
 
@@ -43,15 +40,8 @@ class RunTarget:
 
     @classmethod
     def find(cls, output_experiment: str | None) -> RunTarget:
-        """Check, before anything is written, that the run to use may be used and the experiment may be made.
-
-        Raises
-        ------
-        RunSelectionError
-            If ``output_experiment`` is deleted or not a valid name.
-        RunOwnershipError
-            If ``MLFLOW_RUN_ID`` (or the active run) names a run this comparison must not log under.
-        """
+        """Check, before anything is written, that the run to use may be used (RunOwnershipError) and the
+        experiment may be made (RunSelectionError for a deleted or invalid ``output_experiment``)."""
         target = check_step_run()
         if output_experiment is not None:
             try:
@@ -70,11 +60,8 @@ class RunTarget:
         )
 
     def _open(self, source_experiment_id: str | None, run_name: str, made_with: dict[str, str]) -> mlflow.ActiveRun:
-        """The run to log into (see :func:`~mlflow_recsys.tracking.context.entry_point_run`).
-
-        It carries ``made_with`` from its first moment. A new run goes to ``output_experiment``, else (nested)
-        the caller's run's experiment, else ``source_experiment_id``; None (no source runs) lets MLflow choose.
-        """
+        """The run to log into, with ``made_with`` from its first moment: a new one goes to ``output_experiment``,
+        else (nested) the caller's run's experiment, else ``source_experiment_id`` (None: MLflow chooses)."""
         experiment_id = None if self.nested else source_experiment_id
         if self.experiment_name is not None:
             exp = mlflow.get_experiment_by_name(self.experiment_name)
@@ -84,13 +71,7 @@ class RunTarget:
     @contextmanager
     def run(self, runs: list[Run], run_name: str) -> Iterator[mlflow.ActiveRun]:
         """The comparison run of ``runs``, tagged with its role and source runs as it is made; ended FAILED with
-        the reason on any exception, and always ended locally.
-
-        Raises
-        ------
-        TrackingPermissionError
-            If the tracking server refuses to create or tag the run (HTTP 403), naming the experiment.
-        """
+        the reason on any exception. TrackingPermissionError if the server refuses to make it (HTTP 403)."""
         experiment_id = runs[0].info.experiment_id
         made_with = {  # so even a run that fails, or a process killed at once, says what it was and compared
             tags.ROLE: tags.ROLE_COMPARISON,
@@ -111,8 +92,7 @@ class RunTarget:
             mlflow.end_run()
 
     def _raise_if_refused(self, exc: MlflowException, experiment_id: str) -> None:
-        """For MLflow's PERMISSION_DENIED (HTTP 403), a TrackingPermissionError saying where the comparison may not
-        write and what to do; nothing for any other error."""
+        """For PERMISSION_DENIED (HTTP 403), a TrackingPermissionError saying where and what to do."""
         if exc.error_code != ErrorCode.Name(PERMISSION_DENIED):
             return
         if self.experiment_name is not None:
@@ -133,9 +113,8 @@ class RunTarget:
         ) from None
 
     def record_failure(self, exc: BaseException) -> None:
-        """Mark the entry point's run (``MLFLOW_RUN_ID``), made for this comparison, FAILED with the reason of a
-        failure before the comparison run was opened. Nothing else exists yet, so nothing else records it;
-        nothing is recorded when the server cannot be reached."""
+        """Mark the entry point's run (``MLFLOW_RUN_ID``) FAILED with the reason of a failure before the
+        comparison run was opened: nothing else exists yet to record it."""
         if not self.environment_run or is_unreachable(exc):
             return
         try:
@@ -147,7 +126,6 @@ class RunTarget:
 
 
 def _experiment_name(experiment_id: str) -> str:
-    """The name of experiment ``experiment_id``, or the id when it cannot be read."""
     try:
         return mlflow.get_experiment(experiment_id).name
     except Exception:  # noqa: BLE001 - a name for a message; the refusal is what matters
@@ -155,10 +133,7 @@ def _experiment_name(experiment_id: str) -> str:
 
 
 def source_runs_tag(run_ids: list[str]) -> str:
-    """The ``recsys.source_runs`` tag: the comma-separated ids while they fit, else their count and digest.
-
-    ``source_runs.json`` always lists them all.
-    """
+    """The ``recsys.source_runs`` tag: the comma-separated ids while they fit, else their count and digest."""
     listed = ",".join(run_ids)
     if len(listed) <= MAX_TAG_LENGTH:
         return listed
@@ -166,3 +141,37 @@ def source_runs_tag(run_ids: list[str]) -> str:
         f"{len(run_ids)} runs, sha256 {text_digest(listed, 16)} of their comma-separated ids; "
         "listed in source_runs.json"
     )
+
+
+def primary_declared_in_advance(runs: list[Run], primary: str | None) -> bool:
+    """Whether ``primary`` was fixed before the compared models were trained: every compared run is a child of
+    one study run that logged it as its ``primary`` param (as ``main`` does when it starts) before them all."""
+    parents = {r.data.tags.get(MLFLOW_PARENT_RUN_ID) for r in runs}
+    parent_id = parents.pop() if len(parents) == 1 else None  # None: several parents, or none
+    if primary is None or parent_id is None:
+        return False
+    try:
+        study = MlflowClient().get_run(parent_id)
+    except Exception:  # a parent that is gone or unreadable declares nothing
+        return False
+    return study.data.params.get("primary") == primary and study.info.start_time <= min(r.info.start_time for r in runs)
+
+
+def result_tags(first: dict, primary, headline: str, run_name: str, note: str) -> dict:
+    """The tags a comparison run gets with its results: the split, targets and dataset of ``first`` (a source
+    run's tags), the primary metric, the headline, its name and notes."""
+    return {
+        tags.SPLIT_DIGEST: first.get(tags.SPLIT_DIGEST, ""),
+        tags.TARGETS_FINGERPRINT: first.get(tags.TARGETS_FINGERPRINT, ""),
+        tags.DATASET: first.get(tags.DATASET, ""),
+        tags.PRIMARY_METRIC: primary or "",
+        tags.RESULT: shorten(headline, MAX_TAG_LENGTH),
+        MLFLOW_RUN_NAME: run_name,
+        MLFLOW_RUN_NOTE: note,
+    }
+
+
+def page_link_text(experiment_id: str) -> str:
+    """The closing line of the notes and ``summary.txt``: where the server's recsys page shows these runs, or ''."""
+    page = recsys_page_url(experiment_id)
+    return f"\n\nCompare these and other runs on the server's page: {page}" if page else ""

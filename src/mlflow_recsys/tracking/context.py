@@ -1,11 +1,5 @@
 """Where a step's run goes, one rule for every step (:func:`check_step_run`): nested under the caller's active
-run, the run `mlflow run` created, or a new one; and each param logged once, by one writer.
-
-``mlflow run`` hands its run to the entry point's process through ``MLFLOW_RUN_ID``, and every process started
-below it inherits that variable. So a run id in the environment is used only when it still looks like the run
-``mlflow run`` just created for us: RUNNING, and not yet claimed by any step (no ``recsys.role`` tag). Anything
-else is refused before a single tag, param or metric is written, and before a new run is made.
-"""
+run, the run `mlflow run` created, or a new one; and each param logged once, by one writer."""
 
 from __future__ import annotations
 
@@ -24,13 +18,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import RunOwnershipError, failure_text
 from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.limits import (
-    MAX_PARAM_LENGTH,
-    MAX_RUN_NAME_LENGTH,
-    MAX_TAG_LENGTH,
-    fit_values,
-    storable,
-)
+from mlflow_recsys.tracking.limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, MAX_TAG_LENGTH, fit_values, storable
 from mlflow_recsys.tracking.redact import redact
 from mlflow_recsys.tracking.runs import FAILED, RUNNING
 from mlflow_recsys.tracking.server_errors import is_unreachable
@@ -42,70 +30,26 @@ RUN_ID_ENV = "MLFLOW_RUN_ID"
 
 
 def absolute_sqlite_uri(uri: str) -> str:
-    """``uri`` with a relative SQLite path made absolute against the current folder; any other URI as it is.
-
-    ``mlflow run`` starts each step in the project's folder, and a Ray worker in its own, so a relative
-    ``sqlite:///mlruns.db`` would name another database there.
-    """
+    """``uri`` with a relative SQLite path made absolute: ``mlflow run`` starts each step in the project's
+    folder, and a Ray worker in its own, where a relative ``sqlite:///mlruns.db`` names another database."""
     prefix = "sqlite:///"
     if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
         return prefix + str(Path(uri[len(prefix) :]).resolve())
     return uri
 
 
-def environment_run() -> str | None:
-    """The run id in ``MLFLOW_RUN_ID`` if this step may log into that run, ``None`` if the variable is unset.
-
-    Call it before creating or resuming any run: it writes nothing.
-
-    Returns
-    -------
-    str or None
-        The run id, when the variable names an active (not deleted) run whose
-        status is RUNNING and which carries no ``recsys.role`` tag: the run
-        ``mlflow run`` created for this entry point. ``None`` when the variable
-        is unset or empty.
-
-    Raises
-    ------
-    RunOwnershipError
-        If the run does not exist, is deleted, is not RUNNING (a finished
-        training run, say), or already has a ``recsys.role`` (another step's
-        run). The message names the variable, the run id, its status and role,
-        and says to unset the variable.
-    MlflowException
-        If the tracking store cannot be asked (unreachable server).
-    """
-    run = _environment_run()
-    return None if run is None else run.info.run_id
-
-
-def check_run_is_free(run: Run, *, source: str = RUN_ID_ENV) -> None:
-    """Refuse ``run`` unless a step may take it over: RUNNING, not deleted, and without a ``recsys.role`` tag.
-
-    Parameters
-    ----------
-    run : mlflow.entities.Run
-        The run as the tracking store has it now (``MlflowClient().get_run``).
-    source : str, default ``"MLFLOW_RUN_ID"``
-        Where the run came from, named first in the message (e.g. ``"the active run"``).
-
-    Raises
-    ------
-    RunOwnershipError
-        Naming ``source``, the run id, its status and role, and what to do
-        instead (for ``MLFLOW_RUN_ID``: unset it).
-    """
+def check_run_is_free(run: Run) -> None:
+    """A RunOwnershipError unless a step may take the run of ``MLFLOW_RUN_ID`` over: RUNNING, not deleted,
+    without a ``recsys.role`` tag. The message names the run id, its status and role, and what to do instead."""
     role = run.data.tags.get(tags.ROLE)
     deleted = run.info.lifecycle_stage != LifecycleStage.ACTIVE
     if run.info.status == RUNNING and role is None and not deleted:
         return
     found_role = f"{tags.ROLE}={role!r}" if role is not None else f"no {tags.ROLE} tag"
-    advice = _ENV_ADVICE if source == RUN_ID_ENV else "end that run (mlflow.end_run()) so that this step starts its own"
     raise RunOwnershipError(
-        f"{source}: expected a RUNNING run without a {tags.ROLE} tag (the run `mlflow run` creates for an entry "
+        f"{RUN_ID_ENV}: expected a RUNNING run without a {tags.ROLE} tag (the run `mlflow run` creates for an entry "
         f"point), found run {run.info.run_id} with status {run.info.status}, {found_role}"
-        f"{', deleted' if deleted else ''}; nothing was logged to it. To log to a new run, {advice}"
+        f"{', deleted' if deleted else ''}; nothing was logged to it. To log to a new run, {_ENV_ADVICE}"
     )
 
 
@@ -116,6 +60,7 @@ _ENV_ADVICE = (
 
 
 def _environment_run() -> Run | None:
+    """The run of ``MLFLOW_RUN_ID`` once :func:`check_run_is_free` accepts it; None when the variable is unset."""
     run_id = os.environ.get(RUN_ID_ENV, "").strip()
     if not run_id:
         return None
@@ -135,10 +80,8 @@ def _environment_run() -> Run | None:
 class StepTarget(NamedTuple):
     """Where a step's run goes (see :func:`check_step_run`): at most one of the two ids is set."""
 
-    #: The caller's active run, which the step's new run is nested under.
-    parent_run_id: str | None
-    #: The run of ``MLFLOW_RUN_ID`` (``mlflow run``'s), which the step adopts.
-    environment_run_id: str | None
+    parent_run_id: str | None  # the caller's active run, which the step's new run is nested under
+    environment_run_id: str | None  # the run of MLFLOW_RUN_ID (mlflow run's), which the step adopts
 
 
 def check_step_run() -> StepTarget:
@@ -150,19 +93,17 @@ def check_step_run() -> StepTarget:
        nested under it (tag ``mlflow.parentRunId``); the caller's run itself gets nothing. ``MLFLOW_RUN_ID`` is
        then not read: the caller's run wins.
     2. Else ``MLFLOW_RUN_ID`` (set by ``mlflow run`` for its entry point): that run is adopted and logged into,
-       after :func:`environment_run` accepts it.
+       if it is RUNNING, not deleted and has no ``recsys.role`` tag (the run ``mlflow run`` just made for us,
+       not one of an enclosing step whose variable this process inherited).
     3. Else a new run.
 
-    Returns
-    -------
-    StepTarget
-        The parent run id (case 1) or the environment's run id (case 2); both None in case 3.
+    Returns the parent run id (case 1) or the environment's run id (case 2) as a :class:`StepTarget`.
 
     Raises
     ------
     RunOwnershipError
-        For case 1, if the caller's run is deleted or no longer RUNNING in the tracking store; for case 2, as
-        :func:`environment_run`.
+        If the caller's run is deleted or no longer RUNNING (case 1), or the environment's run does not exist,
+        is deleted, not RUNNING or has a ``recsys.role`` (case 2); the message says what to do.
     MlflowException
         If the tracking store cannot be asked (unreachable server).
     """
@@ -171,7 +112,6 @@ def check_step_run() -> StepTarget:
 
 
 def _step_target() -> tuple[str | None, Run | None]:
-    """(the caller's active run id to nest under, or None; the environment's run to adopt, or None)."""
     active = mlflow.active_run()
     if active is None:
         return None, _environment_run()
@@ -194,39 +134,15 @@ def entry_point_run(
     whole_params_in: str = "artifacts",
     tags: dict[str, str] | None = None,
 ):
-    """Start the run to log into, by the rule of :func:`check_step_run`, and log ``params`` to it first.
+    """Start the run to log into, by the rule of :func:`check_step_run` (which raises RunOwnershipError before
+    anything is written), and log ``params`` to it first; a :class:`StepRun` context: an exception inside marks
+    the run FAILED and, for a nested run, leaves the caller's run active.
 
-    Nested under the caller's active run; else the run of ``MLFLOW_RUN_ID`` (``mlflow run``'s), resumed;
-    else a new run. Used as a context manager: an exception inside marks the run FAILED and, for a nested run,
-    leaves the caller's run active.
-
-    Parameters
-    ----------
-    run_name : str
-        The run's name (the ``mlflow.runName`` tag).
-    experiment_id : str, optional
-        Experiment of a new run; default: the caller's run's experiment for a nested run, else the active
-        experiment. Ignored when resuming the environment's run.
-    params : dict, optional
-        Params to log as :func:`log_params_once` does: one the environment's run already holds (``mlflow run
-        -P``) is left as it is. A value longer than MLflow's 6,000 characters
-        is logged as its length and SHA-256 with a pointer to ``whole_params_in``, the file that holds it whole
-        (MLflow would cut it without a word).
-    whole_params_in : str, default ``"artifacts"``
-        Where the run keeps its long params whole, e.g. ``"manifest.json"``.
-    tags : dict, optional
-        Tags the run carries from its first moment: a new run is created with them, so that a process killed
-        right after (SIGKILL) still leaves a run that says what it is; the environment's run gets them first.
-
-    Returns
-    -------
-    StepRun
-        An :class:`mlflow.ActiveRun`.
-
-    Raises
-    ------
-    RunOwnershipError
-        As :func:`check_step_run`; nothing is written and no run is made.
+    ``experiment_id`` is a new run's (default: the caller's run's for a nested run, else the active experiment).
+    ``params`` are logged as :func:`log_params_once` does; a value longer than MLflow's 6,000 characters as its
+    length and SHA-256 with a pointer to ``whole_params_in``, the file that holds it whole (MLflow would cut it
+    without a word). ``tags`` are on a new run from its first moment, so that a process killed right after
+    (SIGKILL) still leaves a run that says what it is; the environment's run gets them first.
     """
     parent_id, existing = _step_target()
     run_name = shorten(storable(run_name), MAX_RUN_NAME_LENGTH)
@@ -255,8 +171,6 @@ def entry_point_run(
 def _start_new_run(
     run_name: str, experiment_id: str | None, parent_id: str | None, tags: dict[str, str]
 ) -> mlflow.ActiveRun:
-    """A new run with ``tags``, nested under ``parent_id`` (in its experiment unless ``experiment_id``) when
-    given."""
     if parent_id is None:
         return mlflow.start_run(run_name=run_name, experiment_id=experiment_id, tags=tags)
     if experiment_id is None:
@@ -276,23 +190,17 @@ class StepRun(mlflow.ActiveRun):
     """The run of one step, as a context manager: on an exception it ends FAILED and says why in ``recsys.error``."""
 
     def __exit__(self, exc_type, exc_val, exc_tb):
-        if (
-            exc_val is not None
-            and mlflow.active_run() is not None
-            and mlflow.active_run().info.run_id == self.info.run_id
-        ):
+        active = mlflow.active_run()
+        if exc_val is not None and active is not None and active.info.run_id == self.info.run_id:
             mark_failed(self.info.run_id, exc_val, end=True, keep_reason=True)
         return super().__exit__(exc_type, exc_val, exc_tb)
 
 
 def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool = False) -> None:
-    """Record why run ``run_id`` failed in ``recsys.error`` (``Type: message`` of the innermost system failure,
-    :func:`~mlflow_recsys.errors.failure_text`, redacted) and, with ``end``, end
-    the active run FAILED. Never raises: the first error is the one the user must see.
-
-    Nothing is recorded when the tracking server is unreachable (the cause itself), or with ``keep_reason`` when
-    the run already holds a reason (a study names each failed training before it raises).
-    """
+    """Record why run ``run_id`` failed in ``recsys.error`` (:func:`~mlflow_recsys.errors.failure_text`,
+    redacted) and, with ``end``, end the active run FAILED. Never raises: the first error is the one the user
+    must see. Nothing is recorded when the server is unreachable (the cause itself), or with ``keep_reason``
+    when the run already holds a reason (a study names each failed training before it raises)."""
     if not is_unreachable(exc):
         reason = redact(failure_text(exc))
         try:
@@ -310,19 +218,14 @@ def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool
 
 
 def record_failure_on_environment_run(exc: BaseException) -> None:
-    """Say in ``recsys.error`` why a step failed before it took over the run ``mlflow run`` made for it.
-
-    Only the step knows why: a refused argument fails it before any logging starts. The run is tagged and ended
-    FAILED, as ``mlflow run`` ends it when the step's process exits. Written only to a run the step could have
-    taken over (see :func:`check_run_is_free`), so an inherited ``MLFLOW_RUN_ID`` of another run is never
-    touched; never raises.
-    """
+    """Say in ``recsys.error`` why a step failed (a refused argument) before it took over the run ``mlflow
+    run`` made for it, and end that run FAILED; only a run :func:`check_run_is_free` accepts, so an inherited
+    ``MLFLOW_RUN_ID`` of another run is never touched. Never raises."""
     run_id = os.environ.get(RUN_ID_ENV, "").strip()
     if not run_id or is_unreachable(exc):
         return
     try:
-        run = MlflowClient().get_run(run_id)
-        check_run_is_free(run)
+        check_run_is_free(MlflowClient().get_run(run_id))
     except Exception:  # not ours to write to, or not there
         return
     mark_failed(run_id, exc, end=False)
@@ -333,12 +236,9 @@ def record_failure_on_environment_run(exc: BaseException) -> None:
 
 
 def log_params_once(params: dict) -> None:
-    """Log to the active run the ``params`` it does not hold yet, as MLflow stores them: ``str(value)``
-    (``"None"`` for ``None``), credentials redacted (:func:`~mlflow_recsys.tracking.redact.redact`).
-
-    Each param has one writer: one that ``mlflow run -P`` logged before the step started (in its command-line
-    form) is left as it is, since ``mlflow run`` handed the step the same value.
-    """
+    """Log to the active run the ``params`` it does not hold yet, as ``str(value)`` (``"None"`` for ``None``),
+    credentials redacted. Each param has one writer: one that ``mlflow run -P`` logged before the step started
+    (in its command-line form) is left as it is, since ``mlflow run`` handed the step the same value."""
     run = mlflow.active_run()
     existing = {} if run is None else MlflowClient().get_run(run.info.run_id).data.params
     to_log = {k: v for k, v in _param_texts(params).items() if k not in existing}

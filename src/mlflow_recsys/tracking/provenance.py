@@ -25,31 +25,35 @@ _MANIFEST_FIELDS = ("dataset", "parameters", "counts", "split_digest")
 
 
 def collect_provenance(
-    runs: list[Run], groups: dict[str, dict[str, str]], representative: dict[str, str], chosen_seed: str | None
+    runs: list[Run],
+    groups: dict[str, dict[str, str]],
+    representative_seeds: dict[str, str],
+    representative_seed: str | None,
 ) -> dict[str, Any]:
     """Provenance of a comparison of ``runs`` (grouped as model -> seed tag -> run id) as JSON-ready data.
 
-    ``representative`` maps each model to the seed tag of its run in the paired table; ``chosen_seed`` is the
-    seed asked for, or ``None`` when each model's lowest seed stands for it. ``split``: the split run id and its
-    manifest's fields, or only the digest when no split run is found; ``models``: per model its hyper-parameters,
-    its runs by seed with their experiment ids, the seed in the paired table and why.
+    ``representative_seeds`` maps each model to the seed tag of its run in the paired table;
+    ``representative_seed`` is the seed asked for, or ``None`` when each model's lowest seed stands for it.
+    ``split``: the split run id and its manifest's fields, or only the digest when no split run is found;
+    ``models``: per model its hyper-parameters, its runs by seed with their experiment ids, the seed in the paired
+    table and why.
     """
     by_id = {r.info.run_id: r for r in runs}
     digest = runs[0].data.tags.get(tags.SPLIT_DIGEST)
     models = {}
     for model, seeds in groups.items():
-        seed = representative[model]
+        seed = representative_seeds[model]
         if len(seeds) == 1:
             why = "its only run" if seed == tags.NO_SEED else f"its only seed ({seed})"
-        elif chosen_seed is not None:
-            why = f"seed {seed}, chosen for the report (--seed {chosen_seed})"
+        elif representative_seed is not None:
+            why = f"seed {seed}, chosen for the report (--representative-seed {representative_seed})"
         else:
             why = f"seed {seed}, the lowest of {', '.join(sorted(seeds, key=tags.seed_order))}"
         first = by_id[seeds[seed]]
         models[model] = {
             "hyperparameters": json.loads(first.data.tags.get(tags.CONFIG, "{}")),
             "runs": {s: {"run_id": rid, "experiment_id": by_id[rid].info.experiment_id} for s, rid in seeds.items()},
-            "paired_table_seed": seed,
+            "representative_seed": seed,
             "why": why,
         }
     return {"split": _split(runs, digest), "models": models}

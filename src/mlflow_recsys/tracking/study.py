@@ -1,10 +1,5 @@
-"""The main job: split, train EASE and ELSA under each seed, compare; every step an MLflow run under the study run.
-
-The split and the comparison are the ``split`` and ``compare`` entry points of the ``MLproject``. The trainings run
-on an executor (:mod:`~mlflow_recsys.tracking.executors`): one ``train`` entry point after another, or one Ray task
-each. A training that fails does not stop the others; a rerun of the study reuses every training that already
-FINISHED in an earlier study on the same split.
-"""
+"""The main job: split, train EASE and ELSA under each seed, compare; every step an MLflow run under the study
+run, the trainings on an executor (:mod:`~mlflow_recsys.tracking.executors`)."""
 
 from __future__ import annotations
 
@@ -16,7 +11,6 @@ from pathlib import Path
 from typing import cast
 
 import mlflow
-import mlflow.projects
 from mlflow.entities import LifecycleStage, Run
 from mlflow.exceptions import ExecutionException, MlflowException
 from mlflow.tracking import MlflowClient
@@ -28,7 +22,15 @@ from mlflow_recsys.errors import StudyStepError
 from mlflow_recsys.models.registry import model_spec
 from mlflow_recsys.tracking import tags
 from mlflow_recsys.tracking.context import absolute_sqlite_uri, check_step_run, entry_point_run
-from mlflow_recsys.tracking.executors import Echo, Executor, Training, TrainingOutcome, TrainingTarget, make_executor
+from mlflow_recsys.tracking.executors import (
+    Echo,
+    EntryPoints,
+    Executor,
+    Training,
+    TrainingOutcome,
+    TrainingTarget,
+    make_executor,
+)
 from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH, duplicates, fit_text
 from mlflow_recsys.tracking.redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking.runs import FINISHED, search_all
@@ -62,40 +64,35 @@ def run_study(
 ) -> str:
     """Split, train EASE once and ELSA under each seed, compare; returns the comparison run id.
 
-    The split and the comparison run through ``mlflow.projects.run`` (the ``split`` and ``compare`` entry points
-    of the ``MLproject`` at ``project_uri``), the trainings on ``executor``; every step is a child run of the study
-    run. Before training, the experiment is searched for FINISHED training runs of earlier studies on the same
-    split (same split digest) with the same model, configuration (``recsys.config``) and seed: those are reused,
-    not retrained, and the output names them.
-
-    A relative SQLite tracking URI is made absolute (``mlflow.set_tracking_uri``) before any step, so every step
-    logs to the one database the caller meant, whatever folder the step runs in.
+    The split and the comparison are the ``split`` and ``compare`` entry points of the ``MLproject`` at
+    ``project_uri`` (``mlflow.projects.run``), the trainings run on ``executor``; every step is a child run of the
+    study run. FINISHED training runs of earlier studies on the same split with the same model, configuration
+    (``recsys.config``) and seed are reused, not retrained, and the output names them. A relative SQLite tracking
+    URI is made absolute first, so every step logs to the one database the caller meant.
 
     Parameters
     ----------
     device : str, default ``"cpu"``
         ELSA's torch device. On Ray, a CUDA device makes each ELSA task ask Ray for one GPU.
     executor : ``"sequential"``, ``"ray"`` or an executor object, default ``"sequential"``
-        Where the trainings run: one ``train`` entry point after another, or one Ray task each on a local Ray
-        started for the study. To join a cluster, pass ``RayExecutor(address="auto")`` (or an address), from
+        One ``train`` entry point after another, or one Ray task each on a local Ray started for the study; to
+        join a cluster, pass ``RayExecutor(address="auto")`` (or an address) from
         :mod:`mlflow_recsys.tracking.executors`.
     echo : callable, default the ``mlflow_recsys.tracking.study`` logger at INFO
-        Takes the study's own progress lines and the result; the command line passes ``click.echo``. The split,
-        the sequential trainings and the comparison are command-line processes (``mlflow run``), and what they
-        print goes to this process's standard output and error, whatever ``echo`` is.
+        Takes the study's own progress lines and the result. What the steps (``mlflow run`` processes) print
+        goes to this process's standard output and error, whatever ``echo`` is.
 
     Raises
     ------
     RunOwnershipError
-        If the caller's active run or ``MLFLOW_RUN_ID`` names a run the study must not log under (see
-        :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
-        study run is nested under it); no step runs.
+        If the caller's active run or ``MLFLOW_RUN_ID`` names a run the study must not log under
+        (:func:`~mlflow_recsys.tracking.context.check_step_run`); no step runs.
     TypeError
         If ``echo`` is not callable; no run is made.
     ValueError
-        If ``seeds`` is not an ordered collection of integers (a str, a set, ``1.5`` or ``True`` in it), holds fewer
-        than two seeds (no seed spread could be measured) or one twice, or a hyper-parameter other than a seed or
-        the device is invalid; no run is made. A seed or a device the model refuses fails that training alone.
+        If ``seeds`` is not an ordered collection of integers, holds fewer than two seeds or one twice, or a
+        hyper-parameter other than a seed or the device is invalid; no run is made. A seed or a device the model
+        refuses fails that training alone.
     ImportError
         If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
     ConnectionError
@@ -114,15 +111,18 @@ def run_study(
         l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device
     )
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
-    _pin_tracking_uri()
-    params = _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor.name)
+    # The steps run in the project's folder (--project-uri), where a relative SQLite URI names another database.
+    uri = mlflow.get_tracking_uri()
+    if absolute_sqlite_uri(uri) != uri:
+        mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
+    hide_run_links_with_credentials(uri)
+    asked = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics}
+    params = {**asked, "primary": primary, "n_resamples": n_resamples, "device": device, "executor": executor.name}
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
         client = MlflowClient()
         experiment_id, study_id = main_run.info.experiment_id, main_run.info.run_id
-        step = functools.partial(
-            _step, project_uri=project_uri, experiment_id=experiment_id, study_id=study_id, echo=echo
-        )
+        step = functools.partial(_step, EntryPoints(project_uri, experiment_id, study_id, echo))
         split_id = step("split", f"split {dataset}", {"dataset": dataset, "seed": split_seed})
         outcomes = _train(
             executor,
@@ -139,116 +139,43 @@ def run_study(
 
         compare_id = None
         if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
-            compare_id = _compare_step(step, usable, metrics=metrics, primary=primary, n_resamples=n_resamples)
+            run_ids = ",".join(cast(str, o.run_id) for o in usable)  # a usable outcome has a run
+            compared = {"run_ids": run_ids, "reference": "EASE", "metrics": metrics, "primary": primary}
+            compare_id = step("compare", "compare EASE vs ELSA", {**compared, "n_resamples": n_resamples})
             _show_result(compare_id, experiment_id, echo)
         if failed:
-            raise _study_failure(failed, usable, len(outcomes), compare_id)
+            compared_text = (
+                f"the {len(usable)} finished were compared in run {compare_id}"
+                if compare_id
+                else f"the {len(usable)} finished were not compared (fewer than two models finished)"
+            )
+            raise StudyStepError(
+                f"study: {_failure_text(failed, len(outcomes), limit=2000)}; {compared_text}. Rerun the "
+                "study to train only what did not finish"
+            )
         return cast(str, compare_id)  # nothing failed, so both models finished and were compared
 
 
-def _study_params(dataset, split_seed, seeds, metrics, primary, n_resamples, device, executor_name) -> dict:
-    """The study run's params: what was asked for, and where the trainings ran."""
-    return {
-        "dataset": dataset,
-        "split_seed": split_seed,
-        "seeds": ",".join(map(str, seeds)),
-        "metrics": metrics,
-        "primary": primary,
-        "n_resamples": n_resamples,
-        "device": device,
-        "executor": executor_name,
-    }
-
-
-def _compare_step(
-    step: Callable[..., str], usable: list[TrainingOutcome], *, metrics: str, primary: str, n_resamples: int
-) -> str:
-    """Run the ``compare`` entry point over the usable trainings, EASE the reference; its run id."""
-    return step(
-        "compare",
-        "compare EASE vs ELSA",
-        {
-            # A usable outcome FINISHED, so it has a run.
-            "run_ids": ",".join(cast(str, o.run_id) for o in usable),
-            "reference": "EASE",
-            "metrics": metrics,
-            "primary": primary,
-            "n_resamples": n_resamples,
-        },
-    )
-
-
-def _study_failure(
-    failed: list[TrainingOutcome], usable: list[TrainingOutcome], n_outcomes: int, compare_id: str | None
-) -> StudyStepError:
-    """The error a study with failed trainings ends with: each failure, and whether the rest were compared."""
-    compared = (
-        f"the {len(usable)} finished were compared in run {compare_id}"
-        if compare_id
-        else f"the {len(usable)} finished were not compared (fewer than two models finished)"
-    )
-    return StudyStepError(
-        f"study: {_failure_text(failed, n_outcomes, limit=2000)}; {compared}. Rerun the "
-        "study to train only what did not finish"
-    )
-
-
-def _pin_tracking_uri() -> None:
-    """Make a relative SQLite tracking URI absolute for this process and the steps it starts, which run in the
-    project's folder (``--project-uri``) and would otherwise open another database; turn off MLflow's run links
-    when the URI holds credentials."""
-    uri = mlflow.get_tracking_uri()
-    if absolute_sqlite_uri(uri) != uri:
-        mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
-    hide_run_links_with_credentials(uri)
-
-
 def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None]) -> None:
-    """Tag the study run with its comparison run; print that run's summary (its notes as plain text: the notes
-    are markdown, for the MLflow UI) and where to see it."""
+    """Tag the study run with its comparison run; print that run's summary.txt (its notes, which are markdown,
+    as plain text) and where to see it."""
     mlflow.set_tag(tags.COMPARISON_RUN, compare_id)
     echo("\n== Result (the comparison run's summary.txt) ==\n")
     echo(mlflow.artifacts.load_text(f"runs:/{compare_id}/summary.txt").rstrip("\n"))
     echo(_ui_hint(compare_id, experiment_id))
 
 
-def _step(
-    entry_point: str,
-    run_name: str,
-    parameters: dict,
-    *,
-    project_uri: str,
-    experiment_id: str,
-    study_id: str,
-    echo: Callable[[str], None],
-) -> str:
-    """Run an entry point of the project as a child of the study run; return its run id.
-
-    Raises
-    ------
-    StudyStepError
-        If the step fails (MLflow marks its run FAILED).
-    """
-    echo(f"\n== {run_name} ==")
+def _step(steps: EntryPoints, entry_point: str, run_name: str, parameters: dict) -> str:
+    """The step's run id; a StudyStepError if it fails."""
     try:
-        submitted = mlflow.projects.run(
-            project_uri,
-            entry_point=entry_point,
-            parameters=parameters,
-            env_manager="local",
-            experiment_id=experiment_id,
-            run_name=run_name,
-            synchronous=True,
-        )
+        return steps.run(entry_point, run_name, parameters)
     except ExecutionException as exc:
         raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
-    MlflowClient().set_tag(submitted.run_id, MLFLOW_PARENT_RUN_ID, study_id)
-    return submitted.run_id
 
 
 def _seeds_iv(seeds: object) -> list[int]:
-    """``seeds`` as a list of at least two ints. Only their type is checked here: a seed's range is the
-    training's own check (see ``_CHECKED_BY_TRAINING``), so a refused seed fails that training alone."""
+    """``seeds`` as a list of at least two ints; a seed's range is the training's own check, so a refused seed
+    fails that training alone."""
     listed = validation.ordered(seeds, "seeds", "a list of integer seeds")
     checked = [validation.integer(seed, "seeds") for seed in listed]
     if len(checked) < 2:
@@ -259,14 +186,8 @@ def _seeds_iv(seeds: object) -> list[int]:
 def study_trainings(
     *, l2: float, seeds: Sequence[int], latent_dim: int, batch_size: int, epochs: int, lr: float, device: str = "cpu"
 ) -> list[Training]:
-    """The study's trainings: EASE, then ELSA under each seed.
-
-    Raises
-    ------
-    ValueError
-        If a seed is repeated, or a hyper-parameter other than the seed or the device is invalid (the model's
-        config says which).
-    """
+    """The study's trainings: EASE, then ELSA under each seed. A ValueError for a repeated seed, or a
+    hyper-parameter other than the seed or the device the model's config refuses."""
     repeated = duplicates([str(seed) for seed in seeds])
     if repeated:
         raise ValueError(f"seeds: expected each seed once, found {', '.join(repeated)} more than once in {list(seeds)}")
@@ -308,11 +229,8 @@ def _train(
 def finished_trainings(
     client: MlflowClient, experiment_id: str, split_digest: str, trainings: Sequence[Training]
 ) -> dict[tuple[str, str, str], Run]:
-    """FINISHED training runs that earlier studies made of ``trainings`` on this split, by training key.
-
-    A run counts when it is a child of a study run (``recsys.role=main``, not deleted) and has the split digest
-    and the training's model, configuration and seed; of several, the newest.
-    """
+    """FINISHED training runs that earlier studies (a parent with ``recsys.role=main``, not deleted) made of
+    ``trainings`` on this split, by training key; of several, the newest."""
     wanted = {t.key for t in trainings}
     query = (
         f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "

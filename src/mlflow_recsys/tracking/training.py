@@ -10,6 +10,7 @@ import time
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pandas as pd
@@ -53,8 +54,7 @@ def run_split(
         :func:`~mlflow_recsys.tracking.context.check_step_run`: inside the caller's ``mlflow.start_run()`` the
         split run is nested under it); checked first, before the split is built.
     ValueError
-        If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad
-        ``columns``.
+        If ``config`` is not a :class:`~mlflow_recsys.data.SplitConfig`, for an unknown dataset or bad ``columns``.
     """
     check_step_run()
     config = SplitConfig() if config is None else config
@@ -75,7 +75,10 @@ def run_split(
             split = load_recsys_split(root)
         manifest = split["manifest"]
         name = manifest["dataset"]["name"]
-        params = {"dataset": _dataset_param(dataset, manifest), **manifest["parameters"]}
+        # A frame is named by its content digest: its printed form would be a table cut at random.
+        digest = f"{type(dataset).__name__}, interactions sha256 {manifest['dataset']['interactions_sha256']}"
+        given = str(dataset) if isinstance(dataset, (str, os.PathLike)) else digest
+        params = {"dataset": given, **manifest["parameters"]}
         if columns:
             params["columns"] = json.dumps(columns, sort_keys=True)
         run_name = f"split {name} {config.split_mode} seed {config.seed}"
@@ -86,14 +89,6 @@ def run_split(
             mlflow.log_dict(manifest, "manifest.json")
             mlflow.log_input(split_dataset(manifest, split["split_digest"]), context="split")
             return run.info.run_id
-
-
-def _dataset_param(dataset, manifest: dict) -> str:
-    """The ``dataset`` param: the name or path given, or for a frame its content digest (its printed form would
-    be a table cut at random)."""
-    if isinstance(dataset, (str, os.PathLike)):
-        return str(dataset)
-    return f"{type(dataset).__name__}, interactions sha256 {manifest['dataset']['interactions_sha256']}"
 
 
 def split_dataset(manifest: dict, split_digest: str):
@@ -115,25 +110,16 @@ def split_dataset(manifest: dict, split_digest: str):
             tags={k: str(v) for k, v in origin.items() if k in ("source", "file_name", "file_sha256")}
             | {"interactions_sha256": origin["interactions_sha256"]}
         )
-    # MLflow stores at most 36 characters of a dataset digest.
-    # ignore: MLflow's MetaDataset leaves Dataset's abstract `profile` unimplemented, but Dataset is no ABC, so it
-    # instantiates (and MLflow itself builds MetaDatasets so).
+    # MLflow stores at most 36 characters of a digest. MetaDataset leaves the abstract `profile` unimplemented,
+    # but Dataset is no ABC, so it instantiates (MLflow itself builds MetaDatasets so).
     return MetaDataset(source=source, name=name, digest=split_digest[:36])  # type: ignore[abstract]
 
 
 def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
-    """A local path to the checkpoint: the path itself, or a download of an artifact URI.
+    """A local path to the checkpoint: the path itself, or a download of an artifact URI into ``dst``.
 
-    Raises
-    ------
-    FileNotFoundError
-        If ``checkpoint`` is neither an existing file nor a downloadable URI. The
-        message holds the URI and the download error with credentials redacted.
-    ValueError
-        If the downloaded artifact is not a zip (``runs:/<id>/manifest.json``), naming the URI.
-    OSError
-        If the local copy cannot be written (``ENOSPC`` naming the path, see
-        :func:`~mlflow_recsys.errors.root_cause`): raised as it is, not as a missing checkpoint.
+    FileNotFoundError (redacted) if it is neither an existing file nor a downloadable URI, ValueError if the
+    artifact is not a zip; a local copy that cannot be written (``ENOSPC``) raises its OSError as it is.
     """
     local = Path(checkpoint)
     if local.is_file():
@@ -164,7 +150,7 @@ def _log_epoch(epoch: int, loss: float, score: float | None) -> None:
 
 
 def _validation_ndcg(split: LoadedSplit):
-    """nDCG@100 on the validation users: the score ELSA's early stopping watches (None without them)."""
+    """nDCG@100 on the validation users, which ELSA's early stopping watches (None without them)."""
     from mlflow_recsys.metrics import NDCG
 
     if split["val_source_matrix"].shape[0] == 0:
@@ -183,17 +169,10 @@ def _validation_ndcg(split: LoadedSplit):
 
 
 def configuration_tag(config) -> str:
-    """The ``recsys.config`` tag of a model's config (``None`` for a model without hyper-parameters).
-
-    What makes a configuration: every hyper-parameter but the seed (runs are pooled over it) and the device
-    (the same model on other hardware), as JSON with sorted keys. The study finds finished runs by it.
-    """
-    hyper = {
-        k: v
-        for k, v in (dataclasses.asdict(config) if config is not None else {}).items()
-        if k not in ("seed", "device")
-    }
-    return json.dumps(hyper, sort_keys=True)
+    """The ``recsys.config`` tag of a model's config (``None``: no hyper-parameters): every hyper-parameter but
+    the seed (runs are pooled over it) and the device (the same model on other hardware), as sorted JSON."""
+    hyper = dataclasses.asdict(config) if config is not None else {}
+    return json.dumps({k: v for k, v in hyper.items() if k not in ("seed", "device")}, sort_keys=True)
 
 
 def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: bool = True) -> str:
@@ -226,7 +205,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
     if not isinstance(log_model, bool):
         raise ValueError(expected("log_model", "True or False", log_model))
     spec = config.spec
-    unfitted = config.build()
+    unfitted: Any = config.build()  # each registered model has fit; Recommender, the common base, does not
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
         local = resolve_checkpoint(checkpoint, tmp)
         with read_checkpoint(local) as root:
@@ -237,27 +216,37 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
                 "patience: early stopping needs validation rows, and this split has none "
                 "(it was built with val_frac=0); drop --patience or rebuild the split"
             )
-        seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED  # type: ignore[union-attr]
+        seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED
         run_name = f"{config.model} seed {seed}" if spec.seeded else config.model
         params = {**config.to_params(), "checkpoint": checkpoint}
         made_with = _train_tags(config.model, unfitted.config, seed, split)
         with entry_point_run(run_name, params=params, whole_params_in="evaluation.json", tags=made_with) as run:
             mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
-            _fit_and_log(
-                unfitted,
-                split,
-                config.metric_objects(),
-                Path(tmp) / "evaluation",
-                in_epochs=spec.epochs,
-                validate=validate,
-                log_model=log_model,
+            started = time.perf_counter()
+            if spec.epochs:
+                fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
+                mlflow.log_metric("best_epoch", fitted.best_epoch)
+            else:
+                fitted = unfitted.fit(split["x_train"])
+            fit_seconds = time.perf_counter() - started
+            test_ids = split["test_eval_user_ids"]
+            result = evaluate_recommender(
+                fitted,
+                source=split["test_source_matrix"],
+                targets=split["test_target_matrix"],
+                metrics=config.metric_objects(),
+                sample_ids=test_ids,
             )
+            # The model first: its id is known when the test metrics are logged (log_model links metrics too).
+            logged = log_recommender(fitted, split["item_ids"], eval_user_ids=test_ids) if log_model else None
+            model_id = logged.model_id if logged is not None else None
+            log_evaluation(result, split, Path(tmp) / "evaluation", model_id=model_id)
+            mlflow.log_metric("fit_seconds", fit_seconds)
             return run.info.run_id
 
 
 def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_tag: str | None = None) -> dict[str, str]:
-    """The train run's ``recsys.`` tags: its role, model, configuration (``config_tag``, default that of
-    ``config``), seed, split and dataset."""
+    """The train run's ``recsys.`` tags; ``config_tag`` defaults to that of ``config``."""
     return {
         tags.ROLE: tags.ROLE_TRAIN,
         tags.MODEL: model,
@@ -268,40 +257,11 @@ def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_ta
     }
 
 
-def _fit_and_log(
-    unfitted, split: LoadedSplit, metric_objects: list, out: Path, *, in_epochs: bool, validate, log_model: bool
-) -> None:
-    """Fit on the training users (epoch by epoch, logging each, for a model that trains in epochs), evaluate on
-    the test users, and log to the active run: the fingerprint, the split as input, the fitted model (when
-    ``log_model``), the metrics with their level intervals (linked to that logged model, or to an external one,
-    and to the split), the per-user artifacts (written to ``out`` first)."""
-    started = time.perf_counter()
-    if in_epochs:
-        fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
-        mlflow.log_metric("best_epoch", fitted.best_epoch)
-    else:
-        fitted = unfitted.fit(split["x_train"])
-    fit_seconds = time.perf_counter() - started
-    result = evaluate_recommender(
-        fitted,
-        source=split["test_source_matrix"],
-        targets=split["test_target_matrix"],
-        metrics=metric_objects,
-        sample_ids=split["test_eval_user_ids"],
-    )
-    # The model first: its id is known when the test metrics are logged (log_model also links metrics before it).
-    model = log_recommender(fitted, split["item_ids"], eval_user_ids=split["test_eval_user_ids"]) if log_model else None
-    log_evaluation(result, split, out, model_id=model.model_id if model is not None else None)
-    mlflow.log_metric("fit_seconds", fit_seconds)
-
-
 def log_evaluation(result, split: LoadedSplit, out_dir: Path, *, model_id: str | None = None) -> None:
-    """Log a test-set result to the active run, as every ``train``-role run has it (trained or imported): the
-    targets fingerprint tag, the split as the ``training`` input, the metrics (MLflow-safe names) with their
-    level intervals, linked to the logged model ``model_id`` (None: an external model named after the run's
-    ``recsys.model`` tag, see :func:`~mlflow_recsys.tracking.logged_models.log_test_metrics`) and to the split,
-    ``n_eval_users``/``n_eval_rows``, and ``per_user.parquet`` + ``evaluation.json`` (written to ``out_dir``
-    first)."""
+    """Log a test-set result to the active run as every ``train``-role run has it (trained or imported): the
+    targets fingerprint, the split as input, the metrics with their level intervals linked to the model
+    ``model_id`` (None: an external one, see :func:`~mlflow_recsys.tracking.logged_models.log_test_metrics`)
+    and the split, and ``per_user.parquet`` + ``evaluation.json`` (written to ``out_dir`` first)."""
     mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
     dataset = split_dataset(split["manifest"], split["split_digest"])
     mlflow.log_input(dataset, context="training")
