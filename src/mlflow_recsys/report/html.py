@@ -9,18 +9,15 @@ from typing import TYPE_CHECKING
 
 from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, stated_results
 from mlflow_recsys.report.citations import references_bibtex
-from mlflow_recsys.report.rows import format_level, row_cells
+from mlflow_recsys.report.rows import row_cells
 from mlflow_recsys.report.text import (
-    _interval_label,
     _seed_counts,
-    family_phrase,
     methods_text,
     no_mde_note,
     results_text,
     seed_protocol_text,
+    settings_text,
 )
-from mlflow_recsys.report.vocabulary import words
-from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
@@ -116,17 +113,11 @@ def details_table(report: ComparisonReport) -> str:
 
 
 def legend(report: ComparisonReport) -> str:
-    """One escaped line on how to read the key table (names no model)."""
-    level, alpha = format_level(report.comparisons[0].confidence_level), f"{report.comparisons[0].alpha:.6g}"
-    method = _interval_label(report)
-    correction = words("correction", report.correction)
+    """One escaped line on how to read the key table: :func:`settings_text`, then the direction."""
+    note = no_mde_note(report)
     return html.escape(
-        f"Difference = candidate - baseline, mean over users; interval: {level} paired {method} bootstrap "
-        f"interval; "
-        f"adjusted p: {correction} adjustment {family_phrase(report)}; direction: better or worse where the "
-        f"adjusted p is at most {alpha}, else inconclusive; mde: the smallest true difference this design detects "
-        f"with {REPORT_POWER:.0%} power; W/T/L: users on which the candidate scored higher/equal/lower."
-        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
+        f"{settings_text(report)}; direction: better or worse where the adjusted p is at most "
+        f"{report.comparisons[0].alpha:.6g}, else inconclusive." + (f" {note}" if note else "")
     )
 
 

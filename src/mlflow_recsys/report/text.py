@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from mlflow_recsys.report.analyses import seed_averaged_phrase, seed_averaging_text
+from mlflow_recsys.report.analyses import seed_averaging_text
 from mlflow_recsys.report.escaping import Writer, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report.rows import NO_MDE, format_level, format_p, row_cells
 from mlflow_recsys.report.vocabulary import words
@@ -55,41 +55,57 @@ def no_mde_note(report: ComparisonReport) -> str:
     )
 
 
+def settings_text(report: ComparisonReport) -> str:
+    """The settings every table of ``report`` is read with, as raw clauses joined by ``; `` (no final full stop).
+
+    It names the primary metric and, in a seed-averaged report, the models, so each renderer escapes it as a whole.
+    """
+    first = report.comparisons[0]
+    if report.correction is None:
+        correction = "p-values not adjusted for multiple comparisons"
+    else:
+        correction = f"{words('correction', report.correction)} adjustment {family_phrase(report)}"
+    clauses = [
+        f"Paired comparison on {_users(report)} ({_hypotheses(len(report.comparisons))}): difference = candidate - "
+        "baseline, mean over users",
+        f"{format_level(first.confidence_level)} paired {_interval_label(report)} bootstrap interval from "
+        f"B = {first.n_resamples:,} replicates",
+        f"{_test_words(report)}, {words('alternative', first.alternative)}",
+        correction,
+        "W/T/L = users on which the candidate scored higher/equal/lower",
+        f"mde = the smallest true difference detected with {REPORT_POWER:.0%} power at the level its hypothesis is "
+        "tested at",
+    ]
+    if report.seed_averaged:
+        clauses.insert(0, f"Seed-averaged over training seeds ({_seed_counts(report)})")
+    return "; ".join(clauses)
+
+
 def report_markdown(report: ComparisonReport) -> str:
-    """The display frame as a markdown table (via ``tabulate``), under a line stating the settings.
+    """The display frame as a markdown table (via ``tabulate``), under :func:`settings_text`.
 
     Names and metric keys pass through :func:`escape_markdown` and are never read as numbers (a model called ``007``
     stays ``007``).
     """
-    first = report.comparisons[0]
-    correction, level = words("correction", report.correction), format_level(first.confidence_level)
-    settings = (
-        f"Difference = candidate - baseline, mean over users; {level} paired {_interval_label(report)} "
-        f"bootstrap interval; {_test_words(report)}, {words('alternative', first.alternative)}; "
-        f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
-        "scored higher/equal/lower."
-    )
-    if report.seed_averaged:
-        settings = f"{seed_averaged_phrase(report)}. " + settings
     frame = display_frame(report)
     text_columns = ["metric", "baseline", "candidate"]
     for column in text_columns:
         frame[column] = frame[column].map(escape_markdown)
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
     note = no_mde_note(report)
-    return settings + "\n\n" + table + (f"\n\n{note}" if note else "")
+    return escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
 
 
 def _hypotheses(J: int) -> str:
     return f"{J} hypothes{'is' if J == 1 else 'es'}"
 
 
-def family_phrase(report: ComparisonReport, name=str) -> str:
-    """``over 4 hypotheses``, or the two families when the primary metric stands alone; ``name`` writes its key."""
+def family_phrase(report: ComparisonReport) -> str:
+    """``over 4 hypotheses``, or the two families when the primary metric stands alone (naming it raw)."""
     families = report.families
     if "primary" not in families:
         return f"over {_hypotheses(report.family_size)}"
-    phrase = f"within each family: the primary metric {name(report.primary)} ({_hypotheses(families['primary'])})"
+    phrase = f"within each family: the primary metric {report.primary} ({_hypotheses(families['primary'])})"
     if "secondary" in families:
         phrase += f" and the secondary metrics ({_hypotheses(families['secondary'])})"
     return phrase
@@ -345,10 +361,10 @@ def _seed_row(spread: SeedSpread, metric: str) -> pd.Series:
 
 
 def report_string(report: ComparisonReport) -> str:
-    """The report as a fixed-width text table under one line stating the settings.
+    """The report as a fixed-width text table under one line stating the settings (:func:`settings_text` and alpha).
 
     The columns are metric, ``candidate vs baseline``, difference, interval, adjusted p, direction, W/T/L and mde, one
-    row per hypothesis. A seed-averaged report says so first: the settings line starts with ``seed-averaged over
+    row per hypothesis. A seed-averaged report says so first: the settings line starts with ``Seed-averaged over
     training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and each side averaged over several seeds is named with their number,
     ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with control characters as visible escapes
     (:func:`~mlflow_recsys.report.escaping.visible_text`), so every row is one line.
@@ -366,16 +382,8 @@ def report_string(report: ComparisonReport) -> str:
     """
     if not report.comparisons:
         return "ComparisonReport with no hypotheses"
-    first = report.comparisons[0]
-    settings = (
-        f"{_hypotheses(len(report.comparisons))}: difference = candidate - baseline (mean over {_users(report)}); "
-        f"{format_level(first.confidence_level)} {_interval_label(report)} bootstrap interval; "
-        f"{_test_words(report)}, {words('alternative', first.alternative)}; "
-        f"{_correction_label(report)}; alpha = {first.alpha:.6g}"
-    )
-    if report.seed_averaged:
-        settings = f"seed-averaged over training seeds ({_seed_counts(report)}); {settings}"
-    settings = visible_text(settings)  # the names in it (the primary metric, seed-averaged models) stay on one line
+    # The names in it (the primary metric, seed-averaged models) stay on one line.
+    settings = visible_text(settings_text(report)) + f"; alpha = {report.comparisons[0].alpha:.6g}"
     header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
     cells = [row_cells(c) for c in report.comparisons]
     rows = [
@@ -460,14 +468,6 @@ def _test_label(c: PairwiseComparison) -> str:
     """``paired sign-flip randomization test (B = 9,999 random sign patterns)``: the test of ``c`` in words."""
     zeros = words("zero_method", c.zero_method) if c.zero_method else "zero differences as scipy treats them"
     return words("test_method", c.test_method, B=c.n_resamples, zeros=zeros)
-
-
-def _correction_label(report: ComparisonReport) -> str:
-    """The correction and its families, as raw text: it names the primary metric, so escape it as a whole."""
-    if report.correction is None:
-        return "p-values not adjusted for multiple comparisons"
-    how = words("correction", report.correction)
-    return f"p-values adjusted with the {how} procedure {family_phrase(report)}"
 
 
 def _seed_counts(report: ComparisonReport) -> str:
