@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, seed_averaged_phrase, stated_results
+from mlflow_recsys.report.analyses import (
+    analysis_heading,
+    ordered_analyses,
+    primary_analysis_text,
+    seed_averaged_phrase,
+    stated_results,
+)
 from mlflow_recsys.report.escaping import visible_text
-from mlflow_recsys.report.notes import ordered_analyses
 from mlflow_recsys.report.rows import format_level
 from mlflow_recsys.report.text import (
     _test_label,

@@ -7,7 +7,7 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, stated_results
+from mlflow_recsys.report.analyses import analysis_heading, ordered_analyses, primary_analysis_text, stated_results
 from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.rows import row_cells
 from mlflow_recsys.report.text import (
@@ -165,9 +165,12 @@ def report_html(
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
-        parts += _primary_sentences(report, primary, primary_declared, seed_averaged, primary_analysis)
-    parts += _key_sections(report, seed_averaged, primary_analysis, forest_png)
-    parts += _details(report, seed_averaged, primary_analysis)
+        when = "declared in advance" if primary_declared else "chosen at comparison time, not before training"
+        parts.append(f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>")
+        for label, shown, c in stated_results(report, seed_averaged, primary_analysis, primary):
+            bold = f"<b>{label}.</b> " if label else ""
+            parts.append(f"<p>{bold}{html.escape(results_text(shown, c, markup='plain'))}</p>")
+    parts += _analyses(report, seed_averaged, primary_analysis, forest_png)
     if spreads:
         parts += _seed_spread_section(spreads, primary, seed_png)
     if provenance_html:
@@ -187,62 +190,30 @@ def _image(data: bytes, alt: str) -> str:
     return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def _primary_sentences(
-    report: ComparisonReport,
-    primary: str,
-    declared: bool,
-    seed_averaged: ComparisonReport | None,
-    primary_analysis: str,
-) -> list[str]:
-    """The primary metric and its result sentences, the primary analysis' first, each labelled with its role."""
-    when = "declared in advance" if declared else "chosen at comparison time, not before training"
-    parts = [f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>"]
-    for label, shown, c in stated_results(report, seed_averaged, primary_analysis, primary):
-        bold = f"<b>{label}.</b> " if label else ""
-        parts.append(f"<p>{bold}{html.escape(results_text(shown, c, markup='plain'))}</p>")
-    return parts
-
-
-def _key_sections(
+def _analyses(
     report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, forest_png: bytes
 ) -> list[str]:
-    """The key tables, the primary analysis' first with the forest plot (of that analysis) below it."""
-    heading = (
-        "Paired comparison" if seed_averaged is None else analysis_heading("representative-seed", primary_analysis)
-    )
-    sections = {
-        "representative-seed": [
-            f"<h2>{heading}</h2>",
-            f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
-            f'<p class="legend">{legend(report)}</p>',
-        ]
+    """Each analysis' key table, the primary one's first with its forest plot below; then their details tables."""
+    two = seed_averaged is not None
+    ids = {
+        "representative-seed": ("report-table", "details-table"),
+        "seed-averaged": ("seed-averaged-table", "seed-averaged-details"),
     }
-    if seed_averaged is None:
-        return [
-            *sections["representative-seed"],
-            _image(forest_png, "forest plot of the differences with their intervals"),
+    parts, details = [], ["<h2>Details</h2>"]
+    for kind, shown in ordered_analyses(report, seed_averaged, primary_analysis):
+        heading, averaged = analysis_heading(kind, primary_analysis), kind == "seed-averaged"
+        parts += [
+            f"<h2>{heading if two else 'Paired comparison'}</h2>",
+            *([f"<p>{_seed_sentence(shown)}</p>"] if averaged else []),
+            f'<div id="{ids[kind][0]}" class="key-wrap">{key_table(shown, seeds=averaged)}</div>',
+            f'<p class="legend">{legend(shown)}</p>',
         ]
-    sections["seed-averaged"] = [
-        f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
-        f"<p>{_seed_sentence(seed_averaged)}</p>",
-        f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
-        f'<p class="legend">{legend(seed_averaged)}</p>',
-    ]
-    other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
-    plot = _image(forest_png, f"forest plot of the {primary_analysis} comparison's differences with their intervals")
-    return [*sections[primary_analysis], plot, *sections[other]]
-
-
-def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str) -> list[str]:
-    """The details tables, the primary analysis' first, each under a heading of its own when there are two."""
-    if seed_averaged is None:
-        return ["<h2>Details</h2>", f'<div id="details-table" class="wide">{details_table(report)}</div>']
-    tables = {
-        "representative-seed": f'<div id="details-table" class="wide">{details_table(report)}</div>',
-        "seed-averaged": f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>',
-    }
-    order = sorted(tables, key=lambda kind: kind != primary_analysis)
-    return ["<h2>Details</h2>", *(f"<h3>{analysis_heading(k, primary_analysis)}</h3>{tables[k]}" for k in order)]
+        if kind == primary_analysis:
+            what = f"the {kind} comparison's differences" if two else "the differences"
+            parts.append(_image(forest_png, f"forest plot of {what} with their intervals"))
+        table = f'<div id="{ids[kind][1]}" class="wide">{details_table(shown)}</div>'
+        details.append(f"<h3>{heading}</h3>{table}" if two else table)
+    return parts + details
 
 
 def _seed_spread_section(spreads: dict, primary: str | None, seed_png: bytes | None) -> list[str]:
