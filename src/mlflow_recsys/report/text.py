@@ -35,12 +35,8 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
 
 
-def no_mde_words(c: PairwiseComparison) -> str:
-    """Why ``c``'s ``mde`` is NaN (no spread, or fewer than two users), ``""`` when it has one; names nothing."""
-    if not math.isnan(c.mde):
-        return ""
-    why = "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
-    return f"no minimum detectable effect: {why}"
+def _no_mde_why(c: PairwiseComparison) -> str:
+    return "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
 
 
 def no_mde_note(report: ComparisonReport) -> str:
@@ -49,9 +45,8 @@ def no_mde_note(report: ComparisonReport) -> str:
     if not missing:
         return ""
     return (
-        f"mde {NO_MDE} ({len(missing)} of {len(report.comparisons)} hypotheses): "
-        f"{no_mde_words(missing[0]).removeprefix('no minimum detectable effect: ')}, so no minimum detectable "
-        "effect can be estimated."
+        f"mde {NO_MDE} ({len(missing)} of {len(report.comparisons)} hypotheses): {_no_mde_why(missing[0])}, so no "
+        "minimum detectable effect can be estimated."
     )
 
 
@@ -60,17 +55,27 @@ def settings_text(report: ComparisonReport) -> str:
 
     It names the primary metric and, in a seed-averaged report, the models, so each renderer escapes it as a whole.
     """
-    first = report.comparisons[0]
-    if report.correction is None:
-        correction = "p-values not adjusted for multiple comparisons"
-    else:
+    first, comparisons = report.comparisons[0], report.comparisons
+    users = " or ".join(f"{n:,}" for n in sorted({c.n_units for c in comparisons})) + " users"
+    if any(c.n_samples != c.n_units for c in comparisons):
+        users += " (the rows of each user averaged first)"
+    fell = sum(c.interval_method == "percentile" for c in comparisons)
+    interval = "percentile" if fell == len(comparisons) else "BCa"
+    if 0 < fell < len(comparisons):
+        interval += f" (percentile for {fell} of {len(comparisons)} hypotheses, whose BCa bias correction was infinite)"
+    tests = [
+        _test_label(next(c for c in comparisons if c.test_method == m)) for m in {c.test_method: 0 for c in comparisons}
+    ]
+    correction = "p-values not adjusted for multiple comparisons"
+    if report.correction is not None:
         correction = f"{words('correction', report.correction)} adjustment {family_phrase(report)}"
     clauses = [
-        f"Paired comparison on {_users(report)} ({_hypotheses(len(report.comparisons))}): difference = candidate - "
-        "baseline, mean over users",
-        f"{format_level(first.confidence_level)} paired {_interval_label(report)} bootstrap interval from "
-        f"B = {first.n_resamples:,} replicates",
-        f"{_test_words(report)}, {words('alternative', first.alternative)}",
+        f"Paired comparison on {users} ({_hypotheses(len(comparisons))}): difference = candidate - baseline, mean "
+        "over users",
+        f"{format_level(first.confidence_level)} paired {interval} bootstrap interval from B = {first.n_resamples:,} "
+        "replicates",
+        f"{tests[0] if len(tests) == 1 else 'by hypothesis, ' + ' or '.join(tests)}, "
+        f"{words('alternative', first.alternative)}",
         correction,
         "W/T/L = users on which the candidate scored higher/equal/lower",
         f"mde = the smallest true difference detected with {REPORT_POWER:.0%} power at the level its hypothesis is "
@@ -284,7 +289,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
             f"with {REPORT_POWER:.0%} power"
         )
     elif c.direction == "inconclusive":
-        verdict += f"; {no_mde_words(c)}"
+        verdict += f"; no minimum detectable effect: {_no_mde_why(c)}"
     return (
         f"{effect} ({level} {words('interval_method', c.interval_method, 'result')}paired-bootstrap interval "
         f"{interval}, "
@@ -438,30 +443,6 @@ def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
         ).rstrip()
         for row in rows
     ]
-
-
-def _users(report: ComparisonReport) -> str:
-    counts = sorted({c.n_units for c in report.comparisons})
-    users = " or ".join(f"{n:,}" for n in counts) + " users"
-    if any(c.n_samples != c.n_units for c in report.comparisons):
-        users += " (the rows of each user averaged first)"
-    return users
-
-
-def _interval_label(report: ComparisonReport) -> str:
-    used = [c.interval_method for c in report.comparisons]
-    if "bca" not in used:
-        return "percentile"
-    fell = used.count("percentile")
-    if fell:
-        return f"BCa (percentile for {fell} of {len(used)} hypotheses, whose BCa bias correction was infinite)"
-    return "BCa"
-
-
-def _test_words(report: ComparisonReport) -> str:
-    methods = list(dict.fromkeys(c.test_method for c in report.comparisons))
-    words = [_test_label(next(c for c in report.comparisons if c.test_method == m)) for m in methods]
-    return words[0] if len(words) == 1 else "by hypothesis, " + " or ".join(words)
 
 
 def _test_label(c: PairwiseComparison) -> str:
