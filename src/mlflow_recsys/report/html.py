@@ -50,15 +50,10 @@ def _name(text: str) -> str:
     return html.escape(text).replace("_", "_<wbr>").replace("@", "<wbr>@")
 
 
-def _comparison(
-    candidate: str, baseline: str, candidate_seeds: int | None = None, baseline_seeds: int | None = None
-) -> str:
-    """``candidate vs baseline``, escaped; with seed counts when given."""
-    sides = ((candidate, candidate_seeds), (baseline, baseline_seeds))
-    return " vs ".join(
-        _name(name) + ("" if seeds is None else f" ({seeds}&nbsp;seed{'' if seeds == 1 else 's'})")
-        for name, seeds in sides
-    )
+def _comparison(c, seeds: bool = False) -> str:
+    """``candidate vs baseline`` of comparison ``c``, escaped; with each side's seed count when ``seeds``."""
+    sides = ((c.candidate, c.candidate_seeds), (c.baseline, c.baseline_seeds))
+    return " vs ".join(_name(n) + (f" ({k}&nbsp;seed{'' if k == 1 else 's'})" if seeds else "") for n, k in sides)
 
 
 def _row(cells: list[tuple[str, str]]) -> str:
@@ -86,7 +81,7 @@ def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
     rows = []
     for c in report.comparisons:
         r = row_cells(c, digits=6, signed=False)
-        names = _comparison(c.candidate, c.baseline, *((c.candidate_seeds, c.baseline_seeds) if seeds else ()))
+        names = _comparison(c, seeds)
         numbers = [("", r.difference), ("interval", r.interval), ("", r.adjusted_p)]
         rows.append(
             _row(
@@ -104,10 +99,7 @@ def details_table(report: ComparisonReport) -> str:
         r = row_cells(c, digits=6, signed=False)
         cells = [r.baseline_mean, r.candidate_mean, str(c.n_units), str(c.n_nonzero), r.tie_rate, r.p_value]
         rows.append(
-            _row(
-                [("name", _name(r.metric)), ("name", _comparison(c.candidate, c.baseline))]
-                + [("", v) for v in cells + [r.relative]]
-            )
+            _row([("name", _name(r.metric)), ("name", _comparison(c))] + [("", v) for v in cells + [r.relative]])
         )
     return _table(DETAIL_COLUMNS, rows, "details")
 
