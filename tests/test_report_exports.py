@@ -345,7 +345,7 @@ def test_latex_escapes_hostile_names_everywhere(hostile_report):
     # the primary metric (named by the family phrase) and the seed-averaged models appear escaped, never raw
     assert expected_latex(HOSTILE_METRIC) in text and HOSTILE_METRIC not in text
     assert f"{expected_latex(HOSTILE)}: 3 seeds" in text and f"{expected_latex(NEWLINE_NAME)}: 2 seeds" in text
-    assert "plain: 1 seed;" in text and "averaged over its training seeds" in text
+    assert "plain: 1 seed;" in text and text.startswith("Seed-averaged over training seeds (")
     assert HOSTILE not in latex and NEWLINE_NAME not in latex and "\r" not in latex
     # every line of the table is a whole row (a name's line break is written as text)
     assert latex.count("\n") == 15 + len(rows)  # 11 lines before the rows, 4 after
@@ -456,7 +456,7 @@ def test_str_is_a_settings_line_and_one_row_per_hypothesis(hostile_report, marke
 
 def test_a_seed_averaged_report_says_so_first_in_every_view(hostile_report, marker_report):
     settings = str(hostile_report).split("\n")[0]
-    assert settings.startswith("seed-averaged over training seeds (")
+    assert settings.startswith("Seed-averaged over training seeds (")
     assert f"{visible(HOSTILE)}: 3 seeds" in settings and "plain: 1 seed" in settings
     assert repr(hostile_report) == (
         "<ComparisonReport (seed-averaged): 4 hypotheses, holm, families primary=2 secondary=2>"

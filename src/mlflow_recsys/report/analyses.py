@@ -45,6 +45,14 @@ def analysis_heading(analysis: str, primary_analysis: str) -> str:
     return f"{role}: {ANALYSIS_TITLES[analysis]}"
 
 
+def ordered_analyses(
+    report: ComparisonReport, averaged: ComparisonReport | None, analysis: str
+) -> list[tuple[str, ComparisonReport]]:
+    """The analyses made, primary first: ``("seed-averaged", averaged)`` and ``("representative-seed", report)``."""
+    made = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
+    return sorted(made, key=lambda pair: pair[0] != analysis)
+
+
 def stated_results(
     report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, metric: str
 ) -> list[tuple[str, ComparisonReport, PairwiseComparison]]:

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, seed_averaged_phrase, stated_results
+from mlflow_recsys.report.analyses import (
+    analysis_heading,
+    ordered_analyses,
+    primary_analysis_text,
+    seed_averaged_phrase,
+    stated_results,
+)
 from mlflow_recsys.report.escaping import visible_text
-from mlflow_recsys.report.notes import ordered_analyses
 from mlflow_recsys.report.rows import format_level
 from mlflow_recsys.report.text import (
     _test_label,
@@ -41,7 +46,7 @@ def comparison_printout(outcome, primary: str | None, requested_analysis: str) -
         lines.append("\n" + primary_analysis_text(analysis, requested_analysis))
     if not outcome.seed_frame().empty:
         lines += _seed_table(outcome)
-    lines += [""] + [line + "." for line in procedure_lines(outcome.primary_report, visible_text)]
+    lines += [""] + [visible_text(line) + "." for line in procedure_lines(outcome.primary_report)]
     if primary:
         lines.append("")
         for label, r, c in stated_results(report, averaged, analysis, primary):
@@ -81,9 +86,9 @@ def _seed_table(outcome) -> list[str]:
     return lines
 
 
-def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
-    """How the p-values were adjusted, and which test and interval each hypothesis used (naming the hypotheses, with
-    ``name``, when not every one), in sentences without a final full stop."""
+def procedure_lines(report: ComparisonReport) -> list[str]:
+    """How the p-values were adjusted, and which test and interval each hypothesis used (naming the hypotheses, raw,
+    when not every one), in sentences without a final full stop."""
     alpha = report.comparisons[0].alpha
     if report.correction is None:
         lines = [
@@ -92,14 +97,14 @@ def procedure_lines(report: ComparisonReport, name=str) -> list[str]:
         ]
     else:
         lines = [
-            f"{words('correction', report.correction)} adjustment {family_phrase(report, name)}; significant where "
+            f"{words('correction', report.correction)} adjustment {family_phrase(report)}; significant where "
             f"the adjusted p <= {alpha:g}"
         ]
 
     def which(rows: list[PairwiseComparison]) -> str:
         if len(rows) == len(report.comparisons):
             return "for every hypothesis"
-        return "for " + ", ".join(f"{name(c.metric)} ({name(c.candidate)} vs {name(c.baseline)})" for c in rows)
+        return "for " + ", ".join(f"{c.metric} ({c.candidate} vs {c.baseline})" for c in rows)
 
     for method in dict.fromkeys(c.test_method for c in report.comparisons):
         rows = [c for c in report.comparisons if c.test_method == method]

@@ -7,20 +7,17 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, stated_results
+from mlflow_recsys.report.analyses import analysis_heading, ordered_analyses, primary_analysis_text, stated_results
 from mlflow_recsys.report.citations import references_bibtex
-from mlflow_recsys.report.rows import format_level, row_cells
+from mlflow_recsys.report.rows import row_cells
 from mlflow_recsys.report.text import (
-    _interval_label,
     _seed_counts,
-    family_phrase,
     methods_text,
     no_mde_note,
     results_text,
     seed_protocol_text,
+    settings_text,
 )
-from mlflow_recsys.report.vocabulary import words
-from mlflow_recsys.stats.power import REPORT_POWER
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats.comparison import ComparisonReport
@@ -53,15 +50,10 @@ def _name(text: str) -> str:
     return html.escape(text).replace("_", "_<wbr>").replace("@", "<wbr>@")
 
 
-def _comparison(
-    candidate: str, baseline: str, candidate_seeds: int | None = None, baseline_seeds: int | None = None
-) -> str:
-    """``candidate vs baseline``, escaped; with seed counts when given."""
-    sides = ((candidate, candidate_seeds), (baseline, baseline_seeds))
-    return " vs ".join(
-        _name(name) + ("" if seeds is None else f" ({seeds}&nbsp;seed{'' if seeds == 1 else 's'})")
-        for name, seeds in sides
-    )
+def _comparison(c, seeds: bool = False) -> str:
+    """``candidate vs baseline`` of comparison ``c``, escaped; with each side's seed count when ``seeds``."""
+    sides = ((c.candidate, c.candidate_seeds), (c.baseline, c.baseline_seeds))
+    return " vs ".join(_name(n) + (f" ({k}&nbsp;seed{'' if k == 1 else 's'})" if seeds else "") for n, k in sides)
 
 
 def _row(cells: list[tuple[str, str]]) -> str:
@@ -89,7 +81,7 @@ def key_table(report: ComparisonReport, *, seeds: bool = False) -> str:
     rows = []
     for c in report.comparisons:
         r = row_cells(c, digits=6, signed=False)
-        names = _comparison(c.candidate, c.baseline, *((c.candidate_seeds, c.baseline_seeds) if seeds else ()))
+        names = _comparison(c, seeds)
         numbers = [("", r.difference), ("interval", r.interval), ("", r.adjusted_p)]
         rows.append(
             _row(
@@ -107,26 +99,17 @@ def details_table(report: ComparisonReport) -> str:
         r = row_cells(c, digits=6, signed=False)
         cells = [r.baseline_mean, r.candidate_mean, str(c.n_units), str(c.n_nonzero), r.tie_rate, r.p_value]
         rows.append(
-            _row(
-                [("name", _name(r.metric)), ("name", _comparison(c.candidate, c.baseline))]
-                + [("", v) for v in cells + [r.relative]]
-            )
+            _row([("name", _name(r.metric)), ("name", _comparison(c))] + [("", v) for v in cells + [r.relative]])
         )
     return _table(DETAIL_COLUMNS, rows, "details")
 
 
 def legend(report: ComparisonReport) -> str:
-    """One escaped line on how to read the key table (names no model)."""
-    level, alpha = format_level(report.comparisons[0].confidence_level), f"{report.comparisons[0].alpha:.6g}"
-    method = _interval_label(report)
-    correction = words("correction", report.correction)
+    """One escaped line on how to read the key table: :func:`settings_text`, then the direction."""
+    note = no_mde_note(report)
     return html.escape(
-        f"Difference = candidate - baseline, mean over users; interval: {level} paired {method} bootstrap "
-        f"interval; "
-        f"adjusted p: {correction} adjustment {family_phrase(report)}; direction: better or worse where the "
-        f"adjusted p is at most {alpha}, else inconclusive; mde: the smallest true difference this design detects "
-        f"with {REPORT_POWER:.0%} power; W/T/L: users on which the candidate scored higher/equal/lower."
-        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
+        f"{settings_text(report)}; direction: better or worse where the adjusted p is at most "
+        f"{report.comparisons[0].alpha:.6g}, else inconclusive." + (f" {note}" if note else "")
     )
 
 
@@ -174,9 +157,12 @@ def report_html(
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
-        parts += _primary_sentences(report, primary, primary_declared, seed_averaged, primary_analysis)
-    parts += _key_sections(report, seed_averaged, primary_analysis, forest_png)
-    parts += _details(report, seed_averaged, primary_analysis)
+        when = "declared in advance" if primary_declared else "chosen at comparison time, not before training"
+        parts.append(f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>")
+        for label, shown, c in stated_results(report, seed_averaged, primary_analysis, primary):
+            bold = f"<b>{label}.</b> " if label else ""
+            parts.append(f"<p>{bold}{html.escape(results_text(shown, c, markup='plain'))}</p>")
+    parts += _analyses(report, seed_averaged, primary_analysis, forest_png)
     if spreads:
         parts += _seed_spread_section(spreads, primary, seed_png)
     if provenance_html:
@@ -196,62 +182,30 @@ def _image(data: bytes, alt: str) -> str:
     return f'<img alt="{alt}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
 
 
-def _primary_sentences(
-    report: ComparisonReport,
-    primary: str,
-    declared: bool,
-    seed_averaged: ComparisonReport | None,
-    primary_analysis: str,
-) -> list[str]:
-    """The primary metric and its result sentences, the primary analysis' first, each labelled with its role."""
-    when = "declared in advance" if declared else "chosen at comparison time, not before training"
-    parts = [f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>"]
-    for label, shown, c in stated_results(report, seed_averaged, primary_analysis, primary):
-        bold = f"<b>{label}.</b> " if label else ""
-        parts.append(f"<p>{bold}{html.escape(results_text(shown, c, markup='plain'))}</p>")
-    return parts
-
-
-def _key_sections(
+def _analyses(
     report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str, forest_png: bytes
 ) -> list[str]:
-    """The key tables, the primary analysis' first with the forest plot (of that analysis) below it."""
-    heading = (
-        "Paired comparison" if seed_averaged is None else analysis_heading("representative-seed", primary_analysis)
-    )
-    sections = {
-        "representative-seed": [
-            f"<h2>{heading}</h2>",
-            f'<div id="report-table" class="key-wrap">{key_table(report)}</div>',
-            f'<p class="legend">{legend(report)}</p>',
-        ]
+    """Each analysis' key table, the primary one's first with its forest plot below; then their details tables."""
+    two = seed_averaged is not None
+    ids = {
+        "representative-seed": ("report-table", "details-table"),
+        "seed-averaged": ("seed-averaged-table", "seed-averaged-details"),
     }
-    if seed_averaged is None:
-        return [
-            *sections["representative-seed"],
-            _image(forest_png, "forest plot of the differences with their intervals"),
+    parts, details = [], ["<h2>Details</h2>"]
+    for kind, shown in ordered_analyses(report, seed_averaged, primary_analysis):
+        heading, averaged = analysis_heading(kind, primary_analysis), kind == "seed-averaged"
+        parts += [
+            f"<h2>{heading if two else 'Paired comparison'}</h2>",
+            *([f"<p>{_seed_sentence(shown)}</p>"] if averaged else []),
+            f'<div id="{ids[kind][0]}" class="key-wrap">{key_table(shown, seeds=averaged)}</div>',
+            f'<p class="legend">{legend(shown)}</p>',
         ]
-    sections["seed-averaged"] = [
-        f"<h2>{analysis_heading('seed-averaged', primary_analysis)}</h2>",
-        f"<p>{_seed_sentence(seed_averaged)}</p>",
-        f'<div id="seed-averaged-table" class="key-wrap">{key_table(seed_averaged, seeds=True)}</div>',
-        f'<p class="legend">{legend(seed_averaged)}</p>',
-    ]
-    other = "representative-seed" if primary_analysis == "seed-averaged" else "seed-averaged"
-    plot = _image(forest_png, f"forest plot of the {primary_analysis} comparison's differences with their intervals")
-    return [*sections[primary_analysis], plot, *sections[other]]
-
-
-def _details(report: ComparisonReport, seed_averaged: ComparisonReport | None, primary_analysis: str) -> list[str]:
-    """The details tables, the primary analysis' first, each under a heading of its own when there are two."""
-    if seed_averaged is None:
-        return ["<h2>Details</h2>", f'<div id="details-table" class="wide">{details_table(report)}</div>']
-    tables = {
-        "representative-seed": f'<div id="details-table" class="wide">{details_table(report)}</div>',
-        "seed-averaged": f'<div id="seed-averaged-details" class="wide">{details_table(seed_averaged)}</div>',
-    }
-    order = sorted(tables, key=lambda kind: kind != primary_analysis)
-    return ["<h2>Details</h2>", *(f"<h3>{analysis_heading(k, primary_analysis)}</h3>{tables[k]}" for k in order)]
+        if kind == primary_analysis:
+            what = f"the {kind} comparison's differences" if two else "the differences"
+            parts.append(_image(forest_png, f"forest plot of {what} with their intervals"))
+        table = f'<div id="{ids[kind][1]}" class="wide">{details_table(shown)}</div>'
+        details.append(f"<h3>{heading}</h3>{table}" if two else table)
+    return parts + details
 
 
 def _seed_spread_section(spreads: dict, primary: str | None, seed_png: bytes | None) -> list[str]:

@@ -11,17 +11,8 @@ import re
 
 from mlflow_recsys.report.escaping import escape_latex
 from mlflow_recsys.report.rows import NO_MDE, format_level, row_cells
-from mlflow_recsys.report.text import (
-    _correction_label,
-    _interval_label,
-    _seed_counts,
-    _test_words,
-    _users,
-    no_mde_note,
-)
-from mlflow_recsys.report.vocabulary import words
+from mlflow_recsys.report.text import no_mde_note, settings_text
 from mlflow_recsys.stats.comparison import ComparisonReport
-from mlflow_recsys.stats.power import REPORT_POWER
 
 #: The packages the LaTeX table needs; :func:`report_latex` writes this line as a comment above it.
 LATEX_PREAMBLE = r"\usepackage{booktabs,adjustbox}"
@@ -144,35 +135,15 @@ def significance_marker(adjusted_p: float, alpha: float) -> str:
 
 
 def _latex_caption(report: ComparisonReport, title: str | None) -> str:
-    first = report.comparisons[0]
-    plain = " ".join(
-        [
-            *([title] if title else []),
-            f"Paired comparison on {_users(report)}: difference = candidate mean minus baseline mean.",
-            f"Interval: {format_level(first.confidence_level)} paired {_interval_label(report)} bootstrap interval "
-            f"from B = {first.n_resamples:,} bootstrap replicates over users.",
-            f"Test: {_test_words(report)}, {words('alternative', first.alternative)}.",
-            f"Correction: {_correction_label(report)}.",
-        ]
-    )
-    if report.seed_averaged:
-        plain += (
-            " The per-user values of each model were averaged over its training seeds before the differences "
-            f"were formed ({_seed_counts(report)})."
-        )
-    plain += (
-        " W/T/L: users on which the candidate scored higher/equal/lower. MDE: the smallest true difference "
-        f"detected with {REPORT_POWER:.0%} power at the level its hypothesis is tested at."
-    )
-    if no_mde_note(report):
-        plain += " " + no_mde_note(report)
+    alpha, note = report.comparisons[0].alpha, no_mde_note(report)
+    plain = " ".join([*([title] if title else []), f"{settings_text(report)}.", *([note] if note else [])])
     p = "$p" if report.correction is None else "adjusted $p"
     thresholds = ", ".join(
-        f"$^{{{symbol}}}$ {p} \\le {_tex(f'{first.alpha / divisor:.6g}')}$" for symbol, divisor in reversed(MARKERS)
+        f"$^{{{symbol}}}$ {p} \\le {_tex(f'{alpha / divisor:.6g}')}$" for symbol, divisor in reversed(MARKERS)
     )
     return (
         escape_latex(plain)
-        + f" Significance level $\\alpha = {_tex(f'{first.alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
+        + f" Significance level $\\alpha = {_tex(f'{alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
         + f" markers: {thresholds}."
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mlflow_recsys._digests import shorten
-from mlflow_recsys.report.analyses import ANALYSIS_TITLES, analysis_heading, stated_results
+from mlflow_recsys.report.analyses import ANALYSIS_TITLES, analysis_heading, ordered_analyses, stated_results
 from mlflow_recsys.report.escaping import Writer, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report.provenance import provenance_lines
 from mlflow_recsys.report.rows import row_cells
@@ -50,14 +50,6 @@ def _fit(text: str, width: int) -> str:
 def note_name(name: str) -> str:
     """``name`` as the run notes write it: in markdown, at most :data:`NOTE_NAME_WIDTH` characters."""
     return _fit(name, NOTE_NAME_WIDTH)
-
-
-def ordered_analyses(
-    report: ComparisonReport, averaged: ComparisonReport | None, analysis: str
-) -> list[tuple[str, ComparisonReport]]:
-    """The analyses made, primary first: ``("seed-averaged", averaged)`` and ``("representative-seed", report)``."""
-    made = [("representative-seed", report)] + ([("seed-averaged", averaged)] if averaged is not None else [])
-    return sorted(made, key=lambda pair: pair[0] != analysis)
 
 
 def _bold(text: str, markup: Writer) -> str:

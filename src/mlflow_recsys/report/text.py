@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from mlflow_recsys.report.analyses import seed_averaged_phrase, seed_averaging_text
+from mlflow_recsys.report.analyses import seed_averaging_text
 from mlflow_recsys.report.escaping import Writer, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report.rows import NO_MDE, format_level, format_p, row_cells
 from mlflow_recsys.report.vocabulary import words
@@ -35,12 +35,8 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
 
 
-def no_mde_words(c: PairwiseComparison) -> str:
-    """Why ``c``'s ``mde`` is NaN (no spread, or fewer than two users), ``""`` when it has one; names nothing."""
-    if not math.isnan(c.mde):
-        return ""
-    why = "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
-    return f"no minimum detectable effect: {why}"
+def _no_mde_why(c: PairwiseComparison) -> str:
+    return "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
 
 
 def no_mde_note(report: ComparisonReport) -> str:
@@ -49,47 +45,72 @@ def no_mde_note(report: ComparisonReport) -> str:
     if not missing:
         return ""
     return (
-        f"mde {NO_MDE} ({len(missing)} of {len(report.comparisons)} hypotheses): "
-        f"{no_mde_words(missing[0]).removeprefix('no minimum detectable effect: ')}, so no minimum detectable "
-        "effect can be estimated."
+        f"mde {NO_MDE} ({len(missing)} of {len(report.comparisons)} hypotheses): {_no_mde_why(missing[0])}, so no "
+        "minimum detectable effect can be estimated."
     )
 
 
+def settings_text(report: ComparisonReport) -> str:
+    """The settings every table of ``report`` is read with, as raw clauses joined by ``; `` (no final full stop).
+
+    It names the primary metric and, in a seed-averaged report, the models, so each renderer escapes it as a whole.
+    """
+    first, comparisons = report.comparisons[0], report.comparisons
+    users = " or ".join(f"{n:,}" for n in sorted({c.n_units for c in comparisons})) + " users"
+    if any(c.n_samples != c.n_units for c in comparisons):
+        users += " (the rows of each user averaged first)"
+    fell = sum(c.interval_method == "percentile" for c in comparisons)
+    interval = "percentile" if fell == len(comparisons) else "BCa"
+    if 0 < fell < len(comparisons):
+        interval += f" (percentile for {fell} of {len(comparisons)} hypotheses, whose BCa bias correction was infinite)"
+    tests = [
+        _test_label(next(c for c in comparisons if c.test_method == m)) for m in {c.test_method: 0 for c in comparisons}
+    ]
+    correction = "p-values not adjusted for multiple comparisons"
+    if report.correction is not None:
+        correction = f"{words('correction', report.correction)} adjustment {family_phrase(report)}"
+    clauses = [
+        f"Paired comparison on {users} ({_hypotheses(len(comparisons))}): difference = candidate - baseline, mean "
+        "over users",
+        f"{format_level(first.confidence_level)} paired {interval} bootstrap interval from B = {first.n_resamples:,} "
+        "replicates",
+        f"{tests[0] if len(tests) == 1 else 'by hypothesis, ' + ' or '.join(tests)}, "
+        f"{words('alternative', first.alternative)}",
+        correction,
+        "W/T/L = users on which the candidate scored higher/equal/lower",
+        f"mde = the smallest true difference detected with {REPORT_POWER:.0%} power at the level its hypothesis is "
+        "tested at",
+    ]
+    if report.seed_averaged:
+        clauses.insert(0, f"Seed-averaged over training seeds ({_seed_counts(report)})")
+    return "; ".join(clauses)
+
+
 def report_markdown(report: ComparisonReport) -> str:
-    """The display frame as a markdown table (via ``tabulate``), under a line stating the settings.
+    """The display frame as a markdown table (via ``tabulate``), under :func:`settings_text`.
 
     Names and metric keys pass through :func:`escape_markdown` and are never read as numbers (a model called ``007``
     stays ``007``).
     """
-    first = report.comparisons[0]
-    correction, level = words("correction", report.correction), format_level(first.confidence_level)
-    settings = (
-        f"Difference = candidate - baseline, mean over users; {level} paired {_interval_label(report)} "
-        f"bootstrap interval; {_test_words(report)}, {words('alternative', first.alternative)}; "
-        f"{correction} adjustment {family_phrase(report, escape_markdown)}; W/T/L = users on which the candidate "
-        "scored higher/equal/lower."
-    )
-    if report.seed_averaged:
-        settings = f"{seed_averaged_phrase(report)}. " + settings
     frame = display_frame(report)
     text_columns = ["metric", "baseline", "candidate"]
     for column in text_columns:
         frame[column] = frame[column].map(escape_markdown)
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
     note = no_mde_note(report)
-    return settings + "\n\n" + table + (f"\n\n{note}" if note else "")
+    return escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
 
 
 def _hypotheses(J: int) -> str:
     return f"{J} hypothes{'is' if J == 1 else 'es'}"
 
 
-def family_phrase(report: ComparisonReport, name=str) -> str:
-    """``over 4 hypotheses``, or the two families when the primary metric stands alone; ``name`` writes its key."""
+def family_phrase(report: ComparisonReport) -> str:
+    """``over 4 hypotheses``, or the two families when the primary metric stands alone (naming it raw)."""
     families = report.families
     if "primary" not in families:
         return f"over {_hypotheses(report.family_size)}"
-    phrase = f"within each family: the primary metric {name(report.primary)} ({_hypotheses(families['primary'])})"
+    phrase = f"within each family: the primary metric {report.primary} ({_hypotheses(families['primary'])})"
     if "secondary" in families:
         phrase += f" and the secondary metrics ({_hypotheses(families['secondary'])})"
     return phrase
@@ -268,7 +289,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
             f"with {REPORT_POWER:.0%} power"
         )
     elif c.direction == "inconclusive":
-        verdict += f"; {no_mde_words(c)}"
+        verdict += f"; no minimum detectable effect: {_no_mde_why(c)}"
     return (
         f"{effect} ({level} {words('interval_method', c.interval_method, 'result')}paired-bootstrap interval "
         f"{interval}, "
@@ -345,10 +366,10 @@ def _seed_row(spread: SeedSpread, metric: str) -> pd.Series:
 
 
 def report_string(report: ComparisonReport) -> str:
-    """The report as a fixed-width text table under one line stating the settings.
+    """The report as a fixed-width text table under one line stating the settings (:func:`settings_text` and alpha).
 
     The columns are metric, ``candidate vs baseline``, difference, interval, adjusted p, direction, W/T/L and mde, one
-    row per hypothesis. A seed-averaged report says so first: the settings line starts with ``seed-averaged over
+    row per hypothesis. A seed-averaged report says so first: the settings line starts with ``Seed-averaged over
     training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and each side averaged over several seeds is named with their number,
     ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with control characters as visible escapes
     (:func:`~mlflow_recsys.report.escaping.visible_text`), so every row is one line.
@@ -366,16 +387,8 @@ def report_string(report: ComparisonReport) -> str:
     """
     if not report.comparisons:
         return "ComparisonReport with no hypotheses"
-    first = report.comparisons[0]
-    settings = (
-        f"{_hypotheses(len(report.comparisons))}: difference = candidate - baseline (mean over {_users(report)}); "
-        f"{format_level(first.confidence_level)} {_interval_label(report)} bootstrap interval; "
-        f"{_test_words(report)}, {words('alternative', first.alternative)}; "
-        f"{_correction_label(report)}; alpha = {first.alpha:.6g}"
-    )
-    if report.seed_averaged:
-        settings = f"seed-averaged over training seeds ({_seed_counts(report)}); {settings}"
-    settings = visible_text(settings)  # the names in it (the primary metric, seed-averaged models) stay on one line
+    # The names in it (the primary metric, seed-averaged models) stay on one line.
+    settings = visible_text(settings_text(report)) + f"; alpha = {report.comparisons[0].alpha:.6g}"
     header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
     cells = [row_cells(c) for c in report.comparisons]
     rows = [
@@ -432,42 +445,10 @@ def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
     ]
 
 
-def _users(report: ComparisonReport) -> str:
-    counts = sorted({c.n_units for c in report.comparisons})
-    users = " or ".join(f"{n:,}" for n in counts) + " users"
-    if any(c.n_samples != c.n_units for c in report.comparisons):
-        users += " (the rows of each user averaged first)"
-    return users
-
-
-def _interval_label(report: ComparisonReport) -> str:
-    used = [c.interval_method for c in report.comparisons]
-    if "bca" not in used:
-        return "percentile"
-    fell = used.count("percentile")
-    if fell:
-        return f"BCa (percentile for {fell} of {len(used)} hypotheses, whose BCa bias correction was infinite)"
-    return "BCa"
-
-
-def _test_words(report: ComparisonReport) -> str:
-    methods = list(dict.fromkeys(c.test_method for c in report.comparisons))
-    words = [_test_label(next(c for c in report.comparisons if c.test_method == m)) for m in methods]
-    return words[0] if len(words) == 1 else "by hypothesis, " + " or ".join(words)
-
-
 def _test_label(c: PairwiseComparison) -> str:
     """``paired sign-flip randomization test (B = 9,999 random sign patterns)``: the test of ``c`` in words."""
     zeros = words("zero_method", c.zero_method) if c.zero_method else "zero differences as scipy treats them"
     return words("test_method", c.test_method, B=c.n_resamples, zeros=zeros)
-
-
-def _correction_label(report: ComparisonReport) -> str:
-    """The correction and its families, as raw text: it names the primary metric, so escape it as a whole."""
-    if report.correction is None:
-        return "p-values not adjusted for multiple comparisons"
-    how = words("correction", report.correction)
-    return f"p-values adjusted with the {how} procedure {family_phrase(report)}"
 
 
 def _seed_counts(report: ComparisonReport) -> str:

@@ -60,7 +60,11 @@ def wide_markdown(report: ComparisonReport) -> str:
         "| " + " | ".join([escape_markdown(model), *(v.replace("*", "\\*") for v in values)]) + " |"
         for model, values in frame.iterrows()
     ]
-    return _legend(report) + "\n\n" + "\n".join(lines)
+    alpha = report.comparisons[0].alpha
+    legend = (
+        f"Mean over users; * adjusted p <= {alpha:g}, ** <= {alpha / 5:g}, *** <= {alpha / 50:g} against the baseline."
+    )
+    return legend + "\n\n" + "\n".join(lines)
 
 
 def wide_latex(report: ComparisonReport) -> str:
@@ -78,11 +82,4 @@ def wide_latex(report: ComparisonReport) -> str:
     spec = "l" + "r" * len(frame.columns)
     return "\n".join(
         [f"\\begin{{tabular}}{{{spec}}}", r"\toprule", header, r"\midrule", *rows, r"\bottomrule", r"\end{tabular}"]
-    )
-
-
-def _legend(report: ComparisonReport) -> str:
-    alpha = report.comparisons[0].alpha
-    return (
-        f"Mean over users; * adjusted p <= {alpha:g}, ** <= {alpha / 5:g}, *** <= {alpha / 50:g} against the baseline."
     )

@@ -12,11 +12,10 @@ from pathlib import Path
 import pandas as pd
 
 from mlflow_recsys.report import notes
-from mlflow_recsys.report.analyses import analysis_heading, primary_analysis_text, seed_averaging_text
+from mlflow_recsys.report.analyses import analysis_heading, ordered_analyses, primary_analysis_text, seed_averaging_text
 from mlflow_recsys.report.citations import references_bibtex
 from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
 from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.notes import ordered_analyses
 from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
 from mlflow_recsys.report.provenance import provenance_html, provenance_markdown
 from mlflow_recsys.settings_schema import settings_of
