@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from mlflow_recsys import validation
 from mlflow_recsys._digests import update_with_csr
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.metrics import RankingMetric, hit_matrix, metric_from_key
+from mlflow_recsys.metrics import RankingMetric, _paired, hit_matrix, metric_from_key
 
 
 class FoldInRankedWarning(UserWarning):
@@ -338,12 +338,7 @@ def evaluate_rankings(
     """
     metric_objs = resolve_metrics(metrics)
     max_k = max(m.max_k for m in metric_objs)
-    arr = np.asarray(rankings)
-    if arr.ndim != 2:
-        raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
-    csr = canonical_csr(targets, "targets")
-    if csr.shape[0] != arr.shape[0]:
-        raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
+    arr, csr = _paired(rankings, targets)
     ids = _resolve_sample_ids(sample_ids, csr.shape[0])
     validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
     fingerprint = None
