@@ -123,26 +123,17 @@ class EvaluationResult:
                     "sample_ids: expected None when values is a DataFrame (its 'sample_id' column is used)"
                 )
             sample_ids = values["sample_id"].to_numpy()
-            columns = {str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
-        else:
-            columns = {str(k): v for k, v in dict(values).items()}
-        if not columns:
+            values = {c: values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
+        per_user = {str(key): np.asarray(arr, dtype=np.float64) for key, arr in dict(values).items()}
+        first = next(iter(per_user.values()), None)
+        if first is None:
             raise ValueError("values: expected at least one metric column, found none")
-        per_user = {key: np.asarray(arr, dtype=np.float64) for key, arr in columns.items()}
-        n = -1
         for key, arr in per_user.items():
-            if arr.ndim != 1:
-                raise ValueError(f"values[{key!r}]: expected a 1-D array, found shape {arr.shape}")
-            n = arr.shape[0] if n < 0 else n
-            if arr.shape[0] != n:
-                raise ValueError(f"values[{key!r}]: expected {n} values like the other metrics, found {arr.shape[0]}")
-        if sample_ids is None:
-            sample_ids = np.arange(n, dtype=np.int64)
-        sample_ids = np.asarray(sample_ids)
-        if sample_ids.ndim != 1 or sample_ids.shape[0] != n:
-            raise ValueError(
-                f"sample_ids: expected shape ({n},) to match the per-user values, found {sample_ids.shape}"
-            )
+            if arr.ndim != 1 or arr.shape != first.shape:
+                raise ValueError(
+                    f"values[{key!r}]: expected a 1-D array like the first metric's, found shape {arr.shape}"
+                )
+        sample_ids = _resolve_sample_ids(sample_ids, first.shape[0])
         means = {k: float(np.mean(v)) if len(v) else float("nan") for k, v in per_user.items()}
         return cls(
             metrics=means,
@@ -203,7 +194,7 @@ def _resolve_sample_ids(sample_ids: np.ndarray | None, n_rows: int) -> np.ndarra
         return np.arange(n_rows, dtype=np.int64)
     ids = np.asarray(sample_ids)
     if ids.shape != (n_rows,):
-        raise ValueError(f"sample_ids: expected shape ({n_rows},), one id per row of targets, found {ids.shape}")
+        raise ValueError(f"sample_ids: expected shape ({n_rows},), one id per row, found {ids.shape}")
     return ids
 
 
