@@ -181,17 +181,12 @@ def _held_out(log: _Log, group: np.ndarray, holdout_frac: float, draws: int, rng
     rows, cols = rows[order], cols[order]
     counts = counts[keep_user]
     shape = (len(kept_users), len(log.item_ids))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if len(kept_users) else np.zeros(0, np.int64)
     n_target = np.clip(np.floor(holdout_frac * counts + 0.5).astype(np.int64), 1, np.maximum(counts - 1, 1))
 
     src_blocks, tgt_blocks = [], []
     for _ in range(draws):
-        keys = rng.random(len(rows))
         # Sorting by (row, key) shuffles each user's items; the first n_target of each user's run are its targets.
-        perm = np.lexsort((keys, rows))
-        rank = np.empty(len(rows), dtype=np.int64)
-        rank[perm] = np.arange(len(rows)) - starts[rows[perm]]
-        is_target = rank < n_target[rows]
+        is_target = _rank_in_group(rows, np.lexsort((rng.random(len(rows)), rows)), counts) < n_target[rows]
         tgt_blocks.append(_matrix(rows[is_target], cols[is_target], shape))
         src_blocks.append(_matrix(rows[~is_target], cols[~is_target], shape))
     source, target = (canonical_csr(sp.vstack(blocks, format="csr")) for blocks in (src_blocks, tgt_blocks))
@@ -223,9 +218,7 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     order_keys = (keys, frame["timestamp"].to_numpy(), user_idx) if "timestamp" in frame else (keys, user_idx)
     order = np.lexsort(order_keys)
     counts = np.bincount(user_idx, minlength=len(users))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    from_end = np.empty(len(frame), dtype=np.int64)
-    from_end[order] = counts[user_idx[order]] - 1 - (np.arange(len(frame)) - starts[user_idx[order]])
+    from_end = counts[user_idx] - 1 - _rank_in_group(user_idx, order, counts)
     evaluated = counts[user_idx] >= minimum
     is_test = evaluated & (from_end == 0)
     is_val = evaluated & (from_end == 1)
@@ -323,6 +316,14 @@ def check_fractions(test_frac: float, val_frac: float, what: str) -> None:
         raise ValueError(
             f"test_frac + val_frac: expected a sum below 1 so that {what} remain, found {test_frac} + {val_frac}"
         )
+
+
+def _rank_in_group(groups: np.ndarray, order: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each entry's 0-based place within its group (``groups``, sized ``counts``) when entries are taken in ``order``,
+    which lists each group's entries together, the groups in ascending order."""
+    rank = np.empty(len(groups), dtype=np.int64)
+    rank[order] = np.arange(len(groups)) - (np.cumsum(counts) - counts)[groups[order]]
+    return rank
 
 
 def _matrix(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
