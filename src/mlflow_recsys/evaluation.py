@@ -332,16 +332,15 @@ def evaluate_rankings(
     arr, csr = _paired(rankings, targets)
     ids = _resolve_sample_ids(sample_ids, csr.shape[0])
     validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
-    fingerprint = None
-    if source is not None:
-        src = canonical_csr(source, "source")
-        if src.shape != csr.shape:
-            raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
-        fingerprint = targets_fingerprint(source, targets, ids)
-        hit_matrix(arr, csr, max_k)  # the shape, dtype and width checks first, in their own words
+    src = None if source is None else canonical_csr(source, "source")
+    if src is not None and src.shape != csr.shape:
+        raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
+    hits = hit_matrix(arr, csr, max_k)  # the shape, dtype and width checks before the fold-in's, in their own words
+    fingerprint = None if source is None else targets_fingerprint(source, targets, ids)
+    if src is not None:
         arr, n_removed, n_rows = _without_fold_in(arr, src, fold_in)
         _warn_fold_in_removed(n_removed, n_rows, arr.shape[0], max_k, stacklevel=2)
-    hits = hit_matrix(arr, csr, max_k)
+        hits = hit_matrix(arr, csr, max_k) if n_removed else hits
     n_relevant = np.diff(csr.indptr)
     kept = _kept_rows(n_relevant)
     per_user: dict[str, np.ndarray] = {}
