@@ -23,7 +23,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from mlflow_recsys import validation
-from mlflow_recsys._sparse import canonical_csr
+from mlflow_recsys._sparse import binary_csr, canonical_csr
 from mlflow_recsys.data.interactions import check_frame
 
 
@@ -69,7 +69,7 @@ class _Log:
     def matrix(self, mask: np.ndarray, row_ids: np.ndarray) -> sp.csr_matrix:
         """The rows ``mask`` picks, one matrix row per id of the sorted ``row_ids``, over the catalogue."""
         rows, cols = np.searchsorted(row_ids, self.users[mask]), np.searchsorted(self.item_ids, self.items[mask])
-        return _matrix(rows, cols, (len(row_ids), len(self.item_ids)))
+        return binary_csr(rows, cols, (len(row_ids), len(self.item_ids)))
 
 
 #: The fewest interactions a user needs to be an evaluation row, by split mode: the splits enforce it, their
@@ -187,8 +187,8 @@ def _held_out(log: _Log, group: np.ndarray, holdout_frac: float, draws: int, rng
     for _ in range(draws):
         # Sorting by (row, key) shuffles each user's items; the first n_target of each user's run are its targets.
         is_target = _rank_in_group(rows, np.lexsort((rng.random(len(rows)), rows)), counts) < n_target[rows]
-        tgt_blocks.append(_matrix(rows[is_target], cols[is_target], shape))
-        src_blocks.append(_matrix(rows[~is_target], cols[~is_target], shape))
+        tgt_blocks.append(binary_csr(rows[is_target], cols[is_target], shape))
+        src_blocks.append(binary_csr(rows[~is_target], cols[~is_target], shape))
     source, target = (canonical_csr(sp.vstack(blocks, format="csr")) for blocks in (src_blocks, tgt_blocks))
     return HeldOut(source, target, _id_array(np.tile(kept_users, draws)), n_dropped)
 
@@ -324,11 +324,6 @@ def _rank_in_group(groups: np.ndarray, order: np.ndarray, counts: np.ndarray) ->
     rank = np.empty(len(groups), dtype=np.int64)
     rank[order] = np.arange(len(groups)) - (np.cumsum(counts) - counts)[groups[order]]
     return rank
-
-
-def _matrix(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
-    data = np.ones(len(rows), dtype=np.float32)
-    return canonical_csr(sp.csr_matrix((data, (rows, cols)), shape=shape, dtype=np.float32))
 
 
 def _id_array(ids: np.ndarray) -> np.ndarray:
