@@ -714,7 +714,7 @@ def test_load_lets_an_unreadable_file_raise_os_error(hostile_report, tmp_path, m
         raise PermissionError(13, "Permission denied", str(file))
 
     # as a user without read permission would see it (chmod does not stop root, who may run this)
-    monkeypatch.setattr(storage.Path, "read_text", denied)
+    monkeypatch.setattr(storage.Path, "read_bytes", denied)
     with pytest.raises(PermissionError, match="report.json"):
         ComparisonReport.load(path)
     monkeypatch.undo()

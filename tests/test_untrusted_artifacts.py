@@ -258,8 +258,9 @@ def edit_config(folder, edit):
 
 def test_model_without_the_digest_field_is_refused(saved):
     cls, folder = saved
+    (name,) = json.loads((folder / "config.json").read_text())["arrays"]
     edit_config(folder, lambda c: c.pop("sha256"))
-    with pytest.raises(ValueError, match=r"expected a 'sha256' field with one digest per array, found None"):
+    with pytest.raises(ValueError, match=rf"expected a sha256 digest for every array, found none for \['{name}'\]"):
         cls.load(folder)
 
 

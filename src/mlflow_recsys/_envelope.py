@@ -47,10 +47,5 @@ def check(raw: bytes | str, where: str | os.PathLike, kind: str, version: int) -
 
 
 def read_json(path: str | os.PathLike, kind: str, version: int) -> dict[str, Any]:
-    """The checked document in the UTF-8 file ``path`` (see :func:`check`); an unreadable file raises its
-    ``OSError``."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: expected JSON, found invalid text ({exc})") from None
-    return check(text, path, kind, version)
+    """The checked document in the JSON file ``path`` (see :func:`check`); an unreadable file raises its ``OSError``."""
+    return check(Path(path).read_bytes(), path, kind, version)

@@ -31,15 +31,11 @@ def read_columns(
     max_bytes: int | None = None,
     name: str | None = None,
 ) -> pa.Table:
-    """The ``columns`` (in that order) of the Parquet file at ``path``, checked against its footer first.
+    """The ``columns`` of the Parquet file at ``path``, once its footer shows ``rows`` rows (None: any; ``rows_from``
+    says whence) and at most ``max_bytes`` decoded; else :class:`ParquetRefused` naming the file as ``name``.
 
-    ``rows`` is the row count the file must hold (``None``: any, when ``max_bytes`` bounds it), ``rows_from`` where that
-    count comes from, for the message; ``name`` names the file in messages (default its base name, never a local path).
-    ``max_bytes`` bounds the decoded size of the selected columns twice: from the footer before anything is read, then
-    for text columns, read dictionary-encoded, from each row's value length before decoding (a dictionary's one long
-    value counts once in the footer and once per row decoded). :class:`ParquetRefused` if pyarrow cannot read the file,
-    a column is missing or named twice, or the row count or size is wrong.
-    """
+    Text columns are read dictionary-encoded and their decoded size counted from each row's value length before
+    decoding: a dictionary's one long value counts once in the footer and once per row decoded."""
     name = name or os.path.basename(path)
     try:
         parquet = pq.ParquetFile(path)

@@ -28,3 +28,10 @@ def canonical_csr(matrix: Any, name: str = "matrix") -> sp.csr_matrix:
     csr.eliminate_zeros()
     csr.sort_indices()
     return csr
+
+
+def binary_csr(rows: Any, cols: Any, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The canonical CSR matrix of ``shape`` with a one at each (row, column) pair, a repeated pair stored once."""
+    matrix = canonical_csr(sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=shape))
+    matrix.data[:] = 1.0
+    return matrix

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from mlflow_recsys._sparse import canonical_csr
+from mlflow_recsys._sparse import binary_csr
 
 
 class ItemCatalogue:
@@ -81,14 +81,7 @@ class ItemCatalogue:
         rows = np.asarray(rows, dtype=np.int64)
         cols = self.indices(ids)
         unknown = cols < 0
-        matrix = canonical_csr(
-            sp.csr_matrix(
-                (np.ones(int((~unknown).sum()), dtype=np.float32), (rows[~unknown], cols[~unknown])),
-                shape=(int(n_rows), len(self)),
-            )
-        )
-        matrix.data[:] = 1.0
-        return matrix, unknown
+        return binary_csr(rows[~unknown], cols[~unknown], (int(n_rows), len(self))), unknown
 
     def matrix_from_lists(self, lists: Iterable[Any]) -> tuple[sp.csr_matrix, list[list]]:
         """A binary matrix with one row per list of ids (``None`` or NaN is an empty list), as :meth:`matrix_from_pairs`

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from mlflow_recsys import validation
 from mlflow_recsys._digests import update_with_csr
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.metrics import RankingMetric, hit_matrix, metric_from_key
+from mlflow_recsys.metrics import RankingMetric, _paired, hit_matrix, metric_from_key
 
 
 class FoldInRankedWarning(UserWarning):
@@ -123,26 +123,17 @@ class EvaluationResult:
                     "sample_ids: expected None when values is a DataFrame (its 'sample_id' column is used)"
                 )
             sample_ids = values["sample_id"].to_numpy()
-            columns = {str(c): values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
-        else:
-            columns = {str(k): v for k, v in dict(values).items()}
-        if not columns:
+            values = {c: values[c].to_numpy() for c in values.columns if c not in ("sample_id", "draw")}
+        per_user = {str(key): np.asarray(arr, dtype=np.float64) for key, arr in dict(values).items()}
+        first = next(iter(per_user.values()), None)
+        if first is None:
             raise ValueError("values: expected at least one metric column, found none")
-        per_user = {key: np.asarray(arr, dtype=np.float64) for key, arr in columns.items()}
-        n = -1
         for key, arr in per_user.items():
-            if arr.ndim != 1:
-                raise ValueError(f"values[{key!r}]: expected a 1-D array, found shape {arr.shape}")
-            n = arr.shape[0] if n < 0 else n
-            if arr.shape[0] != n:
-                raise ValueError(f"values[{key!r}]: expected {n} values like the other metrics, found {arr.shape[0]}")
-        if sample_ids is None:
-            sample_ids = np.arange(n, dtype=np.int64)
-        sample_ids = np.asarray(sample_ids)
-        if sample_ids.ndim != 1 or sample_ids.shape[0] != n:
-            raise ValueError(
-                f"sample_ids: expected shape ({n},) to match the per-user values, found {sample_ids.shape}"
-            )
+            if arr.ndim != 1 or arr.shape != first.shape:
+                raise ValueError(
+                    f"values[{key!r}]: expected a 1-D array like the first metric's, found shape {arr.shape}"
+                )
+        sample_ids = _resolve_sample_ids(sample_ids, first.shape[0])
         means = {k: float(np.mean(v)) if len(v) else float("nan") for k, v in per_user.items()}
         return cls(
             metrics=means,
@@ -203,7 +194,7 @@ def _resolve_sample_ids(sample_ids: np.ndarray | None, n_rows: int) -> np.ndarra
         return np.arange(n_rows, dtype=np.int64)
     ids = np.asarray(sample_ids)
     if ids.shape != (n_rows,):
-        raise ValueError(f"sample_ids: expected shape ({n_rows},), one id per row of targets, found {ids.shape}")
+        raise ValueError(f"sample_ids: expected shape ({n_rows},), one id per row, found {ids.shape}")
     return ids
 
 
@@ -338,24 +329,18 @@ def evaluate_rankings(
     """
     metric_objs = resolve_metrics(metrics)
     max_k = max(m.max_k for m in metric_objs)
-    arr = np.asarray(rankings)
-    if arr.ndim != 2:
-        raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
-    csr = canonical_csr(targets, "targets")
-    if csr.shape[0] != arr.shape[0]:
-        raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
+    arr, csr = _paired(rankings, targets)
     ids = _resolve_sample_ids(sample_ids, csr.shape[0])
     validation.one_of(fold_in, "fold_in", FOLD_IN_POLICIES)
-    fingerprint = None
-    if source is not None:
-        src = canonical_csr(source, "source")
-        if src.shape != csr.shape:
-            raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
-        fingerprint = targets_fingerprint(source, targets, ids)
-        hit_matrix(arr, csr, max_k)  # the shape, dtype and width checks first, in their own words
+    src = None if source is None else canonical_csr(source, "source")
+    if src is not None and src.shape != csr.shape:
+        raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
+    hits = hit_matrix(arr, csr, max_k)  # the shape, dtype and width checks before the fold-in's, in their own words
+    fingerprint = None if source is None else targets_fingerprint(source, targets, ids)
+    if src is not None:
         arr, n_removed, n_rows = _without_fold_in(arr, src, fold_in)
         _warn_fold_in_removed(n_removed, n_rows, arr.shape[0], max_k, stacklevel=2)
-    hits = hit_matrix(arr, csr, max_k)
+        hits = hit_matrix(arr, csr, max_k) if n_removed else hits
     n_relevant = np.diff(csr.indptr)
     kept = _kept_rows(n_relevant)
     per_user: dict[str, np.ndarray] = {}

@@ -127,13 +127,19 @@ def hit_matrix(rankings: np.ndarray, targets: sp.spmatrix, k: int) -> np.ndarray
 
 def _checked_hits(rankings: Any, targets: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(:func:`hit_matrix`, :func:`relevant_counts`) once the arguments are checked."""
+    arr, csr = _paired(rankings, targets)
+    return _hits(_validate_rankings(arr, k, csr.shape[1]), csr), np.diff(csr.indptr)
+
+
+def _paired(rankings: Any, targets: Any) -> tuple[np.ndarray, sp.csr_matrix]:
+    """``rankings`` as a 2-D array and ``targets`` as canonical CSR with as many rows, else ValueError."""
     arr = np.asarray(rankings)
     if arr.ndim != 2:
         raise ValueError(f"rankings: expected a 2-D array (n, k), found shape {arr.shape}")
     csr = canonical_csr(targets, "targets")
     if csr.shape[0] != arr.shape[0]:
         raise ValueError(f"targets: expected {arr.shape[0]} rows to match rankings, found {csr.shape[0]}")
-    return _hits(_validate_rankings(arr, k, csr.shape[1]), csr), np.diff(csr.indptr)
+    return arr, csr
 
 
 def _hits(rankings: np.ndarray, csr: sp.csr_matrix) -> np.ndarray:

@@ -95,14 +95,6 @@ def one_of(value: T, name: str, choices: Collection[object]) -> T:
     return cast(T, str(value)) if isinstance(value, str) else value  # numpy's str_ as str
 
 
-def text(value: object, name: str) -> str:
-    """``value`` when it is a string with something other than blanks in it, else a ValueError ``"<name>: expected a
-    non-empty string, found <value>"``."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(expected(name, "a non-empty string", value))
-    return value
-
-
 #: Unicode categories a name may not hold: control (newline, tab, NUL, escape), format (zero-width space, right-to-left
 #: override), surrogate (bytes that are not UTF-8, which MLflow cannot store) and the line and paragraph separators.
 _UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})

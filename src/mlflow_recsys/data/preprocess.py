@@ -5,9 +5,7 @@ the k-core) and counts the rows each one removed; :func:`binarise` and :func:`kc
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from numbers import Real
 
 import pandas as pd
 
@@ -117,17 +115,15 @@ def binarise(frame: pd.DataFrame, min_rating: float | None = 4.0) -> pd.DataFram
     positive (default 4.0, i.e. 4 and 5 stars on MovieLens), ``None`` keeping every row (data already implicit). Returns
     a frame of the same columns, ``value`` float64 all 1.0, one row per distinct (user, item) pair: a pair rated
     positively several times keeps its earliest timestamp (without timestamps, its first row); rows sorted by (user,
-    item), index reset. ValueError for missing columns, or a ``min_rating`` neither a real number nor None."""
+    item), index reset. ValueError for missing columns, or a ``min_rating`` neither a finite number nor None."""
     check_frame(frame)
     _check_min_rating(min_rating)
     return _one_per_pair(_at_least(frame, min_rating))
 
 
 def _check_min_rating(min_rating) -> None:
-    if min_rating is not None and (
-        isinstance(min_rating, bool) or not isinstance(min_rating, Real) or not math.isfinite(min_rating)
-    ):
-        raise ValueError(f"min_rating: expected a finite number or None, found {min_rating!r}")
+    if min_rating is not None:
+        validation.number(min_rating, "min_rating")
 
 
 def _at_least(frame: pd.DataFrame, min_rating: float | None) -> pd.DataFrame:

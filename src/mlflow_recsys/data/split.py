@@ -23,7 +23,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from mlflow_recsys import validation
-from mlflow_recsys._sparse import canonical_csr
+from mlflow_recsys._sparse import binary_csr, canonical_csr
 from mlflow_recsys.data.interactions import check_frame
 
 
@@ -69,7 +69,7 @@ class _Log:
     def matrix(self, mask: np.ndarray, row_ids: np.ndarray) -> sp.csr_matrix:
         """The rows ``mask`` picks, one matrix row per id of the sorted ``row_ids``, over the catalogue."""
         rows, cols = np.searchsorted(row_ids, self.users[mask]), np.searchsorted(self.item_ids, self.items[mask])
-        return _matrix(rows, cols, (len(row_ids), len(self.item_ids)))
+        return binary_csr(rows, cols, (len(row_ids), len(self.item_ids)))
 
 
 #: The fewest interactions a user needs to be an evaluation row, by split mode: the splits enforce it, their
@@ -181,19 +181,14 @@ def _held_out(log: _Log, group: np.ndarray, holdout_frac: float, draws: int, rng
     rows, cols = rows[order], cols[order]
     counts = counts[keep_user]
     shape = (len(kept_users), len(log.item_ids))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1])) if len(kept_users) else np.zeros(0, np.int64)
     n_target = np.clip(np.floor(holdout_frac * counts + 0.5).astype(np.int64), 1, np.maximum(counts - 1, 1))
 
     src_blocks, tgt_blocks = [], []
     for _ in range(draws):
-        keys = rng.random(len(rows))
         # Sorting by (row, key) shuffles each user's items; the first n_target of each user's run are its targets.
-        perm = np.lexsort((keys, rows))
-        rank = np.empty(len(rows), dtype=np.int64)
-        rank[perm] = np.arange(len(rows)) - starts[rows[perm]]
-        is_target = rank < n_target[rows]
-        tgt_blocks.append(_matrix(rows[is_target], cols[is_target], shape))
-        src_blocks.append(_matrix(rows[~is_target], cols[~is_target], shape))
+        is_target = _rank_in_group(rows, np.lexsort((rng.random(len(rows)), rows)), counts) < n_target[rows]
+        tgt_blocks.append(binary_csr(rows[is_target], cols[is_target], shape))
+        src_blocks.append(binary_csr(rows[~is_target], cols[~is_target], shape))
     source, target = (canonical_csr(sp.vstack(blocks, format="csr")) for blocks in (src_blocks, tgt_blocks))
     return HeldOut(source, target, _id_array(np.tile(kept_users, draws)), n_dropped)
 
@@ -223,9 +218,7 @@ def leave_one_out(frame: pd.DataFrame, *, seed: int) -> UserSplit:
     order_keys = (keys, frame["timestamp"].to_numpy(), user_idx) if "timestamp" in frame else (keys, user_idx)
     order = np.lexsort(order_keys)
     counts = np.bincount(user_idx, minlength=len(users))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    from_end = np.empty(len(frame), dtype=np.int64)
-    from_end[order] = counts[user_idx[order]] - 1 - (np.arange(len(frame)) - starts[user_idx[order]])
+    from_end = counts[user_idx] - 1 - _rank_in_group(user_idx, order, counts)
     evaluated = counts[user_idx] >= minimum
     is_test = evaluated & (from_end == 0)
     is_val = evaluated & (from_end == 1)
@@ -325,9 +318,12 @@ def check_fractions(test_frac: float, val_frac: float, what: str) -> None:
         )
 
 
-def _matrix(rows: np.ndarray, cols: np.ndarray, shape: tuple[int, int]) -> sp.csr_matrix:
-    data = np.ones(len(rows), dtype=np.float32)
-    return canonical_csr(sp.csr_matrix((data, (rows, cols)), shape=shape, dtype=np.float32))
+def _rank_in_group(groups: np.ndarray, order: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each entry's 0-based place within its group (``groups``, sized ``counts``) when entries are taken in ``order``,
+    which lists each group's entries together, the groups in ascending order."""
+    rank = np.empty(len(groups), dtype=np.int64)
+    rank[order] = np.arange(len(groups)) - (np.cumsum(counts) - counts)[groups[order]]
+    return rank
 
 
 def _id_array(ids: np.ndarray) -> np.ndarray:

@@ -91,17 +91,10 @@ def read_recommendations(
     score_col: str | None = None,
     format: str = "auto",
 ) -> Recommendations:
-    """Read lists from a frame, a .parquet/.csv path, a TREC run file or a ``ranx.Run``.
+    """Lists from a frame, a .parquet/.csv path, a TREC run file or a ``ranx.Run``; ValueError naming the input.
 
-    Frames and Parquet/CSV files need ``user_col`` and ``item_col`` and exactly one of ``rank_col`` (integer
-    ranks, 1 best) and ``score_col`` (higher is better); with neither, a column ``rank`` or else ``score`` is used.
-    A ``draw`` column (0-based block index) is kept. TREC files (``format="trec"`` or a .trec/.run/.txt suffix)
-    are ordered as trec_eval orders them: by score descending (the rank field only breaks ties, ascending);
-    a ranx.Run by score descending.
-
-    Raises ValueError for an unknown format, missing columns, both or neither of rank/score, more than :data:`MAX_ROWS`
-    rows, an empty input, non-integer ranks, NaN or infinite scores, each naming the input and the column;
-    FileNotFoundError for a path that is no file."""
+    One of ``rank_col`` (1 best) and ``score_col`` (higher better), else a column ``rank`` or else ``score``; a ``draw``
+    column is kept. TREC runs are ordered as trec_eval orders them: by score descending, the rank breaking ties."""
     validation.one_of(format, "format", FORMATS)
     columns = _Columns(user_col, item_col, rank_col, score_col)
     if isinstance(recommendations, pd.DataFrame):
@@ -295,17 +288,11 @@ def score_recommendations(
     history: Literal["remove", "strict"] = "remove",
     missing: Literal["zero", "strict"] = "zero",
 ) -> ScoredRecommendations:
-    """Check ``recs`` against the split's test protocol and score them on its evaluated test rows.
+    """``recs`` checked against the split's test protocol and scored on its test rows (one per user and draw).
 
-    ``split`` is what :func:`~mlflow_recsys.data.load_recsys_split` returns (or a mapping with its ``test_`` keys and
-    ``item_ids``). Rows are the split's test rows (one per user and draw); a list is its user's (and ``draw``'s) items
-    in ``order``. History (fold-in) items in a list are taken out and counted (``history="remove"``, with a
-    :class:`FoldInRankedWarning`) or refused (``"strict"``); a split user without a list scores 0 everywhere
-    (``missing="zero"``) or is refused; a list shorter than the largest cutoff is scored as it is (counted).
-
-    Raises ValueError for unknown users or items, duplicate (user, item) rows, repeated ranks in a list, no ``draw``
-    column on a split with several draws (or a draw out of range), history items under ``"strict"``, missing users under
-    ``"strict"``; each names the input, the column and the first offending rows."""
+    History items in a list are taken out and counted (``history="remove"``) or refused (``"strict"``); a test user
+    without a list scores 0 (``missing="zero"``) or is refused; a short list is scored as it is, and counted. A
+    ValueError names the input, the column and the first offending rows."""
     validation.one_of(history, "history", HISTORY_POLICIES)
     validation.one_of(missing, "missing", MISSING_POLICIES)
     given = list(metrics)

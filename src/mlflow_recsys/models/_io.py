@@ -77,11 +77,7 @@ def load_model_dir(path: str | os.PathLike, model_name: str) -> tuple[dict | Non
     if not isinstance(names, list) or not all(isinstance(n, str) and _ARRAY_NAME.match(n) for n in names):
         raise ValueError(f"path: {config_path}: expected 'arrays' to be a list of array names, found {names!r}")
     digests = document.get("sha256")
-    if not isinstance(digests, dict):
-        raise ValueError(
-            f"path: {config_path}: expected a 'sha256' field with one digest per array, found "
-            f"{digests!r}; a model without digests is not loaded unchecked"
-        )
+    digests = digests if isinstance(digests, dict) else {}
     undigested = [n for n in names if not isinstance(digests.get(n), str)]
     if undigested:
         raise ValueError(
