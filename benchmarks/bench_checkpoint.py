@@ -54,7 +54,7 @@ def goodbooks_like_zip(path: Path, scale: float, seed: int = 0) -> int:
 
 
 def child(archive: str, out: str) -> None:
-    from mlflow_recsys.data.datasets import DATASETS, read_archive
+    from mlflow_recsys.data._datasets import DATASETS, read_archive
 
     started = time.perf_counter()
     raw = read_archive(archive, DATASETS["goodbooks"].ratings)

@@ -25,8 +25,8 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonSettings, ComparisonWarning
 from mlflow_recsys.tracking import compare_runs, select_runs, write_evaluation_artifacts
-from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import load_many
+from mlflow_recsys.tracking._local_server import local_tracking_server
+from mlflow_recsys.tracking._runs import load_many
 
 KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "precision@20", "hit_rate@20", "recall@50"]
 

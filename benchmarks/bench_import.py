@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from mlflow_recsys.interchange.recommendations import read_recommendations, score_recommendations
-from mlflow_recsys.models.train_config import DEFAULT_METRICS
+from mlflow_recsys.interchange._recommendations import read_recommendations, score_recommendations
+from mlflow_recsys.models._train_config import DEFAULT_METRICS
 
 USERS, ITEMS, LIST, FOLD_IN, TARGETS = 100_000, 20_000, 100, 20, 5
 

@@ -18,7 +18,7 @@ import numpy as np
 from bench_stats import median_seconds, peak_extra_mib
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.models.train_config import DEFAULT_METRICS
+from mlflow_recsys.models._train_config import DEFAULT_METRICS
 
 
 def ranking_like(n_units: int, seed: int = 0) -> EvaluationResult:
@@ -34,12 +34,12 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=9999)
     args = parser.parse_args()
     started = time.perf_counter()
-    from mlflow_recsys.stats.levels import metric_level_intervals
+    from mlflow_recsys.stats._levels import metric_level_intervals
 
     imported = time.perf_counter() - started
     sizes = (188, 10_000) if args.quick else (188, 100_000)
     print(f"metric_level_intervals, B = {args.resamples:,}, {len(DEFAULT_METRICS)} metrics {list(DEFAULT_METRICS)}")
-    print(f"  import of mlflow_recsys.stats.levels: {imported:.3f} s")
+    print(f"  import of mlflow_recsys.stats._levels: {imported:.3f} s")
     for i, n in enumerate(sizes):
         result = ranking_like(n)
 

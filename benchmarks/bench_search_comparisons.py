@@ -27,7 +27,7 @@ from conftest import copy_training_run, ease_and_popularity  # noqa: E402
 from mlflow_recsys import search_comparisons  # noqa: E402
 from mlflow_recsys.stats import ComparisonSettings  # noqa: E402
 from mlflow_recsys.tracking import compare_runs  # noqa: E402
-from mlflow_recsys.tracking.local_server import local_tracking_server  # noqa: E402
+from mlflow_recsys.tracking._local_server import local_tracking_server  # noqa: E402
 
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonWarning, compare_models
-from mlflow_recsys.stats.resampling import bootstrap_means, sign_flip_means
+from mlflow_recsys.stats._resampling import bootstrap_means, sign_flip_means
 
 METRICS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20"]
 

@@ -68,7 +68,7 @@ def prepare(folder: Path, pyfunc: bool) -> str | None:
         Popularity().fit(x).save({str(folder / "popularity")!r})
         if {pyfunc!r}:
             import mlflow
-            from mlflow_recsys.tracking.model_logging import log_recommender
+            from mlflow_recsys.tracking._model_logging import log_recommender
             eid = mlflow.create_experiment("import-time", artifact_location={(folder / "artifacts").as_uri()!r})
             with mlflow.start_run(experiment_id=eid):
                 print("URI", log_recommender(EASE.load({str(folder / "ease")!r}), np.arange(25)).model_uri)

@@ -164,7 +164,7 @@ def _time_compare(url: str, experiment_id: str, n_resamples: int, out) -> None:
 
     from mlflow_recsys.stats import ComparisonWarning
     from mlflow_recsys.tracking import compare_runs
-    from mlflow_recsys.tracking.runs import load_many
+    from mlflow_recsys.tracking._runs import load_many
 
     warnings.simplefilter("ignore", ComparisonWarning)
     mlflow.set_tracking_uri(url)
@@ -211,7 +211,7 @@ def _time_paging(url: str, experiment_id: str, out) -> None:
     import mlflow
 
     from mlflow_recsys.tracking import select_runs
-    from mlflow_recsys.tracking.runs import SEARCH_PAGE_SIZE
+    from mlflow_recsys.tracking._runs import SEARCH_PAGE_SIZE
 
     mlflow.set_tracking_uri(url)
     start = time.perf_counter()
@@ -266,7 +266,7 @@ def main() -> None:
     os.environ.update(
         MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT="true", MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false", TQDM_DISABLE="1"
     )
-    from mlflow_recsys.tracking.local_server import local_tracking_server
+    from mlflow_recsys.tracking._local_server import local_tracking_server
 
     print(f"{os.cpu_count()} CPUs; PostgreSQL from Debian, started in a temporary folder")
     with tempfile.TemporaryDirectory() as tmp, postgres_cluster(durable=True) as cluster:

@@ -24,9 +24,9 @@ from pathlib import Path
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.server import listing
-from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import SEARCH_PAGE_SIZE, search_training_runs
+from mlflow_recsys.server import _listing as listing
+from mlflow_recsys.tracking._local_server import local_tracking_server
+from mlflow_recsys.tracking._runs import SEARCH_PAGE_SIZE, search_training_runs
 
 KEYS = [
     "ndcg_at_100",

@@ -25,8 +25,8 @@ import mlflow_recsys as mr
 from mlflow_recsys.models import ELSAConfig, ELSATrainer, UnknownItemsWarning
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
-from mlflow_recsys.tracking.local_server import local_model_server
-from mlflow_recsys.tracking.model_logging import log_recommender
+from mlflow_recsys.tracking._local_server import local_model_server
+from mlflow_recsys.tracking._model_logging import log_recommender
 
 METRICS = ["ndcg@100", "recall@20"]
 

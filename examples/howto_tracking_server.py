@@ -18,7 +18,7 @@ import mlflow
 
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
-from mlflow_recsys.tracking.local_server import local_tracking_server
+from mlflow_recsys.tracking._local_server import local_tracking_server
 
 
 def main(url: str) -> None:

@@ -1,7 +1,7 @@
 """Remove from the demo's store exactly the runs `make demo` made (run by `make clean`).
 
 `make demo` logs a study: one run tagged ``recsys.role=main`` in the demo experiment, and its steps, each
-tagged ``mlflow.parentRunId`` = that run (see ``mlflow_recsys.tracking.study``). The README points users at
+tagged ``mlflow.parentRunId`` = that run (see ``mlflow_recsys.tracking._study``). The README points users at
 the same store for their own runs, so only those runs go, with their artifacts and the models they logged;
 every other run stays. When nothing but the demo's runs was there, the store file goes, and the artifacts
 folder too once nothing else is in it. ``./mlruns`` is never touched, nor anything outside the artifacts

@@ -29,8 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.local_server import local_tracking_server
+from mlflow_recsys.tracking import _tags as tags
+from mlflow_recsys.tracking._local_server import local_tracking_server
 
 KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
 CHROMIUM_ARGS = [

@@ -20,7 +20,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from mlflow_recsys.tracking.local_server import local_tracking_server
+from mlflow_recsys.tracking._local_server import local_tracking_server
 
 BIN = Path(sys.executable).parent
 
@@ -51,7 +51,7 @@ def clean_env(tracking_uri: str) -> dict:
 @pytest.fixture(autouse=True)
 def cli_process_state(monkeypatch):
     """Undo what an in-process CLI call sets for its whole process: variables and the SIGTERM handler."""
-    from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
+    from mlflow_recsys.tracking._server_errors import CLI_DEFAULTS
 
     for name in ("MLFLOW_RECSYS_COMMAND", *CLI_DEFAULTS):
         monkeypatch.delenv(name, raising=False)

@@ -1,14 +1,14 @@
 """What the tests hold the compiled resampling kernels to; not part of the installed package.
 
 The draws the kernels make, written out one replicate at a time from the same generator functions
-(:mod:`mlflow_recsys.stats.kernels`), and the plain NumPy definitions of the means they compute from them.
+(:mod:`mlflow_recsys.stats._kernels`), and the plain NumPy definitions of the means they compute from them.
 """
 
 import numba
 import numpy as np
 
-from mlflow_recsys.stats.kernels import BLOCK, _fill_indices, _fill_words
-from mlflow_recsys.stats.resampling import column_centres
+from mlflow_recsys.stats._kernels import BLOCK, _fill_indices, _fill_words
+from mlflow_recsys.stats._resampling import column_centres
 
 
 @numba.njit(cache=True)
@@ -22,7 +22,7 @@ def xoshiro_words(seed, count):
 
 @numba.njit(cache=True)
 def draw_signs(seeds, n, n_resamples):
-    """The signs :func:`~mlflow_recsys.stats.kernels.sign_flip_sums` uses: bool ``(B, n)``, True meaning +1."""
+    """The signs :func:`~mlflow_recsys.stats._kernels.sign_flip_sums` uses: bool ``(B, n)``, True meaning +1."""
     out = np.empty((n_resamples, n), dtype=np.bool_)
     words = np.empty((n + 63) // 64, dtype=np.uint64)
     for block in range(seeds.shape[0]):
@@ -36,7 +36,7 @@ def draw_signs(seeds, n, n_resamples):
 
 @numba.njit(cache=True)
 def draw_indices(seeds, n, n_resamples):
-    """The unit indices :func:`~mlflow_recsys.stats.kernels.bootstrap_sums` uses: int64 ``(B, n)``."""
+    """The unit indices :func:`~mlflow_recsys.stats._kernels.bootstrap_sums` uses: int64 ``(B, n)``."""
     out = np.empty((n_resamples, n), dtype=np.int64)
     idx = np.empty(n, dtype=np.int32)
     for block in range(seeds.shape[0]):

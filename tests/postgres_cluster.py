@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlflow_recsys.tracking.local_server import free_port
+from mlflow_recsys.tracking._local_server import free_port
 
 #: Where Debian's ``postgresql-<version>`` packages put ``initdb`` and ``pg_ctl`` (not on PATH).
 DEBIAN_BINARIES = Path("/usr/lib/postgresql")

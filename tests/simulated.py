@@ -66,7 +66,7 @@ def log_training_run(
 ) -> str:
     """One FINISHED (or ``status``) training run tagged as `mlflow-recsys train` tags it, with the per-user
     artifacts of ``ranking_result(n_users, shift, rng_seed)`` and their means as metrics; its run id."""
-    from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
+    from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
 
     evaluated = ranking_result(n_users, shift, rng_seed)
     out = folder / f"{model}-{seed}-{digest[:4]}-{rng_seed}-{time.monotonic_ns()}"

@@ -42,8 +42,10 @@ def test_the_count_leaves_out_the_docstring_only(tmp_path):
 
 def test_presentation_lives_in_report_and_the_statistics_do_not_import_it():
     stats = SRC / "stats"
-    assert not {"reporting.py", "html_report.py", "report_export.py", "plots.py"} & {p.name for p in stats.glob("*.py")}
-    assert {"escaping.py", "text.py", "latex.py", "html.py", "plots.py", "citations.py"} <= {
+    assert not {"_reporting.py", "_html.py", "_latex.py", "_plots.py", "_text.py"} & {
+        p.name for p in stats.glob("*.py")
+    }
+    assert {"_escaping.py", "_text.py", "_latex.py", "_html.py", "_plots.py", "_citations.py"} <= {
         p.name for p in (SRC / "report").glob("*.py")
     }
     for path in stats.glob("*.py"):

@@ -18,20 +18,20 @@ from conftest import trained_copy
 from mlflow_recsys import load_comparison_settings, search_comparisons
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.escaping import escape_markdown
-from mlflow_recsys.report.notes import NOTE_NAME_WIDTH, NOTE_ROWS, note_name, run_note
+from mlflow_recsys.report._escaping import escape_markdown
+from mlflow_recsys.report._notes import NOTE_NAME_WIDTH, NOTE_ROWS, note_name, run_note
 from mlflow_recsys.stats import ComparisonSettings, compare_models
 from mlflow_recsys.tracking import RunSelectionError, TrainConfig, compare_runs, run_train
-from mlflow_recsys.tracking import runs as runs_module
+from mlflow_recsys.tracking import _runs as runs_module
 from mlflow_recsys.tracking._candidates import SEED_FIELDS
 from mlflow_recsys.tracking._comparison_run import source_runs_tag
-from mlflow_recsys.tracking.limits import (
+from mlflow_recsys.tracking._limits import (
     MAX_KEY_LENGTH,
     MAX_PARAM_LENGTH,
     MAX_RUN_NAME_LENGTH,
     MAX_TAG_LENGTH,
 )
-from mlflow_recsys.tracking.naming import model_label, pair_label
+from mlflow_recsys.tracking._naming import model_label, pair_label
 
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
 FAST = dict(n_resamples=199)

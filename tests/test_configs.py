@@ -22,14 +22,14 @@ from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
 from conftest import sqlite_store
-from mlflow_recsys import validation
+from mlflow_recsys import _validation as validation
 from mlflow_recsys.cli import cli
 from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint
 from mlflow_recsys.models import MODELS, EASEConfig, TrainConfig
 from mlflow_recsys.settings_schema import mlproject_parameters, settings_of
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import RunSelectionError, compare_runs, run_split, run_train
-from mlflow_recsys.tracking.limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, text_digest
+from mlflow_recsys.tracking._limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, text_digest
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,9 @@ def test_split_defaults_are_build_recsys_checkpoints_and_the_command_lines():
     """build_recsys_checkpoint's keywords default to the declared settings; the split command's options give the
     declared defaults (min_rating says "auto": 4, or none for a log without ratings); the MLproject's split entry
     point declares each setting with a fixed default as the schema does."""
-    from mlflow_recsys.cli import split
+    from mlflow_recsys.cli import cli
+
+    split = cli.commands["split"]
 
     declared = settings_of(SplitConfig)
     signature = inspect.signature(build_recsys_checkpoint).parameters
@@ -124,7 +126,9 @@ def test_to_params_is_what_the_checkpoint_manifest_records(log, tmp_path, config
 
 
 def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
-    from mlflow_recsys.cli import train
+    from mlflow_recsys.cli import cli
+
+    train = cli.commands["train"]
 
     stated = {}
     for option in train.params:

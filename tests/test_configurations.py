@@ -19,12 +19,12 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.escaping import escape_latex, escape_markdown
+from mlflow_recsys.report._escaping import escape_latex, escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_seed_averaged, seed_spread
 from mlflow_recsys.tracking import RunSelectionError, check_selection, compare_runs
 from mlflow_recsys.tracking._candidates import configuration_names
-from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
-from mlflow_recsys.tracking.naming import model_label
+from mlflow_recsys.tracking._limits import MAX_KEY_LENGTH, MAX_RUN_NAME_LENGTH
+from mlflow_recsys.tracking._naming import model_label
 from simulated import log_training_run, ranking_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")

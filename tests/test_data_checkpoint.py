@@ -12,8 +12,8 @@ from mlflow_recsys.data import (
     load_recsys_split,
     read_checkpoint,
 )
-from mlflow_recsys.data.preprocess import binarise, kcore_prune
-from mlflow_recsys.data.split import user_split
+from mlflow_recsys.data._preprocess import binarise, kcore_prune
+from mlflow_recsys.data._split import user_split
 
 MATRICES = ["x_train", "test_source_matrix", "test_target_matrix", "val_source_matrix", "val_target_matrix"]
 IDS = ["train_user_ids", "item_ids", "test_eval_user_ids", "val_eval_user_ids"]
@@ -227,7 +227,7 @@ def test_truncated_zip_is_refused_naming_the_file(built, tmp_path):
 
 
 def test_oversized_archive_is_refused(built, tmp_path, monkeypatch):
-    from mlflow_recsys.data import safezip
+    from mlflow_recsys.data import _safezip as safezip
 
     monkeypatch.setattr(safezip, "MAX_UNCOMPRESSED_BYTES", 1000)
     with pytest.raises(ValueError, match="at most 1,000 bytes uncompressed"):

@@ -3,8 +3,8 @@ from collections import Counter
 import pytest
 
 from mlflow_recsys.data import DATASETS, build_recsys_checkpoint, load_interactions
-from mlflow_recsys.data.interactions import interactions_digest
-from mlflow_recsys.data.preprocess import binarise, kcore_prune
+from mlflow_recsys.data._interactions import interactions_digest
+from mlflow_recsys.data._preprocess import binarise, kcore_prune
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from mlflow_recsys.data.preprocess import binarise, kcore_prune, preprocess_interactions
+from mlflow_recsys.data._preprocess import binarise, kcore_prune, preprocess_interactions
 
 
 def frame(rows):

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from mlflow_recsys.data import DATASETS, build_recsys_checkpoint, load_interactions, load_recsys_split
-from mlflow_recsys.data.datasets import get_dataset_spec
-from mlflow_recsys.data.interactions import from_interactions
+from mlflow_recsys.data._datasets import get_dataset_spec
+from mlflow_recsys.data._interactions import from_interactions
 
 RATINGS = pd.DataFrame(
     {

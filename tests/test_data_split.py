@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlflow_recsys.data.split import user_split
+from mlflow_recsys.data._split import user_split
 
 
 def random_frame(n_users=100, n_items=40, seed=0, str_ids=False):

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlflow_recsys.data import SPLIT_MODES, build_recsys_checkpoint, load_recsys_split
-from mlflow_recsys.data.checkpoint import split_arrays, split_digest
-from mlflow_recsys.data.split import MIN_EVAL_INTERACTIONS, leave_one_out, time_split, user_split
+from mlflow_recsys.data._checkpoint import split_arrays, split_digest
+from mlflow_recsys.data._split import MIN_EVAL_INTERACTIONS, leave_one_out, time_split, user_split
 
 
 def timed_frame(n_users=60, n_items=30, seed=0):

@@ -22,10 +22,10 @@ def test_each_error_is_a_recsys_error_and_its_builtin(name, builtin):
 
 
 def test_the_old_import_paths_name_the_same_classes():
-    from mlflow_recsys.data.download import DownloadError
-    from mlflow_recsys.tracking.context import RunOwnershipError
-    from mlflow_recsys.tracking.server_errors import TrackingServerError
-    from mlflow_recsys.tracking.study import StudyStepError
+    from mlflow_recsys.data._download import DownloadError
+    from mlflow_recsys.tracking._context import RunOwnershipError
+    from mlflow_recsys.tracking._server_errors import TrackingServerError
+    from mlflow_recsys.tracking._study import StudyStepError
 
     assert (
         RunSelectionError,

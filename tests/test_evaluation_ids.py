@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from mlflow_recsys.catalogue import ItemCatalogue
+from mlflow_recsys._catalogue import ItemCatalogue
+from mlflow_recsys._evaluation_by_ids import evaluate_by_ids
 from mlflow_recsys.data import binarise, kcore_prune, load_interactions, user_split
 from mlflow_recsys.evaluation import evaluate_recommender
-from mlflow_recsys.evaluation_by_ids import evaluate_by_ids
 from mlflow_recsys.models import EASE, EASEConfig, UnknownItemsWarning
 
 METRICS = ["ndcg@10", "recall@5", "mrr@10"]
@@ -288,7 +288,7 @@ def test_catalogue_maps_ids_by_value_and_reports_what_it_does_not_hold():
 
 
 def test_the_mlflow_evaluator_maps_lists_of_ids_through_the_same_catalogue():
-    from mlflow_recsys.tracking.evaluator import _catalogue, _rankings
+    from mlflow_recsys.tracking._evaluator import _catalogue, _rankings
 
     inferred = _catalogue(None, [pd.Series([[30, 10], None]), np.array([[20]], dtype=object), pd.Series([[10, 40]])])
     assert inferred.item_ids.tolist() == [10, 20, 30, 40]

@@ -150,7 +150,7 @@ def test_a_full_temporary_folder_is_named_as_the_cause_not_a_missing_artifact(st
 def test_a_missing_artifact_is_still_reported_as_missing(store, tmp_path):
     bare = MlflowClient().create_run(store["experiment_id"], tags={"recsys.role": "train", "recsys.model": "X"})
     MlflowClient().set_terminated(bare.info.run_id)
-    from mlflow_recsys.tracking.runs import load_evaluation_artifacts
+    from mlflow_recsys.tracking._runs import load_evaluation_artifacts
 
     with pytest.raises(ArtifactError, match=rf"run {bare.info.run_id}: expected artifact per_user.parquet, found none"):
         load_evaluation_artifacts(bare.info.run_id)

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.analyses import primary_analysis_text
-from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.text import display_frame
+from mlflow_recsys.report._analyses import primary_analysis_text
+from mlflow_recsys.report._html import report_html
+from mlflow_recsys.report._text import display_frame
 from mlflow_recsys.stats import ComparisonWarning, compare_models
 
 KEY = ["metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L"]

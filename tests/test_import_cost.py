@@ -106,7 +106,7 @@ def test_the_pyfunc_wrapper_loads_and_predicts_an_ease_model_without_torch(tmp_p
 import pandas as pd
 from mlflow.pyfunc import PythonModelContext
 from mlflow_recsys.models import EASE
-from mlflow_recsys.tracking.pyfunc_model import RecommenderPyfunc
+from mlflow_recsys.tracking._pyfunc_model import RecommenderPyfunc
 EASE().fit(x).save({str(tmp_path / "weights")!r})
 (catalogue := __import__("pathlib").Path({str(tmp_path / "catalogue")!r})).mkdir()
 np.save(catalogue / "item_ids.npy", np.arange(100, 112), allow_pickle=False)
@@ -123,7 +123,7 @@ assert len(out["items"][0]) == 3
 @pytest.mark.parametrize("model", ["EASE"])  # Popularity loads through the same wrapper
 def test_mlflow_pyfunc_load_model_of_a_logged_model_does_not_import_torch(model, tmp_path):
     from mlflow_recsys.models import EASE, Popularity
-    from mlflow_recsys.tracking.model_logging import log_recommender
+    from mlflow_recsys.tracking._model_logging import log_recommender
 
     rng = np.random.default_rng(2)
     x = sp.csr_matrix((rng.random((30, 12)) < 0.3).astype(np.float32))

@@ -8,9 +8,9 @@ import pytest
 from conftest import TRAINED_METRICS, trained_copy
 from mlflow_recsys import log_recommendations
 from mlflow_recsys.data import load_recsys_split, read_checkpoint
-from mlflow_recsys.models.train_config import TrainConfig
-from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.training import resolve_checkpoint
+from mlflow_recsys.models._train_config import TrainConfig
+from mlflow_recsys.tracking import _tags as tags
+from mlflow_recsys.tracking._training import resolve_checkpoint
 
 METRICS = TRAINED_METRICS
 

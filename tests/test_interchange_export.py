@@ -11,11 +11,11 @@ from click.testing import CliRunner
 
 from conftest import trained_copy
 from mlflow_recsys import export_split
-from mlflow_recsys.catalogue import ItemCatalogue
+from mlflow_recsys._catalogue import ItemCatalogue
 from mlflow_recsys.cli import cli
 from mlflow_recsys.data import build_recsys_checkpoint, load_interactions, load_recsys_split
 from mlflow_recsys.interchange import export_split_files
-from mlflow_recsys.interchange.split_export import FILES
+from mlflow_recsys.interchange._split_export import FILES
 
 
 @pytest.fixture(scope="module")

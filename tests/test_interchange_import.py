@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 from mlflow_recsys.evaluation import FoldInRankedWarning
-from mlflow_recsys.interchange.recommendations import read_recommendations, score_recommendations
+from mlflow_recsys.interchange._recommendations import read_recommendations, score_recommendations
 
 ITEMS = np.array([10, 20, 30, 40, 50], dtype=np.int64)
 
@@ -170,7 +170,7 @@ def test_recsys_evaluator_scores_static_predictions_without_a_model(tmp_path):
 
 
 def test_a_file_past_the_row_limit_is_refused_naming_it(tmp_path, monkeypatch):
-    from mlflow_recsys.interchange import recommendations
+    from mlflow_recsys.interchange import _recommendations as recommendations
 
     LISTS.to_parquet(tmp_path / "r.parquet")
     monkeypatch.setattr(recommendations, "MAX_ROWS", 5)  # six rows, limit five: the same check as at 100 million
@@ -250,7 +250,7 @@ def test_trec_ranks_from_zero_are_read_as_trec_eval_reads_them(tmp_path):
 
 @pytest.mark.parametrize("name", ["r.parquet", "r.csv", "r.trec"])
 def test_every_file_format_past_the_row_limit_is_refused_naming_it(tmp_path, monkeypatch, name):
-    from mlflow_recsys.interchange import recommendations
+    from mlflow_recsys.interchange import _recommendations as recommendations
 
     LISTS.to_parquet(tmp_path / "r.parquet")
     LISTS.to_csv(tmp_path / "r.csv", index=False)

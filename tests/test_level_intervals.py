@@ -1,4 +1,4 @@
-"""Percentile bootstrap intervals of one model's metric levels, users resampled (stats/levels.py)."""
+"""Percentile bootstrap intervals of one model's metric levels, users resampled (stats/_levels.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import MAX_CUTOFF, METRIC_CLASSES
-from mlflow_recsys.stats.levels import metric_level_intervals
-from mlflow_recsys.tracking.limits import MAX_KEY_LENGTH
-from mlflow_recsys.tracking.logged_models import CI_HIGH, CI_LOW
-from mlflow_recsys.tracking.naming import mlflow_metric_name
+from mlflow_recsys.stats._levels import metric_level_intervals
+from mlflow_recsys.tracking._limits import MAX_KEY_LENGTH
+from mlflow_recsys.tracking._logged_models import CI_HIGH, CI_LOW
+from mlflow_recsys.tracking._naming import mlflow_metric_name
 from simulated import result as _result
 
 B = 9999

@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 
 from conftest import sqlite_store
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
-from mlflow_recsys.tracking.training import split_dataset
+from mlflow_recsys.tracking._training import split_dataset
 
 METRICS = ("ndcg@100", "recall@20")
 NAMES = ("ndcg_at_100", "recall_at_20")
@@ -171,7 +171,7 @@ def test_a_run_logged_by_hand_calls_log_test_metrics_and_gets_an_external_model_
     from mlflow.data.meta_dataset import MetaDataset
 
     from mlflow_recsys.evaluation import EvaluationResult
-    from mlflow_recsys.tracking.logged_models import log_test_metrics
+    from mlflow_recsys.tracking._logged_models import log_test_metrics
 
     values = np.array([0.0, 0.5, 1.0, 0.25])
     result = EvaluationResult.from_per_user({"ndcg@100": values}, sample_ids=np.arange(4), targets_fingerprint="x")

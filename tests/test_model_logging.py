@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 from mlflow_recsys.models import EASE, EASEConfig, UnknownItemsWarning
-from mlflow_recsys.tracking.model_logging import log_recommender
+from mlflow_recsys.tracking._model_logging import log_recommender
 
 ITEMS = np.array(["tt01", "tt02", "tt03", "tt04", "tt05", "tt06"])
 

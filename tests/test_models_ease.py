@@ -5,7 +5,7 @@ import pytest
 import scipy.sparse as sp
 
 from mlflow_recsys.models import EASE, EASEConfig
-from mlflow_recsys.models import ease as ease_module
+from mlflow_recsys.models import _ease as ease_module
 
 
 def random_interactions(n_users, n_items, density, seed):

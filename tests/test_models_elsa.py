@@ -8,7 +8,7 @@ import scipy.sparse as sp
 import torch
 
 from mlflow_recsys.models import ELSA, ELSAConfig, ELSATrainer
-from mlflow_recsys.models.elsa import normalized_distance_loss
+from mlflow_recsys.models._elsa import normalized_distance_loss
 
 N_BLOCKS, BLOCK_ITEMS = 4, 10
 
@@ -183,7 +183,7 @@ def test_optimizer_choice_changes_training():
 
 
 def test_loss_gradient_has_the_shape_of_a_and_matches_finite_differences():
-    from mlflow_recsys.models.elsa import elsa_forward
+    from mlflow_recsys.models._elsa import elsa_forward
 
     rng = np.random.default_rng(0)
     x = torch.tensor((rng.random((5, 7)) < 0.4).astype(np.float64))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mlflow_recsys.models.ranking import top_k
+from mlflow_recsys.models._ranking import top_k
 
 
 def brute_force_top_k(scores, k, excluded):

@@ -13,9 +13,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
-from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
+from mlflow_recsys.report._escaping import csv_safe_frame, escape_markdown
+from mlflow_recsys.report._html import report_html
+from mlflow_recsys.report._plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
 from mlflow_recsys.stats import ComparisonWarning, compare_models, seed_spread
 
 HOSTILE_NAMES = [

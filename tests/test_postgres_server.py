@@ -19,8 +19,8 @@ from mlflow.tracking import MlflowClient
 
 from conftest import BIN, clean_env
 from mlflow_recsys.tracking import SplitConfig, run_split, select_runs
-from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.training import resolve_checkpoint
+from mlflow_recsys.tracking._local_server import local_tracking_server
+from mlflow_recsys.tracking._training import resolve_checkpoint
 from postgres_cluster import postgres_cluster
 
 # The shared tests, collected here once per backend (in their files' order: some add runs later ones see).

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from conftest import TRAINED_METRICS, trained_copy
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import TrainConfig, compare_runs, run_train
-from mlflow_recsys.tracking.study import _show_result
+from mlflow_recsys.tracking._study import _show_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)

@@ -23,10 +23,11 @@ from mlflow_recsys import load_comparison, load_comparison_settings, search_comp
 from mlflow_recsys.cli import cli
 from mlflow_recsys.errors import ArtifactError, RunSelectionError
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.stats.comparison import COLUMNS
-from mlflow_recsys.tracking import compare_runs, queries
-from mlflow_recsys.tracking import runs as runs_module
-from mlflow_recsys.tracking.queries import COMPARISON_COLUMNS, TRAINING_COLUMNS
+from mlflow_recsys.stats._comparison import COLUMNS
+from mlflow_recsys.tracking import _queries as queries
+from mlflow_recsys.tracking import _runs as runs_module
+from mlflow_recsys.tracking import compare_runs
+from mlflow_recsys.tracking._queries import COMPARISON_COLUMNS, TRAINING_COLUMNS
 
 METRICS = TRAINED_METRICS
 FAST = dict(n_resamples=199, random_state=5)

@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.stats
 
-from mlflow_recsys.report.escaping import escape_latex
-from mlflow_recsys.report.latex import report_latex
-from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models, storage
+from mlflow_recsys.report._escaping import escape_latex
+from mlflow_recsys.report._latex import report_latex
+from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
+from mlflow_recsys.stats import _storage as storage
 from simulated import result
 
 HOSTILE = "a_b%&#$ {}~^\\"

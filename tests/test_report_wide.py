@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report import notes
-from mlflow_recsys.report.latex import significance_marker
-from mlflow_recsys.report.wide import wide_latex, wide_markdown, wide_table
+from mlflow_recsys.report import _notes as notes
+from mlflow_recsys.report._latex import significance_marker
+from mlflow_recsys.report._wide import wide_latex, wide_markdown, wide_table
 from mlflow_recsys.stats import compare_models
-from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH
+from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
 

@@ -9,13 +9,13 @@ from conftest import SMALL_STUDY, trained_copy
 from mlflow_recsys.cli import cli
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
-from mlflow_recsys.tracking.context import (
+from mlflow_recsys.tracking._context import (
     RunOwnershipError,
     check_step_run,
     entry_point_run,
     log_params_once,
 )
-from mlflow_recsys.tracking.study import run_study
+from mlflow_recsys.tracking._study import run_study
 
 METRICS = ("ndcg@100", "recall@20")
 

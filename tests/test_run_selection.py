@@ -18,12 +18,12 @@ from mlflow.tracking import MlflowClient
 from conftest import TRAINED_METRICS, sqlite_store, trained_copy
 from mlflow_recsys.cli import cli
 from mlflow_recsys.errors import RecsysError, TrackingPermissionError
-from mlflow_recsys.server import listing
+from mlflow_recsys.server import _listing as listing
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import RunSelectionError, SplitConfig, TrainConfig, compare_runs, run_split, run_train
-from mlflow_recsys.tracking.limits import duplicates
-from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import search_training_runs, select_runs
+from mlflow_recsys.tracking._limits import duplicates
+from mlflow_recsys.tracking._local_server import local_tracking_server
+from mlflow_recsys.tracking._runs import search_training_runs, select_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
 
@@ -109,7 +109,7 @@ def _experiment_with_leftovers(trained, copy_run, tmp_path, name):
 
 def test_experiment_selection_takes_finished_runs_and_counts_the_others(trained, copy_run, tmp_path, caplog):
     experiment_id, runs = _experiment_with_leftovers(trained, copy_run, tmp_path, "with-leftovers")
-    with caplog.at_level(logging.WARNING, logger="mlflow_recsys.tracking.runs"):
+    with caplog.at_level(logging.WARNING, logger="mlflow_recsys.tracking._runs"):
         outcome = compare_runs(experiment="with-leftovers", settings=ComparisonSettings(n_resamples=199))
     assert MlflowClient().get_run(outcome.run_id).info.status == "FINISHED"
     assert sorted(outcome.source_runs) == ["EASE", "Popularity"]

@@ -11,8 +11,8 @@ from mlflow.tracking import MlflowClient
 from conftest import trained_copy
 from mlflow_recsys.cli import cli
 from mlflow_recsys.tracking import TrainConfig, run_train
-from mlflow_recsys.tracking.context import log_params_once
-from mlflow_recsys.tracking.redact import redact
+from mlflow_recsys.tracking._context import log_params_once
+from mlflow_recsys.tracking._redact import redact
 
 METRICS = ("ndcg@100",)
 

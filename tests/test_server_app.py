@@ -29,10 +29,11 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.server import jobs, listing
-from mlflow_recsys.tracking.artifacts import write_evaluation_artifacts
-from mlflow_recsys.tracking.local_server import local_tracking_server
-from mlflow_recsys.tracking.runs import runs_by_id, search_training_runs
+from mlflow_recsys.server import _jobs as jobs
+from mlflow_recsys.server import _listing as listing
+from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
+from mlflow_recsys.tracking._local_server import local_tracking_server
+from mlflow_recsys.tracking._runs import runs_by_id, search_training_runs
 from simulated import log_training_run
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -79,7 +80,7 @@ def store(tmp_path, monkeypatch):
 
 @pytest.fixture
 def web(store):
-    from mlflow_recsys.server.app import create_app
+    from mlflow_recsys.server._app import create_app
 
     app = create_app()
     app.config["TESTING"] = True
@@ -106,7 +107,7 @@ def post_compare(web, experiment_id, run_ids, **fields):
 def test_the_factory_returns_mlflows_flask_app_with_the_pages_and_the_fastapi_app_under_uvicorn(store, monkeypatch):
     from mlflow.server import app as flask_app
 
-    from mlflow_recsys.server.app import create_app
+    from mlflow_recsys.server._app import create_app
 
     assert create_app() is flask_app
     assert any(rule.rule == "/recsys/" for rule in flask_app.url_map.iter_rules())
@@ -198,7 +199,7 @@ def test_compare_without_a_csrf_token_is_refused(web, store):
 def _cli_message(uri: str, run_ids: list[str], **kwargs) -> str:
     """What `compare_runs` (the command line's function) says about this selection."""
     from mlflow_recsys.stats import ComparisonSettings
-    from mlflow_recsys.tracking.comparison import compare_runs
+    from mlflow_recsys.tracking._comparison import compare_runs
 
     previous = mlflow.get_tracking_uri()
     mlflow.set_tracking_uri(uri)
@@ -372,7 +373,7 @@ def test_a_refusal_names_no_store_path_and_no_command_line_hint(web, store, monk
     # The command line keeps its hints.
     from mlflow.tracking._tracking_service import utils as tracking_utils
 
-    from mlflow_recsys.tracking.runs import select_runs
+    from mlflow_recsys.tracking._runs import select_runs
 
     # Put back exactly what was there (often "not set", so the environment decides) after the test.
     monkeypatch.setattr(tracking_utils, "_tracking_uri", tracking_utils._tracking_uri)
@@ -521,7 +522,7 @@ def test_max_comparisons_is_validated(monkeypatch):
 
 
 def test_a_runner_that_dies_before_writing_its_job_reads_as_failed(store, monkeypatch):
-    from mlflow_recsys.server import runner
+    from mlflow_recsys.server import _runner as runner
 
     folder = jobs.jobs_dir(os.environ["_MLFLOW_SERVER_FILE_STORE"])
     job = jobs.new_job(folder, run_ids=["a", "b"], settings={}, experiment_ids=[])
@@ -537,7 +538,7 @@ def test_a_runner_that_dies_before_writing_its_job_reads_as_failed(store, monkey
 
 
 def test_a_failed_launch_leaves_no_job(web, store, monkeypatch):
-    from mlflow_recsys.server import runner
+    from mlflow_recsys.server import _runner as runner
 
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp)
@@ -568,7 +569,7 @@ def test_a_store_that_does_not_answer_is_503_not_404(web, store, monkeypatch, ki
     from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, TEMPORARILY_UNAVAILABLE
 
     from mlflow_recsys.errors import TrackingServerError
-    from mlflow_recsys.server import views
+    from mlflow_recsys.server import _views as views
 
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp) if kind == "locked" else None
@@ -602,8 +603,8 @@ def test_a_store_that_does_not_answer_is_503_not_404(web, store, monkeypatch, ki
 
 
 def test_the_runner_uses_the_command_lines_bounded_retries(monkeypatch, tmp_path):
-    from mlflow_recsys.server import runner
-    from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
+    from mlflow_recsys.server import _runner as runner
+    from mlflow_recsys.tracking._server_errors import CLI_DEFAULTS
 
     for name in CLI_DEFAULTS:
         monkeypatch.delenv(name, raising=False)
@@ -623,7 +624,7 @@ def test_the_runner_uses_the_command_lines_bounded_retries(monkeypatch, tmp_path
 
 @pytest.mark.parametrize("raw", ["abc", "0", "-1"])
 def test_a_bad_max_comparisons_is_refused_when_the_app_is_made(store, monkeypatch, raw):
-    from mlflow_recsys.server.app import create_app
+    from mlflow_recsys.server._app import create_app
 
     monkeypatch.setenv(jobs.MAX_COMPARISONS_ENV, raw)
     with pytest.raises(ValueError, match=jobs.MAX_COMPARISONS_ENV) as caught:
@@ -632,7 +633,7 @@ def test_a_bad_max_comparisons_is_refused_when_the_app_is_made(store, monkeypatc
 
 
 def test_a_missing_secret_key_is_refused_when_the_app_is_made(store, monkeypatch):
-    from mlflow_recsys.server.app import create_app
+    from mlflow_recsys.server._app import create_app
 
     monkeypatch.delenv(SECRET_KEY_ENV)
     with pytest.raises(RuntimeError, match=f"{SECRET_KEY_ENV}: expected the key .* found it unset; set it before"):
@@ -640,7 +641,7 @@ def test_a_missing_secret_key_is_refused_when_the_app_is_made(store, monkeypatch
 
 
 def test_recsys_responses_carry_no_cors_headers(web, store):
-    from mlflow_recsys.server.app import _StripCorsWsgi, create_app
+    from mlflow_recsys.server._app import _StripCorsWsgi, create_app
 
     response = web.get("/recsys/", headers={"Origin": "http://127.0.0.1:9999"})
     assert response.status_code == 200
@@ -672,7 +673,7 @@ def test_recsys_responses_carry_no_cors_headers(web, store):
 def test_the_uvicorn_app_strips_cors_headers_from_the_pages(store, monkeypatch):
     import asyncio
 
-    from mlflow_recsys.server.app import _StripCors, create_app
+    from mlflow_recsys.server._app import _StripCors, create_app
 
     monkeypatch.setenv("_MLFLOW_SGI_NAME", "uvicorn")
     served = create_app()
@@ -734,7 +735,7 @@ def test_the_session_cookie_is_samesite_lax(web, store):
 
 
 def test_a_jobs_folder_others_may_write_to_is_refused(store, monkeypatch):
-    from mlflow_recsys.server.app import create_app
+    from mlflow_recsys.server._app import create_app
 
     client, experiment_id, tmp = store
     shared = tmp / "shared-jobs"
@@ -839,7 +840,7 @@ def test_hostile_compare_addresses_and_run_ids_are_refused_briefly(web, store):
 
 def test_a_damaged_per_user_file_is_an_artifact_error_naming_the_run(tmp_path):
     from mlflow_recsys.errors import ArtifactError
-    from mlflow_recsys.tracking.artifacts import read_evaluation_artifacts
+    from mlflow_recsys.tracking._artifacts import read_evaluation_artifacts
 
     log_dir = tmp_path / "run"
     result = EvaluationResult(
@@ -1098,7 +1099,7 @@ def test_job_page_settings_show_the_actual_defaults(web, store):
 
 def test_comparison_list_shows_every_candidates_primary_result(web, store, monkeypatch):
     from mlflow_recsys.stats import ComparisonSettings
-    from mlflow_recsys.tracking.comparison import compare_runs
+    from mlflow_recsys.tracking._comparison import compare_runs
 
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp)
@@ -1214,7 +1215,7 @@ NINE = ("ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20", "nd
 def _metadata_run(client, experiment_id: str, model: str, seed: str) -> str:
     """A FINISHED training run with the nine aggregate metrics logged and no artifacts: enough for every check
     made before an artifact is read."""
-    from mlflow_recsys.tracking.naming import mlflow_metric_name
+    from mlflow_recsys.tracking._naming import mlflow_metric_name
 
     tags = {
         "recsys.role": "train",
@@ -1232,8 +1233,8 @@ def _metadata_run(client, experiment_id: str, model: str, seed: str) -> str:
 
 def test_the_replicate_bound_counts_every_report_a_job_keeps(web, store):
     from mlflow_recsys.stats import ComparisonSettings
-    from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES
-    from mlflow_recsys.tracking.comparison import check_selection
+    from mlflow_recsys.stats._comparison import MAX_REPLICATE_BYTES
+    from mlflow_recsys.tracking._comparison import check_selection
 
     client, experiment_id, tmp = store
     # The issue's case: 20 candidates x 2 seeds x 9 metrics at B = 1,000,000, every candidate against M00.
@@ -1264,7 +1265,7 @@ class RunCountingClient(CountingClient):
 
 
 def test_selection_checks_are_paged_queries_not_one_request_per_run(store):
-    from mlflow_recsys.tracking.comparison import check_selection
+    from mlflow_recsys.tracking._comparison import check_selection
 
     client, experiment_id, tmp = store
     ids = [_metadata_run(client, experiment_id, f"M{i % 2}", str(i)) for i in range(250)]
@@ -1294,7 +1295,7 @@ def test_cancel_ends_the_job_failed_with_who_cancelled_it(web, store):
     queued = jobs.new_job(folder, run_ids=["a" * 32, "b" * 32], settings={}, experiment_ids=[])
     jobs.write_job(folder, {**queued, "pid": os.getpid()})
     jobs.record_launch(folder, queued["id"], os.getpid())
-    from mlflow_recsys.server import runner
+    from mlflow_recsys.server import _runner as runner
 
     runner.cancel(folder, {**queued, "pid": None}, by="admin")
     state = jobs.read_job(folder, queued["id"])
@@ -1341,7 +1342,7 @@ def test_the_suite_writes_only_to_temporary_folders(store, tmp_path):
 
 def _launch_job(store, run_ids: list[str], **settings) -> tuple[dict, subprocess.Popen]:
     """Start a page job's real process over the store (as Compare does, with the store's URI for the server's)."""
-    from mlflow_recsys.server import runner
+    from mlflow_recsys.server import _runner as runner
 
     client, experiment_id, tmp = store
     chosen = {"reference": None, "primary": None, "metrics": None, "correction": "holm", "n_resamples": 999}
@@ -1441,7 +1442,7 @@ def _cors_headers(url: str, auth: tuple[str, str] | None, origin: str) -> dict:
 @pytest.mark.server_pages
 @pytest.mark.parametrize("app_name", ["recsys", "recsys-auth"])
 def test_cors_headers_are_stripped_from_the_pages_under_both_apps(tmp_path, monkeypatch, app_name):
-    from mlflow_recsys.tracking.server_page import recsys_page_url
+    from mlflow_recsys.tracking._server_page import recsys_page_url
 
     env, password = _auth_env(tmp_path) if app_name == "recsys-auth" else ({}, None)
     auth = ("admin", password) if password else None
@@ -1465,8 +1466,8 @@ def test_cors_headers_are_stripped_from_the_pages_under_both_apps(tmp_path, monk
 @pytest.mark.server_pages
 def test_comparison_notes_link_to_the_recsys_page_when_the_server_has_one(tmp_path, mlflow_server, monkeypatch):
     from mlflow_recsys.stats import ComparisonSettings
-    from mlflow_recsys.tracking.comparison import compare_runs
-    from mlflow_recsys.tracking.server_page import SERVER_URL_ENV, recsys_page_url
+    from mlflow_recsys.tracking._comparison import compare_runs
+    from mlflow_recsys.tracking._server_page import SERVER_URL_ENV, recsys_page_url
 
     monkeypatch.delenv(SERVER_URL_ENV, raising=False)
     assert recsys_page_url("1", mlflow_server) is None  # a plain `mlflow server`: no pages
@@ -1493,8 +1494,8 @@ def test_comparison_notes_link_to_the_recsys_page_when_the_server_has_one(tmp_pa
 
 
 def test_the_demo_prints_both_commands_for_its_store(tmp_path, monkeypatch):
-    from mlflow_recsys.tracking import study
-    from mlflow_recsys.tracking.server_page import SERVER_URL_ENV
+    from mlflow_recsys.tracking import _study as study
+    from mlflow_recsys.tracking._server_page import SERVER_URL_ENV
 
     monkeypatch.delenv(SERVER_URL_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
@@ -1523,7 +1524,7 @@ def test_the_demo_prints_both_commands_for_its_store(tmp_path, monkeypatch):
 def _compare_in_store(run_ids: list[str], **settings):
     """``compare_runs`` into the test store (the server's backend store)."""
     from mlflow_recsys.stats import ComparisonSettings
-    from mlflow_recsys.tracking.comparison import compare_runs
+    from mlflow_recsys.tracking._comparison import compare_runs
 
     mlflow.set_tracking_uri(os.environ["_MLFLOW_SERVER_FILE_STORE"])
     try:
@@ -1609,7 +1610,7 @@ def test_note_sentences_stop_at_the_first_paragraph_that_is_no_result_sentence()
 
 
 def test_job_page_names_the_primary_analysis_first_and_the_sensitivity_analysis_second(web, store, monkeypatch):
-    from mlflow_recsys.server import runner
+    from mlflow_recsys.server import _runner as runner
 
     client, experiment_id, tmp = store
     study = small_study(client, experiment_id, tmp)
@@ -1641,7 +1642,7 @@ def test_job_page_names_the_primary_analysis_first_and_the_sensitivity_analysis_
 
 
 def test_job_settings_show_the_resolved_analysis_and_booleans_in_words():
-    from mlflow_recsys.server.selection import shown_settings
+    from mlflow_recsys.server._selection import shown_settings
 
     form = {"reference": None, "primary": None, "metrics": None, "correction": "holm", "n_resamples": 999}
     before = dict(shown_settings(form))

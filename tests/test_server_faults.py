@@ -18,8 +18,8 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
-from mlflow_recsys.tracking.local_server import free_port, local_tracking_server
-from mlflow_recsys.tracking.server_errors import CLI_DEFAULTS
+from mlflow_recsys.tracking._local_server import free_port, local_tracking_server
+from mlflow_recsys.tracking._server_errors import CLI_DEFAULTS
 
 pytestmark = [
     pytest.mark.integration,

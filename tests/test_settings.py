@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import yaml
 
-from mlflow_recsys import validation
+from mlflow_recsys import _validation as validation
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.settings_schema import mlproject_parameters, settings_of
 from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_pair, seed_spread
-from mlflow_recsys.stats.settings import MAX_RESAMPLES
+from mlflow_recsys.stats._settings import MAX_RESAMPLES
 
 
 @pytest.mark.parametrize(("function", "n_settings"), [(compare_models, 11), (compare_pair, 7), (seed_spread, 4)])
@@ -40,7 +40,9 @@ def test_the_mlproject_declares_each_fixed_default_setting_as_the_schema_does():
 def test_the_command_line_options_are_the_declared_settings():
     """Each declared setting is an option of compare with its help and default, and the values the options
     give make the same settings object as the keywords."""
-    from mlflow_recsys.cli import compare
+    from mlflow_recsys.cli import cli
+
+    compare = cli.commands["compare"]
 
     options = {p.name: p for p in compare.params}
     for name, (default, declared) in settings_of(ComparisonSettings).items():

@@ -17,17 +17,17 @@ from hypothesis import strategies as st
 
 from kernel_oracles import bootstrap_means_reference, draw_indices
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.plots import _error_lengths, forest_plot, seed_spread_plot
+from mlflow_recsys.report._plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats import ComparisonWarning, FewNonzeroUnitsWarning, compare_models, compare_pair, seed_spread
 from mlflow_recsys.stats._inference import _p_value
-from mlflow_recsys.stats.resampling import (
+from mlflow_recsys.stats._resampling import (
     block_seeds,
     bootstrap_means,
     centred_means,
     exact_sign_flip_means,
     sign_flip_means,
 )
-from mlflow_recsys.stats.settings import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS
+from mlflow_recsys.stats._settings import ALTERNATIVES, INTERVAL_METHODS, TEST_METHODS
 from simulated import result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -325,8 +325,8 @@ def test_all_equal_differences_give_a_point_interval(value, n, shift, alternativ
 
 
 def test_resampling_settings_past_their_bounds_are_refused_before_any_work():
-    from mlflow_recsys.stats.comparison import MAX_REPLICATE_BYTES
-    from mlflow_recsys.stats.settings import MAX_RESAMPLES
+    from mlflow_recsys.stats._comparison import MAX_REPLICATE_BYTES
+    from mlflow_recsys.stats._settings import MAX_RESAMPLES
 
     results = {
         name: EvaluationResult.from_per_user({f"m{j}@1": np.full(6, 0.5) for j in range(4)}, targets_fingerprint="x")
@@ -336,7 +336,7 @@ def test_resampling_settings_past_their_bounds_are_refused_before_any_work():
         compare_models(results, metrics="m0@1", n_resamples=MAX_RESAMPLES + 1)
     # 3 pairs x 4 metrics x 1,000,000 resamples x 16 bytes = 0.18 GiB: within the bound.
     assert 16 * 12 * MAX_RESAMPLES <= MAX_REPLICATE_BYTES
-    from mlflow_recsys.stats.comparison import check_replicate_memory
+    from mlflow_recsys.stats._comparison import check_replicate_memory
 
     check_replicate_memory(MAX_RESAMPLES, 12)
     with pytest.raises(ValueError, match=r"1,000,000 resamples for each of 300 hypotheses would keep 4\.5 GiB"):

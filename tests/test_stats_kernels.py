@@ -16,7 +16,7 @@ from kernel_oracles import (
     sign_flip_means_reference,
     xoshiro_words,
 )
-from mlflow_recsys.stats.resampling import block_seeds, bootstrap_means, exact_sign_flip_means, sign_flip_means
+from mlflow_recsys.stats._resampling import block_seeds, bootstrap_means, exact_sign_flip_means, sign_flip_means
 
 MASK = (1 << 64) - 1
 
@@ -76,7 +76,7 @@ import sys
 import numba
 import numpy as np
 
-from mlflow_recsys.stats.resampling import bootstrap_means, sign_flip_means
+from mlflow_recsys.stats._resampling import bootstrap_means, sign_flip_means
 
 
 @numba.njit(parallel=True)

@@ -8,7 +8,7 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.text import display_frame
+from mlflow_recsys.report._text import display_frame
 from mlflow_recsys.stats import (
     COLUMNS,
     ComparisonWarning,
@@ -225,6 +225,6 @@ def test_mde_absent_without_spread_is_said_in_words():
     for surface in (str(report), report.to_markdown(), report.methods_text()):
         assert note in surface, surface
     assert "mde n/a" in report.to_latex()
-    from mlflow_recsys.report.html import legend
+    from mlflow_recsys.report._html import legend
 
     assert note in legend(report)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from mlflow_recsys.report.text import display_frame
+from mlflow_recsys.report._text import display_frame
 from mlflow_recsys.stats import COLUMNS, ComparisonWarning, compare_models, compare_pair
 from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, _bca_interval, wilcoxon_method
-from mlflow_recsys.stats.settings import ALTERNATIVES, ZERO_METHODS
-from mlflow_recsys.stats.warnings import IntervalFallbackWarning
+from mlflow_recsys.stats._settings import ALTERNATIVES, ZERO_METHODS
+from mlflow_recsys.stats._warnings import IntervalFallbackWarning
 from simulated import result
 
 

@@ -191,7 +191,7 @@ def test_a_p_value_equal_to_alpha_is_significant_at_confidence_0_9():
 
 
 def test_markdown_shows_control_characters_and_escapes_the_primary_metric_in_the_settings_line():
-    from mlflow_recsys.report.escaping import escape_markdown
+    from mlflow_recsys.report._escaping import escape_markdown
 
     assert escape_markdown("a\tb\x1b[31m") == "a\\\\tb\\\\x1b\\[31m"
     rng = np.random.default_rng(4)

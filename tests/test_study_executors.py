@@ -402,7 +402,7 @@ def test_ray_address_needs_the_ray_executor(tmp_path, monkeypatch, env_store):
 def test_ray_workers_get_the_tracking_uri_and_credentials_as_a_task_argument(tmp_path, monkeypatch):
     from mlflow.tracking._tracking_service import utils as tracking_utils
 
-    from mlflow_recsys.tracking.executors import _environment, worker_environment
+    from mlflow_recsys.tracking._executors import _environment, worker_environment
 
     # A tracking URI set in this process by an earlier test would win over the variable set below.
     monkeypatch.setattr(tracking_utils, "_tracking_uri", None)
@@ -427,7 +427,7 @@ def test_ray_workers_get_the_tracking_uri_and_credentials_as_a_task_argument(tmp
 
 
 def test_a_tracking_uri_with_credentials_turns_off_mlflows_run_links(tmp_path, monkeypatch):
-    from mlflow_recsys.tracking.redact import hide_run_links_with_credentials
+    from mlflow_recsys.tracking._redact import hide_run_links_with_credentials
 
     monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
     assert not hide_run_links_with_credentials("http://tracking.example:5000")
@@ -527,7 +527,7 @@ def test_seeds_that_are_not_integers_are_refused_by_option_name_before_any_run(t
 def test_run_study_refuses_seeds_of_the_wrong_kind_and_an_echo_it_cannot_call_before_any_run(
     tmp_path, monkeypatch, env_store, given, error, message
 ):
-    from mlflow_recsys.tracking.study import run_study
+    from mlflow_recsys.tracking._study import run_study
 
     with pytest.raises(error) as refused:
         run_study(**{**SMALL_STUDY, **given}, project_uri=str(PROJECT))
@@ -554,7 +554,7 @@ def folder_of(tmp: Path, size: int) -> Path:
 
 
 def test_ray_socket_path_length_is_checked_as_ray_counts_it(monkeypatch):
-    from mlflow_recsys.tracking.executors import check_ray_socket_paths
+    from mlflow_recsys.tracking._executors import check_ray_socket_paths
 
     room = room_for_ray_tmpdir()
     assert 30 <= room <= 36  # process ids of 1 to 7 digits
@@ -585,7 +585,7 @@ def test_ray_socket_path_length_is_checked_as_ray_counts_it(monkeypatch):
 def test_a_study_with_a_long_ray_tmpdir_is_refused_before_any_run(tmp_path, monkeypatch, env_store):
     import ray
 
-    from mlflow_recsys.tracking.study import run_study
+    from mlflow_recsys.tracking._study import run_study
 
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
     long_folder = folder_of(tmp_path, max(len(str(tmp_path)) + 2, room_for_ray_tmpdir() + 1))
@@ -600,7 +600,7 @@ def test_a_study_with_a_long_ray_tmpdir_is_refused_before_any_run(tmp_path, monk
 def test_the_socket_path_check_matches_the_path_a_real_ray_builds(monkeypatch):
     import ray
 
-    from mlflow_recsys.tracking.executors import RayExecutor
+    from mlflow_recsys.tracking._executors import RayExecutor
 
     room = room_for_ray_tmpdir()
     short = Path(tempfile.mkdtemp(prefix="r", dir="/tmp"))

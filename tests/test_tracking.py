@@ -17,8 +17,8 @@ from mlflow.tracking import MlflowClient
 from conftest import sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.report.analyses import primary_analysis_text
-from mlflow_recsys.report.escaping import escape_markdown
+from mlflow_recsys.report._analyses import primary_analysis_text
+from mlflow_recsys.report._escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import (
     ArtifactError,
@@ -128,7 +128,7 @@ def test_train_run_logs_tags_metrics_and_per_user_artifacts(study):
 @pytest.fixture(scope="module")
 def split_arrays(study, tmp_path_factory):
     from mlflow_recsys import load_recsys_split, read_checkpoint
-    from mlflow_recsys.tracking.training import resolve_checkpoint
+    from mlflow_recsys.tracking._training import resolve_checkpoint
 
     with read_checkpoint(resolve_checkpoint(study["checkpoint"], str(tmp_path_factory.mktemp("ckpt")))) as root:
         return load_recsys_split(root)
@@ -340,7 +340,7 @@ def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_report
         settings=ComparisonSettings(reference="EASE", metrics=["ndcg@100"], n_resamples=999),
         on_stage=stages.append,
     )
-    from mlflow_recsys.tracking.comparison import STAGES
+    from mlflow_recsys.tracking._comparison import STAGES
 
     assert stages == list(STAGES)
 
@@ -729,7 +729,7 @@ def test_recsys_evaluator_refuses_a_model_name_mlflow_would_cut(study, split_arr
 
 
 def test_recsys_evaluator_never_volunteers_for_other_model_types():
-    from mlflow_recsys.tracking.evaluator import RecsysEvaluator
+    from mlflow_recsys.tracking._evaluator import RecsysEvaluator
 
     assert RecsysEvaluator.can_evaluate(model_type="recommender", evaluator_config={})
     for other in ("classifier", "regressor", "retriever", None):

@@ -19,11 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.sparse as sp
 
-from mlflow_recsys.data import build_recsys_checkpoint, checkpoint, load_recsys_split, read_checkpoint
+from mlflow_recsys.data import _checkpoint as checkpoint
+from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_checkpoint
 from mlflow_recsys.evaluation import EvaluationResult, evaluate_recommender
 from mlflow_recsys.metrics import METRIC_CLASSES, value_range
 from mlflow_recsys.models import EASE, ELSA, MODELS, EASEConfig, ELSAConfig, Popularity
-from mlflow_recsys.tracking.artifacts import (
+from mlflow_recsys.tracking._artifacts import (
     ArtifactError,
     _metric_values,
     per_user_byte_limit,
@@ -471,7 +472,7 @@ def _rewrite(folder: Path, **columns) -> int:
 _MEASURE = """
 import json, resource, sys
 import pyarrow as pa
-from mlflow_recsys.tracking.artifacts import ArtifactError, read_evaluation_artifacts
+from mlflow_recsys.tracking._artifacts import ArtifactError, read_evaluation_artifacts
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
     read = read_evaluation_artifacts(sys.argv[1], origin="run bomb")

@@ -7,7 +7,7 @@ an optional autorefs reference: a link when the target is rendered somewhere in
 the site, plain code otherwise (an optional reference never fails a strict build).
 
 Names are resolved from the documented object's own scope, as Sphinx would:
-``:func:`compare_models``` inside ``mlflow_recsys.stats.seeds`` points at the
+``:func:`compare_models``` inside ``mlflow_recsys.stats._seeds`` points at the
 function that module imports.
 """
 

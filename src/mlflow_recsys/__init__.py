@@ -24,12 +24,12 @@ _LAZY: dict[str, str] = {
     "compare_runs": "mlflow_recsys.tracking",
     "run_split": "mlflow_recsys.tracking",
     "run_train": "mlflow_recsys.tracking",
-    "export_split": "mlflow_recsys.tracking.interchange",
-    "load_comparison": "mlflow_recsys.tracking.queries",
-    "load_comparison_settings": "mlflow_recsys.tracking.queries",
-    "search_comparisons": "mlflow_recsys.tracking.queries",
-    "search_trainings": "mlflow_recsys.tracking.queries",
-    "log_recommendations": "mlflow_recsys.tracking.imports",
+    "export_split": "mlflow_recsys.tracking._interchange",
+    "load_comparison": "mlflow_recsys.tracking._queries",
+    "load_comparison_settings": "mlflow_recsys.tracking._queries",
+    "search_comparisons": "mlflow_recsys.tracking._queries",
+    "search_trainings": "mlflow_recsys.tracking._queries",
+    "log_recommendations": "mlflow_recsys.tracking._imports",
 }
 
 __all__ = ["__version__", "build_recsys_checkpoint", "load_recsys_split", "read_checkpoint"]

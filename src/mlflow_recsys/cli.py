@@ -17,14 +17,16 @@ import warnings
 
 import click
 
-from mlflow_recsys.data.split_config import SplitConfig
+from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.errors import Terminated, failure_text, raise_terminated
-from mlflow_recsys.models.registry import MODELS
+from mlflow_recsys.models._registry import MODELS
 from mlflow_recsys.settings_schema import Setting, click_options, option, settings_of
-from mlflow_recsys.stats.settings import ComparisonSettings
-from mlflow_recsys.tracking import tags
+from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.tracking import _tags as tags
 
-METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
+__all__ = ["cli"]
+
+_METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
 
 def _friendly_errors(func):
@@ -33,7 +35,7 @@ def _friendly_errors(func):
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from mlflow_recsys.tracking.server_errors import translated_server_errors
+        from mlflow_recsys.tracking._server_errors import translated_server_errors
 
         try:
             with translated_server_errors():  # every command reports a silent server the same way
@@ -51,7 +53,7 @@ def _friendly_errors(func):
             ctx = click.get_current_context(silent=True)
             if ctx is not None and (ctx.find_root().obj or {}).get("debug"):
                 raise
-            from mlflow_recsys.tracking.redact import redact
+            from mlflow_recsys.tracking._redact import redact
 
             # The innermost system failure (a full disk or database) if any: what wraps it names a consequence.
             lines = [line for line in failure_text(exc).splitlines() if line.strip()] or [""]
@@ -65,14 +67,14 @@ def _friendly_errors(func):
 def _record_on_environment_run(exc: BaseException) -> None:
     """Under ``mlflow run``, say on the step's run why the step failed (a refused argument, say)."""
     if "mlflow" in sys.modules and os.environ.get("MLFLOW_RUN_ID"):
-        from mlflow_recsys.tracking.context import record_failure_on_environment_run
+        from mlflow_recsys.tracking._context import record_failure_on_environment_run
 
         record_failure_on_environment_run(exc)
 
 
 def _visible(text) -> str:
     """Text from users (model names) with no raw newline or carriage return to break a table."""
-    from mlflow_recsys.report.escaping import visible_text
+    from mlflow_recsys.report._escaping import visible_text
 
     return visible_text(text)
 
@@ -104,8 +106,8 @@ def _split_ints(value: str | None, option: str) -> list[int]:
 @click.pass_context
 def cli(ctx, debug):
     """Train, evaluate and statistically compare top-N recommenders as MLflow runs."""
-    from mlflow_recsys.tracking.redact import hide_run_links_with_credentials
-    from mlflow_recsys.tracking.server_errors import use_cli_defaults
+    from mlflow_recsys.tracking._redact import hide_run_links_with_credentials
+    from mlflow_recsys.tracking._server_errors import use_cli_defaults
 
     ctx.obj = {"debug": debug}
     # Bounded waits on a tracking server that stopped answering (MLflow's defaults wait minutes per request).
@@ -125,15 +127,15 @@ def cli(ctx, debug):
     warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {_visible(message)}\n"
     # MLflow's "View run at <URL>" line would print a tracking URI's password.
     hide_run_links_with_credentials(os.environ.get("MLFLOW_TRACKING_URI", ""))
-    # Lets the run context provider (mlflow_recsys.tracking.plugin) tag the runs this command makes.
+    # Lets the run context provider (mlflow_recsys.tracking._plugin) tag the runs this command makes.
     os.environ["MLFLOW_RECSYS_COMMAND"] = ctx.invoked_subcommand or ""
 
 
-@cli.command()
-def datasets():
+@cli.command("datasets")
+def _datasets():
     """List the registered datasets with their source, checksum, licence and citation."""
     from mlflow_recsys.data import DATASETS
-    from mlflow_recsys.data.datasets import NOT_REGISTERED
+    from mlflow_recsys.data._datasets import NOT_REGISTERED
 
     for name, spec in DATASETS.items():
         size = f"{spec.size_bytes:,} bytes" if spec.size_bytes else "size not published"
@@ -191,7 +193,7 @@ def _column(value: str | None, may_be_absent: bool) -> str | None | bool:
     return value
 
 
-@cli.command()
+@cli.command("split")
 @click.option(
     "--dataset",
     default="movielens-100k",
@@ -217,9 +219,9 @@ def _column(value: str | None, may_be_absent: bool) -> str | None | bool:
 @click_options(SplitConfig, ["min_user_interactions", "min_item_interactions"])
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
 @_friendly_errors
-def split(dataset, data_dir, **settings):
+def _split(dataset, data_dir, **settings):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
-    from mlflow_recsys.tracking.training import run_split
+    from mlflow_recsys.tracking._training import run_split
 
     given = {role: _column(settings.pop(f"{role}_col"), role in ("value", "timestamp")) for role in _COLUMN_ROLES}
     columns = {role: name for role, name in given.items() if name is not False}
@@ -257,20 +259,20 @@ def _hyperparameter_options(func):
     return func
 
 
-@cli.command()
+@cli.command("train")
 @click.option("--checkpoint", required=True, help="checkpoint zip path or artifact URI (runs:/<id>/checkpoint.zip)")
 @click.option("--model", required=True, type=click.Choice(list(MODELS)))
 @_hyperparameter_options
-@click.option("--metrics", default=None, help=METRICS_HELP + " (default: the standard set)")
+@click.option("--metrics", default=None, help=_METRICS_HELP + " (default: the standard set)")
 @_friendly_errors
-def train(checkpoint, model, metrics, **hyperparameters):
+def _train(checkpoint, model, metrics, **hyperparameters):
     """Fit one model, evaluate it on the test users and log a train run.
 
     Only the model's own hyper-parameters are taken (EASE: --l2; ELSA: --seed, --latent-dim, --batch-size,
     --epochs, --lr, --weight-decay, --device, --patience; Popularity: none).
     """
-    from mlflow_recsys.models.train_config import DEFAULT_METRICS, TrainConfig, foreign_hyperparameters
-    from mlflow_recsys.tracking.training import run_train
+    from mlflow_recsys.models._train_config import DEFAULT_METRICS, TrainConfig, foreign_hyperparameters
+    from mlflow_recsys.tracking._training import run_train
 
     # "" is an option left out, as everywhere in the CLI (`mlflow run -P name=` passes it so).
     given = {k: v for k, v in hyperparameters.items() if v is not None and v != ""}
@@ -283,7 +285,7 @@ def train(checkpoint, model, metrics, **hyperparameters):
     click.echo(f"train run {run_id} ({model})")
     import mlflow
 
-    from mlflow_recsys.tracking.naming import mlflow_metric_name
+    from mlflow_recsys.tracking._naming import mlflow_metric_name
 
     logged = mlflow.get_run(run_id).data.metrics
     shown = [f"{key} {logged[name]:.4f}" for key in keys if (name := mlflow_metric_name(key)) in logged]
@@ -317,18 +319,17 @@ def _key_values(ctx, param, values) -> dict[str, str]:
 )
 @click.option("--history", default="remove", show_default=True, type=click.Choice(["remove", "strict"]))
 @click.option("--missing", default="zero", show_default=True, type=click.Choice(["zero", "strict"]))
-@click.option("--metrics", default=None, help=METRICS_HELP + " (default: the train step's set)")
+@click.option("--metrics", default=None, help=_METRICS_HELP + " (default: the train step's set)")
 @_friendly_errors
-def import_run(recommendations, seed, params, metrics, file_format, **options):
+def _import_run(recommendations, metrics, file_format, **options):
     """Score another framework's recommendation lists on a split's test users; log them as a train-role run."""
     import mlflow
 
-    from mlflow_recsys.tracking.imports import log_recommendations
+    from mlflow_recsys.tracking._imports import log_recommendations
 
+    options["seed"] = options["seed"] or None
     keys = _split_list(metrics, "--metrics") or None
-    run_id = log_recommendations(
-        recommendations, seed=seed or None, params=params, metrics=keys, format=file_format, **options
-    )
+    run_id = log_recommendations(recommendations, metrics=keys, format=file_format, **options)
     click.echo(f"imported run {run_id} ({options['model']})")
     logged = mlflow.get_run(run_id).data.metrics
     for name in ("n_history_items_removed", "n_missing_users", "n_short_lists"):
@@ -340,10 +341,10 @@ def import_run(recommendations, seed, params, metrics, file_format, **options):
 @click.option("--out", required=True, help="a new folder for the files")
 @click.option("--format", "file_format", default="parquet", show_default=True, type=click.Choice(["parquet", "csv"]))
 @_friendly_errors
-def export_split_command(checkpoint, out, file_format):
+def _export_split_command(checkpoint, out, file_format):
     """Write a split as files other frameworks read (train, test and validation fold-in and targets, the
     catalogue, split.json), with the dataset's own ids."""
-    from mlflow_recsys.tracking.interchange import export_split
+    from mlflow_recsys.tracking._interchange import export_split
 
     folder = export_split(checkpoint, out, format=file_format)
     click.echo(f"exported the split to {folder}")
@@ -352,7 +353,7 @@ def export_split_command(checkpoint, out, file_format):
 
 
 #: The columns ``comparisons --format table`` shows; csv and json give every column of search_comparisons.
-COMPARISON_TABLE_COLUMNS = (
+_COMPARISON_TABLE_COLUMNS = (
     *("start_time", "run_id", "dataset", "analysis_role", "metric", "candidate", "baseline", "difference"),
     *("ci_low", "ci_high", "adjusted_p_value", "direction", "wins", "ties", "losses"),
 )
@@ -370,11 +371,11 @@ COMPARISON_TABLE_COLUMNS = (
     help="table: the key columns; csv and json: every column",
 )
 @_friendly_errors
-def comparisons(experiments, filter_string, output_format):
+def _comparisons(experiments, filter_string, output_format):
     """Every hypothesis of the experiments' FINISHED comparison runs, one row each, oldest run first (the frame
     mlflow_recsys.search_comparisons returns)."""
-    from mlflow_recsys.report.escaping import csv_safe_frame
-    from mlflow_recsys.tracking.queries import search_comparisons
+    from mlflow_recsys.report._escaping import csv_safe_frame
+    from mlflow_recsys.tracking._queries import search_comparisons
 
     frame = search_comparisons(list(experiments), _none_if_empty(filter_string))
     if output_format == "csv":
@@ -387,7 +388,7 @@ def comparisons(experiments, filter_string, output_format):
     elif frame.empty:
         click.echo("no FINISHED comparison runs match")
     else:
-        shown = frame[list(COMPARISON_TABLE_COLUMNS)].copy()
+        shown = frame[list(_COMPARISON_TABLE_COLUMNS)].copy()
         shown["start_time"] = shown["start_time"].dt.strftime("%Y-%m-%d %H:%M")
         for column in ("dataset", "metric", "candidate", "baseline"):
             shown[column] = shown[column].map(lambda v: v if v is None else _visible(v))
@@ -399,7 +400,7 @@ def comparisons(experiments, filter_string, output_format):
         )
 
 
-@cli.command()
+@cli.command("compare")
 @click.argument("run_ids", nargs=-1)
 @click.option(
     "--run-ids", "--run_ids", "run_ids_csv", default=None, help="comma-separated run ids (alternative to arguments)"
@@ -411,27 +412,23 @@ def comparisons(experiments, filter_string, output_format):
 @click.option("--model-tag", default=tags.MODEL, show_default=True, help="run tag that names the model")
 @click_options(ComparisonSettings)
 @_friendly_errors
-def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output_experiment, model_tag, **settings):
+def _compare(run_ids, run_ids_csv, model_tag, **options):
     """Compare training runs and log the report as a comparison run."""
-    from mlflow_recsys.tracking.comparison import compare_runs
+    from mlflow_recsys.tracking._comparison import compare_runs
 
     ids = list(run_ids) + _split_list(run_ids_csv, "--run-ids")
-    settings = ComparisonSettings(**settings)
+    where = ("compare_url", "experiment", "filter_string", "output_experiment")
+    selection = {name: _none_if_empty(options.pop(name)) for name in where}
+    settings = ComparisonSettings(**options)
     outcome = compare_runs(
-        run_ids=ids or None,
-        compare_url=_none_if_empty(compare_url),
-        experiment=_none_if_empty(experiment),
-        filter_string=_none_if_empty(filter_string),
-        settings=settings,
-        model_tag=_none_if_empty(model_tag) or tags.MODEL,
-        output_experiment=_none_if_empty(output_experiment),
+        run_ids=ids or None, settings=settings, model_tag=_none_if_empty(model_tag) or tags.MODEL, **selection
     )
-    from mlflow_recsys.report.console import comparison_printout
+    from mlflow_recsys.report._console import comparison_printout
 
     click.echo(comparison_printout(outcome, settings.primary, settings.primary_analysis))
 
 
-@cli.command()
+@cli.command("main")
 @click.option("--dataset", default="movielens-100k", show_default=True)
 @click.option("--split-seed", default=42, show_default=True, type=int)
 @click.option("--seeds", default="0,1,2", show_default=True, help="ELSA training seeds, comma-separated")
@@ -450,7 +447,7 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
     "--metrics",
     default="ndcg@100,calibrated_recall@20,recall@20,mrr@20",
     show_default=True,
-    help=METRICS_HELP + " compared",
+    help=_METRICS_HELP + " compared",
 )
 @click.option("--primary", default="ndcg@100", show_default=True)
 @click.option("--n-resamples", default=9999, show_default=True, type=int)
@@ -472,30 +469,30 @@ def compare(run_ids, run_ids_csv, compare_url, experiment, filter_string, output
 )
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
 @_friendly_errors
-def main(seeds, device, executor, ray_address, project_uri, **study):
+def _main(seeds, executor, ray_address, project_uri, **study):
     """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run (also `study`).
 
     A training that fails leaves the others running: the study run ends FAILED and names it. Rerun the study to
     train only what did not finish: trainings that finished in an earlier study on the same split are reused.
     """
-    from mlflow_recsys.tracking.executors import make_executor
-    from mlflow_recsys.tracking.study import run_study
+    from mlflow_recsys.tracking._executors import make_executor
+    from mlflow_recsys.tracking._study import run_study
 
     try:
         runner = make_executor(executor, ray_address=_none_if_empty(ray_address), project_uri=project_uri)
     except ImportError as exc:  # Ray missing: the message says how to install it
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
+    study["device"] = _none_if_empty(study["device"]) or "cpu"
     run_study(
         **study,
         seeds=_split_ints(seeds, "--seeds"),
-        device=_none_if_empty(device) or "cpu",
         executor=runner,
         project_uri=project_uri,
         echo=click.echo,
     )
 
 
-cli.add_command(main, name="study")
+cli.add_command(_main, name="study")
 
 
 if __name__ == "__main__":  # `python -m mlflow_recsys.cli` (the MLproject commands)

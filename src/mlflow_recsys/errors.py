@@ -13,6 +13,23 @@ import sqlite3
 #: ``errno`` values that say the machine, not the input, failed: a disk full, out of quota or read-only, a file
 #: past the size limit, an I/O error, memory or file handles exhausted. Layers above tend to report them as
 #: something else (a missing artifact, a database "autoflush"); :func:`root_cause` finds them.
+__all__ = [
+    "ArtifactError",
+    "DownloadError",
+    "RecsysError",
+    "RunOwnershipError",
+    "RunSelectionError",
+    "SYSTEM_ERRNOS",
+    "StudyStepError",
+    "Terminated",
+    "TrackingPermissionError",
+    "TrackingServerError",
+    "failure_text",
+    "is_system_failure",
+    "raise_terminated",
+    "root_cause",
+]
+
 SYSTEM_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
 )

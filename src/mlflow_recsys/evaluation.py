@@ -1,7 +1,7 @@
 """Evaluate a recommender on held-out users and keep the per-user values.
 
 :func:`evaluate_recommender` takes fold-in and target matrices of item indices
-(:func:`~mlflow_recsys.evaluation_by_ids.evaluate_by_ids` takes frames of user and item ids, maps them and calls it);
+(:func:`~mlflow_recsys._evaluation_by_ids.evaluate_by_ids` takes frames of user and item ids, maps them and calls it);
 :func:`evaluate_rankings` scores lists ranked elsewhere. The per-user values are what the paired statistics in
 :mod:`mlflow_recsys.stats` work on, so they are collected by default.
 """
@@ -19,10 +19,22 @@ import pandas as pd
 import scipy.sparse as sp
 from tqdm.auto import tqdm
 
-from mlflow_recsys import validation
+from mlflow_recsys import _validation as validation
 from mlflow_recsys._digests import update_with_csr
 from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.metrics import RankingMetric, _paired, hit_matrix, metric_from_key
+
+__all__ = [
+    "EvaluationResult",
+    "FOLD_IN_POLICIES",
+    "FoldInPolicy",
+    "FoldInRankedWarning",
+    "MetricSpec",
+    "evaluate_rankings",
+    "evaluate_recommender",
+    "resolve_metrics",
+    "targets_fingerprint",
+]
 
 
 class FoldInRankedWarning(UserWarning):

@@ -23,10 +23,11 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from mlflow_recsys import validation
+from mlflow_recsys import _validation as validation
 from mlflow_recsys._sparse import canonical_csr
 
 __all__ = [
+    "MAX_CUTOFF",
     "CalibratedRecall",
     "HitRate",
     "KEY_PATTERN",

@@ -18,9 +18,10 @@ from typing import Any, Literal
 
 import click
 
-from mlflow_recsys import validation
+from mlflow_recsys import _validation as validation
 
 __all__ = [
+    "Kind",
     "NONE_WORD",
     "Setting",
     "check_fields",
@@ -47,7 +48,7 @@ class Setting:
     help : str
         What the setting does, in one line: for ``--help``, the server page and a settings table.
     kind : str
-        ``"name"`` (a one-line name, :func:`~mlflow_recsys.validation.line`), ``"choice"`` (one of ``choices``),
+        ``"name"`` (a one-line name, :func:`~mlflow_recsys._validation.line`), ``"choice"`` (one of ``choices``),
         ``"integer"``, ``"number"`` (a finite float), ``"seed"`` (an integer in [0, 2**63 - 1]), ``"flag"`` (True or
         False) or ``"keys"`` (distinct metric keys, in order; comma-separated as text).
     choices : tuple of str
@@ -78,7 +79,7 @@ class Setting:
 
     def check(self, value: Any, name: str) -> Any:
         """``value`` in its canonical type (``int``, ``float``, ``str``, a tuple of keys), else a ValueError
-        ``"<name>: expected <what>, found <value>"`` (see :mod:`mlflow_recsys.validation`)."""
+        ``"<name>: expected <what>, found <value>"`` (see :mod:`mlflow_recsys._validation`)."""
         if value is None and self.optional:
             return None
         if self.kind == "name":

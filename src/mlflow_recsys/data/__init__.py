@@ -2,13 +2,13 @@
 
 Nothing here imports mlflow."""
 
-from mlflow_recsys.data.checkpoint import LoadedSplit, build_recsys_checkpoint, load_recsys_split, read_checkpoint
-from mlflow_recsys.data.datasets import DATASETS, DatasetSpec, RatingsFile, get_dataset_spec, load_interactions
-from mlflow_recsys.data.download import DownloadError, download
-from mlflow_recsys.data.interactions import from_interactions, read_interactions_file
-from mlflow_recsys.data.preprocess import Preprocessed, StepCount, binarise, kcore_prune, preprocess_interactions
-from mlflow_recsys.data.split import UserSplit, leave_one_out, time_split, user_split
-from mlflow_recsys.data.split_config import SPLIT_MODES, SplitConfig
+from mlflow_recsys.data._checkpoint import LoadedSplit, build_recsys_checkpoint, load_recsys_split, read_checkpoint
+from mlflow_recsys.data._datasets import DATASETS, DatasetSpec, RatingsFile, get_dataset_spec, load_interactions
+from mlflow_recsys.data._download import DownloadError, download
+from mlflow_recsys.data._interactions import from_interactions, read_interactions_file
+from mlflow_recsys.data._preprocess import Preprocessed, StepCount, binarise, kcore_prune, preprocess_interactions
+from mlflow_recsys.data._split import UserSplit, leave_one_out, time_split, user_split
+from mlflow_recsys.data._split_config import SPLIT_MODES, SplitConfig
 
 __all__ = [
     "DATASETS",

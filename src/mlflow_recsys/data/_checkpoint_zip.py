@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_write
-from mlflow_recsys.data import safezip
+from mlflow_recsys.data import _safezip as safezip
 
 CHECKPOINT_FORMAT = "mlflow-recsys-checkpoint"
 FORMAT_VERSION = 1

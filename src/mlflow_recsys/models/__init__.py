@@ -1,12 +1,12 @@
 """Recommender models sharing one interface: fit, score, recommend, save, load; one registry by name."""
 
-from mlflow_recsys.models.base import Recommender, UnknownItemsWarning
-from mlflow_recsys.models.ease import EASE, EASEConfig
-from mlflow_recsys.models.elsa import ELSA, ELSAConfig, ELSATrainer
-from mlflow_recsys.models.popularity import Popularity
-from mlflow_recsys.models.ranking import top_k
-from mlflow_recsys.models.registry import MODELS, ModelSpec, load_model, model_spec
-from mlflow_recsys.models.train_config import DEFAULT_METRICS, TrainConfig
+from mlflow_recsys.models._base import Recommender, UnknownItemsWarning
+from mlflow_recsys.models._ease import EASE, EASEConfig
+from mlflow_recsys.models._elsa import ELSA, ELSAConfig, ELSATrainer
+from mlflow_recsys.models._popularity import Popularity
+from mlflow_recsys.models._ranking import top_k
+from mlflow_recsys.models._registry import MODELS, ModelSpec, load_model, model_spec
+from mlflow_recsys.models._train_config import DEFAULT_METRICS, TrainConfig
 
 __all__ = [
     "DEFAULT_METRICS",

@@ -4,22 +4,22 @@ The statistics (:mod:`mlflow_recsys.stats`) compute; this package only formats w
 imports it at module level: ``ComparisonReport.to_markdown()``, ``to_latex()``, ``str(report)``, ``summary()``,
 ``methods_text()`` and ``results_text()`` call these functions when used.
 
-- :mod:`~mlflow_recsys.report.escaping`: names and metric keys written literally in markdown, LaTeX, terminals, CSV.
-- :mod:`~mlflow_recsys.report.text`: the methods paragraph, result sentences, markdown and fixed-width tables.
-- :mod:`~mlflow_recsys.report.latex`: the booktabs table for papers.
-- :mod:`~mlflow_recsys.report.wide`: ranx's wide table, one row per model and one column per metric.
-- :mod:`~mlflow_recsys.report.html`: the self-contained ``report.html`` page.
-- :mod:`~mlflow_recsys.report.plots`: the forest plot and the per-seed plot (matplotlib, imported when drawing).
-- :mod:`~mlflow_recsys.report.citations`: BibTeX of the methods and models.
+- :mod:`~mlflow_recsys.report._escaping`: names and metric keys written literally in markdown, LaTeX, terminals, CSV.
+- :mod:`~mlflow_recsys.report._text`: the methods paragraph, result sentences, markdown and fixed-width tables.
+- :mod:`~mlflow_recsys.report._latex`: the booktabs table for papers.
+- :mod:`~mlflow_recsys.report._wide`: ranx's wide table, one row per model and one column per metric.
+- :mod:`~mlflow_recsys.report._html`: the self-contained ``report.html`` page.
+- :mod:`~mlflow_recsys.report._plots`: the forest plot and the per-seed plot (matplotlib, imported when drawing).
+- :mod:`~mlflow_recsys.report._citations`: BibTeX of the methods and models.
 """
 
-from mlflow_recsys.report.citations import references_bibtex
-from mlflow_recsys.report.escaping import csv_safe_frame, escape_latex, escape_markdown, visible_text
-from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.latex import report_latex, significance_marker
-from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
-from mlflow_recsys.report.text import methods_text, report_markdown, report_string, report_summary, results_text
-from mlflow_recsys.report.wide import wide_latex, wide_markdown, wide_table
+from mlflow_recsys.report._citations import references_bibtex
+from mlflow_recsys.report._escaping import csv_safe_frame, escape_latex, escape_markdown, visible_text
+from mlflow_recsys.report._html import report_html
+from mlflow_recsys.report._latex import report_latex, significance_marker
+from mlflow_recsys.report._plots import forest_plot, seed_spread_plot
+from mlflow_recsys.report._text import methods_text, report_markdown, report_string, report_summary, results_text
+from mlflow_recsys.report._wide import wide_latex, wide_markdown, wide_table
 
 __all__ = [
     "csv_safe_frame",

@@ -4,7 +4,7 @@ Import-light on purpose: neither torch nor mlflow is imported here. The numbers 
 HTML, LaTeX, plots) is :mod:`mlflow_recsys.report`.
 """
 
-from mlflow_recsys.stats.comparison import (
+from mlflow_recsys.stats._comparison import (
     COLUMNS,
     ComparisonReport,
     PairwiseComparison,
@@ -12,18 +12,18 @@ from mlflow_recsys.stats.comparison import (
     compare_pair,
     wilcoxon_method,
 )
-from mlflow_recsys.stats.corrections import adjust_p_values
-from mlflow_recsys.stats.levels import LevelIntervals, metric_level_intervals
-from mlflow_recsys.stats.power import minimum_detectable_effect, required_users
-from mlflow_recsys.stats.seeds import (
+from mlflow_recsys.stats._corrections import adjust_p_values
+from mlflow_recsys.stats._levels import LevelIntervals, metric_level_intervals
+from mlflow_recsys.stats._power import minimum_detectable_effect, required_users
+from mlflow_recsys.stats._seeds import (
     SEED_COLUMNS,
     SeedSpread,
     average_over_seeds,
     compare_seed_averaged,
     seed_spread,
 )
-from mlflow_recsys.stats.settings import ComparisonSettings
-from mlflow_recsys.stats.warnings import (
+from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.stats._warnings import (
     ComparisonWarning,
     FewNonzeroUnitsWarning,
     FewSeedsWarning,

@@ -15,8 +15,7 @@ import numpy as np
 import scipy.stats
 
 from mlflow_recsys.stats._pairing import PairedDifferences
-from mlflow_recsys.stats._results import PairwiseComparison, significance_level
-from mlflow_recsys.stats.resampling import (
+from mlflow_recsys.stats._resampling import (
     MAX_EXACT_UNITS,
     bootstrap_means,
     centred_means,
@@ -24,9 +23,10 @@ from mlflow_recsys.stats.resampling import (
     exact_sign_flip_means,
     sign_flip_means,
 )
-from mlflow_recsys.stats.settings import ComparisonSettings
-from mlflow_recsys.stats.units import Units
-from mlflow_recsys.stats.warnings import FewNonzeroUnitsWarning, IntervalFallbackWarning, warn
+from mlflow_recsys.stats._results import PairwiseComparison, significance_level
+from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.stats._units import Units
+from mlflow_recsys.stats._warnings import FewNonzeroUnitsWarning, IntervalFallbackWarning, warn
 
 #: Below this many non-zero units the null distribution is too coarse to trust quietly.
 MIN_NONZERO_UNITS = 30

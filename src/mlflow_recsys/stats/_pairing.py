@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats.units import Units
-from mlflow_recsys.stats.warnings import UnverifiedPairingWarning, warn
+from mlflow_recsys.stats._units import Units
+from mlflow_recsys.stats._warnings import UnverifiedPairingWarning, warn
 
 #: Differences within this fraction of the larger of their two values are rounding, not a difference: they count as ties
 #: (0). Two models that score a user equally can differ by a few ulps when a score is an average computed in another

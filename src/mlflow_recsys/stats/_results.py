@@ -57,9 +57,9 @@ class PairwiseComparison:
     percentile interval was used instead.
 
     The column ``mde`` is the minimum detectable effect: the smallest true mean difference this design detects with 80%
-    power, :func:`~mlflow_recsys.stats.power.minimum_detectable_effect` of the SD (ddof=1) of ``unit_differences``,
+    power, :func:`~mlflow_recsys.stats.minimum_detectable_effect` of the SD (ddof=1) of ``unit_differences``,
     ``n_units`` and the alternative, at the level the hypothesis is tested at after adjustment
-    (:func:`~mlflow_recsys.stats.comparison.mde_alpha`). NaN on a single unit and when the unit differences have no
+    (:func:`~mlflow_recsys.stats._comparison.mde_alpha`). NaN on a single unit and when the unit differences have no
     spread (SD 0, e.g. a model compared with itself): then no minimum detectable effect can be estimated, and the
     reports say so in words.
     """
@@ -177,22 +177,22 @@ class ComparisonReport:
         return found[0]
 
     def to_markdown(self) -> str:
-        """The report as a markdown table, names escaped (:func:`~mlflow_recsys.report.text.report_markdown`)."""
-        from mlflow_recsys.report.text import report_markdown
+        """The report as a markdown table, names escaped (:func:`~mlflow_recsys.report.report_markdown`)."""
+        from mlflow_recsys.report._text import report_markdown
 
         return report_markdown(self)
 
     def to_latex(self, *, label: str = "tab:comparison", title: str | None = None) -> str:
         """The report as a booktabs ``table`` whose caption states the settings and significance markers:
-        :func:`~mlflow_recsys.report.latex.report_latex` (``label`` its ``\\label``, ``title`` the caption's first
+        :func:`~mlflow_recsys.report.report_latex` (``label`` its ``\\label``, ``title`` the caption's first
         sentence; the preamble needs ``\\usepackage{booktabs,adjustbox}``)."""
-        from mlflow_recsys.report.latex import report_latex
+        from mlflow_recsys.report._latex import report_latex
 
         return report_latex(self, label=label, title=title)
 
     def __str__(self) -> str:
-        """The key columns under a settings line, fixed-width (:func:`~mlflow_recsys.report.text.report_string`)."""
-        from mlflow_recsys.report.text import report_string
+        """The key columns under a settings line, fixed-width (:func:`~mlflow_recsys.report.report_string`)."""
+        from mlflow_recsys.report._text import report_string
 
         return report_string(self)
 
@@ -206,28 +206,28 @@ class ComparisonReport:
         )
 
     def summary(self) -> str:
-        """One line per hypothesis (:func:`~mlflow_recsys.report.text.report_summary`)."""
-        from mlflow_recsys.report.text import report_summary
+        """One line per hypothesis (:func:`~mlflow_recsys.report.report_summary`)."""
+        from mlflow_recsys.report._text import report_summary
 
         return report_summary(self)
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
         """Save the report as the directory ``path``, atomically; return ``path`` (files and errors:
-        :func:`~mlflow_recsys.stats.storage.save_report`)."""
-        from mlflow_recsys.stats.storage import save_report  # it imports these classes
+        :func:`~mlflow_recsys.stats._storage.save_report`)."""
+        from mlflow_recsys.stats._storage import save_report  # it imports these classes
 
         return save_report(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> ComparisonReport:
-        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats.storage.load_report`)."""
-        from mlflow_recsys.stats.storage import load_report
+        """Read a report saved by :meth:`save` (:func:`~mlflow_recsys.stats._storage.load_report`)."""
+        from mlflow_recsys.stats._storage import load_report
 
         return load_report(path)
 
     def methods_text(self) -> str:
-        """A Methods paragraph stating exactly the settings used (:func:`~mlflow_recsys.report.text.methods_text`)."""
-        from mlflow_recsys.report.text import methods_text
+        """A Methods paragraph stating exactly the settings used (:func:`~mlflow_recsys.report.methods_text`)."""
+        from mlflow_recsys.report._text import methods_text
 
         return methods_text(self)
 
@@ -237,10 +237,10 @@ class ComparisonReport:
         """One sentence reporting the hypothesis for ``metric`` and ``candidate``.
 
         ``markup="plain"`` (default) leaves names and the metric key as they are; ``"markdown"`` escapes them with
-        :func:`~mlflow_recsys.report.escaping.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another
-        ``markup``. See :func:`~mlflow_recsys.report.text.results_text`.
+        :func:`~mlflow_recsys.report.escape_markdown`. Raises KeyError as :meth:`get`, ValueError for another
+        ``markup``. See :func:`~mlflow_recsys.report.results_text`.
         """
-        from mlflow_recsys.report.text import results_text
+        from mlflow_recsys.report._text import results_text
 
         return results_text(self, self.get(metric, candidate, baseline), markup=markup)
 

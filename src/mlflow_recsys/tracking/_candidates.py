@@ -12,13 +12,13 @@ from mlflow.entities import Run
 
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats.comparison import _pairs
-from mlflow_recsys.stats.settings import ComparisonSettings
-from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.artifacts import EvaluationArtifacts
-from mlflow_recsys.tracking.limits import duplicates, fit_key
-from mlflow_recsys.tracking.naming import comparison_metric_name, logged_metric_keys, pair_label
-from mlflow_recsys.tracking.runs import RunSelectionError
+from mlflow_recsys.stats._comparison import _pairs
+from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.tracking import _tags as tags
+from mlflow_recsys.tracking._artifacts import EvaluationArtifacts
+from mlflow_recsys.tracking._limits import duplicates, fit_key
+from mlflow_recsys.tracking._naming import comparison_metric_name, logged_metric_keys, pair_label
+from mlflow_recsys.tracking._runs import RunSelectionError
 
 
 @dataclass(frozen=True)
@@ -295,7 +295,7 @@ SEED_FIELDS = ("mean_difference", "sd_users", "sd_retraining", "ratio", "widens_
 
 def pair_metric_names(pairs, seed_pairs, metric_keys) -> dict[tuple[str, str, str, str], str]:
     """Every MLflow metric name the comparison run may log (``<candidate>.vs.<baseline>.<metric>[.seed_averaged
-    |.seeds].<field>``), one-to-one, long ones through :func:`~mlflow_recsys.tracking.limits.fit_key`; a
+    |.seeds].<field>``), one-to-one, long ones through :func:`~mlflow_recsys.tracking._limits.fit_key`; a
     RunSelectionError if two hypotheses would still share one (colliding hashes)."""
     fields = [g for f in REPORT_FIELDS for g in (f, *([f"seed_averaged.{f}"] if seed_pairs else []))]
     wanted = [(*pair, metric, f) for pair in pairs for metric in metric_keys for f in fields]

@@ -11,20 +11,25 @@ from pathlib import Path
 
 import pandas as pd
 
-from mlflow_recsys.report import notes
-from mlflow_recsys.report.analyses import analysis_heading, ordered_analyses, primary_analysis_text, seed_averaging_text
-from mlflow_recsys.report.citations import references_bibtex
-from mlflow_recsys.report.escaping import csv_safe_frame, escape_markdown
-from mlflow_recsys.report.html import report_html
-from mlflow_recsys.report.plots import forest_plot, seed_spread_plot
-from mlflow_recsys.report.provenance import provenance_html, provenance_markdown
+from mlflow_recsys.report import _notes as notes
+from mlflow_recsys.report._analyses import (
+    analysis_heading,
+    ordered_analyses,
+    primary_analysis_text,
+    seed_averaging_text,
+)
+from mlflow_recsys.report._citations import references_bibtex
+from mlflow_recsys.report._escaping import csv_safe_frame, escape_markdown
+from mlflow_recsys.report._html import report_html
+from mlflow_recsys.report._plots import forest_plot, seed_spread_plot
+from mlflow_recsys.report._provenance import provenance_html, provenance_markdown
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import ComparisonReport, SeedSpread
-from mlflow_recsys.stats.settings import ComparisonSettings
+from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.tracking._candidates import CandidatePlan
-from mlflow_recsys.tracking.naming import pair_label
+from mlflow_recsys.tracking._naming import pair_label
 
-#: The comparison run's artifacts that :func:`~mlflow_recsys.tracking.queries.load_comparison` reads: the
+#: The comparison run's artifacts that :func:`~mlflow_recsys.tracking._queries.load_comparison` reads: the
 #: representative-seed report and, when a model has seeds, the seed-averaged one, each as
 #: :meth:`~mlflow_recsys.stats.ComparisonReport.save` writes it, and the settings.
 REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE = "report", "seed_averaged_report", "settings.json"
@@ -133,7 +138,7 @@ def write_report_frames(
 def write_seed_files(out: Path, spreads: dict[tuple[str, str], SeedSpread]) -> pd.DataFrame | None:
     """``seed_spread.csv``, ``seed_spread_per_seed.csv`` and ``seed_spread.png``; the seed table, None without
     seeds. Each per-seed row names its pair in ``baseline`` and ``candidate``, and in ``comparison`` as
-    :func:`~mlflow_recsys.tracking.naming.pair_label` writes it (one text per pair, so the plot keeps pairs apart)."""
+    :func:`~mlflow_recsys.tracking._naming.pair_label` writes it (one text per pair, so the plot keeps pairs apart)."""
     if not spreads:
         return None
     seed_frame = pd.concat([s.to_frame() for s in spreads.values()], ignore_index=True)

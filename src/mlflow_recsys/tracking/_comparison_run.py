@@ -15,22 +15,22 @@ from mlflow.protos.databricks_pb2 import PERMISSION_DENIED, ErrorCode
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_RUN_NOTE
 
-from mlflow_recsys import validation
+from mlflow_recsys import _validation as validation
 from mlflow_recsys._digests import shorten, text_digest
 from mlflow_recsys.errors import TrackingPermissionError
-from mlflow_recsys.tracking import tags
-from mlflow_recsys.tracking.context import check_step_run, entry_point_run, mark_failed
-from mlflow_recsys.tracking.limits import MAX_TAG_LENGTH
-from mlflow_recsys.tracking.redact import redact
-from mlflow_recsys.tracking.runs import RunSelectionError
-from mlflow_recsys.tracking.server_errors import is_unreachable
-from mlflow_recsys.tracking.server_page import recsys_page_url
+from mlflow_recsys.tracking import _tags as tags
+from mlflow_recsys.tracking._context import check_step_run, entry_point_run, mark_failed
+from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH
+from mlflow_recsys.tracking._redact import redact
+from mlflow_recsys.tracking._runs import RunSelectionError
+from mlflow_recsys.tracking._server_errors import is_unreachable
+from mlflow_recsys.tracking._server_page import recsys_page_url
 
 _log = logging.getLogger(__name__)
 
 
 class RunTarget:
-    """Where the comparison run goes, by the one rule of :func:`~mlflow_recsys.tracking.context.check_step_run`:
+    """Where the comparison run goes, by the one rule of :func:`~mlflow_recsys.tracking._context.check_step_run`:
     nested under the caller's active run, the entry point's run, or a new run."""
 
     def __init__(self, *, nested: bool, environment_run: bool, experiment_name: str | None):

@@ -1,0 +1,154 @@
+"""EASE: closed-form item-item linear autoencoder.
+
+Source: H. Steck, "Embarrassingly Shallow Autoencoders for Sparse Data", The Web Conference (WWW) 2019.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from mlflow_recsys._sparse import canonical_csr
+from mlflow_recsys.models._base import Recommender, _checked_config
+from mlflow_recsys.settings_schema import check_fields, setting
+
+_DTYPES = ("float32", "float64")
+# Rows of the Gram matrix built per sparse product; bounds the temporary sparse block (at most this many x n_items
+# entries) well below the dense matrix.
+_GRAM_BLOCK_ROWS = 512
+
+# The range of l2: below 1e-6 the penalty vanishes in the float32 sum with the Gram diagonal (1e-320 is 0 there), above
+# 1e12 the weights shrink towards float32's smallest numbers and every score rounds to the same value.
+MIN_L2, MAX_L2 = 1e-6, 1e12
+
+
+@dataclass(frozen=True)
+class EASEConfig:
+    """Hyper-parameters of :class:`EASE`, each declared once (:func:`~mlflow_recsys.settings_schema.setting`).
+
+    Attributes
+    ----------
+    l2:
+        L2 penalty lambda added to the diagonal of the Gram matrix, in [1e-6, 1e12] (default 500.0, the magnitude Steck
+        2019 reports for MovieLens-20M/Netflix).
+    dtype:
+        Floating type of the Gram matrix, its Cholesky factor and the weights: ``"float32"`` (default; half the memory)
+        or ``"float64"``.
+
+    A field out of range is a ValueError.
+    """
+
+    l2: float = setting(
+        500.0, "L2 regularisation", "number", low=MIN_L2, high=MAX_L2, includes_low=True, includes_high=True
+    )
+    dtype: str = setting("float32", "floating type of the Gram matrix and weights", "choice", choices=_DTYPES)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+def gram_matrix(x: sp.csr_matrix, dtype: np.dtype) -> np.ndarray:
+    """Dense ``X^T X``, filled a block of rows at a time from sparse products (``x`` is never densified)."""
+    n_items = x.shape[1]
+    x = x.astype(dtype)
+    xt = x.T.tocsr()
+    gram = np.zeros((n_items, n_items), dtype=dtype)
+    for start in range(0, n_items, _GRAM_BLOCK_ROWS):
+        stop = min(start + _GRAM_BLOCK_ROWS, n_items)
+        block = (xt[start:stop] @ x).tocsr()
+        block.sum_duplicates()
+        # Row slices of a C-ordered array are contiguous, so toarray can fill them in place.
+        block.toarray(out=gram[start:stop])
+    return gram
+
+
+def _mirror_lower(m: np.ndarray, block: int = 512) -> None:
+    """Copy the lower triangle of square ``m`` onto its upper triangle, in place, a strip at a time."""
+    n = m.shape[0]
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        diag = m[start:stop, start:stop]
+        diag[...] = np.tril(diag) + np.tril(diag, -1).T
+        m[start:stop, stop:] = m[stop:, start:stop].T
+
+
+class EASE(Recommender):
+    """EASE recommender (Steck, WWW 2019).
+
+    Fitting solves ``min_B ||X - X B||_F^2 + l2 ||B||_F^2`` subject to ``diag(B) = 0``, whose solution is
+    ``P = (X^T X + l2 I)^{-1}`` and ``B_ij = -P_ij / P_jj`` for ``i != j``, ``B_jj = 0``. Scores are ``X_src B``.
+
+    Attributes
+    ----------
+    config:
+        :class:`EASEConfig`.
+    weights:
+        ``B``, array ``(n_items, n_items)`` of ``config.dtype`` after fit.
+    n_items:
+        Catalogue size after fit, else None.
+    """
+
+    name = "EASE"
+
+    def __init__(self, config: EASEConfig | None = None) -> None:
+        self.config: EASEConfig = _checked_config(config, EASEConfig)
+        self.weights: np.ndarray | None = None
+        self.n_items: int | None = None
+
+    def fit(self, x_train: sp.spmatrix) -> EASE:
+        """Fit the item-item weights ``B`` on ``x_train``, scipy sparse ``(n_users, n_items)`` binary interactions with
+        n_items >= 1; returns self. Memory is about two dense ``n_items x n_items`` matrices of ``config.dtype`` at peak
+        (the factor and the inverse).
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``x_train`` is not a valid interaction matrix.
+        numpy.linalg.LinAlgError
+            If the Cholesky factorisation fails (only possible through round-off with a tiny ``l2`` in float32).
+        """
+        x = canonical_csr(x_train, "x_train")
+        if x.shape[1] < 1:
+            raise ValueError(f"x_train: expected at least one item column, found shape {x.shape}")
+        dtype = np.dtype(self.config.dtype)
+        n_items = x.shape[1]
+        gram = gram_matrix(x, dtype)
+        gram[np.diag_indices(n_items)] += dtype.type(self.config.l2)
+        # LAPACK works in Fortran order; G is symmetric, so its transpose is G in Fortran order, factorised in place.
+        factor = scipy.linalg.cho_factor(gram.T, lower=True, overwrite_a=True, check_finite=False)
+        del gram
+        # ?potri inverts from the factor in place, about twice as fast as solving against the identity; it fills the
+        # lower triangle only, so mirror it.
+        potri = scipy.linalg.lapack.get_lapack_funcs("potri", (factor[0],))
+        inverse, info = potri(factor[0], lower=True, overwrite_c=True)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"EASE: inverting the regularised Gram matrix failed (LAPACK info={info})")
+        del factor
+        _mirror_lower(inverse)
+        diagonal = np.diag(inverse).copy()
+        inverse /= -diagonal[None, :]
+        inverse[np.diag_indices(n_items)] = 0.0
+        self.weights = inverse.astype(dtype, copy=False)
+        self.n_items = n_items
+        return self
+
+    def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        assert self.weights is not None  # score() has checked n_items, set together with the weights
+        return np.asarray(x.astype(self.weights.dtype) @ self.weights, dtype=np.float32)
+
+    def _to_saved(self):
+        return dataclasses.asdict(self.config), {}, {"B": self.weights}
+
+    @classmethod
+    def _from_saved(cls, config, state, arrays, n_items) -> EASE:
+        model = cls(EASEConfig(**config))
+        weights = arrays["B"]
+        if weights.shape != (n_items, n_items):
+            raise ValueError(f"path: expected B of shape ({n_items}, {n_items}), found {weights.shape}")
+        model.weights = weights
+        model.n_items = n_items
+        return model

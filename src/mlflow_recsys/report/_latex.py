@@ -1,0 +1,155 @@
+"""A :class:`~mlflow_recsys.stats.ComparisonReport` as a booktabs LaTeX table.
+
+The formatting functions compute nothing a reader could not recompute from the report's columns. Model names and metric
+keys are user input: the table passes every one of them, in cells and caption alike, through
+:func:`~mlflow_recsys.report.escape_latex`, so a name can neither run LaTeX commands nor break a line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from mlflow_recsys.report._escaping import escape_latex
+from mlflow_recsys.report._rows import NO_MDE, format_level, row_cells
+from mlflow_recsys.report._text import no_mde_note, settings_text
+from mlflow_recsys.stats._comparison import ComparisonReport
+
+#: The packages the LaTeX table needs; :func:`report_latex` writes this line as a comment above it.
+LATEX_PREAMBLE = r"\usepackage{booktabs,adjustbox}"
+
+#: Significance markers: (symbol, divisor of alpha), strictest first. ``***`` when the adjusted p-value is at most
+#: alpha/50, ``**`` at most alpha/5, ``*`` at most alpha (0.001, 0.01, 0.05 for alpha = 0.05).
+MARKERS = (("***", 50), ("**", 5), ("*", 1))
+
+_LABEL = re.compile(r"[A-Za-z0-9:._-]+")
+_EXPONENT = re.compile(r"e([-+][0-9]+)")
+
+
+def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", title: str | None = None) -> str:
+    r"""The report as a booktabs table in a floating ``table`` environment, with a caption stating the settings.
+
+    One row per hypothesis, in the report's order, with seven columns: the metric, ``candidate vs baseline``, the
+    difference (candidate minus baseline) with its significance marker, the interval, the adjusted p-value (headed
+    ``$p$`` when the report has no correction), the mde and W/T/L. Numbers are in math mode, with four decimals and true
+    minus signs; a one-sided interval has ``\infty`` as its open end; a p-value below 0.0001 is written as ``m\times
+    10^{e}``. The marker (:data:`MARKERS`) is set by the adjusted p-value: ``^{*}`` at most alpha, ``^{**}`` at most
+    alpha/5, ``^{***}`` at most alpha/50. The caption starts with ``title`` and names, in words and numbers, the
+    test(s), B, the interval's level and method, the correction and its families, alpha, the marker thresholds and, for
+    a seed-averaged report, each model's number of training seeds.
+
+    The table is set ``\small`` inside ``\begin{adjustbox}{max width=\linewidth}``, which shrinks it to the line width
+    when it is wider and leaves it as it is otherwise, so the preamble needs :data:`LATEX_PREAMBLE`,
+    ``\usepackage{booktabs,adjustbox}``; the source's first line is a comment saying so. Names, metric keys and
+    ``title`` pass through :func:`escape_latex` wherever they appear, caption included; they pass Greek, Cyrillic and
+    CJK characters and emoji unchanged, which pdflatex cannot typeset without extra packages (see there).
+
+    Parameters
+    ----------
+    report:
+        A report with at least one hypothesis.
+    label:
+        The ``\label`` of the table, default ``"tab:comparison"``: letters, digits and ``: . _ -`` only.
+    title:
+        The caption's first sentence, as plain text (it is escaped), e.g. ``"One trained run per model (ELSA: seed 0,
+        the lowest)."``; ``None`` (default) for none.
+
+    Returns
+    -------
+    str
+        LaTeX source: the comment line, then ``\begin{table}`` to ``\end{table}``, ending in a newline.
+
+    Raises
+    ------
+    ValueError
+        If the report holds no hypothesis or ``label`` holds other characters.
+    TypeError
+        If ``report`` is not a ComparisonReport or ``title`` is neither a string nor ``None``.
+    """
+    if not isinstance(report, ComparisonReport):
+        raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
+    if not report.comparisons:
+        raise ValueError("report: expected at least one hypothesis, found none")
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title: expected a string or None, found {type(title).__name__}")
+    header = [
+        "Metric",
+        "Comparison",
+        "Difference",
+        f"{format_level(report.comparisons[0].confidence_level)[:-1]}\\% CI",
+        "$p$" if report.correction is None else "Adj.~$p$",
+        "MDE",
+        "W/T/L",
+    ]
+    rows = []
+    for c in report.comparisons:
+        r, marker = row_cells(c, signed=False), significance_marker(c.adjusted_p_value, c.alpha)
+        difference = _tex(r.difference) + (f"^{{{marker}}}" if marker else "")
+        cells = [f"${cell}$" for cell in (difference, _tex(r.interval), _tex(r.adjusted_p), _tex(r.mde))]
+        rows.append([escape_latex(r.metric), escape_latex(f"{r.candidate} vs {r.baseline}"), *cells, r.wtl])
+    lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
+    return "\n".join(
+        [
+            f"% Needs {LATEX_PREAMBLE} in the preamble.",
+            r"\begin{table}",
+            r"\centering",
+            f"\\caption{{{_latex_caption(report, title)}}}",
+            f"\\label{{{label}}}",
+            r"\small",
+            r"\begin{adjustbox}{max width=\linewidth}",
+            r"\begin{tabular}{llrcrrr}",
+            r"\toprule",
+            lines[0],
+            r"\midrule",
+            *lines[1:],
+            r"\bottomrule",
+            r"\end{tabular}",
+            r"\end{adjustbox}",
+            r"\end{table}",
+            "",
+        ]
+    )
+
+
+def significance_marker(adjusted_p: float, alpha: float) -> str:
+    """``"***"``, ``"**"``, ``"*"`` or ``""`` for an adjusted p-value at significance level ``alpha``.
+
+    Parameters
+    ----------
+    adjusted_p:
+        The hypothesis' adjusted p-value, in [0, 1].
+    alpha:
+        The significance level, :attr:`PairwiseComparison.alpha`.
+
+    Returns
+    -------
+    str
+        ``"***"`` when ``adjusted_p <= alpha / 50``, ``"**"`` when ``<= alpha / 5``, ``"*"`` when ``<= alpha`` (the
+        hypothesis is significant), else ``""`` (also for NaN).
+    """
+    for symbol, divisor in MARKERS:
+        if adjusted_p <= alpha / divisor:
+            return symbol
+    return ""
+
+
+def _latex_caption(report: ComparisonReport, title: str | None) -> str:
+    alpha, note = report.comparisons[0].alpha, no_mde_note(report)
+    plain = " ".join([*([title] if title else []), f"{settings_text(report)}.", *([note] if note else [])])
+    p = "$p" if report.correction is None else "adjusted $p"
+    thresholds = ", ".join(
+        f"$^{{{symbol}}}$ {p} \\le {_tex(f'{alpha / divisor:.6g}')}$" for symbol, divisor in reversed(MARKERS)
+    )
+    return (
+        escape_latex(plain)
+        + f" Significance level $\\alpha = {_tex(f'{alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
+        + f" markers: {thresholds}."
+    )
+
+
+def _tex(cell: str) -> str:
+    """A cell of :func:`~mlflow_recsys.report._rows.row_cells` (or a float as Python writes it) as LaTeX math:
+    ``1.23e-05`` as ``1.23\\times 10^{-5}``, ``inf`` as ``\\infty``, ``n/a`` upright."""
+    cell = _EXPONENT.sub(lambda m: f"\\times 10^{{{int(m.group(1))}}}", cell)
+    return cell.replace("inf", r"\infty").replace(NO_MDE, r"\mathrm{n/a}")

@@ -1,0 +1,173 @@
+"""Figures of a comparison: a forest plot of the differences and the per-seed differences.
+
+matplotlib is imported on first use, with the non-interactive Agg backend, so plots render on machines without a
+display.
+
+Every text in these figures is drawn literally: model names, metric keys and seeds come from users, and matplotlib would
+otherwise read ``$...$`` as mathtext (or fail on an unbalanced formula), hand text to TeX when ``text.usetex`` is set,
+and drop legend labels that start with ``_``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from mlflow_recsys._digests import text_digest
+from mlflow_recsys.report._escaping import visible_text
+from mlflow_recsys.report._rows import format_level
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mlflow_recsys.stats._comparison import ComparisonReport
+
+#: rcParams under which every figure is built and saved: no mathtext, no TeX, whatever the user's settings.
+# Keys typed Any: recent matplotlib types rc_context's keys as a Literal of every rc name, older releases as str.
+LITERAL_TEXT: dict[Any, bool] = {"text.parse_math": False, "text.usetex": False}
+#: Widest name drawn in a figure; longer names are cut and tagged with a hash, as in the run notes.
+LABEL_WIDTH = 32
+
+
+def plot_label(name: object, width: int = LABEL_WIDTH) -> str:
+    """``name`` as one line of at most ``width`` characters: control characters shown as ``\\n``-style escapes, a longer
+    name cut and ended with ``…`` and six hex digits of its SHA-256, so cut names stay distinct."""
+    text = str(name)
+    line = visible_text(text)
+    if len(line) <= width:
+        return line
+    tail = "…" + text_digest(text, 6)
+    return line[: width - len(tail)] + tail
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _error_lengths(centre, low, high) -> np.ndarray:
+    """Error-bar lengths ``(2, n)`` below and above ``centre``: none on an infinite end, clipped at 0 because
+    matplotlib refuses a negative one, which an end rounding put an ulp past its estimate would be."""
+    centre = np.asarray(centre, dtype=np.float64)
+    low = np.where(np.isfinite(low), low, centre)
+    high = np.where(np.isfinite(high), high, centre)
+    return np.clip(np.vstack([centre - low, high - centre]), 0.0, None)
+
+
+def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
+    """Save one row per hypothesis: the difference (candidate - baseline) and its interval.
+
+    Filled markers are significant after adjustment; the dashed line is no difference. Names are drawn literally (see
+    the module notes). Writes a PNG to ``path``.
+
+    Raises
+    ------
+    OSError
+        If ``path`` cannot be written.
+    """
+    import matplotlib
+
+    plt = _pyplot()
+    frame = report.to_frame()
+    labels = [
+        f"{plot_label(r.candidate)} vs {plot_label(r.baseline)}\n{plot_label(r.metric)}" for r in frame.itertuples()
+    ]
+    y = np.arange(len(frame))[::-1]
+    with matplotlib.rc_context(LITERAL_TEXT):
+        fig, ax = plt.subplots(figsize=(8, 0.6 * len(frame) + 1.4))
+        try:
+            xerr = _error_lengths(frame["difference"], frame["ci_low"], frame["ci_high"])
+            ax.errorbar(frame["difference"], y, xerr=xerr, fmt="none", ecolor="0.3", capsize=3)
+            open_low, open_high = ~np.isfinite(frame["ci_low"]), ~np.isfinite(frame["ci_high"])
+            if open_low.any() or open_high.any():
+                # A one-sided interval runs on to infinity: draw it to the edge, ending in an arrow.
+                left, right = ax.get_xlim()
+                for end, open_side, marker in ((right, open_high, ">"), (left, open_low, "<")):
+                    for d, yy in zip(frame["difference"][open_side], y[open_side], strict=True):
+                        ax.plot([d, end], [yy, yy], color="0.3", linewidth=1)
+                        ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
+                ax.set_xlim(left, right)
+            significant = frame["significant"].to_numpy(dtype=bool)
+            filled = {"color": "C0", "label": "significant (adjusted)"}
+            hollow = {"facecolor": "white", "edgecolor": "C0", "label": "not significant"}
+            for shown, style in ((significant, filled), (~significant, hollow)):
+                if shown.any():
+                    ax.scatter(frame["difference"][shown], y[shown], zorder=3, **style)
+            ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
+            ax.set_yticks(y, labels, fontsize=8)
+            level = frame["confidence_level"].iloc[0]
+            sided = "one-sided " if (open_low | open_high).any() else ""
+            ax.set_xlabel(
+                f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9
+            )
+            ax.legend(loc="best", fontsize=8)
+            fig.tight_layout()
+            fig.savefig(path, dpi=120)
+        finally:
+            plt.close(fig)
+
+
+def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Save the per-seed differences with each seed's user interval, one panel per metric.
+
+    ``per_seed`` is :meth:`SeedSpread.per_seed_frame` (optionally with a ``comparison`` column when several candidates
+    are drawn). Names and seeds are drawn literally (see the module notes). Writes a PNG to ``path``.
+
+    Raises
+    ------
+    OSError
+        If ``path`` cannot be written.
+    """
+    import matplotlib
+
+    plt = _pyplot()
+    if "comparison" not in per_seed.columns:
+        per_seed = per_seed.assign(comparison="")
+    metrics = list(dict.fromkeys(per_seed["metric"]))
+    with matplotlib.rc_context(LITERAL_TEXT):
+        n_comparisons = per_seed["comparison"].nunique()
+        columns = min(n_comparisons, 3)
+        legend_rows = -(-n_comparisons // columns) if n_comparisons > 1 or per_seed["comparison"].iloc[0] else 0
+        legend_height = 0.22 * legend_rows + (0.2 if legend_rows else 0)  # inches under the panels
+        height = 3.2 + legend_height
+        fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), height), squeeze=False)
+        try:
+            # Each comparison's points sit side by side within one seed's slot (at most 0.6 wide).
+            step = min(0.15, 0.6 / max(n_comparisons - 1, 1))
+            for ax, metric in zip(axes[0], metrics, strict=True):
+                rows = per_seed[per_seed["metric"] == metric]
+                handles, names = [], []
+                for k, (name, group) in enumerate(rows.groupby("comparison", sort=False)):
+                    x = np.arange(len(group)) + step * (k - (n_comparisons - 1) / 2)
+                    diff = group["difference"].to_numpy()
+                    yerr = _error_lengths(diff, group["ci_low"].to_numpy(), group["ci_high"].to_numpy())
+                    handles.append(ax.errorbar(x, diff, yerr=yerr, fmt="o", capsize=3))
+                    names.append(plot_label(name))
+                    ax.axhline(diff.mean(), color=f"C{k}", linewidth=1, alpha=0.6)
+                seeds = rows.drop_duplicates(["baseline_seed", "candidate_seed"])
+                ax.set_xticks(
+                    np.arange(len(seeds)),
+                    [
+                        plot_label(c if c is not None and c == c else b, 12)
+                        for b, c in zip(seeds["baseline_seed"], seeds["candidate_seed"], strict=True)
+                    ],
+                    fontsize=8,
+                )
+                ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
+                ax.set_title(plot_label(metric), fontsize=9)
+                ax.set_xlabel("seed")
+            axes[0][0].set_ylabel("difference (candidate - baseline)")
+            fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds", fontsize=9)
+            if legend_rows:
+                # Below the panels, never over the data. Handles and labels passed explicitly: matplotlib would skip a
+                # name that starts with "_".
+                fig.legend(handles, names, fontsize=7, loc="lower center", ncol=columns, frameon=False)
+            fig.tight_layout(rect=(0, legend_height / height, 1, 1))
+            fig.savefig(path, dpi=120)
+        finally:
+            plt.close(fig)

@@ -1,0 +1,464 @@
+"""Comparison reports as sentences and tables of text: methods and results, markdown, fixed-width text; names written
+literally through :mod:`mlflow_recsys.report._escaping`."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from mlflow_recsys.report._analyses import seed_averaging_text
+from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
+from mlflow_recsys.report._rows import NO_MDE, format_level, format_p, row_cells
+from mlflow_recsys.report._vocabulary import words
+from mlflow_recsys.stats._comparison import WILCOXON_EXACT_MAX
+from mlflow_recsys.stats._power import REPORT_POWER
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mlflow_recsys.stats._comparison import ComparisonReport, PairwiseComparison
+    from mlflow_recsys.stats._seeds import SeedSpread
+
+
+def display_frame(report: ComparisonReport) -> pd.DataFrame:
+    """The columns a reader needs first, formatted as strings (six decimals)."""
+    rows = []
+    for c in report.comparisons:
+        r = row_cells(c, digits=6, signed=False)
+        rows.append(
+            {"metric": c.metric, "baseline": c.baseline, "candidate": c.candidate, "n_units": c.n_units}
+            | {"n_nonzero": c.n_nonzero, "tie_rate": r.tie_rate, "W/T/L": r.wtl, "baseline_mean": r.baseline_mean}
+            | {"candidate_mean": r.candidate_mean, "difference": r.difference, "relative": r.relative}
+            | {"ci_low": r.ci_low, "ci_high": r.ci_high, "p_value": r.p_value, "adjusted_p": r.adjusted_p}
+            | {"mde": r.mde, "direction": r.direction}
+        )
+    return pd.DataFrame(rows, columns=list(rows[0]) if rows else None)
+
+
+def _no_mde_why(c: PairwiseComparison) -> str:
+    return "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
+
+
+def no_mde_note(report: ComparisonReport) -> str:
+    """A sentence for under a table whose ``mde`` column reads :data:`NO_MDE` somewhere; ``""`` when none does."""
+    missing = [c for c in report.comparisons if math.isnan(c.mde)]
+    if not missing:
+        return ""
+    return (
+        f"mde {NO_MDE} ({len(missing)} of {len(report.comparisons)} hypotheses): {_no_mde_why(missing[0])}, so no "
+        "minimum detectable effect can be estimated."
+    )
+
+
+def settings_text(report: ComparisonReport) -> str:
+    """The settings every table of ``report`` is read with, as raw clauses joined by ``; `` (no final full stop).
+
+    It names the primary metric and, in a seed-averaged report, the models, so each renderer escapes it as a whole.
+    """
+    first, comparisons = report.comparisons[0], report.comparisons
+    users = " or ".join(f"{n:,}" for n in sorted({c.n_units for c in comparisons})) + " users"
+    if any(c.n_samples != c.n_units for c in comparisons):
+        users += " (the rows of each user averaged first)"
+    fell = sum(c.interval_method == "percentile" for c in comparisons)
+    interval = "percentile" if fell == len(comparisons) else "BCa"
+    if 0 < fell < len(comparisons):
+        interval += f" (percentile for {fell} of {len(comparisons)} hypotheses, whose BCa bias correction was infinite)"
+    tests = [
+        _test_label(next(c for c in comparisons if c.test_method == m)) for m in {c.test_method: 0 for c in comparisons}
+    ]
+    correction = "p-values not adjusted for multiple comparisons"
+    if report.correction is not None:
+        correction = f"{words('correction', report.correction)} adjustment {family_phrase(report)}"
+    clauses = [
+        f"Paired comparison on {users} ({_hypotheses(len(comparisons))}): difference = candidate - baseline, mean "
+        "over users",
+        f"{format_level(first.confidence_level)} paired {interval} bootstrap interval from B = {first.n_resamples:,} "
+        "replicates",
+        f"{tests[0] if len(tests) == 1 else 'by hypothesis, ' + ' or '.join(tests)}, "
+        f"{words('alternative', first.alternative)}",
+        correction,
+        "W/T/L = users on which the candidate scored higher/equal/lower",
+        f"mde = the smallest true difference detected with {REPORT_POWER:.0%} power at the level its hypothesis is "
+        "tested at",
+    ]
+    if report.seed_averaged:
+        clauses.insert(0, f"Seed-averaged over training seeds ({_seed_counts(report)})")
+    return "; ".join(clauses)
+
+
+def report_markdown(report: ComparisonReport) -> str:
+    """The display frame as a markdown table (via ``tabulate``), under :func:`settings_text`.
+
+    Names and metric keys pass through :func:`escape_markdown` and are never read as numbers (a model called ``007``
+    stays ``007``).
+    """
+    frame = display_frame(report)
+    text_columns = ["metric", "baseline", "candidate"]
+    for column in text_columns:
+        frame[column] = frame[column].map(escape_markdown)
+    table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
+    note = no_mde_note(report)
+    return escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
+
+
+def _hypotheses(J: int) -> str:
+    return f"{J} hypothes{'is' if J == 1 else 'es'}"
+
+
+def family_phrase(report: ComparisonReport) -> str:
+    """``over 4 hypotheses``, or the two families when the primary metric stands alone (naming it raw)."""
+    families = report.families
+    if "primary" not in families:
+        return f"over {_hypotheses(report.family_size)}"
+    phrase = f"within each family: the primary metric {report.primary} ({_hypotheses(families['primary'])})"
+    if "secondary" in families:
+        phrase += f" and the secondary metrics ({_hypotheses(families['secondary'])})"
+    return phrase
+
+
+def _correction_words(report: ComparisonReport) -> str:
+    families = report.families
+    if report.correction is None:
+        return "p-values were not adjusted for multiple comparisons"
+    if "primary" in families:
+        how = "Holm's step-down procedure (Holm, 1979)" if report.correction == "holm" else "the Bonferroni correction"
+        primary = (
+            f"the primary metric formed a family of its own ({_hypotheses(families['primary'])}, one per model pair)"
+        )
+        if "secondary" in families:
+            primary += f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
+        return (
+            f"{primary}; p-values were adjusted within each family with {how}, which controls "
+            "each family's family-wise error rate under arbitrary dependence, so adding secondary metrics "
+            "does not weaken the primary result"
+        )
+    J = report.family_size
+    if J == 1:
+        return f"only one hypothesis was tested, so the {report.correction} adjustment leaves its p-value unchanged"
+    if report.correction == "holm":
+        return (
+            f"p-values of all {J} hypotheses (every model pair and metric) were adjusted together with "
+            "Holm's step-down procedure, which controls the family-wise error rate under arbitrary "
+            "dependence (Holm, 1979)"
+        )
+    return (
+        f"p-values of all {J} hypotheses (every model pair and metric) were multiplied by {J} "
+        "(Bonferroni), which controls the family-wise error rate under arbitrary dependence"
+    )
+
+
+def methods_text(report: ComparisonReport) -> str:
+    """A Methods paragraph naming the test, B, the interval, its level, the correction and the family; it names no model
+    and no metric, so it is safe in markdown and HTML alike."""
+    first = report.comparisons[0]
+    methods = sorted({c.test_method for c in report.comparisons})
+    B, level, alpha = first.n_resamples, first.confidence_level, first.alpha
+    side = words("alternative", first.alternative, "methods")
+    tests = " and ".join(words("test_method", m, "methods") for m in methods)
+    if any(m.startswith("wilcoxon") for m in methods):
+        tests += f" ({_wilcoxon_rule_words(report)})"
+    units = (
+        "Each user's rows were first averaged, so every user counts once. "
+        if any(c.n_units != c.n_samples for c in report.comparisons)
+        else ""
+    )
+    mc, correction = "", _correction_words(report)
+    if any(m in ("randomization", "bootstrap") for m in methods):
+        mc = (
+            f" With B = {B:,} resamples the Monte Carlo p-value is (1 + number of resamples at least as "
+            f"extreme as observed) / (B + 1), so it is never below {1 / (B + 1):.2g} "
+            "(Davison & Hinkley, 1997; Phipson & Smyth, 2010)."
+        )
+    return (
+        "For every user we computed each ranking metric and compared models through paired per-user "
+        f"differences (candidate minus baseline), reporting their mean as the effect. {units}"
+        f"{seed_averaging_text(report)}"
+        f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
+        f"The uncertainty of each effect is a {format_level(level)} {_interval_words(report)} from a paired bootstrap "
+        f"over users with B = {B:,} replicates. {correction[:1].upper() + correction[1:]}; "
+        f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
+        "are not adjusted: each describes one comparison on its own. They describe variation across "
+        "evaluation users for the trained model instances compared; variation across training seeds is "
+        "reported separately. "
+        f"{_mde_words(report)}"
+    )
+
+
+def _wilcoxon_rule_words(report: ComparisonReport) -> str:
+    c = next(c for c in report.comparisons if c.test_method.startswith("wilcoxon"))
+    zeros = f"; {words('zero_method', c.zero_method, 'methods')}" if c.zero_method is not None else ""
+    return (
+        f"computed with scipy.stats.wilcoxon: the exact null distribution when a hypothesis had at most "
+        f"{WILCOXON_EXACT_MAX} differences, none zero and no two of equal size, the normal approximation "
+        f"otherwise{zeros}"
+    )
+
+
+def _mde_words(report: ComparisonReport) -> str:
+    """How the ``mde`` column was computed, at the level each hypothesis is tested at."""
+    J = max(report.families.values())
+    alpha = report.comparisons[0].alpha
+    side = "two-sided" if report.comparisons[0].alternative == "two-sided" else "one-sided"
+    if report.correction is not None and len(report.families) > 1:
+        level = f"alpha/J = {alpha:.2g}/J (J the number of hypotheses in its family)"
+    elif report.correction is None or J == 1:
+        level = f"alpha = {alpha:.2g}"
+    else:
+        level = ("the Bonferroni level " if report.correction == "bonferroni" else "") + f"alpha/J = {alpha:.2g}/{J}"
+    note = (
+        " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, so the "
+        "figure is conservative."
+        if report.correction == "holm" and "/J" in level
+        else ""
+    )
+    return (
+        "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference that a "
+        f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
+        "of its per-user differences and the number of users, by the normal approximation "
+        f"(Cohen, 1988), which is slightly optimistic for few users.{note}"
+        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
+    )
+
+
+def _interval_words(report: ComparisonReport) -> str:
+    """The interval method(s) of the report, with sources; says which rows fell back from BCa."""
+    used = {c.interval_method for c in report.comparisons}
+    if used == {"percentile"}:
+        return "percentile interval (Efron, 1979)"
+    words = "bias-corrected and accelerated (BCa) interval (Efron, 1987; acceleration from the jackknife of the mean)"
+    if "percentile" in used:
+        fell = sum(c.interval_method == "percentile" for c in report.comparisons)
+        words += (
+            f"; for {fell} of {report.family_size} hypotheses every replicate fell on one side of the "
+            "estimate, so the bias correction was infinite and the percentile interval (Efron, 1979) was "
+            "reported instead"
+        )
+    return words
+
+
+#: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes from the
+#: paragraphs around it (:func:`~mlflow_recsys.server._listing.note_sentences`).
+RESULT_SENTENCE_END = "scored differently)."
+
+
+def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Writer = "plain") -> str:
+    """One sentence: effect, interval, relative gain, test and B, adjusted p and its floor, n; it ends with
+    :data:`RESULT_SENTENCE_END`.
+
+    Parameters
+    ----------
+    report, c:
+        The report and one of its comparisons.
+    markup:
+        ``"plain"`` (default: names as they are, for a terminal, a paper, or HTML escaping afterwards) or ``"markdown"``
+        (names and the metric key through :func:`escape_markdown`, for run notes and ``.md`` files).
+
+    Raises
+    ------
+    ValueError
+        If ``markup`` is neither.
+    """
+    name = name_writer(markup)
+    cand, base, metric = name(c.candidate), name(c.baseline), name(c.metric)
+    if c.difference > 0 and c.significant:
+        effect = f"{cand} improved {metric} over {base} by {c.difference:.4f}"
+    elif c.difference > 0:  # "improved" only for a significant result
+        effect = f"{cand} scored {c.difference:.4f} higher than {base} on {metric}"
+    elif c.difference < 0:
+        effect = f"{cand} scored {-c.difference:.4f} lower than {base} on {metric}"
+    else:
+        effect = f"{cand} and {base} scored the same mean {metric}"
+    test, p_words = _test_and_p_words(report, c)
+    level = format_level(c.confidence_level)
+    interval = row_cells(c, signed=False).interval
+    relative = (
+        "a relative change that is undefined (the baseline's mean is 0)"
+        if math.isnan(c.relative_difference)
+        else f"a relative change of {c.relative_difference:+.1%}"
+    )
+    verdict = {
+        "better": "significant, in the candidate's favour",
+        "worse": "significant, in the baseline's favour",
+        "inconclusive": "not significant",
+    }[c.direction]
+    if c.baseline_seeds > 1 or c.candidate_seeds > 1:
+        effect = f"Averaged over training seeds ({cand}: {c.candidate_seeds}, {base}: {c.baseline_seeds}), " + effect
+    if c.direction == "inconclusive" and not pd.isna(c.mde):
+        verdict += (
+            f"; with {c.n_units:,} users this comparison would detect a true difference of {c.mde:.4f} "
+            f"with {REPORT_POWER:.0%} power"
+        )
+    elif c.direction == "inconclusive":
+        verdict += f"; no minimum detectable effect: {_no_mde_why(c)}"
+    return (
+        f"{effect} ({level} {words('interval_method', c.interval_method, 'result')}paired-bootstrap interval "
+        f"{interval}, "
+        f"{relative}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
+        f"{c.n_nonzero:,} {RESULT_SENTENCE_END}"
+    )
+
+
+def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[str, str]:
+    """The test of ``c`` as the result sentence names it, and its adjusted p-value with its floor when reached."""
+    J, B, p = c.family_size, c.n_resamples, c.adjusted_p_value
+    label = "p" if J == 1 else words("correction", report.correction, "p")
+    p_words = f"{label} = {format_p(p)}"
+    if c.test_method in ("randomization", "bootstrap"):
+        floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
+        if abs(p - min(1.0, floor)) <= 1e-12:
+            p_words += f", the smallest attainable with {B:,} resamples" + (f" and {J} hypotheses" if J > 1 else "")
+    return words("test_method", c.test_method, "result", B=B), p_words
+
+
+def seed_spread_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
+    """One sentence on the seed spread of ``metric``; parameters and errors as :meth:`SeedSpread.results_text
+    <mlflow_recsys.stats.SeedSpread.results_text>`, which calls it."""
+    name, r = name_writer(markup), _seed_row(spread, metric)
+    reversals = (
+        "no seed reversed the sign"
+        if r.sign_reversals == 0
+        else f"{r.sign_reversals} of {r.n_seeds} seeds reversed the sign"
+    )
+    if pd.isna(r.ratio):  # the models tie on every user: no spread across users to set beside it
+        spreads = (
+            f"its SD across retraining is {r.sd_retraining:.4f}, and with no spread across users "
+            "(bootstrap standard error 0) the two cannot be compared"
+        )
+    else:
+        spreads = (
+            f"its SD across retraining, {r.sd_retraining:.4f}, is {r.ratio:.2f} times its bootstrap "
+            f"standard error over users, {r.sd_users:.4f}, so allowing for retraining widens the "
+            f"interval by {r.widens_by:.1%}"
+        )
+    text = (
+        f"{seed_protocol_text(spread, metric, markup=markup)}. "
+        f"Over {r.n_seeds} seeds, {name(r.candidate)} minus {name(r.baseline)} on {name(metric)} "
+        f"averaged {r.mean_difference:+.4f} (from {r.min_difference:+.4f} to {r.max_difference:+.4f}); "
+        f"{spreads}, and {reversals}."
+    )
+    if r.notes:
+        text += f" Note: {r.notes}."
+    return text
+
+
+def seed_protocol_text(spread: SeedSpread, metric: str, *, markup: Writer = "plain") -> str:
+    """How the seeds of ``metric``'s seed-spread row were used (``ELSA trained under 3 seeds, EASE once: ...``), no
+    final full stop; KeyError when ``metric`` is not in the table."""
+    r = _seed_row(spread, metric)
+    base, cand = name_writer(markup)(r.baseline), name_writer(markup)(r.candidate)
+    if r.protocol == "paired-seeds":
+        return f"{cand} and {base} trained under the same {r.n_seeds} seeds, paired by seed (shared randomness)"
+    if r.protocol == "independent-seeds":
+        return (
+            f"{cand} and {base} each trained under their own seeds, treated as independent: the spread adds "
+            "each model's own spread across its seeds"
+        )
+    per_seed = spread.per_seed[spread.per_seed["metric"] == metric]
+    seeded, once = (base, cand) if per_seed["candidate_seed"].isna().all() else (cand, base)
+    return f"{seeded} trained under {r.n_seeds} seeds, {once} once: the spread is {seeded}'s retraining alone"
+
+
+def _seed_row(spread: SeedSpread, metric: str) -> pd.Series:
+    rows = spread.summary[spread.summary["metric"] == metric]
+    if rows.empty:
+        raise KeyError(f"metric: expected one of {spread.summary['metric'].tolist()}, found {metric!r}")
+    return rows.iloc[0]
+
+
+def report_string(report: ComparisonReport) -> str:
+    """The report as a fixed-width text table under one line stating the settings (:func:`settings_text` and alpha).
+
+    The columns are metric, ``candidate vs baseline``, difference, interval, adjusted p, direction, W/T/L and mde, one
+    row per hypothesis. A seed-averaged report says so first: the settings line starts with ``Seed-averaged over
+    training seeds (EASE: 1 seed; ELSA: 3 seeds)`` and each side averaged over several seeds is named with their number,
+    ``ELSA (3 seeds) vs EASE``. Names and metric keys are written with control characters as visible escapes
+    (:func:`~mlflow_recsys.report.visible_text`), so every row is one line.
+
+    Parameters
+    ----------
+    report:
+        Any report; one without hypotheses gives a one-line note.
+
+    Returns
+    -------
+    str
+        ``2 + len(report.comparisons)`` lines (settings, header, rows), no trailing newline; one more,
+        :func:`no_mde_note`, when some row has no minimum detectable effect (its mde reads ``n/a``).
+    """
+    if not report.comparisons:
+        return "ComparisonReport with no hypotheses"
+    # The names in it (the primary metric, seed-averaged models) stay on one line.
+    settings = visible_text(settings_text(report)) + f"; alpha = {report.comparisons[0].alpha:.6g}"
+    header = ["metric", "candidate vs baseline", "difference", "interval", "adj. p", "direction", "W/T/L", "mde"]
+    cells = [row_cells(c) for c in report.comparisons]
+    rows = [
+        [visible_text(r.metric), r.pair(), r.difference, r.interval, r.adjusted_p, r.direction, r.wtl, r.mde]
+        for r in cells
+    ]
+    note = no_mde_note(report)
+    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
+
+
+def report_summary(report: ComparisonReport) -> str:
+    """One line per hypothesis: metric, pair, difference and interval, adjusted p, direction, W/T/L and mde.
+
+    E.g. ``ndcg@100  ELSA vs EASE  -0.0059 [-0.0223, +0.0110]  adj. p 0.8550 inconclusive  W/T/L 81/1/106  mde 0.0261``,
+    fields aligned across lines; in a seed-averaged report a side averaged over several training seeds is named with
+    their number, ``ELSA (3 seeds) vs EASE``. Names are written as in :func:`report_string`, so
+    ``len(report_summary(r).splitlines()) == len(r.comparisons)``.
+
+    Parameters
+    ----------
+    report:
+        Any report.
+
+    Returns
+    -------
+    str
+        The lines joined by ``"\\n"``, no trailing newline; ``""`` for a report without hypotheses.
+    """
+    rows = [
+        [
+            visible_text(r.metric),
+            r.pair(),
+            f"{r.difference} {r.interval}",
+            f"adj. p {r.adjusted_p}",
+            r.direction,
+            f"W/T/L {r.wtl}",
+            f"mde {r.mde}",
+        ]
+        for r in map(row_cells, report.comparisons)
+    ]
+    return "\n".join(_aligned(rows, right=set()))
+
+
+def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
+    """Rows of cells padded to their column's width, two spaces apart, trailing spaces removed."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
+
+
+def _test_label(c: PairwiseComparison) -> str:
+    """``paired sign-flip randomization test (B = 9,999 random sign patterns)``: the test of ``c`` in words."""
+    zeros = words("zero_method", c.zero_method) if c.zero_method else "zero differences as scipy treats them"
+    return words("test_method", c.test_method, B=c.n_resamples, zeros=zeros)
+
+
+def _seed_counts(report: ComparisonReport) -> str:
+    """``EASE: 1 seed; ELSA: 5 seeds``, as raw text: it names models, so escape it as a whole."""
+    counts: dict[str, list[int]] = {}
+    for c in report.comparisons:
+        for model, n in ((c.baseline, c.baseline_seeds), (c.candidate, c.candidate_seeds)):
+            seen = counts.setdefault(model, [])
+            if n not in seen:
+                seen.append(n)
+    return "; ".join(
+        f"{model}: {' or '.join(str(n) for n in ns)} seed{'' if ns == [1] else 's'}" for model, ns in counts.items()
+    )

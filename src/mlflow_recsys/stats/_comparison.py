@@ -1,0 +1,305 @@
+"""Paired comparison of recommenders evaluated on the same users.
+
+Every hypothesis works on per-unit differences ``d_u = mean(candidate rows of u) - mean(baseline rows of u)``: the
+effect is their mean, the interval is a paired percentile bootstrap over units (Efron 1979) that always contains the
+effect, and the default test is a paired sign-flip randomization test (Fisher 1935; Smucker, Allan & Carterette 2007)
+with the Monte Carlo p-value ``(1 + #extreme) / (B + 1)`` (Davison & Hinkley 1997; Phipson & Smyth 2010). p-values of
+one call are adjusted together (Holm 1979 by default). On request the interval is the bias-corrected and accelerated
+(BCa) bootstrap interval (Efron 1987) and the test the Wilcoxon signed-rank test (Wilcoxon 1945).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from mlflow_recsys._validation import metric_keys
+from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.stats._corrections import Correction, adjust_p_values
+from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, direction, pair_rows, wilcoxon_method
+from mlflow_recsys.stats._pairing import check_results, paired_differences, units_of
+from mlflow_recsys.stats._power import REPORT_POWER, minimum_detectable_effect
+from mlflow_recsys.stats._results import COLUMNS, ComparisonReport, Markup, PairwiseComparison, significance_level
+from mlflow_recsys.stats._settings import (
+    Alternative,
+    ComparisonSettings,
+    Family,
+    IntervalMethod,
+    TestMethod,
+    ZeroMethod,
+)
+from mlflow_recsys.stats._warnings import LowResamplesWarning, warn
+
+__all__ = [
+    "COLUMNS",
+    "MAX_REPLICATE_BYTES",
+    "WILCOXON_EXACT_MAX",
+    "ComparisonReport",
+    "Markup",
+    "PairwiseComparison",
+    "check_replicate_memory",
+    "compare_models",
+    "compare_pair",
+    "mde_alpha",
+    "wilcoxon_method",
+]
+
+#: Bytes of replicates a report may keep: every hypothesis holds its B null and B bootstrap means (float64).
+MAX_REPLICATE_BYTES = 4 * 1024**3
+
+
+def check_replicate_memory(n_resamples: int, n_hypotheses: int) -> None:
+    """ValueError, naming both numbers and the memory, when the replicates a call keeps (16 bytes x B x J) would exceed
+    :data:`MAX_REPLICATE_BYTES`."""
+    needed = 16 * n_resamples * n_hypotheses
+    if needed > MAX_REPLICATE_BYTES:
+        raise ValueError(
+            f"n_resamples: {n_resamples:,} resamples for each of {n_hypotheses:,} hypotheses would keep "
+            f"{needed / 1024**3:.1f} GiB of replicates (16 bytes each), expected at most "
+            f"{MAX_REPLICATE_BYTES / 1024**3:.0f} GiB; lower n_resamples, or compare fewer metrics or models"
+        )
+
+
+def compare_pair(
+    baseline: EvaluationResult,
+    candidate: EvaluationResult,
+    *,
+    metric: str,
+    baseline_name: str = "baseline",
+    candidate_name: str = "candidate",
+    confidence_level: float = 0.95,
+    n_resamples: int = 9999,
+    alternative: Alternative = "two-sided",
+    test_method: TestMethod = "randomization",
+    random_state: int | None = 0,
+    interval_method: IntervalMethod = "percentile",
+    zero_method: ZeroMethod = "wilcox",
+) -> PairwiseComparison:
+    """Compare two models on one metric: a single hypothesis, not adjusted.
+
+    Parameters are those of :func:`compare_models`; ``baseline_name`` and ``candidate_name`` label the rows and seed the
+    random stream, so the numbers equal those of the same pair inside a :func:`compare_models` call with the same
+    settings (before adjustment).
+
+    Returns
+    -------
+    PairwiseComparison
+        With ``adjusted_p_value == p_value``.
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`compare_models`.
+    """
+    if baseline_name == candidate_name:
+        raise ValueError(
+            f"candidate_name: expected a name different from baseline_name, found {candidate_name!r} for both"
+        )
+    if not isinstance(metric, str):
+        raise TypeError(f"metric: expected one metric key (str), found {type(metric).__name__}")
+    settings = ComparisonSettings(
+        reference=baseline_name,
+        metrics=(metric,),
+        correction=None,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        test_method=test_method,
+        random_state=random_state,
+        interval_method=interval_method,
+        zero_method=zero_method,
+    )
+    return _compare({baseline_name: baseline, candidate_name: candidate}, settings).comparisons[0]
+
+
+def compare_models(
+    results: Mapping[str, EvaluationResult],
+    *,
+    metrics: str | Sequence[str],
+    reference: str | None = None,
+    correction: Correction = "holm",
+    confidence_level: float = 0.95,
+    n_resamples: int = 9999,
+    alternative: Alternative = "two-sided",
+    test_method: TestMethod = "randomization",
+    random_state: int | None = 0,
+    interval_method: IntervalMethod = "percentile",
+    zero_method: ZeroMethod = "wilcox",
+    primary: str | None = None,
+    family: Family = "primary",
+) -> ComparisonReport:
+    """Compare several models pairwise on several metrics, adjusting p-values within their family.
+
+    Parameters
+    ----------
+    results:
+        Model name -> :class:`~mlflow_recsys.evaluation.EvaluationResult`, at least two, all evaluated on the same
+        sample ids in the same order, with per-user values.
+    metrics:
+        One metric key or a list of keys (e.g. ``["ndcg@100", "recall@20"]``).
+    reference:
+        Name of the baseline every other model is compared against. ``None`` compares every pair, the earlier model in
+        ``results`` as baseline.
+    correction:
+        ``"holm"`` (default), ``"bonferroni"`` or ``None``. The family is every (pair, metric) hypothesis of this call.
+    confidence_level:
+        Level of the bootstrap interval, default 0.95; ``alpha = 1 - confidence_level`` is also the significance level.
+    n_resamples:
+        Sign assignments and bootstrap replicates B, default 9999. The smallest attainable Monte Carlo p-value is ``1 /
+        (B + 1)``.
+    alternative:
+        ``"two-sided"`` (default), ``"greater"`` (candidate better) or ``"less"``; the interval is one-sided to match.
+    test_method:
+        ``"randomization"`` (default; sign flips of unit differences, enumerated exactly when ``2**n_nonzero <=
+        n_resamples`` and then reported as ``"randomization-exact"``), ``"bootstrap"`` (null-centred, reusing the
+        interval's replicates), ``"t"`` (one-sample t-test of the unit differences, ``scipy.stats.ttest_1samp``; Student
+        1908) or ``"wilcoxon"`` (Wilcoxon signed-rank test of the unit differences, ``scipy.stats.wilcoxon`` with the
+        method this package chooses, :func:`wilcoxon_method`: the exact null for at most 50 differences without zeros or
+        tied magnitudes, reported as ``"wilcoxon-exact"``, and the tie-corrected normal approximation otherwise,
+        reported as ``"wilcoxon"``; Wilcoxon 1945) or ``"sign"`` (the exact binomial test of wins against losses, zero
+        differences dropped; Dixon & Mood 1946). The Wilcoxon test asks whether the differences are symmetric about 0 (a
+        median-like location) and the sign test whether a user is more likely to gain than to lose, not whether the mean
+        difference is 0, so either can disagree with the others on skewed differences.
+    random_state:
+        Non-negative int (default 0) or ``None`` for fresh entropy. Each model pair draws from its own stream derived
+        from this seed and the two names, so a hypothesis' numbers do not depend on the other models or metrics in the
+        call.
+    interval_method:
+        ``"percentile"`` (default; Efron 1979) or ``"bca"``, the bias-corrected and accelerated interval (Efron 1987)
+        from the same bootstrap replicates, with the acceleration from the jackknife of the mean. A row whose bias
+        correction is infinite falls back to the percentile interval and reports ``interval_method="percentile"``.
+    zero_method:
+        Only for ``test_method="wilcoxon"``: ``"wilcox"`` (default, scipy's; drop zero differences before ranking),
+        ``"pratt"`` (rank them, then drop their ranks; Pratt 1959) or ``"zsplit"`` (split their ranks between the
+        signs).
+    primary:
+        The metric the conclusion rests on, one of ``metrics``, or ``None``.
+    family:
+        ``"primary"`` (default): with a ``primary`` metric, its hypotheses (one per model pair) are adjusted as one
+        family and the other metrics' as another, so the primary result does not weaken as secondary metrics are added;
+        ``"all"``: one family over every hypothesis. Without a ``primary`` metric there is one family either way. Each
+        family controls its own family-wise error rate (Holm 1979; Bonferroni).
+
+    Returns
+    -------
+    ComparisonReport
+        Every row has ``ci_low <= difference <= ci_high``. Degenerate differences are results, not errors: when the
+        models tie on every unit the difference and the interval are 0 and every test and alternative gives p = 1 (each
+        sign flip and each resample ties the observed 0); a constant non-zero difference gives the interval
+        ``[difference, difference]``. A per-user difference no larger than
+        :data:`~mlflow_recsys.stats._pairing.TIE_RTOL` (1e-12) times the larger of its two values is rounding, not a
+        difference, and counts as 0 (a tie).
+
+    Raises
+    ------
+    TypeError
+        If ``results`` is not a mapping of EvaluationResult.
+    ValueError
+        If fewer than two results; a result lacks per-user values; sample ids differ in length, content or order;
+        targets fingerprints differ; a metric was not evaluated; per-user values are not finite; fewer than two units; a
+        one-sided alternative without ``reference``; a setting is out of range (``n_resamples`` at most
+        :data:`MAX_RESAMPLES`); or the replicates kept would exceed :data:`MAX_REPLICATE_BYTES`.
+
+    Warns
+    -----
+    UnverifiedPairingWarning
+        When a result has no targets fingerprint.
+    LowResamplesWarning
+        When ``n_resamples < 999`` with a resampling test.
+    FewNonzeroUnitsWarning
+        When fewer than 30 units differ for a hypothesis.
+    IntervalFallbackWarning
+        When ``interval_method="bca"`` and a hypothesis' bias correction is infinite, so its row reports the percentile
+        interval.
+    """
+    settings = ComparisonSettings(  # every setting checked, in one place
+        reference=reference,
+        metrics=tuple(metric_keys(metrics)),
+        primary=primary,
+        family=family,
+        correction=correction,
+        confidence_level=confidence_level,
+        n_resamples=n_resamples,
+        alternative=alternative,
+        test_method=test_method,
+        zero_method=zero_method,
+        interval_method=interval_method,
+        random_state=random_state,
+    )
+    return _compare(results, settings)
+
+
+def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettings) -> ComparisonReport:
+    """The one path of :func:`compare_models`, :func:`compare_pair` and :meth:`ComparisonSettings.compare`."""
+    metrics = list(settings.metrics or ())
+    names = check_results(results, metrics)
+    pairs = _pairs(names, settings.reference)
+    check_replicate_memory(settings.n_resamples, len(pairs) * len(metrics))
+    if settings.n_resamples < 999 and settings.test_method in ("randomization", "bootstrap"):
+        _warn_low_resamples(settings, len(pairs))
+    units = units_of(results[names[0]])
+    comparisons = [
+        row for pair in pairs for row in pair_rows(paired_differences(results, pair, metrics, units), settings)
+    ]
+    return ComparisonReport(_adjusted(comparisons, settings), settings.correction, settings.reference, settings.primary)
+
+
+def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:
+    """LowResamplesWarning: with B below 999 the smallest (adjusted) p-value may not reach alpha."""
+    B, n_metrics = settings.n_resamples, len(settings.metrics or ())
+    # The largest family sets the floor: the secondary metrics' when the primary one stands alone.
+    split = settings.primary is not None and settings.family == "primary" and n_metrics > 1
+    J = n_pairs * (n_metrics - 1 if split else n_metrics)
+    warn(
+        f"n_resamples={B} is below 999: the smallest Monte Carlo p-value is "
+        f"1/(B+1) = {1 / (B + 1):.4g}, and with {J} hypothes{'is' if J == 1 else 'es'} "
+        "adjusted together "
+        f"the smallest adjusted p-value is J/(B+1) = {J / (B + 1):.4g} "
+        f"(alpha = {significance_level(settings.confidence_level):.4g})",
+        LowResamplesWarning,
+    )
+
+
+def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSettings) -> tuple[PairwiseComparison, ...]:
+    """The comparisons with p-values adjusted within each family (``"primary"`` and ``"secondary"``, or ``"all"``), and
+    the columns that follow from them."""
+    if settings.primary is None or settings.family != "primary":
+        labels = ["all"] * len(comparisons)
+    else:
+        labels = ["primary" if c.metric == settings.primary else "secondary" for c in comparisons]
+    alpha = significance_level(settings.confidence_level)
+    final = list(comparisons)
+    for label in dict.fromkeys(labels):
+        members = [i for i, lab in enumerate(labels) if lab == label]
+        adjusted = adjust_p_values(np.array([comparisons[i].p_value for i in members]), settings.correction)
+        level = mde_alpha(alpha, settings.correction, len(members))
+        for i, p in zip(members, adjusted, strict=True):
+            c = comparisons[i]
+            sd = float(np.std(c.unit_differences, ddof=1))  # units_of has ensured at least two users
+            final[i] = dataclasses.replace(
+                c,
+                adjusted_p_value=float(p),
+                family=label,
+                family_size=len(members),
+                mde=minimum_detectable_effect(sd, c.n_units, level, REPORT_POWER, settings.alternative),
+                significant=bool(p <= alpha),
+                direction=direction(c.difference, p <= alpha),
+            )
+    return tuple(final)
+
+
+def mde_alpha(alpha: float, correction: Correction, family_size: int) -> float:
+    """The level the ``mde`` column is computed at: ``alpha / J`` (the family's size) with a correction, else ``alpha``.
+    For Holm (1979) that is its first step, the strictest a hypothesis can meet (the step it is tested at depends on the
+    other p-values); Holm rejects whatever Bonferroni does, so the figure is conservative."""
+    return alpha / family_size if correction is not None else alpha
+
+
+def _pairs(names: list[str], reference: str | None) -> list[tuple[str, str]]:
+    if reference is None:  # two-sided: ComparisonSettings refuses a one-sided alternative without a reference
+        return [(a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
+    if reference not in names:
+        raise ValueError(f"reference: expected one of the compared models {names}, found {reference!r}")
+    return [(reference, n) for n in names if n != reference]

@@ -1,0 +1,250 @@
+"""Where a step's run goes, one rule for every step (:func:`check_step_run`): nested under the caller's active
+run, the run `mlflow run` created, or a new one; and each param logged once, by one writer."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import mlflow
+from mlflow.entities import LifecycleStage, Run
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME
+
+from mlflow_recsys._digests import shorten
+from mlflow_recsys.errors import RunOwnershipError, failure_text
+from mlflow_recsys.tracking import _tags as tags
+from mlflow_recsys.tracking._limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, MAX_TAG_LENGTH, fit_values, storable
+from mlflow_recsys.tracking._redact import redact
+from mlflow_recsys.tracking._runs import FAILED, RUNNING
+from mlflow_recsys.tracking._server_errors import is_unreachable
+
+_log = logging.getLogger(__name__)
+
+#: The variable ``mlflow run`` sets to the run it created for the entry point.
+RUN_ID_ENV = "MLFLOW_RUN_ID"
+
+
+def absolute_sqlite_uri(uri: str) -> str:
+    """``uri`` with a relative SQLite path made absolute: ``mlflow run`` starts each step in the project's
+    folder, and a Ray worker in its own, where a relative ``sqlite:///mlruns.db`` names another database."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
+        return prefix + str(Path(uri[len(prefix) :]).resolve())
+    return uri
+
+
+def check_run_is_free(run: Run) -> None:
+    """A RunOwnershipError unless a step may take the run of ``MLFLOW_RUN_ID`` over: RUNNING, not deleted,
+    without a ``recsys.role`` tag. The message names the run id, its status and role, and what to do instead."""
+    role = run.data.tags.get(tags.ROLE)
+    deleted = run.info.lifecycle_stage != LifecycleStage.ACTIVE
+    if run.info.status == RUNNING and role is None and not deleted:
+        return
+    found_role = f"{tags.ROLE}={role!r}" if role is not None else f"no {tags.ROLE} tag"
+    raise RunOwnershipError(
+        f"{RUN_ID_ENV}: expected a RUNNING run without a {tags.ROLE} tag (the run `mlflow run` creates for an entry "
+        f"point), found run {run.info.run_id} with status {run.info.status}, {found_role}"
+        f"{', deleted' if deleted else ''}; nothing was logged to it. To log to a new run, {_ENV_ADVICE}"
+    )
+
+
+_ENV_ADVICE = (
+    f"unset {RUN_ID_ENV} (it is inherited from an enclosing `mlflow run`) so that this step logs to a "
+    "new run of its own"
+)
+
+
+def _environment_run() -> Run | None:
+    """The run of ``MLFLOW_RUN_ID`` once :func:`check_run_is_free` accepts it; None when the variable is unset."""
+    run_id = os.environ.get(RUN_ID_ENV, "").strip()
+    if not run_id:
+        return None
+    try:
+        run = MlflowClient().get_run(run_id)
+    except MlflowException as exc:
+        if exc.error_code != ErrorCode.Name(RESOURCE_DOES_NOT_EXIST):
+            raise
+        raise RunOwnershipError(
+            f"{RUN_ID_ENV}: expected the id of a run in the tracking store {redact(mlflow.get_tracking_uri())}, "
+            f"found {run_id!r}, which it does not hold; {_ENV_ADVICE}"
+        ) from None
+    check_run_is_free(run)
+    return run
+
+
+class StepTarget(NamedTuple):
+    """Where a step's run goes (see :func:`check_step_run`): at most one of the two ids is set."""
+
+    parent_run_id: str | None  # the caller's active run, which the step's new run is nested under
+    environment_run_id: str | None  # the run of MLFLOW_RUN_ID (mlflow run's), which the step adopts
+
+
+def check_step_run() -> StepTarget:
+    """Check, before a step does any work, that it may log where :func:`entry_point_run` would; writes nothing.
+
+    The rule, the same for every step (split, train, study, compare):
+
+    1. A run active in this process (the caller's ``with mlflow.start_run():``): the step's run is a new run
+       nested under it (tag ``mlflow.parentRunId``); the caller's run itself gets nothing. ``MLFLOW_RUN_ID`` is
+       then not read: the caller's run wins.
+    2. Else ``MLFLOW_RUN_ID`` (set by ``mlflow run`` for its entry point): that run is adopted and logged into,
+       if it is RUNNING, not deleted and has no ``recsys.role`` tag (the run ``mlflow run`` just made for us,
+       not one of an enclosing step whose variable this process inherited).
+    3. Else a new run.
+
+    Returns the parent run id (case 1) or the environment's run id (case 2) as a :class:`StepTarget`.
+
+    Raises
+    ------
+    RunOwnershipError
+        If the caller's run is deleted or no longer RUNNING (case 1), or the environment's run does not exist,
+        is deleted, not RUNNING or has a ``recsys.role`` (case 2); the message says what to do.
+    MlflowException
+        If the tracking store cannot be asked (unreachable server).
+    """
+    parent_id, existing = _step_target()
+    return StepTarget(parent_id, None if existing is None else existing.info.run_id)
+
+
+def _step_target() -> tuple[str | None, Run | None]:
+    active = mlflow.active_run()
+    if active is None:
+        return None, _environment_run()
+    parent = MlflowClient().get_run(active.info.run_id)
+    if parent.info.status != RUNNING or parent.info.lifecycle_stage != LifecycleStage.ACTIVE:
+        deleted = ", deleted" if parent.info.lifecycle_stage != LifecycleStage.ACTIVE else ""
+        raise RunOwnershipError(
+            f"the active run: expected a RUNNING run to nest this step's run under, found run "
+            f"{parent.info.run_id} with status {parent.info.status}{deleted}; end it (mlflow.end_run()) so that "
+            "this step starts a run of its own"
+        )
+    return parent.info.run_id, None
+
+
+def entry_point_run(
+    run_name: str,
+    *,
+    experiment_id: str | None = None,
+    params: dict | None = None,
+    whole_params_in: str = "artifacts",
+    tags: dict[str, str] | None = None,
+):
+    """Start the run to log into, by the rule of :func:`check_step_run` (which raises RunOwnershipError before
+    anything is written), and log ``params`` to it first; a :class:`StepRun` context: an exception inside marks
+    the run FAILED and, for a nested run, leaves the caller's run active.
+
+    ``experiment_id`` is a new run's (default: the caller's run's for a nested run, else the active experiment).
+    ``params`` are logged as :func:`log_params_once` does; a value longer than MLflow's 6,000 characters as its
+    length and SHA-256 with a pointer to ``whole_params_in``, the file that holds it whole (MLflow would cut it
+    without a word). ``tags`` are on a new run from its first moment, so that a process killed right after
+    (SIGKILL) still leaves a run that says what it is; the environment's run gets them first.
+    """
+    parent_id, existing = _step_target()
+    run_name = shorten(storable(run_name), MAX_RUN_NAME_LENGTH)
+    texts = fit_values(_param_texts(params or {}), MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")
+    if existing is None:
+        run, to_log = _start_new_run(run_name, experiment_id, parent_id, tags or {}), texts
+    else:
+        run = mlflow.start_run(run_id=existing.info.run_id)
+        to_log = {k: v for k, v in texts.items() if k not in existing.data.params}
+    try:
+        if existing is not None:
+            # `mlflow run` created this run without asking context providers, so add their tags here.
+            from mlflow_recsys.tracking._plugin import RecsysRunContext
+
+            provider = RecsysRunContext()
+            context_tags = provider.tags() if provider.in_context() else {}
+            mlflow.set_tags({MLFLOW_RUN_NAME: run_name, **context_tags, **(tags or {})})
+        if to_log:
+            mlflow.log_params(to_log)
+    except BaseException:
+        mlflow.end_run(status=FAILED)
+        raise
+    return StepRun(run)
+
+
+def _start_new_run(
+    run_name: str, experiment_id: str | None, parent_id: str | None, tags: dict[str, str]
+) -> mlflow.ActiveRun:
+    if parent_id is None:
+        return mlflow.start_run(run_name=run_name, experiment_id=experiment_id, tags=tags)
+    if experiment_id is None:
+        experiment_id = MlflowClient().get_run(parent_id).info.experiment_id
+    # mlflow.start_run resumes MLFLOW_RUN_ID whenever it is set, nested or not; the caller's run wins here.
+    inherited = os.environ.pop(RUN_ID_ENV, None)
+    try:
+        return mlflow.start_run(
+            run_name=run_name, experiment_id=experiment_id, nested=True, parent_run_id=parent_id, tags=tags
+        )
+    finally:
+        if inherited is not None:
+            os.environ[RUN_ID_ENV] = inherited
+
+
+class StepRun(mlflow.ActiveRun):
+    """The run of one step, as a context manager: on an exception it ends FAILED and says why in ``recsys.error``."""
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        active = mlflow.active_run()
+        if exc_val is not None and active is not None and active.info.run_id == self.info.run_id:
+            mark_failed(self.info.run_id, exc_val, end=True, keep_reason=True)
+        return super().__exit__(exc_type, exc_val, exc_tb)
+
+
+def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool = False) -> None:
+    """Record why run ``run_id`` failed in ``recsys.error`` (:func:`~mlflow_recsys.errors.failure_text`,
+    redacted) and, with ``end``, end the active run FAILED. Never raises: the first error is the one the user
+    must see. Nothing is recorded when the server is unreachable (the cause itself), or with ``keep_reason``
+    when the run already holds a reason (a study names each failed training before it raises)."""
+    if not is_unreachable(exc):
+        reason = redact(failure_text(exc))
+        try:
+            client = MlflowClient()
+            if not (keep_reason and tags.ERROR in client.get_run(run_id).data.tags):
+                client.set_tag(run_id, tags.ERROR, shorten(reason, MAX_TAG_LENGTH))
+        except Exception as again:  # the original error matters more than this one
+            _log.warning("could not tag run %s with its error: %s", run_id, redact(str(again)))
+    if end:
+        try:
+            mlflow.end_run(status=FAILED)
+        except Exception as again:
+            # mlflow.end_run leaves the local active run before telling the server, so it is ended here anyway.
+            _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
+
+
+def record_failure_on_environment_run(exc: BaseException) -> None:
+    """Say in ``recsys.error`` why a step failed (a refused argument) before it took over the run ``mlflow
+    run`` made for it, and end that run FAILED; only a run :func:`check_run_is_free` accepts, so an inherited
+    ``MLFLOW_RUN_ID`` of another run is never touched. Never raises."""
+    run_id = os.environ.get(RUN_ID_ENV, "").strip()
+    if not run_id or is_unreachable(exc):
+        return
+    try:
+        check_run_is_free(MlflowClient().get_run(run_id))
+    except Exception:  # not ours to write to, or not there
+        return
+    mark_failed(run_id, exc, end=False)
+    try:
+        MlflowClient().set_terminated(run_id, FAILED)
+    except Exception as again:
+        _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
+
+
+def log_params_once(params: dict) -> None:
+    """Log to the active run the ``params`` it does not hold yet, as ``str(value)`` (``"None"`` for ``None``),
+    credentials redacted. Each param has one writer: one that ``mlflow run -P`` logged before the step started
+    (in its command-line form) is left as it is, since ``mlflow run`` handed the step the same value."""
+    run = mlflow.active_run()
+    existing = {} if run is None else MlflowClient().get_run(run.info.run_id).data.params
+    to_log = {k: v for k, v in _param_texts(params).items() if k not in existing}
+    if to_log:
+        mlflow.log_params(to_log)
+
+
+def _param_texts(params: dict) -> dict[str, str]:
+    return {key: "None" if value is None else storable(redact(str(value))) for key, value in params.items()}
