@@ -51,9 +51,13 @@ def from_interactions(
         253,402,300,799]). Default ``"timestamp"``; when that default column is absent the result simply has no
         timestamp. ``None`` ignores any timestamp column.
 
-    Raises ValueError for ``frame`` not a DataFrame or without rows, a named column missing (the message lists the
-    columns found) or present twice, one column named for two roles, missing values, non-numeric or infinite values, or
-    timestamps that are not times or fall outside the years 1 to 9999."""
+    Raises
+    ------
+    ValueError
+        If ``frame`` is not a DataFrame or has no rows; a named column is missing (the message lists the columns
+        found) or present twice; one column is named for two roles; values are missing, non-numeric or infinite; or
+        timestamps are not times or fall outside the years 1 to 9999.
+    """
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"frame: expected a pandas DataFrame, found {type(frame).__name__}")
     if frame.empty:

@@ -136,7 +136,11 @@ def user_split(
     eval_draws:
         Number of independent fold-in/target draws per held-out user, >= 1. Default 1.
 
-    Raises ValueError for bad argument values, duplicate (user, item) pairs, or no training user."""
+    Raises
+    ------
+    ValueError
+        For bad argument values, duplicate (user, item) pairs, or no training user.
+    """
     frame = _split_input(frame, seed)
     check_fractions(test_frac, val_frac, "training users")
     validation.number(eval_holdout_frac, "eval_holdout_frac", above=0, below=1)
