@@ -24,9 +24,15 @@ import pandas as pd
 import mlflow_recsys as mr
 from mlflow_recsys.models import ELSAConfig, ELSATrainer, UnknownItemsWarning
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
-from mlflow_recsys.tracking._local_server import local_model_server
-from mlflow_recsys.tracking._model_logging import log_recommender
+from mlflow_recsys.tracking import (
+    SplitConfig,
+    TrainConfig,
+    compare_runs,
+    local_model_server,
+    log_recommender,
+    run_split,
+    run_train,
+)
 
 METRICS = ["ndcg@100", "recall@20"]
 

@@ -17,8 +17,7 @@ from pathlib import Path
 import mlflow
 
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, run_split, run_train
-from mlflow_recsys.tracking._local_server import local_tracking_server
+from mlflow_recsys.tracking import SplitConfig, TrainConfig, compare_runs, local_tracking_server, run_split, run_train
 
 
 def main(url: str) -> None:

@@ -19,6 +19,7 @@ _LAZY: dict[str, str] = {
     "metric_level_intervals": "mlflow_recsys.stats",
     "seed_spread": "mlflow_recsys.stats",
     "evaluate_recommender": "mlflow_recsys.evaluation",
+    "evaluate_by_ids": "mlflow_recsys._evaluation_by_ids",
     "TrainConfig": "mlflow_recsys.models",
     "SplitConfig": "mlflow_recsys.data",
     "compare_runs": "mlflow_recsys.tracking",
