@@ -9,8 +9,7 @@ from functools import partial
 
 import pytest
 
-from mlflow_recsys.data import DownloadError
-from mlflow_recsys.data import _download as download
+from mlflow_recsys.data import DownloadError, download
 
 U_DATA = "7\t3\t5\t881250949\n7\t4\t2\t881250950\n9\t3\t4\t881250951\n"
 

@@ -14,8 +14,7 @@ import pytest
 import scipy.sparse as sp
 
 from mlflow_recsys._atomic import atomic_write, current_umask
-from mlflow_recsys.data import _download as download
-from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split
+from mlflow_recsys.data import build_recsys_checkpoint, download, load_recsys_split
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.models import EASE, EASEConfig
 from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
