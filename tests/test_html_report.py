@@ -199,9 +199,12 @@ def test_seed_averaged_section_appears_only_when_given(report):
         s = {1: "1\u00a0seed", 3: "3\u00a0seeds"}  # a number and its unit stay on one line
         assert row[1] == f"{c.candidate} ({s[seeds[c.candidate]]}) vs {c.baseline} ({s[seeds[c.baseline]]})"
         assert row[2] == f"{c.difference:.6f}"
-    sentence = next(p for p in page.paragraphs if p.startswith("Each model's per-user values were averaged"))
-    assert "Popularity: 1" in sentence and "EASE: 1" in sentence and "ELSA: 3" in sentence
-    assert "over users" in sentence and "not over new training seeds" in sentence
+    # Under the seed-averaged table: how the seeds were averaged and what inference covers; the legend counts them.
+    sentence = next(p for p in page.paragraphs if p.startswith("Seed-averaged: each model's per-user values averaged"))
+    assert "1 to 3 per model" in sentence
+    assert "inference remains over users" in sentence and "a new training seed" in sentence
+    legend = next(p for p in page.paragraphs if p.startswith("Seed-averaged over training seeds ("))
+    assert "Popularity: 1 seed" in legend and "EASE: 1 seed" in legend and "ELSA: 3 seeds" in legend
     assert page.tables["seed-averaged-details"][0] == DETAILS
     # Above the tables, the primary metric's sentence of each comparison, each labelled, the primary analysis' first.
     sentences = []
@@ -233,5 +236,5 @@ def test_hostile_names_are_escaped_and_shown_literally():
         assert shown == {"<i>m</i>@1", "ndcg@100"}
     comparisons = {row[1] for row in page.tables["report-table"][1:]}
     assert comparisons == {f"{HOSTILE[1]} vs {HOSTILE[0]}", f"{HOSTILE[2]} vs {HOSTILE[0]}"}
-    sentence = next(p for p in page.paragraphs if p.startswith("Each model's per-user values"))
-    assert all(f"{name}: 2" in sentence for name in HOSTILE)
+    legend = next(p for p in page.paragraphs if p.startswith("Seed-averaged over training seeds ("))
+    assert all(f"{name}: 2" in legend for name in HOSTILE)

@@ -10,22 +10,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def seed_averaged_phrase(report: ComparisonReport) -> str:
-    """``Seed-averaged: each model's per-user values averaged over its training seeds (1 to 3 per model)``.
-
-    Names no model, so it is safe in every markup.
-    """
+    """``each model's per-user values averaged over its training seeds, 1 to 3 per model``; names no model, so it is
+    safe in every markup."""
     counts = sorted({n for c in report.comparisons for n in (c.baseline_seeds, c.candidate_seeds)})
     span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-    return f"Seed-averaged: each model's per-user values averaged over its training seeds ({span} per model)"
+    return f"each model's per-user values averaged over its training seeds, {span} per model"
 
 
 def seed_averaging_text(report: ComparisonReport) -> str:
-    """The methods sentences of a seed-averaged report; empty for single trained instances."""
+    """The methods sentences of a seed-averaged report (also under its table in report.html); empty for single trained
+    instances."""
     if not report.seed_averaged:
         return ""
     return (
-        f"{seed_averaged_phrase(report)}, before the per-user differences were formed; a model trained under "
-        "one seed only enters with that instance. Averaging removes part of the retraining noise from each "
+        f"Seed-averaged: {seed_averaged_phrase(report)}, before the per-user differences were formed; a model trained "
+        "under one seed only enters with that instance. Averaging removes part of the retraining noise from each "
         "user's difference, but inference remains over users for these trained instances: the intervals and "
         "p-values do not cover the spread a new training seed would bring, which the seed-spread table "
         "describes. "

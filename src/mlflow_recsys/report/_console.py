@@ -33,10 +33,7 @@ def comparison_printout(outcome, primary: str | None, requested_analysis: str) -
     report, averaged, analysis = outcome.report, outcome.seed_averaged, outcome.primary_analysis
     what = {
         "representative-seed": f"one trained run per model: {outcome.representative_seed_rule}",
-        # "each model's per-user values averaged over its training seeds, 1 to 3 per model"
-        "seed-averaged": seed_averaged_phrase(averaged).removeprefix("Seed-averaged: ").replace(" (", ", ")[:-1]
-        if averaged
-        else "",
+        "seed-averaged": seed_averaged_phrase(averaged) if averaged else "",
     }
     lines = []
     for kind, r in ordered_analyses(report, averaged, analysis):

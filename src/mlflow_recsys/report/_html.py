@@ -7,11 +7,17 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.report._analyses import analysis_heading, ordered_analyses, primary_analysis_text, stated_results
+from mlflow_recsys.report._analyses import (
+    analysis_heading,
+    ordered_analyses,
+    primary_analysis_text,
+    seed_averaging_text,
+    stated_results,
+)
 from mlflow_recsys.report._citations import references_bibtex
+from mlflow_recsys.report._notes import _declaration
 from mlflow_recsys.report._rows import row_cells
 from mlflow_recsys.report._text import (
-    _seed_counts,
     methods_text,
     no_mde_note,
     results_text,
@@ -113,14 +119,6 @@ def legend(report: ComparisonReport) -> str:
     )
 
 
-def _seed_sentence(report: ComparisonReport) -> str:
-    return (
-        f"Each model's per-user values were averaged over its training seeds ({html.escape(_seed_counts(report))}) "
-        "before the paired differences were formed. Inference is over users for these trained instances, not over "
-        "new training seeds: the intervals and p-values do not cover the spread a newly trained seed would bring."
-    )
-
-
 def report_html(
     report: ComparisonReport,
     spreads: dict,
@@ -157,8 +155,7 @@ def report_html(
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
-        when = "declared in advance" if primary_declared else "chosen at comparison time, not before training"
-        parts.append(f"<p>Primary metric ({when}): <b>{html.escape(primary)}</b>.</p>")
+        parts.append(f"<p>{_declaration(f'<b>{html.escape(primary)}</b>', primary_declared)[0]}</p>")
         for label, shown, c in stated_results(report, seed_averaged, primary_analysis, primary):
             bold = f"<b>{label}.</b> " if label else ""
             parts.append(f"<p>{bold}{html.escape(results_text(shown, c, markup='plain'))}</p>")
@@ -196,7 +193,7 @@ def _analyses(
         heading, averaged = analysis_heading(kind, primary_analysis), kind == "seed-averaged"
         parts += [
             f"<h2>{heading if two else 'Paired comparison'}</h2>",
-            *([f"<p>{_seed_sentence(shown)}</p>"] if averaged else []),
+            *([f"<p>{html.escape(seed_averaging_text(shown).strip())}</p>"] if averaged else []),
             f'<div id="{ids[kind][0]}" class="key-wrap">{key_table(shown, seeds=averaged)}</div>',
             f'<p class="legend">{legend(shown)}</p>',
         ]

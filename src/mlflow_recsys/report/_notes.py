@@ -78,7 +78,7 @@ def _seed_sentences(spreads: dict[str, SeedSpread], primary: str | None, markup:
 
 
 def _declaration(written: str | None, declared: bool) -> list[str]:
-    """The primary metric's line, ``written`` as the caller writes it (bold in markdown)."""
+    """The primary metric's line and a blank one, ``written`` as the caller writes it (bold in markdown or HTML)."""
     when = "declared in advance" if declared else "chosen at comparison time, not before training"
     return [f"Primary metric ({when}): {written}.", ""] if written else []
 

@@ -117,33 +117,25 @@ def family_phrase(report: ComparisonReport) -> str:
 
 
 def _correction_words(report: ComparisonReport) -> str:
-    families = report.families
+    families, how = report.families, words("correction", report.correction, "methods")
     if report.correction is None:
-        return "p-values were not adjusted for multiple comparisons"
+        return how
+    rate = "family-wise error rate under arbitrary dependence"
     if "primary" in families:
-        how = "Holm's step-down procedure (Holm, 1979)" if report.correction == "holm" else "the Bonferroni correction"
         primary = (
             f"the primary metric formed a family of its own ({_hypotheses(families['primary'])}, one per model pair)"
         )
         if "secondary" in families:
             primary += f" and the other metrics a second family ({_hypotheses(families['secondary'])})"
         return (
-            f"{primary}; p-values were adjusted within each family with {how}, which controls "
-            "each family's family-wise error rate under arbitrary dependence, so adding secondary metrics "
-            "does not weaken the primary result"
+            f"{primary}; p-values were adjusted within each family with {how}, which controls each family's {rate}, "
+            "so adding secondary metrics does not weaken the primary result"
         )
-    J = report.family_size
-    if J == 1:
+    if report.family_size == 1:
         return f"only one hypothesis was tested, so the {report.correction} adjustment leaves its p-value unchanged"
-    if report.correction == "holm":
-        return (
-            f"p-values of all {J} hypotheses (every model pair and metric) were adjusted together with "
-            "Holm's step-down procedure, which controls the family-wise error rate under arbitrary "
-            "dependence (Holm, 1979)"
-        )
     return (
-        f"p-values of all {J} hypotheses (every model pair and metric) were multiplied by {J} "
-        "(Bonferroni), which controls the family-wise error rate under arbitrary dependence"
+        f"p-values of all {report.family_size} hypotheses (every model pair and metric) were adjusted together "
+        f"with {how}, which controls the {rate}"
     )
 
 
@@ -216,24 +208,24 @@ def _mde_words(report: ComparisonReport) -> str:
         f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
         "of its per-user differences and the number of users, by the normal approximation "
         f"(Cohen, 1988), which is slightly optimistic for few users.{note}"
-        + (f" {no_mde_note(report)}" if no_mde_note(report) else "")
+        + (f" {missing}" if (missing := no_mde_note(report)) else "")
     )
 
 
 def _interval_words(report: ComparisonReport) -> str:
     """The interval method(s) of the report, with sources; says which rows fell back from BCa."""
-    used = {c.interval_method for c in report.comparisons}
-    if used == {"percentile"}:
+    fell = sum(c.interval_method == "percentile" for c in report.comparisons)
+    if fell == report.family_size:
         return "percentile interval (Efron, 1979)"
-    words = "bias-corrected and accelerated (BCa) interval (Efron, 1987; acceleration from the jackknife of the mean)"
-    if "percentile" in used:
-        fell = sum(c.interval_method == "percentile" for c in report.comparisons)
-        words += (
-            f"; for {fell} of {report.family_size} hypotheses every replicate fell on one side of the "
-            "estimate, so the bias correction was infinite and the percentile interval (Efron, 1979) was "
-            "reported instead"
+    return (
+        "bias-corrected and accelerated (BCa) interval (Efron, 1987; acceleration from the jackknife of the mean)"
+        + (
+            f"; for {fell} of {report.family_size} hypotheses every replicate fell on one side of the estimate, so the "
+            "bias correction was infinite and the percentile interval (Efron, 1979) was reported instead"
+            if fell
+            else ""
         )
-    return words
+    )
 
 
 #: How every :func:`results_text` sentence ends, in every markup: what tells a result sentence of the run notes from the
@@ -453,12 +445,10 @@ def _test_label(c: PairwiseComparison) -> str:
 
 def _seed_counts(report: ComparisonReport) -> str:
     """``EASE: 1 seed; ELSA: 5 seeds``, as raw text: it names models, so escape it as a whole."""
-    counts: dict[str, list[int]] = {}
+    counts: dict[str, dict[int, None]] = {}  # the counts of each model, in the order first seen
     for c in report.comparisons:
         for model, n in ((c.baseline, c.baseline_seeds), (c.candidate, c.candidate_seeds)):
-            seen = counts.setdefault(model, [])
-            if n not in seen:
-                seen.append(n)
+            counts.setdefault(model, {})[n] = None
     return "; ".join(
-        f"{model}: {' or '.join(str(n) for n in ns)} seed{'' if ns == [1] else 's'}" for model, ns in counts.items()
+        f"{model}: {' or '.join(map(str, ns))} seed{'' if list(ns) == [1] else 's'}" for model, ns in counts.items()
     )

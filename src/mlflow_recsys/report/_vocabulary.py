@@ -1,9 +1,9 @@
 """The one table of words for the methods: each test, side (alternative), interval, correction and Wilcoxon zero rule,
 by the setting's value, in the forms the report surfaces use.
 
-Forms: ``methods`` (the Methods paragraph), ``label`` (settings lines, captions, the printed procedure; a test's may
-hold ``{B}`` and ``{zeros}``) and ``result`` (the result sentence; ``p`` for a correction: how its adjusted p-value is
-named).
+Forms: ``methods`` (the Methods paragraph; for no correction, its whole clause), ``label`` (settings lines, captions,
+the printed procedure; a test's may hold ``{B}`` and ``{zeros}``) and ``result`` (the result sentence; ``p`` for a
+correction: how its adjusted p-value is named).
 """
 
 from __future__ import annotations
@@ -74,9 +74,13 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
         "bca": {"methods": "bias-corrected and accelerated (BCa)", "label": "BCa", "result": "BCa "},
     },
     "correction": {
-        "holm": {"label": "Holm", "p": "Holm-adjusted p"},
-        "bonferroni": {"label": "Bonferroni", "p": "Bonferroni-adjusted p"},
-        None: {"label": "no", "p": "p"},
+        "holm": {"methods": "Holm's step-down procedure (Holm, 1979)", "label": "Holm", "p": "Holm-adjusted p"},
+        "bonferroni": {
+            "methods": "the Bonferroni correction (each p-value multiplied by the size of its family)",
+            "label": "Bonferroni",
+            "p": "Bonferroni-adjusted p",
+        },
+        None: {"methods": "p-values were not adjusted for multiple comparisons", "label": "no", "p": "p"},
     },
 }
 

@@ -237,13 +237,13 @@ def _per_seed_frame(pairs: list[tuple], names: tuple[str, str], settings: Compar
     """One row per (metric, seed pair) with :data:`PER_SEED_COLUMNS`, bootstrapped as by :func:`compare_pair`."""
     metrics = list(settings.metrics or ())
     rows = []
+    check_replicate_memory(settings.n_resamples, len(metrics))  # the same B and metrics for every seed pair
     with warnings.catch_warnings():
         # The main comparison already warned of unverified pairing; once per seed adds noise, not information.
         warnings.simplefilter("ignore", ComparisonWarning)
         for b_seed, c_seed, b_res, c_res in pairs:
             results = dict(zip(names, (b_res, c_res), strict=True))
             check_results(results, metrics)
-            check_replicate_memory(settings.n_resamples, len(metrics))
             pair = paired_differences(results, names, metrics, units_of(b_res))
             rows += [
                 {"metric": row["metric"], "baseline_seed": b_seed, "candidate_seed": c_seed}
@@ -441,13 +441,11 @@ def compare_seed_averaged(results: Mapping[str, Side], *, metrics: str | Sequenc
             f"results: expected a mapping of model name -> EvaluationResult or seed mapping, "
             f"found {type(results).__name__}"
         )
-    averaged, counts = {}, {}
-    for model, side in results.items():
-        if isinstance(side, EvaluationResult):
-            averaged[model], counts[model] = side, 1
-        else:
-            averaged[model] = average_over_seeds(side, name=f"results[{model!r}]")
-            counts[model] = len(side)
+    averaged = {
+        m: s if isinstance(s, EvaluationResult) else average_over_seeds(s, name=f"results[{m!r}]")
+        for m, s in results.items()
+    }
+    counts = {m: 1 if isinstance(s, EvaluationResult) else len(s) for m, s in results.items()}
     report = compare_models(averaged, metrics=metrics, **settings)
     return dataclasses.replace(
         report,
