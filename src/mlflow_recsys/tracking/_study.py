@@ -111,11 +111,7 @@ def run_study(
         l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device
     )
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
-    # The steps run in the project's folder (--project-uri), where a relative SQLite URI names another database.
-    uri = mlflow.get_tracking_uri()
-    if absolute_sqlite_uri(uri) != uri:
-        mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
-    hide_run_links_with_credentials(uri)
+    _pin_tracking_uri()
     asked = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics}
     params = {**asked, "primary": primary, "n_resamples": n_resamples, "device": device, "executor": executor.name}
     with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
@@ -146,6 +142,14 @@ def run_study(
         if failed:
             raise _study_failure(failed, len(outcomes), len(usable), compare_id)
         return cast(str, compare_id)  # nothing failed, so both models finished and were compared
+
+
+def _pin_tracking_uri() -> None:
+    """The steps run in the project's folder (--project-uri), where a relative SQLite URI names another database."""
+    uri = mlflow.get_tracking_uri()
+    if absolute_sqlite_uri(uri) != uri:
+        mlflow.set_tracking_uri(absolute_sqlite_uri(uri))
+    hide_run_links_with_credentials(uri)
 
 
 def _study_failure(failed: list, n_trainings: int, n_usable: int, compare_id: str | None) -> StudyStepError:
