@@ -91,15 +91,6 @@ def _split_list(value: str | None, option: str) -> list[str]:
     return items
 
 
-def _split_ints(value: str | None, option: str) -> list[int]:
-    """The integers of a comma-separated option, as :func:`_split_list` reads it."""
-    items = _split_list(value, option)
-    try:
-        return [int(v) for v in items]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, found {value!r}", param_hint=option) from None
-
-
 @click.group()
 @click.version_option(package_name="mlflow-recsys")
 @click.option("--debug", is_flag=True, help="show the full traceback of an error, not only its one-line message")
@@ -185,12 +176,9 @@ _COLUMN_ROLES = ("user", "item", "value", "timestamp")
 
 def _column(value: str | None, may_be_absent: bool) -> str | None | bool:
     """A column option: False when not given (the default applies), None for ``none`` where that is allowed."""
-    value = _none_if_empty(value) if value not in ("none", "None") else value
-    if value is None:
+    if not value:
         return False
-    if may_be_absent and value.lower() == "none":
-        return None
-    return value
+    return None if may_be_absent and value.lower() == "none" else value
 
 
 @cli.command("split")
@@ -483,13 +471,11 @@ def _main(seeds, executor, ray_address, project_uri, **study):
     except ImportError as exc:  # Ray missing: the message says how to install it
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
     study["device"] = _none_if_empty(study["device"]) or "cpu"
-    run_study(
-        **study,
-        seeds=_split_ints(seeds, "--seeds"),
-        executor=runner,
-        project_uri=project_uri,
-        echo=click.echo,
-    )
+    try:
+        seed_list = [int(v) for v in _split_list(seeds, "--seeds")]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, found {seeds!r}", param_hint="--seeds") from None
+    run_study(**study, seeds=seed_list, executor=runner, project_uri=project_uri, echo=click.echo)
 
 
 cli.add_command(_main, name="study")

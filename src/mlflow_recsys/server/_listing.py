@@ -218,12 +218,8 @@ def experiments_with_training_runs(client: MlflowClient) -> list:
 def declared_settings(
     client: MlflowClient, experiment_ids: list[str], metric_keys: list[str]
 ) -> tuple[str | None, tuple[str, ...] | None]:
-    """(primary, metrics): the primary metric and metrics the experiments' study runs (``recsys.role=main``, params
-    ``primary`` and ``metrics``) agree on, kept to those among ``metric_keys`` (what the listed runs logged).
-
-    One paged ``search_runs`` query. A value two study runs give differently, or none gives, is None: the page
-    then falls back to the ``compare`` command's defaults.
-    """
+    """(primary, metrics) the experiments' study runs agree on, among ``metric_keys``; None where they differ or
+    give none, so the page falls back to the ``compare`` command's defaults."""
     query = f"tags.`{tags.ROLE}` = '{tags.ROLE_MAIN}'"
     studies = [r.data.params for r in search_all(client.search_runs, experiment_ids, query)]
     primaries = {p["primary"] for p in studies if p.get("primary")}

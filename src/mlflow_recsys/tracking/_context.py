@@ -85,28 +85,9 @@ class StepTarget(NamedTuple):
 
 
 def check_step_run() -> StepTarget:
-    """Check, before a step does any work, that it may log where :func:`entry_point_run` would; writes nothing.
-
-    The rule, the same for every step (split, train, study, compare):
-
-    1. A run active in this process (the caller's ``with mlflow.start_run():``): the step's run is a new run
-       nested under it (tag ``mlflow.parentRunId``); the caller's run itself gets nothing. ``MLFLOW_RUN_ID`` is
-       then not read: the caller's run wins.
-    2. Else ``MLFLOW_RUN_ID`` (set by ``mlflow run`` for its entry point): that run is adopted and logged into,
-       if it is RUNNING, not deleted and has no ``recsys.role`` tag (the run ``mlflow run`` just made for us,
-       not one of an enclosing step whose variable this process inherited).
-    3. Else a new run.
-
-    Returns the parent run id (case 1) or the environment's run id (case 2) as a :class:`StepTarget`.
-
-    Raises
-    ------
-    RunOwnershipError
-        If the caller's run is deleted or no longer RUNNING (case 1), or the environment's run does not exist,
-        is deleted, not RUNNING or has a ``recsys.role`` (case 2); the message says what to do.
-    MlflowException
-        If the tracking store cannot be asked (unreachable server).
-    """
+    """Check, writing nothing, where every step's run goes: nested under the caller's active run (which wins over
+    ``MLFLOW_RUN_ID``), else the run of ``MLFLOW_RUN_ID`` (``mlflow run``'s) once :func:`check_run_is_free` accepts
+    it (a ``recsys.role`` means an enclosing step's, inherited), else a new run. RunOwnershipError otherwise."""
     parent_id, existing = _step_target()
     return StepTarget(parent_id, None if existing is None else existing.info.run_id)
 
@@ -134,16 +115,11 @@ def entry_point_run(
     whole_params_in: str = "artifacts",
     tags: dict[str, str] | None = None,
 ):
-    """Start the run to log into, by the rule of :func:`check_step_run` (which raises RunOwnershipError before
-    anything is written), and log ``params`` to it first; a :class:`StepRun` context: an exception inside marks
-    the run FAILED and, for a nested run, leaves the caller's run active.
+    """Start the step's run by the rule of :func:`check_step_run` and log ``params`` first; a :class:`StepRun`.
 
-    ``experiment_id`` is a new run's (default: the caller's run's for a nested run, else the active experiment).
-    ``params`` are logged as :func:`log_params_once` does; a value longer than MLflow's 6,000 characters as its
-    length and SHA-256 with a pointer to ``whole_params_in``, the file that holds it whole (MLflow would cut it
-    without a word). ``tags`` are on a new run from its first moment, so that a process killed right after
-    (SIGKILL) still leaves a run that says what it is; the environment's run gets them first.
-    """
+    A param too long for MLflow (which would cut it silently) is logged as its digest pointing at
+    ``whole_params_in``. ``tags`` are on a new run from its first moment, so a SIGKILLed process still leaves a run
+    that says what it is."""
     parent_id, existing = _step_target()
     run_name = shorten(storable(run_name), MAX_RUN_NAME_LENGTH)
     texts = fit_values(_param_texts(params or {}), MAX_PARAM_LENGTH, f"the whole value is in {whole_params_in}")

@@ -17,13 +17,9 @@ from mlflow_recsys.errors import SYSTEM_ERRNOS
 
 
 def download_file(artifact_uri: str, dst_dir: str | os.PathLike) -> Path:
-    """Download the file at ``artifact_uri`` (``runs:/<run id>/<path>`` or any artifact store URI) into the
-    existing folder ``dst_dir``; return its local path.
+    """Download the file at ``artifact_uri`` into the folder ``dst_dir``; return its local path.
 
-    FileNotFoundError if the store holds no file there (a folder counts as none), its message not redacted
-    (callers redact what they show); MlflowException for a missing run or a failing store; OSError for a local
-    copy that cannot be written (``ENOSPC``, ``EFBIG``), naming the local path.
-    """
+    FileNotFoundError, not redacted (callers redact what they show), if the store holds no file there."""
     parent, _, name = artifact_uri.rstrip("/").rpartition("/")
     found = download_files(parent, [name], dst_dir)
     if name not in found:

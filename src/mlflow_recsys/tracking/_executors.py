@@ -458,14 +458,8 @@ def _probe(address: str, timeout: float = 10.0) -> None:
 
 
 def check_ray_socket_paths() -> str:
-    """The folder a study's local Ray makes its session folder in: ``RAY_TMPDIR`` made absolute, or
-    ``tempfile.gettempdir()``, once it is known to be short enough.
-
-    Ray names its sockets ``<folder>/ray-XXXXXXXX/session_<YYYY-mm-dd_HH-MM-SS_ffffff>_<pid>/sockets/plasma_store``
-    and refuses to start, after the study's split, when one is longer than a Unix socket path may be: 107 bytes
-    on Linux, 103 on macOS (``ray._private.utils.validate_socket_filepath``). A ValueError names the variable,
-    the folder, its length in bytes, the longest it may be and the limit.
-    """
+    """The folder a study's local Ray makes its session folder in, checked short enough before the split: Ray
+    refuses a socket path over 107 bytes (103 on macOS; ``ray._private.utils.validate_socket_filepath``)."""
     given = os.environ.get("RAY_TMPDIR")
     folder = os.path.abspath(given) if given else tempfile.gettempdir()
     if sys.platform == "win32":  # Ray uses TCP there, not Unix sockets

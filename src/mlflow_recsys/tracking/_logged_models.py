@@ -33,19 +33,8 @@ _REFUSED_IN_MODEL_NAMES = str.maketrans({c: "-" for c in "/:.%\"'"})
 
 
 def log_test_metrics(result: EvaluationResult, *, dataset, model_id: str | None = None) -> LevelIntervals:
-    """Log ``result``'s metrics (``ndcg_at_100``) and their level intervals (``ndcg_at_100.ci_low`` /
-    ``.ci_high``, :func:`~mlflow_recsys.stats.metric_level_intervals` at its defaults) to the active run at
-    step 0, linked to ``dataset`` (an :class:`mlflow.data.dataset.Dataset`: the split) and to the logged model
-    ``model_id``. With ``model_id=None``, to a new READY external model of the run, named after its ``recsys.model``
-    tag with each character MLflow refuses in a model name (``/ : . % " '``) made ``-`` (``implicit.als`` is
-    ``implicit-als``), holding the run's params. The model gets the run's ``recsys.`` tags as they are now (the
-    targets fingerprint included). Returns the intervals (their settings go into ``evaluation.json``).
-
-    Raises
-    ------
-    ValueError
-        If ``result`` has no per-user values (checked before anything is logged).
-    """
+    """Log ``result``'s metrics and level intervals to the active run, linked to ``dataset`` and to the logged
+    model ``model_id`` (default: a new external model of the run); return the intervals."""
     intervals = metric_level_intervals(result)
     run_id = mlflow.active_run().info.run_id  # type: ignore[union-attr]
     client = mlflow.MlflowClient()

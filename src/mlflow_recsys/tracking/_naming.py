@@ -83,13 +83,9 @@ def pair_label(baseline: str, candidate: str) -> str:
     """A (baseline, candidate) pair as one text, one-to-one: ``"ELSA vs EASE"``; names that would make it
     ambiguous (holding, starting or ending with ``vs``, or starting with ``"``) as JSON strings. For people and
     file columns; code keys structures by the pair itself."""
-    if all(_bare(name) for name in (baseline, candidate)):
+    if all(not name.startswith('"') and PAIR_SEPARATOR not in f" {name} " for name in (baseline, candidate)):
         return f"{candidate}{PAIR_SEPARATOR}{baseline}"
     return f"{json.dumps(candidate, ensure_ascii=False)}{PAIR_SEPARATOR}{json.dumps(baseline, ensure_ascii=False)}"
-
-
-def _bare(name: str) -> bool:
-    return not name.startswith('"') and PAIR_SEPARATOR not in f" {name} "
 
 
 def comparison_metric_name(baseline: str, candidate: str, metric: str, field: str) -> str:

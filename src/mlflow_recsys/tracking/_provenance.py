@@ -30,14 +30,7 @@ def collect_provenance(
     representative_seeds: dict[str, str],
     representative_seed: str | None,
 ) -> dict[str, Any]:
-    """Provenance of a comparison of ``runs`` (grouped as model -> seed tag -> run id) as JSON-ready data.
-
-    ``representative_seeds`` maps each model to the seed tag of its run in the paired table;
-    ``representative_seed`` is the seed asked for, or ``None`` when each model's lowest seed stands for it.
-    ``split``: the split run id and its manifest's fields, or only the digest when no split run is found;
-    ``models``: per model its hyper-parameters, its runs by seed with their experiment ids, the seed in the paired
-    table and why.
-    """
+    """Provenance of a comparison of ``runs`` (``groups``: model -> seed tag -> run id) as JSON-ready data."""
     by_id = {r.info.run_id: r for r in runs}
     digest = runs[0].data.tags.get(tags.SPLIT_DIGEST)
     models = {}

@@ -27,28 +27,13 @@ _BEARER = re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]{16,}", re.IGNORECASE)
 
 
 def redact(text: str) -> str:
-    """``text`` with every credential it holds replaced by ``***``.
+    """``text`` with every credential it holds, anywhere in it, replaced by ``***``; idempotent.
 
-    Replaced, anywhere in the text (a URL inside a sentence or an exception message is found too):
-
-    - the whole user-information part of a URL, user name included
-      (``postgresql+psycopg2://alice:pw@db:5432/x`` becomes
-      ``postgresql+psycopg2://***@db:5432/x``): a user name alone is often the
-      secret itself (``https://<token>@github.com/...``, an access key id);
-    - the value of a ``name=value`` pair whose name contains ``pass``, ``pwd``,
-      ``secret``, ``token``, ``key``, ``sig``, ``credential`` or ``auth``
-      (any case), after ``?``, ``&``, ``;``, a blank or at the start: query
-      parameters such as ``X-Amz-Signature``, ``X-Amz-Credential``, ``sig``,
-      ``access_token``, and connection-string fields such as ``password`` or
-      ``AccountKey``;
-    - Databricks personal access tokens (``dapi`` and 32 hex digits) and the
-      credential after ``Bearer`` (16 characters or more).
-
-    Host, port, path and the other query parameters stay, so a message still says where the request went. The result
-    is stable: ``redact(redact(t)) == redact(t)``. Credentials outside these forms (``user:pw@host`` with no scheme,
-    a bare password) are not recognised; a harmless pair whose name merely contains a listed word (``monkey=3``) is
-    masked too, the safe side to err on. ``text`` (a URI, an error message, a param value) holding none of these
-    forms comes back unchanged; a ``text`` that is no str is a TypeError.
+    Masked: a URL's whole user information, user name included (often the secret itself: ``https://<token>@...``);
+    the value of a ``name=value`` pair whose name holds ``pass``, ``pwd``, ``secret``, ``token``, ``key``, ``sig``,
+    ``credential`` or ``auth`` in any case (``X-Amz-Signature``, ``AccountKey``; ``monkey=3`` too, the safe side);
+    Databricks tokens (``dapi`` + 32 hex digits) and what follows ``Bearer``. Host, port and path stay, so a message
+    still says where the request went. Not recognised: ``user:pw@host`` with no scheme, a bare password.
     """
     if not isinstance(text, str):
         raise TypeError(f"text: expected a str, found {type(text).__name__}")
@@ -65,12 +50,8 @@ SUPPRESS_RUN_LINKS_ENV = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
 
 
 def hide_run_links_with_credentials(tracking_uri: str) -> bool:
-    """Stop MLflow printing run links when ``tracking_uri`` holds credentials; say whether it did.
-
-    MLflow's ``View run <name> at: <URL>`` builds the URL from the tracking URI, ``user:password@`` included. The
-    switch goes into this process's environment, so the processes it starts (``mlflow run`` steps, Ray workers)
-    print no links either.
-    """
+    """Stop MLflow printing run links, whose URL holds the tracking URI's ``user:password@``, when ``tracking_uri``
+    has credentials; in the environment, so the processes this one starts print none either. Whether it did."""
     if redact(tracking_uri) == tracking_uri:
         return False
     os.environ[SUPPRESS_RUN_LINKS_ENV] = "true"

@@ -314,12 +314,8 @@ def parsed_filter(filter_string: str | None):
 
 
 def load_evaluation_artifacts(run_id: str) -> artifacts.EvaluationArtifacts:
-    """The per-user artifacts of one training run, downloaded and read by
-    :func:`~mlflow_recsys.tracking._artifacts.read_evaluation_artifacts`.
-
-    ArtifactError names the run for a missing or malformed file or a failed download; an OSError of the local
-    copy (``ENOSPC`` with its path) goes through, as no fault of the run's.
-    """
+    """The per-user artifacts of one training run; an OSError of the local copy (``ENOSPC``) goes through as it is,
+    no fault of the run's."""
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-") as tmp:
         try:
             download_files(f"runs:/{run_id}", [artifacts.PER_USER_FILE, artifacts.EVALUATION_FILE], tmp)

@@ -18,13 +18,8 @@ PROBE_TIMEOUT_S = 3.0
 
 
 def recsys_page_url(experiment_id: str, tracking_uri: str | None = None) -> str | None:
-    """The address of the experiment's page under ``/recsys/``, or None when the server has no such pages.
-
-    The server is :data:`SERVER_URL_ENV` when set, else ``tracking_uri`` (default: the current tracking URI) if it
-    is an http(s) URL whose ``/recsys/`` answers HTTP 200 within :data:`PROBE_TIMEOUT_S` (with the
-    ``MLFLOW_TRACKING_USERNAME`` / ``_PASSWORD`` credentials, when set). A database or folder store has no pages.
-    Credentials in the URL are left out of the address.
-    """
+    """The experiment's page under ``/recsys/``, or None when the server has no such pages; without the URL's
+    credentials."""
     configured = os.environ.get(SERVER_URL_ENV, "").strip().rstrip("/")
     base = configured or (tracking_uri or mlflow.get_tracking_uri()).rstrip("/")
     if not base.startswith(("http://", "https://")):

@@ -116,11 +116,7 @@ def split_dataset(manifest: dict, split_digest: str):
 
 
 def resolve_checkpoint(checkpoint: str, dst: str) -> Path:
-    """A local path to the checkpoint: the path itself, or a download of an artifact URI into ``dst``.
-
-    FileNotFoundError (redacted) if it is neither an existing file nor a downloadable URI, ValueError if the
-    artifact is not a zip; a local copy that cannot be written (``ENOSPC``) raises its OSError as it is.
-    """
+    """A local path to the checkpoint: the path itself, or a download of an artifact URI into ``dst``."""
     local = Path(checkpoint)
     if local.is_file():
         return local
@@ -258,10 +254,7 @@ def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_ta
 
 
 def log_evaluation(result, split: LoadedSplit, out_dir: Path, *, model_id: str | None = None) -> None:
-    """Log a test-set result to the active run as every ``train``-role run has it (trained or imported): the
-    targets fingerprint, the split as input, the metrics with their level intervals linked to the model
-    ``model_id`` (None: an external one, see :func:`~mlflow_recsys.tracking._logged_models.log_test_metrics`)
-    and the split, and ``per_user.parquet`` + ``evaluation.json`` (written to ``out_dir`` first)."""
+    """Log a test-set result to the active run as every ``train``-role run has it, trained or imported."""
     mlflow.set_tag(tags.TARGETS_FINGERPRINT, result.targets_fingerprint)
     dataset = split_dataset(split["manifest"], split["split_digest"])
     mlflow.log_input(dataset, context="training")
