@@ -101,17 +101,11 @@ _UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def line(value: object, name: str, *, longest: int | None = None) -> str:
-    """``value`` when it is a non-empty name on one line, shown as written.
+    """``value`` when it is a non-empty name on one line (at most ``longest`` characters), else a ValueError.
 
-    For names shown in tables, logs and the MLflow UI (experiments, models, metric keys): a control or invisible
-    character (Unicode categories Cc, Cf, Cs, Zl, Zp) would break a row, hide or reorder what follows, or fail to encode
-    as UTF-8; surrounding blanks would make two names look alike. ``longest`` bounds the length in characters.
-
-    Raises
-    ------
-    ValueError
-        ``"<name>: expected a non-empty name without control or invisible characters or surrounding blanks,
-        found <value>"``.
+    For names shown in tables, logs and the MLflow UI: a control or invisible character (Unicode categories Cc, Cf,
+    Cs, Zl, Zp) would break a row, hide or reorder what follows, or fail to encode as UTF-8; surrounding blanks would
+    make two names look alike.
     """
     shown = "a non-empty name without control or invisible characters or surrounding blanks"
     if longest is not None:

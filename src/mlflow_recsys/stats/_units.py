@@ -14,21 +14,11 @@ import pandas as pd
 
 @dataclass(frozen=True)
 class Units:
-    """Rows grouped into units.
+    """Rows grouped into units, in order of first appearance."""
 
-    Attributes
-    ----------
-    codes:
-        int64 array ``(n_samples,)``: the unit index of each row.
-    ids:
-        Array ``(n_units,)``: the sample id of each unit, in order of first appearance.
-    counts:
-        float64 array ``(n_units,)``: rows per unit.
-    """
-
-    codes: np.ndarray
-    ids: np.ndarray
-    counts: np.ndarray
+    codes: np.ndarray  # int64 (n_samples,): the unit index of each row
+    ids: np.ndarray  # (n_units,): the sample id of each unit
+    counts: np.ndarray  # float64 (n_units,): rows per unit
 
     @property
     def n_units(self) -> int:
