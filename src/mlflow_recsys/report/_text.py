@@ -82,7 +82,7 @@ def settings_text(report: ComparisonReport) -> str:
         "tested at",
     ]
     if report.seed_averaged:
-        clauses.insert(0, f"Seed-averaged over training seeds ({_seed_counts(report)})")
+        clauses[0] = f"Seed-averaged over training seeds ({_seed_counts(report)}); paired" + clauses[0][len("Paired") :]
     return "; ".join(clauses)
 
 
