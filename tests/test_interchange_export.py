@@ -101,8 +101,8 @@ def test_the_cli_exports_a_split_runs_artifact(trained_store, tmp_path):
     "kwargs, message",
     [
         ({"format": "xlsx"}, "format: expected one of"),
-        ({"out": "held"}, 'out: expected a new or empty folder, found ".*held\', which holds something"'),
-        ({"out": "held/keep.txt"}, 'out: expected a new or empty folder, found ".*keep.txt\', a file"'),
+        ({"out": "held"}, r"out: expected a new or empty folder, found '.*held' \(a folder that holds something\)"),
+        ({"out": "held/keep.txt"}, r"out: expected a new or empty folder, found '.*keep.txt' \(a file\)"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(checkpoints, tmp_path, kwargs, message):

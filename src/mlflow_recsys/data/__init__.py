@@ -7,10 +7,11 @@ from mlflow_recsys.data._datasets import DATASETS, DatasetSpec, RatingsFile, get
 from mlflow_recsys.data._download import DownloadError, download
 from mlflow_recsys.data._interactions import from_interactions, read_interactions_file
 from mlflow_recsys.data._preprocess import Preprocessed, StepCount, binarise, kcore_prune, preprocess_interactions
-from mlflow_recsys.data._split import UserSplit, leave_one_out, time_split, user_split
+from mlflow_recsys.data._split import MIN_EVAL_INTERACTIONS, UserSplit, leave_one_out, time_split, user_split
 from mlflow_recsys.data._split_config import SPLIT_MODES, SplitConfig
 
 __all__ = [
+    "MIN_EVAL_INTERACTIONS",
     "DATASETS",
     "DatasetSpec",
     "DownloadError",

@@ -52,8 +52,8 @@ def check_out_folder(out: str | os.PathLike) -> Path:
     without its parent)."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        what = "which holds something" if out.is_dir() else "a file"
-        raise ValueError(expected("out", "a new or empty folder", f"{str(out)!r}, {what}"))
+        what = "a folder that holds something" if out.is_dir() else "a file"
+        raise ValueError(f"{expected('out', 'a new or empty folder', str(out))} ({what})")
     if not out.parent.is_dir():
         raise FileNotFoundError(f"out: expected its parent {str(out.parent)!r} to be an existing folder, found none")
     return out

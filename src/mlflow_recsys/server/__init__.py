@@ -6,3 +6,5 @@ holds the routes under ``/recsys/``, :mod:`~mlflow_recsys.server._listing` reads
 all worker processes share, and :mod:`~mlflow_recsys.server._runner` the process that runs one job. Nothing here is
 imported by the rest of the package; importing this package imports neither Flask nor MLflow's server.
 """
+
+__all__: list[str] = []  # MLflow finds the apps by their entry points; nothing here is imported by name
