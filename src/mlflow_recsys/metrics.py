@@ -27,11 +27,11 @@ from mlflow_recsys import _validation as validation
 from mlflow_recsys._sparse import canonical_csr
 
 __all__ = [
-    "MAX_CUTOFF",
     "CalibratedRecall",
     "HitRate",
     "KEY_PATTERN",
     "MAP",
+    "MAX_CUTOFF",
     "METRIC_CLASSES",
     "MRR",
     "NDCG",

@@ -11,11 +11,11 @@ from mlflow_recsys.data._split import MIN_EVAL_INTERACTIONS, UserSplit, leave_on
 from mlflow_recsys.data._split_config import SPLIT_MODES, SplitConfig
 
 __all__ = [
-    "MIN_EVAL_INTERACTIONS",
     "DATASETS",
     "DatasetSpec",
     "DownloadError",
     "LoadedSplit",
+    "MIN_EVAL_INTERACTIONS",
     "Preprocessed",
     "RatingsFile",
     "SPLIT_MODES",

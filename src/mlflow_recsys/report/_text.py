@@ -69,8 +69,10 @@ def settings_text(report: ComparisonReport) -> str:
     correction = "p-values not adjusted for multiple comparisons"
     if report.correction is not None:
         correction = f"{words('correction', report.correction)} adjustment {family_phrase(report)}"
+    # A seed-averaged report says so first, and its counts of seeds read on into the comparison clause.
+    lead = f"Seed-averaged over training seeds ({_seed_counts(report)}); paired" if report.seed_averaged else "Paired"
     clauses = [
-        f"Paired comparison on {users} ({_hypotheses(len(comparisons))}): difference = candidate - baseline, mean "
+        f"{lead} comparison on {users} ({_hypotheses(len(comparisons))}): difference = candidate - baseline, mean "
         "over users",
         f"{format_level(first.confidence_level)} paired {interval} bootstrap interval from B = {first.n_resamples:,} "
         "replicates",
@@ -81,8 +83,6 @@ def settings_text(report: ComparisonReport) -> str:
         f"mde = the smallest true difference detected with {REPORT_POWER:.0%} power at the level its hypothesis is "
         "tested at",
     ]
-    if report.seed_averaged:
-        clauses[0] = f"Seed-averaged over training seeds ({_seed_counts(report)}); paired" + clauses[0][len("Paired") :]
     return "; ".join(clauses)
 
 
