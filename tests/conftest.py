@@ -1,6 +1,8 @@
 """Shared fixtures: a store trained once per session, a real MLflow tracking server over HTTP, and a way to copy
 training runs."""
 
+import atexit
+import functools
 import json
 import os
 import shutil
@@ -60,11 +62,37 @@ def cli_process_state(monkeypatch):
     signal.signal(signal.SIGTERM, handler)
 
 
+@functools.cache
+def _migrated_empty_store() -> Path:
+    """An empty SQLite store that MLflow made and migrated, once per session."""
+    folder = Path(tempfile.mkdtemp(prefix="recsys-empty-store-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    MlflowClient(tracking_uri=f"sqlite:///{folder}/mlruns.db").search_experiments()
+    return folder / "mlruns.db"
+
+
+def new_sqlite_store(path: Path) -> str:
+    """The URI of a new SQLite store at ``path``, as MLflow would make it there from the current folder (its
+    Default experiment keeps artifacts under ``./mlruns``). A copy of :func:`_migrated_empty_store`: MLflow's
+    migrations take about a second per store, and the suite makes some ninety."""
+    source, target = sqlite3.connect(_migrated_empty_store()), sqlite3.connect(path)
+    try:
+        source.backup(target)
+        default = str(Path.cwd() / "mlruns" / "0")
+        target.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (default,))
+        target.commit()
+    finally:
+        source.close()
+        target.close()
+    return f"sqlite:///{path}"
+
+
 @contextmanager
 def sqlite_store(root: Path, experiment: str = "tests"):
-    """Point MLflow at a fresh SQLite store under ``root`` with one active experiment; yield its id."""
+    """Point MLflow at a new SQLite store under ``root`` (:func:`new_sqlite_store`) with one active experiment;
+    yield its id."""
     previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    mlflow.set_tracking_uri(new_sqlite_store(root / "mlruns.db"))
     try:
         experiment_id = mlflow.create_experiment(experiment, artifact_location=(root / "artifacts").as_uri())
         mlflow.set_experiment(experiment_id=experiment_id)
@@ -131,7 +159,7 @@ def trained_copy(trained: dict, root: Path, experiment: str):
 def mlflow_server(tmp_path_factory):
     """One `mlflow server` on 127.0.0.1 for the whole session (it takes 10 to 25 s to start)."""
     root = tmp_path_factory.mktemp("server")
-    with local_tracking_server(f"sqlite:///{root}/server.db", root / "artifacts") as url:
+    with local_tracking_server(new_sqlite_store(root / "server.db"), root / "artifacts") as url:
         yield url
 
 

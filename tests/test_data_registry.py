@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import io
 import threading
+import types
 import zipfile
 from functools import partial
 from pathlib import Path
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mlflow_recsys.data import DATASETS, build_recsys_checkpoint, load_interactions, load_recsys_split
+from mlflow_recsys.data import DATASETS, _download, build_recsys_checkpoint, load_interactions, load_recsys_split
 from mlflow_recsys.data._datasets import get_dataset_spec
 from mlflow_recsys.data._interactions import from_interactions
 
@@ -114,6 +115,15 @@ def served(tmp_path):
         thread.join(timeout=5)
 
 
+@pytest.fixture
+def retry_waits(monkeypatch):
+    """The seconds download waits between attempts, recorded instead of slept (tests/test_data_download.py waits
+    them for real)."""
+    waits: list[float] = []
+    monkeypatch.setattr(_download, "time", types.SimpleNamespace(sleep=waits.append))
+    return waits
+
+
 def register_local(monkeypatch, served, name, payload, *, sha256=None, path_prefix=""):
     """Serve ``payload`` under the canonical archive name and point the registry entry at it."""
     root, base = served
@@ -170,30 +180,30 @@ def test_a_registered_download_feeds_a_checkpoint(monkeypatch, served, tmp_path)
     assert split["manifest"]["counts"]["n_raw_interactions"] == len(RATINGS)
 
 
-def test_wrong_checksum_names_both_digests_and_leaves_nothing(monkeypatch, served, tmp_path):
+def test_wrong_checksum_names_both_digests_and_leaves_nothing(monkeypatch, served, tmp_path, retry_waits):
     payload = build_archive("goodbooks")
     register_local(monkeypatch, served, "goodbooks", payload, sha256="0" * 64)
     with pytest.raises(ValueError, match=f"SHA-256 {hashlib.sha256(payload).hexdigest()}, expected {'0' * 64}"):
         load_interactions("goodbooks", data_dir=tmp_path / "cache", progress=False)
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert list((tmp_path / "cache").iterdir()) == [] and retry_waits == [1, 2]
 
 
-def test_truncated_file_fails_the_checksum_and_leaves_nothing(monkeypatch, served, tmp_path):
+def test_truncated_file_fails_the_checksum_and_leaves_nothing(monkeypatch, served, tmp_path, retry_waits):
     full = build_archive("movielens-20m")
     spec = register_local(monkeypatch, served, "movielens-20m", full)
     (served[0] / spec.archive_name).write_bytes(full[: len(full) // 2])
     with pytest.raises(ValueError, match="downloaded file has SHA-256"):
         load_interactions("movielens-20m", data_dir=tmp_path / "cache", progress=False)
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert list((tmp_path / "cache").iterdir()) == [] and retry_waits == [1, 2]
 
 
-def test_connection_dropped_mid_body_leaves_nothing(monkeypatch, served, tmp_path):
+def test_connection_dropped_mid_body_leaves_nothing(monkeypatch, served, tmp_path, retry_waits):
     from mlflow_recsys.data import DownloadError
 
     register_local(monkeypatch, served, "movielens-20m", build_archive("movielens-20m"), path_prefix="cut/")
     with pytest.raises((DownloadError, ValueError), match="movielens|ml-20m"):
         load_interactions("movielens-20m", data_dir=tmp_path / "cache", progress=False)
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert list((tmp_path / "cache").iterdir()) == [] and retry_waits == [1, 2]
 
 
 def test_archive_with_a_zip_slip_member_is_refused(monkeypatch, served, tmp_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import BIN, clean_env
+from conftest import BIN, clean_env, new_sqlite_store
 from mlflow_recsys import __version__
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
 from mlflow_recsys.tracking import (
@@ -29,7 +29,7 @@ METRICS = ("ndcg@100", "recall@20")
 
 
 def test_main_entry_point_runs_the_whole_study_as_mlflow_runs(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    uri = new_sqlite_store(tmp_path / "mlruns.db")
     mlflow.set_tracking_uri(uri)
     try:
         mlflow.create_experiment("study", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -176,7 +176,7 @@ def test_corrupted_artifact_over_http_is_refused_naming_the_run(served, tmp_path
 
 
 def test_compare_entry_point_with_a_bad_selection_fails_its_run_with_the_reason(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    uri = new_sqlite_store(tmp_path / "mlruns.db")
     mlflow.set_tracking_uri(uri)
     try:
         experiment_id = mlflow.create_experiment("bad", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -208,7 +208,7 @@ def test_compare_entry_point_with_a_bad_selection_fails_its_run_with_the_reason(
 
 
 def test_split_entry_point_takes_each_protocol_and_leaves_unset_fractions_unset(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    uri = new_sqlite_store(tmp_path / "mlruns.db")
     mlflow.set_tracking_uri(uri)
     try:
         experiment_id = mlflow.create_experiment("splits", artifact_location=(tmp_path / "artifacts").as_uri())
@@ -264,7 +264,7 @@ PLACEHOLDERS = {"''", "", "none", "None", "auto"}
 
 
 def test_entry_point_params_left_unset_are_logged_as_resolved_not_as_placeholders(tmp_path):
-    uri = f"sqlite:///{tmp_path}/mlruns.db"
+    uri = new_sqlite_store(tmp_path / "mlruns.db")
     mlflow.set_tracking_uri(uri)
     try:
         experiment_id = mlflow.create_experiment("params", artifact_location=(tmp_path / "artifacts").as_uri())

@@ -11,6 +11,8 @@ from mlflow.entities import ViewType
 from mlflow.tracking import MlflowClient
 from mlflow.utils.file_utils import local_file_uri_to_path
 
+from conftest import new_sqlite_store
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = "mlflow-recsys-demo"
 
@@ -33,7 +35,7 @@ def project(tmp_path):
 class Store:
     def __init__(self, root):
         self.root = root
-        self.client = MlflowClient(tracking_uri=f"sqlite:///{root}/mlruns.db")
+        self.client = MlflowClient(tracking_uri=new_sqlite_store(root / "mlruns.db"))
         self.demo = self.client.create_experiment(DEMO, artifact_location=(root / "mlartifacts").resolve().as_uri())
         self.source = root.parent / "source"
         self.source.mkdir(exist_ok=True)

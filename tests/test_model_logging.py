@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from conftest import new_sqlite_store
 from mlflow_recsys.models import EASE, EASEConfig, UnknownItemsWarning
 from mlflow_recsys.tracking._model_logging import log_recommender
 
@@ -23,7 +24,7 @@ def fitted():
 def string_model(fitted, tmp_path_factory):
     root = tmp_path_factory.mktemp("store")
     previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    mlflow.set_tracking_uri(new_sqlite_store(root / "mlruns.db"))
     mlflow.set_experiment(experiment_id=mlflow.create_experiment("m", artifact_location=(root / "a").as_uri()))
     with mlflow.start_run():
         info = log_recommender(fitted, ITEMS, eval_user_ids=np.array(["alice", "bob"]))

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import TRAINED_METRICS, sqlite_store, trained_copy
+from conftest import TRAINED_METRICS, new_sqlite_store, sqlite_store, trained_copy
 from mlflow_recsys.cli import cli
 from mlflow_recsys.errors import RecsysError, TrackingPermissionError
 from mlflow_recsys.server import _listing as listing
@@ -187,7 +187,7 @@ def test_write_permission_to_the_target_experiment_is_checked_before_any_work(tm
         "MLFLOW_AUTH_ADMIN_PASSWORD": password,
         "MLFLOW_FLASK_SERVER_SECRET_KEY": "recsys-test-secret",
     }
-    backend = f"sqlite:///{tmp_path}/server.db"
+    backend = new_sqlite_store(tmp_path / "server.db")
     previous = mlflow.get_tracking_uri()
     with local_tracking_server(backend, tmp_path / "artifacts", app_name="basic-auth", env=env, timeout=180) as url:
         try:

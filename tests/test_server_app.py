@@ -27,6 +27,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from conftest import new_sqlite_store
 from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import _jobs as jobs
@@ -35,6 +36,7 @@ from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
 from mlflow_recsys.tracking._local_server import local_tracking_server
 from mlflow_recsys.tracking._runs import runs_by_id, search_training_runs
 from simulated import log_training_run
+from slot_holder import hold_slot
 
 XSS = "<img src=x onerror=alert(1)>"
 BIN = Path(sys.executable).parent
@@ -68,7 +70,7 @@ def store(tmp_path, monkeypatch):
     ``./mlruns`` of the current folder, which must not be the project's.
     """
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path}/server.db"
+    uri = new_sqlite_store(tmp_path / "server.db")
     monkeypatch.setenv("_MLFLOW_SERVER_FILE_STORE", uri)
     monkeypatch.setenv(jobs.JOBS_DIR_ENV, str(tmp_path / "jobs"))
     monkeypatch.setenv(SECRET_KEY_ENV, "recsys-test-secret")
@@ -452,14 +454,6 @@ def test_a_job_whose_process_is_gone_reads_as_failed(tmp_path):
     assert jobs.read_job(tmp_path, job["id"])["stage"] == "failed"
 
 
-def _hold_slot(folder: str, n: int, hold: float, out) -> None:
-    started = time.time()
-    slot = jobs.acquire_slot(Path(folder), n, poll=0.02)
-    got = time.time()
-    time.sleep(hold)
-    out.put((slot, got, time.time(), got - started))
-
-
 def test_ended_jobs_are_pruned_by_age_and_count_and_running_ones_never(tmp_path):
     now = time.time()
     made = []
@@ -495,7 +489,7 @@ def test_the_launch_pid_is_a_file_of_its_own_so_the_runner_s_writes_are_never_un
 def test_slots_bound_concurrent_holders_across_processes(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_hold_slot, args=(str(tmp_path), 2, 0.6, out)) for _ in range(5)]
+    procs = [ctx.Process(target=hold_slot, args=(str(tmp_path), 2, 0.6, out)) for _ in range(5)]
     for p in procs:
         p.start()
     results = [out.get(timeout=60) for _ in procs]
@@ -872,7 +866,7 @@ def test_names_wrap_and_are_bidi_isolated(web, store):
 def recsys_server(root: Path, *, app_name: str = "recsys", env: dict | None = None):
     """`mlflow server --app-name <app_name>` on 127.0.0.1 with its default (4) uvicorn workers; yields its URL."""
     env = {jobs.JOBS_DIR_ENV: str(root / "jobs"), SECRET_KEY_ENV: "recsys-test-secret", **(env or {})}
-    backend = f"sqlite:///{root}/server.db"
+    backend = new_sqlite_store(root / "server.db")
     with local_tracking_server(backend, root / "artifacts", timeout=180, app_name=app_name, env=env) as url:
         yield url
 

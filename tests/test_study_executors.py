@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import BIN, SMALL_STUDY, clean_env
+from conftest import BIN, SMALL_STUDY, clean_env, new_sqlite_store
 
 PROJECT = Path(__file__).resolve().parents[1]
 SMALL = [
@@ -120,7 +120,7 @@ def store(tmp_path_factory):
     from mlflow.tracking._tracking_service import utils as tracking_utils
 
     previous = tracking_utils._tracking_uri  # often unset: put back exactly, so MLFLOW_TRACKING_URI is read again
-    mlflow.set_tracking_uri(f"sqlite:///{root}/mlruns.db")
+    mlflow.set_tracking_uri(new_sqlite_store(root / "mlruns.db"))
     for name in ("sequential", "ray", "failing", "gpu", "relative", "unreachable"):
         mlflow.create_experiment(name, artifact_location=(root / "artifacts" / name).as_uri())
     yield root
