@@ -280,6 +280,10 @@ MISTAKES = {
     "metric typo": (["--metrics", "ndgc@100"], "metrics: expected metric keys"),
     "metric not evaluated": (["--metrics", "ndcg@10"], "metrics: not evaluated by every run"),
     "primary typo": (["--primary", "ndcg@1000"], "primary: expected one of the compared metrics"),
+    "primary not a key": (
+        ["--primary", "nosuchmetric"],
+        f"primary: expected one of the compared metrics {sorted(METRICS)}, found 'nosuchmetric'",
+    ),
     "reference typo": (["--reference", "EASY"], "reference: expected one of the compared models"),
     "seed typo": (["--representative-seed", "7"], "representative_seed: expected a seed of a seeded model"),
     "no resamples": (["--n-resamples", "0"], "n_resamples: expected an integer in [1, 1,000,000], found 0"),
@@ -313,6 +317,7 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
     twin = copy_run(ease, tmp_path / "twin", model="EASE", experiment_id=experiment)
     before = len(_comparison_runs())
     cases = [
+        (dict(), r"^runs: expected exactly one of run ids, a compare URL or an experiment \(\+ filter\), found none$"),
         (dict(run_ids=[ease]), "expected at least two models"),
         (dict(run_ids=[ease, pop, pop]), "expected distinct run ids"),
         (dict(run_ids=[ease, other_split]), "not evaluated on the same split"),
@@ -341,6 +346,23 @@ def test_selection_mistakes_are_refused_before_a_run(store, experiment, tmp_path
         compare_runs(run_ids=[ease, pop], on_stage="x")
     assert len(_comparison_runs()) == before
     assert mlflow.get_experiment_by_name("x\ny") is None
+
+
+def test_the_output_experiment_is_found_by_name_or_by_id_and_made_only_when_neither_exists(
+    store, experiment, tmp_path, copy_run
+):
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["Pop"])
+    settings = ComparisonSettings(metrics=["ndcg@100"], **FAST)
+    other = mlflow.create_experiment(f"{tmp_path.name}-other", artifact_location=(tmp_path / "other").as_uri())
+    by_name, by_id = (
+        compare_runs(run_ids=ids, settings=settings, output_experiment=which)
+        for which in (f"{tmp_path.name}-other", other)
+    )
+    assert [MlflowClient().get_run(o.run_id).info.experiment_id for o in (by_name, by_id)] == [other, other]
+    assert mlflow.get_experiment_by_name(other) is None  # the id named an experiment: none was made
+    made = compare_runs(run_ids=ids, settings=settings, output_experiment=f"{tmp_path.name}-new")
+    new = mlflow.get_experiment_by_name(f"{tmp_path.name}-new")
+    assert new is not None and MlflowClient().get_run(made.run_id).info.experiment_id == new.experiment_id
 
 
 def test_a_failure_that_needs_the_artifacts_is_a_failed_run_without_results(store, experiment, tmp_path, copy_run):

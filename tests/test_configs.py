@@ -224,7 +224,10 @@ def test_a_step_refuses_a_config_of_the_wrong_kind_before_any_run(tmp_path, step
         (lambda: SplitConfig(seed=2**63), f"seed: expected an integer <= {2**63 - 1:,} (2**63 - 1), found {2**63}"),
         (lambda: TrainConfig("ELSA", {"seed": 2**70}), "seed: expected an integer <= 9,223,372,036,854,775,807"),
         (lambda: ComparisonSettings(random_state=10**23), "random_state: expected an integer <= 9,223,"),
-        (lambda: TrainConfig("Popularity", metrics=["ndcg@1000000000"]), "k: expected an integer in [1, 10,000]"),
+        (
+            lambda: TrainConfig("Popularity", metrics=["ndcg@1000000000"]),
+            "metrics: the cutoff of 'ndcg@1000000000': expected",
+        ),
         (lambda: SplitConfig(eval_draws=10**9), "eval_draws: expected an integer in [1, 100], found 1000000000"),
         (lambda: TrainConfig("EASE", metrics=None), "metrics: expected a metric key or a list of keys, found NoneType"),
         (lambda: TrainConfig("EASE", metrics=b"ndcg@10"), "metrics: expected a metric key or a list"),

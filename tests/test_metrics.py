@@ -311,7 +311,7 @@ def test_metric_from_key_malformed_key_shows_expected_form(bad):
 
 
 def test_metric_from_key_zero_cutoff_is_rejected():
-    with pytest.raises(ValueError, match="k"):
+    with pytest.raises(ValueError, match=r"^the cutoff of 'recall@0': expected an integer in \[1, 10,000\], found 0$"):
         metric_from_key("recall@0")
 
 

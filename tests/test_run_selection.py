@@ -135,7 +135,7 @@ def test_experiment_selection_of_only_unfinished_runs_says_what_it_left_out(trai
     client.update_run(run_id, status="RUNNING")
     with pytest.raises(
         RunSelectionError,
-        match=r"^no FINISHED training runs in experiment 'only-running' match filter None; "
+        match=r"^no FINISHED training runs in experiment 'only-running'; "
         r"left out 1 training run that is not FINISHED \(1 RUNNING\)$",
     ):
         select_runs(experiment="only-running", client=client)

@@ -396,7 +396,7 @@ def _comparisons(experiments, filter_string, output_format):
 @click.option("--compare-url", "--compare_url", "compare_url", default=None, help="a pasted MLflow UI compare-runs URL")
 @click.option("--experiment", default=None, help="experiment name or id to select runs from")
 @click.option("--filter", "filter_string", default=None, help="MLflow filter string, with --experiment")
-@click.option("--output-experiment", default=None, help="experiment for the comparison run (default: the sources')")
+@click.option("--output-experiment", default=None, help="experiment name or id, made if new [default: the sources']")
 @click.option("--model-tag", default=tags.MODEL, show_default=True, help="run tag that names the model")
 @click_options(ComparisonSettings)
 @_friendly_errors

@@ -391,7 +391,7 @@ def _split_key(key: object) -> tuple[type[RankingMetric], int]:
         raise ValueError(
             f"key: unknown metric name {name!r} in {key!r}; known names: {', '.join(sorted(METRIC_CLASSES))}"
         )
-    return METRIC_CLASSES[name], _validate_k(k)
+    return METRIC_CLASSES[name], validation.integer(k, f"the cutoff of {key!r}", minimum=1, maximum=MAX_CUTOFF)
 
 
 def value_range(key: str) -> tuple[float, float] | None:

@@ -152,7 +152,8 @@ def compare_runs(
     model_tag : str, default ``"recsys.model"``
         The run tag that names the model.
     output_experiment : str, optional
-        Experiment of the comparison run (default: the first source run's).
+        Name or id of the comparison run's experiment, made if no experiment has that name or id (default:
+        the first source run's).
     on_stage : callable, optional
         Called with each stage's name as it begins, in the order of :data:`STAGES` (``"selecting"``, ``"loading
         artifacts"``, ``"comparing"``, ``"logging"``); the server's page shows them as progress.
@@ -322,13 +323,10 @@ def _preflight(
     selection: dict, settings: ComparisonSettings, model_tag: str, client: MlflowClient | None = None
 ) -> tuple[list[Run], CandidatePlan]:
     """The settings, the selection (``select_runs``' keywords) and the plan checked, from run metadata alone."""
-    for name, keys in (
-        ("metrics", settings.metrics or []),
-        ("primary", [settings.primary] if settings.primary else []),
-    ):
-        bad = [key for key in keys if not is_metric_key(key)]
-        if bad:
-            raise RunSelectionError(f"{name}: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
+    # A primary metric is checked against the compared keys, which the plan names.
+    bad = [key for key in settings.metrics or [] if not is_metric_key(key)]
+    if bad:
+        raise RunSelectionError(f"metrics: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
     validation.line(model_tag, "model_tag")
     runs = select_runs(**selection, client=client)
     plan = plan_candidates(runs, settings, model_tag)

@@ -22,7 +22,7 @@ from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._context import check_step_run, entry_point_run, mark_failed
 from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH
 from mlflow_recsys.tracking._redact import redact
-from mlflow_recsys.tracking._runs import RunSelectionError
+from mlflow_recsys.tracking._runs import RunSelectionError, lookup_experiment
 from mlflow_recsys.tracking._server_errors import is_unreachable
 from mlflow_recsys.tracking._server_page import recsys_page_url
 
@@ -48,7 +48,7 @@ class RunTarget:
                 validation.line(output_experiment, "output_experiment", longest=500)
             except ValueError as exc:
                 raise RunSelectionError(str(exc)) from None
-            exp = mlflow.get_experiment_by_name(output_experiment)
+            exp = lookup_experiment(MlflowClient(), output_experiment)
             if exp is not None and exp.lifecycle_stage != LifecycleStage.ACTIVE:
                 raise RunSelectionError(
                     f"output_experiment: {output_experiment!r} is deleted; restore it or choose another name"
@@ -64,7 +64,7 @@ class RunTarget:
         else (nested) the caller's run's experiment, else ``source_experiment_id`` (None: MLflow chooses)."""
         experiment_id = None if self.nested else source_experiment_id
         if self.experiment_name is not None:
-            exp = mlflow.get_experiment_by_name(self.experiment_name)
+            exp = lookup_experiment(MlflowClient(), self.experiment_name)
             experiment_id = exp.experiment_id if exp else mlflow.create_experiment(self.experiment_name)
         return entry_point_run(run_name, experiment_id=experiment_id, tags=made_with)
 

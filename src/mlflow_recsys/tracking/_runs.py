@@ -123,7 +123,7 @@ def select_runs(
     given = sum(x is not None for x in (run_ids, compare_url, experiment))
     if given != 1:
         raise RunSelectionError(
-            f"runs: expected exactly one of run ids, a compare URL, or an experiment (+ filter), found {given}"
+            f"runs: expected exactly one of run ids, a compare URL or an experiment (+ filter), found {given or 'none'}"
         )
     if experiment is not None:
         return _runs_in_experiment(client, experiment, filter_string, page_size)
@@ -212,16 +212,19 @@ def all_experiment_ids(client: MlflowClient) -> list[str]:
     return [e.experiment_id for e in search_all(client.search_experiments, view_type=ViewType.ALL)]
 
 
+def lookup_experiment(client: MlflowClient, experiment: str) -> Experiment | None:
+    """The experiment named ``experiment``, else the one whose id it is (deleted ones too), else None."""
+    try:
+        return client.get_experiment_by_name(experiment) or client.get_experiment(experiment)
+    except MlflowException as exc:
+        if not missing(exc):
+            raise
+    return None
+
+
 def find_experiment(client: MlflowClient, experiment: str, *, argument: str = "experiment") -> Experiment:
-    """The active experiment named ``experiment``, or whose id it is (a name is looked up first); else a
-    RunSelectionError starting with ``argument``."""
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        try:
-            exp = client.get_experiment(experiment)
-        except MlflowException as exc:
-            if not missing(exc):
-                raise
+    """The active experiment :func:`lookup_experiment` finds; else a RunSelectionError starting with ``argument``."""
+    exp = lookup_experiment(client, experiment)
     if exp is None:
         raise RunSelectionError(
             f"{argument}: expected an experiment name or id in {redact(mlflow.get_tracking_uri())}, "
@@ -244,7 +247,8 @@ def _runs_in_experiment(client: MlflowClient, experiment: str, filter_string: st
     what = f"left out {total} training {'run that is' if total == 1 else 'runs that are'} not {FINISHED} ({states})"
     if not runs:
         raise RunSelectionError(
-            f"no {FINISHED} training runs in experiment {exp.name!r} match filter {filter_string!r}"
+            f"no {FINISHED} training runs in experiment {exp.name!r}"
+            + (f" match filter {filter_string!r}" if filter_string else "")
             + (f"; {what}" if total else "")
         )
     if total:
