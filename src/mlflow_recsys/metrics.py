@@ -54,8 +54,8 @@ KEY_PATTERN = re.compile(r"^([a-z_]+)@([0-9]+)$")
 MAX_CUTOFF = 10_000
 
 
-def _validate_k(k: object) -> int:
-    return validation.integer(k, "k", minimum=1, maximum=MAX_CUTOFF)
+def _validate_k(k: object, name: str = "k") -> int:
+    return validation.integer(k, name, minimum=1, maximum=MAX_CUTOFF)
 
 
 def _validate_ks(k: int | Sequence[int]) -> tuple[int, ...]:
@@ -391,7 +391,7 @@ def _split_key(key: object) -> tuple[type[RankingMetric], int]:
         raise ValueError(
             f"key: unknown metric name {name!r} in {key!r}; known names: {', '.join(sorted(METRIC_CLASSES))}"
         )
-    return METRIC_CLASSES[name], validation.integer(k, f"the cutoff of {key!r}", minimum=1, maximum=MAX_CUTOFF)
+    return METRIC_CLASSES[name], _validate_k(k, f"the cutoff of {key!r}")
 
 
 def value_range(key: str) -> tuple[float, float] | None:
