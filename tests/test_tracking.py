@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import threading
 import urllib.parse
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report._analyses import primary_analysis_text
 from mlflow_recsys.report._escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
+from mlflow_recsys.tracking._context import mark_training_experiment
+from mlflow_recsys.tracking._tags import HAS_TRAINING_RUNS
 from mlflow_recsys.tracking import (
     ArtifactError,
     RunSelectionError,
@@ -101,6 +104,32 @@ def test_artifacts_round_trip_and_refuse_malformed_files(tmp_path):
     pd.DataFrame({"sample_id": [4, 9, 2]}).to_parquet(tmp_path / "per_user.parquet")
     with pytest.raises(ArtifactError, match="expected columns"):
         read_evaluation_artifacts(tmp_path)
+
+
+def test_trainings_that_start_together_all_mark_their_experiment(tmp_path):
+    # Trainings on Ray start within milliseconds and insert the same experiment tag; SQLite refuses every insert
+    # but the first, and a refused trainer must not fail for it.
+    with sqlite_store(tmp_path):
+        client = MlflowClient()
+        for trial in range(12):
+            experiment_id = client.create_experiment(f"race {trial}", artifact_location=(tmp_path / "a").as_uri())
+            start = threading.Barrier(8)
+            errors: list[BaseException] = []
+
+            def mark(experiment_id=experiment_id, start=start, errors=errors):
+                start.wait()
+                try:
+                    mark_training_experiment(experiment_id)
+                except BaseException as exc:  # noqa: BLE001 - any failure of a thread fails the test below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=mark) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert errors == []
+            assert client.get_experiment(experiment_id).tags[HAS_TRAINING_RUNS] == "true"
 
 
 def test_train_run_logs_tags_metrics_and_per_user_artifacts(study):

@@ -38,6 +38,24 @@ def absolute_sqlite_uri(uri: str) -> str:
     return uri
 
 
+def mark_training_experiment(experiment_id: str) -> None:
+    """Tag the experiment as one holding training runs (the server's run lists look for the tag). Trainings that
+    start together (on Ray, say) race to insert the same tag and SQLite refuses all but the first with a
+    unique-constraint error: a loser that finds the tag set has nothing left to do.
+
+    Raises
+    ------
+    MlflowException
+        When the tag could not be set and is not there.
+    """
+    client = MlflowClient()
+    try:
+        client.set_experiment_tag(experiment_id, tags.HAS_TRAINING_RUNS, "true")
+    except MlflowException:
+        if client.get_experiment(experiment_id).tags.get(tags.HAS_TRAINING_RUNS) != "true":
+            raise
+
+
 def check_run_is_free(run: Run) -> None:
     """A RunOwnershipError unless a step may take the run of ``MLFLOW_RUN_ID`` over: RUNNING, not deleted,
     without a ``recsys.role`` tag. The message names the run id, its status and role, and what to do instead."""

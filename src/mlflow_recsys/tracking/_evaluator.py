@@ -99,6 +99,7 @@ def _log_result(run_id: str, result, config: dict) -> dict[str, float]:
 
     from mlflow_recsys.tracking import _tags as tags
     from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
+    from mlflow_recsys.tracking._context import mark_training_experiment
     from mlflow_recsys.tracking._naming import mlflow_metric_name
 
     client = MlflowClient()
@@ -114,7 +115,7 @@ def _log_result(run_id: str, result, config: dict) -> dict[str, float]:
     for key, value in run_tags.items():
         client.set_tag(run_id, key, value)
     if "model_name" in config:
-        client.set_experiment_tag(client.get_run(run_id).info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
+        mark_training_experiment(client.get_run(run_id).info.experiment_id)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-eval-") as tmp:
         write_evaluation_artifacts(result, tmp, split_digest=config.get("split_digest"))
         client.log_artifacts(run_id, tmp)

@@ -19,7 +19,7 @@ from mlflow_recsys.interchange._recommendations import read_recommendations, sco
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.models._train_config import DEFAULT_METRICS
 from mlflow_recsys.tracking import _tags as tags
-from mlflow_recsys.tracking._context import check_step_run, entry_point_run
+from mlflow_recsys.tracking._context import check_step_run, entry_point_run, mark_training_experiment
 from mlflow_recsys.tracking._limits import MAX_KEY_LENGTH, MAX_PARAM_LENGTH
 from mlflow_recsys.tracking._training import _train_tags, log_evaluation, resolve_checkpoint
 
@@ -89,7 +89,7 @@ def log_recommendations(
         made_with[tags.IMPORTED_FROM] = recs.kind
         run_name = f"{model} seed {seed_tag} (imported)" if seed is not None else f"{model} (imported)"
         with entry_point_run(run_name, params=run_params, whole_params_in="evaluation.json", tags=made_with) as run:
-            mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
+            mark_training_experiment(run.info.experiment_id)
             log_evaluation(scored.result, split, Path(tmp) / "evaluation")
             mlflow.log_metrics({k: float(v) for k, v in scored.counts.items()})
             return run.info.run_id

@@ -22,7 +22,7 @@ from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.models._train_config import TrainConfig
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
-from mlflow_recsys.tracking._context import check_step_run, entry_point_run
+from mlflow_recsys.tracking._context import check_step_run, entry_point_run, mark_training_experiment
 from mlflow_recsys.tracking._downloads import download_file
 from mlflow_recsys.tracking._logged_models import log_test_metrics
 from mlflow_recsys.tracking._model_logging import log_recommender
@@ -217,7 +217,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
         params = {**config.to_params(), "checkpoint": checkpoint}
         made_with = _train_tags(config.model, unfitted.config, seed, split)
         with entry_point_run(run_name, params=params, whole_params_in="evaluation.json", tags=made_with) as run:
-            mlflow.MlflowClient().set_experiment_tag(run.info.experiment_id, tags.HAS_TRAINING_RUNS, "true")
+            mark_training_experiment(run.info.experiment_id)
             started = time.perf_counter()
             if spec.epochs:
                 fitted = unfitted.fit(split["x_train"], on_epoch_end=_log_epoch, validate=validate)
