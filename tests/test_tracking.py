@@ -21,8 +21,6 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report._analyses import primary_analysis_text
 from mlflow_recsys.report._escaping import escape_markdown
 from mlflow_recsys.stats import ComparisonSettings, FewSeedsWarning
-from mlflow_recsys.tracking._context import mark_training_experiment
-from mlflow_recsys.tracking._tags import HAS_TRAINING_RUNS
 from mlflow_recsys.tracking import (
     ArtifactError,
     RunSelectionError,
@@ -38,6 +36,8 @@ from mlflow_recsys.tracking import (
     run_train,
     write_evaluation_artifacts,
 )
+from mlflow_recsys.tracking._context import mark_training_experiment
+from mlflow_recsys.tracking._tags import HAS_TRAINING_RUNS
 
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
 METRICS = ("ndcg@100", "recall@20", "mrr@20")
