@@ -10,17 +10,11 @@ from mlflow_recsys.report._analyses import (
     ordered_analyses,
     primary_analysis_text,
     seed_averaged_phrase,
-    stated_results,
 )
 from mlflow_recsys.report._escaping import visible_text
+from mlflow_recsys.report._notes import result_sentences
 from mlflow_recsys.report._rows import format_level
-from mlflow_recsys.report._text import (
-    _test_label,
-    display_frame,
-    family_phrase,
-    no_mde_note,
-    seed_protocol_text,
-)
+from mlflow_recsys.report._text import _test_label, display_frame, family_phrase, no_mde_note, seed_protocol_text
 from mlflow_recsys.report._vocabulary import words
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,10 +40,7 @@ def comparison_printout(outcome, primary: str | None, requested_analysis: str) -
     lines += [""] + [visible_text(line) + "." for line in procedure_lines(outcome.primary_report)]
     if primary:
         lines.append("")
-        for label, r, c in stated_results(report, averaged, analysis, primary):
-            lines.append(
-                visible_text((f"{label}. " if label else "") + r.results_text(primary, c.candidate, c.baseline))
-            )
+        lines += [visible_text(s) for s in result_sentences(report, primary, averaged, analysis, "plain")]
         lines += [visible_text(spread.results_text(primary)) for spread in outcome.seed_spreads.values()]
     return "\n".join([*lines, f"\ncomparison run {outcome.run_id}"])
 

@@ -17,13 +17,7 @@ from mlflow_recsys.report._analyses import (
 from mlflow_recsys.report._citations import references_bibtex
 from mlflow_recsys.report._notes import _declaration
 from mlflow_recsys.report._rows import row_cells
-from mlflow_recsys.report._text import (
-    methods_text,
-    no_mde_note,
-    results_text,
-    seed_protocol_text,
-    settings_text,
-)
+from mlflow_recsys.report._text import methods_text, no_mde_note, results_text, seed_protocol_text, settings_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import ComparisonReport

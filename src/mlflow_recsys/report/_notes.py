@@ -56,7 +56,7 @@ def _bold(text: str, markup: Writer) -> str:
     return text if markup == "plain" else f"**{text}**"
 
 
-def _result_sentences(
+def result_sentences(
     report: ComparisonReport, primary: str | None, averaged: ComparisonReport | None, analysis: str, markup: Writer
 ) -> list[str]:
     """The result sentences of ``primary``, names written by ``markup`` (``"plain"``, ``"markdown"`` or a function such
@@ -68,7 +68,7 @@ def _result_sentences(
 
 
 def _seed_sentences(spreads: dict[str, SeedSpread], primary: str | None, markup: Writer) -> list[str]:
-    """A sentence per seed table, on ``primary`` (else its first metric), written as :func:`_result_sentences`."""
+    """A sentence per seed table, on ``primary`` (else its first metric), written as :func:`result_sentences`."""
     name = name_writer(markup)
     return [
         f"{_bold(f'Seeds ({name(label)})', markup)}: "
@@ -114,7 +114,7 @@ def run_note(
     :func:`~mlflow_recsys.tracking._provenance.collect_provenance` gathered, ``link`` a closing line (the server page's
     address; left out when longer than :data:`NOTE_LINK_WIDTH`).
     """
-    sentences = _result_sentences(report, primary, averaged, analysis, note_name)
+    sentences = result_sentences(report, primary, averaged, analysis, note_name)
     seeds = _seed_sentences(spreads, primary, note_name)
     kept, used = [], 0
     for paragraph in sentences + seeds:
@@ -169,7 +169,7 @@ def summary_text(
     No markup and no escapes: a web address reads as it is and can be copied; names keep control characters as visible
     escapes, so every line is one line.
     """
-    sentences = _result_sentences(report, primary, averaged, analysis, "plain")
+    sentences = result_sentences(report, primary, averaged, analysis, "plain")
     seeds = _seed_sentences(spreads, primary, "plain")
     tables = []
     for kind, shown in ordered_analyses(report, averaged, analysis):

@@ -73,7 +73,7 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
 
     ``on_start`` (no arguments) is called once the slot is held, before the comparison starts.
     """
-    from mlflow_recsys.report._analyses import stated_results
+    from mlflow_recsys.report._notes import result_sentences
     from mlflow_recsys.tracking._redact import redact
 
     job = jobs.read_job(folder, job_id)
@@ -100,10 +100,7 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
         # The primary metric's result sentences as the run notes give them (the primary analysis' first, each
         # labelled when there are two), then the seed-spread sentences.
         metric = settings.primary or outcome.report.comparisons[0].metric
-        stated = stated_results(outcome.report, outcome.seed_averaged, outcome.primary_analysis, metric)
-        sentences = [
-            (f"{label}. " if label else "") + r.results_text(metric, c.candidate, c.baseline) for label, r, c in stated
-        ]
+        sentences = result_sentences(outcome.report, metric, outcome.seed_averaged, outcome.primary_analysis, "plain")
         sentences += [spread.results_text(metric) for spread in outcome.seed_spreads.values()]
         run = MlflowClient().get_run(outcome.run_id)
         update(

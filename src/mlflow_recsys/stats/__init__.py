@@ -15,13 +15,7 @@ from mlflow_recsys.stats._comparison import (
 from mlflow_recsys.stats._corrections import adjust_p_values
 from mlflow_recsys.stats._levels import LevelIntervals, metric_level_intervals
 from mlflow_recsys.stats._power import minimum_detectable_effect, required_users
-from mlflow_recsys.stats._seeds import (
-    SEED_COLUMNS,
-    SeedSpread,
-    average_over_seeds,
-    compare_seed_averaged,
-    seed_spread,
-)
+from mlflow_recsys.stats._seeds import SEED_COLUMNS, SeedSpread, average_over_seeds, compare_seed_averaged, seed_spread
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.stats._warnings import (
     ComparisonWarning,

@@ -14,7 +14,7 @@ from mlflow.utils.validation import path_not_unique, validate_param_and_metric_n
 
 from mlflow_recsys import _validation as validation
 from mlflow_recsys._validation import expected
-from mlflow_recsys.data import load_recsys_split, read_checkpoint
+from mlflow_recsys.data import load_recsys_split
 from mlflow_recsys.interchange._recommendations import read_recommendations, score_recommendations
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.models._train_config import DEFAULT_METRICS
@@ -79,8 +79,7 @@ def log_recommendations(
         recommendations, user_col=user_col, item_col=item_col, rank_col=rank_col, score_col=score_col, format=format
     )
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-import-") as tmp:
-        with read_checkpoint(resolve_checkpoint(checkpoint, tmp)) as root:
-            split = load_recsys_split(root)
+        split = load_recsys_split(resolve_checkpoint(checkpoint, tmp))
         scored = score_recommendations(recs, split, metrics=metric_objs, history=history, missing=missing)  # type: ignore[arg-type]
         seed_tag = tags.NO_SEED if seed is None else str(seed)
         run_params = {**user_params, "model": model, "metrics": ",".join(keys), "checkpoint": checkpoint}

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from mlflow_recsys._validation import expected, one_of
-from mlflow_recsys.data import load_recsys_split, read_checkpoint
+from mlflow_recsys.data import load_recsys_split
 from mlflow_recsys.interchange._split_export import FORMATS, check_out_folder, export_split_files
 from mlflow_recsys.tracking._training import resolve_checkpoint
 
@@ -32,6 +32,5 @@ def export_split(checkpoint: str | os.PathLike, out: str | os.PathLike, *, forma
     out = check_out_folder(out)  # said before a download, not after
     one_of(format, "format", FORMATS)
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-export-") as tmp:
-        with read_checkpoint(resolve_checkpoint(os.fspath(checkpoint), tmp)) as root:
-            split = load_recsys_split(root)
+        split = load_recsys_split(resolve_checkpoint(os.fspath(checkpoint), tmp))
     return export_split_files(split, out, format=format)

@@ -16,7 +16,7 @@ import mlflow
 import pandas as pd
 
 from mlflow_recsys._validation import expected
-from mlflow_recsys.data import LoadedSplit, SplitConfig, build_recsys_checkpoint, load_recsys_split, read_checkpoint
+from mlflow_recsys.data import LoadedSplit, SplitConfig, build_recsys_checkpoint, load_recsys_split
 from mlflow_recsys.errors import is_system_failure, root_cause
 from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.models._train_config import TrainConfig
@@ -71,8 +71,7 @@ def run_split(
             columns=columns,
             **config.to_params(),
         )
-        with read_checkpoint(path) as root:
-            split = load_recsys_split(root)
+        split = load_recsys_split(path)
         manifest = split["manifest"]
         name = manifest["dataset"]["name"]
         # A frame is named by its content digest: its printed form would be a table cut at random.
@@ -203,9 +202,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
     spec = config.spec
     unfitted: Any = config.build()  # each registered model has fit; Recommender, the common base, does not
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
-        local = resolve_checkpoint(checkpoint, tmp)
-        with read_checkpoint(local) as root:
-            split = load_recsys_split(root)
+        split = load_recsys_split(resolve_checkpoint(checkpoint, tmp))
         validate = _validation_ndcg(split) if spec.epochs else None
         if spec.epochs and validate is None and config.hyperparameters.get("patience") is not None:
             raise ValueError(
