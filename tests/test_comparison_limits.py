@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
+import mlflow_recsys
 from conftest import trained_copy
 from mlflow_recsys import load_comparison_settings, search_comparisons
 from mlflow_recsys.cli import cli
@@ -397,33 +398,73 @@ def test_notes_cut_long_names_and_keep_the_result_sentences():
     assert "R" * 100 not in note and note.count("scored differently).") >= 1
 
 
-def test_a_refusal_under_the_compare_entry_point_is_recorded_in_its_run(
+def test_every_refusal_under_the_compare_entry_point_leaves_its_run_with_the_same_tags(
     store, experiment, tmp_path, copy_run, monkeypatch
 ):
     ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["Pop"])
     client = MlflowClient()
-    # What `mlflow run -e compare` makes before the command starts: a RUNNING run without a recsys.role.
-    entry = client.create_run(experiment).info.run_id
-    monkeypatch.setenv("MLFLOW_RUN_ID", entry)
     mlflow.set_experiment(experiment_id=experiment)  # as `mlflow run` sets MLFLOW_EXPERIMENT_ID
-    before = {r.info.run_id for r in _comparison_runs()}
-    # A bad setting: refused by the command before any run is read, and said on the entry point's run.
-    result = CliRunner().invoke(cli, ["compare", *ids, "--n-resamples", "0"])
-    assert result.exit_code == 1 and "n_resamples: expected an integer in [1, 1,000,000], found 0" in result.output
-    run = client.get_run(entry)
-    assert run.info.status == "FAILED" and run.data.metrics == {}
-    assert run.data.tags["recsys.error"] == "ValueError: n_resamples: expected an integer in [1, 1,000,000], found 0"
-    assert {r.info.run_id for r in _comparison_runs()} == before
-    # A refusal that needs the runs: the entry point's run becomes the FAILED comparison run that says why.
+    refusals = {  # refused by click, by the settings, by the selection (in the command), by the selection (Python)
+        "option": (["compare", *ids, "--test-method", "nope"], "'nope' is not one of 'randomization'"),
+        "setting": (["compare", *ids, "--n-resamples", "0"], "n_resamples: expected an integer in [1, 1,000,000]"),
+        "selection": (["compare", "--experiment", "no-such-experiment"], "no-such-experiment"),
+        "python": (None, "reference: expected one of the compared models"),
+    }
+    found = {}
+    for kind, (args, reason) in refusals.items():
+        # What `mlflow run -e compare` makes before the command starts: a RUNNING run without a recsys.role.
+        entry = client.create_run(experiment).info.run_id
+        monkeypatch.setenv("MLFLOW_RUN_ID", entry)
+        monkeypatch.delenv("MLFLOW_RECSYS_COMMAND", raising=False)  # what the command sets for its process
+        if args is None:
+            with pytest.raises(RunSelectionError, match=reason):
+                compare_runs(run_ids=ids, settings=ComparisonSettings(reference="Nope", n_resamples=99))
+        else:
+            result = CliRunner().invoke(cli, args)
+            assert result.exit_code in (1, 2) and reason in result.output, result.output
+        assert mlflow.active_run() is None
+        run = client.get_run(entry)
+        assert run.info.status == "FAILED" and run.data.metrics == {} and _artifact_names(entry) == []
+        assert reason in run.data.tags["recsys.error"], kind
+        found[kind] = (run.info.run_name, {k: v for k, v in run.data.tags.items() if k != "recsys.error"})
+    assert found["setting"][1]["recsys.role"] == "comparison" and found["setting"][0] == "comparison (failed)"
+    # The run context provider's tags come with the command only, as on every run the command makes.
+    commands = {kind: tags.pop("recsys.command", None) for kind, (_, tags) in found.items()}
+    assert commands == {"option": "compare", "setting": "compare", "selection": "compare", "python": None}
+    versions = {tags.pop("recsys.package_version", None) for kind, (_, tags) in found.items() if kind != "python"}
+    assert versions == {mlflow_recsys.__version__}
+    assert all(named == found["setting"] for named in found.values()), found
+
+
+@pytest.mark.parametrize(
+    "args, role",
+    [
+        (["split", "--seed", "abc"], "split"),
+        (["train", "--model", "EASE"], "train"),  # no --checkpoint: click's refusal
+        (["main", "--seeds", "x"], "main"),
+        (["study", "--seeds", "x"], "main"),
+    ],
+)
+def test_a_refused_step_under_mlflow_run_is_a_failed_run_of_its_role(experiment, monkeypatch, args, role):
+    client = MlflowClient()
     entry = client.create_run(experiment).info.run_id
     monkeypatch.setenv("MLFLOW_RUN_ID", entry)
-    with pytest.raises(RunSelectionError, match="reference: expected one of the compared models"):
-        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="Nope", n_resamples=99))
-    assert mlflow.active_run() is None
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code in (1, 2)
     run = client.get_run(entry)
-    assert run.info.status == "FAILED" and run.data.tags["recsys.role"] == "comparison"
-    assert "reference" in run.data.tags["recsys.error"] and run.data.metrics == {}
-    assert {r.info.run_id for r in _comparison_runs()} - before == {entry}
+    assert run.info.status == "FAILED" and run.info.run_name == f"{role} (failed)"
+    assert run.data.tags["recsys.role"] == role and run.data.tags["recsys.command"] == args[0]
+    assert run.data.tags["recsys.error"].split(": ", 1)[1] in result.output  # the reason the command printed
+
+
+def test_a_failed_command_that_makes_no_run_leaves_the_inherited_run_alone(experiment, monkeypatch, tmp_path):
+    client = MlflowClient()
+    entry = client.create_run(experiment).info.run_id
+    monkeypatch.setenv("MLFLOW_RUN_ID", entry)
+    result = CliRunner().invoke(cli, ["export-split", "--checkpoint", str(tmp_path / "none.zip"), "--out", "x"])
+    assert result.exit_code == 1
+    run = client.get_run(entry)
+    assert run.info.status == "RUNNING" and "recsys.error" not in run.data.tags
 
 
 def test_the_cli_prints_control_characters_in_names_as_escapes(store, experiment, tmp_path, copy_run):

@@ -6,7 +6,6 @@ and turns the errors they raise into one clear line instead of a traceback.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
@@ -29,29 +28,41 @@ __all__ = ["cli"]
 _METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
 
 
-def _friendly_errors(func):
-    """Report bad input (ValueError, TypeError, KeyError, OSError, RuntimeError, MlflowException) as ``Error:
-    <Type>: <message>`` (exit 1), redacted so a password in a URI is never printed; a bug keeps its traceback."""
+#: The role of the run each command makes; under ``mlflow run``, a failure of one of them is recorded on the
+#: entry point's run under that role.
+_ROLES = {"split": tags.ROLE_SPLIT, "train": tags.ROLE_TRAIN, "import-run": tags.ROLE_TRAIN}
+_ROLES |= {"compare": tags.ROLE_COMPARISON, "main": tags.ROLE_MAIN, "study": tags.ROLE_MAIN}
 
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+
+class _Commands(click.Group):
+    """The command group, which ends every command the same way. Bad input (ValueError, TypeError, KeyError,
+    OSError, RuntimeError, MlflowException) is reported as ``Error: <Type>: <message>`` (exit 1), redacted so a
+    password in a URI is never printed; a bug keeps its traceback; a SIGTERM exits 143. Under ``mlflow run``,
+    whatever ended a command with an error (an option click refused, a value, a SIGTERM, a bug) is recorded on
+    the entry point's run here, so a failed step's run carries the same tags wherever it was refused."""
+
+    def invoke(self, ctx: click.Context):
         from mlflow_recsys.tracking._server_errors import translated_server_errors
 
         try:
             with translated_server_errors():  # every command reports a silent server the same way
-                return func(*args, **kwargs)
-        except Terminated as exc:
-            _record_on_environment_run(exc)
-            click.echo(f"Error: {exc}", err=True)
-            raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
-        except Exception as exc:
+                return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except BaseException as exc:
+            role = _ROLES.get(ctx.invoked_subcommand or "")
+            failed = not (isinstance(exc, SystemExit) and exc.code in (0, None))
+            if role is not None and failed and os.environ.get("MLFLOW_RUN_ID"):
+                from mlflow_recsys.tracking._context import record_failure_on_environment_run
+
+                record_failure_on_environment_run(exc, role)
+            if isinstance(exc, Terminated):
+                click.echo(f"Error: {exc}", err=True)
+                raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
             # Commands import MLflow only when they run: if it is not loaded, nothing raised is its exception.
             mlflow_error = getattr(sys.modules.get("mlflow.exceptions"), "MlflowException", ())
-            if not isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error)):
-                raise
-            _record_on_environment_run(exc)
-            ctx = click.get_current_context(silent=True)
-            if ctx is not None and (ctx.find_root().obj or {}).get("debug"):
+            bad_input = isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error))
+            if not bad_input or (ctx.obj or {}).get("debug"):
                 raise
             from mlflow_recsys.tracking._redact import redact
 
@@ -60,16 +71,6 @@ def _friendly_errors(func):
             # MLflow's messages can run to dozens of lines; the first says what happened.
             more = " (more with --debug)" if len(lines) > 1 else ""
             raise click.ClickException(redact(f"{lines[0]}{more}")) from None
-
-    return wrapper
-
-
-def _record_on_environment_run(exc: BaseException) -> None:
-    """Under ``mlflow run``, say on the step's run why the step failed (a refused argument, say)."""
-    if "mlflow" in sys.modules and os.environ.get("MLFLOW_RUN_ID"):
-        from mlflow_recsys.tracking._context import record_failure_on_environment_run
-
-        record_failure_on_environment_run(exc)
 
 
 def _visible(text) -> str:
@@ -91,7 +92,7 @@ def _split_list(value: str | None, option: str) -> list[str]:
     return items
 
 
-@click.group()
+@click.group(cls=_Commands)
 @click.version_option(package_name="mlflow-recsys")
 @click.option("--debug", is_flag=True, help="show the full traceback of an error, not only its one-line message")
 @click.pass_context
@@ -206,7 +207,6 @@ def _column(value: str | None, may_be_absent: bool) -> str | None | bool:
 )
 @click_options(SplitConfig, ["min_user_interactions", "min_item_interactions"])
 @click.option("--data-dir", default=None, help="download cache (default: per-user cache folder)")
-@_friendly_errors
 def _split(dataset, data_dir, **settings):
     """Build a split and log it as a split run (artifact checkpoint.zip)."""
     from mlflow_recsys.tracking._training import run_split
@@ -252,7 +252,6 @@ def _hyperparameter_options(func):
 @click.option("--model", required=True, type=click.Choice(list(MODELS)))
 @_hyperparameter_options
 @click.option("--metrics", default=None, help=_METRICS_HELP + " (default: the standard set)")
-@_friendly_errors
 def _train(checkpoint, model, metrics, **hyperparameters):
     """Fit one model, evaluate it on the test users and log a train run.
 
@@ -308,7 +307,6 @@ def _key_values(ctx, param, values) -> dict[str, str]:
 @click.option("--history", default="remove", show_default=True, type=click.Choice(["remove", "strict"]))
 @click.option("--missing", default="zero", show_default=True, type=click.Choice(["zero", "strict"]))
 @click.option("--metrics", default=None, help=_METRICS_HELP + " (default: the train step's set)")
-@_friendly_errors
 def _import_run(recommendations, metrics, file_format, **options):
     """Score another framework's recommendation lists on a split's test users; log them as a train-role run."""
     import mlflow
@@ -328,7 +326,6 @@ def _import_run(recommendations, metrics, file_format, **options):
 @click.option("--checkpoint", required=True, help="the split's checkpoint (runs:/<split run>/checkpoint.zip or a path)")
 @click.option("--out", required=True, help="a new folder for the files")
 @click.option("--format", "file_format", default="parquet", show_default=True, type=click.Choice(["parquet", "csv"]))
-@_friendly_errors
 def _export_split_command(checkpoint, out, file_format):
     """Write a split as files other frameworks read (train, test and validation fold-in and targets, the
     catalogue, split.json), with the dataset's own ids."""
@@ -358,7 +355,6 @@ _COMPARISON_TABLE_COLUMNS = (
     type=click.Choice(["table", "csv", "json"]),
     help="table: the key columns; csv and json: every column",
 )
-@_friendly_errors
 def _comparisons(experiments, filter_string, output_format):
     """Every hypothesis of the experiments' FINISHED comparison runs, one row each, oldest run first (the frame
     mlflow_recsys.search_comparisons returns)."""
@@ -399,7 +395,6 @@ def _comparisons(experiments, filter_string, output_format):
 @click.option("--output-experiment", default=None, help="experiment name or id, made if new [default: the sources']")
 @click.option("--model-tag", default=tags.MODEL, show_default=True, help="run tag that names the model")
 @click_options(ComparisonSettings)
-@_friendly_errors
 def _compare(run_ids, run_ids_csv, model_tag, **options):
     """Compare training runs and log the report as a comparison run."""
     from mlflow_recsys.tracking._comparison import compare_runs
@@ -456,7 +451,6 @@ def _compare(run_ids, run_ids_csv, model_tag, **options):
     "[default: a Ray started on this machine with its CPUs and GPUs]",
 )
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
-@_friendly_errors
 def _main(seeds, executor, ray_address, project_uri, **study):
     """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run (also `study`).
 

@@ -45,7 +45,7 @@ from mlflow_recsys.tracking._candidates import (
 )
 from mlflow_recsys.tracking._comparison_files import ComparisonFiles, write_json_files
 from mlflow_recsys.tracking._comparison_run import RunTarget, page_link_text, primary_declared_in_advance, result_tags
-from mlflow_recsys.tracking._context import log_params_once
+from mlflow_recsys.tracking._context import log_params_once, record_failure_on_environment_run
 from mlflow_recsys.tracking._limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, fit_values
 from mlflow_recsys.tracking._naming import is_metric_key, pair_label
 from mlflow_recsys.tracking._provenance import collect_provenance
@@ -186,7 +186,8 @@ def compare_runs(
             stage("selecting")
             runs, plan = _preflight(selection, settings, model_tag)
         except BaseException as exc:
-            target.record_failure(exc)  # only into a run that exists already
+            if target.environment_run:  # the one run that exists already
+                record_failure_on_environment_run(exc, tags.ROLE_COMPARISON)
             raise
         counts = (len(runs), len(plan.groups), len(plan.pairs), settings.n_resamples)
         _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", *counts)

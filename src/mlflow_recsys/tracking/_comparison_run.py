@@ -3,7 +3,6 @@ tags from the first moment and with its results, and its end (FAILED with the re
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,12 +20,8 @@ from mlflow_recsys.errors import TrackingPermissionError
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._context import check_step_run, entry_point_run, mark_failed
 from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH
-from mlflow_recsys.tracking._redact import redact
 from mlflow_recsys.tracking._runs import RunSelectionError, lookup_experiment
-from mlflow_recsys.tracking._server_errors import is_unreachable
 from mlflow_recsys.tracking._server_page import recsys_page_url
-
-_log = logging.getLogger(__name__)
 
 
 class RunTarget:
@@ -111,18 +106,6 @@ class RunTarget:
             "into an experiment you may write to: --output-experiment NAME (output_experiment= in Python; a new "
             "name is created)"
         ) from None
-
-    def record_failure(self, exc: BaseException) -> None:
-        """Mark the entry point's run (``MLFLOW_RUN_ID``) FAILED with the reason of a failure before the
-        comparison run was opened: nothing else exists yet to record it."""
-        if not self.environment_run or is_unreachable(exc):
-            return
-        try:
-            run = self._open(None, "comparison (failed)", {tags.ROLE: tags.ROLE_COMPARISON, tags.N_SOURCE_RUNS: "0"})
-        except Exception as again:
-            _log.warning("could not record the failure in MLflow: %s", redact(str(again)))
-            return
-        mark_failed(run.info.run_id, exc, end=True)
 
 
 def _experiment_name(experiment_id: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import mlflow
-from mlflow.entities import LifecycleStage, Run
+from mlflow.entities import LifecycleStage, Run, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.tracking import MlflowClient
@@ -19,6 +19,7 @@ from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import RunOwnershipError, failure_text
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, MAX_TAG_LENGTH, fit_values, storable
+from mlflow_recsys.tracking._plugin import RecsysRunContext
 from mlflow_recsys.tracking._redact import redact
 from mlflow_recsys.tracking._runs import FAILED, RUNNING
 from mlflow_recsys.tracking._server_errors import is_unreachable
@@ -148,12 +149,7 @@ def entry_point_run(
         to_log = {k: v for k, v in texts.items() if k not in existing.data.params}
     try:
         if existing is not None:
-            # `mlflow run` created this run without asking context providers, so add their tags here.
-            from mlflow_recsys.tracking._plugin import RecsysRunContext
-
-            provider = RecsysRunContext()
-            context_tags = provider.tags() if provider.in_context() else {}
-            mlflow.set_tags({MLFLOW_RUN_NAME: run_name, **context_tags, **(tags or {})})
+            mlflow.set_tags({MLFLOW_RUN_NAME: run_name, **_context_tags(), **(tags or {})})
         if to_log:
             mlflow.log_params(to_log)
     except BaseException:
@@ -178,6 +174,13 @@ def _start_new_run(
     finally:
         if inherited is not None:
             os.environ[RUN_ID_ENV] = inherited
+
+
+def _context_tags() -> dict[str, str]:
+    """The tags :class:`RecsysRunContext` gives the runs MLflow starts: `mlflow run` made the entry point's run
+    without asking context providers, so a step that takes it over adds them."""
+    provider = RecsysRunContext()
+    return provider.tags() if provider.in_context() else {}
 
 
 class StepRun(mlflow.ActiveRun):
@@ -211,20 +214,25 @@ def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool
             _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
 
 
-def record_failure_on_environment_run(exc: BaseException) -> None:
-    """Say in ``recsys.error`` why a step failed (a refused argument) before it took over the run ``mlflow
-    run`` made for it, and end that run FAILED; only a run :func:`check_run_is_free` accepts, so an inherited
-    ``MLFLOW_RUN_ID`` of another run is never touched. Never raises."""
+def record_failure_on_environment_run(exc: BaseException, role: str) -> None:
+    """Say why a step failed on the run ``mlflow run`` made for it, whatever refused it (an option click
+    refused, a setting, the selection, a bug): the same tags each time, ``recsys.role`` = ``role``, the run context
+    provider's (package version, command), ``recsys.error``, and the name ``"<role> (failed)"``; then end it
+    FAILED. Only a run :func:`check_run_is_free` accepts, so an inherited ``MLFLOW_RUN_ID`` of another run (or one
+    a step already ended) is never touched. Never raises."""
     run_id = os.environ.get(RUN_ID_ENV, "").strip()
     if not run_id or is_unreachable(exc):
         return
+    client = MlflowClient()
     try:
-        check_run_is_free(MlflowClient().get_run(run_id))
+        check_run_is_free(client.get_run(run_id))
+        made_with = {MLFLOW_RUN_NAME: f"{role} (failed)", tags.ROLE: role, **_context_tags()}
+        client.log_batch(run_id, tags=[RunTag(k, v) for k, v in made_with.items()])
     except Exception:  # not ours to write to, or not there
         return
     mark_failed(run_id, exc, end=False)
     try:
-        MlflowClient().set_terminated(run_id, FAILED)
+        client.set_terminated(run_id, FAILED)
     except Exception as again:
         _log.warning("could not mark run %s FAILED: %s", run_id, redact(str(again)))
 
