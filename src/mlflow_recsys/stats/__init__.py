@@ -14,7 +14,9 @@ from mlflow_recsys.stats._comparison import (
 )
 from mlflow_recsys.stats._corrections import adjust_p_values
 from mlflow_recsys.stats._levels import LevelIntervals, metric_level_intervals
+from mlflow_recsys.stats._meta import META_COLUMNS, MetaAnalysis, paired_effect, random_effects
 from mlflow_recsys.stats._power import minimum_detectable_effect, required_users
+from mlflow_recsys.stats._ranks import RANK_COLUMNS, RankAnalysis, datasets_needed, p_value_floor, rank_across_datasets
 from mlflow_recsys.stats._seeds import SEED_COLUMNS, SeedSpread, average_over_seeds, compare_seed_averaged, seed_spread
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.stats._warnings import (
@@ -28,6 +30,8 @@ from mlflow_recsys.stats._warnings import (
 
 __all__ = [
     "COLUMNS",
+    "META_COLUMNS",
+    "RANK_COLUMNS",
     "SEED_COLUMNS",
     "ComparisonReport",
     "ComparisonSettings",
@@ -37,7 +41,9 @@ __all__ = [
     "IntervalFallbackWarning",
     "LevelIntervals",
     "LowResamplesWarning",
+    "MetaAnalysis",
     "PairwiseComparison",
+    "RankAnalysis",
     "SeedSpread",
     "UnverifiedPairingWarning",
     "adjust_p_values",
@@ -45,8 +51,13 @@ __all__ = [
     "compare_models",
     "compare_pair",
     "compare_seed_averaged",
+    "datasets_needed",
     "metric_level_intervals",
     "minimum_detectable_effect",
+    "p_value_floor",
+    "paired_effect",
+    "random_effects",
+    "rank_across_datasets",
     "required_users",
     "seed_spread",
     "wilcoxon_method",
