@@ -15,8 +15,15 @@ from markdown_it import MarkdownIt
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report._escaping import csv_safe_frame, escape_markdown
 from mlflow_recsys.report._html import report_html
-from mlflow_recsys.report._plots import LABEL_WIDTH, forest_plot, plot_label, seed_spread_plot
-from mlflow_recsys.stats import ComparisonWarning, compare_models, seed_spread
+from mlflow_recsys.report._plots import (
+    LABEL_WIDTH,
+    critical_difference_plot,
+    forest_plot,
+    meta_forest_plot,
+    plot_label,
+    seed_spread_plot,
+)
+from mlflow_recsys.stats import ComparisonWarning, compare_models, random_effects, rank_across_datasets, seed_spread
 
 HOSTILE_NAMES = [
     "A$\\frac{1}{$",  # unbalanced mathtext: matplotlib raises if it parses it
@@ -334,3 +341,31 @@ def test_seed_spread_plot_draws_names_seeds_and_metric_as_plain_text(spread, tmp
     assert [t.get_text() for t in ax.get_xticklabels()] == [f"${s}$" for s in range(5)]
     texts = literal_texts(figure)
     assert {"_under", "$x^2$", HOSTILE_METRIC, "$0$"} <= set(texts)
+
+
+def test_meta_forest_plot_draws_dataset_names_as_plain_text(tmp_path, saved_figures):
+    names = HOSTILE_NAMES[:4]
+    meta = random_effects(dict(zip(names, [0.01, 0.03, -0.01, 0.02], strict=True)), dict.fromkeys(names, 0.01))
+    meta_forest_plot(meta, tmp_path / "meta.png", title=HOSTILE_METRIC)
+    assert_png(tmp_path / "meta.png")
+    (figure,) = saved_figures
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert labels[:4] == [plot_label(n) for n in names] and labels[4].startswith("pooled (I² ")
+    assert labels[5] == "prediction" and set(labels) | {HOSTILE_METRIC} <= set(literal_texts(figure))
+
+
+def test_critical_difference_plot_draws_a_bar_per_group_and_names_as_plain_text(tmp_path, saved_figures):
+    rng = np.random.default_rng(0)
+    names = HOSTILE_NAMES[:5]
+    scores = pd.DataFrame(rng.normal(size=(40, 5)) + 0.4 * np.arange(5), columns=names)
+    ranks = rank_across_datasets(scores, posthoc="nemenyi")
+    assert len(ranks.groups) >= 2
+    critical_difference_plot(ranks, tmp_path / "cd.png")
+    assert_png(tmp_path / "cd.png")
+    (figure,) = saved_figures
+    texts = literal_texts(figure)
+    for model, rank in zip(ranks.models, ranks.average_ranks, strict=True):
+        assert f"{plot_label(model)} ({rank:.2f})" in texts
+    assert f"CD {ranks.critical_difference:.2f}" in texts
+    bars = [line for line in figure.axes[0].get_lines() if line.get_linewidth() == 3]
+    assert len(bars) == len(ranks.groups)

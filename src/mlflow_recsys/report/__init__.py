@@ -17,15 +17,17 @@ from mlflow_recsys.report._citations import references_bibtex
 from mlflow_recsys.report._escaping import csv_safe_frame, escape_latex, escape_markdown, visible_text
 from mlflow_recsys.report._html import report_html
 from mlflow_recsys.report._latex import report_latex, significance_marker
-from mlflow_recsys.report._plots import forest_plot, seed_spread_plot
+from mlflow_recsys.report._plots import critical_difference_plot, forest_plot, meta_forest_plot, seed_spread_plot
 from mlflow_recsys.report._text import methods_text, report_markdown, report_string, report_summary, results_text
 from mlflow_recsys.report._wide import wide_latex, wide_markdown, wide_table
 
 __all__ = [
+    "critical_difference_plot",
     "csv_safe_frame",
     "escape_latex",
     "escape_markdown",
     "forest_plot",
+    "meta_forest_plot",
     "methods_text",
     "references_bibtex",
     "report_html",

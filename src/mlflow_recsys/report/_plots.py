@@ -1,4 +1,5 @@
-"""Figures of a comparison: a forest plot of the differences and the per-seed differences.
+"""Figures of a comparison: a forest plot of the differences and the per-seed differences; of a study over datasets, the
+forest plot of a meta-analysis and the critical-difference diagram of the ranks.
 
 matplotlib is imported on first use, with the non-interactive Agg backend, so plots render on machines without a
 display.
@@ -22,6 +23,8 @@ from mlflow_recsys.report._rows import format_level
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import ComparisonReport
+    from mlflow_recsys.stats._meta import MetaAnalysis
+    from mlflow_recsys.stats._ranks import RankAnalysis
 
 #: rcParams under which every figure is built and saved: no mathtext, no TeX, whatever the user's settings.
 # Keys typed Any: recent matplotlib types rc_context's keys as a Literal of every rc name, older releases as str.
@@ -168,6 +171,113 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
                 # name that starts with "_".
                 fig.legend(handles, names, fontsize=7, loc="lower center", ncol=columns, frameon=False)
             fig.tight_layout(rect=(0, legend_height / height, 1, 1))
+            fig.savefig(path, dpi=120)
+        finally:
+            plt.close(fig)
+
+
+def meta_forest_plot(meta: MetaAnalysis, path: str | os.PathLike, *, title: str = "") -> None:
+    """Save the forest plot of a meta-analysis: one row per dataset (its effect, its normal interval, a square sized by
+    its random-effects weight), then the pooled effect as a diamond spanning its interval and, with 3 or more
+    datasets, the prediction interval as a bar under it. ``title`` (e.g. ``"ELSA vs EASE, ndcg@100"``) heads it.
+    Names are drawn literally (see the module notes). Writes a PNG to ``path``.
+
+    Raises
+    ------
+    OSError
+        If ``path`` cannot be written.
+    """
+    import matplotlib
+
+    plt = _pyplot()
+    frame = meta.to_frame()
+    rows = frame.iloc[:-1]
+    y = np.arange(len(rows))[::-1] + 2.0
+    with matplotlib.rc_context(LITERAL_TEXT):
+        fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 2.0))
+        try:
+            ax.errorbar(
+                rows["effect"],
+                y,
+                xerr=_error_lengths(rows["effect"], rows["ci_low"], rows["ci_high"]),
+                fmt="none",
+                ecolor="0.3",
+                capsize=2,
+            )
+            ax.scatter(rows["effect"], y, marker="s", s=30 + 250 * rows["weight"], color="C0", zorder=3)
+            low, high = meta.ci_low, meta.ci_high
+            ax.fill([low, meta.effect, high, meta.effect], [0.5, 0.8, 0.5, 0.2], color="C3", zorder=3)
+            if np.isfinite(meta.prediction_low):
+                ax.plot([meta.prediction_low, meta.prediction_high], [0.0, 0.0], color="C3", linewidth=2)
+            ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
+            pooled = f"pooled (I² {meta.i2:.0%}, τ² {meta.tau2:.2g})"
+            ticks = [*y, 0.5] + ([0.0] if np.isfinite(meta.prediction_low) else [])
+            labels = [plot_label(d) for d in rows["dataset"]] + [pooled] + ["prediction"] * (len(ticks) - len(y) - 1)
+            ax.set_yticks(ticks, labels, fontsize=8)
+            unit = "log ratio of means" if meta.scale == "log-ratio" else "difference"
+            ax.set_xlabel(
+                f"{unit} (candidate vs reference), {format_level(meta.confidence_level)} intervals", fontsize=9
+            )
+            if title:
+                ax.set_title(plot_label(title, 80), fontsize=9)
+            fig.tight_layout()
+            fig.savefig(path, dpi=120)
+        finally:
+            plt.close(fig)
+
+
+def critical_difference_plot(ranks: RankAnalysis, path: str | os.PathLike) -> None:
+    """Save a critical-difference diagram (Demšar, 2006): the models on an axis of average rank (1, the best, on the
+    left), and a bar under each group of models no two of which differ significantly; with Nemenyi's test, the
+    critical difference drawn above the axis. Names are drawn literally (see the module notes). Writes a PNG to
+    ``path``.
+
+    Raises
+    ------
+    OSError
+        If ``path`` cannot be written.
+    """
+    import matplotlib
+
+    plt = _pyplot()
+    k, half = len(ranks.models), (len(ranks.models) + 1) // 2
+    rank = dict(zip(ranks.models, ranks.average_ranks, strict=True))
+    first_elbow = -0.5 - 0.2 * len(ranks.groups)
+    with matplotlib.rc_context(LITERAL_TEXT):
+        fig, ax = plt.subplots(figsize=(8, 1.4 + 0.2 * (len(ranks.groups) + 2 * half)))
+        try:
+            pad = 0.55 * k  # room for the names beyond the axis
+            ax.set_xlim(0.5 - pad, k + 0.5 + pad)
+            ax.set_ylim(first_elbow - 0.4 * half, 1.0)
+            ax.plot([1, k], [0, 0], color="0.2", linewidth=1)
+            for r in range(1, k + 1):
+                ax.plot([r, r], [0.0, 0.1], color="0.2", linewidth=1)
+                ax.text(r, 0.15, str(r), ha="center", fontsize=8)
+            for i, model in enumerate(ranks.models):
+                left = i < half
+                level = first_elbow - 0.4 * (i if left else k - 1 - i)
+                end = 0.6 if left else k + 0.4
+                ax.plot([rank[model], rank[model], end], [0.0, level, level], color="0.3", linewidth=0.8)
+                ax.text(
+                    end + (-0.1 if left else 0.1),
+                    level,
+                    f"{plot_label(model)} ({rank[model]:.2f})",
+                    ha="right" if left else "left",
+                    va="center",
+                    fontsize=8,
+                )
+            for j, group in enumerate(ranks.groups):
+                y = -0.3 - 0.2 * j
+                ax.plot([rank[group[0]] - 0.05, rank[group[-1]] + 0.05], [y, y], color="C3", linewidth=3)
+            if np.isfinite(ranks.critical_difference):
+                ax.plot([1, 1 + ranks.critical_difference], [0.6, 0.6], color="0.2", linewidth=1.5)
+                ax.text(1, 0.7, f"CD {ranks.critical_difference:.2f}", fontsize=8)
+            ax.set_axis_off()
+            test = "Nemenyi" if ranks.posthoc == "nemenyi" else "Wilcoxon-Holm"
+            floor = "" if ranks.conclusive else f"; {len(ranks.datasets)} datasets cannot show any pair different"
+            title = f"Average rank over {len(ranks.datasets)} datasets; a bar joins models that do not differ"
+            ax.set_title(f"{title} ({test}, alpha {ranks.alpha:g}){floor}", fontsize=8)
+            fig.tight_layout()
             fig.savefig(path, dpi=120)
         finally:
             plt.close(fig)
