@@ -19,6 +19,7 @@ from mlflow_recsys.stats._power import minimum_detectable_effect, required_users
 from mlflow_recsys.stats._ranks import RANK_COLUMNS, RankAnalysis, datasets_needed, p_value_floor, rank_across_datasets
 from mlflow_recsys.stats._seeds import SEED_COLUMNS, SeedSpread, average_over_seeds, compare_seed_averaged, seed_spread
 from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.stats._verdict import EFFECT_COLUMNS, StudyVerdict, verdict_across_datasets
 from mlflow_recsys.stats._warnings import (
     ComparisonWarning,
     FewNonzeroUnitsWarning,
@@ -30,6 +31,7 @@ from mlflow_recsys.stats._warnings import (
 
 __all__ = [
     "COLUMNS",
+    "EFFECT_COLUMNS",
     "META_COLUMNS",
     "RANK_COLUMNS",
     "SEED_COLUMNS",
@@ -45,6 +47,7 @@ __all__ = [
     "PairwiseComparison",
     "RankAnalysis",
     "SeedSpread",
+    "StudyVerdict",
     "UnverifiedPairingWarning",
     "adjust_p_values",
     "average_over_seeds",
@@ -60,5 +63,6 @@ __all__ = [
     "rank_across_datasets",
     "required_users",
     "seed_spread",
+    "verdict_across_datasets",
     "wilcoxon_method",
 ]

@@ -1,0 +1,382 @@
+"""A study declared in one TOML file: datasets, their split, models with hyper-parameter grids and seeds, runs to
+import, the comparison and the verdict across datasets, read and checked into a :class:`StudyPlan` before any run
+exists. The command line's one-dataset flags make the same plan (:func:`shorthand_plan`).
+
+Every table of the file is a settings object declared once (:mod:`mlflow_recsys.settings_schema`): the top level is
+:class:`StudySettings`, ``[split]`` and a dataset's ``split`` are :class:`~mlflow_recsys.data.SplitConfig`,
+``[compare]`` is :class:`~mlflow_recsys.stats.ComparisonSettings`, and a model's keys are its config class's fields.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from mlflow_recsys import _validation as validation
+from mlflow_recsys.data import DATASETS
+from mlflow_recsys.data._split_config import SplitConfig
+from mlflow_recsys.models._registry import MODELS, model_spec
+from mlflow_recsys.models._train_config import DEFAULT_METRICS
+from mlflow_recsys.settings_schema import check_fields, setting, settings_of
+from mlflow_recsys.stats._meta import SCALES
+from mlflow_recsys.stats._ranks import POSTHOCS
+from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.tracking import _tags as tags
+from mlflow_recsys.tracking._candidates import configuration_names
+from mlflow_recsys.tracking._executors import EXECUTORS, Training
+from mlflow_recsys.tracking._limits import duplicates
+from mlflow_recsys.tracking._training import configuration_tag
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same module, from PyPI, before Python 3.11
+    import tomli as tomllib
+
+#: The columns of a user's own log a dataset may name (``columns = {user = "uid", ...}``).
+COLUMN_ROLES = ("user", "item", "value", "timestamp")
+#: Hyper-parameters a training checks where it runs: the seed is its own, and the device is that of the machine that
+#: trains it (a cluster's driver may have no GPU). The plan checks the others.
+_CHECKED_BY_TRAINING = ("seed", "device")
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """The top level of a study file: how the study runs and what its verdict across datasets computes."""
+
+    name: str = setting("study", "the study run's name", "name", longest=200)
+    executor: str = setting(
+        "sequential", "where trainings run: one after another, or one Ray task each", "choice", choices=EXECUTORS
+    )
+    ray_address: str | None = setting(
+        None, "with executor ray: 'auto' or a cluster address to join (none: a local Ray)", "name", optional=True
+    )
+    metrics: tuple[str, ...] | None = setting(
+        None,
+        "metric keys every training scores (none: the compared ones, else the train step's set)",
+        "keys",
+        optional=True,
+    )
+    scale: str = setting(
+        "difference",
+        "the effect pooled over datasets: the difference, or the log ratio of means where metric levels differ",
+        "choice",
+        choices=SCALES,
+    )
+    posthoc: str = setting("wilcoxon-holm", "the pairwise test of the ranks over datasets", "choice", choices=POSTHOCS)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class StudyDataset:
+    """One dataset of a study: a registered name, or a user's log at ``path`` with its ``columns`` (role -> column
+    name, None for a value or time column the log lacks), and the split made of it."""
+
+    name: str
+    path: str | None
+    columns: Mapping[str, str | None]
+    split: SplitConfig
+
+
+@dataclass(frozen=True)
+class StudyModel:
+    """One model of a study: its configurations (hyper-parameters without the seed; one unless a grid), its seeds
+    (seeded models), and runs imported by id per dataset (a model trained elsewhere, or an extra run)."""
+
+    name: str
+    configurations: tuple[Mapping[str, Any], ...]
+    seeds: tuple[int, ...]
+    runs: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    """Everything a study will do, checked: its settings, datasets, models, the trainings each dataset gets, and the
+    comparison each dataset's runs go through."""
+
+    settings: StudySettings
+    datasets: tuple[StudyDataset, ...]
+    models: tuple[StudyModel, ...]
+    comparison: ComparisonSettings
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """What every training scores: the study's ``metrics``, else the compared ones, else the train step's set."""
+        return self.settings.metrics or self.comparison.metrics or DEFAULT_METRICS
+
+    def trainings(self) -> list[Training]:
+        """Each dataset's trainings: every configuration of every registered model under each of its seeds."""
+        return [t for model in self.models for t in _trainings(model)]
+
+
+def read_study(path: str | os.PathLike) -> StudyPlan:
+    """The study a TOML file declares, checked whole before anything runs.
+
+    Parameters
+    ----------
+    path : str or path
+        The study file (UTF-8 TOML). A dataset's ``path`` is taken relative to the file's folder.
+
+    Returns
+    -------
+    StudyPlan
+
+    Raises
+    ------
+    ValueError
+        Naming the file, the key and what was expected: for a file that is not TOML, an unknown key, a value its
+        settings refuse, a dataset or model listed twice, a grid with a repeated value, a hyper-parameter the model
+        does not take, seeds that are not distinct integers (or given to a model without seeds), runs imported for a
+        dataset the study lacks, a reference that names no model or a model of several configurations, or a primary
+        metric the trainings do not score.
+    OSError
+        If the file cannot be read.
+    """
+    file = Path(path)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{file}: expected a TOML file, found: {exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{file}: expected UTF-8 text, found bytes that are not") from None
+    top = _Table(str(file), "", data)
+    tables = {"split": "table", "compare": "table", "dataset": "array", "model": "array"}
+    top.only([*settings_of(StudySettings), *tables])
+    settings = top.build(StudySettings, {k: v for k, v in data.items() if k not in tables})
+    split = top.table("split")
+    split.only(list(settings_of(SplitConfig)))
+    datasets = tuple(_dataset(entry, split.values, file.parent) for entry in top.array("dataset"))
+    models = tuple(_model(entry) for entry in top.array("model"))
+    comparison = top.table("compare").build(ComparisonSettings, top.table("compare").values)
+    return _checked(StudyPlan(settings, datasets, models, comparison), top)
+
+
+def shorthand_plan(
+    *,
+    dataset: str,
+    split_seed: int,
+    seeds: Sequence[int],
+    ease: Mapping[str, Any],
+    elsa: Mapping[str, Any],
+    comparison: ComparisonSettings,
+    executor: str = "sequential",
+    ray_address: str | None = None,
+) -> StudyPlan:
+    """The one-dataset study of the command line's flags: EASE once and ELSA under each seed on ``dataset``,
+    compared with EASE as the reference. A ValueError names the flag's setting, as :func:`read_study` does."""
+    top = _Table("the study flags", "", {})
+    if len(seeds) < 2:
+        raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {list(seeds)}")
+    settings = top.build(StudySettings, {"name": f"study {dataset}", "executor": executor, "ray_address": ray_address})
+    plan = StudyPlan(
+        settings=settings,
+        datasets=(StudyDataset(dataset, None, {}, top.build(SplitConfig, {"seed": split_seed})),),
+        models=(
+            _model(_Table(top.file, "EASE", {"name": "EASE", **ease})),
+            _model(_Table(top.file, "ELSA", {"name": "ELSA", "seeds": list(seeds), **elsa})),
+        ),
+        comparison=comparison,
+    )
+    return _checked(plan, top)
+
+
+class _Table:
+    """One table of a study file, and where it is, for messages that name the file and the key."""
+
+    def __init__(self, file: str, place: str, values: Any):
+        self.file, self.place = file, place
+        if not isinstance(values, dict):
+            raise ValueError(f"{file}: " + validation.expected(place or "the file", "a table", values))
+        self.values: dict[str, Any] = values
+
+    def fail(self, message: str) -> NoReturn:
+        raise ValueError(f"{self.file}: {self.place + ': ' if self.place else ''}{message}")
+
+    def only(self, keys: Sequence[str], values: Mapping[str, Any] | None = None) -> None:
+        unknown = [k for k in (self.values if values is None else values) if k not in keys]
+        if unknown:
+            self.fail(f"{unknown[0]}: unknown key; expected one of {', '.join(keys)}")
+
+    def table(self, key: str) -> _Table:
+        return _Table(self.file, f"{self.place}.{key}" if self.place else f"[{key}]", self.values.get(key, {}))
+
+    def array(self, key: str) -> list[_Table]:
+        entries = self.values.get(key, [])
+        if not isinstance(entries, list):
+            self.fail(validation.expected(key, f"an array of tables [[{key}]]", entries))
+        return [_Table(self.file, f"[[{key}]] {i + 1}", entry) for i, entry in enumerate(entries)]
+
+    def build(self, cls: type, values: Mapping[str, Any]) -> Any:
+        """``cls(**values)``, each text read as its setting reads text (``"none"`` as None); a refusal names this
+        table."""
+        declared = settings_of(cls)
+        self.only(list(declared), values)
+        converted = {k: declared[k][1].convert(v) if isinstance(v, str) else v for k, v in values.items()}
+        try:
+            return cls(**converted)
+        except ValueError as exc:
+            self.fail(str(exc))
+
+
+def _dataset(entry: _Table, split: Mapping[str, Any], folder: Path) -> StudyDataset:
+    entry.only(["name", "path", "columns", "split"])
+    if "name" not in entry.values:
+        entry.fail("name: expected the dataset's name, found none")
+    name = _line(entry, "name")
+    path = None
+    if "path" in entry.values:
+        path = str(folder / _line(entry, "path"))
+        if not Path(path).is_file():
+            entry.fail(f"path: expected your log's .csv or .parquet file, found no file at {path!r}")
+    elif name not in DATASETS:
+        entry.fail(f"name: expected a registered dataset ({', '.join(DATASETS)}) or a path, found {name!r}")
+    columns_table = entry.table("columns")
+    columns_table.only(list(COLUMN_ROLES))
+    columns = {}
+    for role in columns_table.values:
+        column = _line(columns_table, role)
+        columns[role] = None if role in ("value", "timestamp") and column.lower() == "none" else column
+    own = entry.table("split")
+    merged = {**split, **own.values}
+    if "min_rating" not in merged and columns.get("value", "") is None:
+        merged["min_rating"] = "none"  # implicit feedback: every row a positive, as the split command does
+    return StudyDataset(name, path, columns, own.build(SplitConfig, merged))
+
+
+def _model(entry: _Table) -> StudyModel:
+    """One ``[[model]]``: a registered model's grid and seeds, or a model whose runs are imported."""
+    if "name" not in entry.values:
+        entry.fail("name: expected the model's name, found none")
+    name = _line(entry, "name")
+    runs = _runs(entry.table("runs")) if "runs" in entry.values else {}
+    if name not in MODELS:
+        entry.only(["name", "runs"])
+        if not runs:
+            entry.fail(f"name: expected a registered model ({', '.join(MODELS)}) or runs to import, found {name!r}")
+        return StudyModel(name, (), (), runs)
+    spec = model_spec(name)
+    takes = [h for h in spec.hyperparameters if h != "seed"]
+    entry.only(["name", "seeds", "runs", *takes])
+    seeds = _seeds(entry, spec.seeded)
+    axes = {k: _grid(entry, k) for k in takes if k in entry.values}
+    configurations = tuple(dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values()))
+    for configuration in configurations:
+        shared = {k: v for k, v in configuration.items() if k not in _CHECKED_BY_TRAINING}
+        try:
+            spec.build({**spec.train_defaults, **shared})
+        except ValueError as exc:
+            entry.fail(str(exc))
+    return StudyModel(name, configurations, seeds, runs)
+
+
+def _line(table: _Table, key: str) -> str:
+    try:
+        return validation.line(table.values[key], key, longest=500)
+    except ValueError as exc:
+        table.fail(str(exc))
+
+
+def _seeds(entry: _Table, seeded: bool) -> tuple[int, ...]:
+    if "seeds" not in entry.values:
+        return (0,) if seeded else ()
+    if not seeded:
+        entry.fail(f"seeds: {entry.values['name']} draws no random numbers, so it takes no seeds; found seeds")
+    seeds = _grid(entry, "seeds")
+    for seed in seeds:
+        try:
+            validation.seed(seed, "seeds")
+        except ValueError as exc:
+            entry.fail(str(exc))
+    return tuple(seeds)
+
+
+def _grid(entry: _Table, key: str) -> list[Any]:
+    """A key's values: a list is a grid of distinct values, anything else one value."""
+    value = entry.values[key]
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        entry.fail(f"{key}: expected a value or a list of values, found an empty list")
+    repeated = duplicates([json.dumps(v, sort_keys=True) for v in values])
+    if repeated:
+        entry.fail(f"{key}: expected each value of a grid once, found {', '.join(repeated)} more than once")
+    return values
+
+
+def _runs(table: _Table) -> dict[str, tuple[str, ...]]:
+    """``runs = {dataset = ["<run id>", ...]}``: runs imported for each dataset."""
+    runs = {}
+    for dataset, ids in table.values.items():
+        listed = ids if isinstance(ids, list) else [ids]
+        if not listed or not all(isinstance(i, str) and i.strip() for i in listed):
+            table.fail(validation.expected(dataset, "run ids (text), one or a list", ids))
+        runs[dataset] = tuple(i.strip() for i in listed)
+    return runs
+
+
+def _trainings(model: StudyModel) -> list[Training]:
+    spec = MODELS.get(model.name)
+    if spec is None:
+        return []  # imported only
+    by_tag = {}
+    for configuration in model.configurations:
+        shared = {k: v for k, v in configuration.items() if k not in _CHECKED_BY_TRAINING}
+        by_tag[configuration_tag(spec.build({**spec.train_defaults, **shared}).config)] = configuration
+    labels = configuration_names(model.name, {tag: json.loads(tag) for tag in by_tag})
+    out = []
+    for tag, configuration in by_tag.items():
+        label = labels[tag][0]
+        for seed in model.seeds or (None,):
+            hyperparameters = {**configuration, **({"seed": seed} if seed is not None else {})}
+            run_name = f"{label} seed {seed}" if seed is not None else label
+            out.append(
+                Training(model.name, hyperparameters, run_name, tag, tags.NO_SEED if seed is None else str(seed))
+            )
+    return out
+
+
+def candidate_names(plan: StudyPlan) -> list[str]:
+    """The names the comparisons will give the study's candidates: a model, or ``Model(k=v)`` per configuration
+    of a grid."""
+    names = list(dict.fromkeys(_label(t) for t in plan.trainings()))
+    return names + [m.name for m in plan.models if m.name not in MODELS]
+
+
+def _label(training: Training) -> str:
+    return training.run_name.rsplit(" seed ", 1)[0]
+
+
+def _checked(plan: StudyPlan, top: _Table) -> StudyPlan:
+    """The checks that span tables."""
+    for what, names in (("dataset", [d.name for d in plan.datasets]), ("model", [m.name for m in plan.models])):
+        if not names:
+            top.fail(f"[[{what}]]: expected at least one {what}, found none")
+        repeated = duplicates(names)
+        if repeated:
+            top.fail(f"[[{what}]] name: expected each {what} once, found {', '.join(repeated)} more than once")
+    datasets = {d.name for d in plan.datasets}
+    for model in plan.models:
+        unknown = [d for d in model.runs if d not in datasets]
+        if unknown:
+            known = ", ".join(sorted(datasets))
+            top.fail(f"[[model]] {model.name} runs: expected datasets of the study ({known}), found {unknown[0]!r}")
+    candidates = candidate_names(plan)
+    if len(candidates) < 2:
+        top.fail(f"[[model]]: expected at least two candidates to compare, found {candidates}")
+    reference, primary = plan.comparison.reference, plan.comparison.primary
+    if reference is not None and reference not in candidates:
+        several = [c for c in candidates if c.startswith(f"{reference}(")]
+        hint = f"; {reference} is one candidate per configuration: name one of {several}" if several else ""
+        top.fail(f"[compare] reference: expected one of the candidates {candidates}, found {reference!r}{hint}")
+    if primary is not None and primary not in plan.metrics:
+        top.fail(f"[compare] primary: expected one of the scored metrics {list(plan.metrics)}, found {primary!r}")
+    missing = [m for m in plan.comparison.metrics or () if m not in plan.metrics]
+    if missing:
+        top.fail(f"[compare] metrics: expected metrics the trainings score {list(plan.metrics)}, found {missing[0]!r}")
+    return plan
