@@ -27,20 +27,20 @@ from mlflow_recsys.tracking._local_server import local_tracking_server
 BIN = Path(sys.executable).parent
 
 
-#: run_study's arguments for a study small enough to start, for tests that are refused before it does.
-SMALL_STUDY = dict(
-    dataset="movielens-100k",
-    split_seed=42,
-    seeds=[0, 1],
-    l2=500.0,
-    latent_dim=8,
-    batch_size=64,
-    epochs=1,
-    lr=0.01,
-    metrics="ndcg@100",
-    primary="ndcg@100",
-    n_resamples=99,
-)
+def small_study(*, seeds=(0, 1), split_seed=42, executor="sequential"):
+    """The plan of a one-dataset study small enough to start, for tests that are refused before it does."""
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking._study_file import shorthand_plan
+
+    return shorthand_plan(
+        dataset="movielens-100k",
+        split_seed=split_seed,
+        seeds=seeds,
+        ease={"l2": 500.0},
+        elsa={"latent_dim": 8, "batch_size": 64, "epochs": 1, "lr": 0.01},
+        comparison=ComparisonSettings(reference="EASE", metrics="ndcg@100", primary="ndcg@100", n_resamples=99),
+        executor=executor,
+    )
 
 
 def clean_env(tracking_uri: str) -> dict:

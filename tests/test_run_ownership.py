@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import SMALL_STUDY, trained_copy
+from conftest import small_study, trained_copy
 from mlflow_recsys.cli import cli
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import SplitConfig, TrainConfig, run_split, run_train
@@ -102,7 +102,7 @@ def test_split_and_study_refuse_a_finished_run(store, monkeypatch):
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
         run_split("movielens-100k", SplitConfig(seed=1))
     with pytest.raises(RunOwnershipError, match=f"run {finished} with status FINISHED"):
-        run_study(**{**SMALL_STUDY, "split_seed": 1}, echo=lambda _: None)
+        run_study(small_study(split_seed=1), echo=lambda _: None)
     assert snapshot(finished) == before
     assert run_ids(store["experiment_id"]) == ids_before
 
@@ -278,7 +278,7 @@ def test_steps_refuse_a_callers_run_that_ended_before_any_work(store, tmp_path):
         with pytest.raises(RunOwnershipError, match=expected):  # before the missing checkpoint is looked for
             run_train(str(tmp_path / "missing.zip"), TrainConfig("Popularity"))
         with pytest.raises(RunOwnershipError, match=expected):
-            run_study(**{**SMALL_STUDY, "split_seed": 8}, echo=lambda _: None)
+            run_study(small_study(split_seed=8), echo=lambda _: None)
         with pytest.raises(RunOwnershipError, match=expected):
             compare_runs(run_ids=[store["EASE"], store["Popularity"]], settings=ComparisonSettings(n_resamples=99))
         assert run_ids(store["experiment_id"]) == ids_before

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import BIN, SMALL_STUDY, clean_env, new_sqlite_store
+from conftest import BIN, clean_env, new_sqlite_store, small_study
 
 PROJECT = Path(__file__).resolve().parents[1]
 SMALL = [
@@ -530,7 +530,8 @@ def test_run_study_refuses_seeds_of_the_wrong_kind_and_an_echo_it_cannot_call_be
     from mlflow_recsys.tracking._study import run_study
 
     with pytest.raises(error) as refused:
-        run_study(**{**SMALL_STUDY, **given}, project_uri=str(PROJECT))
+        echo = given.pop("echo", print)
+        run_study(small_study(**given), project_uri=str(PROJECT), echo=echo)
     assert str(refused.value) == message
     assert not (tmp_path / "m.db").exists()
 
@@ -591,7 +592,7 @@ def test_a_study_with_a_long_ray_tmpdir_is_refused_before_any_run(tmp_path, monk
     long_folder = folder_of(tmp_path, max(len(str(tmp_path)) + 2, room_for_ray_tmpdir() + 1))
     monkeypatch.setenv("RAY_TMPDIR", str(long_folder))
     with pytest.raises(ValueError, match=rf"^RAY_TMPDIR: expected a folder of at most {room_for_ray_tmpdir()} bytes"):
-        run_study(**SMALL_STUDY, executor="ray", project_uri=str(PROJECT), echo=lambda _: None)
+        run_study(small_study(executor="ray"), project_uri=str(PROJECT), echo=lambda _: None)
     assert not ray.is_initialized() and list(long_folder.iterdir()) == []
     assert MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()]) == []
 

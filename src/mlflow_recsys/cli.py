@@ -411,7 +411,18 @@ def _compare(run_ids, run_ids_csv, model_tag, **options):
     click.echo(comparison_printout(outcome, settings.primary, settings.primary_analysis))
 
 
+#: The options of the one-dataset study, which a study file replaces.
+_SHORTHAND = (
+    *("dataset", "split_seed", "seeds", "l2", "latent_dim", "batch_size", "epochs", "lr", "device", "metrics"),
+    *("primary", "n_resamples", "executor", "ray_address"),
+)
+
+
 @cli.command("main")
+@click.argument("study_file", required=False, default=None)
+@click.option(
+    "--dry-run", is_flag=True, help="print what the study would split, train, reuse and compare; make nothing"
+)
 @click.option("--dataset", default="movielens-100k", show_default=True)
 @click.option("--split-seed", default=42, show_default=True, type=int)
 @click.option("--seeds", default="0,1,2", show_default=True, help="ELSA training seeds, comma-separated")
@@ -451,25 +462,66 @@ def _compare(run_ids, run_ids_csv, model_tag, **options):
     "[default: a Ray started on this machine with its CPUs and GPUs]",
 )
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
-def _main(seeds, executor, ray_address, project_uri, **study):
-    """The whole study: split, EASE, ELSA under each seed, compare; each step an MLflow run (also `study`).
+@click.pass_context
+def _main(ctx, study_file, dry_run, project_uri, **flags):
+    """A study: the datasets, models, grids, seeds and comparison of STUDY_FILE (TOML), or, without one, the
+    one-dataset study the options describe (split, EASE, ELSA under each seed, compare); each step an MLflow run
+    under the study run (also `study`).
 
     A training that fails leaves the others running: the study run ends FAILED and names it. Rerun the study to
     train only what did not finish: trainings that finished in an earlier study on the same split are reused.
     """
     from mlflow_recsys.tracking._executors import make_executor
-    from mlflow_recsys.tracking._study import run_study
+    from mlflow_recsys.tracking._study import plan_text, run_study
+    from mlflow_recsys.tracking._study_file import read_study
 
+    study_file = _none_if_empty(study_file)
+    if study_file is not None:
+        defaults = {p.name: p.default for p in ctx.command.params}
+        changed = [name for name in _SHORTHAND if flags[name] != defaults[name]]
+        if changed:
+            option = "--" + changed[0].replace("_", "-")
+            raise click.UsageError(f"{option}: a study file declares the whole study; give the file or the options")
+        plan = read_study(study_file)
+    else:
+        plan = _shorthand(flags)
+    if dry_run:
+        click.echo(plan_text(plan))
+        return
     try:
-        runner = make_executor(executor, ray_address=_none_if_empty(ray_address), project_uri=project_uri)
+        address = plan.settings.ray_address
+        runner = make_executor(plan.settings.executor, ray_address=address, project_uri=project_uri)
     except ImportError as exc:  # Ray missing: the message says how to install it
         raise click.ClickException(f"{type(exc).__name__}: {exc}") from None
-    study["device"] = _none_if_empty(study["device"]) or "cpu"
+    run_study(plan, executor=runner, project_uri=project_uri, echo=click.echo, study_file=study_file)
+
+
+def _shorthand(flags: dict):
+    """The plan of the one-dataset options."""
+    from mlflow_recsys.tracking._study_file import shorthand_plan
+
     try:
-        seed_list = [int(v) for v in _split_list(seeds, "--seeds")]
+        seeds = [int(v) for v in _split_list(flags["seeds"], "--seeds")]
     except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, found {seeds!r}", param_hint="--seeds") from None
-    run_study(**study, seeds=seed_list, executor=runner, project_uri=project_uri, echo=click.echo)
+        found = flags["seeds"]
+        raise click.BadParameter(f"expected comma-separated integers, found {found!r}", param_hint="--seeds") from None
+    elsa = {k: flags[k] for k in ("latent_dim", "batch_size", "epochs", "lr")}
+    comparison = ComparisonSettings(
+        reference="EASE",
+        metrics=tuple(_split_list(flags["metrics"], "--metrics")) or None,
+        primary=flags["primary"],
+        n_resamples=flags["n_resamples"],
+    )
+    return shorthand_plan(
+        dataset=flags["dataset"],
+        split_seed=flags["split_seed"],
+        seeds=seeds,
+        ease={"l2": flags["l2"]},
+        elsa={**elsa, "device": _none_if_empty(flags["device"]) or "cpu"},
+        comparison=comparison,
+        executor=flags["executor"],
+        ray_address=_none_if_empty(flags["ray_address"]),
+    )
 
 
 cli.add_command(_main, name="study")

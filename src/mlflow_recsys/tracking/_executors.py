@@ -29,7 +29,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.errors import failure_text
-from mlflow_recsys.models._train_config import TrainConfig
+from mlflow_recsys.models._train_config import DEFAULT_METRICS, TrainConfig
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._context import RUN_ID_ENV, absolute_sqlite_uri
 from mlflow_recsys.tracking._plugin import COMMAND_ENV
@@ -60,14 +60,16 @@ _FAILED_PROJECT_RUN = re.compile(r"Run \(ID '(\w+)'\) failed")
 @dataclass(frozen=True)
 class Training:
     """One training of a study: a registered model, its hyper-parameters (the seed among them), its run name
-    (``ELSA seed 1``) and the ``recsys.config`` and ``recsys.seed`` tags its run will hold, by which a rerun
-    finds it on the same split."""
+    (``ELSA seed 1``), the ``recsys.config`` and ``recsys.seed`` tags its run will hold, by which a rerun finds it on
+    the same split, and the candidate a comparison will count it as (``EASE(l2=50)`` for one configuration of a
+    grid)."""
 
     model: str
     hyperparameters: Mapping[str, object]
     run_name: str
     config: str
     seed: str
+    candidate: str
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -80,11 +82,13 @@ class Training:
 
 @dataclass(frozen=True)
 class TrainingTarget:
-    """The split's checkpoint, the experiment, and the study run each training's run is a child of."""
+    """The split's checkpoint, the experiment, the study run each training's run is a child of, and the metric keys
+    every training scores."""
 
     checkpoint: str
     experiment_id: str
     parent_run_id: str
+    metrics: tuple[str, ...] = DEFAULT_METRICS
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,12 @@ class SequentialExecutor:
         client = MlflowClient()
         started = time.perf_counter()
         try:
-            parameters = {"checkpoint": target.checkpoint, "model": training.model, **training.hyperparameters}
+            parameters = {
+                "checkpoint": target.checkpoint,
+                "model": training.model,
+                "metrics": ",".join(target.metrics),
+                **training.hyperparameters,
+            }
             run_id = steps.run("train", training.run_name, parameters)
         except ExecutionException as exc:
             # MLflow has marked the step's run FAILED; its message is the one place that names the run.
@@ -351,7 +360,7 @@ class RayExecutor:
             )  # RUNNING, under the study run, as `mlflow run` makes one for its entry point
             run_id, gpus = run.info.run_id, 1 if _on_gpu(training.device) else 0
             ref = task.options(num_cpus=1, num_gpus=gpus, max_retries=0, name=training.run_name).remote(
-                run_id, training.model, dict(training.hyperparameters), target.checkpoint, environment
+                run_id, training.model, dict(training.hyperparameters), target, environment
             )
             echo(f"submitted {training.run_name} (run {run_id}; 1 CPU{', 1 GPU' if gpus else ''})")
             yield ref, (training, run_id, time.perf_counter())
@@ -373,7 +382,7 @@ class RayExecutor:
 
 
 def train_in_worker(
-    run_id: str, model: str, hyperparameters: dict, checkpoint: str, environment: Mapping[str, str]
+    run_id: str, model: str, hyperparameters: dict, target: TrainingTarget, environment: Mapping[str, str]
 ) -> str:
     """The body of a Ray task: :func:`~mlflow_recsys.tracking._training.run_train` logging into run ``run_id``,
     with ``environment`` (:func:`worker_environment`) and ``MLFLOW_RUN_ID`` set for the length of the call (a
@@ -383,7 +392,7 @@ def train_in_worker(
         hyperparameters["device"] = "cuda"  # the GPU Ray gave this task, the only one it sees
     with _environment({**environment, RUN_ID_ENV: run_id}, removed=_NOT_FORWARDED):
         # Checked here, not by the study: the device must exist on the machine that trains.
-        return run_train(checkpoint, TrainConfig(model, hyperparameters))
+        return run_train(target.checkpoint, TrainConfig(model, hyperparameters, metrics=target.metrics))
 
 
 @contextlib.contextmanager

@@ -1,12 +1,17 @@
-"""The main job: split, train EASE and ELSA under each seed, compare; every step an MLflow run under the study
-run, the trainings on an executor (:mod:`~mlflow_recsys.tracking._executors`)."""
+"""The main job: a study (:mod:`~mlflow_recsys.tracking._study_file`) run step by step, each step an MLflow run
+under the study run: for each dataset its split, the trainings on an executor
+(:mod:`~mlflow_recsys.tracking._executors`) and the comparison; then the table and the verdict across datasets
+(:mod:`~mlflow_recsys.tracking._study_summary`)."""
 
 from __future__ import annotations
 
-import functools
+import dataclasses
+import json
 import logging
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -18,9 +23,14 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NOTE
 
 from mlflow_recsys import _validation as validation
 from mlflow_recsys._digests import shorten
-from mlflow_recsys.errors import StudyStepError
-from mlflow_recsys.models._registry import model_spec
+from mlflow_recsys.data._split_config import SplitConfig
+from mlflow_recsys.errors import RecsysError, StudyStepError, failure_text
+from mlflow_recsys.settings_schema import NONE_WORD, settings_of
+from mlflow_recsys.stats._ranks import datasets_needed, p_value_floor
+from mlflow_recsys.stats._results import significance_level
+from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.tracking import _tags as tags
+from mlflow_recsys.tracking._comparison import RunComparison, compare_runs
 from mlflow_recsys.tracking._context import absolute_sqlite_uri, check_step_run, entry_point_run
 from mlflow_recsys.tracking._executors import (
     Echo,
@@ -31,56 +41,61 @@ from mlflow_recsys.tracking._executors import (
     TrainingTarget,
     make_executor,
 )
-from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH, duplicates, fit_text
+from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH, fit_text
 from mlflow_recsys.tracking._redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking._runs import FINISHED, search_all
 from mlflow_recsys.tracking._server_page import recsys_page_url
-from mlflow_recsys.tracking._training import configuration_tag
-
-#: Hyper-parameters each training checks where it runs: the seed is its own, and the device is the machine's
-#: that trains it (a cluster's driver may have no GPU). The study checks the others before any run.
-_CHECKED_BY_TRAINING = ("seed", "device")
+from mlflow_recsys.tracking._study_file import StudyDataset, StudyPlan, candidate_names
+from mlflow_recsys.tracking._study_summary import log_summary, summarize
 
 _log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class DatasetOutcome:
+    """What became of one dataset of a study: its split run, each training, the runs imported for it, and its
+    comparison (None when fewer than two candidates finished, or when it failed: ``error`` says why)."""
+
+    dataset: str
+    split_id: str | None
+    trainings: list[TrainingOutcome]
+    imported: list[str]
+    comparison: RunComparison | None = None
+    error: str | None = None
+
+
 def run_study(
+    plan: StudyPlan,
     *,
-    dataset: str,
-    split_seed: int,
-    seeds: Sequence[int],
-    l2: float,
-    latent_dim: int,
-    batch_size: int,
-    epochs: int,
-    lr: float,
-    metrics: str,
-    primary: str,
-    n_resamples: int,
-    device: str = "cpu",
-    executor: str | Executor = "sequential",
+    executor: Executor | None = None,
     project_uri: str = ".",
     echo: Callable[[str], None] = _log.info,
+    study_file: str | os.PathLike | None = None,
 ) -> str:
-    """Split, train EASE once and ELSA under each seed, compare; returns the comparison run id.
+    """Run a study: for each dataset its split, every training, and the comparison of what finished; then the study
+    run's summary across datasets. Returns the study run's id.
 
-    The split and the comparison are the ``split`` and ``compare`` entry points of the ``MLproject`` at
-    ``project_uri`` (``mlflow.projects.run``), the trainings run on ``executor``; every step is a child run of the
-    study run. FINISHED training runs of earlier studies on the same split with the same model, configuration
-    (``recsys.config``) and seed are reused, not retrained, and the output names them. A relative SQLite tracking
-    URI is made absolute first, so every step logs to the one database the caller meant.
+    The split of each dataset is the ``split`` entry point of the ``MLproject`` at ``project_uri``
+    (``mlflow.projects.run``), the trainings run on ``executor``, and each comparison is
+    :func:`~mlflow_recsys.tracking.compare_runs` nested under the study run, as every step is. FINISHED training runs
+    of earlier studies on the same split with the same model, configuration (``recsys.config``) and seed are reused,
+    not retrained, and the output names them. A relative SQLite tracking URI is made absolute first, so every step
+    logs to the one database the caller meant. Where two or more datasets were compared, the study run holds the
+    paper's table and the verdict across datasets (``study/``: ``table.md``, ``table.tex``, ``table.csv``,
+    ``effects.csv``, ``ranks.csv``, ``report.html`` and the figures); with one, its table.
 
     Parameters
     ----------
-    device : str, default ``"cpu"``
-        ELSA's torch device. On Ray, a CUDA device makes each ELSA task ask Ray for one GPU.
-    executor : ``"sequential"``, ``"ray"`` or an executor object, default ``"sequential"``
-        One ``train`` entry point after another, or one Ray task each on a local Ray started for the study; to
-        join a cluster, pass ``RayExecutor(address="auto")`` (or an address) from
-        :mod:`mlflow_recsys.tracking._executors`.
+    plan : StudyPlan
+        What to run (:func:`~mlflow_recsys.tracking._study_file.read_study` of a study file, or
+        :func:`~mlflow_recsys.tracking._study_file.shorthand_plan`).
+    executor : executor object, optional
+        Where the trainings run; default the plan's (``SequentialExecutor`` or a ``RayExecutor`` at its address).
     echo : callable, default the ``mlflow_recsys.tracking._study`` logger at INFO
-        Takes the study's own progress lines and the result. What the steps (``mlflow run`` processes) print
-        goes to this process's standard output and error, whatever ``echo`` is.
+        Takes the study's own progress lines and the result. What the steps (``mlflow run`` processes) print goes to
+        this process's standard output and error, whatever ``echo`` is.
+    study_file : path, optional
+        The file the plan was read from, logged with the study run.
 
     Raises
     ------
@@ -88,60 +103,208 @@ def run_study(
         If the caller's active run or ``MLFLOW_RUN_ID`` names a run the study must not log under
         (:func:`~mlflow_recsys.tracking._context.check_step_run`); no step runs.
     TypeError
-        If ``echo`` is not callable; no run is made.
+        If ``plan`` is not a StudyPlan or ``echo`` is not callable; no run is made.
     ValueError
-        If ``seeds`` is not an ordered collection of integers, holds fewer than two seeds or one twice, or a
-        hyper-parameter other than a seed or the device is invalid; no run is made. A seed or a device the model
-        refuses fails that training alone.
+        If a device this machine lacks is asked for by the sequential executor; no run is made.
     ImportError
-        If ``executor`` is ``"ray"`` and Ray is not installed; the message says how to install it.
+        If the plan's executor is ``"ray"`` and Ray is not installed; the message says how to install it.
     ConnectionError
         If the executor joins a Ray cluster and none answers at its address; no run is made.
     StudyStepError
-        If the split or the comparison fails, or any training failed. The study run ends FAILED, its
-        ``recsys.error`` tag and notes name each failed training, its run and why; the trainings that finished
-        stay FINISHED and, when at least two models finished, are compared first.
+        If a split fails, or any training or comparison failed. The study run ends FAILED, its ``recsys.error`` tag
+        and notes name each failure and why; what finished stays FINISHED and is compared and summarised first.
     """
-    seeds = _seeds_iv(seeds)
+    if not isinstance(plan, StudyPlan):
+        raise TypeError(validation.expected("plan", "a StudyPlan (read_study or shorthand_plan)", plan))
     if not callable(echo):
         raise TypeError(validation.expected("echo", "a callable that takes one line of text", echo))
-    if isinstance(executor, str):
-        executor = make_executor(executor, project_uri=project_uri)
-    trainings = study_trainings(
-        l2=l2, seeds=seeds, latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=lr, device=device
-    )
+    if executor is None:
+        name, address = plan.settings.executor, plan.settings.ray_address
+        executor = make_executor(name, ray_address=address, project_uri=project_uri)
+    trainings = plan.trainings()
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
-    asked = {"dataset": dataset, "split_seed": split_seed, "seeds": ",".join(map(str, seeds)), "metrics": metrics}
-    params = {**asked, "primary": primary, "n_resamples": n_resamples, "device": device, "executor": executor.name}
-    with executor.started(trainings, echo=echo), entry_point_run(f"study {dataset}", params=params) as main_run:
+    name = plan.settings.name
+    with executor.started(trainings, echo=echo), entry_point_run(name, params=study_params(plan, executor)) as main:
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
-        client = MlflowClient()
-        experiment_id, study_id = main_run.info.experiment_id, main_run.info.run_id
-        step = functools.partial(_step, EntryPoints(project_uri, experiment_id, study_id, echo))
-        split_id = step("split", f"split {dataset}", {"dataset": dataset, "seed": split_seed})
-        outcomes = _train(
-            executor,
-            trainings,
-            TrainingTarget(f"runs:/{split_id}/checkpoint.zip", experiment_id, study_id),
-            split_digest=client.get_run(split_id).data.tags[tags.SPLIT_DIGEST],
-            echo=echo,
-        )
-        failed = [o for o in outcomes if not o.usable]
-        usable = [o for o in outcomes if o.usable]
-        if failed:
-            mlflow.set_tag(tags.ERROR, _failure_text(failed, len(outcomes), limit=MAX_TAG_LENGTH))
-        mlflow.set_tag(MLFLOW_RUN_NOTE, _study_note(outcomes, executor.name, split_id))
+        if study_file is not None:
+            mlflow.log_artifact(str(study_file))
+        steps = EntryPoints(project_uri, main.info.experiment_id, main.info.run_id, echo)
+        outcomes = [_run_dataset(d, plan, steps, executor) for d in plan.datasets]
+        failures = _failures(outcomes)
+        if failures:
+            mlflow.set_tag(tags.ERROR, shorten("; ".join(failures), MAX_TAG_LENGTH))
+        mlflow.set_tag(MLFLOW_RUN_NOTE, _study_note(outcomes, executor.name))
+        compared = {o.dataset: o.comparison for o in outcomes if o.comparison is not None}
+        if compared:
+            _show_results(plan, compared, main.info.experiment_id, echo)
+        if failures:
+            raise StudyStepError(redact(shorten("study: " + "; ".join(failures), 4000)) + _RERUN)
+        return main.info.run_id
 
-        compare_id = None
-        if len({o.training.model for o in usable}) >= 2:  # else there is nothing to compare
-            run_ids = ",".join(cast(str, o.run_id) for o in usable)  # a usable outcome has a run
-            compared = {"run_ids": run_ids, "reference": "EASE", "metrics": metrics, "primary": primary}
-            compare_id = step("compare", "compare EASE vs ELSA", {**compared, "n_resamples": n_resamples})
-            _show_result(compare_id, experiment_id, echo)
+
+_RERUN = ". Rerun the study to train only what did not finish"
+
+
+def study_params(plan: StudyPlan, executor: Executor) -> dict[str, object]:
+    """What the study run logs before any step: its datasets, models and trainings, and every comparison setting
+    (``primary`` among them, so a comparison can say it was declared before the models were trained)."""
+    compared = {
+        name: declared.text(getattr(plan.comparison, name))
+        for name, (default, declared) in settings_of(ComparisonSettings).items()
+        if getattr(plan.comparison, name) != default
+    }
+    return {
+        "datasets": ",".join(d.name for d in plan.datasets),
+        "models": ",".join(m.name for m in plan.models),
+        "trainings_per_dataset": len(plan.trainings()),
+        "metrics": ",".join(plan.metrics),
+        "executor": executor.name,
+        "scale": plan.settings.scale,
+        "posthoc": plan.settings.posthoc,
+        **compared,
+    }
+
+
+def _run_dataset(dataset: StudyDataset, plan: StudyPlan, steps: EntryPoints, executor: Executor) -> DatasetOutcome:
+    """One dataset's split, trainings and comparison; a failed training or comparison is an outcome."""
+    steps.echo(f"\n=== {dataset.name} ===")
+    try:
+        split_id = _step(steps, "split", f"split {dataset.name}", split_parameters(dataset))
+    except StudyStepError as exc:  # the split run ended FAILED and its output says why; the other datasets go on
+        return DatasetOutcome(dataset.name, None, [], [], error=str(exc))
+    digest = MlflowClient().get_run(split_id).data.tags[tags.SPLIT_DIGEST]
+    target = TrainingTarget(
+        f"runs:/{split_id}/checkpoint.zip", steps.experiment_id, steps.parent_run_id, tuple(plan.metrics)
+    )
+    outcomes = _train(executor, plan.trainings(), target, split_digest=digest, echo=steps.echo)
+    imported = [run_id for model in plan.models for run_id in model.runs.get(dataset.name, ())]
+    usable = [cast(str, o.run_id) for o in outcomes if o.usable] + imported
+    outcome = DatasetOutcome(dataset.name, split_id, outcomes, imported)
+    candidates = {o.training.candidate for o in outcomes if o.usable} | {
+        m.name for m in plan.models if imported and dataset.name in m.runs
+    }
+    if len(candidates) < 2:
+        return outcome  # nothing to compare
+    try:
+        comparison = compare_runs(run_ids=usable, settings=plan.comparison)
+    except (RecsysError, ValueError, OSError) as exc:  # its run ended FAILED with the reason; the others go on
+        steps.echo(f"comparison on {dataset.name} FAILED: {redact(failure_text(exc))}")
+        return dataclasses.replace(outcome, error=redact(failure_text(exc)))
+    return dataclasses.replace(outcome, comparison=comparison)
+
+
+def split_parameters(dataset: StudyDataset) -> dict[str, object]:
+    """The ``split`` entry point's parameters of a dataset: its name or file, every split setting that is set
+    (``none`` for a minimum rating of none), and its columns (``none`` for an absent value or time column)."""
+    declared = settings_of(SplitConfig)
+    settings = {
+        name: declared[name][1].text(value)
+        for name in declared
+        if (value := getattr(dataset.split, name)) is not None or name == "min_rating"
+    }
+    columns = {f"{role}_col": column or NONE_WORD for role, column in dataset.columns.items()}
+    return {"dataset": dataset.path or dataset.name, **settings, **columns}
+
+
+def plan_text(plan: StudyPlan) -> str:
+    """What :func:`run_study` would do, for ``--dry-run``: each dataset's split, the trainings it would run and those
+    it would reuse (FINISHED by an earlier study on the same split, found by the split's settings), the runs it
+    imports, the comparison, and the smallest p-value the number of datasets allows the ranks. Reads the tracking
+    store, writes nothing."""
+    uri = absolute_sqlite_uri(mlflow.get_tracking_uri())
+    missing = uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists()
+    client = None if missing else MlflowClient()  # a client of a SQLite file that is not there would make it
+    experiment_id = None if client is None else _current_experiment(client)
+    trainings = plan.trainings()
+    lines = [
+        f"study {plan.settings.name!r}: {len(plan.datasets)} datasets x {len(trainings)} trainings each, on the "
+        f"{plan.settings.executor} executor; nothing is created (--dry-run)"
+    ]
+    for dataset in plan.datasets:
+        digest = _earlier_split(client, experiment_id, dataset) if client and experiment_id else None
+        reused = (
+            finished_trainings(client, experiment_id, digest, trainings) if client and experiment_id and digest else {}
+        )
+        imported = [f"{m.name}: {', '.join(m.runs[dataset.name])}" for m in plan.models if dataset.name in m.runs]
+        to_train = [t.run_name for t in trainings if t.key not in reused]
+        reusing = [f"{t.run_name} (run {reused[t.key].info.run_id})" for t in trainings if t.key in reused]
+        lines += [
+            f"\n{dataset.name} ({dataset.path or 'registered'}): split {_settings_line(dataset.split)}",
+            f"  train {len(to_train)}: {', '.join(to_train) or '-'}",
+            f"  reuse {len(reusing)}: {', '.join(reusing) or '-'}",
+            f"  import: {'; '.join(imported) or '-'}",
+            f"  compare: {', '.join(candidate_names(plan))} ({_settings_line(plan.comparison)})",
+        ]
+    lines.append("\n" + _floor_line(plan))
+    return "\n".join(lines)
+
+
+def _floor_line(plan: StudyPlan) -> str:
+    k, n = len(candidate_names(plan)), len(plan.datasets)
+    if n < 2:
+        return "across datasets: one dataset, so nothing is pooled or ranked"
+    posthoc, alpha = plan.settings.posthoc, significance_level(plan.comparison.confidence_level)
+    floor = p_value_floor(k, n, posthoc)
+    verdict = "alpha allows" if floor <= alpha else "rules out every pair"
+    if floor > alpha:
+        verdict += f" at alpha {alpha:g}: {datasets_needed(k, posthoc, alpha)} datasets would be needed"
+    return (
+        f"across datasets: with {n} datasets and {k} candidates the smallest {posthoc} p-value of a pair of ranks is "
+        f"{floor:.4g}, which {verdict}"
+    )
+
+
+def _current_experiment(client: MlflowClient) -> str | None:
+    """The experiment the study would log to (``MLFLOW_EXPERIMENT_ID``, ``MLFLOW_EXPERIMENT_NAME``, else the
+    default), or None when it does not exist yet."""
+    if os.environ.get("MLFLOW_EXPERIMENT_ID"):
+        return os.environ["MLFLOW_EXPERIMENT_ID"]
+    name = os.environ.get("MLFLOW_EXPERIMENT_NAME")
+    if name:
+        experiment = client.get_experiment_by_name(name)
+        return experiment.experiment_id if experiment else None
+    return "0"
+
+
+def _earlier_split(client: MlflowClient, experiment_id: str, dataset: StudyDataset) -> str | None:
+    """The split digest of the newest FINISHED split run of ``dataset`` with the same settings, or None."""
+    declared = settings_of(SplitConfig)
+    wanted = {"dataset": dataset.path or dataset.name, **{k: getattr(dataset.split, k) for k in declared}}
+    query = f"tags.`{tags.ROLE}` = '{tags.ROLE_SPLIT}' AND attributes.status = '{FINISHED}'"
+    for run in search_all(client.search_runs, [experiment_id], query, order_by=["attributes.start_time DESC"]):
+        params = run.data.params
+        try:
+            found = {k: declared[k][1].parse(params.get(k, NONE_WORD), k) for k in declared}
+        except ValueError:
+            continue
+        if {"dataset": params.get("dataset"), **found} == wanted and params.get("columns", "{}") == _columns(dataset):
+            return run.data.tags.get(tags.SPLIT_DIGEST)
+    return None
+
+
+def _columns(dataset: StudyDataset) -> str:
+    return json.dumps(dict(dataset.columns), sort_keys=True) if dataset.columns else "{}"
+
+
+def _settings_line(settings: object) -> str:
+    declared = settings_of(type(settings))
+    return (
+        ", ".join(f"{k}={s.text(getattr(settings, k))}" for k, (d, s) in declared.items() if getattr(settings, k) != d)
+        or "defaults"
+    )
+
+
+def _failures(outcomes: list[DatasetOutcome]) -> list[str]:
+    """Each dataset's failed trainings and failed comparison, as one text each."""
+    out = []
+    for o in outcomes:
+        failed = [t for t in o.trainings if not t.usable]
         if failed:
-            raise _study_failure(failed, len(outcomes), len(usable), compare_id)
-        return cast(str, compare_id)  # nothing failed, so both models finished and were compared
+            out.append(f"{o.dataset}: {_failure_text(failed, len(o.trainings), limit=2000)}")
+        if o.error:
+            out.append(f"{o.dataset}: {'the comparison' if o.split_id else 'the split'} failed: {o.error}")
+    return out
 
 
 def _pin_tracking_uri() -> None:
@@ -152,25 +315,22 @@ def _pin_tracking_uri() -> None:
     hide_run_links_with_credentials(uri)
 
 
-def _study_failure(failed: list, n_trainings: int, n_usable: int, compare_id: str | None) -> StudyStepError:
-    compared = (
-        f"the {n_usable} finished were compared in run {compare_id}"
-        if compare_id
-        else f"the {n_usable} finished were not compared (fewer than two models finished)"
-    )
-    return StudyStepError(
-        f"study: {_failure_text(failed, n_trainings, limit=2000)}; {compared}. Rerun the study to train only what "
-        "did not finish"
-    )
-
-
-def _show_result(compare_id: str, experiment_id: str, echo: Callable[[str], None]) -> None:
-    """Tag the study run with its comparison run; print that run's summary.txt (its notes, which are markdown,
-    as plain text) and where to see it."""
-    mlflow.set_tag(tags.COMPARISON_RUN, compare_id)
-    echo("\n== Result (the comparison run's summary.txt) ==\n")
-    echo(mlflow.artifacts.load_text(f"runs:/{compare_id}/summary.txt").rstrip("\n"))
-    echo(_ui_hint(compare_id, experiment_id))
+def _show_results(
+    plan: StudyPlan, compared: Mapping[str, RunComparison], experiment_id: str, echo: Callable[[str], None]
+) -> None:
+    """Print each comparison run's summary.txt (its notes as plain text), log the study's summary and print it, and
+    say where to see the runs."""
+    for dataset, comparison in compared.items():
+        echo(f"\n== Result on {dataset} (the comparison run's summary.txt) ==\n")
+        echo(mlflow.artifacts.load_text(f"runs:/{comparison.run_id}/summary.txt").rstrip("\n"))
+    mlflow.set_tag(tags.COMPARISON_RUN, ",".join(c.run_id for c in compared.values()))
+    summary = summarize(plan, compared)
+    log_summary(summary)
+    if len(compared) > 1:
+        echo("\n== Across datasets (the study run's study/report.html) ==\n")
+        echo(summary.text())
+    (only,) = compared.values() if len(compared) == 1 else (None,)
+    echo(_ui_hint(only.run_id if only else cast(mlflow.ActiveRun, mlflow.active_run()).info.run_id, experiment_id))
 
 
 def _step(steps: EntryPoints, entry_point: str, run_name: str, parameters: dict) -> str:
@@ -179,37 +339,6 @@ def _step(steps: EntryPoints, entry_point: str, run_name: str, parameters: dict)
         return steps.run(entry_point, run_name, parameters)
     except ExecutionException as exc:
         raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
-
-
-def _seeds_iv(seeds: object) -> list[int]:
-    """``seeds`` as a list of at least two ints; a seed's range is the training's own check, so a refused seed
-    fails that training alone."""
-    listed = validation.ordered(seeds, "seeds", "a list of integer seeds")
-    checked = [validation.integer(seed, "seeds") for seed in listed]
-    if len(checked) < 2:
-        raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {checked}")
-    return checked
-
-
-def study_trainings(
-    *, l2: float, seeds: Sequence[int], latent_dim: int, batch_size: int, epochs: int, lr: float, device: str = "cpu"
-) -> list[Training]:
-    """The study's trainings: EASE, then ELSA under each seed. A ValueError for a repeated seed, or a
-    hyper-parameter other than the seed or the device the model's config refuses."""
-    repeated = duplicates([str(seed) for seed in seeds])
-    if repeated:
-        raise ValueError(f"seeds: expected each seed once, found {', '.join(repeated)} more than once in {list(seeds)}")
-    elsa = {"latent_dim": latent_dim, "batch_size": batch_size, "epochs": epochs, "lr": lr, "device": device}
-    return [_training("EASE", {"l2": l2}), *(_training("ELSA", {"seed": seed, **elsa}) for seed in seeds)]
-
-
-def _training(model: str, hyperparameters: dict) -> Training:
-    spec = model_spec(model)
-    shared = {k: v for k, v in hyperparameters.items() if k not in _CHECKED_BY_TRAINING}
-    config = configuration_tag(spec.build(shared).config)  # the same for every seed and on every machine
-    seed = str(hyperparameters["seed"]) if spec.seeded else tags.NO_SEED
-    run_name = f"{model} seed {seed}" if spec.seeded else model  # as run_train names its run
-    return Training(model=model, hyperparameters=hyperparameters, run_name=run_name, config=config, seed=seed)
 
 
 def _train(
@@ -275,41 +404,42 @@ def _failure_text(failed: list[TrainingOutcome], total: int, *, limit: int) -> s
     return shorten(f"{len(failed)} of {total} trainings failed: " + "; ".join(items), limit)
 
 
-def _study_note(outcomes: list[TrainingOutcome], executor: str, split_id: str) -> str:
-    """The study run's notes: each training, what became of it, its run and, for a failure, why."""
+def _study_note(outcomes: list[DatasetOutcome], executor: str) -> str:
+    """The study run's notes: each dataset's trainings, what became of them, their runs and, for a failure, why."""
     from mlflow_recsys.report._escaping import escape_markdown
 
-    def row(o: TrainingOutcome, reasons: bool) -> str:
+    def row(d: DatasetOutcome, o: TrainingOutcome, reasons: bool) -> str:
         status = {"trained": "trained", "reused": "reused (an earlier study's run)", "failed": "**FAILED**"}[o.status]
         seconds = f"{o.seconds:.1f}" if o.seconds is not None else ""
         reason = escape_markdown(o.reason) if reasons and o.reason else ""
-        return f"| {escape_markdown(o.training.run_name)} | {status} | {o.run_id or ''} | {seconds} | {reason} |"
+        name = escape_markdown(o.training.run_name)
+        return f"| {escape_markdown(d.dataset)} | {name} | {status} | {o.run_id or ''} | {seconds} | {reason} |"
 
+    splits = ", ".join(f"{escape_markdown(d.dataset)}: {d.split_id or 'FAILED'}" for d in outcomes)
     head = (
-        f"Trainings of this study on the {executor} executor (split run {split_id}); a rerun reuses the "
-        "finished ones. Seconds: from the start (sequential) or the submission (Ray) to the end."
-        "\n\n| training | outcome | run | seconds | reason |\n|---|---|---|---|---|\n"
+        f"Trainings of this study on the {executor} executor (split runs {splits}); a rerun reuses the finished "
+        "ones. Seconds: from the start (sequential) or the submission (Ray) to the end. The table across datasets "
+        "and the verdict are in the artifacts' study/ folder."
+        "\n\n| dataset | training | outcome | run | seconds | reason |\n|---|---|---|---|---|---|\n"
     )
-    return fit_text(
-        [head + "\n".join(row(o, reasons) for o in outcomes) for reasons in (True, False)]
-        + [shorten(head, MAX_TAG_LENGTH)]
-    )
+    rows = [[row(d, o, reasons) for d in outcomes for o in d.trainings] for reasons in (True, False)]
+    return fit_text(["".join(head) + "\n".join(r) for r in rows] + [shorten(head, MAX_TAG_LENGTH)])
 
 
-def _ui_hint(compare_id: str, experiment_id: str) -> str:
+def _ui_hint(run_id: str, experiment_id: str) -> str:
     # Printed, so the password of a tracking server or database stays out; the user has it already.
     uri = redact(absolute_sqlite_uri(mlflow.get_tracking_uri()))  # absolute: the command works from any folder
     mlflow_cli = Path(sys.executable).with_name("mlflow")
     if uri.startswith(("http://", "https://")):
         page = recsys_page_url(experiment_id)
-        return f"\nOpen {uri}/#/experiments/{experiment_id}/runs/{compare_id} to see the runs." + (
+        return f"\nOpen {uri}/#/experiments/{experiment_id}/runs/{run_id} to see the runs." + (
             f"\nPick runs and compare them again on {page}" if page else ""
         )
     mlflow_cli = mlflow_cli if mlflow_cli.exists() else Path("mlflow")
     return (
         "\nTo see every run, its artifacts and the report in the MLflow UI, run:\n\n"
         f"    {mlflow_cli} ui --backend-store-uri {uri} --port 5000\n\n"
-        f"then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{compare_id}\n\n"
+        f"then open http://127.0.0.1:5000/#/experiments/{experiment_id}/runs/{run_id}\n\n"
         "To tick runs and compare them from the browser as well, serve the same store with the recsys pages (the\n"
         "key signs their forms, as MLflow's basic-auth requires one):\n\n"
         "    export MLFLOW_FLASK_SERVER_SECRET_KEY=\"$(python -c 'import secrets; print(secrets.token_hex(32))')\"\n"

@@ -24,8 +24,8 @@ from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.models._registry import MODELS, model_spec
 from mlflow_recsys.models._train_config import DEFAULT_METRICS
 from mlflow_recsys.settings_schema import check_fields, setting, settings_of
-from mlflow_recsys.stats._meta import SCALES
-from mlflow_recsys.stats._ranks import POSTHOCS
+from mlflow_recsys.stats._meta import SCALES, Scale
+from mlflow_recsys.stats._ranks import POSTHOCS, Posthoc
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._candidates import configuration_names
@@ -62,13 +62,15 @@ class StudySettings:
         "keys",
         optional=True,
     )
-    scale: str = setting(
+    scale: Scale = setting(
         "difference",
         "the effect pooled over datasets: the difference, or the log ratio of means where metric levels differ",
         "choice",
         choices=SCALES,
     )
-    posthoc: str = setting("wilcoxon-holm", "the pairwise test of the ranks over datasets", "choice", choices=POSTHOCS)
+    posthoc: Posthoc = setting(
+        "wilcoxon-holm", "the pairwise test of the ranks over datasets", "choice", choices=POSTHOCS
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -108,8 +110,9 @@ class StudyPlan:
 
     @property
     def metrics(self) -> tuple[str, ...]:
-        """What every training scores: the study's ``metrics``, else the compared ones, else the train step's set."""
-        return self.settings.metrics or self.comparison.metrics or DEFAULT_METRICS
+        """What every training scores: the study's ``metrics``, else the train step's set and any compared metric
+        beyond it."""
+        return self.settings.metrics or tuple(dict.fromkeys([*DEFAULT_METRICS, *(self.comparison.metrics or ())]))
 
     def trainings(self) -> list[Training]:
         """Each dataset's trainings: every configuration of every registered model under each of its seeds."""
@@ -171,16 +174,20 @@ def shorthand_plan(
 ) -> StudyPlan:
     """The one-dataset study of the command line's flags: EASE once and ELSA under each seed on ``dataset``,
     compared with EASE as the reference. A ValueError names the flag's setting, as :func:`read_study` does."""
-    top = _Table("the study flags", "", {})
-    if len(seeds) < 2:
-        raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {list(seeds)}")
+    top = _Table("", "", {})  # the options name themselves: no file, no table
+    listed = [validation.integer(s, "seeds") for s in validation.ordered(seeds, "seeds", "a list of integer seeds")]
+    if len(listed) < 2:
+        raise ValueError(f"seeds: expected at least 2 ELSA seeds to measure retraining spread, found {listed}")
+    repeated = duplicates([str(s) for s in listed])
+    if repeated:
+        raise ValueError(f"seeds: expected each seed once, found {', '.join(repeated)} more than once in {listed}")
     settings = top.build(StudySettings, {"name": f"study {dataset}", "executor": executor, "ray_address": ray_address})
     plan = StudyPlan(
         settings=settings,
         datasets=(StudyDataset(dataset, None, {}, top.build(SplitConfig, {"seed": split_seed})),),
         models=(
-            _model(_Table(top.file, "EASE", {"name": "EASE", **ease})),
-            _model(_Table(top.file, "ELSA", {"name": "ELSA", "seeds": list(seeds), **elsa})),
+            _model(_Table("", "", {"name": "EASE", **ease})),
+            _model(_Table("", "", {"name": "ELSA", "seeds": listed, **elsa})),
         ),
         comparison=comparison,
     )
@@ -197,7 +204,7 @@ class _Table:
         self.values: dict[str, Any] = values
 
     def fail(self, message: str) -> NoReturn:
-        raise ValueError(f"{self.file}: {self.place + ': ' if self.place else ''}{message}")
+        raise ValueError(": ".join(part for part in (self.file, self.place, message) if part))
 
     def only(self, keys: Sequence[str], values: Mapping[str, Any] | None = None) -> None:
         unknown = [k for k in (self.values if values is None else values) if k not in keys]
@@ -232,7 +239,7 @@ def _dataset(entry: _Table, split: Mapping[str, Any], folder: Path) -> StudyData
     name = _line(entry, "name")
     path = None
     if "path" in entry.values:
-        path = str(folder / _line(entry, "path"))
+        path = str((folder / _line(entry, "path")).resolve())  # the steps run in the project's folder
         if not Path(path).is_file():
             entry.fail(f"path: expected your log's .csv or .parquet file, found no file at {path!r}")
     elif name not in DATASETS:
@@ -336,7 +343,7 @@ def _trainings(model: StudyModel) -> list[Training]:
             hyperparameters = {**configuration, **({"seed": seed} if seed is not None else {})}
             run_name = f"{label} seed {seed}" if seed is not None else label
             out.append(
-                Training(model.name, hyperparameters, run_name, tag, tags.NO_SEED if seed is None else str(seed))
+                Training(model.name, hyperparameters, run_name, tag, tags.NO_SEED if seed is None else str(seed), label)
             )
     return out
 
@@ -344,12 +351,8 @@ def _trainings(model: StudyModel) -> list[Training]:
 def candidate_names(plan: StudyPlan) -> list[str]:
     """The names the comparisons will give the study's candidates: a model, or ``Model(k=v)`` per configuration
     of a grid."""
-    names = list(dict.fromkeys(_label(t) for t in plan.trainings()))
+    names = list(dict.fromkeys(t.candidate for t in plan.trainings()))
     return names + [m.name for m in plan.models if m.name not in MODELS]
-
-
-def _label(training: Training) -> str:
-    return training.run_name.rsplit(" seed ", 1)[0]
 
 
 def _checked(plan: StudyPlan, top: _Table) -> StudyPlan:

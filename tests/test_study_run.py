@@ -1,0 +1,208 @@
+"""A study file run whole: MovieLens-100k, a log of the test's own and a log too small to split, EASE and Popularity;
+the study run's table and verdict checked against the training runs' own metrics and per-user files, and the broken
+dataset failing only itself."""
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from mlflow.tracking import MlflowClient
+
+from conftest import BIN, clean_env, new_sqlite_store
+from mlflow_recsys.cli import cli
+from mlflow_recsys.stats import paired_effect, random_effects
+from mlflow_recsys.tracking import load_evaluation, mlflow_metric_name
+
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")]
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+STUDY = """
+name = "three datasets"
+
+[split]
+seed = 3
+
+[[dataset]]
+name = "movielens-100k"
+
+[[dataset]]
+name = "clicks"
+path = "clicks.csv"
+columns = { user = "u", item = "i", value = "none", timestamp = "none" }
+
+[[dataset]]
+name = "broken"
+path = "broken.csv"
+columns = { user = "u", item = "i", value = "none", timestamp = "none" }
+
+[[model]]
+name = "EASE"
+l2 = 100.0
+
+[[model]]
+name = "Popularity"
+
+[compare]
+reference = "Popularity"
+metrics = ["ndcg@100", "recall@20"]
+primary = "ndcg@100"
+n_resamples = 199
+"""
+
+
+def clicks(path, seed=0, n_users=300, n_items=120):
+    """Implicit feedback: each user clicks mostly within one of four blocks of items."""
+    rng = np.random.default_rng(seed)
+    rows = {
+        (f"u{u}", f"i{item}")
+        for u in range(n_users)
+        for item in np.where(rng.random(20) < 0.8, (u % 4) * 30 + rng.integers(0, 30, 20), rng.integers(0, n_items, 20))
+    }
+    pd.DataFrame(sorted(rows), columns=["u", "i"]).to_csv(path, index=False)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("study")
+    clicks(folder / "clicks.csv")
+    (folder / "broken.csv").write_text("u,i\nx,1\n")  # one user of one item: nothing is left after the 5-core
+    (folder / "study.toml").write_text(textwrap.dedent(STUDY))
+    uri = new_sqlite_store(folder / "mlruns.db")
+    proc = subprocess.run(
+        [str(BIN / "mlflow-recsys"), "study", "study.toml", "--project-uri", str(PROJECT)],
+        cwd=folder,
+        env=clean_env(uri),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    mlflow.set_tracking_uri(uri)
+    yield {"folder": folder, "uri": uri, "proc": proc, "stdout": proc.stdout}
+    mlflow.set_tracking_uri(None)
+
+
+def runs_by_role(role):
+    return MlflowClient().search_runs(["0"], f"tags.`recsys.role` = '{role}'", max_results=1000)
+
+
+def dataset_of(run) -> str:
+    """The study's name of the dataset a training or comparison run scored: by its split run's ``dataset`` param."""
+    digest = run.data.tags["recsys.split_digest"]
+    (split,) = [r for r in runs_by_role("split") if r.data.tags.get("recsys.split_digest") == digest]
+    given = split.data.params["dataset"]
+    return given if given == "movielens-100k" else Path(given).stem
+
+
+def candidate_of(run) -> str:
+    return run.data.tags["recsys.model"]
+
+
+def test_each_dataset_gets_its_split_trainings_and_comparison_under_the_study_run(study):
+    (main,) = runs_by_role("main")
+    assert main.info.run_name == "three datasets" and main.data.params["primary"] == "ndcg@100"
+    assert main.data.params["datasets"] == "movielens-100k,clicks,broken"
+    children = {r.info.run_id for role in ("split", "train", "comparison") for r in runs_by_role(role)}
+    parents = {MlflowClient().get_run(r).data.tags["mlflow.parentRunId"] for r in children}
+    # broken's split run is a FAILED split: mlflow run made it; nothing else of broken exists.
+    assert parents == {main.info.run_id} and len(children) == 2 * (1 + 2 + 1) + 1
+    comparisons = runs_by_role("comparison")
+    assert sorted(dataset_of(r) for r in comparisons) == ["clicks", "movielens-100k"]
+    assert main.data.tags["recsys.comparison_run"].split(",") == [
+        r.info.run_id for r in sorted(comparisons, key=lambda r: r.info.start_time)
+    ]
+    assert "== Across datasets" in study["stdout"] and "EASE vs Popularity on ndcg@100 over 2" in study["stdout"]
+
+
+def test_the_table_holds_each_training_runs_own_metric(study):
+    (main,) = runs_by_role("main")
+    table = pd.read_csv(mlflow.artifacts.download_artifacts(f"runs:/{main.info.run_id}/study/table.csv"))
+    assert (
+        set(table["dataset"]) == {"movielens-100k", "clicks"} and len(table) == 2 * 2 * 2
+    )  # datasets x models x metrics
+    for run in runs_by_role("train"):
+        name, candidate = dataset_of(run), candidate_of(run)
+        for metric in ("ndcg@100", "recall@20"):
+            row = table[(table["dataset"] == name) & (table["model"] == candidate) & (table["metric"] == metric)]
+            assert row["mean"].item() == pytest.approx(run.data.metrics[mlflow_metric_name(metric)], rel=1e-12)
+            assert row["seeds"].item() == 1 and np.isnan(row["sd"].item())
+    assert table["best"].equals(table["mean"] == table.groupby(["dataset", "metric"])["mean"].transform("max"))
+
+
+def test_the_pooled_effect_is_recomputed_from_the_training_runs_per_user_files(study):
+    (main,) = runs_by_role("main")
+    effects = pd.read_csv(mlflow.artifacts.download_artifacts(f"runs:/{main.info.run_id}/study/effects.csv"))
+    by_dataset = {}
+    for run in runs_by_role("train"):
+        by_dataset.setdefault(dataset_of(run), {})[candidate_of(run)] = load_evaluation(run.info.run_id)
+    pairs = [
+        paired_effect(by_dataset[d]["EASE"].per_user["ndcg@100"], by_dataset[d]["Popularity"].per_user["ndcg@100"])
+        for d in ("movielens-100k", "clicks")
+    ]
+    expected = random_effects([p[0] for p in pairs], [p[1] for p in pairs])
+    chosen = (effects["candidate"] == "EASE") & (effects["metric"] == "ndcg@100")
+    rows = effects[chosen].set_index("dataset")
+    assert list(rows.index) == ["movielens-100k", "clicks", "pooled"]
+    assert rows.loc["clicks", "effect"] == pytest.approx(pairs[1][0], rel=1e-12)
+    pooled = rows.loc[["pooled"]]
+    assert pooled["effect"].item() == pytest.approx(expected.effect, rel=1e-10)
+    assert (pooled["ci_low"].item(), pooled["ci_high"].item()) == pytest.approx(
+        (expected.ci_low, expected.ci_high), rel=1e-10
+    )
+
+
+def test_the_study_run_holds_the_tables_figures_and_page(study):
+    (main,) = runs_by_role("main")
+    names = {f.path for f in MlflowClient().list_artifacts(main.info.run_id, "study")}
+    expected = {"table.md", "table.tex", "table.csv", "effects.csv", "ranks.csv", "report.html"}
+    assert {f"study/{n}" for n in expected} <= names
+    assert sum(n.startswith("study/forest_") for n in names) == 2  # 1 candidate x 2 metrics
+    assert sum(n.startswith("study/ranks_") for n in names) == 2
+    page = mlflow.artifacts.load_text(f"runs:/{main.info.run_id}/study/report.html")
+    assert page.count("data:image/png;base64,") == 4 and "EASE" in page
+    latex = mlflow.artifacts.load_text(f"runs:/{main.info.run_id}/study/table.tex")
+    assert r"\multicolumn{2}{c}{movielens-100k}" in latex and r"\toprule" in latex
+    assert "study.toml" in {f.path for f in MlflowClient().list_artifacts(main.info.run_id)}
+
+
+def test_a_rerun_reuses_every_training_and_the_dry_run_says_so(study):
+    env = clean_env(study["uri"])
+    before = len(MlflowClient().search_runs(["0"], max_results=1000))
+    plan = subprocess.run(
+        [str(BIN / "mlflow-recsys"), "study", "study.toml", "--dry-run"],
+        cwd=study["folder"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert plan.stdout.count("train 0: -") == 2 and plan.stdout.count("reuse 2: ") == 2
+    assert "broken (" in plan.stdout and plan.stdout.count("train 2: EASE, Popularity") == 1  # no split to reuse
+    assert (
+        "with 3 datasets and 2 candidates the smallest wilcoxon-holm p-value of a pair of ranks is 0.25" in plan.stdout
+    )
+    before = len(MlflowClient().search_runs(["0"], max_results=1000))
+    assert len(MlflowClient().search_runs(["0"], max_results=1000)) == before  # the dry run made nothing
+
+
+def test_a_dataset_whose_split_fails_leaves_the_others_and_fails_the_study(study):
+    proc = study["proc"]
+    assert proc.returncode == 1 and "broken: the split failed" in proc.stderr
+    (main,) = runs_by_role("main")
+    assert main.info.status == "FAILED" and main.data.tags["recsys.error"].startswith("broken: the split failed")
+    assert [r.info.status for r in runs_by_role("comparison")] == ["FINISHED", "FINISHED"]
+    table = pd.read_csv(mlflow.artifacts.download_artifacts(f"runs:/{main.info.run_id}/study/table.csv"))
+    assert set(table["dataset"]) == {"movielens-100k", "clicks"}
+
+
+def test_the_options_are_refused_beside_a_study_file(tmp_path, monkeypatch):
+    (tmp_path / "study.toml").write_text("")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["study", "study.toml", "--epochs", "3"])
+    assert result.exit_code == 2 and "--epochs: a study file declares the whole study" in result.output
