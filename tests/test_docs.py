@@ -8,7 +8,7 @@ How a page is run (one test per page, blocks in document order):
   ``bin`` first on ``PATH``. Variables a block sets carry over to the next bash block of the page
   (each block runs with ``set -a`` and its exported state is saved). Every process a block leaves
   running (``mlflow server ... &``) is ended when the page is done.
-- The directory holds a copy of ``MLproject`` and ``conda.yaml``, as a checkout does, so
+- The directory holds a copy of ``MLproject``, ``conda.yaml`` and ``examples/``, as a checkout does, so
   ``mlflow run .`` works there. ``PORT`` holds a free port on 127.0.0.1 for pages that start a
   server (they default to 5000 when it is unset, as on a reader's machine).
 - A ``text`` block right after ``<!-- docs-test: output -->`` must equal what the block before it
@@ -238,6 +238,7 @@ class PageRunner:
         )
         for name in ("MLproject", "conda.yaml"):
             shutil.copy(ROOT / name, workdir / name)
+        shutil.copytree(ROOT / "examples", workdir / "examples")  # the pages run what a checkout holds
 
     def python(self, block: Block) -> str:
         out = io.StringIO()

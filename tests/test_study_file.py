@@ -6,8 +6,9 @@ import textwrap
 import pytest
 
 from mlflow_recsys.data import SplitConfig
+from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking._study_file import candidate_names, read_study, shorthand_plan
+from mlflow_recsys.tracking._study_file import StudySettings, candidate_names, read_study, shorthand_plan
 
 GOOD = """
 name = "three datasets"
@@ -210,3 +211,17 @@ def test_the_flags_make_the_one_dataset_study():
         shorthand_plan(
             dataset="movielens-100k", split_seed=3, seeds=[0], ease={}, elsa={}, comparison=ComparisonSettings()
         )
+
+
+def test_the_guide_shows_the_example_study_file_whole():
+    import re
+    from pathlib import Path
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "guide" / "studies.md").read_text(encoding="utf-8")
+    (shown,) = re.findall(r"```toml\n(.*?)```", page, flags=re.S)
+    assert tomllib.loads(shown) == tomllib.loads((root / "examples" / "study" / "study.toml").read_text())
+    for name in [*settings_of(StudySettings), *settings_of(SplitConfig), *settings_of(ComparisonSettings)]:
+        assert f"`{name}`" in page, name  # every key the file takes is named

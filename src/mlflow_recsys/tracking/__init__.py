@@ -38,6 +38,8 @@ _EXPORTS = {
     "search_training_runs": "_runs",
     "select_runs": "_runs",
     "run_study": "_study",
+    "StudyPlan": "_study_file",
+    "read_study": "_study_file",
     "SplitConfig": "_training",
     "TrainConfig": "_training",
     "run_split": "_training",

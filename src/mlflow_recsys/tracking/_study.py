@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,10 +325,12 @@ def _show_results(
         echo(f"\n== Result on {dataset} (the comparison run's summary.txt) ==\n")
         echo(mlflow.artifacts.load_text(f"runs:/{comparison.run_id}/summary.txt").rstrip("\n"))
     mlflow.set_tag(tags.COMPARISON_RUN, ",".join(c.run_id for c in compared.values()))
+    started = time.perf_counter()
     summary = summarize(plan, compared)
     log_summary(summary)
     if len(compared) > 1:
-        echo("\n== Across datasets (the study run's study/report.html) ==\n")
+        seconds = time.perf_counter() - started
+        echo(f"\n== Across datasets (the study run's study/report.html, made in {seconds:.1f} s) ==\n")
         echo(summary.text())
     (only,) = compared.values() if len(compared) == 1 else (None,)
     echo(_ui_hint(only.run_id if only else cast(mlflow.ActiveRun, mlflow.active_run()).info.run_id, experiment_id))
