@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from conftest import TRAINED_METRICS, trained_copy
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.tracking import TrainConfig, compare_runs, run_train
-from mlflow_recsys.tracking._study import _show_result
+from mlflow_recsys.tracking._study import print_result
 
 pytestmark = pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")
 FAST_ELSA = dict(latent_dim=8, batch_size=128, epochs=2, lr=0.01)
@@ -94,8 +94,7 @@ def test_terminal_gets_plain_text_and_markdown_escapes_only_what_it_must(study):
     assert "\\" not in summary and "&gt;" not in summary and "**" not in summary and "&#" not in summary
     # The study prints summary.txt, not the notes.
     printed: list[str] = []
-    with mlflow.start_run(experiment_id=study["experiment_id"]):
-        _show_result(outcome.run_id, study["experiment_id"], printed.append)
+    print_result(outcome.run_id, "movielens-100k", printed.append)
     assert summary.rstrip("\n") in printed and not any("**" in line for line in printed)
     note = MlflowClient().get_run(outcome.run_id).data.tags["mlflow.note.content"]
     for text in (note, _artifact(outcome.run_id, "report.md")):

@@ -74,21 +74,26 @@ def study(tmp_path_factory):
     (folder / "broken.csv").write_text("u,i\nx,1\n")  # one user of one item: nothing is left after the 5-core
     (folder / "study.toml").write_text(textwrap.dedent(STUDY))
     uri = new_sqlite_store(folder / "mlruns.db")
+    mlflow.set_tracking_uri(uri)
+    EXPERIMENT.append(mlflow.create_experiment("study", artifact_location=(folder / "artifacts").as_uri()))
     proc = subprocess.run(
         [str(BIN / "mlflow-recsys"), "study", "study.toml", "--project-uri", str(PROJECT)],
         cwd=folder,
-        env=clean_env(uri),
+        env={**clean_env(uri), "MLFLOW_EXPERIMENT_NAME": "study"},
         capture_output=True,
         text=True,
         timeout=600,
     )
-    mlflow.set_tracking_uri(uri)
     yield {"folder": folder, "uri": uri, "proc": proc, "stdout": proc.stdout}
     mlflow.set_tracking_uri(None)
 
 
+#: The id of the study's experiment, whose artifacts live under the test's folder.
+EXPERIMENT: list[str] = []
+
+
 def runs_by_role(role):
-    return MlflowClient().search_runs(["0"], f"tags.`recsys.role` = '{role}'", max_results=1000)
+    return MlflowClient().search_runs(EXPERIMENT[-1:], f"tags.`recsys.role` = '{role}'", max_results=1000)
 
 
 def dataset_of(run) -> str:
@@ -171,8 +176,8 @@ def test_the_study_run_holds_the_tables_figures_and_page(study):
 
 
 def test_a_rerun_reuses_every_training_and_the_dry_run_says_so(study):
-    env = clean_env(study["uri"])
-    before = len(MlflowClient().search_runs(["0"], max_results=1000))
+    env = {**clean_env(study["uri"]), "MLFLOW_EXPERIMENT_NAME": "study"}
+    before = len(MlflowClient().search_runs(EXPERIMENT[-1:], max_results=1000))
     plan = subprocess.run(
         [str(BIN / "mlflow-recsys"), "study", "study.toml", "--dry-run"],
         cwd=study["folder"],
@@ -187,8 +192,7 @@ def test_a_rerun_reuses_every_training_and_the_dry_run_says_so(study):
     assert (
         "with 3 datasets and 2 candidates the smallest wilcoxon-holm p-value of a pair of ranks is 0.25" in plan.stdout
     )
-    before = len(MlflowClient().search_runs(["0"], max_results=1000))
-    assert len(MlflowClient().search_runs(["0"], max_results=1000)) == before  # the dry run made nothing
+    assert len(MlflowClient().search_runs(EXPERIMENT[-1:], max_results=1000)) == before  # the dry run made nothing
 
 
 def test_a_dataset_whose_split_fails_leaves_the_others_and_fails_the_study(study):

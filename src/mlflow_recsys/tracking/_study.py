@@ -322,8 +322,7 @@ def _show_results(
     """Print each comparison run's summary.txt (its notes as plain text), log the study's summary and print it, and
     say where to see the runs."""
     for dataset, comparison in compared.items():
-        echo(f"\n== Result on {dataset} (the comparison run's summary.txt) ==\n")
-        echo(mlflow.artifacts.load_text(f"runs:/{comparison.run_id}/summary.txt").rstrip("\n"))
+        print_result(comparison.run_id, dataset, echo)
     mlflow.set_tag(tags.COMPARISON_RUN, ",".join(c.run_id for c in compared.values()))
     started = time.perf_counter()
     summary = summarize(plan, compared)
@@ -334,6 +333,12 @@ def _show_results(
         echo(summary.text())
     (only,) = compared.values() if len(compared) == 1 else (None,)
     echo(_ui_hint(only.run_id if only else cast(mlflow.ActiveRun, mlflow.active_run()).info.run_id, experiment_id))
+
+
+def print_result(comparison_run_id: str, dataset: str, echo: Callable[[str], None]) -> None:
+    """Print a comparison run's ``summary.txt``: its notes as plain text, not markdown."""
+    echo(f"\n== Result on {dataset} (the comparison run's summary.txt) ==\n")
+    echo(mlflow.artifacts.load_text(f"runs:/{comparison_run_id}/summary.txt").rstrip("\n"))
 
 
 def _step(steps: EntryPoints, entry_point: str, run_name: str, parameters: dict) -> str:
