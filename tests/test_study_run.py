@@ -203,6 +203,12 @@ def test_a_dataset_whose_split_fails_leaves_the_others_and_fails_the_study(study
     assert [r.info.status for r in runs_by_role("comparison")] == ["FINISHED", "FINISHED"]
     table = pd.read_csv(mlflow.artifacts.download_artifacts(f"runs:/{main.info.run_id}/study/table.csv"))
     assert set(table["dataset"]) == {"movielens-100k", "clicks"}
+    # Every surface of the summary says what is missing from it.
+    for name in ("table.md", "table.tex", "report.html"):
+        assert "Missing: broken (its split failed)." in mlflow.artifacts.load_text(
+            f"runs:/{main.info.run_id}/study/{name}"
+        )
+    assert "Missing: broken (its split failed)." in study["stdout"]
 
 
 def test_the_options_are_refused_beside_a_study_file(tmp_path, monkeypatch):

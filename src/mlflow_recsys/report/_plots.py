@@ -11,7 +11,9 @@ and drop legend labels that start with ``_``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,6 +55,22 @@ def _pyplot():
     return plt
 
 
+@contextlib.contextmanager
+def _figure(path: str | os.PathLike, *args: Any, **kwargs: Any) -> Iterator[tuple[Any, Any]]:
+    """A figure and its axes (``plt.subplots(*args, **kwargs)``) under :data:`LITERAL_TEXT`, saved as a PNG to
+    ``path`` when the block ends and closed whatever happens."""
+    import matplotlib
+
+    plt = _pyplot()
+    with matplotlib.rc_context(LITERAL_TEXT):
+        fig, axes = plt.subplots(*args, **kwargs)
+        try:
+            yield fig, axes
+            fig.savefig(path, dpi=120)
+        finally:
+            plt.close(fig)
+
+
 def _error_lengths(centre, low, high) -> np.ndarray:
     """Error-bar lengths ``(2, n)`` below and above ``centre``: none on an infinite end, clipped at 0 because
     matplotlib refuses a negative one, which an end rounding put an ulp past its estimate would be."""
@@ -73,46 +91,38 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
     OSError
         If ``path`` cannot be written.
     """
-    import matplotlib
-
-    plt = _pyplot()
     frame = report.to_frame()
     labels = [
         f"{plot_label(r.candidate)} vs {plot_label(r.baseline)}\n{plot_label(r.metric)}" for r in frame.itertuples()
     ]
     y = np.arange(len(frame))[::-1]
-    with matplotlib.rc_context(LITERAL_TEXT):
-        fig, ax = plt.subplots(figsize=(8, 0.6 * len(frame) + 1.4))
-        try:
-            xerr = _error_lengths(frame["difference"], frame["ci_low"], frame["ci_high"])
-            ax.errorbar(frame["difference"], y, xerr=xerr, fmt="none", ecolor="0.3", capsize=3)
-            open_low, open_high = ~np.isfinite(frame["ci_low"]), ~np.isfinite(frame["ci_high"])
-            if open_low.any() or open_high.any():
-                # A one-sided interval runs on to infinity: draw it to the edge, ending in an arrow.
-                left, right = ax.get_xlim()
-                for end, open_side, marker in ((right, open_high, ">"), (left, open_low, "<")):
-                    for d, yy in zip(frame["difference"][open_side], y[open_side], strict=True):
-                        ax.plot([d, end], [yy, yy], color="0.3", linewidth=1)
-                        ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
-                ax.set_xlim(left, right)
-            significant = frame["significant"].to_numpy(dtype=bool)
-            filled = {"color": "C0", "label": "significant (adjusted)"}
-            hollow = {"facecolor": "white", "edgecolor": "C0", "label": "not significant"}
-            for shown, style in ((significant, filled), (~significant, hollow)):
-                if shown.any():
-                    ax.scatter(frame["difference"][shown], y[shown], zorder=3, **style)
-            ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
-            ax.set_yticks(y, labels, fontsize=8)
-            level = frame["confidence_level"].iloc[0]
-            sided = "one-sided " if (open_low | open_high).any() else ""
-            ax.set_xlabel(
-                f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9
-            )
-            ax.legend(loc="best", fontsize=8)
-            fig.tight_layout()
-            fig.savefig(path, dpi=120)
-        finally:
-            plt.close(fig)
+    with _figure(path, figsize=(8, 0.6 * len(frame) + 1.4)) as (fig, ax):
+        xerr = _error_lengths(frame["difference"], frame["ci_low"], frame["ci_high"])
+        ax.errorbar(frame["difference"], y, xerr=xerr, fmt="none", ecolor="0.3", capsize=3)
+        open_low, open_high = ~np.isfinite(frame["ci_low"]), ~np.isfinite(frame["ci_high"])
+        if open_low.any() or open_high.any():
+            # A one-sided interval runs on to infinity: draw it to the edge, ending in an arrow.
+            left, right = ax.get_xlim()
+            for end, open_side, marker in ((right, open_high, ">"), (left, open_low, "<")):
+                for d, yy in zip(frame["difference"][open_side], y[open_side], strict=True):
+                    ax.plot([d, end], [yy, yy], color="0.3", linewidth=1)
+                    ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
+            ax.set_xlim(left, right)
+        significant = frame["significant"].to_numpy(dtype=bool)
+        filled = {"color": "C0", "label": "significant (adjusted)"}
+        hollow = {"facecolor": "white", "edgecolor": "C0", "label": "not significant"}
+        for shown, style in ((significant, filled), (~significant, hollow)):
+            if shown.any():
+                ax.scatter(frame["difference"][shown], y[shown], zorder=3, **style)
+        ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
+        ax.set_yticks(y, labels, fontsize=8)
+        level = frame["confidence_level"].iloc[0]
+        sided = "one-sided " if (open_low | open_high).any() else ""
+        ax.set_xlabel(
+            f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9
+        )
+        ax.legend(loc="best", fontsize=8)
+        fig.tight_layout()
 
 
 def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
@@ -126,54 +136,46 @@ def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:
     OSError
         If ``path`` cannot be written.
     """
-    import matplotlib
-
-    plt = _pyplot()
     if "comparison" not in per_seed.columns:
         per_seed = per_seed.assign(comparison="")
     metrics = list(dict.fromkeys(per_seed["metric"]))
-    with matplotlib.rc_context(LITERAL_TEXT):
-        n_comparisons = per_seed["comparison"].nunique()
-        columns = min(n_comparisons, 3)
-        legend_rows = -(-n_comparisons // columns) if n_comparisons > 1 or per_seed["comparison"].iloc[0] else 0
-        legend_height = 0.22 * legend_rows + (0.2 if legend_rows else 0)  # inches under the panels
-        height = 3.2 + legend_height
-        fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), height), squeeze=False)
-        try:
-            # Each comparison's points sit side by side within one seed's slot (at most 0.6 wide).
-            step = min(0.15, 0.6 / max(n_comparisons - 1, 1))
-            for ax, metric in zip(axes[0], metrics, strict=True):
-                rows = per_seed[per_seed["metric"] == metric]
-                handles, names = [], []
-                for k, (name, group) in enumerate(rows.groupby("comparison", sort=False)):
-                    x = np.arange(len(group)) + step * (k - (n_comparisons - 1) / 2)
-                    diff = group["difference"].to_numpy()
-                    yerr = _error_lengths(diff, group["ci_low"].to_numpy(), group["ci_high"].to_numpy())
-                    handles.append(ax.errorbar(x, diff, yerr=yerr, fmt="o", capsize=3))
-                    names.append(plot_label(name))
-                    ax.axhline(diff.mean(), color=f"C{k}", linewidth=1, alpha=0.6)
-                seeds = rows.drop_duplicates(["baseline_seed", "candidate_seed"])
-                ax.set_xticks(
-                    np.arange(len(seeds)),
-                    [
-                        plot_label(c if c is not None and c == c else b, 12)
-                        for b, c in zip(seeds["baseline_seed"], seeds["candidate_seed"], strict=True)
-                    ],
-                    fontsize=8,
-                )
-                ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
-                ax.set_title(plot_label(metric), fontsize=9)
-                ax.set_xlabel("seed")
-            axes[0][0].set_ylabel("difference (candidate - baseline)")
-            fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds", fontsize=9)
-            if legend_rows:
-                # Below the panels, never over the data. Handles and labels passed explicitly: matplotlib would skip a
-                # name that starts with "_".
-                fig.legend(handles, names, fontsize=7, loc="lower center", ncol=columns, frameon=False)
-            fig.tight_layout(rect=(0, legend_height / height, 1, 1))
-            fig.savefig(path, dpi=120)
-        finally:
-            plt.close(fig)
+    n_comparisons = per_seed["comparison"].nunique()
+    columns = min(n_comparisons, 3)
+    legend_rows = -(-n_comparisons // columns) if n_comparisons > 1 or per_seed["comparison"].iloc[0] else 0
+    legend_height = 0.22 * legend_rows + (0.2 if legend_rows else 0)  # inches under the panels
+    height = 3.2 + legend_height
+    with _figure(path, 1, len(metrics), figsize=(3.2 * len(metrics), height), squeeze=False) as (fig, axes):
+        # Each comparison's points sit side by side within one seed's slot (at most 0.6 wide).
+        step = min(0.15, 0.6 / max(n_comparisons - 1, 1))
+        for ax, metric in zip(axes[0], metrics, strict=True):
+            rows = per_seed[per_seed["metric"] == metric]
+            handles, names = [], []
+            for k, (name, group) in enumerate(rows.groupby("comparison", sort=False)):
+                x = np.arange(len(group)) + step * (k - (n_comparisons - 1) / 2)
+                diff = group["difference"].to_numpy()
+                yerr = _error_lengths(diff, group["ci_low"].to_numpy(), group["ci_high"].to_numpy())
+                handles.append(ax.errorbar(x, diff, yerr=yerr, fmt="o", capsize=3))
+                names.append(plot_label(name))
+                ax.axhline(diff.mean(), color=f"C{k}", linewidth=1, alpha=0.6)
+            seeds = rows.drop_duplicates(["baseline_seed", "candidate_seed"])
+            ax.set_xticks(
+                np.arange(len(seeds)),
+                [
+                    plot_label(c if c is not None and c == c else b, 12)
+                    for b, c in zip(seeds["baseline_seed"], seeds["candidate_seed"], strict=True)
+                ],
+                fontsize=8,
+            )
+            ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
+            ax.set_title(plot_label(metric), fontsize=9)
+            ax.set_xlabel("seed")
+        axes[0][0].set_ylabel("difference (candidate - baseline)")
+        fig.suptitle("Each seed's difference with its interval over users; solid line: mean over seeds", fontsize=9)
+        if legend_rows:
+            # Below the panels, never over the data. Handles and labels passed explicitly: matplotlib would skip a
+            # name that starts with "_".
+            fig.legend(handles, names, fontsize=7, loc="lower center", ncol=columns, frameon=False)
+        fig.tight_layout(rect=(0, legend_height / height, 1, 1))
 
 
 def meta_forest_plot(meta: MetaAnalysis, path: str | os.PathLike, *, title: str = "") -> None:
@@ -187,43 +189,33 @@ def meta_forest_plot(meta: MetaAnalysis, path: str | os.PathLike, *, title: str 
     OSError
         If ``path`` cannot be written.
     """
-    import matplotlib
-
-    plt = _pyplot()
     frame = meta.to_frame()
     rows = frame.iloc[:-1]
     y = np.arange(len(rows))[::-1] + 2.0
-    with matplotlib.rc_context(LITERAL_TEXT):
-        fig, ax = plt.subplots(figsize=(7, 0.45 * len(rows) + 2.0))
-        try:
-            ax.errorbar(
-                rows["effect"],
-                y,
-                xerr=_error_lengths(rows["effect"], rows["ci_low"], rows["ci_high"]),
-                fmt="none",
-                ecolor="0.3",
-                capsize=2,
-            )
-            ax.scatter(rows["effect"], y, marker="s", s=30 + 250 * rows["weight"], color="C0", zorder=3)
-            low, high = meta.ci_low, meta.ci_high
-            ax.fill([low, meta.effect, high, meta.effect], [0.5, 0.8, 0.5, 0.2], color="C3", zorder=3)
-            if np.isfinite(meta.prediction_low):
-                ax.plot([meta.prediction_low, meta.prediction_high], [0.0, 0.0], color="C3", linewidth=2)
-            ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
-            pooled = f"pooled (I² {meta.i2:.0%}, τ² {meta.tau2:.2g})"
-            ticks = [*y, 0.5] + ([0.0] if np.isfinite(meta.prediction_low) else [])
-            labels = [plot_label(d) for d in rows["dataset"]] + [pooled] + ["prediction"] * (len(ticks) - len(y) - 1)
-            ax.set_yticks(ticks, labels, fontsize=8)
-            unit = "log ratio of means" if meta.scale == "log-ratio" else "difference"
-            ax.set_xlabel(
-                f"{unit} (candidate vs reference), {format_level(meta.confidence_level)} intervals", fontsize=9
-            )
-            if title:
-                ax.set_title(plot_label(title, 80), fontsize=9)
-            fig.tight_layout()
-            fig.savefig(path, dpi=120)
-        finally:
-            plt.close(fig)
+    with _figure(path, figsize=(7, 0.45 * len(rows) + 2.0)) as (fig, ax):
+        ax.errorbar(
+            rows["effect"],
+            y,
+            xerr=_error_lengths(rows["effect"], rows["ci_low"], rows["ci_high"]),
+            fmt="none",
+            ecolor="0.3",
+            capsize=2,
+        )
+        ax.scatter(rows["effect"], y, marker="s", s=30 + 250 * rows["weight"], color="C0", zorder=3)
+        low, high = meta.ci_low, meta.ci_high
+        ax.fill([low, meta.effect, high, meta.effect], [0.5, 0.8, 0.5, 0.2], color="C3", zorder=3)
+        if np.isfinite(meta.prediction_low):
+            ax.plot([meta.prediction_low, meta.prediction_high], [0.0, 0.0], color="C3", linewidth=2)
+        ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
+        pooled = f"pooled (I² {meta.i2:.0%}, τ² {meta.tau2:.2g})"
+        ticks = [*y, 0.5] + ([0.0] if np.isfinite(meta.prediction_low) else [])
+        labels = [plot_label(d) for d in rows["dataset"]] + [pooled] + ["prediction"] * (len(ticks) - len(y) - 1)
+        ax.set_yticks(ticks, labels, fontsize=8)
+        unit = "log ratio of means" if meta.scale == "log-ratio" else "difference"
+        ax.set_xlabel(f"{unit} (candidate vs reference), {format_level(meta.confidence_level)} intervals", fontsize=9)
+        if title:
+            ax.set_title(plot_label(title, 80), fontsize=9)
+        fig.tight_layout()
 
 
 def critical_difference_plot(ranks: RankAnalysis, path: str | os.PathLike) -> None:
@@ -237,47 +229,39 @@ def critical_difference_plot(ranks: RankAnalysis, path: str | os.PathLike) -> No
     OSError
         If ``path`` cannot be written.
     """
-    import matplotlib
-
-    plt = _pyplot()
     k, half = len(ranks.models), (len(ranks.models) + 1) // 2
     rank = dict(zip(ranks.models, ranks.average_ranks, strict=True))
     first_elbow = -0.5 - 0.2 * len(ranks.groups)
-    with matplotlib.rc_context(LITERAL_TEXT):
-        fig, ax = plt.subplots(figsize=(8, 1.4 + 0.2 * (len(ranks.groups) + 2 * half)))
-        try:
-            pad = 0.55 * k  # room for the names beyond the axis
-            ax.set_xlim(0.5 - pad, k + 0.5 + pad)
-            ax.set_ylim(first_elbow - 0.4 * half, 1.0)
-            ax.plot([1, k], [0, 0], color="0.2", linewidth=1)
-            for r in range(1, k + 1):
-                ax.plot([r, r], [0.0, 0.1], color="0.2", linewidth=1)
-                ax.text(r, 0.15, str(r), ha="center", fontsize=8)
-            for i, model in enumerate(ranks.models):
-                left = i < half
-                level = first_elbow - 0.4 * (i if left else k - 1 - i)
-                end = 0.6 if left else k + 0.4
-                ax.plot([rank[model], rank[model], end], [0.0, level, level], color="0.3", linewidth=0.8)
-                ax.text(
-                    end + (-0.1 if left else 0.1),
-                    level,
-                    f"{plot_label(model)} ({rank[model]:.2f})",
-                    ha="right" if left else "left",
-                    va="center",
-                    fontsize=8,
-                )
-            for j, group in enumerate(ranks.groups):
-                y = -0.3 - 0.2 * j
-                ax.plot([rank[group[0]] - 0.05, rank[group[-1]] + 0.05], [y, y], color="C3", linewidth=3)
-            if np.isfinite(ranks.critical_difference):
-                ax.plot([1, 1 + ranks.critical_difference], [0.6, 0.6], color="0.2", linewidth=1.5)
-                ax.text(1, 0.7, f"CD {ranks.critical_difference:.2f}", fontsize=8)
-            ax.set_axis_off()
-            test = "Nemenyi" if ranks.posthoc == "nemenyi" else "Wilcoxon-Holm"
-            floor = "" if ranks.conclusive else f"; {len(ranks.datasets)} datasets cannot show any pair different"
-            title = f"Average rank over {len(ranks.datasets)} datasets; a bar joins models that do not differ"
-            ax.set_title(f"{title} ({test}, alpha {ranks.alpha:g}){floor}", fontsize=8)
-            fig.tight_layout()
-            fig.savefig(path, dpi=120)
-        finally:
-            plt.close(fig)
+    with _figure(path, figsize=(8, 1.4 + 0.2 * (len(ranks.groups) + 2 * half))) as (fig, ax):
+        pad = 0.55 * k  # room for the names beyond the axis
+        ax.set_xlim(0.5 - pad, k + 0.5 + pad)
+        ax.set_ylim(first_elbow - 0.4 * half, 1.0)
+        ax.plot([1, k], [0, 0], color="0.2", linewidth=1)
+        for r in range(1, k + 1):
+            ax.plot([r, r], [0.0, 0.1], color="0.2", linewidth=1)
+            ax.text(r, 0.15, str(r), ha="center", fontsize=8)
+        for i, model in enumerate(ranks.models):
+            left = i < half
+            level = first_elbow - 0.4 * (i if left else k - 1 - i)
+            end = 0.6 if left else k + 0.4
+            ax.plot([rank[model], rank[model], end], [0.0, level, level], color="0.3", linewidth=0.8)
+            ax.text(
+                end + (-0.1 if left else 0.1),
+                level,
+                f"{plot_label(model)} ({rank[model]:.2f})",
+                ha="right" if left else "left",
+                va="center",
+                fontsize=8,
+            )
+        for j, group in enumerate(ranks.groups):
+            y = -0.3 - 0.2 * j
+            ax.plot([rank[group[0]] - 0.05, rank[group[-1]] + 0.05], [y, y], color="C3", linewidth=3)
+        if np.isfinite(ranks.critical_difference):
+            ax.plot([1, 1 + ranks.critical_difference], [0.6, 0.6], color="0.2", linewidth=1.5)
+            ax.text(1, 0.7, f"CD {ranks.critical_difference:.2f}", fontsize=8)
+        ax.set_axis_off()
+        test = "Nemenyi" if ranks.posthoc == "nemenyi" else "Wilcoxon-Holm"
+        floor = "" if ranks.conclusive else f"; {len(ranks.datasets)} datasets cannot show any pair different"
+        title = f"Average rank over {len(ranks.datasets)} datasets; a bar joins models that do not differ"
+        ax.set_title(f"{title} ({test}, alpha {ranks.alpha:g}){floor}", fontsize=8)
+        fig.tight_layout()

@@ -138,7 +138,7 @@ def run_study(
         mlflow.set_tag(MLFLOW_RUN_NOTE, _study_note(outcomes, executor.name))
         compared = {o.dataset: o.comparison for o in outcomes if o.comparison is not None}
         if compared:
-            _show_results(plan, compared, main.info.experiment_id, echo)
+            _show_results(plan, compared, _missing(outcomes), echo)
         if failures:
             raise StudyStepError(redact(shorten("study: " + "; ".join(failures), 4000)) + _RERUN)
         return main.info.run_id
@@ -296,6 +296,22 @@ def _settings_line(settings: object) -> str:
     )
 
 
+def _missing(outcomes: list[DatasetOutcome]) -> list[str]:
+    """What the study's table lacks, one short text a dataset: a failed split, failed trainings, no comparison."""
+    out = []
+    for o in outcomes:
+        failed = [t.training.run_name for t in o.trainings if not t.usable]
+        if o.split_id is None:
+            out.append(f"{o.dataset} (its split failed)")
+        elif o.comparison is None:
+            out.append(
+                f"{o.dataset} (not compared: {'the comparison failed' if o.error else 'fewer than two candidates'})"
+            )
+        elif failed:
+            out.append(f"{o.dataset}: {', '.join(failed)} (training failed)")
+    return out
+
+
 def _failures(outcomes: list[DatasetOutcome]) -> list[str]:
     """Each dataset's failed trainings and failed comparison, as one text each."""
     out = []
@@ -317,22 +333,23 @@ def _pin_tracking_uri() -> None:
 
 
 def _show_results(
-    plan: StudyPlan, compared: Mapping[str, RunComparison], experiment_id: str, echo: Callable[[str], None]
+    plan: StudyPlan, compared: Mapping[str, RunComparison], missing: list[str], echo: Callable[[str], None]
 ) -> None:
-    """Print each comparison run's summary.txt (its notes as plain text), log the study's summary and print it, and
-    say where to see the runs."""
+    """Print each comparison run's summary.txt (its notes as plain text), log the study's summary (which names what
+    is ``missing``) and print it, and say where to see the runs."""
     for dataset, comparison in compared.items():
         print_result(comparison.run_id, dataset, echo)
     mlflow.set_tag(tags.COMPARISON_RUN, ",".join(c.run_id for c in compared.values()))
     started = time.perf_counter()
-    summary = summarize(plan, compared)
+    summary = summarize(plan, compared, missing)
     log_summary(summary)
     if len(compared) > 1:
         seconds = time.perf_counter() - started
         echo(f"\n== Across datasets (the study run's study/report.html, made in {seconds:.1f} s) ==\n")
         echo(summary.text())
+    study = cast(mlflow.ActiveRun, mlflow.active_run()).info
     (only,) = compared.values() if len(compared) == 1 else (None,)
-    echo(_ui_hint(only.run_id if only else cast(mlflow.ActiveRun, mlflow.active_run()).info.run_id, experiment_id))
+    echo(_ui_hint(only.run_id if only else study.run_id, study.experiment_id))
 
 
 def print_result(comparison_run_id: str, dataset: str, echo: Callable[[str], None]) -> None:

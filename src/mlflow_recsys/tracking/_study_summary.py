@@ -40,7 +40,8 @@ SUMMARY_FOLDER = "study"
 
 @dataclass(frozen=True)
 class StudySummary:
-    """The study's table (:data:`~mlflow_recsys.report._study.LEVEL_COLUMNS` rows), its legend, and the verdict."""
+    """The study's table (:data:`~mlflow_recsys.report._study.LEVEL_COLUMNS` rows), its legend (which names what is
+    missing), and the verdict."""
 
     levels: pd.DataFrame
     legend: str
@@ -55,8 +56,9 @@ class StudySummary:
         )
 
 
-def summarize(plan: StudyPlan, comparisons: Mapping[str, RunComparison]) -> StudySummary:
-    """The summary of the datasets that were compared (dataset -> its :class:`RunComparison`), in the plan's order."""
+def summarize(plan: StudyPlan, comparisons: Mapping[str, RunComparison], missing: Sequence[str] = ()) -> StudySummary:
+    """The summary of the datasets that were compared (dataset -> its :class:`RunComparison`), in the plan's order;
+    ``missing`` names what failed and is not in it."""
     runs = {dataset: c.source_runs for dataset, c in comparisons.items()}  # candidate -> seed -> run id
     loaded = load_many(sorted({r for by_model in runs.values() for seeds in by_model.values() for r in seeds.values()}))
     levels: list[tuple] = []
@@ -78,7 +80,7 @@ def summarize(plan: StudyPlan, comparisons: Mapping[str, RunComparison]) -> Stud
         posthoc=plan.settings.posthoc,
         confidence_level=plan.comparison.confidence_level,
     )
-    legend = table_legend(plan.comparison)
+    legend = table_legend(plan.comparison) + (f" Missing: {'; '.join(missing)}." if missing else "")
     return StudySummary(pd.DataFrame(levels, columns=list(LEVEL_COLUMNS)), legend, alpha, verdict)
 
 
