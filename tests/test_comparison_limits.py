@@ -500,3 +500,38 @@ def test_pair_labels_are_one_to_one_for_names_that_hold_the_separator():
     assert len(labels) == len(pairs)
     assert pair_label("EASE", "ELSA") == "ELSA vs EASE"  # plain names stay plain
     assert pair_label("Y", "X vs Z") == '"X vs Z" vs "Y"' and pair_label("Z vs Y", "X") == '"X" vs "Z vs Y"'
+
+
+def test_an_output_experiment_under_mlflow_run_is_refused_before_anything(
+    store, experiment, tmp_path, copy_run, monkeypatch
+):
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["Pop"])
+    client = MlflowClient()
+    entry = client.create_run(experiment).info.run_id  # the run `mlflow run -e compare` makes
+    monkeypatch.setenv("MLFLOW_RUN_ID", entry)
+    name = f"{tmp_path.name}-elsewhere"
+    result = CliRunner().invoke(cli, ["compare", *ids, "--n-resamples", "99", "--output_experiment", name])
+    assert result.exit_code == 1 and "output_experiment: under `mlflow run` the comparison logs into" in result.output
+    assert mlflow.get_experiment_by_name(name) is None  # nothing was made
+    run = client.get_run(entry)
+    assert run.info.status == "FAILED" and "output_experiment" in run.data.tags["recsys.error"]
+
+
+def test_runs_scored_on_one_user_are_refused_before_any_run(store, experiment, tmp_path, copy_run):
+    ids = [store["ease"]] + _copies(copy_run, store, tmp_path, experiment, ["Pop"])
+    MlflowClient().log_metric(ids[1], "n_eval_users", 1.0, step=1)  # as a split with one test user logs it
+    before = {r.info.run_id for r in _comparison_runs()}
+    with pytest.raises(
+        RunSelectionError, match=rf"runs: expected runs scored on at least 2 users, found \{{'{ids[1]}': 1\}}"
+    ):
+        compare_runs(run_ids=ids, settings=ComparisonSettings(n_resamples=99))
+    assert {r.info.run_id for r in _comparison_runs()} == before
+
+
+def test_a_huge_value_is_cut_in_the_error_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    huge = "x" * 100_000
+    for args in (["split", "--dataset", huge], ["compare", huge, "--n-resamples", "99"], ["study", "--executor", huge]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code in (1, 2) and len(result.output) < 2_000, args
+        assert "characters in all" in result.output, result.output[-300:]

@@ -76,6 +76,8 @@ def test_the_command_line_options_are_the_declared_settings():
     "name, text, value",
     [
         ("n_resamples", " 999 ", 999),
+        ("n_resamples", "999.0", 999),  # `mlflow run` knows float parameters only
+        ("random_state", "7.0", 7),
         ("confidence_level", "0.9", 0.9),
         ("correction", "none", None),
         ("correction", "bonferroni", "bonferroni"),
@@ -96,6 +98,8 @@ def test_a_setting_written_as_text_reads_back_as_its_value_and_writes_as_the_sam
     "name, text, message",
     [
         ("n_resamples", "9.5", "n_resamples: expected an integer in [1, 1,000,000], found '9.5'"),
+        ("n_resamples", "1e400", "n_resamples: expected an integer in [1, 1,000,000], found '1e400'"),
+        ("random_state", "nan", "random_state: expected an integer >= 0, found 'nan'"),
         ("confidence_level", "high", "confidence_level: expected a number strictly between 0 and 1, found 'high'"),
         ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
         ("correction", "sidak", "correction: expected one of ('holm', 'bonferroni', None), found 'sidak'"),

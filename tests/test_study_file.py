@@ -8,7 +8,8 @@ import pytest
 from mlflow_recsys.data import SplitConfig
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import ComparisonSettings
-from mlflow_recsys.tracking._study_file import StudySettings, candidate_names, read_study, shorthand_plan
+from mlflow_recsys.tracking._study_file import candidate_names, read_study, shorthand_plan
+from mlflow_recsys.tracking._study_settings import StudySettings
 
 GOOD = """
 name = "three datasets"
@@ -113,6 +114,16 @@ def test_the_configuration_tag_is_what_the_train_step_logs(tmp_path):
             r"\[compare\]: n_resamples: expected an integer in \[1, 1,000,000\], found 0",
         ),
         (lambda t: t.replace('scale = "log-ratio"', 'scale = "ratio"'), "study.toml: scale: expected one of"),
+        (
+            lambda t: t.replace('"recall@20"]', '"bogus@1"]', 1),
+            "study.toml: metrics: key: unknown metric name 'bogus' in 'bogus@1'",
+        ),
+        (
+            lambda t: t.replace('metrics = ["ndcg@100", "recall@20"]\n', "").replace(
+                "[compare]", '[compare]\nmetrics = ["ndcg@100", "bogus@1"]'
+            ),
+            r"study.toml: \[compare\] metrics: key: unknown metric name 'bogus'",
+        ),
         (
             lambda t: t.replace("l2 = [50.0, 500.0]", "l2 = [50.0, 50.0]"),
             r"\[\[model\]\] 1: l2: expected each value of a grid once, found 50.0 more than once",

@@ -49,13 +49,13 @@ class _Commands(click.Group):
                 return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
+        except click.ClickException as exc:  # click's own refusal: shown as click writes it, but never huge
+            self._record(ctx, exc)
+            exc.message = _capped(exc.message)  # type: ignore[misc]  # Final in click's stubs, a plain attribute
+            raise
         except BaseException as exc:
-            role = _ROLES.get(ctx.invoked_subcommand or "")
-            failed = not (isinstance(exc, SystemExit) and exc.code in (0, None))
-            if role is not None and failed and os.environ.get("MLFLOW_RUN_ID"):
-                from mlflow_recsys.tracking._context import record_failure_on_environment_run
-
-                record_failure_on_environment_run(exc, role)
+            if not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+                self._record(ctx, exc)
             if isinstance(exc, Terminated):
                 click.echo(f"Error: {exc}", err=True)
                 raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
@@ -70,7 +70,26 @@ class _Commands(click.Group):
             lines = [line for line in failure_text(exc).splitlines() if line.strip()] or [""]
             # MLflow's messages can run to dozens of lines; the first says what happened.
             more = " (more with --debug)" if len(lines) > 1 else ""
-            raise click.ClickException(redact(f"{lines[0]}{more}")) from None
+            raise click.ClickException(_capped(redact(lines[0])) + more) from None
+
+    @staticmethod
+    def _record(ctx: click.Context, exc: BaseException) -> None:
+        """Under ``mlflow run``, say on the entry point's run why a command that makes a run failed."""
+        role = _ROLES.get(ctx.invoked_subcommand or "")
+        if role is not None and os.environ.get("MLFLOW_RUN_ID"):
+            from mlflow_recsys.tracking._context import record_failure_on_environment_run
+
+            record_failure_on_environment_run(exc, role)
+
+
+#: The most characters of an error line: a value pasted by mistake (a file's content as a path) may be megabytes.
+_LONGEST_MESSAGE = 1000
+
+
+def _capped(text: str) -> str:
+    if len(text) <= _LONGEST_MESSAGE:
+        return text
+    return f"{text[:_LONGEST_MESSAGE]}… ({len(text):,} characters in all; more with --debug)"
 
 
 def _visible(text) -> str:
@@ -392,8 +411,21 @@ def _comparisons(experiments, filter_string, output_format):
 @click.option("--compare-url", "--compare_url", "compare_url", default=None, help="a pasted MLflow UI compare-runs URL")
 @click.option("--experiment", default=None, help="experiment name or id to select runs from")
 @click.option("--filter", "filter_string", default=None, help="MLflow filter string, with --experiment")
-@click.option("--output-experiment", default=None, help="experiment name or id, made if new [default: the sources']")
-@click.option("--model-tag", default=tags.MODEL, show_default=True, help="run tag that names the model")
+@click.option(
+    "--output-experiment",
+    "--output_experiment",
+    "output_experiment",
+    default=None,
+    help="experiment name or id, made if new [default: the sources']",
+)
+@click.option(
+    "--model-tag",
+    "--model_tag",
+    "model_tag",
+    default=tags.MODEL,
+    show_default=True,
+    help="run tag that names the model",
+)
 @click_options(ComparisonSettings)
 def _compare(run_ids, run_ids_csv, model_tag, **options):
     """Compare training runs and log the report as a comparison run."""
@@ -411,6 +443,38 @@ def _compare(run_ids, run_ids_csv, model_tag, **options):
     click.echo(comparison_printout(outcome, settings.primary, settings.primary_analysis))
 
 
+#: The compared metrics of the one-dataset study.
+_STUDY_METRICS = ("ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20")
+
+
+def _study_options(func):
+    """The options of the one-dataset study, each made from the declaration of the setting it sets (its model's
+    config, the split's, the comparison's, the study file's top level) with the study's own default where it has
+    one."""
+    from mlflow_recsys.tracking._study_settings import StudySettings
+
+    chosen = [("split_seed", settings_of(SplitConfig)["seed"], "the split's seed")]
+    for model, names in (("EASE", ("l2",)), ("ELSA", ("latent_dim", "batch_size", "epochs", "lr", "device"))):
+        spec, fields = MODELS[model], settings_of(MODELS[model].config_class)
+        for name in names:
+            default, declared = fields[name]
+            chosen.append((name, (spec.train_defaults.get(name, default), declared), f"{model}: {declared.help}"))
+    compared = settings_of(ComparisonSettings)
+    chosen += [
+        ("metrics", (_STUDY_METRICS, compared["metrics"][1]), "metric keys compared"),
+        ("primary", ("ndcg@100", compared["primary"][1]), None),
+        ("n_resamples", compared["n_resamples"], None),
+        *(
+            (name, declared, None)
+            for name, declared in settings_of(StudySettings).items()
+            if "executor" in name or "ray" in name
+        ),
+    ]
+    for name, (default, declared), help in reversed(chosen):
+        func = option(name, default, declared, help=help)(func)
+    return func
+
+
 #: The options of the one-dataset study, which a study file replaces.
 _SHORTHAND = (
     *("dataset", "split_seed", "seeds", "l2", "latent_dim", "batch_size", "epochs", "lr", "device", "metrics"),
@@ -423,44 +487,11 @@ _SHORTHAND = (
 @click.option(
     "--dry-run", is_flag=True, help="print what the study would split, train, reuse and compare; make nothing"
 )
-@click.option("--dataset", default="movielens-100k", show_default=True)
-@click.option("--split-seed", default=42, show_default=True, type=int)
+@click.option(
+    "--dataset", default="movielens-100k", show_default=True, help="a registered dataset, or a .csv/.parquet log"
+)
 @click.option("--seeds", default="0,1,2", show_default=True, help="ELSA training seeds, comma-separated")
-@click.option("--l2", default=500.0, show_default=True, type=float, help="EASE: L2 regularisation")
-@click.option("--latent-dim", default=24, show_default=True, type=int, help="ELSA: latent dimension")
-@click.option("--batch-size", default=64, show_default=True, type=int, help="ELSA: users per batch")
-@click.option("--epochs", default=20, show_default=True, type=int, help="ELSA: training epochs")
-@click.option("--lr", default=0.01, show_default=True, type=float, help="ELSA: learning rate")
-@click.option(
-    "--device",
-    default="cpu",
-    show_default=True,
-    help="ELSA: torch device; with --executor ray, cuda asks Ray for one GPU per ELSA training",
-)
-@click.option(
-    "--metrics",
-    default="ndcg@100,calibrated_recall@20,recall@20,mrr@20",
-    show_default=True,
-    help=_METRICS_HELP + " compared",
-)
-@click.option("--primary", default="ndcg@100", show_default=True)
-@click.option("--n-resamples", default=9999, show_default=True, type=int)
-@click.option(
-    "--executor",
-    default="sequential",
-    show_default=True,
-    type=click.Choice(["sequential", "ray"]),
-    help="where the trainings run: one train entry point after another, or one Ray task each "
-    '(pip install "mlflow-recsys[ray]")',
-)
-@click.option(
-    "--ray-address",
-    "--ray_address",
-    "ray_address",
-    default=None,
-    help="with --executor ray: 'auto' or a cluster address (host:6379, ray://host:10001) to join "
-    "[default: a Ray started on this machine with its CPUs and GPUs]",
-)
+@_study_options
 @click.option("--project-uri", default=".", show_default=True, help="the MLflow project holding the entry points")
 @click.pass_context
 def _main(ctx, study_file, dry_run, project_uri, **flags):
@@ -477,7 +508,7 @@ def _main(ctx, study_file, dry_run, project_uri, **flags):
 
     study_file = _none_if_empty(study_file)
     if study_file is not None:
-        defaults = {p.name: p.default for p in ctx.command.params}
+        defaults = {p.name: p.process_value(ctx, p.default) for p in ctx.command.params}
         changed = [name for name in _SHORTHAND if flags[name] != defaults[name]]
         if changed:
             option = "--" + changed[0].replace("_", "-")
@@ -507,20 +538,17 @@ def _shorthand(flags: dict):
         raise click.BadParameter(f"expected comma-separated integers, found {found!r}", param_hint="--seeds") from None
     elsa = {k: flags[k] for k in ("latent_dim", "batch_size", "epochs", "lr")}
     comparison = ComparisonSettings(
-        reference="EASE",
-        metrics=tuple(_split_list(flags["metrics"], "--metrics")) or None,
-        primary=flags["primary"],
-        n_resamples=flags["n_resamples"],
+        reference="EASE", metrics=flags["metrics"], primary=flags["primary"], n_resamples=flags["n_resamples"]
     )
     return shorthand_plan(
         dataset=flags["dataset"],
         split_seed=flags["split_seed"],
         seeds=seeds,
         ease={"l2": flags["l2"]},
-        elsa={**elsa, "device": _none_if_empty(flags["device"]) or "cpu"},
+        elsa={**elsa, "device": flags["device"]},
         comparison=comparison,
         executor=flags["executor"],
-        ray_address=_none_if_empty(flags["ray_address"]),
+        ray_address=flags["ray_address"],
     )
 
 

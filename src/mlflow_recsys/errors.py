@@ -107,18 +107,17 @@ def root_cause(exc: BaseException) -> BaseException:
 def failure_text(exc: BaseException) -> str:
     """``Type: message`` of :func:`root_cause` of ``exc``, the form the command line prints and runs record in
     ``recsys.error``. A :mod:`sqlite3` error's type is written ``sqlite3.OperationalError``, apart from SQLAlchemy's
-    class of that name; a ``KeyError`` shows its key unquoted; a click refusal its message with the option's name
-    (``format_message``); an interrupt without a message reads ``interrupted (Ctrl-C)``. Not redacted: callers
-    redact what they show.
+    class of that name; a ``KeyError`` shows its key unquoted; a click refusal is its message with the option's name
+    and no type (``format_message``, as the console prints it); an interrupt without a message reads ``interrupted
+    (Ctrl-C)``. Not redacted: callers redact what they show.
     """
     cause = root_cause(exc)
     name = type(cause).__name__
     if isinstance(cause, sqlite3.Error):
         name = f"sqlite3.{name}"
-    if isinstance(cause, KeyError) and cause.args:
-        message = str(cause.args[0])
-    else:
-        message = cause.format_message() if hasattr(cause, "format_message") else str(cause)
+    if hasattr(cause, "format_message"):  # click's refusal: its message names the option, as the console shows it
+        return cause.format_message()
+    message = str(cause.args[0]) if isinstance(cause, KeyError) and cause.args else str(cause)
     if not message and isinstance(cause, KeyboardInterrupt):
         message = "interrupted (Ctrl-C)"
     return f"{name}: {message}"

@@ -108,8 +108,8 @@ class Setting:
         if self.optional and text.lower() in (NONE_WORD, ""):
             return None
         converters: dict[str, Callable[[str], Any]] = {
-            "integer": int,
-            "seed": int,
+            "integer": _whole_number,
+            "seed": _whole_number,
             "number": _finite,
             "flag": lambda t: {"true": True, "false": False}[t.lower()],
             "keys": lambda t: [key.strip() for key in t.split(",") if key.strip()],
@@ -209,6 +209,18 @@ def mlproject_parameters(cls: type, names: Iterable[str]) -> dict[str, dict[str,
 def describe(cls: type) -> list[tuple[str, str, str]]:
     """(name, default as text, help) of each declared field of ``cls``: the rows of a settings table."""
     return [(name, s.text(default), s.help) for name, (default, s) in settings_of(cls).items()]
+
+
+def _whole_number(text: str) -> int:
+    """``"42"`` and ``"42.0"`` as 42: ``mlflow run`` knows only float parameters, so an integer may come written as one;
+    ``"42.5"`` stays refused."""
+    try:
+        return int(text)
+    except ValueError:
+        number = float(text)
+        if not number.is_integer():
+            raise
+        return int(number)
 
 
 def _finite(text: str) -> float:

@@ -330,6 +330,13 @@ def _preflight(
         raise RunSelectionError(f"metrics: expected metric keys such as 'ndcg@100' or 'recall@20', found {bad}")
     validation.line(model_tag, "model_tag")
     runs = select_runs(**selection, client=client)
+    # One user gives no variation across users to test against; the runs say so in their logged counts.
+    alone = {r.info.run_id: int(n) for r in runs if (n := r.data.metrics.get("n_eval_users", 2)) < 2}
+    if alone:
+        raise RunSelectionError(
+            f"runs: expected runs scored on at least 2 users, found {shorten(str(alone), 500)} (run: n_eval_users); "
+            "a paired comparison estimates the variation across users"
+        )
     plan = plan_candidates(runs, settings, model_tag)
     if plan.metric_keys is not None:
         # Every report the comparison keeps: with seeded candidates, the seed-averaged report's as well.

@@ -38,6 +38,12 @@ class RunTarget:
         """Check, before anything is written, that the run to use may be used (RunOwnershipError) and the
         experiment may be made (RunSelectionError for a deleted or invalid ``output_experiment``)."""
         target = check_step_run()
+        if output_experiment is not None and target.environment_run_id is not None:
+            raise RunSelectionError(
+                f"output_experiment: under `mlflow run` the comparison logs into the run it made, in the experiment "
+                f"`mlflow run` chose, so it cannot go into {output_experiment!r}; give `mlflow run "
+                "--experiment-name` instead"
+            )
         if output_experiment is not None:
             try:
                 validation.line(output_experiment, "output_experiment", longest=500)

@@ -35,9 +35,8 @@ from mlflow_recsys.tracking._context import RUN_ID_ENV, absolute_sqlite_uri
 from mlflow_recsys.tracking._plugin import COMMAND_ENV
 from mlflow_recsys.tracking._redact import SUPPRESS_RUN_LINKS_ENV, redact
 from mlflow_recsys.tracking._runs import FAILED, KILLED, RUNNING
+from mlflow_recsys.tracking._study_settings import EXECUTORS
 from mlflow_recsys.tracking._training import run_train
-
-EXECUTORS = ("sequential", "ray")
 
 RAY_MISSING = 'executor: Ray is not installed; pip install "mlflow-recsys[ray]"'
 

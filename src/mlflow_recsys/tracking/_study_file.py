@@ -21,16 +21,16 @@ from typing import Any, NoReturn
 from mlflow_recsys import _validation as validation
 from mlflow_recsys.data import DATASETS
 from mlflow_recsys.data._split_config import SplitConfig
+from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.models._registry import MODELS, model_spec
 from mlflow_recsys.models._train_config import DEFAULT_METRICS
-from mlflow_recsys.settings_schema import check_fields, setting, settings_of
-from mlflow_recsys.stats._meta import SCALES, Scale
-from mlflow_recsys.stats._ranks import POSTHOCS, Posthoc
+from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._candidates import configuration_names
-from mlflow_recsys.tracking._executors import EXECUTORS, Training
+from mlflow_recsys.tracking._executors import Training
 from mlflow_recsys.tracking._limits import duplicates
+from mlflow_recsys.tracking._study_settings import StudySettings
 from mlflow_recsys.tracking._training import configuration_tag
 
 if sys.version_info >= (3, 11):
@@ -43,37 +43,6 @@ COLUMN_ROLES = ("user", "item", "value", "timestamp")
 #: Hyper-parameters a training checks where it runs: the seed is its own, and the device is that of the machine that
 #: trains it (a cluster's driver may have no GPU). The plan checks the others.
 _CHECKED_BY_TRAINING = ("seed", "device")
-
-
-@dataclass(frozen=True)
-class StudySettings:
-    """The top level of a study file: how the study runs and what its verdict across datasets computes."""
-
-    name: str = setting("study", "the study run's name", "name", longest=200)
-    executor: str = setting(
-        "sequential", "where trainings run: one after another, or one Ray task each", "choice", choices=EXECUTORS
-    )
-    ray_address: str | None = setting(
-        None, "with executor ray: 'auto' or a cluster address to join (none: a local Ray)", "name", optional=True
-    )
-    metrics: tuple[str, ...] | None = setting(
-        None,
-        "metric keys every training scores (none: the compared ones, else the train step's set)",
-        "keys",
-        optional=True,
-    )
-    scale: Scale = setting(
-        "difference",
-        "the effect pooled over datasets: the difference, or the log ratio of means where metric levels differ",
-        "choice",
-        choices=SCALES,
-    )
-    posthoc: Posthoc = setting(
-        "wilcoxon-holm", "the pairwise test of the ranks over datasets", "choice", choices=POSTHOCS
-    )
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -372,6 +341,10 @@ def _checked(plan: StudyPlan, top: _Table) -> StudyPlan:
     candidates = candidate_names(plan)
     if len(candidates) < 2:
         top.fail(f"[[model]]: expected at least two candidates to compare, found {candidates}")
+    try:  # a key no metric scores would fail every training, after the splits
+        parse_metric_keys(list(plan.metrics))
+    except ValueError as exc:
+        top.fail(f"{'metrics' if plan.settings.metrics else '[compare] metrics'}: {exc}")
     reference, primary = plan.comparison.reference, plan.comparison.primary
     if reference is not None and reference not in candidates:
         several = [c for c in candidates if c.startswith(f"{reference}(")]
