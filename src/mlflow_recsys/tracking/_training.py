@@ -206,8 +206,8 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
         validate = _validation_ndcg(split) if spec.epochs else None
         if spec.epochs and validate is None and config.hyperparameters.get("patience") is not None:
             raise ValueError(
-                "patience: early stopping needs validation rows, and this split has none "
-                "(it was built with val_frac=0); drop --patience or rebuild the split"
+                "patience: early stopping needs validation rows, and this split has none (val_frac=0, or no "
+                "validation user kept enough interactions); drop --patience or rebuild the split"
             )
         seed = str(unfitted.config.seed) if spec.seeded else tags.NO_SEED
         run_name = f"{config.model} seed {seed}" if spec.seeded else config.model
