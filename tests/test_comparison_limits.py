@@ -454,7 +454,7 @@ def test_a_refused_step_under_mlflow_run_is_a_failed_run_of_its_role(experiment,
     run = client.get_run(entry)
     assert run.info.status == "FAILED" and run.info.run_name == f"{role} (failed)"
     assert run.data.tags["recsys.role"] == role and run.data.tags["recsys.command"] == args[0]
-    assert run.data.tags["recsys.error"].split(": ", 1)[1] in result.output  # the reason the command printed
+    assert run.data.tags["recsys.error"] in result.output  # the reason, as the command printed it
 
 
 def test_a_failed_command_that_makes_no_run_leaves_the_inherited_run_alone(experiment, monkeypatch, tmp_path):
