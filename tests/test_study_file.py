@@ -185,7 +185,27 @@ def test_the_configuration_tag_is_what_the_train_step_logs(tmp_path):
             lambda t: t.replace('name = "ALS"\n', 'name = "ALS2"\n').replace(
                 'runs = { movielens-100k = "abc", clicks = ["def", "ghi"] }', ""
             ),
-            r"\[\[model\]\] 4: name: expected a registered model .* or runs to import, found 'ALS2'",
+            r"\[\[model\]\] 4: name: expected a registered model .* or runs or recommendations to import, found 'ALS2'",
+        ),
+        (
+            lambda t: t.replace(
+                'runs = { movielens-100k = "abc", clicks = ["def", "ghi"] }',
+                'recommendations = { clicks = "x.parquet" }',
+            ),
+            r"\[\[model\]\] 4.recommendations: clicks: expected a .parquet, .csv or TREC file of lists, found no file",
+        ),
+        (
+            lambda t: t.replace(
+                'runs = { movielens-100k = "abc", clicks = ["def", "ghi"] }',
+                'recommendations = { netflix = "clicks.csv" }',
+            ),
+            r"ALS recommendations: expected datasets of the study \(clicks, movielens-100k\), found 'netflix'",
+        ),
+        (
+            lambda t: t.replace(
+                'name = "Popularity"\n', 'name = "Popularity"\nrecommendations = { clicks = "clicks.csv" }\n'
+            ),
+            r"\[\[model\]\] 3: recommendations: unknown key; expected one of name, seeds, runs",
         ),
         (
             lambda t: "split = 3\n" + t.replace("[split]\nseed = 7\n", ""),

@@ -48,12 +48,37 @@ l2 = 100.0
 [[model]]
 name = "Popularity"
 
+[[model]]
+name = "Listed"                      # trained elsewhere: its lists of the clicks split's test users, imported
+recommendations = { clicks = "listed.parquet" }
+
 [compare]
 reference = "Popularity"
 metrics = ["ndcg@100", "recall@20"]
 primary = "ndcg@100"
 n_resamples = 199
 """
+
+
+def lists_for_the_clicks_split(folder):
+    """What a user of another framework does: make the study's split of clicks.csv (the same settings give the same
+    split), export it, and recommend to its test users the 30 items most clicked in training."""
+    from mlflow_recsys.data import SplitConfig, build_recsys_checkpoint
+    from mlflow_recsys.tracking import export_split
+
+    columns = {"user": "u", "item": "i", "value": None, "timestamp": None}
+    settings = SplitConfig(seed=3, min_rating=None).to_params()
+    checkpoint = build_recsys_checkpoint(
+        dataset=str(folder / "clicks.csv"), columns=columns, checkpoint_path=folder / "split.zip", **settings
+    )
+    exported = export_split(checkpoint, folder / "exported")
+    train, test = (pd.read_parquet(exported / f"{name}.parquet") for name in ("train", "test_targets"))
+    top = train["item"].value_counts().index[:30]
+    users = test["user"].unique()
+    lists = pd.DataFrame(
+        [(u, item, r + 1) for u in users for r, item in enumerate(top)], columns=["user", "item", "rank"]
+    )
+    lists.to_parquet(folder / "listed.parquet")
 
 
 def clicks(path, seed=0, n_users=300, n_items=120):
@@ -72,6 +97,7 @@ def study(tmp_path_factory):
     folder = tmp_path_factory.mktemp("study")
     clicks(folder / "clicks.csv")
     (folder / "broken.csv").write_text("u,i\nx,1\n")  # one user of one item: nothing is left after the 5-core
+    lists_for_the_clicks_split(folder)
     (folder / "study.toml").write_text(textwrap.dedent(STUDY))
     uri = new_sqlite_store(folder / "mlruns.db")
     mlflow.set_tracking_uri(uri)
@@ -114,10 +140,14 @@ def test_each_dataset_gets_its_split_trainings_and_comparison_under_the_study_ru
     assert main.data.params["datasets"] == "movielens-100k,clicks,broken"
     children = {r.info.run_id for role in ("split", "train", "comparison") for r in runs_by_role(role)}
     parents = {MlflowClient().get_run(r).data.tags["mlflow.parentRunId"] for r in children}
-    # broken's split run is a FAILED split: mlflow run made it; nothing else of broken exists.
-    assert parents == {main.info.run_id} and len(children) == 2 * (1 + 2 + 1) + 1
+    # Per dataset a split, EASE, Popularity and a comparison; Listed's imported run on clicks; broken's FAILED split.
+    assert parents == {main.info.run_id} and len(children) == 2 * (1 + 2 + 1) + 1 + 1
     comparisons = runs_by_role("comparison")
     assert sorted(dataset_of(r) for r in comparisons) == ["clicks", "movielens-100k"]
+    compared = {dataset_of(r): int(r.data.tags["recsys.n_source_runs"]) for r in comparisons}
+    assert compared == {"movielens-100k": 2, "clicks": 3}  # clicks with the imported lists
+    (listed,) = [r for r in runs_by_role("train") if r.data.tags["recsys.model"] == "Listed"]
+    assert listed.data.tags["recsys.imported_from"] == "parquet" and dataset_of(listed) == "clicks"
     assert main.data.tags["recsys.comparison_run"].split(",") == [
         r.info.run_id for r in sorted(comparisons, key=lambda r: r.info.start_time)
     ]
@@ -128,7 +158,7 @@ def test_the_table_holds_each_training_runs_own_metric(study):
     (main,) = runs_by_role("main")
     table = pd.read_csv(mlflow.artifacts.download_artifacts(f"runs:/{main.info.run_id}/study/table.csv"))
     assert (
-        set(table["dataset"]) == {"movielens-100k", "clicks"} and len(table) == 2 * 2 * 2
+        set(table["dataset"]) == {"movielens-100k", "clicks"} and len(table) == (2 + 3) * 2  # models x metrics
     )  # datasets x models x metrics
     for run in runs_by_role("train"):
         name, candidate = dataset_of(run), candidate_of(run)
@@ -189,8 +219,9 @@ def test_a_rerun_reuses_every_training_and_the_dry_run_says_so(study):
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert plan.stdout.count("train 0: -") == 2 and plan.stdout.count("reuse 2: ") == 2
     assert "broken (" in plan.stdout and plan.stdout.count("train 2: EASE, Popularity") == 1  # no split to reuse
+    assert plan.stdout.count("import: Listed: ") == 1 and plan.stdout.count("import: -") == 2
     assert (
-        "with 3 datasets and 2 candidates the smallest wilcoxon-holm p-value of a pair of ranks is 0.25" in plan.stdout
+        "with 3 datasets and 3 candidates the smallest wilcoxon-holm p-value of a pair of ranks is 0.75" in plan.stdout
     )
     assert len(MlflowClient().search_runs(EXPERIMENT[-1:], max_results=1000)) == before  # the dry run made nothing
 

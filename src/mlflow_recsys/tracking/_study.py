@@ -42,11 +42,12 @@ from mlflow_recsys.tracking._executors import (
     TrainingTarget,
     make_executor,
 )
+from mlflow_recsys.tracking._imports import log_recommendations
 from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH, fit_text
 from mlflow_recsys.tracking._redact import hide_run_links_with_credentials, redact
 from mlflow_recsys.tracking._runs import FINISHED, search_all
 from mlflow_recsys.tracking._server_page import recsys_page_url
-from mlflow_recsys.tracking._study_file import StudyDataset, StudyPlan, candidate_names
+from mlflow_recsys.tracking._study_file import StudyDataset, StudyModel, StudyPlan, candidate_names
 from mlflow_recsys.tracking._study_summary import log_summary, summarize
 
 _log = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class DatasetOutcome:
     imported: list[str]
     comparison: RunComparison | None = None
     error: str | None = None
+    import_errors: tuple[str, ...] = ()
 
 
 def run_study(
@@ -179,12 +181,10 @@ def _run_dataset(dataset: StudyDataset, plan: StudyPlan, steps: EntryPoints, exe
         f"runs:/{split_id}/checkpoint.zip", steps.experiment_id, steps.parent_run_id, tuple(plan.metrics)
     )
     outcomes = _train(executor, plan.trainings(), target, split_digest=digest, echo=steps.echo)
-    imported = [run_id for model in plan.models for run_id in model.runs.get(dataset.name, ())]
-    usable = [cast(str, o.run_id) for o in outcomes if o.usable] + imported
-    outcome = DatasetOutcome(dataset.name, split_id, outcomes, imported)
-    candidates = {o.training.candidate for o in outcomes if o.usable} | {
-        m.name for m in plan.models if imported and dataset.name in m.runs
-    }
+    imported, import_errors = _imports(dataset.name, plan, target, steps.echo)
+    usable = [cast(str, o.run_id) for o in outcomes if o.usable] + list(imported.values())
+    outcome = DatasetOutcome(dataset.name, split_id, outcomes, list(imported.values()), import_errors=import_errors)
+    candidates = {o.training.candidate for o in outcomes if o.usable} | {m for m, _ in imported}
     if len(candidates) < 2:
         return outcome  # nothing to compare
     try:
@@ -193,6 +193,28 @@ def _run_dataset(dataset: StudyDataset, plan: StudyPlan, steps: EntryPoints, exe
         steps.echo(f"comparison on {dataset.name} FAILED: {redact(failure_text(exc))}")
         return dataclasses.replace(outcome, error=redact(failure_text(exc)))
     return dataclasses.replace(outcome, comparison=comparison)
+
+
+def _imports(
+    dataset: str, plan: StudyPlan, target: TrainingTarget, echo: Callable[[str], None]
+) -> tuple[dict[tuple[str, str], str], tuple[str, ...]]:
+    """The runs a dataset imports, (model, what) -> run id: those named by id, and the lists of a file scored on
+    the dataset's split (a run each, under the study run); and why an import failed, a text each."""
+    imported = {(m.name, run_id): run_id for m in plan.models for run_id in m.runs.get(dataset, ())}
+    errors = []
+    for model in plan.models:
+        path = model.recommendations.get(dataset)
+        if path is None:
+            continue
+        echo(f"\n== import {model.name} ({path}) ==")
+        try:
+            run_id = log_recommendations(path, checkpoint=target.checkpoint, model=model.name, metrics=target.metrics)
+        except (RecsysError, ValueError, OSError) as exc:  # the other candidates are compared without it
+            errors.append(f"{model.name}: {redact(failure_text(exc))}")
+            echo(f"import of {model.name} FAILED: {errors[-1]}")
+            continue
+        imported[model.name, path] = run_id
+    return imported, tuple(errors)
 
 
 def split_parameters(dataset: StudyDataset) -> dict[str, object]:
@@ -227,7 +249,11 @@ def plan_text(plan: StudyPlan) -> str:
         reused = (
             finished_trainings(client, experiment_id, digest, trainings) if client and experiment_id and digest else {}
         )
-        imported = [f"{m.name}: {', '.join(m.runs[dataset.name])}" for m in plan.models if dataset.name in m.runs]
+        sources = {m.name: [*m.runs.get(dataset.name, ()), *_listed(m, dataset.name)] for m in plan.models}
+        imported = [f"{name}: {', '.join(given)}" for name, given in sources.items() if given]
+        imported += [
+            f"{m.name}: {m.recommendations[dataset.name]}" for m in plan.models if dataset.name in m.recommendations
+        ]
         to_train = [t.run_name for t in trainings if t.key not in reused]
         reusing = [f"{t.run_name} (run {reused[t.key].info.run_id})" for t in trainings if t.key in reused]
         lines += [
@@ -239,6 +265,10 @@ def plan_text(plan: StudyPlan) -> str:
         ]
     lines.append("\n" + _floor_line(plan))
     return "\n".join(lines)
+
+
+def _listed(model: StudyModel, dataset: str) -> list[str]:
+    return [model.recommendations[dataset]] if dataset in model.recommendations else []
 
 
 def _floor_line(plan: StudyPlan) -> str:
@@ -307,8 +337,9 @@ def _missing(outcomes: list[DatasetOutcome]) -> list[str]:
             out.append(
                 f"{o.dataset} (not compared: {'the comparison failed' if o.error else 'fewer than two candidates'})"
             )
-        elif failed:
-            out.append(f"{o.dataset}: {', '.join(failed)} (training failed)")
+        elif failed or o.import_errors:
+            lost = failed + [e.split(":", 1)[0] for e in o.import_errors]
+            out.append(f"{o.dataset}: {', '.join(lost)} (training or import failed)")
     return out
 
 
@@ -321,6 +352,7 @@ def _failures(outcomes: list[DatasetOutcome]) -> list[str]:
             out.append(f"{o.dataset}: {_failure_text(failed, len(o.trainings), limit=2000)}")
         if o.error:
             out.append(f"{o.dataset}: {'the comparison' if o.split_id else 'the split'} failed: {o.error}")
+        out += [f"{o.dataset}: the import of {e}" for e in o.import_errors]
     return out
 
 

@@ -9,6 +9,7 @@ Every table of the file is a settings object declared once (:mod:`mlflow_recsys.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -59,12 +60,15 @@ class StudyDataset:
 @dataclass(frozen=True)
 class StudyModel:
     """One model of a study: its configurations (hyper-parameters without the seed; one unless a grid), its seeds
-    (seeded models), and runs imported by id per dataset (a model trained elsewhere, or an extra run)."""
+    (seeded models), runs imported by id per dataset (a model trained elsewhere, or an extra run), and, for a model
+    trained elsewhere, its recommendation lists per dataset (a file :func:`~mlflow_recsys.tracking.log_recommendations`
+    imports once the dataset's split is made)."""
 
     name: str
     configurations: tuple[Mapping[str, Any], ...]
     seeds: tuple[int, ...]
     runs: Mapping[str, tuple[str, ...]]
+    recommendations: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ def read_study(path: str | os.PathLike) -> StudyPlan:
     split = top.table("split")
     split.only(list(settings_of(SplitConfig)))
     datasets = tuple(_dataset(entry, split.values, file.parent) for entry in top.array("dataset"))
-    models = tuple(_model(entry) for entry in top.array("model"))
+    models = tuple(_model(entry, file.parent) for entry in top.array("model"))
     comparison = top.table("compare").build(ComparisonSettings, top.table("compare").values)
     return _checked(StudyPlan(settings, datasets, models, comparison), top)
 
@@ -155,8 +159,8 @@ def shorthand_plan(
         settings=settings,
         datasets=(StudyDataset(dataset, None, {}, top.build(SplitConfig, {"seed": split_seed})),),
         models=(
-            _model(_Table("", "", {"name": "EASE", **ease})),
-            _model(_Table("", "", {"name": "ELSA", "seeds": listed, **elsa})),
+            _model(_Table("", "", {"name": "EASE", **ease}), Path()),
+            _model(_Table("", "", {"name": "ELSA", "seeds": listed, **elsa}), Path()),
         ),
         comparison=comparison,
     )
@@ -226,17 +230,20 @@ def _dataset(entry: _Table, split: Mapping[str, Any], folder: Path) -> StudyData
     return StudyDataset(name, path, columns, own.build(SplitConfig, merged))
 
 
-def _model(entry: _Table) -> StudyModel:
-    """One ``[[model]]``: a registered model's grid and seeds, or a model whose runs are imported."""
+def _model(entry: _Table, folder: Path) -> StudyModel:
+    """One ``[[model]]``: a registered model's grid and seeds, or a model whose runs or lists are imported (file
+    paths relative to ``folder``)."""
     if "name" not in entry.values:
         entry.fail("name: expected the model's name, found none")
     name = _line(entry, "name")
     runs = _runs(entry.table("runs")) if "runs" in entry.values else {}
     if name not in MODELS:
-        entry.only(["name", "runs"])
-        if not runs:
-            entry.fail(f"name: expected a registered model ({', '.join(MODELS)}) or runs to import, found {name!r}")
-        return StudyModel(name, (), (), runs)
+        entry.only(["name", "runs", "recommendations"])
+        lists = _files(entry.table("recommendations"), folder)
+        if not runs and not lists:
+            what = f"a registered model ({', '.join(MODELS)}), or runs or recommendations to import"
+            entry.fail(f"name: expected {what}, found {name!r}")
+        return StudyModel(name, (), (), runs, lists)
     spec = model_spec(name)
     takes = [h for h in spec.hyperparameters if h != "seed"]
     entry.only(["name", "seeds", "runs", *takes])
@@ -296,6 +303,17 @@ def _runs(table: _Table) -> dict[str, tuple[str, ...]]:
     return runs
 
 
+def _files(table: _Table, folder: Path) -> dict[str, str]:
+    """``recommendations = {dataset = "lists.parquet"}``: a file of lists for each dataset, which must exist."""
+    files = {}
+    for dataset in table.values:
+        path = (folder / _line(table, dataset)).resolve()
+        if not path.is_file():
+            table.fail(f"{dataset}: expected a .parquet, .csv or TREC file of lists, found no file at {str(path)!r}")
+        files[dataset] = str(path)
+    return files
+
+
 def _trainings(model: StudyModel) -> list[Training]:
     spec = MODELS.get(model.name)
     if spec is None:
@@ -321,7 +339,7 @@ def candidate_names(plan: StudyPlan) -> list[str]:
     """The names the comparisons will give the study's candidates: a model, or ``Model(k=v)`` per configuration
     of a grid."""
     names = list(dict.fromkeys(t.candidate for t in plan.trainings()))
-    return names + [m.name for m in plan.models if m.name not in MODELS]
+    return names + [m.name for m in plan.models if m.name not in MODELS]  # imported by id or from lists
 
 
 def _checked(plan: StudyPlan, top: _Table) -> StudyPlan:
@@ -334,10 +352,13 @@ def _checked(plan: StudyPlan, top: _Table) -> StudyPlan:
             top.fail(f"[[{what}]] name: expected each {what} once, found {', '.join(repeated)} more than once")
     datasets = {d.name for d in plan.datasets}
     for model in plan.models:
-        unknown = [d for d in model.runs if d not in datasets]
-        if unknown:
-            known = ", ".join(sorted(datasets))
-            top.fail(f"[[model]] {model.name} runs: expected datasets of the study ({known}), found {unknown[0]!r}")
+        for key, given in (("runs", model.runs), ("recommendations", model.recommendations)):
+            unknown = [d for d in given if d not in datasets]
+            if unknown:
+                known = ", ".join(sorted(datasets))
+                top.fail(
+                    f"[[model]] {model.name} {key}: expected datasets of the study ({known}), found {unknown[0]!r}"
+                )
     candidates = candidate_names(plan)
     if len(candidates) < 2:
         top.fail(f"[[model]]: expected at least two candidates to compare, found {candidates}")
