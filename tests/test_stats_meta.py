@@ -91,6 +91,7 @@ def test_a_log_ratio_standard_error_is_that_of_the_mean_linearised_difference():
         (lambda: random_effects([0.1], [0.1]), "effects: expected at least 2 datasets"),
         (lambda: random_effects([0.1, 0.2], [0.1, 0.0]), "standard_errors: expected positive values"),
         (lambda: random_effects([0.1, 0.2], [0.1]), "standard_errors: expected one per effect"),
+        (lambda: random_effects({"pooled": 0.1, "b": 0.2}, {"pooled": 0.1, "b": 0.1}), "effects: 'pooled' names the"),
         (lambda: random_effects({"a": 0.1, "b": 0.2}, {"a": 0.1, "c": 0.1}), "standard_errors: expected one per"),
         (lambda: random_effects([0.1, float("nan")], [0.1, 0.1]), "effects: expected a 1-D sequence of finite"),
         (lambda: random_effects([0.1, 0.2], [0.1, 0.1], confidence_level=1), "confidence_level: expected"),

@@ -97,3 +97,25 @@ def test_bad_input_names_the_argument(edit, message):
     edit(study)
     with pytest.raises(ValueError, match=message):
         verdict_across_datasets(study, metrics=METRICS, reference="EASE")
+
+
+def test_a_log_ratio_over_a_mean_of_0_leaves_that_effect_out_and_says_why():
+    study = _study({"EASE": 0.0, "ELSA": 0.02, "Pop": -0.1}, datasets=("a", "b", "c"))
+    zero = {m: np.zeros(v.size) for m, v in study["b"]["Pop"].per_user.items()}
+    study["b"]["Pop"] = result(zero)
+    verdict = verdict_across_datasets(study, metrics=METRICS, reference="Pop", scale="log-ratio")
+    assert [(c, m) for c, m, _ in verdict.effects] == []  # every candidate is pooled against Pop, 0 on b
+    assert verdict.notes == tuple(
+        f"{c} vs Pop on {m} not pooled: on b, scale: a log ratio needs positive means, found candidate "
+        f"{float(study['b'][c].per_user[m].mean())!r} and baseline {0.0!r}"
+        for c in ("EASE", "ELSA")
+        for m in METRICS
+    )
+    assert [m for m, _ in verdict.ranks] == list(METRICS)  # the ranks stand
+
+
+def test_a_model_missing_on_a_dataset_is_named_as_left_out_of_the_ranks():
+    study = _study({"EASE": 0.0, "ELSA": 0.02, "Pop": -0.1}, datasets=("a", "b", "c"))
+    del study["c"]["ELSA"]
+    verdict = verdict_across_datasets(study, metrics=METRICS, reference="EASE")
+    assert verdict.unranked == ("ELSA",) and all(r.models == ("EASE", "Pop") for _, r in verdict.ranks)

@@ -116,13 +116,13 @@ def test_the_configuration_tag_is_what_the_train_step_logs(tmp_path):
         (lambda t: t.replace('scale = "log-ratio"', 'scale = "ratio"'), "study.toml: scale: expected one of"),
         (
             lambda t: t.replace('"recall@20"]', '"bogus@1"]', 1),
-            "study.toml: metrics: key: unknown metric name 'bogus' in 'bogus@1'",
+            "study.toml: metrics: unknown metric name 'bogus' in 'bogus@1'",
         ),
         (
             lambda t: t.replace('metrics = ["ndcg@100", "recall@20"]\n', "").replace(
                 "[compare]", '[compare]\nmetrics = ["ndcg@100", "bogus@1"]'
             ),
-            r"study.toml: \[compare\] metrics: key: unknown metric name 'bogus'",
+            r"study.toml: \[compare\]: metrics: unknown metric name 'bogus'",
         ),
         (
             lambda t: t.replace("l2 = [50.0, 500.0]", "l2 = [50.0, 50.0]"),
@@ -151,8 +151,57 @@ def test_the_configuration_tag_is_what_the_train_step_logs(tmp_path):
             r"\[\[dataset\]\] name: expected each dataset once, found movielens-100k",
         ),
         (
-            lambda t: t.replace('name = "ALS"', 'name = "EASE"'),
-            r"\[\[model\]\] name: expected each model once, found EASE",
+            lambda t: t.replace("[compare]", '[[model]]\nname = "Popularity"\n\n[compare]'),
+            r"\[\[model\]\] name: expected each model once, found Popularity",
+        ),
+        (lambda t: t.replace('name = "ALS"', 'name = "EASE"'), r"\[\[model\]\] 4: runs: EASE is trained by the study"),
+        (
+            lambda t: t.replace('name = "ALS"', 'name = "EASE(l2=50)"'),
+            r"\[\[model\]\] name: 'EASE\(l2=50\)' names a configuration",
+        ),
+        (
+            lambda t: t.replace('clicks = ["def", "ghi"]', 'clicks = ["abc"]'),
+            r"\[\[model\]\] runs: expected each run once, found abc more than once",
+        ),
+        (
+            lambda t: t.replace("l2 = [50.0, 500.0]", "l2 = [50, 50.0]"),
+            r"\[\[model\]\] 1: expected distinct configurations, found \{'l2': 50\} and \{'l2': 50.0\}",
+        ),
+        (
+            lambda t: t.replace(
+                "latent_dim = [8, 16]", f"latent_dim = [8, 16]\nlr = {[0.001 * (i + 1) for i in range(200)]}"
+            ),
+            r"\[\[model\]\] 2: expected at most 1,000 trainings \(configurations x seeds\) a model, found 1,200",
+        ),
+        (
+            lambda t: t.replace("n_resamples = 999", 'n_resamples = "999"'),
+            r"\[compare\]: n_resamples: expected an integer",
+        ),
+        (lambda t: t.replace("[split]\nseed = 7", "[split]\nseed = -1"), r"study.toml: \[split\]: seed: expected"),
+        (
+            lambda t: t.replace('name = "movielens-100k"\n', 'name = "movielens-100k"\ncolumns = { user = "u" }\n', 1),
+            r"\[\[dataset\]\] 1: columns: movielens-100k is registered",
+        ),
+        (
+            lambda t: t.replace('name = "clicks"', 'name = "pooled"'),
+            r"\[\[dataset\]\] 2: name: 'pooled' names the pooled row",
+        ),
+        (
+            lambda t: t.replace(
+                'name = "movielens-100k"\n',
+                'name = "copy"\npath = "clicks.csv"\ncolumns = { user = "uid", value = "none" }\n'
+                'split = { split_mode = "time_split", test_frac = 0.3 }\n',
+                1,
+            ).replace('movielens-100k = "abc", ', ""),
+            r"\[\[dataset\]\] clicks: expected other data or another split than dataset 'copy'",
+        ),
+        (
+            lambda t: 'ray_address = "auto"\n' + t,
+            r"study.toml: ray_address: only the ray executor joins a Ray cluster, found 'auto' with executor",
+        ),
+        (
+            lambda t: t.replace("n_resamples = 999", 'n_resamples = 999\nrepresentative_seed = "7"'),
+            r"\[compare\]: representative_seed: expected a seed of a seeded model \(0, 1, 2\), found '7'",
         ),
         (
             lambda t: t.replace('path = "clicks.csv"', 'path = "nope.csv"'),
@@ -171,11 +220,11 @@ def test_the_configuration_tag_is_what_the_train_step_logs(tmp_path):
         ),
         (
             lambda t: t.replace('reference = "Popularity"', 'reference = "Nope"'),
-            r"\[compare\] reference: expected one of the candidates",
+            r"\[compare\]: reference: expected one of the candidates",
         ),
         (
             lambda t: t.replace('primary = "ndcg@100"', 'primary = "mrr@20"'),
-            r"\[compare\] primary: expected one of the scored metrics",
+            r"\[compare\]: primary: expected one of the scored metrics",
         ),
         (
             lambda t: t.replace("clicks = [", "netflix = ["),

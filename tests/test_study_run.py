@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from conftest import BIN, clean_env, new_sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.stats import paired_effect, random_effects
-from mlflow_recsys.tracking import load_evaluation, mlflow_metric_name
+from mlflow_recsys.tracking import RunSelectionError, load_evaluation, mlflow_metric_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.ComparisonWarning")]
 
@@ -247,3 +247,53 @@ def test_the_options_are_refused_beside_a_study_file(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["study", "study.toml", "--epochs", "3"])
     assert result.exit_code == 2 and "--epochs: a study file declares the whole study" in result.output
+
+
+def test_a_training_is_reused_only_where_it_scored_every_compared_metric(study):
+    from mlflow_recsys.tracking._study import finished_trainings
+    from mlflow_recsys.tracking._study_file import read_study
+
+    plan = read_study(study["folder"] / "study.toml")
+    (ease,) = [r for r in runs_by_role("train") if r.data.tags["recsys.model"] == "EASE" and dataset_of(r) == "clicks"]
+    digest = ease.data.tags["recsys.split_digest"]
+    client = MlflowClient()
+    found = finished_trainings(client, EXPERIMENT[-1], digest, plan.trainings(), ["ndcg@100", "recall@20"])
+    assert {key[0] for key in found} == {"EASE", "Popularity"}
+    assert finished_trainings(client, EXPERIMENT[-1], digest, plan.trainings(), ["ndcg@100", "mrr@5"]) == {}
+
+
+@pytest.mark.parametrize(
+    ("make_id", "message"),
+    [
+        (lambda: "0" * 32, r"Shuf runs: expected a run id of this store, found '0{32}'"),
+        (
+            lambda: runs_by_role("split")[0].info.run_id,
+            r"Shuf runs: expected a FINISHED training run, found run \w+ with",
+        ),
+        (
+            lambda: [r for r in runs_by_role("train") if r.data.tags["recsys.model"] == "EASE"][0].info.run_id,
+            r"Shuf runs: run \w+ is the model 'EASE' \(its recsys.model tag\), not 'Shuf'",
+        ),
+    ],
+)
+def test_imported_runs_are_checked_before_the_study_makes_anything(study, make_id, message):
+    from mlflow_recsys.tracking._study import check_imported_runs, plan_text
+    from mlflow_recsys.tracking._study_file import read_study
+
+    run_id = make_id()
+    text = STUDY.replace('recommendations = { clicks = "listed.parquet" }', f'runs = {{ clicks = "{run_id}" }}')
+    (study["folder"] / "imports.toml").write_text(text.replace('name = "Listed"', 'name = "Shuf"'))
+    plan = read_study(study["folder"] / "imports.toml")
+    with pytest.raises(RunSelectionError, match=message):
+        check_imported_runs(plan, MlflowClient())
+    with pytest.raises(RunSelectionError, match=message):  # the dry run says so too
+        plan_text(plan)
+
+
+def test_the_project_folder_is_checked_before_any_run(tmp_path):
+    from mlflow_recsys.tracking._study import check_project
+
+    with pytest.raises(ValueError, match=r"project_uri: expected the folder of mlflow-recsys's MLproject"):
+        check_project(tmp_path)
+    check_project(PROJECT)
+    check_project("https://github.com/example/project")  # a URI is MLflow's to fetch

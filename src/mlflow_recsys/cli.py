@@ -508,8 +508,7 @@ def _main(ctx, study_file, dry_run, project_uri, **flags):
 
     study_file = _none_if_empty(study_file)
     if study_file is not None:
-        defaults = {p.name: p.process_value(ctx, p.default) for p in ctx.command.params}
-        changed = [name for name in _SHORTHAND if flags[name] != defaults[name]]
+        changed = [n for n in _SHORTHAND if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]
         if changed:
             option = "--" + changed[0].replace("_", "-")
             raise click.UsageError(f"{option}: a study file declares the whole study; give the file or the options")
@@ -517,7 +516,7 @@ def _main(ctx, study_file, dry_run, project_uri, **flags):
     else:
         plan = _shorthand(flags)
     if dry_run:
-        click.echo(plan_text(plan))
+        click.echo("dry run: the plan below, and nothing made\n\n" + plan_text(plan))
         return
     try:
         address = plan.settings.ray_address
@@ -537,6 +536,12 @@ def _shorthand(flags: dict):
         found = flags["seeds"]
         raise click.BadParameter(f"expected comma-separated integers, found {found!r}", param_hint="--seeds") from None
     elsa = {k: flags[k] for k in ("latent_dim", "batch_size", "epochs", "lr")}
+    from mlflow_recsys.metrics import parse_metric_keys
+
+    try:  # before the primary metric is looked for among them
+        parse_metric_keys(list(flags["metrics"] or ()))
+    except ValueError as exc:
+        raise ValueError(f"metrics: {str(exc).removeprefix('key: ')}") from None
     comparison = ComparisonSettings(
         reference="EASE", metrics=flags["metrics"], primary=flags["primary"], n_resamples=flags["n_resamples"]
     )

@@ -196,9 +196,17 @@ def study_csv(levels: pd.DataFrame) -> str:
 
 def verdict_lines(verdict: StudyVerdict) -> list[str]:
     """The verdict across datasets in plain sentences: each pooled effect, then each metric's ranks."""
-    return [_effect_line(c, m, meta, verdict.reference) for c, m, meta in verdict.effects] + [
-        _ranks_line(metric, ranks) for metric, ranks in verdict.ranks
-    ]
+    left_out = (
+        [f"Left out of the ranks, as not scored on every dataset: {', '.join(verdict.unranked)}."]
+        if verdict.unranked
+        else []
+    )
+    return (
+        [_effect_line(c, m, meta, verdict.reference) for c, m, meta in verdict.effects]
+        + [f"{note}." for note in verdict.notes]
+        + [_ranks_line(metric, ranks) for metric, ranks in verdict.ranks]
+        + left_out
+    )
 
 
 def _effect_line(candidate: str, metric: str, meta: MetaAnalysis, reference: str | None) -> str:

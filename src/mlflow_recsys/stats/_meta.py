@@ -25,6 +25,9 @@ from mlflow_recsys import _validation as validation
 Scale = Literal["difference", "log-ratio"]
 SCALES: tuple[Scale, ...] = ("difference", "log-ratio")
 
+#: The ``dataset`` of the pooled row of :meth:`MetaAnalysis.to_frame`; no dataset may be called so.
+POOLED = "pooled"
+
 #: Columns of :meth:`MetaAnalysis.to_frame`: one row per dataset, then the pooled row.
 META_COLUMNS = ("dataset", "effect", "standard_error", "ci_low", "ci_high", "weight")
 
@@ -74,7 +77,7 @@ class MetaAnalysis:
                 "weight": self.weights,
             }
         )
-        pooled = [("pooled", self.effect, self.standard_error, self.ci_low, self.ci_high, 1.0)]
+        pooled = [(POOLED, self.effect, self.standard_error, self.ci_low, self.ci_high, 1.0)]
         return pd.concat([rows, pd.DataFrame(pooled, columns=list(META_COLUMNS))], ignore_index=True)
 
 
@@ -116,7 +119,9 @@ def paired_effect(candidate: np.ndarray, baseline: np.ndarray, scale: Scale = "d
         return float(d.mean()), float(d.std(ddof=1) / math.sqrt(n))
     mc, mb = c.mean(), b.mean()
     if mc <= 0 or mb <= 0:
-        raise ValueError(f"scale: a log ratio needs positive means, found candidate {mc!r} and baseline {mb!r}")
+        raise ValueError(
+            f"scale: a log ratio needs positive means, found candidate {float(mc)!r} and baseline {float(mb)!r}"
+        )
     cov = np.cov(c, b, ddof=1)
     variance = cov[0, 0] / (n * mc**2) + cov[1, 1] / (n * mb**2) - 2 * cov[0, 1] / (n * mc * mb)
     return float(math.log(mc / mb)), float(math.sqrt(max(variance, 0.0)))
@@ -161,6 +166,8 @@ def random_effects(
     validation.one_of(scale, "scale", SCALES)
     names, y = _named(effects, "effects")
     se_names, se = _named(standard_errors, "standard_errors")
+    if POOLED in names:
+        raise ValueError(f"effects: {POOLED!r} names the pooled row; call the dataset otherwise")
     if se_names != names:
         raise ValueError(f"standard_errors: expected one per effect ({', '.join(names)}), found {', '.join(se_names)}")
     if y.shape[0] < 2:

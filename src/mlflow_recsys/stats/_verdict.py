@@ -27,13 +27,16 @@ class StudyVerdict:
     ``effects`` holds, for each candidate and metric (in that order), the random-effects meta-analysis of the
     candidate's paired effect over ``reference`` on every dataset where both were scored (at least 2); empty without
     a reference. ``ranks`` holds, per metric, the rank analysis of the models scored on every dataset (at least 2 of
-    them, on at least 2 datasets). Effects are in units of ``scale``.
+    them, on at least 2 datasets); ``unranked`` the models left out of it, scored on some datasets only. Effects are
+    in units of ``scale``; ``notes`` says which effects could not be pooled and why (a log ratio of a mean of 0).
     """
 
     reference: str | None
     scale: Scale
     effects: tuple[tuple[str, str, MetaAnalysis], ...]
     ranks: tuple[tuple[str, RankAnalysis], ...]
+    unranked: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def effects_frame(self) -> pd.DataFrame:
         """Each meta-analysis's rows (its datasets, then ``"pooled"``), columns :data:`EFFECT_COLUMNS`."""
@@ -91,23 +94,29 @@ def verdict_across_datasets(
     metrics = validation.metric_keys(metrics)
     alpha = significance_level(validation.number(confidence_level, "confidence_level", above=0, below=1))
     _check_users(results, metrics)
-    effects = []
-    if reference is not None:
-        candidates = dict.fromkeys(m for by_model in results.values() for m in by_model if m != reference)
-        for candidate in candidates:
-            both = {d: by_model for d, by_model in results.items() if reference in by_model and candidate in by_model}
-            for metric in metrics:
-                pairs = {d: (_values(m[candidate], metric), _values(m[reference], metric)) for d, m in both.items()}
+    effects, notes = [], []
+    models = list(dict.fromkeys(m for by_model in results.values() for m in by_model))
+    for candidate in [m for m in models if m != reference]:
+        if reference is None:
+            break  # ranks only
+        both = {d: by_model for d, by_model in results.items() if reference in by_model and candidate in by_model}
+        for metric in metrics:
+            pairs = {d: (_values(m[candidate], metric), _values(m[reference], metric)) for d, m in both.items()}
+            try:
                 pooled = _pooled(pairs, scale, confidence_level)
-                if pooled is not None:
-                    effects.append((candidate, metric, pooled))
-    everywhere = [m for m in next(iter(results.values())) if all(m in by_model for by_model in results.values())]
+            except ValueError as exc:  # a log ratio of a mean of 0: this effect alone is not pooled
+                notes.append(f"{candidate} vs {reference} on {metric} not pooled: {exc}")
+                continue
+            if pooled is not None:
+                effects.append((candidate, metric, pooled))
+    everywhere = [m for m in models if all(m in by_model for by_model in results.values())]
     ranks = []
     if len(results) >= 2 and len(everywhere) >= 2:
         for metric in metrics:
             scores = {m: {d: by_model[m].metrics[metric] for d, by_model in results.items()} for m in everywhere}
             ranks.append((metric, rank_across_datasets(scores, posthoc=posthoc, alpha=alpha)))
-    return StudyVerdict(reference, scale, tuple(effects), tuple(ranks))
+    unranked = tuple(m for m in models if m not in everywhere) if ranks else ()
+    return StudyVerdict(reference, scale, tuple(effects), tuple(ranks), unranked, tuple(notes))
 
 
 def _pooled(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], scale: Scale, level: float) -> MetaAnalysis | None:
@@ -116,7 +125,10 @@ def _pooled(pairs: Mapping[str, tuple[np.ndarray, np.ndarray]], scale: Scale, le
         return None
     effects, errors = {}, {}
     for dataset, (c, b) in pairs.items():
-        effects[dataset], errors[dataset] = paired_effect(c, b, scale)
+        try:
+            effects[dataset], errors[dataset] = paired_effect(c, b, scale)
+        except ValueError as exc:
+            raise ValueError(f"on {dataset}, {exc}") from None
     return random_effects(effects, errors, confidence_level=level, scale=scale)
 
 

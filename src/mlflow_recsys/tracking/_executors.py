@@ -53,7 +53,7 @@ _RAY_FOLDER_PREFIX = "ray-"  # tempfile.mkdtemp adds 8 characters
 _RAY_LONGEST_SOCKET = "plasma_store"
 
 #: How ``mlflow.projects.run`` names the run of a step that failed (``mlflow.projects._wait_for``).
-_FAILED_PROJECT_RUN = re.compile(r"Run \(ID '(\w+)'\) failed")
+FAILED_PROJECT_RUN = re.compile(r"Run \(ID '(\w+)'\) failed")
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ class SequentialExecutor:
             run_id = steps.run("train", training.run_name, parameters)
         except ExecutionException as exc:
             # MLflow has marked the step's run FAILED; its message is the one place that names the run.
-            found = _FAILED_PROJECT_RUN.search(exc.message)
+            found = FAILED_PROJECT_RUN.search(exc.message)
             if found is None:  # the step did not start (a bad project or parameter): no run was made
                 return TrainingOutcome(training, "failed", None, redact(f"the train step did not start: {exc.message}"))
             run_id = found.group(1)

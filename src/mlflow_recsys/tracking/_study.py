@@ -26,6 +26,7 @@ from mlflow_recsys import _validation as validation
 from mlflow_recsys._digests import shorten
 from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.errors import RecsysError, StudyStepError, failure_text
+from mlflow_recsys.report._escaping import visible_text
 from mlflow_recsys.settings_schema import NONE_WORD, settings_of
 from mlflow_recsys.stats._ranks import datasets_needed, p_value_floor
 from mlflow_recsys.stats._results import significance_level
@@ -34,6 +35,7 @@ from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._comparison import RunComparison, compare_runs
 from mlflow_recsys.tracking._context import absolute_sqlite_uri, check_step_run, entry_point_run
 from mlflow_recsys.tracking._executors import (
+    FAILED_PROJECT_RUN,
     Echo,
     EntryPoints,
     Executor,
@@ -44,8 +46,9 @@ from mlflow_recsys.tracking._executors import (
 )
 from mlflow_recsys.tracking._imports import log_recommendations
 from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH, fit_text
+from mlflow_recsys.tracking._naming import mlflow_metric_name
 from mlflow_recsys.tracking._redact import hide_run_links_with_credentials, redact
-from mlflow_recsys.tracking._runs import FINISHED, search_all
+from mlflow_recsys.tracking._runs import FINISHED, RunSelectionError, search_all
 from mlflow_recsys.tracking._server_page import recsys_page_url
 from mlflow_recsys.tracking._study_file import StudyDataset, StudyModel, StudyPlan, candidate_names
 from mlflow_recsys.tracking._study_summary import log_summary, summarize
@@ -61,7 +64,7 @@ class DatasetOutcome:
     dataset: str
     split_id: str | None
     trainings: list[TrainingOutcome]
-    imported: list[str]
+    imported: list[tuple[str, str]]  # (model, run id)
     comparison: RunComparison | None = None
     error: str | None = None
     import_errors: tuple[str, ...] = ()
@@ -125,11 +128,19 @@ def run_study(
         name, address = plan.settings.executor, plan.settings.ray_address
         executor = make_executor(name, ray_address=address, project_uri=project_uri)
     trainings = plan.trainings()
+    check_project(project_uri)
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
+    if any(m.runs for m in plan.models):  # a store read only when there is something to check in it
+        check_imported_runs(plan, MlflowClient())
     name = plan.settings.name
-    with executor.started(trainings, echo=echo), entry_point_run(name, params=study_params(plan, executor)) as main:
+    params = study_params(plan, executor)
+    with (
+        executor.started(trainings, echo=echo),
+        entry_point_run(name, params=params, whole_params_in="plan.txt") as main,
+    ):
         mlflow.set_tag(tags.ROLE, tags.ROLE_MAIN)
+        mlflow.log_text(plan_text(plan), "plan.txt")  # what the study set out to do, reuse included
         if study_file is not None:
             mlflow.log_artifact(str(study_file))
         steps = EntryPoints(project_uri, main.info.experiment_id, main.info.run_id, echo)
@@ -142,11 +153,47 @@ def run_study(
         if compared:
             _show_results(plan, compared, _missing(outcomes), echo)
         if failures:
-            raise StudyStepError(redact(shorten("study: " + "; ".join(failures), 4000)) + _RERUN)
+            trained = any(not t.usable for o in outcomes for t in o.trainings)
+            raise StudyStepError(redact(shorten("study: " + "; ".join(failures), 4000)) + (_RERUN if trained else ""))
         return main.info.run_id
 
 
 _RERUN = ". Rerun the study to train only what did not finish"
+
+
+def check_project(project_uri: str | os.PathLike) -> None:
+    """A ValueError unless ``project_uri`` is a folder holding an ``MLproject`` (or a URI MLflow fetches): the
+    splits run its ``split`` entry point."""
+    text = os.fspath(project_uri)
+    if "://" not in text and not (Path(text) / "MLproject").is_file():
+        raise ValueError(
+            f"project_uri: expected the folder of mlflow-recsys's MLproject (a checkout of the repository), found "
+            f"{text!r} without one; run from the checkout or give --project-uri"
+        )
+
+
+def check_imported_runs(plan: StudyPlan, client: MlflowClient) -> None:
+    """A RunSelectionError unless every run a study imports by id is a FINISHED training run of the model the
+    study file names it under, checked before the study makes any run."""
+    for model in plan.models:
+        for run_id in (r for ids in model.runs.values() for r in ids):
+            try:
+                run = client.get_run(run_id)
+            except MlflowException as exc:
+                raise RunSelectionError(
+                    f"{model.name} runs: expected a run id of this store, found {run_id!r} ({exc.message})"
+                ) from None
+            found = {k: run.data.tags.get(k) for k in (tags.ROLE, tags.MODEL)}
+            if found[tags.ROLE] != tags.ROLE_TRAIN or run.info.status != FINISHED:
+                raise RunSelectionError(
+                    f"{model.name} runs: expected a FINISHED training run, found run {run_id} with "
+                    f"{tags.ROLE}={found[tags.ROLE]!r} and status {run.info.status}"
+                )
+            if found[tags.MODEL] != model.name:
+                raise RunSelectionError(
+                    f"{model.name} runs: run {run_id} is the model {found[tags.MODEL]!r} (its {tags.MODEL} tag), not "
+                    f"{model.name!r}; name the [[model]] as its runs name their model"
+                )
 
 
 def study_params(plan: StudyPlan, executor: Executor) -> dict[str, object]:
@@ -159,7 +206,7 @@ def study_params(plan: StudyPlan, executor: Executor) -> dict[str, object]:
     }
     return {
         "datasets": ",".join(d.name for d in plan.datasets),
-        "models": ",".join(m.name for m in plan.models),
+        "models": "; ".join(_model_text(m) for m in plan.models),
         "trainings_per_dataset": len(plan.trainings()),
         "metrics": ",".join(plan.metrics),
         "executor": executor.name,
@@ -167,6 +214,15 @@ def study_params(plan: StudyPlan, executor: Executor) -> dict[str, object]:
         "posthoc": plan.settings.posthoc,
         **compared,
     }
+
+
+def _model_text(model: StudyModel) -> str:
+    """``ELSA(latent_dim=24, epochs=20) seeds 0,1,2``; a grid's configurations joined by `` | ``."""
+    if not model.configurations:
+        return f"{model.name} (imported)"
+    shown = " | ".join(", ".join(f"{k}={v}" for k, v in c.items()) for c in model.configurations)
+    seeds = f" seeds {','.join(map(str, model.seeds))}" if model.seeds else ""
+    return f"{model.name}({shown}){seeds}" if shown else f"{model.name}{seeds}"
 
 
 def _run_dataset(dataset: StudyDataset, plan: StudyPlan, steps: EntryPoints, executor: Executor) -> DatasetOutcome:
@@ -180,10 +236,11 @@ def _run_dataset(dataset: StudyDataset, plan: StudyPlan, steps: EntryPoints, exe
     target = TrainingTarget(
         f"runs:/{split_id}/checkpoint.zip", steps.experiment_id, steps.parent_run_id, tuple(plan.metrics)
     )
-    outcomes = _train(executor, plan.trainings(), target, split_digest=digest, echo=steps.echo)
+    outcomes = _train(executor, plan, target, split_digest=digest, echo=steps.echo)
     imported, import_errors = _imports(dataset.name, plan, target, steps.echo)
     usable = [cast(str, o.run_id) for o in outcomes if o.usable] + list(imported.values())
-    outcome = DatasetOutcome(dataset.name, split_id, outcomes, list(imported.values()), import_errors=import_errors)
+    runs = [(model, run_id) for (model, _), run_id in imported.items()]
+    outcome = DatasetOutcome(dataset.name, split_id, outcomes, runs, import_errors=import_errors)
     candidates = {o.training.candidate for o in outcomes if o.usable} | {m for m, _ in imported}
     if len(candidates) < 2:
         return outcome  # nothing to compare
@@ -239,15 +296,19 @@ def plan_text(plan: StudyPlan) -> str:
     missing = uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists()
     client = None if missing else MlflowClient()  # a client of a SQLite file that is not there would make it
     experiment_id = None if client is None else _current_experiment(client)
+    if client is not None:
+        check_imported_runs(plan, client)
     trainings = plan.trainings()
     lines = [
-        f"study {plan.settings.name!r}: {len(plan.datasets)} datasets x {len(trainings)} trainings each, on the "
-        f"{plan.settings.executor} executor; nothing is created (--dry-run)"
+        f"study {visible_text(plan.settings.name)}: {len(plan.datasets)} datasets x {len(trainings)} trainings each, "
+        f"on the {plan.settings.executor} executor"
     ]
     for dataset in plan.datasets:
         digest = _earlier_split(client, experiment_id, dataset) if client and experiment_id else None
         reused = (
-            finished_trainings(client, experiment_id, digest, trainings) if client and experiment_id and digest else {}
+            finished_trainings(client, experiment_id, digest, trainings, plan.compared_metrics)
+            if client and experiment_id and digest
+            else {}
         )
         sources = {m.name: [*m.runs.get(dataset.name, ()), *_listed(m, dataset.name)] for m in plan.models}
         imported = [f"{name}: {', '.join(given)}" for name, given in sources.items() if given]
@@ -395,14 +456,20 @@ def _step(steps: EntryPoints, entry_point: str, run_name: str, parameters: dict)
     try:
         return steps.run(entry_point, run_name, parameters)
     except ExecutionException as exc:
-        raise StudyStepError(redact(f"step {run_name!r} failed ({exc.message}); its output is above")) from None
+        # The step's run says why in recsys.error when the step got as far as recording it.
+        found = FAILED_PROJECT_RUN.search(exc.message)
+        reason = MlflowClient().get_run(found.group(1)).data.tags.get(tags.ERROR) if found else None
+        why = f"run {found.group(1)}: {reason}" if found and reason else f"{exc.message}; its output is above"
+        raise StudyStepError(redact(f"step {run_name!r} failed ({why})")) from None
 
 
 def _train(
-    executor: Executor, trainings: list[Training], target: TrainingTarget, *, split_digest: str, echo: Echo
+    executor: Executor, plan: StudyPlan, target: TrainingTarget, *, split_digest: str, echo: Echo
 ) -> list[TrainingOutcome]:
     """Reuse what earlier studies finished, train the rest on ``executor``; one outcome per training, in order."""
-    earlier = finished_trainings(MlflowClient(), target.experiment_id, split_digest, trainings)
+    trainings = plan.trainings()
+    client = MlflowClient()
+    earlier = finished_trainings(client, target.experiment_id, split_digest, trainings, plan.compared_metrics)
     outcomes = {}
     for training in trainings:
         run = earlier.get(training.key)
@@ -421,11 +488,17 @@ def _train(
 
 
 def finished_trainings(
-    client: MlflowClient, experiment_id: str, split_digest: str, trainings: Sequence[Training]
+    client: MlflowClient,
+    experiment_id: str,
+    split_digest: str,
+    trainings: Sequence[Training],
+    metrics: Sequence[str] = (),
 ) -> dict[tuple[str, str, str], Run]:
     """FINISHED training runs that earlier studies (a parent with ``recsys.role=main``, not deleted) made of
-    ``trainings`` on this split, by training key; of several, the newest."""
+    ``trainings`` on this split and that scored every key of ``metrics``, by training key; of several, the
+    newest. A run that lacks a metric the study compares is trained again, not reused."""
     wanted = {t.key for t in trainings}
+    logged = [mlflow_metric_name(m) for m in metrics]
     query = (
         f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "
         f"AND attributes.status = '{FINISHED}'"
@@ -436,7 +509,9 @@ def finished_trainings(
     for run in newest_first:
         run_tags = run.data.tags
         key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
-        if key in wanted and key not in found and _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
+        if key not in wanted or key in found or any(m not in run.data.metrics for m in logged):
+            continue
+        if _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
             found[key] = run
     return found
 
@@ -479,7 +554,12 @@ def _study_note(outcomes: list[DatasetOutcome], executor: str) -> str:
         "and the verdict are in the artifacts' study/ folder."
         "\n\n| dataset | training | outcome | run | seconds | reason |\n|---|---|---|---|---|---|\n"
     )
-    rows = [[row(d, o, reasons) for d in outcomes for o in d.trainings] for reasons in (True, False)]
+    imports = [
+        f"| {escape_markdown(d.dataset)} | {escape_markdown(model)} | imported | {run_id} |  |  |"
+        for d in outcomes
+        for model, run_id in d.imported
+    ]
+    rows = [[row(d, o, reasons) for d in outcomes for o in d.trainings] + imports for reasons in (True, False)]
     return fit_text(["".join(head) + "\n".join(r) for r in rows] + [shorten(head, MAX_TAG_LENGTH)])
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -20,12 +21,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from mlflow_recsys import _validation as validation
+from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.data import DATASETS
 from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.models._registry import MODELS, model_spec
 from mlflow_recsys.models._train_config import DEFAULT_METRICS
-from mlflow_recsys.settings_schema import settings_of
+from mlflow_recsys.settings_schema import NONE_WORD, settings_of
+from mlflow_recsys.stats._meta import POOLED
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._candidates import configuration_names
@@ -38,6 +41,9 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # the same module, from PyPI, before Python 3.11
     import tomli as tomllib
+
+#: Most trainings one model of a study makes on each dataset (its grid's configurations times its seeds).
+MAX_TRAININGS = 1000
 
 #: The columns of a user's own log a dataset may name (``columns = {user = "uid", ...}``).
 COLUMN_ROLES = ("user", "item", "value", "timestamp")
@@ -87,6 +93,13 @@ class StudyPlan:
         beyond it."""
         return self.settings.metrics or tuple(dict.fromkeys([*DEFAULT_METRICS, *(self.comparison.metrics or ())]))
 
+    @property
+    def compared_metrics(self) -> tuple[str, ...]:
+        """What every run of a dataset must have scored to be compared: the compared metrics, else the primary one
+        (without either, the comparison takes the metrics the runs share)."""
+        primary = (self.comparison.primary,) if self.comparison.primary else ()
+        return self.comparison.metrics or primary
+
     def trainings(self) -> list[Training]:
         """Each dataset's trainings: every configuration of every registered model under each of its seeds."""
         return [t for model in self.models for t in _trainings(model)]
@@ -116,8 +129,12 @@ def read_study(path: str | os.PathLike) -> StudyPlan:
         If the file cannot be read.
     """
     file = Path(path)
+    if not file.is_file():
+        found = "a folder" if file.is_dir() else "no file"
+        raise ValueError(f"study file: expected a TOML file, found {found} at {str(file)!r}")
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        # utf-8-sig: an editor's byte-order mark is no TOML error
+        data = tomllib.loads(file.read_text(encoding="utf-8-sig"))
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{file}: expected a TOML file, found: {exc}") from None
     except UnicodeDecodeError:
@@ -127,7 +144,7 @@ def read_study(path: str | os.PathLike) -> StudyPlan:
     top.only([*settings_of(StudySettings), *tables])
     settings = top.build(StudySettings, {k: v for k, v in data.items() if k not in tables})
     split = top.table("split")
-    split.only(list(settings_of(SplitConfig)))
+    split.build(SplitConfig, split.values)  # its own mistakes named in [split], not in each dataset
     datasets = tuple(_dataset(entry, split.values, file.parent) for entry in top.array("dataset"))
     models = tuple(_model(entry, file.parent) for entry in top.array("model"))
     comparison = top.table("compare").build(ComparisonSettings, top.table("compare").values)
@@ -157,7 +174,7 @@ def shorthand_plan(
     settings = top.build(StudySettings, {"name": f"study {dataset}", "executor": executor, "ray_address": ray_address})
     plan = StudyPlan(
         settings=settings,
-        datasets=(StudyDataset(dataset, None, {}, top.build(SplitConfig, {"seed": split_seed})),),
+        datasets=(_dataset(_Table("", "", {"name": dataset, **_log_path(dataset)}), {"seed": split_seed}, Path()),),
         models=(
             _model(_Table("", "", {"name": "EASE", **ease}), Path()),
             _model(_Table("", "", {"name": "ELSA", "seeds": listed, **elsa}), Path()),
@@ -194,15 +211,24 @@ class _Table:
         return [_Table(self.file, f"[[{key}]] {i + 1}", entry) for i, entry in enumerate(entries)]
 
     def build(self, cls: type, values: Mapping[str, Any]) -> Any:
-        """``cls(**values)``, each text read as its setting reads text (``"none"`` as None); a refusal names this
-        table."""
+        """``cls(**values)``, with ``"none"`` as None where a setting may be unset (TOML has no null); every other
+        value in its TOML type, so ``"42"`` is no number here. A refusal names this table."""
         declared = settings_of(cls)
         self.only(list(declared), values)
-        converted = {k: declared[k][1].convert(v) if isinstance(v, str) else v for k, v in values.items()}
+        converted = {k: None if _is_none(v) and declared[k][1].optional else v for k, v in values.items()}
         try:
             return cls(**converted)
         except ValueError as exc:
             self.fail(str(exc))
+
+
+def _log_path(dataset: str) -> dict[str, str]:
+    """The one-dataset study's ``--dataset``: a registered name, or else the path of a log."""
+    return {} if dataset in DATASETS else {"path": dataset}
+
+
+def _is_none(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() == NONE_WORD
 
 
 def _dataset(entry: _Table, split: Mapping[str, Any], folder: Path) -> StudyDataset:
@@ -210,13 +236,18 @@ def _dataset(entry: _Table, split: Mapping[str, Any], folder: Path) -> StudyData
     if "name" not in entry.values:
         entry.fail("name: expected the dataset's name, found none")
     name = _line(entry, "name")
+    if name == POOLED:
+        entry.fail(f"name: {POOLED!r} names the pooled row of the verdict; call the dataset otherwise")
     path = None
     if "path" in entry.values:
         path = str((folder / _line(entry, "path")).resolve())  # the steps run in the project's folder
         if not Path(path).is_file():
-            entry.fail(f"path: expected your log's .csv or .parquet file, found no file at {path!r}")
+            found = "a folder" if Path(path).is_dir() else "no file"
+            entry.fail(f"path: expected your log's .csv or .parquet file, found {found} at {path!r}")
     elif name not in DATASETS:
         entry.fail(f"name: expected a registered dataset ({', '.join(DATASETS)}) or a path, found {name!r}")
+    elif "columns" in entry.values:
+        entry.fail(f"columns: {name} is registered with columns of its own; columns name those of a log at a path")
     columns_table = entry.table("columns")
     columns_table.only(list(COLUMN_ROLES))
     columns = {}
@@ -247,16 +278,25 @@ def _model(entry: _Table, folder: Path) -> StudyModel:
     spec = model_spec(name)
     takes = [h for h in spec.hyperparameters if h != "seed"]
     entry.only(["name", "seeds", "runs", *takes])
+    if runs:
+        entry.fail(f"runs: {name} is trained by the study; import runs under the name of the model that made them")
     seeds = _seeds(entry, spec.seeded)
     axes = {k: _grid(entry, k) for k in takes if k in entry.values}
+    size = math.prod(len(v) for v in axes.values()) * max(len(seeds), 1)
+    if size > MAX_TRAININGS:
+        entry.fail(f"expected at most {MAX_TRAININGS:,} trainings (configurations x seeds) a model, found {size:,}")
     configurations = tuple(dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values()))
+    made: dict[str, Mapping[str, Any]] = {}
     for configuration in configurations:
         shared = {k: v for k, v in configuration.items() if k not in _CHECKED_BY_TRAINING}
         try:
-            spec.build({**spec.train_defaults, **shared})
+            tag = configuration_tag(spec.build({**spec.train_defaults, **shared}).config)
         except ValueError as exc:
             entry.fail(str(exc))
-    return StudyModel(name, configurations, seeds, runs)
+        if tag in made and configuration.get("device") == made[tag].get("device"):
+            entry.fail(f"expected distinct configurations, found {made[tag]} and {configuration}, which are one")
+        made[tag] = configuration
+    return StudyModel(name, configurations, seeds, {})
 
 
 def _line(table: _Table, key: str) -> str:
@@ -350,6 +390,54 @@ def _checked(plan: StudyPlan, top: _Table) -> StudyPlan:
         repeated = duplicates(names)
         if repeated:
             top.fail(f"[[{what}]] name: expected each {what} once, found {', '.join(repeated)} more than once")
+    _check_sources(plan, top)
+    _check_imports(plan, top)
+    candidates = candidate_names(plan)
+    if len(candidates) < 2:
+        top.fail(f"[[model]]: expected at least two candidates to compare, found {candidates}")
+    given, executor = plan.settings.ray_address, plan.settings.executor
+    if given is not None and executor != "ray":
+        top.fail(f"ray_address: only the ray executor joins a Ray cluster, found {given!r} with executor {executor!r}")
+    compare = _Table(top.file, "[compare]", {})
+    try:  # a key no metric scores would fail every training, after the splits
+        parse_metric_keys(list(plan.metrics))
+    except ValueError as exc:
+        reason = str(exc).removeprefix("key: ")
+        (top if plan.settings.metrics else compare).fail(f"metrics: {reason}")
+    reference, primary, seed = plan.comparison.reference, plan.comparison.primary, plan.comparison.representative_seed
+    if reference is not None and reference not in candidates:
+        several = [c for c in candidates if c.startswith(f"{reference}(")]
+        hint = f"; {reference} is one candidate per configuration: name one of {several}" if several else ""
+        compare.fail(f"reference: expected one of the candidates {candidates}, found {reference!r}{hint}")
+    if primary is not None and primary not in plan.metrics:
+        compare.fail(f"primary: expected one of the scored metrics {list(plan.metrics)}, found {primary!r}")
+    missing = [m for m in plan.comparison.metrics or () if m not in plan.metrics]
+    if missing:
+        compare.fail(f"metrics: expected metrics the trainings score {list(plan.metrics)}, found {missing[0]!r}")
+    seeds = sorted({str(s) for m in plan.models for s in m.seeds})
+    if seed is not None and seed not in seeds:
+        compare.fail(
+            f"representative_seed: expected a seed of a seeded model ({', '.join(seeds) or 'none'}), found {seed!r}"
+        )
+    return plan
+
+
+def _check_sources(plan: StudyPlan, top: _Table) -> None:
+    """Two datasets of one log split alike are one dataset: the verdict would count its evidence twice."""
+    seen: dict[str, str] = {}
+    for d in plan.datasets:
+        source = f"the log with sha256 {sha256_file(d.path)}" if d.path else d.name
+        key = json.dumps([source, d.split.to_params(), dict(d.columns)], sort_keys=True)
+        if key in seen:
+            top.fail(
+                f"[[dataset]] {d.name}: expected other data or another split than dataset {seen[key]!r}, found "
+                f"{source} split alike; across datasets it would count twice"
+            )
+        seen[key] = d.name
+
+
+def _check_imports(plan: StudyPlan, top: _Table) -> None:
+    """Imports name datasets of the study, and no run twice."""
     datasets = {d.name for d in plan.datasets}
     for model in plan.models:
         for key, given in (("runs", model.runs), ("recommendations", model.recommendations)):
@@ -359,21 +447,11 @@ def _checked(plan: StudyPlan, top: _Table) -> StudyPlan:
                 top.fail(
                     f"[[model]] {model.name} {key}: expected datasets of the study ({known}), found {unknown[0]!r}"
                 )
-    candidates = candidate_names(plan)
-    if len(candidates) < 2:
-        top.fail(f"[[model]]: expected at least two candidates to compare, found {candidates}")
-    try:  # a key no metric scores would fail every training, after the splits
-        parse_metric_keys(list(plan.metrics))
-    except ValueError as exc:
-        top.fail(f"{'metrics' if plan.settings.metrics else '[compare] metrics'}: {exc}")
-    reference, primary = plan.comparison.reference, plan.comparison.primary
-    if reference is not None and reference not in candidates:
-        several = [c for c in candidates if c.startswith(f"{reference}(")]
-        hint = f"; {reference} is one candidate per configuration: name one of {several}" if several else ""
-        top.fail(f"[compare] reference: expected one of the candidates {candidates}, found {reference!r}{hint}")
-    if primary is not None and primary not in plan.metrics:
-        top.fail(f"[compare] primary: expected one of the scored metrics {list(plan.metrics)}, found {primary!r}")
-    missing = [m for m in plan.comparison.metrics or () if m not in plan.metrics]
-    if missing:
-        top.fail(f"[compare] metrics: expected metrics the trainings score {list(plan.metrics)}, found {missing[0]!r}")
-    return plan
+    ids = [run_id for m in plan.models for listed in m.runs.values() for run_id in listed]
+    repeated = duplicates(ids)
+    if repeated:
+        top.fail(f"[[model]] runs: expected each run once, found {', '.join(repeated)} more than once")
+    labels = [t.candidate for t in plan.trainings()]
+    clash = [m.name for m in plan.models if m.name not in MODELS and m.name in labels]
+    if clash:
+        top.fail(f"[[model]] name: {clash[0]!r} names a configuration of a trained model; name the import otherwise")

@@ -40,9 +40,10 @@ SUMMARY_FOLDER = "study"
 
 @dataclass(frozen=True)
 class StudySummary:
-    """The study's table (:data:`~mlflow_recsys.report._study.LEVEL_COLUMNS` rows), its legend (which names what is
-    missing), and the verdict."""
+    """The study's name, its table (:data:`~mlflow_recsys.report._study.LEVEL_COLUMNS` rows), its legend (which names
+    what is missing), and the verdict."""
 
+    name: str
     levels: pd.DataFrame
     legend: str
     alpha: float
@@ -81,7 +82,7 @@ def summarize(plan: StudyPlan, comparisons: Mapping[str, RunComparison], missing
         confidence_level=plan.comparison.confidence_level,
     )
     legend = table_legend(plan.comparison) + (f" Missing: {'; '.join(missing)}." if missing else "")
-    return StudySummary(pd.DataFrame(levels, columns=list(LEVEL_COLUMNS)), legend, alpha, verdict)
+    return StudySummary(plan.settings.name, pd.DataFrame(levels, columns=list(LEVEL_COLUMNS)), legend, alpha, verdict)
 
 
 def _levels(dataset: str, by_model: Mapping[str, Mapping[object, EvaluationResult]], report: ComparisonReport) -> list:
@@ -139,14 +140,15 @@ def _page(summary: StudySummary, figures: Sequence[tuple[str, Path]]) -> str:
         for title, path in figures
     )
     verdict = "".join(f"<p>{html.escape(line)}</p>" for line in verdict_lines(summary.verdict))
+    name = html.escape(summary.name)
     style = (
         "body{font-family:sans-serif;font-size:14px;max-width:1100px;margin:1em auto;padding:0 8px}"
         "table{border-collapse:collapse;font-size:0.85em}td,th{border:1px solid #ccc;padding:2px 4px;text-align:right}"
         "td.name{text-align:left}img{max-width:100%}"
     )
     return (
-        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>study</title><style>{style}</style></head><body>'
-        f"<h1>Study</h1><p>{html.escape(summary.legend)}</p>"
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{name}</title><style>{style}</style></head><body>'
+        f"<h1>{name}</h1><p>{html.escape(summary.legend)}</p>"
         f'<div style="overflow-x:auto">{study_html_table(summary.levels, summary.alpha)}</div>'
         f"<h2>Across datasets</h2>{verdict or '<p>One dataset: nothing to pool.</p>'}{images}</body></html>"
     )
