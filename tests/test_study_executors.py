@@ -203,7 +203,8 @@ def test_a_failed_training_leaves_the_others_and_fails_the_study(store):
     assert sorted(found) == [("EASE", "none"), ("ELSA", "0"), ("ELSA", "1")], (found, show(proc))
     assert all(statuses == [("FINISHED", None)] for statuses in found.values()), (found, show(proc))
     assert main.info.status == "FAILED"
-    assert main.data.tags["recsys.error"] == f"1 of 4 trainings failed: ELSA seed -1 (run {bad.info.run_id}): {reason}"
+    failure = f"movielens-100k: 1 of 4 trainings failed: ELSA seed -1 (run {bad.info.run_id}): {reason}"
+    assert main.data.tags["recsys.error"] == failure
     assert f"ELSA seed -1 (run {bad.info.run_id}): {reason}" in proc.stderr
     assert "| ELSA seed -1 | **FAILED** |" in main.data.tags["mlflow.note.content"]  # a hyphen needs no escape
     # What finished was compared all the same.
@@ -239,7 +240,8 @@ def test_the_sequential_executor_records_a_failed_training_too(store, studies):
     # The step recorded its own reason on the run `mlflow run` made for it, before any logging began.
     reason = "ValueError: seed: expected an integer >= 0, found -1"
     assert bad.data.tags["recsys.error"] == reason
-    assert main.data.tags["recsys.error"] == f"1 of 3 trainings failed: ELSA seed -1 (run {bad.info.run_id}): {reason}"
+    failure = f"movielens-100k: 1 of 3 trainings failed: ELSA seed -1 (run {bad.info.run_id}): {reason}"
+    assert main.data.tags["recsys.error"] == failure
     # The step's own error is in the output, and EASE and ELSA seed 1 came from the first study.
     assert "seed: expected an integer >= 0, found -1" in proc.stderr
     assert "0 trainings" not in proc.stdout and "1 trainings on the sequential executor, 2 reused" in proc.stdout

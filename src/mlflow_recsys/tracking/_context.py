@@ -217,16 +217,16 @@ def mark_failed(run_id: str, exc: BaseException, *, end: bool, keep_reason: bool
 def record_failure_on_environment_run(exc: BaseException, role: str) -> None:
     """Say why a step failed on the run ``mlflow run`` made for it, whatever refused it (an option click
     refused, a setting, the selection, a bug): the same tags each time, ``recsys.role`` = ``role``, the run context
-    provider's (package version, command), ``recsys.error``, and the name ``"<role> (failed)"``; then end it
-    FAILED. Only a run :func:`check_run_is_free` accepts, so an inherited ``MLFLOW_RUN_ID`` of another run (or one
-    a step already ended) is never touched. Never raises."""
+    provider's (package version, command) and ``recsys.error``; then end it FAILED. Only a run
+    :func:`check_run_is_free` accepts, so an inherited ``MLFLOW_RUN_ID`` of another run (or one a step already
+    ended) is never touched. Never raises."""
     run_id = os.environ.get(RUN_ID_ENV, "").strip()
     if not run_id or is_unreachable(exc):
         return
     client = MlflowClient()
     try:
         check_run_is_free(client.get_run(run_id))
-        made_with = {MLFLOW_RUN_NAME: f"{role} (failed)", tags.ROLE: role, **_context_tags()}
+        made_with = {tags.ROLE: role, **_context_tags()}  # its name stays the one `mlflow run` gave it
         client.log_batch(run_id, tags=[RunTag(k, v) for k, v in made_with.items()])
     except Exception:  # not ours to write to, or not there
         return

@@ -153,8 +153,12 @@ def run_study(
         if compared:
             _show_results(plan, compared, _missing(outcomes), echo)
         if failures:
-            trained = any(not t.usable for o in outcomes for t in o.trainings)
-            raise StudyStepError(redact(shorten("study: " + "; ".join(failures), 4000)) + (_RERUN if trained else ""))
+            done = [
+                f"{d}: the {sum(map(len, c.source_runs.values()))} finished were compared in run {c.run_id}"
+                for d, c in compared.items()
+            ]
+            rerun = _RERUN if any(not t.usable for o in outcomes for t in o.trainings) else ""
+            raise StudyStepError(redact(shorten("study: " + "; ".join(failures + done), 4000)) + rerun)
         return main.info.run_id
 
 

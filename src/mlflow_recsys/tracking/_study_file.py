@@ -91,7 +91,11 @@ class StudyPlan:
     def metrics(self) -> tuple[str, ...]:
         """What every training scores: the study's ``metrics``, else the train step's set and any compared metric
         beyond it."""
-        return self.settings.metrics or tuple(dict.fromkeys([*DEFAULT_METRICS, *(self.comparison.metrics or ())]))
+        keys = self.settings.metrics or tuple(dict.fromkeys([*DEFAULT_METRICS, *(self.comparison.metrics or ())]))
+        try:  # in the order a training logs them (keys of one metric together), so every executor logs the same
+            return tuple(key for metric in parse_metric_keys(list(keys)) for key in metric.keys)
+        except ValueError:
+            return tuple(keys)  # refused by the plan's checks, which name the key
 
     @property
     def compared_metrics(self) -> tuple[str, ...]:
@@ -314,7 +318,9 @@ def _seeds(entry: _Table, seeded: bool) -> tuple[int, ...]:
     seeds = _grid(entry, "seeds")
     for seed in seeds:
         try:
-            validation.seed(seed, "seeds")
+            # An integer; its range is the training's own check, so a seed the model refuses fails that training
+            # alone, as the run_study docs say.
+            validation.integer(seed, "seeds")
         except ValueError as exc:
             entry.fail(str(exc))
     return tuple(seeds)
