@@ -475,13 +475,6 @@ def _study_options(func):
     return func
 
 
-#: The options of the one-dataset study, which a study file replaces.
-_SHORTHAND = (
-    *("dataset", "split_seed", "seeds", "l2", "latent_dim", "batch_size", "epochs", "lr", "device", "metrics"),
-    *("primary", "n_resamples", "executor", "ray_address"),
-)
-
-
 @cli.command("main")
 @click.argument("study_file", required=False, default=None)
 @click.option(
@@ -508,7 +501,10 @@ def _main(ctx, study_file, dry_run, project_uri, **flags):
 
     study_file = _none_if_empty(study_file)
     if study_file is not None:
-        changed = [n for n in _SHORTHAND if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]
+        # Every option but these describes the one-dataset study, which the file replaces.
+        own = ("study_file", "dry_run", "project_uri")
+        given = [p.name for p in ctx.command.params if p.name not in own]
+        changed = [n for n in given if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]
         if changed:
             option = "--" + changed[0].replace("_", "-")
             raise click.UsageError(f"{option}: a study file declares the whole study; give the file or the options")

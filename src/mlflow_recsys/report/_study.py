@@ -57,12 +57,12 @@ def study_table(levels: pd.DataFrame, alpha: float) -> pd.DataFrame:
     missing = [c for c in LEVEL_COLUMNS if c not in levels.columns]
     if missing or levels.empty:
         raise ValueError(f"levels: expected rows with the columns {list(LEVEL_COLUMNS)}, found {list(levels.columns)}")
-    best = levels.groupby(["dataset", "metric"], sort=False)["mean"].transform("max")
+    best = _best(levels)
     cells = {
         (r.model, (r.dataset, r.metric)): TableCell(
             r.mean, r.sd, "" if pd.isna(r.adjusted_p_value) else significance_marker(r.adjusted_p_value, alpha), top
         )
-        for r, top in zip(levels.itertuples(), levels["mean"] == best, strict=True)
+        for r, top in zip(levels.itertuples(), best, strict=True)
     }
     models = list(dict.fromkeys(levels["model"]))
     columns = list(dict.fromkeys(zip(levels["dataset"], levels["metric"], strict=True)))
@@ -190,8 +190,12 @@ def _html_cell(cell: TableCell | None) -> str:
 def study_csv(levels: pd.DataFrame) -> str:
     """The table's numbers as CSV, one row per dataset, model and metric (:data:`LEVEL_COLUMNS` and ``best``), text
     cells safe from a spreadsheet's formulas."""
-    best = levels.groupby(["dataset", "metric"], sort=False)["mean"].transform("max")
-    return csv_safe_frame(levels[list(LEVEL_COLUMNS)].assign(best=levels["mean"] == best)).to_csv(index=False)
+    return csv_safe_frame(levels[list(LEVEL_COLUMNS)].assign(best=_best(levels))).to_csv(index=False)
+
+
+def _best(levels: pd.DataFrame) -> pd.Series:
+    """Whether each row's mean is the highest of its dataset and metric (ties all best)."""
+    return levels["mean"] == levels.groupby(["dataset", "metric"], sort=False)["mean"].transform("max")
 
 
 def verdict_lines(verdict: StudyVerdict) -> list[str]:

@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 
 from mlflow_recsys import _validation as validation
 from mlflow_recsys._digests import shorten
+from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.settings_schema import settings_of
 from mlflow_recsys.stats import (
     ComparisonReport,
@@ -81,6 +82,9 @@ class RunComparison:
     primary_analysis:
         ``"seed-averaged"`` or ``"representative-seed"``: the analysis the conclusion rests on
         (``settings.primary_analysis`` resolved); the other one, when there is one, is a sensitivity analysis.
+    results:
+        Candidate name -> {seed tag -> :class:`~mlflow_recsys.evaluation.EvaluationResult`}: the per-user values of
+        the runs compared, as read once for the comparison (a study's summary builds on them).
     """
 
     report: ComparisonReport
@@ -90,6 +94,7 @@ class RunComparison:
     representative_seed: str | None = None
     seed_averaged: ComparisonReport | None = None
     primary_analysis: str = "representative-seed"
+    results: dict[str, dict[str, EvaluationResult]] = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def primary_report(self) -> ComparisonReport:
@@ -201,7 +206,7 @@ def compare_runs(
         # The run exists before any work: a store that will not take it (a READ-only user) says so now, not after
         # hours of resampling. Any later failure ends it FAILED with the reason and no results.
         with target.run(runs, _run_name(plan)) as run:
-            plan, provenance, (report, spreads, averaged) = _load_and_compare(runs, plan, settings, stage)
+            plan, provenance, artifacts, (report, spreads, averaged) = _load_and_compare(runs, plan, settings, stage)
             analysis = resolve_primary_analysis(settings.primary_analysis, seeded=averaged is not None)
             logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
             _log.info("logging the comparison run")
@@ -213,7 +218,10 @@ def compare_runs(
             )
             _log_comparison(files, runs, plan, settings)
             run_id = run.info.run_id
-    return RunComparison(report, spreads, run_id, plan.groups, settings.representative_seed, averaged, analysis)
+    results = {m: {seed: artifacts[rid].result for seed, rid in seeds.items()} for m, seeds in plan.groups.items()}
+    return RunComparison(
+        report, spreads, run_id, plan.groups, settings.representative_seed, averaged, analysis, results
+    )
 
 
 def _settings_iv(settings) -> ComparisonSettings:
@@ -226,7 +234,7 @@ def _settings_iv(settings) -> ComparisonSettings:
 
 def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings, stage: Callable[[str], None]):
     """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
-    metrics compared, the provenance, :func:`_compare`'s reports)."""
+    metrics compared, the provenance, the artifacts by run id, :func:`_compare`'s reports)."""
     stage("loading artifacts")
     artifacts = load_many([r.info.run_id for r in runs])
     _log.info("loaded the per-user artifacts of %d runs", len(runs))
@@ -234,7 +242,7 @@ def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: Comparison
     provenance = collect_provenance(runs, plan.groups, plan.representative_seeds, settings.representative_seed)
     verify_same_evaluation(runs, artifacts)
     plan = dataclasses.replace(plan, metric_keys=artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
-    return plan, provenance, _compare(plan, artifacts, settings)
+    return plan, provenance, artifacts, _compare(plan, artifacts, settings)
 
 
 def _compare(

@@ -25,7 +25,7 @@ from mlflow_recsys._digests import sha256_file
 from mlflow_recsys.data import DATASETS
 from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.metrics import parse_metric_keys
-from mlflow_recsys.models._registry import MODELS, model_spec
+from mlflow_recsys.models._registry import MODELS, ModelSpec, model_spec
 from mlflow_recsys.models._train_config import DEFAULT_METRICS
 from mlflow_recsys.settings_schema import NONE_WORD, settings_of
 from mlflow_recsys.stats._meta import POOLED
@@ -292,12 +292,11 @@ def _model(entry: _Table, folder: Path) -> StudyModel:
     configurations = tuple(dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values()))
     made: dict[str, Mapping[str, Any]] = {}
     for configuration in configurations:
-        shared = {k: v for k, v in configuration.items() if k not in _CHECKED_BY_TRAINING}
         try:
-            tag = configuration_tag(spec.build({**spec.train_defaults, **shared}).config)
+            tag = _configuration_tag(spec, configuration)
         except ValueError as exc:
             entry.fail(str(exc))
-        if tag in made and configuration.get("device") == made[tag].get("device"):
+        if tag in made:  # 50 and 50.0, or two devices: one candidate, which a comparison would see twice
             entry.fail(f"expected distinct configurations, found {made[tag]} and {configuration}, which are one")
         made[tag] = configuration
     return StudyModel(name, configurations, seeds, {})
@@ -360,14 +359,18 @@ def _files(table: _Table, folder: Path) -> dict[str, str]:
     return files
 
 
+def _configuration_tag(spec: ModelSpec, configuration: Mapping[str, Any]) -> str:
+    """The ``recsys.config`` tag a training of ``configuration`` will hold, as the train step fills in its defaults;
+    ValueError for a value the model's config refuses (the seed and device are the training's to check)."""
+    shared = {k: v for k, v in configuration.items() if k not in _CHECKED_BY_TRAINING}
+    return configuration_tag(spec.build({**spec.train_defaults, **shared}).config)
+
+
 def _trainings(model: StudyModel) -> list[Training]:
     spec = MODELS.get(model.name)
     if spec is None:
         return []  # imported only
-    by_tag = {}
-    for configuration in model.configurations:
-        shared = {k: v for k, v in configuration.items() if k not in _CHECKED_BY_TRAINING}
-        by_tag[configuration_tag(spec.build({**spec.train_defaults, **shared}).config)] = configuration
+    by_tag = {_configuration_tag(spec, configuration): configuration for configuration in model.configurations}
     labels = configuration_names(model.name, {tag: json.loads(tag) for tag in by_tag})
     out = []
     for tag, configuration in by_tag.items():

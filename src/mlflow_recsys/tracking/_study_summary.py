@@ -31,7 +31,6 @@ from mlflow_recsys.stats import average_over_seeds, verdict_across_datasets
 from mlflow_recsys.stats._results import ComparisonReport, significance_level
 from mlflow_recsys.stats._verdict import StudyVerdict
 from mlflow_recsys.tracking._comparison import RunComparison
-from mlflow_recsys.tracking._runs import load_many
 from mlflow_recsys.tracking._study_file import StudyPlan
 
 #: The folder of the study run's artifacts that holds the summary.
@@ -60,13 +59,11 @@ class StudySummary:
 def summarize(plan: StudyPlan, comparisons: Mapping[str, RunComparison], missing: Sequence[str] = ()) -> StudySummary:
     """The summary of the datasets that were compared (dataset -> its :class:`RunComparison`), in the plan's order;
     ``missing`` names what failed and is not in it."""
-    runs = {dataset: c.source_runs for dataset, c in comparisons.items()}  # candidate -> seed -> run id
-    loaded = load_many(sorted({r for by_model in runs.values() for seeds in by_model.values() for r in seeds.values()}))
     levels: list[tuple] = []
     results: dict[str, dict[str, EvaluationResult]] = {}
     for dataset, comparison in comparisons.items():
         by_model: dict[str, dict[object, EvaluationResult]] = {
-            m: {s: loaded[r].result for s, r in seeds.items()} for m, seeds in runs[dataset].items()
+            m: {seed: result for seed, result in seeds.items()} for m, seeds in comparison.results.items()
         }
         results[dataset] = {m: average_over_seeds(seeds, name=m) for m, seeds in by_model.items()}
         levels += _levels(dataset, by_model, comparison.primary_report)
