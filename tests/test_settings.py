@@ -17,7 +17,7 @@ from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_pair
 from mlflow_recsys.stats._settings import MAX_RESAMPLES
 
 
-@pytest.mark.parametrize(("function", "n_settings"), [(compare_models, 11), (compare_pair, 7), (seed_spread, 4)])
+@pytest.mark.parametrize(("function", "n_settings"), [(compare_models, 14), (compare_pair, 7), (seed_spread, 4)])
 def test_the_statistics_defaults_are_the_declared_ones(function, n_settings):
     declared = settings_of(ComparisonSettings)
     signature = inspect.signature(function).parameters
@@ -31,7 +31,8 @@ def test_the_mlproject_declares_each_fixed_default_setting_as_the_schema_does():
     default, and passes each on as its option; the others are given as further -P options when set."""
     project = yaml.safe_load((Path(__file__).parents[1] / "MLproject").read_text())["entry_points"]["compare"]
     fixed = [name for name, (default, s) in settings_of(ComparisonSettings).items() if default is not None]
-    fixed.remove("paired_seeds")  # a flag pair, --paired-seeds/--independent-seeds: given as -P paired_seeds=...
+    for flag in ("paired_seeds", "relative_margin"):  # flag pairs (--paired-seeds/--independent-seeds): given as -P
+        fixed.remove(flag)
     assert project["parameters"] == mlproject_parameters(ComparisonSettings, fixed)
     for name in fixed:
         assert f"--{name.replace('_', '-')} {{{name}}}" in project["command"], name

@@ -19,7 +19,7 @@ from kernel_oracles import bootstrap_means_reference, draw_indices
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report._plots import _error_lengths, forest_plot, seed_spread_plot
 from mlflow_recsys.stats import ComparisonWarning, FewNonzeroUnitsWarning, compare_models, compare_pair, seed_spread
-from mlflow_recsys.stats._inference import _p_value
+from mlflow_recsys.stats._inference import null_p_value as _p_value
 from mlflow_recsys.stats._resampling import (
     block_seeds,
     bootstrap_means,

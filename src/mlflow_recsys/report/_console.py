@@ -13,8 +13,15 @@ from mlflow_recsys.report._analyses import (
 )
 from mlflow_recsys.report._escaping import visible_text
 from mlflow_recsys.report._notes import result_sentences
-from mlflow_recsys.report._rows import format_level
-from mlflow_recsys.report._text import _test_label, display_frame, family_phrase, no_mde_note, seed_protocol_text
+from mlflow_recsys.report._text import (
+    _test_label,
+    display_frame,
+    family_phrase,
+    interval_level_words,
+    margin_text,
+    no_mde_note,
+    seed_protocol_text,
+)
 from mlflow_recsys.report._vocabulary import words
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,9 +103,10 @@ def procedure_lines(report: ComparisonReport) -> list[str]:
 
     for method in dict.fromkeys(c.test_method for c in report.comparisons):
         rows = [c for c in report.comparisons if c.test_method == method]
-        lines.append(f"Test: {_test_label(rows[0])}, {words('alternative', rows[0].alternative)}, {which(rows)}")
+        side = margin_text(report) or words("alternative", rows[0].alternative)
+        lines.append(f"Test: {_test_label(rows[0])}, {side}, {which(rows)}")
     for method in dict.fromkeys(c.interval_method for c in report.comparisons):
         rows = [c for c in report.comparisons if c.interval_method == method]
         named = words("interval_method", method, "methods")
-        lines.append(f"Interval: {format_level(rows[0].confidence_level)} {named} bootstrap interval, {which(rows)}")
+        lines.append(f"Interval: {interval_level_words(rows[0])} {named} bootstrap interval, {which(rows)}")
     return lines

@@ -106,10 +106,11 @@ def details_table(report: ComparisonReport) -> str:
 
 def legend(report: ComparisonReport) -> str:
     """One escaped line on how to read the key table: :func:`settings_text`, then the direction."""
-    note = no_mde_note(report)
+    note, first = no_mde_note(report), report.comparisons[0]
+    reading = "better or worse" if first.hypothesis == "superiority" else f"{first.hypothesis} shown"
     return html.escape(
-        f"{settings_text(report)}; direction: better or worse where the adjusted p is at most "
-        f"{report.comparisons[0].alpha:.6g}, else inconclusive." + (f" {note}" if note else "")
+        f"{settings_text(report)}; direction: {reading} where the adjusted p is at most "
+        f"{first.alpha:.6g}, else as the interval reads." + (f" {note}" if note else "")
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mlflow_recsys.report._escaping import visible_text
+from mlflow_recsys.report._vocabulary import words
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import PairwiseComparison
@@ -56,6 +57,25 @@ def format_p(p: float) -> str:
     return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.2e}"
 
 
+#: The decision of a row tested against a margin, by its ``direction``: the form of :data:`WORDS` it is read in.
+_DECISION_FORMS = {"non-inferior": "yes", "equivalent": "yes", "inferior": "no", "not equivalent": "no"}
+
+
+def format_margin(value: float) -> str:
+    """A margin in metric units as the reports write it: four significant digits (``0.005``, ``0.01234``)."""
+    return f"{value:.4g}"
+
+
+def decision_words(c: PairwiseComparison) -> str:
+    """The row's decision as the reports write it: its ``direction`` for superiority (``better``, ``worse``,
+    ``inconclusive``); against a margin, words that carry it (``non-inferior within 0.005``, ``not shown
+    non-inferior``, ``equivalent within \u00b10.005``)."""
+    if c.hypothesis == "superiority":
+        return c.direction
+    form = _DECISION_FORMS.get(c.direction, "open")
+    return words("hypothesis", c.hypothesis, form, margin=format_margin(c.margin))
+
+
 def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) -> RowCells:
     """The cells of ``c``'s row: ``digits`` decimals of the differences, means and interval, the difference and the
     interval's ends with a ``+`` when ``signed`` (default True)."""
@@ -77,7 +97,7 @@ def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) ->
         ci_high=number(c.ci_high),
         p_value=format_p(c.p_value),
         adjusted_p=format_p(c.adjusted_p_value),
-        direction=c.direction,
+        direction=decision_words(c),
         wtl=f"{c.wins}/{c.ties}/{c.losses}",
         mde=number(c.mde),
         baseline_mean=number(c.baseline_mean),

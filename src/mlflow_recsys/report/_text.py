@@ -10,7 +10,7 @@ import pandas as pd
 
 from mlflow_recsys.report._analyses import seed_averaging_text
 from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
-from mlflow_recsys.report._rows import NO_MDE, format_level, format_p, row_cells
+from mlflow_recsys.report._rows import NO_MDE, decision_words, format_level, format_margin, format_p, row_cells
 from mlflow_recsys.report._vocabulary import words
 from mlflow_recsys.stats._comparison import WILCOXON_EXACT_MAX
 from mlflow_recsys.stats._power import REPORT_POWER
@@ -74,16 +74,52 @@ def settings_text(report: ComparisonReport) -> str:
     clauses = [
         f"{lead} comparison on {users} ({_hypotheses(len(comparisons))}): difference = candidate - baseline, mean "
         "over users",
-        f"{format_level(first.confidence_level)} paired {interval} bootstrap interval from B = {first.n_resamples:,} "
-        "replicates",
+        f"{interval_level_words(first)} paired {interval} bootstrap interval from B = {first.n_resamples:,} replicates",
         f"{tests[0] if len(tests) == 1 else 'by hypothesis, ' + ' or '.join(tests)}, "
-        f"{words('alternative', first.alternative)}",
+        f"{margin_text(report) or words('alternative', first.alternative)}",
         correction,
         "W/T/L = users on which the candidate scored higher/equal/lower",
-        f"mde = the smallest true difference detected with {REPORT_POWER:.0%} power at the level its hypothesis is "
-        "tested at",
+        _mde_clause(first),
     ]
     return "; ".join(clauses)
+
+
+def interval_level_words(c: PairwiseComparison) -> str:
+    """``95%``: the level of ``c``'s interval; against a margin ``90% (each end a one-sided 95% bound)``, the two-sided
+    ``1 - 2 alpha`` interval whose ends the one-sided tests read."""
+    if c.hypothesis == "superiority":
+        return format_level(c.confidence_level)
+    return f"{format_level(1 - 2 * c.alpha)} (each end a one-sided {format_level(c.confidence_level)} bound)"
+
+
+def margin_text(report: ComparisonReport) -> str:
+    """The hypothesis and its margin in metric units and relative to the reference's mean, as raw text naming the
+    metrics (``non-inferiority (H1: difference > -delta), delta = 0.005 on ndcg@100 (2.1% of the reference's
+    mean)``); ``""`` for superiority."""
+    first = report.comparisons[0]
+    if first.hypothesis == "superiority":
+        return ""
+    margins = {c.metric: (c.margin, c.relative_margin) for c in report.comparisons}
+    if first.margin_scale == "relative":
+        each = ", ".join(
+            f"{r:.2%} of the reference's mean on {m} ({format_margin(d)})" for m, (d, r) in margins.items()
+        )
+    else:
+        each = ", ".join(
+            f"{format_margin(d)} on {m} ({r:.2%} of the reference's mean)" for m, (d, r) in margins.items()
+        )
+    return f"{words('hypothesis', first.hypothesis)}, delta = {each}"
+
+
+def _mde_clause(c: PairwiseComparison) -> str:
+    """What the ``mde`` column holds, for the settings line (see
+    :func:`~mlflow_recsys.stats._margins.detectable_effect`)."""
+    power = f"{REPORT_POWER:.0%} power at the level its hypothesis is tested at"
+    if c.hypothesis == "non-inferiority":
+        return f"mde = the smallest true difference shown non-inferior with {power}"
+    if c.hypothesis == "equivalence":
+        return f"mde = the largest true absolute difference shown equivalent with about {power}"
+    return f"mde = the smallest true difference detected with {power}"
 
 
 def report_markdown(report: ComparisonReport) -> str:
@@ -144,8 +180,12 @@ def methods_text(report: ComparisonReport) -> str:
     and no metric, so it is safe in markdown and HTML alike."""
     first = report.comparisons[0]
     methods = sorted({c.test_method for c in report.comparisons})
-    B, level, alpha = first.n_resamples, first.confidence_level, first.alpha
-    side = words("alternative", first.alternative, "methods")
+    B, alpha = first.n_resamples, first.alpha
+    side = (
+        "one-sided against the margin, as below"
+        if first.hypothesis != "superiority"
+        else words("alternative", first.alternative, "methods")
+    )
     tests = " and ".join(words("test_method", m, "methods") for m in methods)
     if any(m.startswith("wilcoxon") for m in methods):
         tests += f" ({_wilcoxon_rule_words(report)})"
@@ -166,13 +206,34 @@ def methods_text(report: ComparisonReport) -> str:
         f"differences (candidate minus baseline), reporting their mean as the effect. {units}"
         f"{seed_averaging_text(report)}"
         f"Significance was assessed with {tests}, {side} (Smucker, Allan & Carterette, 2007).{mc} "
-        f"The uncertainty of each effect is a {format_level(level)} {_interval_words(report)} from a paired bootstrap "
+        f"{_margin_methods(report)}"
+        f"The uncertainty of each effect is a {interval_level_words(first)} {_interval_words(report)} from a paired "
+        "bootstrap "
         f"over users with B = {B:,} replicates. {correction[:1].upper() + correction[1:]}; "
         f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
         "are not adjusted: each describes one comparison on its own. They describe variation across "
         "evaluation users for the trained model instances compared; variation across training seeds is "
         "reported separately. "
         f"{_mde_words(report)}"
+    )
+
+
+def _margin_methods(report: ComparisonReport) -> str:
+    """The sentences of the Methods paragraph on a hypothesis tested against a margin; ``""`` for superiority."""
+    first = report.comparisons[0]
+    if first.hypothesis == "superiority":
+        return ""
+    relative = (
+        "The margin was a fraction of the reference model's mean, so the ratio of the means was tested: the bootstrap "
+        "interval of the ratio, the delta method for the t-test, and the per-user values candidate - (1 -/+ fraction) "
+        "x reference for the other tests (Fieller, 1954). "
+        if first.margin_scale == "relative"
+        else ""
+    )
+    return (
+        f"The hypothesis was {words('hypothesis', first.hypothesis, 'methods')}, where delta is the margin; each "
+        "one-sided test was run on the per-user differences shifted by the margin, the bootstrap test by reading "
+        f"its one-sided interval. {relative}"
     )
 
 
@@ -203,6 +264,11 @@ def _mde_words(report: ComparisonReport) -> str:
         if report.correction == "holm" and "/J" in level
         else ""
     )
+    if report.comparisons[0].hypothesis != "superiority":
+        return (
+            f"The mde column holds, by the normal approximation (Cohen, 1988) at {level}: "
+            f"{_mde_clause(report.comparisons[0]).removeprefix('mde = ')}."
+        )
     return (
         "The minimum detectable effect (mde) of each hypothesis is the smallest true mean difference that a "
         f"{side} test at {level} would detect with {REPORT_POWER:.0%} power, given the standard deviation "
@@ -261,25 +327,25 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     else:
         effect = f"{cand} and {base} scored the same mean {metric}"
     test, p_words = _test_and_p_words(report, c)
-    level = format_level(c.confidence_level)
+    level = interval_level_words(c)
     interval = row_cells(c, signed=False).interval
     relative = (
         "a relative change that is undefined (the baseline's mean is 0)"
         if math.isnan(c.relative_difference)
         else f"a relative change of {c.relative_difference:+.1%}"
     )
-    verdict = {
-        "better": "significant, in the candidate's favour",
-        "worse": "significant, in the baseline's favour",
-        "inconclusive": "not significant",
-    }[c.direction]
+    if c.hypothesis == "superiority":
+        verdict = {
+            "better": "significant, in the candidate's favour",
+            "worse": "significant, in the baseline's favour",
+            "inconclusive": "not significant",
+        }[c.direction]
+    else:
+        verdict = decision_words(c)
     if c.baseline_seeds > 1 or c.candidate_seeds > 1:
         effect = f"Averaged over training seeds ({cand}: {c.candidate_seeds}, {base}: {c.baseline_seeds}), " + effect
     if c.direction == "inconclusive" and not pd.isna(c.mde):
-        verdict += (
-            f"; with {c.n_units:,} users this comparison would detect a true difference of {c.mde:.4f} "
-            f"with {REPORT_POWER:.0%} power"
-        )
+        verdict += _power_words(c)
     elif c.direction == "inconclusive":
         verdict += f"; no minimum detectable effect: {_no_mde_why(c)}"
     return (
@@ -288,6 +354,18 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
         f"{relative}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
         f"{c.n_nonzero:,} {RESULT_SENTENCE_END}"
     )
+
+
+def _power_words(c: PairwiseComparison) -> str:
+    """What the design of an inconclusive row could have shown with :data:`REPORT_POWER`, from its ``mde``."""
+    users, power = f"{c.n_units:,} users", f"{REPORT_POWER:.0%} power"
+    if c.hypothesis == "non-inferiority":
+        return f"; with {users} a true difference of {c.mde:+.4f} or more would be shown non-inferior with {power}"
+    if c.hypothesis == "equivalence" and c.mde <= 0:
+        return f"; with {users} even equal models would be shown equivalent with less than {power}"
+    if c.hypothesis == "equivalence":
+        return f"; with {users} a true difference within \u00b1{c.mde:.4f} would be shown equivalent with about {power}"
+    return f"; with {users} this comparison would detect a true difference of {c.mde:.4f} with {power}"
 
 
 def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[str, str]:

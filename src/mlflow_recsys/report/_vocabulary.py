@@ -69,6 +69,27 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
         "greater": {"methods": "one-sided (candidate better)", "label": "one-sided, alternative: candidate better"},
         "less": {"methods": "one-sided (candidate worse)", "label": "one-sided, alternative: candidate worse"},
     },
+    # A hypothesis' "label" names it in a settings line; "yes", "no" and "open" are its row's decision (direction
+    # "non-inferior", "inferior", "inconclusive"; "equivalent", "not equivalent", "inconclusive"), {margin} filled in.
+    "hypothesis": {
+        "superiority": {"label": "superiority"},
+        "non-inferiority": {
+            "methods": "non-inferiority: H0 difference <= -delta against H1 difference > -delta, one-sided at alpha "
+            "(Blackwelder, 1982)",
+            "label": "non-inferiority (H1: difference > -delta)",
+            "yes": "non-inferior within {margin}",
+            "no": "inferior by more than {margin}",
+            "open": "not shown non-inferior",
+        },
+        "equivalence": {
+            "methods": "equivalence: two one-sided tests, H0 difference <= -delta and H0 difference >= delta, each at "
+            "alpha, the larger p-value reported (TOST; Schuirmann, 1987)",
+            "label": "equivalence (TOST, H1: -delta < difference < delta)",
+            "yes": "equivalent within \u00b1{margin}",
+            "no": "not equivalent (outside \u00b1{margin})",
+            "open": "not shown equivalent",
+        },
+    },
     "interval_method": {
         "percentile": {"methods": "percentile", "label": "percentile", "result": ""},
         "bca": {"methods": "bias-corrected and accelerated (BCa)", "label": "BCa", "result": "BCa "},

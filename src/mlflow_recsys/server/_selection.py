@@ -17,7 +17,9 @@ from mlflow_recsys.tracking._runs import RUN_ID, RunSelectionError
 
 #: The settings the page's form offers, each as :class:`~mlflow_recsys.stats.ComparisonSettings`
 #: declares it; every other setting keeps its declared default.
-FORM_SETTINGS = ("reference", "primary", "metrics", "correction", "n_resamples")
+FORM_SETTINGS = (
+    *("reference", "primary", "metrics", "correction", "n_resamples", "hypothesis", "margin", "relative_margin"),
+)
 
 _DECLARED = settings_of(ComparisonSettings)
 
@@ -52,6 +54,7 @@ _UNSET_TEXT = {
     "correction": "none",
     "random_state": "none (fresh entropy)",
     "representative_seed": "lowest seed of each model",
+    "margin": "none (superiority)",
 }
 
 
@@ -99,8 +102,11 @@ def parse_form(form) -> Selection:
         raise RunSelectionError(
             f"runs: expected MLflow run ids (letters, digits, _ and -), found {shorten(malformed[0], 40)!r}"
         )
-    chosen: dict[str, Any] = {"metrics": [m for m in form.getlist("metrics") if m] or None}
-    for name in ("reference", "primary", "correction", "n_resamples"):
+    chosen: dict[str, Any] = {
+        "metrics": [m for m in form.getlist("metrics") if m] or None,
+        "relative_margin": form.get("relative_margin", "") == "true",  # a checkbox posts nothing when clear
+    }
+    for name in ("reference", "primary", "correction", "n_resamples", "hypothesis", "margin"):
         text = form.get(name, "")
         if text.strip() or _DECLARED[name][1].kind == "name":
             chosen[name] = _DECLARED[name][1].convert(text)

@@ -18,14 +18,15 @@ import numpy as np
 from mlflow_recsys._validation import metric_keys
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats._corrections import Correction, adjust_p_values
-from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, direction, pair_rows, wilcoxon_method
+from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, pair_rows, wilcoxon_method
+from mlflow_recsys.stats._margins import decision, detectable_effect
 from mlflow_recsys.stats._pairing import check_results, paired_differences, units_of
-from mlflow_recsys.stats._power import REPORT_POWER, minimum_detectable_effect
 from mlflow_recsys.stats._results import COLUMNS, ComparisonReport, Markup, PairwiseComparison, significance_level
 from mlflow_recsys.stats._settings import (
     Alternative,
     ComparisonSettings,
     Family,
+    Hypothesis,
     IntervalMethod,
     TestMethod,
     ZeroMethod,
@@ -129,6 +130,9 @@ def compare_models(
     zero_method: ZeroMethod = "wilcox",
     primary: str | None = None,
     family: Family = "primary",
+    hypothesis: Hypothesis = "superiority",
+    margin: float | None = None,
+    relative_margin: bool = False,
 ) -> ComparisonReport:
     """Compare several models pairwise on several metrics, adjusting p-values within their family.
 
@@ -181,6 +185,19 @@ def compare_models(
         family and the other metrics' as another, so the primary result does not weaken as secondary metrics are added;
         ``"all"``: one family over every hypothesis. Without a ``primary`` metric there is one family either way. Each
         family controls its own family-wise error rate (Holm 1979; Bonferroni).
+    hypothesis:
+        ``"superiority"`` (default: is the candidate better or worse?), ``"non-inferiority"`` (H0: difference <=
+        -margin against H1: difference > -margin, one-sided at alpha; Blackwelder 1982) or ``"equivalence"`` (two
+        one-sided tests at alpha, TOST; Schuirmann 1987). Either of the last two needs ``margin``, a ``reference`` and
+        ``alternative="two-sided"`` (they set their own sides); its interval is the two-sided ``1 - 2 alpha`` one.
+        Every ``test_method`` applies: see :mod:`~mlflow_recsys.stats._margins` for how each is shifted.
+    margin:
+        float > 0, with non-inferiority or equivalence only: the margin delta in metric units, or, with
+        ``relative_margin``, a fraction in (0, 1) of the reference's mean.
+    relative_margin:
+        bool, default False: read ``margin`` as a fraction of the reference's mean and test the ratio of means
+        (bootstrap percentile interval of the ratio; the delta method for ``test_method="t"``). A reference mean that
+        is not positive is refused. Not with ``interval_method="bca"``.
 
     Returns
     -------
@@ -219,6 +236,9 @@ def compare_models(
         metrics=tuple(metric_keys(metrics)),
         primary=primary,
         family=family,
+        hypothesis=hypothesis,
+        margin=margin,
+        relative_margin=relative_margin,
         correction=correction,
         confidence_level=confidence_level,
         n_resamples=n_resamples,
@@ -241,7 +261,11 @@ def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettin
         _warn_low_resamples(settings, len(pairs))
     units = units_of(results[names[0]])
     comparisons = [
-        row for pair in pairs for row in pair_rows(paired_differences(results, pair, metrics, units), settings)
+        row
+        for pair in pairs
+        for row in pair_rows(
+            paired_differences(results, pair, metrics, units, keep_sides=settings.relative_margin), settings
+        )
     ]
     return ComparisonReport(_adjusted(comparisons, settings), settings.correction, settings.reference, settings.primary)
 
@@ -283,9 +307,9 @@ def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSetting
                 adjusted_p_value=float(p),
                 family=label,
                 family_size=len(members),
-                mde=minimum_detectable_effect(sd, c.n_units, level, REPORT_POWER, settings.alternative),
+                mde=detectable_effect(c, sd, level),
                 significant=bool(p <= alpha),
-                direction=direction(c.difference, p <= alpha),
+                direction=decision(c, bool(p <= alpha)),
             )
     return tuple(final)
 

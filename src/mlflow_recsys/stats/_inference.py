@@ -14,6 +14,7 @@ from typing import Literal, cast
 import numpy as np
 import scipy.stats
 
+from mlflow_recsys.stats import _margins as margins
 from mlflow_recsys.stats._pairing import PairedDifferences
 from mlflow_recsys.stats._resampling import (
     MAX_EXACT_UNITS,
@@ -35,10 +36,12 @@ MIN_NONZERO_UNITS = 30
 @dataclass(frozen=True, eq=False)
 class _Column:
     """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates drawn for
-    them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn)."""
+    them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn); the pair's seed sequences (signs,
+    bootstrap), and each side's unit means ``(2, n_units)`` when the pair kept them."""
 
     metric: str
     label: str
+    baseline: str
     baseline_mean: float
     candidate_mean: float
     d: np.ndarray
@@ -46,6 +49,8 @@ class _Column:
     n_nonzero: int
     boot: np.ndarray
     flips: np.ndarray | None
+    seeds: tuple[np.random.SeedSequence, np.random.SeedSequence]
+    sides: np.ndarray | None
 
 
 def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[PairwiseComparison]:
@@ -61,8 +66,11 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
                 "are coarse (the estimate still uses every user)",
                 FewNonzeroUnitsWarning,
             )
-        null, p, method = _test(col, settings)
-        estimate = _bootstrap_estimate(col, alpha, settings)
+        if settings.hypothesis == "superiority":
+            null, p, method = _test(col, settings)
+            estimate = bootstrap_estimate(col, alpha, settings) | {"alternative": settings.alternative}
+        else:
+            null, p, method, estimate = margins.margin_test(col, alpha, settings)
         rows.append(
             PairwiseComparison(
                 baseline=pair.baseline,
@@ -79,8 +87,7 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
                 family_size=1,
                 mde=float("nan"),
                 significant=bool(p <= alpha),
-                direction=direction(col.observed, p <= alpha),
-                alternative=settings.alternative,
+                direction="inconclusive",  # decided once adjusted
                 test_method=method,
                 n_resamples=int(settings.n_resamples),
                 random_state=settings.random_state,
@@ -96,10 +103,10 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
 def bootstrap_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[dict]:
     """Per metric, the columns of :func:`pair_rows` that come from the bootstrap alone (no test drawn)."""
     alpha = significance_level(settings.confidence_level)
-    return [_bootstrap_estimate(col, alpha, settings) for col in _columns(pair, settings, tests=False)]
+    return [bootstrap_estimate(col, alpha, settings) for col in _columns(pair, settings, tests=False)]
 
 
-def _bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings) -> dict:
+def bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings) -> dict:
     low, high, interval = _interval(col, alpha, settings)
     return {
         "metric": col.metric,
@@ -121,13 +128,19 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
     n_nonzero = (d != 0).sum(axis=0)
     sign_seeds, boot_seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
     boot = bootstrap_means(d, B, boot_seeds)
-    monte_carlo = tests and settings.test_method == "randomization" and not all(_exact(nz, B) for nz in n_nonzero)
+    monte_carlo = (
+        tests
+        and settings.test_method == "randomization"
+        and settings.hypothesis == "superiority"  # a margin's test flips shifted differences (_margins)
+        and not all(exact_enumeration(nz, B) for nz in n_nonzero)
+    )
     flips = sign_flip_means(d, B, sign_seeds) if monte_carlo else None
     estimates = centred_means(d)  # summed like the replicates: a constant column equals each replicate exactly
     return [
         _Column(
             metric=metric,
             label=f"{pair.candidate} vs {pair.baseline} on {metric}",
+            baseline=pair.baseline,
             baseline_mean=float(pair.baseline_means[j]),
             candidate_mean=float(pair.candidate_means[j]),
             d=d[:, j],
@@ -135,6 +148,8 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
             n_nonzero=int(n_nonzero[j]),
             boot=boot[:, j],
             flips=None if flips is None else flips[:, j],
+            seeds=(sign_seeds, boot_seeds),
+            sides=None if pair.sides is None else pair.sides[:, :, j],
         )
         for j, metric in enumerate(pair.metrics)
     ]
@@ -144,22 +159,22 @@ def _test(col: _Column, settings: ComparisonSettings) -> tuple[np.ndarray | None
     """One metric's test -> (null replicates or None, p-value, the method as reported)."""
     d, observed, test_method, alternative = col.d, col.observed, settings.test_method, settings.alternative
     scale = float(np.abs(d).mean())
-    if test_method == "randomization" and _exact(col.n_nonzero, settings.n_resamples):
+    if test_method == "randomization" and exact_enumeration(col.n_nonzero, settings.n_resamples):
         null = exact_sign_flip_means(d)
-        return null, _p_value(null, observed, alternative, scale, monte_carlo=False), "randomization-exact"
+        return null, null_p_value(null, observed, alternative, scale, monte_carlo=False), "randomization-exact"
     if test_method == "randomization":
         null = cast(np.ndarray, col.flips).copy()
-        return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
+        return null, null_p_value(null, observed, alternative, scale, monte_carlo=True), test_method
     if test_method == "bootstrap":
         # Shifting the replicates to mean zero imposes the null (Efron & Tibshirani 1993, sec. 16.4).
         null = col.boot - observed
-        return null, _p_value(null, observed, alternative, scale, monte_carlo=True), test_method
+        return null, null_p_value(null, observed, alternative, scale, monte_carlo=True), test_method
     if test_method == "wilcoxon":
-        p, reported = _wilcoxon_p_value(d, alternative, settings.zero_method)
+        p, reported = wilcoxon_p_value(d, alternative, settings.zero_method)
         return None, p, reported
     if test_method == "sign":
         return None, sign_test_p_value(d, alternative), test_method
-    return None, _t_test_p_value(d, alternative), test_method
+    return None, t_test_p_value(d, alternative), test_method
 
 
 def _interval(col: _Column, alpha: float, settings: ComparisonSettings) -> tuple[float, float, str]:
@@ -191,7 +206,7 @@ def _unit_counts(col: _Column, units: Units) -> dict:
     }
 
 
-def _exact(n_nonzero: int, n_resamples: int) -> bool:
+def exact_enumeration(n_nonzero: int, n_resamples: int) -> bool:
     """Whether every sign pattern is enumerated: there are no more of them than resamples."""
     return n_nonzero <= MAX_EXACT_UNITS and 2 ** int(n_nonzero) <= n_resamples
 
@@ -204,7 +219,7 @@ def _pair_seed_sequences(random_state: int | None, base_name: str, cand_name: st
     return tuple(np.random.SeedSequence(entropy, spawn_key=words + (stream,)) for stream in (0, 1))
 
 
-def _p_value(null: np.ndarray, observed: float, alternative: str, scale: float, *, monte_carlo: bool) -> float:
+def null_p_value(null: np.ndarray, observed: float, alternative: str, scale: float, *, monte_carlo: bool) -> float:
     """Share of null replicates at least as extreme as ``observed``: ``(1 + #extreme) / (B + 1)`` for Monte Carlo, never
     zero (Phipson & Smyth 2010), ``#extreme / 2**k`` for an enumeration, which holds the observed arrangement. 100 ulps
     of the data's scale keep that arrangement, summed in another order, tied to itself."""
@@ -221,7 +236,7 @@ def _p_value(null: np.ndarray, observed: float, alternative: str, scale: float, 
     return count / null.shape[0]
 
 
-def _t_test_p_value(d: np.ndarray, alternative: str) -> float:
+def t_test_p_value(d: np.ndarray, alternative: str) -> float:
     """Paired t-test as a one-sample t-test of the unit differences (Student 1908)."""
     if np.all(d == d[0]):
         # No spread: the t statistic is 0/0 or +-inf; take its limit instead of NaN.
@@ -274,7 +289,7 @@ def wilcoxon_method(d: np.ndarray) -> Literal["exact", "approx"]:
     return "exact" if no_zeros_or_ties and d.shape[0] <= WILCOXON_EXACT_MAX else "approx"
 
 
-def _wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> tuple[float, str]:
+def wilcoxon_p_value(d: np.ndarray, alternative: str, zero_method: str) -> tuple[float, str]:
     """Wilcoxon signed-rank test (Wilcoxon 1945) -> (p-value, ``"wilcoxon-exact"`` or ``"wilcoxon"``).
 
     With every difference 0 (nothing to rank) and wherever scipy gives NaN, p = 1 as for the other tests.

@@ -22,7 +22,7 @@ import scipy.stats
 
 from mlflow_recsys import _validation as validation
 from mlflow_recsys.stats._corrections import adjust_p_values
-from mlflow_recsys.stats._inference import _wilcoxon_p_value
+from mlflow_recsys.stats._inference import wilcoxon_p_value
 
 Posthoc = Literal["wilcoxon-holm", "nemenyi"]
 POSTHOCS: tuple[Posthoc, ...] = ("wilcoxon-holm", "nemenyi")
@@ -234,7 +234,7 @@ def _scores_frame(scores: pd.DataFrame | Mapping[str, Mapping[str, float]]) -> p
 
 def _wilcoxon_floored(d: np.ndarray) -> float:
     """The two-sided Wilcoxon p-value of the differences ``d``, never below the exact test's ``2 / 2^n``."""
-    p, _ = _wilcoxon_p_value(d, "two-sided", "wilcox")
+    p, _ = wilcoxon_p_value(d, "two-sided", "wilcox")
     n_nonzero = int(np.count_nonzero(d))
     return max(p, min(1.0, 2.0 ** (1 - n_nonzero)))
 

@@ -50,6 +50,15 @@ class PairwiseComparison:
     averages: 1 for a single trained model (:func:`~mlflow_recsys.stats.compare_models`), the number of training seeds
     in a seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
 
+    ``hypothesis`` is ``"superiority"`` (the default: is the candidate better or worse?), ``"non-inferiority"`` or
+    ``"equivalence"``; ``margin`` is the margin delta in metric units (0 for superiority) and ``relative_margin`` the
+    same margin as a fraction of ``baseline_mean``; ``margin_scale`` says which of the two was given (``"absolute"``
+    or ``"relative"``, tested on the ratio of means; ``"none"`` for superiority). With a margin, ``ci_low`` and
+    ``ci_high`` bound the two-sided ``1 - 2 * alpha`` interval (each end a one-sided ``1 - alpha`` bound), and
+    ``direction`` reads ``"non-inferior"``, ``"inferior"`` (the interval lies below ``-margin``) or
+    ``"inconclusive"``; ``"equivalent"``, ``"not equivalent"`` (the interval lies outside ``(-margin, margin)``) or
+    ``"inconclusive"`` (:mod:`~mlflow_recsys.stats._margins`).
+
     ``wins``, ``ties`` and ``losses`` (int) count the units (users, after averaging each user's rows) on which the
     candidate scored higher than, equal to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
     n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``; a row asked for BCa reports
@@ -100,6 +109,10 @@ class PairwiseComparison:
     null_distribution: np.ndarray | None = field(repr=False)
     bootstrap_distribution: np.ndarray = field(repr=False)
     zero_method: str | None = None
+    hypothesis: str = "superiority"
+    margin: float = 0.0
+    relative_margin: float = 0.0
+    margin_scale: str = "none"
 
     @property
     def alpha(self) -> float:
@@ -117,7 +130,11 @@ class PairwiseComparison:
 
 
 #: The columns of :meth:`PairwiseComparison.to_frame`, in order: every field but the arrays and ``zero_method``.
-COLUMNS = tuple(f.name for f in fields(PairwiseComparison))[:-4]
+COLUMNS = tuple(
+    f.name
+    for f in fields(PairwiseComparison)
+    if f.name not in ("unit_differences", "null_distribution", "bootstrap_distribution", "zero_method")
+)
 
 
 @dataclass(frozen=True, eq=False)

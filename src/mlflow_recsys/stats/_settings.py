@@ -26,6 +26,9 @@ IntervalMethod = Literal["percentile", "bca"]
 #: How the Wilcoxon signed-rank test treats zero differences (``scipy.stats.wilcoxon``'s ``zero_method``).
 ZeroMethod = Literal["wilcox", "pratt", "zsplit"]
 Family = Literal["primary", "all"]
+#: What a comparison sets out to show: the candidate better (superiority), not worse by more than a margin
+#: (non-inferiority) or within a margin either way (equivalence).
+Hypothesis = Literal["superiority", "non-inferiority", "equivalence"]
 #: Which of a comparison of runs' two analyses of the same hypotheses is the primary one (the other is a sensitivity
 #: analysis): ``"auto"`` resolves by :func:`resolve_primary_analysis`.
 PrimaryAnalysis = Literal["auto", "seed-averaged", "representative-seed"]
@@ -35,6 +38,7 @@ TEST_METHODS: tuple[str, ...] = get_args(TestMethod)
 INTERVAL_METHODS: tuple[str, ...] = get_args(IntervalMethod)
 ZERO_METHODS: tuple[str, ...] = get_args(ZeroMethod)
 FAMILIES: tuple[str, ...] = get_args(Family)
+HYPOTHESES: tuple[str, ...] = get_args(Hypothesis)
 PRIMARY_ANALYSES: tuple[str, ...] = get_args(PrimaryAnalysis)
 
 #: Largest ``n_resamples``: p-values below 1/(10**6 + 1) are better had from a test with a known null than from more
@@ -110,6 +114,27 @@ class ComparisonSettings:
         "choice",
         choices=ALTERNATIVES,
     )
+    hypothesis: Hypothesis = setting(
+        "superiority",
+        "what the candidate must be shown to be against the reference: better (superiority), not worse by more than "
+        "the margin (non-inferiority) or within the margin either way (equivalence)",
+        "choice",
+        choices=HYPOTHESES,
+    )
+    margin: float | None = setting(
+        None,
+        "with non-inferiority or equivalence: the margin, in metric units (or a fraction of the reference's mean "
+        "with --relative-margin)",
+        "number",
+        optional=True,
+        low=0,
+    )
+    relative_margin: bool = setting(
+        False,
+        "read the margin as a fraction of the reference's mean, tested on the ratio of means",
+        "flag",
+        off="--absolute-margin",
+    )
     test_method: TestMethod = setting("randomization", "the paired test", "choice", choices=TEST_METHODS)
     zero_method: ZeroMethod = setting(
         "wilcox", "with the Wilcoxon test: how zero differences are ranked", "choice", choices=ZERO_METHODS
@@ -154,6 +179,45 @@ class ComparisonSettings:
             raise ValueError(
                 f"reference: a one-sided alternative ({self.alternative!r}) needs a reference model "
                 "to say which side is the candidate, found None"
+            )
+        self._check_margin()
+
+    def _check_margin(self) -> None:
+        """A margin goes with a non-inferiority or equivalence hypothesis, and only there; such a hypothesis fixes
+        its own sides and needs a reference to be not worse than."""
+        if self.hypothesis == "superiority":
+            if self.margin is not None or self.relative_margin:
+                given = f"{self.margin!r}" + (" (relative)" if self.relative_margin else "")
+                raise ValueError(
+                    expected(
+                        "margin",
+                        "no margin with hypothesis 'superiority' (or choose non-inferiority or equivalence)",
+                        given,
+                    )
+                )
+            return
+        if self.margin is None:
+            raise ValueError(expected("margin", f"a margin > 0 for hypothesis {self.hypothesis!r}", None))
+        if self.relative_margin and self.margin >= 1:
+            raise ValueError(expected("margin", "a relative margin strictly between 0 and 1", self.margin))
+        if self.reference is None:
+            raise ValueError(expected("reference", f"the model the candidates must be {self.hypothesis} to", None))
+        if self.alternative != "two-sided":
+            raise ValueError(
+                expected(
+                    "alternative",
+                    f"'two-sided' (the default) with hypothesis {self.hypothesis!r}, which sets its own sides",
+                    self.alternative,
+                )
+            )
+        if self.relative_margin and self.interval_method == "bca":
+            raise ValueError(
+                expected(
+                    "interval_method",
+                    "'percentile' with a relative margin (its interval is the percentile interval of the ratio "
+                    "of means)",
+                    self.interval_method,
+                )
             )
 
     def replace(self, **changes) -> ComparisonSettings:
