@@ -15,7 +15,7 @@ from mlflow_recsys.stats._comparison import (
 from mlflow_recsys.stats._corrections import adjust_p_values
 from mlflow_recsys.stats._levels import LevelIntervals, metric_level_intervals
 from mlflow_recsys.stats._meta import META_COLUMNS, MetaAnalysis, paired_effect, random_effects
-from mlflow_recsys.stats._power import minimum_detectable_effect, required_users
+from mlflow_recsys.stats._power import minimum_detectable_effect, non_inferiority_power, required_users
 from mlflow_recsys.stats._ranks import RANK_COLUMNS, RankAnalysis, datasets_needed, p_value_floor, rank_across_datasets
 from mlflow_recsys.stats._seeds import SEED_COLUMNS, SeedSpread, average_over_seeds, compare_seed_averaged, seed_spread
 from mlflow_recsys.stats._settings import ComparisonSettings
@@ -57,6 +57,7 @@ __all__ = [
     "datasets_needed",
     "metric_level_intervals",
     "minimum_detectable_effect",
+    "non_inferiority_power",
     "p_value_floor",
     "paired_effect",
     "random_effects",

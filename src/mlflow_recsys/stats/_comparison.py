@@ -77,6 +77,9 @@ def compare_pair(
     random_state: int | None = 0,
     interval_method: IntervalMethod = "percentile",
     zero_method: ZeroMethod = "wilcox",
+    hypothesis: Hypothesis = "superiority",
+    margin: float | None = None,
+    relative_margin: bool = False,
 ) -> PairwiseComparison:
     """Compare two models on one metric: a single hypothesis, not adjusted.
 
@@ -111,6 +114,9 @@ def compare_pair(
         random_state=random_state,
         interval_method=interval_method,
         zero_method=zero_method,
+        hypothesis=hypothesis,
+        margin=margin,
+        relative_margin=relative_margin,
     )
     return _compare({baseline_name: baseline, candidate_name: candidate}, settings).comparisons[0]
 

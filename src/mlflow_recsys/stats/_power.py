@@ -108,6 +108,42 @@ def required_users(
     return max(1, math.ceil(n - 1e-9 * n))
 
 
+def non_inferiority_power(sd: float, n: int, margin: float, alpha: float, true_difference: float = 0.0) -> float:
+    """Power of a level-``alpha`` non-inferiority test with margin ``margin`` when the true mean difference is
+    ``true_difference``: ``Phi((true_difference + margin) * sqrt(n) / sd - z_{1-alpha})``, by the normal approximation
+    (Chow, Shao & Wang, 2008, *Sample Size Calculations in Clinical Research*, 2nd ed., sec. 3.2.2; see the module
+    docstring for what it ignores).
+
+    Parameters
+    ----------
+    sd:
+        float >= 0: standard deviation of the per-user differences (ddof=1).
+    n:
+        int >= 2: number of users.
+    margin:
+        float > 0: the margin, in the metric's units.
+    alpha:
+        float in (0, 1): the one-sided level.
+    true_difference:
+        float, default 0: the true mean difference (candidate minus reference) the power is computed at.
+
+    Returns
+    -------
+    float
+        In [0, 1]; with ``sd == 0``, 1 when ``true_difference > -margin`` and 0 otherwise.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range, naming it.
+    """
+    sd, n, alpha, _, _ = _power_iv(sd=sd, n=n, alpha=alpha, power=REPORT_POWER, alternative="greater")
+    shift = validation.number(true_difference, "true_difference") + validation.number(margin, "margin", above=0)
+    if sd == 0:
+        return 1.0 if shift > 0 else 0.0
+    return float(scipy.stats.norm.cdf(shift * math.sqrt(n) / sd - scipy.stats.norm.isf(alpha)))
+
+
 def _z_sum(alpha: float, power: float, alternative: str) -> float:
     tail = alpha / 2 if alternative == "two-sided" else alpha
     return float(scipy.stats.norm.isf(tail) + scipy.stats.norm.ppf(power))
