@@ -11,14 +11,15 @@ import logging
 import math
 import os
 import signal
-import sys
 import warnings
 
 import click
 
+from mlflow_recsys._cli_group import Commands, visible
 from mlflow_recsys.data._split_config import SplitConfig
-from mlflow_recsys.errors import Terminated, failure_text, raise_terminated
+from mlflow_recsys.errors import raise_terminated
 from mlflow_recsys.models._registry import MODELS
+from mlflow_recsys.models._train_config import TrainConfig
 from mlflow_recsys.settings_schema import Setting, click_options, option, settings_of
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.tracking import _tags as tags
@@ -26,77 +27,6 @@ from mlflow_recsys.tracking import _tags as tags
 __all__ = ["cli"]
 
 _METRICS_HELP = "comma-separated metric keys, e.g. ndcg@100,recall@20"
-
-
-#: The role of the run each command makes; under ``mlflow run``, a failure of one of them is recorded on the
-#: entry point's run under that role.
-_ROLES = {"split": tags.ROLE_SPLIT, "train": tags.ROLE_TRAIN, "import-run": tags.ROLE_TRAIN}
-_ROLES |= {"compare": tags.ROLE_COMPARISON, "main": tags.ROLE_MAIN, "study": tags.ROLE_MAIN}
-
-
-class _Commands(click.Group):
-    """The command group, which ends every command the same way. Bad input (ValueError, TypeError, KeyError,
-    OSError, RuntimeError, MlflowException) is reported as ``Error: <Type>: <message>`` (exit 1), redacted so a
-    password in a URI is never printed; a bug keeps its traceback; a SIGTERM exits 143. Under ``mlflow run``,
-    whatever ended a command with an error (an option click refused, a value, a SIGTERM, a bug) is recorded on
-    the entry point's run here, so a failed step's run carries the same tags wherever it was refused."""
-
-    def invoke(self, ctx: click.Context):
-        from mlflow_recsys.tracking._server_errors import translated_server_errors
-
-        try:
-            with translated_server_errors():  # every command reports a silent server the same way
-                return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except click.ClickException as exc:  # click's own refusal: shown as click writes it, but never huge
-            self._record(ctx, exc)
-            exc.message = _capped(exc.message)  # type: ignore[misc]  # Final in click's stubs, a plain attribute
-            raise
-        except BaseException as exc:
-            if not (isinstance(exc, SystemExit) and exc.code in (0, None)):
-                self._record(ctx, exc)
-            if isinstance(exc, Terminated):
-                click.echo(f"Error: {exc}", err=True)
-                raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
-            # Commands import MLflow only when they run: if it is not loaded, nothing raised is its exception.
-            mlflow_error = getattr(sys.modules.get("mlflow.exceptions"), "MlflowException", ())
-            bad_input = isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error))
-            if not bad_input or (ctx.obj or {}).get("debug"):
-                raise
-            from mlflow_recsys.tracking._redact import redact
-
-            # The innermost system failure (a full disk or database) if any: what wraps it names a consequence.
-            lines = [line for line in failure_text(exc).splitlines() if line.strip()] or [""]
-            # MLflow's messages can run to dozens of lines; the first says what happened.
-            more = " (more with --debug)" if len(lines) > 1 else ""
-            raise click.ClickException(_capped(redact(lines[0])) + more) from None
-
-    @staticmethod
-    def _record(ctx: click.Context, exc: BaseException) -> None:
-        """Under ``mlflow run``, say on the entry point's run why a command that makes a run failed."""
-        role = _ROLES.get(ctx.invoked_subcommand or "")
-        if role is not None and os.environ.get("MLFLOW_RUN_ID"):
-            from mlflow_recsys.tracking._context import record_failure_on_environment_run
-
-            record_failure_on_environment_run(exc, role)
-
-
-#: The most characters of an error line: a value pasted by mistake (a file's content as a path) may be megabytes.
-_LONGEST_MESSAGE = 1000
-
-
-def _capped(text: str) -> str:
-    if len(text) <= _LONGEST_MESSAGE:
-        return text
-    return f"{text[:_LONGEST_MESSAGE]}… ({len(text):,} characters in all; more with --debug)"
-
-
-def _visible(text) -> str:
-    """Text from users (model names) with no raw newline or carriage return to break a table."""
-    from mlflow_recsys.report._escaping import visible_text
-
-    return visible_text(text)
 
 
 def _none_if_empty(value: str | None) -> str | None:
@@ -111,7 +41,7 @@ def _split_list(value: str | None, option: str) -> list[str]:
     return items
 
 
-@click.group(cls=_Commands)
+@click.group(cls=Commands)
 @click.version_option(package_name="mlflow-recsys")
 @click.option("--debug", is_flag=True, help="show the full traceback of an error, not only its one-line message")
 @click.pass_context
@@ -135,7 +65,7 @@ def cli(ctx, debug):
     # One progress bar per step is ours; MLflow's per-file download bars only add noise.
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     # On the command line a warning's source line is click's, which helps nobody: print the message only.
-    warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {_visible(message)}\n"
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"{category.__name__}: {visible(message)}\n"
     # MLflow's "View run at <URL>" line would print a tracking URI's password.
     hide_run_links_with_credentials(os.environ.get("MLFLOW_TRACKING_URI", ""))
     # Lets the run context provider (mlflow_recsys.tracking._plugin) tag the runs this command makes.
@@ -271,13 +201,14 @@ def _hyperparameter_options(func):
 @click.option("--model", required=True, type=click.Choice(list(MODELS)))
 @_hyperparameter_options
 @click.option("--metrics", default=None, help=_METRICS_HELP + " (default: the standard set)")
-def _train(checkpoint, model, metrics, **hyperparameters):
+@click_options(TrainConfig, ["register"])
+def _train(checkpoint, model, metrics, register, **hyperparameters):
     """Fit one model, evaluate it on the test users and log a train run.
 
     Only the model's own hyper-parameters are taken (EASE: --l2; ELSA: --seed, --latent-dim, --batch-size,
     --epochs, --lr, --weight-decay, --device, --patience; Popularity: none).
     """
-    from mlflow_recsys.models._train_config import DEFAULT_METRICS, TrainConfig, foreign_hyperparameters
+    from mlflow_recsys.models._train_config import DEFAULT_METRICS, foreign_hyperparameters
     from mlflow_recsys.tracking._training import run_train
 
     # "" is an option left out, as everywhere in the CLI (`mlflow run -P name=` passes it so).
@@ -287,7 +218,7 @@ def _train(checkpoint, model, metrics, **hyperparameters):
     if problem:
         raise click.UsageError(problem)
     keys = _split_list(metrics, "--metrics") or DEFAULT_METRICS
-    run_id = run_train(checkpoint, TrainConfig(model, given, metrics=tuple(keys)))
+    run_id = run_train(checkpoint, TrainConfig(model, given, metrics=tuple(keys), register=_none_if_empty(register)))
     click.echo(f"train run {run_id} ({model})")
     import mlflow
 
@@ -394,7 +325,7 @@ def _comparisons(experiments, filter_string, output_format):
         shown = frame[list(_COMPARISON_TABLE_COLUMNS)].copy()
         shown["start_time"] = shown["start_time"].dt.strftime("%Y-%m-%d %H:%M")
         for column in ("dataset", "metric", "candidate", "baseline"):
-            shown[column] = shown[column].map(lambda v: v if v is None else _visible(v))
+            shown[column] = shown[column].map(lambda v: v if v is None else visible(v))
         click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
         runs = frame["run_id"].nunique()
         click.echo(
@@ -558,3 +489,42 @@ cli.add_command(_main, name="study")
 
 if __name__ == "__main__":  # `python -m mlflow_recsys.cli` (the MLproject commands)
     cli()
+
+
+class _DecisionCommand(click.Command):
+    """A command whose exit code is its answer: any error, click's own refusals included, exits 3 (INVALID)."""
+
+    error_exit_code, error_word = 3, "INVALID"
+
+
+@cli.command("gate", cls=_DecisionCommand)
+@click.option("--candidate", required=True, help="the model proposed: run id, runs:/<id>, models:/NAME/VERSION")
+@click.option("--incumbent", required=True, help="the model in production: run id, runs:/<id>, models:/NAME@champion")
+@click.option("--primary", required=True, help="the metric the decision rests on, e.g. ndcg@100")
+@click.option("--margin", type=float, default=None, help="the primary metric's non-inferiority margin (metric units)")
+@click.option("--relative", is_flag=True, help="every margin is a fraction of the incumbent's mean (ratio of means)")
+@click.option(
+    "--guardrail", "guardrails", multiple=True, metavar="METRIC:MARGIN", help="a guardrail and its margin (repeatable)"
+)
+@click.option(
+    "--hypothesis",
+    type=click.Choice(["non-inferiority", "superiority"]),
+    default="non-inferiority",
+    show_default=True,
+    help="what the primary metric must show (superiority: two-sided, no margin)",
+)
+@click_options(ComparisonSettings, ["confidence_level", "n_resamples", "test_method", "random_state"])
+@click.option("--promote", is_flag=True, help="on PROMOTE, move the alias to the candidate's version (else a dry run)")
+@click.option("--alias", default="champion", show_default=True, help="the alias marking the model in production")
+def _gate(candidate, incumbent, guardrails, promote, alias, **rule):
+    """Decide whether the candidate may replace the incumbent: one line, and the exit code 0 PROMOTE, 1 HOLD,
+    2 REJECT, 3 INVALID (not comparable, or bad input; no decision)."""
+    from mlflow_recsys.stats._gate_decision import GateRule, Guardrail
+    from mlflow_recsys.tracking._gate import run_gate
+
+    rule = GateRule(guardrails=tuple(Guardrail.parse(g) for g in guardrails), **rule)
+    outcome = run_gate(candidate, incumbent, rule, promote=promote, alias=alias)
+    promoted = outcome.promoted
+    moved = f"; {promoted.model}@{promoted.alias} -> version {promoted.candidate_version}" if promoted else ""
+    click.echo(f"{outcome.line}{moved} (audit run {outcome.audit_run_id})")
+    raise SystemExit(outcome.exit_code)

@@ -16,6 +16,7 @@ import sqlite3
 __all__ = [
     "ArtifactError",
     "DownloadError",
+    "GateInvalid",
     "RecsysError",
     "RunOwnershipError",
     "RunSelectionError",
@@ -53,6 +54,11 @@ class RunSelectionError(RecsysError, ValueError):
 
 class ArtifactError(RecsysError, ValueError):
     """An artifact of a run (per-user values, a comparison's report) is missing or malformed."""
+
+
+class GateInvalid(RecsysError, ValueError):
+    """The launch gate cannot decide: the models are not comparable (another split or targets, a metric not evaluated),
+    a registered model, version or alias does not exist, or the alias moved while the gate ran. Exit code 3."""
 
 
 class RunOwnershipError(RecsysError, ValueError):

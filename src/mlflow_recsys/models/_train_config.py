@@ -15,6 +15,12 @@ from mlflow_recsys.models._registry import ModelSpec, model_spec
 from mlflow_recsys.settings_schema import check_fields, setting
 
 #: Metric keys the ``train`` step evaluates by default: the comparing guide's four and the rest of the family.
+#: The longest registered model name: MLflow's SQL stores keep it in a column of 256 characters.
+MAX_REGISTERED_NAME_LENGTH = 256
+#: Characters a registered model name to register under may not hold: ``models:/<name>/<version>`` and
+#: ``models:/<name>@<alias>`` are split on them.
+_NOT_IN_REGISTERED_NAMES = ("/", "@", ":")
+
 DEFAULT_METRICS = (
     "ndcg@100",
     "calibrated_recall@20",
@@ -45,6 +51,9 @@ class TrainConfig:
         ``patience``). The rest take the ``train`` step's defaults (ELSA: ``latent_dim=24``, ``batch_size=64``,
         ``epochs=20``), then the config class's. Held read-only and whole: every hyper-parameter of the model, defaults
         filled in, values in the config's types.
+    register : str or None, default None
+        A registered model name: the training's logged model becomes its next version (:func:`mlflow.register_model`),
+        so a launch gate can name it ``models:/<name>/<version>``. Without ``/``, ``@`` or ``:``.
     metrics : tuple of str, default :data:`DEFAULT_METRICS`
         Metric keys scored on the test users (``"ndcg@100"``, ...), in order (a set is refused); one key may be given as
         a str. Keys of one metric class are grouped (see :func:`~mlflow_recsys.metrics.parse_metric_keys`).
@@ -59,6 +68,13 @@ class TrainConfig:
     model: str
     hyperparameters: Mapping[str, Any] = field(default_factory=dict, hash=False)
     metrics: tuple[str, ...] = setting(DEFAULT_METRICS, "metric keys scored on the test users", "keys")
+    register: str | None = setting(
+        None,
+        "register the logged model as a new version of this registered model (created if absent)",
+        "name",
+        optional=True,
+        longest=MAX_REGISTERED_NAME_LENGTH,
+    )
 
     def __post_init__(self) -> None:
         spec = model_spec(self.model)
@@ -80,6 +96,9 @@ class TrainConfig:
         except ValueError as exc:
             raise ValueError(f"metrics: {exc}") from None
         object.__setattr__(self, "metrics", keys)
+        if self.register is not None and (bad := sorted(set(self.register) & set(_NOT_IN_REGISTERED_NAMES))):
+            what = f"a registered model name without {' '.join(_NOT_IN_REGISTERED_NAMES)} (has {' '.join(bad)})"
+            raise ValueError(validation.expected("register", what, self.register))
 
     def __reduce__(self):
         # A read-only mapping does not pickle; a Ray task receives the config pickled.
@@ -110,6 +129,8 @@ class TrainConfig:
         """What a ``train`` run logs as params: the model, the metric keys (comma-separated) and every field of the
         model's config, defaults filled in (nothing for a model without hyper-parameters)."""
         params: dict[str, Any] = {"model": self.model, "metrics": ",".join(self.metrics)}
+        if self.register is not None:
+            params["register"] = self.register
         config = self.build().config
         if config is not None:
             params.update(dataclasses.asdict(config))

@@ -11,10 +11,12 @@ imports it at module level: ``ComparisonReport.to_markdown()``, ``to_latex()``, 
 - :mod:`~mlflow_recsys.report._html`: the self-contained ``report.html`` page.
 - :mod:`~mlflow_recsys.report._plots`: the forest plot and the per-seed plot (matplotlib, imported when drawing).
 - :mod:`~mlflow_recsys.report._citations`: BibTeX of the methods and models.
+- :mod:`~mlflow_recsys.report._gate`: the launch gate's decision line and its audit note.
 """
 
 from mlflow_recsys.report._citations import references_bibtex
 from mlflow_recsys.report._escaping import csv_safe_frame, escape_latex, escape_markdown, visible_text
+from mlflow_recsys.report._gate import gate_line, gate_markdown
 from mlflow_recsys.report._html import report_html
 from mlflow_recsys.report._latex import report_latex, significance_marker
 from mlflow_recsys.report._plots import critical_difference_plot, forest_plot, meta_forest_plot, seed_spread_plot
@@ -27,6 +29,8 @@ __all__ = [
     "escape_latex",
     "escape_markdown",
     "forest_plot",
+    "gate_line",
+    "gate_markdown",
     "meta_forest_plot",
     "methods_text",
     "references_bibtex",

@@ -13,6 +13,7 @@ from mlflow_recsys.stats._comparison import (
     wilcoxon_method,
 )
 from mlflow_recsys.stats._corrections import adjust_p_values
+from mlflow_recsys.stats._gate_decision import GATE_COLUMNS, GateDecision, GateRule, Guardrail, gate_decision
 from mlflow_recsys.stats._levels import LevelIntervals, metric_level_intervals
 from mlflow_recsys.stats._meta import META_COLUMNS, MetaAnalysis, paired_effect, random_effects
 from mlflow_recsys.stats._power import minimum_detectable_effect, non_inferiority_power, required_users
@@ -32,6 +33,7 @@ from mlflow_recsys.stats._warnings import (
 __all__ = [
     "COLUMNS",
     "EFFECT_COLUMNS",
+    "GATE_COLUMNS",
     "META_COLUMNS",
     "RANK_COLUMNS",
     "SEED_COLUMNS",
@@ -40,6 +42,9 @@ __all__ = [
     "ComparisonWarning",
     "FewNonzeroUnitsWarning",
     "FewSeedsWarning",
+    "GateDecision",
+    "GateRule",
+    "Guardrail",
     "IntervalFallbackWarning",
     "LevelIntervals",
     "LowResamplesWarning",
@@ -55,6 +60,7 @@ __all__ = [
     "compare_pair",
     "compare_seed_averaged",
     "datasets_needed",
+    "gate_decision",
     "metric_level_intervals",
     "minimum_detectable_effect",
     "non_inferiority_power",

@@ -69,6 +69,7 @@ class Training:
     config: str
     seed: str
     candidate: str
+    register: str | None = None  # the registered model its logged model becomes a version of
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -169,6 +170,7 @@ class SequentialExecutor:
                 "model": training.model,
                 "metrics": ",".join(target.metrics),
                 **training.hyperparameters,
+                **({"register": training.register} if training.register else {}),
             }
             run_id = steps.run("train", training.run_name, parameters)
         except ExecutionException as exc:
@@ -359,7 +361,7 @@ class RayExecutor:
             )  # RUNNING, under the study run, as `mlflow run` makes one for its entry point
             run_id, gpus = run.info.run_id, 1 if _on_gpu(training.device) else 0
             ref = task.options(num_cpus=1, num_gpus=gpus, max_retries=0, name=training.run_name).remote(
-                run_id, training.model, dict(training.hyperparameters), target, environment
+                run_id, training, target, environment
             )
             echo(f"submitted {training.run_name} (run {run_id}; 1 CPU{', 1 GPU' if gpus else ''})")
             yield ref, (training, run_id, time.perf_counter())
@@ -380,18 +382,17 @@ class RayExecutor:
         return TrainingOutcome(training, "trained", run_id, seconds=seconds)
 
 
-def train_in_worker(
-    run_id: str, model: str, hyperparameters: dict, target: TrainingTarget, environment: Mapping[str, str]
-) -> str:
+def train_in_worker(run_id: str, training: Training, target: TrainingTarget, environment: Mapping[str, str]) -> str:
     """The body of a Ray task: :func:`~mlflow_recsys.tracking._training.run_train` logging into run ``run_id``,
     with ``environment`` (:func:`worker_environment`) and ``MLFLOW_RUN_ID`` set for the length of the call (a
     worker runs one task after another), as ``mlflow run`` hands its run to an entry point."""
-    hyperparameters = dict(hyperparameters)
+    hyperparameters = dict(training.hyperparameters)
     if _on_gpu(str(hyperparameters.get("device", "cpu"))):
         hyperparameters["device"] = "cuda"  # the GPU Ray gave this task, the only one it sees
     with _environment({**environment, RUN_ID_ENV: run_id}, removed=_NOT_FORWARDED):
         # Checked here, not by the study: the device must exist on the machine that trains.
-        return run_train(target.checkpoint, TrainConfig(model, hyperparameters, metrics=target.metrics))
+        config = TrainConfig(training.model, hyperparameters, metrics=target.metrics, register=training.register)
+        return run_train(target.checkpoint, config)
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from mlflow_recsys.data import DATASETS
 from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.metrics import parse_metric_keys
 from mlflow_recsys.models._registry import MODELS, ModelSpec, model_spec
-from mlflow_recsys.models._train_config import DEFAULT_METRICS
+from mlflow_recsys.models._train_config import DEFAULT_METRICS, TrainConfig
 from mlflow_recsys.settings_schema import NONE_WORD, settings_of
 from mlflow_recsys.stats._meta import POOLED
 from mlflow_recsys.stats._settings import ComparisonSettings
@@ -75,6 +75,7 @@ class StudyModel:
     seeds: tuple[int, ...]
     runs: Mapping[str, tuple[str, ...]]
     recommendations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    register: str | None = None
 
 
 @dataclass(frozen=True)
@@ -281,7 +282,7 @@ def _model(entry: _Table, folder: Path) -> StudyModel:
         return StudyModel(name, (), (), runs, lists)
     spec = model_spec(name)
     takes = [h for h in spec.hyperparameters if h != "seed"]
-    entry.only(["name", "seeds", "runs", *takes])
+    entry.only(["name", "seeds", "runs", "register", *takes])
     if runs:
         entry.fail(f"runs: {name} is trained by the study; import runs under the name of the model that made them")
     seeds = _seeds(entry, spec.seeded)
@@ -299,7 +300,13 @@ def _model(entry: _Table, folder: Path) -> StudyModel:
         if tag in made:  # 50 and 50.0, or two devices: one candidate, which a comparison would see twice
             entry.fail(f"expected distinct configurations, found {made[tag]} and {configuration}, which are one")
         made[tag] = configuration
-    return StudyModel(name, configurations, seeds, {})
+    register = _line(entry, "register") if "register" in entry.values else None
+    if register is not None:
+        try:
+            TrainConfig(name, register=register)
+        except ValueError as exc:
+            entry.fail(str(exc))
+    return StudyModel(name, configurations, seeds, {}, register=register)
 
 
 def _line(table: _Table, key: str) -> str:
@@ -378,9 +385,8 @@ def _trainings(model: StudyModel) -> list[Training]:
         for seed in model.seeds or (None,):
             hyperparameters = {**configuration, **({"seed": seed} if seed is not None else {})}
             run_name = f"{label} seed {seed}" if seed is not None else label
-            out.append(
-                Training(model.name, hyperparameters, run_name, tag, tags.NO_SEED if seed is None else str(seed), label)
-            )
+            seed_tag = tags.NO_SEED if seed is None else str(seed)
+            out.append(Training(model.name, hyperparameters, run_name, tag, seed_tag, label, model.register))
     return out
 
 

@@ -6,6 +6,7 @@ ROLE_SPLIT = "split"
 ROLE_TRAIN = "train"
 ROLE_COMPARISON = "comparison"
 ROLE_MAIN = "main"
+ROLE_GATE = "gate"
 
 #: The model a training run fitted (the registry name, e.g. ``EASE``).
 MODEL = "recsys.model"
@@ -31,6 +32,11 @@ PRIMARY_METRIC = "recsys.primary_metric"
 RESULT = "recsys.result"
 #: Why a run FAILED: a comparison, a training a study ran, or the study (each failed training, its run and why).
 ERROR = "recsys.error"
+
+#: Gate (audit) runs: the decision (PROMOTE, HOLD, REJECT, INVALID), its exit code, and the registry change made.
+GATE_DECISION = "recsys.gate_decision"
+GATE_EXIT_CODE = "recsys.gate_exit_code"
+GATE_PROMOTED = "recsys.gate_promoted"
 
 #: The main (study) run: the comparison run the study produced.
 COMPARISON_RUN = "recsys.comparison_run"

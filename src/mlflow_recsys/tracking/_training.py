@@ -177,7 +177,8 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
     Logged: params (:meth:`TrainConfig.to_params <mlflow_recsys.models.TrainConfig.to_params>`: only what the
     model uses, and the checkpoint with any credentials redacted), the ``recsys.`` tags, aggregate test metrics
     (MLflow-safe names, e.g. ``ndcg_at_100``), the training loss per epoch (ELSA), ``per_user.parquet`` +
-    ``evaluation.json``, and the model unless ``log_model`` is False.
+    ``evaluation.json``, and the model unless ``log_model`` is False; with ``config.register``, the model becomes the
+    next version of that registered model (its source run this run), after everything else is logged.
 
     Raises
     ------
@@ -189,7 +190,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
         If the checkpoint cannot be found.
     ValueError
         If ``config`` is not a :class:`~mlflow_recsys.models.TrainConfig`, it asks for early stopping on a
-        split without validation users.
+        split without validation users, or to register a model that ``log_model=False`` does not log.
     """
     check_step_run()
     if not isinstance(config, TrainConfig):
@@ -199,6 +200,8 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
     checkpoint = os.fspath(checkpoint)
     if not isinstance(log_model, bool):
         raise ValueError(expected("log_model", "True or False", log_model))
+    if config.register is not None and not log_model:
+        raise ValueError(expected("log_model", f"True to register the model as {config.register!r}", log_model))
     spec = config.spec
     unfitted: Any = config.build()  # each registered model has fit; Recommender, the common base, does not
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-train-") as tmp:
@@ -234,6 +237,8 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
             logged = log_recommender(fitted, split["item_ids"], eval_user_ids=test_ids) if log_model else None
             model_id = logged.model_id if logged is not None else None
             log_evaluation(result, split, Path(tmp) / "evaluation", model_id=model_id)
+            if logged is not None and config.register is not None:
+                mlflow.register_model(logged.model_uri, config.register)
             mlflow.log_metric("fit_seconds", fit_seconds)
             return run.info.run_id
 

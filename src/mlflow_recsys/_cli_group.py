@@ -1,0 +1,103 @@
+"""The command group of the command line, which ends every command the same way: bad input as one line, a SIGTERM as
+exit 143, and under ``mlflow run`` the failure recorded on the entry point's run."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from mlflow_recsys.errors import Terminated, failure_text
+from mlflow_recsys.tracking import _tags as tags
+
+__all__ = ["Commands", "error_line", "visible"]
+
+
+#: The role of the run each command makes; under ``mlflow run``, a failure of one of them is recorded on the
+#: entry point's run under that role.
+_ROLES = {"split": tags.ROLE_SPLIT, "train": tags.ROLE_TRAIN, "import-run": tags.ROLE_TRAIN}
+_ROLES |= {"compare": tags.ROLE_COMPARISON, "main": tags.ROLE_MAIN, "study": tags.ROLE_MAIN, "gate": tags.ROLE_GATE}
+
+
+class Commands(click.Group):
+    """The command group, which ends every command the same way. Bad input (ValueError, TypeError, KeyError,
+    OSError, RuntimeError, MlflowException) is reported as ``Error: <Type>: <message>`` (exit 1), redacted so a
+    password in a URI is never printed; a bug keeps its traceback; a SIGTERM exits 143. Under ``mlflow run``,
+    whatever ended a command with an error (an option click refused, a value, a SIGTERM, a bug) is recorded on
+    the entry point's run here, so a failed step's run carries the same tags wherever it was refused."""
+
+    def invoke(self, ctx: click.Context):
+        from mlflow_recsys.tracking._server_errors import translated_server_errors
+
+        # A command whose exit code is its answer (the gate) exits with its own code on any error, never 1 or 2.
+        command = self.commands.get(ctx.invoked_subcommand or "")
+        answer, word = getattr(command, "error_exit_code", None), getattr(command, "error_word", "")
+        try:
+            with translated_server_errors():  # every command reports a silent server the same way
+                return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except click.ClickException as exc:  # click's own refusal: shown as click writes it, but never huge
+            self._record(ctx, exc)
+            exc.message = _capped(exc.message)  # type: ignore[misc]  # Final in click's stubs, a plain attribute
+            exc.exit_code = answer or exc.exit_code  # type: ignore[misc]  # a plain attribute, as message
+            raise
+        except BaseException as exc:
+            if not (isinstance(exc, SystemExit) and exc.code in (0, None)):
+                self._record(ctx, exc)
+            if isinstance(exc, Terminated):
+                click.echo(f"Error: {exc}", err=True)
+                raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
+            if isinstance(exc, SystemExit):
+                raise
+            # Commands import MLflow only when they run: if it is not loaded, nothing raised is its exception.
+            mlflow_error = getattr(sys.modules.get("mlflow.exceptions"), "MlflowException", ())
+            bad_input = isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error))
+            if answer is not None and not bad_input and not (ctx.obj or {}).get("debug"):
+                traceback.print_exc()
+                raise SystemExit(answer) from None
+            if not bad_input or (ctx.obj or {}).get("debug"):
+                raise
+            failed = click.ClickException(f"{word}: {error_line(exc)}" if word else error_line(exc))
+            failed.exit_code = answer or failed.exit_code  # type: ignore[misc]
+            raise failed from None
+
+    @staticmethod
+    def _record(ctx: click.Context, exc: BaseException) -> None:
+        """Under ``mlflow run``, say on the entry point's run why a command that makes a run failed."""
+        role = _ROLES.get(ctx.invoked_subcommand or "")
+        if role is not None and os.environ.get("MLFLOW_RUN_ID"):
+            from mlflow_recsys.tracking._context import record_failure_on_environment_run
+
+            record_failure_on_environment_run(exc, role)
+
+
+#: The most characters of an error line: a value pasted by mistake (a file's content as a path) may be megabytes.
+_LONGEST_MESSAGE = 1000
+
+
+def _capped(text: str) -> str:
+    if len(text) <= _LONGEST_MESSAGE:
+        return text
+    return f"{text[:_LONGEST_MESSAGE]}… ({len(text):,} characters in all; more with --debug)"
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line an error is reported in: the first line of :func:`~mlflow_recsys.errors.failure_text` (the
+    innermost system failure, if any), credentials redacted, at most 1,000 characters."""
+    from mlflow_recsys.tracking._redact import redact
+
+    # The innermost system failure (a full disk or database) if any: what wraps it names a consequence.
+    lines = [line for line in failure_text(exc).splitlines() if line.strip()] or [""]
+    # MLflow's messages can run to dozens of lines; the first says what happened.
+    more = " (more with --debug)" if len(lines) > 1 else ""
+    return _capped(redact(lines[0])) + more
+
+
+def visible(text) -> str:
+    """Text from users (model names) with no raw newline or carriage return to break a table."""
+    from mlflow_recsys.report._escaping import visible_text
+
+    return visible_text(text)
