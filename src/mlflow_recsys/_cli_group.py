@@ -31,15 +31,13 @@ class Commands(click.Group):
     def invoke(self, ctx: click.Context):
         from mlflow_recsys.tracking._server_errors import translated_server_errors
 
-        # A command whose exit code is its answer (the gate) exits with its own code on any error, never 1 or 2.
-        command = self.commands.get(ctx.invoked_subcommand or "")
-        answer, word = getattr(command, "error_exit_code", None), getattr(command, "error_word", "")
         try:
             with translated_server_errors():  # every command reports a silent server the same way
                 return super().invoke(ctx)
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except click.ClickException as exc:  # click's own refusal: shown as click writes it, but never huge
+            answer, _ = self._answer(ctx)
             self._record(ctx, exc)
             exc.message = _capped(exc.message)  # type: ignore[misc]  # Final in click's stubs, a plain attribute
             exc.exit_code = answer or exc.exit_code  # type: ignore[misc]  # a plain attribute, as message
@@ -52,6 +50,7 @@ class Commands(click.Group):
                 raise SystemExit(143) from None  # 128 + SIGTERM, as a shell reports a process ended by it
             if isinstance(exc, SystemExit):
                 raise
+            answer, word = self._answer(ctx)
             # Commands import MLflow only when they run: if it is not loaded, nothing raised is its exception.
             mlflow_error = getattr(sys.modules.get("mlflow.exceptions"), "MlflowException", ())
             bad_input = isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error))
@@ -63,6 +62,12 @@ class Commands(click.Group):
             failed = click.ClickException(f"{word}: {error_line(exc)}" if word else error_line(exc))
             failed.exit_code = answer or failed.exit_code  # type: ignore[misc]
             raise failed from None
+
+    def _answer(self, ctx: click.Context) -> tuple[int | None, str]:
+        """A command whose exit code is its answer (the gate) exits with its own code on any error, never click's 1
+        or 2, and its error line starts with its word (``INVALID``): -> (that code or None, the word)."""
+        command = self.commands.get(ctx.invoked_subcommand or "")
+        return getattr(command, "error_exit_code", None), getattr(command, "error_word", "")
 
     @staticmethod
     def _record(ctx: click.Context, exc: BaseException) -> None:
