@@ -150,7 +150,7 @@ def test_only_the_command_line_prints_library_code_logs():
     printing = {
         str(path.relative_to(SRC)): calls
         for path in sorted(SRC.rglob("*.py"))
-        if path.name != "cli.py" and (calls := _output_calls(path))
+        if path.name not in ("cli.py", "_cli_group.py") and (calls := _output_calls(path))
     }
     assert not printing, f"library code writes to the terminal (log, or take an echo from the caller): {printing}"
 

@@ -32,6 +32,7 @@ LAYERS = {
     "tracking": 6,
     "server": 7,
     "cli": 7,
+    "_cli_group": 7,
     "__init__": 8,
 }
 

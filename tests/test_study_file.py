@@ -134,7 +134,7 @@ def test_the_configuration_tag_is_what_the_train_step_logs(tmp_path):
         ),
         (
             lambda t: t.replace("l2 = [50.0, 500.0]", "epochs = 3"),
-            r"\[\[model\]\] 1: epochs: unknown key; expected one of name, seeds, runs, l2",
+            r"\[\[model\]\] 1: epochs: unknown key; expected one of name, seeds, runs, register, l2",
         ),
         (lambda t: t.replace("l2 = [50.0, 500.0]", "l2 = -1.0"), r"\[\[model\]\] 1: l2: expected"),
         (lambda t: t.replace("seeds = [0, 1, 2]", 'seeds = [0, "x"]'), r"\[\[model\]\] 2: seeds: expected"),
@@ -305,3 +305,12 @@ def test_the_guide_shows_the_example_study_file_whole():
     assert tomllib.loads(shown) == tomllib.loads((root / "examples" / "study" / "study.toml").read_text())
     for name in [*settings_of(StudySettings), *settings_of(SplitConfig), *settings_of(ComparisonSettings)]:
         assert f"`{name}`" in page, name  # every key the file takes is named
+
+
+def test_a_model_registered_by_the_study_registers_every_training_of_it(tmp_path):
+    text = GOOD.replace('name = "EASE"\n', 'name = "EASE"\nregister = "ease-prod"\n')
+    plan = read_study(_write(tmp_path, text))
+    registers = {t.model: t.register for t in plan.trainings()}
+    assert registers == {"EASE": "ease-prod", "ELSA": None, "Popularity": None}
+    with pytest.raises(ValueError, match=r"\[\[model\]\] 1: register: expected a registered model name without / @ :"):
+        read_study(_write(tmp_path, GOOD.replace('name = "EASE"\n', 'name = "EASE"\nregister = "a/b"\n')))

@@ -516,14 +516,14 @@ class _DecisionCommand(click.Command):
 @click_options(ComparisonSettings, ["confidence_level", "n_resamples", "test_method", "random_state"])
 @click.option("--promote", is_flag=True, help="on PROMOTE, move the alias to the candidate's version (else a dry run)")
 @click.option("--alias", default="champion", show_default=True, help="the alias marking the model in production")
-def _gate(candidate, incumbent, guardrails, promote, alias, **rule):
+def _gate(candidate, incumbent, promote, **rule):
     """Decide whether the candidate may replace the incumbent: one line, and the exit code 0 PROMOTE, 1 HOLD,
     2 REJECT, 3 INVALID (not comparable, or bad input; no decision)."""
     from mlflow_recsys.stats._gate_decision import GateRule, Guardrail
     from mlflow_recsys.tracking._gate import run_gate
 
-    rule = GateRule(guardrails=tuple(Guardrail.parse(g) for g in guardrails), **rule)
-    outcome = run_gate(candidate, incumbent, rule, promote=promote, alias=alias)
+    alias, guardrails = rule.pop("alias"), tuple(Guardrail.parse(g) for g in rule.pop("guardrails"))
+    outcome = run_gate(candidate, incumbent, GateRule(guardrails=guardrails, **rule), promote=promote, alias=alias)
     promoted = outcome.promoted
     moved = f"; {promoted.model}@{promoted.alias} -> version {promoted.candidate_version}" if promoted else ""
     click.echo(f"{outcome.line}{moved} (audit run {outcome.audit_run_id})")

@@ -16,6 +16,7 @@ _EXPORTS = {
     "check_selection": "_comparison",
     "compare_runs": "_comparison",
     "RecsysEvaluator": "_evaluator",
+    "run_gate": "_gate",
     "Executor": "_executors",
     "RayExecutor": "_executors",
     "SequentialExecutor": "_executors",
