@@ -129,8 +129,8 @@ def registry(tmp_path):
         client = MlflowClient()
         client.create_registered_model("recsys")
 
-        def log(shift: float, *, register: bool = True, **kwargs) -> tuple[str, str | None]:
-            rid = log_training_run(client, experiment_id, tmp_path, model="EASE", seed=None, shift=shift, **kwargs)
+        def log(shift: float, *, register: bool = True, model="EASE", seed=None, **kwargs) -> tuple[str, str | None]:
+            rid = log_training_run(client, experiment_id, tmp_path, model=model, seed=seed, shift=shift, **kwargs)
             if not register:
                 return rid, None
             version = client.create_model_version("recsys", f"runs:/{rid}/model", run_id=rid)
@@ -307,3 +307,21 @@ def test_train_register_makes_a_version_whose_source_run_is_the_training(trained
             TrainConfig("Popularity", register="a/b")
         with pytest.raises(ValueError, match="^log_model: expected True to register"):
             run_train(trained["checkpoint"], config, log_model=False)
+
+
+def test_compare_against_a_margin_states_it_in_the_run_and_the_comparisons_frame(registry):
+    from mlflow_recsys import search_comparisons
+
+    client, log, experiment_id = registry
+    base = log(0.0, rng_seed=0, register=False)[0]
+    seeds = [log(0.0, register=False, model="ELSA", seed=str(s), rng_seed=s)[0] for s in (1, 2, 3)]
+    args = ["compare", base, *seeds, "--reference", "EASE", "--hypothesis", "non-inferiority", "--margin", "0.05"]
+    result = CliRunner().invoke(cli, [*args, "--n-resamples", "999"])
+    assert result.exit_code == 0, result.output
+    assert "non-inferiority (H1: difference > -delta), delta = 0.05 on ndcg@100" in result.output
+    frame = search_comparisons(experiment_id)
+    assert set(frame["hypothesis"]) == {"non-inferiority"} and set(frame["margin"]) == {0.05}
+    assert set(frame["direction"]) <= {"non-inferior", "inferior", "inconclusive"}
+    (run,) = client.search_runs([experiment_id], "tags.`recsys.role` = 'comparison'")
+    notes = run.data.tags["mlflow.note.content"]
+    assert "within 0.05" in notes or "not shown non-inferior" in notes

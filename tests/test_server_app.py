@@ -1677,3 +1677,23 @@ def test_a_comparison_run_without_params_shows_its_settings_as_not_logged(web, s
     client.log_param(killed, "primary", "None")
     row = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}[killed]
     assert (row.reference, row.primary, row.metrics) == ("every pair", "none", "not logged")
+
+
+def test_the_form_takes_a_hypothesis_with_its_margin_and_refuses_a_margin_without_one(web, store):
+    client, experiment_id, tmp = store
+    study = small_study(client, experiment_id, tmp)
+    page = web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True)
+    assert '<select name="hypothesis" id="hypothesis">' in page and 'name="margin"' in page
+    run_ids = study["EASE"] + study["Popularity"]
+    fields = {"reference": "Popularity", "hypothesis": "non-inferiority", "margin": "0.05", "relative_margin": "true"}
+    response = post_compare(web, experiment_id, run_ids, **fields)
+    assert response.status_code == 303, response.get_data(as_text=True)[:2000]
+    (job,) = [json.loads(p.read_text()) for p in (tmp / "jobs").glob("*.json")]
+    assert {k: job["settings"][k] for k in ("hypothesis", "margin", "relative_margin")} == {
+        "hypothesis": "non-inferiority",
+        "margin": 0.05,
+        "relative_margin": True,
+    }
+    refused = post_compare(web, experiment_id, run_ids, reference="Popularity", margin="0.05")
+    text = html.unescape(refused.get_data(as_text=True))
+    assert refused.status_code == 400 and "margin: expected no margin with hypothesis 'superiority'" in text

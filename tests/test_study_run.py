@@ -47,6 +47,7 @@ l2 = 100.0
 
 [[model]]
 name = "Popularity"
+register = "popular"                 # each training's model a version of the registered model "popular"
 
 [[model]]
 name = "Listed"                      # trained elsewhere: its lists of the clicks split's test users, imported
@@ -152,6 +153,12 @@ def test_each_dataset_gets_its_split_trainings_and_comparison_under_the_study_ru
         r.info.run_id for r in sorted(comparisons, key=lambda r: r.info.start_time)
     ]
     assert "== Across datasets" in study["stdout"] and "EASE vs Popularity on ndcg@100 over 2" in study["stdout"]
+
+
+def test_a_registered_model_gets_a_version_per_training_whose_source_is_that_run(study):
+    trained = {r.info.run_id for r in runs_by_role("train") if r.data.tags["recsys.model"] == "Popularity"}
+    versions = MlflowClient().search_model_versions("name = 'popular'")
+    assert len(trained) == 2 and {v.run_id for v in versions} == trained
 
 
 def test_the_table_holds_each_training_runs_own_metric(study):
