@@ -219,3 +219,17 @@ def test_a_relative_margin_of_a_reference_whose_mean_is_zero_is_refused():
     base = np.zeros(50)
     with pytest.raises(ValueError, match=r"^relative_margin: expected a positive mean of 'm' for the reference 'A'"):
         _row(base, base + 0.1, hypothesis="non-inferiority", margin=0.1, relative_margin=True)
+
+
+def test_the_study_tables_legend_and_the_forest_plot_name_the_margin(tmp_path):
+    from mlflow_recsys.report import forest_plot
+    from mlflow_recsys.report._study import table_legend
+
+    settings = ComparisonSettings(reference="A", hypothesis="non-inferiority", margin=0.02, relative_margin=True)
+    assert "non-inferiority (H1: difference > -delta), delta = 0.02 of the reference's mean" in table_legend(settings)
+    base, cand = _pair()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = compare_models(_results(base, cand), metrics="m", reference="A", hypothesis="equivalence", margin=0.01)
+    forest_plot(report, tmp_path / "forest.png")
+    assert (tmp_path / "forest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

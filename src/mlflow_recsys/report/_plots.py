@@ -83,8 +83,9 @@ def _error_lengths(centre, low, high) -> np.ndarray:
 def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
     """Save one row per hypothesis: the difference (candidate - baseline) and its interval.
 
-    Filled markers are significant after adjustment; the dashed line is no difference. Names are drawn literally (see
-    the module notes). Writes a PNG to ``path``.
+    Filled markers are significant after adjustment; the dashed line is no difference; against a margin, a red tick
+    on each row marks -margin (and +margin for equivalence), and the interval is the ``1 - 2 alpha`` one. Names are
+    drawn literally (see the module notes). Writes a PNG to ``path``.
 
     Raises
     ------
@@ -115,14 +116,29 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
             if shown.any():
                 ax.scatter(frame["difference"][shown], y[shown], zorder=3, **style)
         ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
+        _margin_marks(ax, frame, y)
         ax.set_yticks(y, labels, fontsize=8)
         level = frame["confidence_level"].iloc[0]
+        if frame["hypothesis"].iloc[0] != "superiority":
+            level = 1 - 2 * report.comparisons[0].alpha  # the interval the one-sided tests read
         sided = "one-sided " if (open_low | open_high).any() else ""
         ax.set_xlabel(
             f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9
         )
         ax.legend(loc="best", fontsize=8)
         fig.tight_layout()
+
+
+def _margin_marks(ax, frame, y: np.ndarray) -> None:
+    """Each row's margin as a short red tick at -margin (and +margin for equivalence): what its interval must clear."""
+    for r, yy in zip(frame.itertuples(), y, strict=True):
+        if r.hypothesis == "superiority":
+            continue
+        ends = (-r.margin, r.margin) if r.hypothesis == "equivalence" else (-r.margin,)
+        for end in ends:
+            ax.plot([end, end], [yy - 0.3, yy + 0.3], color="C3", linewidth=1.5)
+    if (frame["hypothesis"] != "superiority").any():
+        ax.plot([], [], color="C3", linewidth=1.5, label="margin")
 
 
 def seed_spread_plot(per_seed: pd.DataFrame, path: str | os.PathLike) -> None:

@@ -86,9 +86,13 @@ def table_legend(settings: ComparisonSettings) -> str:
         "test_method", settings.test_method, B=settings.n_resamples, zeros=words("zero_method", settings.zero_method)
     )
     correction = words("correction", settings.correction)
+    side = words("alternative", settings.alternative)
+    if settings.hypothesis != "superiority":
+        scale = " of the reference's mean" if settings.relative_margin else " in metric units"
+        side = f"{words('hypothesis', settings.hypothesis)}, delta = {settings.margin:g}{scale}"
     return (
         "Mean over training seeds of each model's mean over test users (± SD over seeds where a model has several); "
-        f"{markers} ({test}, {words('alternative', settings.alternative)}; {correction} adjustment, as each dataset's "
+        f"{markers} ({test}, {side}; {correction} adjustment, as each dataset's "
         "comparison run reports); the best of each column in bold."
     )
 
