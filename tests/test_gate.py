@@ -101,6 +101,9 @@ def test_the_joint_power_is_the_product_of_each_tests_power_at_equality():
         (dict(primary="ndcg@100", margin=0.01, guardrails=(Guardrail("recall@20", 0),)), "guardrail recall@20"),
         (dict(primary="ndcg@100", margin=0.01, n_resamples=0), "n_resamples"),
         (dict(primary="ndcg@100", margin=0.01, hypothesis="superiority"), "margin"),
+        (dict(primary="ndcg@100", margin=None, hypothesis="superiority", relative=True), "relative"),
+        (dict(primary="ndcg@100", margin=0.01, test_method="wilcoxon"), "test_method"),
+        (dict(primary="ndcg@100", margin=0.01, test_method="sign"), "test_method"),
     ],
 )
 def test_a_bad_rule_is_refused_naming_the_field(rule, named):
@@ -245,6 +248,7 @@ def test_what_cannot_be_gated_is_refused_before_any_run(registry, tmp_path):
     inc, v1 = log(0.0, rng_seed=0)
     other_split, _ = log(0.0, rng_seed=0, digest="e" * 64, register=False)
     bare = client.create_run(experiment_id).info.run_id
+    client.set_terminated(bare, "FINISHED")
     client.create_model_version("recsys", f"runs:/{bare}/model", run_id=bare)
     rule = ["--primary", "ndcg@100", "--margin", "0.01"]
     cases = [
@@ -325,3 +329,138 @@ def test_compare_against_a_margin_states_it_in_the_run_and_the_comparisons_frame
     (run,) = client.search_runs([experiment_id], "tags.`recsys.role` = 'comparison'")
     notes = run.data.tags["mlflow.note.content"]
     assert "within 0.05" in notes or "not shown non-inferior" in notes
+
+
+def test_the_power_of_a_test_whose_p_value_cannot_reach_alpha_is_zero():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        decision = gate_decision(GateRule("ndcg@100", 0.05, n_resamples=9), *_pair(0.0))
+    assert decision.joint_power == 0.0 and decision.decision == "HOLD"  # p >= 1/10 > 0.05 whatever the data
+
+
+def test_a_margin_as_wide_as_the_incumbents_mean_warns():
+    from mlflow_recsys.stats import WideMarginWarning
+
+    with pytest.warns(WideMarginWarning, match="the margin 2 is at least the reference's mean 0.4"):
+        gate_decision(GateRule("ndcg@100", 2.0, n_resamples=999), *_pair(0.0))
+
+
+def _champion(client, log):
+    _, v1 = log(0.0, rng_seed=0)
+    client.set_registered_model_alias("recsys", "champion", v1)
+    return v1
+
+
+def test_promote_refuses_an_incumbent_other_than_the_champion_and_the_champion_itself(registry):
+    client, log, experiment_id = registry
+    v1 = _champion(client, log)
+    other, v2 = log(0.0, rng_seed=0)
+    cand, v3 = log(0.0, rng_seed=0)
+    rule = ["--primary", "ndcg@100", "--margin", "0.01", "--promote"]
+    cases = [
+        (
+            ["--candidate", f"models:/recsys/{v3}", "--incumbent", other],
+            "incumbent: expected the version recsys@champion",
+        ),
+        (["--candidate", cand, "--incumbent", f"models:/recsys/{v2}"], "gate against models:/recsys@champion"),
+        (["--candidate", "models:/recsys@champion", "--incumbent", other], f"version {v1} of 'recsys' already holds"),
+    ]
+    for args, message in cases:
+        code, line = _gate(*args, *rule)
+        assert code == 3 and message in line, (args, line)
+    assert _gate_runs(client, experiment_id) == []
+    assert str(client.get_model_version_by_alias("recsys", "champion").version) == v1
+    assert v3 not in (v1, v2)
+
+
+def test_deleted_and_unfinished_runs_are_refused(registry):
+    client, log, experiment_id = registry
+    inc, _ = log(0.0, rng_seed=0)
+    deleted, _ = log(0.0, rng_seed=1)
+    client.delete_run(deleted)
+    failed, _ = log(0.0, rng_seed=2, status="FAILED")
+    for cand, state in ((deleted, "deleted"), (failed, "FAILED")):
+        code, line = _gate("--candidate", cand, "--incumbent", inc, "--primary", "ndcg@100", "--margin", "0.01")
+        assert code == 3 and "candidate: expected a FINISHED, not deleted, run" in line and state in line, line
+    assert _gate_runs(client, experiment_id) == []
+
+
+@pytest.mark.parametrize("alias", ["latest", "v7", "with space", "a/b", "a@b", "x" * 247, ""])
+def test_an_alias_mlflow_would_refuse_is_refused_before_any_run(registry, alias):
+    client, log, experiment_id = registry
+    v1 = _champion(client, log)
+    cand, _ = log(0.0, rng_seed=0)
+    args = ["--candidate", cand, "--incumbent", "models:/recsys@champion", "--primary", "ndcg@100"]
+    code, line = _gate(*args, "--margin", "0.01", "--promote", "--alias", alias)
+    assert code == 3 and "alias: expected" in line, line
+    assert _gate_runs(client, experiment_id) == []
+    assert set(client.get_registered_model("recsys").aliases) == {"champion"}
+    assert str(client.get_model_version_by_alias("recsys", "champion").version) == v1
+
+
+def test_debug_keeps_the_exit_code_of_no_decision(registry):
+    client, log, _ = registry
+    inc, _ = log(0.0, rng_seed=0)
+    args = ["--debug", "gate", "--candidate", inc, "--incumbent", inc, "--primary", "ndcg@100", "--margin", "-1"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 3, result.output
+
+
+def test_an_alias_moved_while_the_gate_ran_leaves_an_audit_run_that_says_invalid_throughout(registry, monkeypatch):
+    from mlflow_recsys.tracking import _gate as gate_module
+
+    client, log, experiment_id = registry
+    v1 = _champion(client, log)
+    cand, _ = log(0.0, rng_seed=0)
+    _, other = log(0.0, rng_seed=0)
+    real = gate_module.gate_decision
+
+    def another_gate_promotes_meanwhile(*args, **kwargs):
+        decided = real(*args, **kwargs)
+        client.set_registered_model_alias("recsys", "champion", other)  # a real registry change, mid-gate
+        return decided
+
+    monkeypatch.setattr(gate_module, "gate_decision", another_gate_promotes_meanwhile)
+    code, line = _gate(
+        "--candidate",
+        cand,
+        "--incumbent",
+        "models:/recsys@champion",
+        "--primary",
+        "ndcg@100",
+        "--margin",
+        "0.01",
+        "--promote",
+    )
+    assert code == 3 and f"marked version {v1} when the gate began and marks version {other} now" in line, line
+    (audit,) = _gate_runs(client, experiment_id)
+    assert audit.info.status == "FAILED"
+    assert (audit.data.tags["recsys.gate_decision"], audit.data.tags["recsys.gate_exit_code"]) == ("INVALID", "3")
+    assert audit.data.tags["recsys.result"].startswith("INVALID (the tests said PROMOTE")
+    path = mlflow.artifacts.download_artifacts(run_id=audit.info.run_id, artifact_path="gate/decision.json")
+    record = json.loads(Path(path).read_text())
+    assert (record["decision"], record["exit_code"], record["tests_decision"]) == ("INVALID", 3, "PROMOTE")
+    assert str(client.get_model_version_by_alias("recsys", "champion").version) == other
+
+
+def test_a_registered_name_with_a_quote_promotes(registry):
+    client, log, _ = registry
+    client.create_registered_model("it's")
+    inc, _ = log(0.0, rng_seed=0, register=False)
+    cand, _ = log(0.0, rng_seed=0, register=False)
+    for rid in (inc, cand):
+        client.create_model_version("it's", f"runs:/{rid}/model", run_id=rid)
+    client.set_registered_model_alias("it's", "champion", "1")
+    code, line = _gate(
+        "--candidate",
+        cand,
+        "--incumbent",
+        "models:/it's@champion",
+        "--primary",
+        "ndcg@100",
+        "--margin",
+        "0.01",
+        "--promote",
+    )
+    assert code == 0, line
+    assert str(client.get_model_version_by_alias("it's", "champion").version) == "2"

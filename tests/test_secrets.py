@@ -181,3 +181,11 @@ def test_cli_never_prints_the_password(store, closed_port, tmp_path):
         mlflow.set_tracking_uri(store_uri)
     assert res.exit_code == 1 and "topsecret" not in res.output and "Traceback" not in res.output
     assert f"http://***@127.0.0.1:{closed_port}" in res.output
+
+
+def test_a_registered_models_alias_uri_is_no_credential():
+    from mlflow_recsys.tracking._redact import redact
+
+    for uri in ("models:/recsys@champion", "models:/my-model@previous-champion", "MODELS:/x@y"):
+        assert redact(f"--incumbent {uri} failed") == f"--incumbent {uri} failed"
+    assert redact("https://user:pw@models.example.com/x") == "https://***@models.example.com/x"

@@ -208,6 +208,7 @@ def test_same_seed_same_numbers_against_a_margin():
             "bca",
         ),
         ({"hypothesis": "launch"}, "hypothesis", "launch"),
+        ({"relative_margin": True}, "relative_margin", "True"),
     ],
 )
 def test_bad_margins_are_refused_naming_the_setting(settings, named, found):

@@ -51,13 +51,17 @@ class Commands(click.Group):
             if isinstance(exc, SystemExit):
                 raise
             answer, word = self._answer(ctx)
+            if answer is not None and isinstance(exc, KeyboardInterrupt):  # Ctrl-C: no decision, in one line
+                click.echo(f"Error: {word}: interrupted; no decision", err=True)
+                raise SystemExit(answer) from None
             # Commands import MLflow only when they run: if it is not loaded, nothing raised is its exception.
             mlflow_error = getattr(sys.modules.get("mlflow.exceptions"), "MlflowException", ())
             bad_input = isinstance(exc, (ValueError, TypeError, KeyError, OSError, RuntimeError, mlflow_error))
-            if answer is not None and not bad_input and not (ctx.obj or {}).get("debug"):
+            debug = (ctx.obj or {}).get("debug")
+            if answer is not None and (debug or not bad_input):  # the traceback, and still the command's code
                 traceback.print_exc()
                 raise SystemExit(answer) from None
-            if not bad_input or (ctx.obj or {}).get("debug"):
+            if not bad_input or debug:
                 raise
             failed = click.ClickException(f"{word}: {error_line(exc)}" if word else error_line(exc))
             failed.exit_code = answer or failed.exit_code  # type: ignore[misc]

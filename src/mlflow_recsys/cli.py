@@ -498,8 +498,12 @@ class _DecisionCommand(click.Command):
 
 
 @cli.command("gate", cls=_DecisionCommand)
-@click.option("--candidate", required=True, help="the model proposed: run id, runs:/<id>, models:/NAME/VERSION")
-@click.option("--incumbent", required=True, help="the model in production: run id, runs:/<id>, models:/NAME@champion")
+@click.option(
+    "--candidate", required=True, help="the model proposed: models:/NAME/VERSION, models:/NAME@ALIAS, runs:/<id>, a run"
+)
+@click.option(
+    "--incumbent", required=True, help="the model in production: models:/NAME@champion, models:/NAME/VERSION, a run"
+)
 @click.option("--primary", required=True, help="the metric the decision rests on, e.g. ndcg@100")
 @click.option("--margin", type=float, default=None, help="the primary metric's non-inferiority margin (metric units)")
 @click.option("--relative", is_flag=True, help="every margin is a fraction of the incumbent's mean (ratio of means)")
@@ -513,7 +517,19 @@ class _DecisionCommand(click.Command):
     show_default=True,
     help="what the primary metric must show (superiority: two-sided, no margin)",
 )
-@click_options(ComparisonSettings, ["confidence_level", "n_resamples", "test_method", "random_state"])
+@option(
+    "confidence_level",
+    *settings_of(ComparisonSettings)["confidence_level"],
+    help="1 - alpha, the one-sided level of each non-inferiority test (its interval is the 1 - 2 alpha one)",
+)
+@click_options(ComparisonSettings, ["n_resamples", "random_state"])
+@click.option(
+    "--test-method",
+    type=click.Choice(["randomization", "bootstrap", "t"]),
+    default="randomization",
+    show_default=True,
+    help="the paired test of the mean difference",
+)
 @click.option("--promote", is_flag=True, help="on PROMOTE, move the alias to the candidate's version (else a dry run)")
 @click.option("--alias", default="champion", show_default=True, help="the alias marking the model in production")
 def _gate(candidate, incumbent, promote, **rule):

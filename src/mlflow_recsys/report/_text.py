@@ -106,7 +106,9 @@ def margin_text(report: ComparisonReport) -> str:
         )
     else:
         each = ", ".join(
-            f"{format_margin(d)} on {m} ({r:.2%} of the reference's mean)" for m, (d, r) in margins.items()
+            f"{format_margin(d)} on {m} "
+            + ("(the reference's mean is 0)" if math.isnan(r) else f"({r:.2%} of the reference's mean)")
+            for m, (d, r) in margins.items()
         )
     return f"{words('hypothesis', first.hypothesis)}, delta = {each}"
 

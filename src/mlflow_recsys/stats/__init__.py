@@ -28,6 +28,7 @@ from mlflow_recsys.stats._warnings import (
     IntervalFallbackWarning,
     LowResamplesWarning,
     UnverifiedPairingWarning,
+    WideMarginWarning,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "SeedSpread",
     "StudyVerdict",
     "UnverifiedPairingWarning",
+    "WideMarginWarning",
     "adjust_p_values",
     "average_over_seeds",
     "compare_models",

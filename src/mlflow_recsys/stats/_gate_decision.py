@@ -37,6 +37,9 @@ Decision = Literal["PROMOTE", "HOLD", "REJECT", "INVALID"]
 EXIT_CODES: dict[str, int] = {"PROMOTE": 0, "HOLD": 1, "REJECT": 2, "INVALID": 3}
 DECISIONS: tuple[str, ...] = tuple(EXIT_CODES)
 
+#: The tests a gate may use: those of the mean difference, which its interval describes too.
+MEAN_TESTS = ("randomization", "bootstrap", "t")
+
 #: Columns of :meth:`GateDecision.to_frame`: one row per test, the primary metric first.
 GATE_COLUMNS = (
     *("role", "metric", "hypothesis", "margin", "relative_margin", "incumbent_mean", "candidate_mean", "difference"),
@@ -85,13 +88,15 @@ class GateRule:
     confidence_level : float, default 0.95
         alpha = 1 - level, the one-sided level of each non-inferiority test.
     test_method, n_resamples, random_state
-        As :func:`~mlflow_recsys.stats.compare_models` (defaults ``"randomization"``, 9999, 0).
+        As :func:`~mlflow_recsys.stats.compare_models` (defaults ``"randomization"``, 9999, 0); the test one of
+        :data:`MEAN_TESTS`.
 
     Raises
     ------
     ValueError
         Naming the field: a margin zero, negative, non-finite or (relative) at least 1; a guardrail on the primary
-        metric or twice; a margin with superiority, or none with non-inferiority.
+        metric or twice; a margin with superiority, or none with non-inferiority; ``relative`` with superiority and no
+        guardrail; a test of a median-like location (Wilcoxon, sign).
     """
 
     primary: str
@@ -118,8 +123,19 @@ class GateRule:
         )
         for name in ("confidence_level", "n_resamples", "test_method", "random_state"):
             object.__setattr__(self, name, getattr(shared, name))
+        if self.test_method not in MEAN_TESTS:
+            raise ValueError(
+                expected(
+                    "test_method",
+                    f"a test of the mean difference ({', '.join(MEAN_TESTS)}), which the interval the gate rejects "
+                    "by describes too (the Wilcoxon and sign tests address a median-like location)",
+                    self.test_method,
+                )
+            )
         if self.hypothesis == "superiority" and self.margin is not None:
             raise ValueError(expected("margin", "no margin with hypothesis 'superiority'", self.margin))
+        if self.hypothesis == "superiority" and self.relative and not self.guardrails:
+            raise ValueError(expected("relative", "guardrails for relative margins to apply to", self.relative))
         if self.hypothesis == "non-inferiority":
             self._check_margin(self.margin, "margin")
         object.__setattr__(self, "guardrails", tuple(self.guardrails))
@@ -152,7 +168,7 @@ class GateRule:
             "primary": self.primary,
             "hypothesis": self.hypothesis,
             "margin": "none" if self.margin is None else repr(self.margin),
-            "relative_margin": str(self.relative).lower(),
+            "relative": str(self.relative).lower(),
             "guardrails": ",".join(f"{g.metric}:{g.margin!r}" for g in self.guardrails) or "none",
             "confidence_level": repr(self.confidence_level),
             "test_method": self.test_method,
@@ -273,8 +289,11 @@ def gate_decision(
 
 
 def _power(c: PairwiseComparison) -> float:
-    """A non-inferiority test's power when the models are truly equal (normal approximation); NaN otherwise."""
+    """A non-inferiority test's power when the models are truly equal (normal approximation); 0 when its Monte Carlo
+    p-value cannot reach alpha (``1 / (B + 1) > alpha``); NaN for a test without a margin."""
     if c.hypothesis != "non-inferiority":
         return math.nan
+    if c.test_method in ("randomization", "bootstrap") and 1 / (c.n_resamples + 1) > c.alpha:
+        return 0.0
     sd = float(np.std(c.unit_differences, ddof=1))
     return non_inferiority_power(sd, c.n_units, c.margin, c.alpha)

@@ -36,6 +36,7 @@ from mlflow_recsys._validation import expected
 from mlflow_recsys.stats import _inference as inference
 from mlflow_recsys.stats._power import REPORT_POWER, minimum_detectable_effect
 from mlflow_recsys.stats._resampling import bootstrap_means, centred_means, exact_sign_flip_means, sign_flip_means
+from mlflow_recsys.stats._warnings import WideMarginWarning, warn
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._results import PairwiseComparison
@@ -63,6 +64,12 @@ def margin_test(col, alpha: float, settings: ComparisonSettings) -> tuple[np.nda
             )
         )
     delta = margin * col.baseline_mean if relative else margin
+    if not relative and col.baseline_mean > 0 and delta >= col.baseline_mean:
+        warn(
+            f"{col.label}: the margin {delta:g} is at least the reference's mean {col.baseline_mean:.4g}, so a "
+            "candidate scoring 0 on every user would be non-inferior; was a fraction meant (relative_margin)?",
+            WideMarginWarning,
+        )
     estimate = inference.bootstrap_estimate(col, 2 * alpha, settings)
     ratios = _ratio_replicates(col) if relative else None
     sides = [_Side("greater", -delta, 1.0 - margin if relative else None)]

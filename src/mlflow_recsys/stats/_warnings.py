@@ -34,6 +34,10 @@ class FewSeedsWarning(ComparisonWarning):
     """Two to four seeds: a standard deviation from so few runs is very uncertain."""
 
 
+class WideMarginWarning(ComparisonWarning):
+    """A non-inferiority margin at least the reference's mean: a candidate that scores 0 would pass."""
+
+
 def warn(message: str, category: type[Warning]) -> None:
     """Emit ``message`` attributed to the first frame outside this package.
 

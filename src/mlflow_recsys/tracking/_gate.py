@@ -96,7 +96,10 @@ def resolve_subject(client: MlflowClient, uri: str, argument: str) -> Subject:
                 f"artifacts to compare ({text})"
             )
         return Subject(text, found.run_id, name, str(found.version), alias)
-    run_id = match["run"] if (match := _RUNS_URI.fullmatch(text)) else text
+    match = _RUNS_URI.fullmatch(text)
+    if match and ".." in text.split("/"):
+        raise GateInvalid(expected(argument, "runs:/<run id>[/<artifact path>] without '..'", text))
+    run_id = match["run"] if match else text
     if not RUN_ID.fullmatch(run_id):
         raise GateInvalid(
             expected(argument, "a run id, runs:/<run id>, models:/<name>/<version> or models:/<name>@<alias>", text)
@@ -151,7 +154,7 @@ def run_gate(
     """
     if not isinstance(rule, GateRule):
         raise ValueError(expected("rule", "a GateRule", type(rule).__name__))
-    alias = line(alias, "alias")
+    alias = _checked_alias(alias)
     check_step_run()
     client = MlflowClient()
     cand = resolve_subject(client, candidate, "candidate")
@@ -165,26 +168,49 @@ def run_gate(
     }
     run_name = f"gate {rule.primary}"
     with entry_point_run(run_name, experiment_id=experiment_id, params=params, tags={tags.ROLE: tags.ROLE_GATE}):
+        _tag_decision("INVALID", 3)  # until there is a decision: a gate cut short (an error, Ctrl-C) made none
         try:
             decision = gate_decision(
                 rule, load_evaluation(inc.run_id), load_evaluation(cand.run_id), names=("incumbent", "candidate")
             )
         except ValueError as exc:  # the per-user values disagree: not comparable
-            _tag_decision("INVALID", 3)
             raise GateInvalid(f"not comparable: {exc}") from None
         summary = gate_line(decision, candidate=cand.given, incumbent=inc.given)
-        _log_decision(decision, summary, cand, inc)
-        promoted = None
+        promoted, refused = None, None
         if target is not None and decision.decision == "PROMOTE":
             try:
                 promote_version(client, target)
-            except GateInvalid:
-                _tag_decision("INVALID", 3)
-                raise
-            promoted = target
-            mlflow.set_tag(tags.GATE_PROMOTED, f"{target.model}@{target.alias} -> version {target.candidate_version}")
+                promoted = target
+            except GateInvalid as exc:
+                refused = exc
+        _log_decision(decision, summary, (cand, inc), refused=refused)
+        if refused is not None:
+            raise refused
+        if promoted is not None:
+            moved = f"{promoted.model}@{promoted.alias} -> version {promoted.candidate_version}"
+            mlflow.set_tag(tags.GATE_PROMOTED, moved)
         run_id = mlflow.active_run().info.run_id  # type: ignore[union-attr]  # inside entry_point_run
     return GateOutcome(decision, summary, run_id, promoted)
+
+
+#: What MLflow accepts as an alias: letters, digits, ``_`` and ``-``, at most 255 characters, and neither
+#: ``latest`` nor ``v<digits>``, which name versions; ``previous-<alias>`` must fit too.
+_ALIAS = re.compile(r"[A-Za-z0-9_-]{1,246}")
+_RESERVED_ALIAS = re.compile(r"latest|v[0-9]+", re.IGNORECASE)
+
+
+def _checked_alias(alias: object) -> str:
+    text = line(alias, "alias")
+    if not _ALIAS.fullmatch(text) or _RESERVED_ALIAS.fullmatch(text):
+        raise GateInvalid(
+            expected(
+                "alias",
+                "letters, digits, _ and - (at most 246, so that previous-<alias> fits MLflow's 255), not 'latest' or "
+                "v<digits>",
+                text,
+            )
+        )
+    return text
 
 
 def _check_comparable(client: MlflowClient, rule: GateRule, cand: Subject, inc: Subject) -> str:
@@ -197,6 +223,11 @@ def _check_comparable(client: MlflowClient, rule: GateRule, cand: Subject, inc: 
         )
     runs = {"candidate": (cand, client.get_run(cand.run_id)), "incumbent": (inc, client.get_run(inc.run_id))}
     for argument, (subject, run) in runs.items():
+        if run.info.lifecycle_stage != "active" or run.info.status != "FINISHED":
+            state = "deleted" if run.info.lifecycle_stage != "active" else run.info.status
+            raise GateInvalid(
+                expected(argument, f"a FINISHED, not deleted, run ({subject.given})", f"run {subject.run_id}, {state}")
+            )
         held = {a.path for a in client.list_artifacts(subject.run_id)}
         absent = [f for f in (PER_USER_FILE, EVALUATION_FILE) if f not in held]
         if absent:
@@ -242,12 +273,21 @@ def _promotion_target(client: MlflowClient, cand: Subject, inc: Subject, alias: 
             f"candidate: run {cand.run_id} is no version of registered model {model!r}; register it first "
             f"(mlflow-recsys train --register {model})"
         )
-    return PromotionTarget(model, alias, _alias_version(client, model, alias), version)
+    holder = _alias_version(client, model, alias)
+    if holder == version:
+        raise GateInvalid(f"candidate: version {version} of {model!r} already holds the alias {alias!r}")
+    if holder is not None and client.get_model_version(model, holder).run_id != inc.run_id:
+        raise GateInvalid(
+            f"incumbent: expected the version {model}@{alias} marks now (version {holder}) when promoting, found "
+            f"{inc.given} (run {inc.run_id}); gate against models:/{model}@{alias}"
+        )
+    return PromotionTarget(model, alias, holder, version)
 
 
 def _version_of_run(client: MlflowClient, model: str, run_id: str) -> str | None:
     """The newest version of ``model`` whose source run is ``run_id``, or None."""
-    found = client.search_model_versions(f"name = '{model}' and run_id = '{run_id}'")
+    # By run id alone (hexadecimal, safe in a filter) and the name compared here: a name may hold a quote.
+    found = [v for v in client.search_model_versions(f"run_id = '{run_id}'") if v.name == model]
     return str(max(int(v.version) for v in found)) if found else None
 
 
@@ -282,11 +322,21 @@ def _tag_decision(decision: str, code: int) -> None:
     mlflow.set_tags({tags.GATE_DECISION: decision, tags.GATE_EXIT_CODE: str(code)})
 
 
-def _log_decision(decision: GateDecision, summary: str, cand: Subject, inc: Subject) -> None:
-    """The audit run's record: every test as a table and JSON, the decision line, the note, and headline metrics."""
+def _log_decision(
+    decision: GateDecision, summary: str, subjects: tuple[Subject, Subject], *, refused: GateInvalid | None
+) -> None:
+    """The audit run's record: every test as a table and JSON, the decision line, the note, headline metrics and the
+    decision's tags; a PROMOTE whose promotion was ``refused`` (the alias moved) is recorded as INVALID, with the
+    reason, beside what the tests decided."""
+    cand, inc = subjects
+    final = "INVALID" if refused is not None else decision.decision
+    code = 3 if refused is not None else decision.exit_code
+    if refused is not None:
+        summary = f"INVALID (the tests said {decision.decision}, but {refused}): {summary}"
     record = {
-        "decision": decision.decision,
-        "exit_code": decision.exit_code,
+        "decision": final,
+        "exit_code": code,
+        "tests_decision": decision.decision,
         "line": summary,
         "candidate": {"given": cand.given, "run_id": cand.run_id, "version": cand.version},
         "incumbent": {"given": inc.given, "run_id": inc.run_id, "version": inc.version},
@@ -303,5 +353,7 @@ def _log_decision(decision: GateDecision, summary: str, cand: Subject, inc: Subj
         metrics["joint_power"] = decision.joint_power
     mlflow.log_metrics(metrics)
     note = gate_markdown(decision, candidate=cand.given, incumbent=inc.given)
+    if refused is not None:
+        note = f"**INVALID**: {refused}\n\n{note}"
     mlflow.set_tags({tags.RESULT: shorten(summary, MAX_TAG_LENGTH), _NOTE: shorten(note, MAX_TAG_LENGTH)})
-    _tag_decision(decision.decision, decision.exit_code)
+    _tag_decision(final, code)

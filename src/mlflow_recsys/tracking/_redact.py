@@ -10,8 +10,9 @@ MASK = "***"
 
 # scheme://userinfo@host: greedy up to the authority's last "@" (a password may hold an unencoded "@"), never past
 # the first "/", "?", "#" or blank, so a later "@" (an e-mail address, a metric key "ndcg@100") is left alone. One
-# slash is enough: a URL that went through pathlib.Path reads "https:/user:pw@host/...".
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*:/+)[^\s/?#]*@")
+# slash is enough: a URL that went through pathlib.Path reads "https:/user:pw@host/...". MLflow's model URIs
+# "models:/<name>@<alias>" hold no authority: their "@" names an alias.
+_USERINFO = re.compile(r"(?P<scheme>\b(?!models:)[A-Za-z][A-Za-z0-9+.-]*:/+)[^\s/?#]*@", re.IGNORECASE)
 
 # name=value where the name says it holds a secret: URL query parameters (?token=, &X-Amz-Signature=, &sig=),
 # libpq and ODBC connection strings (password=..., AccountKey=...;). The value runs to the next separator.
