@@ -187,21 +187,17 @@ class ComparisonSettings:
         its own sides and needs a reference to be not worse than."""
         if self.hypothesis == "superiority":
             if self.margin is not None or self.relative_margin:
-                given = f"{self.margin!r}" + (" (relative)" if self.relative_margin else "")
-                raise ValueError(
-                    expected(
-                        "margin",
-                        "no margin with hypothesis 'superiority' (or choose non-inferiority or equivalence)",
-                        given,
-                    )
-                )
+                name, given = ("margin", self.margin) if self.margin is not None else ("relative_margin", True)
+                what = f"no {name.replace('_', ' ')} with hypothesis 'superiority' (or non-inferiority or equivalence)"
+                raise ValueError(expected(name, what, given))
             return
         if self.margin is None:
             raise ValueError(expected("margin", f"a margin > 0 for hypothesis {self.hypothesis!r}", None))
         if self.relative_margin and self.margin >= 1:
             raise ValueError(expected("margin", "a relative margin strictly between 0 and 1", self.margin))
         if self.reference is None:
-            raise ValueError(expected("reference", f"the model the candidates must be {self.hypothesis} to", None))
+            wanted = f"the model the candidates are tested against (hypothesis {self.hypothesis!r})"
+            raise ValueError(expected("reference", wanted, None))
         if self.alternative != "two-sided":
             raise ValueError(
                 expected(
