@@ -104,6 +104,8 @@ def test_the_joint_power_is_the_product_of_each_tests_power_at_equality():
         (dict(primary="ndcg@100", margin=None, hypothesis="superiority", relative=True), "relative"),
         (dict(primary="ndcg@100", margin=0.01, test_method="wilcoxon"), "test_method"),
         (dict(primary="ndcg@100", margin=0.01, test_method="sign"), "test_method"),
+        (dict(primary="ndcg@100", margin=0.01, confidence_level=0.5), "confidence_level"),
+        (dict(primary="ndcg@100", margin=None, hypothesis="superiority", confidence_level=0.3), "confidence_level"),
     ],
 )
 def test_a_bad_rule_is_refused_naming_the_field(rule, named):
@@ -437,6 +439,8 @@ def test_an_alias_moved_while_the_gate_ran_leaves_an_audit_run_that_says_invalid
     assert audit.info.status == "FAILED"
     assert (audit.data.tags["recsys.gate_decision"], audit.data.tags["recsys.gate_exit_code"]) == ("INVALID", "3")
     assert audit.data.tags["recsys.result"].startswith("INVALID (the tests said PROMOTE")
+    assert audit.data.tags["mlflow.note.content"].startswith("# Gate: INVALID (exit code 3): the tests said PROMOTE")
+    assert "recsys.gate_promoted" not in audit.data.tags
     path = mlflow.artifacts.download_artifacts(run_id=audit.info.run_id, artifact_path="gate/decision.json")
     record = json.loads(Path(path).read_text())
     assert (record["decision"], record["exit_code"], record["tests_decision"]) == ("INVALID", 3, "PROMOTE")
@@ -464,3 +468,57 @@ def test_a_registered_name_with_a_quote_promotes(registry):
     )
     assert code == 0, line
     assert str(client.get_model_version_by_alias("it's", "champion").version) == "2"
+
+
+def test_a_superiority_primary_reports_no_power_at_equality_even_with_guardrails():
+    guardrails = (Guardrail("recall@20", 0.01),)
+    rule = GateRule("ndcg@100", None, hypothesis="superiority", guardrails=guardrails, n_resamples=999)
+    assert math.isnan(_decide(rule, 0.02).joint_power)
+
+
+def test_signals_are_held_while_the_alias_moves_and_delivered_after():
+    import os
+    import signal
+
+    from mlflow_recsys.tracking._gate import _signals_held
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with _signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("moved, and recorded")
+    assert done == ["moved, and recorded"]
+
+
+def test_the_module_entry_point_knows_every_command():
+    import ast
+    import subprocess
+    import sys
+
+    import mlflow_recsys.cli as module
+
+    last = ast.parse(Path(module.__file__).read_text()).body[-1]
+    assert isinstance(last, ast.If) and "__main__" in ast.unparse(last.test)  # no command is defined after it
+    done = subprocess.run([sys.executable, "-m", "mlflow_recsys.cli", "gate", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0 and "--guardrail" in done.stdout
+
+
+def test_a_relative_margin_on_an_incumbent_scoring_zero_is_refused_before_any_run(registry):
+    client, log, experiment_id = registry
+    zero, _ = log(-1.0, rng_seed=0)  # every score clipped to 0: logged mean 0
+    cand, _ = log(0.0, rng_seed=1)
+    args = ["--candidate", cand, "--incumbent", zero, "--primary", "ndcg@100", "--margin", "0.02", "--relative"]
+    code, line = _gate(*args)
+    assert code == 3 and "relative: expected a positive mean of 'ndcg@100' for the incumbent" in line, line
+    assert _gate_runs(client, experiment_id) == []
+
+
+def test_the_warnings_of_a_gate_are_kept_in_its_audit_note(registry):
+    client, log, experiment_id = registry
+    inc, _ = log(0.0, rng_seed=0)
+    cand, _ = log(0.0, rng_seed=1)
+    code, line = _gate("--candidate", cand, "--incumbent", inc, "--primary", "ndcg@100", "--margin", "5")
+    assert code == 0, line
+    (audit,) = _gate_runs(client, experiment_id)
+    note = audit.data.tags["mlflow.note.content"]
+    assert "Warnings:" in note and "the margin 5 is at least the reference's mean" in note

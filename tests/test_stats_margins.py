@@ -234,3 +234,24 @@ def test_the_study_tables_legend_and_the_forest_plot_name_the_margin(tmp_path):
         report = compare_models(_results(base, cand), metrics="m", reference="A", hypothesis="equivalence", margin=0.01)
     forest_plot(report, tmp_path / "forest.png")
     assert (tmp_path / "forest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_inconclusive_row_whose_interval_would_pass_says_so():
+    import dataclasses
+
+    from mlflow_recsys.report._rows import decision_words
+
+    base, cand = _pair()
+    row = _row(base, cand, hypothesis="non-inferiority", margin=0.01, n_resamples=999)
+    split = dataclasses.replace(row, direction="inconclusive", significant=False, ci_low=-0.009, ci_high=0.002)
+    assert decision_words(split) == (
+        "not shown non-inferior (the interval clears -0.01, but the test's p is above alpha)"
+    )
+    assert decision_words(dataclasses.replace(split, ci_low=-0.011)) == "not shown non-inferior"
+    eq = dataclasses.replace(split, hypothesis="equivalence")
+    assert decision_words(eq).startswith("not shown equivalent (the interval lies within \u00b10.01")
+
+
+def test_a_margin_needs_a_level_above_one_half():
+    with pytest.raises(ValueError, match=r"^confidence_level: expected a level above 0.5 with hypothesis"):
+        ComparisonSettings(reference="A", hypothesis="non-inferiority", margin=0.01, confidence_level=0.4)

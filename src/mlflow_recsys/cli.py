@@ -6,6 +6,7 @@ and turns the errors they raise into one clear line instead of a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -487,10 +488,6 @@ def _shorthand(flags: dict):
 cli.add_command(_main, name="study")
 
 
-if __name__ == "__main__":  # `python -m mlflow_recsys.cli` (the MLproject commands)
-    cli()
-
-
 class _DecisionCommand(click.Command):
     """A command whose exit code is its answer: any error, click's own refusals included, exits 3 (INVALID)."""
 
@@ -542,5 +539,10 @@ def _gate(candidate, incumbent, promote, **rule):
     outcome = run_gate(candidate, incumbent, GateRule(guardrails=guardrails, **rule), promote=promote, alias=alias)
     promoted = outcome.promoted
     moved = f"; {promoted.model}@{promoted.alias} -> version {promoted.candidate_version}" if promoted else ""
-    click.echo(f"{outcome.line}{moved} (audit run {outcome.audit_run_id})")
+    with contextlib.suppress(OSError):  # an unwritable stdout: the decision stands, and its audit run holds the line
+        click.echo(f"{outcome.line}{moved} (audit run {outcome.audit_run_id})")
     raise SystemExit(outcome.exit_code)
+
+
+if __name__ == "__main__":  # `python -m mlflow_recsys.cli` (the MLproject commands), after every command is defined
+    cli()

@@ -39,12 +39,24 @@ def gate_line(decision: GateDecision, *, candidate: str = "candidate", incumbent
     return text
 
 
-def gate_markdown(decision: GateDecision, *, candidate: str, incumbent: str) -> str:
-    """The audit run's note: the decision, the rule and every test, as markdown (names in code spans)."""
+def gate_markdown(
+    decision: GateDecision,
+    *,
+    candidate: str,
+    incumbent: str,
+    refused: str | None = None,
+    warned: tuple[str, ...] = (),
+) -> str:
+    """The audit run's note: the decision, the rule and every test, as markdown (names in code spans); with
+    ``refused`` (why a PROMOTE could not promote) the decision is INVALID, and ``warned`` lists the warnings the
+    tests gave."""
     rule = decision.rule
     margins = "relative to the incumbent's mean" if rule.relative else "in metric units"
+    heading = f"{decision.decision} (exit code {decision.exit_code})"
+    if refused is not None:
+        heading = f"INVALID (exit code 3): the tests said {decision.decision}, but {refused}"
     lines = [
-        f"# Gate: {decision.decision} (exit code {decision.exit_code})",
+        f"# Gate: {visible_text(heading)}",
         "",
         f"Candidate `{visible_text(candidate)}` against incumbent `{visible_text(incumbent)}`.",
         "",
@@ -67,4 +79,6 @@ def gate_markdown(decision: GateDecision, *, candidate: str, incumbent: str) -> 
             "(product of each non-inferiority test's power by the normal approximation, the metrics taken as "
             "independent).",
         ]
+    if warned:
+        lines += ["", "Warnings:", "", *(f"- {visible_text(w)}" for w in warned)]
     return "\n".join(lines) + "\n"

@@ -70,7 +70,8 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
         "less": {"methods": "one-sided (candidate worse)", "label": "one-sided, alternative: candidate worse"},
     },
     # A hypothesis' "label" names it in a settings line; "yes", "no" and "open" are its row's decision (direction
-    # "non-inferior", "inferior", "inconclusive"; "equivalent", "not equivalent", "inconclusive"), {margin} filled in.
+    # "non-inferior", "inferior", "inconclusive"; "equivalent", "not equivalent", "inconclusive"), {margin} filled in;
+    # "split" an inconclusive row whose interval (the bootstrap's) would have passed where its test did not.
     "hypothesis": {
         "superiority": {"label": "superiority"},
         "non-inferiority": {
@@ -80,6 +81,7 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
             "yes": "non-inferior within {margin}",
             "no": "inferior by more than {margin}",
             "open": "not shown non-inferior",
+            "split": "not shown non-inferior (the interval clears -{margin}, but the test's p is above alpha)",
         },
         "equivalence": {
             "methods": "equivalence: two one-sided tests, H0 difference <= -delta and H0 difference >= delta, each at "
@@ -88,6 +90,7 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
             "yes": "equivalent within \u00b1{margin}",
             "no": "not equivalent (outside \u00b1{margin})",
             "open": "not shown equivalent",
+            "split": "not shown equivalent (the interval lies within \u00b1{margin}, but the test's p is above alpha)",
         },
     },
     "interval_method": {

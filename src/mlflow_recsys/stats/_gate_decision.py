@@ -123,6 +123,8 @@ class GateRule:
         )
         for name in ("confidence_level", "n_resamples", "test_method", "random_state"):
             object.__setattr__(self, name, getattr(shared, name))
+        if self.confidence_level <= 0.5:  # alpha at least 0.5: every test, and the 1 - 2 alpha interval, is void
+            raise ValueError(expected("confidence_level", "a level above 0.5 (alpha below 0.5)", self.confidence_level))
         if self.test_method not in MEAN_TESTS:
             raise ValueError(
                 expected(
@@ -186,7 +188,7 @@ class GateDecision:
     ``decision`` is ``"PROMOTE"``, ``"HOLD"`` or ``"REJECT"`` and ``exit_code`` its code (:data:`EXIT_CODES`);
     ``primary`` and ``guardrails`` are the tests (:class:`~mlflow_recsys.stats.PairwiseComparison`, baseline the
     incumbent); ``joint_power`` is the chance that every non-inferiority test of the rule passes when the candidate
-    truly equals the incumbent (NaN when no test of the rule is one of non-inferiority). In words:
+    truly equals the incumbent (NaN with a superiority primary, which equal models pass only by error). In words:
     :func:`~mlflow_recsys.report.gate_line`.
     """
 
@@ -283,8 +285,9 @@ def gate_decision(
     failed = [c for c in tests if c.direction in ("inferior", "worse")]
     passed = [c for c in tests if c.direction in ("non-inferior", "better")]
     decision: Decision = "REJECT" if failed else "PROMOTE" if len(passed) == len(tests) else "HOLD"
-    powers = [p for c in tests if not math.isnan(p := _power(c))]
-    joint = float(np.prod(powers)) if powers else math.nan
+    # Equal models pass a superiority primary only by error: the rule's power at equality is then not reported.
+    powers = [_power(c) for c in tests]
+    joint = math.nan if rule.hypothesis == "superiority" else float(np.prod(powers))
     return GateDecision(rule, decision, primary, guardrails, joint)
 
 

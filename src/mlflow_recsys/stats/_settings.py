@@ -193,6 +193,9 @@ class ComparisonSettings:
             return
         if self.margin is None:
             raise ValueError(expected("margin", f"a margin > 0 for hypothesis {self.hypothesis!r}", None))
+        if self.confidence_level <= 0.5:
+            wanted = f"a level above 0.5 with hypothesis {self.hypothesis!r} (its interval is the 1 - 2 alpha one)"
+            raise ValueError(expected("confidence_level", wanted, self.confidence_level))
         if self.relative_margin and self.margin >= 1:
             raise ValueError(expected("margin", "a relative margin strictly between 0 and 1", self.margin))
         if self.reference is None:

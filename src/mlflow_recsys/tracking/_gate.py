@@ -7,10 +7,15 @@ The decision itself is :func:`~mlflow_recsys.stats.gate_decision`; its words :fu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
+import signal
 import tempfile
+import threading
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +32,7 @@ from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._artifacts import EVALUATION_FILE, PER_USER_FILE
 from mlflow_recsys.tracking._context import check_step_run, entry_point_run
 from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH
-from mlflow_recsys.tracking._naming import logged_metric_keys
+from mlflow_recsys.tracking._naming import logged_metric_keys, mlflow_metric_name
 from mlflow_recsys.tracking._runs import RUN_ID, load_evaluation, missing
 
 __all__ = ["GateOutcome", "PromotionTarget", "Subject", "promote_version", "resolve_subject", "run_gate"]
@@ -169,27 +174,28 @@ def run_gate(
     run_name = f"gate {rule.primary}"
     with entry_point_run(run_name, experiment_id=experiment_id, params=params, tags={tags.ROLE: tags.ROLE_GATE}):
         _tag_decision("INVALID", 3)  # until there is a decision: a gate cut short (an error, Ctrl-C) made none
-        try:
-            decision = gate_decision(
-                rule, load_evaluation(inc.run_id), load_evaluation(cand.run_id), names=("incumbent", "candidate")
-            )
-        except ValueError as exc:  # the per-user values disagree: not comparable
-            raise GateInvalid(f"not comparable: {exc}") from None
-        summary = gate_line(decision, candidate=cand.given, incumbent=inc.given)
-        promoted, refused = None, None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                decision = gate_decision(
+                    rule, load_evaluation(inc.run_id), load_evaluation(cand.run_id), names=("incumbent", "candidate")
+                )
+            except ValueError as exc:  # the per-user values disagree: not comparable
+                raise GateInvalid(f"not comparable: {exc}") from None
+        for w in caught:  # shown as they were, and kept in the note
+            warnings.warn(w.message, w.category, stacklevel=2)
+        record = _Record(decision, gate_line(decision, candidate=cand.given, incumbent=inc.given), (cand, inc))
+        record.log(warned=tuple(str(w.message) for w in caught))
+        promoted = None
         if target is not None and decision.decision == "PROMOTE":
             try:
-                promote_version(client, target)
-                promoted = target
+                _promote_recorded(client, target)
             except GateInvalid as exc:
-                refused = exc
-        _log_decision(decision, summary, (cand, inc), refused=refused)
-        if refused is not None:
-            raise refused
-        if promoted is not None:
-            moved = f"{promoted.model}@{promoted.alias} -> version {promoted.candidate_version}"
-            mlflow.set_tag(tags.GATE_PROMOTED, moved)
+                record.log(warned=tuple(str(w.message) for w in caught), refused=exc)
+                raise
+            promoted = target
         run_id = mlflow.active_run().info.run_id  # type: ignore[union-attr]  # inside entry_point_run
+        summary = record.summary
     return GateOutcome(decision, summary, run_id, promoted)
 
 
@@ -240,6 +246,15 @@ def _check_comparable(client: MlflowClient, rule: GateRule, cand: Subject, inc: 
             if evaluated and metric not in evaluated:
                 raise GateInvalid(
                     f"{name}: {metric!r} was not evaluated by the {argument}'s run {subject.run_id}; it has {evaluated}"
+                )
+    if rule.relative:  # a fraction of a mean of 0 is no margin; the logged aggregate says so before any data are read
+        logged = runs["incumbent"][1].data.metrics
+        margined = [g.metric for g in rule.guardrails] + ([rule.primary] if rule.margin is not None else [])
+        for metric in margined:
+            if logged.get(mlflow_metric_name(metric)) == 0:
+                raise GateInvalid(
+                    f"relative: expected a positive mean of {metric!r} for the incumbent, to take a fraction of, "
+                    f"found 0 (run {inc.run_id}); give absolute margins"
                 )
     for tag, what in ((tags.SPLIT_DIGEST, "split"), (tags.TARGETS_FINGERPRINT, "targets")):
         values = {argument: run.data.tags.get(tag, "") for argument, (_, run) in runs.items()}
@@ -322,38 +337,72 @@ def _tag_decision(decision: str, code: int) -> None:
     mlflow.set_tags({tags.GATE_DECISION: decision, tags.GATE_EXIT_CODE: str(code)})
 
 
-def _log_decision(
-    decision: GateDecision, summary: str, subjects: tuple[Subject, Subject], *, refused: GateInvalid | None
-) -> None:
-    """The audit run's record: every test as a table and JSON, the decision line, the note, headline metrics and the
-    decision's tags; a PROMOTE whose promotion was ``refused`` (the alias moved) is recorded as INVALID, with the
-    reason, beside what the tests decided."""
-    cand, inc = subjects
-    final = "INVALID" if refused is not None else decision.decision
-    code = 3 if refused is not None else decision.exit_code
-    if refused is not None:
-        summary = f"INVALID (the tests said {decision.decision}, but {refused}): {summary}"
-    record = {
-        "decision": final,
-        "exit_code": code,
-        "tests_decision": decision.decision,
-        "line": summary,
-        "candidate": {"given": cand.given, "run_id": cand.run_id, "version": cand.version},
-        "incumbent": {"given": inc.given, "run_id": inc.run_id, "version": inc.version},
-        "joint_power": None if math.isnan(decision.joint_power) else decision.joint_power,
-        "tests": json.loads(decision.to_frame().to_json(orient="records")),
-    }
-    with tempfile.TemporaryDirectory(prefix="mlflow-recsys-gate-") as tmp:
-        decision.to_frame().to_csv(Path(tmp) / "tests.csv", index=False)
-        (Path(tmp) / "decision.json").write_text(json.dumps(record, indent=2, allow_nan=False))
-        mlflow.log_artifacts(tmp, "gate")
-    first = decision.primary
-    metrics = {"primary_difference": first.difference, "primary_p_value": first.p_value}
-    if not math.isnan(decision.joint_power):
-        metrics["joint_power"] = decision.joint_power
-    mlflow.log_metrics(metrics)
-    note = gate_markdown(decision, candidate=cand.given, incumbent=inc.given)
-    if refused is not None:
-        note = f"**INVALID**: {refused}\n\n{note}"
-    mlflow.set_tags({tags.RESULT: shorten(summary, MAX_TAG_LENGTH), _NOTE: shorten(note, MAX_TAG_LENGTH)})
-    _tag_decision(final, code)
+def _promote_recorded(client: MlflowClient, target: PromotionTarget) -> None:
+    """:func:`promote_version`, announced on the audit run first (``recsys.gate_promoted`` = ``pending: ...``) and
+    confirmed after, with SIGINT and SIGTERM held back meanwhile, so an interrupted gate never leaves the registry
+    changed and its record silent."""
+    moved = f"{target.model}@{target.alias} -> version {target.candidate_version}"
+    run_id = mlflow.active_run().info.run_id  # type: ignore[union-attr]  # inside the audit run
+    with _signals_held():
+        mlflow.set_tag(tags.GATE_PROMOTED, f"pending: {moved}")
+        try:
+            promote_version(client, target)
+        except GateInvalid:
+            client.delete_tag(run_id, tags.GATE_PROMOTED)
+            raise
+        mlflow.set_tag(tags.GATE_PROMOTED, moved)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM delivered only when the block ends (in the main thread, where Python handles them)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+@dataclass
+class _Record:
+    """What the audit run says of a decision: the line, every test as a table and JSON, the note, headline metrics
+    and the decision's tags; logged again, as INVALID beside what the tests decided, when a promotion is refused."""
+
+    decision: GateDecision
+    summary: str
+    subjects: tuple[Subject, Subject]
+
+    def log(self, *, warned: tuple[str, ...], refused: GateInvalid | None = None) -> None:
+        decision, (cand, inc) = self.decision, self.subjects
+        final = "INVALID" if refused is not None else decision.decision
+        code = 3 if refused is not None else decision.exit_code
+        if refused is not None:
+            self.summary = f"INVALID (the tests said {decision.decision}, but {refused}): {self.summary}"
+        record = {
+            "decision": final,
+            "exit_code": code,
+            "tests_decision": decision.decision,
+            "line": self.summary,
+            "candidate": {"given": cand.given, "run_id": cand.run_id, "version": cand.version},
+            "incumbent": {"given": inc.given, "run_id": inc.run_id, "version": inc.version},
+            "joint_power": None if math.isnan(decision.joint_power) else decision.joint_power,
+            "warnings": list(warned),
+            "tests": json.loads(decision.to_frame().to_json(orient="records")),
+        }
+        with tempfile.TemporaryDirectory(prefix="mlflow-recsys-gate-") as tmp:
+            decision.to_frame().to_csv(Path(tmp) / "tests.csv", index=False)
+            (Path(tmp) / "decision.json").write_text(json.dumps(record, indent=2, allow_nan=False))
+            mlflow.log_artifacts(tmp, "gate")
+        first = decision.primary
+        metrics = {"primary_difference": first.difference, "primary_p_value": first.p_value}
+        if not math.isnan(decision.joint_power):
+            metrics["joint_power"] = decision.joint_power
+        mlflow.log_metrics(metrics)
+        reason = None if refused is None else str(refused)
+        note = gate_markdown(decision, candidate=cand.given, incumbent=inc.given, refused=reason, warned=warned)
+        mlflow.set_tags({tags.RESULT: shorten(self.summary, MAX_TAG_LENGTH), _NOTE: shorten(note, MAX_TAG_LENGTH)})
+        _tag_decision(final, code)
