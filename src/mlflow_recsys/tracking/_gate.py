@@ -355,16 +355,23 @@ def _promote_recorded(client: MlflowClient, target: PromotionTarget) -> None:
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM delivered only when the block ends (in the main thread, where Python handles them)."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    """SIGINT and SIGTERM recorded, not acted on, until the block ends, then raised again with the handlers they had.
+
+    Python runs its signal handlers in the main thread whichever thread the signal reached, so swapping the
+    handlers holds them back however many threads MLflow runs (a thread's signal mask would not)."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    arrived: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, lambda signum, frame: arrived.append(signum)) for s in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+        for held_signal, handler in before.items():
+            signal.signal(held_signal, signal.SIG_DFL if handler is None else handler)
+        for signum in arrived[:1]:
+            signal.raise_signal(signum)
 
 
 @dataclass
