@@ -227,7 +227,9 @@ def test_the_study_tables_legend_and_the_forest_plot_name_the_margin(tmp_path):
     from mlflow_recsys.report._study import table_legend
 
     settings = ComparisonSettings(reference="A", hypothesis="non-inferiority", margin=0.02, relative_margin=True)
-    assert "non-inferiority (H1: difference > -delta), delta = 0.02 of the reference's mean" in table_legend(settings)
+    legend = table_legend(settings)
+    assert "non-inferiority (H1: difference > -delta), delta = 0.02 of the reference's mean" in legend
+    assert legend.endswith("test for a difference (two-sided), not against the margin.")
     base, cand = _pair()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -90,10 +90,15 @@ def table_legend(settings: ComparisonSettings) -> str:
     if settings.hypothesis != "superiority":
         scale = " of the reference's mean" if settings.relative_margin else " in metric units"
         side = f"{words('hypothesis', settings.hypothesis)}, delta = {settings.margin:g}{scale}"
+    verdict = (
+        " The pooled effects and ranks across datasets test for a difference (two-sided), not against the margin."
+        if settings.hypothesis != "superiority"
+        else ""
+    )
     return (
         "Mean over training seeds of each model's mean over test users (± SD over seeds where a model has several); "
         f"{markers} ({test}, {side}; {correction} adjustment, as each dataset's "
-        "comparison run reports); the best of each column in bold."
+        f"comparison run reports); the best of each column in bold.{verdict}"
     )
 
 
