@@ -52,14 +52,15 @@ def clean_env(tracking_uri: str) -> dict:
 
 @pytest.fixture(autouse=True)
 def cli_process_state(monkeypatch):
-    """Undo what an in-process CLI call sets for its whole process: variables and the SIGTERM handler."""
+    """Undo what an in-process CLI call sets for its whole process: variables and the SIGTERM and SIGINT handlers."""
     from mlflow_recsys.tracking._server_errors import CLI_DEFAULTS
 
     for name in ("MLFLOW_RECSYS_COMMAND", *CLI_DEFAULTS):
         monkeypatch.delenv(name, raising=False)
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     yield
-    signal.signal(signal.SIGTERM, handler)
+    for s, handler in handlers.items():
+        signal.signal(s, handler)
 
 
 @functools.cache

@@ -333,11 +333,11 @@ def test_compare_against_a_margin_states_it_in_the_run_and_the_comparisons_frame
     assert "within 0.05" in notes or "not shown non-inferior" in notes
 
 
-def test_the_power_of_a_test_whose_p_value_cannot_reach_alpha_is_zero():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        decision = gate_decision(GateRule("ndcg@100", 0.05, n_resamples=9), *_pair(0.0))
-    assert decision.joint_power == 0.0 and decision.decision == "HOLD"  # p >= 1/10 > 0.05 whatever the data
+@pytest.mark.parametrize(("method", "resamples"), [("randomization", 18), ("bootstrap", 1)])
+def test_a_rule_whose_p_value_could_not_reach_alpha_is_refused(method, resamples):
+    with pytest.raises(ValueError, match=r"^n_resamples: expected at least 19 resamples, so that 1/\(B\+1\)"):
+        GateRule("ndcg@100", 0.05, test_method=method, n_resamples=resamples)
+    GateRule("ndcg@100", 0.05, test_method="t", n_resamples=1)  # a test without resampling needs none
 
 
 def test_a_margin_as_wide_as_the_incumbents_mean_warns():
@@ -476,18 +476,19 @@ def test_a_superiority_primary_reports_no_power_at_equality_even_with_guardrails
     assert math.isnan(_decide(rule, 0.02).joint_power)
 
 
-def test_signals_are_held_while_the_alias_moves_and_delivered_after():
+def test_an_interrupt_after_the_decision_is_recorded_does_not_cut_the_promotion(caplog):
     import os
     import signal
 
     from mlflow_recsys.tracking._gate import _signals_held
 
     done = []
-    with pytest.raises(KeyboardInterrupt):
-        with _signals_held():
-            os.kill(os.getpid(), signal.SIGINT)
-            done.append("moved, and recorded")
+    with _signals_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        done.append("moved, and recorded")
     assert done == ["moved, and recorded"]
+    assert "SIGINT arrived after the gate decided; it finishes with its decision" in caplog.text
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back as it was
 
 
 def test_the_module_entry_point_knows_every_command():

@@ -2,6 +2,7 @@
 the study run's table and verdict checked against the training runs' own metrics and per-user files, and the broken
 dataset failing only itself."""
 
+import dataclasses
 import subprocess
 import textwrap
 from pathlib import Path
@@ -304,3 +305,21 @@ def test_the_project_folder_is_checked_before_any_run(tmp_path):
         check_project(tmp_path)
     check_project(PROJECT)
     check_project("https://github.com/example/project")  # a URI is MLflow's to fetch
+
+
+def test_a_training_is_reused_for_a_registered_model_only_where_its_run_is_a_version_of_it(study):
+    from mlflow_recsys.tracking._study import finished_trainings
+    from mlflow_recsys.tracking._study_file import read_study
+
+    plan = read_study(study["folder"] / "study.toml")
+    (pop,) = [
+        r
+        for r in runs_by_role("train")
+        if r.data.tags["recsys.model"] == "Popularity" and dataset_of(r) == "movielens-100k"
+    ]
+    digest = pop.data.tags["recsys.split_digest"]
+    kept = finished_trainings(MlflowClient(), EXPERIMENT[-1], digest, plan.trainings(), plan.compared_metrics)
+    assert sorted(key[0] for key in kept) == ["EASE", "Popularity"]  # Popularity's run is a version of "popular"
+    elsewhere = [dataclasses.replace(t, register="another") if t.model == "Popularity" else t for t in plan.trainings()]
+    kept = finished_trainings(MlflowClient(), EXPERIMENT[-1], digest, elsewhere, plan.compared_metrics)
+    assert sorted(key[0] for key in kept) == ["EASE"]  # trained again, so that it becomes a version of "another"

@@ -537,6 +537,8 @@ def _gate(candidate, incumbent, promote, **rule):
 
     alias, guardrails = rule.pop("alias"), tuple(Guardrail.parse(g) for g in rule.pop("guardrails"))
     outcome = run_gate(candidate, incumbent, GateRule(guardrails=guardrails, **rule), promote=promote, alias=alias)
+    for decided in (signal.SIGINT, signal.SIGTERM):  # the decision is recorded: the exit code is its, not a signal's
+        signal.signal(decided, signal.SIG_IGN)
     promoted = outcome.promoted
     moved = f"; {promoted.model}@{promoted.alias} -> version {promoted.candidate_version}" if promoted else ""
     with contextlib.suppress(OSError):  # an unwritable stdout: the decision stands, and its audit run holds the line

@@ -69,14 +69,15 @@ def format_margin(value: float) -> str:
 def decision_words(c: PairwiseComparison) -> str:
     """The row's decision as the reports write it: its ``direction`` for superiority (``better``, ``worse``,
     ``inconclusive``); against a margin, words that carry it (``non-inferior within 0.005``, ``not shown
-    non-inferior``, ``equivalent within \u00b10.005``), saying so when the interval would pass where the test did
-    not."""
+    non-inferior``, ``equivalent within \u00b10.005``), saying so when the interval and the test part ways."""
     if c.hypothesis == "superiority":
         return c.direction
     form = _DECISION_FORMS.get(c.direction, "open")
     inside = c.ci_low > -c.margin and (c.hypothesis == "non-inferiority" or c.ci_high < c.margin)
     if form == "open" and inside:  # the test (randomization, t, ...) and the bootstrap interval part ways
         form = "split"
+    elif form == "yes" and not inside:
+        form = "by test"
     return words("hypothesis", c.hypothesis, form, margin=format_margin(c.margin))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from mlflow_recsys.report._analyses import seed_averaging_text
@@ -36,7 +37,14 @@ def display_frame(report: ComparisonReport) -> pd.DataFrame:
 
 
 def _no_mde_why(c: PairwiseComparison) -> str:
-    return "fewer than two users" if c.n_units < 2 else "the per-user differences have no spread"
+    if c.n_units < 2:
+        return "fewer than two users"
+    if c.hypothesis == "equivalence" and np.std(c.unit_differences) > 0:
+        return (
+            "the margin is narrower than the smallest shift this design detects, so even equal models would rarely be "
+            "shown equivalent"
+        )
+    return "the per-user differences have no spread"
 
 
 def no_mde_note(report: ComparisonReport) -> str:
@@ -111,6 +119,15 @@ def margin_text(report: ComparisonReport) -> str:
             for m, (d, r) in margins.items()
         )
     return f"{words('hypothesis', first.hypothesis)}, delta = {each}"
+
+
+def _ratio_words(c: PairwiseComparison) -> str:
+    """`` of the ratio of means, written as ...``: what the interval of a row with a relative margin bounds."""
+    if c.margin_scale != "relative":
+        return ""
+    return (
+        " of the ratio of means (candidate / reference), written in metric units as (ratio - 1) x the reference's mean"
+    )
 
 
 def _mde_clause(c: PairwiseComparison) -> str:
@@ -363,8 +380,6 @@ def _power_words(c: PairwiseComparison) -> str:
     users, power = f"{c.n_units:,} users", f"{REPORT_POWER:.0%} power"
     if c.hypothesis == "non-inferiority":
         return f"; with {users} a true difference of {c.mde:+.4f} or more would be shown non-inferior with {power}"
-    if c.hypothesis == "equivalence" and c.mde <= 0:
-        return f"; with {users} even equal models would be shown equivalent with less than {power}"
     if c.hypothesis == "equivalence":
         return f"; with {users} a true difference within \u00b1{c.mde:.4f} would be shown equivalent with about {power}"
     return f"; with {users} this comparison would detect a true difference of {c.mde:.4f} with {power}"

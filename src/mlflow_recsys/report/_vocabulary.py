@@ -71,7 +71,8 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
     },
     # A hypothesis' "label" names it in a settings line; "yes", "no" and "open" are its row's decision (direction
     # "non-inferior", "inferior", "inconclusive"; "equivalent", "not equivalent", "inconclusive"), {margin} filled in;
-    # "split" an inconclusive row whose interval (the bootstrap's) would have passed where its test did not.
+    # "split" an inconclusive row whose interval (the bootstrap's) would have passed where its test did not, "by test"
+    # a passing row whose interval would not have.
     "hypothesis": {
         "superiority": {"label": "superiority"},
         "non-inferiority": {
@@ -82,6 +83,7 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
             "no": "inferior by more than {margin}",
             "open": "not shown non-inferior",
             "split": "not shown non-inferior (the interval clears -{margin}, but the test's p is above alpha)",
+            "by test": "non-inferior within {margin} (by the test's p; the interval reaches -{margin})",
         },
         "equivalence": {
             "methods": "equivalence: two one-sided tests, H0 difference <= -delta and H0 difference >= delta, each at "
@@ -91,6 +93,7 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
             "no": "not equivalent (outside \u00b1{margin})",
             "open": "not shown equivalent",
             "split": "not shown equivalent (the interval lies within \u00b1{margin}, but the test's p is above alpha)",
+            "by test": "equivalent within \u00b1{margin} (by the test's p; the interval reaches \u00b1{margin})",
         },
     },
     "interval_method": {

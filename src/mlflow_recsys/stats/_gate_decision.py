@@ -125,6 +125,10 @@ class GateRule:
             object.__setattr__(self, name, getattr(shared, name))
         if self.confidence_level <= 0.5:  # alpha at least 0.5: every test, and the 1 - 2 alpha interval, is void
             raise ValueError(expected("confidence_level", "a level above 0.5 (alpha below 0.5)", self.confidence_level))
+        alpha = 1 - self.confidence_level
+        if self.test_method != "t" and 1 / (self.n_resamples + 1) > alpha:  # no p-value could reach alpha
+            wanted = f"at least {math.ceil(1 / alpha - 1)} resamples, so that 1/(B+1) can reach alpha = {alpha:.4g}"
+            raise ValueError(expected("n_resamples", wanted, self.n_resamples))
         if self.test_method not in MEAN_TESTS:
             raise ValueError(
                 expected(
@@ -292,11 +296,9 @@ def gate_decision(
 
 
 def _power(c: PairwiseComparison) -> float:
-    """A non-inferiority test's power when the models are truly equal (normal approximation); 0 when its Monte Carlo
-    p-value cannot reach alpha (``1 / (B + 1) > alpha``); NaN for a test without a margin."""
+    """A non-inferiority test's power when the models are truly equal (normal approximation; the rule has made sure
+    its Monte Carlo p-value can reach alpha); NaN for a test without a margin."""
     if c.hypothesis != "non-inferiority":
         return math.nan
-    if c.test_method in ("randomization", "bootstrap") and 1 / (c.n_resamples + 1) > c.alpha:
-        return 0.0
     sd = float(np.std(c.unit_differences, ddof=1))
     return non_inferiority_power(sd, c.n_units, c.margin, c.alpha)

@@ -184,9 +184,11 @@ def detectable_effect(c: PairwiseComparison, sd: float, level: float) -> float:
     :data:`REPORT_POWER` (:func:`~mlflow_recsys.stats.minimum_detectable_effect`); for non-inferiority the smallest
     true difference shown non-inferior with that power, ``shift - margin`` (negative when a somewhat worse model still
     passes); for equivalence the largest true absolute difference shown equivalent with about that power, ``margin -
-    shift`` (the nearer side's test alone; negative when even equal models rarely pass). ``shift`` is the one-sided
+    shift`` (the nearer side's test alone; NaN when even equal models would rarely pass). ``shift`` is the one-sided
     effect a level-``level`` test detects with that power."""
     if c.hypothesis == "superiority":
         return minimum_detectable_effect(sd, c.n_units, level, REPORT_POWER, c.alternative)  # type: ignore[arg-type]
     shift = minimum_detectable_effect(sd, c.n_units, level, REPORT_POWER, "greater")
-    return shift - c.margin if c.hypothesis == "non-inferiority" else c.margin - shift
+    if c.hypothesis == "non-inferiority":
+        return shift - c.margin
+    return c.margin - shift if c.margin > shift else math.nan  # no difference is shown equivalent with that power

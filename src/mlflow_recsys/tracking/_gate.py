@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import re
 import signal
@@ -33,10 +34,11 @@ from mlflow_recsys.tracking._artifacts import EVALUATION_FILE, PER_USER_FILE
 from mlflow_recsys.tracking._context import check_step_run, entry_point_run
 from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH
 from mlflow_recsys.tracking._naming import logged_metric_keys, mlflow_metric_name
-from mlflow_recsys.tracking._runs import RUN_ID, load_evaluation, missing
+from mlflow_recsys.tracking._runs import RUN_ID, load_evaluation, missing, version_of_run
 
 __all__ = ["GateOutcome", "PromotionTarget", "Subject", "promote_version", "resolve_subject", "run_gate"]
 
+_log = logging.getLogger(__name__)
 _MODELS_URI = re.compile(r"models:/(?P<name>[^/@]+)(?:/(?P<version>[0-9]+)|@(?P<alias>[^/@]+))/?")
 _RUNS_URI = re.compile(r"runs:/(?P<run>[^/]+)(?:/.*)?")
 #: MLflow's tag of a run's note: the audit run's shows the decision and every test.
@@ -172,7 +174,10 @@ def run_gate(
         **rule.to_params(),
     }
     run_name = f"gate {rule.primary}"
-    with entry_point_run(run_name, experiment_id=experiment_id, params=params, tags={tags.ROLE: tags.ROLE_GATE}):
+    with (
+        contextlib.ExitStack() as decided,
+        entry_point_run(run_name, experiment_id=experiment_id, params=params, tags={tags.ROLE: tags.ROLE_GATE}),
+    ):
         _tag_decision("INVALID", 3)  # until there is a decision: a gate cut short (an error, Ctrl-C) made none
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -184,14 +189,17 @@ def run_gate(
                 raise GateInvalid(f"not comparable: {exc}") from None
         for w in caught:  # shown as they were, and kept in the note
             warnings.warn(w.message, w.category, stacklevel=2)
+        warned = tuple(str(w.message) for w in caught)
         record = _Record(decision, gate_line(decision, candidate=cand.given, incumbent=inc.given), (cand, inc))
-        record.log(warned=tuple(str(w.message) for w in caught))
+        record.log(warned=warned)
+        # Recorded: from here the decision stands, and an interrupt no longer cuts the promotion or the run's end.
+        decided.enter_context(_signals_held())
         promoted = None
         if target is not None and decision.decision == "PROMOTE":
             try:
                 _promote_recorded(client, target)
             except GateInvalid as exc:
-                record.log(warned=tuple(str(w.message) for w in caught), refused=exc)
+                record.log(warned=warned, refused=exc)
                 raise
             promoted = target
         run_id = mlflow.active_run().info.run_id  # type: ignore[union-attr]  # inside entry_point_run
@@ -282,28 +290,26 @@ def _promotion_target(client: MlflowClient, cand: Subject, inc: Subject, alias: 
     if len(names) > 1:
         raise GateInvalid(f"promote: expected the candidate and incumbent of one registered model, found {names}")
     model = names.pop()
-    version = cand.version if cand.model == model else _version_of_run(client, model, cand.run_id)
+    version = cand.version if cand.model == model else version_of_run(client, model, cand.run_id)
     if version is None:
         raise GateInvalid(
             f"candidate: run {cand.run_id} is no version of registered model {model!r}; register it first "
             f"(mlflow-recsys train --register {model})"
         )
     holder = _alias_version(client, model, alias)
+    if holder is None:
+        raise GateInvalid(
+            f"alias: expected an alias of {model!r} that marks the model in production, found {alias!r}, which marks "
+            f"no version; set it on the first version by hand (MlflowClient().set_registered_model_alias)"
+        )
     if holder == version:
         raise GateInvalid(f"candidate: version {version} of {model!r} already holds the alias {alias!r}")
-    if holder is not None and client.get_model_version(model, holder).run_id != inc.run_id:
+    if client.get_model_version(model, holder).run_id != inc.run_id:
         raise GateInvalid(
             f"incumbent: expected the version {model}@{alias} marks now (version {holder}) when promoting, found "
             f"{inc.given} (run {inc.run_id}); gate against models:/{model}@{alias}"
         )
     return PromotionTarget(model, alias, holder, version)
-
-
-def _version_of_run(client: MlflowClient, model: str, run_id: str) -> str | None:
-    """The newest version of ``model`` whose source run is ``run_id``, or None."""
-    # By run id alone (hexadecimal, safe in a filter) and the name compared here: a name may hold a quote.
-    found = [v for v in client.search_model_versions(f"run_id = '{run_id}'") if v.name == model]
-    return str(max(int(v.version) for v in found)) if found else None
 
 
 def _alias_version(client: MlflowClient, model: str, alias: str) -> str | None:
@@ -339,26 +345,25 @@ def _tag_decision(decision: str, code: int) -> None:
 
 def _promote_recorded(client: MlflowClient, target: PromotionTarget) -> None:
     """:func:`promote_version`, announced on the audit run first (``recsys.gate_promoted`` = ``pending: ...``) and
-    confirmed after, with SIGINT and SIGTERM held back meanwhile, so an interrupted gate never leaves the registry
-    changed and its record silent."""
+    confirmed after (the caller holds SIGINT and SIGTERM back meanwhile), so a gate killed outright never leaves the
+    registry changed and its record silent."""
     moved = f"{target.model}@{target.alias} -> version {target.candidate_version}"
     run_id = mlflow.active_run().info.run_id  # type: ignore[union-attr]  # inside the audit run
-    with _signals_held():
-        mlflow.set_tag(tags.GATE_PROMOTED, f"pending: {moved}")
-        try:
-            promote_version(client, target)
-        except GateInvalid:
-            client.delete_tag(run_id, tags.GATE_PROMOTED)
-            raise
-        mlflow.set_tag(tags.GATE_PROMOTED, moved)
+    mlflow.set_tag(tags.GATE_PROMOTED, f"pending: {moved}")
+    try:
+        promote_version(client, target)
+    except GateInvalid:
+        client.delete_tag(run_id, tags.GATE_PROMOTED)
+        raise
+    mlflow.set_tag(tags.GATE_PROMOTED, moved)
 
 
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM recorded, not acted on, until the block ends, then raised again with the handlers they had.
-
-    Python runs its signal handlers in the main thread whichever thread the signal reached, so swapping the
-    handlers holds them back however many threads MLflow runs (a thread's signal mask would not)."""
+    """SIGINT and SIGTERM noted, not acted on, until the block ends: a recorded decision then stands, the alias moves
+    and the audit run ends FINISHED, and the gate exits with the decision's code. (Python runs its signal handlers in
+    the main thread whichever thread a signal reached, so swapping the handlers holds them however many threads MLflow
+    runs; a thread's signal mask would not.)"""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -370,8 +375,10 @@ def _signals_held() -> Iterator[None]:
     finally:
         for held_signal, handler in before.items():
             signal.signal(held_signal, signal.SIG_DFL if handler is None else handler)
-        for signum in arrived[:1]:
-            signal.raise_signal(signum)
+        if arrived:
+            _log.warning(
+                "%s arrived after the gate decided; it finishes with its decision", signal.Signals(arrived[0]).name
+            )
 
 
 @dataclass

@@ -347,3 +347,10 @@ def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, artifacts.Ev
         loaded = pool.map(load_evaluation_artifacts, run_ids)
         done = tqdm(loaded, total=len(run_ids), desc="per-user artifacts", unit="run", disable=None)
         return dict(zip(run_ids, list(done), strict=True))
+
+
+def version_of_run(client: MlflowClient, model: str, run_id: str) -> str | None:
+    """The newest version of registered model ``model`` whose source run is ``run_id``, or None. Searched by run id
+    (hexadecimal, safe in a filter) and the name compared here: a registered model's name may hold a quote."""
+    found = [v for v in client.search_model_versions(f"run_id = '{run_id}'") if v.name == model]
+    return str(max(int(v.version) for v in found)) if found else None

@@ -48,7 +48,7 @@ from mlflow_recsys.tracking._imports import log_recommendations
 from mlflow_recsys.tracking._limits import MAX_TAG_LENGTH, fit_text
 from mlflow_recsys.tracking._naming import mlflow_metric_name
 from mlflow_recsys.tracking._redact import hide_run_links_with_credentials, redact
-from mlflow_recsys.tracking._runs import FINISHED, RunSelectionError, search_all
+from mlflow_recsys.tracking._runs import FINISHED, RunSelectionError, search_all, version_of_run
 from mlflow_recsys.tracking._server_page import recsys_page_url
 from mlflow_recsys.tracking._study_file import StudyDataset, StudyModel, StudyPlan, candidate_names
 from mlflow_recsys.tracking._study_summary import log_summary, summarize
@@ -500,8 +500,9 @@ def finished_trainings(
 ) -> dict[tuple[str, str, str], Run]:
     """FINISHED training runs that earlier studies (a parent with ``recsys.role=main``, not deleted) made of
     ``trainings`` on this split and that scored every key of ``metrics``, by training key; of several, the
-    newest. A run that lacks a metric the study compares is trained again, not reused."""
-    wanted = {t.key for t in trainings}
+    newest. A run that lacks a metric the study compares, or that is no version of the registered model its training
+    registers under, is trained again, not reused."""
+    wanted = {t.key: t.register for t in trainings}
     logged = [mlflow_metric_name(m) for m in metrics]
     query = (
         f"tags.`{tags.ROLE}` = '{tags.ROLE_TRAIN}' AND tags.`{tags.SPLIT_DIGEST}` = '{split_digest}' "
@@ -514,6 +515,9 @@ def finished_trainings(
         run_tags = run.data.tags
         key = (run_tags.get(tags.MODEL), run_tags.get(tags.CONFIG), run_tags.get(tags.SEED))
         if key not in wanted or key in found or any(m not in run.data.metrics for m in logged):
+            continue
+        register = wanted[key]
+        if register is not None and version_of_run(client, register, run.info.run_id) is None:
             continue
         if _is_study(client, run_tags.get(MLFLOW_PARENT_RUN_ID), studies):
             found[key] = run
