@@ -6,8 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from mlflow_recsys.report._escaping import visible_text
-from mlflow_recsys.report._rows import decision_words, format_p, row_cells
-from mlflow_recsys.report._text import interval_level_words
+from mlflow_recsys.report._rows import decision_words, format_level, format_p, interval_level, row_cells
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._gate_decision import GateDecision
@@ -20,7 +19,7 @@ def test_words(c: PairwiseComparison) -> str:
     """``ndcg@100 non-inferior within 0.005 (difference -0.0012, 90% interval [-0.0031, +0.0007], p = 0.0001)``:
     one test of the gate, names written visibly (one line)."""
     cells = row_cells(c)
-    level = interval_level_words(c).split(" (")[0]
+    level = format_level(interval_level(c))
     return (
         f"{visible_text(c.metric)} {decision_words(c)} (difference {cells.difference}, {level} interval "
         f"{cells.interval}, p = {format_p(c.p_value)})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from mlflow_recsys.report._escaping import escape_latex
-from mlflow_recsys.report._rows import NO_MDE, format_level, row_cells
+from mlflow_recsys.report._rows import NO_MDE, format_level, interval_level, row_cells
 from mlflow_recsys.report._text import no_mde_note, settings_text
 from mlflow_recsys.stats._comparison import ComparisonReport
 
@@ -77,7 +77,7 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         "Metric",
         "Comparison",
         "Difference",
-        f"{_interval_percent(report.comparisons[0])}\\% CI",
+        f"{format_level(interval_level(report.comparisons[0]))[:-1]}\\% CI",
         "$p$" if report.correction is None else "Adj.~$p$",
         "MDE",
         "W/T/L",
@@ -153,8 +153,3 @@ def _tex(cell: str) -> str:
     ``1.23e-05`` as ``1.23\\times 10^{-5}``, ``inf`` as ``\\infty``, ``n/a`` upright."""
     cell = _EXPONENT.sub(lambda m: f"\\times 10^{{{int(m.group(1))}}}", cell)
     return cell.replace("inf", r"\infty").replace(NO_MDE, r"\mathrm{n/a}")
-
-
-def _interval_percent(c) -> str:
-    """``95`` (``90`` against a margin: the ``1 - 2 alpha`` interval), the level of the CI column in percent."""
-    return format_level(c.confidence_level if c.hypothesis == "superiority" else 1 - 2 * c.alpha)[:-1]

@@ -21,7 +21,7 @@ import pandas as pd
 
 from mlflow_recsys._digests import text_digest
 from mlflow_recsys.report._escaping import visible_text
-from mlflow_recsys.report._rows import format_level
+from mlflow_recsys.report._rows import format_level, interval_level
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import ComparisonReport
@@ -118,9 +118,7 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
         ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
         _margin_marks(ax, frame, y)
         ax.set_yticks(y, labels, fontsize=8)
-        level = frame["confidence_level"].iloc[0]
-        if frame["hypothesis"].iloc[0] != "superiority":
-            level = 1 - 2 * report.comparisons[0].alpha  # the interval the one-sided tests read
+        level = interval_level(report.comparisons[0])
         sided = "one-sided " if (open_low | open_high).any() else ""
         ax.set_xlabel(
             f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9

@@ -52,6 +52,12 @@ def format_level(level: float) -> str:
     return f"{100 * level:.6g}%"
 
 
+def interval_level(c: PairwiseComparison) -> float:
+    """The level of ``c``'s interval: its ``confidence_level``, or against a margin the two-sided ``1 - 2 alpha`` one
+    whose ends the one-sided tests read."""
+    return c.confidence_level if c.hypothesis == "superiority" else 1 - 2 * c.alpha
+
+
 def format_p(p: float) -> str:
     """``0.0123`` (and ``0.0000`` for 0), or ``1.23e-05`` below 0.0001."""
     return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.2e}"

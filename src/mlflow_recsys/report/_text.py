@@ -11,7 +11,15 @@ import pandas as pd
 
 from mlflow_recsys.report._analyses import seed_averaging_text
 from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
-from mlflow_recsys.report._rows import NO_MDE, decision_words, format_level, format_margin, format_p, row_cells
+from mlflow_recsys.report._rows import (
+    NO_MDE,
+    decision_words,
+    format_level,
+    format_margin,
+    format_p,
+    interval_level,
+    row_cells,
+)
 from mlflow_recsys.report._vocabulary import words
 from mlflow_recsys.stats._comparison import WILCOXON_EXACT_MAX
 from mlflow_recsys.stats._power import REPORT_POWER
@@ -96,8 +104,8 @@ def interval_level_words(c: PairwiseComparison) -> str:
     """``95%``: the level of ``c``'s interval; against a margin ``90% (each end a one-sided 95% bound)``, the two-sided
     ``1 - 2 alpha`` interval whose ends the one-sided tests read."""
     if c.hypothesis == "superiority":
-        return format_level(c.confidence_level)
-    return f"{format_level(1 - 2 * c.alpha)} (each end a one-sided {format_level(c.confidence_level)} bound)"
+        return format_level(interval_level(c))
+    return f"{format_level(interval_level(c))} (each end a one-sided {format_level(c.confidence_level)} bound)"
 
 
 def margin_text(report: ComparisonReport) -> str:

@@ -408,14 +408,15 @@ class _Record:
             "tests": json.loads(decision.to_frame().to_json(orient="records")),
         }
         with tempfile.TemporaryDirectory(prefix="mlflow-recsys-gate-") as tmp:
-            decision.to_frame().to_csv(Path(tmp) / "tests.csv", index=False)
             (Path(tmp) / "decision.json").write_text(json.dumps(record, indent=2, allow_nan=False))
+            if refused is None:  # the tests and their figures are logged once; a refusal rewrites only the decision
+                decision.to_frame().to_csv(Path(tmp) / "tests.csv", index=False)
+                first = decision.primary
+                metrics = {"primary_difference": first.difference, "primary_p_value": first.p_value}
+                if not math.isnan(decision.joint_power):
+                    metrics["joint_power"] = decision.joint_power
+                mlflow.log_metrics(metrics)
             mlflow.log_artifacts(tmp, "gate")
-        first = decision.primary
-        metrics = {"primary_difference": first.difference, "primary_p_value": first.p_value}
-        if not math.isnan(decision.joint_power):
-            metrics["joint_power"] = decision.joint_power
-        mlflow.log_metrics(metrics)
         reason = None if refused is None else str(refused)
         note = gate_markdown(decision, candidate=cand.given, incumbent=inc.given, refused=reason, warned=warned)
         mlflow.set_tags({tags.RESULT: shorten(self.summary, MAX_TAG_LENGTH), _NOTE: shorten(note, MAX_TAG_LENGTH)})
