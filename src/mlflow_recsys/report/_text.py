@@ -90,7 +90,8 @@ def settings_text(report: ComparisonReport) -> str:
     clauses = [
         f"{lead} comparison on {users} ({_hypotheses(len(comparisons))}): difference = candidate - baseline, mean "
         "over users",
-        f"{interval_level_words(first)} paired {interval} bootstrap interval from B = {first.n_resamples:,} replicates",
+        f"{interval_level_words(first)} paired {interval} bootstrap interval{_ratio_words(first)} from B = "
+        f"{first.n_resamples:,} replicates",
         f"{tests[0] if len(tests) == 1 else 'by hypothesis, ' + ' or '.join(tests)}, "
         f"{margin_text(report) or words('alternative', first.alternative)}",
         correction,
