@@ -257,4 +257,3 @@ def test_an_inconclusive_row_whose_interval_would_pass_says_so():
 def test_a_margin_needs_a_level_above_one_half():
     with pytest.raises(ValueError, match=r"^confidence_level: expected a level above 0.5 with hypothesis"):
         ComparisonSettings(reference="A", hypothesis="non-inferiority", margin=0.01, confidence_level=0.4)
-
