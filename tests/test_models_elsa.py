@@ -1,6 +1,10 @@
 """ELSA (Vančura et al., RecSys 2022): forward pass, loss, seeding, learning, persistence."""
 
 import dataclasses
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -34,6 +38,47 @@ def test_same_seed_gives_bit_identical_weights_and_losses():
     second = ELSATrainer(SMALL).fit(x)
     assert first.weights.tobytes() == second.weights.tobytes()
     assert first.loss_history == second.loss_history
+
+
+#: Fits ELSA on one thread, then on two, in one process, and prints whether the weights are the same bits. 2,000 items
+#: make the products' sums long enough for MKL to split them between threads.
+_FIT_ON_ONE_AND_TWO_THREADS = textwrap.dedent(
+    """
+    import hashlib
+    import numpy as np, scipy.sparse as sp, torch
+    import mlflow_recsys
+    from mlflow_recsys.models import ELSA, ELSAConfig
+
+    x = sp.random(600, 2000, density=0.02, format="csr", random_state=np.random.default_rng(0), dtype=np.float32)
+    x.data[:] = 1.0
+    digests = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        model = ELSA(ELSAConfig(latent_dim=16, batch_size=128, epochs=2, seed=3)).fit(x)
+        digests.append(hashlib.sha256(model.weights.tobytes()).hexdigest())
+    print(digests[0] == digests[1])
+    """
+)
+
+
+def _same_weights_on_one_and_two_threads(mkl_cbwr: str | None) -> bool:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS") and k != "MKL_CBWR"}
+    if mkl_cbwr is not None:
+        env["MKL_CBWR"] = mkl_cbwr
+    proc = subprocess.run(
+        [sys.executable, "-c", _FIT_ON_ONE_AND_TWO_THREADS], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"True": True, "False": False}[proc.stdout.strip()]
+
+
+@pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="this torch build has no MKL to ask for it")
+def test_the_thread_count_does_not_change_the_weights():
+    # A Ray task trains on one thread and its own process on every core: importing the package asks MKL for sums in
+    # one order whatever the thread count. The control is MKL's default, set by hand (a value already set wins).
+    if _same_weights_on_one_and_two_threads("AUTO"):
+        pytest.skip(f"MKL does not split these sums between threads here ({os.cpu_count()} CPUs): nothing to show")
+    assert _same_weights_on_one_and_two_threads(None)
 
 
 def test_different_seed_gives_different_weights():

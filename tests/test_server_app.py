@@ -1697,3 +1697,35 @@ def test_the_form_takes_a_hypothesis_with_its_margin_and_refuses_a_margin_withou
     refused = post_compare(web, experiment_id, run_ids, reference="Popularity", margin="0.05")
     text = html.unescape(refused.get_data(as_text=True))
     assert refused.status_code == 400 and "margin: expected no margin with hypothesis 'superiority'" in text
+
+
+def test_a_stop_signal_lost_in_a_finaliser_still_stops_the_job_at_its_next_stage():
+    # Python reports, and drops, an exception raised in a __del__: a Cancel landing there would go unheard, and the
+    # job would run on to "done". The handler records the reason too, and the job asks again at each stage.
+    import gc
+    import signal
+
+    from mlflow_recsys.errors import Terminated
+    from mlflow_recsys.server._runner import CANCEL_SIGNAL, Stop
+
+    stop, lost = Stop(), []
+
+    class Finalised:
+        def __del__(self):
+            os.kill(os.getpid(), CANCEL_SIGNAL)
+            for _ in range(10_000):  # the handler runs between these bytecodes, inside the finaliser
+                pass
+
+    previous = signal.signal(CANCEL_SIGNAL, stop.handler(lambda signum: f"cancelled ({signal.Signals(signum).name})"))
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = lambda info: lost.append(info.exc_type)
+    try:
+        stop.check()  # nothing recorded yet
+        Finalised()
+        gc.collect()
+    finally:
+        sys.unraisablehook = unraisable
+        signal.signal(CANCEL_SIGNAL, previous)
+    assert lost == [Terminated]  # raised, and lost
+    with pytest.raises(Terminated, match=r"^cancelled \(SIGUSR1\)$"):
+        stop.check()

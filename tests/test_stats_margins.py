@@ -257,3 +257,19 @@ def test_an_inconclusive_row_whose_interval_would_pass_says_so():
 def test_a_margin_needs_a_level_above_one_half():
     with pytest.raises(ValueError, match=r"^confidence_level: expected a level above 0.5 with hypothesis"):
         ComparisonSettings(reference="A", hypothesis="non-inferiority", margin=0.01, confidence_level=0.4)
+
+
+def test_a_relative_margins_interval_is_named_as_the_ratios():
+    base, cand = _pair()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = compare_models(
+            _results(base, cand),
+            metrics="m",
+            reference="A",
+            hypothesis="non-inferiority",
+            margin=0.02,
+            relative_margin=True,
+            n_resamples=999,
+        )
+    assert "bootstrap interval of the ratio of means (candidate / reference), written in metric units" in str(report)

@@ -149,9 +149,9 @@ def test_ray_study_logs_the_same_runs_as_the_sequential_study(studies):
     for key in sequential:
         (a,), (b,) = sequential[key], on_ray[key]
         assert a.info.status == b.info.status == "FINISHED"
-        # Bit for bit: the same split, seed and code give the same model, so the same scores, in a Ray worker
-        # as in its own process. The mean training loss is a diagnostic summed by torch's threaded reduction,
-        # and a Ray task gets one thread where a process gets every core: it agrees to float32 precision.
+        # Bit for bit: the same split, seed and code give the same model, so the same scores, in a Ray worker (one
+        # thread) as in its own process (every core), MKL's sums kept in one order (MKL_CBWR, set on import). The
+        # mean training loss is a diagnostic summed by torch's threaded reduction: it agrees to float32 precision.
         ray_metrics, own_metrics = ({k: v for k, v in run.data.metrics.items() if k not in TIMINGS} for run in (b, a))
         assert ray_metrics.pop("train_loss", 0.0) == pytest.approx(own_metrics.pop("train_loss", 0.0), rel=1e-6)
         assert ray_metrics == own_metrics, key

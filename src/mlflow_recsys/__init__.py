@@ -5,6 +5,14 @@ so ``import mlflow_recsys`` stays cheap (no MLflow, no torch) and the core works
 """
 
 import importlib
+import os
+
+# Intel MKL, which does torch's CPU matrix products, splits a long sum between threads, so the same training on one
+# thread (a Ray task) and on every core (its own process) differs in the last bits, and then in a ranking. Its strict
+# Conditional Numerical Reproducibility mode sums in one order whatever the thread count (Intel oneMKL Developer
+# Reference, "Obtaining Numerically Reproducible Results"). MKL reads the setting at its first call, so it is set on
+# import, before anything of ours multiplies; a value already set wins.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 from mlflow_recsys.data import build_recsys_checkpoint, load_recsys_split, read_checkpoint
 

@@ -136,6 +136,11 @@ def is_system_failure(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in SYSTEM_ERRNOS
 
 
+def sigterm_reason(signum: int) -> str:
+    """What :class:`Terminated` says when SIGTERM (``signum``) stopped the process."""
+    return f"stopped by signal {signum} (SIGTERM)"
+
+
 def raise_terminated(signum, frame):
     """A SIGTERM handler that raises :class:`Terminated`."""
-    raise Terminated(f"stopped by signal {signum} (SIGTERM)")
+    raise Terminated(sigterm_reason(signum))

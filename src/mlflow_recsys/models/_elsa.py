@@ -207,7 +207,9 @@ class ELSA(Recommender):
         """Train on ``x_train`` by minibatch gradient descent on the normalised-distance loss; returns self.
 
         Users without any training interaction are skipped. Same data, config, device and torch build -> bit-identical
-        weights (deterministic algorithms are enforced during fit); on a GPU see :class:`ELSATrainer`.
+        weights (deterministic algorithms are enforced during fit), on any number of CPU threads where torch uses
+        Intel MKL, since importing :mod:`mlflow_recsys` sets ``MKL_CBWR=AUTO,STRICT`` (unless already set; it has no
+        effect if MKL already ran in the process); on a GPU see :class:`ELSATrainer`.
 
         Parameters
         ----------

@@ -20,9 +20,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from mlflow_recsys.errors import Terminated, raise_terminated
+from mlflow_recsys.errors import Terminated, sigterm_reason
 from mlflow_recsys.server import _jobs as jobs
 from mlflow_recsys.tracking import _tags as tags
 
@@ -68,10 +69,11 @@ def _watch_parent(parent: int, every: float = 1.0) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
+def run_job(folder: Path, job_id: str, *, on_start=None, stop: Stop | None = None) -> dict:
     """Wait for a slot, compare, and record every stage in the job file; returns the final job.
 
-    ``on_start`` (no arguments) is called once the slot is held, before the comparison starts.
+    ``on_start`` (no arguments) is called once the slot is held, before the comparison starts. ``stop``, when given,
+    is asked at each stage of the comparison whether a signal told the job to stop.
     """
     from mlflow_recsys.report._notes import result_sentences
     from mlflow_recsys.tracking._redact import redact
@@ -96,7 +98,13 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
         from mlflow_recsys.tracking._comparison import compare_runs
 
         settings = ComparisonSettings(**job["settings"])
-        outcome = compare_runs(run_ids=job["run_ids"], settings=settings, on_stage=update)
+
+        def on_stage(stage: str) -> None:
+            if stop is not None:
+                stop.check()
+            update(stage)
+
+        outcome = compare_runs(run_ids=job["run_ids"], settings=settings, on_stage=on_stage)
         # The primary metric's result sentences as the run notes give them (the primary analysis' first, each
         # labelled when there are two), then the seed-spread sentences.
         metric = settings.primary or outcome.report.comparisons[0].metric
@@ -129,6 +137,30 @@ def run_job(folder: Path, job_id: str, *, on_start=None) -> dict:
 CANCEL_SIGNAL = signal.SIGUSR1
 
 
+class Stop:
+    """Why the job was told to stop (Cancel, the time limit, SIGTERM), kept as well as raised as
+    :class:`~mlflow_recsys.errors.Terminated`: a handler's exception is lost when the signal lands in a finaliser
+    (a ``__del__`` or weakref callback, which Python reports as "Exception ignored in ..."), so the job asks
+    :meth:`check` again at each stage and the comparison run still ends FAILED with the reason."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+    def handler(self, reason: Callable[[int], str]) -> Callable:
+        """A signal handler that records ``reason(signum)`` and raises it."""
+
+        def handle(signum, frame):
+            self.reason = reason(signum)
+            raise Terminated(self.reason)
+
+        return handle
+
+    def check(self) -> None:
+        """Raise :class:`~mlflow_recsys.errors.Terminated` with the recorded reason, if there is one."""
+        if self.reason is not None:
+            raise Terminated(self.reason)
+
+
 def main(argv: list[str]) -> int:
     from mlflow_recsys.tracking._server_errors import use_cli_defaults
 
@@ -137,17 +169,20 @@ def main(argv: list[str]) -> int:
 
     # Cancel and the time limit raise Terminated with their reason, so the comparison run being logged ends FAILED
     # with it, as on SIGTERM.
-    def cancelled(signum, frame):
-        raise Terminated(jobs.cancel_reason(folder, job_id) or "cancelled from the recsys page")
-
-    def timed_out(signum, frame):
-        raise Terminated(f"stopped after {limit:,} s, the time limit of the page's jobs ({jobs.TIME_LIMIT_ENV})")
-
-    signal.signal(signal.SIGTERM, raise_terminated)
-    signal.signal(CANCEL_SIGNAL, cancelled)
-    signal.signal(signal.SIGALRM, timed_out)
+    stop = Stop()
+    signal.signal(signal.SIGTERM, stop.handler(sigterm_reason))
+    signal.signal(
+        CANCEL_SIGNAL,
+        stop.handler(lambda signum: jobs.cancel_reason(folder, job_id) or "cancelled from the recsys page"),
+    )
+    signal.signal(
+        signal.SIGALRM,
+        stop.handler(
+            lambda signum: f"stopped after {limit:,} s, the time limit of the page's jobs ({jobs.TIME_LIMIT_ENV})"
+        ),
+    )
     threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True).start()
-    job = run_job(folder, job_id, on_start=lambda: signal.alarm(limit))
+    job = run_job(folder, job_id, on_start=lambda: signal.alarm(limit), stop=stop)
     return 0 if job["stage"] == "done" else 1
 
 
