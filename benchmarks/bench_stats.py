@@ -6,7 +6,8 @@
 Reports the median of five calls for:
 - a default ``compare_models`` call (randomization test plus bootstrap interval)
   on 2,500 users x 4 metrics x one pair at B = 9,999, with its two parts timed
-  separately, beside a straightforward per-hypothesis NumPy implementation;
+  separately, beside a straightforward per-hypothesis NumPy implementation, and
+  the same call with ``correction="maxt"`` (for one and for two candidates);
 - scaling in users (1e3 .. 1e6) and in B, with peak resident memory above the
   baseline. The peak is read from /proc (VmHWM after resetting it), because the
   compiled kernels allocate outside Python's tracemalloc.
@@ -106,6 +107,18 @@ def main() -> None:
     print(f"    randomization part (sign flips):          {flips * 1000:8.1f} ms")
     print(f"    bootstrap part:                           {boot * 1000:8.1f} ms")
     print(f"  straightforward per-hypothesis NumPy:       {naive * 1000:8.1f} ms  ({naive / full:.1f}x slower)")
+    maxt = median_seconds(
+        lambda: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=B, correction="maxt")
+    )
+    added = f"+{maxt / full - 1:.0%}; issue 32: <= +50%"
+    print(f"  the same with correction='maxt':            {maxt * 1000:8.1f} ms  ({added})")
+    three = dict(results, POP=ranking_like_results(2500, seed=1)["ELSA"])
+    holm3 = median_seconds(lambda: compare_models(three, metrics=METRICS, reference="EASE", n_resamples=B))
+    maxt3 = median_seconds(
+        lambda: compare_models(three, metrics=METRICS, reference="EASE", n_resamples=B, correction="maxt")
+    )
+    print(f"  2 candidates (8 hypotheses), Holm:          {holm3 * 1000:8.1f} ms")
+    print(f"  2 candidates (8 hypotheses), max-T:         {maxt3 * 1000:8.1f} ms  (+{maxt3 / holm3 - 1:.0%})")
 
     print("\nScaling in users (4 metrics, B = 9,999)")
     print(f"  {'users':>9} {'compare_models':>15} {'peak extra MiB':>15}")

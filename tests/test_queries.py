@@ -106,6 +106,21 @@ def test_a_comparison_without_seeds_has_one_analysis(study):
         load_comparison(outcome.run_id, analysis="seed-averaged")
 
 
+def test_a_max_t_comparison_run_logs_and_loads_back_its_simultaneous_intervals(study):
+    runs = [study["ease"], study["pop"], *study["seeded"]]
+    settings = study["settings"].replace(correction="maxt")
+    # An experiment of its own: the other tests count the comparison runs of the study's.
+    outcome = compare_runs(run_ids=runs, settings=settings, output_experiment="queries-maxt")
+    for analysis, report in (("seed-averaged", outcome.seed_averaged), ("representative-seed", outcome.report)):
+        assert report.correction == "maxt"
+        assert {c.interval_method for c in report.comparisons} == {"max-T"}
+        _same_report(load_comparison(outcome.run_id, analysis=analysis), report)
+    assert load_comparison_settings(outcome.run_id).correction == "maxt"
+    run = mlflow.get_run(outcome.run_id)
+    assert run.data.params["correction"] == "maxt"
+    assert "max-T" in run.data.tags["mlflow.note.content"]
+
+
 def test_settings_load_back_as_comparison_settings(study):
     outcome = study["with_seeds"]
     assert load_comparison_settings(outcome.run_id) == study["settings"]

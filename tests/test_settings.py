@@ -82,6 +82,7 @@ def test_the_command_line_options_are_the_declared_settings():
         ("confidence_level", "0.9", 0.9),
         ("correction", "none", None),
         ("correction", "bonferroni", "bonferroni"),
+        ("correction", "maxt", "maxt"),
         ("random_state", "none", None),
         ("random_state", "7", 7),
         ("paired_seeds", "True", True),
@@ -103,7 +104,7 @@ def test_a_setting_written_as_text_reads_back_as_its_value_and_writes_as_the_sam
         ("random_state", "nan", "random_state: expected an integer >= 0, found 'nan'"),
         ("confidence_level", "high", "confidence_level: expected a number strictly between 0 and 1, found 'high'"),
         ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
-        ("correction", "sidak", "correction: expected one of ('holm', 'bonferroni', None), found 'sidak'"),
+        ("correction", "sidak", "correction: expected one of ('holm', 'bonferroni', 'maxt', None), found 'sidak'"),
     ],
 )
 def test_text_that_is_no_value_of_the_setting_is_refused_as_written(name, text, message):
@@ -133,7 +134,7 @@ NAME = "a non-empty name without control or invisible characters or surrounding 
         ("interval_method", "bc", "interval_method: expected one of ('percentile', 'bca'), found 'bc'"),
         ("zero_method", "pratt ", "zero_method: expected one of ('wilcox', 'pratt', 'zsplit'), found 'pratt '"),
         ("family", "every", "family: expected one of ('primary', 'all'), found 'every'"),
-        ("correction", "sidak", "correction: expected one of ('holm', 'bonferroni', None), found 'sidak'"),
+        ("correction", "sidak", "correction: expected one of ('holm', 'bonferroni', 'maxt', None), found 'sidak'"),
         ("random_state", -1, "random_state: expected an integer >= 0, found -1"),
         ("paired_seeds", "yes", "paired_seeds: expected True or False, found 'yes'"),
         ("reference", " ", "reference: expected " + NAME + ", of at most 8,000 characters, found ' '"),

@@ -29,6 +29,7 @@ __all__ = [
     "is_system_failure",
     "raise_terminated",
     "root_cause",
+    "sigterm_reason",
 ]
 
 SYSTEM_ERRNOS = frozenset(

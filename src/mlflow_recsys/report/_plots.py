@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import textwrap
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ import pandas as pd
 
 from mlflow_recsys._digests import text_digest
 from mlflow_recsys.report._escaping import visible_text
-from mlflow_recsys.report._rows import format_level, interval_level
+from mlflow_recsys.report._rows import disagreement_words, format_level, interval_disagrees, interval_level
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import ComparisonReport
@@ -83,9 +84,10 @@ def _error_lengths(centre, low, high) -> np.ndarray:
 def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
     """Save one row per hypothesis: the difference (candidate - baseline) and its interval.
 
-    Filled markers are significant after adjustment; the dashed line is no difference; against a margin, a red tick
-    on each row marks -margin (and +margin for equivalence), and the interval is the ``1 - 2 alpha`` one. Names are
-    drawn literally (see the module notes). Writes a PNG to ``path``.
+    Filled markers are significant after adjustment; orange diamonds are rows whose interval and adjusted p-value part
+    ways (:func:`~mlflow_recsys.report._rows.interval_disagrees`), the legend saying why; the dashed line is no
+    difference; against a margin, a red tick on each row marks -margin (and +margin for equivalence), and the interval
+    is the ``1 - 2 alpha`` one. Names are drawn literally (see the module notes). Writes a PNG to ``path``.
 
     Raises
     ------
@@ -97,7 +99,7 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
         f"{plot_label(r.candidate)} vs {plot_label(r.baseline)}\n{plot_label(r.metric)}" for r in frame.itertuples()
     ]
     y = np.arange(len(frame))[::-1]
-    with _figure(path, figsize=(8, 0.6 * len(frame) + 1.4)) as (fig, ax):
+    with _figure(path, figsize=(8, 0.6 * len(frame) + 2.2)) as (fig, ax):
         xerr = _error_lengths(frame["difference"], frame["ci_low"], frame["ci_high"])
         ax.errorbar(frame["difference"], y, xerr=xerr, fmt="none", ecolor="0.3", capsize=3)
         open_low, open_high = ~np.isfinite(frame["ci_low"]), ~np.isfinite(frame["ci_high"])
@@ -110,9 +112,19 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
                     ax.plot([end], [yy], marker=marker, color="0.3", markersize=5, clip_on=False)
             ax.set_xlim(left, right)
         significant = frame["significant"].to_numpy(dtype=bool)
-        filled = {"color": "C0", "label": "significant (adjusted)"}
-        hollow = {"facecolor": "white", "edgecolor": "C0", "label": "not significant"}
-        for shown, style in ((significant, filled), (~significant, hollow)):
+        disagrees = np.array([interval_disagrees(c) for c in report.comparisons], dtype=bool)
+        styles = [
+            (significant & ~disagrees, {"color": "C0", "label": "significant (adjusted)"}),
+            (~significant & ~disagrees, {"facecolor": "white", "edgecolor": "C0", "label": "not significant"}),
+        ]
+        # An interval and a p-value that part ways: orange diamonds, the legend saying why in the report's words.
+        for side, face in ((~significant, "white"), (significant, "C1")):
+            rows = [c for c, shown in zip(report.comparisons, disagrees & side, strict=True) if shown]
+            if rows:
+                why = disagreement_words(rows[0], report.correction)
+                label = ("" if rows[0].significant else "not significant: ") + "\n".join(textwrap.wrap(why, 60))
+                styles.append((disagrees & side, {"facecolor": face, "edgecolor": "C1", "marker": "D", "label": label}))
+        for shown, style in styles:
             if shown.any():
                 ax.scatter(frame["difference"][shown], y[shown], zorder=3, **style)
         ax.axvline(0.0, color="0.5", linestyle="--", linewidth=1)
@@ -120,10 +132,13 @@ def forest_plot(report: ComparisonReport, path: str | os.PathLike) -> None:
         ax.set_yticks(y, labels, fontsize=8)
         level = interval_level(report.comparisons[0])
         sided = "one-sided " if (open_low | open_high).any() else ""
+        simultaneous = "simultaneous " if report.comparisons[0].interval_method == "max-T" else ""
         ax.set_xlabel(
-            f"candidate - baseline, with its {format_level(level)} {sided}paired bootstrap interval", fontsize=9
+            f"candidate - baseline, with its {format_level(level)} {sided}{simultaneous}paired bootstrap interval",
+            fontsize=9,
         )
-        ax.legend(loc="best", fontsize=8)
+        # Under the axes, where a long reason cannot cover a row.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=8, frameon=False)
         fig.tight_layout()
 
 

@@ -87,6 +87,21 @@ def decision_words(c: PairwiseComparison) -> str:
     return words("hypothesis", c.hypothesis, form, margin=format_margin(c.margin))
 
 
+def interval_disagrees(c: PairwiseComparison) -> bool:
+    """Whether ``c``'s interval and its adjusted p-value part ways (superiority only): not significant although the
+    interval excludes 0, or significant although it holds 0. With Holm or Bonferroni the interval is not adjusted for
+    the family; with max-T it is, but from the bootstrap where the p-value is from sign flips."""
+    excludes_zero = c.ci_low > 0 or c.ci_high < 0
+    return c.hypothesis == "superiority" and c.significant != excludes_zero
+
+
+def disagreement_words(c: PairwiseComparison, correction: str | None) -> str:
+    """Why a row of :func:`interval_disagrees` reads as it does, in the words every surface uses."""
+    if c.significant:
+        return words("disagreement", "reaches zero")
+    return words("correction", correction, "split")
+
+
 def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) -> RowCells:
     """The cells of ``c``'s row: ``digits`` decimals of the differences, means and interval, the difference and the
     interval's ends with a ``+`` when ``signed`` (default True)."""

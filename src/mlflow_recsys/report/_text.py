@@ -14,9 +14,11 @@ from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer,
 from mlflow_recsys.report._rows import (
     NO_MDE,
     decision_words,
+    disagreement_words,
     format_level,
     format_margin,
     format_p,
+    interval_disagrees,
     interval_level,
     row_cells,
 )
@@ -79,6 +81,8 @@ def settings_text(report: ComparisonReport) -> str:
     interval = "percentile" if fell == len(comparisons) else "BCa"
     if 0 < fell < len(comparisons):
         interval += f" (percentile for {fell} of {len(comparisons)} hypotheses, whose BCa bias correction was infinite)"
+    if first.interval_method == "max-T":  # every row's, under correction="maxt"
+        interval = words("interval_method", "max-T")
     tests = [
         _test_label(next(c for c in comparisons if c.test_method == m)) for m in {c.test_method: 0 for c in comparisons}
     ]
@@ -184,7 +188,7 @@ def _correction_words(report: ComparisonReport) -> str:
     families, how = report.families, words("correction", report.correction, "methods")
     if report.correction is None:
         return how
-    rate = "family-wise error rate under arbitrary dependence"
+    rate = words("correction", report.correction, "rate")
     if "primary" in families:
         primary = (
             f"the primary metric formed a family of its own ({_hypotheses(families['primary'])}, one per model pair)"
@@ -238,11 +242,28 @@ def methods_text(report: ComparisonReport) -> str:
         f"The uncertainty of each effect is a {interval_level_words(first)} {_interval_words(report)} from a paired "
         "bootstrap "
         f"over users with B = {B:,} replicates. {correction[:1].upper() + correction[1:]}; "
-        f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. Intervals "
-        "are not adjusted: each describes one comparison on its own. They describe variation across "
+        f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. "
+        f"{_interval_adjustment_words(report)} Intervals describe variation across "
         "evaluation users for the trained model instances compared; variation across training seeds is "
         "reported separately. "
         f"{_mde_words(report)}"
+    )
+
+
+def _interval_adjustment_words(report: ComparisonReport) -> str:
+    """Whether the intervals are adjusted for the family as the p-values are, and what follows for reading them."""
+    first = report.comparisons[0]
+    if first.interval_method == "max-T":
+        return (
+            f"The intervals of a family hold together: all of them cover their true differences with "
+            f"{format_level(first.confidence_level)} probability. They come from the bootstrap and the adjusted "
+            "p-values from sign flips, so at the edge of significance an interval and its p-value can disagree."
+        )
+    if report.correction is None or first.hypothesis != "superiority":
+        return "Intervals are not adjusted: each describes one comparison on its own."
+    return (
+        "Intervals are not adjusted: each describes one comparison on its own, so an interval can exclude 0 while "
+        f"its {words('correction', report.correction, 'p')}-value is above {first.alpha:.2g}."
     )
 
 
@@ -286,12 +307,17 @@ def _mde_words(report: ComparisonReport) -> str:
         level = f"alpha = {alpha:.2g}"
     else:
         level = ("the Bonferroni level " if report.correction == "bonferroni" else "") + f"alpha/J = {alpha:.2g}/{J}"
-    note = (
-        " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, so the "
-        "figure is conservative."
-        if report.correction == "holm" and "/J" in level
-        else ""
-    )
+    note = ""
+    if report.correction == "holm" and "/J" in level:
+        note = (
+            " That is the level of the first step of Holm's procedure, the strictest any hypothesis meets, so the "
+            "figure is conservative."
+        )
+    elif report.correction == "maxt" and "/J" in level:
+        note = (
+            " Max-T's critical value is no stricter than that when the hypotheses move together, so the figure is "
+            "conservative."
+        )
     if report.comparisons[0].hypothesis != "superiority":
         return (
             f"The mde column holds, by the normal approximation (Cohen, 1988) at {level}: "
@@ -308,6 +334,8 @@ def _mde_words(report: ComparisonReport) -> str:
 
 def _interval_words(report: ComparisonReport) -> str:
     """The interval method(s) of the report, with sources; says which rows fell back from BCa."""
+    if report.comparisons[0].interval_method == "max-T":
+        return words("interval_method", "max-T", "methods")
     fell = sum(c.interval_method == "percentile" for c in report.comparisons)
     if fell == report.family_size:
         return "percentile interval (Efron, 1979)"
@@ -372,6 +400,8 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
         verdict = decision_words(c)
     if c.baseline_seeds > 1 or c.candidate_seeds > 1:
         effect = f"Averaged over training seeds ({cand}: {c.candidate_seeds}, {base}: {c.baseline_seeds}), " + effect
+    if interval_disagrees(c):
+        verdict += f" ({disagreement_words(c, report.correction)})"
     if c.direction == "inconclusive" and not pd.isna(c.mde):
         verdict += _power_words(c)
     elif c.direction == "inconclusive":
@@ -400,7 +430,8 @@ def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[
     label = "p" if J == 1 else words("correction", report.correction, "p")
     p_words = f"{label} = {format_p(p)}"
     if c.test_method in ("randomization", "bootstrap"):
-        floor = J / (B + 1) if report.correction is not None else 1 / (B + 1)
+        # Holm's and Bonferroni's smallest adjusted p is J times the smallest p; max-T's is the smallest p itself.
+        floor = J / (B + 1) if report.correction in ("holm", "bonferroni") else 1 / (B + 1)
         if abs(p - min(1.0, floor)) <= 1e-12:
             p_words += f", the smallest attainable with {B:,} resamples" + (f" and {J} hypotheses" if J > 1 else "")
     return words("test_method", c.test_method, "result", B=B), p_words

@@ -3,7 +3,8 @@ by the setting's value, in the forms the report surfaces use.
 
 Forms: ``methods`` (the Methods paragraph; for no correction, its whole clause), ``label`` (settings lines, captions,
 the printed procedure; a test's may hold ``{B}`` and ``{zeros}``) and ``result`` (the result sentence; ``p`` for a
-correction: how its adjusted p-value is named).
+correction: how its adjusted p-value is named, ``rate`` what it controls, ``split`` why a row whose interval excludes 0
+is not significant).
 """
 
 from __future__ import annotations
@@ -99,15 +100,56 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
     "interval_method": {
         "percentile": {"methods": "percentile", "label": "percentile", "result": ""},
         "bca": {"methods": "bias-corrected and accelerated (BCa)", "label": "BCa", "result": "BCa "},
+        "max-T": {
+            "methods": "simultaneous studentized max-T bootstrap interval (one draw of the users for the whole family, "
+            "one critical value for all its hypotheses; Beran, 1988; Romano and Wolf, 2005)",
+            "label": "simultaneous max-T",
+            "result": "simultaneous ",
+        },
+    },
+    # A superiority row whose interval and adjusted p-value part ways: "reaches zero" a significant row whose interval
+    # holds 0 (its not significant counterpart is its correction's "split").
+    "disagreement": {
+        "reaches zero": {
+            "label": "significant by its adjusted p, although its interval (from the bootstrap, not the test) "
+            "reaches 0",
+        },
     },
     "correction": {
-        "holm": {"methods": "Holm's step-down procedure (Holm, 1979)", "label": "Holm", "p": "Holm-adjusted p"},
+        "holm": {
+            "methods": "Holm's step-down procedure (Holm, 1979)",
+            "label": "Holm",
+            "p": "Holm-adjusted p",
+            "rate": "family-wise error rate under arbitrary dependence",
+            "split": "the interval, which is not adjusted for the family, excludes 0, but the Holm-adjusted p is "
+            "above alpha",
+        },
         "bonferroni": {
             "methods": "the Bonferroni correction (each p-value multiplied by the size of its family)",
             "label": "Bonferroni",
             "p": "Bonferroni-adjusted p",
+            "rate": "family-wise error rate under arbitrary dependence",
+            "split": "the interval, which is not adjusted for the family, excludes 0, but the Bonferroni-adjusted p "
+            "is above alpha",
         },
-        None: {"methods": "p-values were not adjusted for multiple comparisons", "label": "no", "p": "p"},
+        "maxt": {
+            "methods": "the Westfall-Young max-T step-down procedure (Westfall and Young, 1993) on the family's joint "
+            "sign flips: one sign per user and resample flips that user's difference in every hypothesis of the "
+            "family, and each hypothesis is standardized by the spread of its own null",
+            "label": "max-T",
+            "p": "max-T-adjusted p",
+            "rate": "family-wise error rate, reading the dependence between its hypotheses off the joint resamples "
+            "instead of assuming the worst",
+            "split": "the simultaneous interval (from the bootstrap) excludes 0, but the max-T-adjusted p (from sign "
+            "flips) is above alpha",
+        },
+        None: {
+            "methods": "p-values were not adjusted for multiple comparisons",
+            "label": "no",
+            "p": "p",
+            "split": "the bootstrap interval excludes 0, but the test's p is above alpha: the two are computed "
+            "differently and can part ways at the edge",
+        },
     },
 }
 

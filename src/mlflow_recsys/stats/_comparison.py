@@ -20,6 +20,7 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats._corrections import Correction, adjust_p_values
 from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, pair_rows, wilcoxon_method
 from mlflow_recsys.stats._margins import decision, detectable_effect
+from mlflow_recsys.stats._maxt import maxt_family
 from mlflow_recsys.stats._pairing import check_results, paired_differences, units_of
 from mlflow_recsys.stats._results import COLUMNS, ComparisonReport, Markup, PairwiseComparison, significance_level
 from mlflow_recsys.stats._settings import (
@@ -282,19 +283,22 @@ def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:
     # The largest family sets the floor: the secondary metrics' when the primary one stands alone.
     split = settings.primary is not None and settings.family == "primary" and n_metrics > 1
     J = n_pairs * (n_metrics - 1 if split else n_metrics)
+    floor = (
+        f"the smallest adjusted p-value is J/(B+1) = {J / (B + 1):.4g}"
+        if settings.correction != "maxt"
+        else "the smallest max-T-adjusted p-value is 1/(B+1) too"
+    )
     warn(
         f"n_resamples={B} is below 999: the smallest Monte Carlo p-value is "
         f"1/(B+1) = {1 / (B + 1):.4g}, and with {J} hypothes{'is' if J == 1 else 'es'} "
-        "adjusted together "
-        f"the smallest adjusted p-value is J/(B+1) = {J / (B + 1):.4g} "
-        f"(alpha = {significance_level(settings.confidence_level):.4g})",
+        f"adjusted together {floor} (alpha = {significance_level(settings.confidence_level):.4g})",
         LowResamplesWarning,
     )
 
 
 def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSettings) -> tuple[PairwiseComparison, ...]:
     """The comparisons with p-values adjusted within each family (``"primary"`` and ``"secondary"``, or ``"all"``), and
-    the columns that follow from them."""
+    the columns that follow from them; with max-T, the family's simultaneous intervals too."""
     if settings.primary is None or settings.family != "primary":
         labels = ["all"] * len(comparisons)
     else:
@@ -303,10 +307,17 @@ def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSetting
     final = list(comparisons)
     for label in dict.fromkeys(labels):
         members = [i for i, lab in enumerate(labels) if lab == label]
-        adjusted = adjust_p_values(np.array([comparisons[i].p_value for i in members]), settings.correction)
+        if settings.correction == "maxt":
+            adjusted, lows, highs = maxt_family([comparisons[i] for i in members], settings, label, alpha)
+            for i, low, high in zip(members, lows, highs, strict=True):
+                final[i] = dataclasses.replace(
+                    final[i], ci_low=float(low), ci_high=float(high), interval_method="max-T"
+                )
+        else:
+            adjusted = adjust_p_values(np.array([comparisons[i].p_value for i in members]), settings.correction)
         level = mde_alpha(alpha, settings.correction, len(members))
         for i, p in zip(members, adjusted, strict=True):
-            c = comparisons[i]
+            c = final[i]
             sd = float(np.std(c.unit_differences, ddof=1))  # units_of has ensured at least two users
             final[i] = dataclasses.replace(
                 c,

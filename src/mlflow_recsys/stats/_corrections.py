@@ -6,8 +6,8 @@ from typing import Literal
 
 import numpy as np
 
-Correction = Literal["holm", "bonferroni"] | None
-CORRECTIONS = ("holm", "bonferroni", None)
+Correction = Literal["holm", "bonferroni", "maxt"] | None
+CORRECTIONS = ("holm", "bonferroni", "maxt", None)
 
 
 def adjust_p_values(p_values: np.ndarray, correction: Correction = "holm") -> np.ndarray:
@@ -16,7 +16,8 @@ def adjust_p_values(p_values: np.ndarray, correction: Correction = "holm") -> np
     ``"holm"`` is Holm's (1979) step-down procedure: with sorted p-values ``p_(1) <= ... <= p_(J)``, ``p~_(i) = min(1,
     max_{j <= i} (J - j + 1) p_(j))``, restored to the input order. ``"bonferroni"`` multiplies every p-value by ``J``
     (capped at 1). Both control the family-wise error rate under arbitrary dependence between the hypotheses. ``None``
-    returns the p-values unchanged.
+    returns the p-values unchanged. ``"maxt"`` needs the family's resampled statistics, not its p-values: it is a
+    setting of :func:`~mlflow_recsys.stats.compare_models`, refused here.
 
     Parameters
     ----------
@@ -32,10 +33,13 @@ def adjust_p_values(p_values: np.ndarray, correction: Correction = "holm") -> np
     Raises
     ------
     ValueError
-        If ``correction`` is unknown or a p-value lies outside [0, 1].
+        If ``correction`` is unknown or ``"maxt"``, or a p-value lies outside [0, 1].
     """
-    if correction not in CORRECTIONS:
-        raise ValueError(f"correction: expected one of 'holm', 'bonferroni' or None, found {correction!r}")
+    if correction not in ("holm", "bonferroni", None):
+        raise ValueError(
+            f"correction: expected one of 'holm', 'bonferroni' or None (max-T adjusts from the resampled statistics: "
+            f"compare_models(..., correction='maxt')), found {correction!r}"
+        )
     p = np.asarray(p_values, dtype=np.float64)
     if p.ndim != 1:
         raise ValueError(f"p_values: expected a 1-D array, found shape {p.shape}")

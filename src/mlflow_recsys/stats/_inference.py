@@ -126,7 +126,7 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
     sign-flip means; each drawn for every metric at once from the pair's own seed sequences."""
     d, B = pair.differences, settings.n_resamples
     n_nonzero = (d != 0).sum(axis=0)
-    sign_seeds, boot_seeds = _pair_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
+    sign_seeds, boot_seeds = stream_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
     boot = bootstrap_means(d, B, boot_seeds)
     monte_carlo = (
         tests
@@ -211,9 +211,10 @@ def exact_enumeration(n_nonzero: int, n_resamples: int) -> bool:
     return n_nonzero <= MAX_EXACT_UNITS and 2 ** int(n_nonzero) <= n_resamples
 
 
-def _pair_seed_sequences(random_state: int | None, base_name: str, cand_name: str):
-    """Two independent seed sequences (signs, bootstrap) for one ordered model pair."""
-    digest = hashlib.sha256(f"{base_name}\x00{cand_name}".encode()).digest()
+def stream_seed_sequences(random_state: int | None, *labels: str):
+    """Two independent seed sequences (signs, bootstrap) for the stream named by ``labels``: a model pair's
+    (baseline, candidate), or a max-T family's; the same labels and seed give the same streams."""
+    digest = hashlib.sha256("\x00".join(labels).encode()).digest()
     words = tuple(int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4))
     entropy = random_state if random_state is not None else np.random.SeedSequence().entropy
     return tuple(np.random.SeedSequence(entropy, spawn_key=words + (stream,)) for stream in (0, 1))

@@ -75,12 +75,13 @@ def bootstrap_means(differences: np.ndarray, n_resamples: int, seed_sequence: np
 
 
 def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:
-    """All ``2**k`` sign-flip means (Fisher 1935) of the ``k`` non-zero values of ``differences`` ``(n_units,)``,
-    zeros still counted in the denominator: float64 ``(2**k,)``, ``[0.0]`` when every difference is 0. Called with
-    ``k`` at most :data:`MAX_EXACT_UNITS`."""
+    """All ``2**k`` sign-flip means (Fisher 1935) of ``differences``, ``(n_units,)`` or ``(n_units, n_columns)``, over
+    the ``k`` units with a non-zero value (in any column; one sign flips a unit in every column), zeros still counted
+    in the denominator: float64 ``(2**k,)`` or ``(2**k, n_columns)``, a single zero row when every difference is 0.
+    Called with ``k`` at most :data:`MAX_EXACT_UNITS`."""
     d = np.asarray(differences, dtype=np.float64)
-    nonzero = d[d != 0]
-    k = nonzero.shape[0]
+    moving = d[np.any(d.reshape(d.shape[0], -1) != 0, axis=1)]
+    k = moving.shape[0]
     # Both dimensions given: with k = 0, reshape(-1, 0) cannot infer the one empty pattern.
     signs = np.array(list(itertools.product((1.0, -1.0), repeat=k)), dtype=np.float64).reshape(2**k, k)
-    return signs @ nonzero / d.shape[0]
+    return signs @ moving / d.shape[0]

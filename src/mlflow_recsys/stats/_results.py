@@ -63,7 +63,8 @@ class PairwiseComparison:
     candidate scored higher than, equal to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
     n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``; a row asked for BCa reports
     ``"percentile"`` when its bias correction is infinite (every replicate on one side of the estimate) and the
-    percentile interval was used instead.
+    percentile interval was used instead. Under ``correction="maxt"`` it is ``"max-T"``: the interval is the family's
+    simultaneous one (:mod:`~mlflow_recsys.stats._maxt`).
 
     The column ``mde`` is the minimum detectable effect: the smallest true mean difference this design detects with 80%
     power, :func:`~mlflow_recsys.stats.minimum_detectable_effect` of the SD (ddof=1) of ``unit_differences``,

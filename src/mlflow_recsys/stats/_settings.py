@@ -58,7 +58,8 @@ class ComparisonSettings:
     comparison's ``methods.md`` are made from those declarations. The tests, intervals and corrections, with their
     sources, are those of :func:`~mlflow_recsys.stats.compare_models`: the sign-flip randomization test and the paired
     bootstrap (Efron & Tibshirani 1993; Smucker, Allan & Carterette 2007), the paired t-test, the Wilcoxon signed-rank
-    test (Wilcoxon 1945), percentile and BCa intervals (Efron 1987), Holm's (1979) and Bonferroni's corrections.
+    test (Wilcoxon 1945), percentile and BCa intervals (Efron 1987), Holm's (1979), Bonferroni's and Westfall & Young's
+    (1993) max-T corrections.
 
     ``metrics`` is stored as a tuple (one key may be given as a str; ``None``: every metric the compared runs
     share, for a comparison of runs); ``primary`` must be one of them when they are named; a one-sided
@@ -92,9 +93,10 @@ class ComparisonSettings:
     )
     correction: Correction = setting(
         "holm",
-        "family-wise adjustment within each family of hypotheses (Holm 1979, Bonferroni; none: unadjusted)",
+        "family-wise adjustment within each family of hypotheses (Holm 1979, Bonferroni, maxt: Westfall-Young max-T "
+        "step-down from joint sign flips, with simultaneous intervals; none: unadjusted)",
         "choice",
-        choices=("holm", "bonferroni"),
+        choices=("holm", "bonferroni", "maxt"),
         optional=True,
     )
     confidence_level: float = setting(
@@ -181,6 +183,20 @@ class ComparisonSettings:
                 "to say which side is the candidate, found None"
             )
         self._check_margin()
+        self._check_maxt()
+
+    def _check_maxt(self) -> None:
+        """Max-T re-tests the family on joint relabellings of the users: the randomization test of a difference."""
+        if self.correction != "maxt":
+            return
+        needs = {
+            "test_method": ("randomization", "its joint null is the family's sign flips or permutations"),
+            "hypothesis": ("superiority", "a margin's tests are not adjusted jointly"),
+            "interval_method": ("percentile", "its intervals are the simultaneous max-T ones"),
+        }
+        for name, (value, why) in needs.items():
+            if getattr(self, name) != value:
+                raise ValueError(expected(name, f"{value!r} with correction 'maxt' ({why})", getattr(self, name)))
 
     def _check_margin(self) -> None:
         """A margin goes with a non-inferiority or equivalence hypothesis, and only there; such a hypothesis fixes
