@@ -7,6 +7,7 @@ the page's own helpers.
 """
 
 import dataclasses
+import math
 import re
 import warnings
 from html.parser import HTMLParser
@@ -79,8 +80,13 @@ class Page(HTMLParser):
                 sink.append(data)
 
 
-def _p(p: float) -> str:
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.2e}"
+def _p(p: float, mcse: float = 0.0) -> str:
+    """A p-value as the page must print it: four decimals, or, estimated from resamples, down to the decimal place of
+    twice its Monte Carlo standard error (two at least)."""
+    if p < 1e-4:
+        return f"{p:.2e}"
+    decimals = 4 if mcse == 0 else min(4, max(2, math.ceil(-math.log10(2 * mcse))))
+    return f"{p:.{decimals}f}"
 
 
 def _report(names=("Popularity", "EASE", "ELSA"), metrics=("ndcg@100", "calibrated_recall@20", "mrr@20")):
@@ -127,7 +133,7 @@ def test_key_table_holds_the_key_columns_one_row_per_hypothesis(report):
             f"{r.candidate} vs {r.baseline}",
             f"{r.difference:.6f}",
             f"[{r.ci_low:.6f}, {r.ci_high:.6f}]",
-            _p(r.adjusted_p_value),
+            _p(r.adjusted_p_value, r.adjusted_p_value_mcse),
             r.direction,
             f"{r.mde:.6f}",
             f"{r.wins}/{r.ties}/{r.losses}",
@@ -152,7 +158,7 @@ def test_details_table_holds_the_other_columns(report):
             str(r.n_units),
             str(r.n_nonzero),
             f"{r.tie_rate:.1%}",
-            _p(r.p_value),
+            _p(r.p_value, r.p_value_mcse),
             f"{r.relative_difference:.2%}",
         ]
         for r in frame.itertuples()

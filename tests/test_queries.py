@@ -106,10 +106,12 @@ def test_a_comparison_without_seeds_has_one_analysis(study):
         load_comparison(outcome.run_id, analysis="seed-averaged")
 
 
-def test_a_max_t_comparison_run_logs_and_loads_back_its_simultaneous_intervals(study):
+def test_a_max_t_comparison_run_logs_and_loads_back_its_simultaneous_intervals(study, tmp_path):
     runs = [study["ease"], study["pop"], *study["seeded"]]
     settings = study["settings"].replace(correction="maxt")
-    # An experiment of its own: the other tests count the comparison runs of the study's.
+    # An experiment of its own (the other tests count the comparison runs of the study's), its artifacts under
+    # tmp_path: by default they would land in ./mlruns of the working directory.
+    mlflow.create_experiment("queries-maxt", artifact_location=(tmp_path / "artifacts").as_uri())
     outcome = compare_runs(run_ids=runs, settings=settings, output_experiment="queries-maxt")
     for analysis, report in (("seed-averaged", outcome.seed_averaged), ("representative-seed", outcome.report)):
         assert report.correction == "maxt"

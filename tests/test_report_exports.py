@@ -6,6 +6,7 @@ written independently of ``mlflow_recsys.report``.
 
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -94,13 +95,18 @@ def expected_marker(p: float, alpha: float) -> str:
     return ""
 
 
-def expected_p_text(p: float) -> str:
-    return f"{p:.4f}" if p >= 1e-4 else f"{p:.2e}"
+def expected_p_text(p: float, mcse: float = 0.0) -> str:
+    """Four decimals, or for a p-value estimated from resamples down to the decimal place of twice its Monte Carlo
+    standard error (two at least); below 1e-4 in scientific notation."""
+    if p < 1e-4:
+        return f"{p:.2e}"
+    decimals = 4 if mcse == 0 else min(4, max(2, math.ceil(-math.log10(2 * mcse))))
+    return f"{p:.{decimals}f}"
 
 
-def expected_p_latex(p: float) -> str:
+def expected_p_latex(p: float, mcse: float = 0.0) -> str:
     if p >= 1e-4:
-        return f"${p:.4f}$"
+        return f"${expected_p_text(p, mcse)}$"
     mantissa, exponent = f"{p:.2e}".split("e")
     return f"${mantissa}\\times 10^{{{int(exponent)}}}$"
 
@@ -244,7 +250,7 @@ def test_latex_p_values_match_scipy_and_tiny_ones_use_powers_of_ten(marker_repor
     for row, c in zip(rows, marker_report.comparisons, strict=True):
         p = scipy.stats.ttest_1samp(c.unit_differences, 0.0).pvalue
         assert c.adjusted_p_value == pytest.approx(p, rel=1e-9)
-        assert row[4] == expected_p_latex(c.adjusted_p_value)
+        assert row[4] == expected_p_latex(c.adjusted_p_value, c.adjusted_p_value_mcse)
 
 
 def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
@@ -450,7 +456,7 @@ def test_str_is_a_settings_line_and_one_row_per_hypothesis(hostile_report, marke
         for line, c in zip(lines[2:], report.comparisons, strict=True):
             assert line.startswith(visible(c.metric))
             assert pair(c) in line
-            assert expected_p_text(c.adjusted_p_value) in line and c.direction in line
+            assert expected_p_text(c.adjusted_p_value, c.adjusted_p_value_mcse) in line and c.direction in line
             assert f"{c.wins}/{c.ties}/{c.losses}" in line
     assert "two\\nlines\\r" in str(hostile_report)
 
@@ -483,7 +489,7 @@ def test_summary_has_one_line_per_hypothesis_with_its_adjusted_p(hostile_report,
         assert len(lines) == len(report.comparisons)
         for line, c in zip(lines, report.comparisons, strict=True):
             assert pair(c) in line
-            assert f"adj. p {expected_p_text(c.adjusted_p_value)}" in line
+            assert f"adj. p {expected_p_text(c.adjusted_p_value, c.adjusted_p_value_mcse)}" in line
             assert f"{c.difference:+.4f} [{c.ci_low:+.4f}, {c.ci_high:+.4f}]" in line
             assert f"W/T/L {c.wins}/{c.ties}/{c.losses}" in line and f"mde {c.mde:.4f}" in line
             assert c.direction in line
@@ -684,6 +690,23 @@ def test_load_names_the_missing_file(hostile_report, tmp_path):
     (tmp_path / "plainfile").write_text("x")
     with pytest.raises(ValueError, match="found a file"):
         ComparisonReport.load(tmp_path / "plainfile")
+
+
+def test_a_report_saved_before_a_column_existed_loads_with_its_default(hostile_report, tmp_path):
+    # Reports saved before issue 32 have no effect-size or Monte Carlo error columns; a column without a default
+    # (here `difference`) missing means a file this package did not write.
+    import pyarrow.parquet as pq
+
+    path = hostile_report.save(tmp_path / "old")
+    table = pq.read_table(path / "comparisons.parquet")
+    pq.write_table(table.drop_columns(["p_value_mcse", "effect_size_dz"]), path / "comparisons.parquet")
+    loaded = ComparisonReport.load(path)
+    assert [c.p_value_mcse for c in loaded.comparisons] == [0.0] * len(loaded.comparisons)
+    assert all(math.isnan(c.effect_size_dz) for c in loaded.comparisons)
+    assert [c.difference for c in loaded.comparisons] == [c.difference for c in hostile_report.comparisons]
+    pq.write_table(table.drop_columns(["difference"]), path / "comparisons.parquet")
+    with pytest.raises(ValueError, match=r"comparisons\.parquet: expected a column 'difference', found none"):
+        ComparisonReport.load(path)
 
 
 @pytest.mark.parametrize(

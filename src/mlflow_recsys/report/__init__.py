@@ -6,6 +6,7 @@ imports it at module level: ``ComparisonReport.to_markdown()``, ``to_latex()``, 
 
 - :mod:`~mlflow_recsys.report._escaping`: names and metric keys written literally in markdown, LaTeX, terminals, CSV.
 - :mod:`~mlflow_recsys.report._text`: the methods paragraph, result sentences, markdown and fixed-width tables.
+- :mod:`~mlflow_recsys.report._effect_words`: the words on effect sizes, the sign test and the precision of p-values.
 - :mod:`~mlflow_recsys.report._latex`: the booktabs table for papers.
 - :mod:`~mlflow_recsys.report._wide`: ranx's wide table, one row per model and one column per metric.
 - :mod:`~mlflow_recsys.report._html`: the self-contained ``report.html`` page.

@@ -75,6 +75,57 @@ _BIBTEX = r"""@article{efron1979bootstrap,
   doi       = {10.1145/3523227.3551482}
 }
 
+@book{westfall1993resampling,
+  author    = {Westfall, Peter H. and Young, S. Stanley},
+  title     = {Resampling-Based Multiple Testing: Examples and Methods for p-Value Adjustment},
+  publisher = {Wiley},
+  year      = {1993}
+}
+
+@article{romano2005stepdown,
+  author  = {Romano, Joseph P. and Wolf, Michael},
+  title   = {Exact and Approximate Stepdown Methods for Multiple Hypothesis Testing},
+  journal = {Journal of the American Statistical Association},
+  volume  = {100},
+  number  = {469},
+  pages   = {94--108},
+  year    = {2005},
+  doi     = {10.1198/016214504000000539}
+}
+
+@article{beran1988balanced,
+  author  = {Beran, Rudolf},
+  title   = {Balanced Simultaneous Confidence Sets},
+  journal = {Journal of the American Statistical Association},
+  volume  = {83},
+  number  = {403},
+  pages   = {679--686},
+  year    = {1988},
+  doi     = {10.1080/01621459.1988.10478648}
+}
+
+@article{lakens2013effect,
+  author  = {Lakens, Dani{\"e}l},
+  title   = {Calculating and Reporting Effect Sizes to Facilitate Cumulative Science: A Practical Primer for t-tests and
+             ANOVAs},
+  journal = {Frontiers in Psychology},
+  volume  = {4},
+  pages   = {863},
+  year    = {2013},
+  doi     = {10.3389/fpsyg.2013.00863}
+}
+
+@article{dixon1946sign,
+  author  = {Dixon, W. J. and Mood, A. M.},
+  title   = {The Statistical Sign Test},
+  journal = {Journal of the American Statistical Association},
+  volume  = {41},
+  number  = {236},
+  pages   = {557--566},
+  year    = {1946},
+  doi     = {10.1080/01621459.1946.10501898}
+}
+
 @book{cohen1988power,
   author    = {Cohen, Jacob},
   title     = {Statistical Power Analysis for the Behavioral Sciences},

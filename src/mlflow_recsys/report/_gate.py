@@ -6,7 +6,7 @@ import math
 from typing import TYPE_CHECKING
 
 from mlflow_recsys.report._escaping import visible_text
-from mlflow_recsys.report._rows import decision_words, format_level, format_p, interval_level, row_cells
+from mlflow_recsys.report._rows import decision_words, format_level, interval_level, row_cells
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._gate_decision import GateDecision
@@ -22,7 +22,7 @@ def test_words(c: PairwiseComparison) -> str:
     level = format_level(interval_level(c))
     return (
         f"{visible_text(c.metric)} {decision_words(c)} (difference {cells.difference}, {level} interval "
-        f"{cells.interval}, p = {format_p(c.p_value)})"
+        f"{cells.interval}, p = {cells.p_value})"
     )
 
 

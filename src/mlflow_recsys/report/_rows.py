@@ -58,9 +58,15 @@ def interval_level(c: PairwiseComparison) -> float:
     return c.confidence_level if c.hypothesis == "superiority" else 1 - 2 * c.alpha
 
 
-def format_p(p: float) -> str:
-    """``0.0123`` (and ``0.0000`` for 0), or ``1.23e-05`` below 0.0001."""
-    return f"{p:.4f}" if p >= 1e-4 or p == 0 else f"{p:.2e}"
+def format_p(p: float, mcse: float = 0.0) -> str:
+    """``0.0123`` (and ``0.0000`` for 0), or ``1.23e-05`` below 0.0001. A p-value estimated from resamples (``mcse``,
+    its Monte Carlo standard error, above 0) is rounded at the first decimal place no coarser than twice that error,
+    keeping 2 to 4 decimals: 0.4980 with an error of 0.005 (B = 9,999) prints ``0.50``, since its third decimal is
+    noise."""
+    if p < 1e-4 and p != 0:
+        return f"{p:.2e}"
+    decimals = 4 if mcse <= 0 else min(4, max(2, math.ceil(-math.log10(2 * mcse))))
+    return f"{p:.{decimals}f}"
 
 
 #: The decision of a row tested against a margin, by its ``direction``: the form of :data:`WORDS` it is read in.
@@ -121,8 +127,8 @@ def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) ->
         interval=f"{low}, {high}",
         ci_low=number(c.ci_low),
         ci_high=number(c.ci_high),
-        p_value=format_p(c.p_value),
-        adjusted_p=format_p(c.adjusted_p_value),
+        p_value=format_p(c.p_value, c.p_value_mcse),
+        adjusted_p=format_p(c.adjusted_p_value, c.adjusted_p_value_mcse),
         direction=decision_words(c),
         wtl=f"{c.wins}/{c.ties}/{c.losses}",
         mde=number(c.mde),

@@ -10,6 +10,13 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys.report._analyses import seed_averaging_text
+from mlflow_recsys.report._effect_words import (
+    dz_words,
+    effect_interval,
+    effects_methods,
+    interval_adjustment_words,
+    sign_test_words,
+)
 from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report._rows import (
     NO_MDE,
@@ -164,7 +171,9 @@ def report_markdown(report: ComparisonReport) -> str:
     text_columns = ["metric", "baseline", "candidate"]
     for column in text_columns:
         frame[column] = frame[column].map(escape_markdown)
-    table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in text_columns])
+    # p-values keep the digits their Monte Carlo error supports (0.50, not 0.5): written as they are, like names.
+    as_written = [*text_columns, "p_value", "adjusted_p"]
+    table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in as_written])
     note = no_mde_note(report)
     return escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
 
@@ -243,27 +252,10 @@ def methods_text(report: ComparisonReport) -> str:
         "bootstrap "
         f"over users with B = {B:,} replicates. {correction[:1].upper() + correction[1:]}; "
         f"a hypothesis is called significant when its adjusted p-value is at most {alpha:.2g}. "
-        f"{_interval_adjustment_words(report)} Intervals describe variation across "
+        f"{interval_adjustment_words(report)} Intervals describe variation across "
         "evaluation users for the trained model instances compared; variation across training seeds is "
-        "reported separately. "
+        f"reported separately. {effects_methods(report)}"
         f"{_mde_words(report)}"
-    )
-
-
-def _interval_adjustment_words(report: ComparisonReport) -> str:
-    """Whether the intervals are adjusted for the family as the p-values are, and what follows for reading them."""
-    first = report.comparisons[0]
-    if first.interval_method == "max-T":
-        return (
-            f"The intervals of a family hold together: all of them cover their true differences with "
-            f"{format_level(first.confidence_level)} probability. They come from the bootstrap and the adjusted "
-            "p-values from sign flips, so at the edge of significance an interval and its p-value can disagree."
-        )
-    if report.correction is None or first.hypothesis != "superiority":
-        return "Intervals are not adjusted: each describes one comparison on its own."
-    return (
-        "Intervals are not adjusted: each describes one comparison on its own, so an interval can exclude 0 while "
-        f"its {words('correction', report.correction, 'p')}-value is above {first.alpha:.2g}."
     )
 
 
@@ -389,7 +381,8 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
         "a relative change that is undefined (the baseline's mean is 0)"
         if math.isnan(c.relative_difference)
         else f"a relative change of {c.relative_difference:+.1%}"
-    )
+        + effect_interval(c.relative_ci_low, c.relative_ci_high, "+.1%")
+    ) + dz_words(c)
     if c.hypothesis == "superiority":
         verdict = {
             "better": "significant, in the candidate's favour",
@@ -409,7 +402,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     return (
         f"{effect} ({level} {words('interval_method', c.interval_method, 'result')}paired-bootstrap interval "
         f"{interval}, "
-        f"{relative}; {test}, {p_words}; {verdict}; n = {c.n_units:,} users, of whom "
+        f"{relative}; {test}, {p_words}; {verdict}{sign_test_words(c)}; n = {c.n_units:,} users, of whom "
         f"{c.n_nonzero:,} {RESULT_SENTENCE_END}"
     )
 
@@ -428,7 +421,7 @@ def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[
     """The test of ``c`` as the result sentence names it, and its adjusted p-value with its floor when reached."""
     J, B, p = c.family_size, c.n_resamples, c.adjusted_p_value
     label = "p" if J == 1 else words("correction", report.correction, "p")
-    p_words = f"{label} = {format_p(p)}"
+    p_words = f"{label} = {format_p(p, c.adjusted_p_value_mcse)}"
     if c.test_method in ("randomization", "bootstrap"):
         # Holm's and Bonferroni's smallest adjusted p is J times the smallest p; max-T's is the smallest p itself.
         floor = J / (B + 1) if report.correction in ("holm", "bonferroni") else 1 / (B + 1)

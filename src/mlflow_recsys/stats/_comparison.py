@@ -18,6 +18,7 @@ import numpy as np
 from mlflow_recsys._validation import metric_keys
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats._corrections import Correction, adjust_p_values
+from mlflow_recsys.stats._effects import adjusted_mcse
 from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, pair_rows, wilcoxon_method
 from mlflow_recsys.stats._margins import decision, detectable_effect
 from mlflow_recsys.stats._maxt import maxt_family
@@ -268,11 +269,7 @@ def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettin
         _warn_low_resamples(settings, len(pairs))
     units = units_of(results[names[0]])
     comparisons = [
-        row
-        for pair in pairs
-        for row in pair_rows(
-            paired_differences(results, pair, metrics, units, keep_sides=settings.relative_margin), settings
-        )
+        row for pair in pairs for row in pair_rows(paired_differences(results, pair, metrics, units), settings)
     ]
     return ComparisonReport(_adjusted(comparisons, settings), settings.correction, settings.reference, settings.primary)
 
@@ -308,20 +305,24 @@ def _adjusted(comparisons: list[PairwiseComparison], settings: ComparisonSetting
     for label in dict.fromkeys(labels):
         members = [i for i, lab in enumerate(labels) if lab == label]
         if settings.correction == "maxt":
-            adjusted, lows, highs = maxt_family([comparisons[i] for i in members], settings, label, alpha)
+            adjusted, errors, lows, highs = maxt_family([comparisons[i] for i in members], settings, label, alpha)
             for i, low, high in zip(members, lows, highs, strict=True):
                 final[i] = dataclasses.replace(
                     final[i], ci_low=float(low), ci_high=float(high), interval_method="max-T"
                 )
         else:
-            adjusted = adjust_p_values(np.array([comparisons[i].p_value for i in members]), settings.correction)
+            p_values = np.array([comparisons[i].p_value for i in members])
+            adjusted = adjust_p_values(p_values, settings.correction)
+            unadjusted_errors = np.array([comparisons[i].p_value_mcse for i in members])
+            errors = adjusted_mcse(p_values, unadjusted_errors, adjusted, settings.correction)
         level = mde_alpha(alpha, settings.correction, len(members))
-        for i, p in zip(members, adjusted, strict=True):
+        for i, p, error in zip(members, adjusted, errors, strict=True):
             c = final[i]
             sd = float(np.std(c.unit_differences, ddof=1))  # units_of has ensured at least two users
             final[i] = dataclasses.replace(
                 c,
                 adjusted_p_value=float(p),
+                adjusted_p_value_mcse=float(error),
                 family=label,
                 family_size=len(members),
                 mde=detectable_effect(c, sd, level),

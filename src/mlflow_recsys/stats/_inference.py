@@ -15,6 +15,7 @@ import numpy as np
 import scipy.stats
 
 from mlflow_recsys.stats import _margins as margins
+from mlflow_recsys.stats._effects import effect_columns, p_value_mcse
 from mlflow_recsys.stats._pairing import PairedDifferences
 from mlflow_recsys.stats._resampling import (
     MAX_EXACT_UNITS,
@@ -37,7 +38,8 @@ MIN_NONZERO_UNITS = 30
 class _Column:
     """One metric of a pair: each side's mean, the unit differences ``d``, their estimate, and the replicates drawn for
     them (``flips``, the Monte Carlo sign-flip means, ``None`` when not drawn); the pair's seed sequences (signs,
-    bootstrap), and each side's unit means ``(2, n_units)`` when the pair kept them."""
+    bootstrap), each side's unit means ``(2, n_units)``, and, for a row's effect sizes, the bootstrap means of ``d **
+    2`` and of the baseline's values over the same resampled users (``None`` when not drawn)."""
 
     metric: str
     label: str
@@ -50,7 +52,9 @@ class _Column:
     boot: np.ndarray
     flips: np.ndarray | None
     seeds: tuple[np.random.SeedSequence, np.random.SeedSequence]
-    sides: np.ndarray | None
+    sides: np.ndarray
+    boot_squares: np.ndarray | None = None
+    boot_baseline: np.ndarray | None = None
 
 
 def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[PairwiseComparison]:
@@ -71,6 +75,13 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
             estimate = bootstrap_estimate(col, alpha, settings) | {"alternative": settings.alternative}
         else:
             null, p, method, estimate = margins.margin_test(col, alpha, settings)
+        assert col.boot_squares is not None and col.boot_baseline is not None  # drawn with tests=True
+        effects = effect_columns(
+            col.d, col.observed, col.baseline_mean, col.boot, col.boot_squares, col.boot_baseline,
+            float(settings.confidence_level),
+        )  # fmt: skip
+        sign_side = settings.alternative if settings.hypothesis == "superiority" else "two-sided"
+        mcse = p_value_mcse(p, method, int(settings.n_resamples))
         rows.append(
             PairwiseComparison(
                 baseline=pair.baseline,
@@ -95,6 +106,10 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
                 null_distribution=null,
                 bootstrap_distribution=col.boot.copy(),
                 zero_method=settings.zero_method if settings.test_method == "wilcoxon" else None,
+                p_value_mcse=mcse,
+                adjusted_p_value_mcse=mcse,  # adjusted with the p-values
+                sign_test_p_value=sign_test_p_value(col.d, sign_side),
+                **effects,
             )
         )
     return rows
@@ -127,7 +142,11 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
     d, B = pair.differences, settings.n_resamples
     n_nonzero = (d != 0).sum(axis=0)
     sign_seeds, boot_seeds = stream_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
-    boot = bootstrap_means(d, B, boot_seeds)
+    m = d.shape[1]
+    # With the tests, one draw of the users also bootstraps d ** 2 and the baseline (the effect sizes' replicates);
+    # each column's replicates depend on that column alone, so those of d are the same either way.
+    drawn = bootstrap_means(np.column_stack([d, d * d, pair.sides[0]]) if tests else d, B, boot_seeds)
+    boot = drawn[:, :m]
     monte_carlo = (
         tests
         and settings.test_method == "randomization"
@@ -149,7 +168,9 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
             boot=boot[:, j],
             flips=None if flips is None else flips[:, j],
             seeds=(sign_seeds, boot_seeds),
-            sides=None if pair.sides is None else pair.sides[:, :, j],
+            sides=pair.sides[:, :, j],
+            boot_squares=drawn[:, m + j] if tests else None,
+            boot_baseline=drawn[:, 2 * m + j] if tests else None,
         )
         for j, metric in enumerate(pair.metrics)
     ]

@@ -142,8 +142,9 @@ def family_replicates(
 
 def maxt_family(
     rows: Sequence[PairwiseComparison], settings: ComparisonSettings, family: str, alpha: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The family's max-T adjusted p-values and simultaneous interval ends, float64 ``(H,)`` each, in row order."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The family's max-T adjusted p-values, their Monte Carlo standard errors (0 when every sign vector was
+    enumerated) and the simultaneous interval ends, float64 ``(H,)`` each, in row order."""
     null, monte_carlo, boot = family_replicates(rows, settings, family)
     scale = null.std(axis=0)
     varies = scale > 0
@@ -155,4 +156,5 @@ def maxt_family(
     tolerance = 100 * np.finfo(np.float64).eps * np.maximum(np.abs(differences), spread) / safe
     adjusted = step_down_p_values(observed, standardized, settings.alternative, tolerance, monte_carlo=monte_carlo)
     low, high = simultaneous_intervals(differences, boot, alpha, settings.alternative)
-    return adjusted, low, high
+    mcse = np.sqrt(adjusted * (1 - adjusted) / null.shape[0]) if monte_carlo else np.zeros_like(adjusted)
+    return adjusted, mcse, low, high

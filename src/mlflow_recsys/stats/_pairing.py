@@ -35,9 +35,8 @@ def units_of(first: EvaluationResult) -> Units:
 class PairedDifferences:
     """One ordered model pair on its metrics: ``differences``, float64 ``(n_units, n_metrics)``, column-major, candidate
     minus baseline after each user's rows are averaged (ties within :data:`TIE_RTOL` set to 0), and each side's mean
-    over units per metric (float64 ``(n_metrics,)``); ``sides``, kept only when asked (a margin relative to the
-    baseline's mean tests a ratio of means), each side's unit means, float64 ``(2, n_units, n_metrics)``: baseline
-    then candidate."""
+    over units per metric (float64 ``(n_metrics,)``); ``sides``, each side's unit means, float64 ``(2, n_units,
+    n_metrics)``, baseline then candidate (a ratio of means is bootstrapped from them)."""
 
     baseline: str
     candidate: str
@@ -46,7 +45,7 @@ class PairedDifferences:
     differences: np.ndarray
     baseline_means: np.ndarray
     candidate_means: np.ndarray
-    sides: np.ndarray | None = None
+    sides: np.ndarray
 
 
 def paired_differences(
@@ -54,11 +53,9 @@ def paired_differences(
     pair: tuple[str, str],
     metrics: list[str],
     units: Units,
-    *,
-    keep_sides: bool = False,
 ) -> PairedDifferences:
-    """The pair ``(baseline, candidate)`` of ``results`` (checked by :func:`check_results`) on ``metrics``; with
-    ``keep_sides``, each side's unit means too."""
+    """The pair ``(baseline, candidate)`` of ``results`` (checked by :func:`check_results`) on ``metrics``, with each
+    side's unit means."""
     base, cand = results[pair[0]].per_user, results[pair[1]].per_user
     assert base is not None and cand is not None  # check_results has refused results without per-user values
     # Column-major, one metric at a time: each column is contiguous and reduces exactly as it would alone, and no (rows
@@ -66,12 +63,11 @@ def paired_differences(
     d = np.empty((units.n_units, len(metrics)), dtype=np.float64, order="F")
     base_means = np.empty(len(metrics))
     cand_means = np.empty(len(metrics))
-    sides = np.empty((2, units.n_units, len(metrics))) if keep_sides else None
+    sides = np.empty((2, units.n_units, len(metrics)))
     for j, metric in enumerate(metrics):
         base_col = units.means(base[metric])
         cand_col = units.means(cand[metric])
-        if sides is not None:
-            sides[0, :, j], sides[1, :, j] = base_col, cand_col
+        sides[0, :, j], sides[1, :, j] = base_col, cand_col
         base_means[j], cand_means[j] = base_col.mean(), cand_col.mean()
         np.subtract(cand_col, base_col, out=d[:, j])
         d[np.abs(d[:, j]) <= TIE_RTOL * np.maximum(np.abs(base_col), np.abs(cand_col)), j] = 0.0

@@ -59,6 +59,14 @@ class PairwiseComparison:
     ``"inconclusive"``; ``"equivalent"``, ``"not equivalent"`` (the interval lies outside ``(-margin, margin)``) or
     ``"inconclusive"`` (:mod:`~mlflow_recsys.stats._margins`).
 
+    ``p_value_mcse`` and ``adjusted_p_value_mcse`` are the Monte Carlo standard errors of the two p-values (0 for an
+    exact or analytic test); the reports print a p-value to the digits its error supports. ``sign_test_p_value`` is
+    the sign test of ``wins`` against ``losses`` (Dixon & Mood 1946), reported whatever ``test_method`` is.
+    ``relative_ci_low`` and ``relative_ci_high`` bound ``relative_difference``, and ``dz_ci_low`` and ``dz_ci_high``
+    the standardized effect ``effect_size_dz`` (mean over SD of the per-user differences; Cohen 1988): percentile
+    bootstrap intervals, two-sided at ``confidence_level``, from the pair's bootstrap draw; NaN where undefined
+    (:mod:`~mlflow_recsys.stats._effects`).
+
     ``wins``, ``ties`` and ``losses`` (int) count the units (users, after averaging each user's rows) on which the
     candidate scored higher than, equal to, and lower than the baseline: they add up to ``n_units``, and ``ties ==
     n_units - n_nonzero``. ``interval_method`` is ``"bca"`` or ``"percentile"``; a row asked for BCa reports
@@ -114,6 +122,14 @@ class PairwiseComparison:
     margin: float = 0.0
     relative_margin: float = 0.0
     margin_scale: str = "none"
+    p_value_mcse: float = 0.0
+    adjusted_p_value_mcse: float = 0.0
+    sign_test_p_value: float = float("nan")
+    relative_ci_low: float = float("nan")
+    relative_ci_high: float = float("nan")
+    effect_size_dz: float = float("nan")
+    dz_ci_low: float = float("nan")
+    dz_ci_high: float = float("nan")
 
     @property
     def alpha(self) -> float:

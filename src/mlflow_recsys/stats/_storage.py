@@ -143,8 +143,16 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
         if pa.types.is_list(field.type)
         else column.to_pylist()
         for field in SCHEMA
+        if field.name in table.column_names
         for column in [table.column(field.name)]
     }
+    # A report saved before a field with a default existed reads back with that default (the comparison never had
+    # it); a missing field without one is a file this package did not write.
+    for field in dataclasses.fields(PairwiseComparison):
+        if field.name not in columns:
+            if field.default is dataclasses.MISSING:
+                raise ValueError(f"{path / COMPARISONS_FILE}: expected a column {field.name!r}, found none")
+            columns[field.name] = [field.default] * table.num_rows
     columns["random_state"] = [None if v is None else int(v) for v in columns["random_state"]]
     comparisons = tuple(
         PairwiseComparison(**{name: values[i] for name, values in columns.items()}) for i in range(table.num_rows)
