@@ -488,8 +488,8 @@ def test_the_launch_pid_is_a_file_of_its_own_so_the_runner_s_writes_are_never_un
 
 def test_slots_bound_concurrent_holders_across_processes(tmp_path):
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=hold_slot, args=(str(tmp_path), 2, 0.6, out)) for _ in range(5)]
+    out, start = ctx.Queue(), ctx.Barrier(5)
+    procs = [ctx.Process(target=hold_slot, args=(str(tmp_path), 2, 0.6, out, start)) for _ in range(5)]
     for p in procs:
         p.start()
     results = [out.get(timeout=60) for _ in procs]
