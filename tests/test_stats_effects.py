@@ -52,21 +52,39 @@ def test_relative_interval_of_a_constant_ratio_is_that_ratio():
 
 
 def test_effect_columns_by_hand():
-    # Two replicates: (mean d, mean d^2, mean baseline) = (1, 2, 4) and (3, 10, 6); n = 2 users.
-    # Relative: 1/4 = 0.25 and 3/6 = 0.5. Variance (m2 - m1^2) * n/(n-1): 2 and 2, so the d_z replicates are
-    # 1/sqrt(2) and 3/sqrt(2).
-    d = np.array([0.0, 2.0])  # mean 1, sd sqrt(2)
+    # Three users, d = (0, 1, 2): mean 1, sd 1, so d_z = 1; the baseline's mean is 4. Two replicates: (mean d, mean
+    # d^2, mean baseline) = (1, 2, 4) and (3, 10, 6). Relative: 1/4 and 3/6; variance (m2 - m1^2) * 3/2 = 1.5 in both,
+    # so the d_z replicates are 1/sqrt(1.5) and 3/sqrt(1.5). At level 0.5 (numpy's linear quantiles at 0.25 and 0.75)
+    # each interval would miss its estimate, and is widened to hold it.
     out = effect_columns(
-        d, 1.0, 4.0, np.array([1.0, 3.0]), np.array([2.0, 10.0]), np.array([4.0, 6.0]), confidence_level=0.5
-    )
-    assert out["relative_ci_low"] == pytest.approx(0.25 + 0.25 * 0.25)  # numpy's linear quantile at 0.25
-    assert out["relative_ci_high"] == pytest.approx(0.25 + 0.25 * 0.75)
-    assert out["effect_size_dz"] == pytest.approx(1 / math.sqrt(2))
-    replicates = np.array([1.0, 3.0]) / math.sqrt(2)
-    assert out["dz_ci_high"] == pytest.approx(np.quantile(replicates, 0.75))
-    # No spread in the differences: d_z and its interval are undefined; a zero baseline mean: no relative interval.
-    flat = effect_columns(np.ones(3), 1.0, 0.0, np.ones(4), np.ones(4), np.zeros(4), 0.95)
+        np.array([0.0, 1.0, 2.0]), 1.0, np.array([3.0, 4.0, 5.0]), np.array([1.0, 3.0]), np.array([2.0, 10.0]),
+        np.array([4.0, 6.0]), confidence_level=0.5,
+    )  # fmt: skip
+    assert out["relative_difference"] == pytest.approx(0.25)
+    assert (out["relative_ci_low"], out["relative_ci_high"]) == pytest.approx((0.25, 0.25 + 0.25 * 0.75))
+    assert out["effect_size_dz"] == pytest.approx(1.0)
+    replicates = np.array([1.0, 3.0]) / math.sqrt(1.5)
+    assert (out["dz_ci_low"], out["dz_ci_high"]) == pytest.approx((1.0, np.quantile(replicates, 0.75)))
+    # No spread in the differences: d_z and its interval are undefined; a zero baseline mean: no relative change.
+    flat = effect_columns(np.ones(3), 1.0, np.zeros(3), np.ones(4), np.ones(4), np.zeros(4), 0.95)
     assert all(math.isnan(v) for v in flat.values())
+
+
+def test_a_constant_shift_has_no_d_z_and_a_baseline_near_zero_no_relative_change():
+    # A shift of 0.01 on every user differs from 0.01 only by rounding: its sd is noise, not spread (the helper's
+    # break-test found d_z = 3.17e15 here).
+    a = np.random.default_rng(7).random(50)
+    (row,) = _row(a, a + 0.01).comparisons
+    assert math.isnan(row.effect_size_dz) and math.isnan(row.dz_ci_low) and math.isnan(row.dz_ci_high)
+    # A signed metric centred on 0: the baseline's mean is rounding, so the relative change is undefined.
+    rng = np.random.default_rng(8)
+    centred = rng.normal(0, 1, 100)
+    centred -= centred.mean()
+    (row,) = _row(centred, centred + rng.normal(0.1, 0.5, 100)).comparisons
+    assert math.isnan(row.relative_difference) and math.isnan(row.relative_ci_low)
+    # A negative baseline: the relative change takes the difference's sign.
+    (row,) = _row(np.full(40, -1.5) + rng.normal(0, 0.1, 40), np.full(40, -1.0) + rng.normal(0, 0.1, 40)).comparisons
+    assert row.difference > 0 and row.relative_difference > 0 and row.relative_ci_low > 0
 
 
 def test_monte_carlo_errors_and_the_printed_digits():
@@ -83,6 +101,10 @@ def test_monte_carlo_errors_and_the_printed_digits():
     assert format_p(0.0012, math.sqrt(0.0012 * 0.9988 / 9999)) == "0.0012"
     assert format_p(0.4980) == "0.4980"  # exact or analytic: four decimals
     assert format_p(3e-6, 1e-6) == "3.00e-06"
+    # A rounded value must not cross alpha: 0.054 at B = 999 would read 0.05, beside "not significant".
+    error = math.sqrt(0.054 * 0.946 / 999)
+    assert format_p(0.054, error) == "0.05" and format_p(0.054, error, alpha=0.05) == "0.054"
+    assert format_p(0.050, error, alpha=0.05) == "0.05"
 
 
 def test_holm_and_bonferroni_carry_the_error_of_the_p_value_that_set_each_adjusted_one():

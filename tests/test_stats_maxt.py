@@ -164,3 +164,29 @@ def test_max_t_refuses_a_margin_and_adjust_p_values_refuses_max_t():
         ComparisonSettings(reference="A", correction="maxt", hypothesis="non-inferiority", margin=0.01)
     with pytest.raises(ValueError, match=r"^correction: expected one of 'holm', 'bonferroni' or None .*'maxt'"):
         adjust_p_values(np.array([0.01, 0.2]), "maxt")
+
+
+def test_no_adjusted_p_value_falls_below_its_own_whatever_stream_or_enumeration_the_family_used():
+    # Found by a break-test: with three models the family draws its own stream, and a row can be exact where its
+    # family is Monte Carlo; either could leave an adjusted p below the row's own.
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        a = rng.random((30, 1))
+        models = {"A": a, "B": a + rng.normal(0, 0.2, (30, 1)), "C": a + rng.normal(0, 0.2, (30, 1))}
+        for row in _compare(models, ["m"], reference="A", n_resamples=199).comparisons:
+            assert row.adjusted_p_value >= row.p_value
+    rng = np.random.default_rng(3)
+    base = rng.random((40, 2))
+    cand = base + np.column_stack([np.r_[rng.normal(0, 0.2, 6), np.zeros(34)], rng.normal(0, 0.2, 40)])
+    rows = _compare({"A": base, "B": cand}, ["few", "many"], reference="A", n_resamples=999).comparisons
+    assert rows[0].test_method == "randomization-exact"
+    assert all(r.adjusted_p_value >= r.p_value for r in rows)
+
+
+def test_one_hypothesis_keeps_its_p_value_when_the_few_replicates_drawn_agree():
+    # B = 2: both sign-flip replicates can be equal; the scale of the statistic is the null's exact spread.
+    base = np.array([[0.3], [0.5], [0.1], [0.5], [0.4]])
+    cand = np.array([[0.2], [0.3], [0.0], [0.3], [0.6]])
+    for n_resamples in (1, 2):
+        (row,) = _compare({"A": base, "B": cand}, ["m"], reference="A", n_resamples=n_resamples).comparisons
+        assert row.adjusted_p_value == row.p_value

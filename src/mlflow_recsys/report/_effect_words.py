@@ -34,7 +34,8 @@ def sign_test_words(c: PairwiseComparison) -> str:
     """``; won on 292 users, lost on 208 (sign test p = 0.0002)``, beside any test but the sign test itself."""
     if c.test_method == "sign" or math.isnan(c.sign_test_p_value):
         return ""
-    return f"; won on {c.wins:,} users, lost on {c.losses:,} (sign test p = {format_p(c.sign_test_p_value)})"
+    users = "user" if c.wins == 1 else "users"
+    return f"; won on {c.wins:,} {users}, lost on {c.losses:,} (sign test p = {format_p(c.sign_test_p_value)})"
 
 
 def effects_methods(report: ComparisonReport) -> str:

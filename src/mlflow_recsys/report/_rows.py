@@ -58,14 +58,17 @@ def interval_level(c: PairwiseComparison) -> float:
     return c.confidence_level if c.hypothesis == "superiority" else 1 - 2 * c.alpha
 
 
-def format_p(p: float, mcse: float = 0.0) -> str:
+def format_p(p: float, mcse: float = 0.0, alpha: float | None = None) -> str:
     """``0.0123`` (and ``0.0000`` for 0), or ``1.23e-05`` below 0.0001. A p-value estimated from resamples (``mcse``,
     its Monte Carlo standard error, above 0) is rounded at the first decimal place no coarser than twice that error,
     keeping 2 to 4 decimals: 0.4980 with an error of 0.005 (B = 9,999) prints ``0.50``, since its third decimal is
-    noise."""
+    noise. With ``alpha``, decimals are added (up to 4) while the rounded value would sit on the other side of alpha
+    than the p-value itself, so that 0.054 is not printed as a significant-looking 0.05."""
     if p < 1e-4 and p != 0:
         return f"{p:.2e}"
     decimals = 4 if mcse <= 0 else min(4, max(2, math.ceil(-math.log10(2 * mcse))))
+    while alpha is not None and decimals < 4 and (float(f"{p:.{decimals}f}") <= alpha) != (p <= alpha):
+        decimals += 1
     return f"{p:.{decimals}f}"
 
 
@@ -127,8 +130,8 @@ def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) ->
         interval=f"{low}, {high}",
         ci_low=number(c.ci_low),
         ci_high=number(c.ci_high),
-        p_value=format_p(c.p_value, c.p_value_mcse),
-        adjusted_p=format_p(c.adjusted_p_value, c.adjusted_p_value_mcse),
+        p_value=format_p(c.p_value, c.p_value_mcse, c.alpha),
+        adjusted_p=format_p(c.adjusted_p_value, c.adjusted_p_value_mcse, c.alpha),
         direction=decision_words(c),
         wtl=f"{c.wins}/{c.ties}/{c.losses}",
         mde=number(c.mde),

@@ -421,7 +421,7 @@ def _test_and_p_words(report: ComparisonReport, c: PairwiseComparison) -> tuple[
     """The test of ``c`` as the result sentence names it, and its adjusted p-value with its floor when reached."""
     J, B, p = c.family_size, c.n_resamples, c.adjusted_p_value
     label = "p" if J == 1 else words("correction", report.correction, "p")
-    p_words = f"{label} = {format_p(p, c.adjusted_p_value_mcse)}"
+    p_words = f"{label} = {format_p(p, c.adjusted_p_value_mcse, c.alpha)}"
     if c.test_method in ("randomization", "bootstrap"):
         # Holm's and Bonferroni's smallest adjusted p is J times the smallest p; max-T's is the smallest p itself.
         floor = J / (B + 1) if report.correction in ("holm", "bonferroni") else 1 / (B + 1)

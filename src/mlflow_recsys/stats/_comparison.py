@@ -155,7 +155,11 @@ def compare_models(
         Name of the baseline every other model is compared against. ``None`` compares every pair, the earlier model in
         ``results`` as baseline.
     correction:
-        ``"holm"`` (default), ``"bonferroni"`` or ``None``. The family is every (pair, metric) hypothesis of this call.
+        ``"holm"`` (default), ``"bonferroni"``, ``"maxt"`` or ``None``. The family is every (pair, metric)
+        hypothesis of this call. ``"maxt"`` is the Westfall-Young max-T step-down procedure (Westfall & Young 1993) on
+        the family's joint sign flips, with simultaneous max-T bootstrap intervals in place of each row's own
+        (:mod:`~mlflow_recsys.stats._maxt`); it needs ``test_method="randomization"``, superiority and
+        ``interval_method="percentile"``.
     confidence_level:
         Level of the bootstrap interval, default 0.95; ``alpha = 1 - confidence_level`` is also the significance level.
     n_resamples:

@@ -5,8 +5,9 @@ p-value; and the sign test of wins against losses, reported beside whichever tes
 The intervals are percentile intervals (Efron 1979), two-sided at the row's ``confidence_level`` whatever its
 alternative or margin: they describe the size of an effect, not a decision.
 
-* Relative difference: ``mean(candidate) / mean(baseline) - 1``, each replicate the ratio of the two sides' bootstrap
-  means over the same resampled users (the bootstrap of a ratio of means; Efron & Tibshirani 1993, sec. 10.3).
+* Relative difference: the difference over the baseline's mean (taken positive, so the sign is the difference's),
+  each replicate the same ratio of bootstrap means over the same resampled users (the bootstrap of a ratio of means;
+  Efron & Tibshirani 1993, sec. 10.3).
 * d_z: the mean of the per-user differences over their standard deviation (ddof 1), Cohen's standardized effect for
   paired designs (Cohen 1988, sec. 2.3; Lakens 2013, "Calculating and reporting effect sizes", Frontiers in
   Psychology 4:863), each replicate recomputed from the resampled users' first and second moments.
@@ -21,6 +22,7 @@ import math
 import numpy as np
 
 from mlflow_recsys.stats._corrections import Correction
+from mlflow_recsys.stats._pairing import TIE_RTOL
 
 #: Test methods whose p-value is a Monte Carlo estimate (the exact variants are reported under other names).
 MONTE_CARLO_TESTS = ("randomization", "bootstrap")
@@ -29,13 +31,14 @@ MONTE_CARLO_TESTS = ("randomization", "bootstrap")
 def effect_columns(
     d: np.ndarray,
     observed: float,
-    baseline_mean: float,
+    baseline: np.ndarray,
     boot: np.ndarray,
     boot_squares: np.ndarray,
     boot_baseline: np.ndarray,
     confidence_level: float,
 ) -> dict:
-    """The row's ``relative_ci_low``, ``relative_ci_high``, ``effect_size_dz``, ``dz_ci_low`` and ``dz_ci_high``.
+    """The row's ``relative_difference``, ``relative_ci_low``, ``relative_ci_high``, ``effect_size_dz``, ``dz_ci_low``
+    and ``dz_ci_high``.
 
     Parameters
     ----------
@@ -43,8 +46,8 @@ def effect_columns(
         float ``(n_units,)``, the per-user differences; at least two.
     observed:
         Their mean as the row reports it.
-    baseline_mean:
-        The baseline's mean over users.
+    baseline:
+        float ``(n_units,)``, the baseline's per-user values.
     boot, boot_squares, boot_baseline:
         float ``(B,)`` each, from one bootstrap draw of the users: the means of ``d``, of ``d ** 2`` and of the
         baseline's values.
@@ -53,28 +56,39 @@ def effect_columns(
 
     Returns
     -------
-    dict of float. The relative interval is NaN when the baseline's mean, or any replicate of it, is 0; d_z and its
-    interval are NaN when the differences do not vary (d_z would be 0/0 or infinite).
+    dict of float. The relative difference is ``observed / |mean(baseline)|``, so its sign is the difference's; it is
+    NaN when the baseline's mean is 0 up to rounding (within :data:`~mlflow_recsys.stats._pairing.TIE_RTOL` of its
+    values' size). Its interval is NaN then too, and when a replicate of the baseline's mean reaches 0 or changes sign
+    (the ratio is unbounded). d_z and its interval are NaN when the differences do not vary beyond rounding (d_z
+    would be 0/0 or a ratio of rounding errors); the interval also with fewer than three users, where every resample
+    that varies holds the same users. Each interval holds its estimate.
     """
     quantiles = [(1 - confidence_level) / 2, (1 + confidence_level) / 2]
     nan = float("nan")
-    relative = (nan, nan)
-    if baseline_mean != 0 and np.all(boot_baseline != 0):
-        low, high = (float(q) for q in np.quantile(boot / boot_baseline, quantiles))
-        relative = (low, high)
+
+    def interval(replicates: np.ndarray, estimate: float) -> tuple[float, float]:
+        low, high = (float(q) for q in np.quantile(replicates, quantiles))
+        return min(low, estimate), max(high, estimate)
+
+    base_mean = float(baseline.mean())
+    relative, relative_interval = nan, (nan, nan)
+    if abs(base_mean) > TIE_RTOL * float(np.abs(baseline).mean()):
+        relative = observed / abs(base_mean)
+        if np.all(boot_baseline * np.sign(base_mean) > 0):
+            relative_interval = interval(boot / np.abs(boot_baseline), relative)
     n, sd = d.shape[0], float(np.std(d, ddof=1))
+    rounding = TIE_RTOL * float(np.abs(d).max())
     dz, dz_interval = nan, (nan, nan)
-    if sd > 0:
+    if sd > rounding:
         dz = observed / sd
         variance = (boot_squares - boot**2) * (n / (n - 1))
-        varies = variance > 0  # a replicate that drew one user n times has no spread: no d_z
-        if varies.any():
-            replicates = boot[varies] / np.sqrt(variance[varies])
-            low, high = (float(q) for q in np.quantile(replicates, quantiles))
-            dz_interval = (min(low, dz), max(high, dz))
+        varies = variance > rounding**2  # a replicate that drew one user n times has no spread: no d_z
+        if n >= 3 and varies.any():
+            dz_interval = interval(boot[varies] / np.sqrt(variance[varies]), dz)
     return {
-        "relative_ci_low": relative[0],
-        "relative_ci_high": relative[1],
+        "relative_difference": relative,
+        "relative_ci_low": relative_interval[0],
+        "relative_ci_high": relative_interval[1],
         "effect_size_dz": dz,
         "dz_ci_low": dz_interval[0],
         "dz_ci_high": dz_interval[1],

@@ -77,7 +77,7 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
             null, p, method, estimate = margins.margin_test(col, alpha, settings)
         assert col.boot_squares is not None and col.boot_baseline is not None  # drawn with tests=True
         effects = effect_columns(
-            col.d, col.observed, col.baseline_mean, col.boot, col.boot_squares, col.boot_baseline,
+            col.d, col.observed, col.sides[0], col.boot, col.boot_squares, col.boot_baseline,
             float(settings.confidence_level),
         )  # fmt: skip
         sign_side = settings.alternative if settings.hypothesis == "superiority" else "two-sided"
@@ -90,7 +90,6 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
                 candidate_seeds=1,
                 **_unit_counts(col, pair.units),
                 **estimate,
-                relative_difference=col.observed / col.baseline_mean if col.baseline_mean != 0 else float("nan"),
                 confidence_level=float(settings.confidence_level),
                 p_value=p,
                 adjusted_p_value=p,

@@ -146,15 +146,21 @@ def maxt_family(
     """The family's max-T adjusted p-values, their Monte Carlo standard errors (0 when every sign vector was
     enumerated) and the simultaneous interval ends, float64 ``(H,)`` each, in row order."""
     null, monte_carlo, boot = family_replicates(rows, settings, family)
-    scale = null.std(axis=0)
+    # The sign-flip null of a mean has the standard deviation sqrt(sum d^2) / n exactly, whatever was drawn: a few
+    # replicates that happen to agree cannot leave a hypothesis unscaled.
+    d = np.column_stack([row.unit_differences for row in rows])
+    scale = np.sqrt(np.sum(d * d, axis=0)) / d.shape[0]
     varies = scale > 0
     safe = np.where(varies, scale, 1.0)
     differences = np.array([row.difference for row in rows])
-    spread = np.array([np.abs(row.unit_differences).mean() for row in rows])
+    spread = np.abs(d).mean(axis=0)
     observed = np.where(varies, differences / safe, 0.0)
     standardized = np.where(varies, null / safe, 0.0)
     tolerance = 100 * np.finfo(np.float64).eps * np.maximum(np.abs(differences), spread) / safe
     adjusted = step_down_p_values(observed, standardized, settings.alternative, tolerance, monte_carlo=monte_carlo)
+    # An adjusted p-value is never below its own: the family's null can be drawn apart from a row's (three or more
+    # models draw their own stream; a row may be exact where the family is Monte Carlo).
+    adjusted = np.maximum(adjusted, [row.p_value for row in rows])
     low, high = simultaneous_intervals(differences, boot, alpha, settings.alternative)
     mcse = np.sqrt(adjusted * (1 - adjusted) / null.shape[0]) if monte_carlo else np.zeros_like(adjusted)
     return adjusted, mcse, low, high

@@ -190,7 +190,7 @@ class ComparisonSettings:
         if self.correction != "maxt":
             return
         needs = {
-            "test_method": ("randomization", "its joint null is the family's sign flips or permutations"),
+            "test_method": ("randomization", "its joint null is the family's sign flips"),
             "hypothesis": ("superiority", "a margin's tests are not adjusted jointly"),
             "interval_method": ("percentile", "its intervals are the simultaneous max-T ones"),
         }
