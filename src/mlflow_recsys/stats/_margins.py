@@ -141,11 +141,13 @@ def _ratio_replicates(col) -> np.ndarray:
     """Bootstrap replicates of the ratio of means (candidate over baseline), float64 ``(B,)``, drawn with the same
     users as the replicates of the difference; a replicate whose baseline mean is 0 reads as equal means when the
     candidate's is 0 too, else as an infinite ratio."""
-    base, cand = col.sides
-    means = bootstrap_means(np.column_stack([base, cand]), col.boot.shape[0], col.seeds[1])
+    # The baseline's replicates were drawn with the difference's (a column's replicates depend on it alone, so they
+    # are those a draw of both sides would give); only the candidate's remain to draw, from the same seeds.
+    base_means = col.boot_baseline
+    cand_means = bootstrap_means(col.sides[1][:, None], col.boot.shape[0], col.seeds[1])[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = means[:, 1] / means[:, 0]
-    ratios[(means[:, 0] == 0) & (means[:, 1] == 0)] = 1.0
+        ratios = cand_means / base_means
+    ratios[(base_means == 0) & (cand_means == 0)] = 1.0
     return ratios
 
 

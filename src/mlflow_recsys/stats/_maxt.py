@@ -119,14 +119,15 @@ def simultaneous_intervals(
 
 
 def family_replicates(
-    rows: Sequence[PairwiseComparison], settings: ComparisonSettings, family: str
+    rows: Sequence[PairwiseComparison], d: np.ndarray, settings: ComparisonSettings, family: str
 ) -> tuple[np.ndarray, bool, np.ndarray]:
-    """The family's joint sign-flip null of mean differences, float ``(B', H)``; whether it is Monte Carlo (False: all
-    ``B' = 2**u`` sign vectors of the ``u`` users with a non-zero difference, enumerated when ``2**u <= B``); and its
-    joint bootstrap means, float ``(B, H)``; the hypotheses in the order of ``rows``."""
+    """For the family's hypotheses ``rows`` with their per-user differences ``d`` (float ``(n_units, H)``, a column
+    per row): the family's joint sign-flip null of mean differences, float ``(B', H)``; whether it is Monte Carlo
+    (False: all ``B' = 2**u`` sign vectors of the ``u`` users with a non-zero difference, enumerated when ``2**u <=
+    B``); and its joint bootstrap means, float ``(B, H)``; the hypotheses in the order of ``rows``."""
     from mlflow_recsys.stats._inference import stream_seed_sequences
 
-    B, d = settings.n_resamples, np.column_stack([row.unit_differences for row in rows])
+    B = settings.n_resamples
     models = list(dict.fromkeys(name for row in rows for name in (row.baseline, row.candidate)))
     if len(models) == 2:  # one pair: its own streams, already drawn once for all its metrics
         sign_seeds, _ = stream_seed_sequences(settings.random_state, rows[0].baseline, rows[0].candidate)
@@ -145,10 +146,10 @@ def maxt_family(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The family's max-T adjusted p-values, their Monte Carlo standard errors (0 when every sign vector was
     enumerated) and the simultaneous interval ends, float64 ``(H,)`` each, in row order."""
-    null, monte_carlo, boot = family_replicates(rows, settings, family)
+    d = np.column_stack([row.unit_differences for row in rows])
+    null, monte_carlo, boot = family_replicates(rows, d, settings, family)
     # The sign-flip null of a mean has the standard deviation sqrt(sum d^2) / n exactly, whatever was drawn: a few
     # replicates that happen to agree cannot leave a hypothesis unscaled.
-    d = np.column_stack([row.unit_differences for row in rows])
     scale = np.sqrt(np.sum(d * d, axis=0)) / d.shape[0]
     varies = scale > 0
     safe = np.where(varies, scale, 1.0)
