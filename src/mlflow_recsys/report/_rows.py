@@ -140,3 +140,16 @@ def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) ->
         relative=NO_MDE if math.isnan(c.relative_difference) else f"{c.relative_difference:.2%}",
         tie_rate=f"{c.tie_rate:.1%}",
     )
+
+
+def aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
+    """Rows of cells padded to their column's width, two spaces apart, trailing spaces removed."""
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]

@@ -20,6 +20,7 @@ from mlflow_recsys.report._effect_words import (
 from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
 from mlflow_recsys.report._rows import (
     NO_MDE,
+    aligned,
     decision_words,
     disagreement_words,
     format_level,
@@ -29,6 +30,7 @@ from mlflow_recsys.report._rows import (
     interval_level,
     row_cells,
 )
+from mlflow_recsys.report._slices import slices_markdown, slices_string
 from mlflow_recsys.report._vocabulary import words
 from mlflow_recsys.stats._comparison import WILCOXON_EXACT_MAX
 from mlflow_recsys.stats._power import REPORT_POWER
@@ -175,7 +177,8 @@ def report_markdown(report: ComparisonReport) -> str:
     as_written = [*text_columns, "p_value", "adjusted_p"]
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in as_written])
     note = no_mde_note(report)
-    return escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
+    text = escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
+    return text + (f"\n\n{slices_markdown(report.slices)}" if report.slices is not None else "")
 
 
 def _hypotheses(J: int) -> str:
@@ -516,7 +519,8 @@ def report_string(report: ComparisonReport) -> str:
         for r in cells
     ]
     note = no_mde_note(report)
-    return settings + "\n" + "\n".join(_aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
+    text = settings + "\n" + "\n".join(aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
+    return text + (f"\n\n{slices_string(report.slices)}" if report.slices is not None else "")
 
 
 def report_summary(report: ComparisonReport) -> str:
@@ -549,20 +553,7 @@ def report_summary(report: ComparisonReport) -> str:
         ]
         for r in map(row_cells, report.comparisons)
     ]
-    return "\n".join(_aligned(rows, right=set()))
-
-
-def _aligned(rows: list[list[str]], *, right: set[int]) -> list[str]:
-    """Rows of cells padded to their column's width, two spaces apart, trailing spaces removed."""
-    if not rows:
-        return []
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(
-            cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in rows
-    ]
+    return "\n".join(aligned(rows, right=set()))
 
 
 def _test_label(c: PairwiseComparison) -> str:

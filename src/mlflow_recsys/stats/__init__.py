@@ -20,6 +20,15 @@ from mlflow_recsys.stats._power import minimum_detectable_effect, non_inferiorit
 from mlflow_recsys.stats._ranks import RANK_COLUMNS, RankAnalysis, datasets_needed, p_value_floor, rank_across_datasets
 from mlflow_recsys.stats._seeds import SEED_COLUMNS, SeedSpread, average_over_seeds, compare_seed_averaged, seed_spread
 from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.stats._slices import HETEROGENEITY_COLUMNS, SLICE_COLUMNS, SliceAnalysis, StratumComparison
+from mlflow_recsys.stats._strata import (
+    Slice,
+    cold_slice,
+    history_lengths,
+    history_slice,
+    long_tail_items,
+    target_popularity_slice,
+)
 from mlflow_recsys.stats._verdict import EFFECT_COLUMNS, StudyVerdict, verdict_across_datasets
 from mlflow_recsys.stats._warnings import (
     ComparisonWarning,
@@ -35,9 +44,11 @@ __all__ = [
     "COLUMNS",
     "EFFECT_COLUMNS",
     "GATE_COLUMNS",
+    "HETEROGENEITY_COLUMNS",
     "META_COLUMNS",
     "RANK_COLUMNS",
     "SEED_COLUMNS",
+    "SLICE_COLUMNS",
     "ComparisonReport",
     "ComparisonSettings",
     "ComparisonWarning",
@@ -53,16 +64,23 @@ __all__ = [
     "PairwiseComparison",
     "RankAnalysis",
     "SeedSpread",
+    "Slice",
+    "SliceAnalysis",
+    "StratumComparison",
     "StudyVerdict",
     "UnverifiedPairingWarning",
     "WideMarginWarning",
     "adjust_p_values",
     "average_over_seeds",
+    "cold_slice",
     "compare_models",
     "compare_pair",
     "compare_seed_averaged",
     "datasets_needed",
     "gate_decision",
+    "history_lengths",
+    "history_slice",
+    "long_tail_items",
     "metric_level_intervals",
     "minimum_detectable_effect",
     "non_inferiority_power",
@@ -72,6 +90,7 @@ __all__ = [
     "rank_across_datasets",
     "required_users",
     "seed_spread",
+    "target_popularity_slice",
     "verdict_across_datasets",
     "wilcoxon_method",
 ]

@@ -33,6 +33,8 @@ from mlflow_recsys.stats._settings import (
     TestMethod,
     ZeroMethod,
 )
+from mlflow_recsys.stats._slices import check_slices, slice_analysis
+from mlflow_recsys.stats._strata import Slice
 from mlflow_recsys.stats._warnings import LowResamplesWarning, warn
 
 __all__ = [
@@ -141,6 +143,7 @@ def compare_models(
     hypothesis: Hypothesis = "superiority",
     margin: float | None = None,
     relative_margin: bool = False,
+    slices: Slice | Sequence[Slice] | None = None,
 ) -> ComparisonReport:
     """Compare several models pairwise on several metrics, adjusting p-values within their family.
 
@@ -210,6 +213,13 @@ def compare_models(
         bool, default False: read ``margin`` as a fraction of the reference's mean and test the ratio of means
         (bootstrap percentile interval of the ratio; the delta method for ``test_method="t"``). A reference mean that
         is not positive is refused. Not with ``interval_method="bca"``.
+    slices:
+        Pre-declared strata of the users, :class:`~mlflow_recsys.stats.Slice` objects (e.g.
+        :func:`~mlflow_recsys.stats.history_slice`), superiority only. Each stratum of each slice is compared like the
+        whole (the same test, interval and B, its own random stream), the strata rows of a slice are Holm-adjusted as a
+        family of their own, and Cochran's Q tests their heterogeneity; the report's ``slices``
+        (:class:`~mlflow_recsys.stats.SliceAnalysis`) holds them, labelled exploratory, and they never enter the
+        families of the hypotheses above (:mod:`~mlflow_recsys.stats._slices`).
 
     Returns
     -------
@@ -226,9 +236,10 @@ def compare_models(
     TypeError
         If ``results`` is not a mapping of EvaluationResult.
     ValueError
-        If fewer than two results; a result lacks per-user values; sample ids differ in length, content or order;
-        targets fingerprints differ; a metric was not evaluated; per-user values are not finite; fewer than two units; a
-        one-sided alternative without ``reference``; a setting is out of range (``n_resamples`` at most
+        If fewer than two results; a result lacks per-user values; slices with a margin hypothesis, a slice repeated,
+        a compared user without a stratum, or a stratum of fewer than two users; sample ids differ in length, content or
+        order; targets fingerprints differ; a metric was not evaluated; per-user values are not finite; fewer than two
+        units; a one-sided alternative without ``reference``; a setting is out of range (``n_resamples`` at most
         :data:`MAX_RESAMPLES`); or the replicates kept would exceed :data:`MAX_REPLICATE_BYTES`.
 
     Warns
@@ -260,22 +271,35 @@ def compare_models(
         interval_method=interval_method,
         random_state=random_state,
     )
-    return _compare(results, settings)
+    return _compare(results, settings, slices)
 
 
-def _compare(results: Mapping[str, EvaluationResult], settings: ComparisonSettings) -> ComparisonReport:
+def _compare(
+    results: Mapping[str, EvaluationResult],
+    settings: ComparisonSettings,
+    slices: Slice | Sequence[Slice] | None = None,
+) -> ComparisonReport:
     """The one path of :func:`compare_models`, :func:`compare_pair` and :meth:`ComparisonSettings.compare`."""
     metrics = list(settings.metrics or ())
+    chosen = () if slices is None else check_slices(slices)
+    if chosen and settings.hypothesis != "superiority":
+        raise ValueError(
+            f"slices: expected them with hypothesis 'superiority' (strata are explored, not gated), "
+            f"found hypothesis {settings.hypothesis!r}"
+        )
     names = check_results(results, metrics)
     pairs = _pairs(names, settings.reference)
     check_replicate_memory(settings.n_resamples, len(pairs) * len(metrics))
     if settings.n_resamples < 999 and settings.test_method in ("randomization", "bootstrap"):
         _warn_low_resamples(settings, len(pairs))
     units = units_of(results[names[0]])
-    comparisons = [
-        row for pair in pairs for row in pair_rows(paired_differences(results, pair, metrics, units), settings)
-    ]
-    return ComparisonReport(_adjusted(comparisons, settings), settings.correction, settings.reference, settings.primary)
+    paired = [paired_differences(results, pair, metrics, units) for pair in pairs]
+    for sl in chosen:  # every user labelled before any resampling
+        sl.unit_labels(units.ids)
+    comparisons = [row for pair in paired for row in pair_rows(pair, settings)]
+    analysis = slice_analysis(paired, chosen, settings) if chosen else None
+    adjusted = _adjusted(comparisons, settings)
+    return ComparisonReport(adjusted, settings.correction, settings.reference, settings.primary, analysis)
 
 
 def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:

@@ -7,10 +7,13 @@ from __future__ import annotations
 import os
 import pathlib
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from mlflow_recsys.stats._slices import SliceAnalysis
 
 #: How names are written in a sentence of text: escaped for markdown, or as they are.
 Markup = Literal["markdown", "plain"]
@@ -159,13 +162,15 @@ class ComparisonReport:
     """Every hypothesis of one :func:`~mlflow_recsys.stats.compare_models` call, adjusted within its family.
 
     With a ``primary`` metric and ``family="primary"`` (the default), the primary metric's hypotheses form one family
-    and the other metrics' another; otherwise every hypothesis is in one family, ``"all"``.
+    and the other metrics' another; otherwise every hypothesis is in one family, ``"all"``. ``slices`` holds the
+    exploratory strata rows when the call declared slices (:class:`~mlflow_recsys.stats.SliceAnalysis`), else ``None``.
     """
 
     comparisons: tuple[PairwiseComparison, ...]
     correction: str | None
     reference: str | None
     primary: str | None = None
+    slices: SliceAnalysis | None = None
 
     @property
     def family_size(self) -> int:

@@ -2,7 +2,9 @@
 
 A saved report is a directory of two files: ``comparisons.parquet``, one row per hypothesis holding every field of
 :class:`~mlflow_recsys.stats.PairwiseComparison` (the resampling replicates as ``list<double>`` columns), and
-``report.json``, the report-wide fields under a format name and version. Only the format and version are checked on
+``report.json``, the report-wide fields under a format name and version; a report with slices adds ``slices.parquet``
+and ``heterogeneity.parquet`` (:class:`~mlflow_recsys.stats.SliceAnalysis`' two frames), their definitions in
+``report.json``. Only the format and version are checked on
 reading: the files are this package's own output.
 """
 
@@ -13,17 +15,22 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_directory
 from mlflow_recsys.stats._comparison import ComparisonReport, PairwiseComparison
+from mlflow_recsys.stats._slices import Heterogeneity, SliceAnalysis, StratumComparison
 
 #: File of a saved report holding one row per hypothesis.
 COMPARISONS_FILE = "comparisons.parquet"
 #: File of a saved report holding the report-wide fields, the format and the package version.
 REPORT_FILE = "report.json"
+#: Files of a saved report with slices: the stratum rows and the heterogeneity tests.
+SLICES_FILE = "slices.parquet"
+HETEROGENEITY_FILE = "heterogeneity.parquet"
 #: The ``format`` field of ``report.json``.
 FORMAT = "mlflow-recsys-comparison-report"
 #: The ``format_version`` this module writes and the only one it reads.
@@ -56,7 +63,7 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
     (:data:`FORMAT_VERSION`), ``package_version``, ``correction``, ``reference``, ``primary`` and ``n_hypotheses``.
 
     Both files are written into a hidden temporary directory beside ``path``, which is then renamed to ``path``, so a
-    failure leaves ``path`` as it was. A directory an earlier ``save_report`` wrote (only those two files, in this
+    failure leaves ``path`` as it was. A directory an earlier ``save_report`` wrote (only its files, in this
     format) is replaced: it is renamed aside, the new one renamed into place, and the old one deleted.
 
     Parameters
@@ -94,8 +101,13 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
     table = pa.Table.from_arrays([_column(report, field) for field in SCHEMA], schema=SCHEMA)
     meta: dict[str, Any] = {"package_version": __version__, "correction": report.correction}
     meta |= {"reference": report.reference, "primary": report.primary, "n_hypotheses": len(report.comparisons)}
+    if report.slices is not None:
+        meta["slice_definitions"] = report.slices.definitions
     with atomic_directory(path, replace=_replaces_a_report(path)) as tmp:
         pq.write_table(table, tmp / COMPARISONS_FILE)
+        if report.slices is not None:
+            report.slices.to_frame().to_parquet(tmp / SLICES_FILE, index=False)
+            report.slices.heterogeneity_frame().to_parquet(tmp / HETEROGENEITY_FILE, index=False)
         (tmp / REPORT_FILE).write_text(_envelope.dumps(FORMAT, FORMAT_VERSION, meta), encoding="utf-8")
     return path
 
@@ -157,7 +169,26 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
     comparisons = tuple(
         PairwiseComparison(**{name: values[i] for name, values in columns.items()}) for i in range(table.num_rows)
     )
-    return ComparisonReport(comparisons, meta["correction"], meta["reference"], meta["primary"])
+    return ComparisonReport(comparisons, meta["correction"], meta["reference"], meta["primary"], _slices(path, meta))
+
+
+def _slices(path: Path, meta: dict) -> SliceAnalysis | None:
+    """The saved slices, or ``None`` when the report had none."""
+    if "slice_definitions" not in meta:
+        return None
+    frames = []
+    for file in (path / SLICES_FILE, path / HETEROGENEITY_FILE):
+        if not file.is_file():
+            raise ValueError(f"{file}: expected this file of a saved report with slices, found none")
+        frames.append(pd.read_parquet(file))
+    rows = tuple(StratumComparison(**_python(r)) for r in frames[0].to_dict("records"))
+    tests = tuple(Heterogeneity(**_python(r)) for r in frames[1].to_dict("records"))
+    return SliceAnalysis(rows, tests, dict(meta["slice_definitions"]))
+
+
+def _python(record: dict) -> dict:
+    """A frame record's numpy scalars as the Python values the dataclasses hold."""
+    return {k: v.item() if hasattr(v, "item") else v for k, v in record.items()}
 
 
 def _column(report: ComparisonReport, field: pa.Field) -> pa.Array:
@@ -187,7 +218,7 @@ def _replaces_a_report(path: Path) -> bool:
         )
     entries = sorted(os.listdir(path))
     try:
-        ours = set(entries) <= {REPORT_FILE, COMPARISONS_FILE} and bool(
+        ours = set(entries) <= {REPORT_FILE, COMPARISONS_FILE, SLICES_FILE, HETEROGENEITY_FILE} and bool(
             _envelope.read_json(path / REPORT_FILE, FORMAT, FORMAT_VERSION)
         )
     except (OSError, ValueError):

@@ -1,0 +1,254 @@
+"""Exploratory subgroup analysis: the paired comparison within each stratum of a :class:`~mlflow_recsys.stats.Slice`.
+
+Per model pair, metric and stratum: the mean difference over the stratum's users, its bootstrap interval and the
+comparison's test, each stratum drawing its own random stream (from the seed, the slice, the stratum and the pair), so a
+stratum's numbers do not depend on the other strata. Per slice, p-values are adjusted by Holm (1979) over every row of
+the slice (its strata, pairs and metrics), a family of its own that never touches the primary one. Per pair, metric and
+slice, Cochran's (1954) Q tests whether the strata share one mean difference: ``Q = sum_s w_s (m_s - m_w)^2`` with
+``w_s = n_s / var_s`` (the inverse squared standard error of the stratum mean), ``m_w`` the ``w``-weighted mean, against
+chi-square with ``S - 1`` degrees of freedom; ``I^2 = max(0, (Q - df) / Q)`` (Higgins & Thompson 2002) is the share of
+the spread beyond chance. Every result here is exploratory: strata were not what the study was powered for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from mlflow_recsys.stats._corrections import adjust_p_values
+from mlflow_recsys.stats._inference import (
+    _Column,
+    _interval,
+    _test,
+    exact_enumeration,
+    stream_seed_sequences,
+)
+from mlflow_recsys.stats._pairing import PairedDifferences
+from mlflow_recsys.stats._resampling import bootstrap_means, centred_means, sign_flip_means
+from mlflow_recsys.stats._results import significance_level
+from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.stats._strata import Slice
+
+__all__ = ["HETEROGENEITY_COLUMNS", "SLICE_COLUMNS", "SliceAnalysis", "StratumComparison", "slice_analysis"]
+
+#: Fewest users a stratum may hold: a mean difference needs a spread to be tested.
+MIN_STRATUM_USERS = 2
+
+
+@dataclass(frozen=True)
+class StratumComparison:
+    """One (slice, stratum, pair, metric): the paired comparison over the stratum's users, exploratory.
+
+    ``difference`` is the candidate's mean minus the baseline's over the ``n_units`` users of the stratum; ``ci_low`` /
+    ``ci_high`` its bootstrap interval (``interval_method``); ``p_value`` the comparison's test on those users, and
+    ``adjusted_p_value`` Holm's within ``family`` (``"slice:<name>"``, ``family_size`` rows).
+    """
+
+    slice: str
+    stratum: str
+    metric: str
+    baseline: str
+    candidate: str
+    n_units: int
+    wins: int
+    ties: int
+    losses: int
+    baseline_mean: float
+    candidate_mean: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    confidence_level: float
+    interval_method: str
+    p_value: float
+    adjusted_p_value: float
+    family: str
+    family_size: int
+    significant: bool
+    test_method: str
+    exploratory: bool = True
+
+
+@dataclass(frozen=True)
+class Heterogeneity:
+    """Cochran's Q across the strata of one slice, for one pair and metric; ``q``, ``p_value`` and ``i_squared`` are
+    NaN when some stratum's differences have no spread (its weight would be infinite)."""
+
+    slice: str
+    metric: str
+    baseline: str
+    candidate: str
+    n_strata: int
+    q: float
+    df: int
+    p_value: float
+    i_squared: float
+    exploratory: bool = True
+
+
+SLICE_COLUMNS = tuple(f.name for f in fields(StratumComparison))
+HETEROGENEITY_COLUMNS = tuple(f.name for f in fields(Heterogeneity))
+
+
+@dataclass(frozen=True, eq=False)
+class SliceAnalysis:
+    """Every stratum row and heterogeneity test of a comparison's slices, with each slice's definition."""
+
+    strata: tuple[StratumComparison, ...]
+    heterogeneity: tuple[Heterogeneity, ...]
+    definitions: dict[str, str]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per (slice, stratum, pair, metric), columns :data:`SLICE_COLUMNS`."""
+        return pd.DataFrame([vars(r) for r in self.strata], columns=list(SLICE_COLUMNS))
+
+    def heterogeneity_frame(self) -> pd.DataFrame:
+        """One row per (slice, pair, metric), columns :data:`HETEROGENEITY_COLUMNS`."""
+        return pd.DataFrame([vars(r) for r in self.heterogeneity], columns=list(HETEROGENEITY_COLUMNS))
+
+
+def check_slices(slices: object) -> tuple[Slice, ...]:
+    """``slices`` as a tuple of distinct :class:`Slice` objects; TypeError or ValueError naming ``slices``."""
+    if isinstance(slices, Slice):
+        slices = (slices,)
+    if not isinstance(slices, Sequence) or isinstance(slices, str):
+        raise TypeError(f"slices: expected a sequence of Slice objects, found {type(slices).__name__}")
+    for i, s in enumerate(slices):
+        if not isinstance(s, Slice):
+            raise TypeError(f"slices[{i}]: expected a Slice, found {type(s).__name__}")
+    names = [s.name for s in slices]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"slices: expected each slice name once, found {repeated} twice")
+    return tuple(slices)
+
+
+def slice_analysis(
+    pairs: Sequence[PairedDifferences], slices: Sequence[Slice], settings: ComparisonSettings
+) -> SliceAnalysis:
+    """The stratum rows of every pair on every slice, Holm-adjusted within each slice, and their heterogeneity.
+
+    Raises
+    ------
+    ValueError
+        If a compared user has no stratum, or a stratum holds fewer than :data:`MIN_STRATUM_USERS` users.
+    """
+    alpha = significance_level(settings.confidence_level)
+    rows: list[StratumComparison] = []
+    tests: list[Heterogeneity] = []
+    for sl in slices:
+        labels = sl.unit_labels(pairs[0].units.ids)
+        members = {s: np.flatnonzero(labels == s) for s in sl.strata}
+        members = {s: idx for s, idx in members.items() if idx.size}
+        small = {s: int(idx.size) for s, idx in members.items() if idx.size < MIN_STRATUM_USERS}
+        if small:
+            raise ValueError(
+                f"slices[{sl.name!r}]: expected at least {MIN_STRATUM_USERS} compared users per stratum, found {small}"
+            )
+        slice_rows = [row for pair in pairs for row in _stratum_rows(pair, sl.name, members, settings)]
+        adjusted = adjust_p_values(np.array([r.p_value for r in slice_rows]), "holm")
+        for r, p in zip(slice_rows, adjusted, strict=True):
+            rows.append(
+                StratumComparison(
+                    **(vars(r) | {"adjusted_p_value": float(p), "significant": bool(p <= alpha)}),
+                )
+            )
+        for pair in pairs:
+            for j, metric in enumerate(pair.metrics):
+                tests.append(
+                    _heterogeneity(sl.name, pair, metric, [pair.differences[idx, j] for idx in members.values()])
+                )
+    return SliceAnalysis(tuple(rows), tuple(tests), {sl.name: sl.definition for sl in slices})
+
+
+def _stratum_rows(
+    pair: PairedDifferences, name: str, members: dict[str, np.ndarray], settings: ComparisonSettings
+) -> list[StratumComparison]:
+    B = settings.n_resamples
+    out = []
+    for stratum, idx in members.items():
+        d = np.asfortranarray(pair.differences[idx])
+        sides = pair.sides[:, idx]
+        signs, boots = stream_seed_sequences(
+            settings.random_state, "slice", name, stratum, pair.baseline, pair.candidate
+        )
+        n_nonzero = (d != 0).sum(axis=0)
+        boot = bootstrap_means(d, B, boots)
+        monte_carlo = settings.test_method == "randomization" and not all(exact_enumeration(k, B) for k in n_nonzero)
+        flips = sign_flip_means(d, B, signs) if monte_carlo else None
+        estimates = centred_means(d)
+        for j, metric in enumerate(pair.metrics):
+            col = _Column(
+                metric=metric,
+                label=f"{pair.candidate} vs {pair.baseline} on {metric}, {name} = {stratum}",
+                baseline=pair.baseline,
+                baseline_mean=float(sides[0, :, j].mean()),
+                candidate_mean=float(sides[1, :, j].mean()),
+                d=d[:, j],
+                observed=float(estimates[j]),
+                n_nonzero=int(n_nonzero[j]),
+                boot=boot[:, j],
+                flips=None if flips is None else flips[:, j],
+                seeds=(signs, boots),
+                sides=sides[:, :, j],
+            )
+            out.append(_stratum_row(col, name, stratum, pair.candidate, settings))
+    size = len(out)
+    return [StratumComparison(**(vars(r) | {"family_size": size})) for r in out]
+
+
+def _stratum_row(col: _Column, name: str, stratum: str, candidate: str, settings: ComparisonSettings):
+    """One stratum's row from its column: the comparison's test and interval on the stratum's users, unadjusted."""
+    _, p, method = _test(col, settings)
+    low, high, interval = _interval(col, significance_level(settings.confidence_level), settings)
+    wins, losses, n = int((col.d > 0).sum()), int((col.d < 0).sum()), int(col.d.shape[0])
+    return StratumComparison(
+        slice=name,
+        stratum=stratum,
+        metric=col.metric,
+        baseline=col.baseline,
+        candidate=candidate,
+        n_units=n,
+        wins=wins,
+        ties=n - wins - losses,
+        losses=losses,
+        baseline_mean=col.baseline_mean,
+        candidate_mean=col.candidate_mean,
+        difference=col.observed,
+        ci_low=low,
+        ci_high=high,
+        confidence_level=float(settings.confidence_level),
+        interval_method=interval,
+        p_value=float(p),
+        adjusted_p_value=float(p),  # adjusted over the slice by the caller
+        family=f"slice:{name}",
+        family_size=0,  # set with the adjustment
+        significant=False,
+        test_method=method,
+    )
+
+
+def cochran_q(means: np.ndarray, variances: np.ndarray) -> tuple[float, int, float, float]:
+    """Cochran's (1954) Q of estimates ``means`` with sampling ``variances`` (float ``(S,)``, S >= 2) -> (Q, df = S - 1,
+    chi-square p-value, I^2 of Higgins & Thompson 2002); NaN but df when a variance is 0 (an infinite weight)."""
+    m = np.asarray(means, dtype=np.float64)
+    v = np.asarray(variances, dtype=np.float64)
+    df = int(m.shape[0]) - 1
+    if np.any(v <= 0) or df < 1:
+        return float("nan"), df, float("nan"), float("nan")
+    w = 1.0 / v
+    pooled = float(np.sum(w * m) / np.sum(w))
+    q = float(np.sum(w * (m - pooled) ** 2))
+    i2 = max(0.0, (q - df) / q) if q > 0 else 0.0
+    return q, df, float(scipy.stats.chi2.sf(q, df)), i2
+
+
+def _heterogeneity(name: str, pair: PairedDifferences, metric: str, groups: list[np.ndarray]) -> Heterogeneity:
+    means = np.array([g.mean() for g in groups])
+    variances = np.array([g.var(ddof=1) / g.size for g in groups])
+    q, df, p, i2 = cochran_q(means, variances)
+    return Heterogeneity(name, metric, pair.baseline, pair.candidate, len(groups), q, df, p, i2)
