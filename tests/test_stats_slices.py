@@ -203,3 +203,15 @@ def test_slices_are_saved_read_back_and_printed_as_exploratory(tmp_path):
     plain = compare_models(results, metrics="a@10")
     assert "slices" not in str(plain).lower()
     assert type(plain).load(plain.save(tmp_path / "plain")).slices is None
+
+
+def test_the_holm_family_is_the_whole_slice_across_pairs():
+    results, ids = _results(n=60, seed=4)
+    results["third"] = EvaluationResult.from_per_user(
+        {k: v[::-1].copy() for k, v in results["cand"].per_user.items()}, sample_ids=ids, targets_fingerprint="f" * 64
+    )
+    sl = Slice.from_labels("half", pd.Series(np.arange(ids.size) % 2, index=ids))
+    frame = compare_models(results, metrics=["a@10", "b@10"], reference="base", slices=sl).slices.to_frame()
+    # 2 candidates x 2 metrics x 2 strata, adjusted together.
+    assert len(frame) == 8 and set(frame["family_size"]) == {8}
+    np.testing.assert_array_equal(frame["adjusted_p_value"], adjust_p_values(frame["p_value"].to_numpy(), "holm"))

@@ -12,6 +12,7 @@ the spread beyond chance. Every result here is exploratory: strata were not what
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
@@ -151,12 +152,11 @@ def slice_analysis(
             )
         slice_rows = [row for pair in pairs for row in _stratum_rows(pair, sl.name, members, settings)]
         adjusted = adjust_p_values(np.array([r.p_value for r in slice_rows]), "holm")
-        for r, p in zip(slice_rows, adjusted, strict=True):
-            rows.append(
-                StratumComparison(
-                    **(vars(r) | {"adjusted_p_value": float(p), "significant": bool(p <= alpha)}),
-                )
-            )
+        size = len(slice_rows)  # the family is the whole slice: every stratum, pair and metric
+        rows.extend(
+            dataclasses.replace(r, adjusted_p_value=float(p), significant=bool(p <= alpha), family_size=size)
+            for r, p in zip(slice_rows, adjusted, strict=True)
+        )
         for pair in pairs:
             for j, metric in enumerate(pair.metrics):
                 tests.append(
@@ -197,8 +197,7 @@ def _stratum_rows(
                 sides=sides[:, :, j],
             )
             out.append(_stratum_row(col, name, stratum, pair.candidate, settings))
-    size = len(out)
-    return [StratumComparison(**(vars(r) | {"family_size": size})) for r in out]
+    return out
 
 
 def _stratum_row(col: _Column, name: str, stratum: str, candidate: str, settings: ComparisonSettings):
@@ -226,7 +225,7 @@ def _stratum_row(col: _Column, name: str, stratum: str, candidate: str, settings
         p_value=float(p),
         adjusted_p_value=float(p),  # adjusted over the slice by the caller
         family=f"slice:{name}",
-        family_size=0,  # set with the adjustment
+        family_size=0,  # set with the adjustment, over the slice
         significant=False,
         test_method=method,
     )
