@@ -171,8 +171,10 @@ def copy_training_run(source_run_id, folder, *, model, edit_meta=None, edit_fram
     source = client.get_run(source_run_id)
     folder = Path(folder) / "artifacts"  # not the model name: names may be long or hold a slash
     folder.mkdir(parents=True)
-    for name in ("per_user.parquet", "evaluation.json"):
-        mlflow.artifacts.download_artifacts(run_id=source_run_id, artifact_path=name, dst_path=str(folder))
+    listed = {info.path for info in client.list_artifacts(source_run_id)}
+    for name in ("per_user.parquet", "evaluation.json", "rankings.parquet"):
+        if name in listed:  # the scored lists, which evaluation.json names, travel with it
+            mlflow.artifacts.download_artifacts(run_id=source_run_id, artifact_path=name, dst_path=str(folder))
     if edit_meta is not None:
         meta = json.loads((folder / "evaluation.json").read_text())
         (folder / "evaluation.json").write_text(json.dumps(edit_meta(meta)))

@@ -294,7 +294,7 @@ def test_metric_from_key_builds_the_named_metric():
     assert metric_from_key("ndcg@100") == NDCG(100)
     assert metric_from_key("calibrated_recall@20") == CalibratedRecall(20)
     assert metric_from_key("hit_rate@5").keys == ["hit_rate@5"]
-    assert set(METRIC_CLASSES) == {cls.name for cls in ALL_CLASSES}
+    assert set(METRIC_CLASSES) == {cls.name for cls in ALL_CLASSES} | {"arp", "aplt", "novelty"}
 
 
 def test_metric_from_key_unknown_name_lists_known_names():
@@ -325,4 +325,4 @@ def test_parse_metric_keys_rejects_empty_and_unknown():
     with pytest.raises(ValueError, match="keys"):
         parse_metric_keys([])
     with pytest.raises(ValueError, match="known names"):
-        parse_metric_keys(["recall@20", "novelty@5"])
+        parse_metric_keys(["recall@20", "serendipity@5"])

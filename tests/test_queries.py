@@ -351,7 +351,7 @@ def test_search_comparisons_over_http(study, mlflow_server, tmp_path):
     for run in sources:
         folder = tmp_path / run.info.run_id
         folder.mkdir()
-        for name in ("per_user.parquet", "evaluation.json"):
+        for name in ("per_user.parquet", "evaluation.json", "rankings.parquet"):  # evaluation.json names all three
             mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=name, dst_path=str(folder))
         folders[run.info.run_id] = folder
     previous = mlflow.get_tracking_uri()

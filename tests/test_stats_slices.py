@@ -12,6 +12,7 @@ import scipy.stats
 from statsmodels.stats.meta_analysis import combine_effects
 
 from mlflow_recsys.evaluation import EvaluationResult
+from mlflow_recsys.metrics import long_tail_items
 from mlflow_recsys.stats import (
     HETEROGENEITY_COLUMNS,
     SLICE_COLUMNS,
@@ -21,7 +22,6 @@ from mlflow_recsys.stats import (
     compare_models,
     history_lengths,
     history_slice,
-    long_tail_items,
     target_popularity_slice,
 )
 from mlflow_recsys.stats._slices import cochran_q

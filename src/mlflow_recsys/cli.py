@@ -375,8 +375,10 @@ def _compare(run_ids, run_ids_csv, model_tag, **options):
     click.echo(comparison_printout(outcome, settings.primary, settings.primary_analysis))
 
 
-#: The compared metrics of the one-dataset study.
-_STUDY_METRICS = ("ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20")
+#: The compared metrics of the one-dataset study: accuracy, then what the lists expose (item-side, per user).
+_STUDY_METRICS = ("ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "arp@20", "aplt@20", "novelty@20")
+#: The exploratory slices of the one-dataset study's comparison.
+_STUDY_SLICES = ("history:4", "target_popularity")
 
 
 def _study_options(func):
@@ -396,6 +398,7 @@ def _study_options(func):
         ("metrics", (_STUDY_METRICS, compared["metrics"][1]), "metric keys compared"),
         ("primary", ("ndcg@100", compared["primary"][1]), None),
         ("n_resamples", compared["n_resamples"], None),
+        ("slices", (_STUDY_SLICES, compared["slices"][1]), None),
         *(
             (name, declared, None)
             for name, declared in settings_of(StudySettings).items()
@@ -471,7 +474,11 @@ def _shorthand(flags: dict):
     except ValueError as exc:
         raise ValueError(f"metrics: {str(exc).removeprefix('key: ')}") from None
     comparison = ComparisonSettings(
-        reference="EASE", metrics=flags["metrics"], primary=flags["primary"], n_resamples=flags["n_resamples"]
+        reference="EASE",
+        metrics=flags["metrics"],
+        primary=flags["primary"],
+        n_resamples=flags["n_resamples"],
+        slices=flags["slices"],
     )
     return shorthand_plan(
         dataset=flags["dataset"],

@@ -12,7 +12,7 @@ import hashlib
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from mlflow_recsys import _validation as validation
 from mlflow_recsys._digests import update_with_csr
 from mlflow_recsys._sparse import canonical_csr
-from mlflow_recsys.metrics import RankingMetric, _paired, hit_matrix, metric_from_key
+from mlflow_recsys.metrics import ItemMetric, ItemPopularity, RankingMetric, _paired, hit_matrix, metric_from_key
 
 __all__ = [
     "EvaluationResult",
@@ -66,6 +66,13 @@ class EvaluationResult:
         cannot be verified).
     definitions:
         Metric key -> a one-line exact definition of the metric.
+    rankings:
+        int32 array of shape ``(n_samples, max_k)``: the lists that were scored, item indices best first (a user's
+        fold-in items already taken out), ``-1`` padding, aligned with ``sample_ids``; what the global item-exposure
+        metrics (catalogue coverage, Gini) are computed from. ``None`` when unknown (per-user values computed elsewhere)
+        or not collected.
+    n_items:
+        Number of items in the catalogue the lists rank (int), with ``rankings``; else ``None``.
     """
 
     metrics: dict[str, float]
@@ -73,6 +80,8 @@ class EvaluationResult:
     sample_ids: np.ndarray
     targets_fingerprint: str | None = None
     definitions: dict[str, str] = field(default_factory=dict)
+    rankings: np.ndarray | None = None
+    n_items: int | None = None
 
     @property
     def n_samples(self) -> int:
@@ -265,20 +274,60 @@ def _warn_fold_in_removed(n_items: int, n_rows: int, n_lists: int, max_k: int, s
         )
 
 
+def _popularity_for(
+    metrics: list[RankingMetric], item_popularity: ItemPopularity | None, n_items: int
+) -> ItemPopularity | None:
+    """``item_popularity`` once checked against the metrics that read it and the catalogue's size."""
+    item_side = [key for metric in metrics if isinstance(metric, ItemMetric) for key in metric.keys]
+    if item_popularity is None:
+        if item_side:
+            raise ValueError(
+                f"item_popularity: expected the training data's ItemPopularity for the item-side metrics "
+                f"{', '.join(item_side)}, found None"
+            )
+        return None
+    if not isinstance(item_popularity, ItemPopularity):
+        raise ValueError(f"item_popularity: expected an ItemPopularity, found {type(item_popularity).__name__}")
+    if item_popularity.n_items != n_items:
+        raise ValueError(f"item_popularity: expected {n_items} items like targets, found {item_popularity.n_items}")
+    return item_popularity
+
+
+def _row_values(
+    metrics: list[RankingMetric],
+    rankings: np.ndarray,
+    hits: np.ndarray,
+    n_relevant: np.ndarray,
+    popularity: ItemPopularity | None,
+) -> dict[str, np.ndarray]:
+    """Metric key -> per-row values: the accuracy metrics from the hits, the item-side ones from the lists."""
+    values: dict[str, np.ndarray] = {}
+    for metric in metrics:
+        if isinstance(metric, ItemMetric):
+            values.update(metric.from_lists(rankings, cast(ItemPopularity, popularity)))
+        else:
+            values.update(metric.from_hits(hits, n_relevant))
+    return values
+
+
 def _result(
     metrics: list[RankingMetric],
     per_user: dict[str, np.ndarray],
     sample_ids: np.ndarray,
     fingerprint: str | None,
-    collect_per_user: bool,
+    lists: tuple[np.ndarray, int] | None,
 ) -> EvaluationResult:
+    """The result; ``lists`` (the scored lists, the catalogue's size) None keeps only the means."""
     definitions = {key: text for metric in metrics for key, text in metric.definitions.items()}
+    rankings, n_items = lists if lists is not None else (None, None)
     return EvaluationResult(
         metrics={key: float(np.mean(values)) for key, values in per_user.items()},
-        per_user=per_user if collect_per_user else None,
+        per_user=per_user if lists is not None else None,
         sample_ids=sample_ids,
         targets_fingerprint=fingerprint,
         definitions=definitions,
+        rankings=rankings.astype(np.int32) if rankings is not None else None,
+        n_items=n_items,
     )
 
 
@@ -290,6 +339,7 @@ def evaluate_rankings(
     sample_ids: np.ndarray | None = None,
     source: sp.spmatrix | None = None,
     fold_in: FoldInPolicy = "remove",
+    item_popularity: ItemPopularity | None = None,
 ) -> EvaluationResult:
     """Evaluate precomputed rankings against target items.
 
@@ -316,11 +366,14 @@ def evaluate_rankings(
     fold_in:
         ``"remove"`` (default): take each row's fold-in items out of its list before scoring, with a warning that counts
         them; ``"refuse"``: raise a ValueError if any list holds one. Used only with ``source``.
+    item_popularity:
+        The training data's :class:`~mlflow_recsys.metrics.ItemPopularity`, which the item-side metrics (``arp``,
+        ``aplt``, ``novelty``) read; required with them, default None.
 
     Returns
     -------
     EvaluationResult
-        Means and per-row float64 values over the rows with targets.
+        Means and per-row float64 values over the rows with targets, and the scored lists (``rankings``).
 
     Raises
     ------
@@ -328,7 +381,8 @@ def evaluate_rankings(
         If ``metrics`` is empty, unknown or repeats a key; ``rankings`` is not a 2-D integer array with at least
         ``max_k`` columns and valid item indices (every column when ``source`` is given); ``targets`` or ``source`` is
         not 2-D of matching shape with finite non-negative values; ``sample_ids`` has the wrong length; ``fold_in`` is
-        not one of its two values, or is ``"refuse"`` and a list holds a fold-in item; or no row has targets.
+        not one of its two values, or is ``"refuse"`` and a list holds a fold-in item; ``item_popularity`` is missing
+        for an item-side metric, not an ``ItemPopularity`` or of another catalogue; or no row has targets.
     TypeError
         If ``targets`` or ``source`` is not a scipy sparse matrix.
 
@@ -347,6 +401,7 @@ def evaluate_rankings(
     src = None if source is None else canonical_csr(source, "source")
     if src is not None and src.shape != csr.shape:
         raise ValueError(f"source: expected shape {csr.shape} like targets, found {src.shape}")
+    popularity = _popularity_for(metric_objs, item_popularity, csr.shape[1])
     hits = hit_matrix(arr, csr, max_k)  # the shape, dtype and width checks before the fold-in's, in their own words
     fingerprint = None if source is None else targets_fingerprint(source, targets, ids)
     if src is not None:
@@ -355,10 +410,9 @@ def evaluate_rankings(
         hits = hit_matrix(arr, csr, max_k) if n_removed else hits
     n_relevant = np.diff(csr.indptr)
     kept = _kept_rows(n_relevant)
-    per_user: dict[str, np.ndarray] = {}
-    for metric in metric_objs:
-        per_user.update(metric.from_hits(hits[kept], n_relevant[kept]))
-    return _result(metric_objs, per_user, ids[kept], fingerprint, collect_per_user=True)
+    lists = np.asarray(arr, dtype=np.int64)[kept, :max_k]
+    per_user = _row_values(metric_objs, lists, hits[kept], n_relevant[kept], popularity)
+    return _result(metric_objs, per_user, ids[kept], fingerprint, (lists, csr.shape[1]))
 
 
 def evaluate_recommender(
@@ -371,6 +425,7 @@ def evaluate_recommender(
     batch_size: int = 1024,
     collect_per_user: bool = True,
     fold_in: FoldInPolicy = "remove",
+    item_popularity: ItemPopularity | None = None,
 ) -> EvaluationResult:
     """Rank items for held-out rows in batches and evaluate the rankings.
 
@@ -399,21 +454,27 @@ def evaluate_recommender(
     fold_in:
         ``"remove"`` (default) or ``"refuse"``: what becomes of fold-in items in the model's lists (see
         :func:`evaluate_rankings`).
+    item_popularity:
+        The training data's :class:`~mlflow_recsys.metrics.ItemPopularity`
+        (``ItemPopularity.from_interactions(x_train)``) for the item-side metrics ``arp``, ``aplt`` and ``novelty``;
+        required with them, default None.
 
     Returns
     -------
     EvaluationResult
         With ``targets_fingerprint = targets_fingerprint(source, targets, sample_ids)`` of the inputs as given (before
-        empty rows are dropped).
+        empty rows are dropped), and the scored top-``max_k`` lists (``rankings``) unless ``collect_per_user`` is
+        False.
 
     Raises
     ------
     ValueError
         If ``metrics`` is empty, unknown or repeats a key; ``source`` or ``targets`` holds negative or non-finite values
         or their shapes differ; the model's ``n_items`` differs from the number of columns; ``sample_ids`` has the wrong
-        length; ``batch_size`` is not a positive int; ``fold_in`` is neither ``"remove"`` nor ``"refuse"``; no row has
-        targets; or ``model.recommend`` returns rankings of the wrong shape, with invalid item indices, or (under
-        ``"refuse"``) with fold-in items.
+        length; ``batch_size`` is not a positive int; ``fold_in`` is neither ``"remove"`` nor ``"refuse"``;
+        ``item_popularity`` is missing for an item-side metric, not an ``ItemPopularity`` or of another catalogue; no
+        row has targets; or ``model.recommend`` returns rankings of the wrong shape, with invalid item indices, or
+        (under ``"refuse"``) with fold-in items.
     TypeError
         If ``source`` or ``targets`` is not a scipy sparse matrix.
 
@@ -435,11 +496,13 @@ def evaluate_recommender(
     n_items = getattr(model, "n_items", None)
     if n_items is not None and int(n_items) != src.shape[1]:
         raise ValueError(f"source: expected {int(n_items)} columns (the model's n_items), found {src.shape[1]}")
+    popularity = _popularity_for(metric_objs, item_popularity, src.shape[1])
     ids = _resolve_sample_ids(sample_ids, src.shape[0])
     fingerprint = targets_fingerprint(source, targets, ids)
     n_relevant = np.diff(tgt.indptr)
     kept = _kept_rows(n_relevant)
     chunks: dict[str, list[np.ndarray]] = {key: [] for m in metric_objs for key in m.keys}
+    lists: list[np.ndarray] = []
     leaked = np.zeros(2, dtype=np.int64)  # fold-in items taken out, lists they were in
     starts = range(0, kept.shape[0], batch_size)
     for start in tqdm(starts, desc="evaluate", unit="batch", disable=None, leave=False):
@@ -458,9 +521,13 @@ def evaluate_recommender(
         except ValueError as err:
             raise ValueError(f"model: recommend(source_rows, {max_k}) output is invalid: {err}") from err
         leaked += counts
-        for metric in metric_objs:
-            for key, values in metric.from_hits(hits, n_relevant[rows]).items():
-                chunks[key].append(values)
+        indices = np.asarray(indices, dtype=np.int64)[:, :max_k]
+        for key, values in _row_values(metric_objs, indices, hits, n_relevant[rows], popularity).items():
+            chunks[key].append(values)
+        if collect_per_user:
+            lists.append(indices.astype(np.int32))
     _warn_fold_in_removed(int(leaked[0]), int(leaked[1]), kept.shape[0], max_k, stacklevel=2)
     per_user = {key: np.concatenate(parts) for key, parts in chunks.items()}
-    return _result(metric_objs, per_user, ids[kept], fingerprint, collect_per_user)
+    scored = np.concatenate(lists) if lists else np.empty((0, max_k), dtype=np.int32)
+    collected = (scored, src.shape[1]) if collect_per_user else None
+    return _result(metric_objs, per_user, ids[kept], fingerprint, collected)

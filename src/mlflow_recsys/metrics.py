@@ -24,9 +24,16 @@ import numpy as np
 import scipy.sparse as sp
 
 from mlflow_recsys import _validation as validation
+from mlflow_recsys._item_popularity import ItemPopularity, long_tail_items
 from mlflow_recsys._sparse import canonical_csr
 
 __all__ = [
+    "APLT",
+    "ARP",
+    "ItemMetric",
+    "ItemPopularity",
+    "Novelty",
+    "long_tail_items",
     "CalibratedRecall",
     "HitRate",
     "KEY_PATTERN",
@@ -374,8 +381,109 @@ class MAP(RankingMetric):
         return _row_sums(precision_at_r * hit_float) / np.minimum(k, n_relevant)
 
 
+class ItemMetric(RankingMetric):
+    """Base class of the item-side metrics: a value of each list from its items' training popularity, whatever the
+    targets.
+
+    Per row, the mean of ``_item_value`` over the items present among the top ``k`` (``-1`` padding is no item); a list
+    with no item exposes nothing and scores 0. They read the ranked items, so they come from :meth:`from_lists` (or an
+    evaluation given ``item_popularity``), not from a hit matrix.
+    """
+
+    value_range = (0.0, float("inf"))
+
+    @property
+    def definitions(self) -> dict[str, str]:
+        """Metric key -> one-line exact definition including its source."""
+        return {
+            f"{self.name}@{k}": f"{self.name}@{k}: {self._formula.format(k=k)}; training popularity ({self._source})"
+            for k in self.ks
+        }
+
+    def from_hits(self, hits: np.ndarray, n_relevant: np.ndarray) -> dict[str, np.ndarray]:
+        """Not defined: TypeError (an item-side metric reads the ranked items; see :meth:`from_lists`)."""
+        raise TypeError(f"{self.keys[0]}: an item-side metric reads the ranked items, not hits: call from_lists")
+
+    def from_lists(self, rankings: np.ndarray, popularity: ItemPopularity) -> dict[str, np.ndarray]:
+        """Per-row values for every cutoff: metric key -> float64 array of shape ``(n,)``.
+
+        ``rankings`` is an integer array of shape ``(n, >= max_k)``, item indices best first, ``-1`` padding;
+        ``popularity`` the :class:`~mlflow_recsys.metrics.ItemPopularity` of the training data the model was fit on.
+        ValueError if ``rankings`` is not such an array over ``popularity.n_items`` items (distinct within a row);
+        TypeError if ``popularity`` is not an ``ItemPopularity``.
+        """
+        if not isinstance(popularity, ItemPopularity):
+            raise TypeError(f"popularity: expected an ItemPopularity, found {type(popularity).__name__}")
+        arr = _validate_rankings(rankings, self.max_k, popularity.n_items)
+        per_item = self._item_value(popularity)
+        out: dict[str, np.ndarray] = {}
+        for key, k in zip(self.keys, self.ks, strict=True):
+            items = arr[:, :k]
+            present = items >= 0
+            n_present = present.sum(axis=1)
+            total = _row_sums(np.where(present, per_item[np.where(present, items, 0)], 0.0))
+            out[key] = np.divide(total, n_present, out=np.zeros(total.shape), where=n_present > 0)
+        return out
+
+    def _item_value(self, popularity: ItemPopularity) -> np.ndarray:
+        raise NotImplementedError
+
+
+class ARP(ItemMetric):
+    """Average recommendation popularity at k: the mean training popularity ``phi(i)`` (users who interacted with
+    ``i``) of the listed items, ``sum_{i in L_u} phi(i) / |L_u|``.
+
+    Source: Abdollahpouri, Burke & Mobasher 2019, "Managing popularity bias in recommender systems with personalized
+    re-ranking" (FLAIRS). Counts, not shares, as there; RecBole's ``AveragePopularity`` is the same number.
+    """
+
+    name = "arp"
+    _formula = "sum_{{i in L_u}} phi(i) / |L_u|, L_u = the items of the top {k}, phi(i) = training users of i"
+    _source = "Abdollahpouri et al. 2019"
+
+    def _item_value(self, popularity):
+        return popularity.counts.astype(np.float64)
+
+
+class APLT(ItemMetric):
+    """Average percentage of long-tail items at k: the share of the listed items outside the short head,
+    ``|L_u ∩ tail| / |L_u|`` (:attr:`ItemPopularity.long_tail`: the ``ceil(head_share * n_items)`` most popular items
+    are the head).
+
+    Source: Abdollahpouri, Burke & Mobasher 2019, "Managing popularity bias in recommender systems with personalized
+    re-ranking" (FLAIRS). RecBole's ``TailPercentage`` gives the same share with its ``tail_ratio = 1 - head_share``.
+    """
+
+    name = "aplt"
+    _formula = "|L_u ∩ long tail| / |L_u|, L_u = the items of the top {k}, head = the ceil(share·n_items) most popular"
+    _source = "Abdollahpouri et al. 2019"
+    value_range = (0.0, 1.0)
+
+    def _item_value(self, popularity):
+        return popularity.long_tail.astype(np.float64)
+
+
+class Novelty(ItemMetric):
+    """Novelty at k: the mean self-information of the listed items, ``sum_{i in L_u} -log2(phi(i) / U) / |L_u|`` in
+    bits, ``phi(i)`` the item's training users and ``U`` the number of training users.
+
+    Source: Zhou et al. 2010, "Solving the apparent diversity-accuracy dilemma of recommender systems" (PNAS). An item
+    no training user had would carry infinite information; it counts as seen once (``log2 U`` bits), the most any seen
+    item carries.
+    """
+
+    name = "novelty"
+    _formula = (
+        "sum_{{i in L_u}} -log2(max(phi(i),1) / U) / |L_u| bits, L_u = the items of the top {k}, U = training users"
+    )
+    _source = "Zhou et al. 2010"
+
+    def _item_value(self, popularity):
+        return -np.log2(np.maximum(popularity.counts, 1) / popularity.n_users)
+
+
 METRIC_CLASSES: dict[str, type[RankingMetric]] = {
-    cls.name: cls for cls in (Recall, CalibratedRecall, NDCG, MRR, MAP, Precision, HitRate)
+    cls.name: cls for cls in (Recall, CalibratedRecall, NDCG, MRR, MAP, Precision, HitRate, ARP, APLT, Novelty)
 }
 """Metric name (the part of a key before ``@``) -> metric class."""
 

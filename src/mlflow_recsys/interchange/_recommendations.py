@@ -22,7 +22,7 @@ from mlflow_recsys import _validation as validation
 from mlflow_recsys._catalogue import ItemCatalogue
 from mlflow_recsys.data._checkpoint import LoadedSplit
 from mlflow_recsys.evaluation import EvaluationResult, FoldInRankedWarning, evaluate_rankings
-from mlflow_recsys.metrics import RankingMetric, hit_matrix, parse_metric_keys
+from mlflow_recsys.metrics import ItemMetric, ItemPopularity, RankingMetric, hit_matrix, parse_metric_keys
 
 #: Most rows read from one file: 250,000 users x 100 items. A Parquet file's footer is checked before anything
 #: is read; CSV and TREC files are read in batches and refused, naming this limit, as soon as more rows than this
@@ -322,7 +322,11 @@ def score_recommendations(
     n_short = int((has_list & (lengths < max_k)).sum())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FoldInRankedWarning)  # warned below with the file's name
-        result = evaluate_rankings(rankings, targets=targets, metrics=metric_objs, sample_ids=ids, source=source)
+        item_side = any(isinstance(m, ItemMetric) for m in metric_objs)
+        popularity = ItemPopularity.from_interactions(split["x_train"]) if item_side else None
+        result = evaluate_rankings(
+            rankings, targets=targets, metrics=metric_objs, sample_ids=ids, source=source, item_popularity=popularity
+        )
     if n_leaked:
         warnings.warn(
             f"{recs.source}: {n_leaked:,} fold-in (history) item(s) were taken out of the users' lists before "

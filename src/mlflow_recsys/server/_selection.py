@@ -19,6 +19,7 @@ from mlflow_recsys.tracking._runs import RUN_ID, RunSelectionError
 #: declares it; every other setting keeps its declared default.
 FORM_SETTINGS = (
     *("reference", "primary", "metrics", "correction", "n_resamples", "hypothesis", "margin", "relative_margin"),
+    "slices",
 )
 
 _DECLARED = settings_of(ComparisonSettings)
@@ -55,6 +56,7 @@ _UNSET_TEXT = {
     "random_state": "none (fresh entropy)",
     "representative_seed": "lowest seed of each model",
     "margin": "none (superiority)",
+    "slices": "none",
 }
 
 
@@ -105,6 +107,7 @@ def parse_form(form) -> Selection:
     chosen: dict[str, Any] = {
         "metrics": [m for m in form.getlist("metrics") if m] or None,
         "relative_margin": form.get("relative_margin", "") == "true",  # a checkbox posts nothing when clear
+        "slices": _DECLARED["slices"][1].convert(form.get("slices", "")) or None,
     }
     for name in ("reference", "primary", "correction", "n_resamples", "hypothesis", "margin"):
         text = form.get(name, "")

@@ -26,7 +26,7 @@ from mlflow_recsys.stats._strata import (
     cold_slice,
     history_lengths,
     history_slice,
-    long_tail_items,
+    split_slices,
     target_popularity_slice,
 )
 from mlflow_recsys.stats._verdict import EFFECT_COLUMNS, StudyVerdict, verdict_across_datasets
@@ -80,7 +80,6 @@ __all__ = [
     "gate_decision",
     "history_lengths",
     "history_slice",
-    "long_tail_items",
     "metric_level_intervals",
     "minimum_detectable_effect",
     "non_inferiority_power",
@@ -90,6 +89,7 @@ __all__ = [
     "rank_across_datasets",
     "required_users",
     "seed_spread",
+    "split_slices",
     "target_popularity_slice",
     "verdict_across_datasets",
     "wilcoxon_method",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from mlflow_recsys._validation import expected
 from mlflow_recsys.settings_schema import check_fields, setting, settings_of
 from mlflow_recsys.stats._corrections import Correction
+from mlflow_recsys.stats._strata import parse_slice_spec
 
 if TYPE_CHECKING:
     from mlflow_recsys.evaluation import EvaluationResult
@@ -169,6 +170,13 @@ class ComparisonSettings:
         "choice",
         choices=PRIMARY_ANALYSES,
     )
+    slices: tuple[str, ...] | None = setting(
+        None,
+        "exploratory slices of the users, comma-separated: history[:quantile bins, 4], cold[:most fold-in items, 5], "
+        "target_popularity[:head share, 0.2]; built from the runs' split, each a Holm family of its own",
+        "keys",
+        optional=True,
+    )
 
     def __post_init__(self) -> None:
         seed = self.representative_seed
@@ -184,6 +192,11 @@ class ComparisonSettings:
             )
         self._check_margin()
         self._check_maxt()
+        for spec in self.slices or ():
+            parse_slice_spec(spec)
+        if self.slices and self.hypothesis != "superiority":
+            wanted = "no slices with a margin hypothesis (strata are explored, not gated)"
+            raise ValueError(expected("slices", wanted, ",".join(self.slices)))
 
     def _check_maxt(self) -> None:
         """Max-T re-tests the family on joint relabellings of the users: the randomization test of a difference."""
@@ -241,8 +254,9 @@ class ComparisonSettings:
 
     def compare_models_kwargs(self) -> dict:
         """The keywords of :func:`~mlflow_recsys.stats.compare_models` but ``metrics``: every field but those of
-        a comparison of runs (``metrics``, ``paired_seeds``, ``representative_seed``, ``primary_analysis``)."""
-        of_runs = ("metrics", "paired_seeds", "representative_seed", "primary_analysis")
+        a comparison of runs (``metrics``, ``paired_seeds``, ``representative_seed``, ``primary_analysis``, and
+        ``slices``, built from the runs' split)."""
+        of_runs = ("metrics", "paired_seeds", "representative_seed", "primary_analysis", "slices")
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in of_runs}
 
     def compare(self, results: Mapping[str, EvaluationResult]) -> ComparisonReport:

@@ -18,20 +18,19 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys._item_popularity import DEFAULT_HEAD_SHARE, long_tail_items
 from mlflow_recsys._sparse import canonical_csr
 
 __all__ = [
-    "DEFAULT_HEAD_SHARE",
+    "SLICE_SPECS",
     "Slice",
     "cold_slice",
     "history_lengths",
     "history_slice",
-    "long_tail_items",
+    "parse_slice_spec",
+    "split_slices",
     "target_popularity_slice",
 ]
-
-#: Share of the catalogue, by training popularity, that is the short head: the rest is the long tail.
-DEFAULT_HEAD_SHARE = 0.2
 
 
 @dataclass(frozen=True, eq=False)
@@ -194,32 +193,6 @@ def cold_slice(history_length: pd.Series | Mapping, max_items: int = 5) -> Slice
     return Slice("cold", labels, ("cold", "warm"), f"cold: at most {max_items} fold-in items; warm: more")
 
 
-def long_tail_items(item_popularity: np.ndarray, head_share: float = DEFAULT_HEAD_SHARE) -> np.ndarray:
-    """Which items are in the long tail: bool ``(n_items,)`` from ``item_popularity``, float or int ``(n_items,)``,
-    each item's interactions in the training data.
-
-    The short head is the ``ceil(head_share * n_items)`` most popular items (ties broken by the lower item index), the
-    long tail the rest: the head/tail split of Abdollahpouri, Burke & Mobasher ("Managing popularity bias in recommender
-    systems with personalized re-ranking", FLAIRS 2019), by share of items. RecBole's ``tail_ratio`` is the tail's
-    share instead (``tail_ratio = 1 - head_share``) and counts only items seen in training.
-
-    Raises
-    ------
-    ValueError
-        If ``item_popularity`` is not 1-D, finite and >= 0, or ``head_share`` is not in (0, 1).
-    """
-    pop = np.asarray(item_popularity, dtype=np.float64)
-    if pop.ndim != 1 or pop.size == 0 or not np.all(np.isfinite(pop)) or np.any(pop < 0):
-        raise ValueError(f"item_popularity: expected a 1-D array of finite counts >= 0, found shape {pop.shape}")
-    if not (isinstance(head_share, numbers.Real) and 0 < head_share < 1):
-        raise ValueError(f"head_share: expected a share of the items in (0, 1), found {head_share!r}")
-    n_head = int(np.ceil(head_share * pop.size))
-    order = np.lexsort((np.arange(pop.size), -pop))  # most popular first, lower index first among ties
-    tail = np.ones(pop.size, dtype=bool)
-    tail[order[:n_head]] = False
-    return tail
-
-
 def target_popularity_slice(
     targets: sp.spmatrix,
     item_popularity: np.ndarray,
@@ -279,3 +252,54 @@ def history_lengths(source: sp.spmatrix, sample_ids: np.ndarray) -> pd.Series:
     if ids.shape != (csr.shape[0],):
         raise ValueError(f"sample_ids: expected shape ({csr.shape[0]},), one id per row, found {ids.shape}")
     return pd.Series(np.diff(csr.indptr).astype(np.int64), index=ids).groupby(level=0, sort=False).first()
+
+
+#: The slices a comparison of runs builds from the split by name (``name`` or ``name:argument``): the argument, its
+#: type, its default and what it means.
+SLICE_SPECS: dict[str, tuple[type, float, str]] = {
+    "history": (int, 4, "quantile bins of the users' fold-in item counts"),
+    "cold": (int, 5, "most fold-in items of a cold user"),
+    "target_popularity": (float, DEFAULT_HEAD_SHARE, "share of the items in the short head"),
+}
+
+
+def parse_slice_spec(spec: str, name: str = "slices") -> tuple[str, float]:
+    """``"history:4"`` -> ``("history", 4)``; a bare name takes its default (:data:`SLICE_SPECS`). ValueError, naming
+    ``name``, for an unknown slice or an argument that is not a number of the slice's type."""
+    kind, _, argument = str(spec).partition(":")
+    if kind not in SLICE_SPECS:
+        known = ", ".join(f"{k}[:{t.__name__}]" for k, (t, _, _) in SLICE_SPECS.items())
+        raise ValueError(f"{name}: expected slices among {known}, found {spec!r}")
+    cast_to, default, meaning = SLICE_SPECS[kind]
+    if not argument:
+        return kind, default
+    try:
+        return kind, cast_to(argument)
+    except ValueError:
+        raise ValueError(f"{name}: expected {kind}:<{cast_to.__name__}> ({meaning}), found {spec!r}") from None
+
+
+def split_slices(
+    specs: Sequence[str],
+    *,
+    source: sp.spmatrix,
+    targets: sp.spmatrix,
+    sample_ids: np.ndarray,
+    item_popularity: np.ndarray,
+) -> list[Slice]:
+    """The slices ``specs`` name (e.g. ``["history:4", "cold:5", "target_popularity"]``, see
+    :func:`parse_slice_spec`), built from a split's evaluation rows: ``source`` and ``targets`` sparse
+    ``(n, n_items)``, ``sample_ids`` ``(n,)`` and ``item_popularity`` ``(n_items,)`` training users per item. ValueError
+    as :func:`parse_slice_spec` and the builders (:func:`history_slice`, :func:`cold_slice`,
+    :func:`target_popularity_slice`)."""
+    built = []
+    lengths = history_lengths(source, sample_ids)
+    for spec in specs:
+        kind, argument = parse_slice_spec(spec)
+        if kind == "history":
+            built.append(history_slice(lengths, bins=int(argument)))
+        elif kind == "cold":
+            built.append(cold_slice(lengths, max_items=int(argument)))
+        else:
+            built.append(target_popularity_slice(targets, item_popularity, sample_ids, head_share=float(argument)))
+    return built

@@ -21,6 +21,7 @@ from mlflow_recsys._parquet import ParquetRefused, read_columns
 from mlflow_recsys.errors import ArtifactError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.metrics import value_range
+from mlflow_recsys.tracking._rankings_artifact import RANKINGS_FILE, read_rankings, write_rankings
 
 if TYPE_CHECKING:
     from mlflow_recsys.stats._levels import LevelIntervals
@@ -46,7 +47,8 @@ def write_evaluation_artifacts(
     split_digest: str | None,
     level_intervals: LevelIntervals | None = None,
 ) -> list[Path]:
-    """Write ``per_user.parquet`` and ``evaluation.json`` into ``directory``.
+    """Write ``per_user.parquet`` and ``evaluation.json`` into ``directory``, and ``rankings.parquet`` when ``result``
+    holds its scored lists.
 
     With ``level_intervals`` (what a training run logged as ``<metric>.ci_low`` / ``.ci_high``), each metric's
     entry gains ``ci_low`` and ``ci_high``, and ``level_intervals`` states how they were made (its
@@ -57,7 +59,7 @@ def write_evaluation_artifacts(
 
     Returns
     -------
-    The two paths written.
+    The paths written.
 
     Raises
     ------
@@ -89,11 +91,16 @@ def write_evaluation_artifacts(
     parquet = directory / PER_USER_FILE
     with atomic_write(parquet) as handle:
         frame.to_parquet(handle, index=False)
-    return [parquet, _envelope.write_json(directory / EVALUATION_FILE, FORMAT, FORMAT_VERSION, meta)]
+    written = [parquet]
+    if result.rankings is not None and result.n_items is not None:
+        meta["rankings"] = write_rankings(result.rankings, result.n_items, directory)
+        written.append(directory / RANKINGS_FILE)
+    return [*written, _envelope.write_json(directory / EVALUATION_FILE, FORMAT, FORMAT_VERSION, meta)]
 
 
 def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "") -> EvaluationArtifacts:
-    """Read and validate the artifact pair in ``directory``.
+    """Read and validate the artifact pair in ``directory``, and the scored lists (``rankings.parquet``) when
+    ``evaluation.json`` names them.
 
     The per-user values are checked, not trusted: each metric column must hold integer or floating-point numbers
     (not booleans), all finite, and for a metric of this package (:func:`mlflow_recsys.metrics.value_range`) all
@@ -153,12 +160,15 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     sample_ids = frame["sample_id"].to_numpy()
     if meta.get("sample_id_kind") == "str":
         sample_ids = sample_ids.astype(str)
+    rankings, n_items = read_rankings(directory, meta.get("rankings"), n_samples, where) or (None, None)
     result = EvaluationResult(
         metrics={k: float(v["mean"]) for k, v in metrics.items()},
         per_user=per_user,
         sample_ids=sample_ids,
         targets_fingerprint=meta.get("targets_fingerprint"),
         definitions={k: v.get("definition", "") for k, v in metrics.items()},
+        rankings=rankings,
+        n_items=n_items,
     )
     return EvaluationArtifacts(result=result, split_digest=meta.get("split_digest"))
 

@@ -24,6 +24,7 @@ from mlflow_recsys.stats import (
     ComparisonReport,
     LowResamplesWarning,
     SeedSpread,
+    Slice,
     UnverifiedPairingWarning,
     compare_models,
     compare_seed_averaged,
@@ -52,6 +53,7 @@ from mlflow_recsys.tracking._naming import is_metric_key, pair_label
 from mlflow_recsys.tracking._provenance import collect_provenance
 from mlflow_recsys.tracking._runs import RunSelectionError, load_many, select_runs
 from mlflow_recsys.tracking._server_errors import translated_server_errors
+from mlflow_recsys.tracking._split_slices import checkpoint_of, runs_slices
 
 _log = logging.getLogger(__name__)
 
@@ -242,21 +244,26 @@ def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: Comparison
     provenance = collect_provenance(runs, plan.groups, plan.representative_seeds, settings.representative_seed)
     verify_same_evaluation(runs, artifacts)
     plan = dataclasses.replace(plan, metric_keys=artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
-    return plan, provenance, artifacts, _compare(plan, artifacts, settings)
+    slices = runs_slices(runs, settings.slices) if settings.slices else None
+    return plan, provenance, artifacts, _compare(plan, artifacts, settings, slices)
 
 
 def _compare(
-    plan: CandidatePlan, artifacts: dict[str, EvaluationArtifacts], settings: ComparisonSettings
+    plan: CandidatePlan,
+    artifacts: dict[str, EvaluationArtifacts],
+    settings: ComparisonSettings,
+    slices: list[Slice] | None = None,
 ) -> tuple[ComparisonReport, dict[tuple[str, str], SeedSpread], ComparisonReport | None]:
-    """The paired report, the seed-spread tables by (baseline, candidate) in the order of the pairs and, when a
-    candidate has seeds, the seed-averaged report (else None)."""
+    """The paired report (with ``slices``, explored on its representative instances), the seed-spread tables by
+    (baseline, candidate) in the order of the pairs and, when a candidate has seeds, the seed-averaged report (else
+    None)."""
     statistics = settings.compare_models_kwargs()
     metric_keys = plan.metric_keys
     assert metric_keys is not None  # _load_and_compare has set them from the per-user files
     shared = {"metrics": metric_keys, **{k: statistics[k] for k in ("confidence_level", "n_resamples", "random_state")}}
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative_seeds[m]][1] for m in plan.models}
-    report = compare_models(instances, metrics=metric_keys, **statistics)
+    report = compare_models(instances, metrics=metric_keys, slices=slices, **statistics)
     spreads: dict[tuple[str, str], SeedSpread] = {}
     for base, cand in plan.seed_pairs:
         paired = settings.paired_seeds and len(results[base]) > 1 and len(results[cand]) > 1
@@ -352,6 +359,8 @@ def _preflight(
         check_replicate_memory(settings.n_resamples, reports * len(plan.pairs) * len(plan.metric_keys))
     if settings.paired_seeds:
         check_paired_seeds(plan)
+    if settings.slices:
+        checkpoint_of(runs)
     try:
         resolve_primary_analysis(settings.primary_analysis, seeded=bool(plan.seed_pairs))
     except ValueError as exc:

@@ -322,7 +322,9 @@ def load_evaluation_artifacts(run_id: str) -> artifacts.EvaluationArtifacts:
     no fault of the run's."""
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-") as tmp:
         try:
-            download_files(f"runs:/{run_id}", [artifacts.PER_USER_FILE, artifacts.EVALUATION_FILE], tmp)
+            # rankings.parquet is absent from runs logged without their lists: download_files skips it then.
+            names = [artifacts.PER_USER_FILE, artifacts.EVALUATION_FILE, artifacts.RANKINGS_FILE]
+            download_files(f"runs:/{run_id}", names, tmp)
         except MlflowException as exc:
             raise ArtifactError(f"run {run_id}: could not download its per-user artifacts ({exc})") from None
         return artifacts.read_evaluation_artifacts(tmp, origin=f"run {run_id}")

@@ -19,6 +19,7 @@ from mlflow_recsys._validation import expected
 from mlflow_recsys.data import LoadedSplit, SplitConfig, build_recsys_checkpoint, load_recsys_split
 from mlflow_recsys.errors import is_system_failure, root_cause
 from mlflow_recsys.evaluation import evaluate_recommender
+from mlflow_recsys.metrics import ItemPopularity
 from mlflow_recsys.models._train_config import TrainConfig
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
@@ -232,6 +233,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
                 targets=split["test_target_matrix"],
                 metrics=config.metric_objects(),
                 sample_ids=test_ids,
+                item_popularity=ItemPopularity.from_interactions(split["x_train"]),
             )
             # The model first: its id is known when the test metrics are logged (log_model links metrics too).
             logged = log_recommender(fitted, split["item_ids"], eval_user_ids=test_ids) if log_model else None

@@ -1,0 +1,148 @@
+"""Item-side metrics of each list (ARP, APLT, novelty) and the training popularity they read, checked by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from mlflow_recsys.evaluation import evaluate_rankings, evaluate_recommender
+from mlflow_recsys.metrics import APLT, ARP, NDCG, ItemPopularity, Novelty, metric_from_key, parse_metric_keys
+
+
+def _popularity():
+    # 5 training users, 6 items; item 5 was never seen in training.
+    x_train = sp.csr_matrix(
+        np.array(
+            [
+                [1, 1, 0, 0, 0, 0],
+                [1, 1, 1, 0, 0, 0],
+                [1, 0, 0, 1, 0, 0],
+                [1, 1, 0, 0, 1, 0],
+                [0, 1, 0, 0, 0, 0],
+            ],
+            dtype=np.float32,
+        )
+    )
+    return ItemPopularity.from_interactions(x_train, head_share=0.3)
+
+
+def test_popularity_counts_training_users_and_splits_head_from_tail():
+    pop = _popularity()
+    assert pop.counts.tolist() == [4, 4, 1, 1, 1, 0]
+    assert pop.n_users == 5 and pop.n_items == 6
+    # ceil(0.3 * 6) = 2 head items: items 0 and 1 (4 users each); the other four are the tail.
+    assert np.flatnonzero(pop.long_tail).tolist() == [2, 3, 4, 5]
+
+
+def test_arp_aplt_and_novelty_by_hand():
+    pop = _popularity()
+    lists = np.array([[0, 2, 5], [1, 3, -1], [-1, -1, -1]])
+    arp = ARP([2, 3]).from_lists(lists, pop)
+    # row 0: top 2 = items 0, 2 -> (4 + 1) / 2; top 3 adds item 5 (0 users) -> 5 / 3
+    # row 1: items 1, 3 -> (4 + 1) / 2 at both cutoffs (the padding is no item); row 2: no item -> 0
+    np.testing.assert_allclose(arp["arp@2"], [2.5, 2.5, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(arp["arp@3"], [5 / 3, 2.5, 0.0], rtol=1e-15)
+    aplt = APLT(3).from_lists(lists, pop)["aplt@3"]
+    np.testing.assert_allclose(aplt, [2 / 3, 1 / 2, 0.0], rtol=1e-15)
+    novelty = Novelty(3).from_lists(lists, pop)["novelty@3"]
+    # -log2(4/5) for items 0 and 1, -log2(1/5) for items 2 and 3, and item 5 (unseen) counts as seen once: -log2(1/5)
+    seen_four, seen_once = -math.log2(4 / 5), -math.log2(1 / 5)
+    np.testing.assert_allclose(novelty, [(seen_four + 2 * seen_once) / 3, (seen_four + seen_once) / 2, 0.0], rtol=1e-14)
+
+
+@pytest.mark.parametrize("cls", [ARP, APLT, Novelty])
+def test_item_metrics_stay_within_their_range(cls):
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 50, 40)
+    pop = ItemPopularity(counts, n_users=60)
+    lists = np.argsort(rng.random((300, 40)), axis=1)[:, :10]
+    lists[rng.random((300, 10)) < 0.1] = -1
+    values = cls(10).from_lists(lists, pop)[f"{cls.name}@10"]
+    low, high = cls.value_range
+    assert values.min() >= low and values.max() <= high
+    # an upper end any list can reach: the most popular count, every item in the tail, log2 U bits
+    reach = {"arp": counts.max(), "aplt": 1.0, "novelty": np.log2(60)}[cls.name]
+    assert values.max() <= reach + 1e-12
+
+
+def test_item_metrics_parse_from_keys_and_define_themselves():
+    assert metric_from_key("arp@10") == ARP(10)
+    assert parse_metric_keys(["novelty@5", "aplt@5", "ndcg@5"]) == [Novelty(5), APLT(5), NDCG(5)]
+    assert "Abdollahpouri" in ARP(10).definitions["arp@10"]
+    assert "Zhou" in Novelty(10).definitions["novelty@10"]
+    with pytest.raises(TypeError, match="arp@10: an item-side metric reads the ranked items"):
+        ARP(10).from_hits(np.zeros((1, 10), dtype=bool), np.ones(1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"counts": np.array([1.5, 2.0]), "n_users": 3}, "counts: expected a non-empty 1-D array of integer counts"),
+        ({"counts": np.array([1, -1]), "n_users": 3}, "counts: expected"),
+        ({"counts": np.array([1, 2]), "n_users": 0}, "n_users: expected a positive int, found 0"),
+        ({"counts": np.array([1, 4]), "n_users": 3}, "n_users: expected at least the largest count 4, found 3"),
+        ({"counts": np.array([1, 2]), "n_users": 3, "head_share": 1.0}, r"head_share: expected a share .* found 1.0"),
+    ],
+)
+def test_popularity_refuses_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ItemPopularity(**kwargs)
+
+
+def test_from_lists_checks_the_lists_against_the_catalogue():
+    pop = _popularity()
+    with pytest.raises(ValueError, match=r"rankings: expected item indices in \[0, 6\)"):
+        ARP(1).from_lists(np.array([[6]]), pop)
+    with pytest.raises(TypeError, match="popularity: expected an ItemPopularity, found ndarray"):
+        ARP(1).from_lists(np.array([[0]]), pop.counts)
+
+
+class _FixedLists:
+    """A model whose lists are given: enough for evaluate_recommender."""
+
+    def __init__(self, lists, n_items):
+        self.lists, self.n_items = lists, n_items
+
+    def recommend(self, source_rows, k):
+        rows = source_rows.shape[0]
+        start = self._start
+        self._start += rows
+        return self.lists[start : start + rows, :k], np.zeros((rows, k))
+
+    _start = 0
+
+
+def test_evaluation_scores_item_metrics_from_the_lists_it_scored():
+    pop = _popularity()
+    source = sp.csr_matrix(np.array([[0, 0, 1, 0, 0, 0], [0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]], dtype=np.float32))
+    targets = sp.csr_matrix(np.array([[1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0]], dtype=np.float32))
+    lists = np.array([[2, 0, 4], [1, 3, 5], [0, 3, 1]])  # row 0 lists its fold-in item 2, row 2 its fold-in item 0
+    metrics = ["ndcg@2", "arp@2", "aplt@2"]
+    with pytest.warns(UserWarning, match=r"2 fold-in item\(s\)"):
+        result = evaluate_recommender(
+            _FixedLists(lists, 6), source=source, targets=targets, metrics=metrics, item_popularity=pop, batch_size=2
+        )
+    # The model is asked for 2 items; a fold-in item taken out leaves padding behind the rest.
+    np.testing.assert_array_equal(result.rankings, np.array([[0, -1], [1, 3], [3, -1]], dtype=np.int32))
+    assert result.rankings.dtype == np.int32 and result.n_items == 6
+    np.testing.assert_allclose(result.per_user["arp@2"], [4.0, (4 + 1) / 2, 1.0])
+    np.testing.assert_allclose(result.per_user["aplt@2"], [0.0, 1 / 2, 1.0])
+    with pytest.warns(UserWarning, match=r"2 fold-in item\(s\)"):
+        again = evaluate_rankings(lists[:, :2], targets=targets, source=source, metrics=metrics, item_popularity=pop)
+    for key in metrics:
+        np.testing.assert_array_equal(again.per_user[key], result.per_user[key])
+    np.testing.assert_array_equal(again.rankings, result.rankings)
+
+
+def test_evaluation_refuses_item_metrics_without_the_popularity_of_this_catalogue():
+    targets = sp.csr_matrix(np.eye(3, dtype=np.float32))
+    lists = np.array([[0, 1], [1, 2], [2, 0]])
+    with pytest.raises(ValueError, match="item_popularity: expected the training data's ItemPopularity for .* arp@2"):
+        evaluate_rankings(lists, targets=targets, metrics=["ndcg@2", "arp@2"])
+    with pytest.raises(ValueError, match="item_popularity: expected 3 items like targets, found 6"):
+        evaluate_rankings(lists, targets=targets, metrics=["arp@2"], item_popularity=_popularity())
+    with pytest.raises(ValueError, match="item_popularity: expected an ItemPopularity, found dict"):
+        evaluate_rankings(lists, targets=targets, metrics=["arp@2"], item_popularity={})

@@ -1,0 +1,115 @@
+"""Slices declared by name in a comparison of runs (``--slices history:4,target_popularity``): built from the runs'
+own split, checked before any run is made, and carried into the comparison run's files."""
+
+from __future__ import annotations
+
+import mlflow
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import trained_copy
+from mlflow_recsys.data import load_recsys_split
+from mlflow_recsys.errors import RunSelectionError
+from mlflow_recsys.metrics import ItemPopularity, long_tail_items
+from mlflow_recsys.stats import ComparisonSettings
+from mlflow_recsys.stats._strata import parse_slice_spec, split_slices
+from mlflow_recsys.tracking import compare_runs
+from mlflow_recsys.tracking._training import resolve_checkpoint
+
+
+@pytest.fixture(scope="module")
+def trained(trained_store, tmp_path_factory):
+    with trained_copy(trained_store, tmp_path_factory.mktemp("slices"), "slices") as copy:
+        yield copy
+
+
+@pytest.mark.parametrize(
+    ("spec", "parsed"),
+    [
+        ("history", ("history", 4)),
+        ("history:3", ("history", 3)),
+        ("cold:2", ("cold", 2)),
+        ("target_popularity", ("target_popularity", 0.2)),
+        ("target_popularity:0.1", ("target_popularity", 0.1)),
+    ],
+)
+def test_a_slice_is_named_with_an_optional_argument(spec, parsed):
+    assert parse_slice_spec(spec) == parsed
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        (
+            "age",
+            r"slices: expected slices among history\[:int\], cold\[:int\], target_popularity\[:float\], found 'age'",
+        ),
+        ("history:four", r"slices: expected history:<int> \(quantile bins .*\), found 'history:four'"),
+        ("cold:1.5", r"slices: expected cold:<int>"),
+    ],
+)
+def test_settings_refuse_an_unknown_slice_or_a_bad_argument_naming_it(spec, match):
+    with pytest.raises(ValueError, match=match):
+        ComparisonSettings(slices=(spec,))
+
+
+def test_settings_refuse_slices_under_a_margin_hypothesis():
+    with pytest.raises(ValueError, match="slices: expected no slices with a margin hypothesis"):
+        ComparisonSettings(slices=("history",), hypothesis="non-inferiority", margin=0.01, reference="EASE")
+
+
+def test_the_comparison_of_runs_slices_the_split_s_test_users(trained, tmp_path):
+    with pytest.warns(UserWarning):  # few resamples
+        outcome = compare_runs(
+            run_ids=[trained["ease"], trained["pop"]],
+            settings=ComparisonSettings(
+                metrics=("ndcg@100",),
+                n_resamples=199,
+                reference="Popularity",
+                slices=("history:3", "target_popularity"),
+            ),
+        )
+    split = load_recsys_split(resolve_checkpoint(trained["checkpoint"], str(tmp_path)))
+    ids = split.test_eval_user_ids
+    # Independently: fold-in counts per user, tertiles; a user is "tail" when half or more of their targets are in
+    # the long tail of the training popularity.
+    lengths = pd.Series(np.diff(split.test_source_matrix.indptr), index=ids)
+    tail = long_tail_items(np.asarray((split.x_train > 0).sum(axis=0)).ravel())
+    targets = split.test_target_matrix
+    share = np.asarray(targets @ tail.astype(float)).ravel() / np.diff(targets.indptr)
+    frame = outcome.report.slices.to_frame()
+    tails = frame[(frame.slice == "target_popularity") & (frame.stratum == "tail")]
+    assert int(tails.n_units.iloc[0]) == int((share >= 0.5).sum())
+    history = frame[frame.slice == "history"]
+    assert history.n_units.sum() == len(ids) and len(history) == 3
+    first = history.iloc[0]
+    low, high = (int(v) for v in first.stratum.split("-"))
+    assert first.n_units == int(((lengths >= low) & (lengths <= high)).sum())
+    files = {f.path for f in MlflowClient().list_artifacts(outcome.run_id, "report")}
+    assert {"report/slices.parquet", "report/heterogeneity.parquet"} <= files
+
+
+def test_slices_of_runs_without_a_checkpoint_are_refused_before_any_run(trained, copy_run, tmp_path):
+    copied = copy_run(trained["pop"], tmp_path, model="Copy")
+    before = len(mlflow.search_runs(search_all_experiments=True))
+    with pytest.raises(
+        RunSelectionError, match=r"slices: expected runs that name their split's checkpoint .* " + copied
+    ):
+        compare_runs(
+            run_ids=[trained["ease"], copied], settings=ComparisonSettings(slices=("history",), n_resamples=99)
+        )
+    assert len(mlflow.search_runs(search_all_experiments=True)) == before
+
+
+def test_split_slices_says_which_split_cannot_be_sliced(trained, tmp_path):
+    split = load_recsys_split(resolve_checkpoint(trained["checkpoint"], str(tmp_path)))
+    kwargs = dict(
+        source=split.test_source_matrix,
+        targets=split.test_target_matrix,
+        sample_ids=split.test_eval_user_ids,
+        item_popularity=ItemPopularity.from_interactions(split.x_train).counts,
+    )
+    with pytest.raises(ValueError, match="max_items: expected cold users .* found every user warm"):
+        split_slices(["cold:0"], **kwargs)
