@@ -116,6 +116,8 @@ def test_references_cover_methods_and_models():
         "lakens2013effect",
         "dixon1946sign",
         "cohen1988power",
+        "cochran1954combination",
+        "higgins2002quantifying",
     ]
 
 

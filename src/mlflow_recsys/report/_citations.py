@@ -1,5 +1,16 @@
-"""BibTeX entries for the methods and models the reports rely on."""
+"""BibTeX entries for the methods and models the reports rely on: those every report cites, and those a report cites
+only when it holds what they are the source of."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mlflow_recsys.stats._comparison import ComparisonReport
+
+__all__ = ["references_bibtex"]
+
+#: Cited by every report.
 _BIBTEX = r"""@article{efron1979bootstrap,
   author  = {Efron, Bradley},
   title   = {Bootstrap Methods: Another Look at the Jackknife},
@@ -136,7 +147,49 @@ _BIBTEX = r"""@article{efron1979bootstrap,
 }
 """  # noqa: E501 (a title that wrapped would change the BibTeX written out)
 
+#: Cited by a report with exploratory slices: Cochran's Q and I², the heterogeneity across a slice's strata.
+_SLICES_BIBTEX = r"""@article{cochran1954combination,
+  author  = {Cochran, William G.},
+  title   = {The Combination of Estimates from Different Experiments},
+  journal = {Biometrics},
+  volume  = {10},
+  number  = {1},
+  pages   = {101--129},
+  year    = {1954},
+  doi     = {10.2307/3001666}
+}
 
-def references_bibtex() -> str:
-    """BibTeX entries for the methods and models the reports rely on."""
+@article{higgins2002quantifying,
+  author  = {Higgins, Julian P. T. and Thompson, Simon G.},
+  title   = {Quantifying Heterogeneity in a Meta-Analysis},
+  journal = {Statistics in Medicine},
+  volume  = {21},
+  number  = {11},
+  pages   = {1539--1558},
+  year    = {2002},
+  doi     = {10.1002/sim.1186}
+}
+"""
+
+
+def references_bibtex(*reports: ComparisonReport) -> str:
+    """BibTeX entries for the methods and models that ``reports`` rely on; with no report, every entry.
+
+    Every report cites the same core entries (the bootstrap, the tests, the corrections, the effect sizes, the models);
+    Cochran (1954) and Higgins & Thompson (2002), the sources of the heterogeneity statistics, are added when one of
+    ``reports`` holds exploratory slices. Called without a report, it returns all of them, as ``docs/citing.md`` lists
+    them.
+
+    Parameters
+    ----------
+    *reports:
+        The reports a document shows (e.g. the representative-seed and the seed-averaged comparison).
+
+    Returns
+    -------
+    str
+        The entries, separated by blank lines, ending in a newline.
+    """
+    if not reports or any(r.slices is not None for r in reports):
+        return _BIBTEX + "\n" + _SLICES_BIBTEX
     return _BIBTEX

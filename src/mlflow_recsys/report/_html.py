@@ -1,5 +1,6 @@
 """The comparison report as one self-contained HTML page (the ``report.html`` artifact): a narrow key table, sized to
-fit the MLflow UI's artifact viewer at a 1280-pixel window, then a scrollable details table."""
+fit the MLflow UI's artifact viewer at a 1280-pixel window, then a scrollable details table; with slices, a table per
+slice under the exploratory caveat."""
 
 from __future__ import annotations
 
@@ -17,10 +18,14 @@ from mlflow_recsys.report._analyses import (
 from mlflow_recsys.report._citations import references_bibtex
 from mlflow_recsys.report._notes import _declaration
 from mlflow_recsys.report._rows import row_cells
+from mlflow_recsys.report._slices import CAVEAT, slice_cells, slice_header
 from mlflow_recsys.report._text import methods_text, no_mde_note, results_text, seed_protocol_text, settings_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import ComparisonReport
+    from mlflow_recsys.stats._slices import SliceAnalysis
+
+__all__ = ["DETAIL_COLUMNS", "KEY_COLUMNS", "details_table", "key_table", "legend", "report_html", "slices_section"]
 
 #: Headers of the key table, in order.
 KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
@@ -43,6 +48,8 @@ _STYLE = (
     ".legend{font-size:0.85em;color:#444}.key-wrap,.wide{overflow-x:auto}img{max-width:100%}"
     "pre{background:#f7f7f7;padding:1em;overflow-x:auto;font-size:0.8em}"
 )
+# Added only to a page with slices, so a page without them stays byte for byte as it was.
+_SLICES_STYLE = ".slices th:nth-child(-n+3){text-align:left}.caveat{border-left:4px solid #c27c0e;padding-left:8px}"
 
 
 def _name(text: str) -> str:
@@ -141,12 +148,14 @@ def report_html(
     """
     if primary_analysis is None:
         primary_analysis = "seed-averaged" if seed_averaged is not None else "representative-seed"
+    analyses = ordered_analyses(report, seed_averaged, primary_analysis)
+    sliced = [(kind, shown.slices) for kind, shown in analyses if shown.slices is not None]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{html.escape(title)}</title>",
-        f"<style>{_STYLE}</style></head><body>",
+        f"<style>{_STYLE}{_SLICES_STYLE if sliced else ''}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>",
     ]
     if primary is not None:
@@ -157,6 +166,12 @@ def report_html(
     parts += _analyses(report, seed_averaged, primary_analysis, forest_png)
     if spreads:
         parts += _seed_spread_section(spreads, primary, seed_png)
+    for kind, analysis in sliced:
+        if seed_averaged is None:
+            parts += slices_section(analysis)
+        else:
+            which = analysis_heading(kind, primary_analysis)
+            parts += slices_section(analysis, heading=f"Exploratory slices ({which})", id_prefix=f"{kind}-slice")
     if provenance_html:
         parts.append(provenance_html)
     parts += [
@@ -164,10 +179,42 @@ def report_html(
         f"<p>{html.escape(methods_text(report))}</p>",
         *([f"<p>{html.escape(primary_analysis_text(primary_analysis))}</p>"] if seed_averaged is not None else []),
         "<h2>References</h2>",
-        f"<pre>{html.escape(references_bibtex())}</pre>",
+        f"<pre>{html.escape(references_bibtex(*(r for r in (report, seed_averaged) if r is not None)))}</pre>",
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+def slices_section(
+    analysis: SliceAnalysis, *, heading: str = "Exploratory slices", id_prefix: str = "slice"
+) -> list[str]:
+    """The exploratory slices as HTML: ``heading``, the caveat (:data:`~mlflow_recsys.report._slices.CAVEAT`), then per
+    slice its name, its definition and a table of its stratum rows (stratum, metric, pair, users, difference, interval,
+    Holm-adjusted p, W/T/L and the slice's Cochran's Q with I² for the row's pair and metric), the table inside a
+    ``div`` with id ``<id_prefix>-<i>``, i the slice's position. Slice names, definitions, strata, metrics and models
+    are escaped."""
+    header = tuple(slice_header(analysis)[1:])  # the slice is the table's heading
+    cells = slice_cells(analysis)
+    parts = [f"<h2>{html.escape(heading)}</h2>", f'<p class="caveat"><em>{html.escape(CAVEAT)}</em></p>']
+    for i, (name, definition) in enumerate(analysis.definitions.items()):
+        rows = [
+            _row(
+                [
+                    ("name", _name(r.stratum)),
+                    ("name", _name(r.metric)),
+                    ("name", f"{_name(r.candidate)} vs {_name(r.baseline)}"),
+                ]
+                + [("", v) for v in (r.users, r.difference, r.interval, r.holm_p, r.wtl, r.heterogeneity)]
+            )
+            for r in cells
+            if r.slice == name
+        ]
+        parts += [
+            f"<h3>Slice: {_name(name)}</h3>",
+            f"<p>{html.escape(definition)}</p>",
+            f'<div id="{id_prefix}-{i}" class="wide">{_table(header, rows, "slices")}</div>',
+        ]
+    return parts
 
 
 def _image(data: bytes, alt: str) -> str:

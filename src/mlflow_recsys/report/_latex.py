@@ -1,4 +1,4 @@
-"""A :class:`~mlflow_recsys.stats.ComparisonReport` as a booktabs LaTeX table.
+"""A :class:`~mlflow_recsys.stats.ComparisonReport` as a booktabs LaTeX table, and its exploratory slices as another.
 
 The formatting functions compute nothing a reader could not recompute from the report's columns. Model names and metric
 keys are user input: the table passes every one of them, in cells and caption alike, through
@@ -11,8 +11,12 @@ import re
 
 from mlflow_recsys.report._escaping import escape_latex
 from mlflow_recsys.report._rows import NO_MDE, format_level, interval_level, row_cells
+from mlflow_recsys.report._slices import CAVEAT, SliceCells, slice_cells
 from mlflow_recsys.report._text import no_mde_note, settings_text
 from mlflow_recsys.stats._comparison import ComparisonReport
+from mlflow_recsys.stats._slices import SliceAnalysis
+
+__all__ = ["LATEX_PREAMBLE", "MARKERS", "report_latex", "significance_marker", "slices_latex"]
 
 #: The packages the LaTeX table needs; :func:`report_latex` writes this line as a comment above it.
 LATEX_PREAMBLE = r"\usepackage{booktabs,adjustbox}"
@@ -43,6 +47,8 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     ``title`` pass through :func:`escape_latex` wherever they appear, caption included; they pass Greek, Cyrillic and
     CJK characters and emoji unchanged, which pdflatex cannot typeset without extra packages (see there).
 
+    A report with slices gets a second table after the first, :func:`slices_latex` labelled ``<label>-slices``.
+
     Parameters
     ----------
     report:
@@ -56,7 +62,8 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     Returns
     -------
     str
-        LaTeX source: the comment line, then ``\begin{table}`` to ``\end{table}``, ending in a newline.
+        LaTeX source: the comment line, then ``\begin{table}`` to ``\end{table}`` (twice with slices), ending in a
+        newline.
 
     Raises
     ------
@@ -89,27 +96,96 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         cells = [f"${cell}$" for cell in (difference, _tex(r.interval), _tex(r.adjusted_p), _tex(r.mde))]
         rows.append([escape_latex(r.metric), escape_latex(f"{r.candidate} vs {r.baseline}"), *cells, r.wtl])
     lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
-    return "\n".join(
-        [
-            f"% Needs {LATEX_PREAMBLE} in the preamble.",
-            r"\begin{table}",
-            r"\centering",
-            f"\\caption{{{_latex_caption(report, title)}}}",
-            f"\\label{{{label}}}",
-            r"\small",
-            r"\begin{adjustbox}{max width=\linewidth}",
-            r"\begin{tabular}{llrcrrr}",
-            r"\toprule",
-            lines[0],
-            r"\midrule",
-            *lines[1:],
-            r"\bottomrule",
-            r"\end{tabular}",
-            r"\end{adjustbox}",
-            r"\end{table}",
-            "",
-        ]
+    table = _booktabs(_latex_caption(report, title), label, "llrcrrr", lines)
+    sliced = "" if report.slices is None else slices_latex(report.slices, label=f"{label}-slices")
+    return "\n".join([f"% Needs {LATEX_PREAMBLE} in the preamble.", *table, ""]) + sliced
+
+
+def _booktabs(caption: str, label: str, columns: str, lines: list[str]) -> list[str]:
+    """A floating booktabs table set ``\\small`` and shrunk to the line width when wider: ``lines`` are the header row,
+    then the body."""
+    return [
+        r"\begin{table}",
+        r"\centering",
+        f"\\caption{{{caption}}}",
+        f"\\label{{{label}}}",
+        r"\small",
+        r"\begin{adjustbox}{max width=\linewidth}",
+        f"\\begin{{tabular}}{{{columns}}}",
+        r"\toprule",
+        lines[0],
+        r"\midrule",
+        *lines[1:],
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\end{adjustbox}",
+        r"\end{table}",
+    ]
+
+
+#: Headers of the slices table, in order; ``{level}`` is the interval's.
+_SLICE_HEADER = ("Stratum", "Metric", "Comparison", "Users", "Difference", "{level}\\% CI", "Holm $p$", "W/T/L", "$Q$",
+                "$p_Q$", "$I^2$")  # fmt: skip
+
+
+def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
+    r"""The exploratory slices as a booktabs table of their own, whose caption opens with the caveat
+    (:data:`~mlflow_recsys.report._slices.CAVEAT`) and gives each slice's definition.
+
+    Each slice is a group of rows under its name (set in italics across the table), groups separated by a rule; a row
+    is one (stratum, metric, pair) with the stratum's users, the difference, its interval, the Holm-adjusted p-value
+    within the slice, W/T/L, and the slice's Cochran's Q, its p-value and I² for that pair and metric. The differences
+    carry no significance markers: the strata are explored, not tested as the primary hypotheses are. Numbers are in
+    math mode as in :func:`report_latex`, and every slice name, definition, stratum, metric and model passes through
+    :func:`escape_latex`. The preamble needs :data:`LATEX_PREAMBLE`.
+
+    Parameters
+    ----------
+    analysis:
+        The report's ``slices``.
+    label:
+        The ``\label`` of the table (letters, digits and ``: . _ -``); :func:`report_latex` gives ``<label>-slices``.
+
+    Returns
+    -------
+    str
+        ``\begin{table}`` to ``\end{table}``, ending in a newline.
+
+    Raises
+    ------
+    ValueError
+        If ``label`` holds other characters.
+    """
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
+    level = format_level(analysis.strata[0].confidence_level)[:-1] if analysis.strata else ""
+    header = [h.format(level=level) for h in _SLICE_HEADER]
+    cells = slice_cells(analysis)
+    lines = [" & ".join(header) + r" \\"]
+    for i, name in enumerate(analysis.definitions):
+        lines += [r"\midrule"] if i else []
+        lines.append(f"\\multicolumn{{{len(header)}}}{{l}}{{\\emph{{{escape_latex(name)}}}}} \\\\")
+        lines += [" & ".join(_slice_row(r)) + r" \\" for r in cells if r.slice == name]
+    defined = "; ".join(f"{name}: {text}" for name, text in analysis.definitions.items())
+    caption = escape_latex(
+        f"{CAVEAT} Slices: {defined}. Difference = candidate - baseline, mean over the users of the stratum; "
+        "W/T/L = users on which the candidate scored higher/equal/lower; Q, its p-value and I-squared belong to the "
+        "slice, pair and metric, and repeat on each of its strata."
     )
+    return "\n".join([*_booktabs(caption, label, "lllrrcrrrrr", lines), ""])
+
+
+def _slice_row(r: SliceCells) -> list[str]:
+    """The cells of one stratum row: names escaped, numbers in math mode."""
+    numbers = (r.difference, r.interval, r.holm_p)
+    heterogeneity = (r.q, r.q_p, r.i_squared.replace("%", r"\%"))
+    return [
+        *(escape_latex(text) for text in (r.stratum, r.metric, f"{r.candidate} vs {r.baseline}")),
+        r.users,
+        *(f"${_tex(cell)}$" for cell in numbers),
+        r.wtl,
+        *(f"${_tex(cell)}$" for cell in heterogeneity),
+    ]
 
 
 def significance_marker(adjusted_p: float, alpha: float) -> str:

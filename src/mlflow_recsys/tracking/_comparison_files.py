@@ -159,7 +159,7 @@ def write_texts(
     out: Path, report: ComparisonReport, averaged: ComparisonReport | None, provenance: dict, settings: dict
 ) -> None:
     """``report.md``, ``methods.md`` (with every setting, as logged), ``report.tex``, ``provenance.json`` and
-    ``references.bib``."""
+    ``references.bib`` (the entries the reports cite)."""
     what = provenance_markdown(provenance)
     tables, methods = report.to_markdown(), report.methods_text()
     runs_used = "; ".join(f"{m}: {i['why']}" for m, i in provenance["models"].items())
@@ -183,7 +183,7 @@ def write_texts(
     (out / "report.md").write_text(tables + "\n\n" + what + "\n")
     (out / "methods.md").write_text(methods + "\n\n" + what + "\n\n" + _settings_markdown(settings) + "\n")
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2))
-    (out / "references.bib").write_text(references_bibtex())
+    (out / "references.bib").write_text(references_bibtex(*(r for r in (report, averaged) if r is not None)))
 
 
 #: What a logged setting that is not a :class:`ComparisonSettings` field means, for the settings table.
