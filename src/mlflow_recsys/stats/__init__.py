@@ -13,6 +13,15 @@ from mlflow_recsys.stats._comparison import (
     wilcoxon_method,
 )
 from mlflow_recsys.stats._corrections import adjust_p_values
+from mlflow_recsys.stats._exposure import (
+    EXPOSURE_COLUMNS,
+    EXPOSURE_METRICS,
+    ExposureAnalysis,
+    GlobalMetricComparison,
+    catalogue_coverage,
+    compare_exposure,
+    gini_index,
+)
 from mlflow_recsys.stats._gate_decision import GATE_COLUMNS, GateDecision, GateRule, Guardrail, gate_decision
 from mlflow_recsys.stats._levels import LevelIntervals, metric_level_intervals
 from mlflow_recsys.stats._meta import META_COLUMNS, MetaAnalysis, paired_effect, random_effects
@@ -43,6 +52,8 @@ from mlflow_recsys.stats._warnings import (
 __all__ = [
     "COLUMNS",
     "EFFECT_COLUMNS",
+    "EXPOSURE_COLUMNS",
+    "EXPOSURE_METRICS",
     "GATE_COLUMNS",
     "HETEROGENEITY_COLUMNS",
     "META_COLUMNS",
@@ -52,10 +63,12 @@ __all__ = [
     "ComparisonReport",
     "ComparisonSettings",
     "ComparisonWarning",
+    "ExposureAnalysis",
     "FewNonzeroUnitsWarning",
     "FewSeedsWarning",
     "GateDecision",
     "GateRule",
+    "GlobalMetricComparison",
     "Guardrail",
     "IntervalFallbackWarning",
     "LevelIntervals",
@@ -72,12 +85,15 @@ __all__ = [
     "WideMarginWarning",
     "adjust_p_values",
     "average_over_seeds",
+    "catalogue_coverage",
     "cold_slice",
     "compare_models",
+    "compare_exposure",
     "compare_pair",
     "compare_seed_averaged",
     "datasets_needed",
     "gate_decision",
+    "gini_index",
     "history_lengths",
     "history_slice",
     "metric_level_intervals",
