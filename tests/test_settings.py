@@ -17,7 +17,7 @@ from mlflow_recsys.stats import ComparisonSettings, compare_models, compare_pair
 from mlflow_recsys.stats._settings import MAX_RESAMPLES
 
 
-@pytest.mark.parametrize(("function", "n_settings"), [(compare_models, 15), (compare_pair, 10), (seed_spread, 4)])
+@pytest.mark.parametrize(("function", "n_settings"), [(compare_models, 16), (compare_pair, 10), (seed_spread, 4)])
 def test_the_statistics_defaults_are_the_declared_ones(function, n_settings):
     declared = settings_of(ComparisonSettings)
     signature = inspect.signature(function).parameters

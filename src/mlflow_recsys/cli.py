@@ -379,6 +379,8 @@ def _compare(run_ids, run_ids_csv, model_tag, **options):
 _STUDY_METRICS = ("ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "arp@20", "aplt@20", "novelty@20")
 #: The exploratory slices of the one-dataset study's comparison.
 _STUDY_SLICES = ("history:4", "target_popularity")
+#: The global metrics of the one-dataset study's comparison, at the item-side metrics' cutoff.
+_STUDY_GLOBAL = ("coverage@20", "gini@20")
 
 
 def _study_options(func):
@@ -399,6 +401,7 @@ def _study_options(func):
         ("primary", ("ndcg@100", compared["primary"][1]), None),
         ("n_resamples", compared["n_resamples"], None),
         ("slices", (_STUDY_SLICES, compared["slices"][1]), None),
+        ("global_metrics", (_STUDY_GLOBAL, compared["global_metrics"][1]), None),
         *(
             (name, declared, None)
             for name, declared in settings_of(StudySettings).items()
@@ -479,6 +482,7 @@ def _shorthand(flags: dict):
         primary=flags["primary"],
         n_resamples=flags["n_resamples"],
         slices=flags["slices"],
+        global_metrics=flags["global_metrics"],
     )
     return shorthand_plan(
         dataset=flags["dataset"],

@@ -16,6 +16,7 @@ from mlflow_recsys.report._analyses import (
     stated_results,
 )
 from mlflow_recsys.report._citations import references_bibtex
+from mlflow_recsys.report._global_metrics import GLOBAL_NOTE, global_cells, global_header
 from mlflow_recsys.report._notes import _declaration
 from mlflow_recsys.report._rows import row_cells
 from mlflow_recsys.report._slices import CAVEAT, slice_cells, slice_header
@@ -23,9 +24,19 @@ from mlflow_recsys.report._text import methods_text, no_mde_note, results_text, 
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import ComparisonReport
+    from mlflow_recsys.stats._exposure import ExposureAnalysis
     from mlflow_recsys.stats._slices import SliceAnalysis
 
-__all__ = ["DETAIL_COLUMNS", "KEY_COLUMNS", "details_table", "key_table", "legend", "report_html", "slices_section"]
+__all__ = [
+    "DETAIL_COLUMNS",
+    "KEY_COLUMNS",
+    "details_table",
+    "global_section",
+    "key_table",
+    "legend",
+    "report_html",
+    "slices_section",
+]
 
 #: Headers of the key table, in order.
 KEY_COLUMNS = ("metric", "comparison", "difference", "interval", "adjusted p", "direction", "mde", "W/T/L")
@@ -164,6 +175,8 @@ def report_html(
             bold = f"<b>{label}.</b> " if label else ""
             parts.append(f"<p>{bold}{html.escape(results_text(shown, c, markup='plain'))}</p>")
     parts += _analyses(report, seed_averaged, primary_analysis, forest_png)
+    if report.global_metrics is not None:
+        parts += global_section(report.global_metrics)
     if spreads:
         parts += _seed_spread_section(spreads, primary, seed_png)
     for kind, analysis in sliced:
@@ -215,6 +228,25 @@ def slices_section(
             f'<div id="{id_prefix}-{i}" class="wide">{_table(header, rows, "slices")}</div>',
         ]
     return parts
+
+
+def global_section(analysis: ExposureAnalysis) -> list[str]:
+    """The global metrics as HTML: a heading, :data:`~mlflow_recsys.report._global_metrics.GLOBAL_NOTE` and one table
+    (metric, pair, users, both values, difference, interval, p, Holm p, bootstrap bias), names escaped."""
+    rows = [
+        _row(
+            [("name", _name(c.metric)), ("name", f"{_name(c.candidate)} vs {_name(c.baseline)}")]
+            + [("", v) for v in (c.users, c.baseline_value, c.candidate_value, c.difference, c.interval, c.p)]
+            + [("", c.holm_p), ("", c.bias)]
+        )
+        for c in global_cells(analysis)
+    ]
+    table = _table(tuple(global_header(analysis)), rows, "global")
+    return [
+        "<h2>Global metrics</h2>",
+        f"<p><em>{html.escape(GLOBAL_NOTE)}</em></p>",
+        f'<div class="wide">{table}</div>',
+    ]
 
 
 def _image(data: bytes, alt: str) -> str:

@@ -18,6 +18,7 @@ from mlflow_recsys.report._effect_words import (
     sign_test_words,
 )
 from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
+from mlflow_recsys.report._global_metrics import global_markdown, global_string
 from mlflow_recsys.report._rows import (
     NO_MDE,
     aligned,
@@ -178,7 +179,17 @@ def report_markdown(report: ComparisonReport) -> str:
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in as_written])
     note = no_mde_note(report)
     text = escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
-    return text + (f"\n\n{slices_markdown(report.slices)}" if report.slices is not None else "")
+    return text + "".join(f"\n\n{part}" for part in _later_sections(report, markdown=True))
+
+
+def _later_sections(report: ComparisonReport, *, markdown: bool) -> list[str]:
+    """The global metrics and the exploratory slices, those the report has, in that order."""
+    parts = []
+    if report.global_metrics is not None:
+        parts.append((global_markdown if markdown else global_string)(report.global_metrics))
+    if report.slices is not None:
+        parts.append((slices_markdown if markdown else slices_string)(report.slices))
+    return parts
 
 
 def _hypotheses(J: int) -> str:
@@ -520,7 +531,7 @@ def report_string(report: ComparisonReport) -> str:
     ]
     note = no_mde_note(report)
     text = settings + "\n" + "\n".join(aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
-    return text + (f"\n\n{slices_string(report.slices)}" if report.slices is not None else "")
+    return text + "".join(f"\n\n{part}" for part in _later_sections(report, markdown=False))
 
 
 def report_summary(report: ComparisonReport) -> str:

@@ -57,6 +57,7 @@ _UNSET_TEXT = {
     "representative_seed": "lowest seed of each model",
     "margin": "none (superiority)",
     "slices": "none",
+    "global_metrics": "none",
 }
 
 

@@ -14,11 +14,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from mlflow_recsys._validation import metric_keys
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats._corrections import Correction, adjust_p_values
 from mlflow_recsys.stats._effects import adjusted_mcse
+from mlflow_recsys.stats._exposure import ExposureAnalysis, compare_exposure
 from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, pair_rows, wilcoxon_method
 from mlflow_recsys.stats._margins import decision, detectable_effect
 from mlflow_recsys.stats._maxt import maxt_family
@@ -144,6 +146,7 @@ def compare_models(
     margin: float | None = None,
     relative_margin: bool = False,
     slices: Slice | Sequence[Slice] | None = None,
+    global_metrics: str | Sequence[str] | None = None,
 ) -> ComparisonReport:
     """Compare several models pairwise on several metrics, adjusting p-values within their family.
 
@@ -220,6 +223,12 @@ def compare_models(
         family of their own, and Cochran's Q tests their heterogeneity; the report's ``slices``
         (:class:`~mlflow_recsys.stats.SliceAnalysis`) holds them, labelled exploratory, and they never enter the
         families of the hypotheses above (:mod:`~mlflow_recsys.stats._slices`).
+    global_metrics:
+        Keys ``"coverage@k"`` and ``"gini@k"``: metrics of all users' lists together, compared for each model against
+        ``reference`` (default: the first model) by :func:`~mlflow_recsys.stats.compare_exposure` with this call's B,
+        level, alternative and seed: a paired bootstrap interval over users and a randomization test that swaps each
+        user's two lists, Holm-adjusted as a family of their own (the report's ``global_metrics``). Every result must
+        keep its scored lists (``EvaluationResult.rankings``), one row per user.
 
     Returns
     -------
@@ -236,7 +245,8 @@ def compare_models(
     TypeError
         If ``results`` is not a mapping of EvaluationResult.
     ValueError
-        If fewer than two results; a result lacks per-user values; slices with a margin hypothesis, a slice repeated,
+        If fewer than two results; a result lacks per-user values; ``global_metrics`` with a result that kept no lists
+        or has several rows per user; slices with a margin hypothesis, a slice repeated,
         a compared user without a stratum, or a stratum of fewer than two users; sample ids differ in length, content or
         order; targets fingerprints differ; a metric was not evaluated; per-user values are not finite; fewer than two
         units; a one-sided alternative without ``reference``; a setting is out of range (``n_resamples`` at most
@@ -270,6 +280,7 @@ def compare_models(
         zero_method=zero_method,
         interval_method=interval_method,
         random_state=random_state,
+        global_metrics=None if global_metrics is None else tuple(metric_keys(global_metrics, "global_metrics")),
     )
     return _compare(results, settings, slices)
 
@@ -298,8 +309,44 @@ def _compare(
         sl.unit_labels(units.ids)
     comparisons = [row for pair in paired for row in pair_rows(pair, settings)]
     analysis = slice_analysis(paired, chosen, settings) if chosen else None
+    exposure = _global_metrics(results, names, settings) if settings.global_metrics else None
     adjusted = _adjusted(comparisons, settings)
-    return ComparisonReport(adjusted, settings.correction, settings.reference, settings.primary, analysis)
+    return ComparisonReport(adjusted, settings.correction, settings.reference, settings.primary, analysis, exposure)
+
+
+def _global_metrics(
+    results: Mapping[str, EvaluationResult], names: list[str], settings: ComparisonSettings
+) -> ExposureAnalysis:
+    """:func:`compare_exposure` of the results' scored lists (their rows already checked to be the same users, in
+    the same order) under the comparison's settings."""
+    lists = {}
+    for name in names:
+        result = results[name]
+        if result.rankings is None or result.n_items is None:
+            raise ValueError(
+                f"global_metrics: expected results that kept their scored lists (EvaluationResult.rankings), found "
+                f"none in results[{name!r}]"
+            )
+        lists[name] = result.rankings
+    catalogues = sorted({int(results[name].n_items or 0) for name in names})
+    if len(catalogues) > 1:
+        raise ValueError(f"global_metrics: expected lists over one catalogue, found n_items {catalogues}")
+    ids = np.asarray(results[names[0]].sample_ids)
+    if len(pd.unique(ids)) != len(ids):
+        raise ValueError(
+            "global_metrics: expected one row per user (a list each), found users with several rows (evaluation "
+            "draws); compare the global metrics of one draw"
+        )
+    return compare_exposure(
+        lists,
+        n_items=catalogues[0],
+        metrics=settings.global_metrics or (),
+        reference=settings.reference,
+        n_resamples=settings.n_resamples,
+        confidence_level=settings.confidence_level,
+        alternative=settings.alternative,
+        random_state=settings.random_state,
+    )
 
 
 def _warn_low_resamples(settings: ComparisonSettings, n_pairs: int) -> None:

@@ -20,6 +20,7 @@ leaves the joint distribution unchanged. The heavy work runs in :mod:`mlflow_rec
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mlflow_recsys._validation import expected, integer, line, metric_keys, number, one_of, seed
+from mlflow_recsys.stats._corrections import adjust_p_values
 from mlflow_recsys.stats._inference import _percentile_interval, exact_enumeration, null_p_value, stream_seed_sequences
 from mlflow_recsys.stats._resampling import block_seeds
 from mlflow_recsys.stats._results import significance_level
@@ -48,6 +50,8 @@ __all__ = [
 EXPOSURE_METRICS = ("coverage", "gini")
 
 _KEY = re.compile(r"(coverage|gini)@([1-9][0-9]*)")
+#: The interval of every row: the bootstrap replicates' percentiles once their mean is moved onto the estimate.
+INTERVAL_METHOD = "percentile, recentred"
 #: Largest catalogue: item indices are held as int32.
 _MAX_ITEMS = 2**31 - 1
 
@@ -57,19 +61,21 @@ class GlobalMetricComparison:
     """One (pair, metric): ``candidate`` against ``baseline`` on a metric computed from every user's list.
 
     ``difference`` is ``candidate_value - baseline_value`` on all ``n_units`` users (positive: the candidate covers
-    more, or concentrates exposure more). ``ci_low`` / ``ci_high`` is the percentile interval of the paired bootstrap
-    (one-sided when ``alternative`` is), ``bootstrap_standard_error`` the replicates' SD around ``difference`` and
-    ``bootstrap_bias`` their mean minus ``difference``. Coverage counts distinct items, and a bootstrap sample holds
-    only about 63% distinct users, so its replicates cover less than the data: the two models' losses differ, and the
-    replicates of a coverage difference can sit to one side of the estimate (a large ``bootstrap_bias`` against
-    ``bootstrap_standard_error``), the interval then stretched to hold the estimate; the Gini index has a smaller bias
-    of the same kind (repeated users concentrate exposure). The randomization test has no such bias.
+    more, or concentrates exposure more). ``bootstrap_standard_error`` is the paired bootstrap replicates' SD around
+    ``difference`` and ``bootstrap_bias`` their mean minus ``difference``. Coverage counts distinct items, and a
+    bootstrap sample holds only about 63% distinct users, so its replicates cover less than the data: the two models
+    lose different amounts, and the replicates of a coverage difference can sit wholly to one side of the estimate
+    (measured: 188 MovieLens users, coverage@20 +0.212, replicates 0.04 lower on average); the Gini index has a bias of
+    the same kind (repeated users concentrate exposure). That offset belongs to the resampling, not to the estimate,
+    so ``ci_low`` / ``ci_high`` (``interval_method`` ``"percentile, recentred"``) are the percentiles of the replicates
+    moved by ``-bootstrap_bias`` onto the estimate: their spread, around what was measured (one-sided when
+    ``alternative`` is). The randomization test has no such bias.
     ``p_value`` is the list-swap randomization test's: ``"randomization (swap lists)"`` (Monte Carlo, ``(1 +
     #extreme) / (B + 1)``) or ``"randomization-exact (swap lists)"`` (all ``2**n_differing`` exchanges enumerated,
     ``#extreme / 2**n_differing``). ``n_differing`` counts the users whose two top-k lists differ as sets: exchanging
     the others changes nothing. A bootstrap replicate in which a model exposes nothing (possible only when few users
-    have a list) has an undefined Gini index, NaN, and then so have the interval and its standard error. The p-values
-    are not adjusted for multiplicity (see :func:`~mlflow_recsys.stats.adjust_p_values`).
+    have a list) has an undefined Gini index, NaN, and then so have the interval and its standard error.
+    ``adjusted_p_value`` is Holm's (1979) over every row of the call, a family of its own.
 
     Attributes
     ----------
@@ -96,6 +102,7 @@ class GlobalMetricComparison:
     bootstrap_standard_error: float
     bootstrap_bias: float
     p_value: float
+    adjusted_p_value: float
     alternative: str
     test_method: str
     n_resamples: int
@@ -232,8 +239,9 @@ def compare_exposure(
     """Compare models on catalogue coverage and the Gini index of exposure, each candidate against ``reference``.
 
     Per (candidate, metric): the difference of the metric on all users, a percentile interval from the paired bootstrap
-    over users (Efron 1979; each replicate draws ``n`` users with replacement, the same users for both models, a user
-    drawn twice counting twice in every item's exposure), and the p-value of the randomization test that exchanges
+    over users, recentred on the estimate (Efron 1979; see :class:`GlobalMetricComparison`; each replicate draws ``n``
+    users with replacement, the same users for both models, a user drawn twice counting twice in every item's
+    exposure), and the p-value of the randomization test that exchanges
     each user's two lists with probability 1/2 (Fisher 1935), recomputing both metrics. The p-value is the share of
     null differences at least as extreme as the observed one: ``(1 + #extreme) / (B + 1)`` over ``B = n_resamples``
     random exchanges, the +1 counting the observed arrangement, itself one of the equally likely arrangements, so the
@@ -299,6 +307,8 @@ def compare_exposure(
             LowResamplesWarning,
         )
     rows = [row for name in request.lists if name != request.reference for row in _pair_rows(request, name)]
+    adjusted = adjust_p_values(np.array([r.p_value for r in rows]), "holm")
+    rows = [dataclasses.replace(r, adjusted_p_value=float(a)) for r, a in zip(rows, adjusted, strict=True)]
     return ExposureAnalysis(tuple(rows), request.reference, request.n_items)
 
 
@@ -320,7 +330,7 @@ def _pair_rows(request: _Request, candidate: str) -> list[GlobalMetricComparison
         "n_units": int(stacked.shape[1]),
         "n_items": request.n_items,
         "confidence_level": request.confidence_level,
-        "interval_method": "percentile",
+        "interval_method": INTERVAL_METHOD,
         "alternative": request.alternative,
         "n_resamples": B,
         "random_state": request.random_state,
@@ -348,7 +358,10 @@ def _estimate(
     # The scale of null_p_value's tolerance: the values the difference is taken of.
     p = null_p_value(null_d, observed, request.alternative, max(map(abs, values)), monte_carlo=not exact)
     alpha = significance_level(request.confidence_level)
-    low, high = _percentile_interval(boot_d, observed, alpha, request.alternative)
+    # Recentred on the estimate: the replicates' offset is the resampling's own (a bootstrap sample repeats users,
+    # which covers fewer items and concentrates exposure), not the estimator's, so only their spread is kept.
+    bias = float(np.mean(boot_d - observed))
+    low, high = _percentile_interval(boot_d - bias, observed, alpha, request.alternative)
     return {
         "baseline_value": values[0],
         "candidate_value": values[1],
@@ -357,8 +370,9 @@ def _estimate(
         "ci_high": high,
         # Around the estimate, as the comparison's rows are: replicates equal to it give exactly 0.
         "bootstrap_standard_error": float(np.std(boot_d - observed, ddof=1)) if boot_d.shape[0] > 1 else float("nan"),
-        "bootstrap_bias": float(np.mean(boot_d - observed)),
+        "bootstrap_bias": bias,
         "p_value": float(p),
+        "adjusted_p_value": float(p),  # until the call's rows are adjusted together
         "test_method": "randomization-exact (swap lists)" if exact else "randomization (swap lists)",
         "bootstrap_distribution": boot_d,
         "null_distribution": null_d,
@@ -467,13 +481,13 @@ def _compare_exposure_iv(
     )
 
 
-def _metrics_iv(metrics: object) -> tuple[tuple[str, int, int], ...]:
-    """The keys as (key, 0 for coverage or 1 for Gini, k)."""
-    keys = metric_keys(metrics, "metrics")  # type: ignore[arg-type]  # checked there
+def _metrics_iv(metrics: object, name: str = "metrics") -> tuple[tuple[str, int, int], ...]:
+    """The keys as (key, 0 for coverage or 1 for Gini, k); ValueError naming ``name``."""
+    keys = metric_keys(metrics, name)  # type: ignore[arg-type]  # checked there
     matches = [_KEY.fullmatch(key) for key in keys]
     unknown = [key for key, m in zip(keys, matches, strict=True) if m is None]
     if unknown:
-        raise ValueError(expected("metrics", "keys 'coverage@<k>' or 'gini@<k>' with an integer k >= 1", unknown))
+        raise ValueError(expected(name, "keys 'coverage@<k>' or 'gini@<k>' with an integer k >= 1", unknown))
     return tuple(
         (key, EXPOSURE_METRICS.index(m.group(1)), int(m.group(2)))
         for key, m in zip(keys, matches, strict=True)

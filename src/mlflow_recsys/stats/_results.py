@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
+    from mlflow_recsys.stats._exposure import ExposureAnalysis
     from mlflow_recsys.stats._slices import SliceAnalysis
 
 #: How names are written in a sentence of text: escaped for markdown, or as they are.
@@ -163,7 +164,9 @@ class ComparisonReport:
 
     With a ``primary`` metric and ``family="primary"`` (the default), the primary metric's hypotheses form one family
     and the other metrics' another; otherwise every hypothesis is in one family, ``"all"``. ``slices`` holds the
-    exploratory strata rows when the call declared slices (:class:`~mlflow_recsys.stats.SliceAnalysis`), else ``None``.
+    exploratory strata rows when the call declared slices (:class:`~mlflow_recsys.stats.SliceAnalysis`), else ``None``;
+    ``global_metrics`` the coverage and Gini rows (:class:`~mlflow_recsys.stats.ExposureAnalysis`) when it asked for
+    them, else ``None``.
     """
 
     comparisons: tuple[PairwiseComparison, ...]
@@ -171,6 +174,7 @@ class ComparisonReport:
     reference: str | None
     primary: str | None = None
     slices: SliceAnalysis | None = None
+    global_metrics: ExposureAnalysis | None = None
 
     @property
     def family_size(self) -> int:

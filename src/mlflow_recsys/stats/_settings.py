@@ -177,6 +177,13 @@ class ComparisonSettings:
         "keys",
         optional=True,
     )
+    global_metrics: tuple[str, ...] | None = setting(
+        None,
+        "metrics of all users' lists together, comma-separated: coverage@k (catalogue coverage) and gini@k (Gini index "
+        "of item exposure), each with a paired bootstrap interval and a list-swap randomization test",
+        "keys",
+        optional=True,
+    )
 
     def __post_init__(self) -> None:
         seed = self.representative_seed
@@ -194,6 +201,10 @@ class ComparisonSettings:
         self._check_maxt()
         for spec in self.slices or ():
             parse_slice_spec(spec)
+        if self.global_metrics is not None:
+            from mlflow_recsys.stats._exposure import _metrics_iv  # it reads these settings' ranges: imported late
+
+            _metrics_iv(self.global_metrics, "global_metrics")
         if self.slices and self.hypothesis != "superiority":
             wanted = "no slices with a margin hypothesis (strata are explored, not gated)"
             raise ValueError(expected("slices", wanted, ",".join(self.slices)))

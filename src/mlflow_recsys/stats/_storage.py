@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 from mlflow_recsys import _envelope
 from mlflow_recsys._atomic import atomic_directory
 from mlflow_recsys.stats._comparison import ComparisonReport, PairwiseComparison
+from mlflow_recsys.stats._exposure import ExposureAnalysis, GlobalMetricComparison
 from mlflow_recsys.stats._slices import Heterogeneity, SliceAnalysis, StratumComparison
 
 #: File of a saved report holding one row per hypothesis.
@@ -30,6 +32,8 @@ COMPARISONS_FILE = "comparisons.parquet"
 REPORT_FILE = "report.json"
 #: Files of a saved report with slices: the stratum rows and the heterogeneity tests.
 SLICES_FILE = "slices.parquet"
+#: File of a saved report with global metrics: their rows (:data:`~mlflow_recsys.stats.EXPOSURE_COLUMNS`).
+GLOBAL_METRICS_FILE = "global_metrics.parquet"
 HETEROGENEITY_FILE = "heterogeneity.parquet"
 #: The ``format`` field of ``report.json``.
 FORMAT = "mlflow-recsys-comparison-report"
@@ -103,11 +107,18 @@ def save_report(report: ComparisonReport, path: str | os.PathLike) -> Path:
     meta |= {"reference": report.reference, "primary": report.primary, "n_hypotheses": len(report.comparisons)}
     if report.slices is not None:
         meta["slice_definitions"] = report.slices.definitions
+    if report.global_metrics is not None:
+        meta["global_metrics"] = {
+            "reference": report.global_metrics.reference,
+            "n_items": report.global_metrics.n_items,
+        }
     with atomic_directory(path, replace=_replaces_a_report(path)) as tmp:
         pq.write_table(table, tmp / COMPARISONS_FILE)
         if report.slices is not None:
             report.slices.to_frame().to_parquet(tmp / SLICES_FILE, index=False)
             report.slices.heterogeneity_frame().to_parquet(tmp / HETEROGENEITY_FILE, index=False)
+        if report.global_metrics is not None:  # the rows without their replicates
+            report.global_metrics.to_frame().to_parquet(tmp / GLOBAL_METRICS_FILE, index=False)
         (tmp / REPORT_FILE).write_text(_envelope.dumps(FORMAT, FORMAT_VERSION, meta), encoding="utf-8")
     return path
 
@@ -169,7 +180,9 @@ def load_report(path: str | os.PathLike) -> ComparisonReport:
     comparisons = tuple(
         PairwiseComparison(**{name: values[i] for name, values in columns.items()}) for i in range(table.num_rows)
     )
-    return ComparisonReport(comparisons, meta["correction"], meta["reference"], meta["primary"], _slices(path, meta))
+    return ComparisonReport(
+        comparisons, meta["correction"], meta["reference"], meta["primary"], _slices(path, meta), _global(path, meta)
+    )
 
 
 def _slices(path: Path, meta: dict) -> SliceAnalysis | None:
@@ -184,6 +197,19 @@ def _slices(path: Path, meta: dict) -> SliceAnalysis | None:
     rows = tuple(StratumComparison(**_python(r)) for r in frames[0].to_dict("records"))
     tests = tuple(Heterogeneity(**_python(r)) for r in frames[1].to_dict("records"))
     return SliceAnalysis(rows, tests, dict(meta["slice_definitions"]))
+
+
+def _global(path: Path, meta: dict) -> ExposureAnalysis | None:
+    """The saved global-metric rows (their replicates were not saved: empty arrays), or ``None``."""
+    if "global_metrics" not in meta:
+        return None
+    file = path / GLOBAL_METRICS_FILE
+    if not file.is_file():
+        raise ValueError(f"{file}: expected this file of a saved report with global metrics, found none")
+    records = pd.read_parquet(file).to_dict("records")
+    empty: dict[str, Any] = {"bootstrap_distribution": np.empty(0), "null_distribution": np.empty(0)}
+    rows = tuple(GlobalMetricComparison(**_python(r), **empty) for r in records)
+    return ExposureAnalysis(rows, meta["global_metrics"]["reference"], int(meta["global_metrics"]["n_items"]))
 
 
 def _python(record: dict) -> dict:

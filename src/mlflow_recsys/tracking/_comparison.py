@@ -280,7 +280,8 @@ def _compare(
             averaged = compare_seed_averaged(
                 {m: {s: res for s, (_, res) in results[m].items()} for m in plan.models},
                 metrics=metric_keys,
-                **statistics,
+                # Lists are not averaged over seeds: the global metrics are the representative instances' alone.
+                **{**statistics, "global_metrics": None},
             )
     return report, spreads, averaged
 
