@@ -65,7 +65,7 @@ class GlobalMetricComparison:
     ``difference`` and ``bootstrap_bias`` their mean minus ``difference``. Coverage counts distinct items, and a
     bootstrap sample holds only about 63% distinct users, so its replicates cover less than the data: the two models
     lose different amounts, and the replicates of a coverage difference can sit wholly to one side of the estimate
-    (measured: 188 MovieLens users, coverage@20 +0.212, replicates 0.04 lower on average); the Gini index has a bias of
+    (measured: 188 MovieLens users, coverage@20 +0.212, replicates 0.049 lower on average); the Gini index has a bias of
     the same kind (repeated users concentrate exposure). That offset belongs to the resampling, not to the estimate,
     so ``ci_low`` / ``ci_high`` (``interval_method`` ``"percentile, recentred"``) are the percentiles of the replicates
     moved by ``-bootstrap_bias`` onto the estimate: their spread, around what was measured (one-sided when
