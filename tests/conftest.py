@@ -192,6 +192,30 @@ def copy_training_run(source_run_id, folder, *, model, edit_meta=None, edit_fram
     return run.info.run_id
 
 
+@pytest.fixture(scope="session")
+def recbole_metrics_module():
+    """RecBole 1.2.1's ``recbole.evaluator.metrics``, an independent implementation of the item-side and global metrics.
+
+    RecBole is installed with ``--no-deps``; its evaluator needs ``colorlog`` and ``texttable`` (small, in the test
+    extra) and ``torch.utils.tensorboard``, which imports the ``tensorboard`` package (with grpcio and a compiled data
+    server: not small). No metric used here touches TensorBoard, so when it is missing the import is made with a
+    stand-in module for ``torch.utils.tensorboard``, in place for the import only."""
+    import importlib.util
+    import types
+
+    if importlib.util.find_spec("recbole") is None:
+        pytest.skip("recbole is not installed (make install adds it with --no-deps)")
+    with pytest.MonkeyPatch.context() as patch:
+        try:
+            import torch.utils.tensorboard  # noqa: F401
+        except ImportError:
+            stand_in = types.ModuleType("torch.utils.tensorboard")
+            stand_in.SummaryWriter = None  # type: ignore[attr-defined]
+            patch.setitem(sys.modules, "torch.utils.tensorboard", stand_in)
+        import recbole.evaluator.metrics as metrics
+    return metrics
+
+
 @pytest.fixture
 def copy_run():
     """:func:`copy_training_run`, for tests that take it as a fixture."""

@@ -146,3 +146,24 @@ def test_evaluation_refuses_item_metrics_without_the_popularity_of_this_catalogu
         evaluate_rankings(lists, targets=targets, metrics=["arp@2"], item_popularity=_popularity())
     with pytest.raises(ValueError, match="item_popularity: expected an ItemPopularity, found dict"):
         evaluate_rankings(lists, targets=targets, metrics=["arp@2"], item_popularity={})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_arp_and_aplt_equal_recboles_where_the_conventions_meet(recbole_metrics_module, seed):
+    """RecBole's AveragePopularity and TailPercentage, user by user, on full lists (RecBole has no padding) over a
+    catalogue every item of which was seen in training with a distinct count (RecBole leaves unseen items out of the
+    tail and breaks ties the other way) and 50 items (so 0.8 of them is a whole number: its tail_ratio = 1 - 0.2)."""
+    rng = np.random.default_rng(seed)
+    n_items, k = 50, int(rng.integers(1, 20))
+    counts = rng.permutation(np.arange(1, n_items + 1)) * 3  # distinct, all seen
+    pop = ItemPopularity(counts, n_users=int(counts.max()) + 5)
+    lists = np.argsort(rng.random((40, n_items)), axis=1)[:, :k]
+    ours_arp, ours_aplt = ARP(k).from_lists(lists, pop)[f"arp@{k}"], APLT(k).from_lists(lists, pop)[f"aplt@{k}"]
+    item_count = dict(enumerate(counts.tolist()))
+    average_popularity = recbole_metrics_module.AveragePopularity
+    theirs_arp = average_popularity.metric_info(None, average_popularity.get_pop(None, lists, item_count))[:, k - 1]
+    tail_percentage = recbole_metrics_module.TailPercentage
+    settings = type("Config", (), {"tail": 0.8})()  # get_tail reads only self.tail
+    theirs_aplt = tail_percentage.metric_info(None, tail_percentage.get_tail(settings, lists, item_count))[:, k - 1]
+    np.testing.assert_allclose(ours_arp, theirs_arp, rtol=1e-12)
+    np.testing.assert_allclose(ours_aplt, theirs_aplt, rtol=1e-12)

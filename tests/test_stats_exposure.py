@@ -16,10 +16,7 @@ The kernels' logic is held to two NumPy references: one on the kernel's own draw
 ``tests/kernel_oracles.py``), exact, and one drawing its own users with ``numpy.random.Generator``, by distribution.
 """
 
-import importlib.util
 import itertools
-import sys
-import types
 import warnings
 
 import numba
@@ -128,19 +125,9 @@ def test_the_kernels_histogram_gini_equals_the_sorted_form_on_random_counts():
 
 
 @pytest.fixture(scope="module")
-def recbole_metrics():
+def recbole_metrics(recbole_metrics_module):
     """RecBole 1.2.1's ``GiniIndex`` and ``ItemCoverage`` classes (see the module docstring for the import)."""
-    if importlib.util.find_spec("recbole") is None:
-        pytest.skip("recbole is not installed (make install adds it with --no-deps)")
-    with pytest.MonkeyPatch.context() as patch:
-        try:
-            import torch.utils.tensorboard  # noqa: F401
-        except ImportError:
-            stand_in = types.ModuleType("torch.utils.tensorboard")
-            stand_in.SummaryWriter = None
-            patch.setitem(sys.modules, "torch.utils.tensorboard", stand_in)
-        from recbole.evaluator.metrics import GiniIndex, ItemCoverage
-    return GiniIndex, ItemCoverage
+    return recbole_metrics_module.GiniIndex, recbole_metrics_module.ItemCoverage
 
 
 @pytest.mark.parametrize("seed", range(4))
