@@ -8,8 +8,18 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from mlflow_recsys.evaluation import evaluate_rankings, evaluate_recommender
-from mlflow_recsys.metrics import APLT, ARP, NDCG, ItemPopularity, Novelty, metric_from_key, parse_metric_keys
+from mlflow_recsys.evaluation import EvaluationResult, evaluate_rankings, evaluate_recommender
+from mlflow_recsys.metrics import (
+    APLT,
+    ARP,
+    NDCG,
+    ItemPopularity,
+    Novelty,
+    higher_is_better,
+    metric_from_key,
+    parse_metric_keys,
+)
+from mlflow_recsys.stats import compare_models
 
 
 def _popularity():
@@ -167,3 +177,19 @@ def test_arp_and_aplt_equal_recboles_where_the_conventions_meet(recbole_metrics_
     theirs_aplt = tail_percentage.metric_info(None, tail_percentage.get_tail(settings, lists, item_count))[:, k - 1]
     np.testing.assert_allclose(ours_arp, theirs_arp, rtol=1e-12)
     np.testing.assert_allclose(ours_aplt, theirs_aplt, rtol=1e-12)
+
+
+def test_a_significant_difference_on_an_item_side_metric_reads_higher_or_lower_not_better_or_worse():
+    assert higher_is_better("ndcg@10") is True and higher_is_better("revenue@5") is True
+    assert higher_is_better("arp@10") is None and higher_is_better("novelty@3") is None
+    rng = np.random.default_rng(0)
+    base = {"arp@10": rng.uniform(50, 100, 200), "ndcg@10": rng.uniform(0, 0.5, 200)}
+    cand = {"arp@10": base["arp@10"] - 20, "ndcg@10": base["ndcg@10"] + 0.2}
+    results = {
+        name: EvaluationResult.from_per_user(values, sample_ids=np.arange(200), targets_fingerprint="f" * 64)
+        for name, values in (("A", base), ("B", cand))
+    }
+    report = compare_models(results, metrics=["ndcg@10", "arp@10"], reference="A", n_resamples=999)
+    directions = {c.metric: c.direction for c in report.comparisons}
+    assert directions == {"ndcg@10": "better", "arp@10": "lower"}
+    assert "lower for the candidate (this metric has no better side)" in report.results_text("arp@10", "B")

@@ -45,6 +45,7 @@ __all__ = [
     "Precision",
     "RankingMetric",
     "Recall",
+    "higher_is_better",
     "hit_matrix",
     "metric_from_key",
     "parse_metric_keys",
@@ -188,6 +189,8 @@ class RankingMetric:
     #: Closed interval holding every defined per-row value. Each metric here is a 0/1 indicator, 1/rank, or hits over a
     #: denominator no smaller than the hits can reach (ranked items are distinct), so all of them lie in [0, 1].
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    #: Whether a higher value is the better one: True for accuracy; None where neither side is (a list's popularity).
+    higher_is_better: ClassVar[bool | None] = True
 
     def __init__(self, k: int | Sequence[int]):
         self.ks: tuple[int, ...] = _validate_ks(k)
@@ -391,6 +394,8 @@ class ItemMetric(RankingMetric):
     """
 
     value_range = (0.0, float("inf"))
+    # More popular or more novel lists are not better in themselves: what a study wants of them is its own call.
+    higher_is_better = None
 
     @property
     def definitions(self) -> dict[str, str]:
@@ -513,6 +518,17 @@ def value_range(key: str) -> tuple[float, float] | None:
     except ValueError:
         return None
     return cls.value_range
+
+
+def higher_is_better(key: str) -> bool | None:
+    """Whether a higher value of metric ``key`` is the better one: True for the accuracy metrics and for a key this
+    package does not define (a custom evaluator's scores are read as such), None for the item-side metrics, whose
+    direction is the study's to judge."""
+    try:
+        cls, _ = _split_key(key)
+    except ValueError:
+        return True
+    return cls.higher_is_better
 
 
 def metric_from_key(key: str) -> RankingMetric:

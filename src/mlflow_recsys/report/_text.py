@@ -401,6 +401,8 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
         verdict = {
             "better": "significant, in the candidate's favour",
             "worse": "significant, in the baseline's favour",
+            "higher": "significant: higher for the candidate (this metric has no better side)",
+            "lower": "significant: lower for the candidate (this metric has no better side)",
             "inconclusive": "not significant",
         }[c.direction]
     else:

@@ -385,10 +385,11 @@ def _percentile_interval(
     return min(low, estimate), max(high, estimate)
 
 
-def direction(difference: float, significant: bool) -> str:
-    """``"better"`` or ``"worse"`` for a significant difference of that sign, else ``"inconclusive"``."""
+def direction(difference: float, significant: bool, judged: bool = True) -> str:
+    """``"better"`` or ``"worse"`` for a significant difference of that sign, else ``"inconclusive"``; ``"higher"`` or
+    ``"lower"`` instead when the metric is not ``judged`` (neither side of it is the better one)."""
     if significant and difference > 0:
-        return "better"
+        return "better" if judged else "higher"
     if significant and difference < 0:
-        return "worse"
+        return "worse" if judged else "lower"
     return "inconclusive"

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.stats
 
 from mlflow_recsys._validation import expected
+from mlflow_recsys.metrics import higher_is_better
 from mlflow_recsys.stats import _inference as inference
 from mlflow_recsys.stats._power import REPORT_POWER, minimum_detectable_effect
 from mlflow_recsys.stats._resampling import bootstrap_means, centred_means, exact_sign_flip_means, sign_flip_means
@@ -167,12 +168,13 @@ def _delta_method_p_value(col, bound: float, alternative: str) -> float:
 
 
 def decision(c: PairwiseComparison, significant: bool) -> str:
-    """The row's ``direction``: for superiority ``"better"``, ``"worse"`` or ``"inconclusive"``; for non-inferiority
+    """The row's ``direction``: for superiority ``"better"``, ``"worse"`` or ``"inconclusive"`` (``"higher"`` or
+    ``"lower"`` for a metric with no better side, :func:`~mlflow_recsys.metrics.higher_is_better`); for non-inferiority
     ``"non-inferior"`` (significant), ``"inferior"`` (the interval lies below ``-margin``: worse by more than the
     margin at one-sided alpha) or ``"inconclusive"``; for equivalence ``"equivalent"`` (significant), ``"not
     equivalent"`` (the interval lies outside ``(-margin, margin)``) or ``"inconclusive"``."""
     if c.hypothesis == "superiority":
-        return inference.direction(c.difference, significant)
+        return inference.direction(c.difference, significant, judged=higher_is_better(c.metric) is not None)
     if significant:
         return "non-inferior" if c.hypothesis == "non-inferiority" else "equivalent"
     below = c.ci_high < -c.margin

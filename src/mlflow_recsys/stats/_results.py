@@ -54,7 +54,9 @@ class PairwiseComparison:
     averages: 1 for a single trained model (:func:`~mlflow_recsys.stats.compare_models`), the number of training seeds
     in a seed-averaged comparison (:func:`~mlflow_recsys.stats.compare_seed_averaged`).
 
-    ``hypothesis`` is ``"superiority"`` (the default: is the candidate better or worse?), ``"non-inferiority"`` or
+    ``hypothesis`` is ``"superiority"`` (the default: is the candidate better or worse? ``direction`` reads
+    ``"better"``, ``"worse"`` or ``"inconclusive"``, and ``"higher"`` or ``"lower"`` for a metric with no better side,
+    :func:`~mlflow_recsys.metrics.higher_is_better`), ``"non-inferiority"`` or
     ``"equivalence"``; ``margin`` is the margin delta in metric units (0 for superiority) and ``relative_margin`` the
     same margin as a fraction of ``baseline_mean``; ``margin_scale`` says which of the two was given (``"absolute"``
     or ``"relative"``, tested on the ratio of means; ``"none"`` for superiority). With a margin, ``ci_low`` and
