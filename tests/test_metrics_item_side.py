@@ -52,15 +52,17 @@ def test_arp_aplt_and_novelty_by_hand():
     lists = np.array([[0, 2, 5], [1, 3, -1], [-1, -1, -1]])
     arp = ARP([2, 3]).from_lists(lists, pop)
     # row 0: top 2 = items 0, 2 -> (4 + 1) / 2; top 3 adds item 5 (0 users) -> 5 / 3
-    # row 1: items 1, 3 -> (4 + 1) / 2 at both cutoffs (the padding is no item); row 2: no item -> 0
-    np.testing.assert_allclose(arp["arp@2"], [2.5, 2.5, 0.0], rtol=1e-15)
-    np.testing.assert_allclose(arp["arp@3"], [5 / 3, 2.5, 0.0], rtol=1e-15)
+    # row 1: items 1, 3 -> (4 + 1) / 2 at both cutoffs (the padding is no item); row 2: no item -> no mean, NaN
+    np.testing.assert_allclose(arp["arp@2"], [2.5, 2.5, np.nan], rtol=1e-15)
+    np.testing.assert_allclose(arp["arp@3"], [5 / 3, 2.5, np.nan], rtol=1e-15)
     aplt = APLT(3).from_lists(lists, pop)["aplt@3"]
-    np.testing.assert_allclose(aplt, [2 / 3, 1 / 2, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(aplt, [2 / 3, 1 / 2, np.nan], rtol=1e-15)
     novelty = Novelty(3).from_lists(lists, pop)["novelty@3"]
     # -log2(4/5) for items 0 and 1, -log2(1/5) for items 2 and 3, and item 5 (unseen) counts as seen once: -log2(1/5)
     seen_four, seen_once = -math.log2(4 / 5), -math.log2(1 / 5)
-    np.testing.assert_allclose(novelty, [(seen_four + 2 * seen_once) / 3, (seen_four + seen_once) / 2, 0.0], rtol=1e-14)
+    np.testing.assert_allclose(
+        novelty, [(seen_four + 2 * seen_once) / 3, (seen_four + seen_once) / 2, np.nan], rtol=1e-14
+    )
 
 
 @pytest.mark.parametrize("cls", [ARP, APLT, Novelty])
@@ -70,7 +72,10 @@ def test_item_metrics_stay_within_their_range(cls):
     pop = ItemPopularity(counts, n_users=60)
     lists = np.argsort(rng.random((300, 40)), axis=1)[:, :10]
     lists[rng.random((300, 10)) < 0.1] = -1
+    lists[0] = -1  # a list with no item: NaN, outside every range
     values = cls(10).from_lists(lists, pop)[f"{cls.name}@10"]
+    assert np.isnan(values[0])
+    values = values[1:]
     low, high = cls.value_range
     assert values.min() >= low and values.max() <= high
     # an upper end any list can reach: the most popular count, every item in the tail, log2 U bits
@@ -193,3 +198,12 @@ def test_a_significant_difference_on_an_item_side_metric_reads_higher_or_lower_n
     directions = {c.metric: c.direction for c in report.comparisons}
     assert directions == {"ndcg@10": "better", "arp@10": "lower"}
     assert "lower for the candidate (this metric has no better side)" in report.results_text("arp@10", "B")
+
+
+def test_an_evaluation_refuses_a_list_with_no_item_for_the_item_side_metrics():
+    targets = sp.csr_matrix(np.eye(6, dtype=np.float32)[:3])
+    lists = np.array([[0, 1], [-1, -1], [2, 3]])  # the second user got no recommendation
+    with pytest.raises(ValueError, match=r"rankings: expected an item in every list for .* arp@2, found 1 list"):
+        evaluate_rankings(lists, targets=targets, metrics=["ndcg@2", "arp@2"], item_popularity=_popularity())
+    result = evaluate_rankings(lists, targets=targets, metrics=["ndcg@2"])  # accuracy alone scores it a miss
+    assert result.per_user["ndcg@2"][1] == 0.0

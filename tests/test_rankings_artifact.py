@@ -15,8 +15,11 @@ from mlflow_recsys.tracking._artifacts import EVALUATION_FILE, read_evaluation_a
 from mlflow_recsys.tracking._rankings_artifact import RANKINGS_FILE
 
 
+IDS = np.array([7, 3, 9])
+
+
 def _result(rankings=None, n_items=None):
-    ids = np.array([7, 3, 9])
+    ids = IDS
     return EvaluationResult(
         metrics={"ndcg@2": 0.5},
         per_user={"ndcg@2": np.array([1.0, 0.5, 0.0])},
@@ -45,10 +48,11 @@ def test_a_result_without_lists_writes_none_and_reads_back_none(tmp_path):
     assert read.rankings is None and read.n_items is None
 
 
-def _damaged(tmp_path, *, lists=None, entry=None, drop=False):
+def _damaged(tmp_path, *, lists=None, entry=None, drop=False, ids=None):
     write_evaluation_artifacts(_result(LISTS, 5), tmp_path, split_digest=None)
     if lists is not None:
-        pq.write_table(pa.table({"items": lists}), tmp_path / RANKINGS_FILE)
+        ids = IDS[: len(lists)] if ids is None else ids
+        pq.write_table(pa.table({"sample_id": ids, "items": lists}), tmp_path / RANKINGS_FILE)
     if entry is not None:
         meta = json.loads((tmp_path / EVALUATION_FILE).read_text())
         meta["rankings"] = entry
@@ -75,6 +79,8 @@ def _fixed(rows, depth=2):
         ({"lists": _fixed([[4, 4], [1, -1], [2, 3]])}, "expected distinct items within each list"),
         ({"lists": _fixed([[4, 0], [1, -1]])}, "expected 3 rows"),
         ({"lists": pa.array([[4, 0], [1], [2, 3]])}, "expected lists of 2 item indices"),
+        ({"lists": _fixed(LISTS[::-1]), "ids": IDS[::-1]}, "expected the users of per_user.parquet in its order.*row 0"),
+        ({"lists": _fixed(LISTS), "ids": np.array([7, 3, 8])}, "expected the users of per_user.parquet .*row 2"),
     ],
 )
 def test_a_damaged_rankings_file_is_refused_naming_the_run(tmp_path, damage, match):

@@ -48,6 +48,10 @@ def test_a_slice_is_named_with_an_optional_argument(spec, parsed):
         ),
         ("history:four", r"slices: expected history:<int> \(quantile bins .*\), found 'history:four'"),
         ("cold:1.5", r"slices: expected cold:<int>"),
+        ("history:1", r"slices: expected history:<int> \(.*at least 2\), found 'history:1'"),
+        ("history:", r"slices: expected history:<int>"),
+        ("cold:-1", r"slices: expected cold:<int> \(.*at least 0\)"),
+        ("target_popularity:2", r"slices: expected target_popularity:<float> \(.*between 0 and 1\)"),
     ],
 )
 def test_settings_refuse_an_unknown_slice_or_a_bad_argument_naming_it(spec, match):
@@ -101,6 +105,55 @@ def test_slices_of_runs_without_a_checkpoint_are_refused_before_any_run(trained,
             run_ids=[trained["ease"], copied], settings=ComparisonSettings(slices=("history",), n_resamples=99)
         )
     assert len(mlflow.search_runs(search_all_experiments=True)) == before
+
+
+def _count_runs():
+    return len(mlflow.search_runs(search_all_experiments=True))
+
+
+def test_a_split_that_cannot_be_sliced_so_or_a_bad_checkpoint_is_refused_before_any_run(trained, copy_run, tmp_path):
+    before = _count_runs()
+    settings = ComparisonSettings(slices=("history:1000",), n_resamples=99, reference="Popularity")
+    with pytest.raises(
+        RunSelectionError, match=r"slices: .*expected at least 2 users in every stratum of 'history:1000'"
+    ):
+        compare_runs(run_ids=[trained["ease"], trained["pop"]], settings=settings)
+    lost = copy_run(trained["pop"], tmp_path, model="Lost")
+    MlflowClient().log_param(lost, "checkpoint", str(tmp_path / "gone.zip"))
+    for order in ([trained["ease"], lost], [lost, trained["ease"]]):  # whichever run comes first
+        with pytest.raises(RunSelectionError, match=f"slices: run {lost} names checkpoint .*gone.zip"):
+            compare_runs(run_ids=order, settings=ComparisonSettings(slices=("history",), n_resamples=99))
+    assert _count_runs() == before + 1  # the copied run alone
+
+
+def test_the_printout_shows_the_slices_and_the_global_metrics(trained):
+    from mlflow_recsys.report._console import comparison_printout
+
+    settings = ComparisonSettings(
+        metrics=("ndcg@100",), n_resamples=199, reference="Popularity", slices=("cold:10",),
+        global_metrics=("coverage@20",),
+    )  # fmt: skip
+    with pytest.warns(UserWarning):
+        outcome = compare_runs(run_ids=[trained["ease"], trained["pop"]], settings=settings)
+    printed = comparison_printout(outcome, None, "auto")
+    row = outcome.report.global_metrics.comparisons[0]
+    assert "Global metrics" in printed and f"{row.difference:+.4f}" in printed
+    assert "Exploratory slices" in printed and "cold: at most 10 fold-in items" in printed
+    params = MlflowClient().get_run(outcome.run_id).data.params
+    assert params["slices"] == "cold:10" and params["global_metrics"] == "coverage@20"
+
+
+def test_global_metrics_of_a_run_without_lists_are_refused_naming_it(trained, copy_run, tmp_path):
+    def drop_lists(meta):
+        return {k: v for k, v in meta.items() if k != "rankings"}
+
+    bare = copy_run(trained["pop"], tmp_path, model="Bare", edit_meta=drop_lists)
+    settings = ComparisonSettings(global_metrics=("coverage@20",), n_resamples=99)
+    with pytest.raises(RunSelectionError, match=f"global_metrics: .*found none in run {bare} .*drop --global-metrics"):
+        compare_runs(run_ids=[trained["ease"], bare], settings=settings)
+    deep = ComparisonSettings(global_metrics=("gini@500",), n_resamples=99)
+    with pytest.raises(RunSelectionError, match=r"global_metrics: expected lists at least 500 deep .*found 100 in run"):
+        compare_runs(run_ids=[trained["ease"], trained["pop"]], settings=deep)
 
 
 def test_split_slices_says_which_split_cannot_be_sliced(trained, tmp_path):

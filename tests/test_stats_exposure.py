@@ -27,6 +27,7 @@ import pytest
 from kernel_oracles import draw_indices, draw_signs
 from mlflow_recsys.stats import (
     EXPOSURE_COLUMNS,
+    FewNonzeroUnitsWarning,
     LowResamplesWarning,
     catalogue_coverage,
     compare_exposure,
@@ -407,12 +408,6 @@ GOOD = np.array([[0, 1, 2], [3, 4, -1]])
         ),
         ({"a": GOOD - 2, "b": GOOD}, {}, ValueError, r"lists\['a'\]: expected item indices .*found -2 in row 0"),
         (
-            {"a": GOOD, "b": [[-1, 0, 2], [0, 1, 2]]},
-            {},
-            ValueError,
-            r"lists\['b'\]: expected padding \(-1\) only after .*row 0",
-        ),
-        (
             {"a": GOOD, "b": [[0, 1, 2], [5, 5, 1]]},
             {},
             ValueError,
@@ -497,6 +492,31 @@ def test_any_integer_dtype_is_accepted():
         assert catalogue_coverage(np.array([[0, 1], [2, 3]], dtype=dtype), n_items=5, k=2) == 0.8
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        warnings.simplefilter("ignore", FewNonzeroUnitsWarning)  # few users, and said so: not the dtype's doing
         compare_exposure(
             {"a": GOOD[:, :2].astype(np.uint8), "b": GOOD[::-1, :2]}, n_items=6, n_resamples=999, metrics="gini@2"
         )
+
+
+def test_few_differing_users_are_warned_of_and_no_end_passes_the_metric_s_range():
+    rng = np.random.default_rng(4)
+    a = random_lists(rng, 6, 40, 3, skew=1.0)
+    b = a.copy()
+    b[:2] = random_lists(rng, 2, 40, 3, skew=0.2)  # two users' lists differ
+    with pytest.warns(FewNonzeroUnitsWarning, match=r"fewer than 30 users' lists differ from a's for b \(2\)"):
+        result = compare_exposure({"a": a, "b": b}, n_items=40, metrics=("coverage@3",), n_resamples=999)
+    row = result.comparisons[0]
+    assert -1.0 <= row.ci_low <= row.difference <= row.ci_high <= 1.0
+    empty = np.full_like(a, -1)
+    empty[0, 0] = 0  # a model that exposes a single item against one that exposes many
+    with pytest.warns(FewNonzeroUnitsWarning):
+        wide = compare_exposure({"a": empty, "b": b}, n_items=40, metrics=("coverage@3",), n_resamples=999)
+    assert wide.comparisons[0].ci_high <= 1.0
+
+
+def test_padding_anywhere_is_no_exposure():
+    front = np.array([[-1, 0, 2], [0, 1, 2]])
+    assert catalogue_coverage(front, n_items=6, k=3) == 3 / 6  # items 0, 1, 2
+    # exposures 2, 1, 2, 0, 0, 0: the (2i - n - 1) form by hand, ascending 0, 0, 0, 1, 2, 2 over n = 6
+    expected = sum((2 * i - 7) * c for i, c in enumerate([0, 0, 0, 1, 2, 2], start=1)) / (6 * 5)
+    assert gini_index(front, n_items=6, k=3) == pytest.approx(expected, rel=1e-15)

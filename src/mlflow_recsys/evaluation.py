@@ -304,7 +304,15 @@ def _row_values(
     values: dict[str, np.ndarray] = {}
     for metric in metrics:
         if isinstance(metric, ItemMetric):
-            values.update(metric.from_lists(rankings, cast(ItemPopularity, popularity)))
+            item_side = metric.from_lists(rankings, cast(ItemPopularity, popularity))
+            empty = int(np.isnan(next(iter(item_side.values()))).sum())
+            if empty:
+                raise ValueError(
+                    f"rankings: expected an item in every list for the item-side metrics {', '.join(metric.keys)}, "
+                    f"found {empty} list(s) without one (a user without recommendations has no popularity to "
+                    "average); score those users' lists, or leave the item-side metrics out"
+                )
+            values.update(item_side)
         else:
             values.update(metric.from_hits(hits, n_relevant))
     return values
@@ -382,7 +390,8 @@ def evaluate_rankings(
         ``max_k`` columns and valid item indices (every column when ``source`` is given); ``targets`` or ``source`` is
         not 2-D of matching shape with finite non-negative values; ``sample_ids`` has the wrong length; ``fold_in`` is
         not one of its two values, or is ``"refuse"`` and a list holds a fold-in item; ``item_popularity`` is missing
-        for an item-side metric, not an ``ItemPopularity`` or of another catalogue; or no row has targets.
+        for an item-side metric, not an ``ItemPopularity`` or of another catalogue; an item-side metric meets a list
+        with no item; or no row has targets.
     TypeError
         If ``targets`` or ``source`` is not a scipy sparse matrix.
 
@@ -472,9 +481,9 @@ def evaluate_recommender(
         If ``metrics`` is empty, unknown or repeats a key; ``source`` or ``targets`` holds negative or non-finite values
         or their shapes differ; the model's ``n_items`` differs from the number of columns; ``sample_ids`` has the wrong
         length; ``batch_size`` is not a positive int; ``fold_in`` is neither ``"remove"`` nor ``"refuse"``;
-        ``item_popularity`` is missing for an item-side metric, not an ``ItemPopularity`` or of another catalogue; no
-        row has targets; or ``model.recommend`` returns rankings of the wrong shape, with invalid item indices, or
-        (under ``"refuse"``) with fold-in items.
+        ``item_popularity`` is missing for an item-side metric, not an ``ItemPopularity`` or of another catalogue; an
+        item-side metric meets a list with no item; no row has targets; or ``model.recommend`` returns rankings of the
+        wrong shape, with invalid item indices, or (under ``"refuse"``) with fold-in items.
     TypeError
         If ``source`` or ``targets`` is not a scipy sparse matrix.
 

@@ -389,8 +389,9 @@ class ItemMetric(RankingMetric):
     targets.
 
     Per row, the mean of ``_item_value`` over the items present among the top ``k`` (``-1`` padding is no item); a list
-    with no item exposes nothing and scores 0. They read the ranked items, so they come from :meth:`from_lists` (or an
-    evaluation given ``item_popularity``), not from a hit matrix.
+    with no item has no such mean: NaN (a 0 would read as the least popular list there is, and an evaluation refuses
+    it). They read the ranked items, so they come from :meth:`from_lists` (or an evaluation given ``item_popularity``),
+    not from a hit matrix.
     """
 
     value_range = (0.0, float("inf"))
@@ -427,7 +428,7 @@ class ItemMetric(RankingMetric):
             present = items >= 0
             n_present = present.sum(axis=1)
             total = _row_sums(np.where(present, per_item[np.where(present, items, 0)], 0.0))
-            out[key] = np.divide(total, n_present, out=np.zeros(total.shape), where=n_present > 0)
+            out[key] = np.divide(total, n_present, out=np.full(total.shape, np.nan), where=n_present > 0)
         return out
 
     def _item_value(self, popularity: ItemPopularity) -> np.ndarray:

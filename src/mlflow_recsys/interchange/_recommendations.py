@@ -318,11 +318,17 @@ def score_recommendations(
     if n_missing and missing == "strict":
         what = f"expected a list for every test user of the split, found {n_missing:,} without (missing='strict')"
         raise _fail(recs.source, "user", what, pd.DataFrame({"user": ids[~has_list][:SHOWN_ROWS]}))
+    item_side = [key for m in metric_objs if isinstance(m, ItemMetric) for key in m.keys]
+    if n_missing and item_side:
+        what = (
+            f"expected a list for every test user with the item-side metrics {', '.join(item_side)} (a user without "
+            f"one has no popularity to average; missing='zero' scores only accuracy as 0), found {n_missing:,} without"
+        )
+        raise _fail(recs.source, "user", what, pd.DataFrame({"user": ids[~has_list][:SHOWN_ROWS]}))
     lengths = (rankings >= 0).sum(axis=1) - leaked.sum(axis=1)
     n_short = int((has_list & (lengths < max_k)).sum())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FoldInRankedWarning)  # warned below with the file's name
-        item_side = any(isinstance(m, ItemMetric) for m in metric_objs)
         popularity = ItemPopularity.from_interactions(split["x_train"]) if item_side else None
         result = evaluate_rankings(
             rankings, targets=targets, metrics=metric_objs, sample_ids=ids, source=source, item_popularity=popularity

@@ -18,6 +18,7 @@ from mlflow_recsys.report._text import (
     display_frame,
     family_phrase,
     interval_level_words,
+    later_sections,
     margin_text,
     no_mde_note,
     seed_protocol_text,
@@ -57,7 +58,8 @@ def _table(report: ComparisonReport) -> str:
     for column in ("metric", "baseline", "candidate"):
         table[column] = table[column].map(visible_text)
     note = no_mde_note(report)
-    return table.to_string(index=False) + (f"\n{note}" if note else "")
+    later = "".join(f"\n\n{part}" for part in later_sections(report, markdown=False))
+    return table.to_string(index=False) + (f"\n{note}" if note else "") + later
 
 
 def _seed_table(outcome) -> list[str]:

@@ -179,10 +179,10 @@ def report_markdown(report: ComparisonReport) -> str:
     table = frame.to_markdown(index=False, disable_numparse=[frame.columns.get_loc(c) for c in as_written])
     note = no_mde_note(report)
     text = escape_markdown(settings_text(report)) + ".\n\n" + table + (f"\n\n{note}" if note else "")
-    return text + "".join(f"\n\n{part}" for part in _later_sections(report, markdown=True))
+    return text + "".join(f"\n\n{part}" for part in later_sections(report, markdown=True))
 
 
-def _later_sections(report: ComparisonReport, *, markdown: bool) -> list[str]:
+def later_sections(report: ComparisonReport, *, markdown: bool) -> list[str]:
     """The global metrics and the exploratory slices, those the report has, in that order."""
     parts = []
     if report.global_metrics is not None:
@@ -533,7 +533,7 @@ def report_string(report: ComparisonReport) -> str:
     ]
     note = no_mde_note(report)
     text = settings + "\n" + "\n".join(aligned([header, *rows], right={2, 4, 7})) + (f"\n{note}" if note else "")
-    return text + "".join(f"\n\n{part}" for part in _later_sections(report, markdown=False))
+    return text + "".join(f"\n\n{part}" for part in later_sections(report, markdown=False))
 
 
 def report_summary(report: ComparisonReport) -> str:

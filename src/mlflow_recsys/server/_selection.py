@@ -20,6 +20,7 @@ from mlflow_recsys.tracking._runs import RUN_ID, RunSelectionError
 FORM_SETTINGS = (
     *("reference", "primary", "metrics", "correction", "n_resamples", "hypothesis", "margin", "relative_margin"),
     "slices",
+    "global_metrics",
 )
 
 _DECLARED = settings_of(ComparisonSettings)
@@ -109,6 +110,7 @@ def parse_form(form) -> Selection:
         "metrics": [m for m in form.getlist("metrics") if m] or None,
         "relative_margin": form.get("relative_margin", "") == "true",  # a checkbox posts nothing when clear
         "slices": _DECLARED["slices"][1].convert(form.get("slices", "")) or None,
+        "global_metrics": _DECLARED["global_metrics"][1].convert(form.get("global_metrics", "")) or None,
     }
     for name in ("reference", "primary", "correction", "n_resamples", "hypothesis", "margin"):
         text = form.get(name, "")

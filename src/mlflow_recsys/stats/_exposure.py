@@ -21,6 +21,7 @@ leaves the joint distribution unchanged. The heavy work runs in :mod:`mlflow_rec
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -34,7 +35,7 @@ from mlflow_recsys.stats._inference import _percentile_interval, exact_enumerati
 from mlflow_recsys.stats._resampling import block_seeds
 from mlflow_recsys.stats._results import significance_level
 from mlflow_recsys.stats._settings import ALTERNATIVES, MAX_RESAMPLES
-from mlflow_recsys.stats._warnings import LowResamplesWarning, warn
+from mlflow_recsys.stats._warnings import FewNonzeroUnitsWarning, LowResamplesWarning, warn
 
 __all__ = [
     "EXPOSURE_COLUMNS",
@@ -52,6 +53,8 @@ EXPOSURE_METRICS = ("coverage", "gini")
 _KEY = re.compile(r"(coverage|gini)@([1-9][0-9]*)")
 #: The interval of every row: the bootstrap replicates' percentiles once their mean is moved onto the estimate.
 INTERVAL_METHOD = "percentile, recentred"
+#: Fewest users whose two lists differ for an interval worth reading (as for the per-user differences).
+FEW_DIFFERING = 30
 #: Largest catalogue: item indices are held as int32.
 _MAX_ITEMS = 2**31 - 1
 
@@ -169,7 +172,7 @@ def catalogue_coverage(lists: np.ndarray, *, n_items: int, k: int) -> float:
     ----------
     lists:
         Integer array ``(n_users, K)``, ``K >= k``: each row a user's item indices in ``[0, n_items)``, best first,
-        padded on the right with -1; no item twice in a row's first ``k``.
+        padded with -1 (no exposure, wherever it stands); no item twice in a row's first ``k``.
     n_items:
         Size of the catalogue (int >= 1): the denominator.
     k:
@@ -203,7 +206,7 @@ def gini_index(lists: np.ndarray, *, n_items: int, k: int) -> float:
     ----------
     lists:
         Integer array ``(n_users, K)``, ``K >= k``: each row a user's item indices in ``[0, n_items)``, best first,
-        padded on the right with -1; no item twice in a row's first ``k``.
+        padded with -1 (no exposure, wherever it stands); no item twice in a row's first ``k``.
     n_items:
         Size of the catalogue (int >= 1): the items the exposure is spread over.
     k:
@@ -257,9 +260,9 @@ def compare_exposure(
     Parameters
     ----------
     lists:
-        Model name -> integer array ``(n_users, K)`` of item indices in ``[0, n_items)``, best first, padded on the
-        right with -1 (padding is no exposure), ``K`` at least the largest ``k`` of ``metrics``, no item twice in a
-        row's first ``k``. Rows are aligned: row ``u`` is the same user in every array (only the row counts can be
+        Model name -> integer array ``(n_users, K)`` of item indices in ``[0, n_items)``, best first, padded with
+        -1 (padding is no exposure, wherever it stands), ``K`` at least the largest ``k`` of ``metrics``, no item
+        twice in a row's first ``k``. Rows are aligned: row ``u`` is the same user in every array (only the row counts can be
         checked). At least two models; the order is kept.
     n_items:
         Size of the catalogue (int >= 1).
@@ -307,6 +310,14 @@ def compare_exposure(
             LowResamplesWarning,
         )
     rows = [row for name in request.lists if name != request.reference for row in _pair_rows(request, name)]
+    few = sorted({(r.candidate, r.n_differing) for r in rows if r.n_differing < FEW_DIFFERING})
+    if few:
+        shown = ", ".join(f"{name} ({n})" for name, n in few)
+        warn(
+            f"fewer than {FEW_DIFFERING} users' lists differ from {request.reference}'s for {shown}: the bootstrap "
+            "interval rests on too few users to trust, and the swap test's null is coarse; read its exact p",
+            FewNonzeroUnitsWarning,
+        )
     adjusted = adjust_p_values(np.array([r.p_value for r in rows]), "holm")
     rows = [dataclasses.replace(r, adjusted_p_value=float(a)) for r, a in zip(rows, adjusted, strict=True)]
     return ExposureAnalysis(tuple(rows), request.reference, request.n_items)
@@ -362,6 +373,9 @@ def _estimate(
     # which covers fewer items and concentrates exposure), not the estimator's, so only their spread is kept.
     bias = float(np.mean(boot_d - observed))
     low, high = _percentile_interval(boot_d - bias, observed, alpha, request.alternative)
+    # A difference of two shares (coverage, Gini) lies in [-1, 1]: the recentring may not carry an end past it.
+    low = low if math.isinf(low) else max(low, -1.0)  # a one-sided interval's infinite end stays infinite
+    high = high if math.isinf(high) else min(high, 1.0)
     return {
         "baseline_value": values[0],
         "candidate_value": values[1],
@@ -513,13 +527,7 @@ def _list_iv(array: object, where: str, n_items: int, k: int) -> np.ndarray:
             f"{where}: expected item indices in [-1, {n_items}) (-1 pads a short list), "
             f"found {a[row, col]} in row {row}"
         )
-    # Within the first k only: the columns past k are never read.
-    after_padding = (a[:, : k - 1] == -1) & (a[:, 1:k] >= 0)
-    if after_padding.any():
-        row = np.argwhere(after_padding)[0, 0]
-        raise ValueError(
-            f"{where}: expected padding (-1) only after a row's last item, found an item after it in row {row}"
-        )
+    # Padding may stand anywhere (an evaluation keeps a list as ranked): it is no exposure wherever it is.
     head = np.sort(a[:, :k], axis=1)
     repeated = (head[:, 1:] == head[:, :-1]) & (head[:, 1:] >= 0)
     if repeated.any():

@@ -32,12 +32,9 @@ from mlflow_recsys.stats._pairing import PairedDifferences
 from mlflow_recsys.stats._resampling import bootstrap_means, centred_means, sign_flip_means
 from mlflow_recsys.stats._results import significance_level
 from mlflow_recsys.stats._settings import ComparisonSettings
-from mlflow_recsys.stats._strata import Slice
+from mlflow_recsys.stats._strata import MIN_STRATUM_USERS, Slice
 
 __all__ = ["HETEROGENEITY_COLUMNS", "SLICE_COLUMNS", "SliceAnalysis", "StratumComparison", "slice_analysis"]
-
-#: Fewest users a stratum may hold: a mean difference needs a spread to be tested.
-MIN_STRATUM_USERS = 2
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from mlflow_recsys._item_popularity import DEFAULT_HEAD_SHARE, long_tail_items
 from mlflow_recsys._sparse import canonical_csr
 
 __all__ = [
+    "MIN_STRATUM_USERS",
     "SLICE_SPECS",
     "Slice",
     "cold_slice",
@@ -254,29 +255,44 @@ def history_lengths(source: sp.spmatrix, sample_ids: np.ndarray) -> pd.Series:
     return pd.Series(np.diff(csr.indptr).astype(np.int64), index=ids).groupby(level=0, sort=False).first()
 
 
+#: Fewest users a stratum may hold: a mean difference needs a spread to be tested.
+MIN_STRATUM_USERS = 2
+
 #: The slices a comparison of runs builds from the split by name (``name`` or ``name:argument``): the argument, its
 #: type, its default and what it means.
 SLICE_SPECS: dict[str, tuple[type, float, str]] = {
-    "history": (int, 4, "quantile bins of the users' fold-in item counts"),
-    "cold": (int, 5, "most fold-in items of a cold user"),
-    "target_popularity": (float, DEFAULT_HEAD_SHARE, "share of the items in the short head"),
+    "history": (int, 4, "quantile bins of the users' fold-in item counts, at least 2"),
+    "cold": (int, 5, "most fold-in items of a cold user, at least 0"),
+    "target_popularity": (float, DEFAULT_HEAD_SHARE, "share of the items in the short head, between 0 and 1"),
 }
+
+
+def _in_range(kind: str, value: float) -> bool:
+    if kind == "history":
+        return value >= 2
+    if kind == "cold":
+        return value >= 0
+    return 0 < value < 1
 
 
 def parse_slice_spec(spec: str, name: str = "slices") -> tuple[str, float]:
     """``"history:4"`` -> ``("history", 4)``; a bare name takes its default (:data:`SLICE_SPECS`). ValueError, naming
-    ``name``, for an unknown slice or an argument that is not a number of the slice's type."""
+    ``name``, for an unknown slice, or an argument that is empty, not a number of the slice's type or out of its
+    range."""
     kind, _, argument = str(spec).partition(":")
     if kind not in SLICE_SPECS:
         known = ", ".join(f"{k}[:{t.__name__}]" for k, (t, _, _) in SLICE_SPECS.items())
         raise ValueError(f"{name}: expected slices among {known}, found {spec!r}")
     cast_to, default, meaning = SLICE_SPECS[kind]
-    if not argument:
+    if ":" not in str(spec):
         return kind, default
     try:
-        return kind, cast_to(argument)
+        value = cast_to(argument)
     except ValueError:
-        raise ValueError(f"{name}: expected {kind}:<{cast_to.__name__}> ({meaning}), found {spec!r}") from None
+        value = None
+    if value is None or not _in_range(kind, value):
+        raise ValueError(f"{name}: expected {kind}:<{cast_to.__name__}> ({meaning}), found {spec!r}")
+    return kind, value
 
 
 def split_slices(
@@ -297,9 +313,17 @@ def split_slices(
     for spec in specs:
         kind, argument = parse_slice_spec(spec)
         if kind == "history":
-            built.append(history_slice(lengths, bins=int(argument)))
+            made = history_slice(lengths, bins=int(argument))
         elif kind == "cold":
-            built.append(cold_slice(lengths, max_items=int(argument)))
+            made = cold_slice(lengths, max_items=int(argument))
         else:
-            built.append(target_popularity_slice(targets, item_popularity, sample_ids, head_share=float(argument)))
+            made = target_popularity_slice(targets, item_popularity, sample_ids, head_share=float(argument))
+        sizes = made.labels.value_counts()
+        small = sizes[sizes < MIN_STRATUM_USERS]
+        if len(small):
+            raise ValueError(
+                f"slices: expected at least {MIN_STRATUM_USERS} users in every stratum of {spec!r}, found "
+                f"{len(small)} of {len(sizes)} strata smaller (e.g. {small.index[0]!r} with {int(small.iloc[0])})"
+            )
+        built.append(made)
     return built

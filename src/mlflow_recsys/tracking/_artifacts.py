@@ -93,7 +93,7 @@ def write_evaluation_artifacts(
         frame.to_parquet(handle, index=False)
     written = [parquet]
     if result.rankings is not None and result.n_items is not None:
-        meta["rankings"] = write_rankings(result.rankings, result.n_items, directory)
+        meta["rankings"] = write_rankings(result.rankings, result.n_items, result.sample_ids, directory)
         written.append(directory / RANKINGS_FILE)
     return [*written, _envelope.write_json(directory / EVALUATION_FILE, FORMAT, FORMAT_VERSION, meta)]
 
@@ -160,7 +160,7 @@ def read_evaluation_artifacts(directory: str | os.PathLike, *, origin: str = "")
     sample_ids = frame["sample_id"].to_numpy()
     if meta.get("sample_id_kind") == "str":
         sample_ids = sample_ids.astype(str)
-    rankings, n_items = read_rankings(directory, meta.get("rankings"), n_samples, where) or (None, None)
+    rankings, n_items = read_rankings(directory, meta.get("rankings"), sample_ids, where) or (None, None)
     result = EvaluationResult(
         metrics={k: float(v["mean"]) for k, v in metrics.items()},
         per_user=per_user,

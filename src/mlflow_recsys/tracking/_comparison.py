@@ -53,7 +53,7 @@ from mlflow_recsys.tracking._naming import is_metric_key, pair_label
 from mlflow_recsys.tracking._provenance import collect_provenance
 from mlflow_recsys.tracking._runs import RunSelectionError, load_many, select_runs
 from mlflow_recsys.tracking._server_errors import translated_server_errors
-from mlflow_recsys.tracking._split_slices import checkpoint_of, runs_slices
+from mlflow_recsys.tracking._split_slices import runs_slices
 
 _log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ def compare_runs(
         selection = dict(run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string)
         try:
             stage("selecting")
-            runs, plan = _preflight(selection, settings, model_tag)
+            runs, plan, slices = _preflight(selection, settings, model_tag)
         except BaseException as exc:
             if target.environment_run:  # the one run that exists already
                 record_failure_on_environment_run(exc, tags.ROLE_COMPARISON)
@@ -208,7 +208,9 @@ def compare_runs(
         # The run exists before any work: a store that will not take it (a READ-only user) says so now, not after
         # hours of resampling. Any later failure ends it FAILED with the reason and no results.
         with target.run(runs, _run_name(plan)) as run:
-            plan, provenance, artifacts, (report, spreads, averaged) = _load_and_compare(runs, plan, settings, stage)
+            plan, provenance, artifacts, (report, spreads, averaged) = _load_and_compare(
+                runs, plan, settings, stage, slices
+            )
             analysis = resolve_primary_analysis(settings.primary_analysis, seeded=averaged is not None)
             logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
             _log.info("logging the comparison run")
@@ -234,7 +236,13 @@ def _settings_iv(settings) -> ComparisonSettings:
     return settings
 
 
-def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings, stage: Callable[[str], None]):
+def _load_and_compare(
+    runs: list[Run],
+    plan: CandidatePlan,
+    settings: ComparisonSettings,
+    stage: Callable[[str], None],
+    slices: list[Slice] | None,
+):
     """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
     metrics compared, the provenance, the artifacts by run id, :func:`_compare`'s reports)."""
     stage("loading artifacts")
@@ -244,7 +252,6 @@ def _load_and_compare(runs: list[Run], plan: CandidatePlan, settings: Comparison
     provenance = collect_provenance(runs, plan.groups, plan.representative_seeds, settings.representative_seed)
     verify_same_evaluation(runs, artifacts)
     plan = dataclasses.replace(plan, metric_keys=artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
-    slices = runs_slices(runs, settings.slices) if settings.slices else None
     return plan, provenance, artifacts, _compare(plan, artifacts, settings, slices)
 
 
@@ -263,6 +270,8 @@ def _compare(
     shared = {"metrics": metric_keys, **{k: statistics[k] for k in ("confidence_level", "n_resamples", "random_state")}}
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative_seeds[m]][1] for m in plan.models}
+    if settings.global_metrics:
+        _check_lists({results[m][plan.representative_seeds[m]][0]: instances[m] for m in plan.models}, settings)
     report = compare_models(instances, metrics=metric_keys, slices=slices, **statistics)
     spreads: dict[tuple[str, str], SeedSpread] = {}
     for base, cand in plan.seed_pairs:
@@ -286,13 +295,36 @@ def _compare(
     return report, spreads, averaged
 
 
+def _check_lists(by_run: dict[str, EvaluationResult], settings: ComparisonSettings) -> None:
+    """The scored lists the global metrics need, checked run by run: RunSelectionError naming the run and the flag."""
+    deepest = max(int(key.rpartition("@")[2]) for key in settings.global_metrics or ())
+    catalogues: dict[int, str] = {}
+    for run_id, result in by_run.items():
+        if result.rankings is None or result.n_items is None:
+            raise RunSelectionError(
+                f"global_metrics: expected runs that kept their scored lists (rankings.parquet), found none in run "
+                f"{run_id} (logged before the lists were kept); drop --global-metrics to compare it"
+            )
+        if result.rankings.shape[1] < deepest:
+            raise RunSelectionError(
+                f"global_metrics: expected lists at least {deepest} deep for {', '.join(settings.global_metrics or ())}"
+                f", found {result.rankings.shape[1]} in run {run_id} (the largest cutoff it was evaluated at)"
+            )
+        catalogues.setdefault(result.n_items, run_id)
+    if len(catalogues) > 1:
+        shown = ", ".join(f"{n} items (run {rid})" for n, rid in catalogues.items())
+        raise RunSelectionError(f"global_metrics: expected lists over one catalogue, found {shown}")
+
+
 def _logged_settings(settings: ComparisonSettings, *, model_tag: str, compared: list[str], analysis: str) -> dict:
     """The comparison's settings as logged (params and ``settings.json``): every declared field in order (the
     representative seed, when none was named, as ``lowest seed of each model``), then what it resolved and what
     computed it."""
     declared = settings_of(ComparisonSettings)
+    values = {name: getattr(settings, name) for name in declared if name != "metrics"}
     return {
-        **{name: getattr(settings, name) for name in declared if name != "metrics"},
+        # A list of keys as the command line takes it (history:4,cold:5), not as Python prints a tuple.
+        **{name: ",".join(v) if isinstance(v, tuple) else v for name, v in values.items()},
         "representative_seed": settings.representative_seed or "lowest seed of each model",
         "primary_analysis_used": analysis,
         "model_tag": model_tag,
@@ -338,8 +370,10 @@ def check_selection(
 
 def _preflight(
     selection: dict, settings: ComparisonSettings, model_tag: str, client: MlflowClient | None = None
-) -> tuple[list[Run], CandidatePlan]:
-    """The settings, the selection (``select_runs``' keywords) and the plan checked, from run metadata alone."""
+) -> tuple[list[Run], CandidatePlan, list[Slice] | None]:
+    """The settings, the selection (``select_runs``' keywords) and the plan checked, from run metadata alone; and the
+    slices the settings name, built from the runs' split (read here, so that a split that cannot be sliced so is
+    refused before anything is written)."""
     # A primary metric is checked against the compared keys, which the plan names.
     bad = [key for key in settings.metrics or [] if not is_metric_key(key)]
     if bad:
@@ -360,13 +394,12 @@ def _preflight(
         check_replicate_memory(settings.n_resamples, reports * len(plan.pairs) * len(plan.metric_keys))
     if settings.paired_seeds:
         check_paired_seeds(plan)
-    if settings.slices:
-        checkpoint_of(runs)
+    slices = runs_slices(runs, settings.slices) if settings.slices else None
     try:
         resolve_primary_analysis(settings.primary_analysis, seeded=bool(plan.seed_pairs))
     except ValueError as exc:
         raise RunSelectionError(str(exc)) from None
-    return runs, plan
+    return runs, plan, slices
 
 
 def _log_comparison(files: ComparisonFiles, runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings) -> None:

@@ -1,7 +1,8 @@
 """``rankings.parquet``: the top-k lists an evaluation scored, what the global item-exposure metrics are computed from.
 
-One row per row of ``per_user.parquet``, in its order, with one column ``items``: a fixed-size list of ``depth`` int32
-item indices, best first, ``-1`` padding. ``evaluation.json`` names the catalogue's size and the depth under
+One row per row of ``per_user.parquet``, in its order: ``sample_id`` (checked against that file's on reading, so a list
+is never paired with another user's scores) and ``items``, a fixed-size list of ``depth`` int32 item indices, best
+first, ``-1`` padding. ``evaluation.json`` names the catalogue's size and the depth under
 ``"rankings"``; a run without them (logged before, or imported without lists) has no lists, and a comparison then
 leaves its global metrics out.
 """
@@ -25,21 +26,22 @@ __all__ = ["RANKINGS_FILE", "read_rankings", "write_rankings"]
 RANKINGS_FILE = "rankings.parquet"
 
 
-def write_rankings(rankings: np.ndarray, n_items: int, directory: Path) -> dict[str, int]:
-    """Write ``rankings`` (int ``(n, depth)``) as ``directory/rankings.parquet`` (temporary name, then renamed); return
-    the entry ``evaluation.json`` keeps under ``"rankings"``."""
+def write_rankings(rankings: np.ndarray, n_items: int, sample_ids: np.ndarray, directory: Path) -> dict[str, int]:
+    """Write ``rankings`` (int ``(n, depth)``) with their ``sample_ids`` ``(n,)`` as ``directory/rankings.parquet``
+    (temporary name, then renamed); return the entry ``evaluation.json`` keeps under ``"rankings"``."""
     arr = np.ascontiguousarray(rankings, dtype=np.int32)
     column = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), type=pa.int32()), arr.shape[1])
     with atomic_write(directory / RANKINGS_FILE) as handle:
-        pq.write_table(pa.table({"items": column}), handle)
+        pq.write_table(pa.table({"sample_id": np.asarray(sample_ids), "items": column}), handle)
     return {"n_items": int(n_items), "depth": int(arr.shape[1])}
 
 
-def read_rankings(directory: Path, entry: object, n_samples: int, where: str) -> tuple[np.ndarray, int] | None:
+def read_rankings(directory: Path, entry: object, sample_ids: np.ndarray, where: str) -> tuple[np.ndarray, int] | None:
     """The lists ``directory/rankings.parquet`` holds, as (int32 ``(n_samples, depth)``, ``n_items``), checked against
-    ``entry`` (``evaluation.json``'s ``"rankings"``); None when ``entry`` is absent. ArtifactError, starting with
-    ``where``, when the entry or the file is malformed, too large, or holds an index outside ``[-1, n_items)`` or an
-    item twice in a list."""
+    ``entry`` (``evaluation.json``'s ``"rankings"``) and ``sample_ids`` (``per_user.parquet``'s, in order); None when
+    ``entry`` is absent. ArtifactError, starting with ``where``, when the entry or the file is malformed, too large,
+    lists other users or in another order, or holds an index outside ``[-1, n_items)`` or an item twice in a list."""
+    n_samples = len(sample_ids)
     if entry is None:
         return None
     counts = entry if isinstance(entry, dict) else {}
@@ -57,14 +59,20 @@ def read_rankings(directory: Path, entry: object, n_samples: int, where: str) ->
     try:
         table = read_columns(
             os.fspath(directory / RANKINGS_FILE),
-            ["items"],
+            ["sample_id", "items"],
             rows=n_samples,
             rows_from="n_samples",
-            max_bytes=n_samples * depth * 4 + 1024**2,
+            max_bytes=n_samples * (depth * 4 + 1024) + 1024**2,  # 1,024 bytes an id, as for per_user.parquet
             name=RANKINGS_FILE,
         )
     except ParquetRefused as exc:
         raise ArtifactError(f"{where}{exc}") from None
+    listed = [str(v) for v in table.column("sample_id").to_pylist()]
+    if listed != [str(v) for v in np.asarray(sample_ids).tolist()]:
+        first = next((i for i, (a, b) in enumerate(zip(listed, map(str, sample_ids), strict=True)) if a != b), 0)
+        raise ArtifactError(
+            f"{where}{RANKINGS_FILE}: expected the users of per_user.parquet in its order, found another in row {first}"
+        )
     column = table.column("items").combine_chunks()
     if not pa.types.is_fixed_size_list(column.type) or column.type.list_size != depth or column.null_count:
         raise ArtifactError(f"{where}{RANKINGS_FILE}: expected lists of {depth} item indices, found {column.type}")
