@@ -14,7 +14,6 @@ from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking._artifacts import EVALUATION_FILE, read_evaluation_artifacts, write_evaluation_artifacts
 from mlflow_recsys.tracking._rankings_artifact import RANKINGS_FILE
 
-
 IDS = np.array([7, 3, 9])
 
 
@@ -79,7 +78,7 @@ def _fixed(rows, depth=2):
         ({"lists": _fixed([[4, 4], [1, -1], [2, 3]])}, "expected distinct items within each list"),
         ({"lists": _fixed([[4, 0], [1, -1]])}, "expected 3 rows"),
         ({"lists": pa.array([[4, 0], [1], [2, 3]])}, "expected lists of 2 item indices"),
-        ({"lists": _fixed(LISTS[::-1]), "ids": IDS[::-1]}, "expected the users of per_user.parquet in its order.*row 0"),
+        ({"lists": _fixed(LISTS[::-1]), "ids": IDS[::-1]}, "expected the users of per_user.parquet in its .*row 0"),
         ({"lists": _fixed(LISTS), "ids": np.array([7, 3, 8])}, "expected the users of per_user.parquet .*row 2"),
     ],
 )

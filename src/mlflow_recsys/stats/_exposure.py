@@ -262,8 +262,8 @@ def compare_exposure(
     lists:
         Model name -> integer array ``(n_users, K)`` of item indices in ``[0, n_items)``, best first, padded with
         -1 (padding is no exposure, wherever it stands), ``K`` at least the largest ``k`` of ``metrics``, no item
-        twice in a row's first ``k``. Rows are aligned: row ``u`` is the same user in every array (only the row counts can be
-        checked). At least two models; the order is kept.
+        twice in a row's first ``k``. Rows are aligned: row ``u`` is the same user in every array (only the row counts
+        can be checked). At least two models; the order is kept.
     n_items:
         Size of the catalogue (int >= 1).
     metrics:
