@@ -130,3 +130,18 @@ def test_the_sign_test_is_reported_beside_any_test_and_named_in_the_sentence(alt
     sentence = results_text(report, row)
     assert f"; won on {row.wins} users, lost on {row.losses} (sign test p = " in sentence
     assert f"d_z = {row.effect_size_dz:.2f} [{row.dz_ci_low:.2f}, {row.dz_ci_high:.2f}]" in sentence
+
+
+def test_against_a_margin_the_effect_intervals_name_their_level_beside_the_1_minus_2_alpha_difference_interval():
+    rng = np.random.default_rng(9)
+    base = rng.uniform(0.3, 0.6, 300)
+    cand = base + rng.normal(0.01, 0.05, 300)
+    results = dict(zip("AB", paired_results(base, cand), strict=True))
+    margin = compare_models(results, metrics="m", reference="A", hypothesis="non-inferiority", margin=0.02)
+    c = margin.comparisons[0]
+    text = results_text(margin, c)
+    assert "(90% (each end a one-sided 95% bound)" in text  # the difference's, whose ends the tests read
+    assert f"[{c.relative_ci_low:+.1%}, {c.relative_ci_high:+.1%}] (95%)" in text
+    assert f"[{c.dz_ci_low:.2f}, {c.dz_ci_high:.2f}] (95%)" in text
+    plain = compare_models(results, metrics="m", reference="A")
+    assert "(95%)" not in results_text(plain, plain.comparisons[0])  # one level in the sentence: not repeated

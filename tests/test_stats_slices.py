@@ -215,3 +215,13 @@ def test_the_holm_family_is_the_whole_slice_across_pairs():
     # 2 candidates x 2 metrics x 2 strata, adjusted together.
     assert len(frame) == 8 and set(frame["family_size"]) == {8}
     np.testing.assert_array_equal(frame["adjusted_p_value"], adjust_p_values(frame["p_value"].to_numpy(), "holm"))
+
+
+def test_history_slice_names_a_wrong_input_and_says_when_quantile_bins_merged():
+    with pytest.raises(ValueError, match="history_length: expected a pd.Series or mapping .*found ndarray"):
+        history_slice(np.arange(50))
+    lengths = pd.Series([1, 1, 1, 1, 5, 5, 5, 5], index=np.arange(8))
+    with pytest.raises(ValueError, match="bins: expected an int >= 2 or increasing ints .*found True"):
+        history_slice(lengths, bins=True)
+    merged = history_slice(lengths, bins=4)  # two distinct lengths: two strata, and the definition says so
+    assert merged.strata == ("1", ">=2") and "4 quantile bins asked, 2 distinct" in merged.definition

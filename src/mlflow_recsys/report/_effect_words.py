@@ -7,19 +7,21 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.report._rows import format_level, format_p
+from mlflow_recsys.report._rows import format_level, format_p, interval_level
 from mlflow_recsys.report._vocabulary import words
 
 if TYPE_CHECKING:  # pragma: no cover
     from mlflow_recsys.stats._comparison import ComparisonReport, PairwiseComparison
 
 
-def effect_interval(low: float, high: float, spec: str) -> str:
-    """`` [+1.2%, +4.9%]``: an effect size's interval (two-sided, at the level the sentence has named); ``""`` when
-    NaN."""
+def effect_interval(low: float, high: float, spec: str, c: PairwiseComparison) -> str:
+    """`` [+1.2%, +4.9%]``: an effect size's interval of row ``c`` (two-sided, at ``c.confidence_level``), its level
+    named when the sentence's difference interval has another (against a margin, the 1 - 2 alpha one): ``[-4.7%,
+    +2.4%] (95%)``; ``""`` when NaN."""
     if math.isnan(low) or math.isnan(high):
         return ""
-    return f" [{low:{spec}}, {high:{spec}}]"
+    named = f" ({format_level(c.confidence_level)})" if interval_level(c) != c.confidence_level else ""
+    return f" [{low:{spec}}, {high:{spec}}]{named}"
 
 
 def dz_words(c: PairwiseComparison) -> str:
@@ -27,7 +29,7 @@ def dz_words(c: PairwiseComparison) -> str:
     vary."""
     if math.isnan(c.effect_size_dz):
         return ""
-    return f", d_z = {c.effect_size_dz:.2f}{effect_interval(c.dz_ci_low, c.dz_ci_high, '.2f')}"
+    return f", d_z = {c.effect_size_dz:.2f}{effect_interval(c.dz_ci_low, c.dz_ci_high, '.2f', c)}"
 
 
 def sign_test_words(c: PairwiseComparison) -> str:

@@ -395,7 +395,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
         "a relative change that is undefined (the baseline's mean is 0)"
         if math.isnan(c.relative_difference)
         else f"a relative change of {c.relative_difference:+.1%}"
-        + effect_interval(c.relative_ci_low, c.relative_ci_high, "+.1%")
+        + effect_interval(c.relative_ci_low, c.relative_ci_high, "+.1%", c)
     ) + dz_words(c)
     if c.hypothesis == "superiority":
         verdict = {

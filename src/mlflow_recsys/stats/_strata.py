@@ -116,6 +116,11 @@ class Slice:
 
 
 def _counts(values: pd.Series | Mapping, name: str) -> pd.Series:
+    if not isinstance(values, (pd.Series, Mapping)):
+        raise ValueError(
+            f"{name}: expected a pd.Series or mapping of sample id -> count (e.g. history_lengths(source, "
+            f"sample_ids)), found {type(values).__name__}"
+        )
     series = values if isinstance(values, pd.Series) else pd.Series(dict(values))
     numeric = pd.to_numeric(series, errors="coerce")
     bad = numeric.isna() | (numeric < 0) | (numeric != np.floor(numeric))
@@ -163,6 +168,8 @@ def history_slice(history_length: pd.Series | Mapping, bins: int | Sequence[int]
         how = f"{int(bins)} quantile bins of"
         floor = int(values.min()) - 1  # the first bin starts at the shortest history
     else:
+        if isinstance(bins, (bool, str)) or not isinstance(bins, Sequence):
+            raise ValueError(f"bins: expected an int >= 2 or increasing ints (upper ends of the bins), found {bins!r}")
         uppers = [int(b) for b in cast(Sequence[int], bins)]
         if not uppers or any(b < 0 for b in uppers) or any(b >= c for b, c in zip(uppers, uppers[1:], strict=False)):
             raise ValueError(f"bins: expected increasing ints >= 0 (upper ends of the bins), found {uppers}")
@@ -175,6 +182,8 @@ def history_slice(history_length: pd.Series | Mapping, bins: int | Sequence[int]
     strata = tuple(n for i, n in enumerate(names) if np.any(codes == i))
     if len(strata) < 2:
         raise ValueError(f"bins: expected bins that split the users in at least two strata, found only {strata}")
+    if isinstance(bins, numbers.Integral) and len(strata) < bins:  # equal quantiles merged: say what came out
+        how = f"{int(bins)} quantile bins asked, {len(strata)} distinct, of"
     return Slice("history", labels, strata, f"history length (fold-in items), {how} the users: {', '.join(strata)}")
 
 
