@@ -96,7 +96,7 @@ def test_item_metrics_parse_from_keys_and_define_themselves():
     ("kwargs", "match"),
     [
         ({"counts": np.array([1.5, 2.0]), "n_users": 3}, "counts: expected a non-empty 1-D array of integer counts"),
-        ({"counts": np.array([1, -1]), "n_users": 3}, "counts: expected"),
+        ({"counts": np.array([1, -1]), "n_users": 3}, "counts: expected counts >= 0, found -1 for item 1"),
         ({"counts": np.array([1, 2]), "n_users": 0}, "n_users: expected a positive int, found 0"),
         ({"counts": np.array([1, 4]), "n_users": 3}, "n_users: expected at least the largest count 4, found 3"),
         ({"counts": np.array([1, 2]), "n_users": 3, "head_share": 1.0}, r"head_share: expected a share .* found 1.0"),

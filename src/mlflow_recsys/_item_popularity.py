@@ -69,11 +69,14 @@ class ItemPopularity:
 
     def __post_init__(self) -> None:
         counts = np.asarray(self.counts)
-        if counts.ndim != 1 or counts.size == 0 or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0):
+        if counts.ndim != 1 or counts.size == 0 or not np.issubdtype(counts.dtype, np.integer):
             raise ValueError(
                 f"counts: expected a non-empty 1-D array of integer counts >= 0, found dtype {counts.dtype} "
                 f"shape {counts.shape}"
             )
+        if np.any(counts < 0):
+            first = int(np.flatnonzero(counts < 0)[0])
+            raise ValueError(f"counts: expected counts >= 0, found {counts[first]} for item {first}")
         if isinstance(self.n_users, bool) or not isinstance(self.n_users, numbers.Integral) or self.n_users < 1:
             raise ValueError(f"n_users: expected a positive int, found {self.n_users!r}")
         if int(counts.max()) > self.n_users:
