@@ -12,7 +12,6 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -165,16 +164,17 @@ def history_slice(history_length: pd.Series | Mapping, bins: int | Sequence[int]
         values = lengths.to_numpy()
         inner = np.unique(np.quantile(values, np.linspace(0, 1, int(bins) + 1)[1:-1], method="lower"))
         uppers = [int(e) for e in inner if e < values.max()]  # an upper end at the maximum would leave a bin empty
-        how = f"{int(bins)} quantile bins of"
+        asked = int(bins)
+        how = f"{asked} quantile bins of"
         floor = int(values.min()) - 1  # the first bin starts at the shortest history
     else:
         if isinstance(bins, (bool, str)) or not isinstance(bins, Sequence):
             raise ValueError(f"bins: expected an int >= 2 or increasing ints (upper ends of the bins), found {bins!r}")
-        uppers = [int(b) for b in cast(Sequence[int], bins)]
+        uppers = [int(b) for b in bins]
         if not uppers or any(b < 0 for b in uppers) or any(b >= c for b, c in zip(uppers, uppers[1:], strict=False)):
             raise ValueError(f"bins: expected increasing ints >= 0 (upper ends of the bins), found {uppers}")
         how = "bins given by"
-        floor = -1
+        asked, floor = 0, -1
     bounds = [floor, *uppers]
     codes = np.searchsorted(np.asarray(uppers), lengths.to_numpy(), side="left")
     names = [_span(bounds[i] + 1, uppers[i] if i < len(uppers) else None) for i in range(len(bounds))]
@@ -182,8 +182,8 @@ def history_slice(history_length: pd.Series | Mapping, bins: int | Sequence[int]
     strata = tuple(n for i, n in enumerate(names) if np.any(codes == i))
     if len(strata) < 2:
         raise ValueError(f"bins: expected bins that split the users in at least two strata, found only {strata}")
-    if isinstance(bins, numbers.Integral) and len(strata) < bins:  # equal quantiles merged: say what came out
-        how = f"{int(bins)} quantile bins asked, {len(strata)} distinct, of"
+    if len(strata) < asked:  # equal quantiles merged: say what came out
+        how = f"{asked} quantile bins asked, {len(strata)} distinct, of"
     return Slice("history", labels, strata, f"history length (fold-in items), {how} the users: {', '.join(strata)}")
 
 
