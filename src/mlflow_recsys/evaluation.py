@@ -304,7 +304,8 @@ def _row_values(
     values: dict[str, np.ndarray] = {}
     for metric in metrics:
         if isinstance(metric, ItemMetric):
-            item_side = metric.from_lists(rankings, cast(ItemPopularity, popularity))
+            # hit_matrix has checked these lists already: not again per metric and batch
+            item_side = metric._from_checked(rankings, cast(ItemPopularity, popularity))
             empty = int(np.isnan(next(iter(item_side.values()))).sum())
             if empty:
                 raise ValueError(
@@ -334,7 +335,7 @@ def _result(
         sample_ids=sample_ids,
         targets_fingerprint=fingerprint,
         definitions=definitions,
-        rankings=rankings.astype(np.int32) if rankings is not None else None,
+        rankings=None if rankings is None else np.asarray(rankings, dtype=np.int32),  # no copy when int32 already
         n_items=n_items,
     )
 

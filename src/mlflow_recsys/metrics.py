@@ -420,7 +420,10 @@ class ItemMetric(RankingMetric):
         """
         if not isinstance(popularity, ItemPopularity):
             raise TypeError(f"popularity: expected an ItemPopularity, found {type(popularity).__name__}")
-        arr = _validate_rankings(rankings, self.max_k, popularity.n_items)
+        return self._from_checked(_validate_rankings(rankings, self.max_k, popularity.n_items), popularity)
+
+    def _from_checked(self, arr: np.ndarray, popularity: ItemPopularity) -> dict[str, np.ndarray]:
+        """:meth:`from_lists` of lists already checked (an evaluation checks them once, for every metric)."""
         per_item = self._item_value(popularity)
         out: dict[str, np.ndarray] = {}
         for key, k in zip(self.keys, self.ks, strict=True):

@@ -188,7 +188,7 @@ def catalogue_coverage(lists: np.ndarray, *, n_items: int, k: int) -> float:
         If ``lists`` does not hold integers.
     ValueError
         If ``n_items`` or ``k`` is not an integer >= 1, or ``lists`` is not 2-D, has fewer than ``k`` columns or no
-        row, holds an index outside ``[-1, n_items)``, or an item after padding or twice in a row's first ``k``.
+        row, holds an index outside ``[-1, n_items)``, or an item twice in a row's first ``k``.
     """
     counts = _exposure(_point_iv(lists, n_items, k), n_items)
     return int(np.count_nonzero(counts)) / n_items
@@ -291,7 +291,7 @@ def compare_exposure(
         If ``lists`` is not a mapping, or an array does not hold integers.
     ValueError
         If fewer than two models are given, an array is not 2-D, has fewer columns than the largest ``k`` or no row,
-        holds an index outside ``[-1, n_items)``, an item after padding or twice in a row's first ``k`` (the largest
+        holds an index outside ``[-1, n_items)``, an item twice in a row's first ``k`` (the largest
         k), no item at all with a ``gini`` metric, or another row count than the first; if a metric key is unknown, or
         ``reference``, ``n_items``, ``n_resamples``, ``confidence_level``, ``alternative`` or ``random_state`` is out
         of its range.
