@@ -41,9 +41,8 @@ def draw_indices(seeds, n, n_resamples):
     idx = np.empty(n, dtype=np.int32)
     for block in range(seeds.shape[0]):
         s = seeds[block].copy()
-        spare = np.zeros(2, dtype=np.uint64)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, spare, idx)
+            _fill_indices(s, idx)
             out[r, :] = idx
     return out
 

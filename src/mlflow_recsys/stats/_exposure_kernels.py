@@ -119,13 +119,12 @@ def bootstrap_exposure(lists, band_of, n_items, seeds, n_resamples):
     out = np.empty((n_resamples, n_levels, 2, 2), dtype=np.float64)
     for block in numba.prange(seeds.shape[0]):
         s = seeds[block].copy()
-        spare = np.zeros(2, dtype=np.uint64)
         idx = np.empty(n, dtype=np.int32)
         weights = np.empty(n, dtype=np.int32)
         bands = np.empty((n_levels, n_items), dtype=np.int32)
         hist = np.zeros(n + 1, dtype=np.int32)  # an item's exposure is at most the number of draws
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, spare, idx)
+            _fill_indices(s, idx)
             weights[:] = 0
             for j in range(n):
                 weights[idx[j]] += 1

@@ -16,6 +16,7 @@ estimate.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,26 +25,43 @@ MAX_EXACT_UNITS = 20
 
 
 def block_seeds(seed_sequence: np.random.SeedSequence, n_resamples: int) -> np.ndarray:
-    """Four uint64 seed words per block of replicates, shape ``(ceil(B / BLOCK), 4)``."""
+    """Eight uint64 seed words per block of replicates, shape ``(ceil(B / BLOCK), 8)``: the states of the block's two
+    generators. The first four words of each block are those of the sequence's first ``4 * n_blocks`` words, so
+    the sign draws, which use the first generator only, do not depend on the second."""
     from mlflow_recsys.stats._kernels import BLOCK
 
     n_blocks = -(-n_resamples // BLOCK)
-    words = seed_sequence.generate_state(n_blocks * 4, dtype=np.uint64).reshape(n_blocks, 4)
-    words[(words == 0).all(axis=1)] = 1  # xoshiro's one forbidden state
-    return words
+    words = seed_sequence.generate_state(n_blocks * 8, dtype=np.uint64)
+    seeds = np.concatenate([words[: n_blocks * 4].reshape(n_blocks, 4), words[n_blocks * 4 :].reshape(n_blocks, 4)], 1)
+    for half in (seeds[:, :4], seeds[:, 4:]):
+        half[(half == 0).all(axis=1)] = 1  # xoshiro's one forbidden state
+    return seeds
 
 
 def sign_flip_means(differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence) -> np.ndarray:
     """The randomization null (Fisher 1935; Smucker et al. 2007): float64 ``(B, n_metrics)`` of ``mean(eps * d)``
     for B uniform sign vectors ``eps``, the same for every column of ``differences`` ``(n_units, n_metrics)`` and
     for the same ``seed_sequence``."""
+    d = np.asarray(differences, dtype=np.float64)
+    return stratum_sign_flip_means(d, [np.arange(d.shape[0])], [seed_sequence], n_resamples)[:, 0, :]
+
+
+def stratum_sign_flip_means(
+    differences: np.ndarray,
+    members: Sequence[np.ndarray],
+    seed_sequences: Sequence[np.random.SeedSequence],
+    n_resamples: int,
+) -> np.ndarray:
+    """:func:`sign_flip_means` of each stratum's rows of ``differences`` ``(n_units, n_metrics)``: float64
+    ``(B, S, n_metrics)``; stratum ``s`` holds the units ``members[s]`` (int indices, non-empty) and draws from
+    ``seed_sequences[s]``, so its means equal ``sign_flip_means(differences[members[s]], B, seed_sequences[s])``."""
     from mlflow_recsys.stats import _kernels as kernels
 
     d = np.asarray(differences, dtype=np.float64)
-    seeds = block_seeds(seed_sequence, n_resamples)
-    # One metric per kernel call: the same seeds give every metric the same signs.
-    sums = [kernels.sign_flip_sums(np.ascontiguousarray(d[:, c]), seeds, n_resamples) for c in range(d.shape[1])]
-    return np.stack(sums, axis=1) / d.shape[0]
+    rows, starts = _segment_rows(d, members, centres=None)
+    table, group_starts = kernels.nibble_tables(rows, starts)
+    sums = kernels.sign_flip_sums(table, group_starts, _segment_seeds(seed_sequences, n_resamples), n_resamples)
+    return sums[:, :, : d.shape[1]] / np.diff(starts)[None, :, None]
 
 
 def column_centres(differences: np.ndarray) -> np.ndarray:
@@ -66,12 +84,46 @@ def centred_means(differences: np.ndarray) -> np.ndarray:
 def bootstrap_means(differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence) -> np.ndarray:
     """Paired bootstrap means of the units (Efron 1979), float64 ``(B, n_metrics)``: each replicate draws ``n_units``
     units with replacement, the same draw for every column; summed around :func:`column_centres`."""
+    d = np.asarray(differences, dtype=np.float64)
+    return stratum_bootstrap_means(d, [np.arange(d.shape[0])], [seed_sequence], n_resamples)[:, 0, :]
+
+
+def stratum_bootstrap_means(
+    differences: np.ndarray,
+    members: Sequence[np.ndarray],
+    seed_sequences: Sequence[np.random.SeedSequence],
+    n_resamples: int,
+) -> np.ndarray:
+    """The stratified bootstrap: :func:`bootstrap_means` within each stratum, float64 ``(B, S, n_metrics)``; stratum
+    ``s`` resamples its own ``len(members[s])`` units from ``seed_sequences[s]``, so its means equal
+    ``bootstrap_means(differences[members[s]], B, seed_sequences[s])``."""
     from mlflow_recsys.stats import _kernels as kernels
 
     d = np.asarray(differences, dtype=np.float64)
-    centres = column_centres(d)
-    dt = np.ascontiguousarray((d - centres).T)
-    return centres + kernels.bootstrap_sums(dt, block_seeds(seed_sequence, n_resamples), n_resamples) / dt.shape[1]
+    centres = np.stack([column_centres(d[idx]) for idx in members])
+    rows, starts = _segment_rows(d, members, centres)
+    sums = kernels.bootstrap_sums(rows, starts, _segment_seeds(seed_sequences, n_resamples), n_resamples)
+    return centres[None, :, :] + sums[:, :, : d.shape[1]] / np.diff(starts)[None, :, None]
+
+
+def _segment_rows(
+    d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The strata's rows one after another, less their centres, columns zero-padded to the kernels' lane width:
+    ``(rows (n, m_padded), starts (S + 1,))``."""
+    from mlflow_recsys.stats._kernels import LANES
+
+    sizes = np.array([len(idx) for idx in members], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    m = d.shape[1]
+    rows = np.zeros((int(starts[-1]), -(-m // LANES) * LANES), dtype=np.float64)
+    for s, idx in enumerate(members):
+        rows[starts[s] : starts[s + 1], :m] = d[idx] if centres is None else d[idx] - centres[s]
+    return rows, starts
+
+
+def _segment_seeds(seed_sequences: Sequence[np.random.SeedSequence], n_resamples: int) -> np.ndarray:
+    return np.stack([block_seeds(ss, n_resamples) for ss in seed_sequences])
 
 
 def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:

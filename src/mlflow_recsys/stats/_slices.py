@@ -29,7 +29,7 @@ from mlflow_recsys.stats._inference import (
     stream_seed_sequences,
 )
 from mlflow_recsys.stats._pairing import PairedDifferences
-from mlflow_recsys.stats._resampling import bootstrap_means, centred_means, sign_flip_means
+from mlflow_recsys.stats._resampling import centred_means, stratum_bootstrap_means, stratum_sign_flip_means
 from mlflow_recsys.stats._results import significance_level
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.stats._strata import MIN_STRATUM_USERS, Slice
@@ -166,17 +166,22 @@ def _stratum_rows(
     pair: PairedDifferences, name: str, members: dict[str, np.ndarray], settings: ComparisonSettings
 ) -> list[StratumComparison]:
     B = settings.n_resamples
+    groups = list(members.values())
+    streams = [
+        stream_seed_sequences(settings.random_state, "slice", name, stratum, pair.baseline, pair.candidate)
+        for stratum in members
+    ]
+    # One kernel call draws every stratum, each from its own stream: a stratum's numbers ignore the other strata.
+    boot = stratum_bootstrap_means(pair.differences, groups, [boots for _, boots in streams], B)
+    n_nonzero = np.array([(pair.differences[idx] != 0).sum(axis=0) for idx in groups])
+    monte_carlo = settings.test_method == "randomization" and not all(exact_enumeration(k, B) for k in n_nonzero.flat)
+    flips = (
+        stratum_sign_flip_means(pair.differences, groups, [signs for signs, _ in streams], B) if monte_carlo else None
+    )
     out = []
-    for stratum, idx in members.items():
-        d = np.asfortranarray(pair.differences[idx])
+    for s, (stratum, idx) in enumerate(members.items()):
+        d = pair.differences[idx]
         sides = pair.sides[:, idx]
-        signs, boots = stream_seed_sequences(
-            settings.random_state, "slice", name, stratum, pair.baseline, pair.candidate
-        )
-        n_nonzero = (d != 0).sum(axis=0)
-        boot = bootstrap_means(d, B, boots)
-        monte_carlo = settings.test_method == "randomization" and not all(exact_enumeration(k, B) for k in n_nonzero)
-        flips = sign_flip_means(d, B, signs) if monte_carlo else None
         estimates = centred_means(d)
         for j, metric in enumerate(pair.metrics):
             col = _Column(
@@ -187,10 +192,10 @@ def _stratum_rows(
                 candidate_mean=float(sides[1, :, j].mean()),
                 d=d[:, j],
                 observed=float(estimates[j]),
-                n_nonzero=int(n_nonzero[j]),
-                boot=boot[:, j],
-                flips=None if flips is None else flips[:, j],
-                seeds=(signs, boots),
+                n_nonzero=int(n_nonzero[s, j]),
+                boot=boot[:, s, j],
+                flips=None if flips is None else flips[:, s, j],
+                seeds=streams[s],
                 sides=sides[:, :, j],
             )
             out.append(_stratum_row(col, name, stratum, pair.candidate, settings))
