@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_stats.py            # the issue's figures
     .venv/bin/python benchmarks/bench_stats.py --quick    # a smaller run
 
-Reports the median of five calls for:
+Reports the median of five calls (fifteen, taking turns, for the comparison and its max-T and sliced variants) for:
 - a default ``compare_models`` call (randomization test plus bootstrap interval)
   on 2,500 users x 4 metrics x one pair at B = 9,999, with its two parts timed
   separately, beside a straightforward per-hypothesis NumPy implementation, and
@@ -56,6 +56,17 @@ def median_seconds(func, repeats: int = 5) -> float:
     return float(np.median(times))
 
 
+def interleaved_medians(funcs, rounds: int) -> list[float]:
+    """Each function's median time over ``rounds`` rounds in which every function runs once, in turn."""
+    times: list[list[float]] = [[] for _ in funcs]
+    for _ in range(rounds):
+        for func, spent in zip(funcs, times, strict=True):
+            start = time.perf_counter()
+            func()
+            spent.append(time.perf_counter() - start)
+    return [float(np.median(t)) for t in times]
+
+
 def reset_peak() -> int:
     with open("/proc/self/clear_refs", "w") as handle:
         handle.write("5")
@@ -100,25 +111,28 @@ def main() -> None:
     d = np.column_stack([results["ELSA"].per_user[k] - results["EASE"].per_user[k] for k in METRICS])
     ss = np.random.SeedSequence(0)
     compare_models(results, metrics=METRICS, reference="EASE", n_resamples=99)  # compile the kernels
-    full = median_seconds(lambda: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=B))
+    lengths = pd.Series(np.random.default_rng(3).geometric(0.02, 2500), index=results["EASE"].sample_ids)
+    history = [history_slice(lengths, bins=4)]
+    same = {"metrics": METRICS, "reference": "EASE", "n_resamples": B}
+    # The three calls take turns, so a slow spell of a shared machine falls on all of them alike.
+    full, maxt, sliced = interleaved_medians(
+        [
+            lambda: compare_models(results, **same),
+            lambda: compare_models(results, **same, correction="maxt"),
+            lambda: compare_models(results, **same, slices=history),
+        ],
+        rounds=5 if args.quick else 15,
+    )
     flips = median_seconds(lambda: sign_flip_means(d, B, ss))
     boot = median_seconds(lambda: bootstrap_means(d, B, ss))
     naive = median_seconds(lambda: naive_numpy(d, B), repeats=1 if args.quick else 3)
-    print("\n2,500 users x 4 metrics x 1 pair, B = 9,999 (median of 5)")
+    print(f"\n2,500 users x 4 metrics x 1 pair, B = 9,999 (median of {5 if args.quick else 15}, taking turns)")
     print(f"  compare_models (randomization + bootstrap): {full * 1000:8.1f} ms")
     print(f"    randomization part (sign flips):          {flips * 1000:8.1f} ms")
     print(f"    bootstrap part:                           {boot * 1000:8.1f} ms")
     print(f"  straightforward per-hypothesis NumPy:       {naive * 1000:8.1f} ms  ({naive / full:.1f}x slower)")
-    maxt = median_seconds(
-        lambda: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=B, correction="maxt")
-    )
     added = f"+{maxt / full - 1:.0%}; issue 32: <= +50%"
     print(f"  the same with correction='maxt':            {maxt * 1000:8.1f} ms  ({added})")
-    lengths = pd.Series(np.random.default_rng(3).geometric(0.02, 2500), index=results["EASE"].sample_ids)
-    history = [history_slice(lengths, bins=4)]
-    sliced = median_seconds(
-        lambda: compare_models(results, metrics=METRICS, reference="EASE", n_resamples=B, slices=history)
-    )
     added = f"+{sliced / full - 1:.0%}; issue 32: <= +50%"
     print(f"  the same with one slice of 4 strata:        {sliced * 1000:8.1f} ms  ({added})")
     three = dict(results, POP=ranking_like_results(2500, seed=1)["ELSA"])

@@ -16,7 +16,16 @@ from kernel_oracles import (
     sign_flip_means_reference,
     xoshiro_words,
 )
-from mlflow_recsys.stats._resampling import block_seeds, bootstrap_means, exact_sign_flip_means, sign_flip_means
+from mlflow_recsys.stats._resampling import (
+    block_seeds,
+    bootstrap_means,
+    exact_sign_flip_means,
+    quantiles,
+    sign_flip_means,
+    splitmix64,
+    stratum_bootstrap_means,
+    stratum_sign_flip_means,
+)
 
 MASK = (1 << 64) - 1
 
@@ -131,3 +140,58 @@ def test_exact_enumeration_lists_every_sign_pattern():
     null = np.sort(exact_sign_flip_means(d))
     expected = np.sort([(a * 0.5 + b * -0.25 + c * 1.0) / 4 for a in (1, -1) for b in (1, -1) for c in (1, -1)])
     np.testing.assert_allclose(null, expected)
+
+
+def test_splitmix64_gives_its_published_first_outputs():
+    # The reference outputs of SplitMix64 from state 0 (Steele, Lea & Flood 2014; Vigna's splitmix64.c).
+    assert [int(x) for x in splitmix64(np.uint64(0), 3)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+
+
+def test_block_seeds_are_splitmix64_from_one_word_of_the_sequence():
+    ss = np.random.SeedSequence(9)
+    seeds = block_seeds(ss, 200)  # 4 blocks
+    start = np.random.SeedSequence(9).generate_state(1, dtype=np.uint64)[0]
+    assert seeds.shape == (4, 8)
+    np.testing.assert_array_equal(seeds.ravel(), splitmix64(start, 32))
+
+
+def test_unit_indices_take_both_generators_in_turn():
+    """Replayed in plain Python: per step, the low then high half of the first generator's output, then of the
+    second's, each mapped to [0, n) by Lemire's multiply; the candidates left when a replicate is full are dropped."""
+    n, count = 7, 3
+    seeds = block_seeds(np.random.SeedSequence(21), count)
+    first, second = seeds[0, :4].tolist(), seeds[0, 4:].tolist()
+    steps = -(-n // 4)
+    a, b = xoshiro256starstar(first, steps * count), xoshiro256starstar(second, steps * count)
+    expected = []
+    for r in range(count):
+        candidates = []
+        for k in range(r * steps, (r + 1) * steps):
+            for word in (a[k], b[k]):
+                candidates += [word & 0xFFFFFFFF, word >> 32]
+        threshold = (2**32 - n) % n
+        accepted = [(c * n) >> 32 for c in candidates if (c * n) & 0xFFFFFFFF >= threshold]
+        assert len(accepted) >= n  # no rejection with these seeds, so the replay needs no further draws
+        expected.append(accepted[:n])
+    np.testing.assert_array_equal(draw_indices(seeds, n, count), np.array(expected))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 9999])
+def test_quantiles_equal_numpy_bit_for_bit(n):
+    rng = np.random.default_rng(n)
+    probabilities = [0.0, 0.025, 0.5, 0.975, 1.0, *rng.random(4).tolist()]
+    for x in (rng.normal(size=n), rng.integers(0, 3, n).astype(float), np.full(n, 0.1)):
+        np.testing.assert_array_equal(quantiles(x, probabilities), np.quantile(x, probabilities))
+
+
+def test_strata_drawn_together_equal_each_stratum_drawn_alone():
+    rng = np.random.default_rng(5)
+    d = rng.normal(size=(90, 5))
+    members = [rng.permutation(90)[:k] for k in (2, 31, 57)]  # users in any order
+    streams = [np.random.SeedSequence(40 + s) for s in range(3)]
+    boot = stratum_bootstrap_means(d, members, streams, 300)
+    flips = stratum_sign_flip_means(d, members, streams, 300)
+    assert boot.shape == flips.shape == (300, 3, 5)
+    for s, idx in enumerate(members):
+        np.testing.assert_array_equal(boot[:, s], bootstrap_means(d[idx], 300, streams[s]))
+        np.testing.assert_array_equal(flips[:, s], sign_flip_means(d[idx], 300, streams[s]))

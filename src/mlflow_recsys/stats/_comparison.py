@@ -35,7 +35,7 @@ from mlflow_recsys.stats._settings import (
     TestMethod,
     ZeroMethod,
 )
-from mlflow_recsys.stats._slices import check_slices, slice_analysis
+from mlflow_recsys.stats._slices import check_slices, slice_analysis, slice_members
 from mlflow_recsys.stats._strata import Slice
 from mlflow_recsys.stats._warnings import LowResamplesWarning, warn
 
@@ -305,10 +305,9 @@ def _compare(
         _warn_low_resamples(settings, len(pairs))
     units = units_of(results[names[0]])
     paired = [paired_differences(results, pair, metrics, units) for pair in pairs]
-    for sl in chosen:  # every user labelled before any resampling
-        sl.unit_labels(units.ids)
+    members = slice_members(chosen, units.ids)  # every user labelled, every stratum large enough, before resampling
     comparisons = [row for pair in paired for row in pair_rows(pair, settings)]
-    analysis = slice_analysis(paired, chosen, settings) if chosen else None
+    analysis = slice_analysis(paired, chosen, members, settings) if chosen else None
     exposure = _global_metrics(results, names, settings) if settings.global_metrics else None
     adjusted = _adjusted(comparisons, settings)
     return ComparisonReport(adjusted, settings.correction, settings.reference, settings.primary, analysis, exposure)

@@ -23,6 +23,7 @@ import numpy as np
 
 from mlflow_recsys.stats._corrections import Correction
 from mlflow_recsys.stats._pairing import TIE_RTOL
+from mlflow_recsys.stats._resampling import quantiles
 
 #: Test methods whose p-value is a Monte Carlo estimate (the exact variants are reported under other names).
 MONTE_CARLO_TESTS = ("randomization", "bootstrap")
@@ -63,11 +64,11 @@ def effect_columns(
     would be 0/0 or a ratio of rounding errors); the interval also with fewer than three users, where every resample
     that varies holds the same users. Each interval holds its estimate.
     """
-    quantiles = [(1 - confidence_level) / 2, (1 + confidence_level) / 2]
+    levels = [(1 - confidence_level) / 2, (1 + confidence_level) / 2]
     nan = float("nan")
 
     def interval(replicates: np.ndarray, estimate: float) -> tuple[float, float]:
-        low, high = (float(q) for q in np.quantile(replicates, quantiles))
+        low, high = (float(q) for q in quantiles(replicates, levels))
         return min(low, estimate), max(high, estimate)
 
     base_mean = float(baseline.mean())

@@ -23,6 +23,7 @@ from mlflow_recsys.stats._resampling import (
     centred_means,
     column_centres,
     exact_sign_flip_means,
+    quantiles,
     sign_flip_means,
 )
 from mlflow_recsys.stats._results import PairwiseComparison, significance_level
@@ -357,7 +358,7 @@ def _bca_interval(
         z = z0 + float(scipy.stats.norm.ppf(q))
         if 1.0 - a * z <= 0:  # the adjusted level would run past 1 (or 0): no BCa end exists
             return None
-        return float(np.quantile(replicates, scipy.stats.norm.cdf(z0 + z / (1.0 - a * z))))
+        return float(quantiles(replicates, [scipy.stats.norm.cdf(z0 + z / (1.0 - a * z))])[0])
 
     if alternative == "two-sided":
         low, high = end(alpha / 2), end(1 - alpha / 2)
@@ -377,11 +378,11 @@ def _percentile_interval(
     to it mathematically can land an ulp past it (summed in another order), and every reader assumes ``ci_low <=
     difference <= ci_high``."""
     if alternative == "two-sided":
-        low, high = (float(q) for q in np.quantile(replicates, [alpha / 2, 1 - alpha / 2]))
+        low, high = (float(q) for q in quantiles(replicates, [alpha / 2, 1 - alpha / 2]))
     elif alternative == "greater":
-        low, high = float(np.quantile(replicates, alpha)), float("inf")
+        low, high = float(quantiles(replicates, [alpha])[0]), float("inf")
     else:
-        low, high = float("-inf"), float(np.quantile(replicates, 1 - alpha))
+        low, high = float("-inf"), float(quantiles(replicates, [1 - alpha])[0])
     return min(low, estimate), max(high, estimate)
 
 

@@ -4,9 +4,10 @@ The kernels fuse drawing and summing, so no ``(B, n)`` matrix of signs or indice
 blocks of replicates over cores.
 
 Randomness: each block of :data:`BLOCK` replicates has its own two xoshiro256** generators (Blackman & Vigna,
-"Scrambled linear pseudorandom number generators", ACM TOMS 2021), seeded with eight words from a NumPy
-``SeedSequence``: signs come from the first, unit indices from both in turn. A block's
-numbers depend only on its seed, never on the thread that ran it, so results are identical on any number of cores.
+"Scrambled linear pseudorandom number generators", ACM TOMS 2021), their eight state words drawn by SplitMix64 from one
+word of a NumPy ``SeedSequence`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`): signs come from the first,
+unit indices from both in turn. A block's numbers depend only on its seed, never on the thread that ran it, so results
+are identical on any number of cores.
 Bounded integers use Lemire's unbiased multiply-and-reject method (Lemire, "Fast random integer generation in an
 interval", ACM TOMACS 2019).
 

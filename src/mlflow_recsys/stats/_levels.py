@@ -16,7 +16,7 @@ import pandas as pd
 
 from mlflow_recsys import _validation as validation
 from mlflow_recsys.evaluation import EvaluationResult
-from mlflow_recsys.stats._resampling import bootstrap_means
+from mlflow_recsys.stats._resampling import bootstrap_means, quantiles
 from mlflow_recsys.stats._settings import MAX_RESAMPLES
 from mlflow_recsys.stats._units import Units
 
@@ -128,7 +128,7 @@ def metric_level_intervals(
     boot = bootstrap_means(columns, n_resamples, np.random.SeedSequence(random_state))
     replicates = boot[:, :-1] / boot[:, -1:]
     alpha = 1.0 - confidence_level
-    ends = np.quantile(replicates, [alpha / 2, 1 - alpha / 2], axis=0)
+    ends = np.column_stack([quantiles(column, [alpha / 2, 1 - alpha / 2]) for column in replicates.T])
     estimates = {k: float(result.metrics[k]) for k in keys}
     return LevelIntervals(
         estimates=estimates,

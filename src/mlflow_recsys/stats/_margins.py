@@ -36,7 +36,13 @@ from mlflow_recsys._validation import expected
 from mlflow_recsys.metrics import higher_is_better
 from mlflow_recsys.stats import _inference as inference
 from mlflow_recsys.stats._power import REPORT_POWER, minimum_detectable_effect
-from mlflow_recsys.stats._resampling import bootstrap_means, centred_means, exact_sign_flip_means, sign_flip_means
+from mlflow_recsys.stats._resampling import (
+    bootstrap_means,
+    centred_means,
+    exact_sign_flip_means,
+    quantiles,
+    sign_flip_means,
+)
 from mlflow_recsys.stats._warnings import WideMarginWarning, warn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,7 +84,7 @@ def margin_test(col, alpha: float, settings: ComparisonSettings) -> tuple[np.nda
         sides.append(_Side("less", delta, 1.0 + margin if relative else None))
     tests = [_side_test(col, settings, side, ratios) for side in sides]
     if ratios is not None:
-        low, high = (float(q) for q in np.quantile(ratios, [alpha, 1 - alpha]))
+        low, high = (float(q) for q in quantiles(ratios, [alpha, 1 - alpha]))
         estimate |= {
             "ci_low": min((low - 1.0) * col.baseline_mean, col.observed),
             "ci_high": max((high - 1.0) * col.baseline_mean, col.observed),

@@ -30,7 +30,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mlflow_recsys.stats._resampling import MAX_EXACT_UNITS, bootstrap_means, exact_sign_flip_means, sign_flip_means
+from mlflow_recsys.stats._resampling import (
+    MAX_EXACT_UNITS,
+    bootstrap_means,
+    exact_sign_flip_means,
+    quantiles,
+    sign_flip_means,
+)
 from mlflow_recsys.stats._results import PairwiseComparison
 from mlflow_recsys.stats._settings import ComparisonSettings
 
@@ -111,7 +117,7 @@ def simultaneous_intervals(
             studentized = np.abs(studentized)
         elif alternative == "less":
             studentized = -studentized
-        critical = max(0.0, float(np.quantile(studentized.max(axis=1), 1.0 - alpha)))
+        critical = max(0.0, float(quantiles(studentized.max(axis=1), [1.0 - alpha])[0]))
     width = np.where(varies, critical * se, 0.0)
     low = est - width if alternative != "less" else np.full_like(est, -np.inf)
     high = est + width if alternative != "greater" else np.full_like(est, np.inf)

@@ -24,15 +24,30 @@ import numpy as np
 MAX_EXACT_UNITS = 20
 
 
+#: SplitMix64's increment and output multipliers (Steele, Lea & Flood, "Fast splittable pseudorandom number
+#: generators", OOPSLA 2014), the seeding Blackman & Vigna (2021) advise for xoshiro256**.
+_SPLITMIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
+def splitmix64(start: np.uint64, count: int) -> np.ndarray:
+    """The first ``count`` outputs of SplitMix64 (Steele, Lea & Flood 2014) from state ``start``: uint64 ``(count,)``.
+    uint64 arithmetic wraps modulo 2**64 in NumPy, as the generator's does."""
+    gamma, mul1, mul2 = _SPLITMIX
+    z = np.uint64(start) + gamma * np.arange(1, count + 1, dtype=np.uint64)
+    z = (z ^ (z >> np.uint64(30))) * mul1
+    z = (z ^ (z >> np.uint64(27))) * mul2
+    return z ^ (z >> np.uint64(31))
+
+
 def block_seeds(seed_sequence: np.random.SeedSequence, n_resamples: int) -> np.ndarray:
     """Eight uint64 seed words per block of replicates, shape ``(ceil(B / BLOCK), 8)``: the states of the block's two
-    generators. The first four words of each block are those of the sequence's first ``4 * n_blocks`` words, so
-    the sign draws, which use the first generator only, do not depend on the second."""
+    generators, consecutive outputs of :func:`splitmix64` started at one word of ``seed_sequence`` (a ``SeedSequence``
+    spends about as long on each word it gives as the kernels on a replicate, so it gives one)."""
     from mlflow_recsys.stats._kernels import BLOCK
 
     n_blocks = -(-n_resamples // BLOCK)
-    words = seed_sequence.generate_state(n_blocks * 8, dtype=np.uint64)
-    seeds = np.concatenate([words[: n_blocks * 4].reshape(n_blocks, 4), words[n_blocks * 4 :].reshape(n_blocks, 4)], 1)
+    start = seed_sequence.generate_state(1, dtype=np.uint64)[0]
+    seeds = splitmix64(start, n_blocks * 8).reshape(n_blocks, 8)
     for half in (seeds[:, :4], seeds[:, 4:]):
         half[(half == 0).all(axis=1)] = 1  # xoshiro's one forbidden state
     return seeds
@@ -124,6 +139,28 @@ def _segment_rows(
 
 def _segment_seeds(seed_sequences: Sequence[np.random.SeedSequence], n_resamples: int) -> np.ndarray:
     return np.stack([block_seeds(ss, n_resamples) for ss in seed_sequences])
+
+
+def quantiles(replicates: np.ndarray, probabilities: Sequence[float]) -> np.ndarray:
+    """``np.quantile(replicates, probabilities)`` (its default "linear" method, Hyndman & Fan 1996 type 7), equal to
+    it bit for bit, for a 1-D float array: float64 ``(len(probabilities),)``.
+
+    It selects the order statistics one at a time, each in what the last left: NumPy's partition around one index is
+    several times faster than around several at once, which is how ``np.quantile`` asks for them, and intervals are
+    read from every bootstrap column of a comparison.
+    """
+    x = np.asarray(replicates, dtype=np.float64)
+    h = np.asarray(probabilities, dtype=np.float64) * (x.shape[0] - 1)
+    below = np.floor(h).astype(np.intp)
+    above = np.minimum(below + 1, x.shape[0] - 1)
+    part = x.copy()
+    start = 0
+    for k in np.unique(np.concatenate([below, above])):
+        part[start:].partition(k - start)
+        start = k + 1
+    a, b, t = part[below], part[above], h - below
+    diff = b - a
+    return np.where(t >= 0.5, b - diff * (1 - t), a + diff * t)  # NumPy's own interpolation, both branches
 
 
 def exact_sign_flip_means(differences: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
-import scipy.stats
+import scipy.special
 
 from mlflow_recsys.stats._corrections import adjust_p_values
 from mlflow_recsys.stats._inference import (
@@ -34,7 +34,14 @@ from mlflow_recsys.stats._results import significance_level
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.stats._strata import MIN_STRATUM_USERS, Slice
 
-__all__ = ["HETEROGENEITY_COLUMNS", "SLICE_COLUMNS", "SliceAnalysis", "StratumComparison", "slice_analysis"]
+__all__ = [
+    "HETEROGENEITY_COLUMNS",
+    "SLICE_COLUMNS",
+    "SliceAnalysis",
+    "StratumComparison",
+    "slice_analysis",
+    "slice_members",
+]
 
 
 @dataclass(frozen=True)
@@ -125,21 +132,18 @@ def check_slices(slices: object) -> tuple[Slice, ...]:
     return tuple(slices)
 
 
-def slice_analysis(
-    pairs: Sequence[PairedDifferences], slices: Sequence[Slice], settings: ComparisonSettings
-) -> SliceAnalysis:
-    """The stratum rows of every pair on every slice, Holm-adjusted within each slice, and their heterogeneity.
+def slice_members(slices: Sequence[Slice], ids: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """Per slice, each of its non-empty strata's compared users as indices into ``ids`` (the comparison's users):
+    checked before any resampling.
 
     Raises
     ------
     ValueError
         If a compared user has no stratum, or a stratum holds fewer than :data:`MIN_STRATUM_USERS` users.
     """
-    alpha = significance_level(settings.confidence_level)
-    rows: list[StratumComparison] = []
-    tests: list[Heterogeneity] = []
+    out = []
     for sl in slices:
-        labels = sl.unit_labels(pairs[0].units.ids)
+        labels = sl.unit_labels(ids)
         members = {s: np.flatnonzero(labels == s) for s in sl.strata}
         members = {s: idx for s, idx in members.items() if idx.size}
         small = {s: int(idx.size) for s, idx in members.items() if idx.size < MIN_STRATUM_USERS}
@@ -147,7 +151,23 @@ def slice_analysis(
             raise ValueError(
                 f"slices[{sl.name!r}]: expected at least {MIN_STRATUM_USERS} compared users per stratum, found {small}"
             )
-        slice_rows = [row for pair in pairs for row in _stratum_rows(pair, sl.name, members, settings)]
+        out.append(members)
+    return out
+
+
+def slice_analysis(
+    pairs: Sequence[PairedDifferences],
+    slices: Sequence[Slice],
+    members: Sequence[dict[str, np.ndarray]],
+    settings: ComparisonSettings,
+) -> SliceAnalysis:
+    """The stratum rows of every pair on every slice (its strata's users ``members``, from :func:`slice_members`),
+    Holm-adjusted within each slice, and their heterogeneity."""
+    alpha = significance_level(settings.confidence_level)
+    rows: list[StratumComparison] = []
+    tests: list[Heterogeneity] = []
+    for sl, strata in zip(slices, members, strict=True):
+        slice_rows = [row for pair in pairs for row in _stratum_rows(pair, sl.name, strata, settings)]
         adjusted = adjust_p_values(np.array([r.p_value for r in slice_rows]), "holm")
         size = len(slice_rows)  # the family is the whole slice: every stratum, pair and metric
         rows.extend(
@@ -157,7 +177,7 @@ def slice_analysis(
         for pair in pairs:
             for j, metric in enumerate(pair.metrics):
                 tests.append(
-                    _heterogeneity(sl.name, pair, metric, [pair.differences[idx, j] for idx in members.values()])
+                    _heterogeneity(sl.name, pair, metric, [pair.differences[idx, j] for idx in strata.values()])
                 )
     return SliceAnalysis(tuple(rows), tuple(tests), {sl.name: sl.definition for sl in slices})
 
@@ -245,7 +265,8 @@ def cochran_q(means: np.ndarray, variances: np.ndarray) -> tuple[float, int, flo
     pooled = float(np.sum(w * m) / np.sum(w))
     q = float(np.sum(w * (m - pooled) ** 2))
     i2 = max(0.0, (q - df) / q) if q > 0 else 0.0
-    return q, df, float(scipy.stats.chi2.sf(q, df)), i2
+    # scipy.stats.chi2.sf computes chdtrc(df, q); the ufunc skips the distribution object's argument handling.
+    return q, df, float(scipy.special.chdtrc(df, q)), i2
 
 
 def _heterogeneity(name: str, pair: PairedDifferences, metric: str, groups: list[np.ndarray]) -> Heterogeneity:
