@@ -1555,7 +1555,7 @@ def test_the_comparisons_list_shows_only_result_sentences_whatever_notes_were_lo
     study = small_study(client, experiment_id, tmp)
     others = [
         log_training_run(client, experiment_id, tmp, model=f"Model{i}", seed=None, shift=0.005 * i, rng_seed=20 + i)
-        for i in range(4)
+        for i in range(3)
     ]
     outcome = _compare_in_store(
         study["EASE"] + study["ELSA"] + study["Popularity"] + others,
@@ -1564,16 +1564,17 @@ def test_the_comparisons_list_shows_only_result_sentences_whatever_notes_were_lo
         n_resamples=199,
     )
     note = client.get_run(outcome.run_id).data.tags["mlflow.note.content"]
-    # The compact notes were logged: the full ones do not fit, and the sentences come before the seeds, the
-    # provenance bullets and the caption of the table.
+    # The sentences come before the seeds, the provenance bullets and the caption of the table. Three more models keep
+    # every result sentence and the seed sentence within the notes' paragraph budget whatever the resampled numbers
+    # (about 3,600 of its 4,000 characters), so the listing must stop at the seeds.
     assert "What was compared" not in note and "\n- Runs in the table: " in note
     assert "Primary analysis: seed-averaged comparison (the sensitivity analysis is in report.md):" in note
     assert "**Seeds (" in note
     expected = _result_lines(outcome, "ndcg@100")
-    assert len(expected) == 6 + 1  # six candidates against EASE, and ELSA's representative-seed sentence
-    assert all(s.startswith("Primary analysis: seed-averaged comparison. ") for s in expected[:6])
-    assert sum("Averaged over training seeds (ELSA: 3" in s for s in expected[:6]) == 1
-    assert expected[6].startswith("Sensitivity analysis: representative-seed comparison. ELSA")
+    assert len(expected) == 5 + 1  # five candidates against EASE, and ELSA's representative-seed sentence
+    assert all(s.startswith("Primary analysis: seed-averaged comparison. ") for s in expected[:5])
+    assert sum("Averaged over training seeds (ELSA: 3" in s for s in expected[:5]) == 1
+    assert expected[5].startswith("Sensitivity analysis: representative-seed comparison. ELSA")
     row = {r.run_id: r for r in listing.comparisons(client, [experiment_id])}[outcome.run_id]
     assert row.sentences == expected
     page = html.unescape(web.get(f"/recsys/experiments/{experiment_id}").get_data(as_text=True))
