@@ -86,6 +86,19 @@ def test_save_load_round_trip_gives_identical_scores(tmp_path):
     np.testing.assert_array_equal(loaded.recommend(x, 5)[0], model.recommend(x, 5)[0])
 
 
+def test_weights_are_kept_in_c_order_after_fit_and_load(tmp_path):
+    """Scoring multiplies sparse rows by B; a Fortran-ordered B would be copied whole at every batch."""
+    x = random_interactions(40, 11, 0.3, seed=10)
+    model = EASE(EASEConfig(l2=4.0)).fit(x)
+    assert model.weights.flags.c_contiguous
+    reference = model.score(x)
+    model.weights = np.asfortranarray(model.weights)  # as a model saved by an earlier version holds it
+    model.save(tmp_path / "ease")
+    loaded = EASE.load(tmp_path / "ease")
+    assert loaded.weights.flags.c_contiguous
+    np.testing.assert_array_equal(loaded.score(x), reference)
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

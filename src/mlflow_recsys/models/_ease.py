@@ -129,10 +129,13 @@ class EASE(Recommender):
             raise np.linalg.LinAlgError(f"EASE: inverting the regularised Gram matrix failed (LAPACK info={info})")
         del factor
         _mirror_lower(inverse)
-        diagonal = np.diag(inverse).copy()
-        inverse /= -diagonal[None, :]
-        inverse[np.diag_indices(n_items)] = 0.0
-        self.weights = inverse.astype(dtype, copy=False)
+        # LAPACK left P in Fortran order. P is symmetric, so its transpose is P in C order: scoring (sparse rows times
+        # B) reads B by rows, and a Fortran-ordered B is copied whole (n_items ** 2 values) at every product.
+        p = inverse.T
+        diagonal = np.diag(p).copy()
+        p /= -diagonal[None, :]
+        p[np.diag_indices(n_items)] = 0.0
+        self.weights = p.astype(dtype, copy=False)
         self.n_items = n_items
         return self
 
@@ -149,6 +152,6 @@ class EASE(Recommender):
         weights = arrays["B"]
         if weights.shape != (n_items, n_items):
             raise ValueError(f"path: expected B of shape ({n_items}, {n_items}), found {weights.shape}")
-        model.weights = weights
+        model.weights = np.ascontiguousarray(weights)  # a model saved in Fortran order is copied once, here
         model.n_items = n_items
         return model

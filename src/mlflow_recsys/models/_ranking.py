@@ -2,7 +2,7 @@
 
 Ranking is where nondeterminism would creep in (partition-based selection and unstable sorts order tied scores
 arbitrarily), so every model goes through :func:`top_k` and inherits the same rule: score descending, then item index
-ascending.
+ascending. The selection itself is compiled (:mod:`mlflow_recsys.models._top_k_kernel`): one pass over each row.
 """
 
 from __future__ import annotations
@@ -58,53 +58,29 @@ def top_k(
     if np.issubdtype(scores.dtype, np.floating) and np.isnan(scores).any():
         raise ValueError("scores: expected no NaN values, found at least one")
 
-    work_dtype = np.float32 if scores.dtype in (np.float16, np.float32) else np.float64
-    # Ranking ascending on the negated scores; NaN marks excluded items because numpy's partition and sort place NaN
-    # after every number, -inf scores included.
-    keys = -np.asarray(scores, dtype=work_dtype)
-    excluded_rows, excluded_cols = _excluded_positions(exclude, scores.shape)
-    keys[excluded_rows, excluded_cols] = np.nan
+    from mlflow_recsys.models._top_k_kernel import top_k_rows
 
+    work_dtype = np.float32 if scores.dtype in (np.float16, np.float32) else np.float64
+    keys = np.ascontiguousarray(scores, dtype=work_dtype)
+    excluded = _excluded_rows(exclude, scores.shape)
     take = min(k, n_items)
     indices = np.full((n_rows, k), -1, dtype=np.int64)
     top_scores = np.full((n_rows, k), -np.inf, dtype=np.float32)
     if take == 0 or n_rows == 0:
         return indices, top_scores
-
-    selected = _select_k_smallest(keys, take)
-    rows, cols = np.nonzero(selected)
-    counts = np.bincount(rows, minlength=n_rows)
-    slot = np.arange(rows.size) - np.repeat(np.cumsum(counts) - counts, counts)
-
-    chosen = np.full((n_rows, take), -1, dtype=np.int64)
-    chosen_keys = np.full((n_rows, take), np.nan, dtype=work_dtype)
-    chosen[rows, slot] = cols
-    chosen_keys[rows, slot] = keys[rows, cols]
-    # np.nonzero lists each row's columns in ascending order, so a stable sort leaves tied scores in item index order;
-    # padding (NaN) goes last.
-    order = np.argsort(chosen_keys, axis=1, kind="stable")
-    indices[:, :take] = np.take_along_axis(chosen, order, axis=1)
+    indices[:, :take] = top_k_rows(keys, excluded.indptr.astype(np.int64), excluded.indices.astype(np.int64), take)
     padded = indices < 0
     top_scores[:, :take] = np.take_along_axis(scores, np.where(padded[:, :take], 0, indices[:, :take]), axis=1)
     top_scores[padded] = -np.inf
     return indices, top_scores
 
 
-def _select_k_smallest(keys: np.ndarray, take: int) -> np.ndarray:
-    """Boolean mask of each row's ``take`` smallest non-NaN keys, ties resolved toward lower columns.
-
-    Rows with fewer than ``take`` non-NaN keys get all of them. ``argpartition`` alone would pick an arbitrary subset of
-    the items tied at the cut, so the cut value is found first and tied items are admitted in column order.
-    """
-    cut = np.partition(keys, take - 1, axis=1)[:, take - 1 : take]
-    short_rows = np.isnan(cut[:, 0])
-    below = keys < cut
-    at_cut = keys == cut
-    missing = take - below.sum(axis=1, keepdims=True)
-    selected = below | (at_cut & (np.cumsum(at_cut, axis=1, dtype=np.int32) <= missing))
-    if short_rows.any():
-        selected[short_rows] = ~np.isnan(keys[short_rows])
-    return selected
+def _excluded_rows(exclude, shape: tuple[int, int]) -> sp.csr_matrix:
+    """The excluded positions as a boolean CSR pattern with each row's columns sorted ascending."""
+    rows, cols = _excluded_positions(exclude, shape)
+    pattern = sp.csr_matrix((np.ones(rows.size, dtype=bool), (rows, cols)), shape=shape)
+    pattern.sort_indices()
+    return pattern
 
 
 def _excluded_positions(exclude, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
