@@ -140,8 +140,10 @@ class EASE(Recommender):
         return self
 
     def _score_checked(self, x: sp.csr_matrix) -> np.ndarray:
+        from mlflow_recsys.models._score_kernel import sparse_rows_times_dense
+
         assert self.weights is not None  # score() has checked n_items, set together with the weights
-        return np.asarray(x.astype(self.weights.dtype) @ self.weights, dtype=np.float32)
+        return np.asarray(sparse_rows_times_dense(x, self.weights), dtype=np.float32)
 
     def _to_saved(self):
         return dataclasses.asdict(self.config), {}, {"B": self.weights}
