@@ -30,13 +30,13 @@ def sparse_rows_times_dense(rows: sp.csr_matrix, dense: np.ndarray) -> np.ndarra
         by_item.data,
         np.ascontiguousarray(dense),
         rows.shape[0],
-        TILE_COLUMNS,
     )
 
 
 @numba.njit(parallel=True, cache=True)
-def _tiled_product(item_ptr, users, values, dense, n_rows, width):
+def _tiled_product(item_ptr, users, values, dense, n_rows):
     n_items, n_cols = dense.shape
+    width = TILE_COLUMNS  # a module constant: numba compiles it in
     out = np.zeros((n_rows, n_cols), dtype=dense.dtype)
     for tile in numba.prange((n_cols + width - 1) // width):
         start = tile * width
