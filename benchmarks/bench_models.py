@@ -1,11 +1,18 @@
-"""Time and memory of model fitting on synthetic interaction data.
+"""Time and memory of model fitting and scoring on synthetic interaction data, on the CPU or a GPU.
 
 Prints EASE fit time and peak memory, EASE recommendation throughput, and
-ELSA seconds per epoch. The default EASE size is 50,000 users x 10,000 items
+ELSA seconds per epoch (the first epoch apart). The default size is 50,000 users x 10,000 items
 with about 4M interactions; use ``--scale`` or ``--quick`` to shrink it.
+
+``--device cuda`` fits and scores on the GPU and also checks there that two ELSA fits with one seed give
+bit-identical weights, that the device's EASE weights equal the host's within 1e-4 relative (float64) and that
+their top-100 lists agree (float32). ``--table`` runs the sizes of issue 33's table on the chosen device: ELSA at
+50,000 x 10,000 (4M interactions, latent 1,024) and at 138,000 x 20,000 (10M, latent 512), then EASE fit and
+scoring at 20,000 items.
 
     python benchmarks/bench_models.py --quick
     python benchmarks/bench_models.py --scale 0.5 --elsa-epochs 3
+    python benchmarks/bench_models.py --device cuda --table
 """
 
 from __future__ import annotations
@@ -42,17 +49,18 @@ def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 1024
 
 
-def bench_ease(x: sp.csr_matrix, l2: float, dtype: str, k: int, n_recommend: int) -> None:
+def bench_ease(x: sp.csr_matrix, args: argparse.Namespace) -> None:
+    l2, dtype, k, n_recommend, device = args.l2, args.dtype, args.k, args.recommend_users, args.device
     rss_before = max_rss_mib()
     tracemalloc.start()
     start = time.perf_counter()
-    model = EASE(EASEConfig(l2=l2, dtype=dtype)).fit(x)
+    model = EASE(EASEConfig(l2=l2, dtype=dtype, device=device)).fit(x)
     fit_s = time.perf_counter() - start
     _, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     rss_after = max_rss_mib()
     dense_mib = x.shape[1] ** 2 * np.dtype(dtype).itemsize / 2**20
-    print(f"EASE fit ({dtype}, l2={l2}): {fit_s:.2f} s")
+    print(f"EASE fit ({dtype}, l2={l2}, device {device}, {x.shape[1]:,} items): {fit_s:.2f} s")
     print(
         f"  peak traced allocations during fit: {traced_peak / 2**20:.0f} MiB "
         f"(one dense item x item matrix = {dense_mib:.0f} MiB)"
@@ -60,27 +68,56 @@ def bench_ease(x: sp.csr_matrix, l2: float, dtype: str, k: int, n_recommend: int
     print(f"  process max RSS: {rss_before:.0f} MiB before fit, {rss_after:.0f} MiB after")
 
     rows = x[: min(n_recommend, x.shape[0])]
+    on = None if device == "cpu" else device  # the host's compiled ranking on a CPU, else the device's
     start = time.perf_counter()
-    model.recommend(rows[:16], k)  # loads the compiled scoring and ranking kernels, once per process
+    model.recommend(rows[:16], k, device=on)  # loads the compiled kernels (or the device's), once per process
     first_s = time.perf_counter() - start
     start = time.perf_counter()
-    model.recommend(rows, k)
+    model.recommend(rows, k, batch_size=args.score_batch_size, device=on)
     rec_s = time.perf_counter() - start
-    print(f"EASE first recommend call (16 users, loading the compiled kernels): {first_s:.2f} s")
-    print(f"EASE recommend top-{k} for {rows.shape[0]} users: {rec_s:.2f} s ({rows.shape[0] / rec_s:.0f} users/s)")
+    print(f"EASE first recommend call (16 users, loading the kernels): {first_s:.2f} s")
+    print(
+        f"EASE recommend top-{k} for {rows.shape[0]} users at {x.shape[1]:,} items on {device}: {rec_s:.2f} s "
+        f"({rows.shape[0] / rec_s:.0f} users/s)"
+    )
+    if device != "cpu":
+        check_against_host(x, model, rows, args)
 
 
-def bench_elsa(x: sp.csr_matrix, latent_dim: int, batch_size: int, epochs: int, seed: int) -> None:
+def check_against_host(x: sp.csr_matrix, model: EASE, rows: sp.csr_matrix, args: argparse.Namespace) -> None:
+    """The device's fit and lists against the host's (issue 33, point 2 and 3)."""
+    host = EASE(EASEConfig(l2=args.l2, dtype=args.dtype)).fit(x)
+    relative = np.abs(model.weights - host.weights).max() / np.abs(host.weights).max()
+    agree = np.mean(model.recommend(rows, 100, device=args.device)[0] == host.recommend(rows, 100)[0])
+    same = np.array_equal(host.recommend(rows, 100)[0], host.recommend(rows, 100, device=args.device)[0])
+    print(f"  {args.dtype} weights vs the host fit: max relative difference {relative:.2e}")
+    print(f"  top-100 positions equal to the host fit's: {agree:.4%}; host weights ranked on the device equal: {same}")
+
+
+def bench_elsa(x: sp.csr_matrix, args: argparse.Namespace, latent_dim: int) -> None:
     stamps = [time.perf_counter()]
-    config = ELSAConfig(latent_dim=latent_dim, batch_size=batch_size, epochs=epochs, lr=0.01, seed=seed)
+    config = ELSAConfig(
+        latent_dim=latent_dim,
+        batch_size=args.batch_size,
+        epochs=args.elsa_epochs,
+        lr=0.01,
+        seed=args.seed,
+        device=args.device,
+        matmul_precision="tf32" if args.tf32 else "fp32",
+    )
     model = ELSATrainer(config).fit(x, on_epoch_end=lambda epoch, loss, score: stamps.append(time.perf_counter()))
     epoch_s = np.diff(stamps)
+    later = epoch_s[1:] if len(epoch_s) > 1 else epoch_s
     print(
-        f"ELSA fit (latent_dim={latent_dim}, batch_size={batch_size}, {x.shape[0]} users x {x.shape[1]} items): "
-        f"{epoch_s.mean():.2f} s/epoch (epochs: {', '.join(f'{s:.2f}' for s in epoch_s)})"
+        f"ELSA fit on {args.device} ({config.matmul_precision}, latent_dim={latent_dim}, batch_size={args.batch_size}, "
+        f"{x.shape[0]:,} users x {x.shape[1]:,} items, {x.nnz:,} interactions): {later.mean():.2f} s/epoch after the "
+        f"first; first epoch {epoch_s[0]:.2f} s (epochs: {', '.join(f'{s:.2f}' for s in epoch_s)})"
     )
     print(f"  loss per epoch: {', '.join(f'{v:.4f}' for v in model.loss_history)}")
     print(f"  process max RSS: {max_rss_mib():.0f} MiB")
+    if args.device != "cpu":
+        same = np.array_equal(model.weights, ELSATrainer(config).fit(x).weights)
+        print(f"  a second fit with the same seed gives bit-identical weights: {same}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -100,7 +137,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-ease", action="store_true")
     parser.add_argument("--skip-elsa", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="torch device to fit and score on: cpu (default) or cuda")
+    parser.add_argument("--tf32", action="store_true", help="TF32 matrix products in ELSA training (CUDA only)")
+    parser.add_argument("--score-batch-size", type=int, default=1024, help="users scored at once")
+    parser.add_argument("--table", action="store_true", help="the sizes of issue 33's table (see above)")
     args = parser.parse_args(argv)
+    if args.table:
+        run_table(args)
+        return
     if args.quick:
         args.scale = min(args.scale, 0.1)
         args.elsa_epochs = min(args.elsa_epochs, 2)
@@ -118,9 +162,19 @@ def main(argv: list[str] | None = None) -> None:
         f"generated in {time.perf_counter() - start:.1f} s"
     )
     if not args.skip_ease:
-        bench_ease(x, args.l2, args.dtype, args.k, args.recommend_users)
+        bench_ease(x, args)
     if not args.skip_elsa:
-        bench_elsa(x, args.latent_dim, args.batch_size, args.elsa_epochs, args.seed)
+        bench_elsa(x, args, args.latent_dim)
+
+
+def run_table(args: argparse.Namespace) -> None:
+    """Issue 33's sizes, one after another on ``args.device``."""
+    args.batch_size, args.recommend_users = 1024, 8192
+    small = synthetic_interactions(50_000, 10_000, 4_000_000, args.seed)
+    bench_elsa(small, args, 1024)
+    large = synthetic_interactions(138_000, 20_000, 10_000_000, args.seed)
+    bench_elsa(large, args, 512)
+    bench_ease(large, args)
 
 
 if __name__ == "__main__":

@@ -132,11 +132,14 @@ def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
 
     stated = {}
     for option in train.params:
-        found = re.search(r"\((\w+), default ([^)]+)\)$", option.help or "")
-        if found:
-            stated[option.name] = (found.group(1), found.group(2))
-    assert len(stated) == 8  # l2, seed and ELSA's six others but patience
-    for name, (model, text) in stated.items():
+        found = re.search(r"\(([^()]+)\)$", option.help or "")
+        for use in found.group(1).split("; ") if found else ():  # "(EASE, default cpu; ELSA, default cpu)"
+            if said := re.fullmatch(r"(\w+), default (.+)", use):
+                stated[option.name, said.group(1)] = said.group(2)
+    # l2 and device of EASE; ELSA's seed, latent_dim, batch_size, epochs, lr, weight_decay, device and
+    # matmul_precision (patience has no default)
+    assert len(stated) == 10
+    for (name, model), text in stated.items():
         logged = TrainConfig(model).to_params()[name]
         assert logged == type(logged)(text), name
 
@@ -145,7 +148,7 @@ def test_the_train_steps_defaults_are_the_ones_its_command_line_states():
     "args, message",
     [
         (("KNN",), "model: expected one of ('EASE', 'ELSA', 'Popularity'), found 'KNN'"),
-        (("EASE", {"epochs": 5}), "epochs: not a hyper-parameter of EASE (it takes: l2); found epochs=5"),
+        (("EASE", {"epochs": 5}), "epochs: not a hyper-parameter of EASE (it takes: l2, device); found epochs=5"),
         (("Popularity", {"seed": 0}), "seed: not a hyper-parameter of Popularity (it takes: none); found seed=0"),
         (("EASE", [("l2", 5.0)]), "hyperparameters: expected a mapping of hyper-parameter names to values, found"),
         (("EASE", {"l2": -1.0}), "l2: expected a number in [1e-06, 1e+12], found -1.0"),
@@ -173,7 +176,7 @@ def test_train_config_is_read_only_canonical_and_survives_pickling():
     assert (config.hyperparameters["seed"], config.hyperparameters["lr"]) == (3, 1.0)
     assert type(config.hyperparameters["seed"]) is int
     assert TrainConfig("ELSA") == TrainConfig("ELSA", {"latent_dim": 24, "patience": None})
-    assert dict(TrainConfig("EASE").hyperparameters) == {"l2": 500.0}
+    assert dict(TrainConfig("EASE").hyperparameters) == {"l2": 500.0, "device": "cpu"}
     assert config.metrics == ("ndcg@10",)
     with pytest.raises(TypeError):
         config.hyperparameters["seed"] = 4  # type: ignore[index]
@@ -192,6 +195,7 @@ def test_to_params_is_the_models_config_and_nothing_else():
         "metrics": ",".join(TrainConfig("EASE").metrics),
         "l2": 50.0,
         "dtype": EASEConfig().dtype,
+        "device": "cpu",
     }
     assert set(TrainConfig("Popularity").to_params()) == {"model", "metrics"}
     elsa = TrainConfig("ELSA", {"seed": 2}, metrics=["recall@20", "ndcg@10", "ndcg@5"]).to_params()
@@ -280,7 +284,7 @@ def test_replace_may_change_the_split_mode():
 def test_replace_may_change_the_model_which_then_takes_its_own_defaults():
     elsa = TrainConfig("ELSA", {"epochs": 3}, metrics="ndcg@10")
     assert elsa.replace(model="EASE") == TrainConfig("EASE", metrics="ndcg@10")
-    assert elsa.replace(model="EASE", hyperparameters={"l2": 50.0}).hyperparameters == {"l2": 50.0}
+    assert elsa.replace(model="EASE", hyperparameters={"l2": 50.0}).hyperparameters == {"l2": 50.0, "device": "cpu"}
     assert elsa.replace(metrics="recall@20").hyperparameters["epochs"] == 3
     assert elsa.replace(model="ELSA").hyperparameters["epochs"] == 3  # the same model keeps what it was given
     with pytest.raises(ValueError, match=r"^l2: not a hyper-parameter of ELSA"):
@@ -375,14 +379,14 @@ def test_an_empty_option_is_an_option_left_out_and_huge_values_are_refused_befor
     assert len(client.search_runs([small_store["experiment_id"]])) == before
     res = CliRunner().invoke(cli, ["train", "--checkpoint", checkpoint, "--model", "EASE", "--l2", "1e400"])
     assert res.exit_code == 1 and "l2: expected a number in [1e-06, 1e+12], found '1e400'" in res.output, res.output
-    # `--device ''` and `--l2 ''` are the options left out: EASE, which takes no device, trains with l2=500.
+    # `--device ''` and `--l2 ''` are the options left out: EASE trains with l2=500 on its default device.
     ids = []
     for model in ("EASE", "Popularity"):
         left_out = ["--device", ""] + (["--l2", ""] if model == "EASE" else [])
         res = CliRunner().invoke(cli, ["train", "--checkpoint", checkpoint, "--model", model, *left_out])
         assert res.exit_code == 0, res.output
         ids.append(re.search(r"train run ([0-9a-f]{32})", res.output).group(1))
-    assert "device" not in client.get_run(ids[0]).data.params and client.get_run(ids[0]).data.params["l2"] == "500.0"
+    assert client.get_run(ids[0]).data.params["device"] == "cpu" and client.get_run(ids[0]).data.params["l2"] == "500.0"
     # `--min-rating ''` is the default (auto: 4 for a log with ratings), not "keep every row".
     res = CliRunner().invoke(cli, ["split", "--dataset", str(small_store["csv"]), "--min-rating", ""])
     split_id = re.search(r"split run ([0-9a-f]{32})", res.output).group(1)

@@ -121,7 +121,7 @@ def test_invalid_config_raises_naming_the_field(kwargs, message):
 def test_config_as_dict_holds_the_hyper_parameters():
     import dataclasses
 
-    assert dataclasses.asdict(EASEConfig(l2=7)) == {"l2": 7.0, "dtype": "float32"}
+    assert dataclasses.asdict(EASEConfig(l2=7)) == {"l2": 7.0, "dtype": "float32", "device": "cpu"}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -458,7 +458,7 @@ def test_a_malformed_ray_address_is_refused_before_anything(tmp_path, monkeypatc
         (
             "ray",
             "meta",
-            "device: expected a torch device string such as 'cpu' or 'cuda', found 'meta'; ELSA trains on ",
+            "device: expected a torch device string such as 'cpu' or 'cuda', found 'meta'; the models run on ",
         ),
     ],
 )

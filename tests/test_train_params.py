@@ -53,7 +53,9 @@ def test_each_run_logs_only_what_its_model_uses(checkpoint):
         runs[args[1]] = run
     common = {"model", "checkpoint", "metrics"}
     # A model's params are its config's fields, the ones the command takes and the fixed ones (dtype, optimizer).
-    assert set(runs["EASE"].data.params) == common | {"l2", "dtype"} and runs["EASE"].data.params["l2"] == "50.0"
+    assert (
+        set(runs["EASE"].data.params) == common | {"l2", "dtype", "device"} and runs["EASE"].data.params["l2"] == "50.0"
+    )
     assert set(runs["Popularity"].data.params) == common
     elsa = runs["ELSA"].data.params
     assert set(elsa) == common | set(MODELS["ELSA"].hyperparameters) | {"optimizer"}

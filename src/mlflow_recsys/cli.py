@@ -206,8 +206,8 @@ def _hyperparameter_options(func):
 def _train(checkpoint, model, metrics, register, **hyperparameters):
     """Fit one model, evaluate it on the test users and log a train run.
 
-    Only the model's own hyper-parameters are taken (EASE: --l2; ELSA: --seed, --latent-dim, --batch-size,
-    --epochs, --lr, --weight-decay, --device, --patience; Popularity: none).
+    Only the model's own hyper-parameters are taken (EASE: --l2, --device; ELSA: --seed, --latent-dim, --batch-size,
+    --epochs, --lr, --weight-decay, --device, --matmul-precision, --patience; Popularity: none).
     """
     from mlflow_recsys.models._train_config import DEFAULT_METRICS, foreign_hyperparameters
     from mlflow_recsys.tracking._training import run_train

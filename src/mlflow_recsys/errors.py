@@ -15,6 +15,7 @@ import sqlite3
 #: something else (a missing artifact, a database "autoflush"); :func:`root_cause` finds them.
 __all__ = [
     "ArtifactError",
+    "DeviceMemoryError",
     "DownloadError",
     "GateInvalid",
     "RecsysError",
@@ -51,6 +52,11 @@ class RunSelectionError(RecsysError, ValueError):
     def __init__(self, reason: str, *, hint: str | None = None):
         super().__init__(f"{reason}; {hint}" if hint else reason)
         self.reason, self.hint = reason, hint
+
+
+class DeviceMemoryError(RecsysError, RuntimeError):
+    """Fitting or scoring ran out of memory on its device (a GPU's, or the host's); the message names the setting to
+    lower. A ``RuntimeError``, as torch's own ``OutOfMemoryError`` is."""
 
 
 class ArtifactError(RecsysError, ValueError):

@@ -425,6 +425,19 @@ def evaluate_rankings(
     return _result(metric_objs, per_user, ids[kept], fingerprint, (lists, csr.shape[1]))
 
 
+def _ranked_on(device: str, model: Any, source: sp.csr_matrix, max_k: int, batch_size: int) -> np.ndarray:
+    """Every row's top ``max_k`` from one ``recommend`` call on ``device``; ValueError naming ``device`` for a model
+    that is not one of the package's (it takes no device)."""
+    from mlflow_recsys.models import Recommender
+
+    if not isinstance(model, Recommender):
+        raise ValueError(
+            f"device: expected None for a model that is not one of mlflow_recsys.models, found {device!r} "
+            f"for a {type(model).__name__}"
+        )
+    return model.recommend(source, max_k, batch_size=batch_size, device=device)[0]
+
+
 def evaluate_recommender(
     model: Any,
     *,
@@ -436,11 +449,14 @@ def evaluate_recommender(
     collect_per_user: bool = True,
     fold_in: FoldInPolicy = "remove",
     item_popularity: ItemPopularity | None = None,
+    device: str | None = None,
 ) -> EvaluationResult:
     """Rank items for held-out rows in batches and evaluate the rankings.
 
     Each batch is ranked by ``model.recommend(source_rows, max_k)``; rows are independent, so the result does not
-    depend on ``batch_size``. Rows with an empty targets row are skipped and left out, and fold-in items a model
+    depend on ``batch_size``. With ``device``, every row is ranked first by one
+    ``model.recommend(source_rows, max_k, batch_size=batch_size, device=device)`` call, so the model's weights go to the
+    device once. Rows with an empty targets row are skipped and left out, and fold-in items a model
     returns anyway are taken out or refused, as in :func:`evaluate_rankings`.
 
     Parameters
@@ -468,6 +484,9 @@ def evaluate_recommender(
         The training data's :class:`~mlflow_recsys.metrics.ItemPopularity`
         (``ItemPopularity.from_interactions(x_train)``) for the item-side metrics ``arp``, ``aplt`` and ``novelty``;
         required with them, default None.
+    device:
+        A torch device string (``"cuda"``, ``"cpu"``) to score and rank on, for the package's models
+        (:meth:`Recommender.recommend <mlflow_recsys.models.Recommender.recommend>`); default None ranks on the host.
 
     Returns
     -------
@@ -514,10 +533,11 @@ def evaluate_recommender(
     chunks: dict[str, list[np.ndarray]] = {key: [] for m in metric_objs for key in m.keys}
     lists: list[np.ndarray] = []
     leaked = np.zeros(2, dtype=np.int64)  # fold-in items taken out, lists they were in
+    ranked = None if device is None else _ranked_on(device, model, src[kept], max_k, batch_size)
     starts = range(0, kept.shape[0], batch_size)
     for start in tqdm(starts, desc="evaluate", unit="batch", disable=None, leave=False):
         rows = kept[start : start + batch_size]
-        indices, _ = model.recommend(src[rows], max_k)
+        indices = model.recommend(src[rows], max_k)[0] if ranked is None else ranked[start : start + batch_size]
         indices = np.asarray(indices)
         if indices.ndim != 2 or indices.shape[0] != rows.shape[0]:
             raise ValueError(

@@ -14,10 +14,8 @@ stays cheap for EASE and Popularity users.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +24,13 @@ import scipy.sparse as sp
 
 from mlflow_recsys._sparse import canonical_csr
 from mlflow_recsys.models._base import Recommender, _checked_config
+from mlflow_recsys.models._device import (
+    MATMUL_PRECISIONS,
+    DeviceRows,
+    check_device,
+    fitting_on,
+    memory_remedy,
+)
 from mlflow_recsys.settings_schema import check_fields, setting
 
 if TYPE_CHECKING:
@@ -68,8 +73,12 @@ class ELSAConfig:
     optimizer:
         ``"nadam"`` (default, as in the ELSA paper), ``"adam"`` or ``"sgd"``.
     device:
-        torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``. Scoring always runs on the
-        CPU with numpy.
+        torch device string for training, e.g. ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"``. Scoring runs on the CPU
+        with numpy unless :meth:`~mlflow_recsys.models.Recommender.recommend` is given a device.
+    matmul_precision:
+        ``"fp32"`` (default) or ``"tf32"``: TensorFloat-32 matrix products while training on CUDA (NVIDIA Ampere and
+        later; faster, with a 10-bit mantissa in the products). Refused on any other device, where it would change
+        nothing.
     seed:
         Integer seeding the weight initialisation and the per-epoch user shuffles, default 0.
     patience:
@@ -89,6 +98,9 @@ class ELSAConfig:
     )
     optimizer: str = setting("nadam", "optimiser", "choice", choices=tuple(sorted(OPTIMIZERS)))
     device: str = setting("cpu", "torch device", "name")
+    matmul_precision: str = setting(
+        "fp32", "matrix products while training on CUDA", "choice", choices=MATMUL_PRECISIONS
+    )
     seed: int = setting(0, "training seed", "seed")
     patience: int | None = setting(
         None,
@@ -106,37 +118,11 @@ class ELSAConfig:
         # The default needs no check, so building or loading a CPU model does not import torch.
         if self.device != "cpu":
             check_device(self.device)
-
-
-def check_device_form(device: str) -> None:
-    """ValueError unless torch reads ``device`` as one of :data:`TRAINING_DEVICES` (``meta`` and other back ends
-    refused), whether or not this machine has it: a study checks this before its trainings go to machines of their
-    own."""
-    import torch
-
-    message = f"device: expected a torch device string such as 'cpu' or 'cuda', found {device!r}"
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError, TypeError) as exc:
-        raise ValueError(message) from exc
-    if kind not in TRAINING_DEVICES:
-        raise ValueError(f"{message}; ELSA trains on {', '.join(TRAINING_DEVICES)}")
-
-
-#: The torch device types ELSA trains on.
-TRAINING_DEVICES = ("cpu", "cuda", "mps")
-
-
-def check_device(device: str) -> None:
-    """ValueError unless ``device`` passes :func:`check_device_form` and, if CUDA, torch sees a CUDA GPU."""
-    import torch
-
-    check_device_form(device)
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            f"device: expected a device this machine has, found {device!r} but torch "
-            f"{torch.__version__} sees no CUDA GPU; use device='cpu'"
-        )
+        if self.matmul_precision != "fp32" and not self.device.startswith("cuda"):
+            raise ValueError(
+                f"matmul_precision: expected 'fp32' on device {self.device!r} (TF32 is a CUDA setting), "
+                f"found {self.matmul_precision!r}"
+            )
 
 
 def normalized_distance_loss(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -154,22 +140,6 @@ def elsa_forward(x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
 
     a_hat = F.normalize(a, dim=1, eps=_NORM_EPS)
     return torch.relu((x @ a_hat) @ a_hat.T - x)
-
-
-@contextlib.contextmanager
-def _deterministic_algorithms(device: torch.device) -> Iterator[None]:
-    """torch's deterministic algorithms for the block, the caller's setting restored after."""
-    import torch
-
-    previous = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
-    if device.type == "cuda":
-        # cuBLAS is only reproducible with a fixed workspace; torch raises without it.
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True)
-    try:
-        yield
-    finally:
-        torch.use_deterministic_algorithms(previous[0], warn_only=previous[1])
 
 
 class ELSA(Recommender):
@@ -247,13 +217,16 @@ class ELSA(Recommender):
         history: list[float] = []
         scores: list[float] = []
         best_score, best_epoch, best_weights = -np.inf, 0, None
-        with _deterministic_algorithms(device):
+        work = f"training ELSA on {cfg.device} ({cfg.batch_size:,} users x {x.shape[1]:,} items a batch)"
+        remedy = f"lower batch_size (it is {cfg.batch_size:,})"
+        with fitting_on(device, cfg.matmul_precision), memory_remedy(work, remedy):
             generator = torch.Generator(device="cpu").manual_seed(cfg.seed)
             a = _initial_weights(x.shape[1], cfg.latent_dim, generator, device)
             optimizer = getattr(torch.optim, OPTIMIZERS[cfg.optimizer])([a], lr=cfg.lr, weight_decay=cfg.weight_decay)
             progress = tqdm(range(1, cfg.epochs + 1), desc="ELSA", unit="epoch", disable=None)
+            rows = DeviceRows(x, device)
             for epoch in progress:
-                loss = _train_epoch(x, a, optimizer, generator, cfg.batch_size)
+                loss = _train_epoch(rows, a, optimizer, generator, cfg.batch_size)
                 history.append(loss)
                 score = None
                 if validate is not None:
@@ -290,6 +263,18 @@ class ELSA(Recommender):
         scores = np.asarray(x @ a_hat, dtype=np.float32) @ a_hat.T
         scores -= x.toarray()
         return np.maximum(scores, 0.0, out=scores)
+
+    def _device_scorer(self, device: torch.device):
+        import torch
+
+        a_hat = torch.from_numpy(self._normalized).to(device)
+
+        def score(rows: DeviceRows, batch: np.ndarray, batch_on_device: torch.Tensor) -> torch.Tensor:
+            scores = rows.times(batch, batch_on_device, a_hat) @ a_hat.T
+            scores -= rows.dense(batch, batch_on_device)
+            return torch.relu_(scores)
+
+        return score
 
     def _to_saved(self):
         return dataclasses.asdict(self.config), {"loss_history": list(self.loss_history)}, {"A": self.weights}
@@ -346,19 +331,29 @@ def _initial_weights(n_items: int, latent_dim: int, generator: torch.Generator, 
     return torch.nn.Parameter(initial.to(device))
 
 
-def _train_epoch(x: sp.csr_matrix, a, optimizer, generator: torch.Generator, batch_size: int) -> float:
-    """One pass over the users in a shuffled order, one optimiser step per batch; the mean loss over users."""
+def _train_epoch(x: DeviceRows, a, optimizer, generator: torch.Generator, batch_size: int) -> float:
+    """One pass over the users in a shuffled order, one optimiser step per batch; the mean loss over users.
+
+    Each batch's loss stays on the device until the epoch ends: reading it per batch would wait for the device at every
+    step. The mean is then summed on the host in batch order, in float64, as the losses were read one by one before.
+    """
     import torch
 
     n_users = x.shape[0]
-    order = torch.randperm(n_users, generator=generator).numpy()
-    total = 0.0
-    for start in range(0, n_users, batch_size):
-        rows = order[start : start + batch_size]
-        batch = torch.from_numpy(x[rows].toarray()).to(a.device)
+    order = torch.randperm(n_users, generator=generator)  # on the CPU: the same shuffles on every device
+    order_on_device = order.to(a.device)
+    order_np = order.numpy()
+    starts = range(0, n_users, batch_size)
+    losses = torch.empty(len(starts), dtype=torch.float32, device=a.device)
+    for step, start in enumerate(starts):
+        rows = slice(start, start + batch_size)
+        batch = x.dense(order_np[rows], order_on_device[rows])
         loss = normalized_distance_loss(elsa_forward(batch, a), batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        total += float(loss.detach()) * len(rows)
+        losses[step] = loss.detach()
+    total = 0.0
+    for start, loss_value in zip(starts, losses.cpu().tolist(), strict=True):
+        total += loss_value * len(order_np[start : start + batch_size])
     return total / n_users

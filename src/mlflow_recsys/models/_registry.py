@@ -64,12 +64,22 @@ class ModelSpec:
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec("EASE", EASE, EASEConfig, hyperparameters=("l2",)),
+        ModelSpec("EASE", EASE, EASEConfig, hyperparameters=("l2", "device")),
         ModelSpec(
             "ELSA",
             ELSA,
             ELSAConfig,
-            hyperparameters=("seed", "latent_dim", "batch_size", "epochs", "lr", "weight_decay", "device", "patience"),
+            hyperparameters=(
+                "seed",
+                "latent_dim",
+                "batch_size",
+                "epochs",
+                "lr",
+                "weight_decay",
+                "device",
+                "matmul_precision",
+                "patience",
+            ),
             seeded=True,
             epochs=True,
             train_defaults={"latent_dim": 24, "batch_size": 64, "epochs": 20},

@@ -45,6 +45,7 @@ from mlflow_recsys.stats._warnings import (
     FewSeedsWarning,
     IntervalFallbackWarning,
     LowResamplesWarning,
+    MixedDevicesWarning,
     UnverifiedPairingWarning,
     WideMarginWarning,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "StratumComparison",
     "StudyVerdict",
     "UnverifiedPairingWarning",
+    "MixedDevicesWarning",
     "WideMarginWarning",
     "adjust_p_values",
     "average_over_seeds",

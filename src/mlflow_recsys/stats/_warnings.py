@@ -34,6 +34,11 @@ class FewSeedsWarning(ComparisonWarning):
     """Two to four seeds: a standard deviation from so few runs is very uncertain."""
 
 
+class MixedDevicesWarning(ComparisonWarning):
+    """The compared runs were trained on more than one device type (``cpu``, ``cuda``, ``mps``): their sums round
+    differently, so differences and seed spread mix the hardware with the models."""
+
+
 class WideMarginWarning(ComparisonWarning):
     """A non-inferiority margin at least the reference's mean: a candidate that scores 0 would pass."""
 

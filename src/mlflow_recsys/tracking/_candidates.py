@@ -14,6 +14,7 @@ from mlflow_recsys._digests import shorten
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats._comparison import _pairs
 from mlflow_recsys.stats._settings import ComparisonSettings
+from mlflow_recsys.stats._warnings import MixedDevicesWarning, warn
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._artifacts import EvaluationArtifacts
 from mlflow_recsys.tracking._limits import duplicates, fit_key
@@ -41,6 +42,7 @@ def plan_candidates(runs: list[Run], settings: ComparisonSettings, model_tag: st
     for label, tag in ((_SPLIT, tags.SPLIT_DIGEST), (_TARGETS, tags.TARGETS_FINGERPRINT)):
         _check_same(label, {r.info.run_id: r.data.tags[tag] for r in runs if r.data.tags.get(tag)})
     groups, configured = _group(runs, model_tag)
+    _warn_on_mixed_devices(runs, groups)
     if len(groups) < 2:
         raise RunSelectionError(f"runs: expected at least two models to compare, found only {list(groups)}")
     if reference in configured:
@@ -76,6 +78,22 @@ def plan_candidates(runs: list[Run], settings: ComparisonSettings, model_tag: st
         seed_pairs=seed_pairs,
         reference=reference,
     )
+
+
+def _warn_on_mixed_devices(runs: list[Run], groups: dict[str, dict[str, str]]) -> None:
+    """A :class:`~mlflow_recsys.stats.MixedDevicesWarning` when the runs' ``recsys.device`` tags name more than one
+    device type (runs without the tag, imported lists among them, are left out)."""
+    device_of = {r.info.run_id: r.data.tags.get(tags.DEVICE, "") for r in runs}
+    used = {name: sorted({device_of[i] for i in seeds.values() if device_of[i]}) for name, seeds in groups.items()}
+    kinds = sorted({device for devices in used.values() for device in devices})
+    if len(kinds) > 1:
+        each = "; ".join(f"{name}: {', '.join(devices)}" for name, devices in used.items() if devices)
+        warn(
+            f"devices: these runs were trained on {' and '.join(kinds)} ({each}). Sums round differently on each, "
+            "so differences and the seed spread mix the hardware with the models; train the runs you compare on one "
+            "device type",
+            MixedDevicesWarning,
+        )
 
 
 def check_paired_seeds(plan: CandidatePlan) -> None:

@@ -151,7 +151,7 @@ class SequentialExecutor:
     @contextlib.contextmanager
     def started(self, trainings: Sequence[Training], *, echo: Echo) -> Iterator[None]:
         """Nothing to start; a ValueError for a device this machine lacks (``cuda`` without a GPU)."""
-        from mlflow_recsys.models._elsa import check_device
+        from mlflow_recsys.models._device import check_device
 
         for device in sorted({t.device for t in trainings} - {"cpu"}):
             check_device(device)
@@ -259,7 +259,7 @@ class RayExecutor:
         Raises ValueError for a device that is not a torch device, or CUDA where the local Ray would have no
         GPU, or socket paths too long (:func:`check_ray_socket_paths`); ConnectionError if no cluster answers.
         """
-        from mlflow_recsys.models._elsa import check_device_form
+        from mlflow_recsys.models._device import check_device_form
 
         for device in {t.device for t in trainings}:
             check_device_form(device)

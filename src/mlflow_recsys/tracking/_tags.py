@@ -17,6 +17,9 @@ SEED = "recsys.seed"
 #: Seed tag value of a deterministic model (no seed).
 NO_SEED = "none"
 SPLIT_DIGEST = "recsys.split_digest"
+#: The torch device type a training fitted and scored on: ``cpu``, ``cuda`` or ``mps`` (the host is ``cpu``). Seeds
+#: pooled or compared across types warn: a GPU's sums round otherwise, so its spread is not only the seeds'.
+DEVICE = "recsys.device"
 TARGETS_FINGERPRINT = "recsys.targets_fingerprint"
 DATASET = "recsys.dataset"
 #: A train-role run scored from another framework's lists: the format they came in (dataframe, parquet, csv,

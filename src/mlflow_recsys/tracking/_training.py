@@ -20,6 +20,7 @@ from mlflow_recsys.data import LoadedSplit, SplitConfig, build_recsys_checkpoint
 from mlflow_recsys.errors import is_system_failure, root_cause
 from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.metrics import ItemPopularity
+from mlflow_recsys.models._device import device_type
 from mlflow_recsys.models._train_config import TrainConfig
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
@@ -166,9 +167,11 @@ def _validation_ndcg(split: LoadedSplit):
 
 def configuration_tag(config) -> str:
     """The ``recsys.config`` tag of a model's config (``None``: no hyper-parameters): every hyper-parameter but
-    the seed (runs are pooled over it) and the device (the same model on other hardware), as sorted JSON."""
+    the seed (runs are pooled over it), the device and the precision of its matrix products (the same model on other
+    hardware: the ``recsys.device`` tag tells them apart), as sorted JSON."""
     hyper = dataclasses.asdict(config) if config is not None else {}
-    return json.dumps({k: v for k, v in hyper.items() if k not in ("seed", "device")}, sort_keys=True)
+    hardware = ("seed", "device", "matmul_precision")
+    return json.dumps({k: v for k, v in hyper.items() if k not in hardware}, sort_keys=True)
 
 
 def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: bool = True) -> str:
@@ -234,6 +237,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
                 metrics=config.metric_objects(),
                 sample_ids=test_ids,
                 item_popularity=ItemPopularity.from_interactions(split["x_train"]),
+                device=_scoring_device(fitted.config),
             )
             # The model first: its id is known when the test metrics are logged (log_model links metrics too).
             logged = log_recommender(fitted, split["item_ids"], eval_user_ids=test_ids) if log_model else None
@@ -245,11 +249,20 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
             return run.info.run_id
 
 
+def _scoring_device(config) -> str | None:
+    """Where a fitted model's test users are scored: on its accelerator, or (None) with the host's compiled ranking,
+    which is the faster one on a CPU."""
+    device = getattr(config, "device", None)
+    return None if device is None or device_type(device) == "cpu" else device
+
+
 def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_tag: str | None = None) -> dict[str, str]:
     """The train run's ``recsys.`` tags; ``config_tag`` defaults to that of ``config``."""
+    device = getattr(config, "device", None)
     return {
         tags.ROLE: tags.ROLE_TRAIN,
         tags.MODEL: model,
+        **({} if config_tag is not None else {tags.DEVICE: device_type(device or "cpu")}),
         tags.CONFIG: configuration_tag(config) if config_tag is None else config_tag,
         tags.SEED: seed_tag,
         tags.SPLIT_DIGEST: split["split_digest"],
