@@ -226,5 +226,7 @@ def test_on_a_gpu_scoring_ranks_as_the_host_and_training_repeats_bit_for_bit():
     assert np.abs(gpu.weights - ease.weights).max() <= 1e-4 * np.abs(ease.weights).max()
     config = ELSAConfig(latent_dim=32, batch_size=128, epochs=2, seed=3, device="cuda")
     assert np.array_equal(ELSA(config).fit(x).weights, ELSA(config).fit(x).weights)
+    with pytest.raises(ValueError, match=r"^device: expected a device this machine has, .* numbered from 0$"):
+        EASEConfig(device=f"cuda:{torch.cuda.device_count()}")
     tf32 = dataclasses.replace(config, matmul_precision="tf32")
     assert np.array_equal(ELSA(tf32).fit(x).weights, ELSA(tf32).fit(x).weights)

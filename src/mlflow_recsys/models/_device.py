@@ -47,14 +47,20 @@ def check_device_form(device: str) -> None:
 
 
 def check_device(device: str) -> None:
-    """ValueError unless ``device`` passes :func:`check_device_form` and, if CUDA, torch sees a CUDA GPU."""
+    """ValueError unless ``device`` passes :func:`check_device_form` and, if CUDA, torch sees that GPU."""
     import torch
 
     check_device_form(device)
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+    parsed = torch.device(device)
+    if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"device: expected a device this machine has, found {device!r} but torch "
             f"{torch.__version__} sees no CUDA GPU; use device='cpu'"
+        )
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ValueError(
+            f"device: expected a device this machine has, found {device!r} but torch sees "
+            f"{torch.cuda.device_count()} CUDA GPU(s), numbered from 0"
         )
 
 
