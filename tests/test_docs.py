@@ -83,6 +83,10 @@ class Block:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
 
 
+#: The longest a page's shell block may run before it counts as hung (and fails, exit None).
+BLOCK_TIMEOUT_S = 900
+
+
 def parse_blocks(page: Path) -> list[Block]:
     """Fenced blocks of a Markdown page, with the docs-test marker just before each."""
     lines = page.read_text().splitlines()
@@ -266,7 +270,9 @@ class PageRunner:
             )
             self.groups.append(proc.pid)
             try:
-                code = proc.wait(timeout=300)
+                # A cut-off for a block that hangs, not a speed limit: the study on docs/guide/studies.md takes about
+                # three minutes alone, and past five on a machine busy with other work.
+                code = proc.wait(timeout=BLOCK_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 code = None
         text = stdout.read_text()
