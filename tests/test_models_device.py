@@ -34,22 +34,18 @@ def interactions(n_users=300, n_items=120, density=0.05, seed=0, copies=3):
     return sp.csr_matrix(dense)
 
 
-def on_device(rows: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(rows)  # the CPU is the device here
-
-
 def test_rows_on_the_device_densify_and_multiply_as_scipy_does():
     x = interactions()
     x.data = np.random.default_rng(1).random(x.nnz).astype(np.float32)  # weighted, not only binary
     held = DeviceRows(x, torch.device("cpu"))
     rows = np.array([7, 0, 299, 3, 3, 150])  # any order, an empty row, a repeat
-    assert np.array_equal(held.dense(rows, on_device(rows)).numpy(), x[rows].toarray())
-    assert np.array_equal(held.gathered(rows, on_device(rows)).numpy(), x[rows].toarray())  # as off the host
+    assert np.array_equal(held.dense(rows).numpy(), x[rows].toarray())
+    assert np.array_equal(held.gathered(rows).numpy(), x[rows].toarray())  # as off the host
     weights = np.random.default_rng(2).standard_normal((x.shape[1], 9)).astype(np.float32)
-    product = held.times(rows, on_device(rows), torch.from_numpy(weights)).numpy()
+    product = held.times(rows, torch.from_numpy(weights)).numpy()
     np.testing.assert_allclose(product, x[rows] @ weights, rtol=1e-5, atol=1e-6)
     binary = interactions()
-    exact = DeviceRows(binary, torch.device("cpu")).times(rows, on_device(rows), torch.from_numpy(weights)).numpy()
+    exact = DeviceRows(binary, torch.device("cpu")).times(rows, torch.from_numpy(weights)).numpy()
     # Binary rows: each score is a sum of weights in the stored order, as SciPy adds them.
     assert np.array_equal(exact, binary[rows] @ weights)
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
     from mlflow_recsys.models._device import DeviceRows
 
-    #: A model's scorer on a device: (the rows on the device, a batch of row numbers, the same on the device) -> scores.
-    DeviceScorer = Callable[[DeviceRows, np.ndarray, torch.Tensor], torch.Tensor]
+    #: A model's scorer on a device: (the rows on the device, a batch of row numbers) -> the batch's scores there.
+    DeviceScorer = Callable[[DeviceRows, np.ndarray], torch.Tensor]
 
 _C = TypeVar("_C")
 
@@ -104,12 +104,12 @@ class Recommender:
         return cls._from_saved(config, state, arrays, int(state["n_items"]))
 
     def _device_scorer(self, device: torch.device) -> DeviceScorer:
-        """``score(rows, batch, batch_on_device) -> float32 (len(batch), n_items)`` on ``device``: the rows'
+        """``score(rows, batch) -> float32 (len(batch), n_items)`` on ``device``: the batch's
         scores as :meth:`score` gives them. This default scores on the host and moves the scores; a model whose weights
         can live on the device overrides it."""
         import torch
 
-        def score(rows: DeviceRows, batch: np.ndarray, batch_on_device: torch.Tensor) -> torch.Tensor:
+        def score(rows: DeviceRows, batch: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(self._score_checked(rows.host[batch])).to(device)
 
         return score
@@ -172,14 +172,12 @@ class Recommender:
         with torch.no_grad(), memory_remedy(work, f"lower batch_size (it is {batch_size:,})"):
             rows = DeviceRows(x, target)
             score = self._device_scorer(target)
-            every_row = np.arange(x.shape[0])
-            on_device = torch.arange(x.shape[0], device=target)
             for start in range(0, x.shape[0], batch_size):
-                batch, batch_on_device = every_row[start : start + batch_size], on_device[start : start + batch_size]
-                batch_scores = score(rows, batch, batch_on_device)
+                batch = np.arange(start, min(start + batch_size, x.shape[0]))
+                batch_scores = score(rows, batch)
                 if bool(torch.isnan(batch_scores).any()):
                     raise ValueError(f"scores: expected no NaN values, found at least one ({self.name} on {device})")
-                excluded = rows.dense(batch, batch_on_device) != 0
+                excluded = rows.dense(batch) != 0
                 idx, val = top_k_on_device(batch_scores, k, excluded)
                 indices[batch], scores[batch] = idx, val
         return indices, scores

@@ -120,12 +120,13 @@ class DeviceRows:
             for part in (x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data.astype(np.float32))
         )
 
-    def entries(self, rows: np.ndarray, rows_on_device: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(batch row, position in ``columns``/``values``) of every stored entry of ``rows`` in row order, and the
-        index of each row's first entry among them."""
+    def entries(self, rows: np.ndarray) -> tuple[torch.Tensor, ...]:
+        """(batch row, position in ``columns``/``values``) of every stored entry of ``rows`` (row numbers on the host)
+        in row order, and the index of each row's first entry among them."""
         import torch
 
         device = self.values.device
+        rows_on_device = torch.from_numpy(rows).to(device)  # a batch of row numbers: a few kilobytes
         starts = self.indptr[rows_on_device]
         lengths = self.indptr[rows_on_device + 1] - starts
         nnz = int(self.row_lengths[rows].sum())
@@ -134,29 +135,29 @@ class DeviceRows:
         first = torch.cumsum(lengths, 0) - lengths
         return batch_row, torch.arange(nnz, device=device) - first[batch_row] + starts[batch_row], first
 
-    def dense(self, rows: np.ndarray, rows_on_device: torch.Tensor) -> torch.Tensor:
+    def dense(self, rows: np.ndarray) -> torch.Tensor:
         """float32 ``(len(rows), n_columns)`` of the given rows, in their order."""
         import torch
 
         if self.values.device.type == "cpu":  # the host is the device: SciPy fills it faster than the gathers
             return torch.from_numpy(self.host[rows].toarray().astype(np.float32, copy=False))
-        return self.gathered(rows, rows_on_device)
+        return self.gathered(rows)
 
-    def gathered(self, rows: np.ndarray, rows_on_device: torch.Tensor) -> torch.Tensor:
+    def gathered(self, rows: np.ndarray) -> torch.Tensor:
         """:meth:`dense` filled on the device from the stored entries (what :meth:`dense` does off the host)."""
         import torch
 
-        batch_row, position, _ = self.entries(rows, rows_on_device)
+        batch_row, position, _ = self.entries(rows)
         batch = torch.zeros((len(rows), self.shape[1]), dtype=torch.float32, device=self.values.device)
         batch[batch_row, self.columns[position]] = self.values[position]
         return batch
 
-    def times(self, rows: np.ndarray, rows_on_device: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def times(self, rows: np.ndarray, weights: torch.Tensor) -> torch.Tensor:
         """``X[rows] @ weights`` (``weights`` ``(n_columns, d)`` on the device), each row's products summed in its
         stored order, as SciPy's sparse product sums them."""
         import torch.nn.functional as F
 
-        _, position, first = self.entries(rows, rows_on_device)
+        _, position, first = self.entries(rows)
         return F.embedding_bag(
             self.columns[position],
             weights,

@@ -167,8 +167,8 @@ class EASE(Recommender):
 
         weights = torch.from_numpy(self.weights).to(device)
 
-        def score(rows: DeviceRows, batch: np.ndarray, batch_on_device: torch.Tensor) -> torch.Tensor:
-            return rows.times(batch, batch_on_device, weights).to(torch.float32)
+        def score(rows: DeviceRows, batch: np.ndarray) -> torch.Tensor:
+            return rows.times(batch, weights).to(torch.float32)
 
         return score
 
@@ -212,7 +212,7 @@ def fit_on_device(x: sp.csr_matrix, config: EASEConfig, device_name: str) -> np.
         gram = torch.empty((n_items, n_items), dtype=dtype, device=device)
         for start in range(0, n_items, _GRAM_BLOCK_ROWS):
             block = np.arange(start, min(start + _GRAM_BLOCK_ROWS, n_items))
-            columns = items.dense(block, torch.from_numpy(block).to(device)).to(dtype).T  # (n_users, block)
+            columns = items.dense(block).to(dtype).T  # (n_users, block)
             gram[:, block] = torch.sparse.mm(transposed, columns)
         del transposed, columns
         gram.diagonal().add_(config.l2)

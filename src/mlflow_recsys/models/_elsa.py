@@ -269,9 +269,9 @@ class ELSA(Recommender):
 
         a_hat = torch.from_numpy(self._normalized).to(device)
 
-        def score(rows: DeviceRows, batch: np.ndarray, batch_on_device: torch.Tensor) -> torch.Tensor:
-            scores = rows.times(batch, batch_on_device, a_hat) @ a_hat.T
-            scores -= rows.dense(batch, batch_on_device)
+        def score(rows: DeviceRows, batch: np.ndarray) -> torch.Tensor:
+            scores = rows.times(batch, a_hat) @ a_hat.T
+            scores -= rows.dense(batch)
             return torch.relu_(scores)
 
         return score
@@ -340,14 +340,11 @@ def _train_epoch(x: DeviceRows, a, optimizer, generator: torch.Generator, batch_
     import torch
 
     n_users = x.shape[0]
-    order = torch.randperm(n_users, generator=generator)  # on the CPU: the same shuffles on every device
-    order_on_device = order.to(a.device)
-    order_np = order.numpy()
+    order = torch.randperm(n_users, generator=generator).numpy()  # on the CPU: the same shuffles on every device
     starts = range(0, n_users, batch_size)
     losses = torch.empty(len(starts), dtype=torch.float32, device=a.device)
     for step, start in enumerate(starts):
-        rows = slice(start, start + batch_size)
-        batch = x.dense(order_np[rows], order_on_device[rows])
+        batch = x.dense(order[start : start + batch_size])
         loss = normalized_distance_loss(elsa_forward(batch, a), batch)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -355,5 +352,5 @@ def _train_epoch(x: DeviceRows, a, optimizer, generator: torch.Generator, batch_
         losses[step] = loss.detach()
     total = 0.0
     for start, loss_value in zip(starts, losses.cpu().tolist(), strict=True):
-        total += loss_value * len(order_np[start : start + batch_size])
+        total += loss_value * len(order[start : start + batch_size])
     return total / n_users
