@@ -80,7 +80,7 @@ def main() -> None:
             start = time.perf_counter()
             runs = select_runs(run_ids=run_ids)
             selected = time.perf_counter()
-            load_many([r.info.run_id for r in runs])
+            load_many(runs)
             downloaded = time.perf_counter()
             compare_runs(run_ids=run_ids, settings=ComparisonSettings(reference="M0", metrics=keys, n_resamples=9999))
             total = time.perf_counter() - downloaded

@@ -5,7 +5,8 @@ MovieLens-100k, every model against EASE, three metrics, so each run holds two a
 Its artifacts, params and tags are then logged into 200 comparison runs on an `mlflow server` started on
 127.0.0.1 with SQLite behind it (artifacts proxied through the server, as a team's server serves them). What
 is timed is only the query: search_runs pages plus three downloads a run (report.parquet,
-seed_averaged.parquet, settings.json), by 8 threads. The issue's target is at most 10 s for 200 runs.
+seed_averaged.parquet, settings.json), by $MLFLOW_RECSYS_DOWNLOAD_THREADS threads (default 8). The issue's
+target is at most 10 s for 200 runs.
 
     python benchmarks/bench_search_comparisons.py [--runs 200]
 """

@@ -1,6 +1,7 @@
 """Scale against a tracking server on PostgreSQL: 200 training runs selected and compared, 20,000 selected by paging.
 
     .venv/bin/python benchmarks/postgres_scale.py [--models 10] [--seeds 20] [--users 943] [--paging-runs 20000]
+        [--profile]
 
 Starts Debian's PostgreSQL in a temporary folder (``tests/postgres_cluster.py``: ``initdb`` / ``pg_ctl``, with
 PostgreSQL's default durability) and ``mlflow server --backend-store-uri postgresql+psycopg2://...
@@ -9,7 +10,9 @@ PostgreSQL's default durability) and ``mlflow server --backend-store-uri postgre
 1. Logs models x seeds synthetic training runs over HTTP, each with MovieLens-100k-sized per-user artifacts
    (943 users, five metrics, written by ``write_evaluation_artifacts``), and times ``compare_runs`` selecting them
    by experiment (B = 9,999, the default) in a fresh process: each stage, the peak resident memory of that
-   process, and the most artifact downloads in flight at once (``load_many`` downloads with a bounded pool).
+   process, and the most runs' artifact downloads in flight at once (a bounded pool of
+   ``$MLFLOW_RECSYS_DOWNLOAD_THREADS`` threads, default 8; set the variable to try other sizes). ``--profile``
+   prints cProfile's busiest functions of that process.
 2. Inserts ``--paging-runs`` training runs into another experiment through MLflow's own tables in the same
    database (the REST API creates a run in several requests; these rows are what ``create_run``,
    ``set_tag`` and ``log_metric`` write), and times ``select_runs`` reading them all through ``search_runs``
@@ -21,9 +24,12 @@ Prints figures; asserts only that the selections found every run.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import multiprocessing
 import os
+import pstats
 import resource
 import sys
 import tempfile
@@ -40,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from mlflow_recsys.stats import ComparisonSettings
 from postgres_cluster import postgres_cluster  # noqa: E402
 
+PROFILE_ROWS = 25  # functions printed by --profile, by cumulative time
 KEYS = ["ndcg@100", "calibrated_recall@20", "recall@20", "mrr@20", "map@20"]
 DIGEST, FINGERPRINT = "b" * 64, "c" * 64
 
@@ -158,18 +165,17 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _time_compare(url: str, experiment_id: str, n_resamples: int, out) -> None:
+def _time_compare(url: str, experiment_id: str, n_resamples: int, profile: bool, out) -> None:
     import mlflow
-    import mlflow.artifacts
 
     from mlflow_recsys.stats import ComparisonWarning
-    from mlflow_recsys.tracking import compare_runs
-    from mlflow_recsys.tracking._runs import load_many
+    from mlflow_recsys.tracking import _runs, compare_runs
+    from mlflow_recsys.tracking._downloads import download_threads
 
     warnings.simplefilter("ignore", ComparisonWarning)
     mlflow.set_tracking_uri(url)
     in_flight, most, lock = 0, 0, threading.Lock()
-    download = mlflow.artifacts.download_artifacts
+    download = _runs.download_files  # one run's artifact files: a listing, then each file
 
     def counted(*args, **kwargs):
         nonlocal in_flight, most
@@ -182,9 +188,12 @@ def _time_compare(url: str, experiment_id: str, n_resamples: int, out) -> None:
             with lock:
                 in_flight -= 1
 
-    mlflow.artifacts.download_artifacts = counted
+    _runs.download_files = counted
+    profiler = cProfile.Profile() if profile else None
     stages: list[tuple[str, float]] = []
     start = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     outcome = compare_runs(
         experiment=experiment_id,
         settings=ComparisonSettings(reference="M0", primary="ndcg@100", n_resamples=n_resamples),
@@ -192,8 +201,12 @@ def _time_compare(url: str, experiment_id: str, n_resamples: int, out) -> None:
     )
     total = time.perf_counter() - start
     marks = [*stages, ("end", start + total)]
-    import inspect
-
+    hot = ""
+    if profiler is not None:
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(PROFILE_ROWS)
+        hot = text.getvalue()
     out.put(
         {
             "total": total,
@@ -201,8 +214,9 @@ def _time_compare(url: str, experiment_id: str, n_resamples: int, out) -> None:
             "runs": sum(len(s) for s in outcome.source_runs.values()),
             "peak_mib": _peak_mib(),
             "most_downloads_in_flight": most,
-            "pool": inspect.signature(load_many).parameters["threads"].default,
+            "pool": download_threads(),
             "hypotheses": len(outcome.report.comparisons),
+            "profile": hot,
         }
     )
 
@@ -261,6 +275,7 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=943)
     parser.add_argument("--paging-runs", type=int, default=20000)
     parser.add_argument("--n-resamples", type=int, default=9999)
+    parser.add_argument("--profile", action="store_true", help="print cProfile's busiest functions of the comparison")
     args = parser.parse_args()
     # The fresh processes inherit these: no run URL printed per run, no progress bars.
     os.environ.update(
@@ -286,7 +301,7 @@ def main() -> None:
                 f"logged {n} runs ({args.models} models x {args.seeds} seeds, {args.users} users x {len(KEYS)} "
                 f"metrics, per_user.parquet {size / 1024:.0f} KiB) in {time.perf_counter() - started:.1f} s"
             )
-            c = _in_child(_time_compare, url, experiment_id, args.n_resamples)
+            c = _in_child(_time_compare, url, experiment_id, args.n_resamples, args.profile)
             assert c["runs"] == n, c
             print(
                 f"select + compare {c['runs']} runs by experiment (B = {args.n_resamples:,}, {c['hypotheses']} "
@@ -299,6 +314,7 @@ def main() -> None:
                 f"  artifact downloads: a pool of {c['pool']} threads; at most {c['most_downloads_in_flight']} "
                 "in flight at once"
             )
+            print(c["profile"], end="")
 
             started = time.perf_counter()
             paging_id = insert_runs(store, url, args.paging_runs, args.models)

@@ -27,6 +27,7 @@ from mlflow_recsys.stats._comparison import COLUMNS
 from mlflow_recsys.tracking import _queries as queries
 from mlflow_recsys.tracking import _runs as runs_module
 from mlflow_recsys.tracking import compare_runs
+from mlflow_recsys.tracking._downloads import DOWNLOAD_THREADS_ENV
 from mlflow_recsys.tracking._queries import COMPARISON_COLUMNS, TRAINING_COLUMNS
 
 METRICS = TRAINED_METRICS
@@ -261,12 +262,13 @@ def test_search_comparisons_reads_every_page(study, monkeypatch):
         return result
 
     monkeypatch.setattr(queries, "search_training_runs", one_a_page)
-    frame = search_comparisons("queries", threads=1)
+    monkeypatch.setenv(DOWNLOAD_THREADS_ENV, "1")
+    frame = search_comparisons("queries")
     assert frame["run_id"].nunique() == 3 and pages == [3]
     assert len(frame) == len(search_comparisons("queries"))
 
 
-def test_search_comparisons_refuses_bad_input_before_reading_runs(study):
+def test_search_comparisons_refuses_bad_input_before_reading_runs(study, monkeypatch):
     with pytest.raises(RunSelectionError, match="experiments: expected an experiment name or id .* found 'absent'"):
         search_comparisons("absent")
     with pytest.raises(RunSelectionError, match="experiments: expected experiment names or ids"):
@@ -278,8 +280,10 @@ def test_search_comparisons_refuses_bad_input_before_reading_runs(study):
             search_trainings(bad)
     with pytest.raises(RunSelectionError, match="filter_string: MLflow could not parse"):
         search_comparisons("queries", filter_string="params.reference === 'EASE'")
-    with pytest.raises(ValueError, match="threads: expected an int from 1 to 64, found 0"):
-        search_comparisons("queries", threads=0)
+    monkeypatch.setattr(queries, "search_training_runs", None)  # any read of the runs would fail otherwise
+    monkeypatch.setenv(DOWNLOAD_THREADS_ENV, "0")
+    with pytest.raises(ValueError, match=f"{DOWNLOAD_THREADS_ENV}: expected a whole number from 1 to 64, found '0'"):
+        search_comparisons("queries")
 
 
 def test_an_experiment_without_comparisons_gives_an_empty_frame_with_the_columns(study, tmp_path):

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -347,6 +348,51 @@ def test_paired_seeds_with_different_seed_sets_is_refused_before_any_run(study, 
             settings=ComparisonSettings(reference="ELSA", paired_seeds=True, n_resamples=99),
         )
     assert len(client.search_runs([experiment, aside], max_results=1000)) == before
+
+
+@pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.FewSeedsWarning")
+@pytest.mark.filterwarnings("ignore::mlflow_recsys.stats.LowResamplesWarning")
+def test_downloads_at_once_follow_their_setting_and_a_bad_setting_writes_nothing(study, monkeypatch):
+    from mlflow_recsys.tracking import _runs
+    from mlflow_recsys.tracking._downloads import DOWNLOAD_THREADS_ENV
+
+    client = MlflowClient()
+    experiment = client.get_run(study["ease"]).info.experiment_id
+    ids = [study["ease"], *study["elsa"].values()]
+    before = len(client.search_runs([experiment], max_results=1000))
+    for bad in ("0", "65", "two", "-1"):
+        monkeypatch.setenv(DOWNLOAD_THREADS_ENV, bad)
+        with pytest.raises(
+            ValueError, match=rf"^{DOWNLOAD_THREADS_ENV}: expected a whole number from 1 to 64, found '{bad}'$"
+        ):
+            compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", n_resamples=99))
+    assert len(client.search_runs([experiment], max_results=1000)) == before
+
+    # The runs are read from their own artifact URIs (the selection holds them; runs:/ would ask for each run again),
+    # never more at once than the setting allows.
+    in_flight, most, asked, lock = 0, 0, [], threading.Lock()
+    download = _runs.download_files
+
+    def counted(uri, *args, **kwargs):
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+            asked.append(uri)
+        try:
+            time.sleep(0.05)  # long enough for the pool to start every download it may
+            return download(uri, *args, **kwargs)
+        finally:
+            with lock:
+                in_flight -= 1
+
+    monkeypatch.setattr(_runs, "download_files", counted)
+    for threads in (1, 2):
+        monkeypatch.setenv(DOWNLOAD_THREADS_ENV, str(threads))
+        most, asked[:] = 0, []
+        compare_runs(run_ids=ids, settings=ComparisonSettings(reference="EASE", n_resamples=99))
+        assert most == threads
+        assert sorted(asked) == sorted(client.get_run(i).info.artifact_uri for i in ids)
 
 
 def test_check_selection_refuses_what_compare_runs_refuses_and_stages_are_reported_in_order(study):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import os
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from typing import TypeVar, cast
@@ -143,6 +144,17 @@ def metric_keys(metrics: str | Sequence[str], name: str = "metrics") -> list[str
     if len(set(keys)) != len(keys):
         raise ValueError(f"{name}: expected distinct keys, found duplicates in {keys}")
     return [str(key) for key in keys]  # numpy's str_ as str
+
+
+def whole_number_env(name: str, default: int, highest: int, what: str = "a whole number") -> int:
+    """The whole number from 1 to ``highest`` in environment variable ``name``, ``default`` when it is unset or blank;
+    otherwise a ValueError ``"<name>: expected <what> from 1 to <highest>, found <value>"``."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= highest:
+        raise ValueError(f"{name}: expected {what} from 1 to {highest}, found {raw!r}")
+    return int(raw)
 
 
 def _integer_range(minimum: int | None, maximum: int | None) -> str:

@@ -30,12 +30,13 @@ DEVICE_TYPES = ("cpu", "cuda", "mps")
 MATMUL_PRECISIONS = ("fp32", "tf32")
 
 
-def check_device_form(device: str) -> None:
+def check_device_form(device: str, name: str = "device") -> None:
     """ValueError unless torch reads ``device`` as one of :data:`DEVICE_TYPES` (``meta`` and other back ends refused),
-    whether or not this machine has it: a study checks this before its trainings go to machines of their own."""
+    whether or not this machine has it: a study checks this before its trainings go to machines of their own.
+    ``name`` is the argument the message names."""
     import torch
 
-    message = f"device: expected a torch device string such as 'cpu' or 'cuda', found {device!r}"
+    message = f"{name}: expected a torch device string such as 'cpu' or 'cuda', found {device!r}"
     if not isinstance(device, str):
         raise ValueError(message)
     try:
@@ -46,20 +47,21 @@ def check_device_form(device: str) -> None:
         raise ValueError(f"{message}; the models run on {', '.join(DEVICE_TYPES)}")
 
 
-def check_device(device: str) -> None:
-    """ValueError unless ``device`` passes :func:`check_device_form` and, if CUDA, torch sees that GPU."""
+def check_device(device: str, name: str = "device") -> None:
+    """ValueError (naming ``name``) unless ``device`` passes :func:`check_device_form` and, if CUDA, torch sees that
+    GPU."""
     import torch
 
-    check_device_form(device)
+    check_device_form(device, name)
     parsed = torch.device(device)
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
-            f"device: expected a device this machine has, found {device!r} but torch "
-            f"{torch.__version__} sees no CUDA GPU; use device='cpu'"
+            f"{name}: expected a device this machine has, found {device!r} but torch "
+            f"{torch.__version__} sees no CUDA GPU; use 'cpu'"
         )
     if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
         raise ValueError(
-            f"device: expected a device this machine has, found {device!r} but torch sees "
+            f"{name}: expected a device this machine has, found {device!r} but torch sees "
             f"{torch.cuda.device_count()} CUDA GPU(s), numbered from 0"
         )
 
@@ -68,6 +70,12 @@ def device_type(device: str) -> str:
     """``"cpu"``, ``"cuda"`` or ``"mps"`` of a device string :func:`check_device_form` accepted (``"cuda:1"`` ->
     ``"cuda"``): what a run records, since the index of a GPU says nothing about the results."""
     return device.split(":", 1)[0]
+
+
+def ranking_device(device: str | None) -> str | None:
+    """Where lists are ranked for a device setting: ``device`` itself for an accelerator; None, the host's compiled
+    ranking (the faster way on a CPU, with the same lists), for None or a CPU device."""
+    return None if device is None or device_type(device) == "cpu" else device
 
 
 @contextlib.contextmanager

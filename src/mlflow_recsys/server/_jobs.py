@@ -26,6 +26,7 @@ from pathlib import Path
 
 from mlflow_recsys._atomic import atomic_write
 from mlflow_recsys._digests import text_digest
+from mlflow_recsys._validation import whole_number_env
 
 #: Environment variable: how many comparisons may compute at once, across all worker processes (default 2).
 MAX_COMPARISONS_ENV = "MLFLOW_RECSYS_MAX_COMPARISONS"
@@ -60,23 +61,13 @@ class JobNotFound(LookupError):
 def max_comparisons() -> int:
     """The bound on concurrent comparisons, from :data:`MAX_COMPARISONS_ENV`; ValueError if the variable is set
     to anything but a whole number from 1 to 64."""
-    return _whole_number_env(MAX_COMPARISONS_ENV, 2, 64, "a whole number")
+    return whole_number_env(MAX_COMPARISONS_ENV, 2, 64, "a whole number")
 
 
 def time_limit() -> int:
     """Seconds a job may compute (from the moment it holds a slot), from :data:`TIME_LIMIT_ENV`; ValueError if the
     variable is set to anything but a whole number of seconds from 1 to 604,800 (a week)."""
-    return _whole_number_env(TIME_LIMIT_ENV, 3600, 604_800, "a whole number of seconds")
-
-
-def _whole_number_env(name: str, default: int, highest: int, what: str) -> int:
-    """The whole number from 1 to ``highest`` in variable ``name``, ``default`` when it is unset or blank."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or not 1 <= int(raw) <= highest:
-        raise ValueError(f"{name}: expected {what} from 1 to {highest}, found {raw!r}")
-    return int(raw)
+    return whole_number_env(TIME_LIMIT_ENV, 3600, 604_800, "a whole number of seconds")
 
 
 def jobs_dir(store_uri: str) -> Path:

@@ -48,6 +48,7 @@ from mlflow_recsys.tracking._candidates import (
 from mlflow_recsys.tracking._comparison_files import ComparisonFiles, write_json_files
 from mlflow_recsys.tracking._comparison_run import RunTarget, page_link_text, primary_declared_in_advance, result_tags
 from mlflow_recsys.tracking._context import log_params_once, record_failure_on_environment_run
+from mlflow_recsys.tracking._downloads import download_threads
 from mlflow_recsys.tracking._limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, fit_values
 from mlflow_recsys.tracking._naming import is_metric_key, pair_label
 from mlflow_recsys.tracking._provenance import collect_provenance
@@ -174,6 +175,9 @@ def compare_runs(
         model names would collide in MLflow metric names.
     TypeError
         If ``settings`` is not a :class:`~mlflow_recsys.stats.ComparisonSettings`.
+    ValueError
+        If ``$MLFLOW_RECSYS_DOWNLOAD_THREADS`` (runs whose artifacts are downloaded at once, default 8) is set to
+        anything but a whole number from 1 to 64.
     ArtifactError
         If a run's per-user artifacts are missing or malformed.
     TrackingServerError
@@ -186,6 +190,7 @@ def compare_runs(
         raise TypeError(validation.expected("on_stage", "a callable taking the stage's name, or None", on_stage))
     stage = on_stage or (lambda name: None)
     settings = _settings_iv(settings)
+    download_threads()  # a bad setting is refused before any run is made
     with translated_server_errors():
         target = RunTarget.find(output_experiment)
         selection = dict(run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string)
@@ -246,7 +251,7 @@ def _load_and_compare(
     """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
     metrics compared, the provenance, the artifacts by run id, :func:`_compare`'s reports)."""
     stage("loading artifacts")
-    artifacts = load_many([r.info.run_id for r in runs])
+    artifacts = load_many(runs)
     _log.info("loaded the per-user artifacts of %d runs", len(runs))
     stage("comparing")
     provenance = collect_provenance(runs, plan.groups, plan.representative_seeds, settings.representative_seed)

@@ -10,10 +10,34 @@ the real error through: ``ENOSPC`` with the path it could not write, the server'
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
+from tqdm.auto import tqdm
+
+from mlflow_recsys._validation import whole_number_env
 from mlflow_recsys.errors import SYSTEM_ERRNOS
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: How many runs' artifacts are downloaded at once (default 8, at most 64): a comparison's per-user files, a query's
+#: report tables. Bounded so one comparison cannot flood the tracking server.
+DOWNLOAD_THREADS_ENV = "MLFLOW_RECSYS_DOWNLOAD_THREADS"
+
+
+def download_threads() -> int:
+    """Downloads at once, from :data:`DOWNLOAD_THREADS_ENV`; ValueError naming the variable if it is set to anything
+    but a whole number from 1 to 64. Callers read it before any run is created, so a bad value writes nothing."""
+    return whole_number_env(DOWNLOAD_THREADS_ENV, 8, 64)
+
+
+def download_each(fetch: Callable[[T], R], items: Sequence[T], *, desc: str) -> list[R]:
+    """``fetch`` of every item, in order, by :func:`download_threads` threads under a progress bar."""
+    with ThreadPoolExecutor(max_workers=max(1, min(download_threads(), len(items)))) as pool:
+        return list(tqdm(pool.map(fetch, items), total=len(items), desc=desc, unit="run", disable=None))
 
 
 def download_file(artifact_uri: str, dst_dir: str | os.PathLike) -> Path:

@@ -10,6 +10,9 @@ Registered under the ``mlflow.model_evaluator`` entry point as ``recsys``. Use::
 Without a model, ``predictions="<column>"`` names the frame's column of recommended ids per row (best first;
 a column other than the fold-in ``items``) and those static lists are scored the same way.
 
+``evaluator_config["device"]`` (a torch device string, e.g. ``"cuda"``) scores and ranks on that device, through the
+logged model's inference param ``device``; a model whose signature lacks it is refused, as are static predictions.
+
 ``frame`` has a column ``items`` (each user's fold-in item ids), the targets column (the held-out item ids to find)
 and optionally ``sample_id``. The model must return, per row, a list of recommended item ids in a column ``items``
 (best first), as the models this package logs do; it is asked for ``k`` = the largest cutoff. The evaluator logs the
@@ -73,11 +76,12 @@ class RecsysEvaluator(ModelEvaluator):
                 "model: expected a model, or static predictions (predictions='<column of recommended ids>'), "
                 "found neither"
             )
+        params = _device_params(config, model)
         if model is None:
             # Static predictions: the data's predictions column holds each row's recommended ids, best first.
             output = pd.DataFrame({"items": list(dataset.predictions_data)})
         else:
-            output = model.predict(features[["items"]].assign(k=k))
+            output = model.predict(features[["items"]].assign(k=k), params=params)
         if not isinstance(output, pd.DataFrame) or "items" not in output.columns:
             raise ValueError("model: expected predictions with a column 'items' (recommended item ids)")
 
@@ -90,6 +94,28 @@ class RecsysEvaluator(ModelEvaluator):
         rankings = _rankings(catalogue, output["items"], k)
         result = evaluate_rankings(rankings, targets=target, metrics=metrics, sample_ids=sample_ids, source=source)
         return MlflowEvaluationResult(metrics=_log_result(run_id, result, config), artifacts={})
+
+
+def _device_params(config: dict, model) -> dict[str, str] | None:
+    """The inference params that score on ``evaluator_config['device']``; None without one. Refused where nothing
+    would honour it: static predictions, or a model whose signature has no ``device`` param (MLflow would drop it
+    with a warning and score on the CPU)."""
+    from mlflow_recsys.models._device import check_device
+    from mlflow_recsys.tracking._model_logging import DEVICE_PARAM
+
+    if "device" not in config:
+        return None
+    name = "evaluator_config['device']"
+    check_device(config["device"], name)
+    if model is None:
+        raise ValueError(f"{name}: expected a model to score on the device, found static predictions")
+    schema = model.metadata.get_params_schema()
+    if schema is None or DEVICE_PARAM not in {spec.name for spec in schema.params}:
+        raise ValueError(
+            f"{name}: expected a model whose signature takes the inference param {DEVICE_PARAM!r} (the models "
+            "mlflow-recsys logs do), found one without it; leave 'device' out to score it as it is"
+        )
+    return {DEVICE_PARAM: config["device"]}
 
 
 def _log_result(run_id: str, result, config: dict) -> dict[str, float]:

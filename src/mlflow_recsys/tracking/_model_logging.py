@@ -10,12 +10,15 @@ import mlflow
 import numpy as np
 import pandas as pd
 from mlflow.models import ModelSignature
-from mlflow.types import ColSpec, DataType, Schema
+from mlflow.types import ColSpec, DataType, ParamSchema, ParamSpec, Schema
 from mlflow.types.schema import Array
 
 import mlflow_recsys
 
 _CODE_FILE = Path(__file__).with_name("_pyfunc_model.py")
+
+#: The inference param that picks the torch device of a logged model's scoring (``predict(..., params=...)``).
+DEVICE_PARAM = "device"
 _RUNTIME = ("mlflow", "numpy", "scipy", "pandas", "torch", "pyarrow")
 
 
@@ -35,8 +38,9 @@ def log_recommender(model, item_ids, *, eval_user_ids=None, name: str = "model")
     The weights travel as the artifact ``weights`` (``config.json`` + ``.npy``), the ids as the artifact
     ``catalogue`` (``item_ids.npy``), the serving code as :mod:`mlflow_recsys.tracking._pyfunc_model` and the package
     source as code paths, so ``mlflow.pyfunc.load_model`` needs no unpickling. The signature and input example use
-    the id type. Loading the model runs that stored code, so load it only from an artifact store whose writers you
-    trust.
+    the id type; the signature's inference param ``device`` (default ``"cpu"``) scores on a torch device,
+    ``predict(frame, params={"device": "cuda"})``, with the same tie rule. Loading the model runs that stored code, so
+    load it only from an artifact store whose writers you trust.
 
     Parameters
     ----------
@@ -103,10 +107,12 @@ def _data_type(ids: np.ndarray) -> DataType:
 
 
 def _signature(item: DataType, user: DataType) -> ModelSignature:
-    """Input ``items`` (fold-in item ids), optional ``user`` and ``k``; output ids, scores, unknown ids."""
+    """Input ``items`` (fold-in item ids), optional ``user`` and ``k``; output ids, scores, unknown ids; the param
+    ``device`` (default ``"cpu"``), the torch device that scores and ranks."""
     user_col, items = ColSpec(user, "user", required=False), ColSpec(Array(item), "items")
     k, scores = ColSpec(DataType.long, "k", required=False), ColSpec(Array(DataType.double), "scores")
     return ModelSignature(
         inputs=Schema([user_col, items, k]),
         outputs=Schema([user_col, items, scores, ColSpec(Array(item), "unknown_items")]),
+        params=ParamSchema([ParamSpec(DEVICE_PARAM, DataType.string, "cpu")]),
     )

@@ -8,7 +8,9 @@ Input: a DataFrame with a column ``items`` (each row a list of the user's fold-i
 of the catalogue's type), optionally ``user`` (an id of the dataset's user-id type, echoed back) and ``k`` (list
 length per row, default 20, capped at the catalogue size). Output: a DataFrame with ``user`` (when given), ``items``
 (the top-k item ids, best first, fold-in excluded), ``scores`` and ``unknown_items`` (the input ids outside the
-catalogue: they cannot be scored, so they are reported there and in a warning rather than dropped silently). Ids
+catalogue: they cannot be scored, so they are reported there and in a warning rather than dropped silently). The
+inference param ``device`` (default ``"cpu"``, ``predict(frame, params={"device": "cuda"})``) is the torch device that
+scores and ranks, under the same tie rule; a CPU device ranks with the host's compiled selection. Ids
 become model columns through :class:`mlflow_recsys._catalogue.ItemCatalogue`, the mapping that
 :func:`mlflow_recsys._evaluation_by_ids.evaluate_by_ids` and the ``recsys`` evaluator use.
 
@@ -50,6 +52,10 @@ class RecommenderPyfunc(PythonModel):
         self.catalogue = ItemCatalogue(ids, name="catalogue")  # log_recommender checked: one id per model column
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
+        from mlflow_recsys.models._device import check_device, ranking_device
+
+        device = (params or {}).get("device", "cpu")
+        check_device(device, "params['device']")
         frame = pd.DataFrame(model_input)
         if "items" not in frame.columns:
             raise ValueError(f"model_input: expected a column 'items' (lists of item ids), found {list(frame.columns)}")
@@ -67,7 +73,7 @@ class RecommenderPyfunc(PythonModel):
                 UnknownItemsWarning,
                 stacklevel=2,
             )
-        top, scores = self.model.recommend(source, int(ks.max()) if len(ks) else 1)
+        top, scores = self.model.recommend(source, int(ks.max()) if len(ks) else 1, device=ranking_device(device))
         out = {} if "user" not in frame.columns else {"user": frame["user"].to_numpy()}
         item_ids = self.catalogue.item_ids
         out["items"] = [item_ids[t[:k][t[:k] >= 0]].tolist() for t, k in zip(top, ks, strict=True)]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +25,7 @@ from mlflow_recsys.stats._comparison import COLUMNS, ComparisonReport
 from mlflow_recsys.stats._settings import PRIMARY_ANALYSES, ComparisonSettings
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._comparison_files import REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE
-from mlflow_recsys.tracking._downloads import download_files
+from mlflow_recsys.tracking._downloads import download_each, download_files, download_threads
 from mlflow_recsys.tracking._limits import CUT_VALUE
 from mlflow_recsys.tracking._logged_models import CI_HIGH, CI_LOW
 from mlflow_recsys.tracking._naming import logged_metric_keys, mlflow_metric_name
@@ -137,15 +136,14 @@ def _read_settings(run_id: str, found: dict[str, Path]) -> ComparisonSettings:
         raise ArtifactError(f"run {run_id}: {SETTINGS_FILE} holds no comparison settings ({exc})") from None
 
 
-def search_comparisons(
-    experiments: str | Sequence[str], filter_string: str | None = None, *, threads: int = 8
-) -> pd.DataFrame:
+def search_comparisons(experiments: str | Sequence[str], filter_string: str | None = None) -> pd.DataFrame:
     """Every hypothesis of the FINISHED comparison runs of ``experiments``, one row each, oldest run first.
 
     A comparison run of models with training seeds holds two analyses, each a row per hypothesis: the
     representative-seed and the seed-averaged comparison; ``analysis_role`` says which is the run's primary
     analysis and which the sensitivity analysis. The runs are read with paged ``search_runs`` queries, and each
-    run's tables (``report.parquet``, ``seed_averaged.parquet``) downloaded by ``threads`` threads.
+    run's tables (``report.parquet``, ``seed_averaged.parquet``) downloaded by ``$MLFLOW_RECSYS_DOWNLOAD_THREADS``
+    threads (default 8).
 
     Parameters
     ----------
@@ -154,8 +152,6 @@ def search_comparisons(
     filter_string : str, optional
         An MLflow search filter, joined with ``and`` to the comparison-run filter (``tags.`recsys.role` =
         'comparison' and attributes.status = 'FINISHED'``), e.g. ``"tags.`recsys.dataset` = 'movielens-100k'"``.
-    threads : int, default 8
-        Downloads at once.
 
     Returns
     -------
@@ -178,14 +174,14 @@ def search_comparisons(
         If a FINISHED comparison run lacks its report table or the table is malformed, naming the run.
     TrackingServerError
         If the tracking server does not answer.
+    ValueError
+        If ``$MLFLOW_RECSYS_DOWNLOAD_THREADS`` is set to anything but a whole number from 1 to 64.
     """
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 64:
-        raise ValueError(expected("threads", "an int from 1 to 64", threads))
+    download_threads()  # a bad setting is refused before any run is read
     with translated_server_errors():
         client = MlflowClient()
         runs = _search(client, experiments, filter_string, tags.ROLE_COMPARISON)
-        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(runs)))) as pool:
-            frames = list(pool.map(_hypotheses, runs))
+        frames = download_each(_hypotheses, runs, desc="comparison reports")
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))

@@ -8,7 +8,6 @@ import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from itertools import islice
 from typing import TypeVar, cast
@@ -20,7 +19,6 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE, RESOURCE_DOES_NOT_EXIST, ErrorCode
 from mlflow.store.entities.paged_list import PagedList
 from mlflow.tracking import MlflowClient
-from tqdm.auto import tqdm
 
 from mlflow_recsys._digests import shorten
 from mlflow_recsys._validation import expected
@@ -28,7 +26,7 @@ from mlflow_recsys.errors import ArtifactError, RunSelectionError
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.tracking import _artifacts as artifacts
 from mlflow_recsys.tracking import _tags as tags
-from mlflow_recsys.tracking._downloads import download_files
+from mlflow_recsys.tracking._downloads import download_each, download_files
 from mlflow_recsys.tracking._limits import duplicates
 from mlflow_recsys.tracking._redact import redact
 
@@ -317,14 +315,15 @@ def parsed_filter(filter_string: str | None):
         raise RunSelectionError(f"filter_string: MLflow could not parse {filter_string!r}: {exc.message}") from None
 
 
-def load_evaluation_artifacts(run_id: str) -> artifacts.EvaluationArtifacts:
+def load_evaluation_artifacts(run_id: str, artifact_uri: str | None = None) -> artifacts.EvaluationArtifacts:
     """The per-user artifacts of one training run; an OSError of the local copy (``ENOSPC``) goes through as it is,
-    no fault of the run's."""
+    no fault of the run's. ``artifact_uri``, the run's ``info.artifact_uri`` when the caller holds the run, spares
+    the request that resolves ``runs:/<run_id>``."""
     with tempfile.TemporaryDirectory(prefix="mlflow-recsys-") as tmp:
         try:
             # rankings.parquet is absent from runs logged without their lists: download_files skips it then.
             names = [artifacts.PER_USER_FILE, artifacts.EVALUATION_FILE, artifacts.RANKINGS_FILE]
-            download_files(f"runs:/{run_id}", names, tmp)
+            download_files(artifact_uri or f"runs:/{run_id}", names, tmp)
         except MlflowException as exc:
             raise ArtifactError(f"run {run_id}: could not download its per-user artifacts ({exc})") from None
         return artifacts.read_evaluation_artifacts(tmp, origin=f"run {run_id}")
@@ -343,12 +342,13 @@ def load_evaluation(run_id: str) -> EvaluationResult:
     return load_evaluation_artifacts(run_id).result
 
 
-def load_many(run_ids: list[str], *, threads: int = 4) -> dict[str, artifacts.EvaluationArtifacts]:
-    """Several runs' artifacts, downloaded by a few threads under a progress bar."""
-    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(run_ids)))) as pool:
-        loaded = pool.map(load_evaluation_artifacts, run_ids)
-        done = tqdm(loaded, total=len(run_ids), desc="per-user artifacts", unit="run", disable=None)
-        return dict(zip(run_ids, list(done), strict=True))
+def load_many(runs: list[Run]) -> dict[str, artifacts.EvaluationArtifacts]:
+    """Several runs' artifacts by run id, downloaded by :func:`~mlflow_recsys.tracking._downloads.download_threads`
+    threads."""
+    loaded = download_each(
+        lambda run: load_evaluation_artifacts(run.info.run_id, run.info.artifact_uri), runs, desc="per-user artifacts"
+    )
+    return {run.info.run_id: one for run, one in zip(runs, loaded, strict=True)}
 
 
 def version_of_run(client: MlflowClient, model: str, run_id: str) -> str | None:

@@ -20,7 +20,7 @@ from mlflow_recsys.data import LoadedSplit, SplitConfig, build_recsys_checkpoint
 from mlflow_recsys.errors import is_system_failure, root_cause
 from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.metrics import ItemPopularity
-from mlflow_recsys.models._device import device_type
+from mlflow_recsys.models._device import device_type, ranking_device
 from mlflow_recsys.models._train_config import TrainConfig
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._artifacts import write_evaluation_artifacts
@@ -237,7 +237,7 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
                 metrics=config.metric_objects(),
                 sample_ids=test_ids,
                 item_popularity=ItemPopularity.from_interactions(split["x_train"]),
-                device=_scoring_device(fitted.config),
+                device=ranking_device(getattr(fitted.config, "device", None)),
             )
             # The model first: its id is known when the test metrics are logged (log_model links metrics too).
             logged = log_recommender(fitted, split["item_ids"], eval_user_ids=test_ids) if log_model else None
@@ -247,13 +247,6 @@ def run_train(checkpoint: str | os.PathLike, config: TrainConfig, *, log_model: 
                 mlflow.register_model(logged.model_uri, config.register)
             mlflow.log_metric("fit_seconds", fit_seconds)
             return run.info.run_id
-
-
-def _scoring_device(config) -> str | None:
-    """Where a fitted model's test users are scored: on its accelerator, or (None) with the host's compiled ranking,
-    which is the faster one on a CPU."""
-    device = getattr(config, "device", None)
-    return None if device is None or device_type(device) == "cpu" else device
 
 
 def _train_tags(model: str, config, seed_tag: str, split: LoadedSplit, config_tag: str | None = None) -> dict[str, str]:
