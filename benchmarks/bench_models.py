@@ -1,6 +1,6 @@
 """Time and memory of model fitting and scoring on synthetic interaction data, on the CPU or a GPU.
 
-Prints EASE fit time and peak memory, EASE recommendation throughput, and
+Prints EASE fit time and peak memory, EASE recommendation and evaluation throughput, and
 ELSA seconds per epoch (the first epoch apart). The default size is 50,000 users x 10,000 items
 with about 4M interactions; use ``--scale`` or ``--quick`` to shrink it.
 
@@ -26,7 +26,12 @@ import tracemalloc
 import numpy as np
 import scipy.sparse as sp
 
+from mlflow_recsys.evaluation import evaluate_recommender
 from mlflow_recsys.models import EASE, EASEConfig, ELSAConfig, ELSATrainer
+from mlflow_recsys.models._device import ranking_device
+
+#: What the evaluation figure computes per user, as a training run does.
+EVALUATION_METRICS = ["ndcg@100", "recall@20", "mrr@20", "map@20"]
 
 
 def synthetic_interactions(n_users: int, n_items: int, n_interactions: int, seed: int) -> sp.csr_matrix:
@@ -68,7 +73,7 @@ def bench_ease(x: sp.csr_matrix, args: argparse.Namespace) -> None:
     print(f"  process max RSS: {rss_before:.0f} MiB before fit, {rss_after:.0f} MiB after")
 
     rows = x[: min(n_recommend, x.shape[0])]
-    on = None if device == "cpu" else device  # the host's compiled ranking on a CPU, else the device's
+    on = ranking_device(device)  # the host's compiled ranking on a CPU, else the device's
     start = time.perf_counter()
     model.recommend(rows[:16], k, device=on)  # loads the compiled kernels (or the device's), once per process
     first_s = time.perf_counter() - start
@@ -80,8 +85,30 @@ def bench_ease(x: sp.csr_matrix, args: argparse.Namespace) -> None:
         f"EASE recommend top-{k} for {rows.shape[0]} users at {x.shape[1]:,} items on {device}: {rec_s:.2f} s "
         f"({rows.shape[0] / rec_s:.0f} users/s)"
     )
+    source, targets = hold_out(rows, 0.2, args.seed)
+    start = time.perf_counter()
+    result = evaluate_recommender(
+        model, source=source, targets=targets, metrics=EVALUATION_METRICS, batch_size=args.score_batch_size, device=on
+    )
+    eval_s = time.perf_counter() - start
+    print(
+        f"EASE evaluation ({', '.join(EVALUATION_METRICS)}; a fifth of each user's items held out) of "
+        f"{len(result.sample_ids)} users on {device}: {eval_s:.2f} s ({len(result.sample_ids) / eval_s:.0f} users/s)"
+    )
     if device != "cpu":
         check_against_host(x, model, rows, args)
+
+
+def hold_out(rows: sp.csr_matrix, fraction: float, seed: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """(fold-in, targets): each stored entry a target with probability ``fraction``; users left without a target
+    or without a fold-in item are dropped."""
+    held = np.random.default_rng(seed).random(rows.nnz) < fraction
+    source, targets = rows.copy(), rows.copy()
+    source.data[held], targets.data[~held] = 0, 0
+    source.eliminate_zeros()
+    targets.eliminate_zeros()
+    keep = (np.diff(source.indptr) > 0) & (np.diff(targets.indptr) > 0)
+    return source[keep], targets[keep]
 
 
 def check_against_host(x: sp.csr_matrix, model: EASE, rows: sp.csr_matrix, args: argparse.Namespace) -> None:

@@ -120,7 +120,8 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
     """Per replicate, segment and column, ``sum_j eps_j rows[j, c]`` over the segment's units for a random sign
     vector ``eps``: float64 ``(B, S, m)``, from the tables of :func:`nibble_tables`.
 
-    ``seeds`` is ``(S, n_blocks, 4)``: each segment draws its own signs (unit ``j`` of a segment takes bit ``j % 64``
+    ``seeds`` is uint64 ``(S, n_blocks, 8)`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`; signs use the first
+    generator's four words): each segment draws its own signs (unit ``j`` of a segment takes bit ``j % 64``
     of word ``j // 64``), shared by its columns. Signs are read four at a time and each group's signed sums looked up,
     so a replicate costs n/4 additions of :data:`LANES` columns at once instead of n per column. A column sums its
     groups in order into its own accumulator, so its value depends on neither the other columns nor the thread.
@@ -153,9 +154,10 @@ def bootstrap_sums(rows, starts, seeds, n_resamples):
     replacement from it: float64 ``(B, S, m)``.
 
     ``rows`` is ``(n, m)``, ``m`` a multiple of :data:`LANES`, segment ``s`` at rows ``starts[s]:starts[s + 1]``;
-    ``seeds`` is ``(S, n_blocks, 4)``: each segment draws its own units, shared by its columns. Each drawn unit's
-    row is read once and added to :data:`LANES` columns at once. A column adds the drawn units in draw order into its
-    own accumulator, so its value depends on neither the other columns nor the thread.
+    ``seeds`` is uint64 ``(S, n_blocks, 8)``, two generators' states a block
+    (:func:`~mlflow_recsys.stats._resampling.block_seeds`): each segment draws its own units, shared by its columns.
+    Each drawn unit's row is read once and added to :data:`LANES` columns at once. A column adds the drawn units in
+    draw order into its own accumulator, so its value depends on neither the other columns nor the thread.
     """
     m = rows.shape[1]
     n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
