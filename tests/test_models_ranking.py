@@ -58,6 +58,25 @@ def test_explicit_zero_in_exclude_does_not_exclude():
     np.testing.assert_array_equal(indices, [[0]])
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil", "dok"])
+def test_exclusion_reads_every_sparse_format_with_duplicates_and_unsorted_columns(fmt):
+    # The oracle: a full sort of each row by (score desc, item asc) over the items whose stored values sum to nonzero.
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 4, (30, 9)).astype(np.float32)  # many exact ties
+    rows, cols = rng.integers(0, 30, 80), rng.integers(0, 9, 80)
+    coo = sp.coo_matrix((np.ones(80, dtype=np.float32), (rows, cols)), shape=scores.shape)  # duplicates kept
+    unsorted = sp.csr_matrix((coo.data, coo.col, np.r_[0, np.cumsum(np.bincount(coo.row, minlength=30))]))
+    order = np.argsort(coo.row, kind="stable")
+    unsorted.indices, unsorted.data = coo.col[order], coo.data[order]
+    exclude = unsorted if fmt == "csr" else coo.asformat(fmt)
+    assert fmt != "csr" or not unsorted.has_sorted_indices
+    banned = coo.toarray() != 0
+    indices, _ = top_k(scores, 9, exclude=exclude)
+    for r in range(30):
+        expected = [j for j in sorted(range(9), key=lambda j: (-scores[r, j], j)) if not banned[r, j]]
+        np.testing.assert_array_equal(indices[r], expected + [-1] * (9 - len(expected)))
+
+
 def test_fewer_candidates_than_k_pads_with_minus_one_and_minus_inf():
     scores = np.array([[0.1, 0.9, 0.5]], dtype=np.float32)
     exclude = sp.csr_matrix(np.array([[0, 1, 0]], dtype=np.float32))

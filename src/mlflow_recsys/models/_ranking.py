@@ -76,20 +76,15 @@ def top_k(
 
 
 def _excluded_rows(exclude, shape: tuple[int, int]) -> sp.csr_matrix:
-    """The excluded positions as a boolean CSR pattern with each row's columns sorted ascending."""
-    rows, cols = _excluded_positions(exclude, shape)
-    pattern = sp.csr_matrix((np.ones(rows.size, dtype=bool), (rows, cols)), shape=shape)
-    pattern.sort_indices()
-    return pattern
-
-
-def _excluded_positions(exclude, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The excluded positions as a boolean CSR pattern with each row's columns sorted ascending: one conversion of
+    ``exclude`` (none for the CSR rows the models pass), its explicit zeros dropped."""
     if exclude is None:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
+        return sp.csr_matrix(shape, dtype=bool)
     if not sp.issparse(exclude):
         raise TypeError(f"exclude: expected a scipy sparse matrix or None, found {type(exclude).__name__}")
     if exclude.shape != shape:
         raise ValueError(f"exclude: expected shape {shape} like scores, found {exclude.shape}")
-    rows, cols = sp.coo_matrix(exclude).nonzero()
-    return rows.astype(np.int64, copy=False), cols.astype(np.int64, copy=False)
+    pattern = sp.csr_matrix(exclude, dtype=bool, copy=True)  # nonzero -> True; a stored zero -> False, dropped next
+    pattern.eliminate_zeros()
+    pattern.sum_duplicates()  # also sorts each row's columns
+    return pattern
