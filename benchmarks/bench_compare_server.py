@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.stats import ComparisonSettings, ComparisonWarning
 from mlflow_recsys.tracking import compare_runs, select_runs, write_evaluation_artifacts
+from mlflow_recsys.tracking._downloads import download_threads
 from mlflow_recsys.tracking._local_server import local_tracking_server
 from mlflow_recsys.tracking._runs import load_many
 
@@ -80,7 +81,7 @@ def main() -> None:
             start = time.perf_counter()
             runs = select_runs(run_ids=run_ids)
             selected = time.perf_counter()
-            load_many(runs)
+            load_many(runs, download_threads())
             downloaded = time.perf_counter()
             compare_runs(run_ids=run_ids, settings=ComparisonSettings(reference="M0", metrics=keys, n_resamples=9999))
             total = time.perf_counter() - downloaded

@@ -131,6 +131,8 @@ def test_the_recsys_evaluator_scores_on_the_device_it_is_given_and_refuses_what_
     with mlflow.start_run():
         other = mlflow.pyfunc.log_model(name="other", python_model=_ListsWithoutDevice()).model_uri
     refusals.append((other, "cpu", {}, "expected a model whose signature takes the inference param 'device'"))
+    as_function = lambda frame: _ListsWithoutDevice().predict(None, frame)  # noqa: E731 - a model MLflow wraps as is
+    refusals.append((as_function, "cpu", {}, "expected a model whose signature takes the inference param 'device'"))
     assert _evaluated(other)[0]["ndcg_at_3"] >= 0  # scored as it is without a device
     for model, device, data, message in refusals:
         runs_before = len(mlflow.search_runs(search_all_experiments=True))

@@ -129,6 +129,12 @@ def test_a_device_is_refused_for_a_model_that_takes_none_and_for_one_that_is_not
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match=r"^device: expected a device this machine has, found 'cuda'"):
             EASEConfig(device="cuda")
+    if not torch.backends.mps.is_available():  # refused here, not by torch's own error at the first copy
+        for config in (EASEConfig, ELSAConfig):
+            with pytest.raises(ValueError, match=r"^device: expected a device this machine has, found 'mps:0' .*MPS"):
+                config(device="mps:0")
+        with pytest.raises(ValueError, match=r"^device: expected a device this machine has, found 'mps'"):
+            EASE(EASEConfig(l2=5.0)).fit(x).recommend(x, 5, device="mps")
 
 
 def test_tf32_is_a_cuda_setting_and_the_callers_setting_comes_back():

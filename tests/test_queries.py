@@ -282,7 +282,7 @@ def test_search_comparisons_refuses_bad_input_before_reading_runs(study, monkeyp
         search_comparisons("queries", filter_string="params.reference === 'EASE'")
     monkeypatch.setattr(queries, "search_training_runs", None)  # any read of the runs would fail otherwise
     monkeypatch.setenv(DOWNLOAD_THREADS_ENV, "0")
-    with pytest.raises(ValueError, match=f"{DOWNLOAD_THREADS_ENV}: expected a whole number from 1 to 64, found '0'"):
+    with pytest.raises(ValueError, match=rf"{DOWNLOAD_THREADS_ENV}: expected a whole number .*, found '0'"):
         search_comparisons("queries")
 
 

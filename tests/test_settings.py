@@ -258,3 +258,21 @@ def test_the_checks_return_the_value_in_its_canonical_type():
     assert validation.ordered((i for i in (2, 1)), "s", "s") == [2, 1] and validation.ordered(
         np.arange(2), "s", "s"
     ) == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "raw, read",
+    [("", 8), ("  ", 8), ("1", 1), (" 3 ", 3), ("3\n", 3), ("007", 7), ("64", 64)]
+    + [(bad, None) for bad in ("0", "65", "-1", "+3", "1.5", "1e1", "0x10", "abc", "\u0663", "\uff11", "\u00b2")]
+    + [("9" * 5000, None)],
+)
+def test_a_whole_number_setting_takes_ascii_digits_only(monkeypatch, raw, read):
+    monkeypatch.setenv("MLFLOW_RECSYS_SOME_SETTING", raw)
+    if read is not None:
+        assert validation.whole_number_env("MLFLOW_RECSYS_SOME_SETTING", 8, 64) == read
+        return
+    with pytest.raises(ValueError) as caught:
+        validation.whole_number_env("MLFLOW_RECSYS_SOME_SETTING", 8, 64)
+    message = str(caught.value)
+    assert message.startswith("MLFLOW_RECSYS_SOME_SETTING: expected a whole number from 1 to 64 (ASCII digits), found ")
+    assert message.endswith(repr(raw.strip())) or (len(raw) > 200 and len(message) < 400)

@@ -147,13 +147,16 @@ def metric_keys(metrics: str | Sequence[str], name: str = "metrics") -> list[str
 
 
 def whole_number_env(name: str, default: int, highest: int, what: str = "a whole number") -> int:
-    """The whole number from 1 to ``highest`` in environment variable ``name``, ``default`` when it is unset or blank;
-    otherwise a ValueError ``"<name>: expected <what> from 1 to <highest>, found <value>"``."""
+    """The whole number from 1 to ``highest`` in environment variable ``name``, written in ASCII digits (spaces around
+    them ignored, as a shell may leave them), ``default`` when the variable is unset or blank; otherwise a ValueError
+    ``"<name>: expected <what> from 1 to <highest>, found <value>"``. Other scripts' digits ("٣", "²") are refused:
+    ``str.isdigit`` takes them, and ``int`` then reads some and fails on others."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= highest:
-        raise ValueError(f"{name}: expected {what} from 1 to {highest}, found {raw!r}")
+    digits = raw.isascii() and raw.isdigit() and len(raw) <= len(str(highest)) + 3  # "007", never 5,000 digits
+    if not digits or not 1 <= int(raw) <= highest:
+        raise ValueError(expected(name, f"{what} from 1 to {highest} (ASCII digits)", raw))
     return int(raw)
 
 

@@ -48,8 +48,8 @@ def check_device_form(device: str, name: str = "device") -> None:
 
 
 def check_device(device: str, name: str = "device") -> None:
-    """ValueError (naming ``name``) unless ``device`` passes :func:`check_device_form` and, if CUDA, torch sees that
-    GPU."""
+    """ValueError (naming ``name``) unless ``device`` passes :func:`check_device_form` and torch sees that device
+    here (the CUDA GPU of that index, or MPS)."""
     import torch
 
     check_device_form(device, name)
@@ -58,6 +58,11 @@ def check_device(device: str, name: str = "device") -> None:
         raise ValueError(
             f"{name}: expected a device this machine has, found {device!r} but torch "
             f"{torch.__version__} sees no CUDA GPU; use 'cpu'"
+        )
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(
+            f"{name}: expected a device this machine has, found {device!r} but torch "
+            f"{torch.__version__} sees no MPS (Apple GPU) device; use 'cpu'"
         )
     if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
         raise ValueError(

@@ -190,7 +190,7 @@ def compare_runs(
         raise TypeError(validation.expected("on_stage", "a callable taking the stage's name, or None", on_stage))
     stage = on_stage or (lambda name: None)
     settings = _settings_iv(settings)
-    download_threads()  # a bad setting is refused before any run is made
+    threads = download_threads()  # read once, and a bad setting is refused before any run is made
     with translated_server_errors():
         target = RunTarget.find(output_experiment)
         selection = dict(run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string)
@@ -201,21 +201,14 @@ def compare_runs(
             if target.environment_run:  # the one run that exists already
                 record_failure_on_environment_run(exc, tags.ROLE_COMPARISON)
             raise
-        counts = (len(runs), len(plan.groups), len(plan.pairs), settings.n_resamples)
-        _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", *counts)
-        unpaired = [pair_label(b, c) for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
-        if settings.paired_seeds and unpaired:
-            _log.warning(
-                "paired_seeds has no effect on %s: only one side has several seeds, so there is "
-                "nothing to pair (protocol one-side-seeded)",
-                ", ".join(unpaired),
-            )
+        _log_plan(runs, plan, settings)
         # The run exists before any work: a store that will not take it (a READ-only user) says so now, not after
         # hours of resampling. Any later failure ends it FAILED with the reason and no results.
         with target.run(runs, _run_name(plan)) as run:
-            plan, provenance, artifacts, (report, spreads, averaged) = _load_and_compare(
-                runs, plan, settings, stage, slices
-            )
+            stage("loading artifacts")
+            artifacts = load_many(runs, threads)
+            stage("comparing")
+            plan, provenance, (report, spreads, averaged) = _check_and_compare(runs, plan, settings, artifacts, slices)
             analysis = resolve_primary_analysis(settings.primary_analysis, seeded=averaged is not None)
             logged = _logged_settings(settings, model_tag=model_tag, compared=plan.metric_keys, analysis=analysis)
             _log.info("logging the comparison run")
@@ -241,23 +234,33 @@ def _settings_iv(settings) -> ComparisonSettings:
     return settings
 
 
-def _load_and_compare(
+def _log_plan(runs: list[Run], plan: CandidatePlan, settings: ComparisonSettings) -> None:
+    """What the comparison will do, and a warning where ``paired_seeds`` can pair nothing."""
+    counts = (len(runs), len(plan.groups), len(plan.pairs), settings.n_resamples)
+    _log.info("comparing %d runs of %d candidates (%d pairs, B = %s)", *counts)
+    unpaired = [pair_label(b, c) for b, c in plan.seed_pairs if min(len(plan.groups[b]), len(plan.groups[c])) < 2]
+    if settings.paired_seeds and unpaired:
+        _log.warning(
+            "paired_seeds has no effect on %s: only one side has several seeds, so there is "
+            "nothing to pair (protocol one-side-seeded)",
+            ", ".join(unpaired),
+        )
+
+
+def _check_and_compare(
     runs: list[Run],
     plan: CandidatePlan,
     settings: ComparisonSettings,
-    stage: Callable[[str], None],
+    artifacts: dict[str, EvaluationArtifacts],
     slices: list[Slice] | None,
 ):
-    """Read the runs' per-user artifacts, check they were scored alike, and compare them -> (the plan with the
-    metrics compared, the provenance, the artifacts by run id, :func:`_compare`'s reports)."""
-    stage("loading artifacts")
-    artifacts = load_many(runs)
+    """Check the runs' per-user artifacts were scored alike, and compare them -> (the plan with the metrics compared,
+    the provenance, :func:`_compare`'s reports)."""
     _log.info("loaded the per-user artifacts of %d runs", len(runs))
-    stage("comparing")
     provenance = collect_provenance(runs, plan.groups, plan.representative_seeds, settings.representative_seed)
     verify_same_evaluation(runs, artifacts)
     plan = dataclasses.replace(plan, metric_keys=artifact_metric_keys(plan.metric_keys, settings.primary, artifacts))
-    return plan, provenance, artifacts, _compare(plan, artifacts, settings, slices)
+    return plan, provenance, _compare(plan, artifacts, settings, slices)
 
 
 def _compare(
@@ -271,7 +274,7 @@ def _compare(
     None)."""
     statistics = settings.compare_models_kwargs()
     metric_keys = plan.metric_keys
-    assert metric_keys is not None  # _load_and_compare has set them from the per-user files
+    assert metric_keys is not None  # _check_and_compare has set them from the per-user files
     shared = {"metrics": metric_keys, **{k: statistics[k] for k in ("confidence_level", "n_resamples", "random_state")}}
     results = {m: {s: (rid, artifacts[rid].result) for s, rid in seeds.items()} for m, seeds in plan.groups.items()}
     instances = {m: results[m][plan.representative_seeds[m]][1] for m in plan.models}

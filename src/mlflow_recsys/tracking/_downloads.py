@@ -34,9 +34,10 @@ def download_threads() -> int:
     return whole_number_env(DOWNLOAD_THREADS_ENV, 8, 64)
 
 
-def download_each(fetch: Callable[[T], R], items: Sequence[T], *, desc: str) -> list[R]:
-    """``fetch`` of every item, in order, by :func:`download_threads` threads under a progress bar."""
-    with ThreadPoolExecutor(max_workers=max(1, min(download_threads(), len(items)))) as pool:
+def download_each(fetch: Callable[[T], R], items: Sequence[T], *, threads: int, desc: str) -> list[R]:
+    """``fetch`` of every item, in order, by ``threads`` threads (the caller's :func:`download_threads`, read once
+    before it wrote anything) under a progress bar."""
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(items)))) as pool:
         return list(tqdm(pool.map(fetch, items), total=len(items), desc=desc, unit="run", disable=None))
 
 

@@ -109,7 +109,8 @@ def _device_params(config: dict, model) -> dict[str, str] | None:
     check_device(config["device"], name)
     if model is None:
         raise ValueError(f"{name}: expected a model to score on the device, found static predictions")
-    schema = model.metadata.get_params_schema()
+    metadata = getattr(model, "metadata", None)  # a plain function given as the model has none
+    schema = None if metadata is None else metadata.get_params_schema()
     if schema is None or DEVICE_PARAM not in {spec.name for spec in schema.params}:
         raise ValueError(
             f"{name}: expected a model whose signature takes the inference param {DEVICE_PARAM!r} (the models "

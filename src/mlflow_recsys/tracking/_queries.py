@@ -177,11 +177,11 @@ def search_comparisons(experiments: str | Sequence[str], filter_string: str | No
     ValueError
         If ``$MLFLOW_RECSYS_DOWNLOAD_THREADS`` is set to anything but a whole number from 1 to 64.
     """
-    download_threads()  # a bad setting is refused before any run is read
+    threads = download_threads()  # read once, and a bad setting is refused before any run is read
     with translated_server_errors():
         client = MlflowClient()
         runs = _search(client, experiments, filter_string, tags.ROLE_COMPARISON)
-        frames = download_each(_hypotheses, runs, desc="comparison reports")
+        frames = download_each(_hypotheses, runs, threads=threads, desc="comparison reports")
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=list(COMPARISON_COLUMNS))

@@ -342,11 +342,14 @@ def load_evaluation(run_id: str) -> EvaluationResult:
     return load_evaluation_artifacts(run_id).result
 
 
-def load_many(runs: list[Run]) -> dict[str, artifacts.EvaluationArtifacts]:
-    """Several runs' artifacts by run id, downloaded by :func:`~mlflow_recsys.tracking._downloads.download_threads`
-    threads."""
+def load_many(runs: list[Run], threads: int) -> dict[str, artifacts.EvaluationArtifacts]:
+    """Several runs' artifacts by run id, ``threads`` runs at a time
+    (:func:`~mlflow_recsys.tracking._downloads.download_threads`)."""
     loaded = download_each(
-        lambda run: load_evaluation_artifacts(run.info.run_id, run.info.artifact_uri), runs, desc="per-user artifacts"
+        lambda run: load_evaluation_artifacts(run.info.run_id, run.info.artifact_uri),
+        runs,
+        threads=threads,
+        desc="per-user artifacts",
     )
     return {run.info.run_id: one for run, one in zip(runs, loaded, strict=True)}
 
