@@ -33,12 +33,14 @@ MATMUL_PRECISIONS = ("fp32", "tf32")
 def check_device_form(device: str, name: str = "device") -> None:
     """ValueError unless torch reads ``device`` as one of :data:`DEVICE_TYPES` (``meta`` and other back ends refused),
     whether or not this machine has it: a study checks this before its trainings go to machines of their own.
-    ``name`` is the argument the message names."""
-    import torch
-
+    ``name`` is the argument the message names. Plain ``"cpu"``, every default, is taken without importing torch."""
     message = f"{name}: expected a torch device string such as 'cpu' or 'cuda', found {device!r}"
     if not isinstance(device, str):
         raise ValueError(message)
+    if device == "cpu":
+        return
+    import torch
+
     try:
         kind = torch.device(device).type
     except (RuntimeError, ValueError, TypeError) as exc:
@@ -50,9 +52,11 @@ def check_device_form(device: str, name: str = "device") -> None:
 def check_device(device: str, name: str = "device") -> None:
     """ValueError (naming ``name``) unless ``device`` passes :func:`check_device_form` and torch sees that device
     here (the CUDA GPU of that index, or MPS)."""
+    check_device_form(device, name)
+    if device == "cpu":
+        return
     import torch
 
-    check_device_form(device, name)
     parsed = torch.device(device)
     if parsed.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
