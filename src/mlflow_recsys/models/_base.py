@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
     from mlflow_recsys.models._device import DeviceRows
 
-    #: A model's scorer on a device: (the rows on the device, a batch of row numbers) -> the batch's scores there.
-    DeviceScorer = Callable[[DeviceRows, np.ndarray], torch.Tensor]
+    #: A model's scorer on a device: (the rows on the device, a batch of row numbers, that batch made dense there)
+    #: -> the batch's scores there.
+    DeviceScorer = Callable[[DeviceRows, np.ndarray, torch.Tensor], torch.Tensor]
 
 _C = TypeVar("_C")
 
@@ -104,12 +105,13 @@ class Recommender:
         return cls._from_saved(config, state, arrays, int(state["n_items"]))
 
     def _device_scorer(self, device: torch.device) -> DeviceScorer:
-        """``score(rows, batch) -> float32 (len(batch), n_items)`` on ``device``: the batch's
-        scores as :meth:`score` gives them. This default scores on the host and moves the scores; a model whose weights
-        can live on the device overrides it."""
+        """``score(rows, batch, dense) -> float32 (len(batch), n_items)`` on ``device``: the batch's scores as
+        :meth:`score` gives them (``dense``, the batch's rows made dense on the device once for the ranking's
+        exclusions, is there for a model that needs them too). This default scores on the host and moves the scores; a
+        model whose weights can live on the device overrides it."""
         import torch
 
-        def score(rows: DeviceRows, batch: np.ndarray) -> torch.Tensor:
+        def score(rows: DeviceRows, batch: np.ndarray, dense: torch.Tensor) -> torch.Tensor:
             return torch.from_numpy(self._score_checked(rows.host[batch])).to(device)
 
         return score
@@ -174,11 +176,11 @@ class Recommender:
             score = self._device_scorer(target)
             for start in range(0, x.shape[0], batch_size):
                 batch = np.arange(start, min(start + batch_size, x.shape[0]))
-                batch_scores = score(rows, batch)
+                dense = rows.dense(batch)
+                batch_scores = score(rows, batch, dense)
                 if bool(torch.isnan(batch_scores).any()):
                     raise ValueError(f"scores: expected no NaN values, found at least one ({self.name} on {device})")
-                excluded = rows.dense(batch) != 0
-                idx, val = top_k_on_device(batch_scores, k, excluded)
+                idx, val = top_k_on_device(batch_scores, k, dense != 0)
                 indices[batch], scores[batch] = idx, val
         return indices, scores
 

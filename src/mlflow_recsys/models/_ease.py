@@ -167,7 +167,7 @@ class EASE(Recommender):
 
         weights = torch.from_numpy(self.weights).to(device)
 
-        def score(rows: DeviceRows, batch: np.ndarray) -> torch.Tensor:
+        def score(rows: DeviceRows, batch: np.ndarray, dense: torch.Tensor) -> torch.Tensor:
             return rows.times(batch, weights).to(torch.float32)
 
         return score

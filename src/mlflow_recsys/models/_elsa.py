@@ -269,9 +269,9 @@ class ELSA(Recommender):
 
         a_hat = torch.from_numpy(self._normalized).to(device)
 
-        def score(rows: DeviceRows, batch: np.ndarray) -> torch.Tensor:
+        def score(rows: DeviceRows, batch: np.ndarray, dense: torch.Tensor) -> torch.Tensor:
             scores = rows.times(batch, a_hat) @ a_hat.T
-            scores -= rows.dense(batch)
+            scores -= dense
             return torch.relu_(scores)
 
         return score

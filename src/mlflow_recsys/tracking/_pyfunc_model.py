@@ -53,8 +53,9 @@ class RecommenderPyfunc(PythonModel):
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         from mlflow_recsys.models._device import check_device, ranking_device
+        from mlflow_recsys.tracking._model_logging import DEVICE_PARAM
 
-        device = (params or {}).get("device", "cpu")
+        device = (params or {}).get(DEVICE_PARAM, "cpu")
         check_device(device, "params['device']")
         frame = pd.DataFrame(model_input)
         if "items" not in frame.columns:
