@@ -16,6 +16,7 @@ from kernel_oracles import (
     sign_flip_means_reference,
     xoshiro_words,
 )
+from mlflow_recsys.stats._kernels import bootstrap_sums, sign_flip_sums
 from mlflow_recsys.stats._resampling import (
     block_seeds,
     bootstrap_means,
@@ -65,6 +66,31 @@ def test_kernels_equal_numpy_reference_on_the_same_draws(n):
     indices = draw_indices(seeds, n, 300)
     np.testing.assert_allclose(sign_flip_means(d, 300, ss), sign_flip_means_reference(d, signs), rtol=0, atol=1e-13)
     np.testing.assert_allclose(bootstrap_means(d, 300, ss), bootstrap_means_reference(d, indices), rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("m", [1, 4, 7, 8, 12, 13, 16, 27])
+@pytest.mark.parametrize("n", [65, 130])
+def test_every_column_count_sums_like_the_reference_and_each_column_alone(m, n):
+    """The kernels add a row's columns twelve, eight or four at a time (odd and even picks apart): every column count
+    must give the reference's means, and each column the same replicates as when it is drawn alone."""
+    d = np.random.default_rng(m * n).normal(size=(n, m))
+    ss = np.random.SeedSequence(m)
+    seeds = block_seeds(ss, 200)
+    flips, boot = sign_flip_means(d, 200, ss), bootstrap_means(d, 200, ss)
+    reference_flips = sign_flip_means_reference(d, draw_signs(seeds, n, 200))
+    np.testing.assert_allclose(flips, reference_flips, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(boot, bootstrap_means_reference(d, draw_indices(seeds, n, 200)), rtol=0, atol=1e-13)
+    for j in {0, m // 2, m - 1}:
+        np.testing.assert_array_equal(flips[:, j], sign_flip_means(d[:, [j]], 200, ss)[:, 0])
+        np.testing.assert_array_equal(boot[:, j], bootstrap_means(d[:, [j]], 200, ss)[:, 0])
+
+
+def test_the_kernels_refuse_a_column_count_they_would_not_sum_whole():
+    rows, seeds = np.zeros((8, 6)), block_seeds(np.random.SeedSequence(0), 10)[None]
+    with pytest.raises(ValueError, match="rows: expected a column count that is a multiple of LANES"):
+        bootstrap_sums(rows, np.array([0, 8]), seeds, 10)
+    with pytest.raises(ValueError, match="table: expected a column count that is a multiple of LANES"):
+        sign_flip_sums(np.zeros((2, 16, 6)), np.array([0, 2]), seeds, 10)
 
 
 def test_signs_and_indices_are_uniform():

@@ -46,6 +46,18 @@ def test_the_sign_test_p_value_is_the_enumerated_one(d, alternative):
     assert sign_test_p_value(d, alternative) == pytest.approx(enumerated_p(d, alternative), rel=1e-12)
 
 
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
+def test_the_sign_test_p_value_equals_scipys_binomtest_for_every_count(alternative):
+    """Read from the binomial distribution function, p equals binomtest's for every number of wins: all counts up
+    to 60 units, the middle and the tails of larger samples (with p far below 1e-100)."""
+    cases = [(wins, n) for n in range(1, 61) for wins in range(n + 1)]
+    cases += [(wins, n) for n in (999, 1000, 5000) for wins in (0, 1, 3, n // 2 - 40, n // 2, n // 2 + 1, n - 2, n)]
+    for wins, n in cases:
+        d = np.concatenate([np.ones(wins), -np.ones(n - wins), np.zeros(3)])
+        expected = scipy.stats.binomtest(wins, n, 0.5, alternative=alternative).pvalue
+        assert sign_test_p_value(d, alternative) == pytest.approx(expected, rel=1e-9, abs=1e-300), (wins, n)
+
+
 def test_every_difference_zero_gives_p_one():
     assert sign_test_p_value(np.zeros(5), "two-sided") == 1.0
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 import numpy as np
+import scipy.special
 import scipy.stats
 
 from mlflow_recsys.stats import _margins as margins
@@ -273,12 +274,24 @@ def t_test_p_value(d: np.ndarray, alternative: str) -> float:
 
 def sign_test_p_value(d: np.ndarray, alternative: str) -> float:
     """The sign test of the unit differences ``d`` (float ``(n_units,)``): the exact binomial test of the positive ones
-    among the non-zero ones against 1/2 (Dixon & Mood 1946, JASA 41), ``scipy.stats.binomtest``; zeros are dropped, and
-    p = 1 when every difference is 0."""
+    among the non-zero ones against 1/2 (Dixon & Mood 1946, JASA 41); zeros are dropped, and p = 1 when every
+    difference is 0.
+
+    The same p as ``scipy.stats.binomtest(wins, nonzero, 0.5, alternative)``, read from the binomial distribution
+    function (``scipy.special.bdtr``) at a cost of microseconds instead of binomtest's milliseconds: with p = 1/2 the
+    distribution is symmetric, so the outcomes at most as likely as ``wins`` are the two tails beyond it and the
+    two-sided p is twice the smaller tail, capped at 1.
+    """
     wins, nonzero = int(np.count_nonzero(d > 0)), int(np.count_nonzero(d))
     if nonzero == 0:
         return 1.0
-    return float(scipy.stats.binomtest(wins, nonzero, 0.5, alternative=alternative).pvalue)
+    at_most = float(scipy.special.bdtr(wins, nonzero, 0.5))  # P(X <= wins)
+    at_least = float(scipy.special.bdtrc(wins - 1, nonzero, 0.5)) if wins > 0 else 1.0  # P(X >= wins)
+    if alternative == "less":
+        return at_most
+    if alternative == "greater":
+        return at_least
+    return min(1.0, 2.0 * min(at_most, at_least))
 
 
 #: Most non-zero differences for which the Wilcoxon test uses the exact null distribution of its rank sum.

@@ -12,8 +12,18 @@ Bounded integers use Lemire's unbiased multiply-and-reject method (Lemire, "Fast
 interval", ACM TOMACS 2019).
 
 A kernel takes units in segments (the strata of a slice; the whole comparison is one segment), each drawing from its
-own seeds. Per column, each replicate sums in a fixed order into the column's own accumulator, so a column's numbers
-depend neither on which other columns are in the call nor on the other segments.
+own seeds. A replicate is a sum of rows picked by index (:func:`sum_picked_rows`: drawn units for the bootstrap, signed
+group sums for the sign flips), whose every column is added in a fixed order of its own, so a column's numbers depend
+neither on which other columns are in the call nor on the other segments. Column counts are padded to a multiple of
+:data:`LANES` (``_segment_rows`` in :mod:`mlflow_recsys.stats._resampling`).
+
+Why that sum is LLVM IR: written as numba loops, its adds stay scalar, one instruction per column and pick, most of a
+comparison's time. The loop vectorizer needs a long inner loop, and the SLP vectorizer, which would pack the adds of
+adjacent columns, is off in numba since its miscompilations (numba issue 8705). So it is emitted through numba's
+intrinsic API: each picked row is read as vectors of :data:`LANES` doubles and added into two sets of vector
+accumulators (even and odd picks in turn, two chains of adds at once) that are added together last. It lives in this
+file because numba's cache checks only the file of a cached function: a helper in another module could change and
+leave the kernels compiled from its old version.
 
 This module is imported on first use only: importing :mod:`mlflow_recsys.stats` stays light.
 """
@@ -22,6 +32,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 #: Replicates per independently seeded block.
 BLOCK = 64
@@ -84,9 +97,96 @@ def _fill_indices(s, idx):
                 j += 1
 
 
-#: Columns summed together: one replicate adds four adjacent columns of a unit at once, so kernels take column
-#: counts padded to a multiple of this (``_segment_rows`` in :mod:`mlflow_recsys.stats._resampling`).
+#: Doubles in one vector (256 bits); the kernels pad their column counts to a multiple of it.
 LANES = 4
+
+_I64 = ir.IntType(64)
+_VECTOR = ir.VectorType(ir.DoubleType(), LANES)
+
+
+def _is_matrix(ty, ndim: int) -> bool:
+    return isinstance(ty, types.Array) and ty.ndim == ndim and ty.dtype == types.float64 and ty.layout == "C"
+
+
+def _picked_row_sum(vectors: int):
+    """An intrinsic ``(rows, base, picks, column, out)`` setting ``out[column + c]``, for ``c`` in
+    ``[0, LANES * vectors)``, to ``sum_j rows[base + picks[j], column + c]``.
+
+    ``rows`` is float64 C-contiguous ``(n, m)``, ``picks`` a 1-D integer array, ``out`` float64 C-contiguous 1-D;
+    the caller guarantees every index is in range (there are no bounds checks). Picks ``0, 2, 4, ...`` are added in
+    order into one accumulator, picks ``1, 3, ...`` into another, and the two are added last: a fixed order.
+    """
+
+    @intrinsic
+    def picked_row_sum(typingctx, rows, base, picks, column, out):
+        if not (
+            _is_matrix(rows, 2)
+            and _is_matrix(out, 1)
+            and isinstance(picks, types.Array)
+            and picks.ndim == 1
+            and isinstance(picks.dtype, types.Integer)
+            and isinstance(base, types.Integer)
+            and isinstance(column, types.Integer)
+        ):
+            return None
+        signature = types.void(rows, base, picks, column, out)
+
+        def codegen(context, builder, sig, args):
+            row_array = context.make_array(sig.args[0])(context, builder, args[0])
+            pick_array = context.make_array(sig.args[2])(context, builder, args[2])
+            out_array = context.make_array(sig.args[4])(context, builder, args[4])
+            base_value = context.cast(builder, args[1], sig.args[1], types.int64)
+            column_value = context.cast(builder, args[3], sig.args[3], types.int64)
+            width = builder.extract_value(row_array.shape, 1)
+            n_picks = builder.extract_value(pick_array.shape, 0)
+            zero = ir.Constant(_VECTOR, [0.0] * LANES)
+            sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(vectors)] for _ in range(2)]
+
+            def add_row(j, accumulators):
+                pick = builder.load(builder.gep(pick_array.data, [j]))
+                pick = builder.sext(pick, _I64) if pick.type.width < 64 else pick
+                start = builder.add(builder.mul(builder.add(base_value, pick), width), column_value)
+                for v, accumulator in enumerate(accumulators):
+                    where = builder.gep(row_array.data, [builder.add(start, ir.Constant(_I64, LANES * v))])
+                    row = builder.load(builder.bitcast(where, _VECTOR.as_pointer()), align=8)
+                    builder.store(builder.fadd(builder.load(accumulator), row), accumulator)
+
+            one = ir.Constant(_I64, 1)
+            with cgutils.for_range(builder, builder.lshr(n_picks, one)) as loop:
+                even = builder.shl(loop.index, one)
+                add_row(even, sums[0])
+                add_row(builder.add(even, one), sums[1])
+            with builder.if_then(builder.trunc(n_picks, ir.IntType(1))):
+                add_row(builder.sub(n_picks, one), sums[0])
+            for v in range(vectors):
+                total = builder.fadd(builder.load(sums[0][v]), builder.load(sums[1][v]))
+                where = builder.gep(out_array.data, [builder.add(column_value, ir.Constant(_I64, LANES * v))])
+                builder.store(total, builder.bitcast(where, _VECTOR.as_pointer()), align=8)
+            return context.get_dummy_value()
+
+        return signature, codegen
+
+    return picked_row_sum
+
+
+_sum_4, _sum_8, _sum_12 = (_picked_row_sum(vectors) for vectors in (1, 2, 3))
+
+
+@numba.njit(inline="always")
+def sum_picked_rows(rows, base, picks, out):
+    """``out[c] = sum_j rows[base + picks[j], c]`` for every column ``c`` of ``rows`` (float64 ``(n, m)``, ``m`` a
+    multiple of :data:`LANES`); ``out`` is float64 ``(m,)``. Columns are summed twelve at a time (three vectors: a
+    comparison of four metrics bootstraps their differences, squares and baselines in one pass over the picks), the
+    last four or eight after."""
+    m = rows.shape[1]
+    column = 0
+    while m - column >= 3 * LANES:
+        _sum_12(rows, base, picks, column, out)
+        column += 3 * LANES
+    if m - column == 2 * LANES:
+        _sum_8(rows, base, picks, column, out)
+    elif m - column == LANES:
+        _sum_4(rows, base, picks, column, out)
 
 
 @numba.njit(cache=True)
@@ -123,10 +223,13 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
     ``seeds`` is uint64 ``(S, n_blocks, 8)`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`; signs use the first
     generator's four words): each segment draws its own signs (unit ``j`` of a segment takes bit ``j % 64``
     of word ``j // 64``), shared by its columns. Signs are read four at a time and each group's signed sums looked up,
-    so a replicate costs n/4 additions of :data:`LANES` columns at once instead of n per column. A column sums its
-    groups in order into its own accumulator, so its value depends on neither the other columns nor the thread.
+    so a replicate adds n/4 rows of the table (:func:`sum_picked_rows`) instead of n
+    values per column.
     """
     m = table.shape[2]
+    if m % LANES:
+        raise ValueError("table: expected a column count that is a multiple of LANES")
+    sums = table.reshape(table.shape[0] * 16, m)
     n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
     out = np.empty((n_resamples, n_segments, m), dtype=np.float64)
     for task in numba.prange(n_segments * n_blocks):
@@ -134,17 +237,12 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
         s = seeds[seg, block].copy()
         first, n_groups = group_starts[seg], group_starts[seg + 1] - group_starts[seg]
         words = np.empty((4 * n_groups + 63) // 64, dtype=np.uint64)
+        picks = np.empty(n_groups, dtype=np.int64)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
             _fill_words(s, words)
-            for c in range(0, m, LANES):
-                a0 = a1 = a2 = a3 = 0.0
-                for k in range(n_groups):
-                    sums = table[first + k, (words[k >> 4] >> np.uint64(4 * (k & 15))) & np.uint64(15)]
-                    a0 += sums[c]
-                    a1 += sums[c + 1]
-                    a2 += sums[c + 2]
-                    a3 += sums[c + 3]
-                out[r, seg, c], out[r, seg, c + 1], out[r, seg, c + 2], out[r, seg, c + 3] = a0, a1, a2, a3
+            for k in range(n_groups):
+                picks[k] = 16 * k + np.int64((words[k >> 4] >> np.uint64(4 * (k & 15))) & np.uint64(15))
+            sum_picked_rows(sums, 16 * first, picks, out[r, seg])
     return out
 
 
@@ -153,29 +251,20 @@ def bootstrap_sums(rows, starts, seeds, n_resamples):
     """Per replicate, segment and column, the sum of ``rows[i, c]`` over the segment's ``n_s`` units drawn with
     replacement from it: float64 ``(B, S, m)``.
 
-    ``rows`` is ``(n, m)``, ``m`` a multiple of :data:`LANES`, segment ``s`` at rows ``starts[s]:starts[s + 1]``;
-    ``seeds`` is uint64 ``(S, n_blocks, 8)``, two generators' states a block
-    (:func:`~mlflow_recsys.stats._resampling.block_seeds`): each segment draws its own units, shared by its columns.
-    Each drawn unit's row is read once and added to :data:`LANES` columns at once. A column adds the drawn units in
-    draw order into its own accumulator, so its value depends on neither the other columns nor the thread.
+    ``rows`` is ``(n, m)``, ``m`` a multiple of :data:`LANES`, segment ``s`` at
+    rows ``starts[s]:starts[s + 1]``; ``seeds`` is uint64 ``(S, n_blocks, 8)``, two generators' states a block
+    (:func:`~mlflow_recsys.stats._resampling.block_seeds`): each segment draws its own units, shared by its columns,
+    and a replicate adds their rows (:func:`sum_picked_rows`).
     """
-    m = rows.shape[1]
+    if rows.shape[1] % LANES:
+        raise ValueError("rows: expected a column count that is a multiple of LANES")
     n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
-    out = np.empty((n_resamples, n_segments, m), dtype=np.float64)
+    out = np.empty((n_resamples, n_segments, rows.shape[1]), dtype=np.float64)
     for task in numba.prange(n_segments * n_blocks):
         seg, block = task // n_blocks, task % n_blocks
         s = seeds[seg, block].copy()
-        first = starts[seg]
-        idx = np.empty(starts[seg + 1] - first, dtype=np.int32)
+        idx = np.empty(starts[seg + 1] - starts[seg], dtype=np.int32)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
             _fill_indices(s, idx)
-            for c in range(0, m, LANES):
-                a0 = a1 = a2 = a3 = 0.0
-                for j in range(idx.shape[0]):
-                    row = rows[first + idx[j]]
-                    a0 += row[c]
-                    a1 += row[c + 1]
-                    a2 += row[c + 2]
-                    a3 += row[c + 3]
-                out[r, seg, c], out[r, seg, c + 1], out[r, seg, c + 2], out[r, seg, c + 3] = a0, a1, a2, a3
+            sum_picked_rows(rows, starts[seg], idx, out[r, seg])
     return out
