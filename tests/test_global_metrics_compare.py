@@ -3,12 +3,15 @@ scored lists, refused without lists, saved and read back, and shown on every sur
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report._html import report_html
 from mlflow_recsys.stats import ComparisonReport, ComparisonSettings, compare_exposure, compare_models
+from test_report_exports import compile_latex, needs_pdflatex
 
 N_ITEMS = 60
 
@@ -91,3 +94,39 @@ def test_the_global_rows_round_trip_and_show_on_every_surface(tmp_path):
     for surface in (str(report), report.to_markdown(), page):
         assert "Global metrics" in surface and shown in surface and ("gini@10" in surface or "gini<wbr>@10" in surface)
     assert "&lt;b&gt;ELSA&amp;&lt;/b&gt;" in page and "<b>ELSA&</b>" not in page
+
+
+def _global_table(latex: str) -> str:
+    return latex.split("\\begin{table}")[-1]
+
+
+def test_latex_adds_a_table_of_the_global_rows_after_the_first():
+    report = compare_models(_results(), metrics="ndcg@10", reference="EASE", n_resamples=499, global_metrics=KEYS)
+    latex = report.to_latex(label="tab:x")
+    assert latex.startswith(dataclasses.replace(report, global_metrics=None).to_latex(label="tab:x"))
+    table = _global_table(latex)
+    assert "\\label{tab:x-global}" in table and "Global metrics, each of all users" in table
+    lines = table.splitlines()
+    for r in report.global_metrics.comparisons:  # every number as the other renderings print it, in math mode
+        cells = [
+            r.metric,
+            "\\textless{}b\\textgreater{}ELSA\\&\\textless{}/b\\textgreater{} vs EASE",
+            str(r.n_units),
+            f"${r.baseline_value:.4f}$",
+            f"${r.candidate_value:.4f}$",
+            f"${r.difference:+.4f}$",
+            f"$[{r.ci_low:+.4f}, {r.ci_high:+.4f}]$",
+            f"${r.p_value:.4f}$",
+            f"${r.adjusted_p_value:.4f}$",
+            f"${r.bootstrap_bias:+.4f}$",
+        ]
+        assert " & ".join(cells) + " \\\\" in lines
+    assert "<b>ELSA&</b>" not in latex
+    assert "-global" not in compare_models(_results(), metrics="ndcg@10", reference="EASE", n_resamples=499).to_latex()
+
+
+@needs_pdflatex
+def test_pdflatex_typesets_the_global_table_within_the_line_width(tmp_path):
+    report = compare_models(_results(), metrics="ndcg@10", reference="EASE", n_resamples=499, global_metrics=KEYS)
+    log = compile_latex(tmp_path, report.to_latex())
+    assert "Overfull \\hbox" not in log and "Overfull \\vbox" not in log

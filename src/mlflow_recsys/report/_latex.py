@@ -1,4 +1,5 @@
-"""A :class:`~mlflow_recsys.stats.ComparisonReport` as a booktabs LaTeX table, and its exploratory slices as another.
+"""A :class:`~mlflow_recsys.stats.ComparisonReport` as a booktabs LaTeX table; its exploratory slices and its global
+metrics (coverage, Gini) as one more table each.
 
 The formatting functions compute nothing a reader could not recompute from the report's columns. Model names and metric
 keys are user input: the table passes every one of them, in cells and caption alike, through
@@ -10,13 +11,15 @@ from __future__ import annotations
 import re
 
 from mlflow_recsys.report._escaping import escape_latex
+from mlflow_recsys.report._global_metrics import GLOBAL_NOTE, global_cells
 from mlflow_recsys.report._rows import NO_MDE, format_level, interval_level, row_cells
 from mlflow_recsys.report._slices import CAVEAT, SliceCells, slice_cells
 from mlflow_recsys.report._text import no_mde_note, settings_text
 from mlflow_recsys.stats._comparison import ComparisonReport
+from mlflow_recsys.stats._exposure import ExposureAnalysis
 from mlflow_recsys.stats._slices import SliceAnalysis
 
-__all__ = ["LATEX_PREAMBLE", "MARKERS", "report_latex", "significance_marker", "slices_latex"]
+__all__ = ["LATEX_PREAMBLE", "MARKERS", "global_latex", "report_latex", "significance_marker", "slices_latex"]
 
 #: The packages the LaTeX table needs; :func:`report_latex` writes this line as a comment above it.
 LATEX_PREAMBLE = r"\usepackage{booktabs,adjustbox}"
@@ -47,7 +50,8 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     ``title`` pass through :func:`escape_latex` wherever they appear, caption included; they pass Greek, Cyrillic and
     CJK characters and emoji unchanged, which pdflatex cannot typeset without extra packages (see there).
 
-    A report with slices gets a second table after the first, :func:`slices_latex` labelled ``<label>-slices``.
+    A report with slices gets a table of them after the first, :func:`slices_latex` labelled ``<label>-slices``, and
+    one with global metrics a table of those last, :func:`global_latex` labelled ``<label>-global``.
 
     Parameters
     ----------
@@ -62,8 +66,8 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     Returns
     -------
     str
-        LaTeX source: the comment line, then ``\begin{table}`` to ``\end{table}`` (twice with slices), ending in a
-        newline.
+        LaTeX source: the comment line, then ``\begin{table}`` to ``\end{table}`` (once more with slices, and with
+        global metrics), ending in a newline.
 
     Raises
     ------
@@ -98,7 +102,8 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
     table = _booktabs(_latex_caption(report, title), label, "llrcrrr", lines)
     sliced = "" if report.slices is None else slices_latex(report.slices, label=f"{label}-slices")
-    return "\n".join([f"% Needs {LATEX_PREAMBLE} in the preamble.", *table, ""]) + sliced
+    exposure = "" if report.global_metrics is None else global_latex(report.global_metrics, label=f"{label}-global")
+    return "\n".join([f"% Needs {LATEX_PREAMBLE} in the preamble.", *table, ""]) + sliced + exposure
 
 
 def _booktabs(caption: str, label: str, columns: str, lines: list[str]) -> list[str]:
@@ -186,6 +191,56 @@ def _slice_row(r: SliceCells) -> list[str]:
         r.wtl,
         *(f"${_tex(cell)}$" for cell in heterogeneity),
     ]
+
+
+#: Headers of the global metrics' table, in order; ``{level}`` is the interval's.
+_GLOBAL_HEADER = ("Metric", "Comparison", "Users", "Baseline", "Candidate", "Difference", "{level}\\% CI", "$p$",
+                 "Holm $p$", "Bootstrap bias")  # fmt: skip
+
+
+def global_latex(analysis: ExposureAnalysis, *, label: str = "tab:global") -> str:
+    r"""The global metrics (catalogue coverage, Gini index of exposure) as a booktabs table of their own, captioned by
+    :data:`~mlflow_recsys.report._global_metrics.GLOBAL_NOTE`.
+
+    One row per (metric, pair), with the cells of the text and HTML renderings
+    (:func:`~mlflow_recsys.report._global_metrics.global_cells`): users, each model's value, the difference, its
+    recentred bootstrap interval, p from swapping lists, Holm's p within these rows and the bootstrap bias. Numbers
+    are in math mode as in :func:`report_latex`, without significance markers (a family of its own); metric keys and
+    model names pass through :func:`escape_latex`. The preamble needs :data:`LATEX_PREAMBLE`.
+
+    Parameters
+    ----------
+    analysis:
+        The report's ``global_metrics``.
+    label:
+        The ``\label`` of the table (letters, digits and ``: . _ -``); :func:`report_latex` gives ``<label>-global``.
+
+    Returns
+    -------
+    str
+        ``\begin{table}`` to ``\end{table}``, ending in a newline.
+
+    Raises
+    ------
+    ValueError
+        If ``label`` holds other characters.
+    """
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
+    level = format_level(analysis.comparisons[0].confidence_level)[:-1] if analysis.comparisons else ""
+    header = [h.format(level=level) for h in _GLOBAL_HEADER]
+    rows = [
+        [
+            escape_latex(c.metric),
+            escape_latex(f"{c.candidate} vs {c.baseline}"),
+            c.users,
+            *(f"${_tex(cell)}$" for cell in (c.baseline_value, c.candidate_value, c.difference, c.interval)),
+            *(f"${_tex(cell)}$" for cell in (c.p, c.holm_p, c.bias)),
+        ]
+        for c in global_cells(analysis)
+    ]
+    lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
+    return "\n".join([*_booktabs(escape_latex(GLOBAL_NOTE), label, "llrrrrcrrr", lines), ""])
 
 
 def significance_marker(adjusted_p: float, alpha: float) -> str:
