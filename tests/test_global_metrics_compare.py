@@ -130,3 +130,15 @@ def test_pdflatex_typesets_the_global_table_within_the_line_width(tmp_path):
     report = compare_models(_results(), metrics="ndcg@10", reference="EASE", n_resamples=499, global_metrics=KEYS)
     log = compile_latex(tmp_path, report.to_latex())
     assert "Overfull \\hbox" not in log and "Overfull \\vbox" not in log
+
+
+def test_a_one_sided_alternative_reads_higher_not_better_for_it_tests_gini_too():
+    """``greater`` tests for a higher candidate; for the Gini index higher is more concentrated exposure, so no
+    surface may call that alternative "better"."""
+    report = compare_models(
+        _results(), metrics="ndcg@10", reference="EASE", n_resamples=499, global_metrics=KEYS, alternative="greater"
+    )
+    gini = report.global_metrics.get("gini@10", "<b>ELSA&</b>")
+    assert gini.alternative == "greater" and gini.ci_high == np.inf  # the one-sided interval of a higher candidate
+    for surface in (str(report), report.to_markdown(), report.to_latex(), report.methods_text()):
+        assert "candidate higher" in surface and "candidate better" not in surface

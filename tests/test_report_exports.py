@@ -285,7 +285,7 @@ def test_latex_caption_states_test_b_level_correction_alpha_and_thresholds():
             "0.01",
             "0.001",
         ),
-        (dict(alternative="greater"), ["one-sided", "candidate better"], "0.05", "0.01", "0.001"),
+        (dict(alternative="greater"), ["one-sided", "candidate higher"], "0.05", "0.01", "0.001"),
         (dict(confidence_level=0.9875), ["98.75\\%"], "0.0125", "0.0025", "0.00025"),
         (dict(confidence_level=0.999, correction=None), ["99.9\\%"], "0.001", "0.0002", "2\\times 10^{-5}"),
     ]

@@ -67,8 +67,8 @@ WORDS: dict[str, dict[object, dict[str, str]]] = {
     },
     "alternative": {
         "two-sided": {"methods": "two-sided", "label": "two-sided"},
-        "greater": {"methods": "one-sided (candidate better)", "label": "one-sided, alternative: candidate better"},
-        "less": {"methods": "one-sided (candidate worse)", "label": "one-sided, alternative: candidate worse"},
+        "greater": {"methods": "one-sided (candidate higher)", "label": "one-sided, alternative: candidate higher"},
+        "less": {"methods": "one-sided (candidate lower)", "label": "one-sided, alternative: candidate lower"},
     },
     # A hypothesis' "label" names it in a settings line; "yes", "no" and "open" are its row's decision (direction
     # "non-inferior", "inferior", "inconclusive"; "equivalent", "not equivalent", "inconclusive"), {margin} filled in;

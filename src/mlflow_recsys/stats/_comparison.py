@@ -172,7 +172,8 @@ def compare_models(
         Sign assignments and bootstrap replicates B, default 9999. The smallest attainable Monte Carlo p-value is ``1 /
         (B + 1)``.
     alternative:
-        ``"two-sided"`` (default), ``"greater"`` (candidate better) or ``"less"``; the interval is one-sided to match.
+        ``"two-sided"`` (default), ``"greater"`` (the candidate's metric higher: better only where higher is
+        better, not e.g. for the Gini index) or ``"less"``; the interval is one-sided to match.
     test_method:
         ``"randomization"`` (default; sign flips of unit differences, enumerated exactly when ``2**n_nonzero <=
         n_resamples`` and then reported as ``"randomization-exact"``), ``"bootstrap"`` (null-centred, reusing the

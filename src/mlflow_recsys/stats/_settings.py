@@ -112,7 +112,7 @@ class ComparisonSettings:
     )
     alternative: Alternative = setting(
         "two-sided",
-        "one-sided (greater: candidate better) only if the direction was fixed before seeing the data; needs a "
+        "one-sided (greater: candidate higher) only if the direction was fixed before seeing the data; needs a "
         "reference",
         "choice",
         choices=ALTERNATIVES,
