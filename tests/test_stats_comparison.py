@@ -1,6 +1,7 @@
 """Paired comparison statistics, checked against independent computations."""
 
 import itertools
+import re
 import warnings
 
 import numpy as np
@@ -296,6 +297,21 @@ def test_non_finite_per_user_values_are_refused():
     bad[3] = np.nan
     with pytest.raises(ValueError, match="non-finite.*sample id 3"):
         compare_pair(result({"m": v}), result({"m": bad}), metric="m")
+
+
+@pytest.mark.parametrize("huge", [1e300, -1.5e308, 1.0000001e100])
+def test_per_user_values_too_large_to_square_and_sum_are_refused(huge):
+    """Squares of the differences (for d_z) and their sums over users must stay finite in float64."""
+    v = np.linspace(0, 1, 40)
+    bad = v.copy()
+    bad[4] = huge
+    match = r"magnitude at most 1e\+100, found 1 above 1e\+100 in magnitude \(first at sample id 4: " + re.escape(
+        repr(huge)
+    )
+    with pytest.raises(ValueError, match=match):
+        compare_pair(result({"m": v}), result({"m": bad}), metric="m")
+    bad[4] = 1e100  # the largest taken
+    assert np.isfinite(compare_pair(result({"m": v}), result({"m": bad}), metric="m", n_resamples=999).ci_high)
 
 
 def test_one_sided_alternative_without_reference_is_refused():

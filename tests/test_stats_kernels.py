@@ -85,12 +85,37 @@ def test_every_column_count_sums_like_the_reference_and_each_column_alone(m, n):
         np.testing.assert_array_equal(boot[:, j], bootstrap_means(d[:, [j]], 200, ss)[:, 0])
 
 
-def test_the_kernels_refuse_a_column_count_they_would_not_sum_whole():
-    rows, seeds = np.zeros((8, 6)), block_seeds(np.random.SeedSequence(0), 10)[None]
-    with pytest.raises(ValueError, match="rows: expected a column count that is a multiple of LANES"):
-        bootstrap_sums(rows, np.array([0, 8]), seeds, 10)
-    with pytest.raises(ValueError, match="table: expected a column count that is a multiple of LANES"):
-        sign_flip_sums(np.zeros((2, 16, 6)), np.array([0, 2]), seeds, 10)
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (dict(m=6), "rows: expected a column count that is a multiple of LANES"),
+        (dict(starts=[0, 4, 9]), "starts: expected segment bounds within the rows"),
+        (dict(starts=[0, 5, 3]), "starts: expected non-decreasing segment bounds"),
+        (dict(starts=[-1, 4, 8]), "starts: expected segment bounds within the rows"),
+        (dict(starts=[0, 8]), r"seeds: expected \(S, n_blocks, 8\) for the S segments of starts"),
+        (dict(n_resamples=129), "seeds: expected a block of seeds for every BLOCK replicates"),
+    ],
+)
+def test_the_kernels_refuse_segments_they_would_read_past(change, match):
+    """The row sums have no bounds checks: every bound they rely on is checked before any is read."""
+    args = {"m": 4, "starts": [0, 4, 8], "n_resamples": 128} | change
+    rows, starts = np.zeros((8, args["m"])), np.array(args["starts"])
+    seeds = np.stack([block_seeds(np.random.SeedSequence(s), 128) for s in range(2)])  # two segments, two blocks
+    with pytest.raises(ValueError, match=match):
+        bootstrap_sums(rows, starts, seeds, args["n_resamples"])
+    table = np.zeros((2, 16, args["m"]))  # two groups of four units, one a segment
+    group_starts = np.array(args["starts"]) // 4
+    if "starts" not in change:
+        with pytest.raises(ValueError, match=match):
+            sign_flip_sums(table, group_starts, seeds, args["n_resamples"])
+
+
+def test_strata_need_one_seed_sequence_each():
+    d = np.zeros((8, 2))
+    members = [np.arange(4), np.arange(4, 8)]
+    for kernel in (stratum_bootstrap_means, stratum_sign_flip_means):
+        with pytest.raises(ValueError, match=r"seed_sequences: expected one per stratum \(2\), found 1"):
+            kernel(d, members, [np.random.SeedSequence(1)], 10)
 
 
 def test_signs_and_indices_are_uniform():

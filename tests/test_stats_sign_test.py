@@ -52,10 +52,21 @@ def test_the_sign_test_p_value_equals_scipys_binomtest_for_every_count(alternati
     to 60 units, the middle and the tails of larger samples (with p far below 1e-100)."""
     cases = [(wins, n) for n in range(1, 61) for wins in range(n + 1)]
     cases += [(wins, n) for n in (999, 1000, 5000) for wins in (0, 1, 3, n // 2 - 40, n // 2, n // 2 + 1, n - 2, n)]
+    # large samples, where a distribution function can drift near the centre (scipy.special.bdtr did)
+    cases += [(n // 2 + j, n) for n in (10**6 + 1, 10**7 + 1) for j in (-3000, -1, 0, 1, 2, 3000)]
     for wins, n in cases:
         d = np.concatenate([np.ones(wins), -np.ones(n - wins), np.zeros(3)])
         expected = scipy.stats.binomtest(wins, n, 0.5, alternative=alternative).pvalue
         assert sign_test_p_value(d, alternative) == pytest.approx(expected, rel=1e-9, abs=1e-300), (wins, n)
+
+
+def test_the_most_balanced_large_sample_gives_p_one_and_a_half_each_side():
+    # exact by symmetry: with n odd, P(X <= (n - 1) / 2) = P(X >= (n + 1) / 2) = 1/2
+    n = 10**7 + 1
+    d = np.concatenate([np.ones(n // 2), -np.ones(n - n // 2)])
+    assert sign_test_p_value(d, "two-sided") == 1.0
+    assert sign_test_p_value(d, "less") == pytest.approx(0.5, rel=1e-12)
+    assert sign_test_p_value(-d, "greater") == pytest.approx(0.5, rel=1e-12)
 
 
 def test_every_difference_zero_gives_p_one():

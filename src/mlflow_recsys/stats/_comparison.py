@@ -249,9 +249,10 @@ def compare_models(
         If fewer than two results; a result lacks per-user values; ``global_metrics`` with a result that kept no lists
         or has several rows per user; slices with a margin hypothesis, a slice repeated,
         a compared user without a stratum, or a stratum of fewer than two users; sample ids differ in length, content or
-        order; targets fingerprints differ; a metric was not evaluated; per-user values are not finite; fewer than two
-        units; a one-sided alternative without ``reference``; a setting is out of range (``n_resamples`` at most
-        :data:`MAX_RESAMPLES`); or the replicates kept would exceed :data:`MAX_REPLICATE_BYTES`.
+        order; targets fingerprints differ; a metric was not evaluated; per-user values are not finite or above
+        1e100 in magnitude; fewer than two units; a one-sided alternative without ``reference``; a setting is out of
+        range (``n_resamples`` at most :data:`MAX_RESAMPLES`); or the replicates kept would exceed
+        :data:`MAX_REPLICATE_BYTES`.
 
     Warns
     -----

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 import numpy as np
-import scipy.special
 import scipy.stats
 
 from mlflow_recsys.stats import _margins as margins
@@ -277,16 +276,18 @@ def sign_test_p_value(d: np.ndarray, alternative: str) -> float:
     among the non-zero ones against 1/2 (Dixon & Mood 1946, JASA 41); zeros are dropped, and p = 1 when every
     difference is 0.
 
-    The same p as ``scipy.stats.binomtest(wins, nonzero, 0.5, alternative)``, read from the binomial distribution
-    function (``scipy.special.bdtr``) at a cost of microseconds instead of binomtest's milliseconds: with p = 1/2 the
-    distribution is symmetric, so the outcomes at most as likely as ``wins`` are the two tails beyond it and the
-    two-sided p is twice the smaller tail, capped at 1.
+    Read from the binomial distribution's tails (``scipy.stats.binom``, the functions ``scipy.stats.binomtest`` sums)
+    at a cost of microseconds instead of binomtest's milliseconds: with p = 1/2 the distribution is symmetric, so the
+    outcomes at most as likely as ``wins`` are the two tails beyond it and the two-sided p is twice the smaller tail,
+    capped at 1 (tested equal to binomtest's p to 1e-9 relative up to 3e7 non-zero differences). The distribution
+    function itself is not taken from ``scipy.special.bdtr``, whose incomplete beta drifts near the centre of large
+    samples (0.4986 for 0.5 at n = 10^7).
     """
     wins, nonzero = int(np.count_nonzero(d > 0)), int(np.count_nonzero(d))
     if nonzero == 0:
         return 1.0
-    at_most = float(scipy.special.bdtr(wins, nonzero, 0.5))  # P(X <= wins)
-    at_least = float(scipy.special.bdtrc(wins - 1, nonzero, 0.5)) if wins > 0 else 1.0  # P(X >= wins)
+    at_most = float(scipy.stats.binom.cdf(wins, nonzero, 0.5))  # P(X <= wins)
+    at_least = float(scipy.stats.binom.sf(wins - 1, nonzero, 0.5))  # P(X >= wins)
     if alternative == "less":
         return at_most
     if alternative == "greater":

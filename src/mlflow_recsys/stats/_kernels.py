@@ -189,6 +189,24 @@ def sum_picked_rows(rows, base, picks, out):
         _sum_4(rows, base, picks, column, out)
 
 
+@numba.njit(inline="always")
+def _check_segments(n_rows, m, starts, seeds, n_resamples):
+    """ValueError unless ``m`` columns are whole vectors, the segments ``starts`` lie within the ``n_rows`` rows in
+    order, each with its seeds, and the seeds have a block for every :data:`BLOCK` of the ``n_resamples`` replicates:
+    the row sums read without bounds checks, and ``out`` is filled only where there are seeds."""
+    if m % LANES:
+        raise ValueError("rows: expected a column count that is a multiple of LANES")
+    if starts.shape[0] != seeds.shape[0] + 1 or seeds.shape[2] != 8:
+        raise ValueError("seeds: expected (S, n_blocks, 8) for the S segments of starts")
+    if seeds.shape[1] * BLOCK < n_resamples:
+        raise ValueError("seeds: expected a block of seeds for every BLOCK replicates")
+    if starts[0] < 0 or starts[starts.shape[0] - 1] > n_rows:
+        raise ValueError("starts: expected segment bounds within the rows")
+    for s in range(seeds.shape[0]):
+        if starts[s + 1] < starts[s]:
+            raise ValueError("starts: expected non-decreasing segment bounds")
+
+
 @numba.njit(cache=True)
 def nibble_tables(rows, starts):
     """Per group of four units of a segment, the 16 signed sums of their rows: ``(table, group_starts)``.
@@ -227,8 +245,7 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
     values per column.
     """
     m = table.shape[2]
-    if m % LANES:
-        raise ValueError("table: expected a column count that is a multiple of LANES")
+    _check_segments(table.shape[0], m, group_starts, seeds, n_resamples)
     sums = table.reshape(table.shape[0] * 16, m)
     n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
     out = np.empty((n_resamples, n_segments, m), dtype=np.float64)
@@ -256,8 +273,7 @@ def bootstrap_sums(rows, starts, seeds, n_resamples):
     (:func:`~mlflow_recsys.stats._resampling.block_seeds`): each segment draws its own units, shared by its columns,
     and a replicate adds their rows (:func:`sum_picked_rows`).
     """
-    if rows.shape[1] % LANES:
-        raise ValueError("rows: expected a column count that is a multiple of LANES")
+    _check_segments(rows.shape[0], rows.shape[1], starts, seeds, n_resamples)
     n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
     out = np.empty((n_resamples, n_segments, rows.shape[1]), dtype=np.float64)
     for task in numba.prange(n_segments * n_blocks):

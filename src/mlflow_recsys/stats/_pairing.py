@@ -19,6 +19,10 @@ from mlflow_recsys.stats._warnings import UnverifiedPairingWarning, warn
 #: small integers, so no real difference is within 1e-12 of the values.
 TIE_RTOL = 1e-12
 
+#: Largest magnitude of a per-user value a comparison takes. The effect sizes square the differences and the resampling
+#: sums them over users, which must stay finite in float64 (at most about 1.8e308): 1e100 leaves room for both.
+MAX_ABS_VALUE = 1e100
+
 
 def units_of(first: EvaluationResult) -> Units:
     """The units (users) of the results' sample ids; ValueError when fewer than two."""
@@ -97,12 +101,14 @@ def check_results(results, metrics: list[str]) -> list[str]:
             raise ValueError(f"metrics: {missing} not evaluated for {name!r}; available: {sorted(res.per_user)}")
         for m in metrics:
             values = np.asarray(res.per_user[m], dtype=np.float64)
-            bad = ~np.isfinite(values)
+            bad = ~(np.abs(values) <= MAX_ABS_VALUE)  # NaN too
             if bad.any():
                 first = np.asarray(res.sample_ids)[np.argmax(bad)].item()
+                kind = "non-finite" if not np.isfinite(values[bad]).all() else f"above {MAX_ABS_VALUE:g} in magnitude"
                 raise ValueError(
-                    f"results[{name!r}]: expected finite per-user values of {m!r}, found {int(bad.sum())} "
-                    f"non-finite (first at sample id {first!r})"
+                    f"results[{name!r}]: expected finite per-user values of {m!r} of magnitude at most "
+                    f"{MAX_ABS_VALUE:g}, found {int(bad.sum())} {kind} (first at sample id {first!r}: "
+                    f"{float(values[np.argmax(bad)])!r})"
                 )
     _check_same_users(results, names)
     _check_fingerprints(results, names)

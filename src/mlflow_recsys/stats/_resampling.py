@@ -73,9 +73,9 @@ def stratum_sign_flip_means(
     from mlflow_recsys.stats import _kernels as kernels
 
     d = np.asarray(differences, dtype=np.float64)
-    rows, starts = _segment_rows(d, members, centres=None)
+    rows, starts, seeds = _segments(d, members, seed_sequences, n_resamples, centres=None)
     table, group_starts = kernels.nibble_tables(rows, starts)
-    sums = kernels.sign_flip_sums(table, group_starts, _segment_seeds(seed_sequences, n_resamples), n_resamples)
+    sums = kernels.sign_flip_sums(table, group_starts, seeds, n_resamples)
     return sums[:, :, : d.shape[1]] / np.diff(starts)[None, :, None]
 
 
@@ -116,29 +116,33 @@ def stratum_bootstrap_means(
 
     d = np.asarray(differences, dtype=np.float64)
     centres = np.stack([column_centres(d[idx]) for idx in members])
-    rows, starts = _segment_rows(d, members, centres)
-    sums = kernels.bootstrap_sums(rows, starts, _segment_seeds(seed_sequences, n_resamples), n_resamples)
+    rows, starts, seeds = _segments(d, members, seed_sequences, n_resamples, centres)
+    sums = kernels.bootstrap_sums(rows, starts, seeds, n_resamples)
     return centres[None, :, :] + sums[:, :, : d.shape[1]] / np.diff(starts)[None, :, None]
 
 
-def _segment_rows(
-    d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The strata's rows one after another, less their centres, columns zero-padded to the kernels' lane width:
-    ``(rows (n, m_padded), starts (S + 1,))``."""
+def _segments(
+    d: np.ndarray,
+    members: Sequence[np.ndarray],
+    seed_sequences: Sequence[np.random.SeedSequence],
+    n_resamples: int,
+    centres: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the kernels take for the strata ``members``: their rows one after another, less their ``centres``, columns
+    zero-padded to the kernels' lane width, with the segment bounds and each stratum's block seeds: ``(rows (n,
+    m_padded), starts (S + 1,), seeds (S, n_blocks, 8))``. ValueError unless there is one seed sequence per stratum."""
     from mlflow_recsys.stats._kernels import LANES
 
+    if len(seed_sequences) != len(members):
+        raise ValueError(f"seed_sequences: expected one per stratum ({len(members)}), found {len(seed_sequences)}")
     sizes = np.array([len(idx) for idx in members], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     m = d.shape[1]
     rows = np.zeros((int(starts[-1]), -(-m // LANES) * LANES), dtype=np.float64)
     for s, idx in enumerate(members):
         rows[starts[s] : starts[s + 1], :m] = d[idx] if centres is None else d[idx] - centres[s]
-    return rows, starts
-
-
-def _segment_seeds(seed_sequences: Sequence[np.random.SeedSequence], n_resamples: int) -> np.ndarray:
-    return np.stack([block_seeds(ss, n_resamples) for ss in seed_sequences])
+    seeds = np.stack([block_seeds(ss, n_resamples) for ss in seed_sequences])
+    return rows, starts, seeds
 
 
 def quantiles(replicates: np.ndarray, probabilities: Sequence[float]) -> np.ndarray:
