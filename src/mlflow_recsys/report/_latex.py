@@ -9,6 +9,7 @@ keys are user input: the table passes every one of them, in cells and caption al
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from mlflow_recsys.report._escaping import escape_latex
 from mlflow_recsys.report._global_metrics import GLOBAL_NOTE, global_cells
@@ -80,8 +81,7 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         raise TypeError(f"report: expected a ComparisonReport, found {type(report).__name__}")
     if not report.comparisons:
         raise ValueError("report: expected at least one hypothesis, found none")
-    if not isinstance(label, str) or not _LABEL.fullmatch(label):
-        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
+    _check_label(label)
     if title is not None and not isinstance(title, str):
         raise TypeError(f"title: expected a string or None, found {type(title).__name__}")
     header = [
@@ -104,6 +104,17 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     sliced = "" if report.slices is None else slices_latex(report.slices, label=f"{label}-slices")
     exposure = "" if report.global_metrics is None else global_latex(report.global_metrics, label=f"{label}-global")
     return "\n".join([f"% Needs {LATEX_PREAMBLE} in the preamble.", *table, ""]) + sliced + exposure
+
+
+def _check_label(label: object) -> None:
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
+
+
+def _header(template: tuple[str, ...], rows: Sequence) -> list[str]:
+    """A table's column heads, ``{level}`` filled in from the first row's ``confidence_level`` (empty without rows)."""
+    level = format_level(rows[0].confidence_level)[:-1] if rows else ""
+    return [h.format(level=level) for h in template]
 
 
 def _booktabs(caption: str, label: str, columns: str, lines: list[str]) -> list[str]:
@@ -161,10 +172,8 @@ def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
     ValueError
         If ``label`` holds other characters.
     """
-    if not isinstance(label, str) or not _LABEL.fullmatch(label):
-        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
-    level = format_level(analysis.strata[0].confidence_level)[:-1] if analysis.strata else ""
-    header = [h.format(level=level) for h in _SLICE_HEADER]
+    _check_label(label)
+    header = _header(_SLICE_HEADER, analysis.strata)
     cells = slice_cells(analysis)
     lines = [" & ".join(header) + r" \\"]
     for i, name in enumerate(analysis.definitions):
@@ -208,27 +217,12 @@ def global_latex(analysis: ExposureAnalysis, *, label: str = "tab:global") -> st
     are in math mode as in :func:`report_latex`, without significance markers (a family of its own); metric keys and
     model names pass through :func:`escape_latex`. The preamble needs :data:`LATEX_PREAMBLE`.
 
-    Parameters
-    ----------
-    analysis:
-        The report's ``global_metrics``.
-    label:
-        The ``\label`` of the table (letters, digits and ``: . _ -``); :func:`report_latex` gives ``<label>-global``.
-
-    Returns
-    -------
-    str
-        ``\begin{table}`` to ``\end{table}``, ending in a newline.
-
-    Raises
-    ------
-    ValueError
-        If ``label`` holds other characters.
+    ``analysis`` is the report's ``global_metrics``; ``label`` the table's ``\label`` (letters, digits and
+    ``: . _ -``; :func:`report_latex` gives ``<label>-global``). Returns ``\begin{table}`` to ``\end{table}``, ending in
+    a newline; ValueError if ``label`` holds other characters.
     """
-    if not isinstance(label, str) or not _LABEL.fullmatch(label):
-        raise ValueError(f"label: expected letters, digits and ':._-' only, found {label!r}")
-    level = format_level(analysis.comparisons[0].confidence_level)[:-1] if analysis.comparisons else ""
-    header = [h.format(level=level) for h in _GLOBAL_HEADER]
+    _check_label(label)
+    header = _header(_GLOBAL_HEADER, analysis.comparisons)
     rows = [
         [
             escape_latex(c.metric),
