@@ -15,7 +15,7 @@ A kernel takes units in segments (the strata of a slice; the whole comparison is
 own seeds. A replicate is a sum of rows picked by index (:func:`sum_picked_rows`: drawn units for the bootstrap, signed
 group sums for the sign flips), whose every column is added in a fixed order of its own, so a column's numbers depend
 neither on which other columns are in the call nor on the other segments. Column counts are padded to a multiple of
-:data:`LANES` (``_segment_rows`` in :mod:`mlflow_recsys.stats._resampling`).
+:data:`LANES` (``_segments`` in :mod:`mlflow_recsys.stats._resampling`).
 
 Why that sum is LLVM IR: written as numba loops, its adds stay scalar, one instruction per column and pick, most of a
 comparison's time. The loop vectorizer needs a long inner loop, and the SLP vectorizer, which would pack the adds of
