@@ -22,6 +22,8 @@ LAYERS = {
     "settings_schema": 0,
     "_catalogue": 0,
     "metrics": 1,
+    # the compiled lookup of ranked items among a row's targets, behind metrics.hit_matrix
+    "_hits_kernel": 1,
     # the training popularity of the items: what the item-side metrics and the popularity slice read
     "_item_popularity": 1,
     "data": 1,

@@ -155,6 +155,28 @@ def test_padding_minus_one_is_never_a_hit():
     assert values["recall@3"][1] == pytest.approx(1 / 2)  # 1 of 2 targets
 
 
+@pytest.mark.parametrize("dtype", [np.int16, np.int32, np.int64, np.uint16])
+def test_hit_matrix_is_plain_set_membership_row_by_row(dtype):
+    """Each ranked item is looked up in its own row's targets only: checked against Python sets on random lists with
+    padding, rows without targets, rows with every item a target, and unsorted duplicate target entries."""
+    rng = np.random.default_rng(int(np.dtype(dtype).itemsize))
+    n, n_items, k = 300, 40, 12
+    sets = [set(rng.choice(n_items, size=int(rng.integers(0, 8)), replace=False).tolist()) for _ in range(n)]
+    sets[0], sets[1] = set(), set(range(n_items))
+    rows, cols = zip(*[(r, i) for r, items in enumerate(sets) for i in items for _ in range(2)], strict=True)
+    order = rng.permutation(len(rows))
+    targets = sp.csr_matrix((np.ones(len(rows)), (np.array(rows)[order], np.array(cols)[order])), shape=(n, n_items))
+    targets.has_sorted_indices = False
+    rankings = np.array([rng.permutation(n_items)[:k] for _ in range(n)])
+    if np.issubdtype(dtype, np.signedinteger):
+        rankings[rng.random((n, k)) < 0.1] = -1  # padding anywhere, as a short list would have it at the end
+    expected = [[int(item) in sets[r] for item in rankings[r]] for r in range(n)]
+    np.testing.assert_array_equal(hit_matrix(rankings.astype(dtype), targets, k), expected)
+    big = sp.csr_matrix(targets)
+    big.indptr, big.indices = big.indptr.astype(np.int64), big.indices.astype(np.int64)
+    np.testing.assert_array_equal(hit_matrix(rankings.astype(dtype), big, k), expected)
+
+
 def test_extra_ranking_columns_beyond_max_k_are_ignored():
     targets = targets_from_sets([{7}], 10)
     values = Recall(2).compute(np.array([[1, 2, 7]]), targets)

@@ -152,19 +152,11 @@ def _paired(rankings: Any, targets: Any) -> tuple[np.ndarray, sp.csr_matrix]:
 
 
 def _hits(rankings: np.ndarray, csr: sp.csr_matrix) -> np.ndarray:
-    # No loop over rows: (row, item) encoded as row * n_items + item is sorted in a canonical CSR matrix, so one
-    # searchsorted finds every ranked pair.
-    n, n_items = csr.shape
-    hits = np.zeros(rankings.shape, dtype=bool)
+    from mlflow_recsys._hits_kernel import hits_in_rows
+
     if csr.nnz == 0 or rankings.size == 0:
-        return hits
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(csr.indptr))
-    target_keys = rows * n_items + csr.indices.astype(np.int64)
-    valid = rankings >= 0
-    query = np.arange(n, dtype=np.int64)[:, None] * n_items + np.where(valid, rankings, 0)
-    pos = np.minimum(np.searchsorted(target_keys, query), target_keys.size - 1)
-    hits[...] = valid & (target_keys[pos] == query)
-    return hits
+        return np.zeros(rankings.shape, dtype=bool)
+    return hits_in_rows(rankings, csr.indptr, csr.indices)
 
 
 def _row_sums(values: np.ndarray) -> np.ndarray:
