@@ -113,7 +113,8 @@ def _picked_row_sum(vectors: int):
     ``[0, LANES * vectors)``, to ``sum_j rows[base + picks[j], column + c]``.
 
     ``rows`` is float64 C-contiguous ``(n, m)``, ``picks`` a 1-D integer array, ``out`` float64 C-contiguous 1-D;
-    the caller guarantees every index is in range (there are no bounds checks). Picks ``0, 2, 4, ...`` are added in
+    the caller guarantees every index is in range (no bounds checks here: the kernels check their bounds with
+    :func:`_check_segments` and draw picks within them). Picks ``0, 2, 4, ...`` are added in
     order into one accumulator, picks ``1, 3, ...`` into another, and the two are added last: a fixed order.
     """
 

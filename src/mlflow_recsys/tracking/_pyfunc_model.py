@@ -56,7 +56,7 @@ class RecommenderPyfunc(PythonModel):
         from mlflow_recsys.tracking._model_logging import DEVICE_PARAM
 
         device = (params or {}).get(DEVICE_PARAM, "cpu")
-        check_device(device, "params['device']")
+        check_device(device, f"params[{DEVICE_PARAM!r}]")
         frame = pd.DataFrame(model_input)
         if "items" not in frame.columns:
             raise ValueError(f"model_input: expected a column 'items' (lists of item ids), found {list(frame.columns)}")
