@@ -86,6 +86,7 @@ def test_settings_refuse_a_key_that_is_no_global_metric():
 def test_the_global_rows_round_trip_and_show_on_every_surface(tmp_path):
     report = compare_models(_results(), metrics="ndcg@10", reference="EASE", n_resamples=499, global_metrics=KEYS)
     loaded = ComparisonReport.load(report.save(tmp_path / "saved"))
+    assert ComparisonReport.load(report.save(tmp_path / "saved")).to_frame().equals(report.to_frame())  # replaced
     assert loaded.global_metrics.to_frame().equals(report.global_metrics.to_frame())
     assert loaded.global_metrics.reference == "EASE" and loaded.global_metrics.n_items == N_ITEMS
     gini = report.global_metrics.get("gini@10", "<b>ELSA&</b>")

@@ -15,7 +15,7 @@ from mlflow_recsys.errors import RunSelectionError
 from mlflow_recsys.metrics import ItemPopularity, long_tail_items
 from mlflow_recsys.stats import ComparisonSettings
 from mlflow_recsys.stats._strata import parse_slice_spec, split_slices
-from mlflow_recsys.tracking import compare_runs
+from mlflow_recsys.tracking import compare_runs, load_comparison
 from mlflow_recsys.tracking._training import resolve_checkpoint
 
 
@@ -141,6 +141,11 @@ def test_the_printout_shows_the_slices_and_the_global_metrics(trained):
     assert "Exploratory slices" in printed and "cold: at most 10 fold-in items" in printed
     params = MlflowClient().get_run(outcome.run_id).data.params
     assert params["slices"] == "cold:10" and params["global_metrics"] == "coverage@20"
+    # read back from the run: the slices' and the global metrics' files come with the report
+    loaded = load_comparison(outcome.run_id)
+    assert loaded.slices.to_frame().equals(outcome.report.slices.to_frame())
+    assert loaded.global_metrics.to_frame().equals(outcome.report.global_metrics.to_frame())
+    assert loaded.to_frame().equals(outcome.report.to_frame())
 
 
 def test_global_metrics_of_a_run_without_lists_are_refused_naming_it(trained, copy_run, tmp_path):

@@ -35,6 +35,8 @@ SLICES_FILE = "slices.parquet"
 #: File of a saved report with global metrics: their rows (:data:`~mlflow_recsys.stats.EXPOSURE_COLUMNS`).
 GLOBAL_METRICS_FILE = "global_metrics.parquet"
 HETEROGENEITY_FILE = "heterogeneity.parquet"
+#: Every file a saved report may hold: the first two always, the others with slices or global metrics.
+SAVED_FILES = (REPORT_FILE, COMPARISONS_FILE, SLICES_FILE, HETEROGENEITY_FILE, GLOBAL_METRICS_FILE)
 #: The ``format`` field of ``report.json``.
 FORMAT = "mlflow-recsys-comparison-report"
 #: The ``format_version`` this module writes and the only one it reads.
@@ -244,7 +246,7 @@ def _replaces_a_report(path: Path) -> bool:
         )
     entries = sorted(os.listdir(path))
     try:
-        ours = set(entries) <= {REPORT_FILE, COMPARISONS_FILE, SLICES_FILE, HETEROGENEITY_FILE} and bool(
+        ours = set(entries) <= set(SAVED_FILES) and bool(
             _envelope.read_json(path / REPORT_FILE, FORMAT, FORMAT_VERSION)
         )
     except (OSError, ValueError):

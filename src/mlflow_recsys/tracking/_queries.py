@@ -23,6 +23,7 @@ from mlflow_recsys._validation import expected
 from mlflow_recsys.errors import ArtifactError, RunSelectionError
 from mlflow_recsys.stats._comparison import COLUMNS, ComparisonReport
 from mlflow_recsys.stats._settings import PRIMARY_ANALYSES, ComparisonSettings
+from mlflow_recsys.stats._storage import COMPARISONS_FILE, REPORT_FILE, SAVED_FILES
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._comparison_files import REPORT_DIR, SEED_AVERAGED_REPORT_DIR, SETTINGS_FILE
 from mlflow_recsys.tracking._downloads import download_each, download_files, download_threads
@@ -91,8 +92,8 @@ def load_comparison(run_id: str, *, analysis: str = "primary") -> ComparisonRepo
         )
         folder = _ANALYSES[kind][0]
         with tempfile.TemporaryDirectory(prefix="mlflow-recsys-report-") as tmp:
-            found = download_files(f"{run.info.artifact_uri}/{folder}", ["report.json", "comparisons.parquet"], tmp)
-            if len(found) < 2:
+            found = download_files(f"{run.info.artifact_uri}/{folder}", SAVED_FILES, tmp)
+            if not {REPORT_FILE, COMPARISONS_FILE} <= set(found):
                 raise ArtifactError(
                     f"run {run_id}: expected the {kind} report in {folder}/, found "
                     + ("only " + ", ".join(found) if found else "none")
