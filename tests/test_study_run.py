@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from mlflow.tracking import MlflowClient
 
-from conftest import BIN, clean_env, new_sqlite_store
+from conftest import BIN, clean_env, new_sqlite_store, sqlite_store
 from mlflow_recsys.cli import cli
 from mlflow_recsys.stats import paired_effect, random_effects
 from mlflow_recsys.tracking import RunSelectionError, load_evaluation, mlflow_metric_name
@@ -296,6 +296,22 @@ def test_imported_runs_are_checked_before_the_study_makes_anything(study, make_i
         check_imported_runs(plan, MlflowClient())
     with pytest.raises(RunSelectionError, match=message):  # the dry run says so too
         plan_text(plan)
+
+
+def test_a_bad_download_setting_is_refused_before_the_study_makes_anything(tmp_path, monkeypatch):
+    """The comparisons read it at the end; a study must not train everything first and then fail on it."""
+    from mlflow_recsys.stats import ComparisonSettings
+    from mlflow_recsys.tracking._study import run_study
+    from mlflow_recsys.tracking._study_file import shorthand_plan
+
+    plan = shorthand_plan(
+        dataset="movielens-100k", split_seed=0, seeds=[0, 1], ease={}, elsa={}, comparison=ComparisonSettings()
+    )
+    monkeypatch.setenv("MLFLOW_RECSYS_DOWNLOAD_THREADS", "0")
+    with sqlite_store(tmp_path):
+        with pytest.raises(ValueError, match=r"MLFLOW_RECSYS_DOWNLOAD_THREADS: expected .* from 1 to 64 .*found '0'"):
+            run_study(plan, project_uri=PROJECT)
+        assert MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()]) == []
 
 
 def test_the_project_folder_is_checked_before_any_run(tmp_path):

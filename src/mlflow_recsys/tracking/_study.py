@@ -34,6 +34,7 @@ from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._comparison import RunComparison, compare_runs
 from mlflow_recsys.tracking._context import absolute_sqlite_uri, check_step_run, entry_point_run
+from mlflow_recsys.tracking._downloads import download_threads
 from mlflow_recsys.tracking._executors import (
     FAILED_PROJECT_RUN,
     Echo,
@@ -111,7 +112,8 @@ def run_study(
     TypeError
         If ``plan`` is not a StudyPlan or ``echo`` is not callable; no run is made.
     ValueError
-        If a device this machine lacks is asked for by the sequential executor; no run is made.
+        If a device this machine lacks is asked for by the sequential executor, or ``$MLFLOW_RECSYS_DOWNLOAD_THREADS``
+        is anything but a whole number from 1 to 64; no run is made.
     ImportError
         If the plan's executor is ``"ray"`` and Ray is not installed; the message says how to install it.
     ConnectionError
@@ -129,6 +131,7 @@ def run_study(
         executor = make_executor(name, ray_address=address, project_uri=project_uri)
     trainings = plan.trainings()
     check_project(project_uri)
+    download_threads()  # the comparisons' setting, refused now rather than after every training has run
     check_step_run()  # refuse a run we must not log into before Ray starts or anything is written
     _pin_tracking_uri()
     if any(m.runs for m in plan.models):  # a store read only when there is something to check in it
