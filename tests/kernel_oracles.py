@@ -7,7 +7,7 @@ The draws the kernels make, written out one replicate at a time from the same ge
 import numba
 import numpy as np
 
-from mlflow_recsys.stats._kernels import BLOCK, _fill_indices, _fill_words
+from mlflow_recsys.stats._kernels import BLOCK, _fill_indices, _fill_words, _stratum_picks
 from mlflow_recsys.stats._resampling import column_centres
 
 
@@ -39,12 +39,82 @@ def draw_indices(seeds, n, n_resamples):
     """The unit indices :func:`~mlflow_recsys.stats._kernels.bootstrap_sums` uses: int64 ``(B, n)``."""
     out = np.empty((n_resamples, n), dtype=np.int64)
     idx = np.empty(n, dtype=np.int32)
+    no_strata = np.empty(0, dtype=np.uint64)
     for block in range(seeds.shape[0]):
         s = seeds[block].copy()
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, idx)
+            _fill_indices(s, idx, no_strata)
             out[r, :] = idx
     return out
+
+
+@numba.njit(cache=True)
+def stratum_picks(seed, candidates):
+    """:func:`~mlflow_recsys.stats._kernels._stratum_picks` of uint32 ``candidates`` from a block's seed words."""
+    s = seed.copy()
+    picks = np.empty(candidates.shape[0], dtype=np.int32)
+    _stratum_picks(s, candidates, picks)
+    return picks
+
+
+MASK64, MASK32 = (1 << 64) - 1, (1 << 32) - 1
+
+
+def xoshiro256starstar(state, count):
+    """The generator written out in plain Python integers, from its published definition (Blackman & Vigna 2021)."""
+    generator = _Generator(state)
+    return [generator() for _ in range(count)]
+
+
+class _Generator:
+    """xoshiro256** in plain Python integers: each call one 64-bit output, the state advanced."""
+
+    def __init__(self, state):
+        self.s = [int(x) for x in state]
+
+    def __call__(self):
+        s = self.s
+        rotl = lambda x, k: ((x << k) | (x >> (64 - k))) & MASK64  # noqa: E731
+        out = rotl((s[1] * 5) & MASK64, 7) * 9 & MASK64
+        t = (s[1] << 17) & MASK64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        return out
+
+
+def replay_bootstrap(seeds, n, strata, n_resamples):
+    """The draws of :func:`~mlflow_recsys.stats._kernels.bootstrap_sums` replayed in plain Python from the definitions
+    its docstrings give, for units ``n`` and strata ``(position, size)`` (in the kernel's order): int ``(B, n)`` unit
+    indices and, per stratum, int ``(B, size)`` picks within it.
+
+    Per replicate, steps of the first two generators give the candidates (low then high 32 bits of the first's output,
+    then of the second's) until ``n`` are accepted by Lemire's test for ``n``. Stratum ``(p, m)`` maps candidates ``p``
+    to ``p + m - 1`` to ``[0, m)`` by the same multiply; one rejected for ``m`` is replaced by low halves of the third
+    generator's outputs until one is accepted.
+    """
+    indices, picks = [], [[] for _ in strata]
+    for block in range(seeds.shape[0]):
+        first, second, third = (_Generator(seeds[block, 4 * g : 4 * g + 4]) for g in range(3))
+        for _ in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
+            candidates, drawn = [], []
+            while len(drawn) < n:
+                a, b = first(), second()
+                step = [a & MASK32, a >> 32, b & MASK32, b >> 32]
+                candidates += step
+                drawn += [(c * n) >> 32 for c in step if (c * n) & MASK32 >= (2**32 - n) % n][: n - len(drawn)]
+            indices.append(drawn)
+            for t, (position, size) in enumerate(strata):
+                row = []
+                for c in candidates[position : position + size]:
+                    while (c * size) & MASK32 < (2**32 - size) % size:
+                        c = third() & MASK32
+                    row.append((c * size) >> 32)
+                picks[t].append(row)
+    return np.array(indices), [np.array(p) for p in picks]
 
 
 def sign_flip_means_reference(differences: np.ndarray, signs: np.ndarray) -> np.ndarray:

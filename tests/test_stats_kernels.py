@@ -13,39 +13,24 @@ from kernel_oracles import (
     bootstrap_means_reference,
     draw_indices,
     draw_signs,
+    replay_bootstrap,
     sign_flip_means_reference,
+    stratum_picks,
+    xoshiro256starstar,
     xoshiro_words,
 )
-from mlflow_recsys.stats._kernels import bootstrap_sums, sign_flip_sums
+from mlflow_recsys.stats._kernels import SEED_WORDS, bootstrap_sums, sign_flip_sums
 from mlflow_recsys.stats._resampling import (
     block_seeds,
     bootstrap_means,
+    column_centres,
     exact_sign_flip_means,
     quantiles,
     sign_flip_means,
+    sliced_bootstrap_means,
     splitmix64,
-    stratum_bootstrap_means,
     stratum_sign_flip_means,
 )
-
-MASK = (1 << 64) - 1
-
-
-def xoshiro256starstar(state, count):
-    """The generator written out in plain Python integers, from its published definition."""
-    s = [int(x) for x in state]
-    rotl = lambda x, k: ((x << k) | (x >> (64 - k))) & MASK  # noqa: E731
-    out = []
-    for _ in range(count):
-        out.append(rotl((s[1] * 5) & MASK, 7) * 9 & MASK)
-        t = (s[1] << 17) & MASK
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = rotl(s[3], 45)
-    return out
 
 
 def test_generator_matches_a_plain_python_xoshiro256starstar():
@@ -92,30 +77,45 @@ def test_every_column_count_sums_like_the_reference_and_each_column_alone(m, n):
         (dict(starts=[0, 4, 9]), "starts: expected segment bounds within the rows"),
         (dict(starts=[0, 5, 3]), "starts: expected non-decreasing segment bounds"),
         (dict(starts=[-1, 4, 8]), "starts: expected segment bounds within the rows"),
-        (dict(starts=[0, 8]), r"seeds: expected \(S, n_blocks, 8\) for the S segments of starts"),
+        (dict(starts=[0, 8]), r"seeds: expected \(S, n_blocks, SEED_WORDS\) for the S segments of starts"),
+        (dict(words=8), "seeds: expected SEED_WORDS words a block"),
         (dict(n_resamples=129), "seeds: expected a block of seeds for every BLOCK replicates"),
     ],
 )
 def test_the_kernels_refuse_segments_they_would_read_past(change, match):
-    """The row sums have no bounds checks: every bound they rely on is checked before any is read."""
-    args = {"m": 4, "starts": [0, 4, 8], "n_resamples": 128} | change
-    rows, starts = np.zeros((8, args["m"])), np.array(args["starts"])
-    seeds = np.stack([block_seeds(np.random.SeedSequence(s), 128) for s in range(2)])  # two segments, two blocks
-    with pytest.raises(ValueError, match=match):
-        bootstrap_sums(rows, starts, seeds, args["n_resamples"])
-    table = np.zeros((2, 16, args["m"]))  # two groups of four units, one a segment
-    group_starts = np.array(args["starts"]) // 4
-    if "starts" not in change:
+    """The row sums have no bounds checks: every bound they rely on is checked before any is read. The sign flips take
+    segments with seeds of their own; the bootstrap takes strata after its rows, each within one slice's rows."""
+    args = {"m": 4, "starts": [0, 4, 8], "n_resamples": 128, "words": SEED_WORDS} | change
+    starts = np.array(args["starts"])
+    seeds = np.stack([block_seeds(np.random.SeedSequence(s), 128) for s in range(2)])[:, :, : args["words"]]
+    if "starts" not in change or "seeds" in match:
+        table = np.zeros((2, 16, args["m"]))  # two groups of four units, one a segment
         with pytest.raises(ValueError, match=match):
-            sign_flip_sums(table, group_starts, seeds, args["n_resamples"])
+            sign_flip_sums(table, starts // 4, seeds, args["n_resamples"])
+    if "seeds: expected (S" not in match.replace("\\", ""):
+        with pytest.raises(ValueError, match=match):
+            bootstrap_sums(np.zeros((8, 4)), seeds[0], args["n_resamples"], np.zeros((8, args["m"])), starts)
 
 
-def test_strata_need_one_seed_sequence_each():
+@pytest.mark.parametrize(
+    ("starts", "match"),
+    [
+        ([0, 4, 4, 8], "strata_starts: expected non-empty strata"),
+        ([0, 3, 6], "each within one slice's n rows"),  # a stratum across the first slice's 4 rows and the next
+        ([0, 4, 9], "starts: expected segment bounds within the rows"),
+    ],
+)
+def test_the_bootstrap_refuses_strata_it_cannot_draw(starts, match):
+    seeds = block_seeds(np.random.SeedSequence(0), 64)
+    with pytest.raises(ValueError, match=match):
+        bootstrap_sums(np.zeros((4, 4)), seeds, 64, np.zeros((8, 4)), np.array(starts))
+
+
+def test_sign_flip_strata_need_one_seed_sequence_each():
     d = np.zeros((8, 2))
     members = [np.arange(4), np.arange(4, 8)]
-    for kernel in (stratum_bootstrap_means, stratum_sign_flip_means):
-        with pytest.raises(ValueError, match=r"seed_sequences: expected one per stratum \(2\), found 1"):
-            kernel(d, members, [np.random.SeedSequence(1)], 10)
+    with pytest.raises(ValueError, match=r"seed_sequences: expected one per stratum \(2\), found 1"):
+        stratum_sign_flip_means(d, members, [np.random.SeedSequence(1)], 10)
 
 
 def test_signs_and_indices_are_uniform():
@@ -199,11 +199,14 @@ def test_splitmix64_gives_its_published_first_outputs():
 
 
 def test_block_seeds_are_splitmix64_from_one_word_of_the_sequence():
+    """Eight words a block for the first two generators, then four a block for the third."""
     ss = np.random.SeedSequence(9)
     seeds = block_seeds(ss, 200)  # 4 blocks
     start = np.random.SeedSequence(9).generate_state(1, dtype=np.uint64)[0]
-    assert seeds.shape == (4, 8)
-    np.testing.assert_array_equal(seeds.ravel(), splitmix64(start, 32))
+    words = splitmix64(start, 48)
+    assert seeds.shape == (4, 12)
+    np.testing.assert_array_equal(seeds[:, :8].ravel(), words[:32])
+    np.testing.assert_array_equal(seeds[:, 8:].ravel(), words[32:])
 
 
 def test_unit_indices_take_both_generators_in_turn():
@@ -235,14 +238,52 @@ def test_quantiles_equal_numpy_bit_for_bit(n):
         np.testing.assert_array_equal(quantiles(x, probabilities), np.quantile(x, probabilities))
 
 
-def test_strata_drawn_together_equal_each_stratum_drawn_alone():
+def test_sign_flip_strata_drawn_together_equal_each_stratum_drawn_alone():
     rng = np.random.default_rng(5)
     d = rng.normal(size=(90, 5))
     members = [rng.permutation(90)[:k] for k in (2, 31, 57)]  # users in any order
     streams = [np.random.SeedSequence(40 + s) for s in range(3)]
-    boot = stratum_bootstrap_means(d, members, streams, 300)
     flips = stratum_sign_flip_means(d, members, streams, 300)
-    assert boot.shape == flips.shape == (300, 3, 5)
+    assert flips.shape == (300, 3, 5)
     for s, idx in enumerate(members):
-        np.testing.assert_array_equal(boot[:, s], bootstrap_means(d[idx], 300, streams[s]))
         np.testing.assert_array_equal(flips[:, s], sign_flip_means(d[idx], 300, streams[s]))
+
+
+@pytest.mark.parametrize("n", [7, 64, 101])
+def test_strata_resample_themselves_from_the_comparisons_draw(n):
+    """Two slices over the same units, checked against the draws replayed in plain Python: each stratum resamples its
+    own users, from the candidates at its positions; the comparison's own replicates are the same without slices."""
+    rng = np.random.default_rng(n)
+    d, x = rng.normal(size=(n, 3)), rng.normal(size=(n, 5))
+    order = rng.permutation(n)
+    slices = [[order[: n // 3], order[n // 3 :]], [np.arange(1, n, 2), np.arange(0, n, 2), np.arange(0)][:2]]
+    ss = np.random.SeedSequence(n)
+    means, stratum_means = sliced_bootstrap_means(d, 130, ss, x, slices)
+    np.testing.assert_array_equal(means, bootstrap_means(d, 130, ss))
+    positions = [(sum(len(m) for m in strata[:s]), len(strata[s])) for strata in slices for s in range(len(strata))]
+    indices, picks = replay_bootstrap(block_seeds(ss, 130), n, positions, 130)
+    np.testing.assert_allclose(means, bootstrap_means_reference(d, indices), rtol=0, atol=1e-13)
+    t = 0
+    for k, strata in enumerate(slices):
+        assert stratum_means[k].shape == (130, len(strata), 5)
+        for s, members in enumerate(strata):
+            centre = column_centres(x[members])
+            expected = centre + (x[members] - centre)[picks[t]].sum(axis=1) / len(members)
+            np.testing.assert_allclose(stratum_means[k][:, s], expected, rtol=0, atol=1e-13)
+            t += 1
+
+
+def test_a_rejected_stratum_candidate_is_replaced_by_the_third_generator():
+    """For 3 users Lemire's test rejects the candidate 0 only: those picks come from the low halves of the third
+    generator's outputs, in order, each tested again."""
+    seed = block_seeds(np.random.SeedSequence(8), 1)[0]
+    third = xoshiro256starstar(seed[8:].tolist(), 4)
+    replacements = [((w & 0xFFFFFFFF) * 3) >> 32 for w in third if ((w & 0xFFFFFFFF) * 3) & 0xFFFFFFFF >= 1]
+    candidates = np.array([0, 2**31, 0], dtype=np.uint32)
+    assert stratum_picks(seed, candidates).tolist() == [replacements[0], 1, replacements[1]]
+    assert stratum_picks(seed, np.array([0, 2**31, 2**32 - 1, 5], dtype=np.uint32)).tolist() == [
+        0,
+        2,
+        3,
+        0,
+    ]  # 4 rejects none

@@ -220,10 +220,10 @@ def compare_models(
     slices:
         Pre-declared strata of the users, :class:`~mlflow_recsys.stats.Slice` objects (e.g.
         :func:`~mlflow_recsys.stats.history_slice`), superiority only. Each stratum of each slice is compared like the
-        whole (the same test, interval and B, its own random stream), the strata rows of a slice are Holm-adjusted as a
-        family of their own, and Cochran's Q tests their heterogeneity; the report's ``slices``
-        (:class:`~mlflow_recsys.stats.SliceAnalysis`) holds them, labelled exploratory, and they never enter the
-        families of the hypotheses above (:mod:`~mlflow_recsys.stats._slices`).
+        whole (the same test, interval and B; a stratified bootstrap from the random numbers of the pair's own, which it
+        leaves unchanged), the strata rows of a slice are Holm-adjusted as a family of their own, and Cochran's Q tests
+        their heterogeneity; the report's ``slices`` (:class:`~mlflow_recsys.stats.SliceAnalysis`) holds them, labelled
+        exploratory, and they never enter the families of the hypotheses above (:mod:`~mlflow_recsys.stats._slices`).
     global_metrics:
         Keys ``"coverage@k"`` and ``"gini@k"``: metrics of all users' lists together, compared for each model against
         ``reference`` (default: the first model) by :func:`~mlflow_recsys.stats.compare_exposure` with this call's B,
@@ -308,8 +308,10 @@ def _compare(
     units = units_of(results[names[0]])
     paired = [paired_differences(results, pair, metrics, units) for pair in pairs]
     members = slice_members(chosen, units.ids)  # every user labelled, every stratum large enough, before resampling
-    comparisons = [row for pair in paired for row in pair_rows(pair, settings)]
-    analysis = slice_analysis(paired, chosen, members, settings) if chosen else None
+    drawn = [pair_rows(pair, settings, [list(strata.values()) for strata in members]) for pair in paired]
+    comparisons = [row for rows, _ in drawn for row in rows]
+    stratum_means = [means for _, means in drawn]
+    analysis = slice_analysis(paired, chosen, members, stratum_means, settings) if chosen else None
     exposure = _global_metrics(results, names, settings) if settings.global_metrics else None
     adjusted = _adjusted(comparisons, settings)
     return ComparisonReport(adjusted, settings.correction, settings.reference, settings.primary, analysis, exposure)

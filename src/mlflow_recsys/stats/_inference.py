@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -19,12 +20,12 @@ from mlflow_recsys.stats._effects import effect_columns, p_value_mcse
 from mlflow_recsys.stats._pairing import PairedDifferences
 from mlflow_recsys.stats._resampling import (
     MAX_EXACT_UNITS,
-    bootstrap_means,
     centred_means,
     column_centres,
     exact_sign_flip_means,
     quantiles,
     sign_flip_means,
+    sliced_bootstrap_means,
 )
 from mlflow_recsys.stats._results import PairwiseComparison, significance_level
 from mlflow_recsys.stats._settings import ComparisonSettings
@@ -58,12 +59,16 @@ class _Column:
     boot_baseline: np.ndarray | None = None
 
 
-def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[PairwiseComparison]:
+def pair_rows(
+    pair: PairedDifferences, settings: ComparisonSettings, slices: Sequence[Sequence[np.ndarray]] = ()
+) -> tuple[list[PairwiseComparison], list[np.ndarray]]:
     """The pair's hypotheses, one per metric, unadjusted (a family ``"all"`` of one, no MDE) for the comparison to
-    adjust."""
+    adjust; and, from the same bootstrap draw, the stratified bootstrap means of the differences within each slice's
+    strata (``slices``: per slice, its strata's unit indices): float64 ``(B, S_k, n_metrics)`` per slice."""
     alpha = significance_level(settings.confidence_level)
     rows = []
-    for col in _columns(pair, settings, tests=True):
+    columns, stratum_means = _columns(pair, settings, tests=True, slices=slices)
+    for col in columns:
         if col.n_nonzero < MIN_NONZERO_UNITS:
             warn(
                 f"{col.label}: only {col.n_nonzero} of {pair.units.n_units} users differ; "
@@ -112,13 +117,13 @@ def pair_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[Pai
                 **effects,
             )
         )
-    return rows
+    return rows, stratum_means
 
 
 def bootstrap_rows(pair: PairedDifferences, settings: ComparisonSettings) -> list[dict]:
     """Per metric, the columns of :func:`pair_rows` that come from the bootstrap alone (no test drawn)."""
     alpha = significance_level(settings.confidence_level)
-    return [bootstrap_estimate(col, alpha, settings) for col in _columns(pair, settings, tests=False)]
+    return [bootstrap_estimate(col, alpha, settings) for col in _columns(pair, settings, tests=False)[0]]
 
 
 def bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings) -> dict:
@@ -136,16 +141,21 @@ def bootstrap_estimate(col: _Column, alpha: float, settings: ComparisonSettings)
     }
 
 
-def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bool) -> list[_Column]:
+def _columns(
+    pair: PairedDifferences, settings: ComparisonSettings, *, tests: bool, slices: Sequence[Sequence[np.ndarray]] = ()
+) -> tuple[list[_Column], list[np.ndarray]]:
     """The pair's metrics with their bootstrap means and, with ``tests`` when some metric needs them, their Monte Carlo
-    sign-flip means; each drawn for every metric at once from the pair's own seed sequences."""
+    sign-flip means; each drawn for every metric at once from the pair's own seed sequences. Second, the stratified
+    bootstrap means of the differences within the strata of each of ``slices``, from the same draw."""
     d, B = pair.differences, settings.n_resamples
     n_nonzero = (d != 0).sum(axis=0)
     sign_seeds, boot_seeds = stream_seed_sequences(settings.random_state, pair.baseline, pair.candidate)
     m = d.shape[1]
     # With the tests, one draw of the users also bootstraps d ** 2 and the baseline (the effect sizes' replicates);
     # each column's replicates depend on that column alone, so those of d are the same either way.
-    drawn = bootstrap_means(np.column_stack([d, d * d, pair.sides[0]]) if tests else d, B, boot_seeds)
+    drawn, stratum_means = sliced_bootstrap_means(
+        np.column_stack([d, d * d, pair.sides[0]]) if tests else d, B, boot_seeds, d, slices
+    )
     boot = drawn[:, :m]
     monte_carlo = (
         tests
@@ -155,7 +165,7 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
     )
     flips = sign_flip_means(d, B, sign_seeds) if monte_carlo else None
     estimates = centred_means(d)  # summed like the replicates: a constant column equals each replicate exactly
-    return [
+    columns = [
         _Column(
             metric=metric,
             label=f"{pair.candidate} vs {pair.baseline} on {metric}",
@@ -174,6 +184,7 @@ def _columns(pair: PairedDifferences, settings: ComparisonSettings, *, tests: bo
         )
         for j, metric in enumerate(pair.metrics)
     ]
+    return columns, stratum_means
 
 
 def _test(col: _Column, settings: ComparisonSettings) -> tuple[np.ndarray | None, float, str]:

@@ -3,19 +3,21 @@
 The kernels fuse drawing and summing, so no ``(B, n)`` matrix of signs or indices is ever held in memory, and spread
 blocks of replicates over cores.
 
-Randomness: each block of :data:`BLOCK` replicates has its own two xoshiro256** generators (Blackman & Vigna,
-"Scrambled linear pseudorandom number generators", ACM TOMS 2021), their eight state words drawn by SplitMix64 from one
-word of a NumPy ``SeedSequence`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`): signs come from the first,
-unit indices from both in turn. A block's numbers depend only on its seed, never on the thread that ran it, so results
-are identical on any number of cores.
+Randomness: each block of :data:`BLOCK` replicates has its own three xoshiro256** generators (Blackman & Vigna,
+"Scrambled linear pseudorandom number generators", ACM TOMS 2021), their :data:`SEED_WORDS` state words drawn by
+SplitMix64 from one word of a NumPy ``SeedSequence`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`): signs come
+from the first, unit indices from the first two in turn, and the strata of a slice reuse those indices' candidates,
+drawing from the third only to replace one they reject. A block's numbers depend only on its seed, never on the thread
+that ran it, so results are identical on any number of cores.
 Bounded integers use Lemire's unbiased multiply-and-reject method (Lemire, "Fast random integer generation in an
 interval", ACM TOMACS 2019).
 
-A kernel takes units in segments (the strata of a slice; the whole comparison is one segment), each drawing from its
-own seeds. A replicate is a sum of rows picked by index (:func:`sum_picked_rows`: drawn units for the bootstrap, signed
-group sums for the sign flips), whose every column is added in a fixed order of its own, so a column's numbers depend
-neither on which other columns are in the call nor on the other segments. Column counts are padded to a multiple of
-:data:`LANES` (``_segments`` in :mod:`mlflow_recsys.stats._resampling`).
+The sign flips take units in segments (the strata of a slice; the whole comparison is one segment), each drawing
+from its own seeds; the bootstrap resamples the strata of every slice from the comparison's own draw. A replicate is a
+sum of rows picked by index (:func:`sum_picked_rows`: drawn units for the bootstrap, signed group sums for the sign
+flips), whose every column is added in a fixed order of its own, so a column's numbers depend neither on which other
+columns are in the call nor on the other segments. Column counts are padded to a multiple of
+:data:`LANES` (``_stacked`` in :mod:`mlflow_recsys.stats._resampling`).
 
 Why that sum is LLVM IR: written as numba loops, its adds stay scalar, one instruction per column and pick, most of a
 comparison's time. The loop vectorizer needs a long inner loop, and the SLP vectorizer, which would pack the adds of
@@ -38,6 +40,9 @@ from numba.extending import intrinsic
 
 #: Replicates per independently seeded block.
 BLOCK = 64
+
+#: Seed words per block: the states of its three xoshiro256** generators.
+SEED_WORDS = 12
 
 _MASK32 = np.uint64(0xFFFFFFFF)
 
@@ -70,8 +75,10 @@ def _fill_words(s, words):
 
 
 @numba.njit(inline="always")
-def _fill_indices(s, idx):
-    """Fill ``idx`` with unit indices uniform on [0, len(idx)), by Lemire's unbiased method.
+def _fill_indices(s, idx, kept):
+    """Fill ``idx`` with unit indices uniform on [0, len(idx)), by Lemire's unbiased method, and ``kept`` with the
+    first generators' outputs (uint64, two a step, as long as it has room; its length even, 0 when no stratum reads
+    them): read as uint32 on a little-endian machine, ``kept`` holds the candidates in the order they are taken.
 
     The candidates are the 32-bit halves of one output of each of the block's two generators in turn (low half, then
     high; first generator, then second), taken in that order and skipped when rejected; those left when ``idx`` is full
@@ -82,8 +89,12 @@ def _fill_indices(s, idx):
     n64 = np.uint64(n)
     threshold = (np.uint64(4294967296) - n64) % n64
     j = 0
+    k = 0
     while j < n:
         first, second = _next(s, 0), _next(s, 4)
+        if k < kept.shape[0]:
+            kept[k], kept[k + 1] = first, second
+            k += 2
         m0, m1 = (first & _MASK32) * n64, (first >> np.uint64(32)) * n64
         m2, m3 = (second & _MASK32) * n64, (second >> np.uint64(32)) * n64
         if j + 4 <= n and min(m0 & _MASK32, m1 & _MASK32, m2 & _MASK32, m3 & _MASK32) >= threshold:
@@ -95,6 +106,27 @@ def _fill_indices(s, idx):
             if j < n and (m & _MASK32) >= threshold:
                 idx[j] = m >> np.uint64(32)
                 j += 1
+
+
+@numba.njit(inline="always")
+def _stratum_picks(s, candidates, picks):
+    """Fill ``picks`` with indices uniform on [0, len(picks)) from the uint32 ``candidates`` (as many), each mapped by
+    Lemire's multiply; one his method rejects is replaced by the low halves of the block's third generator
+    (``s[8:12]``), in order, until one is accepted. The first loop has no branch, so it vectorizes; the second runs
+    only after a rejection (about ``len(picks)**2 / 2**32`` a replicate)."""
+    n64 = np.uint64(np.uint32(picks.shape[0]))  # known to fit 32 bits: the multiplies vectorize as 32 x 32 -> 64
+    threshold = (np.uint64(4294967296) - n64) % n64
+    rejected = np.uint64(0)
+    for j in range(picks.shape[0]):
+        m = np.uint64(candidates[j]) * n64
+        picks[j] = m >> np.uint64(32)
+        rejected |= np.uint64((m & _MASK32) < threshold)
+    if rejected:
+        for j in range(picks.shape[0]):
+            m = np.uint64(candidates[j]) * n64
+            while (m & _MASK32) < threshold:
+                m = (_next(s, 8) & _MASK32) * n64
+            picks[j] = m >> np.uint64(32)
 
 
 #: Doubles in one vector (256 bits); the kernels pad their column counts to a multiple of it.
@@ -191,21 +223,26 @@ def sum_picked_rows(rows, base, picks, out):
 
 
 @numba.njit(inline="always")
-def _check_segments(n_rows, m, starts, seeds, n_resamples):
-    """ValueError unless ``m`` columns are whole vectors, the segments ``starts`` lie within the ``n_rows`` rows in
-    order, each with its seeds, and the seeds have a block for every :data:`BLOCK` of the ``n_resamples`` replicates:
-    the row sums read without bounds checks, and ``out`` is filled only where there are seeds."""
+def _check_segments(n_rows, m, starts):
+    """ValueError unless ``m`` columns are whole vectors and the segments ``starts`` lie within the ``n_rows`` rows in
+    order: the row sums read without bounds checks."""
     if m % LANES:
         raise ValueError("rows: expected a column count that is a multiple of LANES")
-    if starts.shape[0] != seeds.shape[0] + 1 or seeds.shape[2] != 8:
-        raise ValueError("seeds: expected (S, n_blocks, 8) for the S segments of starts")
-    if seeds.shape[1] * BLOCK < n_resamples:
-        raise ValueError("seeds: expected a block of seeds for every BLOCK replicates")
     if starts[0] < 0 or starts[starts.shape[0] - 1] > n_rows:
         raise ValueError("starts: expected segment bounds within the rows")
-    for s in range(seeds.shape[0]):
+    for s in range(starts.shape[0] - 1):
         if starts[s + 1] < starts[s]:
             raise ValueError("starts: expected non-decreasing segment bounds")
+
+
+@numba.njit(inline="always")
+def _check_seeds(n_blocks, words, n_resamples):
+    """ValueError unless there are :data:`SEED_WORDS` seed words a block and a block for every :data:`BLOCK` of the
+    ``n_resamples`` replicates: ``out`` is filled only where there are seeds."""
+    if words != SEED_WORDS:
+        raise ValueError("seeds: expected SEED_WORDS words a block")
+    if n_blocks * BLOCK < n_resamples:
+        raise ValueError("seeds: expected a block of seeds for every BLOCK replicates")
 
 
 @numba.njit(cache=True)
@@ -239,14 +276,17 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
     """Per replicate, segment and column, ``sum_j eps_j rows[j, c]`` over the segment's units for a random sign
     vector ``eps``: float64 ``(B, S, m)``, from the tables of :func:`nibble_tables`.
 
-    ``seeds`` is uint64 ``(S, n_blocks, 8)`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`; signs use the first
-    generator's four words): each segment draws its own signs (unit ``j`` of a segment takes bit ``j % 64``
+    ``seeds`` is uint64 ``(S, n_blocks, SEED_WORDS)`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`; signs use
+    the first generator): each segment draws its own signs (unit ``j`` of a segment takes bit ``j % 64``
     of word ``j // 64``), shared by its columns. Signs are read four at a time and each group's signed sums looked up,
     so a replicate adds n/4 rows of the table (:func:`sum_picked_rows`) instead of n
     values per column.
     """
     m = table.shape[2]
-    _check_segments(table.shape[0], m, group_starts, seeds, n_resamples)
+    _check_segments(table.shape[0], m, group_starts)
+    if group_starts.shape[0] != seeds.shape[0] + 1:
+        raise ValueError("seeds: expected (S, n_blocks, SEED_WORDS) for the S segments of starts")
+    _check_seeds(seeds.shape[1], seeds.shape[2], n_resamples)
     sums = table.reshape(table.shape[0] * 16, m)
     n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
     out = np.empty((n_resamples, n_segments, m), dtype=np.float64)
@@ -265,23 +305,45 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
 
 
 @numba.njit(parallel=True, cache=True)
-def bootstrap_sums(rows, starts, seeds, n_resamples):
-    """Per replicate, segment and column, the sum of ``rows[i, c]`` over the segment's ``n_s`` units drawn with
-    replacement from it: float64 ``(B, S, m)``.
+def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
+    """Per replicate and column, the sum of ``rows[i, c]`` over ``n`` units drawn with replacement from the ``n`` rows
+    and, from the same draw, the stratified resample of every stratum: ``(sums (B, m), stratum_sums (B, T, m2))``.
 
-    ``rows`` is ``(n, m)``, ``m`` a multiple of :data:`LANES`, segment ``s`` at
-    rows ``starts[s]:starts[s + 1]``; ``seeds`` is uint64 ``(S, n_blocks, 8)``, two generators' states a block
-    (:func:`~mlflow_recsys.stats._resampling.block_seeds`): each segment draws its own units, shared by its columns,
-    and a replicate adds their rows (:func:`sum_picked_rows`).
+    ``rows`` is float64 ``(n, m)``; ``seeds`` uint64 ``(n_blocks, SEED_WORDS)``, three generators' states a block
+    (:func:`~mlflow_recsys.stats._resampling.block_seeds`): a replicate's units come from the first two
+    (:func:`_fill_indices`), shared by its columns, and a replicate adds their rows (:func:`sum_picked_rows`).
+
+    ``strata_rows`` float64 ``(K * n, m2)`` holds, per slice, the ``n`` units again, ordered by stratum;
+    ``strata_starts`` ``(T + 1,)`` bounds its ``T`` strata, each non-empty and within one slice. Stratum ``t``, at
+    position ``p = strata_starts[t] % n`` of its slice, resamples its ``n_t`` units from the replicate's candidates
+    ``p, ..., p + n_t - 1`` (:func:`_stratum_picks`): every stratum draws ``n_t`` units uniformly from itself, strata of
+    one slice from disjoint candidates, and the slices add no generator draws but the rare rejections' (the third
+    generator's), so ``sums`` are the same with or without strata. ``m2 = 0`` columns and ``T = 0`` draw no strata.
     """
-    _check_segments(rows.shape[0], rows.shape[1], starts, seeds, n_resamples)
-    n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
-    out = np.empty((n_resamples, n_segments, rows.shape[1]), dtype=np.float64)
-    for task in numba.prange(n_segments * n_blocks):
-        seg, block = task // n_blocks, task % n_blocks
-        s = seeds[seg, block].copy()
-        idx = np.empty(starts[seg + 1] - starts[seg], dtype=np.int32)
+    n, m = rows.shape
+    _check_segments(n, m, np.zeros(1, dtype=np.int64))
+    _check_segments(strata_rows.shape[0], strata_rows.shape[1], strata_starts)
+    _check_seeds(seeds.shape[0], seeds.shape[1], n_resamples)
+    n_strata, largest = strata_starts.shape[0] - 1, 0
+    for t in range(n_strata):
+        size = strata_starts[t + 1] - strata_starts[t]
+        if size < 1 or strata_starts[t] // n != (strata_starts[t + 1] - 1) // n:
+            raise ValueError("strata_starts: expected non-empty strata, each within one slice's n rows")
+        largest = max(largest, size)
+    n_blocks = seeds.shape[0]
+    out = np.empty((n_resamples, m), dtype=np.float64)
+    stratum_out = np.empty((n_resamples, n_strata, strata_rows.shape[1]), dtype=np.float64)
+    for block in numba.prange(n_blocks):
+        s = seeds[block].copy()
+        idx = np.empty(n, dtype=np.int32)
+        kept = np.empty((n + 3) // 4 * 2 if n_strata else 0, dtype=np.uint64)
+        candidates = kept.view(np.uint32)
+        picks = np.empty(largest, dtype=np.int32)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, idx)
-            sum_picked_rows(rows, starts[seg], idx, out[r, seg])
-    return out
+            _fill_indices(s, idx, kept)
+            sum_picked_rows(rows, 0, idx, out[r])
+            for t in range(n_strata):
+                first, size = strata_starts[t], strata_starts[t + 1] - strata_starts[t]
+                _stratum_picks(s, candidates[first % n : first % n + size], picks[:size])
+                sum_picked_rows(strata_rows, first, picks[:size], stratum_out[r, t])
+    return out, stratum_out

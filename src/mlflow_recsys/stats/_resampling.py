@@ -40,16 +40,18 @@ def splitmix64(start: np.uint64, count: int) -> np.ndarray:
 
 
 def block_seeds(seed_sequence: np.random.SeedSequence, n_resamples: int) -> np.ndarray:
-    """Eight uint64 seed words per block of replicates, shape ``(ceil(B / BLOCK), 8)``: the states of the block's two
-    generators, consecutive outputs of :func:`splitmix64` started at one word of ``seed_sequence`` (a ``SeedSequence``
-    spends about as long on each word it gives as the kernels on a replicate, so it gives one)."""
-    from mlflow_recsys.stats._kernels import BLOCK
+    """The seed words of each block of replicates, uint64 ``(ceil(B / BLOCK), SEED_WORDS)``: the states of the block's
+    three generators, from consecutive outputs of :func:`splitmix64` started at one word of ``seed_sequence`` (a
+    ``SeedSequence`` spends about as long on each word it gives as the kernels on a replicate, so it gives one). The
+    first ``8 * n_blocks`` outputs seed the first two generators, eight a block; the next ``4 * n_blocks`` the third."""
+    from mlflow_recsys.stats._kernels import BLOCK, SEED_WORDS
 
     n_blocks = -(-n_resamples // BLOCK)
     start = seed_sequence.generate_state(1, dtype=np.uint64)[0]
-    seeds = splitmix64(start, n_blocks * 8).reshape(n_blocks, 8)
-    for half in (seeds[:, :4], seeds[:, 4:]):
-        half[(half == 0).all(axis=1)] = 1  # xoshiro's one forbidden state
+    words = splitmix64(start, n_blocks * SEED_WORDS)
+    seeds = np.hstack([words[: n_blocks * 8].reshape(n_blocks, 8), words[n_blocks * 8 :].reshape(n_blocks, 4)])
+    for state in (seeds[:, :4], seeds[:, 4:8], seeds[:, 8:]):
+        state[(state == 0).all(axis=1)] = 1  # xoshiro's one forbidden state
     return seeds
 
 
@@ -73,7 +75,10 @@ def stratum_sign_flip_means(
     from mlflow_recsys.stats import _kernels as kernels
 
     d = np.asarray(differences, dtype=np.float64)
-    rows, starts, seeds = _segments(d, members, seed_sequences, n_resamples, centres=None)
+    if len(seed_sequences) != len(members):
+        raise ValueError(f"seed_sequences: expected one per stratum ({len(members)}), found {len(seed_sequences)}")
+    rows, starts = _stacked(d, members, centres=None)
+    seeds = np.stack([block_seeds(ss, n_resamples) for ss in seed_sequences])
     table, group_starts = kernels.nibble_tables(rows, starts)
     sums = kernels.sign_flip_sums(table, group_starts, seeds, n_resamples)
     return sums[:, :, : d.shape[1]] / np.diff(starts)[None, :, None]
@@ -99,50 +104,73 @@ def centred_means(differences: np.ndarray) -> np.ndarray:
 def bootstrap_means(differences: np.ndarray, n_resamples: int, seed_sequence: np.random.SeedSequence) -> np.ndarray:
     """Paired bootstrap means of the units (Efron 1979), float64 ``(B, n_metrics)``: each replicate draws ``n_units``
     units with replacement, the same draw for every column; summed around :func:`column_centres`."""
-    d = np.asarray(differences, dtype=np.float64)
-    return stratum_bootstrap_means(d, [np.arange(d.shape[0])], [seed_sequence], n_resamples)[:, 0, :]
+    return sliced_bootstrap_means(differences, n_resamples, seed_sequence)[0]
 
 
-def stratum_bootstrap_means(
+def sliced_bootstrap_means(
     differences: np.ndarray,
-    members: Sequence[np.ndarray],
-    seed_sequences: Sequence[np.random.SeedSequence],
     n_resamples: int,
-) -> np.ndarray:
-    """The stratified bootstrap: :func:`bootstrap_means` within each stratum, float64 ``(B, S, n_metrics)``; stratum
-    ``s`` resamples its own ``len(members[s])`` units from ``seed_sequences[s]``, so its means equal
-    ``bootstrap_means(differences[members[s]], B, seed_sequences[s])``."""
+    seed_sequence: np.random.SeedSequence,
+    stratified: np.ndarray | None = None,
+    slices: Sequence[Sequence[np.ndarray]] = (),
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """:func:`bootstrap_means` of ``differences`` ``(n_units, n_metrics)`` and, from the same draw, the stratified
+    bootstrap of ``stratified`` ``(n_units, m2)`` within the strata of each slice: ``(means (B, n_metrics), [float64
+    (B, S_k, m2) per slice])``.
+
+    A slice is a sequence of strata, each a non-empty int array of unit indices, the strata disjoint. Stratum ``s``
+    resamples its own ``len(members[s])`` units with replacement, as a stratified bootstrap does, summed around its own
+    :func:`column_centres`; its draws reuse the random words of the comparison's draw at the stratum's positions (the
+    strata one after another), so slices cost no draws of their own and leave ``means`` unchanged (the kernel,
+    :func:`~mlflow_recsys.stats._kernels.bootstrap_sums`, says how).
+    """
     from mlflow_recsys.stats import _kernels as kernels
 
     d = np.asarray(differences, dtype=np.float64)
-    centres = np.stack([column_centres(d[idx]) for idx in members])
-    rows, starts, seeds = _segments(d, members, seed_sequences, n_resamples, centres)
-    sums = kernels.bootstrap_sums(rows, starts, seeds, n_resamples)
-    return centres[None, :, :] + sums[:, :, : d.shape[1]] / np.diff(starts)[None, :, None]
+    n = d.shape[0]
+    centres = column_centres(d)
+    rows, _ = _stacked(d, [np.arange(n)], centres[None, :])
+    x = np.zeros((n, 0)) if stratified is None else np.asarray(stratified, dtype=np.float64)
+    stratum_centres = [np.stack([column_centres(x[idx]) for idx in members]) for members in slices]
+    # Per slice, its strata's rows one after another in a block of n rows: a replicate draws one candidate per unit.
+    blocks = [_stacked(x, members, c, n_rows=n) for members, c in zip(slices, stratum_centres, strict=True)]
+    strata_rows = np.vstack([np.zeros((0, _padded_width(x.shape[1]))), *(block for block, _ in blocks)])
+    strata_starts = np.concatenate([[0], *(k * n + starts[1:] for k, (_, starts) in enumerate(blocks))])
+    sums, stratum_sums = kernels.bootstrap_sums(
+        rows, block_seeds(seed_sequence, n_resamples), n_resamples, strata_rows, strata_starts
+    )
+    bounds = np.cumsum([len(members) for members in slices])[:-1]
+    per_slice = np.split(stratum_sums[:, :, : x.shape[1]], bounds, axis=1) if slices else []
+    stratum_means = [
+        c[None, :, :] + s / np.diff(starts)[None, :, None]
+        for c, s, (_, starts) in zip(stratum_centres, per_slice, blocks, strict=True)
+    ]
+    return centres + sums[:, : d.shape[1]] / n, stratum_means
 
 
-def _segments(
-    d: np.ndarray,
-    members: Sequence[np.ndarray],
-    seed_sequences: Sequence[np.random.SeedSequence],
-    n_resamples: int,
-    centres: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """What the kernels take for the strata ``members``: their rows one after another, less their ``centres``, columns
-    zero-padded to the kernels' lane width, with the segment bounds and each stratum's block seeds: ``(rows (n,
-    m_padded), starts (S + 1,), seeds (S, n_blocks, 8))``. ValueError unless there is one seed sequence per stratum."""
+def _padded_width(m: int) -> int:
     from mlflow_recsys.stats._kernels import LANES
 
-    if len(seed_sequences) != len(members):
-        raise ValueError(f"seed_sequences: expected one per stratum ({len(members)}), found {len(seed_sequences)}")
+    return -(-m // LANES) * LANES
+
+
+def _stacked(
+    d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray | None, n_rows: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the strata ``members`` one after another, less their ``centres`` (``(S, m)``), columns zero-padded to
+    the kernels' lane width, and zero rows after them up to ``n_rows`` when given: ``(rows (n_rows, m_padded), starts
+    (S + 1,))``. ValueError if the strata hold more than ``n_rows`` units."""
     sizes = np.array([len(idx) for idx in members], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
+    if n_rows is not None and starts[-1] > n_rows:
+        raise ValueError(
+            f"slices: expected disjoint strata of the {n_rows} units, found {int(starts[-1])} units in all"
+        )
     m = d.shape[1]
-    rows = np.zeros((int(starts[-1]), -(-m // LANES) * LANES), dtype=np.float64)
+    rows = np.zeros((int(starts[-1]) if n_rows is None else n_rows, _padded_width(m)), dtype=np.float64)
     for s, idx in enumerate(members):
         rows[starts[s] : starts[s + 1], :m] = d[idx] if centres is None else d[idx] - centres[s]
-    seeds = np.stack([block_seeds(ss, n_resamples) for ss in seed_sequences])
-    return rows, starts, seeds
+    return rows, starts
 
 
 def quantiles(replicates: np.ndarray, probabilities: Sequence[float]) -> np.ndarray:
@@ -151,7 +179,8 @@ def quantiles(replicates: np.ndarray, probabilities: Sequence[float]) -> np.ndar
 
     It selects the order statistics one at a time, each in what the last left: NumPy's partition around one index is
     several times faster than around several at once, which is how ``np.quantile`` asks for them, and intervals are
-    read from every bootstrap column of a comparison.
+    read from every bootstrap column of a comparison. The order statistic just above one selected is the smallest of
+    the rest, found by a scan.
     """
     x = np.asarray(replicates, dtype=np.float64)
     h = np.asarray(probabilities, dtype=np.float64) * (x.shape[0] - 1)
@@ -160,7 +189,11 @@ def quantiles(replicates: np.ndarray, probabilities: Sequence[float]) -> np.ndar
     part = x.copy()
     start = 0
     for k in np.unique(np.concatenate([below, above])):
-        part[start:].partition(k - start)
+        if k == start:  # the smallest of what is left (an interpolation's upper neighbour): a scan, not a selection
+            smallest = start + int(np.argmin(part[start:]))
+            part[start], part[smallest] = part[smallest], part[start]
+        else:
+            part[start:].partition(k - start)
         start = k + 1
     a, b, t = part[below], part[above], h - below
     diff = b - a

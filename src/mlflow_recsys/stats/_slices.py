@@ -1,8 +1,9 @@
 """Exploratory subgroup analysis: the paired comparison within each stratum of a :class:`~mlflow_recsys.stats.Slice`.
 
-Per model pair, metric and stratum: the mean difference over the stratum's users, its bootstrap interval and the
-comparison's test, each stratum drawing its own random stream (from the seed, the slice, the stratum and the pair), so a
-stratum's numbers do not depend on the other strata. Per slice, p-values are adjusted by Holm (1979) over every row of
+Per model pair, metric and stratum: the mean difference over the stratum's users, its stratified bootstrap interval
+(each stratum resamples its own users, reusing the random words of the pair's own bootstrap, so slices add no draws)
+and the comparison's test (the sign flips of each stratum from a stream of its own, named by the seed, the slice, the
+stratum and the pair). Per slice, p-values are adjusted by Holm (1979) over every row of
 the slice (its strata, pairs and metrics), a family of its own that never touches the primary one. Per pair, metric and
 slice, Cochran's (1954) Q tests whether the strata share one mean difference: ``Q = sum_s w_s (m_s - m_w)^2`` with
 ``w_s = n_s / var_s`` (the inverse squared standard error of the stratum mean), ``m_w`` the ``w``-weighted mean, against
@@ -29,7 +30,7 @@ from mlflow_recsys.stats._inference import (
     stream_seed_sequences,
 )
 from mlflow_recsys.stats._pairing import PairedDifferences
-from mlflow_recsys.stats._resampling import centred_means, stratum_bootstrap_means, stratum_sign_flip_means
+from mlflow_recsys.stats._resampling import centred_means, stratum_sign_flip_means
 from mlflow_recsys.stats._results import significance_level
 from mlflow_recsys.stats._settings import ComparisonSettings
 from mlflow_recsys.stats._strata import MIN_STRATUM_USERS, Slice
@@ -159,15 +160,22 @@ def slice_analysis(
     pairs: Sequence[PairedDifferences],
     slices: Sequence[Slice],
     members: Sequence[dict[str, np.ndarray]],
+    stratum_means: Sequence[Sequence[np.ndarray]],
     settings: ComparisonSettings,
 ) -> SliceAnalysis:
     """The stratum rows of every pair on every slice (its strata's users ``members``, from :func:`slice_members`),
-    Holm-adjusted within each slice, and their heterogeneity."""
+    Holm-adjusted within each slice, and their heterogeneity. ``stratum_means[p][k]`` holds pair ``p``'s stratified
+    bootstrap means on slice ``k``, float64 ``(B, S_k, n_metrics)``, drawn with the pair's own bootstrap
+    (:func:`~mlflow_recsys.stats._inference.pair_rows`)."""
     alpha = significance_level(settings.confidence_level)
     rows: list[StratumComparison] = []
     tests: list[Heterogeneity] = []
-    for sl, strata in zip(slices, members, strict=True):
-        slice_rows = [row for pair in pairs for row in _stratum_rows(pair, sl.name, strata, settings)]
+    for k, (sl, strata) in enumerate(zip(slices, members, strict=True)):
+        slice_rows = [
+            row
+            for pair, means in zip(pairs, stratum_means, strict=True)
+            for row in _stratum_rows(pair, sl.name, strata, means[k], settings)
+        ]
         adjusted = adjust_p_values(np.array([r.p_value for r in slice_rows]), "holm")
         size = len(slice_rows)  # the family is the whole slice: every stratum, pair and metric
         rows.extend(
@@ -183,7 +191,11 @@ def slice_analysis(
 
 
 def _stratum_rows(
-    pair: PairedDifferences, name: str, members: dict[str, np.ndarray], settings: ComparisonSettings
+    pair: PairedDifferences,
+    name: str,
+    members: dict[str, np.ndarray],
+    boot: np.ndarray,
+    settings: ComparisonSettings,
 ) -> list[StratumComparison]:
     B = settings.n_resamples
     groups = list(members.values())
@@ -191,8 +203,7 @@ def _stratum_rows(
         stream_seed_sequences(settings.random_state, "slice", name, stratum, pair.baseline, pair.candidate)
         for stratum in members
     ]
-    # One kernel call draws every stratum, each from its own stream: a stratum's numbers ignore the other strata.
-    boot = stratum_bootstrap_means(pair.differences, groups, [boots for _, boots in streams], B)
+    # One kernel call flips every stratum's signs, each from its own stream: a stratum's null ignores the other strata.
     n_nonzero = np.array([(pair.differences[idx] != 0).sum(axis=0) for idx in groups])
     monte_carlo = settings.test_method == "randomization" and not all(exact_enumeration(k, B) for k in n_nonzero.flat)
     flips = (
