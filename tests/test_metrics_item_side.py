@@ -198,6 +198,17 @@ def test_a_significant_difference_on_an_item_side_metric_reads_higher_or_lower_n
     directions = {c.metric: c.direction for c in report.comparisons}
     assert directions == {"ndcg@10": "better", "arp@10": "lower"}
     assert "lower for the candidate (this metric has no better side)" in report.results_text("arp@10", "B")
+    # A higher score on a metric with no better side is neither an improvement nor a win, in every sentence.
+    higher = compare_models(
+        {"A": results["B"], "B": results["A"]}, metrics=["ndcg@10", "arp@10"], reference="A", n_resamples=999
+    )
+    arp, ndcg = higher.results_text("arp@10", "B"), higher.results_text("ndcg@10", "B")
+    assert "B scored 20.0000 higher than A on arp@10" in arp and "higher for 200 users, lower for 0" in arp
+    assert "improved" not in arp and "won" not in arp
+    assert "worse" in higher.to_frame().set_index("metric").loc["ndcg@10", "direction"]
+    assert "B scored 0.2000 lower than A on ndcg@10" in ndcg and "won on 0 users, lost on 200" in ndcg
+    for text in (str(higher), higher.to_markdown()):
+        assert "improved arp@10" not in text and "improved arp\\@10" not in text
 
 
 def test_an_evaluation_refuses_a_list_with_no_item_for_the_item_side_metrics():

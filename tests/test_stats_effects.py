@@ -145,3 +145,10 @@ def test_against_a_margin_the_effect_intervals_name_their_level_beside_the_1_min
     assert f"[{c.dz_ci_low:.2f}, {c.dz_ci_high:.2f}] (95%)" in text
     plain = compare_models(results, metrics="m", reference="A")
     assert "(95%)" not in results_text(plain, plain.comparisons[0])  # one level in the sentence: not repeated
+    # Beside a one-sided difference interval, the effect sizes' two-sided intervals say they are.
+    greater = compare_models(results, metrics="m", reference="A", alternative="greater")
+    c = greater.comparisons[0]
+    text = results_text(greater, c)
+    assert f"[{c.ci_low:.4f}, inf)" in text
+    assert f"[{c.relative_ci_low:+.1%}, {c.relative_ci_high:+.1%}] (two-sided 95%)" in text
+    assert f"[{c.dz_ci_low:.2f}, {c.dz_ci_high:.2f}] (two-sided 95%)" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from mlflow_recsys.metrics import higher_is_better
 from mlflow_recsys.report._rows import format_level, format_p, interval_level
 from mlflow_recsys.report._vocabulary import words
 
@@ -17,10 +18,15 @@ if TYPE_CHECKING:  # pragma: no cover
 def effect_interval(low: float, high: float, spec: str, c: PairwiseComparison) -> str:
     """`` [+1.2%, +4.9%]``: an effect size's interval of row ``c`` (two-sided, at ``c.confidence_level``), its level
     named when the sentence's difference interval has another (against a margin, the 1 - 2 alpha one): ``[-4.7%,
-    +2.4%] (95%)``; ``""`` when NaN."""
+    +2.4%] (95%)``, and its sides when that interval is one-sided: ``[+1.2%, +4.9%] (two-sided 95%)``; ``""`` when
+    NaN."""
     if math.isnan(low) or math.isnan(high):
         return ""
-    named = f" ({format_level(c.confidence_level)})" if interval_level(c) != c.confidence_level else ""
+    level = format_level(c.confidence_level)
+    if c.hypothesis == "superiority" and c.alternative != "two-sided":
+        named = f" (two-sided {level})"
+    else:
+        named = f" ({level})" if interval_level(c) != c.confidence_level else ""
     return f" [{low:{spec}}, {high:{spec}}]{named}"
 
 
@@ -32,12 +38,24 @@ def dz_words(c: PairwiseComparison) -> str:
     return f", d_z = {c.effect_size_dz:.2f}{effect_interval(c.dz_ci_low, c.dz_ci_high, '.2f', c)}"
 
 
+def judged(c: PairwiseComparison) -> bool:
+    """Whether row ``c``'s metric has a better side (:func:`~mlflow_recsys.metrics.higher_is_better`): a candidate
+    scoring higher on it wins; on an item-side metric such as ``arp@k`` it only scores higher."""
+    return higher_is_better(c.metric) is not None
+
+
 def sign_test_words(c: PairwiseComparison) -> str:
-    """``; won on 292 users, lost on 208 (sign test p = 0.0002)``, beside any test but the sign test itself."""
+    """``; won on 292 users, lost on 208 (sign test p = 0.0002)`` (``higher for 292 users, lower for 208`` on a metric
+    with no better side), beside any test but the sign test itself."""
     if c.test_method == "sign" or math.isnan(c.sign_test_p_value):
         return ""
     users = "user" if c.wins == 1 else "users"
-    return f"; won on {c.wins:,} {users}, lost on {c.losses:,} (sign test p = {format_p(c.sign_test_p_value)})"
+    counts = (
+        f"won on {c.wins:,} {users}, lost on {c.losses:,}"
+        if judged(c)
+        else f"higher for {c.wins:,} {users}, lower for {c.losses:,}"
+    )
+    return f"; {counts} (sign test p = {format_p(c.sign_test_p_value)})"
 
 
 def effects_methods(report: ComparisonReport) -> str:
@@ -54,7 +72,7 @@ def effects_methods(report: ComparisonReport) -> str:
         "of the two models' bootstrap means; d_z is the mean per-user difference over the standard deviation of the "
         "per-user differences, the standardized effect of a paired design (Cohen, 1988; Lakens, 2013), with the "
         f"percentile interval of its bootstrap replicates; both intervals are two-sided at {level}. Beside every "
-        "test, the users each model won on are compared by a sign test (Dixon & Mood, 1946). "
+        "test, the users on which each model scored higher are compared by a sign test (Dixon & Mood, 1946). "
         f"{digits}"
     )
 

@@ -15,6 +15,7 @@ from mlflow_recsys.report._effect_words import (
     effect_interval,
     effects_methods,
     interval_adjustment_words,
+    judged,
     sign_test_words,
 )
 from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
@@ -380,9 +381,9 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     """
     name = name_writer(markup)
     cand, base, metric = name(c.candidate), name(c.baseline), name(c.metric)
-    if c.difference > 0 and c.significant:
+    if c.difference > 0 and c.significant and judged(c):
         effect = f"{cand} improved {metric} over {base} by {c.difference:.4f}"
-    elif c.difference > 0:  # "improved" only for a significant result
+    elif c.difference > 0:  # "improved" only for a significant result on a metric with a better side
         effect = f"{cand} scored {c.difference:.4f} higher than {base} on {metric}"
     elif c.difference < 0:
         effect = f"{cand} scored {-c.difference:.4f} lower than {base} on {metric}"
