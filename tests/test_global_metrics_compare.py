@@ -143,3 +143,24 @@ def test_a_one_sided_alternative_reads_higher_not_better_for_it_tests_gini_too()
     assert gini.alternative == "greater" and gini.ci_high == np.inf  # the one-sided interval of a higher candidate
     for surface in (str(report), report.to_markdown(), report.to_latex(), report.methods_text()):
         assert "candidate higher" in surface and "candidate better" not in surface
+    # Its open end is written as the main table writes one, in every rendering.
+    interval = f"[{gini.ci_low:+.4f}, inf)"
+    page = report_html(report, {}, primary=None, title="global", forest_png=b"")
+    for surface in (str(report), report.to_markdown(), page):
+        assert interval in surface and "+inf]" not in surface
+    assert f"$[{gini.ci_low:+.4f}, \\infty)$" in report.to_latex()
+
+
+def test_the_global_markdown_table_prints_numbers_as_they_are_and_escapes_names():
+    report = compare_models(_results(), metrics="ndcg@10", reference="EASE", n_resamples=499, global_metrics=KEYS)
+    rows = [line for line in report.to_markdown().splitlines() if line.startswith("| gini@10 |")]
+    assert rows
+    for row, r in zip(rows, [r for r in report.global_metrics.comparisons if r.metric == "gini@10"], strict=True):
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        assert cells[1] == "&lt;b>ELSA&&lt;/b> vs EASE"
+        assert cells[3:7] == [
+            f"{r.baseline_value:.4f}",
+            f"{r.candidate_value:.4f}",
+            f"{r.difference:+.4f}",
+            f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]",
+        ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlflow_recsys.report._escaping import escape_markdown, visible_text
-from mlflow_recsys.report._rows import aligned, format_level, format_p
+from mlflow_recsys.report._rows import aligned, format_level, format_p, interval_ends
 from mlflow_recsys.stats._exposure import ExposureAnalysis
 
 __all__ = ["GLOBAL_NOTE", "GlobalCells", "global_cells", "global_header", "global_markdown", "global_string"]
@@ -37,7 +37,8 @@ class GlobalCells:
 
 
 def global_cells(analysis: ExposureAnalysis) -> list[GlobalCells]:
-    """Every row of ``analysis`` formatted: values to 4 decimals, the interval signed, p as the report prints it."""
+    """Every row of ``analysis`` formatted: values to 4 decimals, the interval signed (an infinite end open, as in the
+    main table), p as the report prints it."""
     return [
         GlobalCells(
             r.metric,
@@ -47,7 +48,7 @@ def global_cells(analysis: ExposureAnalysis) -> list[GlobalCells]:
             f"{r.baseline_value:.4f}",
             f"{r.candidate_value:.4f}",
             f"{r.difference:+.4f}",
-            f"[{r.ci_low:+.4f}, {r.ci_high:+.4f}]",
+            ", ".join(interval_ends(r.ci_low, r.ci_high, lambda value: f"{value:+.4f}")),
             format_p(r.p_value),
             format_p(r.adjusted_p_value),
             f"{r.bootstrap_bias:+.4f}",
@@ -90,6 +91,7 @@ def global_string(analysis: ExposureAnalysis) -> str:
 def global_markdown(analysis: ExposureAnalysis) -> str:
     """The global metrics as a markdown section, names escaped."""
     header = global_header(analysis)
-    rows = [[escape_markdown(cell) for cell in row] for row in _rows(analysis)]
+    # The first two cells hold names; the others are numbers the table prints as they are.
+    rows = [[escape_markdown(cell) for cell in row[:2]] + row[2:] for row in _rows(analysis)]
     table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
     return "\n".join(["## Global metrics", "", f"*{GLOBAL_NOTE}*", "", *table])

@@ -111,6 +111,15 @@ def disagreement_words(c: PairwiseComparison, correction: str | None) -> str:
     return words("correction", correction, "split")
 
 
+def interval_ends(low: float, high: float, number: Callable[[float], str]) -> tuple[str, str]:
+    """An interval's two ends as its cells print them: ``[0.0123`` and ``0.0456]``, each written by ``number``, an
+    infinite end open: ``(-inf`` or ``inf)`` (a one-sided interval)."""
+    return (
+        "(-inf" if low == -math.inf else f"[{number(low)}",
+        "inf)" if high == math.inf else f"{number(high)}]",
+    )
+
+
 def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) -> RowCells:
     """The cells of ``c``'s row: ``digits`` decimals of the differences, means and interval, the difference and the
     interval's ends with a ``+`` when ``signed`` (default True)."""
@@ -119,8 +128,7 @@ def row_cells(c: PairwiseComparison, digits: int = 4, *, signed: bool = True) ->
     def number(value: float, sign: str = "") -> str:
         return NO_MDE if math.isnan(value) else f"{value:{sign}.{digits}f}"
 
-    low = "(-inf" if c.ci_low == -math.inf else f"[{number(c.ci_low, sign)}"
-    high = "inf)" if c.ci_high == math.inf else f"{number(c.ci_high, sign)}]"
+    low, high = interval_ends(c.ci_low, c.ci_high, lambda value: number(value, sign))
     return RowCells(
         metric=c.metric,
         candidate=c.candidate,
