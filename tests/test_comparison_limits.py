@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 import mlflow_recsys
 from conftest import trained_copy
 from mlflow_recsys import load_comparison_settings, search_comparisons
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.cli import cli
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report._escaping import escape_markdown
@@ -538,3 +539,17 @@ def test_a_huge_value_is_cut_in_the_error_line(tmp_path, monkeypatch):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code in (1, 2) and len(result.output) < 2_000, args
         assert "characters in all" in result.output, result.output[-300:]
+
+
+@pytest.mark.parametrize("name", ["_*" * 60, "a_b|c" * 30, "\x01\x02" * 40, "é" * 60, "\U0010ffff" * 20])
+def test_a_cut_name_keeps_as_much_of_itself_as_its_escapes_allow(name):
+    """A name whose characters escape to several each is cut to the longest prefix that fits, not to one character."""
+    written = note_name(name)
+    assert len(written) <= NOTE_NAME_WIDTH and written.endswith("\\]")
+    kept = shorten(name, NOTE_NAME_WIDTH).split("…")[0]
+    # Written from the longest cut that fits: one more character would not have.
+    cut = next(c for c in range(NOTE_NAME_WIDTH, 9, -1) if len(escape_markdown(shorten(name, c))) <= NOTE_NAME_WIDTH)
+    assert written == escape_markdown(shorten(name, cut))
+    assert len(shorten(name, cut).split("…")[0]) >= min(len(kept), (NOTE_NAME_WIDTH - 11) // 10)
+    if name.startswith("_*"):
+        assert written.startswith("\\_\\*\\_\\*\\_\\*")  # several characters, where the old cut kept one

@@ -38,13 +38,17 @@ NOTE_BOUND = 7900
 
 
 def _fit(text: str, width: int) -> str:
-    """``text`` in markdown in at most ``width`` characters: cut (with a hash, so cut texts stay apart) when its escaped
-    form is longer; a character's escape is at most 10 characters (``\\U0010ffff``)."""
-    for cut in (width, width * 9 // 10, width // 10 - 1):
-        written = escape_markdown(shorten(text, max(cut, 10)))
-        if len(written) <= width:
-            break
-    return written
+    """``text`` in markdown in at most ``width`` (at least 21) characters: when its escaped form is longer, cut to the
+    longest prefix whose escaped form, with an ellipsis and a hash (so cut texts stay apart), fits. A character's escape
+    is at most 10 characters (``\\U0010ffff``), so one character always does."""
+    written = escape_markdown(text)
+    if len(written) <= width:
+        return written
+    fits, over = 10, width + 1  # cuts (see shorten) known to fit and not to; escapes only grow with the prefix
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        fits, over = (middle, over) if len(escape_markdown(shorten(text, middle))) <= width else (fits, middle)
+    return escape_markdown(shorten(text, fits))
 
 
 def note_name(name: str) -> str:
