@@ -18,7 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 import scipy.stats
 
-from mlflow_recsys.report._escaping import escape_latex
+from mlflow_recsys._digests import shorten
+from mlflow_recsys.report._escaping import LATEX_NAME_WIDTH, escape_latex
 from mlflow_recsys.report._latex import report_latex
 from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
 from mlflow_recsys.stats import _storage as storage
@@ -425,6 +426,29 @@ def test_a_realistic_table_fits_the_line_width(tmp_path):
     assert "textquotesingle" not in latex  # no apostrophe in the prose, which would print as a straight quote
     log = compile_latex(tmp_path, latex + "\n" + report.to_latex(label="tab:again"))
     assert "Overfull \\hbox" not in log and "Overfull \\vbox" not in log
+
+
+def test_latex_cuts_names_and_words_too_long_for_tex():
+    """TeX cannot set a box wider than 16,383pt (about 2,000 characters): a cell's name is cut to LATEX_NAME_WIDTH
+    characters, and so is any longer word of a caption; distinct names stay distinct by their hashes."""
+    long_a, long_b = "A" * 2500, "A" * 2499 + "B"
+    results = {long_a: result({"m": np.linspace(0, 1, 40)}), long_b: result({"m": np.linspace(0.1, 1, 40)})}
+    report = quiet_compare(results, metrics="m", reference=long_a, n_resamples=199)
+    latex = report.to_latex(title="T" * 3000 + " then words")
+    body, caption_text = latex.split("\\midrule")[1], caption(latex)
+    cells = [cell.strip() for cell in body.splitlines()[1].split(" & ")[1].split(" vs ")]
+    assert [len(cell) for cell in cells] == [LATEX_NAME_WIDTH] * 2 and cells[0] != cells[1]
+    assert cells[0] == escape_latex(shorten(long_b, LATEX_NAME_WIDTH)) and "A" * LATEX_NAME_WIDTH not in latex
+    assert caption_text.startswith(shorten("T" * 3000, LATEX_NAME_WIDTH) + " then words")
+    assert escape_latex("x" * LATEX_NAME_WIDTH) == "x" * LATEX_NAME_WIDTH  # a word that fits is whole
+
+
+@needs_pdflatex
+def test_pdflatex_typesets_names_of_thousands_of_characters(tmp_path):
+    long_a, long_b, key = "A" * 2500, "B c" * 1000, "m" * 3000  # one word too long for a box; many, for a cell
+    results = {long_a: result({key: np.linspace(0, 1, 40)}), long_b: result({key: np.linspace(0.1, 1, 40)})}
+    report = quiet_compare(results, metrics=key, reference=long_a, n_resamples=199)
+    compile_latex(tmp_path, report.to_latex(title="T" * 3000))
 
 
 def test_latex_refuses_a_bad_label_and_an_empty_report(marker_report):

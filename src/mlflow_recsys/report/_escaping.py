@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys._digests import shorten
 from mlflow_recsys.stats._comparison import Markup
 
 #: Characters that format inline text wherever they stand, and what stands for each literally: emphasis (``*``, ``_``),
@@ -201,8 +202,14 @@ _LATEX_ESCAPES = str.maketrans(
 _LIGATURE_START = re.compile(r"-(?=-|\Z)|,(?=,|\Z)")
 
 
-def escape_latex(text: object) -> str:
-    """``text`` as LaTeX source that typesets as exactly ``text``, on one line.
+#: Longest word of a LaTeX text, and longest name a LaTeX table cell holds: TeX cannot set a box wider than 16,383pt,
+#: about 2,000 characters of text, so longer ones are cut (with an ellipsis and a hash, as the run notes cut names).
+LATEX_NAME_WIDTH = 200
+_LONG_WORD = re.compile(rf"\S{{{LATEX_NAME_WIDTH + 1},}}")
+
+
+def escape_latex(text: object, *, width: int | None = None) -> str:
+    """``text`` as LaTeX source that typesets as exactly ``text``, on one line, save for names too long for TeX.
 
     Control characters (line breaks, tabs) are first written as visible escapes (:func:`visible_text`); then each of
     ``\\ & % $ # _ { } ~ ^ < > |`` and the quotes ``` ' "`` is replaced by its escape (``\\&``, ``\\textbackslash{}``,
@@ -215,6 +222,17 @@ def escape_latex(text: object) -> str:
     lualatex with a font that has them typesets them all. ``text`` may be any object (usually a model name or a metric
     key); non-strings are formatted with ``str`` first. For example ``escape_latex("a_b 50%")`` is ``"a\\_b 50\\%"`` and
     ``escape_latex("x--y")`` is ``"x-{}-y"``.
+
+    A word (a run without white space) of more than :data:`LATEX_NAME_WIDTH` characters is cut to that many with an
+    ellipsis and a hash (:func:`~mlflow_recsys._digests.shorten`), and with ``width`` (int) the whole text is first cut
+    to ``width`` characters: a table cell, which cannot break a line, passes ``width=LATEX_NAME_WIDTH``.
     """
-    escaped = visible_text(text).translate(_LATEX_ESCAPES)
+    shown = visible_text(text) if width is None else shorten(visible_text(text), width)
+    shown = _LONG_WORD.sub(lambda word: shorten(word.group(), LATEX_NAME_WIDTH), shown)
+    escaped = shown.translate(_LATEX_ESCAPES)
     return _LIGATURE_START.sub(lambda m: m.group() + "{}", escaped)
+
+
+def latex_cell(name: object) -> str:
+    """A name in a LaTeX table cell: :func:`escape_latex` with ``width=LATEX_NAME_WIDTH`` (a cell cannot break)."""
+    return escape_latex(name, width=LATEX_NAME_WIDTH)

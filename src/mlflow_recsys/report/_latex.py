@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from mlflow_recsys.report._escaping import escape_latex
+from mlflow_recsys.report._escaping import escape_latex, latex_cell
 from mlflow_recsys.report._global_metrics import GLOBAL_NOTE, global_cells
 from mlflow_recsys.report._rows import NO_MDE, format_level, interval_level, row_cells
 from mlflow_recsys.report._slices import CAVEAT, SliceCells, slice_cells
@@ -98,7 +98,7 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
         r, marker = row_cells(c, signed=False), significance_marker(c.adjusted_p_value, c.alpha)
         difference = _tex(r.difference) + (f"^{{{marker}}}" if marker else "")
         cells = [f"${cell}$" for cell in (difference, _tex(r.interval), _tex(r.adjusted_p), _tex(r.mde))]
-        rows.append([escape_latex(r.metric), escape_latex(f"{r.candidate} vs {r.baseline}"), *cells, r.wtl])
+        rows.append([latex_cell(r.metric), _pair_cell(r.candidate, r.baseline), *cells, r.wtl])
     lines = [" & ".join(cells) + r" \\" for cells in [header, *rows]]
     table = _booktabs(_latex_caption(report, title), label, "llrcrrr", lines)
     sliced = "" if report.slices is None else slices_latex(report.slices, label=f"{label}-slices")
@@ -178,7 +178,7 @@ def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
     lines = [" & ".join(header) + r" \\"]
     for i, name in enumerate(analysis.definitions):
         lines += [r"\midrule"] if i else []
-        lines.append(f"\\multicolumn{{{len(header)}}}{{l}}{{\\emph{{{escape_latex(name)}}}}} \\\\")
+        lines.append(f"\\multicolumn{{{len(header)}}}{{l}}{{\\emph{{{latex_cell(name)}}}}} \\\\")
         lines += [" & ".join(_slice_row(r)) + r" \\" for r in cells if r.slice == name]
     defined = "; ".join(f"{name}: {text}" for name, text in analysis.definitions.items())
     caption = escape_latex(
@@ -194,7 +194,9 @@ def _slice_row(r: SliceCells) -> list[str]:
     numbers = (r.difference, r.interval, r.holm_p)
     heterogeneity = (r.q, r.q_p, r.i_squared.replace("%", r"\%"))
     return [
-        *(escape_latex(text) for text in (r.stratum, r.metric, f"{r.candidate} vs {r.baseline}")),
+        latex_cell(r.stratum),
+        latex_cell(r.metric),
+        _pair_cell(r.candidate, r.baseline),
         r.users,
         *(f"${_tex(cell)}$" for cell in numbers),
         r.wtl,
@@ -225,8 +227,8 @@ def global_latex(analysis: ExposureAnalysis, *, label: str = "tab:global") -> st
     header = _header(_GLOBAL_HEADER, analysis.comparisons)
     rows = [
         [
-            escape_latex(c.metric),
-            escape_latex(f"{c.candidate} vs {c.baseline}"),
+            latex_cell(c.metric),
+            _pair_cell(c.candidate, c.baseline),
             c.users,
             *(f"${_tex(cell)}$" for cell in (c.baseline_value, c.candidate_value, c.difference, c.interval)),
             *(f"${_tex(cell)}$" for cell in (c.p, c.holm_p, c.bias)),
@@ -271,6 +273,10 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
         + f" Significance level $\\alpha = {_tex(f'{alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
         + f" markers: {thresholds}."
     )
+
+
+def _pair_cell(candidate: str, baseline: str) -> str:
+    return f"{latex_cell(candidate)} vs {latex_cell(baseline)}"
 
 
 def _tex(cell: str) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mlflow_recsys.report._escaping import csv_safe_frame, escape_latex, escape_markdown, visible_text
+from mlflow_recsys.report._escaping import csv_safe_frame, escape_latex, escape_markdown, latex_cell, visible_text
 from mlflow_recsys.report._latex import significance_marker
 from mlflow_recsys.report._rows import format_level, format_p
 from mlflow_recsys.report._vocabulary import words
@@ -137,11 +137,11 @@ def study_latex(levels: pd.DataFrame, alpha: float, legend: str, *, label: str =
     spans, rules, start = [], [], 2
     for d in datasets:
         width = sum(1 for dd, _ in table.columns if dd == d)
-        spans.append(rf"\multicolumn{{{width}}}{{c}}{{{escape_latex(d)}}}")
+        spans.append(rf"\multicolumn{{{width}}}{{c}}{{{latex_cell(d)}}}")
         rules.append(rf"\cmidrule(lr){{{start}-{start + width - 1}}}")
         start += width
     rows = [
-        " & ".join([escape_latex(model), *(_latex_cell(c) for c in cells)]) + r" \\"
+        " & ".join([latex_cell(model), *(_latex_cell(c) for c in cells)]) + r" \\"
         for model, cells in table.iterrows()
     ]
     return "\n".join(
@@ -154,7 +154,7 @@ def study_latex(levels: pd.DataFrame, alpha: float, legend: str, *, label: str =
             r"\toprule",
             " & ".join(["", *spans]) + r" \\",
             " ".join(rules),
-            " & ".join(["Model", *(escape_latex(m) for _, m in table.columns)]) + r" \\",
+            " & ".join(["Model", *(latex_cell(m) for _, m in table.columns)]) + r" \\",
             r"\midrule",
             *rows,
             r"\bottomrule",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from mlflow_recsys.report._escaping import escape_latex, escape_markdown
+from mlflow_recsys.report._escaping import escape_markdown, latex_cell
 from mlflow_recsys.report._latex import significance_marker
 from mlflow_recsys.report._rows import row_cells
 
@@ -71,14 +71,14 @@ def wide_latex(report: ComparisonReport) -> str:
     """:func:`wide_table` as a booktabs ``tabular`` (names escaped, markers as superscripts, the preamble needing
     ``\\usepackage{booktabs}``); raises as :func:`wide_table`."""
     frame = wide_table(report)
-    header = " & ".join(["Model", *(escape_latex(m) for m in frame.columns)]) + r" \\"
+    header = " & ".join(["Model", *(latex_cell(m) for m in frame.columns)]) + r" \\"
     rows = []
     for model, values in frame.iterrows():
         cells = []
         for v in values:
             number, stars = v.rstrip("*"), v[len(v.rstrip("*")) :]
             cells.append(f"${number}" + (f"^{{{stars}}}" if stars else "") + "$" if number else "")
-        rows.append(" & ".join([escape_latex(model), *cells]) + r" \\")
+        rows.append(" & ".join([latex_cell(model), *cells]) + r" \\")
     spec = "l" + "r" * len(frame.columns)
     return "\n".join(
         [f"\\begin{{tabular}}{{{spec}}}", r"\toprule", header, r"\midrule", *rows, r"\bottomrule", r"\end{tabular}"]
