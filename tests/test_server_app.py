@@ -28,7 +28,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
 from conftest import new_sqlite_store
-from mlflow_recsys.errors import RunSelectionError
+from mlflow_recsys.errors import RunSelectionError, Terminated
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.server import _jobs as jobs
 from mlflow_recsys.server import _listing as listing
@@ -1706,7 +1706,6 @@ def test_a_stop_signal_lost_in_a_finaliser_still_stops_the_job_at_its_next_stage
     import gc
     import signal
 
-    from mlflow_recsys.errors import Terminated
     from mlflow_recsys.server._runner import CANCEL_SIGNAL, Stop
 
     stop, lost = Stop(), []
@@ -1730,3 +1729,30 @@ def test_a_stop_signal_lost_in_a_finaliser_still_stops_the_job_at_its_next_stage
     assert lost == [Terminated]  # raised, and lost
     with pytest.raises(Terminated, match=r"^cancelled \(SIGUSR1\)$"):
         stop.check()
+
+
+def test_a_stop_signal_wrapped_by_compiled_code_still_says_why_the_job_stopped(tmp_path):
+    # A handler's Terminated raised inside a numba kernel's return comes back as "SystemError: CPUDispatcher(...)
+    # returned a result with an exception set": the job records the signal's reason, not that.
+    from mlflow_recsys.server import _runner as runner
+
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    job = jobs.new_job(folder, run_ids=["a" * 32], settings={}, experiment_ids=["0"])
+    stop = runner.Stop()
+
+    def signal_lands_in_a_kernel():
+        stop.reason = "stopped after 2 s, the time limit of the page's jobs"
+        raise SystemError("CPUDispatcher(<function bootstrap_sums>) returned a result with an exception set")
+
+    with pytest.raises(Terminated):
+        runner.run_job(folder, job["id"], on_start=signal_lands_in_a_kernel, stop=stop)
+    assert jobs.read_job(folder, job["id"])["error"] == f"Terminated: {stop.reason}"
+    other = jobs.new_job(folder, run_ids=["a" * 32], settings={}, experiment_ids=["0"])
+
+    def fails():
+        raise SystemError("a fault of its own")
+
+    assert runner.run_job(folder, other["id"], on_start=fails, stop=runner.Stop())["error"] == (
+        "SystemError: a fault of its own"
+    )

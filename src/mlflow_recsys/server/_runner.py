@@ -125,11 +125,12 @@ def run_job(folder: Path, job_id: str, *, on_start=None, stop: Stop | None = Non
                 "primary_analysis_used": run.data.params.get("primary_analysis_used"),
             },
         )
-    except BaseException as exc:  # noqa: BLE001 - every ending is recorded, then re-raised
+    except BaseException as raised:  # noqa: BLE001 - every ending is recorded, then re-raised
+        exc = _ending(raised, stop)
         first = next((line for line in str(exc).splitlines() if line.strip()), "")
         update("failed", finished=time.time(), error=redact(f"{type(exc).__name__}: {first}"))
         if not isinstance(exc, Exception):
-            raise
+            raise exc  # noqa: B904 - the signal's Terminated stands for what it was wrapped in
     return job
 
 
@@ -159,6 +160,15 @@ class Stop:
         """Raise :class:`~mlflow_recsys.errors.Terminated` with the recorded reason, if there is one."""
         if self.reason is not None:
             raise Terminated(self.reason)
+
+
+def _ending(exc: BaseException, stop: Stop | None) -> BaseException:
+    """What ended the job: ``exc``, or :class:`~mlflow_recsys.errors.Terminated` with the reason ``stop`` recorded. A
+    handler's exception can come back wrapped by compiled code it landed in (numba: "SystemError: ... returned a result
+    with an exception set") or be lost in a finaliser; the job still ends saying why it was stopped."""
+    if stop is not None and stop.reason is not None and not isinstance(exc, Terminated):
+        return Terminated(stop.reason)
+    return exc
 
 
 def main(argv: list[str]) -> int:
