@@ -19,7 +19,7 @@ import pytest
 import scipy.stats
 
 from mlflow_recsys._digests import shorten
-from mlflow_recsys.report._escaping import LATEX_NAME_WIDTH, escape_latex
+from mlflow_recsys.report._escaping import LATEX_CAPTION_WIDTH, LATEX_NAME_WIDTH, escape_latex
 from mlflow_recsys.report._latex import report_latex
 from mlflow_recsys.stats import ComparisonReport, ComparisonWarning, PairwiseComparison, compare_models
 from mlflow_recsys.stats import _storage as storage
@@ -434,12 +434,12 @@ def test_latex_cuts_names_and_words_too_long_for_tex():
     long_a, long_b = "A" * 2500, "A" * 2499 + "B"
     results = {long_a: result({"m": np.linspace(0, 1, 40)}), long_b: result({"m": np.linspace(0.1, 1, 40)})}
     report = quiet_compare(results, metrics="m", reference=long_a, n_resamples=199)
-    latex = report.to_latex(title="T" * 3000 + " then words")
+    latex = report.to_latex(title="T" * 800 + " then words")
     body, caption_text = latex.split("\\midrule")[1], caption(latex)
     cells = [cell.strip() for cell in body.splitlines()[1].split(" & ")[1].split(" vs ")]
     assert [len(cell) for cell in cells] == [LATEX_NAME_WIDTH] * 2 and cells[0] != cells[1]
     assert cells[0] == escape_latex(shorten(long_b, LATEX_NAME_WIDTH)) and "A" * LATEX_NAME_WIDTH not in latex
-    assert caption_text.startswith(shorten("T" * 3000, LATEX_NAME_WIDTH) + " then words")
+    assert caption_text.startswith(shorten("T" * 800, LATEX_NAME_WIDTH) + " then words")
     assert escape_latex("x" * LATEX_NAME_WIDTH) == "x" * LATEX_NAME_WIDTH  # a word that fits is whole
 
 
@@ -449,6 +449,8 @@ def test_pdflatex_typesets_names_of_thousands_of_characters(tmp_path):
     results = {long_a: result({key: np.linspace(0, 1, 40)}), long_b: result({key: np.linspace(0.1, 1, 40)})}
     report = quiet_compare(results, metrics=key, reference=long_a, n_resamples=199)
     compile_latex(tmp_path, report.to_latex(title="T" * 3000))
+    compile_latex(tmp_path, report.to_latex(title="a b " * 1500))  # words that fit, a caption too long for one line
+    assert len(caption(report.to_latex(title="a b " * 1500))) < 2 * LATEX_CAPTION_WIDTH
 
 
 def test_latex_refuses_a_bad_label_and_an_empty_report(marker_report):

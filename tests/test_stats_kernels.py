@@ -287,3 +287,10 @@ def test_a_rejected_stratum_candidate_is_replaced_by_the_third_generator():
         3,
         0,
     ]  # 4 rejects none
+
+
+def test_a_slice_whose_strata_do_not_partition_the_units_is_refused():
+    d = np.zeros((37, 1))
+    partial = [[np.arange(0, 2), np.arange(2, 4)], [np.arange(0, 10), np.arange(10, 37)]]
+    with pytest.raises(ValueError, match=r"slices: expected strata partitioning the 37 units, found 4 units in all"):
+        sliced_bootstrap_means(d, 99, np.random.SeedSequence(0), d, partial)

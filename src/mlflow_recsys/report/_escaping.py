@@ -205,6 +205,9 @@ _LIGATURE_START = re.compile(r"-(?=-|\Z)|,(?=,|\Z)")
 #: Longest word of a LaTeX text, and longest name a LaTeX table cell holds: TeX cannot set a box wider than 16,383pt,
 #: about 2,000 characters of text, so longer ones are cut (with an ellipsis and a hash, as the run notes cut names).
 LATEX_NAME_WIDTH = 200
+#: Longest text of a caption's own words (its title and settings; the thresholds are added after): LaTeX sets a caption
+#: on one line first, to measure it, so it too must stay under 16,383pt.
+LATEX_CAPTION_WIDTH = 1500
 _LONG_WORD = re.compile(rf"\S{{{LATEX_NAME_WIDTH + 1},}}")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from mlflow_recsys.report._escaping import escape_latex, latex_cell
+from mlflow_recsys.report._escaping import LATEX_CAPTION_WIDTH, escape_latex, latex_cell
 from mlflow_recsys.report._global_metrics import GLOBAL_NOTE, global_cells
 from mlflow_recsys.report._rows import NO_MDE, format_level, interval_level, row_cells
 from mlflow_recsys.report._slices import CAVEAT, SliceCells, slice_cells
@@ -184,7 +184,8 @@ def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
     caption = escape_latex(
         f"{CAVEAT} Slices: {defined}. Difference = candidate - baseline, mean over the users of the stratum; "
         "W/T/L = users on which the candidate scored higher/equal/lower; Q, its p-value and I-squared belong to the "
-        "slice, pair and metric, and repeat on each of its strata."
+        "slice, pair and metric, and repeat on each of its strata.",
+        width=LATEX_CAPTION_WIDTH,
     )
     return "\n".join([*_booktabs(caption, label, "lllrrcrrrrr", lines), ""])
 
@@ -269,7 +270,7 @@ def _latex_caption(report: ComparisonReport, title: str | None) -> str:
         f"$^{{{symbol}}}$ {p} \\le {_tex(f'{alpha / divisor:.6g}')}$" for symbol, divisor in reversed(MARKERS)
     )
     return (
-        escape_latex(plain)
+        escape_latex(plain, width=LATEX_CAPTION_WIDTH)
         + f" Significance level $\\alpha = {_tex(f'{alpha:.6g}')}$ ({p} \\le \\alpha$ is significant);"
         + f" markers: {thresholds}."
     )

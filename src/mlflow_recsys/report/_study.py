@@ -13,7 +13,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from mlflow_recsys.report._escaping import csv_safe_frame, escape_latex, escape_markdown, latex_cell, visible_text
+from mlflow_recsys.report._escaping import (
+    LATEX_CAPTION_WIDTH,
+    csv_safe_frame,
+    escape_latex,
+    escape_markdown,
+    latex_cell,
+    visible_text,
+)
 from mlflow_recsys.report._latex import significance_marker
 from mlflow_recsys.report._rows import format_level, format_p
 from mlflow_recsys.report._vocabulary import words
@@ -141,14 +148,13 @@ def study_latex(levels: pd.DataFrame, alpha: float, legend: str, *, label: str =
         rules.append(rf"\cmidrule(lr){{{start}-{start + width - 1}}}")
         start += width
     rows = [
-        " & ".join([latex_cell(model), *(_latex_cell(c) for c in cells)]) + r" \\"
-        for model, cells in table.iterrows()
+        " & ".join([latex_cell(model), *(_latex_cell(c) for c in cells)]) + r" \\" for model, cells in table.iterrows()
     ]
     return "\n".join(
         [
             r"\begin{table}",
             r"\centering",
-            rf"\caption{{{escape_latex(legend)}}}",
+            rf"\caption{{{escape_latex(legend, width=LATEX_CAPTION_WIDTH)}}}",
             rf"\label{{{label}}}",
             rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}",
             r"\toprule",

@@ -118,7 +118,8 @@ def sliced_bootstrap_means(
     bootstrap of ``stratified`` ``(n_units, m2)`` within the strata of each slice: ``(means (B, n_metrics), [float64
     (B, S_k, m2) per slice])``.
 
-    A slice is a sequence of strata, each a non-empty int array of unit indices, the strata disjoint. Stratum ``s``
+    A slice is a sequence of strata, each a non-empty int array of unit indices, the strata a partition of the units
+    (ValueError if they hold another number of units). Stratum ``s``
     resamples its own ``len(members[s])`` units with replacement, as a stratified bootstrap does, summed around its own
     :func:`column_centres`; its draws reuse the random words of the comparison's draw at the stratum's positions (the
     strata one after another), so slices cost no draws of their own and leave ``means`` unchanged (the kernel,
@@ -132,7 +133,7 @@ def sliced_bootstrap_means(
     rows, _ = _stacked(d, [np.arange(n)], centres[None, :])
     x = np.zeros((n, 0)) if stratified is None else np.asarray(stratified, dtype=np.float64)
     stratum_centres = [np.stack([column_centres(x[idx]) for idx in members]) for members in slices]
-    # Per slice, its strata's rows one after another in a block of n rows: a replicate draws one candidate per unit.
+    # Per slice, its strata's rows one after another, n rows: a replicate draws one candidate per unit.
     blocks = [_stacked(x, members, c, n_rows=n) for members, c in zip(slices, stratum_centres, strict=True)]
     strata_rows = np.vstack([np.zeros((0, _padded_width(x.shape[1]))), *(block for block, _ in blocks)])
     strata_starts = np.concatenate([[0], *(k * n + starts[1:] for k, (_, starts) in enumerate(blocks))])
@@ -158,16 +159,16 @@ def _stacked(
     d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray | None, n_rows: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """The rows of the strata ``members`` one after another, less their ``centres`` (``(S, m)``), columns zero-padded to
-    the kernels' lane width, and zero rows after them up to ``n_rows`` when given: ``(rows (n_rows, m_padded), starts
-    (S + 1,))``. ValueError if the strata hold more than ``n_rows`` units."""
+    the kernels' lane width: ``(rows (n, m_padded), starts (S + 1,))``. ValueError unless the strata hold ``n_rows``
+    units when it is given (a slice's strata partition the units)."""
     sizes = np.array([len(idx) for idx in members], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
-    if n_rows is not None and starts[-1] > n_rows:
+    if n_rows is not None and starts[-1] != n_rows:
         raise ValueError(
-            f"slices: expected disjoint strata of the {n_rows} units, found {int(starts[-1])} units in all"
+            f"slices: expected strata partitioning the {n_rows} units, found {int(starts[-1])} units in all"
         )
     m = d.shape[1]
-    rows = np.zeros((int(starts[-1]) if n_rows is None else n_rows, _padded_width(m)), dtype=np.float64)
+    rows = np.zeros((int(starts[-1]), _padded_width(m)), dtype=np.float64)
     for s, idx in enumerate(members):
         rows[starts[s] : starts[s + 1], :m] = d[idx] if centres is None else d[idx] - centres[s]
     return rows, starts
