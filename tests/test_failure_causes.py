@@ -172,3 +172,26 @@ def test_a_full_sqlite_store_is_named_as_the_cause(store, tmp_path):
             assert res.exit_code == 1
             assert res.output.strip().splitlines()[-1] == "Error: sqlite3.OperationalError: database or disk is full"
             mlflow.end_run()  # a failed start may leave nothing active; never the caller's
+
+
+def test_a_closed_pipe_on_stdout_drops_the_output_and_nothing_else():
+    """Once the reader has gone, writes and flushes succeed into /dev/null: a command carries on and ends its runs."""
+    import io
+
+    from mlflow_recsys._cli_group import ReaderGoneStdout
+
+    read_end, write_end = os.pipe()
+    stream = io.TextIOWrapper(io.FileIO(write_end, "w"), encoding="utf-8", line_buffering=True)
+    out = ReaderGoneStdout(stream)
+    try:
+        out.write("read\n")
+        assert os.read(read_end, 100) == b"read\n"
+        os.close(read_end)  # the reader leaves
+        with pytest.raises(BrokenPipeError):
+            stream.write("lost\n")  # the bare stream raises, as MLflow's "View run" line did
+        assert out.write("dropped\n") == len("dropped\n")
+        out.flush()
+        assert os.path.samefile(f"/proc/self/fd/{stream.fileno()}", os.devnull)
+        assert out.encoding == "utf-8" and out.fileno() == write_end  # the rest is the stream's
+    finally:
+        stream.close()

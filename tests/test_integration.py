@@ -297,3 +297,28 @@ def test_entry_point_params_left_unset_are_logged_as_resolved_not_as_placeholder
         assert params["metrics"] == "None"  # the comparison's own record: no metrics were asked for
     finally:
         mlflow.set_tracking_uri(None)
+
+
+@pytest.mark.parametrize("lines_read", [0, 1])
+def test_a_reader_that_closes_the_pipe_early_leaves_no_run_running(served, lines_read):
+    """`mlflow-recsys compare ... | head -1` (or `| true`): the reader goes away, yet the comparison is logged, ends
+    FINISHED and the command succeeds. On a tracking server MLflow prints "View run ... at: <URL>" to stdout before it
+    sets the status, so a write to the closed pipe used to stop it there and leave the run RUNNING."""
+    client = MlflowClient()
+    before = {r.info.run_id for r in client.search_runs([served["experiment_id"]])}
+    proc = subprocess.Popen(
+        [str(BIN / "mlflow-recsys"), "compare", "--run-ids", f"{served['Popularity']},{served['EASE']}",
+         "--reference", "Popularity", "--n-resamples", "199"],
+        env={**clean_env(served["url"]), "MLFLOW_EXPERIMENT_ID": served["experiment_id"]},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    for _ in range(lines_read):
+        assert proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    _, stderr = proc.communicate(timeout=300)
+    made = [r for r in client.search_runs([served["experiment_id"]]) if r.info.run_id not in before]
+    assert [r.info.status for r in made] == ["FINISHED"], stderr.decode()[-2000:]
+    text = stderr.decode()
+    assert proc.returncode == 0 and "BrokenPipeError" not in text and "Exception ignored" not in text, text[-3000:]

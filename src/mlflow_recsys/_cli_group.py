@@ -1,5 +1,6 @@
 """The command group of the command line, which ends every command the same way: bad input as one line, a SIGTERM as
-exit 143, and under ``mlflow run`` the failure recorded on the entry point's run."""
+exit 143, and under ``mlflow run`` the failure recorded on the entry point's run; and the standard output that
+outlives a reader who left (``| head``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import click
 from mlflow_recsys.errors import Terminated, failure_text
 from mlflow_recsys.tracking import _tags as tags
 
-__all__ = ["Commands", "error_line", "visible"]
+__all__ = ["Commands", "ReaderGoneStdout", "error_line", "visible"]
 
 
 #: The role of the run each command makes; under ``mlflow run``, a failure of one of them is recorded on the
@@ -110,3 +111,40 @@ def visible(text) -> str:
     from mlflow_recsys.report._escaping import visible_text
 
     return visible_text(text)
+
+
+class ReaderGoneStdout:
+    """``sys.stdout`` for a command whose reader may leave early (``mlflow-recsys compare ... | head -1``).
+
+    The first write or flush that finds the pipe closed points file descriptor 1 at ``os.devnull`` (what Python's
+    documentation advises for a ``BrokenPipeError``) and drops the text; the command carries on as if it had been
+    read, and its output is lost only to the reader who left. Without it, MLflow's "View run ... at: <URL>" line,
+    printed when a run on a tracking server ends but before its status is set, raised there and left the run RUNNING.
+    Every other attribute is the wrapped stream's.
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)

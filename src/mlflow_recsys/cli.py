@@ -12,11 +12,12 @@ import logging
 import math
 import os
 import signal
+import sys
 import warnings
 
 import click
 
-from mlflow_recsys._cli_group import Commands, visible
+from mlflow_recsys._cli_group import Commands, ReaderGoneStdout, visible
 from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.errors import raise_terminated
 from mlflow_recsys.models._registry import MODELS
@@ -52,6 +53,9 @@ def cli(ctx, debug):
     from mlflow_recsys.tracking._server_errors import use_cli_defaults
 
     ctx.obj = {"debug": debug}
+    # A reader that leaves early (`| head`) loses the rest of the output, not the runs' statuses.
+    if not isinstance(sys.stdout, ReaderGoneStdout):
+        sys.stdout = ReaderGoneStdout(sys.stdout)
     # Bounded waits on a tracking server that stopped answering (MLflow's defaults wait minutes per request).
     use_cli_defaults()
     # A SIGTERM (kill, a scheduler's time limit) unwinds like an error, so the run in progress ends FAILED.
