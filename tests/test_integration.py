@@ -304,7 +304,7 @@ def test_a_reader_that_closes_the_pipe_early_leaves_no_run_running(served, lines
     """`mlflow-recsys compare ... | head -1` (or `| true`): the reader goes away, yet the comparison is logged, ends
     FINISHED and the command succeeds. On a tracking server MLflow prints "View run ... at: <URL>" to stdout before it
     sets the status, so a write to the closed pipe used to stop it there and leave the run RUNNING."""
-    client = MlflowClient()
+    client = MlflowClient(tracking_uri=served["url"])  # earlier tests may have pointed MLflow elsewhere
     before = {r.info.run_id for r in client.search_runs([served["experiment_id"]])}
     proc = subprocess.Popen(
         [str(BIN / "mlflow-recsys"), "compare", "--run-ids", f"{served['Popularity']},{served['EASE']}",
