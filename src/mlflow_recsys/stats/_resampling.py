@@ -119,11 +119,11 @@ def sliced_bootstrap_means(
     (B, S_k, m2) per slice])``.
 
     A slice is a sequence of strata, each a non-empty int array of unit indices, the strata a partition of the units
-    (ValueError if they hold another number of units). Stratum ``s``
-    resamples its own ``len(members[s])`` units with replacement, as a stratified bootstrap does, summed around its own
-    :func:`column_centres`; its draws reuse the random words of the comparison's draw at the stratum's positions (the
-    strata one after another), so slices cost no draws of their own and leave ``means`` unchanged (the kernel,
-    :func:`~mlflow_recsys.stats._kernels.bootstrap_sums`, says how).
+    (ValueError if they hold another number of units). Stratum ``s`` resamples its own ``len(members[s])`` units with
+    replacement, as a stratified bootstrap does, summed around its own :func:`column_centres`; its draws reuse the
+    random words of the comparison's draw at the stratum's positions (the strata one after another), so slices cost no
+    draws of their own and leave ``means`` unchanged (the kernel, :func:`~mlflow_recsys.stats._kernels.bootstrap_sums`,
+    says how).
     """
     from mlflow_recsys.stats import _kernels as kernels
 

@@ -1,14 +1,14 @@
 """Exploratory subgroup analysis: the paired comparison within each stratum of a :class:`~mlflow_recsys.stats.Slice`.
 
 Per model pair, metric and stratum: the mean difference over the stratum's users, its stratified bootstrap interval
-(each stratum resamples its own users, reusing the random words of the pair's own bootstrap, so slices add no draws)
-and the comparison's test (the sign flips of each stratum from a stream of its own, named by the seed, the slice, the
-stratum and the pair). Per slice, p-values are adjusted by Holm (1979) over every row of
-the slice (its strata, pairs and metrics), a family of its own that never touches the primary one. Per pair, metric and
-slice, Cochran's (1954) Q tests whether the strata share one mean difference: ``Q = sum_s w_s (m_s - m_w)^2`` with
-``w_s = n_s / var_s`` (the inverse squared standard error of the stratum mean), ``m_w`` the ``w``-weighted mean, against
-chi-square with ``S - 1`` degrees of freedom; ``I^2 = max(0, (Q - df) / Q)`` (Higgins & Thompson 2002) is the share of
-the spread beyond chance. Every result here is exploratory: strata were not what the study was powered for.
+(each stratum resamples its own users, reusing the random words of the pair's own bootstrap, so slices add no draws) and
+the comparison's test (the sign flips of each stratum from a stream of its own, named by the seed, the slice, the
+stratum and the pair). Per slice, p-values are adjusted by Holm (1979) over every row of the slice (its strata, pairs
+and metrics), a family of its own that never touches the primary one. Per pair, metric and slice, Cochran's (1954) Q
+tests whether the strata share one mean difference: ``Q = sum_s w_s (m_s - m_w)^2`` with ``w_s = n_s / var_s`` (the
+inverse squared standard error of the stratum mean), ``m_w`` the ``w``-weighted mean, against chi-square with ``S - 1``
+degrees of freedom; ``I^2 = max(0, (Q - df) / Q)`` (Higgins & Thompson 2002) is the share of the spread beyond chance.
+Every result here is exploratory: strata were not what the study was powered for.
 """
 
 from __future__ import annotations
