@@ -39,11 +39,10 @@ def draw_indices(seeds, n, n_resamples):
     """The unit indices :func:`~mlflow_recsys.stats._kernels.bootstrap_sums` uses: int64 ``(B, n)``."""
     out = np.empty((n_resamples, n), dtype=np.int64)
     idx = np.empty(n, dtype=np.int32)
-    no_strata = np.empty(0, dtype=np.uint64)
     for block in range(seeds.shape[0]):
         s = seeds[block].copy()
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, idx, no_strata)
+            _fill_indices(s, idx, None)
             out[r, :] = idx
     return out
 

@@ -123,9 +123,8 @@ def bootstrap_exposure(lists, band_of, n_items, seeds, n_resamples):
         weights = np.empty(n, dtype=np.int32)
         bands = np.empty((n_levels, n_items), dtype=np.int32)
         hist = np.zeros(n + 1, dtype=np.int32)  # an item's exposure is at most the number of draws
-        no_strata = np.empty(0, dtype=np.uint64)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, idx, no_strata)
+            _fill_indices(s, idx, None)
             weights[:] = 0
             for j in range(n):
                 weights[idx[j]] += 1

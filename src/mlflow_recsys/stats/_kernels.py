@@ -77,8 +77,9 @@ def _fill_words(s, words):
 @numba.njit(inline="always")
 def _fill_indices(s, idx, kept):
     """Fill ``idx`` with unit indices uniform on [0, len(idx)), by Lemire's unbiased method, and ``kept`` with the
-    first generators' outputs (uint64, two a step, as long as it has room; its length even, 0 when no stratum reads
-    them): read as uint32 on a little-endian machine, ``kept`` holds the candidates in the order they are taken.
+    first generators' outputs (uint64, two a step, as long as it has room; its length even): read as uint32 on a
+    little-endian machine, ``kept`` holds the candidates in the order they are taken. ``kept`` is None when no stratum
+    reads them, which compiles the keeping away.
 
     The candidates are the 32-bit halves of one output of each of the block's two generators in turn (low half, then
     high; first generator, then second), taken in that order and skipped when rejected; those left when ``idx`` is full
@@ -92,7 +93,7 @@ def _fill_indices(s, idx, kept):
     k = 0
     while j < n:
         first, second = _next(s, 0), _next(s, 4)
-        if k < kept.shape[0]:
+        if kept is not None and k < kept.shape[0]:
             kept[k], kept[k + 1] = first, second
             k += 2
         m0, m1 = (first & _MASK32) * n64, (first >> np.uint64(32)) * n64
@@ -340,7 +341,10 @@ def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
         candidates = kept.view(np.uint32)
         picks = np.empty(largest, dtype=np.int32)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            _fill_indices(s, idx, kept)
+            if n_strata:
+                _fill_indices(s, idx, kept)
+            else:
+                _fill_indices(s, idx, None)
             sum_picked_rows(rows, 0, idx, out[r])
             for t in range(n_strata):
                 first, size = strata_starts[t], strata_starts[t + 1] - strata_starts[t]
