@@ -178,11 +178,11 @@ def test_a_closed_pipe_on_stdout_drops_the_output_and_nothing_else():
     """Once the reader has gone, writes and flushes succeed into /dev/null: a command carries on and ends its runs."""
     import io
 
-    from mlflow_recsys._cli_group import ReaderGoneStdout
+    from mlflow_recsys._cli_group import StdoutGuard
 
     read_end, write_end = os.pipe()
     stream = io.TextIOWrapper(io.FileIO(write_end, "w"), encoding="utf-8", line_buffering=True)
-    out = ReaderGoneStdout(stream)
+    out = StdoutGuard(stream)
     try:
         out.write("read\n")
         assert os.read(read_end, 100) == b"read\n"
@@ -192,6 +192,24 @@ def test_a_closed_pipe_on_stdout_drops_the_output_and_nothing_else():
         assert out.write("dropped\n") == len("dropped\n")
         out.flush()
         assert os.path.samefile(f"/proc/self/fd/{stream.fileno()}", os.devnull)
+        assert out.failure is None  # a reader who left chose to: nothing to report
         assert out.encoding == "utf-8" and out.fileno() == write_end  # the rest is the stream's
+    finally:
+        stream.close()
+
+
+def test_a_full_device_on_stdout_is_kept_to_report_after_the_runs_end():
+    import io
+
+    from mlflow_recsys._cli_group import StdoutGuard
+
+    stream = io.TextIOWrapper(io.FileIO(os.open("/dev/full", os.O_WRONLY), "w"), encoding="utf-8")
+    out = StdoutGuard(stream)
+    try:
+        out.write("x" * 100_000)  # more than the buffer: the write itself fails
+        out.write("more\n")
+        out.flush()
+        assert isinstance(out.failure, OSError) and out.failure.errno == errno.ENOSPC
+        assert os.path.samefile(f"/proc/self/fd/{stream.fileno()}", os.devnull)
     finally:
         stream.close()

@@ -1,6 +1,7 @@
 """The real thing end to end: `mlflow run` entry points, and a real `mlflow server` over HTTP."""
 
 import json
+import os
 import subprocess
 import urllib.parse
 from pathlib import Path
@@ -299,26 +300,38 @@ def test_entry_point_params_left_unset_are_logged_as_resolved_not_as_placeholder
         mlflow.set_tracking_uri(None)
 
 
-@pytest.mark.parametrize("lines_read", [0, 1])
-def test_a_reader_that_closes_the_pipe_early_leaves_no_run_running(served, lines_read):
-    """`mlflow-recsys compare ... | head -1` (or `| true`): the reader goes away, yet the comparison is logged, ends
-    FINISHED and the command succeeds. On a tracking server MLflow prints "View run ... at: <URL>" to stdout before it
-    sets the status, so a write to the closed pipe used to stop it there and leave the run RUNNING."""
+@pytest.mark.parametrize("output", ["head -0", "head -1", "> /dev/full", "2>&-"])
+def test_a_command_ends_its_runs_whatever_becomes_of_its_output(served, output):
+    """`mlflow-recsys compare ... | head -1` (the reader goes away), `> /dev/full` (every write fails) or `2>&-`
+    (stderr closed): the comparison is logged and ends FINISHED. On a tracking server MLflow prints "View run ... at:
+    <URL>" to stdout before it sets the status, so a failed write used to stop it there and leave the run RUNNING;
+    with stderr closed, Python's sys.stderr is None and the progress bar failed the run. A reader who left chose to
+    (exit 0); a full device is reported once the run has ended (exit 1)."""
     client = MlflowClient(tracking_uri=served["url"])  # earlier tests may have pointed MLflow elsewhere
     before = {r.info.run_id for r in client.search_runs([served["experiment_id"]])}
-    proc = subprocess.Popen(
-        [str(BIN / "mlflow-recsys"), "compare", "--run-ids", f"{served['Popularity']},{served['EASE']}",
-         "--reference", "Popularity", "--n-resamples", "199"],
-        env={**clean_env(served["url"]), "MLFLOW_EXPERIMENT_ID": served["experiment_id"]},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    for _ in range(lines_read):
-        assert proc.stdout.readline()
-    proc.stdout.close()  # as `head -1` does
-    _, stderr = proc.communicate(timeout=300)
+    command = [str(BIN / "mlflow-recsys"), "compare", "--run-ids", f"{served['Popularity']},{served['EASE']}",
+               "--reference", "Popularity", "--n-resamples", "199"]  # fmt: skip
+    with open("/dev/full", "w") as full:
+        proc = subprocess.Popen(
+            command,
+            env={**clean_env(served["url"]), "MLFLOW_EXPERIMENT_ID": served["experiment_id"]},
+            stdout=full if output == "> /dev/full" else subprocess.PIPE,
+            stderr=subprocess.PIPE if output != "2>&-" else None,
+            preexec_fn=(lambda: os.close(2)) if output == "2>&-" else None,  # noqa: PLW1509 - a closed stderr
+        )
+        if proc.stdout is not None:
+            for _ in range(int(output.split()[-1]) if output.startswith("head") else 0):
+                assert proc.stdout.readline()
+            if output.startswith("head"):
+                proc.stdout.close()  # as `head` does
+        _, stderr = proc.communicate(timeout=300)
     made = [r for r in client.search_runs([served["experiment_id"]]) if r.info.run_id not in before]
-    assert [r.info.status for r in made] == ["FINISHED"], stderr.decode()[-2000:]
-    text = stderr.decode()
-    assert proc.returncode == 0 and "BrokenPipeError" not in text and "Exception ignored" not in text, text[-3000:]
+    text = (stderr or b"").decode()
+    assert [r.info.status for r in made] == ["FINISHED"], text[-3000:]
+    assert "Traceback" not in text and "Exception ignored" not in text, text[-3000:]
+    if output == "> /dev/full":
+        assert (
+            proc.returncode == 1 and "Error: OSError: [Errno 28] No space left on device (writing the standard" in text
+        )
+    else:
+        assert proc.returncode == 0, text[-3000:]

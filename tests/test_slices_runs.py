@@ -59,6 +59,15 @@ def test_settings_refuse_an_unknown_slice_or_a_bad_argument_naming_it(spec, matc
         ComparisonSettings(slices=(spec,))
 
 
+def test_settings_refuse_a_slice_named_twice_before_any_run_is_made():
+    """Two specs of one kind would make two slices of one name, which a comparison refuses only after its run exists."""
+    with pytest.raises(
+        ValueError, match=r"slices: expected each slice once \(history repeated\), found \['history:4', "
+    ):
+        ComparisonSettings(slices=("history:4", "cold", "history:3"))
+    assert ComparisonSettings(slices=("history:4", "cold")).slices == ("history:4", "cold")
+
+
 def test_settings_refuse_slices_under_a_margin_hypothesis():
     with pytest.raises(ValueError, match="slices: expected no slices with a margin hypothesis"):
         ComparisonSettings(slices=("history",), hypothesis="non-inferiority", margin=0.01, reference="EASE")

@@ -1,9 +1,10 @@
 """The command group of the command line, which ends every command the same way: bad input as one line, a SIGTERM as
-exit 143, and under ``mlflow run`` the failure recorded on the entry point's run; and the standard output that
-outlives a reader who left (``| head``)."""
+exit 143, and under ``mlflow run`` the failure recorded on the entry point's run; and the standard streams a command
+can always write to."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -13,7 +14,7 @@ import click
 from mlflow_recsys.errors import Terminated, failure_text
 from mlflow_recsys.tracking import _tags as tags
 
-__all__ = ["Commands", "ReaderGoneStdout", "error_line", "visible"]
+__all__ = ["Commands", "StdoutGuard", "error_line", "guard_standard_streams", "visible"]
 
 
 #: The role of the run each command makes; under ``mlflow run``, a failure of one of them is recorded on the
@@ -34,7 +35,11 @@ class Commands(click.Group):
 
         try:
             with translated_server_errors():  # every command reports a silent server the same way
-                return super().invoke(ctx)
+                result = super().invoke(ctx)
+            unwritten = getattr(sys.stdout, "failure", None)
+            if unwritten is not None:  # its runs have ended; the output it owed is lost, and it says so
+                raise OSError(unwritten.errno, f"{unwritten.strerror} (writing the standard output)")
+            return result
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
         except click.ClickException as exc:  # click's own refusal: shown as click writes it, but never huge
@@ -113,38 +118,55 @@ def visible(text) -> str:
     return visible_text(text)
 
 
-class ReaderGoneStdout:
-    """``sys.stdout`` for a command whose reader may leave early (``mlflow-recsys compare ... | head -1``).
+class StdoutGuard:
+    """``sys.stdout`` for a command that must end its runs whatever becomes of its output.
 
-    The first write or flush that finds the pipe closed points file descriptor 1 at ``os.devnull`` (what Python's
-    documentation advises for a ``BrokenPipeError``) and drops the text; the command carries on as if it had been
-    read, and its output is lost only to the reader who left. Without it, MLflow's "View run ... at: <URL>" line,
-    printed when a run on a tracking server ends but before its status is set, raised there and left the run RUNNING.
+    The first write or flush that fails (the reader left: ``mlflow-recsys compare ... | head -1``; a full disk:
+    ``> /dev/full``) points file descriptor 1 at ``os.devnull``, as Python's documentation advises for a
+    ``BrokenPipeError``, and the command carries on. Without it, MLflow's "View run ... at: <URL>" line, printed when a
+    run on a tracking server ends but before its status is set, raised there and left the run RUNNING. A reader who
+    left chose to; any other failure is kept in ``failure``, and the command reports it once its runs have ended.
     Every other attribute is the wrapped stream's.
     """
 
     def __init__(self, stream) -> None:
         self._stream = stream
+        self.failure: OSError | None = None
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
-            self._to_devnull()
+        except OSError as exc:
+            self._to_devnull(exc)
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
-            self._to_devnull()
+        except OSError as exc:
+            self._to_devnull(exc)
 
-    def _to_devnull(self) -> None:
+    def _to_devnull(self, exc: OSError) -> None:
+        if self.failure is None and not isinstance(exc, BrokenPipeError):
+            self.failure = exc
         devnull = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(devnull, self._stream.fileno())
         finally:
             os.close(devnull)
+        with contextlib.suppress(OSError):  # what the failed write left in the buffer goes to /dev/null
+            self._stream.flush()
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+def guard_standard_streams() -> None:
+    """Give a command standard streams it can always write to: a closed one (``2>&-``; Python then sets it to None,
+    and progress bars and warnings failed the run) writes to ``os.devnull``, and ``sys.stdout`` is a
+    :class:`StdoutGuard`."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - the process's stream
+    if not isinstance(sys.stdout, StdoutGuard):
+        sys.stdout = StdoutGuard(sys.stdout)

@@ -12,12 +12,11 @@ import logging
 import math
 import os
 import signal
-import sys
 import warnings
 
 import click
 
-from mlflow_recsys._cli_group import Commands, ReaderGoneStdout, visible
+from mlflow_recsys._cli_group import Commands, guard_standard_streams, visible
 from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.errors import raise_terminated
 from mlflow_recsys.models._registry import MODELS
@@ -53,9 +52,8 @@ def cli(ctx, debug):
     from mlflow_recsys.tracking._server_errors import use_cli_defaults
 
     ctx.obj = {"debug": debug}
-    # A reader that leaves early (`| head`) loses the rest of the output, not the runs' statuses.
-    if not isinstance(sys.stdout, ReaderGoneStdout):
-        sys.stdout = ReaderGoneStdout(sys.stdout)
+    # A reader that leaves early (`| head`), a full disk or a closed stream costs output, never a run's status.
+    guard_standard_streams()
     # Bounded waits on a tracking server that stopped answering (MLflow's defaults wait minutes per request).
     use_cli_defaults()
     # A SIGTERM (kill, a scheduler's time limit) unwinds like an error, so the run in progress ends FAILED.

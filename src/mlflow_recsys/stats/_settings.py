@@ -199,8 +199,12 @@ class ComparisonSettings:
             )
         self._check_margin()
         self._check_maxt()
-        for spec in self.slices or ():
-            parse_slice_spec(spec)
+        kinds = [parse_slice_spec(spec)[0] for spec in self.slices or ()]
+        repeated = sorted({kind for kind in kinds if kinds.count(kind) > 1})
+        if repeated:  # each becomes a slice of that name, and a comparison takes a name once
+            raise ValueError(
+                expected("slices", f"each slice once ({', '.join(repeated)} repeated)", list(self.slices or ()))
+            )
         if self.global_metrics is not None:
             from mlflow_recsys.stats._exposure import _metrics_iv  # it reads these settings' ranges: imported late
 
