@@ -168,5 +168,6 @@ def guard_standard_streams() -> None:
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - the process's stream
-    if not isinstance(sys.stdout, StdoutGuard):
-        sys.stdout = StdoutGuard(sys.stdout)
+    guard = sys.stdout if isinstance(sys.stdout, StdoutGuard) else StdoutGuard(sys.stdout)
+    guard.failure = None  # each command reports its own output's failure
+    sys.stdout = guard
