@@ -45,6 +45,7 @@ __all__ = [
     "Precision",
     "RankingMetric",
     "Recall",
+    "has_better_side",
     "higher_is_better",
     "hit_matrix",
     "metric_from_key",
@@ -525,6 +526,12 @@ def higher_is_better(key: str) -> bool | None:
     except ValueError:
         return True
     return cls.higher_is_better
+
+
+def has_better_side(key: str) -> bool:
+    """Whether one side of metric ``key`` is the better one (:func:`higher_is_better` is not None): a higher score on
+    it is an improvement, while on an item-side metric such as ``arp@k`` it is only higher."""
+    return higher_is_better(key) is not None
 
 
 def metric_from_key(key: str) -> RankingMetric:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from mlflow_recsys.metrics import higher_is_better
+from mlflow_recsys.metrics import has_better_side
 from mlflow_recsys.report._rows import format_level, format_p, interval_level
 from mlflow_recsys.report._vocabulary import words
 
@@ -38,12 +38,6 @@ def dz_words(c: PairwiseComparison) -> str:
     return f", d_z = {c.effect_size_dz:.2f}{effect_interval(c.dz_ci_low, c.dz_ci_high, '.2f', c)}"
 
 
-def judged(c: PairwiseComparison) -> bool:
-    """Whether row ``c``'s metric has a better side (:func:`~mlflow_recsys.metrics.higher_is_better`): a candidate
-    scoring higher on it wins; on an item-side metric such as ``arp@k`` it only scores higher."""
-    return higher_is_better(c.metric) is not None
-
-
 def sign_test_words(c: PairwiseComparison) -> str:
     """``; won on 292 users, lost on 208 (sign test p = 0.0002)`` (``higher for 292 users, lower for 208`` on a metric
     with no better side), beside any test but the sign test itself."""
@@ -52,7 +46,7 @@ def sign_test_words(c: PairwiseComparison) -> str:
     users = "user" if c.wins == 1 else "users"
     counts = (
         f"won on {c.wins:,} {users}, lost on {c.losses:,}"
-        if judged(c)
+        if has_better_side(c.metric)
         else f"higher for {c.wins:,} {users}, lower for {c.losses:,}"
     )
     return f"; {counts} (sign test p = {format_p(c.sign_test_p_value)})"

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from mlflow_recsys.metrics import has_better_side
 from mlflow_recsys.report._analyses import seed_averaging_text
 from mlflow_recsys.report._effect_words import (
     dz_words,
     effect_interval,
     effects_methods,
     interval_adjustment_words,
-    judged,
     sign_test_words,
 )
 from mlflow_recsys.report._escaping import Writer, escape_markdown, name_writer, visible_text
@@ -381,7 +381,7 @@ def results_text(report: ComparisonReport, c: PairwiseComparison, *, markup: Wri
     """
     name = name_writer(markup)
     cand, base, metric = name(c.candidate), name(c.baseline), name(c.metric)
-    if c.difference > 0 and c.significant and judged(c):
+    if c.difference > 0 and c.significant and has_better_side(c.metric):
         effect = f"{cand} improved {metric} over {base} by {c.difference:.4f}"
     elif c.difference > 0:  # "improved" only for a significant result on a metric with a better side
         effect = f"{cand} scored {c.difference:.4f} higher than {base} on {metric}"

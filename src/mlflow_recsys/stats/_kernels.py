@@ -75,6 +75,13 @@ def _fill_words(s, words):
 
 
 @numba.njit(inline="always")
+def _rejection_bound(n64):
+    """Lemire's bound for a range of ``n64`` values (uint64): a 32-bit candidate ``c`` is rejected when the low 32
+    bits of ``c * n64`` fall below ``(2**32 - n64) % n64``, which leaves every index equally likely."""
+    return (np.uint64(4294967296) - n64) % n64
+
+
+@numba.njit(inline="always")
 def _fill_indices(s, idx, kept):
     """Fill ``idx`` with unit indices uniform on [0, len(idx)), by Lemire's unbiased method, and ``kept`` with the
     first generators' outputs (uint64, two a step, as long as it has room; its length even): read as uint32 on a
@@ -88,7 +95,7 @@ def _fill_indices(s, idx, kept):
     """
     n = idx.shape[0]
     n64 = np.uint64(n)
-    threshold = (np.uint64(4294967296) - n64) % n64
+    threshold = _rejection_bound(n64)
     j = 0
     k = 0
     while j < n:
@@ -116,7 +123,7 @@ def _stratum_picks(s, candidates, picks):
     (``s[8:12]``), in order, until one is accepted. The first loop has no branch, so it vectorizes; the second runs
     only after a rejection (about ``len(picks)**2 / 2**32`` a replicate)."""
     n64 = np.uint64(np.uint32(picks.shape[0]))  # known to fit 32 bits: the multiplies vectorize as 32 x 32 -> 64
-    threshold = (np.uint64(4294967296) - n64) % n64
+    threshold = _rejection_bound(n64)
     rejected = np.uint64(0)
     for j in range(picks.shape[0]):
         m = np.uint64(candidates[j]) * n64

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.stats
 
 from mlflow_recsys._validation import expected
-from mlflow_recsys.metrics import higher_is_better
+from mlflow_recsys.metrics import has_better_side
 from mlflow_recsys.stats import _inference as inference
 from mlflow_recsys.stats._power import REPORT_POWER, minimum_detectable_effect
 from mlflow_recsys.stats._resampling import (
@@ -180,7 +180,7 @@ def decision(c: PairwiseComparison, significant: bool) -> str:
     margin at one-sided alpha) or ``"inconclusive"``; for equivalence ``"equivalent"`` (significant), ``"not
     equivalent"`` (the interval lies outside ``(-margin, margin)``) or ``"inconclusive"``."""
     if c.hypothesis == "superiority":
-        return inference.direction(c.difference, significant, judged=higher_is_better(c.metric) is not None)
+        return inference.direction(c.difference, significant, judged=has_better_side(c.metric))
     if significant:
         return "non-inferior" if c.hypothesis == "non-inferiority" else "equivalent"
     below = c.ci_high < -c.margin
