@@ -294,3 +294,13 @@ def test_a_slice_whose_strata_do_not_partition_the_units_is_refused():
     partial = [[np.arange(0, 2), np.arange(2, 4)], [np.arange(0, 10), np.arange(10, 37)]]
     with pytest.raises(ValueError, match=r"slices: expected strata partitioning the 37 units, found 4 units in all"):
         sliced_bootstrap_means(d, 99, np.random.SeedSequence(0), d, partial)
+
+
+def test_each_strata_column_of_replicates_is_contiguous_as_its_test_reads_it():
+    d = np.random.default_rng(5).normal(size=(40, 3))
+    strata = [np.arange(0, 40, 2), np.arange(1, 40, 2)]
+    _, (boot,) = sliced_bootstrap_means(d, 99, np.random.SeedSequence(1), d, [strata])
+    flips = stratum_sign_flip_means(d, strata, [np.random.SeedSequence(2), np.random.SeedSequence(3)], 99)
+    for means in (boot, flips):
+        assert means.shape == (99, 2, 3)
+        assert all(means[:, s, j].flags.c_contiguous for s in range(2) for j in range(3))

@@ -281,8 +281,9 @@ def nibble_tables(rows, starts):
 
 @numba.njit(parallel=True, cache=True)
 def sign_flip_sums(table, group_starts, seeds, n_resamples):
-    """Per replicate, segment and column, ``sum_j eps_j rows[j, c]`` over the segment's units for a random sign
-    vector ``eps``: float64 ``(B, S, m)``, from the tables of :func:`nibble_tables`.
+    """Per segment, column and replicate, ``sum_j eps_j rows[j, c]`` over the segment's units for a random sign
+    vector ``eps``: float64 ``(S, m, B)`` (each column's replicates contiguous, as its test reads them), from the
+    tables of :func:`nibble_tables`.
 
     ``seeds`` is uint64 ``(S, n_blocks, SEED_WORDS)`` (:func:`~mlflow_recsys.stats._resampling.block_seeds`; signs use
     the first generator): each segment draws its own signs (unit ``j`` of a segment takes bit ``j % 64``
@@ -297,25 +298,30 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
     _check_seeds(seeds.shape[1], seeds.shape[2], n_resamples)
     sums = table.reshape(table.shape[0] * 16, m)
     n_segments, n_blocks = seeds.shape[0], seeds.shape[1]
-    out = np.empty((n_resamples, n_segments, m), dtype=np.float64)
+    out = np.empty((n_segments, m, n_resamples), dtype=np.float64)
     for task in numba.prange(n_segments * n_blocks):
         seg, block = task // n_blocks, task % n_blocks
         s = seeds[seg, block].copy()
         first, n_groups = group_starts[seg], group_starts[seg + 1] - group_starts[seg]
         words = np.empty((4 * n_groups + 63) // 64, dtype=np.uint64)
         picks = np.empty(n_groups, dtype=np.int64)
+        total = np.empty(m, dtype=np.float64)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
             _fill_words(s, words)
-            for k in range(n_groups):
-                picks[k] = 16 * k + np.int64((words[k >> 4] >> np.uint64(4 * (k & 15))) & np.uint64(15))
-            sum_picked_rows(sums, 16 * first, picks, out[r, seg])
+            for w in range(words.shape[0]):  # a word's sixteen nibbles at constant shifts: the loop vectorizes
+                word = words[w]
+                for t in range(min(16, n_groups - 16 * w)):
+                    picks[16 * w + t] = 256 * w + 16 * t + np.int64((word >> np.uint64(4 * t)) & np.uint64(15))
+            sum_picked_rows(sums, 16 * first, picks, total)
+            out[seg, :, r] = total
     return out
 
 
 @numba.njit(parallel=True, cache=True)
 def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
     """Per replicate and column, the sum of ``rows[i, c]`` over ``n`` units drawn with replacement from the ``n`` rows
-    and, from the same draw, the stratified resample of every stratum: ``(sums (B, m), stratum_sums (B, T, m2))``.
+    and, from the same draw, the stratified resample of every stratum: ``(sums (B, m), stratum_sums (T, m2, B))``
+    (each stratum column's replicates contiguous, as its test reads them).
 
     ``rows`` is float64 ``(n, m)``; ``seeds`` uint64 ``(n_blocks, SEED_WORDS)``, three generators' states a block
     (:func:`~mlflow_recsys.stats._resampling.block_seeds`): a replicate's units come from the first two
@@ -340,13 +346,14 @@ def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
         largest = max(largest, size)
     n_blocks = seeds.shape[0]
     out = np.empty((n_resamples, m), dtype=np.float64)
-    stratum_out = np.empty((n_resamples, n_strata, strata_rows.shape[1]), dtype=np.float64)
+    stratum_out = np.empty((n_strata, strata_rows.shape[1], n_resamples), dtype=np.float64)
     for block in numba.prange(n_blocks):
         s = seeds[block].copy()
         idx = np.empty(n, dtype=np.int32)
         kept = np.empty((n + 3) // 4 * 2 if n_strata else 0, dtype=np.uint64)
         candidates = kept.view(np.uint32)
         picks = np.empty(largest, dtype=np.int32)
+        total = np.empty(strata_rows.shape[1], dtype=np.float64)
         for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
             if n_strata:
                 _fill_indices(s, idx, kept)
@@ -356,5 +363,6 @@ def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
             for t in range(n_strata):
                 first, size = strata_starts[t], strata_starts[t + 1] - strata_starts[t]
                 _stratum_picks(s, candidates[first % n : first % n + size], picks[:size])
-                sum_picked_rows(strata_rows, first, picks[:size], stratum_out[r, t])
+                sum_picked_rows(strata_rows, first, picks[:size], total)
+                stratum_out[t, :, r] = total
     return out, stratum_out

@@ -81,7 +81,7 @@ def stratum_sign_flip_means(
     seeds = np.stack([block_seeds(ss, n_resamples) for ss in seed_sequences])
     table, group_starts = kernels.nibble_tables(rows, starts)
     sums = kernels.sign_flip_sums(table, group_starts, seeds, n_resamples)
-    return sums[:, :, : d.shape[1]] / np.diff(starts)[None, :, None]
+    return _stratum_means(sums, d.shape[1], np.diff(starts))
 
 
 def column_centres(differences: np.ndarray) -> np.ndarray:
@@ -141,12 +141,24 @@ def sliced_bootstrap_means(
         rows, block_seeds(seed_sequence, n_resamples), n_resamples, strata_rows, strata_starts
     )
     bounds = np.cumsum([len(members) for members in slices])[:-1]
-    per_slice = np.split(stratum_sums[:, :, : x.shape[1]], bounds, axis=1) if slices else []
+    per_slice = np.split(stratum_sums, bounds) if slices else []
     stratum_means = [
-        c[None, :, :] + s / np.diff(starts)[None, :, None]
+        _stratum_means(s, x.shape[1], np.diff(starts), c)
         for c, s, (_, starts) in zip(stratum_centres, per_slice, blocks, strict=True)
     ]
     return centres + sums[:, : d.shape[1]] / n, stratum_means
+
+
+def _stratum_means(sums: np.ndarray, m: int, sizes: np.ndarray, centres: np.ndarray | None = None) -> np.ndarray:
+    """``centres + sums / sizes`` of the first ``m`` columns of the kernels' stratum sums ``(S, m_padded, B)``, with
+    ``sizes`` ``(S,)`` and ``centres`` ``(S, m)``: float64 ``(B, S, m)``, a view in which each column ``[:, s, j]`` is
+    contiguous, as the tests and intervals read it. Computed in ``sums``, whose pages the kernel has touched: a fresh
+    array of that size costs more in page faults than the arithmetic."""
+    means = sums[:, :m, :]
+    np.divide(means, sizes[:, None, None], out=means)
+    if centres is not None:
+        means += centres[:, :, None]
+    return means.transpose(2, 0, 1)
 
 
 def _padded_width(m: int) -> int:

@@ -171,66 +171,73 @@ def slice_analysis(
     rows: list[StratumComparison] = []
     tests: list[Heterogeneity] = []
     for k, (sl, strata) in enumerate(zip(slices, members, strict=True)):
-        slice_rows = [
-            row
-            for pair, means in zip(pairs, stratum_means, strict=True)
-            for row in _stratum_rows(pair, sl.name, strata, means[k], settings)
-        ]
+        slice_rows: list[StratumComparison] = []
+        for pair, means in zip(pairs, stratum_means, strict=True):
+            pair_rows, pair_tests = _pair_on_slice(pair, sl.name, strata, means[k], settings)
+            slice_rows.extend(pair_rows)
+            tests.extend(pair_tests)
         adjusted = adjust_p_values(np.array([r.p_value for r in slice_rows]), "holm")
         size = len(slice_rows)  # the family is the whole slice: every stratum, pair and metric
         rows.extend(
             dataclasses.replace(r, adjusted_p_value=float(p), significant=bool(p <= alpha), family_size=size)
             for r, p in zip(slice_rows, adjusted, strict=True)
         )
-        for pair in pairs:
-            for j, metric in enumerate(pair.metrics):
-                tests.append(
-                    _heterogeneity(sl.name, pair, metric, [pair.differences[idx, j] for idx in strata.values()])
-                )
     return SliceAnalysis(tuple(rows), tuple(tests), {sl.name: sl.definition for sl in slices})
 
 
-def _stratum_rows(
+def _pair_on_slice(
     pair: PairedDifferences,
     name: str,
     members: dict[str, np.ndarray],
     boot: np.ndarray,
     settings: ComparisonSettings,
-) -> list[StratumComparison]:
+) -> tuple[list[StratumComparison], list[Heterogeneity]]:
+    """One pair's stratum rows on one slice (unadjusted), and per metric the heterogeneity of its strata."""
     B = settings.n_resamples
     groups = list(members.values())
     streams = [
         stream_seed_sequences(settings.random_state, "slice", name, stratum, pair.baseline, pair.candidate)
         for stratum in members
     ]
+    # Per stratum, each metric's differences (and each side's values) contiguous: every statistic below reads them
+    # by metric, and a contiguous row sums exactly as the 1-D column it replaces.
+    parts = [np.ascontiguousarray(pair.differences[idx].T) for idx in groups]
+    sides = [np.ascontiguousarray(pair.sides[:, idx].transpose(0, 2, 1)) for idx in groups]
+    n_nonzero = np.array([np.count_nonzero(d, axis=1) for d in parts])
     # One kernel call flips every stratum's signs, each from its own stream: a stratum's null ignores the other strata.
-    n_nonzero = np.array([(pair.differences[idx] != 0).sum(axis=0) for idx in groups])
     monte_carlo = settings.test_method == "randomization" and not all(exact_enumeration(k, B) for k in n_nonzero.flat)
     flips = (
         stratum_sign_flip_means(pair.differences, groups, [signs for signs, _ in streams], B) if monte_carlo else None
     )
     out = []
-    for s, (stratum, idx) in enumerate(members.items()):
-        d = pair.differences[idx]
-        sides = pair.sides[:, idx]
-        estimates = centred_means(d)
+    for s, stratum in enumerate(members):
+        d, side_means = parts[s], sides[s].mean(axis=2)
+        estimates = centred_means(d.T)
         for j, metric in enumerate(pair.metrics):
             col = _Column(
                 metric=metric,
                 label=f"{pair.candidate} vs {pair.baseline} on {metric}, {name} = {stratum}",
                 baseline=pair.baseline,
-                baseline_mean=float(sides[0, :, j].mean()),
-                candidate_mean=float(sides[1, :, j].mean()),
-                d=d[:, j],
+                baseline_mean=float(side_means[0, j]),
+                candidate_mean=float(side_means[1, j]),
+                d=d[j],
                 observed=float(estimates[j]),
                 n_nonzero=int(n_nonzero[s, j]),
                 boot=boot[:, s, j],
                 flips=None if flips is None else flips[:, s, j],
                 seeds=streams[s],
-                sides=sides[:, :, j],
+                sides=sides[s][:, j],
             )
             out.append(_stratum_row(col, name, stratum, pair.candidate, settings))
-    return out
+    means = np.array([d.mean(axis=1) for d in parts])
+    variances = np.array([d.var(axis=1, ddof=1) / d.shape[1] for d in parts])
+    tests = [
+        Heterogeneity(
+            name, metric, pair.baseline, pair.candidate, len(groups), *cochran_q(means[:, j], variances[:, j])
+        )
+        for j, metric in enumerate(pair.metrics)
+    ]
+    return out, tests
 
 
 def _stratum_row(col: _Column, name: str, stratum: str, candidate: str, settings: ComparisonSettings):
@@ -278,10 +285,3 @@ def cochran_q(means: np.ndarray, variances: np.ndarray) -> tuple[float, int, flo
     i2 = max(0.0, (q - df) / q) if q > 0 else 0.0
     # scipy.stats.chi2.sf computes chdtrc(df, q); the ufunc skips the distribution object's argument handling.
     return q, df, float(scipy.special.chdtrc(df, q)), i2
-
-
-def _heterogeneity(name: str, pair: PairedDifferences, metric: str, groups: list[np.ndarray]) -> Heterogeneity:
-    means = np.array([g.mean() for g in groups])
-    variances = np.array([g.var(ddof=1) / g.size for g in groups])
-    q, df, p, i2 = cochran_q(means, variances)
-    return Heterogeneity(name, metric, pair.baseline, pair.candidate, len(groups), q, df, p, i2)
