@@ -249,10 +249,11 @@ def test_sign_flip_strata_drawn_together_equal_each_stratum_drawn_alone():
         np.testing.assert_array_equal(flips[:, s], sign_flip_means(d[idx], 300, streams[s]))
 
 
-@pytest.mark.parametrize("n", [7, 64, 101])
+@pytest.mark.parametrize("n", [7, 64, 101, 1500])
 def test_strata_resample_themselves_from_the_comparisons_draw(n):
     """Two slices over the same units, checked against the draws replayed in plain Python: each stratum resamples its
-    own users, from the candidates at its positions; the comparison's own replicates are the same without slices."""
+    own users, from the candidates at its positions; the comparison's own replicates are the same without slices. At
+    1,500 users a block sums its strata in batches of fewer replicates than the block (STRATA_BATCH_BYTES)."""
     rng = np.random.default_rng(n)
     d, x = rng.normal(size=(n, 3)), rng.normal(size=(n, 5))
     order = rng.permutation(n)
@@ -304,3 +305,15 @@ def test_each_strata_column_of_replicates_is_contiguous_as_its_test_reads_it():
     for means in (boot, flips):
         assert means.shape == (99, 2, 3)
         assert all(means[:, s, j].flags.c_contiguous for s in range(2) for j in range(3))
+
+
+@pytest.mark.parametrize("n", [1, 3, 130, 2500])
+def test_the_rows_the_kernels_read_start_on_a_cache_line(n):
+    """The kernels read rows as 32-byte vectors: rows 16 bytes past a boundary split every other read in two."""
+    from mlflow_recsys.stats._resampling import _stacked
+
+    d = np.random.default_rng(n).normal(size=(n, 5))
+    for members in ([np.arange(n)], [np.arange(0, n, 2), np.arange(1, n, 2)]):
+        rows, _ = _stacked(d, members, None)
+        assert rows.ctypes.data % 64 == 0 and rows.shape == (n, 8)
+        np.testing.assert_array_equal(rows[:, :5], d[np.concatenate(members)])

@@ -317,6 +317,24 @@ def sign_flip_sums(table, group_starts, seeds, n_resamples):
     return out
 
 
+#: Bytes of stratum picks a block keeps, for the batch of replicates whose strata it then sums stratum by stratum: a
+#: stratum's rows stay in the first-level cache across the batch, where the comparison's own rows evict them between
+#: replicates.
+STRATA_BATCH_BYTES = 1 << 18
+
+
+@numba.njit(inline="always")
+def _sum_strata(strata_rows, strata_starts, picks, first_r, stratum_out):
+    """Each stratum's sums of replicates ``first_r, first_r + 1, ...`` (one a row of ``picks``) into
+    ``stratum_out[t, :, r]``, stratum by stratum."""
+    total = np.empty(strata_rows.shape[1], dtype=np.float64)
+    for t in range(strata_starts.shape[0] - 1):
+        first, end = strata_starts[t], strata_starts[t + 1]
+        for b in range(picks.shape[0]):
+            sum_picked_rows(strata_rows, first, picks[b, first:end], total)
+            stratum_out[t, :, first_r + b] = total
+
+
 @numba.njit(parallel=True, cache=True)
 def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
     """Per replicate and column, the sum of ``rows[i, c]`` over ``n`` units drawn with replacement from the ``n`` rows
@@ -333,36 +351,37 @@ def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
     ``p, ..., p + n_t - 1`` (:func:`_stratum_picks`): every stratum draws ``n_t`` units uniformly from itself, strata of
     one slice from disjoint candidates, and the slices add no generator draws but the rare rejections' (the third
     generator's), so ``sums`` are the same with or without strata. ``m2 = 0`` columns and ``T = 0`` draw no strata.
+    A block maps the picks of a batch of replicates as it draws them, then sums them stratum by stratum
+    (:data:`STRATA_BATCH_BYTES`); the order of the draws is the same as one replicate at a time.
     """
     n, m = rows.shape
     _check_segments(n, m, np.zeros(1, dtype=np.int64))
     _check_segments(strata_rows.shape[0], strata_rows.shape[1], strata_starts)
     _check_seeds(seeds.shape[0], seeds.shape[1], n_resamples)
-    n_strata, largest = strata_starts.shape[0] - 1, 0
+    n_strata = strata_starts.shape[0] - 1
     for t in range(n_strata):
-        size = strata_starts[t + 1] - strata_starts[t]
-        if size < 1 or strata_starts[t] // n != (strata_starts[t + 1] - 1) // n:
+        if strata_starts[t + 1] <= strata_starts[t] or strata_starts[t] // n != (strata_starts[t + 1] - 1) // n:
             raise ValueError("strata_starts: expected non-empty strata, each within one slice's n rows")
-        largest = max(largest, size)
     n_blocks = seeds.shape[0]
     out = np.empty((n_resamples, m), dtype=np.float64)
     stratum_out = np.empty((n_strata, strata_rows.shape[1], n_resamples), dtype=np.float64)
+    batch = max(1, min(BLOCK, STRATA_BATCH_BYTES // (4 * max(1, strata_rows.shape[0])))) if n_strata else 1
     for block in numba.prange(n_blocks):
         s = seeds[block].copy()
         idx = np.empty(n, dtype=np.int32)
         kept = np.empty((n + 3) // 4 * 2 if n_strata else 0, dtype=np.uint64)
         candidates = kept.view(np.uint32)
-        picks = np.empty(largest, dtype=np.int32)
-        total = np.empty(strata_rows.shape[1], dtype=np.float64)
-        for r in range(block * BLOCK, min(n_resamples, (block + 1) * BLOCK)):
-            if n_strata:
-                _fill_indices(s, idx, kept)
-            else:
-                _fill_indices(s, idx, None)
-            sum_picked_rows(rows, 0, idx, out[r])
-            for t in range(n_strata):
-                first, size = strata_starts[t], strata_starts[t + 1] - strata_starts[t]
-                _stratum_picks(s, candidates[first % n : first % n + size], picks[:size])
-                sum_picked_rows(strata_rows, first, picks[:size], total)
-                stratum_out[t, :, r] = total
+        picks = np.empty((batch, strata_rows.shape[0] if n_strata else 0), dtype=np.int32)
+        last = min(n_resamples, (block + 1) * BLOCK)
+        for first_r in range(block * BLOCK, last, batch):
+            for r in range(first_r, min(first_r + batch, last)):
+                if n_strata:
+                    _fill_indices(s, idx, kept)
+                else:
+                    _fill_indices(s, idx, None)
+                sum_picked_rows(rows, 0, idx, out[r])
+                for t in range(n_strata):
+                    first, end = strata_starts[t], strata_starts[t + 1]
+                    _stratum_picks(s, candidates[first % n : first % n + end - first], picks[r - first_r, first:end])
+            _sum_strata(strata_rows, strata_starts, picks[: min(batch, last - first_r)], first_r, stratum_out)
     return out, stratum_out

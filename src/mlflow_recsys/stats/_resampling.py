@@ -135,7 +135,9 @@ def sliced_bootstrap_means(
     stratum_centres = [np.stack([column_centres(x[idx]) for idx in members]) for members in slices]
     # Per slice, its strata's rows one after another, n rows: a replicate draws one candidate per unit.
     blocks = [_stacked(x, members, c, n_rows=n) for members, c in zip(slices, stratum_centres, strict=True)]
-    strata_rows = np.vstack([np.zeros((0, _padded_width(x.shape[1]))), *(block for block, _ in blocks)])
+    strata_rows = _aligned_zeros(len(slices) * n, _padded_width(x.shape[1]))
+    for k, (block, _) in enumerate(blocks):
+        strata_rows[k * n : (k + 1) * n] = block
     strata_starts = np.concatenate([[0], *(k * n + starts[1:] for k, (_, starts) in enumerate(blocks))])
     sums, stratum_sums = kernels.bootstrap_sums(
         rows, block_seeds(seed_sequence, n_resamples), n_resamples, strata_rows, strata_starts
@@ -167,6 +169,16 @@ def _padded_width(m: int) -> int:
     return -(-m // LANES) * LANES
 
 
+def _aligned_zeros(n_rows: int, width: int) -> np.ndarray:
+    """Zeros, float64 ``(n_rows, width)``, from a 64-byte boundary. The kernels read rows as vectors of 32 bytes; NumPy
+    often places an array 16 bytes past a boundary, which splits every other read across two cache lines and made the
+    bootstrap about a fifth slower in the processes it happened to."""
+    size = n_rows * width * 8
+    buffer = np.zeros(size + 64, dtype=np.uint8)
+    start = -buffer.ctypes.data % 64
+    return buffer[start : start + size].view(np.float64).reshape(n_rows, width)
+
+
 def _stacked(
     d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray | None, n_rows: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -180,7 +192,7 @@ def _stacked(
             f"slices: expected strata partitioning the {n_rows} units, found {int(starts[-1])} units in all"
         )
     m = d.shape[1]
-    rows = np.zeros((int(starts[-1]), _padded_width(m)), dtype=np.float64)
+    rows = _aligned_zeros(int(starts[-1]), _padded_width(m))
     for s, idx in enumerate(members):
         rows[starts[s] : starts[s + 1], :m] = d[idx] if centres is None else d[idx] - centres[s]
     return rows, starts
