@@ -10,6 +10,7 @@ import contextlib
 import errno
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -213,3 +214,19 @@ def test_a_full_device_on_stdout_is_kept_to_report_after_the_runs_end():
         assert os.path.samefile(f"/proc/self/fd/{stream.fileno()}", os.devnull)
     finally:
         stream.close()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["compare", "--help"]])
+def test_help_that_cannot_be_written_ends_in_one_error_line(args):
+    """`--help > /dev/full`: click writes the help while it parses the options, before any command runs; it used to
+    end in click's traceback."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-c", "from mlflow_recsys.cli import cli; cli()", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert done.stderr.strip() == "Error: OSError: [Errno 28] No space left on device (writing the standard output)"

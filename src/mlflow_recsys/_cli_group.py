@@ -30,15 +30,29 @@ class Commands(click.Group):
     whatever ended a command with an error (an option click refused, a value, a SIGTERM, a bug) is recorded on
     the entry point's run here, so a failed step's run carries the same tags wherever it was refused."""
 
+    def main(self, *args, **kwargs):
+        """Guard the standard streams (:func:`guard_standard_streams`) before click reads an option: ``--help`` and
+        ``--version`` write while the options are parsed. A help or version text that could not be written ends with
+        that error, exit 1, as a command's lost output does."""
+        guard_standard_streams()
+        try:
+            return super().main(*args, **kwargs)
+        except SystemExit as exc:
+            unwritten = _unwritten_output()
+            if exc.code in (0, None) and unwritten is not None:
+                click.echo(f"Error: {error_line(unwritten)}", err=True)
+                raise SystemExit(1) from None
+            raise
+
     def invoke(self, ctx: click.Context):
         from mlflow_recsys.tracking._server_errors import translated_server_errors
 
         try:
             with translated_server_errors():  # every command reports a silent server the same way
                 result = super().invoke(ctx)
-            unwritten = getattr(sys.stdout, "failure", None)
+            unwritten = _unwritten_output()
             if unwritten is not None:  # its runs have ended; the output it owed is lost, and it says so
-                raise OSError(unwritten.errno, f"{unwritten.strerror} (writing the standard output)")
+                raise unwritten
             return result
         except (click.exceptions.Exit, click.exceptions.Abort):
             raise
@@ -87,6 +101,14 @@ class Commands(click.Group):
             from mlflow_recsys.tracking._context import record_failure_on_environment_run
 
             record_failure_on_environment_run(exc, role)
+
+
+def _unwritten_output() -> OSError | None:
+    """The error that lost some of this command's standard output (not a reader that left), or None."""
+    failure = getattr(sys.stdout, "failure", None)
+    if failure is None:
+        return None
+    return OSError(failure.errno, f"{failure.strerror} (writing the standard output)")
 
 
 #: The most characters of an error line: a value pasted by mistake (a file's content as a path) may be megabytes.

@@ -16,7 +16,7 @@ import warnings
 
 import click
 
-from mlflow_recsys._cli_group import Commands, guard_standard_streams, visible
+from mlflow_recsys._cli_group import Commands, visible
 from mlflow_recsys.data._split_config import SplitConfig
 from mlflow_recsys.errors import raise_terminated
 from mlflow_recsys.models._registry import MODELS
@@ -52,8 +52,6 @@ def cli(ctx, debug):
     from mlflow_recsys.tracking._server_errors import use_cli_defaults
 
     ctx.obj = {"debug": debug}
-    # A reader that leaves early (`| head`), a full disk or a closed stream costs output, never a run's status.
-    guard_standard_streams()
     # Bounded waits on a tracking server that stopped answering (MLflow's defaults wait minutes per request).
     use_cli_defaults()
     # A SIGTERM (kill, a scheduler's time limit) unwinds like an error, so the run in progress ends FAILED.
