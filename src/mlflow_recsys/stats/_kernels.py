@@ -383,5 +383,6 @@ def bootstrap_sums(rows, seeds, n_resamples, strata_rows, strata_starts):
                 for t in range(n_strata):
                     first, end = strata_starts[t], strata_starts[t + 1]
                     _stratum_picks(s, candidates[first % n : first % n + end - first], picks[r - first_r, first:end])
-            _sum_strata(strata_rows, strata_starts, picks[: min(batch, last - first_r)], first_r, stratum_out)
+            if n_strata:
+                _sum_strata(strata_rows, strata_starts, picks[: min(batch, last - first_r)], first_r, stratum_out)
     return out, stratum_out
