@@ -213,7 +213,10 @@ def test_latex_is_a_narrow_booktabs_table_with_one_row_per_hypothesis(marker_rep
     lines = latex.split("\n")
     assert lines[0] == "% Needs \\usepackage{booktabs,adjustbox} in the preamble."
     assert lines[1] == "\\begin{table}" and "\\label{tab:comparison}" in latex
-    assert "\\small\n\\begin{adjustbox}{max width=\\linewidth}\n\\begin{tabular}{llrcrrr}\n" in latex
+    assert (
+        "\\small\n\\begin{adjustbox}{max totalsize={\\linewidth}{0.75\\textheight}}\n\\begin{tabular}{llrcrrr}\n"
+        in latex
+    )
     assert latex.endswith("\\end{tabular}\n\\end{adjustbox}\n\\end{table}\n")
     header = latex.split("\\toprule\n", 1)[1].split(" \\\\\n", 1)[0]
     assert header == "Metric & Comparison & Difference & 95\\% CI & $p$ & MDE & W/T/L"  # no correction: p

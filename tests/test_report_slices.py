@@ -313,3 +313,15 @@ def test_a_comparison_runs_files_cite_and_show_slices_only_when_it_has_them(slic
     assert COCHRAN not in (tmp_path / "plain" / "references.bib").read_text()
     assert "\\label{tab:comparison-slices}" in (tmp_path / "sliced" / "report.tex").read_text()
     assert "slices" not in (tmp_path / "plain" / "report.tex").read_text()
+
+
+@needs_pdflatex
+def test_a_slice_of_many_strata_is_shrunk_to_the_page(tmp_path):
+    """A float taller than the page runs off its foot ("Float too large"): the table is shrunk to fit, as to the
+    line width."""
+    results, ids = _results(n=240, seed=3)
+    labels = pd.Series([f"s{i // 3:02d}" for i in range(ids.size)], index=ids)  # 80 strata of 3 users
+    report = _compare({m: results[m] for m in ("EASE", SCRIPT)}, slices=Slice.from_labels("many", labels))
+    assert len(report.slices.strata) == 80
+    log = compile_latex(tmp_path, report.to_latex())
+    assert "Float too large" not in log and "Overfull \\vbox" not in log and "Overfull \\hbox" not in log

@@ -45,8 +45,9 @@ def report_latex(report: ComparisonReport, *, label: str = "tab:comparison", tit
     test(s), B, the interval's level and method, the correction and its families, alpha, the marker thresholds and, for
     a seed-averaged report, each model's number of training seeds.
 
-    The table is set ``\small`` inside ``\begin{adjustbox}{max width=\linewidth}``, which shrinks it to the line width
-    when it is wider and leaves it as it is otherwise, so the preamble needs :data:`LATEX_PREAMBLE`,
+    The table is set ``\small`` inside ``\begin{adjustbox}{max totalsize={\linewidth}{0.75\textheight}}``, which
+    shrinks it to the line width when it is wider, and to the page when it is taller (a slice of many strata), and
+    leaves it as it is otherwise, so the preamble needs :data:`LATEX_PREAMBLE`,
     ``\usepackage{booktabs,adjustbox}``; the source's first line is a comment saying so. Names, metric keys and
     ``title`` pass through :func:`escape_latex` wherever they appear, caption included; they pass Greek, Cyrillic and
     CJK characters and emoji unchanged, which pdflatex cannot typeset without extra packages (see there).
@@ -118,15 +119,15 @@ def _header(template: tuple[str, ...], rows: Sequence) -> list[str]:
 
 
 def _booktabs(caption: str, label: str, columns: str, lines: list[str]) -> list[str]:
-    """A floating booktabs table set ``\\small`` and shrunk to the line width when wider: ``lines`` are the header row,
-    then the body."""
+    """A floating booktabs table set ``\\small`` and shrunk to the line width when wider and to the page when taller
+    (a float taller than the page runs off it): ``lines`` are the header row, then the body."""
     return [
         r"\begin{table}",
         r"\centering",
         f"\\caption{{{caption}}}",
         f"\\label{{{label}}}",
         r"\small",
-        r"\begin{adjustbox}{max width=\linewidth}",
+        r"\begin{adjustbox}{max totalsize={\linewidth}{0.75\textheight}}",
         f"\\begin{{tabular}}{{{columns}}}",
         r"\toprule",
         lines[0],
