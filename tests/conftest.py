@@ -1,10 +1,17 @@
 """Shared fixtures: a store trained once per session, a real MLflow tracking server over HTTP, and a way to copy
 training runs."""
 
+import os
+
+# MLflow sends usage telemetry unless told not to (MLFLOW_DISABLE_TELEMETRY, its documented opt-out). On a machine that
+# cannot reach its server the telemetry client gives up in a thread of its own and unsets an environment variable there,
+# which broke a request iterating os.environ at that moment (KeyError '_MLFLOW_TELEMETRY_SESSION_ID' in a browser test).
+# Set before MLflow is first imported, for the tests and for every server and command they start.
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+
 import atexit
 import functools
 import json
-import os
 import shutil
 import signal
 import sqlite3
