@@ -6,6 +6,9 @@ Real SQLite stores under temporary folders; the runs are copies of real training
 import base64
 import json
 import logging
+import os
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -235,3 +238,23 @@ def test_write_permission_to_the_target_experiment_is_checked_before_any_work(tm
             print(f"a READ-only user's compare refused after {waited:.1f} s, before loading any artifact")
         finally:
             mlflow.set_tracking_uri(previous)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--filter", "params.l2 = '50'"], ["run1", "--experiment", "e"], ["--compare-url", "http://host/#/x"]],
+)
+def test_a_refused_selection_opens_no_store(tmp_path, args):
+    """With no tracking URI set MLflow's default store is ./mlflow.db, made when first opened: a selection refused on
+    its form must be refused before that, leaving the directory as it was."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING")}
+    done = subprocess.run(
+        [sys.executable, "-c", "from mlflow_recsys.cli import cli; cli()", "compare", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and done.stderr.startswith("Error: "), done.stderr
+    assert list(tmp_path.iterdir()) == []

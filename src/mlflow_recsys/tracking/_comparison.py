@@ -52,7 +52,7 @@ from mlflow_recsys.tracking._downloads import download_threads
 from mlflow_recsys.tracking._limits import MAX_PARAM_LENGTH, MAX_RUN_NAME_LENGTH, fit_values
 from mlflow_recsys.tracking._naming import is_metric_key, pair_label
 from mlflow_recsys.tracking._provenance import collect_provenance
-from mlflow_recsys.tracking._runs import RunSelectionError, load_many, select_runs
+from mlflow_recsys.tracking._runs import RunSelectionError, checked_run_ids, load_many, select_runs
 from mlflow_recsys.tracking._server_errors import translated_server_errors
 from mlflow_recsys.tracking._split_slices import runs_slices
 
@@ -191,6 +191,7 @@ def compare_runs(
     stage = on_stage or (lambda name: None)
     settings = _settings_iv(settings)
     threads = download_threads()  # read once, and a bad setting is refused before any run is made
+    checked_run_ids(run_ids, compare_url, experiment, filter_string)  # before the store is opened (or created)
     with translated_server_errors():
         target = RunTarget.find(output_experiment)
         selection = dict(run_ids=run_ids, compare_url=compare_url, experiment=experiment, filter_string=filter_string)

@@ -108,7 +108,21 @@ def select_runs(
         If the tracking server fails for another reason than a missing run or
         experiment (e.g. it cannot be reached); the caller reports it.
     """
-    client = client or MlflowClient()
+    run_ids = checked_run_ids(run_ids, compare_url, experiment, filter_string)
+    client = client or MlflowClient()  # after the checks: a refused selection opens (and creates) no store
+    if experiment is not None:
+        return _runs_in_experiment(client, experiment, filter_string, page_size)
+    hint = ""
+    if compare_url is not None:
+        run_ids, _ = parse_compare_url(compare_url)
+        hint = _url_host_hint(compare_url)
+    return _runs_by_id(client, cast(list, run_ids), hint)
+
+
+def checked_run_ids(run_ids, compare_url, experiment, filter_string) -> list[str] | None:
+    """The checks of a selection (:func:`select_runs`) that need no tracking store: the run ids as a list of str (None
+    when not given); RunSelectionError if a value has the wrong type, a filter has no experiment, or not exactly one
+    way of selecting is given."""
     for name, value in (("compare_url", compare_url), ("experiment", experiment), ("filter_string", filter_string)):
         if value is not None and not isinstance(value, str):
             raise RunSelectionError(expected(name, "a str or None", value))
@@ -123,13 +137,9 @@ def select_runs(
         raise RunSelectionError(
             f"runs: expected exactly one of run ids, a compare URL or an experiment (+ filter), found {given or 'none'}"
         )
-    if experiment is not None:
-        return _runs_in_experiment(client, experiment, filter_string, page_size)
-    hint = ""
     if compare_url is not None:
-        run_ids, _ = parse_compare_url(compare_url)
-        hint = _url_host_hint(compare_url)
-    return _runs_by_id(client, cast(list, run_ids), hint)
+        parse_compare_url(compare_url)  # a URL that names no runs is refused here too
+    return run_ids
 
 
 def _url_host_hint(compare_url: str) -> str:
