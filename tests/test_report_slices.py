@@ -18,6 +18,7 @@ import pytest
 import mlflow_recsys.tracking._comparison_files as comparison_files
 from mlflow_recsys.evaluation import EvaluationResult
 from mlflow_recsys.report import references_bibtex, report_html
+from mlflow_recsys.report._latex import LATEX_ROWS_PER_TABLE
 from mlflow_recsys.stats import ComparisonWarning, Slice, compare_models, history_slice
 from test_report_exports import compile_latex, needs_pdflatex
 
@@ -316,12 +317,34 @@ def test_a_comparison_runs_files_cite_and_show_slices_only_when_it_has_them(slic
 
 
 @needs_pdflatex
-def test_a_slice_of_many_strata_is_shrunk_to_the_page(tmp_path):
-    """A float taller than the page runs off its foot ("Float too large"): the table is shrunk to fit, as to the
-    line width."""
-    results, ids = _results(n=240, seed=3)
-    labels = pd.Series([f"s{i // 3:02d}" for i in range(ids.size)], index=ids)  # 80 strata of 3 users
-    report = _compare({m: results[m] for m in ("EASE", SCRIPT)}, slices=Slice.from_labels("many", labels))
-    assert len(report.slices.strata) == 80
-    log = compile_latex(tmp_path, report.to_latex())
+@pytest.mark.parametrize(("strata", "metrics"), [(80, 1), (160, 5)])
+def test_a_slice_table_of_many_rows_continues_in_tables_that_fit_a_page(tmp_path, strata, metrics):
+    """80 rows were a float taller than the page ("Float too large"); 1,600 a box TeX cannot set ("Dimension too
+    large"). Each table holds at most LATEX_ROWS_PER_TABLE rows, the slice named again over those that go on."""
+    rng = np.random.default_rng(strata)
+    ids = np.arange(2 * strata) + 500
+    keys = [f"ndcg@{k}" for k in range(5, 5 + metrics)]
+    base = {k: rng.random(ids.size) for k in keys}
+    results = {
+        name: EvaluationResult.from_per_user(
+            {k: v + rng.normal(0.01, 0.1, ids.size) * (name != "EASE") for k, v in base.items()},
+            sample_ids=ids,
+            targets_fingerprint="f" * 64,
+        )
+        for name in ("EASE", "ELSA", "POP")
+    }
+    labels = pd.Series([f"s{i // 2:03d}" for i in range(ids.size)], index=ids)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComparisonWarning)
+        report = compare_models(
+            results, metrics=keys, reference="EASE", n_resamples=99, slices=Slice.from_labels("many", labels)
+        )
+    rows = len(report.slices.strata)
+    assert rows == strata * metrics * 2
+    latex = report.to_latex(label="tab:t")
+    tables = latex.count("\\begin{table}") - 1  # the main table first
+    assert tables == -(-rows // LATEX_ROWS_PER_TABLE)
+    assert [f"\\label{{tab:t-slices-{k}}}" in latex for k in range(2, tables + 1)] == [True] * (tables - 1)
+    assert latex.count("\\emph{many} (continued)") == tables - 1
+    log = compile_latex(tmp_path, latex)
     assert "Float too large" not in log and "Overfull \\vbox" not in log and "Overfull \\hbox" not in log

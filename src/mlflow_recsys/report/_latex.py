@@ -154,7 +154,9 @@ def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
     within the slice, W/T/L, and the slice's Cochran's Q, its p-value and I² for that pair and metric. The differences
     carry no significance markers: the strata are explored, not tested as the primary hypotheses are. Numbers are in
     math mode as in :func:`report_latex`, and every slice name, definition, stratum, metric and model passes through
-    :func:`escape_latex`. The preamble needs :data:`LATEX_PREAMBLE`.
+    :func:`escape_latex`. The preamble needs :data:`LATEX_PREAMBLE`. More than :data:`LATEX_ROWS_PER_TABLE` rows
+    continue in further tables, labelled ``<label>-2``, ``<label>-3``, ..., each captioned as a continuation, with
+    the slice's name repeated over the rows that go on with it.
 
     Parameters
     ----------
@@ -166,7 +168,7 @@ def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
     Returns
     -------
     str
-        ``\begin{table}`` to ``\end{table}``, ending in a newline.
+        ``\begin{table}`` to ``\end{table}`` (once per part), ending in a newline.
 
     Raises
     ------
@@ -176,11 +178,6 @@ def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
     _check_label(label)
     header = _header(_SLICE_HEADER, analysis.strata)
     cells = slice_cells(analysis)
-    lines = [" & ".join(header) + r" \\"]
-    for i, name in enumerate(analysis.definitions):
-        lines += [r"\midrule"] if i else []
-        lines.append(f"\\multicolumn{{{len(header)}}}{{l}}{{\\emph{{{latex_cell(name)}}}}} \\\\")
-        lines += [" & ".join(_slice_row(r)) + r" \\" for r in cells if r.slice == name]
     defined = "; ".join(f"{name}: {text}" for name, text in analysis.definitions.items())
     caption = escape_latex(
         f"{CAVEAT} Slices: {defined}. Difference = candidate - baseline, mean over the users of the stratum; "
@@ -188,7 +185,38 @@ def slices_latex(analysis: SliceAnalysis, *, label: str = "tab:slices") -> str:
         "slice, pair and metric, and repeat on each of its strata.",
         width=LATEX_CAPTION_WIDTH,
     )
-    return "\n".join([*_booktabs(caption, label, "lllrrcrrrrr", lines), ""])
+    parts = _slice_parts(analysis, cells, len(header))
+    tables = []
+    for k, part in enumerate(parts):
+        text = caption if k == 0 else f"Exploratory slices, continued (part {k + 1} of {len(parts)})."
+        tables += _booktabs(
+            text, label if k == 0 else f"{label}-{k + 1}", "lllrrcrrrrr", [" & ".join(header) + r" \\", *part]
+        )
+    return "\n".join([*tables, ""])
+
+
+#: Most stratum rows in one LaTeX table: a longer slice table continues in another, so each fits a page at its size
+#: (TeX cannot even shrink a box taller than 16,383pt, about 1,400 rows).
+LATEX_ROWS_PER_TABLE = 40
+
+
+def _slice_parts(analysis: SliceAnalysis, cells: list[SliceCells], width: int) -> list[list[str]]:
+    """The slice table's body lines in parts of at most :data:`LATEX_ROWS_PER_TABLE` stratum rows: each slice's rows
+    under its name (repeated, "continued", at the top of a part that goes on with it), slices apart by a rule."""
+    parts: list[list[str]] = [[]]
+    rows_in_part = 0
+    for name in analysis.definitions:
+        rows = [" & ".join(_slice_row(r)) + r" \\" for r in cells if r.slice == name]
+        for start in range(0, len(rows), LATEX_ROWS_PER_TABLE):
+            chunk = rows[start : start + LATEX_ROWS_PER_TABLE]
+            if rows_in_part and rows_in_part + len(chunk) > LATEX_ROWS_PER_TABLE:
+                parts.append([])
+                rows_in_part = 0
+            title = f"\\emph{{{latex_cell(name)}}}" + (" (continued)" if start else "")
+            parts[-1] += [r"\midrule"] if parts[-1] else []
+            parts[-1] += [f"\\multicolumn{{{width}}}{{l}}{{{title}}} \\\\", *chunk]
+            rows_in_part += len(chunk)
+    return parts
 
 
 def _slice_row(r: SliceCells) -> list[str]:
