@@ -122,7 +122,7 @@ def select_runs(
 def checked_run_ids(run_ids, compare_url, experiment, filter_string) -> list[str] | None:
     """The checks of a selection (:func:`select_runs`) that need no tracking store: the run ids as a list of str (None
     when not given); RunSelectionError if a value has the wrong type, a filter has no experiment, or not exactly one
-    way of selecting is given."""
+    way of selecting is given, and ValueError if ``compare_url`` is no compare-runs URL (:func:`parse_compare_url`)."""
     for name, value in (("compare_url", compare_url), ("experiment", experiment), ("filter_string", filter_string)):
         if value is not None and not isinstance(value, str):
             raise RunSelectionError(expected(name, "a str or None", value))
