@@ -132,21 +132,24 @@ def sliced_bootstrap_means(
     centres = column_centres(d)
     rows, _ = _stacked(d, [np.arange(n)], centres[None, :])
     x = np.zeros((n, 0)) if stratified is None else np.asarray(stratified, dtype=np.float64)
+    held = [sum(len(idx) for idx in members) for members in slices]
+    for units in held:  # a replicate draws one candidate per unit, so each slice's strata hold the n units
+        if units != n:
+            raise ValueError(f"slices: expected strata partitioning the {n} units, found {units} units in all")
     stratum_centres = [np.stack([column_centres(x[idx]) for idx in members]) for members in slices]
-    # Per slice, its strata's rows one after another, n rows: a replicate draws one candidate per unit.
-    blocks = [_stacked(x, members, c, n_rows=n) for members, c in zip(slices, stratum_centres, strict=True)]
-    strata_rows = _aligned_zeros(len(slices) * n, _padded_width(x.shape[1]))
-    for k, (block, _) in enumerate(blocks):
-        strata_rows[k * n : (k + 1) * n] = block
-    strata_starts = np.concatenate([[0], *(k * n + starts[1:] for k, (_, starts) in enumerate(blocks))])
+    # Every slice's strata one after another: n rows a slice.
+    strata_rows, strata_starts = _stacked(
+        x, [idx for members in slices for idx in members], np.vstack([np.zeros((0, x.shape[1])), *stratum_centres])
+    )
     sums, stratum_sums = kernels.bootstrap_sums(
         rows, block_seeds(seed_sequence, n_resamples), n_resamples, strata_rows, strata_starts
     )
     bounds = np.cumsum([len(members) for members in slices])[:-1]
-    per_slice = np.split(stratum_sums, bounds) if slices else []
+    per_slice, sizes = (
+        (np.split(stratum_sums, bounds), np.split(np.diff(strata_starts), bounds)) if slices else ([], [])
+    )
     stratum_means = [
-        _stratum_means(s, x.shape[1], np.diff(starts), c)
-        for c, s, (_, starts) in zip(stratum_centres, per_slice, blocks, strict=True)
+        _stratum_means(s, x.shape[1], size, c) for c, s, size in zip(stratum_centres, per_slice, sizes, strict=True)
     ]
     return centres + sums[:, : d.shape[1]] / n, stratum_means
 
@@ -179,18 +182,11 @@ def _aligned_zeros(n_rows: int, width: int) -> np.ndarray:
     return buffer[start : start + size].view(np.float64).reshape(n_rows, width)
 
 
-def _stacked(
-    d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray | None, n_rows: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+def _stacked(d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """The rows of the strata ``members`` one after another, less their ``centres`` (``(S, m)``), columns zero-padded to
-    the kernels' lane width: ``(rows (n, m_padded), starts (S + 1,))``. ValueError unless the strata hold ``n_rows``
-    units when it is given (a slice's strata partition the units)."""
+    the kernels' lane width, from a cache line (:func:`_aligned_zeros`): ``(rows (n, m_padded), starts (S + 1,))``."""
     sizes = np.array([len(idx) for idx in members], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
-    if n_rows is not None and starts[-1] != n_rows:
-        raise ValueError(
-            f"slices: expected strata partitioning the {n_rows} units, found {int(starts[-1])} units in all"
-        )
     m = d.shape[1]
     rows = _aligned_zeros(int(starts[-1]), _padded_width(m))
     for s, idx in enumerate(members):

@@ -112,17 +112,15 @@ def select_runs(
     client = client or MlflowClient()  # after the checks: a refused selection opens (and creates) no store
     if experiment is not None:
         return _runs_in_experiment(client, experiment, filter_string, page_size)
-    hint = ""
-    if compare_url is not None:
-        run_ids, _ = parse_compare_url(compare_url)
-        hint = _url_host_hint(compare_url)
+    hint = _url_host_hint(compare_url) if compare_url is not None else ""
     return _runs_by_id(client, cast(list, run_ids), hint)
 
 
 def checked_run_ids(run_ids, compare_url, experiment, filter_string) -> list[str] | None:
-    """The checks of a selection (:func:`select_runs`) that need no tracking store: the run ids as a list of str (None
-    when not given); RunSelectionError if a value has the wrong type, a filter has no experiment, or not exactly one
-    way of selecting is given, and ValueError if ``compare_url`` is no compare-runs URL (:func:`parse_compare_url`)."""
+    """The checks of a selection (:func:`select_runs`) that need no tracking store -> the run ids named, as a list of
+    str, by ``run_ids`` or by ``compare_url`` (None for an experiment). RunSelectionError if a value has the wrong
+    type, a filter has no experiment, or not exactly one way of selecting is given; ValueError if ``compare_url`` is
+    no compare-runs URL (:func:`parse_compare_url`)."""
     for name, value in (("compare_url", compare_url), ("experiment", experiment), ("filter_string", filter_string)):
         if value is not None and not isinstance(value, str):
             raise RunSelectionError(expected(name, "a str or None", value))
@@ -138,7 +136,7 @@ def checked_run_ids(run_ids, compare_url, experiment, filter_string) -> list[str
             f"runs: expected exactly one of run ids, a compare URL or an experiment (+ filter), found {given or 'none'}"
         )
     if compare_url is not None:
-        parse_compare_url(compare_url)  # a URL that names no runs is refused here too
+        run_ids, _ = parse_compare_url(compare_url)
     return run_ids
 
 
