@@ -7,7 +7,7 @@ The draws the kernels make, written out one replicate at a time from the same ge
 import numba
 import numpy as np
 
-from mlflow_recsys.stats._kernels import BLOCK, _fill_indices, _fill_words, _stratum_picks
+from mlflow_recsys.stats._kernels import BLOCK, _fill_indices, _fill_words, _map_eights, _stratum_picks
 from mlflow_recsys.stats._resampling import column_centres
 
 
@@ -54,6 +54,14 @@ def stratum_picks(seed, candidates):
     picks = np.empty(candidates.shape[0], dtype=np.int32)
     _stratum_picks(s, candidates, picks)
     return picks
+
+
+@numba.njit(cache=True)
+def map_eights(candidates, n64):
+    """:func:`~mlflow_recsys.stats._kernels._map_eights` of uint32 ``candidates``: ``(picks int32, least low half)``,
+    the picks past the last whole eight left 0."""
+    picks = np.zeros(candidates.shape[0], dtype=np.int32)
+    return picks, _map_eights(candidates, n64, picks)
 
 
 MASK64, MASK32 = (1 << 64) - 1, (1 << 32) - 1

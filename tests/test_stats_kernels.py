@@ -13,6 +13,7 @@ from kernel_oracles import (
     bootstrap_means_reference,
     draw_indices,
     draw_signs,
+    map_eights,
     replay_bootstrap,
     sign_flip_means_reference,
     stratum_picks,
@@ -209,6 +210,22 @@ def test_block_seeds_are_splitmix64_from_one_word_of_the_sequence():
     np.testing.assert_array_equal(seeds[:, 8:].ravel(), words[32:])
 
 
+def test_a_generator_state_of_zeros_is_replaced_by_ones(monkeypatch):
+    """xoshiro256** stays at zero from the all-zero state. SplitMix64 gives four zeros in a row with probability
+    2**-256, so its words are replaced here: only the two generators given zeros are set to ones."""
+    from mlflow_recsys.stats import _resampling
+
+    words = splitmix64(np.uint64(3), 36)
+    words[8:12] = 0  # the second block's first generator
+    words[32:36] = 0  # the third block's third generator
+    monkeypatch.setattr(_resampling, "splitmix64", lambda start, count: words[:count].copy())
+    seeds = block_seeds(np.random.SeedSequence(0), 150)  # 3 blocks
+    expected = np.hstack([words[:24].reshape(3, 8), words[24:].reshape(3, 4)])
+    expected[1, :4] = 1
+    expected[2, 8:] = 1
+    np.testing.assert_array_equal(seeds, expected)
+
+
 def test_unit_indices_take_both_generators_in_turn():
     """Replayed in plain Python: per step, the low then high half of the first generator's output, then of the
     second's, each mapped to [0, n) by Lemire's multiply; the candidates left when a replicate is full are dropped."""
@@ -288,6 +305,34 @@ def test_a_rejected_stratum_candidate_is_replaced_by_the_third_generator():
         3,
         0,
     ]  # 4 rejects none
+
+
+def test_a_rejection_among_the_eights_mapped_at_once_is_replaced_in_order_too():
+    """Eleven candidates for 11 users: the first eight are mapped as vectors, the last three one at a time; Lemire's
+    test for 11 rejects the candidate 0 (low half 0, below its bound 4) wherever it stands."""
+    seed = block_seeds(np.random.SeedSequence(9), 1)[0]
+    bound = (2**32 - 11) % 11
+    replacements = []
+    for w in xoshiro256starstar(seed[8:].tolist(), 8):
+        if ((w & 0xFFFFFFFF) * 11) & 0xFFFFFFFF >= bound:
+            replacements.append(((w & 0xFFFFFFFF) * 11) >> 32)
+    candidates = np.array([2**31, 0, *([2**30] * 6), 2**32 - 1, 0, 3 * 2**30], dtype=np.uint32)
+    expected = [(int(c) * 11) >> 32 for c in candidates]
+    expected[1], expected[9] = replacements[0], replacements[1]
+    assert stratum_picks(seed, candidates).tolist() == expected
+
+
+@pytest.mark.parametrize("length", [0, 1, 7, 8, 9, 16, 23, 1000])
+def test_the_eights_mapped_at_once_are_lemires_multiply(length):
+    """The vector map against the integer definition: picks (c * n) >> 32 and the least low half (c * n) % 2**32."""
+    rng = np.random.default_rng(length)
+    for n in (1, 3, 11, 1000, 2**31 - 1):  # picks are int32
+        candidates = rng.integers(0, 2**32, length, dtype=np.uint32)
+        picks, lowest = map_eights(candidates, np.uint64(n))
+        eights = length // 8 * 8
+        products = [int(c) * n for c in candidates[:eights]]
+        assert picks[:eights].tolist() == [p >> 32 for p in products]
+        assert lowest == min([p & 0xFFFFFFFF for p in products], default=2**32 - 1)
 
 
 def test_a_slice_whose_strata_do_not_partition_the_units_is_refused():

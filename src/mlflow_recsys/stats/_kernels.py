@@ -97,12 +97,13 @@ def _fill_indices(s, idx, kept):
     n64 = np.uint64(n)
     threshold = _rejection_bound(n64)
     j = 0
-    k = 0
+    k = np.uint64(0)  # unsigned: a signed index is wrapped around when negative, three instructions a store
+    room = np.uint64(0 if kept is None else kept.shape[0])
     while j < n:
         first, second = _next(s, 0), _next(s, 4)
-        if kept is not None and k < kept.shape[0]:
-            kept[k], kept[k + 1] = first, second
-            k += 2
+        if kept is not None and k < room:
+            kept[k], kept[k + np.uint64(1)] = first, second
+            k += np.uint64(2)
         m0, m1 = (first & _MASK32) * n64, (first >> np.uint64(32)) * n64
         m2, m3 = (second & _MASK32) * n64, (second >> np.uint64(32)) * n64
         if j + 4 <= n and min(m0 & _MASK32, m1 & _MASK32, m2 & _MASK32, m3 & _MASK32) >= threshold:
@@ -120,16 +121,16 @@ def _fill_indices(s, idx, kept):
 def _stratum_picks(s, candidates, picks):
     """Fill ``picks`` with indices uniform on [0, len(picks)) from the uint32 ``candidates`` (as many), each mapped by
     Lemire's multiply; one his method rejects is replaced by the low halves of the block's third generator
-    (``s[8:12]``), in order, until one is accepted. The first loop has no branch, so it vectorizes; the second runs
-    only after a rejection (about ``len(picks)**2 / 2**32`` a replicate)."""
-    n64 = np.uint64(np.uint32(picks.shape[0]))  # known to fit 32 bits: the multiplies vectorize as 32 x 32 -> 64
+    (``s[8:12]``), in order, until one is accepted. The mapping has no branch (:func:`_map_eights`, then the last few
+    one at a time); the replacing runs only after a rejection (about ``len(picks)**2 / 2**32`` a replicate)."""
+    n64 = np.uint64(np.uint32(picks.shape[0]))  # known to fit 32 bits: the multiplies are 32 x 32 -> 64
     threshold = _rejection_bound(n64)
-    rejected = np.uint64(0)
-    for j in range(picks.shape[0]):
+    lowest = _map_eights(candidates, n64, picks)
+    for j in range(picks.shape[0] // 8 * 8, picks.shape[0]):
         m = np.uint64(candidates[j]) * n64
         picks[j] = m >> np.uint64(32)
-        rejected |= np.uint64((m & _MASK32) < threshold)
-    if rejected:
+        lowest = min(lowest, m & _MASK32)
+    if lowest < threshold:
         for j in range(picks.shape[0]):
             m = np.uint64(candidates[j]) * n64
             while (m & _MASK32) < threshold:
@@ -211,6 +212,75 @@ def _picked_row_sum(vectors: int):
 
 
 _sum_4, _sum_8, _sum_12 = (_picked_row_sum(vectors) for vectors in (1, 2, 3))
+
+
+_U32X8 = ir.VectorType(ir.IntType(32), 8)
+_U64X4 = ir.VectorType(_I64, 4)
+
+
+def _splat(builder, value, vector_type):
+    """``value`` in every lane of ``vector_type``."""
+    undefined = ir.Constant(vector_type, ir.Undefined)
+    lane0 = builder.insert_element(undefined, value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(
+        lane0, undefined, ir.Constant(ir.VectorType(ir.IntType(32), vector_type.count), [0] * vector_type.count)
+    )
+
+
+@intrinsic
+def _map_eights(typingctx, candidates, n64, picks):
+    """An intrinsic ``(candidates, n64, picks) -> lowest`` setting ``picks[j] = (candidates[j] * n64) >> 32`` for ``j <
+    len(candidates) // 8 * 8`` and returning the least low half ``(candidates[j] * n64) % 2**32`` among them (uint64;
+    ``2**32 - 1`` when there are none), which Lemire's test compares with its bound.
+
+    ``candidates`` is uint32 and ``picks`` int32, both C-contiguous 1-D of one length; ``n64`` a uint64 below 2**32.
+    Written as IR because numba's loop widened each candidate to 64 bits and narrowed each pick back, two shuffles per
+    four candidates on the one port that runs them: here eight candidates are two vectors of 32 x 32 -> 64 bit products
+    (the even lanes, then the odd ones), whose high halves are the picks in order.
+    """
+    if not (
+        isinstance(candidates, types.Array)
+        and candidates.ndim == 1
+        and candidates.layout == "C"
+        and candidates.dtype == types.uint32
+        and isinstance(picks, types.Array)
+        and picks.ndim == 1
+        and picks.layout == "C"
+        and picks.dtype == types.int32
+        and n64 == types.uint64
+    ):
+        return None
+    signature = types.uint64(candidates, n64, picks)
+
+    def codegen(context, builder, sig, args):
+        source = context.make_array(sig.args[0])(context, builder, args[0])
+        target = context.make_array(sig.args[2])(context, builder, args[2])
+        n = _splat(builder, args[1], _U64X4)
+        low_half = ir.Constant(_U64X4, [0xFFFFFFFF] * 4)
+        high_half = ir.Constant(_U64X4, [0xFFFFFFFF00000000] * 4)
+        half = ir.Constant(_U64X4, [32] * 4)
+        lowest = cgutils.alloca_once_value(builder, ir.Constant(_U32X8, [0xFFFFFFFF] * 8))
+        eights = builder.lshr(builder.extract_value(source.shape, 0), ir.Constant(_I64, 3))
+        with cgutils.for_range(builder, eights) as loop:
+            j = builder.shl(loop.index, ir.Constant(_I64, 3))
+            words = builder.load(builder.bitcast(builder.gep(source.data, [j]), _U32X8.as_pointer()), align=4)
+            pairs = builder.bitcast(words, _U64X4)  # lane i holds candidates 2i (low half) and 2i + 1 (high half)
+            even = builder.mul(builder.and_(pairs, low_half), n)
+            odd = builder.mul(builder.lshr(pairs, half), n)
+            picked = builder.or_(builder.lshr(even, half), builder.and_(odd, high_half))
+            where = builder.bitcast(builder.gep(target.data, [j]), _U32X8.as_pointer())
+            builder.store(builder.bitcast(picked, _U32X8), where, align=4)
+            lows = builder.bitcast(builder.or_(builder.and_(even, low_half), builder.shl(odd, half)), _U32X8)
+            least = builder.load(lowest)
+            builder.store(builder.select(builder.icmp_unsigned("<", lows, least), lows, least), lowest)
+        least = builder.load(lowest)
+        result = builder.extract_element(least, ir.Constant(ir.IntType(32), 0))
+        for lane in range(1, 8):
+            value = builder.extract_element(least, ir.Constant(ir.IntType(32), lane))
+            result = builder.select(builder.icmp_unsigned("<", value, result), value, result)
+        return builder.zext(result, _I64)
+
+    return signature, codegen
 
 
 @numba.njit(inline="always")

@@ -50,8 +50,8 @@ def block_seeds(seed_sequence: np.random.SeedSequence, n_resamples: int) -> np.n
     start = seed_sequence.generate_state(1, dtype=np.uint64)[0]
     words = splitmix64(start, n_blocks * SEED_WORDS)
     seeds = np.hstack([words[: n_blocks * 8].reshape(n_blocks, 8), words[n_blocks * 8 :].reshape(n_blocks, 4)])
-    for state in (seeds[:, :4], seeds[:, 4:8], seeds[:, 8:]):
-        state[(state == 0).all(axis=1)] = 1  # xoshiro's one forbidden state
+    states = seeds.reshape(n_blocks, 3, 4)
+    states[~states.any(axis=2)] = 1  # xoshiro's one forbidden state
     return seeds
 
 

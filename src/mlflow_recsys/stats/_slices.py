@@ -13,7 +13,6 @@ Every result here is exploratory: strata were not what the study was powered for
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
@@ -144,8 +143,8 @@ def slice_members(slices: Sequence[Slice], ids: np.ndarray) -> list[dict[str, np
     """
     out = []
     for sl in slices:
-        labels = sl.unit_labels(ids)
-        members = {s: np.flatnonzero(labels == s) for s in sl.strata}
+        codes = sl.unit_strata(ids)
+        members = {s: np.flatnonzero(codes == k) for k, s in enumerate(sl.strata)}
         members = {s: idx for s, idx in members.items() if idx.size}
         small = {s: int(idx.size) for s, idx in members.items() if idx.size < MIN_STRATUM_USERS}
         if small:
@@ -171,15 +170,15 @@ def slice_analysis(
     rows: list[StratumComparison] = []
     tests: list[Heterogeneity] = []
     for k, (sl, strata) in enumerate(zip(slices, members, strict=True)):
-        slice_rows: list[StratumComparison] = []
+        slice_rows: list[dict] = []
         for pair, means in zip(pairs, stratum_means, strict=True):
             pair_rows, pair_tests = _pair_on_slice(pair, sl.name, strata, means[k], settings)
             slice_rows.extend(pair_rows)
             tests.extend(pair_tests)
-        adjusted = adjust_p_values(np.array([r.p_value for r in slice_rows]), "holm")
+        adjusted = adjust_p_values(np.array([r["p_value"] for r in slice_rows]), "holm")
         size = len(slice_rows)  # the family is the whole slice: every stratum, pair and metric
         rows.extend(
-            dataclasses.replace(r, adjusted_p_value=float(p), significant=bool(p <= alpha), family_size=size)
+            StratumComparison(**r, adjusted_p_value=float(p), significant=bool(p <= alpha), family_size=size)
             for r, p in zip(slice_rows, adjusted, strict=True)
         )
     return SliceAnalysis(tuple(rows), tuple(tests), {sl.name: sl.definition for sl in slices})
@@ -191,8 +190,9 @@ def _pair_on_slice(
     members: dict[str, np.ndarray],
     boot: np.ndarray,
     settings: ComparisonSettings,
-) -> tuple[list[StratumComparison], list[Heterogeneity]]:
-    """One pair's stratum rows on one slice (unadjusted), and per metric the heterogeneity of its strata."""
+) -> tuple[list[dict], list[Heterogeneity]]:
+    """One pair's stratum rows on one slice (unadjusted, :func:`_stratum_row`), and per metric the heterogeneity of
+    its strata."""
     B = settings.n_resamples
     groups = list(members.values())
     streams = [
@@ -240,35 +240,33 @@ def _pair_on_slice(
     return out, tests
 
 
-def _stratum_row(col: _Column, name: str, stratum: str, candidate: str, settings: ComparisonSettings):
-    """One stratum's row from its column: the comparison's test and interval on the stratum's users, unadjusted."""
+def _stratum_row(col: _Column, name: str, stratum: str, candidate: str, settings: ComparisonSettings) -> dict:
+    """One stratum's row from its column, less what the adjustment over the slice sets: the comparison's test and
+    interval on the stratum's users."""
     _, p, method = _test(col, settings)
-    low, high, interval = _interval(col, significance_level(settings.confidence_level), settings)
+    low, high, interval_method = _interval(col, significance_level(settings.confidence_level), settings)
     wins, losses, n = int((col.d > 0).sum()), int((col.d < 0).sum()), int(col.d.shape[0])
-    return StratumComparison(
-        slice=name,
-        stratum=stratum,
-        metric=col.metric,
-        baseline=col.baseline,
-        candidate=candidate,
-        n_units=n,
-        wins=wins,
-        ties=n - wins - losses,
-        losses=losses,
-        baseline_mean=col.baseline_mean,
-        candidate_mean=col.candidate_mean,
-        difference=col.observed,
-        ci_low=low,
-        ci_high=high,
-        confidence_level=float(settings.confidence_level),
-        interval_method=interval,
-        p_value=float(p),
-        adjusted_p_value=float(p),  # adjusted over the slice by the caller
-        family=f"slice:{name}",
-        family_size=0,  # set with the adjustment, over the slice
-        significant=False,
-        test_method=method,
-    )
+    return {
+        "slice": name,
+        "stratum": stratum,
+        "metric": col.metric,
+        "baseline": col.baseline,
+        "candidate": candidate,
+        "n_units": n,
+        "wins": wins,
+        "ties": n - wins - losses,
+        "losses": losses,
+        "baseline_mean": col.baseline_mean,
+        "candidate_mean": col.candidate_mean,
+        "difference": col.observed,
+        "ci_low": low,
+        "ci_high": high,
+        "confidence_level": float(settings.confidence_level),
+        "interval_method": interval_method,
+        "p_value": float(p),
+        "family": f"slice:{name}",
+        "test_method": method,
+    }
 
 
 def cochran_q(means: np.ndarray, variances: np.ndarray) -> tuple[float, int, float, float]:

@@ -9,6 +9,7 @@ other user-level label comes in through :meth:`Slice.from_labels`. The inference
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -100,18 +101,23 @@ class Slice:
         series = series.astype(str)
         return cls(name, series, tuple(pd.unique(series.to_numpy())), definition or f"labels supplied for {name!r}")
 
-    def unit_labels(self, ids: np.ndarray) -> np.ndarray:
-        """The stratum of each user id in ``ids`` (the units of a comparison), object ``(n_units,)``; ValueError
-        naming up to five users without a label."""
-        found = self.labels.reindex(pd.Index(ids))
-        missing = found.isna().to_numpy()
+    def unit_strata(self, ids: np.ndarray) -> np.ndarray:
+        """The stratum of each user id in ``ids`` (the units of a comparison) as its position in :attr:`strata`, int64
+        ``(n_units,)``; ValueError naming up to five users without a label."""
+        at = self.labels.index.get_indexer(pd.Index(ids))
+        missing = at < 0
         if missing.any():
             shown = [v.item() if hasattr(v, "item") else v for v in np.asarray(ids)[missing][:5]]
             raise ValueError(
                 f"slices[{self.name!r}]: expected a stratum for every compared user, found none for "
                 f"{int(missing.sum())} of {len(ids)} (first {shown})"
             )
-        return found.astype(str).to_numpy(dtype=object)
+        return self._codes[at]
+
+    @functools.cached_property
+    def _codes(self) -> np.ndarray:
+        """Each label's position in :attr:`strata`, int64, in the order of :attr:`labels`."""
+        return pd.Categorical(self.labels.astype(str), categories=list(self.strata)).codes.astype(np.int64)
 
 
 def _counts(values: pd.Series | Mapping, name: str) -> pd.Series:
