@@ -233,7 +233,8 @@ def _map_eights(typingctx, candidates, n64, picks):
     len(candidates) // 8 * 8`` and returning the least low half ``(candidates[j] * n64) % 2**32`` among them (uint64;
     ``2**32 - 1`` when there are none), which Lemire's test compares with its bound.
 
-    ``candidates`` is uint32 and ``picks`` int32, both C-contiguous 1-D of one length; ``n64`` a uint64 below 2**32.
+    ``candidates`` is uint32 and ``picks`` int32, both C-contiguous 1-D of one length (the shorter one's is used);
+    ``n64`` a uint64 below 2**32.
     Written as IR because numba's loop widened each candidate to 64 bits and narrowed each pick back, two shuffles per
     four candidates on the one port that runs them: here eight candidates are two vectors of 32 x 32 -> 64 bit products
     (the even lanes, then the odd ones), whose high halves are the picks in order.
@@ -260,7 +261,9 @@ def _map_eights(typingctx, candidates, n64, picks):
         high_half = ir.Constant(_U64X4, [0xFFFFFFFF00000000] * 4)
         half = ir.Constant(_U64X4, [32] * 4)
         lowest = cgutils.alloca_once_value(builder, ir.Constant(_U32X8, [0xFFFFFFFF] * 8))
-        eights = builder.lshr(builder.extract_value(source.shape, 0), ir.Constant(_I64, 3))
+        size, room = (builder.extract_value(array.shape, 0) for array in (source, target))
+        shorter = builder.select(builder.icmp_signed("<", size, room), size, room)  # never past either
+        eights = builder.lshr(shorter, ir.Constant(_I64, 3))
         with cgutils.for_range(builder, eights) as loop:
             j = builder.shl(loop.index, ir.Constant(_I64, 3))
             words = builder.load(builder.bitcast(builder.gep(source.data, [j]), _U32X8.as_pointer()), align=4)
