@@ -57,11 +57,10 @@ def stratum_picks(seed, candidates):
 
 
 @numba.njit(cache=True)
-def map_eights(candidates, n64):
-    """:func:`~mlflow_recsys.stats._kernels._map_eights` of uint32 ``candidates``: ``(picks int32, least low half)``,
-    the picks past the last whole eight left 0."""
-    picks = np.zeros(candidates.shape[0], dtype=np.int32)
-    return picks, _map_eights(candidates, n64, picks)
+def map_eights(candidates, n64, picks):
+    """:func:`~mlflow_recsys.stats._kernels._map_eights` of uint32 ``candidates`` into int32 ``picks``: the least low
+    half; the picks past the last whole eight are left as they were."""
+    return _map_eights(candidates, n64, picks)
 
 
 MASK64, MASK32 = (1 << 64) - 1, (1 << 32) - 1

@@ -328,11 +328,23 @@ def test_the_eights_mapped_at_once_are_lemires_multiply(length):
     rng = np.random.default_rng(length)
     for n in (1, 3, 11, 1000, 2**31 - 1):  # picks are int32
         candidates = rng.integers(0, 2**32, length, dtype=np.uint32)
-        picks, lowest = map_eights(candidates, np.uint64(n))
+        picks = np.zeros(length, dtype=np.int32)
+        lowest = map_eights(candidates, np.uint64(n), picks)
         eights = length // 8 * 8
         products = [int(c) * n for c in candidates[:eights]]
         assert picks[:eights].tolist() == [p >> 32 for p in products]
         assert lowest == min([p & 0xFFFFFFFF for p in products], default=2**32 - 1)
+
+
+def test_the_eights_are_mapped_no_further_than_the_shorter_array():
+    """The map writes without bounds checks: 20 candidates into 9 picks map one eight; 9 into 20 too."""
+    candidates = np.arange(1, 21, dtype=np.uint32) * np.uint32(200_000_000)
+    for source, room in ((candidates, 9), (candidates[:9], 20)):
+        picks = np.full(room, -1, dtype=np.int32)
+        lowest = map_eights(source, np.uint64(7), picks)
+        assert picks[:8].tolist() == [(int(c) * 7) >> 32 for c in source[:8]]
+        assert (picks[8:] == -1).all()
+        assert lowest == min((int(c) * 7) & 0xFFFFFFFF for c in source[:8])
 
 
 def test_a_slice_whose_strata_do_not_partition_the_units_is_refused():
