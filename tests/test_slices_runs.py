@@ -52,6 +52,11 @@ def test_a_slice_is_named_with_an_optional_argument(spec, parsed):
         ("history:", r"slices: expected history:<int>"),
         ("cold:-1", r"slices: expected cold:<int> \(.*at least 0\)"),
         ("target_popularity:2", r"slices: expected target_popularity:<float> \(.*between 0 and 1\)"),
+        ("history:4_0", r"slices: expected history:<int>"),
+        ("history:\u0664", r"slices: expected history:<int>"),  # an Arabic-Indic 4, which int() takes
+        ("cold: 5", r"slices: expected cold:<int>"),
+        ("history:+4", r"slices: expected history:<int>"),
+        ("target_popularity:2e-1", r"slices: expected target_popularity:<float>"),
     ],
 )
 def test_settings_refuse_an_unknown_slice_or_a_bad_argument_naming_it(spec, match):
@@ -122,17 +127,34 @@ def _count_runs():
 
 def test_a_split_that_cannot_be_sliced_so_or_a_bad_checkpoint_is_refused_before_any_run(trained, copy_run, tmp_path):
     before = _count_runs()
-    settings = ComparisonSettings(slices=("history:1000",), n_resamples=99, reference="Popularity")
-    with pytest.raises(
-        RunSelectionError, match=r"slices: .*expected at least 2 users in every stratum of 'history:1000'"
-    ):
-        compare_runs(run_ids=[trained["ease"], trained["pop"]], settings=settings)
+    for spec, match in [
+        ("history:150", r"expected at least 2 users in every stratum of 'history:150'"),
+        ("history:1000", r"bins: expected 2 to \d+ quantile bins \(at most one a user\), found 1000"),
+    ]:
+        settings = ComparisonSettings(slices=(spec,), n_resamples=99, reference="Popularity")
+        with pytest.raises(RunSelectionError, match=r"slices: .*" + match):
+            compare_runs(run_ids=[trained["ease"], trained["pop"]], settings=settings)
     lost = copy_run(trained["pop"], tmp_path, model="Lost")
     MlflowClient().log_param(lost, "checkpoint", str(tmp_path / "gone.zip"))
     for order in ([trained["ease"], lost], [lost, trained["ease"]]):  # whichever run comes first
         with pytest.raises(RunSelectionError, match=f"slices: run {lost} names checkpoint .*gone.zip"):
             compare_runs(run_ids=order, settings=ComparisonSettings(slices=("history",), n_resamples=99))
     assert _count_runs() == before + 1  # the copied run alone
+
+
+def test_the_strata_count_in_the_memory_bound_before_any_run(trained, monkeypatch):
+    """The bound is checked once the split's slices are built, their strata counted, before a run is made (the bound
+    is lowered here: the demo split's strata are too few to reach 4 GiB)."""
+    from mlflow_recsys.stats import _comparison
+
+    monkeypatch.setattr(_comparison, "MAX_REPLICATE_BYTES", 1)
+    before = _count_runs()
+    settings = ComparisonSettings(slices=("history:3", "target_popularity"), n_resamples=99, reference="Popularity")
+    with pytest.raises(
+        ValueError, match=r"99 resamples for each of \d+ hypotheses and \d+ stratum columns of its slices"
+    ):
+        compare_runs(run_ids=[trained["ease"], trained["pop"]], settings=settings)
+    assert _count_runs() == before
 
 
 def test_the_printout_shows_the_slices_and_the_global_metrics(trained):

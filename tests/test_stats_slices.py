@@ -24,6 +24,7 @@ from mlflow_recsys.stats import (
     history_slice,
     target_popularity_slice,
 )
+from mlflow_recsys.stats._comparison import check_replicate_memory, stratum_columns
 from mlflow_recsys.stats._slices import cochran_q
 
 
@@ -171,6 +172,9 @@ def test_bad_slices_are_refused_before_any_resampling():
     lonely = Slice.from_labels("lonely", pd.Series(["x"] + ["y"] * (ids.size - 1), index=ids))
     with pytest.raises(ValueError, match=r"at least 2 compared users per stratum, found \{'x': 1\}"):
         compare_models(results, metrics="a@10", slices=lonely)
+    one = Slice.from_labels("one", pd.Series(["x"] * ids.size + ["y"], index=[*ids, -1]))  # "y": no compared user
+    with pytest.raises(ValueError, match=r"slices\['one'\]: expected the compared users in at least 2 strata, .* 'x'"):
+        compare_models(results, metrics="a@10", slices=one)
     twice = Slice.from_labels("s", pd.Series(np.arange(ids.size) % 2, index=ids))
     with pytest.raises(ValueError, match="each slice name once"):
         compare_models(results, metrics="a@10", slices=[twice, twice])
@@ -185,6 +189,21 @@ def test_bad_slices_are_refused_before_any_resampling():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Slice.from_labels("ok", {1: "a", 2: "b"})
+
+
+def test_the_strata_count_in_the_bound_on_replicate_memory():
+    """Each pair holds B stratified bootstrap and B sign-flip means per stratum and padded metric column: 100 strata
+    of 2 users x 4 columns at B = 1,000,000 would hold 6.0 GiB, refused before any resampling (minutes of it)."""
+    results, ids = _results(n=200)
+    pairs_of_users = Slice.from_labels("pairs", pd.Series((np.arange(ids.size) // 2).astype(str), index=ids))
+    assert stratum_columns(1, 100, 2) == 400  # two metrics take a whole vector of four
+    with pytest.raises(
+        ValueError,
+        match=r"1,000,000 resamples for each of 2 hypotheses and 400 stratum columns of its slices would keep 6\.0 "
+        r"GiB .* compare fewer metrics, models or strata",
+    ):
+        compare_models(results, metrics=["a@10", "b@10"], n_resamples=1_000_000, slices=pairs_of_users)
+    check_replicate_memory(1_000_000, 2)  # the same comparison without the slice is within the bound
 
 
 def test_slices_are_saved_read_back_and_printed_as_exploratory(tmp_path):
@@ -225,3 +244,31 @@ def test_history_slice_names_a_wrong_input_and_says_when_quantile_bins_merged():
         history_slice(lengths, bins=True)
     merged = history_slice(lengths, bins=4)  # two distinct lengths: two strata, and the definition says so
     assert merged.strata == ("1", ">=2") and "4 quantile bins asked, 2 distinct" in merged.definition
+    for bins in (1, 9, 10**20):  # more bins than users; 10**20 once reached NumPy as a 10**20-point linspace
+        with pytest.raises(
+            ValueError, match=rf"bins: expected 2 to 8 quantile bins \(at most one a user\), found {bins}"
+        ):
+            history_slice(lengths, bins=bins)
+
+
+def test_ids_past_2_53_are_matched_exactly_between_int_and_float():
+    """pandas looks int ids up among float keys as floats, where 2**53 + 1 rounds to 2**53: every match is confirmed
+    exactly, so a neighbour's label is never taken."""
+    ids = np.array([2**53 + 1, 2**53 + 3, 2**53 + 5, 2**53 + 7], dtype=np.int64)
+    keys = np.array([2**53, 2**53 + 2, 2**53 + 4, 2**53 + 6], dtype=np.float64)  # four other users
+    with pytest.raises(
+        ValueError, match=r"found none for 4 of 4 .*; the slice's ids are float64, the compared ids int64"
+    ):
+        Slice.from_labels("g", pd.Series(list("abab"), index=keys)).unit_strata(ids)
+    with pytest.raises(ValueError, match=r"found none for 4 of 4"):
+        Slice.from_labels("g", pd.Series(list("abab"), index=ids)).unit_strata(keys)
+    exact = Slice.from_labels("g", pd.Series(list("abab"), index=keys))
+    np.testing.assert_array_equal(exact.unit_strata(keys.astype(np.int64)), [0, 1, 0, 1])  # 2**53 + 2k are floats
+    np.testing.assert_array_equal(exact.unit_strata(np.array([2**53 + 6, 2**53])), [1, 0])
+
+
+def test_slice_errors_show_ids_as_python_values():
+    with pytest.raises(ValueError, match=r"expected one label per sample_id, found 0 twice"):
+        Slice("d", pd.Series(["a", "b", "a"], index=np.array([0, 0, 1])), ("a", "b"), "d")
+    with pytest.raises(ValueError, match=r"expected a label for every sample id, found none for 1$"):
+        Slice.from_labels("n", pd.Series(["a", None, "b"], index=np.arange(3)))

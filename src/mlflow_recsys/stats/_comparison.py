@@ -25,6 +25,7 @@ from mlflow_recsys.stats._inference import WILCOXON_EXACT_MAX, pair_rows, wilcox
 from mlflow_recsys.stats._margins import decision, detectable_effect
 from mlflow_recsys.stats._maxt import maxt_family
 from mlflow_recsys.stats._pairing import check_results, paired_differences, units_of
+from mlflow_recsys.stats._resampling import padded_width
 from mlflow_recsys.stats._results import COLUMNS, ComparisonReport, Markup, PairwiseComparison, significance_level
 from mlflow_recsys.stats._settings import (
     Alternative,
@@ -50,22 +51,32 @@ __all__ = [
     "compare_models",
     "compare_pair",
     "mde_alpha",
+    "stratum_columns",
     "wilcoxon_method",
 ]
 
-#: Bytes of replicates a report may keep: every hypothesis holds its B null and B bootstrap means (float64).
+#: Bytes of replicates a report may keep: every hypothesis holds its B null and B bootstrap means (float64), and so
+#: does every stratum column of its slices.
 MAX_REPLICATE_BYTES = 4 * 1024**3
 
 
-def check_replicate_memory(n_resamples: int, n_hypotheses: int) -> None:
-    """ValueError, naming both numbers and the memory, when the replicates a call keeps (16 bytes x B x J) would exceed
-    :data:`MAX_REPLICATE_BYTES`."""
-    needed = 16 * n_resamples * n_hypotheses
+def stratum_columns(n_pairs: int, n_strata: int, n_metrics: int) -> int:
+    """Replicate columns a comparison's slices hold: per model pair and stratum (of every slice), the stratified
+    bootstrap and sign-flip means of each metric, the metrics padded to the kernels' lane width."""
+    return n_pairs * n_strata * padded_width(n_metrics)
+
+
+def check_replicate_memory(n_resamples: int, n_hypotheses: int, n_stratum_columns: int = 0) -> None:
+    """ValueError, naming the numbers and the memory, when the replicates a call holds (16 bytes x B for each hypothesis
+    and each stratum column, :func:`stratum_columns`) would exceed :data:`MAX_REPLICATE_BYTES`."""
+    needed = 16 * n_resamples * (n_hypotheses + n_stratum_columns)
     if needed > MAX_REPLICATE_BYTES:
+        strata = f" and {n_stratum_columns:,} stratum columns of its slices" if n_stratum_columns else ""
+        fewer = "metrics, models or strata" if n_stratum_columns else "metrics or models"
         raise ValueError(
-            f"n_resamples: {n_resamples:,} resamples for each of {n_hypotheses:,} hypotheses would keep "
+            f"n_resamples: {n_resamples:,} resamples for each of {n_hypotheses:,} hypotheses{strata} would keep "
             f"{needed / 1024**3:.1f} GiB of replicates (16 bytes each), expected at most "
-            f"{MAX_REPLICATE_BYTES / 1024**3:.0f} GiB; lower n_resamples, or compare fewer metrics or models"
+            f"{MAX_REPLICATE_BYTES / 1024**3:.0f} GiB; lower n_resamples, or compare fewer {fewer}"
         )
 
 
@@ -248,11 +259,12 @@ def compare_models(
     ValueError
         If fewer than two results; a result lacks per-user values; ``global_metrics`` with a result that kept no lists
         or has several rows per user; slices with a margin hypothesis, a slice repeated,
-        a compared user without a stratum, or a stratum of fewer than two users; sample ids differ in length, content or
+        a compared user without a stratum, the compared users all in one stratum, or a stratum of fewer than two users;
+        sample ids differ in length, content or
         order; targets fingerprints differ; a metric was not evaluated; per-user values are not finite or above
         1e100 in magnitude; fewer than two units; a one-sided alternative without ``reference``; a setting is out of
         range (``n_resamples`` at most :data:`MAX_RESAMPLES`); or the replicates kept would exceed
-        :data:`MAX_REPLICATE_BYTES`.
+        :data:`MAX_REPLICATE_BYTES` (the strata of the slices counted too, :func:`stratum_columns`).
 
     Warns
     -----
@@ -302,12 +314,15 @@ def _compare(
         )
     names = check_results(results, metrics)
     pairs = _pairs(names, settings.reference)
-    check_replicate_memory(settings.n_resamples, len(pairs) * len(metrics))
+    units = units_of(results[names[0]])
+    members = slice_members(chosen, units.ids)  # every user labelled, every stratum large enough, before resampling
+    strata = sum(len(strata) for strata in members)
+    check_replicate_memory(
+        settings.n_resamples, len(pairs) * len(metrics), stratum_columns(len(pairs), strata, len(metrics))
+    )
     if settings.n_resamples < 999 and settings.test_method in ("randomization", "bootstrap"):
         _warn_low_resamples(settings, len(pairs))
-    units = units_of(results[names[0]])
     paired = [paired_differences(results, pair, metrics, units) for pair in pairs]
-    members = slice_members(chosen, units.ids)  # every user labelled, every stratum large enough, before resampling
     drawn = [pair_rows(pair, settings, [list(strata.values()) for strata in members]) for pair in paired]
     comparisons = [row for rows, _ in drawn for row in rows]
     stratum_means = [means for _, means in drawn]

@@ -166,7 +166,7 @@ def _stratum_means(sums: np.ndarray, m: int, sizes: np.ndarray, centres: np.ndar
     return means.transpose(2, 0, 1)
 
 
-def _padded_width(m: int) -> int:
+def padded_width(m: int) -> int:
     from mlflow_recsys.stats._kernels import LANES
 
     return -(-m // LANES) * LANES
@@ -188,7 +188,7 @@ def _stacked(d: np.ndarray, members: Sequence[np.ndarray], centres: np.ndarray |
     sizes = np.array([len(idx) for idx in members], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)])
     m = d.shape[1]
-    rows = _aligned_zeros(int(starts[-1]), _padded_width(m))
+    rows = _aligned_zeros(int(starts[-1]), padded_width(m))
     for s, idx in enumerate(members):
         rows[starts[s] : starts[s + 1], :m] = d[idx] if centres is None else d[idx] - centres[s]
     return rows, starts

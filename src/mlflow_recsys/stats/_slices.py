@@ -139,13 +139,19 @@ def slice_members(slices: Sequence[Slice], ids: np.ndarray) -> list[dict[str, np
     Raises
     ------
     ValueError
-        If a compared user has no stratum, or a stratum holds fewer than :data:`MIN_STRATUM_USERS` users.
+        If a compared user has no stratum, the compared users all fall in one stratum (nothing to set apart, and no
+        heterogeneity to test), or a stratum holds fewer than :data:`MIN_STRATUM_USERS` users.
     """
     out = []
     for sl in slices:
         codes = sl.unit_strata(ids)
         members = {s: np.flatnonzero(codes == k) for k, s in enumerate(sl.strata)}
         members = {s: idx for s, idx in members.items() if idx.size}
+        if len(members) < 2:
+            raise ValueError(
+                f"slices[{sl.name!r}]: expected the compared users in at least 2 strata, found them all in "
+                f"{next(iter(members))!r}"
+            )
         small = {s: int(idx.size) for s, idx in members.items() if idx.size < MIN_STRATUM_USERS}
         if small:
             raise ValueError(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -63,7 +64,7 @@ class Slice:
                 f"labels: expected a pandas Series indexed by sample_id, found {type(self.labels).__name__}"
             )
         if self.labels.index.has_duplicates:
-            first = self.labels.index[self.labels.index.duplicated()][0]
+            first = _plain(self.labels.index[self.labels.index.duplicated()][0])
             raise ValueError(f"slice {self.name!r}: expected one label per sample_id, found {first!r} twice")
         held = set(self.labels.astype(str).unique())
         if set(self.strata) != held or len(self.strata) != len(held):
@@ -96,7 +97,7 @@ class Slice:
                 f"labels: expected a DataFrame (sample_id, label), a Series or a mapping, found {type(labels).__name__}"
             )
         if series.isna().any():
-            first = series.index[series.isna().to_numpy()][0]
+            first = _plain(series.index[series.isna().to_numpy()][0])
             raise ValueError(f"labels: expected a label for every sample id, found none for {first!r}")
         series = series.astype(str)
         return cls(name, series, tuple(pd.unique(series.to_numpy())), definition or f"labels supplied for {name!r}")
@@ -104,13 +105,25 @@ class Slice:
     def unit_strata(self, ids: np.ndarray) -> np.ndarray:
         """The stratum of each user id in ``ids`` (the units of a comparison) as its position in :attr:`strata`, int64
         ``(n_units,)``; ValueError naming up to five users without a label."""
-        at = self.labels.index.get_indexer(pd.Index(ids))
+        keys, wanted = self.labels.index, np.asarray(ids)
+        at = keys.get_indexer(pd.Index(wanted))
+        if keys.dtype.kind != wanted.dtype.kind and "f" in (keys.dtype.kind, wanted.dtype.kind):
+            # pandas finds integer ids among float keys (and the reverse) as floats, which round ids past 2**53 onto
+            # their neighbours: each match is confirmed by Python's comparison, exact between int and float.
+            found = np.flatnonzero(at >= 0)
+            exact = [a == b for a, b in zip(keys.take(at[found]).tolist(), wanted[found].tolist(), strict=True)]
+            at[found[~np.array(exact, dtype=bool)]] = -1
         missing = at < 0
         if missing.any():
-            shown = [v.item() if hasattr(v, "item") else v for v in np.asarray(ids)[missing][:5]]
+            shown = [_plain(v) for v in wanted[missing][:5]]
+            kinds = (
+                f"; the slice's ids are {keys.dtype}, the compared ids {wanted.dtype}"
+                if missing.all() and keys.dtype != wanted.dtype
+                else ""
+            )
             raise ValueError(
                 f"slices[{self.name!r}]: expected a stratum for every compared user, found none for "
-                f"{int(missing.sum())} of {len(ids)} (first {shown})"
+                f"{int(missing.sum())} of {len(ids)} (first {shown}){kinds}"
             )
         return self._codes[at]
 
@@ -118,6 +131,11 @@ class Slice:
     def _codes(self) -> np.ndarray:
         """Each label's position in :attr:`strata`, int64, in the order of :attr:`labels`."""
         return pd.Categorical(self.labels.astype(str), categories=list(self.strata)).codes.astype(np.int64)
+
+
+def _plain(value: object) -> object:
+    """A NumPy scalar as the Python value it holds, so messages show ``7``, not ``np.int64(7)``."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _counts(values: pd.Series | Mapping, name: str) -> pd.Series:
@@ -130,7 +148,7 @@ def _counts(values: pd.Series | Mapping, name: str) -> pd.Series:
     numeric = pd.to_numeric(series, errors="coerce")
     bad = numeric.isna() | (numeric < 0) | (numeric != np.floor(numeric))
     if bad.any():
-        first = series.index[bad.to_numpy()][0]
+        first = _plain(series.index[bad.to_numpy()][0])
         raise ValueError(f"{name}: expected a count (int >= 0) per sample id, found {series[first]!r} for {first!r}")
     return numeric.astype(np.int64)
 
@@ -161,12 +179,13 @@ def history_slice(history_length: pd.Series | Mapping, bins: int | Sequence[int]
     Raises
     ------
     ValueError
-        If a length is not an int >= 0, ``bins`` is an int below 2, not increasing, or leaves fewer than two strata.
+        If a length is not an int >= 0, ``bins`` is an int below 2 or above the number of users, not increasing, or
+        leaves fewer than two strata.
     """
     lengths = _counts(history_length, "history_length")
     if isinstance(bins, numbers.Integral) and not isinstance(bins, bool):
-        if bins < 2:
-            raise ValueError(f"bins: expected at least 2 quantile bins, found {bins}")
+        if not 2 <= int(bins) <= len(lengths):  # the upper bound also keeps np.linspace from a huge allocation
+            raise ValueError(f"bins: expected 2 to {len(lengths)} quantile bins (at most one a user), found {bins}")
         values = lengths.to_numpy()
         inner = np.unique(np.quantile(values, np.linspace(0, 1, int(bins) + 1)[1:-1], method="lower"))
         uppers = [int(e) for e in inner if e < values.max()]  # an upper end at the maximum would leave a bin empty
@@ -301,10 +320,9 @@ def parse_slice_spec(spec: str, name: str = "slices") -> tuple[str, float]:
     cast_to, default, meaning = SLICE_SPECS[kind]
     if ":" not in str(spec):
         return kind, default
-    try:
-        value = cast_to(argument)
-    except ValueError:
-        value = None
+    # Plain ASCII numbers only: int() and float() also take "4_0", " 5", "+4", "1e3" and other scripts' digits.
+    plain = re.fullmatch(r"[0-9]+" if cast_to is int else r"[0-9]*\.?[0-9]+", argument)
+    value = cast_to(argument) if plain else None
     if value is None or not _in_range(kind, value):
         raise ValueError(f"{name}: expected {kind}:<{cast_to.__name__}> ({meaning}), found {spec!r}")
     return kind, value

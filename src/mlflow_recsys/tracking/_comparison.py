@@ -30,7 +30,7 @@ from mlflow_recsys.stats import (
     compare_seed_averaged,
     seed_spread,
 )
-from mlflow_recsys.stats._comparison import check_replicate_memory
+from mlflow_recsys.stats._comparison import check_replicate_memory, stratum_columns
 from mlflow_recsys.stats._settings import ComparisonSettings, resolve_primary_analysis
 from mlflow_recsys.tracking import _tags as tags
 from mlflow_recsys.tracking._artifacts import EvaluationArtifacts
@@ -397,13 +397,19 @@ def _preflight(
             "a paired comparison estimates the variation across users"
         )
     plan = plan_candidates(runs, settings, model_tag)
+    slices = runs_slices(runs, settings.slices) if settings.slices else None
     if plan.metric_keys is not None:
-        # Every report the comparison keeps: with seeded candidates, the seed-averaged report's as well.
+        # Every report the comparison keeps: with seeded candidates, the seed-averaged report's as well; the slices are
+        # analysed in one of them.
         reports = 2 if plan.seed_pairs else 1
-        check_replicate_memory(settings.n_resamples, reports * len(plan.pairs) * len(plan.metric_keys))
+        strata = sum(len(s.strata) for s in slices or ())
+        check_replicate_memory(
+            settings.n_resamples,
+            reports * len(plan.pairs) * len(plan.metric_keys),
+            stratum_columns(len(plan.pairs), strata, len(plan.metric_keys)),
+        )
     if settings.paired_seeds:
         check_paired_seeds(plan)
-    slices = runs_slices(runs, settings.slices) if settings.slices else None
     try:
         resolve_primary_analysis(settings.primary_analysis, seeded=bool(plan.seed_pairs))
     except ValueError as exc:
