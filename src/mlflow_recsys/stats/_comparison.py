@@ -316,9 +316,9 @@ def _compare(
     pairs = _pairs(names, settings.reference)
     units = units_of(results[names[0]])
     members = slice_members(chosen, units.ids)  # every user labelled, every stratum large enough, before resampling
-    strata = sum(len(strata) for strata in members)
+    n_strata = sum(len(strata) for strata in members)
     check_replicate_memory(
-        settings.n_resamples, len(pairs) * len(metrics), stratum_columns(len(pairs), strata, len(metrics))
+        settings.n_resamples, len(pairs) * len(metrics), stratum_columns(len(pairs), n_strata, len(metrics))
     )
     if settings.n_resamples < 999 and settings.test_method in ("randomization", "bootstrap"):
         _warn_low_resamples(settings, len(pairs))

@@ -9,7 +9,6 @@ other user-level label comes in through :meth:`Slice.from_labels`. The inference
 
 from __future__ import annotations
 
-import functools
 import numbers
 import re
 from collections.abc import Mapping, Sequence
@@ -19,6 +18,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from mlflow_recsys._catalogue import plain_id
 from mlflow_recsys._item_popularity import DEFAULT_HEAD_SHARE, long_tail_items
 from mlflow_recsys._sparse import canonical_csr
 
@@ -64,7 +64,7 @@ class Slice:
                 f"labels: expected a pandas Series indexed by sample_id, found {type(self.labels).__name__}"
             )
         if self.labels.index.has_duplicates:
-            first = _plain(self.labels.index[self.labels.index.duplicated()][0])
+            first = plain_id(self.labels.index[self.labels.index.duplicated()][0])
             raise ValueError(f"slice {self.name!r}: expected one label per sample_id, found {first!r} twice")
         held = set(self.labels.astype(str).unique())
         if set(self.strata) != held or len(self.strata) != len(held):
@@ -97,7 +97,7 @@ class Slice:
                 f"labels: expected a DataFrame (sample_id, label), a Series or a mapping, found {type(labels).__name__}"
             )
         if series.isna().any():
-            first = _plain(series.index[series.isna().to_numpy()][0])
+            first = plain_id(series.index[series.isna().to_numpy()][0])
             raise ValueError(f"labels: expected a label for every sample id, found none for {first!r}")
         series = series.astype(str)
         return cls(name, series, tuple(pd.unique(series.to_numpy())), definition or f"labels supplied for {name!r}")
@@ -115,7 +115,7 @@ class Slice:
             at[found[~np.array(exact, dtype=bool)]] = -1
         missing = at < 0
         if missing.any():
-            shown = [_plain(v) for v in wanted[missing][:5]]
+            shown = [plain_id(v) for v in wanted[missing][:5]]
             kinds = (
                 f"; the slice's ids are {keys.dtype}, the compared ids {wanted.dtype}"
                 if missing.all() and keys.dtype != wanted.dtype
@@ -125,17 +125,10 @@ class Slice:
                 f"slices[{self.name!r}]: expected a stratum for every compared user, found none for "
                 f"{int(missing.sum())} of {len(ids)} (first {shown}){kinds}"
             )
-        return self._codes[at]
-
-    @functools.cached_property
-    def _codes(self) -> np.ndarray:
-        """Each label's position in :attr:`strata`, int64, in the order of :attr:`labels`."""
-        return pd.Categorical(self.labels.astype(str), categories=list(self.strata)).codes.astype(np.int64)
-
-
-def _plain(value: object) -> object:
-    """A NumPy scalar as the Python value it holds, so messages show ``7``, not ``np.int64(7)``."""
-    return value.item() if isinstance(value, np.generic) else value
+        # Factorized first, so a label is read as str and placed among the strata once, not once per user.
+        codes, distinct = pd.factorize(self.labels)
+        position = {stratum: k for k, stratum in enumerate(self.strata)}
+        return np.array([position[str(label)] for label in distinct], dtype=np.int64)[codes[at]]
 
 
 def _counts(values: pd.Series | Mapping, name: str) -> pd.Series:
@@ -148,7 +141,7 @@ def _counts(values: pd.Series | Mapping, name: str) -> pd.Series:
     numeric = pd.to_numeric(series, errors="coerce")
     bad = numeric.isna() | (numeric < 0) | (numeric != np.floor(numeric))
     if bad.any():
-        first = _plain(series.index[bad.to_numpy()][0])
+        first = plain_id(series.index[bad.to_numpy()][0])
         raise ValueError(f"{name}: expected a count (int >= 0) per sample id, found {series[first]!r} for {first!r}")
     return numeric.astype(np.int64)
 
