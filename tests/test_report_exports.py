@@ -76,7 +76,7 @@ def expected_latex(name: str) -> str:
         out.append(EXPECTED_ESCAPES.get(ch, ch))
         if ch in LIGATURE_CHARACTERS and (i + 1 == len(text) or text[i + 1] == ch):
             out.append("{}")
-    return "".join(out)
+    return ("{}" if text[:1] in ("[", "*") else "") + "".join(out)  # else a row's \\ before it takes it as argument
 
 
 def unescaped_specials(text: str) -> set[str]:

@@ -265,6 +265,21 @@ def test_pdflatex_typesets_the_slices_table_within_the_line_width(sliced, tmp_pa
     assert "Overfull \\hbox" not in log and "Overfull \\vbox" not in log
 
 
+@needs_pdflatex
+def test_a_name_opening_a_latex_row_with_a_bracket_or_star_is_typeset_as_it_is(tmp_path):
+    """A row's \\\\ takes a [ after it for its spacing argument (pdflatex stopped: "Missing number") and a * for its
+    star (lost): a stratum, model or metric name opening a row with one gets {} before it, and prints whole."""
+    results, ids = _results(n=40, seed=5)
+    results = {"[A]": results["EASE"], "*B*": results[SCRIPT]}
+    labels = pd.Series(np.where(np.arange(ids.size) < 20, "[link](http://x)", "**bold**"), index=ids)
+    report = compare_models(
+        results, metrics="ndcg@10", reference="[A]", n_resamples=99, slices=Slice.from_labels("s", labels)
+    )
+    latex = report.to_latex()
+    assert "{}[link](http://x) & " in latex and "{}**bold** & " in latex
+    compile_latex(tmp_path, latex)  # fails the test on any LaTeX error
+
+
 def test_a_stratum_without_spread_has_no_heterogeneity_on_every_surface():
     results, ids = _results(n=30, seed=2)
     results = {m: results[m] for m in ("EASE", SCRIPT)}

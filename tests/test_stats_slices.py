@@ -267,6 +267,14 @@ def test_ids_past_2_53_are_matched_exactly_between_int_and_float():
     np.testing.assert_array_equal(exact.unit_strata(np.array([2**53 + 6, 2**53])), [1, 0])
 
 
+def test_a_blank_stratum_label_is_refused_as_a_blank_slice_name_is():
+    for blank in ("", "   ", "\t"):
+        with pytest.raises(ValueError, match=r"slice 's': expected stratum labels that are not blank, found \["):
+            Slice.from_labels("s", pd.Series([blank, "a"], index=[1, 2]))
+    with pytest.raises(ValueError, match="expected a non-empty slice name"):
+        Slice.from_labels("   ", pd.Series(["b", "a"], index=[1, 2]))
+
+
 def test_slice_errors_show_ids_as_python_values():
     with pytest.raises(ValueError, match=r"expected one label per sample_id, found 0 twice"):
         Slice("d", pd.Series(["a", "b", "a"], index=np.array([0, 0, 1])), ("a", "b"), "d")

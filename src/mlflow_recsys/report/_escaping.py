@@ -200,6 +200,9 @@ _LATEX_ESCAPES = str.maketrans(
 #: A hyphen or comma that another one follows (``--`` is an en dash, ``,,`` a low quote in T1) or that ends the text
 #: (the next piece of source may start with one): it gets ``{}``, which breaks the ligature.
 _LIGATURE_START = re.compile(r"-(?=-|\Z)|,(?=,|\Z)")
+#: A ``[`` or ``*`` opening the text gets ``{}`` before it: after a table row's ``\\`` it would be read as the row
+#: end's optional spacing (``\\[...]``, "Missing number") or its star, and lost.
+_ROW_END_ARGUMENT = re.compile(r"\A(?=[\[*])")
 
 
 #: Longest word of a LaTeX text, and longest name a LaTeX table cell holds: TeX cannot set a box wider than 16,383pt,
@@ -217,7 +220,8 @@ def escape_latex(text: object, *, width: int | None = None) -> str:
     Control characters (line breaks, tabs) are first written as visible escapes (:func:`visible_text`); then each of
     ``\\ & % $ # _ { } ~ ^ < > |`` and the quotes ``` ' "`` is replaced by its escape (``\\&``, ``\\textbackslash{}``,
     ``\\textquotesingle{}``, ...), and a ``-`` or ``,`` followed by another (or ending the text) gets ``{}``, so ``--``
-    stays two hyphens instead of an en dash. Every escape compiles with pdflatex in the default (OT1) and the T1 font
+    stays two hyphens instead of an en dash; so does a ``[`` or ``*`` that opens the text, which a table row's ``\\\\``
+    before it would take for its argument. Every escape compiles with pdflatex in the default (OT1) and the T1 font
     encoding; ``"`` is ``\\UseTextSymbol{T1}{\\textquotedbl}``, the straight quote of the T1 font, because OT1 has none.
     Other characters, non-ASCII letters included, pass unchanged: pdflatex typesets Latin letters with accents (``é``,
     ``ñ``), but stops with "Unicode character ... not set up for use with LaTeX" at Greek or Cyrillic letters (they need
@@ -233,7 +237,7 @@ def escape_latex(text: object, *, width: int | None = None) -> str:
     shown = visible_text(text) if width is None else shorten(visible_text(text), width)
     shown = _LONG_WORD.sub(lambda word: shorten(word.group(), LATEX_NAME_WIDTH), shown)
     escaped = shown.translate(_LATEX_ESCAPES)
-    return _LIGATURE_START.sub(lambda m: m.group() + "{}", escaped)
+    return _ROW_END_ARGUMENT.sub("{}", _LIGATURE_START.sub(lambda m: m.group() + "{}", escaped))
 
 
 def latex_cell(name: object) -> str:

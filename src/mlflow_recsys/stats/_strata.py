@@ -71,6 +71,9 @@ class Slice:
             raise ValueError(
                 f"slice {self.name!r}: expected strata {sorted(held)} (the labels held), found {list(self.strata)}"
             )
+        blank = [s for s in self.strata if not s.strip()]
+        if blank:  # every report would show an empty cell, as for a missing label
+            raise ValueError(f"slice {self.name!r}: expected stratum labels that are not blank, found {blank}")
 
     @classmethod
     def from_labels(cls, name: str, labels: pd.DataFrame | pd.Series | Mapping, *, definition: str = "") -> Slice:
